@@ -1,0 +1,29 @@
+#ifndef REFENC_ACTIVATION_H
+#define REFENC_ACTIVATION_H
+
+#include <stddef.h>
+
+#include "config.h"
+
+/* ReLU: max(x, 0).  Exact. */
+double refenc_relu(double x);
+
+/* GELU, exact (Hendrycks & Gimpel 2016):  x * Phi(x),  Phi(x) = (1 + erf(x/sqrt 2)) / 2.
+ * Computed as x * (erfc(-x/sqrt 2) / 2), the same function: erfc(-t) = 1 + erf(t).
+ * The erfc form keeps Phi's relative accuracy for negative x, where 1 + erf
+ * would cancel (Phi(-8) = 6e-16 would be computed from 1 - 0.99999999999999878).
+ * Error: x/sqrt(2) is x * M_SQRT1_2 (<= 2u relative), erfc < 1 ulp (glibc),
+ * amplified by erfc's condition number 2t^2 + O(1) at t = -x/sqrt 2. */
+double refenc_gelu(double x);
+
+/* GELU, tanh approximation (the same paper; PyTorch's approximate='tanh'):
+ *   0.5 x (1 + tanh(z)),   z = sqrt(2/pi) (x + 0.044715 x^3).
+ * Computed as x / (1 + exp(-2z)), the same function: (1 + tanh z)/2 =
+ * 1/(1 + e^(-2z)), which does not cancel for negative x.
+ * sqrt(2/pi) is the double nearest 0.7978845608028654; x^3 is x*x*x. */
+double refenc_gelu_tanh(double x);
+
+/* y, x: (n); y may alias x.  y[i] = act(x[i]).  Never fails. */
+void refenc_activation_forward(double *y, const double *x, size_t n, refenc_activation act);
+
+#endif

@@ -1,0 +1,62 @@
+#include "attention.h"
+
+#include <math.h>
+
+#include "alibi.h"
+#include "softmax.h"
+
+void refenc_attention_forward(double *out, double *weights,
+                              const double *q, const double *k, const double *v,
+                              const refenc_attn_options *opt,
+                              size_t B, size_t H, size_t L, size_t Dh)
+{
+    const double divisor = sqrt((double)Dh) * opt->temperature;
+
+    for (size_t b = 0; b < B; b++) {
+        const uint8_t *pad_b = opt->key_padding_mask ? opt->key_padding_mask + b * L : NULL;
+        for (size_t h = 0; h < H; h++) {
+            const size_t bh = b * H + h;
+            const double *q_bh = q + bh * L * Dh;   /* q[b,h,:,:] (L, Dh) */
+            const double *k_bh = k + bh * L * Dh;   /* k[b,h,:,:] */
+            const double *v_bh = v + bh * L * Dh;   /* v[b,h,:,:] */
+            double *w_bh = weights + bh * L * L;    /* weights[b,h,:,:] (L, L) */
+            double *o_bh = out + bh * L * Dh;       /* out[b,h,:,:] */
+
+            /* scores, written into the weights buffer */
+            for (size_t i = 0; i < L; i++) {
+                const double *q_i = q_bh + i * Dh;
+                double *s_i = w_bh + i * L;
+                for (size_t j = 0; j < L; j++) {
+                    const double *k_j = k_bh + j * Dh;
+                    double dot = 0.0;
+                    for (size_t d = 0; d < Dh; d++)
+                        dot += q_i[d] * k_j[d];
+                    double s = dot / divisor;
+                    if (opt->alibi_slopes != NULL)
+                        s += refenc_alibi_bias(opt->alibi_slopes[h], opt->positions[i],
+                                               opt->positions[j]);
+                    if (opt->attn_mask != NULL)
+                        s += opt->attn_mask[i * L + j];
+                    if ((pad_b != NULL && pad_b[j]) || (opt->causal && j > i))
+                        s = -INFINITY;
+                    s_i[j] = s;
+                }
+            }
+
+            /* weights = softmax over keys; fully masked rows become all 0 */
+            refenc_softmax_forward(w_bh, w_bh, L, L, 1.0);
+
+            /* out[i,:] = sum_j weights[i,j] v[j,:] */
+            for (size_t i = 0; i < L; i++) {
+                const double *w_i = w_bh + i * L;
+                double *o_i = o_bh + i * Dh;
+                for (size_t d = 0; d < Dh; d++) {
+                    double acc = 0.0;
+                    for (size_t j = 0; j < L; j++)
+                        acc += w_i[j] * v_bh[j * Dh + d];
+                    o_i[d] = acc;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,38 @@
+#ifndef REFENC_ATTENTION_H
+#define REFENC_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What a scaled dot-product attention sees besides q, k and v. */
+typedef struct {
+    const uint8_t *key_padding_mask; /* (B, L), 1 = padding: never attended; NULL: none */
+    int causal;                      /* 1: query i sees keys j <= i only                 */
+    const double *attn_mask;         /* (L, L) additive, may hold -inf; NULL: none       */
+    const double *alibi_slopes;      /* (H) ALiBi slopes; NULL: no ALiBi                 */
+    const int64_t *positions;        /* (L) positions for ALiBi; required with slopes    */
+    double temperature;              /* tau > 0                                          */
+} refenc_attn_options;
+
+/* Scaled dot-product attention over B*H independent heads.
+ * out: (B, H, L, Dh)   weights: (B, H, L, L)   q, k, v: (B, H, L, Dh)
+ *
+ *   s[i,j] = (q_i . k_j) / (sqrt(Dh) tau)  +  alibi[h,i,j]  +  attn_mask[i,j]
+ *   s[i,j] = -inf   where key j is padding, or j > i with the causal mask
+ *   weights[i,:] = softmax(s[i,:])          (softmax.h, tau already applied)
+ *   out[i,:] = sum_j weights[i,j] v_j
+ *
+ * The divisor sqrt(Dh) tau is formed once (two roundings) and each score is
+ * one division of the dot product (accumulated j = 0 upward) by it.
+ * alibi[h,i,j] = -m_h |pos_i - pos_j| (alibi.h), added after the scaling.
+ * Masked-row policy: a query whose every key is masked (all padding, or an
+ * attn_mask row of -inf) gets weights all 0 and output 0: finite and
+ * deterministic.
+ * out must not alias q, k or v.  Preconditions: tau > 0; attn_mask has no
+ * NaN and no +inf (refenc_encoder_forward checks it).  Never fails. */
+void refenc_attention_forward(double *out, double *weights,
+                              const double *q, const double *k, const double *v,
+                              const refenc_attn_options *opt,
+                              size_t B, size_t H, size_t L, size_t Dh);
+
+#endif

@@ -1,0 +1,23 @@
+/* The refenc program: shared pieces of its subcommands. */
+#ifndef REFENC_CLI_H
+#define REFENC_CLI_H
+
+#include <stdint.h>
+
+/* Exit codes: part of refenc's contract (docs/cli.md). */
+enum {
+    REFENC_EXIT_OK = 0,    /* success; with certify: every case passed        */
+    REFENC_EXIT_FAIL = 1,  /* certify: at least one case failed               */
+    REFENC_EXIT_USAGE = 2  /* usage, input, format or resource error          */
+};
+
+/* Prints "refenc <cmd>: <message>" on stderr and returns REFENC_EXIT_USAGE. */
+int cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parses a whole decimal unsigned integer (no sign, no trailing text, no
+ * overflow).  Returns 1 on success. */
+int cli_parse_u64(uint64_t *v, const char *s);
+
+int cmd_run(int argc, char **argv);
+
+#endif

@@ -1,0 +1,234 @@
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+void refenc_config_default(refenc_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->d_model = 64;
+    cfg->n_heads = 4;
+    cfg->d_ff = 256;
+    cfg->n_layers = 2;
+    cfg->norm = REFENC_NORM_PRE;
+    cfg->activation = REFENC_ACT_GELU;
+    cfg->layer_norm_eps = 1e-5;
+    cfg->final_norm = 1;
+    cfg->positional = REFENC_POS_NONE;
+    cfg->rope_layout = REFENC_ROPE_HALF;
+    cfg->rope_base = 10000.0;
+    cfg->max_len = 512;
+    cfg->temperature = 1.0;
+    cfg->causal = 0;
+    cfg->vocab_size = 0;
+    cfg->padding_idx = -1;
+}
+
+int refenc_size_mul(size_t *r, size_t a, size_t b)
+{
+    if (a != 0 && b > SIZE_MAX / a)
+        return 0;
+    *r = a * b;
+    return 1;
+}
+
+int refenc_size_add(size_t *r, size_t a, size_t b)
+{
+    if (b > SIZE_MAX - a)
+        return 0;
+    *r = a + b;
+    return 1;
+}
+
+/* acc += a * b, with overflow recorded in *ok. */
+static void mul_add(size_t *acc, size_t a, size_t b, int *ok)
+{
+    size_t t;
+    if (!*ok || !refenc_size_mul(&t, a, b) || !refenc_size_add(acc, *acc, t))
+        *ok = 0;
+}
+
+size_t refenc_config_param_count(const refenc_config *c)
+{
+    const size_t D = c->d_model, F = c->d_ff;
+    size_t layer = 0, total = 0;
+    int ok = 1;
+
+    mul_add(&layer, 3 * D, D, &ok);              /* self_attn.in_proj_weight (3D, D); 3D <= 3 * 2^20 */
+    mul_add(&layer, 3, D, &ok);                  /* self_attn.in_proj_bias   (3D)     */
+    mul_add(&layer, D, D, &ok);                  /* self_attn.out_proj.weight (D, D)  */
+    mul_add(&layer, 1, D, &ok);                  /* self_attn.out_proj.bias (D)       */
+    mul_add(&layer, F, D, &ok);                  /* linear1.weight (F, D)             */
+    mul_add(&layer, 1, F, &ok);                  /* linear1.bias (F)                  */
+    mul_add(&layer, D, F, &ok);                  /* linear2.weight (D, F)             */
+    mul_add(&layer, 1, D, &ok);                  /* linear2.bias (D)                  */
+    mul_add(&layer, 4, D, &ok);                  /* norm1, norm2 weight and bias (D)  */
+    mul_add(&total, c->n_layers, layer, &ok);
+    if (c->vocab_size > 0)
+        mul_add(&total, c->vocab_size, D, &ok);  /* embedding.weight (V, D)           */
+    if (c->positional == REFENC_POS_LEARNED)
+        mul_add(&total, c->max_len, D, &ok);     /* pos_embedding.weight (P, D)       */
+    if (c->final_norm)
+        mul_add(&total, 2, D, &ok);              /* norm.weight, norm.bias (D)        */
+    return ok ? total : 0;
+}
+
+/* Must match the buffers refenc_workspace_alloc (encoder.c) carves out. */
+size_t refenc_config_workspace_count(const refenc_config *c, size_t B, size_t L)
+{
+    const size_t D = c->d_model, F = c->d_ff, H = c->n_heads;
+    size_t BL, BLD = 0, BLF = 0, BHLL = 0, BH, total = 0;
+    int ok = refenc_size_mul(&BL, B, L) && refenc_size_mul(&BLD, BL, D) &&
+             refenc_size_mul(&BLF, BL, F) && refenc_size_mul(&BH, B, H) &&
+             refenc_size_mul(&BHLL, BH, L) && refenc_size_mul(&BHLL, BHLL, L);
+    mul_add(&total, 14, BLD, &ok);  /* see refenc_workspace: 14 (B, L, D) buffers */
+    mul_add(&total, 1, BLF, &ok);   /* ffn hidden (B, L, F)                         */
+    mul_add(&total, 1, BHLL, &ok);  /* attention weights (B, H, L, L)               */
+    mul_add(&total, 1, H, &ok);     /* ALiBi slopes (H)                             */
+    mul_add(&total, 1, L, &ok);     /* positions (L), int64 stored in double slots  */
+    return ok ? total : 0;
+}
+
+static int check_size(const char *field, size_t v, size_t limit, refenc_error *err)
+{
+    if (v == 0)
+        return refenc_error_set(err, REFENC_EINVAL, "config: %s must be at least 1", field);
+    if (v > limit)
+        return refenc_error_set(err, REFENC_ELIMIT,
+                                "config: %s = %zu exceeds the limit %zu", field, v, limit);
+    return REFENC_OK;
+}
+
+int refenc_config_validate(const refenc_config *c, refenc_error *err)
+{
+    int st;
+    if ((st = check_size("d_model", c->d_model, REFENC_MAX_DIM, err)) ||
+        (st = check_size("n_heads", c->n_heads, REFENC_MAX_HEADS, err)) ||
+        (st = check_size("d_ff", c->d_ff, REFENC_MAX_DIM, err)) ||
+        (st = check_size("n_layers", c->n_layers, REFENC_MAX_LAYERS, err)) ||
+        (st = check_size("max_len", c->max_len, REFENC_MAX_DIM, err)))
+        return st;
+    if (c->vocab_size > REFENC_MAX_VOCAB)
+        return refenc_error_set(err, REFENC_ELIMIT, "config: vocab_size = %zu exceeds the limit %zu",
+                                c->vocab_size, REFENC_MAX_VOCAB);
+
+    if ((unsigned)c->norm > REFENC_NORM_POST)
+        return refenc_error_set(err, REFENC_EINVAL, "config: norm is not 'pre' or 'post'");
+    if ((unsigned)c->activation > REFENC_ACT_GELU_TANH)
+        return refenc_error_set(err, REFENC_EINVAL, "config: activation is not a known activation");
+    if ((unsigned)c->positional > REFENC_POS_ALIBI)
+        return refenc_error_set(err, REFENC_EINVAL, "config: positional is not a known scheme");
+    if ((unsigned)c->rope_layout > REFENC_ROPE_INTERLEAVED)
+        return refenc_error_set(err, REFENC_EINVAL, "config: rope_layout is not 'half' or 'interleaved'");
+    if (c->final_norm != 0 && c->final_norm != 1)
+        return refenc_error_set(err, REFENC_EINVAL, "config: final_norm must be true or false");
+    if (c->causal != 0 && c->causal != 1)
+        return refenc_error_set(err, REFENC_EINVAL, "config: causal must be true or false");
+
+    if (c->d_model % c->n_heads != 0)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: d_model = %zu is not divisible by n_heads = %zu",
+                                c->d_model, c->n_heads);
+    if (c->positional == REFENC_POS_ROPE && (c->d_model / c->n_heads) % 2 != 0)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: positional 'rope' needs an even head width, "
+                                "but d_model / n_heads = %zu", c->d_model / c->n_heads);
+    if (c->positional == REFENC_POS_SINUSOIDAL && c->d_model % 2 != 0)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: positional 'sinusoidal' needs an even d_model, got %zu",
+                                c->d_model);
+
+    if (!isfinite(c->layer_norm_eps) || c->layer_norm_eps < 0)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: layer_norm_eps must be finite and >= 0, got %.17g",
+                                c->layer_norm_eps);
+    if (!isfinite(c->temperature) || !(c->temperature > 0))
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: temperature must be finite and > 0, got %.17g",
+                                c->temperature);
+    if (!isfinite(c->rope_base) || !(c->rope_base > 1))
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: rope_base must be finite and > 1, got %.17g", c->rope_base);
+
+    if (c->padding_idx < -1 || (c->padding_idx >= 0 && (uint64_t)c->padding_idx >= c->vocab_size))
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: padding_idx = %lld must be -1 or in [0, vocab_size = %zu)",
+                                (long long)c->padding_idx, c->vocab_size);
+
+    size_t params = refenc_config_param_count(c), bytes;
+    if (params == 0 || !refenc_size_mul(&bytes, params, sizeof(double)) || bytes > REFENC_MAX_BYTES)
+        return refenc_error_set(err, REFENC_ELIMIT,
+                                "config: the parameters need more than the limit of %zu bytes "
+                                "(d_model, d_ff, n_layers, vocab_size and max_len are too large together)",
+                                REFENC_MAX_BYTES);
+    return REFENC_OK;
+}
+
+int refenc_config_validate_shape(const refenc_config *c, size_t B, size_t L, refenc_error *err)
+{
+    int st = refenc_config_validate(c, err);
+    if (st)
+        return st;
+    if ((st = check_size("input batch (B)", B, REFENC_MAX_BATCH, err)) ||
+        (st = check_size("input seq_len (L)", L, REFENC_MAX_DIM, err)))
+        return st;
+    if (c->positional == REFENC_POS_LEARNED && L > c->max_len)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: seq_len = %zu exceeds max_len = %zu, the rows of the "
+                                "learned PE table", L, c->max_len);
+
+    size_t params = refenc_config_param_count(c), work = refenc_config_workspace_count(c, B, L);
+    size_t total, bytes;
+    if (work == 0 || !refenc_size_add(&total, params, work) ||
+        !refenc_size_mul(&bytes, total, sizeof(double)) || bytes > REFENC_MAX_BYTES)
+        return refenc_error_set(err, REFENC_ELIMIT,
+                                "config: a forward pass on batch %zu x seq_len %zu needs more than "
+                                "the limit of %zu bytes", B, L, REFENC_MAX_BYTES);
+    return REFENC_OK;
+}
+
+/* ---- names ---------------------------------------------------------------- */
+
+static const char *const norm_names[] = {"pre", "post"};
+static const char *const act_names[] = {"relu", "gelu", "gelu_tanh"};
+static const char *const pos_names[] = {"none", "sinusoidal", "learned", "rope", "alibi"};
+static const char *const layout_names[] = {"half", "interleaved"};
+
+#define NAME_OF(table, v) ((unsigned)(v) < sizeof table / sizeof table[0] ? table[v] : "?")
+
+const char *refenc_norm_name(refenc_norm_placement v) { return NAME_OF(norm_names, v); }
+const char *refenc_activation_name(refenc_activation v) { return NAME_OF(act_names, v); }
+const char *refenc_positional_name(refenc_positional v) { return NAME_OF(pos_names, v); }
+const char *refenc_rope_layout_name(refenc_rope_layout v) { return NAME_OF(layout_names, v); }
+
+static int parse_name(int *v, const char *const *names, size_t n, const char *name,
+                      const char *field, refenc_error *err)
+{
+    char list[256] = "";
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(name, names[i]) == 0) {
+            *v = (int)i;
+            return REFENC_OK;
+        }
+        strncat(list, i ? ", '" : "'", sizeof list - strlen(list) - 1);
+        strncat(list, names[i], sizeof list - strlen(list) - 1);
+        strncat(list, "'", sizeof list - strlen(list) - 1);
+    }
+    return refenc_error_set(err, REFENC_EINVAL, "config: %s: unknown name '%s' (expected one of %s)",
+                            field, name, list);
+}
+
+#define PARSE_ENUM(fn, type, table)                                                    \
+    int fn(type *v, const char *name, const char *field, refenc_error *err)            \
+    {                                                                                  \
+        int i = 0, st = parse_name(&i, table, sizeof table / sizeof table[0], name,    \
+                                   field, err);                                        \
+        if (st == REFENC_OK)                                                           \
+            *v = (type)i;                                                              \
+        return st;                                                                     \
+    }
+
+PARSE_ENUM(refenc_norm_parse, refenc_norm_placement, norm_names)
+PARSE_ENUM(refenc_activation_parse, refenc_activation, act_names)
+PARSE_ENUM(refenc_positional_parse, refenc_positional, pos_names)
+PARSE_ENUM(refenc_rope_layout_parse, refenc_rope_layout, layout_names)

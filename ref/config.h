@@ -1,0 +1,111 @@
+/* The encoder's configuration: one struct, one validation function.
+ *
+ * Glossary of dimension letters (used in every shape comment in ref/):
+ *   B  batch size            L  sequence length       D  model width (d_model)
+ *   H  number of heads       Dh head width = D / H    F  feed-forward width (d_ff)
+ *   V  vocabulary size       N  number of layers      P  rows of the learned PE table (max_len)
+ */
+#ifndef REFENC_CONFIG_H
+#define REFENC_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+typedef enum { REFENC_NORM_PRE = 0, REFENC_NORM_POST = 1 } refenc_norm_placement;
+
+typedef enum {
+    REFENC_ACT_RELU = 0,
+    REFENC_ACT_GELU = 1,      /* exact: x * Phi(x)                              */
+    REFENC_ACT_GELU_TANH = 2  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+} refenc_activation;
+
+typedef enum {
+    REFENC_POS_NONE = 0,
+    REFENC_POS_SINUSOIDAL = 1, /* added to the input, interleaved sin/cos      */
+    REFENC_POS_LEARNED = 2,    /* a (P, D) table added to the input            */
+    REFENC_POS_ROPE = 3,       /* rotation of q and k in every attention       */
+    REFENC_POS_ALIBI = 4       /* linear bias on the scores in every attention */
+} refenc_positional;
+
+typedef enum {
+    REFENC_ROPE_HALF = 0,        /* rotate_half: pairs (j, j + Dh/2), GPT-NeoX, HF LLaMA */
+    REFENC_ROPE_INTERLEAVED = 1  /* pairs (2j, 2j + 1), RoFormer, GPT-J                  */
+} refenc_rope_layout;
+
+typedef struct {
+    size_t d_model;            /* D  */
+    size_t n_heads;            /* H  */
+    size_t d_ff;               /* F  */
+    size_t n_layers;           /* N  */
+    refenc_norm_placement norm;
+    refenc_activation activation;
+    double layer_norm_eps;     /* >= 0, default 1e-5                                */
+    int final_norm;            /* 1: LayerNorm after the last layer (default for Pre-LN) */
+    refenc_positional positional;
+    refenc_rope_layout rope_layout;
+    double rope_base;          /* > 1, default 10000                                */
+    size_t max_len;            /* P: learned PE rows; positions must be < P         */
+    double temperature;        /* tau > 0, default 1                                */
+    int causal;                /* 1: query i attends to keys j <= i only            */
+    size_t vocab_size;         /* V; 0: the input is x (B, L, D), no embedding      */
+    int64_t padding_idx;       /* token whose row is zero at initialisation; -1: none */
+} refenc_config;
+
+/* Documented limits.  A config or input beyond them is refused with
+ * REFENC_ELIMIT before anything is allocated.  REFENC_MAX_BYTES bounds the
+ * memory a model needs (parameters plus activations, in doubles). */
+#define REFENC_MAX_DIM ((size_t)1 << 20)       /* D, F, L, P                        */
+#define REFENC_MAX_VOCAB ((size_t)1 << 24)     /* V                                 */
+#define REFENC_MAX_HEADS ((size_t)1024)        /* H                                 */
+#define REFENC_MAX_LAYERS ((size_t)1024)       /* N                                 */
+#define REFENC_MAX_BATCH ((size_t)1 << 16)     /* B                                 */
+#define REFENC_MAX_BYTES ((size_t)1 << 32)     /* 4 GiB of parameters + activations */
+
+/* Defaults: D 64, H 4, F 256, N 2, Pre-LN with final LayerNorm, GELU (exact),
+ * eps 1e-5, no positional information, RoPE half layout with base 10000,
+ * P 512, tau 1, not causal, V 0 (input x), padding_idx -1. */
+void refenc_config_default(refenc_config *cfg);
+
+/* Checks every field and every combination; on the first problem returns
+ * REFENC_EINVAL or REFENC_ELIMIT with a message naming the field.
+ * Errors: REFENC_EINVAL (D % H != 0, odd Dh with RoPE, odd D with
+ *         sinusoidal PE, eps < 0 or not finite, tau <= 0 or not finite,
+ *         rope_base <= 1 or not finite, a zero size, an enum out of range,
+ *         padding_idx outside [-1, V)), REFENC_ELIMIT (a size above its limit,
+ *         or parameters that need more than REFENC_MAX_BYTES). */
+int refenc_config_validate(const refenc_config *cfg, refenc_error *err);
+
+/* As refenc_config_validate, and also checks an input of shape (B, L):
+ * B, L >= 1, L <= P when the positions index a table, and that parameters
+ * plus activations fit in REFENC_MAX_BYTES (computed without overflow). */
+int refenc_config_validate_shape(const refenc_config *cfg, size_t B, size_t L,
+                                 refenc_error *err);
+
+/* Number of doubles the parameters need, or 0 if that overflows size_t. */
+size_t refenc_config_param_count(const refenc_config *cfg);
+
+/* Number of doubles the activations of a forward pass on (B, L) need
+ * (workspace and output), or 0 if that overflows size_t. */
+size_t refenc_config_workspace_count(const refenc_config *cfg, size_t B, size_t L);
+
+/* Names as they appear in JSON configs and golden metadata. */
+const char *refenc_norm_name(refenc_norm_placement v);          /* "pre", "post"               */
+const char *refenc_activation_name(refenc_activation v);        /* "relu", "gelu", "gelu_tanh" */
+const char *refenc_positional_name(refenc_positional v);        /* "none", "sinusoidal", ...   */
+const char *refenc_rope_layout_name(refenc_rope_layout v);      /* "half", "interleaved"       */
+
+/* Parse a name; return REFENC_EINVAL, naming `field` and listing the valid
+ * names, when the name is unknown. */
+int refenc_norm_parse(refenc_norm_placement *v, const char *name, const char *field, refenc_error *err);
+int refenc_activation_parse(refenc_activation *v, const char *name, const char *field, refenc_error *err);
+int refenc_positional_parse(refenc_positional *v, const char *name, const char *field, refenc_error *err);
+int refenc_rope_layout_parse(refenc_rope_layout *v, const char *name, const char *field, refenc_error *err);
+
+/* Overflow-checked size arithmetic: return 0 and leave *r unspecified on
+ * overflow, 1 otherwise. */
+int refenc_size_mul(size_t *r, size_t a, size_t b);
+int refenc_size_add(size_t *r, size_t a, size_t b);
+
+#endif

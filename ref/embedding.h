@@ -1,0 +1,19 @@
+#ifndef REFENC_EMBEDDING_H
+#define REFENC_EMBEDDING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Token embedding scaled by sqrt(D), as in "Attention Is All You Need" 3.4.
+ * x: (B, L, D)   tokens: (B, L), each in [0, V)   table: (V, D).
+ * x[b,l,:] = table[tokens[b,l], :] * sqrt(D)
+ * The padding token is looked up like any other: its row is used as stored
+ * (PyTorch's nn.Embedding does the same; the padding row is zero only
+ * because initialisation makes it so).  sqrt(D) is the correctly rounded
+ * double, and each product is rounded once: relative error <= 2u.
+ * Precondition: every token in [0, V) (refenc_encoder_forward checks it).
+ * Never fails. */
+void refenc_embedding_forward(double *x, const int64_t *tokens, const double *table,
+                              size_t B, size_t L, size_t V, size_t D);
+
+#endif

@@ -1,0 +1,188 @@
+#include "encoder.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alibi.h"
+#include "embedding.h"
+#include "layernorm.h"
+#include "learned_pe.h"
+#include "sinusoidal.h"
+
+/* Positions are integers that convert exactly to double. */
+#define MAX_POSITION ((int64_t)1 << 53)
+
+int refenc_workspace_alloc(refenc_workspace *ws, const refenc_config *cfg, size_t B, size_t L,
+                           refenc_error *err)
+{
+    memset(ws, 0, sizeof *ws);
+    int st = refenc_config_validate_shape(cfg, B, L, err);
+    if (st)
+        return st;
+
+    const size_t D = cfg->d_model, F = cfg->d_ff, H = cfg->n_heads;
+    const size_t BLD = B * L * D, BLF = B * L * F, BHLL = B * H * L * L; /* bounded: validated */
+    const size_t n = refenc_config_workspace_count(cfg, B, L);
+
+    ws->block = malloc(n * sizeof(double));
+    ws->positions = malloc(L * sizeof(int64_t));
+    if (ws->block == NULL || ws->positions == NULL) {
+        refenc_workspace_free(ws);
+        return refenc_error_set(err, REFENC_ENOMEM,
+                                "workspace: cannot allocate %zu values for batch %zu x seq_len %zu",
+                                n, B, L);
+    }
+    ws->B = B;
+    ws->L = L;
+
+    double *cur = ws->block;
+    double **bld_buffers[] = {
+        &ws->h0, &ws->h1,
+        &ws->layer.ln, &ws->layer.attn, &ws->layer.resid, &ws->layer.ffn,
+        &ws->layer.mha.q, &ws->layer.mha.k, &ws->layer.mha.v,
+        &ws->layer.mha.qh, &ws->layer.mha.kh, &ws->layer.mha.vh,
+        &ws->layer.mha.ctxh, &ws->layer.mha.ctx,
+    };
+    for (size_t i = 0; i < sizeof bld_buffers / sizeof bld_buffers[0]; i++) {
+        *bld_buffers[i] = cur;
+        cur += BLD;
+    }
+    ws->layer.hidden = cur;
+    cur += BLF;
+    ws->layer.mha.weights = cur;
+    cur += BHLL;
+    ws->alibi_slopes = cur;
+    cur += H;
+    /* the last L slots of the count are the int64 positions, allocated apart */
+    if ((size_t)(cur - ws->block) + L != n) { /* internal invariant: layout matches the count */
+        refenc_workspace_free(ws);
+        return refenc_error_set(err, REFENC_EINVAL, "workspace: internal size mismatch");
+    }
+
+    for (size_t l = 0; l < L; l++)
+        ws->positions[l] = (int64_t)l;
+    refenc_alibi_slopes(ws->alibi_slopes, H);
+    return REFENC_OK;
+}
+
+void refenc_workspace_free(refenc_workspace *ws)
+{
+    if (ws == NULL)
+        return;
+    free(ws->block);
+    free(ws->positions);
+    memset(ws, 0, sizeof *ws);
+}
+
+int refenc_input_validate(const refenc_input *in, const refenc_config *cfg, refenc_error *err)
+{
+    int st = refenc_config_validate_shape(cfg, in->B, in->L, err);
+    if (st)
+        return st;
+    const size_t B = in->B, L = in->L;
+
+    if (cfg->vocab_size > 0) {
+        if (in->tokens == NULL)
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "input: in.tokens is required (vocab_size = %zu)", cfg->vocab_size);
+        if (in->x != NULL)
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "input: in.x is given but vocab_size = %zu expects in.tokens",
+                                    cfg->vocab_size);
+        for (size_t i = 0; i < B * L; i++)
+            if (in->tokens[i] < 0 || (uint64_t)in->tokens[i] >= cfg->vocab_size)
+                return refenc_error_set(err, REFENC_EINVAL,
+                                        "input: in.tokens[%zu][%zu] = %lld is outside [0, vocab_size = %zu)",
+                                        i / L, i % L, (long long)in->tokens[i], cfg->vocab_size);
+    } else {
+        if (in->x == NULL)
+            return refenc_error_set(err, REFENC_EINVAL, "input: in.x is required (vocab_size = 0)");
+        if (in->tokens != NULL)
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "input: in.tokens is given but vocab_size = 0 expects in.x");
+    }
+
+    if (in->key_padding_mask != NULL)
+        for (size_t i = 0; i < B * L; i++)
+            if (in->key_padding_mask[i] > 1)
+                return refenc_error_set(err, REFENC_EINVAL,
+                                        "input: in.key_padding_mask[%zu][%zu] = %u is not 0 or 1",
+                                        i / L, i % L, (unsigned)in->key_padding_mask[i]);
+
+    if (in->positions != NULL) {
+        const int64_t limit = cfg->positional == REFENC_POS_LEARNED ? (int64_t)cfg->max_len
+                                                                    : MAX_POSITION;
+        for (size_t l = 0; l < L; l++)
+            if (in->positions[l] < 0 || in->positions[l] >= limit)
+                return refenc_error_set(err, REFENC_EINVAL,
+                                        "input: in.positions[%zu] = %lld is outside [0, %lld)%s",
+                                        l, (long long)in->positions[l], (long long)limit,
+                                        cfg->positional == REFENC_POS_LEARNED
+                                            ? " (the rows of the learned PE table, max_len)" : "");
+    }
+
+    if (in->attn_mask != NULL)
+        for (size_t i = 0; i < L * L; i++)
+            if (isnan(in->attn_mask[i]) || in->attn_mask[i] == INFINITY)
+                return refenc_error_set(err, REFENC_EINVAL,
+                                        "input: in.attn_mask[%zu][%zu] = %g: only finite values "
+                                        "and -inf are allowed", i / L, i % L, in->attn_mask[i]);
+    return REFENC_OK;
+}
+
+int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params *p,
+                           const refenc_config *cfg, const refenc_input *in,
+                           const refenc_trace *trace, refenc_error *err)
+{
+    int st = refenc_input_validate(in, cfg, err);
+    if (st)
+        return st;
+    if (ws->B != in->B || ws->L != in->L)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "input: shape (%zu, %zu) but the workspace is for (%zu, %zu)",
+                                in->B, in->L, ws->B, ws->L);
+
+    const size_t B = in->B, L = in->L, D = cfg->d_model, BLD = B * L * D;
+    const size_t bld[3] = {B, L, D};
+    const int64_t *pos = in->positions != NULL ? in->positions : ws->positions;
+
+    /* h (B, L, D): embedding or the given x, then the additive PE */
+    double *h = ws->h0, *next = ws->h1;
+    if (cfg->vocab_size > 0)
+        refenc_embedding_forward(h, in->tokens, p->embedding, B, L, cfg->vocab_size, D);
+    else
+        memcpy(h, in->x, BLD * sizeof(double));
+    if (cfg->positional == REFENC_POS_SINUSOIDAL)
+        refenc_sinusoidal_forward(h, h, pos, B, L, D);
+    else if (cfg->positional == REFENC_POS_LEARNED)
+        refenc_learned_pe_forward(h, h, pos, p->pos_embedding, B, L, cfg->max_len, D);
+    refenc_trace_emit(trace, "embed", h, 3, bld);
+
+    const refenc_attn_options opt = {
+        .key_padding_mask = in->key_padding_mask,
+        .causal = cfg->causal,
+        .attn_mask = in->attn_mask,
+        .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? ws->alibi_slopes : NULL,
+        .positions = pos,
+        .temperature = cfg->temperature,
+    };
+    const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, pos};
+    const refenc_rope_options *rope_p = cfg->positional == REFENC_POS_ROPE ? &rope : NULL;
+
+    for (size_t i = 0; i < cfg->n_layers; i++) {
+        refenc_layer_forward(next, &ws->layer, h, &p->layers[i], cfg, &opt, rope_p, B, L, i, trace);
+        double *t = h;
+        h = next;
+        next = t;
+    }
+
+    if (cfg->final_norm) {
+        refenc_layernorm_forward(y, h, p->norm_weight, p->norm_bias, B * L, D, cfg->layer_norm_eps);
+        refenc_trace_emit(trace, "norm", y, 3, bld);
+    } else {
+        memcpy(y, h, BLD * sizeof(double));
+    }
+    refenc_trace_emit(trace, "output", y, 3, bld);
+    return REFENC_OK;
+}

@@ -1,0 +1,20 @@
+#ifndef REFENC_LAYERNORM_H
+#define REFENC_LAYERNORM_H
+
+#include <stddef.h>
+
+/* Layer normalisation over the last axis (Ba et al. 2016; nn.LayerNorm):
+ *   mu  = sum_d x[n,d] / D
+ *   var = sum_d (x[n,d] - mu)^2 / D          biased: divide by D, not D - 1
+ *   y[n,d] = (x[n,d] - mu) / sqrt(var + eps) * gamma[d] + beta[d]
+ * Two passes (mean first, then squared deviations) so a large mean does not
+ * cancel the variance; eps inside the square root.
+ * y, x: (N, D); y may alias x.  gamma, beta: (D).
+ * Preconditions: D >= 1, eps >= 0; a constant row with eps = 0 divides 0 by 0
+ * (refenc_config_validate allows eps = 0 for the user who wants it).
+ * Never fails. */
+void refenc_layernorm_forward(double *y, const double *x,
+                              const double *gamma, const double *beta,
+                              size_t N, size_t D, double eps);
+
+#endif

@@ -1,0 +1,62 @@
+#include "mha.h"
+
+#include <string.h>
+
+#include "linear.h"
+#include "rope.h"
+
+void refenc_heads_split(double *xh, const double *x, size_t B, size_t L, size_t H, size_t Dh)
+{
+    /* (B, L, H, Dh) -> (B, H, L, Dh) */
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++)
+            for (size_t l = 0; l < L; l++)
+                memcpy(xh + ((b * H + h) * L + l) * Dh,   /* xh[b,h,l,:]           */
+                       x + (b * L + l) * H * Dh + h * Dh, /* x[b,l,h*Dh:(h+1)*Dh] */
+                       Dh * sizeof(double));
+}
+
+void refenc_heads_merge(double *x, const double *xh, size_t B, size_t L, size_t H, size_t Dh)
+{
+    /* (B, H, L, Dh) -> (B, L, H, Dh): the transpose back, not a reinterpretation */
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++)
+            for (size_t l = 0; l < L; l++)
+                memcpy(x + (b * L + l) * H * Dh + h * Dh,
+                       xh + ((b * H + h) * L + l) * Dh,
+                       Dh * sizeof(double));
+}
+
+void refenc_mha_forward(double *y, refenc_mha_work *w, const double *x,
+                        const double *in_proj_weight, const double *in_proj_bias,
+                        const double *out_proj_weight, const double *out_proj_bias,
+                        const refenc_attn_options *opt, const refenc_rope_options *rope,
+                        size_t B, size_t L, size_t D, size_t H)
+{
+    const size_t Dh = D / H, BL = B * L;
+    const double *W_q = in_proj_weight;          /* in_proj_weight[0:D, :]   */
+    const double *W_k = in_proj_weight + D * D;  /* in_proj_weight[D:2D, :]  */
+    const double *W_v = in_proj_weight + 2 * D * D;
+    const double *b_q = in_proj_bias;
+    const double *b_k = in_proj_bias + D;
+    const double *b_v = in_proj_bias + 2 * D;
+
+    /* projections: (B*L, D) -> (B*L, D) */
+    refenc_linear_forward(w->q, x, W_q, b_q, BL, D, D);
+    refenc_linear_forward(w->k, x, W_k, b_k, BL, D, D);
+    refenc_linear_forward(w->v, x, W_v, b_v, BL, D, D);
+
+    refenc_heads_split(w->qh, w->q, B, L, H, Dh);
+    refenc_heads_split(w->kh, w->k, B, L, H, Dh);
+    refenc_heads_split(w->vh, w->v, B, L, H, Dh);
+
+    if (rope != NULL) { /* rotate every head's q and k at its position */
+        refenc_rope_forward(w->qh, w->qh, rope->positions, B * H, L, Dh, rope->base, rope->layout);
+        refenc_rope_forward(w->kh, w->kh, rope->positions, B * H, L, Dh, rope->base, rope->layout);
+    }
+
+    refenc_attention_forward(w->ctxh, w->weights, w->qh, w->kh, w->vh, opt, B, H, L, Dh);
+
+    refenc_heads_merge(w->ctx, w->ctxh, B, L, H, Dh);
+    refenc_linear_forward(y, w->ctx, out_proj_weight, out_proj_bias, BL, D, D);
+}

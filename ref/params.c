@@ -1,0 +1,133 @@
+#include "params.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_randist.h>
+
+/* Appends a tensor view of `rows` x `cols` (cols 0: a vector) at *cursor. */
+static double *add_tensor(refenc_params *p, double **cursor, const char *name,
+                          size_t rows, size_t cols)
+{
+    refenc_tensor *t = &p->tensors[p->n_tensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->data = *cursor;
+    t->ndim = cols ? 2 : 1;
+    t->shape[0] = rows;
+    t->shape[1] = cols;
+    t->size = cols ? rows * cols : rows; /* no overflow: bounded by the validated total */
+    *cursor += t->size;
+    return t->data;
+}
+
+static double *add_layer_tensor(refenc_params *p, double **cursor, size_t layer,
+                                const char *suffix, size_t rows, size_t cols)
+{
+    char name[REFENC_TENSOR_NAME_MAX];
+    snprintf(name, sizeof name, "layers.%zu.%s", layer, suffix);
+    return add_tensor(p, cursor, name, rows, cols);
+}
+
+int refenc_params_alloc(refenc_params *p, const refenc_config *cfg, refenc_error *err)
+{
+    memset(p, 0, sizeof *p);
+    int st = refenc_config_validate(cfg, err);
+    if (st)
+        return st;
+
+    const size_t D = cfg->d_model, F = cfg->d_ff, N = cfg->n_layers;
+    const size_t n_values = refenc_config_param_count(cfg); /* > 0: validated */
+    const size_t max_tensors = 12 * N + 4;
+
+    p->block = calloc(n_values, sizeof(double));
+    p->layers = calloc(N, sizeof *p->layers);
+    p->tensors = calloc(max_tensors, sizeof *p->tensors);
+    if (p->block == NULL || p->layers == NULL || p->tensors == NULL) {
+        refenc_params_free(p);
+        return refenc_error_set(err, REFENC_ENOMEM,
+                                "parameters: cannot allocate %zu values", n_values);
+    }
+    p->n_values = n_values;
+    p->n_layers = N;
+
+    double *cur = p->block;
+    if (cfg->vocab_size > 0)
+        p->embedding = add_tensor(p, &cur, "embedding.weight", cfg->vocab_size, D);
+    if (cfg->positional == REFENC_POS_LEARNED)
+        p->pos_embedding = add_tensor(p, &cur, "pos_embedding.weight", cfg->max_len, D);
+    for (size_t i = 0; i < N; i++) {
+        refenc_layer_params *lp = &p->layers[i];
+        lp->in_proj_weight = add_layer_tensor(p, &cur, i, "self_attn.in_proj_weight", 3 * D, D);
+        lp->in_proj_bias = add_layer_tensor(p, &cur, i, "self_attn.in_proj_bias", 3 * D, 0);
+        lp->out_proj_weight = add_layer_tensor(p, &cur, i, "self_attn.out_proj.weight", D, D);
+        lp->out_proj_bias = add_layer_tensor(p, &cur, i, "self_attn.out_proj.bias", D, 0);
+        lp->linear1_weight = add_layer_tensor(p, &cur, i, "linear1.weight", F, D);
+        lp->linear1_bias = add_layer_tensor(p, &cur, i, "linear1.bias", F, 0);
+        lp->linear2_weight = add_layer_tensor(p, &cur, i, "linear2.weight", D, F);
+        lp->linear2_bias = add_layer_tensor(p, &cur, i, "linear2.bias", D, 0);
+        lp->norm1_weight = add_layer_tensor(p, &cur, i, "norm1.weight", D, 0);
+        lp->norm1_bias = add_layer_tensor(p, &cur, i, "norm1.bias", D, 0);
+        lp->norm2_weight = add_layer_tensor(p, &cur, i, "norm2.weight", D, 0);
+        lp->norm2_bias = add_layer_tensor(p, &cur, i, "norm2.bias", D, 0);
+    }
+    if (cfg->final_norm) {
+        p->norm_weight = add_tensor(p, &cur, "norm.weight", D, 0);
+        p->norm_bias = add_tensor(p, &cur, "norm.bias", D, 0);
+    }
+    if ((size_t)(cur - p->block) != n_values) { /* internal invariant: the count matches the views */
+        refenc_params_free(p);
+        return refenc_error_set(err, REFENC_EINVAL, "parameters: internal size mismatch");
+    }
+    return REFENC_OK;
+}
+
+void refenc_params_free(refenc_params *p)
+{
+    if (p == NULL)
+        return;
+    free(p->block);
+    free(p->layers);
+    free(p->tensors);
+    memset(p, 0, sizeof *p);
+}
+
+refenc_tensor *refenc_params_find(const refenc_params *p, const char *name)
+{
+    for (size_t i = 0; i < p->n_tensors; i++)
+        if (strcmp(p->tensors[i].name, name) == 0)
+            return &p->tensors[i];
+    return NULL;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+void refenc_params_init_random(refenc_params *p, const refenc_config *cfg, gsl_rng *rng)
+{
+    for (size_t t = 0; t < p->n_tensors; t++) {
+        refenc_tensor *x = &p->tensors[t];
+        double mean = 0.0, sigma;
+        if (strcmp(x->name, "embedding.weight") == 0)
+            sigma = 1.0 / sqrt((double)cfg->d_model);
+        else if (strcmp(x->name, "pos_embedding.weight") == 0)
+            sigma = 0.5;
+        else if (strstr(x->name, "norm") != NULL) { /* norm1, norm2, norm: gamma and beta */
+            sigma = 0.1;
+            mean = ends_with(x->name, ".weight") ? 1.0 : 0.0;
+        } else if (ends_with(x->name, "weight")) /* linear maps: (out, in) */
+            sigma = 1.0 / sqrt((double)x->shape[1]);
+        else
+            sigma = 0.1; /* biases of linear maps */
+
+        for (size_t i = 0; i < x->size; i++)
+            x->data[i] = mean + gsl_ran_gaussian_ziggurat(rng, sigma);
+    }
+    if (p->embedding != NULL && cfg->padding_idx >= 0)
+        memset(p->embedding + (size_t)cfg->padding_idx * cfg->d_model, 0,
+               cfg->d_model * sizeof(double));
+}

@@ -1,0 +1,83 @@
+#ifndef REFENC_PARAMS_H
+#define REFENC_PARAMS_H
+
+#include <stddef.h>
+
+#include <gsl/gsl_rng.h>
+
+#include "config.h"
+#include "status.h"
+
+/* Parameters of one encoder layer: views into refenc_params.block, in
+ * nn.TransformerEncoderLayer's layouts. */
+typedef struct {
+    double *in_proj_weight;  /* (3D, D)  self_attn.in_proj_weight  */
+    double *in_proj_bias;    /* (3D)     self_attn.in_proj_bias    */
+    double *out_proj_weight; /* (D, D)   self_attn.out_proj.weight */
+    double *out_proj_bias;   /* (D)      self_attn.out_proj.bias   */
+    double *linear1_weight;  /* (F, D)   linear1.weight            */
+    double *linear1_bias;    /* (F)      linear1.bias              */
+    double *linear2_weight;  /* (D, F)   linear2.weight            */
+    double *linear2_bias;    /* (D)      linear2.bias              */
+    double *norm1_weight;    /* (D)      norm1.weight (gamma)      */
+    double *norm1_bias;      /* (D)      norm1.bias (beta)         */
+    double *norm2_weight;    /* (D)      norm2.weight              */
+    double *norm2_bias;      /* (D)      norm2.bias                */
+} refenc_layer_params;
+
+#define REFENC_TENSOR_NAME_MAX 64
+
+/* A named view of one parameter tensor. */
+typedef struct {
+    char name[REFENC_TENSOR_NAME_MAX]; /* PyTorch state_dict name, e.g. "layers.0.linear1.weight" */
+    double *data;
+    size_t ndim;                       /* 1 or 2 */
+    size_t shape[2];
+    size_t size;                       /* shape[0] * shape[1] (or shape[0]) */
+} refenc_tensor;
+
+/* All parameters of an encoder: every value lives in one allocation
+ * (block); the pointers below and the tensor table are views into it.
+ * Names (docs/architecture.md):
+ *   embedding.weight (V, D)           when vocab_size > 0 (nn.Embedding)
+ *   pos_embedding.weight (P, D)       when positional = learned
+ *   layers.{i}.self_attn.in_proj_weight ... layers.{i}.norm2.bias
+ *   norm.weight, norm.bias (D)        when final_norm (nn.TransformerEncoder.norm)
+ * The tensor table lists them in this order, layer by layer in the order of
+ * refenc_layer_params. */
+typedef struct {
+    double *block;
+    size_t n_values;
+    double *embedding;          /* (V, D) or NULL */
+    double *pos_embedding;      /* (P, D) or NULL */
+    size_t n_layers;
+    refenc_layer_params *layers; /* (N) */
+    double *norm_weight;        /* (D) or NULL */
+    double *norm_bias;          /* (D) or NULL */
+    size_t n_tensors;
+    refenc_tensor *tensors;
+} refenc_params;
+
+/* Allocates zeroed parameters for a valid config.
+ * Errors: REFENC_EINVAL / REFENC_ELIMIT (the config does not validate),
+ *         REFENC_ENOMEM.  On error *p is left empty (safe to free). */
+int refenc_params_alloc(refenc_params *p, const refenc_config *cfg, refenc_error *err);
+void refenc_params_free(refenc_params *p);
+
+/* The tensor with this name, or NULL. */
+refenc_tensor *refenc_params_find(const refenc_params *p, const char *name);
+
+/* Fills every parameter with Gaussian values from rng (GSL's Ziggurat
+ * sampler), tensor by tensor in table order, element by element:
+ *   weights of linear maps (in_proj, out_proj, linear1, linear2): N(0, 1/fan_in)
+ *   their biases:                            N(0, 0.1^2)
+ *   LayerNorm weights (gamma):               1 + N(0, 0.1^2)
+ *   LayerNorm biases (beta):                 N(0, 0.1^2)
+ *   embedding.weight:                        N(0, 1/D), padding row 0
+ *   pos_embedding.weight:                    N(0, 0.5^2)
+ * so activations stay of order 1.  The same rng state gives the same
+ * values on every machine (mt19937 and the Ziggurat are exact integer and
+ * double algorithms).  Never fails. */
+void refenc_params_init_random(refenc_params *p, const refenc_config *cfg, gsl_rng *rng);
+
+#endif

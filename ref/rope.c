@@ -1,0 +1,32 @@
+#include "rope.h"
+
+#include <math.h>
+
+double refenc_rope_frequency(size_t j, size_t Dh, double base)
+{
+    const double e = (double)(2 * j) / (double)Dh; /* one rounding */
+    return pow(base, -e);
+}
+
+void refenc_rope_forward(double *y, const double *x, const int64_t *pos,
+                         size_t N, size_t L, size_t Dh, double base,
+                         refenc_rope_layout layout)
+{
+    const size_t half = Dh / 2;
+    for (size_t n = 0; n < N; n++) {
+        for (size_t l = 0; l < L; l++) {
+            const double *x_nl = x + (n * L + l) * Dh; /* x[n,l,:] */
+            double *y_nl = y + (n * L + l) * Dh;       /* y[n,l,:] */
+            for (size_t j = 0; j < half; j++) {
+                /* the two coordinates of pair j in this layout */
+                const size_t ia = layout == REFENC_ROPE_HALF ? j : 2 * j;
+                const size_t ib = layout == REFENC_ROPE_HALF ? j + half : 2 * j + 1;
+                const double angle = (double)pos[l] * refenc_rope_frequency(j, Dh, base);
+                const double c = cos(angle), s = sin(angle);
+                const double a = x_nl[ia], b = x_nl[ib]; /* read both before writing: y may alias x */
+                y_nl[ia] = a * c - b * s;
+                y_nl[ib] = b * c + a * s;
+            }
+        }
+    }
+}

@@ -1,0 +1,33 @@
+#ifndef REFENC_ROPE_H
+#define REFENC_ROPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+/* Rotary position embedding (RoFormer, Su et al. 2021) on per-head vectors.
+ * Pair j (0 <= j < Dh/2) of a vector at position p is rotated by the angle
+ * p * theta_j, theta_j = base^(-2j/Dh):
+ *   (a, b) -> (a cos - b sin,  b cos + a sin)
+ * The two layouts differ only in which coordinates form pair j:
+ *   REFENC_ROPE_HALF         (j, j + Dh/2)   rotate_half: GPT-NeoX, HF LLaMA
+ *   REFENC_ROPE_INTERLEAVED  (2j, 2j + 1)    RoFormer, GPT-J
+ * For the same weights they give different results; neither is "the" RoPE.
+ * theta_j = pow(base, -fl(2j/Dh)) and the angle fl(p * theta_j) are computed
+ * as for the sinusoidal PE (sinusoidal.h), with the same accuracy: the
+ * angle's absolute error grows as about (ln(base) + 3) u * p * theta_j. */
+
+/* theta_j = base^(-2j/Dh).  Precondition: Dh even, j < Dh/2. */
+double refenc_rope_frequency(size_t j, size_t Dh, double base);
+
+/* y, x: (N, L, Dh)   pos: (L).
+ * y[n,l,:] = R(pos[l]) x[n,l,:]   (y may alias x).
+ * Each output is a cos + b sin with one rounding per operation: error
+ * <= 3u (|a| + |b|) on top of the error of cos and sin.
+ * Preconditions: Dh even, base > 1.  Never fails. */
+void refenc_rope_forward(double *y, const double *x, const int64_t *pos,
+                         size_t N, size_t L, size_t Dh, double base,
+                         refenc_rope_layout layout);
+
+#endif

@@ -1,0 +1,32 @@
+#include "softmax.h"
+
+#include <math.h>
+
+void refenc_softmax_forward(double *y, const double *s, size_t R, size_t n, double tau)
+{
+    for (size_t r = 0; r < R; r++) {
+        const double *s_r = s + r * n; /* s[r,:] */
+        double *y_r = y + r * n;       /* y[r,:] */
+
+        double m = -INFINITY;
+        for (size_t i = 0; i < n; i++) {
+            const double z = s_r[i] / tau;
+            if (z > m)
+                m = z;
+        }
+        if (m == -INFINITY) { /* every entry masked: the row attends to nothing */
+            for (size_t i = 0; i < n; i++)
+                y_r[i] = 0.0;
+            continue;
+        }
+
+        /* exp(z_i - m) <= 1, and exactly 1 at the maximum: sum >= 1 */
+        double sum = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            y_r[i] = exp(s_r[i] / tau - m); /* exp(-inf) = 0 for masked entries */
+            sum += y_r[i];
+        }
+        for (size_t i = 0; i < n; i++)
+            y_r[i] = y_r[i] / sum;
+    }
+}

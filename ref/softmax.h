@@ -1,0 +1,18 @@
+#ifndef REFENC_SOFTMAX_H
+#define REFENC_SOFTMAX_H
+
+#include <stddef.h>
+
+/* Softmax over the last axis with temperature tau:
+ *   y[r,i] = exp(s[r,i]/tau - m) / sum_j exp(s[r,j]/tau - m),   m = max_j s[r,j]/tau.
+ * Subtracting the maximum changes nothing mathematically and keeps every
+ * exponent <= 0: no overflow for logits in the hundreds, and the largest term
+ * is exactly 1, so the sum is >= 1.
+ * Entries equal to -inf are masked: their weight is exactly 0.
+ * Masked-row policy: a row whose every entry is -inf has all weights 0 (not
+ * NaN): it attends to nothing.  The same policy holds in attention.h.
+ * y, s: (R, n); y may alias s.  Precondition: tau > 0, no NaN and no +inf in s.
+ * Never fails. */
+void refenc_softmax_forward(double *y, const double *s, size_t R, size_t n, double tau);
+
+#endif
