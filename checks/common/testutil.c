@@ -57,8 +57,10 @@ double test_ulp_distance(double a, double b)
     if (isnan(a) || isnan(b))
         return INFINITY;
     const int64_t ia = ordered(a), ib = ordered(b);
-    /* the difference can exceed INT64_MAX for far-apart signs: do it in double */
-    return ia > ib ? (double)ia - (double)ib : (double)ib - (double)ia;
+    /* |ia - ib| < 2^64: exact in unsigned arithmetic (modulo 2^64), then
+     * converted to double, exactly below 2^53 */
+    const uint64_t d = ia > ib ? (uint64_t)ia - (uint64_t)ib : (uint64_t)ib - (uint64_t)ia;
+    return (double)d;
 }
 
 void test_worst_init(test_worst *w)
@@ -69,11 +71,12 @@ void test_worst_init(test_worst *w)
 int test_worst_check(test_worst *w, double got, double want, double tol, const char *fmt, ...)
 {
     const double diff = fabs(got - want);
-    const double ratio = tol > 0 ? diff / tol : (diff > 0 ? INFINITY : 0);
-    const int ok = diff <= tol && !isnan(got) && !isnan(want) == !isnan(got);
+    /* NaN anywhere compares false: never within tolerance, always the worst */
+    const int ok = diff <= tol;
+    const double ratio = !(diff == diff) ? INFINITY : tol > 0 ? diff / tol : (diff > 0 ? INFINITY : 0);
     w->checked++;
-    if (!ok || ratio > w->worst_ratio || isnan(ratio)) {
-        w->worst_ratio = isnan(got) ? INFINITY : ratio;
+    if (ratio > w->worst_ratio || (!ok && w->where[0] == '\0')) {
+        w->worst_ratio = ratio;
         w->got = got;
         w->want = want;
         w->tol = tol;

@@ -28,8 +28,8 @@ void test_fill_gaussian(double *x, size_t n, double mean, double sigma, gsl_rng 
 
 /* The distance between two doubles in units in the last place: the number of
  * representable doubles between them (0 if equal, 1 for neighbours; +0 and -0
- * are 0 apart).  Infinite if either is NaN.  Exact for any pair of finite
- * doubles of the same or different sign. */
+ * are 0 apart).  Infinite if either is NaN.  Exact below 2^53 for any pair of
+ * doubles of the same or different sign, rounded above. */
 double test_ulp_distance(double a, double b);
 
 /* Worst case tracking for a property checked over many values: keeps the
