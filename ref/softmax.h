@@ -11,7 +11,8 @@
  * Entries equal to -inf are masked: their weight is exactly 0.
  * Masked-row policy: a row whose every entry is -inf has all weights 0 (not
  * NaN): it attends to nothing.  The same policy holds in attention.h.
- * y, s: (R, n); y may alias s.  Precondition: tau > 0, no NaN and no +inf in s.
+ * y, s: (R, n); y may alias s.  Precondition: tau > 0.  A NaN or +inf in a
+ * row makes that row's weights NaN (IEEE propagation, never a crash).
  * Never fails. */
 void refenc_softmax_forward(double *y, const double *s, size_t R, size_t n, double tau);
 
