@@ -141,10 +141,12 @@ static char *read_all(const char *path)
 }
 
 /* A private temporary directory (mkdtemp) for a test's files. */
-static void make_tmpdir(char dir[64])
+#define TMPDIR_MAX 256
+static void make_tmpdir(char dir[TMPDIR_MAX])
 {
     const char *base = getenv("TMPDIR");
-    snprintf(dir, 64, "%s/refenc-cli-XXXXXX", base != NULL && *base ? base : "/tmp");
+    const int n = snprintf(dir, TMPDIR_MAX, "%s/refenc-cli-XXXXXX", base != NULL && *base ? base : "/tmp");
+    cr_assert(n > 0 && n < TMPDIR_MAX, "TMPDIR is too long for a temporary directory name");
     cr_assert_not_null(mkdtemp(dir), "mkdtemp(%s): %s", dir, strerror(errno));
 }
 
@@ -152,13 +154,14 @@ static void make_tmpdir(char dir[64])
  * stdin from /dev/null, stdout and stderr captured through files. */
 static cli_result run_cli(const char *const *args)
 {
-    char dir[64], out_path[96], err_path[96];
+    char dir[TMPDIR_MAX], out_path[TMPDIR_MAX + 16], err_path[TMPDIR_MAX + 16];
+    const char *program = cli_path(); /* before mkdtemp: a failed check leaves no directory */
     make_tmpdir(dir);
     snprintf(out_path, sizeof out_path, "%s/stdout", dir);
     snprintf(err_path, sizeof err_path, "%s/stderr", dir);
     const char *argv[32];
     size_t n = 0;
-    argv[n++] = cli_path();
+    argv[n++] = program;
     for (size_t i = 1; args[i] != NULL && n < 31; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
@@ -275,7 +278,8 @@ Test(cli_run, bad_config_files_and_the_table_agree)
  * file, a file that does not exist. */
 Test(cli_run, unreadable_or_binary_config_exits_2)
 {
-    char dir[64], path[128];
+    char dir[TMPDIR_MAX], path[TMPDIR_MAX + 32];
+    (void)cli_path();
     make_tmpdir(dir);
     static const struct {
         const char *name, *bytes;
