@@ -7,7 +7,8 @@ static const double SQRT_2_OVER_PI = 0.7978845608028654;
 
 double refenc_relu(double x)
 {
-    return x > 0.0 ? x : 0.0;
+    /* x > 0 is false for NaN: test it, so NaN propagates as in torch.relu */
+    return x > 0.0 || isnan(x) ? x : 0.0;
 }
 
 double refenc_gelu(double x)

@@ -214,7 +214,8 @@ static int parse_name(int *v, const char *const *names, size_t n, const char *na
         strncat(list, names[i], sizeof list - strlen(list) - 1);
         strncat(list, "'", sizeof list - strlen(list) - 1);
     }
-    return refenc_error_set(err, REFENC_EINVAL, "config: %s: unknown name '%s' (expected one of %s)",
+    /* field is the caller's full location (e.g. "FILE: model.norm"): no prefix */
+    return refenc_error_set(err, REFENC_EINVAL, "%s: unknown name '%s' (expected one of %s)",
                             field, name, list);
 }
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
@@ -39,7 +40,6 @@ typedef struct {
     size_t *padding; /* (batch): trailing padding positions per item, or NULL */
 } run_input;
 
-static const char *const top_keys[] = {"model", "input", NULL};
 static const char *const input_keys[] = {"batch", "seq_len", "padding", NULL};
 
 static int read_input_spec(run_input *in, const json_t *obj, const char *where, refenc_error *err)
@@ -85,15 +85,35 @@ static int read_input_spec(run_input *in, const json_t *obj, const char *where, 
     return REFENC_OK;
 }
 
+/* The top level holds "model" and "input" only.  (refenc_json_check_keys
+ * would name the key "FILE.key", which reads as a file name.) */
+static int check_top_keys(const json_t *root, const char *path, refenc_error *err)
+{
+    const char *key;
+    json_t *value;
+    json_object_foreach((json_t *)root, key, value) {
+        (void)value;
+        if (strcmp(key, "model") != 0 && strcmp(key, "input") != 0)
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "%s: %s: unknown top-level key (known keys: model, input)",
+                                    path, key);
+    }
+    return REFENC_OK;
+}
+
 /* Reads FILE.json into a model config and an input description. */
 static int load_config(refenc_config *cfg, run_input *in, const char *path, refenc_error *err)
 {
     json_error_t jerr;
     char where[1024];
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    struct stat sb;
     int st;
 
     in->padding = NULL;
+    /* jansson reads a directory as an empty file: say what it is instead */
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return refenc_error_set(err, REFENC_EIO, "%s: is a directory, not a JSON file", path);
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
     if (root == NULL) {
         if (jerr.line < 0)
             return refenc_error_set(err, REFENC_EINVAL, "%s: %s", path, jerr.text);
@@ -102,7 +122,7 @@ static int load_config(refenc_config *cfg, run_input *in, const char *path, refe
     }
     if (!json_is_object(root))
         st = refenc_error_set(err, REFENC_EINVAL, "%s: the top level must be a JSON object", path);
-    else if ((st = refenc_json_check_keys(root, top_keys, path, err)) == REFENC_OK) {
+    else if ((st = check_top_keys(root, path, err)) == REFENC_OK) {
         const json_t *model = json_object_get(root, "model");
         snprintf(where, sizeof where, "%s: model", path);
         if (model == NULL)
@@ -115,9 +135,11 @@ static int load_config(refenc_config *cfg, run_input *in, const char *path, refe
         }
         if (st == REFENC_OK) {
             st = refenc_config_validate_shape(cfg, in->batch, in->seq_len, err);
-            if (st) {
+            if (st) { /* "config: <field> ..." becomes "FILE: <field> ..." */
                 char msg[REFENC_ERRMSG_MAX];
-                snprintf(msg, sizeof msg, "%s", err->message);
+                const char *rest = strncmp(err->message, "config: ", 8) == 0 ? err->message + 8
+                                                                            : err->message;
+                snprintf(msg, sizeof msg, "%s", rest);
                 refenc_error_set(err, st, "%s: %s", path, msg);
             }
         }
