@@ -1,8 +1,9 @@
 /* Safetensors files (the Hugging Face format), read and written strictly.
  *
  * Layout: an 8-byte little-endian unsigned header length N, then N bytes of
- * UTF-8 JSON (an object; trailing spaces allowed as padding), then the data
- * buffer.  Each header entry other than "__metadata__" is
+ * UTF-8 JSON (an object starting at its first byte; whitespace after it, the
+ * writers' space padding, is allowed), then the data buffer.  Each header
+ * entry other than "__metadata__" is
  *     "name": {"dtype": "F64", "shape": [2, 3], "data_offsets": [begin, end]}
  * with offsets relative to the start of the data buffer.  "__metadata__", if
  * present, is an object whose values are all strings.
@@ -10,11 +11,15 @@
  * Reading validates everything (docs/golden-format.md): N <= file size - 8 and
  * N <= REFENC_ST_MAX_HEADER; the header is valid UTF-8 JSON, an object,
  * without duplicate keys; each entry has exactly the three keys, a known
- * dtype, a shape of non-negative integers whose product times the dtype size
- * does not overflow and equals end - begin; 0 <= begin <= end <= data size;
+ * dtype, a shape of at most REFENC_ST_MAX_NDIM non-negative integers whose
+ * product times the dtype size equals end - begin and does not overflow (the
+ * product of the non-zero dimensions is checked, so a 0 does not excuse an
+ * overflowing shape); 0 <= begin <= end <= data size;
  * the tensors neither overlap nor leave holes (together they cover the data
- * buffer exactly, as the format requires); names are non-empty.  Every error
- * message names the file, the tensor (if any) and the byte offset in the file.
+ * buffer exactly, as the format requires; zero-size tensors may sit at any
+ * boundary); names are non-empty.  Every error message names the file, the
+ * tensor (if any) and a byte offset in the file: the entry's key for an
+ * entry's error, the data bytes concerned, or where the JSON parser stopped.
  * Values are little-endian on disk; refenc runs on little-endian hosts only
  * (checked at compile time). */
 #ifndef REFENC_SAFETENSORS_H
@@ -27,7 +32,9 @@
 
 #include "status.h"
 
-#define REFENC_ST_MAX_HEADER ((uint64_t)100 << 20) /* 100 MiB, as the reference implementation */
+/* 100 MB, the limit of Hugging Face's implementation (MAX_HEADER_SIZE = 100_000_000):
+ * a larger header is refused there, so it is refused here and never written. */
+#define REFENC_ST_MAX_HEADER ((uint64_t)100000000)
 #define REFENC_ST_MAX_NDIM 8
 
 typedef enum {
@@ -67,16 +74,20 @@ typedef struct {
     int owns_buf;
     json_t *metadata;        /* the "__metadata__" object, or NULL            */
     size_t n_tensors;
-    refenc_st_tensor *tensors; /* in header order of their data offsets       */
+    refenc_st_tensor *tensors; /* sorted by data offsets (ties: by name)      */
 } refenc_st_file;
 
-/* Reads and validates a file.  Errors: REFENC_EIO (cannot open or read),
+/* Reads the whole file, then validates it as refenc_st_parse does.
+ * Errors: REFENC_EIO (cannot open or read it, a short read, a directory or
+ * another non-regular file: the message names the path and the reason),
  * REFENC_EFORMAT (anything invalid), REFENC_ENOMEM.  On error *f is empty
  * (safe to free). */
 int refenc_st_read(refenc_st_file *f, const char *path, refenc_error *err);
 
-/* Validates a buffer already in memory (the fuzzing entry point).  `name`
- * is used in messages.  The buffer is borrowed: it must outlive f. */
+/* Validates a buffer already in memory (the fuzzing entry point): never
+ * reads outside buf[0..size), never leaks, whatever the bytes.  `name` is
+ * used in messages.  The buffer is borrowed: it must outlive f.
+ * Errors: REFENC_EFORMAT, REFENC_ENOMEM.  On error *f is empty. */
 int refenc_st_parse(refenc_st_file *f, const unsigned char *buf, size_t size, const char *name,
                     refenc_error *err);
 
@@ -89,9 +100,9 @@ const refenc_st_tensor *refenc_st_find(const refenc_st_file *f, const char *name
 const char *refenc_st_metadata(const refenc_st_file *f, const char *key);
 
 /* Converts a floating tensor (F64, F32, F16, BF16) to doubles, exactly
- * (every value of these formats is a double).  out has t->numel entries.
- * Errors: REFENC_EFORMAT if the dtype is not floating (message names the
- * file and tensor). */
+ * (every value of these formats is a double; NaN payloads are kept).  out
+ * has t->numel entries.  Errors: REFENC_EFORMAT if the dtype is not floating
+ * (message names the file, the tensor and its data offset). */
 int refenc_st_to_f64(double *out, const refenc_st_file *f, const refenc_st_tensor *t,
                      refenc_error *err);
 
@@ -112,17 +123,28 @@ typedef struct {
 } refenc_st_entry;
 
 /* Writes a file: header keys sorted (JSON_SORT_KEYS, compact), padded with
- * spaces to a multiple of 8 bytes, data in the order of the sorted names, so
- * the same entries always give the same bytes.  metadata may be NULL; its
- * values must be strings.  The file appears atomically: written to
- * "<path>.tmp.<pid>" then renamed; on any error nothing is left at path.
- * Errors: REFENC_EINVAL (duplicate or empty name, bad shape, non-string
- * metadata value), REFENC_EIO, REFENC_ENOMEM. */
+ * spaces to a multiple of 8 bytes; data ordered by dtype size, largest first,
+ * then by name (as Hugging Face's writer does), so that every tensor starts
+ * at a multiple of its element size in the file, for peers that map the file
+ * and cast pointers.  The same entries, in any order, always give the same
+ * bytes.  metadata may be NULL; its values must be strings.  The file appears
+ * atomically: written to "<path>.tmp.<pid>", fsync'ed, then renamed; on any
+ * error the temporary file is removed and path is untouched.
+ * Errors: REFENC_EINVAL (duplicate, empty, non-UTF-8 or "__metadata__" name,
+ * unknown dtype, more than REFENC_ST_MAX_NDIM dimensions, NULL data, a BOOL
+ * byte not 0/1, metadata not an object of strings), REFENC_ELIMIT (a size
+ * overflows, or the header would exceed REFENC_ST_MAX_HEADER), REFENC_EIO,
+ * REFENC_ENOMEM. */
 int refenc_st_write(const char *path, const refenc_st_entry *entries, size_t n,
                     const json_t *metadata, refenc_error *err);
 
 /* Float conversions used by the converters and by peers that write reduced
- * precision: exact decoding, and encoding with round-to-nearest-even. */
+ * precision: exact decoding (subnormals, signed zeros, infinities), and
+ * encoding with round-to-nearest-even, gradual underflow and overflow to
+ * infinity.  NaNs keep their sign and payload: the 16-bit NaN's significand
+ * bits are the top bits of the double's, so decode then encode gives back
+ * every one of the 65536 encodings; a double NaN whose top bits are all zero
+ * encodes as the quiet NaN. */
 double refenc_f16_to_double(uint16_t h);
 double refenc_bf16_to_double(uint16_t b);
 uint16_t refenc_double_to_f16(double x);

@@ -1,0 +1,1197 @@
+#include "safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Data is copied byte for byte between the file and memory: the host must
+ * store numbers little-endian, as the format does. */
+#if !defined(__BYTE_ORDER__) || !defined(__ORDER_LITTLE_ENDIAN__)
+#error "refenc needs __BYTE_ORDER__ to check that the host is little-endian"
+#endif
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "safetensors data is little-endian; refenc supports little-endian hosts only");
+_Static_assert(sizeof(double) == 8 && sizeof(float) == 4, "IEEE binary64 and binary32 expected");
+
+/* ---------------------------------------------------------------- dtypes */
+
+static const struct {
+    const char *name;
+    size_t size;
+} dtype_table[] = {
+    [REFENC_ST_F64] = {"F64", 8}, [REFENC_ST_F32] = {"F32", 4}, [REFENC_ST_F16] = {"F16", 2},
+    [REFENC_ST_BF16] = {"BF16", 2}, [REFENC_ST_I64] = {"I64", 8}, [REFENC_ST_U8] = {"U8", 1},
+    [REFENC_ST_BOOL] = {"BOOL", 1},
+};
+#define N_DTYPES (sizeof dtype_table / sizeof dtype_table[0])
+#define DTYPE_LIST "F64, F32, F16, BF16, I64, U8, BOOL"
+
+static int dtype_valid(refenc_st_dtype d)
+{
+    return (unsigned)d < N_DTYPES;
+}
+
+const char *refenc_st_dtype_name(refenc_st_dtype d)
+{
+    return dtype_valid(d) ? dtype_table[d].name : "?";
+}
+
+size_t refenc_st_dtype_size(refenc_st_dtype d)
+{
+    return dtype_valid(d) ? dtype_table[d].size : 0;
+}
+
+int refenc_st_dtype_parse(refenc_st_dtype *d, const char *name)
+{
+    for (size_t i = 0; i < N_DTYPES; i++) {
+        if (strcmp(name, dtype_table[i].name) == 0) {
+            *d = (refenc_st_dtype)i;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------ binary16 and bfloat16 */
+
+/* A 16-bit float with p stored significand bits and an exponent field of
+ * ebits bits, bias 2^(ebits-1) - 1 (binary16: p 10, ebits 5; bfloat16: p 7,
+ * ebits 8).  Every such value is a double: p + 1 <= 53 significant bits and
+ * an exponent range inside double's normal range. */
+
+static double double_from_bits(uint64_t b)
+{
+    double x;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
+/* value = (-1)^s * m * 2^(1 - bias - p)                 if e == 0 (subnormal)
+ *       = (-1)^s * (2^p + m) * 2^(e - bias - p)         if 0 < e < max
+ * Infinities and NaNs are built from bits: the NaN's p payload bits become
+ * the top p bits of the double's significand, so a payload (and the quiet
+ * bit) survives the round trip through refenc_double_to_*. */
+static double small_float_decode(uint16_t h, int p, int ebits)
+{
+    const unsigned emax_field = (1u << ebits) - 1;
+    const int bias = (1 << (ebits - 1)) - 1;
+    const unsigned sign = h >> 15;
+    const unsigned e = (h >> p) & emax_field;
+    const unsigned m = h & ((1u << p) - 1);
+    if (e == emax_field)
+        return double_from_bits((uint64_t)sign << 63 | (uint64_t)0x7FF << 52 |
+                                (uint64_t)m << (52 - p));
+    /* ldexp is exact: the result is a normal double */
+    double v =
+        e == 0 ? ldexp((double)m, 1 - bias - p) : ldexp((double)((1u << p) | m), (int)e - bias - p);
+    return sign ? -v : v;
+}
+
+/* Rounds x to the nearest value of the format, ties to even; overflow gives
+ * infinity (IEEE 754: |x| >= (2 - 2^-(p+1)) * 2^emax rounds to inf).
+ *
+ * Let x = m * 2^e exactly (m < 2^53 the double's integer significand) and
+ * E = floor(log2 |x|).  The format's spacing at x is 2^q with
+ * q = max(E, emin) - p, emin = 1 - bias.  n = round_even(m * 2^(e - q)) is the
+ * result in units of 2^q: shifting m right by s = q - e >= 52 - p, rounding
+ * on the bits shifted out.  Then the encoding is
+ *     n                            if E < emin (subnormal; n = 2^p is the
+ *                                   smallest normal, which the same formula
+ *                                   encodes correctly)
+ *     ((E + bias - 1) << p) + n    otherwise (n's leading bit 2^p adds the
+ *                                   last 1 to the exponent field, and a carry
+ *                                   to n = 2^(p+1) moves to the next binade)
+ * and an encoding at or above the infinity's is infinity. */
+static uint16_t small_float_encode(double x, int p, int ebits)
+{
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    const uint16_t sign = (uint16_t)((b >> 63) << 15);
+    const unsigned E_field = (unsigned)(b >> 52) & 0x7FF;
+    const uint64_t M = b & (((uint64_t)1 << 52) - 1);
+    const unsigned emax_field = (1u << ebits) - 1;
+    const int bias = (1 << (ebits - 1)) - 1, emin = 1 - bias;
+    const uint16_t inf = (uint16_t)(sign | emax_field << p);
+
+    if (E_field == 0x7FF) {
+        if (M == 0)
+            return inf;
+        uint16_t payload = (uint16_t)(M >> (52 - p));
+        if (payload == 0) /* payload only in bits the format lacks: stay a NaN */
+            payload = (uint16_t)(1u << (p - 1));
+        return (uint16_t)(inf | payload);
+    }
+    /* Zero, or a subnormal double (< 2^-1022): far below half the smallest
+     * subnormal of either format (2^-25, 2^-134), so it rounds to zero. */
+    if (E_field == 0)
+        return sign;
+    const int E = (int)E_field - 1023;
+    if (E > bias) /* |x| >= 2^(emax + 1) */
+        return inf;
+
+    const uint64_t m = M | (uint64_t)1 << 52;
+    const int e = (int)E_field - 1075;
+    const int q = (E < emin ? emin : E) - p;
+    const int s = q - e; /* >= 52 - p >= 42 */
+    uint64_t n;
+    if (s >= 54) {
+        n = 0; /* m < 2^53 <= 2^(s-1): below half a unit */
+    } else {
+        const uint64_t rem = m & (((uint64_t)1 << s) - 1), half = (uint64_t)1 << (s - 1);
+        n = m >> s;
+        if (rem > half || (rem == half && (n & 1)))
+            n++;
+    }
+    const uint64_t enc = E < emin ? n : ((uint64_t)(E + bias - 1) << p) + n;
+    if (enc >= (uint64_t)emax_field << p)
+        return inf;
+    return (uint16_t)(sign | enc);
+}
+
+double refenc_f16_to_double(uint16_t h)
+{
+    return small_float_decode(h, 10, 5);
+}
+
+double refenc_bf16_to_double(uint16_t b)
+{
+    return small_float_decode(b, 7, 8);
+}
+
+uint16_t refenc_double_to_f16(double x)
+{
+    return small_float_encode(x, 10, 5);
+}
+
+uint16_t refenc_double_to_bf16(double x)
+{
+    return small_float_encode(x, 7, 8);
+}
+
+/* binary32 to double: exact; NaNs built from bits (as above) because the
+ * hardware conversion would quiet a signalling NaN. */
+static double f32_decode(uint32_t u)
+{
+    if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu) != 0)
+        return double_from_bits((uint64_t)(u >> 31) << 63 | (uint64_t)0x7FF << 52 |
+                                (uint64_t)(u & 0x007FFFFFu) << 29);
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return (double)f;
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+/* Offset of the first byte of the first invalid UTF-8 sequence (RFC 3629:
+ * no overlong forms, no surrogates, nothing above U+10FFFF), or n if s[0..n)
+ * is valid. */
+static size_t utf8_invalid_at(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        const unsigned c = s[i];
+        size_t len;
+        unsigned lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if (c >= 0xC2 && c <= 0xDF) {
+            len = 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            if (c == 0xE0)
+                lo = 0xA0; /* overlong */
+            else if (c == 0xED)
+                hi = 0x9F; /* surrogates */
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            if (c == 0xF0)
+                lo = 0x90; /* overlong */
+            else if (c == 0xF4)
+                hi = 0x8F; /* above U+10FFFF */
+        } else {
+            return i;
+        }
+        if (n - i < len || s[i + 1] < lo || s[i + 1] > hi)
+            return i;
+        for (size_t k = 2; k < len; k++)
+            if (s[i + k] < 0x80 || s[i + k] > 0xBF)
+                return i;
+        i += len;
+    }
+    return n;
+}
+
+/* A name as it appears in a message: bytes that would garble a terminal line
+ * (controls, quote, backslash) as \xNN, cut after about 80 bytes (at a UTF-8
+ * character boundary) with "...". */
+#define SHOW_MAX 128
+static const char *show(char out[SHOW_MAX], const char *name)
+{
+    size_t o = 0;
+    for (size_t i = 0; name[i] != '\0'; i++) {
+        const unsigned char c = (unsigned char)name[i];
+        if (o >= 80 && (c & 0xC0) != 0x80) {
+            memcpy(out + o, "...", 3);
+            o += 3;
+            break;
+        }
+        if (c < 0x20 || c == 0x7F || c == '\'' || c == '\\')
+            o += (size_t)snprintf(out + o, SHOW_MAX - o, "\\x%02x", c);
+        else
+            out[o++] = (char)c;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* "[2, 3, 4]": at most 8 dimensions of at most 20 digits fit in SHAPE_MAX. */
+#define SHAPE_MAX (2 + REFENC_ST_MAX_NDIM * 22 + 1)
+static const char *shape_str(char *out, size_t cap, const size_t *shape, size_t ndim)
+{
+    size_t o = (size_t)snprintf(out, cap, "[");
+    for (size_t i = 0; i < ndim && o < cap; i++)
+        o += (size_t)snprintf(out + o, cap - o, "%s%zu", i ? ", " : "", shape[i]);
+    if (o < cap)
+        snprintf(out + o, cap - o, "]");
+    return out;
+}
+
+/* Checked a * b. */
+static int mul_ok(size_t *r, size_t a, size_t b)
+{
+    return !__builtin_mul_overflow(a, b, r);
+}
+
+/* Bytes of a tensor: the product of its dimensions times the dtype size.
+ * Refused (returns 0) when the product of the non-zero dimensions times the
+ * dtype size overflows, even if another dimension is 0: such a shape has no
+ * use and every stride computed from it would overflow.  *numel and *nbytes
+ * are the true counts. */
+static int tensor_size(size_t *numel, size_t *nbytes, const size_t *shape, size_t ndim,
+                       size_t elsize)
+{
+    size_t nz = elsize, n = 1;
+    int zero = 0;
+    for (size_t i = 0; i < ndim; i++) {
+        if (shape[i] == 0)
+            zero = 1;
+        else if (!mul_ok(&nz, nz, shape[i]))
+            return 0;
+    }
+    if (!zero)
+        n = nz / elsize;
+    *numel = zero ? 0 : n;
+    *nbytes = zero ? 0 : nz;
+    return 1;
+}
+
+/* ------------------------------------------------------ reading: context */
+
+typedef struct {
+    const char *file;           /* name for messages                      */
+    const unsigned char *hdr;   /* the header bytes (file offset 8)       */
+    size_t hdr_len;             /* N                                      */
+    size_t data_start;          /* 8 + N                                  */
+    size_t data_size;           /* file size - 8 - N                      */
+    const size_t *entry_at;     /* file offset of each header key, in
+                                   header order, or NULL if unknown       */
+} parse_ctx;
+
+static char *decode_key(const unsigned char *t, size_t n);
+
+/* Where the header entry with index k (in header order) and this name starts
+ * in the file: its key's opening quote, or the header's start if unknown.
+ * The scan's k-th key is jansson's k-th (jansson keeps insertion order); the
+ * key is decoded again to make sure, so a message never points elsewhere. */
+static size_t entry_offset(const parse_ctx *c, size_t k, const char *name)
+{
+    if (c->entry_at == NULL)
+        return 8;
+    const size_t s = c->entry_at[k] - 8;
+    size_t e = s + 1;
+    while (e < c->hdr_len && c->hdr[e] != '"')
+        e += c->hdr[e] == '\\' ? 2 : 1;
+    if (e >= c->hdr_len)
+        return 8;
+    char *key = decode_key(c->hdr + s, e + 1 - s);
+    const int same = key != NULL && strcmp(key, name) == 0;
+    free(key);
+    return same ? c->entry_at[k] : 8;
+}
+
+/* The error of one header entry: "FILE: tensor 'NAME' (header entry at byte
+ * X): DETAIL". */
+__attribute__((format(printf, 6, 7))) static int
+entry_error(refenc_error *err, int status, const parse_ctx *c, const char *name, size_t k,
+            const char *fmt, ...)
+{
+    char detail[REFENC_ERRMSG_MAX], shown[SHOW_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    const char *what = strcmp(name, "__metadata__") == 0 ? "" : "tensor ";
+    return refenc_error_set(err, status, "%s: %s'%s' (header entry at byte %zu): %s", c->file,
+                            what, show(shown, name), entry_offset(c, k, name), detail);
+}
+
+/* Scans the keys of the outermost object of a JSON text h[0..n) that starts
+ * with '{': stores the offset of each key's opening quote in starts[0..cap)
+ * and returns how many keys it saw; *last_start and *last_end delimit the last
+ * key token seen and *depth is the nesting depth at the end (1: inside the
+ * outer object, between entries).  Never reads outside h[0..n); the result
+ * is meaningful on valid JSON or on a prefix of valid JSON (where jansson
+ * stopped), which is all it is used for. */
+static size_t scan_keys(const unsigned char *h, size_t n, size_t *starts, size_t cap,
+                        size_t *last_start, size_t *last_end, int *depth)
+{
+    size_t count = 0;
+    int d = 0, expect_key = 0;
+    *last_start = *last_end = n;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char ch = h[i];
+        if (ch == '"') {
+            const size_t s = i++;
+            while (i < n && h[i] != '"')
+                i += h[i] == '\\' ? 2 : 1;
+            if (d == 1 && expect_key) {
+                if (count < cap)
+                    starts[count] = s;
+                count++;
+                *last_start = s;
+                *last_end = i < n ? i + 1 : n;
+                expect_key = 0;
+            }
+        } else if (ch == '{' || ch == '[') {
+            if (++d == 1)
+                expect_key = ch == '{';
+        } else if (ch == '}' || ch == ']') {
+            if (d > 0 && --d == 0)
+                break;
+        } else if (ch == ',' && d == 1) {
+            expect_key = 1;
+        }
+    }
+    *depth = d;
+    return count;
+}
+
+/* The decoded text of the JSON string token t[0..n), or NULL. */
+static char *decode_key(const unsigned char *t, size_t n)
+{
+    json_t *j = json_loadb((const char *)t, n, JSON_DECODE_ANY, NULL);
+    char *s = json_is_string(j) ? strdup(json_string_value(j)) : NULL;
+    json_decref(j);
+    return s;
+}
+
+/* The error for a header jansson refused (pos: its offset in the header,
+ * where parsing stopped): names the duplicate key, or the entry being read. */
+static int json_error(refenc_error *err, const parse_ctx *c, const json_error_t *je)
+{
+    if (json_error_code(je) == json_error_out_of_memory)
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory reading the header",
+                                c->file);
+    size_t pos = je->position < 0 ? 0 : (size_t)je->position;
+    if (pos > c->hdr_len)
+        pos = c->hdr_len;
+    size_t ks, ke;
+    int depth;
+    scan_keys(c->hdr, pos, NULL, 0, &ks, &ke, &depth);
+    char *key = ks < pos ? decode_key(c->hdr + ks, ke - ks) : NULL;
+    char shown[SHOW_MAX];
+    int st;
+    if (json_error_code(je) == json_error_duplicate_key && depth == 1 && key != NULL)
+        st = refenc_error_set(err, REFENC_EFORMAT,
+                              "%s: duplicate tensor name '%s' at byte %zu (header keys must be "
+                              "unique)",
+                              c->file, show(shown, key), 8 + ks);
+    else if (json_error_code(je) == json_error_duplicate_key && key != NULL)
+        st = refenc_error_set(err, REFENC_EFORMAT,
+                              "%s: '%s' (header entry at byte %zu): duplicate key near byte %zu",
+                              c->file, show(shown, key), 8 + ks, 8 + pos);
+    else if (key != NULL && depth >= 2)
+        st = refenc_error_set(err, REFENC_EFORMAT,
+                              "%s: header is not valid JSON near byte %zu, in the entry of '%s' "
+                              "(at byte %zu): %s",
+                              c->file, 8 + pos, show(shown, key), 8 + ks, je->text);
+    else
+        st = refenc_error_set(err, REFENC_EFORMAT, "%s: header is not valid JSON near byte %zu: %s",
+                              c->file, 8 + pos, je->text);
+    free(key);
+    return st;
+}
+
+/* ------------------------------------------------ reading: the entries */
+
+typedef struct {
+    refenc_st_tensor t;
+    size_t begin, end; /* data_offsets */
+    size_t entry;      /* index of its entry in the header */
+} slot;
+
+static int slot_cmp(const void *pa, const void *pb)
+{
+    const slot *a = pa, *b = pb;
+    if (a->begin != b->begin)
+        return a->begin < b->begin ? -1 : 1;
+    if (a->end != b->end)
+        return a->end < b->end ? -1 : 1;
+    return strcmp(a->t.name, b->t.name);
+}
+
+/* A non-negative JSON integer that fits in size_t. */
+static int get_size(size_t *v, const json_t *j)
+{
+    if (!json_is_integer(j) || json_integer_value(j) < 0)
+        return 0;
+    if ((unsigned long long)json_integer_value(j) > SIZE_MAX)
+        return 0;
+    *v = (size_t)json_integer_value(j);
+    return 1;
+}
+
+static int check_metadata(const parse_ctx *c, size_t k, const json_t *v, refenc_error *err)
+{
+    if (!json_is_object(v))
+        return entry_error(err, REFENC_EFORMAT, c, "__metadata__", k,
+                           "is not an object (metadata is an object of strings)");
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)v, key, val) {
+        if (!json_is_string(val)) {
+            char shown[SHOW_MAX];
+            return entry_error(err, REFENC_EFORMAT, c, "__metadata__", k,
+                               "the value of '%s' is not a string (metadata values must be "
+                               "strings)",
+                               show(shown, key));
+        }
+    }
+    return REFENC_OK;
+}
+
+/* Validates one tensor entry; fills s (s->t.name is set by the caller). */
+static int check_entry(slot *s, const parse_ctx *c, size_t k, const json_t *v, refenc_error *err)
+{
+    const char *name = s->t.name;
+    if (name[0] == '\0')
+        return entry_error(err, REFENC_EFORMAT, c, name, k, "empty tensor name");
+    if (!json_is_object(v))
+        return entry_error(err, REFENC_EFORMAT, c, name, k,
+                           "entry is not an object with dtype, shape and data_offsets");
+
+    static const char *const keys[] = {"dtype", "shape", "data_offsets"};
+    for (size_t i = 0; i < 3; i++)
+        if (json_object_get(v, keys[i]) == NULL)
+            return entry_error(err, REFENC_EFORMAT, c, name, k, "missing key '%s'", keys[i]);
+    if (json_object_size(v) != 3) {
+        const char *key;
+        json_t *val;
+        json_object_foreach((json_t *)v, key, val) {
+            (void)val;
+            if (strcmp(key, "dtype") != 0 && strcmp(key, "shape") != 0 &&
+                strcmp(key, "data_offsets") != 0) {
+                char shown[SHOW_MAX];
+                return entry_error(err, REFENC_EFORMAT, c, name, k,
+                                   "unexpected key '%s' (an entry has exactly dtype, shape and "
+                                   "data_offsets)",
+                                   show(shown, key));
+            }
+        }
+    }
+
+    const json_t *jd = json_object_get(v, "dtype");
+    if (!json_is_string(jd))
+        return entry_error(err, REFENC_EFORMAT, c, name, k, "dtype is not a string");
+    if (!refenc_st_dtype_parse(&s->t.dtype, json_string_value(jd))) {
+        char shown[SHOW_MAX];
+        return entry_error(err, REFENC_EFORMAT, c, name, k, "unknown dtype '%s' (known: %s)",
+                           show(shown, json_string_value(jd)), DTYPE_LIST);
+    }
+
+    const json_t *js = json_object_get(v, "shape");
+    if (!json_is_array(js))
+        return entry_error(err, REFENC_EFORMAT, c, name, k, "shape is not an array");
+    if (json_array_size(js) > REFENC_ST_MAX_NDIM)
+        return entry_error(err, REFENC_EFORMAT, c, name, k,
+                           "shape has %zu dimensions, more than the %d supported",
+                           json_array_size(js), REFENC_ST_MAX_NDIM);
+    s->t.ndim = json_array_size(js);
+    for (size_t i = 0; i < s->t.ndim; i++) {
+        const json_t *ji = json_array_get(js, i);
+        if (!get_size(&s->t.shape[i], ji)) {
+            if (json_is_integer(ji))
+                return entry_error(err, REFENC_EFORMAT, c, name, k,
+                                   "shape[%zu] = %lld is negative", i,
+                                   (long long)json_integer_value(ji));
+            return entry_error(err, REFENC_EFORMAT, c, name, k, "shape[%zu] is not an integer", i);
+        }
+    }
+    char sh[SHAPE_MAX];
+    const char *dn = refenc_st_dtype_name(s->t.dtype);
+    if (!tensor_size(&s->t.numel, &s->t.nbytes, s->t.shape, s->t.ndim,
+                     refenc_st_dtype_size(s->t.dtype)))
+        return entry_error(err, REFENC_EFORMAT, c, name, k,
+                           "shape %s of %s overflows: its size in bytes exceeds %zu",
+                           shape_str(sh, sizeof sh, s->t.shape, s->t.ndim), dn, (size_t)SIZE_MAX);
+
+    const json_t *jo = json_object_get(v, "data_offsets");
+    size_t b, e;
+    if (!json_is_array(jo) || json_array_size(jo) != 2 || !json_is_integer(json_array_get(jo, 0)) ||
+        !json_is_integer(json_array_get(jo, 1)))
+        return entry_error(err, REFENC_EFORMAT, c, name, k,
+                           "data_offsets is not an array of 2 integers [begin, end]");
+    if (!get_size(&b, json_array_get(jo, 0)) || !get_size(&e, json_array_get(jo, 1)))
+        return entry_error(err, REFENC_EFORMAT, c, name, k, "data_offsets [%lld, %lld] is negative",
+                           (long long)json_integer_value(json_array_get(jo, 0)),
+                           (long long)json_integer_value(json_array_get(jo, 1)));
+    if (b > e)
+        return entry_error(err, REFENC_EFORMAT, c, name, k,
+                           "data_offsets [%zu, %zu]: begin is after end", b, e);
+    if (e > c->data_size)
+        return entry_error(err, REFENC_EFORMAT, c, name, k,
+                           "data_offsets [%zu, %zu] end past the data buffer, which has %zu "
+                           "bytes (file bytes %zu to %zu)",
+                           b, e, c->data_size, c->data_start, c->data_start + c->data_size);
+    if (e - b != s->t.nbytes)
+        return entry_error(err, REFENC_EFORMAT, c, name, k,
+                           "data_offsets [%zu, %zu] but shape %s of %s needs %zu bytes", b, e,
+                           shape_str(sh, sizeof sh, s->t.shape, s->t.ndim), dn, s->t.nbytes);
+    s->begin = b;
+    s->end = e;
+    s->entry = k;
+    s->t.file_offset = c->data_start + b;
+    return REFENC_OK;
+}
+
+/* The tensors, sorted by data offsets, must tile [0, data size) exactly:
+ * each begins where the previous ended (zero-size tensors occupy nothing, so
+ * they may sit at any boundary). */
+static int check_tiling(const slot *s, size_t n, const parse_ctx *c, refenc_error *err)
+{
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i].begin < at) {
+            const slot *p = &s[i - 1]; /* i > 0: at > 0 only after a tensor */
+            char shown[SHOW_MAX];
+            return entry_error(err, REFENC_EFORMAT, c, s[i].t.name, s[i].entry,
+                               "data_offsets [%zu, %zu] (file bytes %zu to %zu) overlap those "
+                               "of tensor '%s' [%zu, %zu]",
+                               s[i].begin, s[i].end, c->data_start + s[i].begin,
+                               c->data_start + s[i].end, show(shown, p->t.name), p->begin, p->end);
+        }
+        if (s[i].begin > at)
+            return entry_error(err, REFENC_EFORMAT, c, s[i].t.name, s[i].entry,
+                               "data_offsets [%zu, %zu] leave a hole: data bytes [%zu, %zu) "
+                               "(file bytes %zu to %zu) belong to no tensor",
+                               s[i].begin, s[i].end, at, s[i].begin, c->data_start + at,
+                               c->data_start + s[i].begin);
+        at = s[i].end;
+    }
+    if (at != c->data_size)
+        return refenc_error_set(err, REFENC_EFORMAT,
+                                "%s: data bytes [%zu, %zu) (file bytes %zu to %zu) belong to no "
+                                "tensor",
+                                c->file, at, c->data_size, c->data_start + at,
+                                c->data_start + c->data_size);
+    return REFENC_OK;
+}
+
+static int parse_header(refenc_st_file *f, const parse_ctx *c, json_t *root, refenc_error *err)
+{
+    const size_t n_keys = json_object_size(root);
+    size_t *entry_at = malloc((n_keys ? n_keys : 1) * sizeof *entry_at);
+    slot *slots = calloc(n_keys ? n_keys : 1, sizeof *slots);
+    parse_ctx cx = *c;
+    size_t ls, le, n = 0;
+    int depth, st = REFENC_OK;
+    if (entry_at == NULL || slots == NULL) {
+        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory for %zu header entries",
+                              c->file, n_keys);
+        goto out;
+    }
+    /* jansson keeps keys in insertion (= file) order, so the k-th key of the
+     * scan is the k-th of json_object_foreach. */
+    if (scan_keys(c->hdr, c->hdr_len, entry_at, n_keys, &ls, &le, &depth) == n_keys) {
+        for (size_t k = 0; k < n_keys; k++)
+            entry_at[k] += 8;
+        cx.entry_at = entry_at;
+    }
+
+    const char *key;
+    json_t *val;
+    size_t k = 0;
+    json_object_foreach(root, key, val) {
+        if (strcmp(key, "__metadata__") == 0) {
+            st = check_metadata(&cx, k, val, err);
+            if (st)
+                goto out;
+            f->metadata = json_incref(val);
+        } else {
+            slot *s = &slots[n];
+            s->t.name = strdup(key);
+            if (s->t.name == NULL) {
+                st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", c->file);
+                goto out;
+            }
+            n++;
+            st = check_entry(s, &cx, k, val, err);
+            if (st)
+                goto out;
+        }
+        k++;
+    }
+
+    qsort(slots, n, sizeof *slots, slot_cmp);
+    st = check_tiling(slots, n, &cx, err);
+    if (st)
+        goto out;
+
+    if (n > 0) {
+        f->tensors = malloc(n * sizeof *f->tensors);
+        if (f->tensors == NULL) {
+            st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", c->file);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        f->tensors[i] = slots[i].t;
+        f->tensors[i].data = f->buf + f->tensors[i].file_offset;
+    }
+    f->n_tensors = n;
+    n = 0; /* the names now belong to f */
+out:
+    for (size_t i = 0; i < n; i++)
+        free(slots[i].t.name);
+    free(slots);
+    free(entry_at);
+    return st;
+}
+
+/* ------------------------------------------------------ reading: entry */
+
+void refenc_st_free(refenc_st_file *f)
+{
+    if (f == NULL)
+        return;
+    for (size_t i = 0; i < f->n_tensors; i++)
+        free(f->tensors[i].name);
+    free(f->tensors);
+    json_decref(f->metadata);
+    if (f->owns_buf)
+        free(f->buf);
+    free(f->path);
+    memset(f, 0, sizeof *f);
+}
+
+int refenc_st_parse(refenc_st_file *f, const unsigned char *buf, size_t size, const char *name,
+                    refenc_error *err)
+{
+    memset(f, 0, sizeof *f);
+    if (name == NULL)
+        name = "<buffer>";
+    f->path = strdup(name);
+    if (f->path == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", name);
+    f->buf = (unsigned char *)buf; /* borrowed: never written through */
+    f->size = size;
+    parse_ctx c = {.file = f->path};
+    int st;
+
+    if (size < 8) {
+        st = refenc_error_set(
+            err, REFENC_EFORMAT,
+            "%s: file is %zu bytes, too short for the 8-byte header length at byte 0", c.file,
+            size);
+        goto fail;
+    }
+    /* N is read as an unsigned 64-bit number and compared with what follows
+     * it (size - 8 cannot underflow), so no value of N can overflow. */
+    uint64_t N = 0;
+    for (int i = 7; i >= 0; i--)
+        N = N << 8 | buf[i];
+    if (N > (uint64_t)(size - 8)) {
+        st = refenc_error_set(
+            err, REFENC_EFORMAT,
+            "%s: header length %llu at byte 0 exceeds the %zu bytes that follow it", c.file,
+            (unsigned long long)N, size - 8);
+        goto fail;
+    }
+    if (N > REFENC_ST_MAX_HEADER) {
+        st = refenc_error_set(
+            err, REFENC_EFORMAT, "%s: header length %llu at byte 0 exceeds the limit of %llu bytes",
+            c.file, (unsigned long long)N, (unsigned long long)REFENC_ST_MAX_HEADER);
+        goto fail;
+    }
+    c.hdr = buf + 8;
+    c.hdr_len = (size_t)N;
+    c.data_start = 8 + c.hdr_len;
+    c.data_size = size - c.data_start;
+
+    if (c.hdr_len == 0 || c.hdr[0] != '{') {
+        if (c.hdr_len == 0)
+            st = refenc_error_set(
+                err, REFENC_EFORMAT,
+                "%s: header is empty (header length 0 at byte 0); it must be a JSON "
+                "object",
+                c.file);
+        else
+            st = refenc_error_set(err, REFENC_EFORMAT,
+                                  "%s: header does not start with '{' (byte 0x%02x at byte 8); it "
+                                  "must be a JSON object",
+                                  c.file, c.hdr[0]);
+        goto fail;
+    }
+    const size_t bad = utf8_invalid_at(c.hdr, c.hdr_len);
+    if (bad < c.hdr_len) {
+        size_t ks, ke;
+        int depth;
+        scan_keys(c.hdr, bad, NULL, 0, &ks, &ke, &depth);
+        char *key = ks < bad ? decode_key(c.hdr + ks, ke - ks) : NULL;
+        char shown[SHOW_MAX];
+        if (key != NULL && depth >= 2)
+            st = refenc_error_set(err, REFENC_EFORMAT,
+                                  "%s: header is not valid UTF-8: byte 0x%02x at byte %zu, in the "
+                                  "entry of '%s' (at byte %zu)",
+                                  c.file, c.hdr[bad], 8 + bad, show(shown, key), 8 + ks);
+        else
+            st = refenc_error_set(err, REFENC_EFORMAT,
+                                  "%s: header is not valid UTF-8: byte 0x%02x at byte %zu", c.file,
+                                  c.hdr[bad], 8 + bad);
+        free(key);
+        goto fail;
+    }
+
+    json_error_t je;
+    json_t *root = json_loadb((const char *)c.hdr, c.hdr_len, JSON_REJECT_DUPLICATES, &je);
+    if (root == NULL) {
+        st = json_error(err, &c, &je);
+        goto fail;
+    }
+    if (!json_is_object(root)) { /* cannot happen: the text starts with '{' */
+        json_decref(root);
+        st = refenc_error_set(err, REFENC_EFORMAT, "%s: header is not a JSON object", c.file);
+        goto fail;
+    }
+    st = parse_header(f, &c, root, err);
+    json_decref(root);
+    if (st == REFENC_OK)
+        return REFENC_OK;
+fail:
+    refenc_st_free(f); /* buf is borrowed: owns_buf is 0 */
+    return st;
+}
+
+int refenc_st_read(refenc_st_file *f, const char *path, refenc_error *err)
+{
+    memset(f, 0, sizeof *f);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused
+     * below); it changes nothing for a regular file */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return refenc_error_set(err, REFENC_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return refenc_error_set(err, REFENC_EIO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (S_ISDIR(sb.st_mode) || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return refenc_error_set(err, REFENC_EIO, "%s: %s", path,
+                                S_ISDIR(sb.st_mode) ? "is a directory, not a file"
+                                                    : "not a regular file");
+    }
+    if (sb.st_size < 0 || (uintmax_t)sb.st_size > SIZE_MAX) {
+        close(fd);
+        return refenc_error_set(err, REFENC_EIO, "%s: too large to read (%jd bytes)", path,
+                                (intmax_t)sb.st_size);
+    }
+    const size_t size = (size_t)sb.st_size;
+    unsigned char *buf = malloc(size ? size : 1);
+    if (buf == NULL) {
+        close(fd);
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: cannot allocate %zu bytes to read it",
+                                path, size);
+    }
+    size_t got = 0;
+    while (got < size) {
+        ssize_t r = read(fd, buf + got, size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            int e = errno;
+            close(fd);
+            free(buf);
+            if (r == 0)
+                return refenc_error_set(err, REFENC_EIO,
+                                        "%s: short read: end of file at byte %zu of %zu (did "
+                                        "the file change while it was read?)",
+                                        path, got, size);
+            return refenc_error_set(err, REFENC_EIO, "%s: read error at byte %zu: %s", path, got,
+                                    strerror(e));
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    int st = refenc_st_parse(f, buf, size, path, err);
+    if (st != REFENC_OK) {
+        free(buf);
+        return st;
+    }
+    f->owns_buf = 1;
+    return REFENC_OK;
+}
+
+const refenc_st_tensor *refenc_st_find(const refenc_st_file *f, const char *name)
+{
+    for (size_t i = 0; i < f->n_tensors; i++)
+        if (strcmp(f->tensors[i].name, name) == 0)
+            return &f->tensors[i];
+    return NULL;
+}
+
+const char *refenc_st_metadata(const refenc_st_file *f, const char *key)
+{
+    return f->metadata != NULL ? json_string_value(json_object_get(f->metadata, key)) : NULL;
+}
+
+/* ------------------------------------------------------------ converters */
+
+int refenc_st_to_f64(double *out, const refenc_st_file *f, const refenc_st_tensor *t,
+                     refenc_error *err)
+{
+    const unsigned char *p = t->data;
+    switch (t->dtype) {
+    case REFENC_ST_F64:
+        if (t->numel > 0)
+            memcpy(out, p, t->nbytes);
+        return REFENC_OK;
+    case REFENC_ST_F32:
+        for (size_t i = 0; i < t->numel; i++) {
+            uint32_t u;
+            memcpy(&u, p + 4 * i, 4);
+            out[i] = f32_decode(u);
+        }
+        return REFENC_OK;
+    case REFENC_ST_F16:
+    case REFENC_ST_BF16:
+        for (size_t i = 0; i < t->numel; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            out[i] = t->dtype == REFENC_ST_F16 ? refenc_f16_to_double(h) : refenc_bf16_to_double(h);
+        }
+        return REFENC_OK;
+    default: {
+        char shown[SHOW_MAX];
+        return refenc_error_set(err, REFENC_EFORMAT,
+                                "%s: tensor '%s' (data at byte %zu): dtype %s is not a floating "
+                                "type (F64, F32, F16, BF16)",
+                                f->path, show(shown, t->name), t->file_offset,
+                                refenc_st_dtype_name(t->dtype));
+    }
+    }
+}
+
+int refenc_st_to_i64(int64_t *out, const refenc_st_file *f, const refenc_st_tensor *t,
+                     refenc_error *err)
+{
+    const unsigned char *p = t->data;
+    char shown[SHOW_MAX];
+    switch (t->dtype) {
+    case REFENC_ST_I64:
+        if (t->numel > 0)
+            memcpy(out, p, t->nbytes);
+        return REFENC_OK;
+    case REFENC_ST_U8:
+        for (size_t i = 0; i < t->numel; i++)
+            out[i] = p[i];
+        return REFENC_OK;
+    case REFENC_ST_BOOL:
+        for (size_t i = 0; i < t->numel; i++) {
+            if (p[i] > 1)
+                return refenc_error_set(err, REFENC_EFORMAT,
+                                        "%s: tensor '%s': BOOL element %zu is %u, not 0 or 1 "
+                                        "(at byte %zu)",
+                                        f->path, show(shown, t->name), i, p[i],
+                                        t->file_offset + i);
+            out[i] = p[i];
+        }
+        return REFENC_OK;
+    default:
+        return refenc_error_set(err, REFENC_EFORMAT,
+                                "%s: tensor '%s' (data at byte %zu): dtype %s is not an integer "
+                                "type (I64, U8, BOOL)",
+                                f->path, show(shown, t->name), t->file_offset,
+                                refenc_st_dtype_name(t->dtype));
+    }
+}
+
+/* ---------------------------------------------------------------- writing */
+
+static int entry_name_cmp(const void *pa, const void *pb)
+{
+    const refenc_st_entry *a = *(const refenc_st_entry *const *)pa;
+    const refenc_st_entry *b = *(const refenc_st_entry *const *)pb;
+    return strcmp(a->name, b->name);
+}
+
+/* The data layout: dtype size, largest first, then name (Hugging Face's
+ * writer's order).  Every size is a power of two and the data starts 8-aligned,
+ * so each tensor starts at a multiple of its element size. */
+static int entry_layout_cmp(const void *pa, const void *pb)
+{
+    const refenc_st_entry *a = *(const refenc_st_entry *const *)pa;
+    const refenc_st_entry *b = *(const refenc_st_entry *const *)pb;
+    const size_t sa = refenc_st_dtype_size(a->dtype), sb = refenc_st_dtype_size(b->dtype);
+    if (sa != sb)
+        return sa > sb ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+/* Validates one entry to write and computes its size. */
+static int check_write_entry(size_t *nbytes, const char *path, const refenc_st_entry *e,
+                             refenc_error *err)
+{
+    char shown[SHOW_MAX], sh[SHAPE_MAX];
+    if (e->name == NULL || e->name[0] == '\0')
+        return refenc_error_set(err, REFENC_EINVAL, "%s: a tensor has an empty name", path);
+    const size_t len = strlen(e->name);
+    if (utf8_invalid_at((const unsigned char *)e->name, len) != len)
+        return refenc_error_set(err, REFENC_EINVAL, "%s: tensor name '%s' is not valid UTF-8",
+                                path, show(shown, e->name));
+    if (strcmp(e->name, "__metadata__") == 0)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "%s: '__metadata__' is reserved, not a tensor name", path);
+    if (!dtype_valid(e->dtype))
+        return refenc_error_set(err, REFENC_EINVAL, "%s: tensor '%s': unknown dtype %d", path,
+                                show(shown, e->name), (int)e->dtype);
+    if (e->ndim > REFENC_ST_MAX_NDIM)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "%s: tensor '%s': %zu dimensions, more than the %d supported", path,
+                                show(shown, e->name), e->ndim, REFENC_ST_MAX_NDIM);
+    size_t numel = 0;
+    /* JSON integers are int64: every dimension and offset must fit */
+    int fits = tensor_size(&numel, nbytes, e->shape, e->ndim, refenc_st_dtype_size(e->dtype)) &&
+               *nbytes <= INT64_MAX;
+    for (size_t i = 0; i < e->ndim; i++)
+        fits = fits && e->shape[i] <= INT64_MAX;
+    if (!fits)
+        return refenc_error_set(err, REFENC_ELIMIT, "%s: tensor '%s': shape %s of %s overflows",
+                                path, show(shown, e->name),
+                                shape_str(sh, sizeof sh, e->shape, e->ndim),
+                                refenc_st_dtype_name(e->dtype));
+    if (*nbytes > 0 && e->data == NULL)
+        return refenc_error_set(err, REFENC_EINVAL, "%s: tensor '%s': data is NULL", path,
+                                show(shown, e->name));
+    if (e->dtype == REFENC_ST_BOOL) {
+        const unsigned char *p = e->data;
+        for (size_t i = 0; i < numel; i++)
+            if (p[i] > 1)
+                return refenc_error_set(err, REFENC_EINVAL,
+                                        "%s: tensor '%s': BOOL element %zu is %u, not 0 or 1",
+                                        path, show(shown, e->name), i, p[i]);
+    }
+    return REFENC_OK;
+}
+
+static int check_write_metadata(const char *path, const json_t *metadata, refenc_error *err)
+{
+    if (metadata == NULL)
+        return REFENC_OK;
+    if (!json_is_object(metadata))
+        return refenc_error_set(err, REFENC_EINVAL, "%s: metadata is not a JSON object", path);
+    char shown[SHOW_MAX];
+    for (void *it = json_object_iter((json_t *)metadata); it != NULL;
+         it = json_object_iter_next((json_t *)metadata, it)) {
+        const char *key = json_object_iter_key(it);
+        const json_t *v = json_object_iter_value(it);
+        if (!json_is_string(v))
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "%s: metadata '%s' is not a string (metadata values must be "
+                                    "strings)",
+                                    path, show(shown, key));
+        /* the reader refuses \u0000, so a NUL must not reach the file */
+        if (json_object_iter_key_len(it) != strlen(key) ||
+            json_string_length(v) != strlen(json_string_value(v)))
+            return refenc_error_set(err, REFENC_EINVAL, "%s: metadata '%s' contains a NUL byte",
+                                    path, show(shown, key));
+    }
+    return REFENC_OK;
+}
+
+/* Writes all of buf, retrying after interruptions. */
+static int write_all(int fd, const void *buf, size_t n)
+{
+    const unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* {"data_offsets": [begin, end], "dtype": ..., "shape": [...]}, or NULL
+ * (out of memory). */
+static json_t *header_entry(const refenc_st_entry *e, size_t begin, size_t end)
+{
+    json_t *ent = json_object(), *shape = json_array(), *offsets = json_array();
+    int bad = ent == NULL || shape == NULL || offsets == NULL;
+    for (size_t d = 0; d < e->ndim && !bad; d++)
+        bad = json_array_append_new(shape, json_integer((json_int_t)e->shape[d])) != 0;
+    bad = bad || json_array_append_new(offsets, json_integer((json_int_t)begin)) != 0 ||
+          json_array_append_new(offsets, json_integer((json_int_t)end)) != 0;
+    /* the _new setters take the reference even when they fail */
+    bad =
+        bad || json_object_set_new(ent, "dtype", json_string(refenc_st_dtype_name(e->dtype))) != 0;
+    bad = bad || json_object_set(ent, "shape", shape) != 0 ||
+          json_object_set(ent, "data_offsets", offsets) != 0;
+    json_decref(shape);
+    json_decref(offsets);
+    if (bad) {
+        json_decref(ent);
+        return NULL;
+    }
+    return ent;
+}
+
+/* The header text: the entries with consecutive data offsets in layout
+ * order, and "__metadata__"; keys sorted, compact, no newline.  NULL if out
+ * of memory. */
+static char *build_header(const refenc_st_entry *const *sorted, const size_t *nbytes, size_t n,
+                          const json_t *metadata)
+{
+    json_t *root = json_object();
+    int bad = root == NULL;
+    size_t at = 0;
+    for (size_t i = 0; i < n && !bad; i++) {
+        bad = json_object_set_new(root, sorted[i]->name,
+                                  header_entry(sorted[i], at, at + nbytes[i])) != 0;
+        at += nbytes[i];
+    }
+    if (!bad && metadata != NULL)
+        bad = json_object_set_new(root, "__metadata__", json_deep_copy(metadata)) != 0;
+    char *text = bad ? NULL : json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT);
+    json_decref(root);
+    return text;
+}
+
+int refenc_st_write(const char *path, const refenc_st_entry *entries, size_t n,
+                    const json_t *metadata, refenc_error *err)
+{
+    size_t *nbytes = malloc((n ? n : 1) * 2 * sizeof *nbytes);
+    size_t *sorted_nbytes = nbytes != NULL ? nbytes + (n ? n : 1) : NULL;
+    const refenc_st_entry **sorted = malloc((n ? n : 1) * sizeof *sorted);
+    char *header = NULL, *tmp = NULL;
+    int fd = -1, st = REFENC_OK;
+    if (nbytes == NULL || sorted == NULL) {
+        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory for %zu tensors", path, n);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        st = check_write_entry(&nbytes[i], path, &entries[i], err);
+        if (st)
+            goto out;
+    }
+    st = check_write_metadata(path, metadata, err);
+    if (st)
+        goto out;
+    for (size_t i = 0; i < n; i++)
+        sorted[i] = &entries[i];
+    qsort(sorted, n, sizeof *sorted, entry_name_cmp);
+    for (size_t i = 1; i < n; i++) {
+        char shown[SHOW_MAX];
+        if (strcmp(sorted[i - 1]->name, sorted[i]->name) == 0) {
+            st = refenc_error_set(err, REFENC_EINVAL, "%s: duplicate tensor name '%s'", path,
+                                  show(shown, sorted[i]->name));
+            goto out;
+        }
+    }
+    /* names are unique: the layout order is total, so the bytes are
+     * determined by the entries whatever their order in the array */
+    qsort(sorted, n, sizeof *sorted, entry_layout_cmp);
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        sorted_nbytes[i] = nbytes[sorted[i] - entries];
+        if (__builtin_add_overflow(total, sorted_nbytes[i], &total) || total > INT64_MAX) {
+            st = refenc_error_set(err, REFENC_ELIMIT, "%s: the tensors' total size overflows",
+                                  path);
+            goto out;
+        }
+    }
+
+    header = build_header(sorted, sorted_nbytes, n, metadata);
+    if (header == NULL) {
+        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory building the header", path);
+        goto out;
+    }
+    /* spaces pad the header to a multiple of 8, so the data starts 8-aligned */
+    const size_t len = strlen(header), pad = (8 - len % 8) % 8;
+    if (len + pad > REFENC_ST_MAX_HEADER) {
+        st = refenc_error_set(err, REFENC_ELIMIT,
+                              "%s: header of %zu bytes exceeds the limit of %llu bytes", path,
+                              len + pad, (unsigned long long)REFENC_ST_MAX_HEADER);
+        goto out;
+    }
+    unsigned char prefix[8];
+    for (int i = 0; i < 8; i++)
+        prefix[i] = (unsigned char)((uint64_t)(len + pad) >> (8 * i));
+
+    const size_t tmp_cap = strlen(path) + 32;
+    tmp = malloc(tmp_cap);
+    if (tmp == NULL) {
+        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", path);
+        goto out;
+    }
+    snprintf(tmp, tmp_cap, "%s.tmp.%ld", path, (long)getpid());
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        st = refenc_error_set(err, REFENC_EIO, "%s: cannot create %s: %s", path, tmp,
+                              strerror(errno));
+        free(tmp);
+        tmp = NULL; /* nothing to remove */
+        goto out;
+    }
+    int bad = write_all(fd, prefix, 8) || write_all(fd, header, len) ||
+              write_all(fd, "       ", pad);
+    for (size_t i = 0; i < n && !bad; i++)
+        bad = write_all(fd, sorted[i]->data, sorted_nbytes[i]);
+    /* the data must be on disk before the rename makes it visible */
+    bad = bad || fsync(fd) != 0;
+    if (bad) {
+        st = refenc_error_set(err, REFENC_EIO, "%s: cannot write %s: %s", path, tmp,
+                              strerror(errno));
+        goto out;
+    }
+    int closed = close(fd);
+    fd = -1;
+    if (closed != 0 || rename(tmp, path) != 0) {
+        st = refenc_error_set(err, REFENC_EIO, "%s: cannot %s %s%s: %s", path,
+                              closed != 0 ? "close" : "rename", tmp,
+                              closed != 0 ? "" : " to it", strerror(errno));
+        goto out;
+    }
+out:
+    if (fd >= 0)
+        close(fd);
+    if (tmp != NULL && st != REFENC_OK)
+        unlink(tmp);
+    free(tmp);
+    free(header);
+    free(sorted);
+    free(nbytes);
+    return st;
+}
