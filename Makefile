@@ -5,7 +5,7 @@
 
 BUILD   ?= build
 CC      ?= gcc
-PKGS    := gsl mpfr criterion jansson
+PKGS    := gsl mpfr criterion jansson nettle
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 MAKEFLAGS += --no-builtin-rules
 
@@ -23,6 +23,7 @@ ALL_CFLAGS = $(CFLAGS_STD) $(OPT) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP
 REF_SRC    := $(wildcard ref/*.c)
 ORACLE_SRC := $(wildcard ref/oracle/*.c)
 CLI_SRC    := $(wildcard ref/cli/*.c)
+GEN_SRC    := $(wildcard golden/gen/*.c)
 # make check: every suite under checks/ except the heavy ones in checks/slow/
 CHECK_SRC  := $(sort $(wildcard checks/common/*.c checks/unit/*.c checks/properties/*.c \
                       checks/oracle/*.c checks/golden/*.c checks/robustness/*.c))
@@ -31,6 +32,7 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 LIB        := $(BUILD)/librefenc.a
 CLI        := $(BUILD)/refenc
+GEN        := $(BUILD)/refenc-golden
 CHECKS     := $(BUILD)/checks/refenc-checks
 REPORTS    := $(BUILD)/reports
 
@@ -60,7 +62,10 @@ $(LIB): $(call obj,$(REF_SRC) $(ORACLE_SRC))
 $(CLI): $(call obj,$(CLI_SRC)) $(LIB)
 	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(CLI_SRC)) $(LIB) $(PKG_LIBS) -lm
 
-$(CHECKS): $(call obj,$(CHECK_SRC)) $(LIB) | $(CLI)
+$(GEN): $(call obj,$(GEN_SRC)) $(LIB)
+	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(GEN_SRC)) $(LIB) $(PKG_LIBS) -lm
+
+$(CHECKS): $(call obj,$(CHECK_SRC)) $(LIB) | $(CLI) $(GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(CHECK_SRC)) $(LIB) $(PKG_LIBS) -lm
 

@@ -12,7 +12,7 @@
 # Neither: a message naming the missing packages and the command to run, exit 1.
 set -eu
 
-packages="gcc make pkg-config libgsl-dev libmpfr-dev libcriterion-dev libjansson-dev gcovr $*"
+packages="gcc make pkg-config libgsl-dev libmpfr-dev libcriterion-dev libjansson-dev nettle-dev gcovr $*"
 
 missing=""
 for p in $packages; do

@@ -19,5 +19,9 @@ int cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(print
 int cli_parse_u64(uint64_t *v, const char *s);
 
 int cmd_run(int argc, char **argv);
+int cmd_certify(int argc, char **argv);
+
+/* refenc run --case CASE --out FILE (cmd_run_case.c). */
+int run_case(const char *case_path, const char *out_path);
 
 #endif

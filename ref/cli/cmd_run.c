@@ -18,6 +18,7 @@
 
 static const char run_usage[] =
     "usage: refenc run --config FILE.json [--seed N] [--trace]\n"
+    "       refenc run --case CASE.safetensors --out RESULTS.safetensors\n"
     "\n"
     "Builds the encoder described by FILE.json, fills its parameters and its\n"
     "input from a seeded Mersenne Twister (GSL mt19937), runs one forward pass\n"
@@ -30,6 +31,10 @@ static const char run_usage[] =
     "                      the same seed gives bit-identical output\n"
     "  --trace             print every step of the forward pass: name, shape,\n"
     "                      mean, std, min, max\n"
+    "  --case CASE         instead: run the reference on a golden case's inputs and\n"
+    "                      parameters (docs/golden-format.md) ...\n"
+    "  --out FILE          ... and write every output it lists to FILE, a results\n"
+    "                      file for 'refenc certify' (written atomically)\n"
     "  -h, --help          this help\n"
     "\n"
     "exit codes: 0 success, 2 usage or input error (one message on stderr)\n";
@@ -214,7 +219,7 @@ static void describe(const refenc_config *c, const run_input *in, const char *pa
 
 int cmd_run(int argc, char **argv)
 {
-    const char *config_path = NULL;
+    const char *config_path = NULL, *case_path = NULL, *out_path = NULL;
     uint64_t seed = DEFAULT_SEED;
     int trace = 0;
 
@@ -234,9 +239,20 @@ int cmd_run(int argc, char **argv)
                 return cli_error("run", "--seed: '%s' is not an integer in [0, 4294967295]", argv[i]);
         } else if (strcmp(a, "--trace") == 0) {
             trace = 1;
+        } else if (strcmp(a, "--case") == 0 || strcmp(a, "--out") == 0) {
+            if (++i >= argc)
+                return cli_error("run", "%s needs a file name (see 'refenc run --help')", a);
+            *(a[2] == 'c' ? &case_path : &out_path) = argv[i];
         } else {
             return cli_error("run", "unknown option '%s' (see 'refenc run --help')", a);
         }
+    }
+    if (case_path != NULL || out_path != NULL) {
+        if (case_path == NULL || out_path == NULL)
+            return cli_error("run", "--case and --out go together (see 'refenc run --help')");
+        if (config_path != NULL || trace)
+            return cli_error("run", "--case does not combine with --config or --trace");
+        return run_case(case_path, out_path);
     }
     if (config_path == NULL)
         return cli_error("run", "--config FILE.json is required (see 'refenc run --help')");

@@ -39,7 +39,9 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  run       build an encoder from a JSON config, run it on seeded random\n"
-    "            weights and inputs, print a summary (and a trace of every step)\n"
+    "            weights and inputs, print a summary (and a trace of every step);\n"
+    "            or run the reference on a golden case and write its results file\n"
+    "  certify   compare an implementation's results files with the golden cases\n"
     "\n"
     "options:\n"
     "  -h, --help     this help; 'refenc <command> --help' for a command's own\n"
@@ -65,6 +67,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "run") == 0)
         return cmd_run(argc - 1, argv + 1);
+    if (strcmp(cmd, "certify") == 0)
+        return cmd_certify(argc - 1, argv + 1);
     fprintf(stderr, "refenc: unknown command '%s'\n\n%s", cmd, usage);
     return REFENC_EXIT_USAGE;
 }

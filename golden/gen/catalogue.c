@@ -1,0 +1,218 @@
+#include "catalogue.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
+#include "../../ref/config_json.h"
+
+static const char *const case_keys[] = {"case", "component", "description", "model", "input", "seed",
+                                        "input_bits", "bug_classes", "tolerance", "float32_hazard",
+                                        NULL};
+static const char *const input_keys[] = {"batch", "seq_len", "padding", "padding_side",
+                                         "positions_start", "x_mean", "x_scale", "x_grid",
+                                         "attn_mask", "masked_fraction", "fully_masked_rows", NULL};
+
+json_t *catalogue_load(const char *path, refenc_error *err)
+{
+    json_error_t jerr;
+    json_t *doc = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (doc == NULL) {
+        refenc_error_set(err, REFENC_EINVAL, "%s: line %d, column %d: %s", path, jerr.line, jerr.column,
+                         jerr.text);
+        return NULL;
+    }
+    const json_t *cases = json_object_get(doc, "cases");
+    if (!json_is_array(cases)) {
+        refenc_error_set(err, REFENC_EINVAL, "%s: expected an object with a \"cases\" array", path);
+        json_decref(doc);
+        return NULL;
+    }
+    size_t i;
+    json_t *e;
+    json_array_foreach(cases, i, e) {
+        char where[64];
+        snprintf(where, sizeof where, "cases[%zu]", i);
+        if (!json_is_object(e) || refenc_json_check_keys(e, case_keys, where, err) != REFENC_OK ||
+            !json_is_string(json_object_get(e, "case"))) {
+            if (json_is_object(e) && err && err->status == REFENC_OK)
+                refenc_error_set(err, REFENC_EINVAL, "%s: %s needs a \"case\" name", path, where);
+            json_decref(doc);
+            return NULL;
+        }
+    }
+    return doc;
+}
+
+int catalogue_find(catalogue_case *cc, const json_t *catalogue, const char *name, refenc_error *err)
+{
+    const json_t *cases = json_object_get(catalogue, "cases");
+    size_t i;
+    json_t *e;
+    memset(cc, 0, sizeof *cc);
+    json_array_foreach(cases, i, e) {
+        if (strcmp(json_string_value(json_object_get(e, "case")), name) != 0)
+            continue;
+        cc->entry = e;
+        cc->name = name;
+        cc->description = json_string_value(json_object_get(e, "description"));
+        const char *comp = json_string_value(json_object_get(e, "component"));
+        const json_t *seed = json_object_get(e, "seed");
+        const json_t *bits = json_object_get(e, "input_bits");
+        if (cc->description == NULL || comp == NULL || !refenc_component_parse(&cc->component, comp) ||
+            !json_is_integer(seed) || json_integer_value(seed) < 0)
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "case %s: needs a description, a known component and a seed >= 0", name);
+        cc->seed = (unsigned long)json_integer_value(seed);
+        cc->input_bits = bits ? (int)json_integer_value(bits) : 8;
+        if (cc->input_bits != 8 && cc->input_bits != 24)
+            return refenc_error_set(err, REFENC_EINVAL, "case %s: input_bits must be 8 or 24", name);
+        return REFENC_OK;
+    }
+    return refenc_error_set(err, REFENC_EINVAL, "no case named '%s' in the catalogue", name);
+}
+
+double catalogue_round(double x, int bits)
+{
+    if (x == 0 || !isfinite(x))
+        return x;
+    if (bits <= 8) {
+        if (fabs(x) < 0x1p-14)
+            return 0.0;
+        if (fabs(x) > 65280.0) /* the largest 8-bit value within float16's range */
+            return copysign(65280.0, x);
+    }
+    int e;
+    const double m = frexp(x, &e); /* x = m 2^e, 0.5 <= |m| < 1 */
+    return ldexp(nearbyint(ldexp(m, bits)), e - bits);
+}
+
+static double number(const json_t *obj, const char *key, double dflt)
+{
+    const json_t *v = json_object_get(obj, key);
+    return json_is_number(v) ? json_number_value(v) : dflt;
+}
+
+int catalogue_build(refenc_case *c, const catalogue_case *cc, refenc_error *err)
+{
+    char where[160];
+    refenc_config cfg;
+    snprintf(where, sizeof where, "case %s: model", cc->name);
+    int st = refenc_config_from_json(&cfg, json_object_get(cc->entry, "model"), where, err);
+    if (st)
+        return st;
+
+    const json_t *in = json_object_get(cc->entry, "input");
+    snprintf(where, sizeof where, "case %s: input", cc->name);
+    if (!json_is_object(in))
+        return refenc_error_set(err, REFENC_EINVAL, "%s: expected an object", where);
+    if ((st = refenc_json_check_keys(in, input_keys, where, err)))
+        return st;
+    size_t B = 1, L = 1;
+    if ((st = refenc_json_get_size(&B, in, "batch", where, err)) ||
+        (st = refenc_json_get_size(&L, in, "seq_len", where, err)))
+        return st;
+
+    const json_t *padding = json_object_get(in, "padding");
+    const char *side = json_string_value(json_object_get(in, "padding_side"));
+    const int left = side != NULL && strcmp(side, "left") == 0;
+    const json_t *attn = json_object_get(in, "attn_mask");
+    const int with_tokens = cc->component == REFENC_COMP_ENCODER && cfg.vocab_size > 0;
+    if ((st = refenc_case_alloc(c, cc->component, &cfg, B, L, with_tokens, padding != NULL,
+                                attn != NULL, err)))
+        return st;
+    snprintf(c->name, sizeof c->name, "%s", cc->name);
+
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    if (rng == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", cc->name);
+    gsl_rng_set(rng, cc->seed);
+
+    /* parameters: the documented Gaussian scales, rounded */
+    refenc_params_init_random(&c->params, &cfg, rng);
+    for (size_t i = 0; i < c->params.n_values; i++)
+        c->params.block[i] = catalogue_round(c->params.block[i], cc->input_bits);
+
+    /* positions */
+    const json_t *ps = json_object_get(in, "positions_start");
+    c->has_positions = ps != NULL || cc->component == REFENC_COMP_SINUSOIDAL_PE ||
+                       cc->component == REFENC_COMP_ROPE || cc->component == REFENC_COMP_ALIBI ||
+                       cfg.positional != REFENC_POS_NONE;
+    for (size_t l = 0; l < L; l++)
+        c->positions[l] = (ps ? (int64_t)json_integer_value(ps) : 0) + (int64_t)l;
+
+    /* key padding: the last (or first) padding[b] positions of item b */
+    if (padding != NULL) {
+        if (!json_is_array(padding) || json_array_size(padding) != B) {
+            gsl_rng_free(rng);
+            return refenc_error_set(err, REFENC_EINVAL, "%s.padding: expected %zu integers", where, B);
+        }
+        for (size_t b = 0; b < B; b++) {
+            const size_t pad = (size_t)json_integer_value(json_array_get(padding, b));
+            for (size_t l = 0; l < L; l++)
+                c->key_padding_mask[b * L + l] = left ? l < pad : l >= L - (pad < L ? pad : L);
+        }
+    }
+
+    /* tokens, never the padding token except at padded positions */
+    if (c->tokens != NULL) {
+        for (size_t i = 0; i < B * L; i++) {
+            int64_t t;
+            if (cfg.padding_idx >= 0 && cfg.vocab_size > 1) {
+                t = (int64_t)gsl_rng_uniform_int(rng, (unsigned long)cfg.vocab_size - 1);
+                if (t >= cfg.padding_idx)
+                    t++;
+            } else {
+                t = (int64_t)gsl_rng_uniform_int(rng, (unsigned long)cfg.vocab_size);
+            }
+            c->tokens[i] = c->key_padding_mask && c->key_padding_mask[i] && cfg.padding_idx >= 0
+                               ? cfg.padding_idx : t;
+        }
+    }
+
+    /* x: Gaussian N(x_mean, x_scale^2), or an even grid over x_grid = [lo, hi] */
+    if (c->x != NULL) {
+        const json_t *grid = json_object_get(in, "x_grid");
+        const double mean = number(in, "x_mean", 0.0), scale = number(in, "x_scale", 1.0);
+        for (size_t i = 0; i < c->x_numel; i++) {
+            double v;
+            if (json_is_array(grid)) {
+                const double lo = json_number_value(json_array_get(grid, 0));
+                const double hi = json_number_value(json_array_get(grid, 1));
+                v = c->x_numel > 1 ? lo + (hi - lo) * (double)i / (double)(c->x_numel - 1) : lo;
+            } else {
+                v = mean + gsl_ran_gaussian_ziggurat(rng, scale);
+            }
+            c->x[i] = catalogue_round(v, cc->input_bits);
+        }
+        /* softmax logits: some entries masked (-inf), some rows entirely */
+        const double frac = number(in, "masked_fraction", 0.0);
+        if (frac > 0)
+            for (size_t i = 0; i < c->x_numel; i++)
+                if (gsl_rng_uniform(rng) < frac)
+                    c->x[i] = -INFINITY;
+        const json_t *rows = json_object_get(in, "fully_masked_rows");
+        size_t k;
+        json_t *r;
+        json_array_foreach(rows, k, r) {
+            const size_t row = (size_t)json_integer_value(r);
+            for (size_t j = 0; j < L && row < B; j++)
+                c->x[row * L + j] = -INFINITY;
+        }
+    }
+
+    /* additive attention mask: N(0, 1) values, a quarter -inf off the diagonal */
+    if (c->attn_mask != NULL) {
+        for (size_t i = 0; i < L; i++)
+            for (size_t j = 0; j < L; j++) {
+                const double u = gsl_rng_uniform(rng);
+                const double v = catalogue_round(gsl_ran_gaussian_ziggurat(rng, 1.0), cc->input_bits);
+                c->attn_mask[i * L + j] = i != j && u < 0.25 ? -INFINITY : v;
+            }
+    }
+    gsl_rng_free(rng);
+    return refenc_case_validate(c, err);
+}

@@ -1,0 +1,391 @@
+/* refenc-golden: generates the golden cases of golden/catalogue.json from the
+ * MPFR oracle, and their manifest.
+ *
+ *   refenc-golden list CATALOGUE
+ *   refenc-golden gen CATALOGUE CASE OUT.safetensors
+ *   refenc-golden manifest CATALOGUE CASES_DIR OUT.json
+ *
+ * Generation is deterministic: the same catalogue gives byte-identical files. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <nettle/sha2.h>
+
+#include "../../ref/certify.h"
+#include "../../ref/golden_case.h"
+#include "../../ref/refenc.h"
+#include "../../ref/safetensors.h"
+#include "catalogue.h"
+#include "engine.h"
+
+#define MAX_TENSORS 512
+
+/* Everything a case file holds, built up before one write. */
+typedef struct {
+    size_t n;
+    refenc_st_entry e[MAX_TENSORS];
+    void *owned[MAX_TENSORS]; /* data and names to free */
+    size_t n_owned;
+    json_t *outputs;          /* [{"name", "required"}] in forward order */
+    int failed;
+} file_builder;
+
+static void *own(file_builder *fb, void *p)
+{
+    if (p == NULL || fb->n_owned == MAX_TENSORS) {
+        fb->failed = 1;
+        free(p);
+        return NULL;
+    }
+    fb->owned[fb->n_owned++] = p;
+    return p;
+}
+
+static void add(file_builder *fb, const char *name, refenc_st_dtype dtype, size_t ndim,
+                const size_t *shape, const void *data)
+{
+    if (fb->failed || fb->n == MAX_TENSORS) {
+        fb->failed = 1;
+        return;
+    }
+    refenc_st_entry *e = &fb->e[fb->n++];
+    e->name = own(fb, strdup(name));
+    e->dtype = dtype;
+    e->ndim = ndim;
+    memcpy(e->shape, shape, ndim * sizeof *shape);
+    e->data = data;
+}
+
+/* A float tensor stored as F32: its values are exactly representable (they
+ * were rounded to at most 24 significant bits). */
+static void add_f32(file_builder *fb, const char *name, size_t ndim, const size_t *shape, const double *x)
+{
+    size_t n = 1;
+    for (size_t d = 0; d < ndim; d++)
+        n *= shape[d];
+    float *f = own(fb, malloc((n ? n : 1) * sizeof *f));
+    if (f == NULL)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        f[i] = (float)x[i];
+        if ((double)f[i] != x[i] && !isnan(x[i])) /* an input the catalogue did not round */
+            fb->failed = 1;
+    }
+    add(fb, name, REFENC_ST_F32, ndim, shape, f);
+}
+
+/* ---- outputs and don't-care masks ------------------------------------------ */
+
+typedef struct {
+    file_builder *fb;
+    const refenc_case *c;
+    const uint8_t *dead_rows; /* (B, L): 1 = query row whose value is implementation-defined */
+    const uint8_t *dead_attn; /* (B, L): 1 = query row with every key masked */
+} out_ctx;
+
+static void collect_output(void *ctx, const char *name, const double *data, size_t ndim, const size_t *shape)
+{
+    out_ctx *o = ctx;
+    file_builder *fb = o->fb;
+    const refenc_case *c = o->c;
+    char out_name[160];
+    snprintf(out_name, sizeof out_name, "out.%s", name);
+    size_t n = 1;
+    for (size_t d = 0; d < ndim; d++)
+        n *= shape[d];
+    double *copy = own(fb, malloc((n ? n : 1) * sizeof *copy));
+    if (copy == NULL)
+        return;
+    memcpy(copy, data, n * sizeof *copy);
+    add(fb, out_name, REFENC_ST_F64, ndim, shape, copy);
+
+    const int required = strcmp(name, "output") == 0 || c->component == REFENC_COMP_ALIBI;
+    json_array_append_new(fb->outputs, json_pack("{s:s, s:b}", "name", out_name, "required", required));
+
+    /* don't-care elements: query rows of (B, L, ...) outputs after the input
+     * (padded queries, queries with every key masked); softmax rows of -inf */
+    uint8_t *dc = own(fb, calloc(n ? n : 1, 1));
+    if (dc == NULL)
+        return;
+    size_t any = 0;
+    const int rowwise = (c->component == REFENC_COMP_ENCODER && strcmp(name, "embed") != 0) ||
+                        c->component == REFENC_COMP_ATTENTION;
+    if (rowwise && o->dead_rows != NULL) {
+        const size_t B = c->B, L = c->L;
+        if (ndim == 3 && shape[0] == B && shape[1] == L) {            /* (B, L, D) */
+            for (size_t bl = 0; bl < B * L; bl++)
+                if (o->dead_rows[bl])
+                    for (size_t d = 0; d < shape[2]; d++, any++)
+                        dc[bl * shape[2] + d] = 1;
+        } else if (ndim == 4 && shape[0] == B && shape[2] == L) {     /* (B, H, L, L) */
+            for (size_t b = 0; b < B; b++)
+                for (size_t h = 0; h < shape[1]; h++)
+                    for (size_t i = 0; i < L; i++)
+                        if (o->dead_rows[b * L + i])
+                            for (size_t j = 0; j < L; j++, any++)
+                                dc[((b * shape[1] + h) * L + i) * L + j] = 1;
+        }
+    }
+    if (c->component == REFENC_COMP_SOFTMAX) {
+        for (size_t r = 0; r < c->B; r++) {
+            int all_masked = 1;
+            for (size_t j = 0; j < c->L; j++)
+                all_masked &= c->x[r * c->L + j] == -INFINITY;
+            for (size_t j = 0; j < c->L && all_masked; j++, any++)
+                dc[r * c->L + j] = 1;
+        }
+    }
+    if (any) {
+        char dc_name[200];
+        snprintf(dc_name, sizeof dc_name, "dontcare.%s", out_name);
+        add(fb, dc_name, REFENC_ST_BOOL, ndim, shape, dc);
+    }
+}
+
+/* Query rows whose outputs are implementation-defined: padded queries, and
+ * queries that see no key (every key padded, later than them with the causal
+ * mask, or -inf in the additive mask). */
+static uint8_t *dead_rows(const refenc_case *c)
+{
+    const size_t B = c->B, L = c->L;
+    if (c->component != REFENC_COMP_ENCODER && c->component != REFENC_COMP_ATTENTION)
+        return NULL;
+    uint8_t *dead = calloc(B * L, 1);
+    if (dead == NULL)
+        return NULL;
+    for (size_t b = 0; b < B; b++)
+        for (size_t i = 0; i < L; i++) {
+            int sees_a_key = 0;
+            for (size_t j = 0; j < L; j++)
+                sees_a_key |= !(c->key_padding_mask && c->key_padding_mask[b * L + j]) &&
+                              !(c->cfg.causal && j > i) &&
+                              !(c->attn_mask && c->attn_mask[i * L + j] == -INFINITY);
+            dead[b * L + i] = !sees_a_key || (c->key_padding_mask && c->key_padding_mask[b * L + i]);
+        }
+    return dead;
+}
+
+/* ---- gen --------------------------------------------------------------------- */
+
+static char *json_string_of(const json_t *j)
+{
+    return j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY) : strdup("null");
+}
+
+static int gen(const char *catalogue_path, const char *name, const char *out_path, refenc_error *err)
+{
+    json_t *cat = catalogue_load(catalogue_path, err);
+    if (cat == NULL)
+        return REFENC_EINVAL;
+    catalogue_case cc;
+    refenc_case c;
+    memset(&c, 0, sizeof c);
+    file_builder fb;
+    memset(&fb, 0, sizeof fb);
+    fb.outputs = json_array();
+    uint8_t *dead = NULL;
+    json_t *meta = NULL;
+    char engine_desc[256] = "";
+
+    int st = catalogue_find(&cc, cat, name, err);
+    if (st == REFENC_OK)
+        st = catalogue_build(&c, &cc, err);
+    if (st == REFENC_OK) {
+        const size_t B = c.B, L = c.L, D = c.cfg.d_model, H = c.cfg.n_heads;
+        /* inputs */
+        if (c.x != NULL) {
+            size_t shape[4];
+            size_t nd;
+            if (c.component == REFENC_COMP_ROPE)
+                shape[0] = B, shape[1] = H, shape[2] = L, shape[3] = D / H, nd = 4;
+            else if (c.component == REFENC_COMP_SOFTMAX || c.component == REFENC_COMP_ACTIVATION)
+                shape[0] = B, shape[1] = L, nd = 2;
+            else
+                shape[0] = B, shape[1] = L, shape[2] = D, nd = 3;
+            add_f32(&fb, "in.x", nd, shape, c.x);
+        }
+        const size_t bl[2] = {B, L}, ll[2] = {L, L}, l1[1] = {L};
+        if (c.tokens != NULL)
+            add(&fb, "in.tokens", REFENC_ST_I64, 2, bl, c.tokens);
+        if (c.key_padding_mask != NULL)
+            add(&fb, "in.key_padding_mask", REFENC_ST_BOOL, 2, bl, c.key_padding_mask);
+        if (c.has_positions)
+            add(&fb, "in.positions", REFENC_ST_I64, 1, l1, c.positions);
+        if (c.attn_mask != NULL)
+            add_f32(&fb, "in.attn_mask", 2, ll, c.attn_mask);
+        /* parameters, under the component's names */
+        for (size_t t = 0; t < c.params.n_tensors; t++) {
+            const refenc_tensor *p = &c.params.tensors[t];
+            const char *fname = refenc_case_param_name(c.component, p->name);
+            if (fname != NULL)
+                add_f32(&fb, fname, p->ndim, p->shape, p->data);
+        }
+        /* outputs, from the oracle */
+        dead = dead_rows(&c);
+        out_ctx oc = {&fb, &c, dead, NULL};
+        const refenc_trace tr = {collect_output, &oc};
+        st = golden_engine_run(&c, &tr, engine_desc, sizeof engine_desc, err);
+        if (st == REFENC_OK && fb.failed)
+            st = refenc_error_set(err, REFENC_EINVAL, "case %s: too many tensors, out of memory, "
+                                  "or an input not exactly representable", name);
+    }
+    if (st == REFENC_OK) {
+        json_t *config = refenc_config_to_json(&c.cfg);
+        char *cfg_s = json_string_of(config), *outs_s = json_string_of(fb.outputs);
+        char *bugs_s = json_string_of(json_object_get(cc.entry, "bug_classes"));
+        const json_t *tol = json_object_get(cc.entry, "tolerance");
+        char *tol_s = tol ? json_string_of(tol) : strdup("{}");
+        meta = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
+                         "format", REFENC_GOLDEN_FORMAT, "format_version", REFENC_GOLDEN_FORMAT_VERSION,
+                         "case", name, "component", refenc_component_name(c.component),
+                         "description", cc.description, "config", cfg_s, "outputs", outs_s,
+                         "bug_classes", bugs_s, "tolerance", tol_s,
+                         "input_dtype", cc.input_bits <= 8 ? "F16,BF16" : "F32",
+                         "generator", "refenc-golden " REFENC_VERSION, "oracle", engine_desc);
+        const char *hazard = json_string_value(json_object_get(cc.entry, "float32_hazard"));
+        if (hazard != NULL)
+            json_object_set_new(meta, "float32_hazard", json_string(hazard));
+        free(cfg_s);
+        free(outs_s);
+        free(bugs_s);
+        free(tol_s);
+        json_decref(config);
+        st = refenc_st_write(out_path, fb.e, fb.n, meta, err);
+    }
+
+    for (size_t i = 0; i < fb.n_owned; i++)
+        free(fb.owned[i]);
+    json_decref(fb.outputs);
+    json_decref(meta);
+    free(dead);
+    refenc_case_free(&c);
+    json_decref(cat);
+    return st;
+}
+
+/* ---- manifest ------------------------------------------------------------------ */
+
+static int sha256_file(char hex[65], const char *path, size_t *bytes)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return 0;
+    struct sha256_ctx ctx;
+    sha256_init(&ctx);
+    unsigned char buf[1 << 16];
+    size_t n;
+    *bytes = 0;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+        sha256_update(&ctx, n, buf);
+        *bytes += n;
+    }
+    const int ok = !ferror(f);
+    fclose(f);
+    uint8_t digest[SHA256_DIGEST_SIZE];
+    sha256_digest(&ctx, sizeof digest, digest);
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
+        snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+    return ok;
+}
+
+static int manifest(const char *catalogue_path, const char *cases_dir, const char *out_path, refenc_error *err)
+{
+    json_t *cat = catalogue_load(catalogue_path, err);
+    if (cat == NULL)
+        return REFENC_EINVAL;
+    json_t *list = json_array();
+    size_t i, total = 0;
+    json_t *e;
+    int st = REFENC_OK;
+    json_array_foreach(json_object_get(cat, "cases"), i, e) {
+        const char *name = json_string_value(json_object_get(e, "case"));
+        char file[256], path[4096], hex[65];
+        size_t bytes;
+        snprintf(file, sizeof file, "%s.safetensors", name);
+        snprintf(path, sizeof path, "%s/%s", cases_dir, file);
+        refenc_st_file f;
+        if ((st = refenc_st_read(&f, path, err)))
+            break;
+        if (!sha256_file(hex, path, &bytes)) {
+            refenc_st_free(&f);
+            st = refenc_error_set(err, REFENC_EIO, "%s: cannot read", path);
+            break;
+        }
+        total += bytes;
+        json_t *outs = json_loads(refenc_st_metadata(&f, "outputs"), 0, NULL);
+        json_t *names = json_array();
+        size_t k;
+        json_t *o;
+        json_array_foreach(outs, k, o)
+            json_array_append(names, json_object_get(o, "name"));
+        json_t *entry = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:O, s:I}",
+                                  "case", name, "file", file, "sha256", hex,
+                                  "component", json_string_value(json_object_get(e, "component")),
+                                  "description", json_string_value(json_object_get(e, "description")),
+                                  "outputs", names, "bug_classes", json_object_get(e, "bug_classes"),
+                                  "bytes", (json_int_t)bytes);
+        const char *hazard = refenc_st_metadata(&f, "float32_hazard");
+        if (hazard != NULL)
+            json_object_set_new(entry, "float32_hazard", json_string(hazard));
+        json_array_append_new(list, entry);
+        json_decref(outs);
+        refenc_st_free(&f);
+    }
+    if (st == REFENC_OK) {
+        json_t *doc = json_pack("{s:s, s:s, s:I, s:o}", "format", REFENC_GOLDEN_FORMAT,
+                                "format_version", REFENC_GOLDEN_FORMAT_VERSION,
+                                "total_bytes", (json_int_t)total, "cases", list);
+        list = NULL;
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out_path, (long)getpid());
+        if (json_dump_file(doc, tmp, JSON_INDENT(2) | JSON_SORT_KEYS) != 0 || rename(tmp, out_path) != 0) {
+            remove(tmp);
+            st = refenc_error_set(err, REFENC_EIO, "%s: cannot write", out_path);
+        }
+        json_decref(doc);
+    }
+    json_decref(list);
+    json_decref(cat);
+    return st;
+}
+
+static const char usage[] =
+    "usage: refenc-golden list CATALOGUE\n"
+    "       refenc-golden gen CATALOGUE CASE OUT.safetensors\n"
+    "       refenc-golden manifest CATALOGUE CASES_DIR OUT.json\n";
+
+int main(int argc, char **argv)
+{
+    refenc_error err;
+    refenc_error_clear(&err);
+    int st;
+    if (argc == 3 && strcmp(argv[1], "list") == 0) {
+        json_t *cat = catalogue_load(argv[2], &err);
+        if (cat == NULL) {
+            fprintf(stderr, "refenc-golden: %s\n", err.message);
+            return 2;
+        }
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(cat, "cases"), i, e)
+            printf("%s\n", json_string_value(json_object_get(e, "case")));
+        json_decref(cat);
+        return 0;
+    } else if (argc == 5 && strcmp(argv[1], "gen") == 0) {
+        st = gen(argv[2], argv[3], argv[4], &err);
+    } else if (argc == 5 && strcmp(argv[1], "manifest") == 0) {
+        st = manifest(argv[2], argv[3], argv[4], &err);
+    } else {
+        fputs(usage, stderr);
+        return 2;
+    }
+    if (st != REFENC_OK) {
+        fprintf(stderr, "refenc-golden: %s\n", err.message);
+        return 2;
+    }
+    return 0;
+}

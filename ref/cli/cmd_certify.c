@@ -1,0 +1,297 @@
+/* refenc certify: compare an implementation's results files with the golden
+ * cases and report, per case and output, whether they pass, by how much they
+ * differ, and where a failing implementation first diverges. */
+#include <fnmatch.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "../refenc.h"
+#include "../certify.h"
+#include "../safetensors.h"
+#include "cli.h"
+
+static const char certify_usage[] =
+    "usage: refenc certify --golden DIR --results DIR [--case GLOB] [--json REPORT.json]\n"
+    "                      [--rtol X --atol Y] [--quiet]\n"
+    "\n"
+    "For each golden case (DIR/manifest.json lists them; files in DIR/cases/), reads\n"
+    "RESULTS/<case>.safetensors written by the implementation under test and compares\n"
+    "each out.* tensor it holds with the golden (the final outputs are required,\n"
+    "intermediates optional; F64, F32, F16 or BF16), skipping don't-care elements.\n"
+    "\n"
+    "options:\n"
+    "  --golden DIR        the golden directory (normally golden/)\n"
+    "  --results DIR       the directory of results files, one per case\n"
+    "  --case GLOB         only the cases whose name matches GLOB (shell pattern)\n"
+    "  --json FILE         also write the whole report as a JSON certificate\n"
+    "  --rtol X --atol Y   use this tolerance for every output, instead of the\n"
+    "                      policy per dtype and case (docs/certify.md); give both\n"
+    "  --quiet             print only failing outputs and the summary\n"
+    "  -h, --help          this help\n"
+    "\n"
+    "An element passes when |got - want| <= atol + rtol |want|; a NaN or infinity\n"
+    "where the golden is finite always fails.\n"
+    "exit codes: 0 every case passed, 1 some case failed, 2 usage or format error\n";
+
+typedef struct {
+    const char *golden_dir, *results_dir, *case_glob, *json_path;
+    int have_rtol, have_atol, quiet;
+    refenc_certify_options opt;
+} certify_args;
+
+static int parse_double(double *v, const char *s)
+{
+    char *end;
+    if (s == NULL || *s == '\0')
+        return 0;
+    *v = strtod(s, &end);
+    return *end == '\0' && isfinite(*v) && *v >= 0;
+}
+
+static void print_index(FILE *out, const refenc_output_report *r)
+{
+    size_t rest = r->worst_flat, idx[REFENC_ST_MAX_NDIM];
+    for (size_t d = r->ndim; d-- > 0;) {
+        idx[d] = r->shape[d] ? rest % r->shape[d] : 0;
+        rest = r->shape[d] ? rest / r->shape[d] : 0;
+    }
+    fputc('[', out);
+    for (size_t d = 0; d < r->ndim; d++)
+        fprintf(out, d ? ", %zu" : "%zu", idx[d]);
+    fputc(']', out);
+}
+
+static void print_case(const refenc_case_report *rep, int quiet)
+{
+    printf("%-52s %s\n", rep->name, rep->pass ? "PASS" : "FAIL");
+    if (rep->note[0])
+        printf("    %s\n", rep->note);
+    if (!rep->pass && rep->first_divergence >= 0)
+        printf("    first divergence: %s\n", rep->outputs[rep->first_divergence].name);
+    for (size_t i = 0; i < rep->n_outputs; i++) {
+        const refenc_output_report *r = &rep->outputs[i];
+        if (r->status == REFENC_OUT_NOT_PROVIDED)
+            continue;
+        if (quiet && r->status == REFENC_OUT_PASS)
+            continue;
+        printf("    %-30s %-14s", r->name, refenc_output_status_name(r->status));
+        if (r->status == REFENC_OUT_PASS || r->status == REFENC_OUT_FAIL) {
+            printf(" %-4s abs %.3g  rel %.3g  ulp %.3g  nmse %.3g  (rtol %.3g, atol %.3g",
+                   refenc_st_dtype_name(r->dtype), r->max_abs, r->max_rel, r->max_ulp, r->nmse,
+                   r->tol.rtol, r->tol.atol);
+            if (r->dont_care)
+                printf("; %zu don't-care", r->dont_care);
+            printf(")\n");
+            if (r->status == REFENC_OUT_FAIL) {
+                printf("        %zu of %zu elements out of tolerance; worst at ", r->out_of_tol, r->compared);
+                print_index(stdout, r);
+                printf(": got %.17g, want %.17g\n", r->worst_got, r->worst_want);
+            }
+        } else {
+            printf("\n");
+        }
+        if (r->note[0])
+            printf("        %s\n", r->note);
+    }
+}
+
+/* JSON numbers cannot be inf or NaN: those become strings. */
+static json_t *num(double v)
+{
+    if (isfinite(v))
+        return json_real(v);
+    return json_string(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+}
+
+static json_t *case_json(const refenc_case_report *rep)
+{
+    json_t *outs = json_array();
+    for (size_t i = 0; i < rep->n_outputs; i++) {
+        const refenc_output_report *r = &rep->outputs[i];
+        json_t *o = json_pack("{s:s, s:b, s:s}", "name", r->name, "required", r->required,
+                              "status", refenc_output_status_name(r->status));
+        if (r->status == REFENC_OUT_PASS || r->status == REFENC_OUT_FAIL) {
+            size_t rest = r->worst_flat;
+            json_t *idx = json_array();
+            size_t tmp[REFENC_ST_MAX_NDIM];
+            for (size_t d = r->ndim; d-- > 0;) {
+                tmp[d] = r->shape[d] ? rest % r->shape[d] : 0;
+                rest = r->shape[d] ? rest / r->shape[d] : 0;
+            }
+            for (size_t d = 0; d < r->ndim; d++)
+                json_array_append_new(idx, json_integer((json_int_t)tmp[d]));
+            json_object_set_new(o, "dtype", json_string(refenc_st_dtype_name(r->dtype)));
+            json_object_set_new(o, "rtol", num(r->tol.rtol));
+            json_object_set_new(o, "atol", num(r->tol.atol));
+            json_object_set_new(o, "compared", json_integer((json_int_t)r->compared));
+            json_object_set_new(o, "dont_care", json_integer((json_int_t)r->dont_care));
+            json_object_set_new(o, "out_of_tolerance", json_integer((json_int_t)r->out_of_tol));
+            json_object_set_new(o, "nonfinite", json_integer((json_int_t)r->nonfinite));
+            json_object_set_new(o, "max_abs_error", num(r->max_abs));
+            json_object_set_new(o, "max_rel_error", num(r->max_rel));
+            json_object_set_new(o, "max_ulp_error", num(r->max_ulp));
+            json_object_set_new(o, "nmse", num(r->nmse));
+            json_object_set_new(o, "worst_index", idx);
+            json_object_set_new(o, "worst_got", num(r->worst_got));
+            json_object_set_new(o, "worst_want", num(r->worst_want));
+        }
+        if (r->note[0])
+            json_object_set_new(o, "note", json_string(r->note));
+        json_array_append_new(outs, o);
+    }
+    json_t *c = json_pack("{s:s, s:s, s:o}", "case", rep->name, "verdict", rep->pass ? "PASS" : "FAIL",
+                          "outputs", outs);
+    json_object_set_new(c, "first_divergence",
+                        rep->first_divergence >= 0 ? json_string(rep->outputs[rep->first_divergence].name)
+                                                   : json_null());
+    if (rep->note[0])
+        json_object_set_new(c, "note", json_string(rep->note));
+    return c;
+}
+
+/* Writes the certificate atomically: a temporary file renamed into place. */
+static int write_json(const char *path, json_t *doc)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (json_dump_file(doc, tmp, JSON_INDENT(2) | JSON_SORT_KEYS) != 0) {
+        remove(tmp);
+        return cli_error("certify", "%s: cannot write the JSON certificate", path);
+    }
+    if (rename(tmp, path) != 0) {
+        remove(tmp);
+        return cli_error("certify", "%s: cannot write the JSON certificate", path);
+    }
+    return REFENC_EXIT_OK;
+}
+
+int cmd_certify(int argc, char **argv)
+{
+    certify_args a = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
+            fputs(certify_usage, stdout);
+            return REFENC_EXIT_OK;
+        } else if (strcmp(s, "--quiet") == 0) {
+            a.quiet = 1;
+            continue;
+        }
+        if (v == NULL)
+            return cli_error("certify", "%s needs a value (see 'refenc certify --help')", s);
+        if (strcmp(s, "--golden") == 0)
+            a.golden_dir = v;
+        else if (strcmp(s, "--results") == 0)
+            a.results_dir = v;
+        else if (strcmp(s, "--case") == 0)
+            a.case_glob = v;
+        else if (strcmp(s, "--json") == 0)
+            a.json_path = v;
+        else if (strcmp(s, "--rtol") == 0) {
+            if (!parse_double(&a.opt.tol.rtol, v))
+                return cli_error("certify", "--rtol: '%s' is not a finite number >= 0", v);
+            a.have_rtol = 1;
+        } else if (strcmp(s, "--atol") == 0) {
+            if (!parse_double(&a.opt.tol.atol, v))
+                return cli_error("certify", "--atol: '%s' is not a finite number >= 0", v);
+            a.have_atol = 1;
+        } else
+            return cli_error("certify", "unknown option '%s' (see 'refenc certify --help')", s);
+        i++;
+    }
+    if (a.golden_dir == NULL || a.results_dir == NULL)
+        return cli_error("certify", "--golden DIR and --results DIR are required (see 'refenc certify --help')");
+    if (a.have_rtol != a.have_atol)
+        return cli_error("certify", "--rtol and --atol go together");
+    a.opt.override_tolerance = a.have_rtol;
+
+    char path[4096];
+    snprintf(path, sizeof path, "%s/manifest.json", a.golden_dir);
+    json_error_t jerr;
+    json_t *manifest = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    const json_t *cases = json_object_get(manifest, "cases");
+    if (manifest == NULL || !json_is_array(cases)) {
+        json_decref(manifest);
+        return cli_error("certify", "%s: %s", path,
+                         manifest == NULL ? jerr.text : "expected an object with a \"cases\" array");
+    }
+
+    json_t *report = json_array();
+    size_t n_cases = 0, n_pass = 0, idx;
+    int rc = REFENC_EXIT_OK;
+    json_t *entry;
+    printf("refenc certify: golden %s, results %s\n\n", a.golden_dir, a.results_dir);
+    json_array_foreach(cases, idx, entry) {
+        const char *name = json_string_value(json_object_get(entry, "case"));
+        const char *file = json_string_value(json_object_get(entry, "file"));
+        if (name == NULL || file == NULL || strchr(file, '/') != NULL) {
+            rc = cli_error("certify", "%s: cases[%zu] needs \"case\" and a plain \"file\" name", path, idx);
+            break;
+        }
+        if (a.case_glob != NULL && fnmatch(a.case_glob, name, 0) != 0)
+            continue;
+        n_cases++;
+
+        refenc_error err;
+        refenc_error_clear(&err);
+        refenc_st_file golden, results;
+        memset(&results, 0, sizeof results);
+        char gpath[4096], rpath[4096];
+        snprintf(gpath, sizeof gpath, "%s/cases/%s", a.golden_dir, file);
+        snprintf(rpath, sizeof rpath, "%s/%s.safetensors", a.results_dir, name);
+        refenc_case_report rep;
+        memset(&rep, 0, sizeof rep);
+
+        int st = refenc_st_read(&golden, gpath, &err);
+        if (st == REFENC_OK) {
+            if (access(rpath, F_OK) != 0) {
+                char note[256];
+                snprintf(note, sizeof note, "no results file %.230s", rpath);
+                st = refenc_certify_missing(&rep, &golden, note, &err);
+            } else if ((st = refenc_st_read(&results, rpath, &err)) == REFENC_OK) {
+                st = refenc_certify_case(&rep, &golden, &results, &a.opt, &err);
+            }
+        }
+        if (st != REFENC_OK) {
+            rc = cli_error("certify", "%s", err.message);
+            json_array_append_new(report, json_pack("{s:s, s:s, s:s}", "case", name, "verdict", "ERROR",
+                                                    "note", err.message));
+        } else {
+            print_case(&rep, a.quiet);
+            n_pass += rep.pass;
+            if (!rep.pass && rc == REFENC_EXIT_OK)
+                rc = REFENC_EXIT_FAIL;
+            json_array_append_new(report, case_json(&rep));
+        }
+        refenc_case_report_free(&rep);
+        refenc_st_free(&golden);
+        refenc_st_free(&results);
+    }
+
+    if (rc != REFENC_EXIT_USAGE && n_cases == 0)
+        rc = cli_error("certify", "no golden case matches '%s'", a.case_glob ? a.case_glob : "*");
+    const char *verdict = rc == REFENC_EXIT_OK ? "PASS" : rc == REFENC_EXIT_FAIL ? "FAIL" : "ERROR";
+    printf("\nsummary: %zu case%s, %zu passed, %zu failed: %s\n", n_cases, n_cases == 1 ? "" : "s",
+           n_pass, n_cases - n_pass, verdict);
+
+    if (a.json_path != NULL) {
+        json_t *doc = json_pack("{s:s, s:s, s:s, s:o, s:{s:I, s:I, s:I, s:s}}",
+                                "refenc_version", REFENC_VERSION, "golden", a.golden_dir,
+                                "results", a.results_dir, "cases", report, "summary",
+                                "cases", (json_int_t)n_cases, "passed", (json_int_t)n_pass,
+                                "failed", (json_int_t)(n_cases - n_pass), "verdict", verdict);
+        if (write_json(a.json_path, doc) != REFENC_EXIT_OK)
+            rc = REFENC_EXIT_USAGE;
+        json_decref(doc);
+    } else {
+        json_decref(report);
+    }
+    json_decref(manifest);
+    return rc;
+}

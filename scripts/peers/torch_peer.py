@@ -1,0 +1,382 @@
+#!/usr/bin/python3
+"""The PyTorch peer: computes every refenc golden case with PyTorch and writes
+results files for `refenc certify`.
+
+It uses PyTorch's own modules where they exist (nn.TransformerEncoder /
+nn.TransformerEncoderLayer, nn.MultiheadAttention with a float attn_mask for
+ALiBi, nn.LayerNorm, nn.Embedding, F.gelu, torch.softmax) and plain torch
+operations where they don't (RoPE, sinusoidal PE, temperature), in float64 or
+float32.  It reads and writes safetensors with numpy and json only.
+
+    scripts/peers/torch_peer.py --golden golden --out results/torch-f64 --dtype float64
+    build/refenc certify --golden golden --results results/torch-f64
+
+docs/certify.md walks through it as the worked example of certifying an
+implementation.
+"""
+import argparse
+import fnmatch
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# ---- safetensors with numpy -------------------------------------------------
+
+NP_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "U8": "u1", "BOOL": "u1"}
+
+
+def read_safetensors(path):
+    """Returns ({name: ndarray}, metadata dict)."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    (n,) = struct.unpack("<Q", buf[:8])
+    header = json.loads(buf[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    data = buf[8 + n:]
+    out = {}
+    for name, e in header.items():
+        b, end = e["data_offsets"]
+        raw = data[b:end]
+        if e["dtype"] == "BF16":  # bfloat16: the high half of a float32
+            a = (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
+        else:
+            a = np.frombuffer(raw, NP_DTYPES[e["dtype"]])
+        out[name] = a.reshape(e["shape"])
+    return out, meta
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """Writes {name: ndarray} (float64, float32 or float16) atomically."""
+    names = sorted(tensors)
+    header, blobs, off = {}, [], 0
+    for name in names:
+        a = np.ascontiguousarray(tensors[name])
+        dt = {np.dtype("float64"): "F64", np.dtype("float32"): "F32", np.dtype("float16"): "F16"}[a.dtype]
+        raw = a.astype(a.dtype.newbyteorder("<")).tobytes()
+        header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    if metadata:
+        header["__metadata__"] = metadata
+    h = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
+    h += b" " * (-len(h) % 8)
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+    os.replace(tmp, path)
+
+
+# ---- building blocks in torch ------------------------------------------------
+
+def alibi_slopes(n):
+    """The ALiBi paper's get_slopes (closest power of two, then every other
+    slope of the sequence for twice as many heads)."""
+    def pow2(n):
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        return [start * start ** i for i in range(n)]
+    if math.log2(n).is_integer():
+        return pow2(n)
+    c = 2 ** math.floor(math.log2(n))
+    return pow2(c) + alibi_slopes(2 * c)[0::2][: n - c]
+
+
+def alibi_bias(H, positions, dt):
+    """(H, L, L): -m_h |p_i - p_j|, symmetric (encoder)."""
+    m = torch.tensor(alibi_slopes(H), dtype=dt)
+    p = positions.to(dt)
+    dist = (p[:, None] - p[None, :]).abs()
+    return -m[:, None, None] * dist[None]
+
+
+def sinusoidal_pe(positions, D, dt):
+    """(L, D): the usual PyTorch code, interleaved sin/cos, computed in dt."""
+    position = positions.to(dt).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, D, 2, dtype=dt) * (-math.log(10000.0) / D))
+    pe = torch.zeros(len(positions), D, dtype=dt)
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)
+    return pe
+
+
+def rope(x, positions, base, layout):
+    """x (..., L, Dh) rotated at positions (L). layout 'half' is Hugging Face's
+    rotate_half; 'interleaved' is GPT-J's pairs (2j, 2j+1)."""
+    Dh = x.shape[-1]
+    dt = x.dtype
+    inv_freq = 1.0 / (base ** (torch.arange(0, Dh, 2, dtype=dt) / Dh))
+    freqs = torch.outer(positions.to(dt), inv_freq)          # (L, Dh/2)
+    if layout == "half":
+        emb = torch.cat((freqs, freqs), dim=-1)
+        x1, x2 = x[..., : Dh // 2], x[..., Dh // 2:]
+        rotated = torch.cat((-x2, x1), dim=-1)
+        return x * emb.cos() + rotated * emb.sin()
+    cos, sin = freqs.cos(), freqs.sin()
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+
+
+def activation_fn(name):
+    return {"relu": F.relu, "gelu": F.gelu,
+            "gelu_tanh": lambda t: F.gelu(t, approximate="tanh")}[name]
+
+
+class Case:
+    def __init__(self, path, dt):
+        self.tensors, self.meta = read_safetensors(path)
+        self.name = self.meta["case"]
+        self.component = self.meta["component"]
+        self.cfg = json.loads(self.meta["config"])
+        self.outputs = [o["name"] for o in json.loads(self.meta["outputs"])]
+        self.dt = dt
+
+    def has(self, name):
+        return name in self.tensors
+
+    def t(self, name):
+        """A floating input or parameter as a torch tensor of the peer's dtype."""
+        return torch.from_numpy(np.array(self.tensors[name], dtype=np.float64)).to(self.dt)
+
+    def i(self, name):
+        return torch.from_numpy(np.array(self.tensors[name], dtype=np.int64))
+
+    def positions(self, L):
+        return self.i("in.positions") if self.has("in.positions") else torch.arange(L)
+
+    def padding(self):
+        return torch.from_numpy(self.tensors["in.key_padding_mask"].astype(bool)) \
+            if self.has("in.key_padding_mask") else None
+
+
+def score_bias(case, B, H, L, positions):
+    """The float mask added to the scores, (B*H, L, L), or None: ALiBi,
+    causal, in.attn_mask (key padding is passed separately)."""
+    cfg, dt = case.cfg, case.dt
+    bias = torch.zeros(H, L, L, dtype=dt)
+    used = False
+    if cfg["positional"] == "alibi":
+        bias = bias + alibi_bias(H, positions, dt)
+        used = True
+    if cfg["causal"]:
+        bias = bias.masked_fill(torch.ones(L, L, dtype=torch.bool).triu(1), float("-inf"))
+        used = True
+    if case.has("in.attn_mask"):
+        bias = bias + case.t("in.attn_mask")
+        used = True
+    return bias.repeat(B, 1, 1) if used else None
+
+
+def manual_attention(case, x, W_in, b_in, W_o, b_o, positions):
+    """Multi-head attention from torch operations, for what nn.MultiheadAttention
+    cannot do (RoPE, temperature).  Returns (output, weights (B, H, L, L))."""
+    cfg = case.cfg
+    B, L, D = x.shape
+    H = cfg["n_heads"]
+    Dh = D // H
+    q, k, v = F.linear(x, W_in, b_in).chunk(3, dim=-1)
+    q, k, v = (t.reshape(B, L, H, Dh).transpose(1, 2) for t in (q, k, v))
+    if cfg["positional"] == "rope":
+        q = rope(q, positions, cfg["rope_base"], cfg["rope_layout"])
+        k = rope(k, positions, cfg["rope_base"], cfg["rope_layout"])
+    s = q @ k.transpose(-1, -2) / (math.sqrt(Dh) * cfg["temperature"])
+    bias = score_bias(case, B, H, L, positions)
+    if bias is not None:
+        s = s + bias.reshape(B, H, L, L)
+    pad = case.padding()
+    if pad is not None:
+        s = s.masked_fill(pad[:, None, None, :], float("-inf"))
+    w = torch.softmax(s, dim=-1)
+    ctx = (w @ v).transpose(1, 2).reshape(B, L, D)
+    return F.linear(ctx, W_o, b_o), w
+
+
+def needs_manual(cfg):
+    return cfg["positional"] == "rope" or cfg["temperature"] != 1.0
+
+
+# ---- components ----------------------------------------------------------------
+
+def run_encoder(case):
+    cfg, dt = case.cfg, case.dt
+    D, H, N = cfg["d_model"], cfg["n_heads"], cfg["n_layers"]
+    eps, pre = cfg["layer_norm_eps"], cfg["norm"] == "pre"
+    out = {}
+
+    # embedding and additive PE
+    if cfg["vocab_size"] > 0:
+        tokens = case.i("in.tokens")
+        pidx = cfg["padding_idx"] if cfg["padding_idx"] >= 0 else None
+        emb = nn.Embedding(cfg["vocab_size"], D, padding_idx=pidx, dtype=dt)
+        emb.load_state_dict({"weight": case.t("embedding.weight")})
+        x = emb(tokens) * math.sqrt(D)
+    else:
+        x = case.t("in.x")
+    B, L, _ = x.shape
+    positions = case.positions(L)
+    if cfg["positional"] == "sinusoidal":
+        x = x + sinusoidal_pe(positions, D, dt)
+    elif cfg["positional"] == "learned":
+        x = x + case.t("pos_embedding.weight")[positions]
+    out["embed"] = x
+
+    state = {k: case.t(k) for k in case.tensors if k.startswith("layers.") or k.startswith("norm.")}
+    pad = case.padding()
+
+    if not needs_manual(cfg):
+        layer = nn.TransformerEncoderLayer(D, H, cfg["d_ff"], dropout=0.0,
+                                           activation=activation_fn(cfg["activation"]) if cfg["activation"] == "gelu_tanh" else cfg["activation"],
+                                           layer_norm_eps=eps, batch_first=True, norm_first=pre, dtype=dt)
+        final = nn.LayerNorm(D, eps=eps, dtype=dt) if cfg["final_norm"] else None
+        enc = nn.TransformerEncoder(layer, N, norm=final, enable_nested_tensor=False)
+        enc.load_state_dict(state, strict=True)
+        enc.eval()
+        # forward hooks record every step under refenc's names
+        for i, lyr in enumerate(enc.layers):
+            def hook(name):
+                def f(_m, _inp, o):
+                    out[name] = o[0] if isinstance(o, tuple) else o
+                return f
+            lyr.norm1.register_forward_hook(hook(f"layers.{i}.norm1"))
+            lyr.norm2.register_forward_hook(hook(f"layers.{i}.norm2"))
+            lyr.self_attn.register_forward_hook(hook(f"layers.{i}.self_attn"))
+            lyr.linear2.register_forward_hook(hook(f"layers.{i}.ffn"))
+            lyr.register_forward_hook(hook(f"layers.{i}.output"))
+        if final is not None:
+            enc.norm.register_forward_hook(hook("norm"))
+        mask = score_bias(case, B, H, L, positions)
+        # gradients stay enabled so that PyTorch takes the module path (the
+        # fast path skips the submodules and their hooks)
+        y = enc(x, mask=mask, src_key_padding_mask=pad)
+        out["output"] = y
+        return out
+
+    # RoPE or temperature: nn.MultiheadAttention cannot express them
+    act = activation_fn(cfg["activation"])
+    for i in range(N):
+        p = lambda n: state[f"layers.{i}.{n}"]
+        ln1 = lambda t: F.layer_norm(t, (D,), p("norm1.weight"), p("norm1.bias"), eps)
+        ln2 = lambda t: F.layer_norm(t, (D,), p("norm2.weight"), p("norm2.bias"), eps)
+        attn = lambda t: manual_attention(case, t, p("self_attn.in_proj_weight"), p("self_attn.in_proj_bias"),
+                                          p("self_attn.out_proj.weight"), p("self_attn.out_proj.bias"), positions)
+        ffn = lambda t: F.linear(act(F.linear(t, p("linear1.weight"), p("linear1.bias"))),
+                                 p("linear2.weight"), p("linear2.bias"))
+        if pre:
+            n1 = ln1(x); a, w = attn(n1); h = x + a
+            n2 = ln2(h); f = ffn(n2); x = h + f
+        else:
+            a, w = attn(x); n1 = ln1(x + a)
+            f = ffn(n1); n2 = ln2(n1 + f); x = n2
+        out.update({f"layers.{i}.norm1": n1, f"layers.{i}.self_attn.weights": w,
+                    f"layers.{i}.self_attn": a, f"layers.{i}.norm2": n2,
+                    f"layers.{i}.ffn": f, f"layers.{i}.output": x})
+    if cfg["final_norm"]:
+        x = F.layer_norm(x, (D,), state["norm.weight"], state["norm.bias"], eps)
+        out["norm"] = x
+    out["output"] = x
+    return out
+
+
+def run_attention(case):
+    cfg = case.cfg
+    x = case.t("in.x")
+    B, L, D = x.shape
+    H = cfg["n_heads"]
+    positions = case.positions(L)
+    W_in, b_in = case.t("in_proj_weight"), case.t("in_proj_bias")
+    W_o, b_o = case.t("out_proj.weight"), case.t("out_proj.bias")
+    if needs_manual(cfg):
+        y, w = manual_attention(case, x, W_in, b_in, W_o, b_o, positions)
+        return {"weights": w, "output": y}
+    mha = nn.MultiheadAttention(D, H, dropout=0.0, batch_first=True, dtype=case.dt)
+    mha.load_state_dict({"in_proj_weight": W_in, "in_proj_bias": b_in,
+                         "out_proj.weight": W_o, "out_proj.bias": b_o})
+    mha.eval()
+    y, w = mha(x, x, x, key_padding_mask=case.padding(), need_weights=True,
+               attn_mask=score_bias(case, B, H, L, positions), average_attn_weights=False)
+    return {"weights": w, "output": y}
+
+
+def run_ffn(case):
+    cfg = case.cfg
+    x = case.t("in.x")
+    l1 = nn.Linear(cfg["d_model"], cfg["d_ff"], dtype=case.dt)
+    l2 = nn.Linear(cfg["d_ff"], cfg["d_model"], dtype=case.dt)
+    l1.load_state_dict({"weight": case.t("linear1.weight"), "bias": case.t("linear1.bias")})
+    l2.load_state_dict({"weight": case.t("linear2.weight"), "bias": case.t("linear2.bias")})
+    return {"output": l2(activation_fn(cfg["activation"])(l1(x)))}
+
+
+def run_layernorm(case):
+    cfg = case.cfg
+    ln = nn.LayerNorm(cfg["d_model"], eps=cfg["layer_norm_eps"], dtype=case.dt)
+    ln.load_state_dict({"weight": case.t("weight"), "bias": case.t("bias")})
+    return {"output": ln(case.t("in.x"))}
+
+
+def run_softmax(case):
+    return {"output": torch.softmax(case.t("in.x") / case.cfg["temperature"], dim=-1)}
+
+
+def run_activation(case):
+    return {"output": activation_fn(case.cfg["activation"])(case.t("in.x"))}
+
+
+def run_sinusoidal_pe(case):
+    return {"output": sinusoidal_pe(case.i("in.positions"), case.cfg["d_model"], case.dt)}
+
+
+def run_rope(case):
+    cfg = case.cfg
+    return {"output": rope(case.t("in.x"), case.i("in.positions"), cfg["rope_base"], cfg["rope_layout"])}
+
+
+def run_alibi(case):
+    H = case.cfg["n_heads"]
+    return {"slopes": torch.tensor(alibi_slopes(H), dtype=case.dt),
+            "bias": alibi_bias(H, case.i("in.positions"), case.dt)}
+
+
+COMPONENTS = {"encoder": run_encoder, "attention": run_attention, "ffn": run_ffn,
+              "layernorm": run_layernorm, "softmax": run_softmax, "activation": run_activation,
+              "sinusoidal_pe": run_sinusoidal_pe, "rope": run_rope, "alibi": run_alibi}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--golden", required=True, help="the golden directory (manifest.json, cases/)")
+    ap.add_argument("--out", required=True, help="directory for the results files")
+    ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
+    ap.add_argument("--case", default="*", help="only cases matching this shell pattern")
+    args = ap.parse_args()
+
+    dt = {"float64": torch.float64, "float32": torch.float32}[args.dtype]
+    torch.set_num_threads(1)  # one thread: the same result on every run
+    with open(os.path.join(args.golden, "manifest.json")) as f:
+        manifest = json.load(f)
+    os.makedirs(args.out, exist_ok=True)
+    n = 0
+    for entry in manifest["cases"]:
+        if not fnmatch.fnmatch(entry["case"], args.case):
+            continue
+        case = Case(os.path.join(args.golden, "cases", entry["file"]), dt)
+        outs = COMPONENTS[case.component](case)
+        results = {}
+        for name in case.outputs:
+            key = name[len("out."):]
+            if key in outs:
+                results[name] = outs[key].detach().numpy()
+        write_safetensors(os.path.join(args.out, case.name + ".safetensors"), results,
+                          {"implementation": f"torch {torch.__version__} {args.dtype}"})
+        n += 1
+    print(f"torch_peer: {n} case(s) computed in {args.dtype} into {args.out}")
+    return 0 if n else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
