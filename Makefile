@@ -5,7 +5,10 @@
 
 BUILD   ?= build
 CC      ?= gcc
-PKGS    := gsl mpfr criterion jansson nettle
+# The library and the programs need LIB_PKGS; only the test binary links
+# Criterion (a program linked with it aborts when run from a Criterion test).
+LIB_PKGS := gsl mpfr jansson nettle
+PKGS    := $(LIB_PKGS) criterion
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 MAKEFLAGS += --no-builtin-rules
 
@@ -18,6 +21,7 @@ LDFLAGS ?=
 # Deferred (=): evaluated when a recipe runs, i.e. after `deps` installed pkg-config files.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
+LIB_PKG_LIBS = $(shell pkg-config --libs $(LIB_PKGS))
 ALL_CFLAGS = $(CFLAGS_STD) $(OPT) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP
 
 REF_SRC    := $(wildcard ref/*.c)
@@ -60,10 +64,10 @@ $(LIB): $(call obj,$(REF_SRC) $(ORACLE_SRC))
 	ar rcs $@ $^
 
 $(CLI): $(call obj,$(CLI_SRC)) $(LIB)
-	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(CLI_SRC)) $(LIB) $(PKG_LIBS) -lm
+	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(CLI_SRC)) $(LIB) $(LIB_PKG_LIBS) -lm
 
 $(GEN): $(call obj,$(GEN_SRC)) $(LIB)
-	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(GEN_SRC)) $(LIB) $(PKG_LIBS) -lm
+	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(GEN_SRC)) $(LIB) $(LIB_PKG_LIBS) -lm
 
 $(CHECKS): $(call obj,$(CHECK_SRC)) $(LIB) | $(CLI) $(GEN)
 	@mkdir -p $(dir $@)

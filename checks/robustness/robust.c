@@ -1,0 +1,267 @@
+#include "robust.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+const char *rb_cli(void)
+{
+    const char *p = getenv("REFENC_CLI");
+    cr_assert(p != NULL && *p != '\0',
+              "REFENC_CLI is not set: it must name the refenc program (make check sets it)");
+    cr_assert(access(p, X_OK) == 0, "REFENC_CLI=%s is not an executable", p);
+    return p;
+}
+
+const char *rb_fixture_dir(void)
+{
+    const char *d = getenv("REFENC_GOLDEN_FIXTURE");
+    cr_assert(d != NULL && *d != '\0',
+              "REFENC_GOLDEN_FIXTURE is not set: it must name the golden fixture directory "
+              "(make check generates it and sets it)");
+    char manifest[RB_PATH_MAX];
+    snprintf(manifest, sizeof manifest, "%s/manifest.json", d);
+    cr_assert(access(manifest, R_OK) == 0, "%s is missing", manifest);
+    return d;
+}
+
+size_t rb_count_lines(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+unsigned char *rb_read_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot open %s: %s", path, strerror(errno));
+    size_t cap = 4096, len = 0, got;
+    unsigned char *buf = malloc(cap);
+    cr_assert_not_null(buf);
+    while ((got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += got;
+        if (cap - len - 1 == 0) {
+            cap *= 2;
+            unsigned char *bigger = realloc(buf, cap);
+            cr_assert_not_null(bigger);
+            buf = bigger;
+        }
+    }
+    cr_assert(!ferror(f), "cannot read %s", path);
+    fclose(f);
+    buf[len] = '\0';
+    if (n != NULL)
+        *n = len;
+    return buf;
+}
+
+void rb_write_file(const char *path, const void *bytes, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f, "cannot create %s: %s", path, strerror(errno));
+    cr_assert_eq(fwrite(bytes, 1, n, f), n, "cannot write %s", path);
+    cr_assert_eq(fclose(f), 0, "cannot write %s", path);
+}
+
+void rb_copy_file(const char *from, const char *to)
+{
+    size_t n;
+    unsigned char *b = rb_read_file(from, &n);
+    rb_write_file(to, b, n);
+    free(b);
+}
+
+int rb_exists(const char *path)
+{
+    struct stat sb;
+    return lstat(path, &sb) == 0;
+}
+
+void rb_tmpdir(char dir[RB_PATH_MAX])
+{
+    const char *base = getenv("TMPDIR");
+    const int n = snprintf(dir, RB_PATH_MAX, "%s/refenc-robust-XXXXXX",
+                           base != NULL && *base ? base : "/tmp");
+    cr_assert(n > 0 && n < RB_PATH_MAX - 64, "TMPDIR is too long");
+    cr_assert_not_null(mkdtemp(dir), "mkdtemp(%s): %s", dir, strerror(errno));
+}
+
+static void remove_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    const struct dirent *e;
+    char path[RB_PATH_MAX];
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) != 0 && errno == EISDIR)
+            remove_files(path), rmdir(path);
+    }
+    closedir(d);
+}
+
+void rb_tmpdir_remove(const char *dir)
+{
+    remove_files(dir);
+    rmdir(dir);
+}
+
+int rb_has_temporary_file(const char *dir)
+{
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "cannot open %s", dir);
+    int found = 0;
+    const struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        found |= strstr(e->d_name, ".tmp.") != NULL;
+    closedir(d);
+    return found;
+}
+
+static void set_address_space(uint64_t bytes)
+{
+    struct rlimit rl = {(rlim_t)bytes, (rlim_t)bytes};
+    if (setrlimit(RLIMIT_AS, &rl) != 0)
+        _exit(125);
+}
+
+rb_result rb_run_with(const char *const *args, const rb_run_options *opt)
+{
+    char dir[RB_PATH_MAX], out_path[RB_PATH_MAX + 16], err_path[RB_PATH_MAX + 16];
+    const char *program = rb_cli();
+    rb_tmpdir(dir);
+    snprintf(out_path, sizeof out_path, "%s/stdout", dir);
+    snprintf(err_path, sizeof err_path, "%s/stderr", dir);
+    const char *argv[64];
+    size_t n = 0;
+    argv[n++] = program;
+    for (size_t i = 1; args[i] != NULL; i++) {
+        cr_assert(n < 63, "too many arguments");
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+
+    fflush(NULL);
+    const pid_t pid = fork();
+    cr_assert(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        const int in = open("/dev/null", O_RDONLY);
+        const int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        const int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+            _exit(126);
+        if (opt != NULL && opt->address_space > 0)
+            set_address_space(opt->address_space);
+        if (opt != NULL && opt->env_name != NULL && setenv(opt->env_name, opt->env_value, 1) != 0)
+            _exit(125);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int wstatus;
+    cr_assert(waitpid(pid, &wstatus, 0) == pid, "waitpid: %s", strerror(errno));
+    rb_result r;
+    r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+    cr_assert(r.status < 125 || r.status > 127, "could not run %s (status %d)", argv[0], r.status);
+    r.out = (char *)rb_read_file(out_path, NULL);
+    r.err = (char *)rb_read_file(err_path, NULL);
+    unlink(out_path);
+    unlink(err_path);
+    rmdir(dir);
+    return r;
+}
+
+rb_result rb_run(const char *const *args)
+{
+    return rb_run_with(args, NULL);
+}
+
+void rb_result_free(rb_result *r)
+{
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
+}
+
+void rb_expect_error(const rb_result *r, int status, const char *cmd, const char *what,
+                     const char *const *fragments)
+{
+    cr_expect_eq(r->status, status, "%s: exit code %d, want %d; stderr: %s", what, r->status,
+                 status, r->err);
+    const size_t len = strlen(r->err);
+    cr_expect(len > 0 && r->err[len - 1] == '\n' && rb_count_lines(r->err) == 1,
+              "%s: stderr is not exactly one line: '%s'", what, r->err);
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "refenc %s: ", cmd);
+    cr_expect(strncmp(r->err, prefix, strlen(prefix)) == 0, "%s: stderr does not start with '%s': %s",
+              what, prefix, r->err);
+    for (size_t i = 0; fragments != NULL && fragments[i] != NULL; i++)
+        cr_expect(strstr(r->err, fragments[i]) != NULL, "%s: the message lacks '%s': %s", what,
+                  fragments[i], r->err);
+}
+
+void rb_fixture_case(char path[RB_PATH_MAX], const char *case_name)
+{
+    snprintf(path, RB_PATH_MAX, "%s/cases/%s.safetensors", rb_fixture_dir(), case_name);
+    cr_assert(access(path, R_OK) == 0, "%s is missing from the fixture", path);
+}
+
+void rb_golden_dir(const char *dir, const char *case_name, char case_path[RB_PATH_MAX])
+{
+    char from[RB_PATH_MAX], to[RB_PATH_MAX];
+    snprintf(from, sizeof from, "%s/manifest.json", rb_fixture_dir());
+    snprintf(to, sizeof to, "%s/manifest.json", dir);
+    rb_copy_file(from, to);
+    snprintf(to, sizeof to, "%s/cases", dir);
+    cr_assert(mkdir(to, 0700) == 0 || errno == EEXIST, "mkdir %s: %s", to, strerror(errno));
+    rb_fixture_case(from, case_name);
+    snprintf(case_path, RB_PATH_MAX, "%s/cases/%s.safetensors", dir, case_name);
+    rb_copy_file(from, case_path);
+}
+
+void rb_reference_results(const char *case_name, const char *path)
+{
+    char golden[RB_PATH_MAX];
+    rb_fixture_case(golden, case_name);
+    const char *args[] = {"refenc", "run", "--case", golden, "--out", path, NULL};
+    rb_result r = rb_run(args);
+    cr_assert_eq(r.status, 0, "refenc run --case %s: exit %d: %s", golden, r.status, r.err);
+    rb_result_free(&r);
+}
+
+uint64_t rb_header_length(const unsigned char *buf, size_t n)
+{
+    cr_assert(n >= 8, "a safetensors file of %zu bytes", n);
+    uint64_t N = 0;
+    for (int i = 7; i >= 0; i--)
+        N = N << 8 | buf[i];
+    return N;
+}
+
+void rb_write_safetensors(const char *path, const char *header, const void *data, size_t n_data)
+{
+    const size_t h = strlen(header);
+    unsigned char *buf = malloc(8 + h + n_data + 1);
+    cr_assert_not_null(buf);
+    for (int i = 0; i < 8; i++)
+        buf[i] = (unsigned char)((uint64_t)h >> (8 * i));
+    memcpy(buf + 8, header, h);
+    if (n_data > 0)
+        memcpy(buf + 8 + h, data, n_data);
+    rb_write_file(path, buf, 8 + h + n_data);
+    free(buf);
+}
