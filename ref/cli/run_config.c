@@ -1,0 +1,125 @@
+#include "run_config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../config_json.h"
+
+/* The keys of "input" (the model's are refenc_config_from_json's). */
+static const char *const input_keys[] = {"batch", "seq_len", "padding", NULL};
+
+static int read_input_spec(run_input *in, const json_t *obj, const char *where, refenc_error *err)
+{
+    int st;
+    in->batch = 2;
+    in->seq_len = 8;
+    in->padding = NULL;
+    if (obj == NULL)
+        return REFENC_OK;
+    if (!json_is_object(obj))
+        return refenc_error_set(err, REFENC_EINVAL, "%s: expected a JSON object", where);
+    if ((st = refenc_json_check_keys(obj, input_keys, where, err)) ||
+        (st = refenc_json_get_size(&in->batch, obj, "batch", where, err)) ||
+        (st = refenc_json_get_size(&in->seq_len, obj, "seq_len", where, err)))
+        return st;
+    if (in->batch == 0 || in->batch > REFENC_MAX_BATCH)
+        return refenc_error_set(err, in->batch ? REFENC_ELIMIT : REFENC_EINVAL,
+                                "%s.batch: %zu is outside [1, %zu]", where, in->batch, REFENC_MAX_BATCH);
+    if (in->seq_len == 0 || in->seq_len > REFENC_MAX_DIM)
+        return refenc_error_set(err, in->seq_len ? REFENC_ELIMIT : REFENC_EINVAL,
+                                "%s.seq_len: %zu is outside [1, %zu]", where, in->seq_len, REFENC_MAX_DIM);
+
+    const json_t *pad = json_object_get(obj, "padding");
+    if (pad == NULL)
+        return REFENC_OK;
+    if (!json_is_array(pad) || json_array_size(pad) != in->batch)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "%s.padding: expected an array of %zu integers (one per batch item)",
+                                where, in->batch);
+    in->padding = calloc(in->batch, sizeof *in->padding);
+    if (in->padding == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM, "%s.padding: out of memory", where);
+    for (size_t b = 0; b < in->batch; b++) {
+        const json_t *v = json_array_get(pad, b);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            (uint64_t)json_integer_value(v) > in->seq_len)
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "%s.padding[%zu]: expected an integer in [0, seq_len = %zu]",
+                                    where, b, in->seq_len);
+        in->padding[b] = (size_t)json_integer_value(v);
+    }
+    return REFENC_OK;
+}
+
+/* The top level holds "model" and "input" only.  (refenc_json_check_keys
+ * would name the key "FILE.key", which reads as a file name.) */
+static int check_top_keys(const json_t *root, const char *path, refenc_error *err)
+{
+    const char *key;
+    json_t *value;
+    json_object_foreach((json_t *)root, key, value) {
+        (void)value;
+        if (strcmp(key, "model") != 0 && strcmp(key, "input") != 0)
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "%s: %s: unknown top-level key (known keys: model, input)",
+                                    path, key);
+    }
+    return REFENC_OK;
+}
+
+int run_config_from_json(refenc_config *cfg, run_input *in, const json_t *root, const char *path,
+                         refenc_error *err)
+{
+    char where[1024];
+    int st;
+
+    in->padding = NULL;
+    if (!json_is_object(root))
+        return refenc_error_set(err, REFENC_EINVAL, "%s: the top level must be a JSON object", path);
+    if ((st = check_top_keys(root, path, err)) != REFENC_OK)
+        return st;
+    const json_t *model = json_object_get(root, "model");
+    snprintf(where, sizeof where, "%s: model", path);
+    if (model == NULL)
+        st = refenc_error_set(err, REFENC_EINVAL, "%s: the key \"model\" is required", path);
+    else
+        st = refenc_config_from_json(cfg, model, where, err);
+    if (st == REFENC_OK) {
+        snprintf(where, sizeof where, "%s: input", path);
+        st = read_input_spec(in, json_object_get(root, "input"), where, err);
+    }
+    if (st == REFENC_OK) {
+        st = refenc_config_validate_shape(cfg, in->batch, in->seq_len, err);
+        if (st) { /* "config: <field> ..." becomes "FILE: <field> ..." */
+            char msg[REFENC_ERRMSG_MAX];
+            const char *rest = strncmp(err->message, "config: ", 8) == 0 ? err->message + 8
+                                                                        : err->message;
+            snprintf(msg, sizeof msg, "%s", rest);
+            refenc_error_set(err, st, "%s: %s", path, msg);
+        }
+    }
+    return st;
+}
+
+int run_config_load(refenc_config *cfg, run_input *in, const char *path, refenc_error *err)
+{
+    json_error_t jerr;
+    struct stat sb;
+
+    in->padding = NULL;
+    /* jansson reads a directory as an empty file: say what it is instead */
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return refenc_error_set(err, REFENC_EIO, "%s: is a directory, not a JSON file", path);
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL) {
+        if (jerr.line < 0)
+            return refenc_error_set(err, REFENC_EINVAL, "%s: %s", path, jerr.text);
+        return refenc_error_set(err, REFENC_EINVAL, "%s: line %d, column %d (byte %d): %s",
+                                path, jerr.line, jerr.column, jerr.position, jerr.text);
+    }
+    const int st = run_config_from_json(cfg, in, root, path, err);
+    json_decref(root);
+    return st;
+}

@@ -1,0 +1,33 @@
+/* The config file of `refenc run --config FILE.json`:
+ *     {"model": {...}, "input": {"batch": B, "seq_len": L, "padding": [...]}}
+ * (docs/cli.md lists every key).  Separate from cmd_run.c so that the
+ * fuzzer (checks/fuzz/) can reach the whole reader without the program. */
+#ifndef REFENC_CLI_RUN_CONFIG_H
+#define REFENC_CLI_RUN_CONFIG_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "../config.h"
+#include "../status.h"
+
+/* The run's input description: "input": {"batch", "seq_len", "padding"}. */
+typedef struct {
+    size_t batch, seq_len;
+    size_t *padding; /* (batch): trailing padding positions per item, or NULL */
+} run_input;
+
+/* Reads FILE.json into a model config and an input description, and checks
+ * that a forward pass on them fits the limits (refused before anything is
+ * allocated).  Messages start with the path.  The caller frees in->padding,
+ * whatever the result.
+ * Errors: REFENC_EIO (a directory), REFENC_EINVAL, REFENC_ELIMIT, REFENC_ENOMEM. */
+int run_config_load(refenc_config *cfg, run_input *in, const char *path, refenc_error *err);
+
+/* The same for a document already parsed (root: any JSON value); `path`
+ * names it in messages. */
+int run_config_from_json(refenc_config *cfg, run_input *in, const json_t *root, const char *path,
+                         refenc_error *err);
+
+#endif
