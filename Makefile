@@ -49,7 +49,13 @@ help:
 	@echo "make            build the library ($(LIB)) and the CLI ($(CLI))"
 	@echo "make check      build and run every test suite (Criterion); JUnit XML in $(REPORTS)/"
 	@echo "make demo       run a 2-layer encoder with a trace of every step"
-	@echo "make clean      remove $(BUILD)/"
+	@echo "make clean      remove $(BUILD)/ and the hardening build directories"
+	@echo "make coverage   coverage of ref/ by every suite (gcovr): coverage/index.html; fails under 95% lines, 85% branches"
+	@echo "make sanitize   every suite and the CLI on every golden case under ASan and UBSan"
+	@echo "make valgrind   the CLI under valgrind memcheck on bad configs and golden cases"
+	@echo "make fuzz       the libFuzzer targets, FUZZ_SECONDS (default 60) each"
+	@echo "make check-determinism  gcc and clang, -O0 and -O2: bit-identical outputs on every golden case"
+	@echo "                (docs/hardening.md)"
 
 deps:
 	@sh scripts/install-deps.sh
@@ -83,7 +89,9 @@ check: $(CHECKS) $(CLI)
 demo: $(CLI)
 	$(CLI) run --trace --config docs/examples/pre_ln_rope.json
 
-clean:
+clean: clean-hardening
 	rm -rf $(BUILD)
+
+include mk/hardening.mk
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
