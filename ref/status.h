@@ -23,8 +23,11 @@ typedef struct {
 } refenc_error;
 
 /* Every error in refenc is built here, so a debugger can stop on it.
- * Fills err (if not NULL) and returns status.  err->status == REFENC_OK
- * after refenc_error_clear. */
+ * Fills err (if not NULL) and returns status.  The message is one line of
+ * valid UTF-8 whatever the arguments quote from the input: control
+ * characters and bytes that are not UTF-8 are written \xNN, and a message
+ * longer than REFENC_ERRMSG_MAX - 1 bytes is cut between two characters.
+ * err->status == REFENC_OK after refenc_error_clear. */
 int refenc_error_set(refenc_error *err, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void refenc_error_clear(refenc_error *err);
