@@ -265,3 +265,135 @@ void rb_write_safetensors(const char *path, const char *header, const void *data
     rb_write_file(path, buf, 8 + h + n_data);
     free(buf);
 }
+
+/* ---- golden files, edited ------------------------------------------------------- */
+
+static void *own(rb_golden *g, void *p)
+{
+    cr_assert_not_null(p, "out of memory");
+    cr_assert_lt(g->n_owned, sizeof g->owned / sizeof g->owned[0], "too many edits");
+    g->owned[g->n_owned++] = p;
+    return p;
+}
+
+void rb_golden_load(rb_golden *g, const char *case_name)
+{
+    memset(g, 0, sizeof *g);
+    char path[RB_PATH_MAX];
+    rb_fixture_case(path, case_name);
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, path, &err), REFENC_OK, "%s", err.message);
+    cr_assert_leq(f.n_tensors, (size_t)RB_MAX_TENSORS);
+    for (size_t i = 0; i < f.n_tensors; i++) {
+        const refenc_st_tensor *t = &f.tensors[i];
+        refenc_st_entry *e = &g->e[g->n++];
+        e->name = own(g, strdup(t->name));
+        e->dtype = t->dtype;
+        e->ndim = t->ndim;
+        memcpy(e->shape, t->shape, sizeof e->shape);
+        void *data = own(g, malloc(t->nbytes ? t->nbytes : 1));
+        memcpy(data, t->data, t->nbytes);
+        e->data = data;
+    }
+    g->meta = json_deep_copy(f.metadata);
+    cr_assert_not_null(g->meta);
+    refenc_st_free(&f);
+}
+
+static refenc_st_entry *find_entry(rb_golden *g, const char *name)
+{
+    for (size_t i = 0; i < g->n; i++)
+        if (strcmp(g->e[i].name, name) == 0)
+            return &g->e[i];
+    return NULL;
+}
+
+refenc_st_entry *rb_golden_entry(rb_golden *g, const char *name)
+{
+    refenc_st_entry *e = find_entry(g, name);
+    cr_assert_not_null(e, "no tensor '%s' in the golden case", name);
+    return e;
+}
+
+void rb_golden_set_meta(rb_golden *g, const char *key, const char *value)
+{
+    if (value == NULL)
+        json_object_del(g->meta, key);
+    else
+        cr_assert_eq(json_object_set_new(g->meta, key, json_string(value)), 0);
+}
+
+void rb_golden_set_config(rb_golden *g, const char *key, const char *json_value)
+{
+    json_t *cfg = json_loads(json_string_value(json_object_get(g->meta, "config")), 0, NULL);
+    cr_assert_not_null(cfg, "the case has no config");
+    if (json_value == NULL) {
+        json_object_del(cfg, key);
+    } else {
+        json_t *v = json_loads(json_value, JSON_DECODE_ANY, NULL);
+        cr_assert_not_null(v, "'%s' is not JSON", json_value);
+        json_object_set_new(cfg, key, v);
+    }
+    char *text = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS);
+    rb_golden_set_meta(g, "config", text);
+    free(text);
+    json_decref(cfg);
+}
+
+void rb_golden_drop(rb_golden *g, const char *name)
+{
+    refenc_st_entry *e = rb_golden_entry(g, name);
+    *e = g->e[--g->n];
+}
+
+void rb_golden_rename(rb_golden *g, const char *from, const char *to)
+{
+    rb_golden_entry(g, from)->name = own(g, strdup(to));
+}
+
+void *rb_golden_reshape(rb_golden *g, const char *name, refenc_st_dtype dtype, size_t ndim,
+                        const size_t *shape)
+{
+    refenc_st_entry *e = find_entry(g, name);
+    if (e == NULL) {
+        cr_assert_lt(g->n, (size_t)RB_MAX_TENSORS);
+        e = &g->e[g->n++];
+        e->name = own(g, strdup(name));
+    }
+    size_t n = refenc_st_dtype_size(dtype);
+    for (size_t d = 0; d < ndim; d++)
+        n *= shape[d];
+    e->dtype = dtype;
+    e->ndim = ndim;
+    memcpy(e->shape, shape, ndim * sizeof *shape);
+    void *data = own(g, calloc(n ? n : 1, 1));
+    e->data = data;
+    return data;
+}
+
+void *rb_golden_data(rb_golden *g, const char *name)
+{
+    refenc_st_entry *e = rb_golden_entry(g, name);
+    size_t n = refenc_st_dtype_size(e->dtype);
+    for (size_t d = 0; d < e->ndim; d++)
+        n *= e->shape[d];
+    void *copy = own(g, malloc(n ? n : 1));
+    memcpy(copy, e->data, n);
+    e->data = copy;
+    return copy;
+}
+
+void rb_golden_write(const rb_golden *g, const char *path)
+{
+    refenc_error err;
+    cr_assert_eq(refenc_st_write(path, g->e, g->n, g->meta, &err), REFENC_OK, "%s", err.message);
+}
+
+void rb_golden_free(rb_golden *g)
+{
+    for (size_t i = 0; i < g->n_owned; i++)
+        free(g->owned[i]);
+    json_decref(g->meta);
+    memset(g, 0, sizeof *g);
+}

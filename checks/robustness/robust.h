@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "../../ref/safetensors.h"
 
 #define RB_PATH_MAX 1024
@@ -81,3 +83,35 @@ uint64_t rb_header_length(const unsigned char *buf, size_t n);
 void rb_write_safetensors(const char *path, const char *header, const void *data, size_t n_data);
 
 #endif
+
+/* ---- golden files, edited ---------------------------------------------------
+ * A fixture case loaded as entries that a test can change (its metadata, a
+ * tensor's dtype, shape or data, its name) before writing a new file. */
+#define RB_MAX_TENSORS 128
+
+typedef struct {
+    size_t n;
+    refenc_st_entry e[RB_MAX_TENSORS];
+    json_t *meta;            /* __metadata__ (owned) */
+    void *owned[2 * RB_MAX_TENSORS + 8];
+    size_t n_owned;
+} rb_golden;
+
+void rb_golden_load(rb_golden *g, const char *case_name);
+/* The entry with this name (fails the test if absent). */
+refenc_st_entry *rb_golden_entry(rb_golden *g, const char *name);
+/* Sets (value != NULL) or removes a metadata string. */
+void rb_golden_set_meta(rb_golden *g, const char *key, const char *value);
+/* The config in the metadata, with key set to a JSON value (text), or
+ * removed (NULL). */
+void rb_golden_set_config(rb_golden *g, const char *key, const char *json_value);
+void rb_golden_drop(rb_golden *g, const char *name);
+void rb_golden_rename(rb_golden *g, const char *from, const char *to);
+/* Gives the entry (added if absent) a new dtype and shape and zeroed data of
+ * that size; returns the data to fill. */
+void *rb_golden_reshape(rb_golden *g, const char *name, refenc_st_dtype dtype, size_t ndim,
+                        const size_t *shape);
+/* A writable copy of the entry's data, now the entry's. */
+void *rb_golden_data(rb_golden *g, const char *name);
+void rb_golden_write(const rb_golden *g, const char *path);
+void rb_golden_free(rb_golden *g);
