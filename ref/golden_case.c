@@ -261,7 +261,8 @@ int refenc_case_from_file(refenc_case *c, const refenc_st_file *f, refenc_error 
             else if (!shape_is(t, 2, shape))
                 st = shape_error(f, t, 2, shape, err);
             else if (t->dtype != REFENC_ST_BOOL && t->dtype != REFENC_ST_U8)
-                st = refenc_error_set(err, REFENC_EFORMAT, "%s: tensor '%s' must be BOOL or U8", f->path, t->name);
+                st = refenc_error_set(err, REFENC_EFORMAT, "%s: tensor '%s' (data at byte %zu) must be BOOL or U8",
+                                      f->path, t->name, t->file_offset);
             else if ((st = refenc_st_to_i64(tmp, f, t, err)) == REFENC_OK)
                 for (size_t k = 0; k < B * L; k++)
                     c->key_padding_mask[k] = (uint8_t)(tmp[k] != 0 ? (tmp[k] == 1 ? 1 : 2) : 0);

@@ -1,0 +1,411 @@
+/* Golden files wrong in one way, through `refenc run --case CASE --out OUT`
+ * (the reference as a peer) and `refenc certify`: exit 2, one message naming
+ * the file and the tensor or metadata field (and the byte offset of a
+ * tensor's data), and no results file written.  Sizes that would need
+ * terabytes are refused before anything is allocated: those runs are made
+ * under an address-space limit of 1 GiB, and still give the limit's message,
+ * not "out of memory".
+ *
+ * The files are fixture cases (checks/robustness/golden_catalogue.json)
+ * rewritten with one change. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "robust.h"
+
+/* AddressSanitizer reserves terabytes of address space for its shadow memory:
+ * under it the address-space limit is left out. */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+#define ONE_GIB ((uint64_t)1 << 30)
+
+typedef struct {
+    char dir[RB_PATH_MAX];
+    char golden[RB_PATH_MAX + 32]; /* the edited case file          */
+    char out[RB_PATH_MAX + 32];    /* where run --case would write  */
+} setup;
+
+static void make_setup(setup *s)
+{
+    rb_tmpdir(s->dir);
+    snprintf(s->golden, sizeof s->golden, "%s/case.safetensors", s->dir);
+    snprintf(s->out, sizeof s->out, "%s/results.safetensors", s->dir);
+}
+
+/* The data offset of a tensor in the written golden file. */
+static size_t data_at(const setup *s, const char *name)
+{
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, s->golden, &err), REFENC_OK, "%s", err.message);
+    const refenc_st_tensor *t = refenc_st_find(&f, name);
+    cr_assert_not_null(t);
+    const size_t off = t->file_offset;
+    refenc_st_free(&f);
+    return off;
+}
+
+/* Changes the dtype of the entry `name` from U8 to BOOL in the header of the
+ * file (the data offsets are relative to the data, so only the header length
+ * changes). */
+static void bool_header(const char *path, const char *name)
+{
+    size_t size;
+    unsigned char *b = rb_read_file(path, &size);
+    const size_t N = (size_t)rb_header_length(b, size);
+    char *h = malloc(N + 3);
+    cr_assert_not_null(h);
+    memcpy(h, b + 8, N);
+    h[N] = '\0';
+    char key[160];
+    snprintf(key, sizeof key, "\"%s\":", name);
+    char *k = strstr(h, key), *d = k ? strstr(k, "\"dtype\":\"U8\"") : NULL;
+    cr_assert_not_null(d, "no U8 entry %s", name);
+    memmove(d + 14, d + 12, strlen(d + 12) + 1);
+    memcpy(d, "\"dtype\":\"BOOL\"", 14);
+    rb_write_safetensors(path, h, b + 8 + N, size - 8 - N);
+    free(h);
+    free(b);
+}
+
+/* run --case on the edited golden: exit 2, "refenc run: FILE: <message>",
+ * no output. */
+static void expect_run_error(const setup *s, const char *what, const char *message, uint64_t limit)
+{
+    const char *args[] = {"refenc", "run", "--case", s->golden, "--out", s->out, NULL};
+    const rb_run_options opt = {.address_space = UNDER_ASAN ? 0 : limit};
+    rb_result r = rb_run_with(args, &opt);
+    char full[4096];
+    snprintf(full, sizeof full, "refenc run: %s: %s\n", s->golden, message);
+    cr_expect_eq(r.status, 2, "%s: exit %d; stderr %s", what, r.status, r.err);
+    cr_expect_str_eq(r.err, full, "%s", what);
+    cr_expect_str_empty(r.out, "%s: stdout %s", what, r.out);
+    cr_expect(!rb_exists(s->out), "%s: a results file was written", what);
+    cr_expect(!rb_has_temporary_file(s->dir), "%s: a temporary file is left", what);
+    rb_result_free(&r);
+}
+
+static void run_error(const setup *s, const rb_golden *g, const char *what, const char *message)
+{
+    rb_golden_write(g, s->golden);
+    expect_run_error(s, what, message, 0);
+}
+
+/* ---- metadata ---------------------------------------------------------------- */
+
+Test(bad_golden, metadata_missing_or_wrong)
+{
+    setup s;
+    make_setup(&s);
+    rb_golden g;
+    const char *keys[] = {"case", "component", "config"};
+    for (size_t i = 0; i < 3; i++) {
+        rb_golden_load(&g, "layernorm_small_variance");
+        rb_golden_set_meta(&g, keys[i], NULL);
+        run_error(&s, &g, keys[i], "__metadata__ needs case, component and config");
+        rb_golden_free(&g);
+    }
+    rb_golden_load(&g, "layernorm_small_variance");
+    rb_golden_set_meta(&g, "component", "transformer");
+    run_error(&s, &g, "component", "__metadata__.component: unknown component 'transformer'");
+    rb_golden_set_meta(&g, "component", "layernorm");
+    rb_golden_set_meta(&g, "config", "{\"d_model\": 24,}");
+    run_error(&s, &g, "config not JSON", "__metadata__.config: byte 16: string or '}' expected near '}'");
+    rb_golden_free(&g);
+
+    rb_golden_load(&g, "layernorm_small_variance");
+    rb_golden_set_config(&g, "d_modle", "24");
+    run_error(&s, &g, "an unknown config key", "__metadata__.config.d_modle: unknown key (known keys: "
+              "d_model, n_heads, d_ff, n_layers, norm, activation, layer_norm_eps, final_norm, positional, "
+              "rope_layout, rope_base, max_len, temperature, causal, vocab_size, padding_idx)");
+    rb_golden_free(&g);
+
+    rb_golden_load(&g, "layernorm_small_variance");
+    rb_golden_set_config(&g, "n_heads", "5");
+    run_error(&s, &g, "an invalid config", "__metadata__.config: d_model = 24 is not divisible by n_heads = 5");
+    rb_golden_free(&g);
+    rb_tmpdir_remove(s.dir);
+}
+
+/* ---- sizes ------------------------------------------------------------------ */
+
+Test(bad_golden, sizes_needing_terabytes_are_refused_before_allocating)
+{
+    setup s;
+    make_setup(&s);
+    rb_golden g;
+    /* parameters: 1024 layers of width 2^20: 2^20 * 2^20 * 12 * 1024 doubles, 96 PiB */
+    rb_golden_load(&g, "layernorm_small_variance");
+    rb_golden_set_config(&g, "d_model", "1048576");
+    rb_golden_set_config(&g, "d_ff", "1048576");
+    rb_golden_set_config(&g, "n_layers", "1024");
+    rb_golden_write(&g, s.golden);
+    expect_run_error(&s, "parameters of 96 PiB",
+                     "__metadata__.config: the parameters need more than the limit of 4294967296 bytes "
+                     "(d_model, d_ff, n_layers, vocab_size and max_len are too large together)",
+                     ONE_GIB);
+    rb_golden_free(&g);
+
+    /* activations: ALiBi biases for 12 heads over L = 100000 positions:
+     * 12 L^2 doubles, 960 GB; the file itself is 800 kB of positions */
+    rb_golden_load(&g, "alibi_12");
+    const size_t L = 100000;
+    int64_t *pos = rb_golden_reshape(&g, "in.positions", REFENC_ST_I64, 1, &L);
+    for (size_t l = 0; l < L; l++)
+        pos[l] = (int64_t)l;
+    rb_golden_write(&g, s.golden);
+    expect_run_error(&s, "activations of 960 GB",
+                     "config: a forward pass on batch 1 x seq_len 100000 needs more than the limit of "
+                     "4294967296 bytes",
+                     ONE_GIB);
+    rb_golden_free(&g);
+    rb_tmpdir_remove(s.dir);
+}
+
+/* and the same through `refenc run --config` (the configs of checks/unit/bad_configs/) */
+Test(bad_golden, run_configs_needing_terabytes_are_refused_before_allocating)
+{
+    const struct {
+        const char *file, *fragment;
+    } configs[] = {
+        {"parameters_over_max_bytes.json", "model: the parameters need more than the limit of 4294967296 bytes"},
+        {"activations_over_max_bytes.json",
+         "a forward pass on batch 65536 x seq_len 1024 needs more than the limit of 4294967296 bytes"},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        char path[RB_PATH_MAX];
+        snprintf(path, sizeof path, "checks/unit/bad_configs/%s", configs[i].file);
+        const char *args[] = {"refenc", "run", "--config", path, NULL};
+        const rb_run_options opt = {.address_space = UNDER_ASAN ? 0 : ONE_GIB};
+        rb_result r = rb_run_with(args, &opt);
+        rb_expect_error(&r, 2, "run", configs[i].file, (const char *[]){path, configs[i].fragment, NULL});
+        rb_result_free(&r);
+    }
+}
+
+Test(bad_golden, zero_batch_or_sequence_length)
+{
+    setup s;
+    make_setup(&s);
+    rb_golden g;
+    const struct {
+        const char *case_name, *tensor;
+        refenc_st_dtype dtype;
+        size_t ndim, shape[3];
+        const char *message;
+    } zero[] = {
+        {"act_gelu", "in.x", REFENC_ST_F32, 2, {4, 0}, "config: input seq_len (L) must be at least 1"},
+        {"act_gelu", "in.x", REFENC_ST_F32, 2, {0, 16}, "config: input batch (B) must be at least 1"},
+        {"layernorm_small_variance", "in.x", REFENC_ST_F32, 3, {2, 0, 24},
+         "config: input seq_len (L) must be at least 1"},
+        {"pe_large", "in.positions", REFENC_ST_I64, 1, {0}, "config: input seq_len (L) must be at least 1"},
+        {"encoder_post_alibi6", "in.x", REFENC_ST_F32, 3, {2, 0, 24}, "config: input seq_len (L) must be at least 1"},
+    };
+    for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++) {
+        rb_golden_load(&g, zero[i].case_name);
+        rb_golden_reshape(&g, zero[i].tensor, zero[i].dtype, zero[i].ndim, zero[i].shape);
+        run_error(&s, &g, zero[i].case_name, zero[i].message);
+        rb_golden_free(&g);
+    }
+    /* tokens (B, 0): the mask must follow, or it is the mask's shape that is wrong */
+    rb_golden_load(&g, "encoder_pre_rope");
+    const size_t b0[2] = {2, 0};
+    rb_golden_reshape(&g, "in.tokens", REFENC_ST_I64, 2, b0);
+    rb_golden_reshape(&g, "in.key_padding_mask", REFENC_ST_BOOL, 2, b0);
+    rb_golden_reshape(&g, "in.positions", REFENC_ST_I64, 1, b0 + 1);
+    run_error(&s, &g, "tokens (2, 0)", "config: input seq_len (L) must be at least 1");
+    rb_golden_free(&g);
+    rb_tmpdir_remove(s.dir);
+}
+
+/* ---- tensors ---------------------------------------------------------------- */
+
+Test(bad_golden, tensors_missing_extra_or_of_the_wrong_shape_or_dtype)
+{
+    setup s;
+    make_setup(&s);
+    rb_golden g;
+    char msg[512];
+
+    rb_golden_load(&g, "layernorm_small_variance");
+    rb_golden_drop(&g, "bias");
+    run_error(&s, &g, "a missing parameter", "parameter 'bias' is missing");
+    rb_golden_free(&g);
+
+    rb_golden_load(&g, "layernorm_small_variance");
+    rb_golden_rename(&g, "bias", "norm1.bias");
+    rb_golden_write(&g, s.golden);
+    snprintf(msg, sizeof msg, "tensor 'norm1.bias' (data at byte %zu) is neither an input, an output nor a "
+             "parameter of a layernorm case with this config", data_at(&s, "norm1.bias"));
+    expect_run_error(&s, "a misnamed parameter", msg, 0);
+    rb_golden_free(&g);
+
+    rb_golden_load(&g, "layernorm_small_variance");
+    const size_t d23[1] = {23};
+    rb_golden_reshape(&g, "weight", REFENC_ST_F32, 1, d23);
+    rb_golden_write(&g, s.golden);
+    snprintf(msg, sizeof msg, "tensor 'weight' (data at byte %zu) should have shape (24)", data_at(&s, "weight"));
+    expect_run_error(&s, "a parameter of the wrong shape", msg, 0);
+    rb_golden_free(&g);
+
+    rb_golden_load(&g, "layernorm_small_variance");
+    const size_t x_shape[3] = {2, 5, 23};
+    rb_golden_reshape(&g, "in.x", REFENC_ST_F32, 3, x_shape);
+    rb_golden_write(&g, s.golden);
+    snprintf(msg, sizeof msg, "tensor 'in.x' (data at byte %zu) should have shape (2, 5, 24)", data_at(&s, "in.x"));
+    expect_run_error(&s, "in.x of the wrong width", msg, 0);
+    rb_golden_free(&g);
+
+    rb_golden_load(&g, "act_gelu");
+    const size_t x3[3] = {4, 16, 1};
+    rb_golden_reshape(&g, "in.x", REFENC_ST_F32, 3, x3);
+    run_error(&s, &g, "in.x of 3 dimensions", "a activation case needs in.x of shape (B, L)");
+    rb_golden_drop(&g, "in.x");
+    run_error(&s, &g, "no in.x", "a activation case needs in.x of shape (B, L)");
+    rb_golden_free(&g);
+
+    rb_golden_load(&g, "act_gelu");
+    const size_t x2[2] = {4, 16};
+    rb_golden_reshape(&g, "in.x", REFENC_ST_I64, 2, x2);
+    rb_golden_write(&g, s.golden);
+    snprintf(msg, sizeof msg, "tensor 'in.x' (data at byte %zu): dtype I64 is not a floating type (F64, F32, "
+             "F16, BF16)", data_at(&s, "in.x"));
+    expect_run_error(&s, "in.x of integers", msg, 0);
+    rb_golden_free(&g);
+
+    rb_golden_load(&g, "pe_large");
+    const size_t l16[1] = {16};
+    rb_golden_reshape(&g, "in.positions", REFENC_ST_F64, 1, l16);
+    rb_golden_write(&g, s.golden);
+    snprintf(msg, sizeof msg, "tensor 'in.positions' (data at byte %zu): dtype F64 is not an integer type (I64, "
+             "U8, BOOL)", data_at(&s, "in.positions"));
+    expect_run_error(&s, "positions in F64", msg, 0);
+    rb_golden_free(&g);
+
+    rb_golden_load(&g, "encoder_pre_rope");
+    const size_t bl[2] = {2, 7};
+    rb_golden_reshape(&g, "in.key_padding_mask", REFENC_ST_F32, 2, bl);
+    rb_golden_write(&g, s.golden);
+    snprintf(msg, sizeof msg, "tensor 'in.key_padding_mask' (data at byte %zu) must be BOOL or U8",
+             data_at(&s, "in.key_padding_mask"));
+    expect_run_error(&s, "a mask of floats", msg, 0);
+    rb_golden_free(&g);
+    rb_tmpdir_remove(s.dir);
+}
+
+/* ---- input values ----------------------------------------------------------- */
+
+Test(bad_golden, input_values_out_of_range)
+{
+    setup s;
+    make_setup(&s);
+    rb_golden g;
+    char msg[512];
+
+    rb_golden_load(&g, "encoder_pre_rope"); /* vocab_size 50, B 2, L 7 */
+    int64_t *tok = rb_golden_data(&g, "in.tokens");
+    tok[1 * 7 + 3] = 50;
+    run_error(&s, &g, "a token = V", "input: in.tokens[1][3] = 50 is outside [0, vocab_size = 50)");
+    tok[1 * 7 + 3] = -1;
+    run_error(&s, &g, "a token = -1", "input: in.tokens[1][3] = -1 is outside [0, vocab_size = 50)");
+    rb_golden_free(&g);
+
+    rb_golden_load(&g, "encoder_pre_rope");
+    unsigned char *mask = rb_golden_data(&g, "in.key_padding_mask");
+    mask[1] = 2;
+    rb_golden_entry(&g, "in.key_padding_mask")->dtype = REFENC_ST_U8;
+    run_error(&s, &g, "a U8 mask of 2", "input: in.key_padding_mask[0][1] = 2 is not 0 or 1");
+    /* a BOOL byte of 2: the writer refuses it, so the U8 file's header is edited */
+    bool_header(s.golden, "in.key_padding_mask");
+    snprintf(msg, sizeof msg, "tensor 'in.key_padding_mask': BOOL element 1 is 2, not 0 or 1 (at byte %zu)",
+             data_at(&s, "in.key_padding_mask") + 1);
+    expect_run_error(&s, "a BOOL mask byte of 2", msg, 0);
+    rb_golden_free(&g);
+
+    rb_golden_load(&g, "encoder_causal_learned"); /* learned PE, max_len 9, L 6 */
+    int64_t *pos = rb_golden_data(&g, "in.positions");
+    pos[3] = 9;
+    run_error(&s, &g, "a position past the learned table",
+              "input: in.positions[3] = 9 is outside [0, 9) (the rows of the learned PE table, max_len)");
+    pos[3] = -4;
+    run_error(&s, &g, "a negative position",
+              "input: in.positions[3] = -4 is outside [0, 9) (the rows of the learned PE table, max_len)");
+    rb_golden_free(&g);
+
+    rb_golden_load(&g, "encoder_causal_learned");
+    float *am = rb_golden_data(&g, "in.attn_mask");
+    am[2 * 6 + 4] = NAN;
+    run_error(&s, &g, "a NaN in the additive mask",
+              "input: in.attn_mask[2][4] = nan: only finite values and -inf are allowed");
+    am[2 * 6 + 4] = INFINITY;
+    run_error(&s, &g, "+inf in the additive mask",
+              "input: in.attn_mask[2][4] = inf: only finite values and -inf are allowed");
+    rb_golden_free(&g);
+    rb_tmpdir_remove(s.dir);
+}
+
+/* ---- what certify reads of a golden file ------------------------------------------ */
+
+static void certify_error(const rb_golden *g, const char *case_name, const char *what, const char *message)
+{
+    char dir[RB_PATH_MAX], gcase[RB_PATH_MAX], results[RB_PATH_MAX + 16], rfile[RB_PATH_MAX + 64];
+    rb_tmpdir(dir);
+    rb_golden_dir(dir, case_name, gcase);
+    snprintf(results, sizeof results, "%s/results", dir);
+    cr_assert_eq(mkdir(results, 0700), 0);
+    snprintf(rfile, sizeof rfile, "%s/%s.safetensors", results, case_name);
+    rb_reference_results(case_name, rfile);
+    rb_golden_write(g, gcase);
+    const char *args[] = {"refenc", "certify", "--golden", dir, "--results", results, "--case", case_name, NULL};
+    rb_result r = rb_run(args);
+    char full[4096];
+    snprintf(full, sizeof full, "refenc certify: %s: %s\n", gcase, message);
+    cr_expect_eq(r.status, 2, "%s: exit %d: %s", what, r.status, r.err);
+    cr_expect_str_eq(r.err, full, "%s", what);
+    cr_expect(strstr(r.out, "PASS") == NULL, "%s: %s", what, r.out);
+    rb_result_free(&r);
+    rb_tmpdir_remove(dir);
+}
+
+Test(bad_golden, certify_refuses_a_golden_without_its_outputs)
+{
+    rb_golden g;
+    rb_golden_load(&g, "act_gelu");
+    rb_golden_set_meta(&g, "format", "something-else");
+    certify_error(&g, "act_gelu", "format", "not a refenc golden case (its __metadata__ needs format = "
+                  "\"refenc-golden\", case and outputs)");
+    rb_golden_set_meta(&g, "format", "refenc-golden");
+    rb_golden_set_meta(&g, "outputs", "[]");
+    certify_error(&g, "act_gelu", "outputs []", "__metadata__.outputs is not a non-empty JSON array");
+    rb_golden_set_meta(&g, "outputs", "{\"name\": \"out.output\"}");
+    certify_error(&g, "act_gelu", "outputs an object", "__metadata__.outputs is not a non-empty JSON array");
+    rb_golden_set_meta(&g, "outputs", "[{\"name\": \"out.nothing\", \"required\": true}]");
+    certify_error(&g, "act_gelu", "an output not in the file",
+                  "__metadata__.outputs[0] does not name an F64 tensor of the case");
+    rb_golden_set_meta(&g, "outputs", "[{\"name\": \"in.x\", \"required\": true}]");
+    certify_error(&g, "act_gelu", "an output in F32", "__metadata__.outputs[0] does not name an F64 tensor of the case");
+    rb_golden_set_meta(&g, "outputs", "[{\"name\": \"out.output\"}]");
+    certify_error(&g, "act_gelu", "no required flag", "__metadata__.outputs[0] does not name an F64 tensor of the case");
+    rb_golden_free(&g);
+
+    rb_golden_load(&g, "softmax_masked"); /* (4, 9), with a don't-care mask */
+    const size_t wrong[2] = {4, 8};
+    rb_golden_reshape(&g, "dontcare.out.output", REFENC_ST_BOOL, 2, wrong);
+    certify_error(&g, "softmax_masked", "a don't-care mask of another shape",
+                  "'dontcare.out.output' does not have the shape of 'out.output'");
+    rb_golden_free(&g);
+}
