@@ -8,10 +8,13 @@ void refenc_softmax_forward(double *y, const double *s, size_t R, size_t n, doub
         const double *s_r = s + r * n; /* s[r,:] */
         double *y_r = y + r * n;       /* y[r,:] */
 
+        /* m = max_i z_i, or NaN if some z_i is NaN (z > m is false for a NaN,
+         * which would otherwise be skipped, and a row of NaN and -inf taken for
+         * a fully masked row): a NaN m makes every weight of the row NaN */
         double m = -INFINITY;
         for (size_t i = 0; i < n; i++) {
             const double z = s_r[i] / tau;
-            if (z > m)
+            if (z > m || isnan(z))
                 m = z;
         }
         if (m == -INFINITY) { /* every entry masked: the row attends to nothing */
