@@ -121,3 +121,9 @@ check-determinism: hardening-deps $(FIXTURE)/manifest.json
 
 clean-hardening:
 	rm -rf $(COV_BUILD) $(SAN_BUILD) $(FUZZ_BUILD) $(DET_BUILD) coverage
+
+# The bad-input catalogue's fault injection (checks/robustness/fault.c): the
+# checks binary's calls to the allocation functions, the library's included,
+# go through wrappers that fail on demand.  `private`: not inherited by the
+# programs built as its prerequisites.
+$(CHECKS): private override LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup

@@ -1068,6 +1068,39 @@ static json_t *header_entry(const refenc_st_entry *e, size_t begin, size_t end)
     return ent;
 }
 
+/* json_dumps into a buffer that remembers a failed allocation: jansson 2.14
+ * ignores the result of writing an object's key (dump.c), so after a failed
+ * allocation json_dumps can return success and a header with a key missing,
+ * which would be written to the file. */
+typedef struct {
+    char *text;
+    size_t len, cap;
+    int failed;
+} dump_buffer;
+
+static int dump_append(const char *bytes, size_t n, void *data)
+{
+    dump_buffer *b = data;
+    if (b->failed)
+        return -1;
+    if (n >= b->cap - b->len) { /* room for n bytes and the NUL */
+        size_t cap = b->cap ? b->cap : 256;
+        while (n >= cap - b->len && cap <= SIZE_MAX / 2)
+            cap *= 2;
+        char *t = n < cap - b->len ? realloc(b->text, cap) : NULL;
+        if (t == NULL) {
+            b->failed = 1;
+            return -1;
+        }
+        b->text = t;
+        b->cap = cap;
+    }
+    memcpy(b->text + b->len, bytes, n);
+    b->len += n;
+    b->text[b->len] = '\0';
+    return 0;
+}
+
 /* The header text: the entries with consecutive data offsets in layout
  * order, and "__metadata__"; keys sorted, compact, no newline.  NULL if out
  * of memory. */
@@ -1084,9 +1117,16 @@ static char *build_header(const refenc_st_entry *const *sorted, const size_t *nb
     }
     if (!bad && metadata != NULL)
         bad = json_object_set_new(root, "__metadata__", json_deep_copy(metadata)) != 0;
-    char *text = bad ? NULL : json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT);
+    dump_buffer b = {NULL, 0, 0, 0};
+    if (!bad)
+        bad = json_dump_callback(root, dump_append, &b, JSON_SORT_KEYS | JSON_COMPACT) != 0 ||
+              b.failed || b.text == NULL;
     json_decref(root);
-    return text;
+    if (bad) {
+        free(b.text);
+        return NULL;
+    }
+    return b.text;
 }
 
 int refenc_st_write(const char *path, const refenc_st_entry *entries, size_t n,

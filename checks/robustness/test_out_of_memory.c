@@ -1,0 +1,306 @@
+/* Out of memory, everywhere it can happen in the library: each allocation of
+ * a call made to fail in turn (fault.h).  Every run either succeeds with the
+ * result of a run without failure, or returns REFENC_ENOMEM with a message
+ * that names the file — never a crash, another error, or a result that is
+ * wrong.  Under `make sanitize` LeakSanitizer checks that every failed run
+ * frees what it had allocated. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "../../ref/certify.h"
+#include "../../ref/config_json.h"
+#include "../../ref/golden_case.h"
+#include "../../ref/safetensors.h"
+#include "fault.h"
+#include "robust.h"
+
+static void expect_enomem(int status, const refenc_error *err, const char *name, const char *what, long n)
+{
+    cr_expect_eq(status, REFENC_ENOMEM, "%s, allocation %ld fails: status %d (%s): %s", what, n, status,
+                 refenc_status_name(status), err->message);
+    cr_expect(strstr(err->message, name) != NULL, "%s: the message does not name %s: %s", what, name,
+              err->message);
+}
+
+/* ---- the safetensors reader and writer ------------------------------------------ */
+
+typedef struct {
+    const unsigned char *buf;
+    size_t size;
+    const char *path;
+    refenc_st_file f;
+    refenc_error err;
+    size_t n_tensors; /* of the run without failure */
+    long run;
+} parse_ctx;
+
+static int parse_call(void *p)
+{
+    parse_ctx *c = p;
+    return c->buf ? refenc_st_parse(&c->f, c->buf, c->size, c->path, &c->err)
+                  : refenc_st_read(&c->f, c->path, &c->err);
+}
+
+static void parse_check(void *p, int st, int failed)
+{
+    parse_ctx *c = p;
+    c->run++;
+    if (failed) {
+        expect_enomem(st, &c->err, c->path, "parse", c->run);
+        cr_expect(c->f.n_tensors == 0 && c->f.tensors == NULL && c->f.metadata == NULL && c->f.buf == NULL,
+                  "allocation %ld: the file is not empty after the error", c->run);
+    } else {
+        cr_expect_eq(st, REFENC_OK, "%s", c->err.message);
+        cr_expect_eq(c->f.n_tensors, c->n_tensors);
+    }
+    refenc_st_free(&c->f);
+}
+
+Test(out_of_memory, safetensors_reader)
+{
+    const char *cases[] = {"act_gelu", "encoder_pre_rope"};
+    for (size_t i = 0; i < 2; i++) {
+        char path[RB_PATH_MAX];
+        rb_fixture_case(path, cases[i]);
+        parse_ctx c = {.path = path};
+        refenc_st_file f;
+        cr_assert_eq(refenc_st_read(&f, path, &c.err), REFENC_OK);
+        c.n_tensors = f.n_tensors;
+        refenc_st_free(&f);
+        const long n_read = fault_run(parse_call, parse_check, &c, 0); /* refenc_st_read */
+        c.buf = rb_read_file(path, &c.size);
+        c.run = 0;
+        const long n_parse = fault_run(parse_call, parse_check, &c, 0); /* refenc_st_parse */
+        cr_expect(n_read > n_parse && n_parse > 0, "reading allocates the buffer: %ld, parsing %ld", n_read, n_parse);
+        free((void *)c.buf);
+    }
+}
+
+typedef struct {
+    char dir[RB_PATH_MAX], path[RB_PATH_MAX + 32];
+    refenc_st_entry e[3];
+    json_t *meta;
+    refenc_error err;
+    long run;
+} write_ctx;
+
+static int write_call(void *p)
+{
+    write_ctx *c = p;
+    return refenc_st_write(c->path, c->e, 3, c->meta, &c->err);
+}
+
+static void write_check(void *p, int st, int failed)
+{
+    write_ctx *c = p;
+    c->run++;
+    if (failed) {
+        expect_enomem(st, &c->err, c->path, "write", c->run);
+        cr_expect(!rb_exists(c->path), "allocation %ld: %s exists after the error", c->run, c->path);
+    } else {
+        cr_expect_eq(st, REFENC_OK, "%s", c->err.message);
+        cr_expect(rb_exists(c->path));
+    }
+    cr_expect(!rb_has_temporary_file(c->dir), "allocation %ld: a temporary file is left", c->run);
+    unlink(c->path);
+}
+
+Test(out_of_memory, safetensors_writer)
+{
+    write_ctx c = {0};
+    rb_tmpdir(c.dir);
+    snprintf(c.path, sizeof c.path, "%s/w.safetensors", c.dir);
+    const double a[6] = {1.5, -2.25, 3.125, 0.5, 8, 9};
+    const int64_t b[2] = {7, -3};
+    const uint8_t m[4] = {0, 1, 1, 0};
+    c.e[0] = (refenc_st_entry){"out.a", REFENC_ST_F64, 2, {2, 3}, a};
+    c.e[1] = (refenc_st_entry){"in.b", REFENC_ST_I64, 1, {2}, b};
+    c.e[2] = (refenc_st_entry){"dontcare.out.a", REFENC_ST_BOOL, 2, {2, 2}, m};
+    c.meta = json_pack("{s:s, s:s}", "case", "w", "outputs", "[]");
+    cr_expect_gt(fault_run(write_call, write_check, &c, 1), 10);
+    json_decref(c.meta);
+    rb_tmpdir_remove(c.dir);
+}
+
+/* ---- golden cases: loading, the reference, certification ---------------------------- */
+
+typedef struct {
+    refenc_st_file golden, results;
+    refenc_case c;
+    refenc_case_report rep, want;
+    refenc_error err;
+    long run;
+} case_ctx;
+
+static int load_call(void *p)
+{
+    case_ctx *c = p;
+    return refenc_case_from_file(&c->c, &c->golden, &c->err);
+}
+
+static void load_check(void *p, int st, int failed)
+{
+    case_ctx *c = p;
+    c->run++;
+    if (failed) {
+        expect_enomem(st, &c->err, c->golden.path, "load a case", c->run);
+        cr_expect(c->c.x == NULL && c->c.params.block == NULL, "allocation %ld: the case is not freed", c->run);
+    } else {
+        cr_expect_eq(st, REFENC_OK, "%s", c->err.message);
+    }
+    refenc_case_free(&c->c);
+}
+
+static void count_step(void *ctx, const char *name, const double *data, size_t ndim, const size_t *shape)
+{
+    (void)name, (void)data, (void)ndim, (void)shape;
+    ++*(size_t *)ctx;
+}
+
+static size_t steps;
+
+static int reference_call(void *p)
+{
+    case_ctx *c = p;
+    steps = 0;
+    const refenc_trace tr = {count_step, &steps};
+    return refenc_case_run_reference(&c->c, &tr, &c->err);
+}
+
+static void reference_check(void *p, int st, int failed)
+{
+    case_ctx *c = p;
+    c->run++;
+    if (failed) {
+        cr_expect_eq(st, REFENC_ENOMEM, "the reference, allocation %ld: status %d: %s", c->run, st, c->err.message);
+        cr_expect_eq(steps, 0, "allocation %ld: %zu steps reported before the error", c->run, steps);
+    } else {
+        cr_expect_eq(st, REFENC_OK, "%s", c->err.message);
+        cr_expect_gt(steps, 0);
+    }
+}
+
+static int certify_call(void *p)
+{
+    case_ctx *c = p;
+    return refenc_certify_case(&c->rep, &c->golden, &c->results, NULL, &c->err);
+}
+
+static void certify_check(void *p, int st, int failed)
+{
+    case_ctx *c = p;
+    c->run++;
+    if (failed) {
+        expect_enomem(st, &c->err, "safetensors", "certify", c->run);
+    } else {
+        cr_expect_eq(st, REFENC_OK, "%s", c->err.message);
+        cr_expect_eq(c->rep.pass, c->want.pass);
+        cr_expect_eq(c->rep.n_outputs, c->want.n_outputs);
+        for (size_t i = 0; i < c->rep.n_outputs && i < c->want.n_outputs; i++) {
+            cr_expect_eq(c->rep.outputs[i].status, c->want.outputs[i].status);
+            cr_expect(c->rep.outputs[i].tol.rtol == c->want.outputs[i].tol.rtol, "%s: rtol %g, want %g",
+                      c->rep.outputs[i].name, c->rep.outputs[i].tol.rtol, c->want.outputs[i].tol.rtol);
+        }
+    }
+    refenc_case_report_free(&c->rep);
+}
+
+static void golden_case_under_faults(const char *name)
+{
+    case_ctx c;
+    memset(&c, 0, sizeof c);
+    char path[RB_PATH_MAX], dir[RB_PATH_MAX], rpath[RB_PATH_MAX + 32];
+    rb_fixture_case(path, name);
+    cr_assert_eq(refenc_st_read(&c.golden, path, &c.err), REFENC_OK, "%s", c.err.message);
+
+    cr_expect_gt(fault_run(load_call, load_check, &c, 0), 0, "loading %s allocates nothing", name);
+
+    cr_assert_eq(refenc_case_from_file(&c.c, &c.golden, &c.err), REFENC_OK);
+    c.run = 0;
+    cr_expect_gt(fault_run(reference_call, reference_check, &c, 0), 0, "the reference allocates nothing");
+
+    rb_tmpdir(dir);
+    snprintf(rpath, sizeof rpath, "%s/%s.safetensors", dir, name);
+    rb_reference_results(name, rpath);
+    cr_assert_eq(refenc_st_read(&c.results, rpath, &c.err), REFENC_OK);
+    cr_assert_eq(refenc_certify_case(&c.want, &c.golden, &c.results, NULL, &c.err), REFENC_OK);
+    cr_assert(c.want.pass);
+    c.run = 0;
+    cr_expect_gt(fault_run(certify_call, certify_check, &c, 0), 0, "certify allocates nothing");
+
+    refenc_case_report_free(&c.want);
+    refenc_case_free(&c.c);
+    refenc_st_free(&c.results);
+    refenc_st_free(&c.golden);
+    rb_tmpdir_remove(dir);
+}
+
+Test(out_of_memory, encoder_case)
+{
+    golden_case_under_faults("encoder_pre_rope");
+}
+
+Test(out_of_memory, component_cases)
+{
+    const char *names[] = {"attention_basic", "alibi_12", "pe_large", "softmax_masked", "layernorm_small_variance",
+                           "ffn_gelu_tanh", "rope_interleaved"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        golden_case_under_faults(names[i]);
+}
+
+static int missing_call(void *p)
+{
+    case_ctx *c = p;
+    return refenc_certify_missing(&c->rep, &c->golden, "no results file x", &c->err);
+}
+
+static void missing_check(void *p, int st, int failed)
+{
+    case_ctx *c = p;
+    c->run++;
+    if (failed)
+        expect_enomem(st, &c->err, c->golden.path, "certify a missing file", c->run);
+    else
+        cr_expect(st == REFENC_OK && !c->rep.pass, "%s", c->err.message);
+    refenc_case_report_free(&c->rep);
+}
+
+Test(out_of_memory, certify_a_missing_results_file)
+{
+    case_ctx c;
+    memset(&c, 0, sizeof c);
+    char path[RB_PATH_MAX];
+    rb_fixture_case(path, "encoder_post_alibi6");
+    cr_assert_eq(refenc_st_read(&c.golden, path, &c.err), REFENC_OK);
+    cr_expect_gt(fault_run(missing_call, missing_check, &c, 0), 0);
+    refenc_st_free(&c.golden);
+}
+
+static int to_json_call(void *p)
+{
+    json_t **j = p;
+    refenc_config cfg;
+    refenc_config_default(&cfg);
+    *j = refenc_config_to_json(&cfg);
+    return *j != NULL ? REFENC_OK : REFENC_ENOMEM;
+}
+
+static void to_json_check(void *p, int st, int failed)
+{
+    json_t **j = p;
+    cr_expect(failed ? st == REFENC_ENOMEM : st == REFENC_OK && json_object_size(*j) == 16,
+              "refenc_config_to_json: status %d", st);
+    json_decref(*j);
+}
+
+Test(out_of_memory, config_to_json)
+{
+    json_t *j = NULL;
+    cr_expect_gt(fault_run(to_json_call, to_json_check, &j, 1), 0);
+}
