@@ -16,10 +16,10 @@ jq -r '
   | map({dir: (.[0].filename | sub("/[^/]*$"; "")),
          lc: (map(.line_covered) | add), lt: (map(.line_total) | add),
          bc: (map(.branch_covered) | add), bt: (map(.branch_total) | add)})
-  | .[] | "  \(.dir + "/" | . + (" " * (14 - length)))  lines \(pct(.lc; .lt))% (\(.lc)/\(.lt))   branches \(pct(.bc; .bt))% (\(.bc)/\(.bt))"
+  | .[] | "  \(.dir + "/*.c" | . + (" " * (16 - length)))lines \(pct(.lc; .lt))% (\(.lc)/\(.lt))   branches \(pct(.bc; .bt))% (\(.bc)/\(.bt))"
 ' "$summary"
 jq -r --argjson ml "$min_lines" --argjson mb "$min_branches" '
-  "  ref/ in all      lines \(.line_percent)% (\(.line_covered)/\(.line_total))   branches \(.branch_percent)% (\(.branch_covered)/\(.branch_total))   thresholds: \($ml)% lines, \($mb)% branches"
+  "  ref/ in all     lines \(.line_percent)% (\(.line_covered)/\(.line_total))   branches \(.branch_percent)% (\(.branch_covered)/\(.branch_total))   thresholds: \($ml)% lines, \($mb)% branches"
 ' "$summary"
 echo "report: $dir/index.html (per-file, per-line detail), Cobertura XML: $dir/coverage.xml"
 

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,12 @@ rb_result rb_run_with(const char *const *args, const rb_run_options *opt)
             _exit(126);
         if (opt != NULL && opt->address_space > 0)
             set_address_space(opt->address_space);
+        if (opt != NULL && opt->file_size > 0) {
+            /* a write past the limit fails with EFBIG instead of killing */
+            struct rlimit rl = {(rlim_t)(opt->file_size - 1), (rlim_t)(opt->file_size - 1)};
+            if (signal(SIGXFSZ, SIG_IGN) == SIG_ERR || setrlimit(RLIMIT_FSIZE, &rl) != 0)
+                _exit(125);
+        }
         if (opt != NULL && opt->env_name != NULL && setenv(opt->env_name, opt->env_value, 1) != 0)
             _exit(125);
         execv(argv[0], (char *const *)argv);

@@ -25,6 +25,7 @@ typedef struct {
 
 typedef struct {
     uint64_t address_space; /* RLIMIT_AS for the child in bytes; 0: unlimited */
+    uint64_t file_size;     /* RLIMIT_FSIZE + 1 for the child (SIGXFSZ ignored); 0: unlimited */
     const char *env_name;   /* an environment variable to set in the child, or NULL */
     const char *env_value;
 } rb_run_options;

@@ -216,6 +216,9 @@ int cmd_certify(int argc, char **argv)
     json_error_t jerr;
     json_t *manifest = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
     const json_t *cases = json_object_get(manifest, "cases");
+    if (manifest == NULL && jerr.line >= 0) /* a syntax error: say where */
+        return cli_error("certify", "%s: line %d, column %d (byte %d): %s", path, jerr.line, jerr.column,
+                         jerr.position, jerr.text);
     if (manifest == NULL || !json_is_array(cases)) {
         json_decref(manifest);
         return cli_error("certify", "%s: %s", path,
