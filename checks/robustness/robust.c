@@ -157,6 +157,27 @@ rb_result rb_run_with(const char *const *args, const rb_run_options *opt)
     }
     argv[n] = NULL;
 
+    /* the child's environment, built here: after fork only async-signal-safe
+     * calls (no setenv, which allocates) */
+    extern char **environ;
+    size_t n_env = 0;
+    while (environ[n_env] != NULL)
+        n_env++;
+    char **envp = calloc(n_env + 2, sizeof *envp);
+    cr_assert_not_null(envp);
+    char extra[RB_PATH_MAX];
+    size_t k = 0;
+    for (size_t i = 0; i < n_env; i++) {
+        const size_t len = opt != NULL && opt->env_name != NULL ? strlen(opt->env_name) : 0;
+        if (len == 0 || strncmp(environ[i], opt->env_name, len) != 0 || environ[i][len] != '=')
+            envp[k++] = environ[i];
+    }
+    if (opt != NULL && opt->env_name != NULL) {
+        snprintf(extra, sizeof extra, "%s=%s", opt->env_name, opt->env_value);
+        envp[k++] = extra;
+    }
+    envp[k] = NULL;
+
     fflush(NULL);
     const pid_t pid = fork();
     cr_assert(pid >= 0, "fork: %s", strerror(errno));
@@ -170,15 +191,17 @@ rb_result rb_run_with(const char *const *args, const rb_run_options *opt)
             set_address_space(opt->address_space);
         if (opt != NULL && opt->file_size > 0) {
             /* a write past the limit fails with EFBIG instead of killing */
-            struct rlimit rl = {(rlim_t)(opt->file_size - 1), (rlim_t)(opt->file_size - 1)};
+            struct rlimit rl = {(rlim_t)opt->file_size, (rlim_t)opt->file_size};
             if (signal(SIGXFSZ, SIG_IGN) == SIG_ERR || setrlimit(RLIMIT_FSIZE, &rl) != 0)
                 _exit(125);
         }
-        if (opt != NULL && opt->env_name != NULL && setenv(opt->env_name, opt->env_value, 1) != 0)
-            _exit(125);
-        execv(argv[0], (char *const *)argv);
+        /* no hang: the alarm survives execve, and SIGALRM ends a run that
+         * takes longer (the test then sees 128 + SIGALRM) */
+        alarm(RB_RUN_SECONDS);
+        execve(argv[0], (char *const *)argv, envp);
         _exit(127);
     }
+    free(envp);
     int wstatus;
     cr_assert(waitpid(pid, &wstatus, 0) == pid, "waitpid: %s", strerror(errno));
     rb_result r;

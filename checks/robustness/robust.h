@@ -25,7 +25,7 @@ typedef struct {
 
 typedef struct {
     uint64_t address_space; /* RLIMIT_AS for the child in bytes; 0: unlimited */
-    uint64_t file_size;     /* RLIMIT_FSIZE + 1 for the child (SIGXFSZ ignored); 0: unlimited */
+    uint64_t file_size;     /* RLIMIT_FSIZE for the child in bytes (SIGXFSZ ignored); 0: unlimited */
     const char *env_name;   /* an environment variable to set in the child, or NULL */
     const char *env_value;
 } rb_run_options;
@@ -37,7 +37,10 @@ const char *rb_cli(void);
 const char *rb_fixture_dir(void);
 
 /* Runs the program with args (NULL-terminated; args[0] is replaced by the
- * program), stdin /dev/null, stdout and stderr captured. */
+ * program), stdin /dev/null, stdout and stderr captured.  A run that takes
+ * more than RB_RUN_SECONDS is killed (status 128 + SIGALRM): a hang fails
+ * the test instead of stopping the suite. */
+#define RB_RUN_SECONDS 120
 rb_result rb_run(const char *const *args);
 rb_result rb_run_with(const char *const *args, const rb_run_options *opt);
 void rb_result_free(rb_result *r);
