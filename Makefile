@@ -36,7 +36,7 @@ GEN        := $(BUILD)/refenc-golden
 CHECKS     := $(BUILD)/checks/refenc-checks
 REPORTS    := $(BUILD)/reports
 
-.PHONY: all deps check demo clean help
+.PHONY: all deps check demo clean help golden golden-cases golden-verify certify-torch
 .DEFAULT_GOAL := all
 
 all: $(LIB) $(CLI)
@@ -44,7 +44,9 @@ all: $(LIB) $(CLI)
 help:
 	@echo "make            build the library ($(LIB)) and the CLI ($(CLI))"
 	@echo "make check      build and run every test suite (Criterion); JUnit XML in $(REPORTS)/"
-	@echo "make demo       run a 2-layer encoder with a trace of every step"
+	@echo "make demo       trace a 2-layer encoder, then certify the reference on every golden case"
+	@echo "make golden     regenerate the golden cases from the oracle; golden-verify compares"
+	@echo "make certify-torch  certify PyTorch (float64 and float32) against the golden cases"
 	@echo "make clean      remove $(BUILD)/"
 
 deps:
@@ -72,12 +74,65 @@ $(CHECKS): $(call obj,$(CHECK_SRC)) $(LIB) | $(CLI) $(GEN)
 # The suites run in parallel (Criterion forks one process per test). Tests
 # that run the CLI find it through REFENC_CLI.  The last line printed is
 # Criterion's summary ("Synthesis: ..."); any failure fails make.
-check: $(CHECKS) $(CLI)
+check: $(CHECKS) $(CLI) $(GEN)
 	@mkdir -p $(REPORTS)
-	REFENC_CLI=$(abspath $(CLI)) $(CHECKS) --jobs=$(JOBS) --xml=$(REPORTS)/checks.xml
+	REFENC_CLI=$(abspath $(CLI)) REFENC_GOLDEN_GEN=$(abspath $(GEN)) $(CHECKS) --jobs=$(JOBS) --xml=$(REPORTS)/checks.xml
 
+# The main job: a 2-layer encoder traced step by step, then the reference run
+# on every golden case as a peer and certified like any implementation.
 demo: $(CLI)
 	$(CLI) run --trace --config docs/examples/pre_ln_rope.json
+	@rm -rf $(BUILD)/results/reference && mkdir -p $(BUILD)/results/reference
+	@for f in golden/cases/*.safetensors; do \
+	    $(CLI) run --case $$f --out $(BUILD)/results/reference/$$(basename $$f) >/dev/null || exit 2; \
+	done
+	$(CLI) certify --golden golden --results $(BUILD)/results/reference
+
+# ---- golden files ----------------------------------------------------------
+# `make golden` regenerates every case of golden/catalogue.json from the MPFR
+# oracle (in parallel over cases) and the manifest; the result is
+# byte-identical to what is committed unless the catalogue or the oracle
+# changed.  `make golden-verify` regenerates everything into $(BUILD) and
+# compares byte for byte.
+CATALOGUE := golden/catalogue.json
+GOLDEN_OUT ?= golden/cases
+
+golden: $(GEN)
+	@mkdir -p golden/cases
+	@for f in golden/cases/*.safetensors; do \
+	    [ -e "$$f" ] || continue; n=$$(basename $$f .safetensors); \
+	    $(GEN) list $(CATALOGUE) | grep -qx "$$n" || { echo "removing $$f (not in the catalogue)"; rm -f "$$f"; }; \
+	done
+	$(MAKE) --no-print-directory -j$(JOBS) golden-cases GOLDEN_OUT=golden/cases CASES="$$($(GEN) list $(CATALOGUE))"
+	$(GEN) manifest $(CATALOGUE) golden/cases golden/manifest.json
+	@echo "golden: $$($(GEN) list $(CATALOGUE) | wc -l) cases, $$(du -sh golden/cases | cut -f1)"
+
+golden-cases: $(addprefix $(GOLDEN_OUT)/,$(addsuffix .safetensors,$(CASES)))
+
+$(GOLDEN_OUT)/%.safetensors: $(GEN) $(CATALOGUE) FORCE
+	@$(GEN) gen $(CATALOGUE) $* $@
+
+golden-verify: $(GEN)
+	@rm -rf $(BUILD)/golden-verify && mkdir -p $(BUILD)/golden-verify/cases
+	$(MAKE) --no-print-directory -j$(JOBS) golden-cases GOLDEN_OUT=$(BUILD)/golden-verify/cases CASES="$$($(GEN) list $(CATALOGUE))"
+	$(GEN) manifest $(CATALOGUE) $(BUILD)/golden-verify/cases $(BUILD)/golden-verify/manifest.json
+	@status=0; for f in $(BUILD)/golden-verify/cases/*.safetensors; do \
+	    cmp -s $$f golden/cases/$$(basename $$f) || { echo "differs: golden/cases/$$(basename $$f)"; status=1; }; \
+	done; \
+	cmp -s $(BUILD)/golden-verify/manifest.json golden/manifest.json || { echo "differs: golden/manifest.json"; status=1; }; \
+	[ $$status = 0 ] && echo "golden-verify: every case regenerates byte for byte"; exit $$status
+
+# ---- a real peer: PyTorch --------------------------------------------------
+# Installs python3-torch if missing, runs scripts/peers/torch_peer.py in
+# float64 and float32, certifies both and checks the expected outcome
+# (scripts/certify-torch.sh): float64 passes every case; float32 fails exactly
+# the cases marked as float32 hazards.
+certify-torch: $(CLI)
+	@sh scripts/install-deps.sh python3-torch python3-numpy
+	sh scripts/check-numpy-reader.sh
+	sh scripts/certify-torch.sh $(CLI) $(BUILD)/results
+
+FORCE:
 
 clean:
 	rm -rf $(BUILD)
