@@ -346,6 +346,9 @@ int refenc_mp_certify(refenc_mp_eval_fn eval, void *ctx, mpfr_prec_t prec,
                                 "oracle: precision %ld bits is outside [%ld, %ld]", (long)prec,
                                 (long)REFENC_MP_PREC_MIN, (long)REFENC_MP_PREC_MAX);
 
+    /* the caller's MPFR flags are restored on return: comparing and rounding
+     * set the inexact flag */
+    const mpfr_flags_t saved = mpfr_flags_save();
     collection lo = {0}, hi = {0};
     mpfr_prec_t p_lo = prec;
     int st = evaluate(eval, ctx, p_lo, &lo, err);
@@ -381,6 +384,7 @@ int refenc_mp_certify(refenc_mp_eval_fn eval, void *ctx, mpfr_prec_t prec,
     }
     collection_free(&lo);
     collection_free(&hi);
+    mpfr_flags_restore(saved, MPFR_FLAGS_ALL);
     if (st != REFENC_OK && err->status == REFENC_OK)
         refenc_error_set(err, st, "oracle: %s", refenc_status_name(st));
     return st;
