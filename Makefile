@@ -34,7 +34,7 @@ CLI        := $(BUILD)/refenc
 CHECKS     := $(BUILD)/checks/refenc-checks
 REPORTS    := $(BUILD)/reports
 
-.PHONY: all deps check demo clean help
+.PHONY: all deps check demo clean help bench-oracle check-float-variants accuracy-report
 .DEFAULT_GOAL := all
 
 all: $(LIB) $(CLI)
@@ -44,6 +44,9 @@ help:
 	@echo "make check      build and run every test suite (Criterion); JUnit XML in $(REPORTS)/"
 	@echo "make demo       run a 2-layer encoder with a trace of every step"
 	@echo "make clean      remove $(BUILD)/"
+	@echo "make bench-oracle          time the reference and the MPFR oracle (docs/oracle.md)"
+	@echo "make check-float-variants  show that float-rounded variants fail the accuracy suite"
+	@echo "make accuracy-report       print the accuracy table (docs/error-bounds.md)"
 
 deps:
 	@sh scripts/install-deps.sh
@@ -70,6 +73,24 @@ $(CHECKS): $(call obj,$(CHECK_SRC)) $(LIB) | $(CLI)
 check: $(CHECKS) $(CLI)
 	@mkdir -p $(REPORTS)
 	REFENC_CLI=$(abspath $(CLI)) $(CHECKS) --jobs=$(JOBS) --xml=$(REPORTS)/checks.xml
+
+# The oracle's cost (docs/oracle.md); fails if the 2 s budget is exceeded.
+BENCH := $(BUILD)/bench/bench-oracle
+$(BENCH): $(call obj,bench/bench_oracle.c) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,bench/bench_oracle.c) $(LIB) $(PKG_LIBS) -lm
+bench-oracle: $(BENCH)
+	$(BENCH)
+
+# Negative controls of the accuracy bounds, in a temporary copy of the tree.
+check-float-variants: deps
+	sh scripts/float-variants.sh
+
+# The accuracy table: largest error in ULPs and as a fraction of the bound.
+accuracy-report: $(CHECKS)
+	@rm -f $(BUILD)/accuracy.txt
+	@REFENC_ACCURACY_REPORT=$(abspath $(BUILD)/accuracy.txt) $(CHECKS) --filter 'accuracy_*/*' --jobs=$(JOBS) >/dev/null
+	@sort $(BUILD)/accuracy.txt
 
 demo: $(CLI)
 	$(CLI) run --trace --config docs/examples/pre_ln_rope.json
