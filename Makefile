@@ -37,6 +37,7 @@ CHECKS     := $(BUILD)/checks/refenc-checks
 REPORTS    := $(BUILD)/reports
 
 .PHONY: all deps check demo clean help golden golden-cases golden-verify certify-torch
+.PHONY: bench-oracle check-float-variants accuracy-report
 .DEFAULT_GOAL := all
 
 all: $(LIB) $(CLI)
@@ -48,6 +49,9 @@ help:
 	@echo "make golden     regenerate the golden cases from the oracle; golden-verify compares"
 	@echo "make certify-torch  certify PyTorch (float64 and float32) against the golden cases"
 	@echo "make clean      remove $(BUILD)/"
+	@echo "make bench-oracle          time the reference and the MPFR oracle (docs/oracle.md)"
+	@echo "make check-float-variants  show that float-rounded variants fail the accuracy suite"
+	@echo "make accuracy-report       print the accuracy table (docs/error-bounds.md)"
 
 deps:
 	@sh scripts/install-deps.sh
@@ -77,6 +81,24 @@ $(CHECKS): $(call obj,$(CHECK_SRC)) $(LIB) | $(CLI) $(GEN)
 check: $(CHECKS) $(CLI) $(GEN)
 	@mkdir -p $(REPORTS)
 	REFENC_CLI=$(abspath $(CLI)) REFENC_GOLDEN_GEN=$(abspath $(GEN)) $(CHECKS) --jobs=$(JOBS) --xml=$(REPORTS)/checks.xml
+
+# The oracle's cost (docs/oracle.md); fails if the 2 s budget is exceeded.
+BENCH := $(BUILD)/bench/bench-oracle
+$(BENCH): $(call obj,bench/bench_oracle.c) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,bench/bench_oracle.c) $(LIB) $(PKG_LIBS) -lm
+bench-oracle: $(BENCH)
+	$(BENCH)
+
+# Negative controls of the accuracy bounds, in a temporary copy of the tree.
+check-float-variants: deps
+	sh scripts/float-variants.sh
+
+# The accuracy table: largest error in ULPs and as a fraction of the bound.
+accuracy-report: $(CHECKS)
+	@rm -f $(BUILD)/accuracy.txt
+	@REFENC_ACCURACY_REPORT=$(abspath $(BUILD)/accuracy.txt) $(CHECKS) --filter 'accuracy_*/*' --jobs=$(JOBS) >/dev/null
+	@sort $(BUILD)/accuracy.txt
 
 # The main job: a 2-layer encoder traced step by step, then the reference run
 # on every golden case as a peer and certified like any implementation.
