@@ -37,7 +37,7 @@ CHECKS     := $(BUILD)/checks/refenc-checks
 REPORTS    := $(BUILD)/reports
 
 .PHONY: all deps check demo clean help golden golden-cases golden-verify certify-torch
-.PHONY: bench-oracle check-float-variants accuracy-report
+.PHONY: bench-oracle check-float-variants accuracy-report check-diagnosis
 .DEFAULT_GOAL := all
 
 all: $(LIB) $(CLI)
@@ -48,6 +48,7 @@ help:
 	@echo "make demo       trace a 2-layer encoder, then certify the reference on every golden case"
 	@echo "make golden     regenerate the golden cases from the oracle; golden-verify compares"
 	@echo "make certify-torch  certify PyTorch (float64 and float32) against the golden cases"
+	@echo "make check-diagnosis  inject each known bug into the PyTorch peer: each must be named"
 	@echo "make clean      remove $(BUILD)/"
 	@echo "make bench-oracle          time the reference and the MPFR oracle (docs/oracle.md)"
 	@echo "make check-float-variants  show that float-rounded variants fail the accuracy suite"
@@ -153,6 +154,13 @@ certify-torch: $(CLI)
 	@sh scripts/install-deps.sh python3-torch python3-numpy
 	sh scripts/check-numpy-reader.sh
 	sh scripts/certify-torch.sh $(CLI) $(BUILD)/results
+
+# The diagnosis end to end: the PyTorch peer with each known bug injected, in
+# float64 and float32, must FAIL and be named; unknown bugs must not be
+# (scripts/check-diagnosis.sh).
+check-diagnosis: $(CLI)
+	@sh scripts/install-deps.sh python3-torch python3-numpy
+	sh scripts/check-diagnosis.sh $(CLI) $(BUILD)/results/diagnosis
 
 FORCE:
 

@@ -22,6 +22,17 @@ void refenc_mpk_alibi_slopes(mpfr_ptr slopes, size_t H, refenc_mp_ws *ws)
     }
 }
 
+void refenc_mpk_alibi_slopes_pow2(mpfr_ptr slopes, size_t H, refenc_mp_ws *ws)
+{
+    mpfr_ptr e = ws->tmp;
+    for (size_t h = 0; h < H; h++) {
+        mpfr_set_si(e, -8 * (long)(h + 1), MPFR_RNDN);
+        mpfr_div_ui(e, e, H, MPFR_RNDN); /* exact unless H is not a power of two: then
+                                            rounded at the working precision */
+        mpfr_exp2(slopes + h, e, MPFR_RNDN);
+    }
+}
+
 typedef struct {
     size_t H;
 } alibi_args;

@@ -49,6 +49,7 @@ void refenc_mp_params_free(refenc_mp_params *mp)
 
 int refenc_mpk_encoder_forward(mpfr_ptr y, const refenc_mp_params *p, const refenc_config *cfg,
                                const refenc_input *in, mpfr_prec_t prec,
+                               const refenc_variant_hooks *hooks,
                                const refenc_mp_sink *sink, refenc_error *err)
 {
     const size_t B = in->B, L = in->L, D = cfg->d_model, H = cfg->n_heads, F = cfg->d_ff;
@@ -88,7 +89,10 @@ int refenc_mpk_encoder_forward(mpfr_ptr y, const refenc_mp_params *p, const refe
     if ((st = refenc_mp_sink_emit_exact(sink, "embed", h, exact, 3, bld)) != REFENC_OK)
         goto done;
 
-    refenc_mpk_alibi_slopes(slopes, H, &ws);
+    if (hooks != NULL && hooks->alibi_slopes_pow2)
+        refenc_mpk_alibi_slopes_pow2(slopes, H, &ws);
+    else
+        refenc_mpk_alibi_slopes(slopes, H, &ws);
     const refenc_mp_attn_options opt = {
         .key_padding_mask = in->key_padding_mask,
         .causal = cfg->causal,
@@ -96,6 +100,7 @@ int refenc_mpk_encoder_forward(mpfr_ptr y, const refenc_mp_params *p, const refe
         .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? slopes : NULL,
         .positions = pos,
         .temperature = tau,
+        .merge_without_transpose = hooks != NULL && hooks->merge_without_transpose,
     };
     const refenc_mp_rope_options rope = {cfg->rope_layout, base, pos};
     const refenc_mp_rope_options *rope_p = cfg->positional == REFENC_POS_ROPE ? &rope : NULL;
@@ -140,7 +145,7 @@ static int enc_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, ref
     mpfr_ptr y = refenc_mp_alloc(n, prec);
     if (y == NULL)
         return refenc_mp_enomem(err, "encoder output", prec);
-    const int st = refenc_mpk_encoder_forward(y, a->p, a->cfg, a->in, prec, sink, err);
+    const int st = refenc_mpk_encoder_forward(y, a->p, a->cfg, a->in, prec, NULL, sink, err);
     refenc_mp_free(y, n);
     return st;
 }

@@ -45,7 +45,11 @@ void refenc_mpk_mha_forward(mpfr_ptr y, refenc_mp_mha_work *w, mpfr_srcptr x,
                                 rope->layout, ws);
     }
     refenc_mpk_attention_forward(w->ctxh, w->weights, w->qh, w->kh, w->vh, opt, B, H, L, Dh, ws);
-    refenc_mpk_heads_merge(w->ctx, w->ctxh, B, L, H, Dh);
+    if (opt->merge_without_transpose) /* bug variant: the memory of (B, H, L, Dh) read as (B, L, D) */
+        for (size_t i = 0; i < BL * D; i++)
+            mpfr_set(w->ctx + i, w->ctxh + i, MPFR_RNDN);
+    else
+        refenc_mpk_heads_merge(w->ctx, w->ctxh, B, L, H, Dh);
     refenc_mpk_linear_forward(y, w->ctx, out_proj_weight, out_proj_bias, BL, D, D, ws);
 }
 

@@ -44,11 +44,13 @@
 #include "../attention.h"
 #include "../config.h"
 #include "../encoder.h"
+#include "../golden_case.h"
 #include "../layer.h"
 #include "../mha.h"
 #include "../params.h"
 #include "../status.h"
 #include "../trace.h"
+#include "../variants.h"
 
 /* ------------------------------------------------------------------------ */
 /* Precision and certification                                              */
@@ -230,6 +232,10 @@ void refenc_mpk_rope_forward(mpfr_ptr y, mpfr_srcptr x, const int64_t *pos, size
  * each exponent an exact rational.  ws: n_tmp >= 1. */
 void refenc_mpk_alibi_slopes(mpfr_ptr slopes, size_t H, refenc_mp_ws *ws);
 
+/* The bug variant alibi_slopes_pow2 (variants.h): slopes[h] = 2^(-8 (h+1)/H)
+ * whatever H, the exponent an exact rational.  ws: n_tmp >= 1. */
+void refenc_mpk_alibi_slopes_pow2(mpfr_ptr slopes, size_t H, refenc_mp_ws *ws);
+
 /* What attention sees besides q, k, v (refenc_attn_options, in MPFR). */
 typedef struct {
     const uint8_t *key_padding_mask; /* (B, L), 1 = padding; NULL: none          */
@@ -238,6 +244,9 @@ typedef struct {
     mpfr_srcptr alibi_slopes;        /* (H); NULL: no ALiBi                       */
     const int64_t *positions;        /* (L); required with ALiBi                  */
     mpfr_srcptr temperature;         /* tau > 0                                   */
+    int merge_without_transpose;     /* a bug variant (variants.h) for the golden
+                                        generator: multi-head attention reads
+                                        (B, H, L, Dh) as (B, L, D); 0 otherwise  */
 } refenc_mp_attn_options;
 
 /* Scaled dot-product attention, masked-row policy of attention.h.
@@ -318,10 +327,13 @@ void refenc_mp_params_free(refenc_mp_params *mp);
 /* The encoder stack (encoder.h) at working precision prec, every
  * intermediate in MPFR, steps "embed", "layers.{i}.*", "norm", "output"
  * emitted through sink; y (B, L, D) at prec receives the output.  The input
- * must have been validated (refenc_input_validate).
+ * must have been validated (refenc_input_validate).  hooks: NULL for the
+ * encoder as specified; the golden generator passes a bug variant's hooks
+ * (variants.h) to compute what a buggy implementation computes.
  * Errors: REFENC_ENOMEM, or the status of sink. */
 int refenc_mpk_encoder_forward(mpfr_ptr y, const refenc_mp_params *p, const refenc_config *cfg,
                                const refenc_input *in, mpfr_prec_t prec,
+                               const refenc_variant_hooks *hooks,
                                const refenc_mp_sink *sink, refenc_error *err);
 
 /* ------------------------------------------------------------------------ */
@@ -411,5 +423,22 @@ int refenc_mp_layer_forward(double *y, const double *x, const refenc_layer_param
 int refenc_mp_encoder_forward(double *y, const refenc_params *p, const refenc_config *cfg,
                               const refenc_input *in, const refenc_trace *trace,
                               mpfr_prec_t prec, refenc_mp_report *rep);
+
+/* ------------------------------------------------------------------------ */
+/* Golden cases                                                              */
+
+/* The outputs of a golden case (golden_case.h), from the oracle: every output
+ * the reference reports for the case (refenc_case_run_reference), with the
+ * same names, in the same order.  hooks: NULL for the case as specified, or a
+ * bug variant's (variants.h).  certify: 1 for the golden outputs, each the
+ * certified correctly rounded double (refenc_mp_certify, starting at prec);
+ * 0 for one evaluation at prec, every value rounded once to double (a bug
+ * variant's outputs, which only need to be far more accurate than any
+ * tolerance: at 128 bits they are within 2^-70 relative of the exact ones,
+ * except where cancellation makes an output tiny, where they are within
+ * 2^-70 of the inputs' scale).
+ * Errors: as refenc_case_validate, and as refenc_mp_certify. */
+int refenc_mp_case_run(const refenc_case *c, const refenc_variant_hooks *hooks, int certify,
+                       const refenc_trace *trace, mpfr_prec_t prec, refenc_mp_report *rep);
 
 #endif
