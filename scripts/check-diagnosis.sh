@@ -1,6 +1,6 @@
 #!/bin/sh
-# The diagnosis, end to end (issue: tell an implementation which bug it most
-# likely has).  For every known bug variant (refenc certify --list-bugs) and
+# The diagnosis, end to end: does refenc certify tell an implementation which
+# bug it most likely has?  For every known bug variant (refenc certify --list-bugs) and
 # for float64 and float32, runs the PyTorch peer with that bug injected
 # (scripts/peers/torch_peer.py --bug) and certifies it; checks that
 #   - the certifier FAILs it (exit 1),
