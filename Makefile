@@ -40,7 +40,8 @@ GEN        := $(BUILD)/refenc-golden
 CHECKS     := $(BUILD)/checks/refenc-checks
 REPORTS    := $(BUILD)/reports
 
-.PHONY: all deps check demo clean help
+.PHONY: all deps check demo clean help golden golden-cases golden-verify certify-torch
+.PHONY: bench-oracle check-float-variants accuracy-report check-diagnosis
 .DEFAULT_GOAL := all
 
 all: $(LIB) $(CLI)
@@ -48,14 +49,20 @@ all: $(LIB) $(CLI)
 help:
 	@echo "make            build the library ($(LIB)) and the CLI ($(CLI))"
 	@echo "make check      build and run every test suite (Criterion); JUnit XML in $(REPORTS)/"
-	@echo "make demo       run a 2-layer encoder with a trace of every step"
+	@echo "make demo       trace a 2-layer encoder, then certify the reference on every golden case"
+	@echo "make golden     regenerate the golden cases from the oracle; golden-verify compares"
+	@echo "make certify-torch  certify PyTorch (float64 and float32) against the golden cases"
+	@echo "make check-diagnosis  inject each known bug into the PyTorch peer: each must be named"
 	@echo "make clean      remove $(BUILD)/ and the hardening build directories"
+	@echo "make bench-oracle          time the reference and the MPFR oracle (docs/oracle.md)"
+	@echo "make check-float-variants  show that float-rounded variants fail the accuracy suite"
+	@echo "make accuracy-report       print the accuracy table (docs/error-bounds.md)"
 	@echo "make coverage   coverage of ref/ by every suite (gcovr): coverage/index.html; fails under 95% lines, 85% branches"
 	@echo "make sanitize   every suite and the CLI on every golden case under ASan and UBSan"
 	@echo "make valgrind   the CLI under valgrind memcheck on bad configs and golden cases"
 	@echo "make fuzz       the libFuzzer targets, FUZZ_SECONDS (default 60) each"
-	@echo "make check-determinism  gcc and clang, -O0 and -O2: bit-identical outputs on every golden case"
-	@echo "                (docs/hardening.md)"
+	@echo "make check-determinism     gcc and clang, -O0 and -O2: bit-identical outputs on every golden case"
+	@echo "                (the five targets above: docs/hardening.md)"
 
 deps:
 	@sh scripts/install-deps.sh
@@ -82,12 +89,90 @@ $(CHECKS): $(call obj,$(CHECK_SRC)) $(LIB) | $(CLI) $(GEN)
 # The suites run in parallel (Criterion forks one process per test). Tests
 # that run the CLI find it through REFENC_CLI.  The last line printed is
 # Criterion's summary ("Synthesis: ..."); any failure fails make.
-check: $(CHECKS) $(CLI)
+check: $(CHECKS) $(CLI) $(GEN)
 	@mkdir -p $(REPORTS)
-	REFENC_CLI=$(abspath $(CLI)) $(CHECKS) --jobs=$(JOBS) --xml=$(REPORTS)/checks.xml
+	REFENC_CLI=$(abspath $(CLI)) REFENC_GOLDEN_GEN=$(abspath $(GEN)) $(CHECKS) --jobs=$(JOBS) --xml=$(REPORTS)/checks.xml
 
+# The oracle's cost (docs/oracle.md); fails if the 2 s budget is exceeded.
+BENCH := $(BUILD)/bench/bench-oracle
+$(BENCH): $(call obj,bench/bench_oracle.c) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,bench/bench_oracle.c) $(LIB) $(PKG_LIBS) -lm
+bench-oracle: $(BENCH)
+	$(BENCH)
+
+# Negative controls of the accuracy bounds, in a temporary copy of the tree.
+check-float-variants: deps
+	sh scripts/float-variants.sh
+
+# The accuracy table: largest error in ULPs and as a fraction of the bound.
+accuracy-report: $(CHECKS)
+	@rm -f $(BUILD)/accuracy.txt
+	@REFENC_ACCURACY_REPORT=$(abspath $(BUILD)/accuracy.txt) $(CHECKS) --filter 'accuracy_*/*' --jobs=$(JOBS) >/dev/null
+	@sort $(BUILD)/accuracy.txt
+
+# The main job: a 2-layer encoder traced step by step, then the reference run
+# on every golden case as a peer and certified like any implementation.
 demo: $(CLI)
 	$(CLI) run --trace --config docs/examples/pre_ln_rope.json
+	@rm -rf $(BUILD)/results/reference && mkdir -p $(BUILD)/results/reference
+	@for f in golden/cases/*.safetensors; do \
+	    $(CLI) run --case $$f --out $(BUILD)/results/reference/$$(basename $$f) >/dev/null || exit 2; \
+	done
+	$(CLI) certify --golden golden --results $(BUILD)/results/reference
+
+# ---- golden files ----------------------------------------------------------
+# `make golden` regenerates every case of golden/catalogue.json from the MPFR
+# oracle (in parallel over cases) and the manifest; the result is
+# byte-identical to what is committed unless the catalogue or the oracle
+# changed.  `make golden-verify` regenerates everything into $(BUILD) and
+# compares byte for byte.
+CATALOGUE := golden/catalogue.json
+GOLDEN_OUT ?= golden/cases
+
+golden: $(GEN)
+	@mkdir -p golden/cases
+	@for f in golden/cases/*.safetensors; do \
+	    [ -e "$$f" ] || continue; n=$$(basename $$f .safetensors); \
+	    $(GEN) list $(CATALOGUE) | grep -qx "$$n" || { echo "removing $$f (not in the catalogue)"; rm -f "$$f"; }; \
+	done
+	$(MAKE) --no-print-directory -j$(JOBS) golden-cases GOLDEN_OUT=golden/cases CASES="$$($(GEN) list $(CATALOGUE))"
+	$(GEN) manifest $(CATALOGUE) golden/cases golden/manifest.json
+	@echo "golden: $$($(GEN) list $(CATALOGUE) | wc -l) cases, $$(du -sh golden/cases | cut -f1)"
+
+golden-cases: $(addprefix $(GOLDEN_OUT)/,$(addsuffix .safetensors,$(CASES)))
+
+$(GOLDEN_OUT)/%.safetensors: $(GEN) $(CATALOGUE) FORCE
+	@$(GEN) gen $(CATALOGUE) $* $@
+
+golden-verify: $(GEN)
+	@rm -rf $(BUILD)/golden-verify && mkdir -p $(BUILD)/golden-verify/cases
+	$(MAKE) --no-print-directory -j$(JOBS) golden-cases GOLDEN_OUT=$(BUILD)/golden-verify/cases CASES="$$($(GEN) list $(CATALOGUE))"
+	$(GEN) manifest $(CATALOGUE) $(BUILD)/golden-verify/cases $(BUILD)/golden-verify/manifest.json
+	@status=0; for f in $(BUILD)/golden-verify/cases/*.safetensors; do \
+	    cmp -s $$f golden/cases/$$(basename $$f) || { echo "differs: golden/cases/$$(basename $$f)"; status=1; }; \
+	done; \
+	cmp -s $(BUILD)/golden-verify/manifest.json golden/manifest.json || { echo "differs: golden/manifest.json"; status=1; }; \
+	[ $$status = 0 ] && echo "golden-verify: every case regenerates byte for byte"; exit $$status
+
+# ---- a real peer: PyTorch --------------------------------------------------
+# Installs python3-torch if missing, runs scripts/peers/torch_peer.py in
+# float64 and float32, certifies both and checks the expected outcome
+# (scripts/certify-torch.sh): float64 passes every case; float32 fails exactly
+# the cases marked as float32 hazards.
+certify-torch: $(CLI)
+	@sh scripts/install-deps.sh python3-torch python3-numpy
+	sh scripts/check-numpy-reader.sh
+	sh scripts/certify-torch.sh $(CLI) $(BUILD)/results
+
+# The diagnosis end to end: the PyTorch peer with each known bug injected, in
+# float64 and float32, must FAIL and be named; unknown bugs must not be
+# (scripts/check-diagnosis.sh).
+check-diagnosis: $(CLI)
+	@sh scripts/install-deps.sh python3-torch python3-numpy
+	sh scripts/check-diagnosis.sh $(CLI) $(BUILD)/results/diagnosis
+
+FORCE:
 
 clean: clean-hardening
 	rm -rf $(BUILD)

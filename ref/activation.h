@@ -12,9 +12,10 @@ double refenc_relu(double x);
  * Computed as x * (erfc(-x/sqrt 2) / 2), the same function: erfc(-t) = 1 + erf(t).
  * The erfc form keeps Phi's relative accuracy for negative x, where 1 + erf
  * would cancel (Phi(-8) = 6e-16 would be computed from 1 - 0.99999999999999878).
- * Error: x/sqrt(2) is x * M_SQRT1_2 (<= 2u relative), erfc within glibc's listed
- * bound (libm-test-ulps: up to 5 ulps for double on x86_64),
- * amplified by erfc's condition number 2t^2 + O(1) at t = -x/sqrt 2. */
+ * Error: x/sqrt(2) is x * M_SQRT1_2 (<= 2u relative); glibc documents erfc
+ * to 5 ulps on x86_64 (libm-test-ulps), not 1; the argument's error is
+ * amplified by erfc's condition number 2t^2 + O(1) at t = -x/sqrt 2
+ * (docs/error-bounds.md). */
 double refenc_gelu(double x);
 
 /* GELU, tanh approximation (the same paper; PyTorch's approximate='tanh'):

@@ -1,5 +1,7 @@
 #include "certify.h"
 
+#include "variants.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,6 +250,104 @@ static void finish(refenc_case_report *rep)
     }
 }
 
+/* The largest |got - alt| / (atol + rtol |alt|) of one output of a variant,
+ * over the elements not don't-care in the golden or in the variant; +inf for
+ * a non-finite result, -1 when every element is don't-care. */
+static int variant_output_ratio(double *ratio, const refenc_st_file *golden, const refenc_st_file *results,
+                                const char *variant, const refenc_output_report *r, refenc_error *err)
+{
+    char name[256];
+    snprintf(name, sizeof name, "alt.%s.%s", variant, r->name);
+    const refenc_st_tensor *alt_t = refenc_st_find(golden, name);
+    snprintf(name, sizeof name, "alt.%s.dontcare.%s", variant, r->name);
+    const refenc_st_tensor *adc_t = refenc_st_find(golden, name);
+    snprintf(name, sizeof name, "dontcare.%s", r->name);
+    const refenc_st_tensor *gdc_t = refenc_st_find(golden, name);
+    const refenc_st_tensor *got_t = refenc_st_find(results, r->name);
+    const size_t n = r->numel;
+    if (alt_t == NULL || alt_t->numel != n || (adc_t && adc_t->numel != n) || (gdc_t && gdc_t->numel != n))
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: variant '%s' of output '%s' is malformed",
+                                golden->path, variant, r->name);
+    double *got = malloc((n ? n : 1) * sizeof *got), *alt = malloc((n ? n : 1) * sizeof *alt);
+    int64_t *adc = calloc(n ? n : 1, sizeof *adc), *gdc = calloc(n ? n : 1, sizeof *gdc);
+    int st = REFENC_OK;
+    if (!got || !alt || !adc || !gdc)
+        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", golden->path);
+    if (st == REFENC_OK)
+        st = refenc_st_to_f64(got, results, got_t, err);
+    if (st == REFENC_OK)
+        st = refenc_st_to_f64(alt, golden, alt_t, err);
+    if (st == REFENC_OK && adc_t != NULL)
+        st = refenc_st_to_i64(adc, golden, adc_t, err);
+    if (st == REFENC_OK && gdc_t != NULL)
+        st = refenc_st_to_i64(gdc, golden, gdc_t, err);
+    *ratio = -1;
+    for (size_t i = 0; st == REFENC_OK && i < n; i++) {
+        if (adc[i] || gdc[i])
+            continue;
+        const double q = isfinite(got[i]) ? fabs(got[i] - alt[i]) / (r->tol.atol + r->tol.rtol * fabs(alt[i]))
+                                          : INFINITY;
+        if (!(q <= *ratio))
+            *ratio = isnan(q) ? INFINITY : fmax(q, *ratio);
+    }
+    free(got);
+    free(alt);
+    free(adc);
+    free(gdc);
+    return st;
+}
+
+/* Looks for the known bug variant the failing results match (certify.h). */
+static int diagnose(refenc_case_report *rep, const refenc_st_file *golden, const refenc_st_file *results,
+                    refenc_error *err)
+{
+    const char *vs = refenc_st_metadata(golden, "variants");
+    json_t *list = vs ? json_loads(vs, 0, NULL) : NULL;
+    size_t i;
+    json_t *v;
+    int st = REFENC_OK;
+    rep->diagnosis[0] = '\0';
+    json_array_foreach(list, i, v) {
+        const char *vname = json_string_value(json_object_get(v, "name"));
+        const json_t *outs = json_object_get(v, "outputs");
+        refenc_variant known;
+        if (vname == NULL || !json_is_array(outs) || !refenc_variant_parse(&known, vname)) {
+            st = refenc_error_set(err, REFENC_EFORMAT, "%s: __metadata__.variants[%zu] is malformed",
+                                  golden->path, i);
+            break;
+        }
+        rep->variants_checked++;
+        /* every stored output the results provide must match; a required one must be among them */
+        double worst = -1;
+        int required_seen = 0, mismatch = 0;
+        size_t k;
+        json_t *o;
+        json_array_foreach(outs, k, o) {
+            const char *oname = json_string_value(o);
+            refenc_output_report *r = NULL;
+            for (size_t j = 0; j < rep->n_outputs && oname; j++)
+                if (strcmp(rep->outputs[j].name, oname) == 0)
+                    r = &rep->outputs[j];
+            if (r == NULL || (r->status != REFENC_OUT_PASS && r->status != REFENC_OUT_FAIL))
+                continue; /* not provided, or the wrong shape: nothing to compare */
+            double q;
+            if ((st = variant_output_ratio(&q, golden, results, vname, r, err)))
+                break;
+            required_seen |= r->required && q >= 0;
+            mismatch |= q > 1;
+            worst = fmax(worst, q);
+        }
+        if (st)
+            break;
+        if (required_seen && !mismatch && (rep->diagnosis[0] == '\0' || worst < rep->diagnosis_ratio)) {
+            snprintf(rep->diagnosis, sizeof rep->diagnosis, "%s", vname);
+            rep->diagnosis_ratio = worst;
+        }
+    }
+    json_decref(list);
+    return st;
+}
+
 int refenc_certify_case(refenc_case_report *rep, const refenc_st_file *golden,
                         const refenc_st_file *results, const refenc_certify_options *opt,
                         refenc_error *err)
@@ -283,7 +383,7 @@ int refenc_certify_case(refenc_case_report *rep, const refenc_st_file *golden,
             return st;
     }
     finish(rep);
-    return REFENC_OK;
+    return rep->pass ? REFENC_OK : diagnose(rep, golden, results, err);
 }
 
 int refenc_certify_missing(refenc_case_report *rep, const refenc_st_file *golden,

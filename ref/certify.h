@@ -9,7 +9,11 @@
  * An element passes when |got - want| <= atol + rtol |want| and got is finite;
  * an output passes when every element that is not don't-care passes; a case
  * passes when every output present passes and every required output is
- * present.  The tolerance comes from the result's dtype (refenc_certify_policy)
+ * present.  A failing case is compared with the bug variants the golden carries
+ * (alt.<variant>.<output>, with the variant's own don't-care masks), under the
+ * same tolerance: the variant that every provided output matches is the
+ * diagnosis; none matching is said as such, never guessed.
+ * The tolerance comes from the result's dtype (refenc_certify_policy)
  * times the case's scale for that dtype (metadata "tolerance"), unless the
  * caller overrides it.  docs/certify.md justifies the numbers. */
 #ifndef REFENC_CERTIFY_H
@@ -66,6 +70,12 @@ typedef struct {
     refenc_output_report *outputs;  /* forward order                                */
     int first_divergence;           /* index of the first failing output, or -1      */
     char note[256];                 /* a case-level reason, e.g. missing file        */
+    /* Diagnosis of a failing case (variants.h): the known bug variant whose
+     * outputs, stored in the golden as alt.<variant>.*, the results match
+     * within the same tolerance; "" when none does. */
+    size_t variants_checked;        /* variants the case carries, all compared        */
+    char diagnosis[64];             /* the matching variant's name, or ""            */
+    double diagnosis_ratio;         /* its largest error / tolerance (<= 1)           */
 } refenc_case_report;
 
 typedef struct {

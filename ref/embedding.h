@@ -10,7 +10,8 @@
  * The padding token is looked up like any other: its row is used as stored
  * (PyTorch's nn.Embedding does the same; the padding row is zero only
  * because initialisation makes it so).  sqrt(D) is the correctly rounded
- * double, and each product is rounded once: relative error <= 2u.
+ * double, and each product is rounded once: relative error
+ * <= (1 + u)^2 - 1 = 2u + u^2 <= gamma_2.
  * Precondition: every token in [0, V) (refenc_encoder_forward checks it).
  * Never fails. */
 void refenc_embedding_forward(double *x, const int64_t *tokens, const double *table,

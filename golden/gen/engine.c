@@ -2,10 +2,25 @@
 
 #include <stdio.h>
 
-/* Provisional: the double reference, until the oracle's case runner is in. */
-int golden_engine_run(const refenc_case *c, const refenc_trace *trace, char *desc, size_t n,
-                      refenc_error *err)
+#include "../../ref/oracle/oracle.h"
+
+/* A bug variant's outputs: one evaluation at 128 bits (oracle.h). */
+#define VARIANT_PREC ((mpfr_prec_t)128)
+
+int golden_engine_run(const refenc_case *c, const refenc_variant_hooks *hooks, int certify,
+                      const refenc_trace *trace, char *desc, size_t n, refenc_error *err)
 {
-    snprintf(desc, n, "refenc double reference (provisional)");
-    return refenc_case_run_reference(c, trace, err);
+    refenc_mp_report rep;
+    const int st = refenc_mp_case_run(c, hooks, certify, trace,
+                                      certify ? REFENC_MP_PREC_DEFAULT : VARIANT_PREC, &rep);
+    if (st != REFENC_OK)
+        return refenc_error_set(err, st, "case %s: oracle: %s", c->name, rep.error.message);
+    if (certify)
+        snprintf(desc, n, "MPFR %s; every output correctly rounded to double, certified by "
+                 "recomputing at %ld bits (computed at %ld bits)",
+                 mpfr_get_version(), (long)rep.prec_check, (long)rep.prec);
+    else
+        snprintf(desc, n, "MPFR %s; bug variants computed once at %ld bits, then rounded to double",
+                 mpfr_get_version(), (long)rep.prec);
+    return REFENC_OK;
 }

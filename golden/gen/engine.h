@@ -1,5 +1,4 @@
-/* What computes a golden case's outputs: the MPFR oracle, every output
- * certified correctly rounded. */
+/* What computes a golden case's outputs: the MPFR oracle. */
 #ifndef REFENC_GOLDEN_ENGINE_H
 #define REFENC_GOLDEN_ENGINE_H
 
@@ -8,10 +7,14 @@
 #include "../../ref/golden_case.h"
 #include "../../ref/status.h"
 #include "../../ref/trace.h"
+#include "../../ref/variants.h"
 
-/* Runs the case; reports each output (rounded to double) through trace in
- * forward order, and describes the computation in desc (for the metadata). */
-int golden_engine_run(const refenc_case *c, const refenc_trace *trace, char *desc, size_t n,
-                      refenc_error *err);
+/* Runs the case on the oracle; reports each output (a double) through trace
+ * in forward order, and describes the computation in desc (for the
+ * metadata).  hooks: NULL, or a bug variant's.  certify: 1 for the golden
+ * outputs (correctly rounded, certified), 0 for a bug variant's (one
+ * evaluation at 128 bits). */
+int golden_engine_run(const refenc_case *c, const refenc_variant_hooks *hooks, int certify,
+                      const refenc_trace *trace, char *desc, size_t n, refenc_error *err);
 
 #endif

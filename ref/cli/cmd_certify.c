@@ -13,6 +13,7 @@
 #include "../refenc.h"
 #include "../certify.h"
 #include "../safetensors.h"
+#include "../variants.h"
 #include "cli.h"
 
 static const char certify_usage[] =
@@ -32,6 +33,8 @@ static const char certify_usage[] =
     "  --rtol X --atol Y   use this tolerance for every output, instead of the\n"
     "                      policy per dtype and case (docs/certify.md); give both\n"
     "  --quiet             print only failing outputs and the summary\n"
+    "  --list-bugs         print the known bug variants the diagnosis recognises\n"
+    "                      (name, symptom, cause, fix) and exit\n"
     "  -h, --help          this help\n"
     "\n"
     "An element passes when |got - want| <= atol + rtol |want|; a NaN or infinity\n"
@@ -73,6 +76,17 @@ static void print_case(const refenc_case_report *rep, int quiet)
         printf("    %s\n", rep->note);
     if (!rep->pass && rep->first_divergence >= 0)
         printf("    first divergence: %s\n", rep->outputs[rep->first_divergence].name);
+    if (!rep->pass) {
+        refenc_variant v;
+        if (rep->diagnosis[0] && refenc_variant_parse(&v, rep->diagnosis)) {
+            const refenc_variant_info *info = refenc_variant_get(v);
+            printf("    diagnosis: the results match the known bug '%s' (within %.2g of the tolerance)\n"
+                   "      symptom: %s\n      cause:   %s\n      fix:     %s\n",
+                   info->name, rep->diagnosis_ratio, info->symptom, info->cause, info->fix);
+        } else {
+            printf("    diagnosis: no known variant matches (%zu checked)\n", rep->variants_checked);
+        }
+    }
     for (size_t i = 0; i < rep->n_outputs; i++) {
         const refenc_output_report *r = &rep->outputs[i];
         if (r->status == REFENC_OUT_NOT_PROVIDED)
@@ -151,6 +165,20 @@ static json_t *case_json(const refenc_case_report *rep)
                                                    : json_null());
     if (rep->note[0])
         json_object_set_new(c, "note", json_string(rep->note));
+    if (!rep->pass) {
+        refenc_variant v;
+        json_t *d;
+        if (rep->diagnosis[0] && refenc_variant_parse(&v, rep->diagnosis)) {
+            const refenc_variant_info *info = refenc_variant_get(v);
+            d = json_pack("{s:s, s:s, s:s, s:s, s:o, s:I}", "variant", info->name, "symptom", info->symptom,
+                          "cause", info->cause, "fix", info->fix, "ratio", num(rep->diagnosis_ratio),
+                          "variants_checked", (json_int_t)rep->variants_checked);
+        } else {
+            d = json_pack("{s:n, s:s, s:I}", "variant", "message", "no known variant matches",
+                          "variants_checked", (json_int_t)rep->variants_checked);
+        }
+        json_object_set_new(c, "diagnosis", d);
+    }
     return c;
 }
 
@@ -182,6 +210,13 @@ int cmd_certify(int argc, char **argv)
         } else if (strcmp(s, "--quiet") == 0) {
             a.quiet = 1;
             continue;
+        } else if (strcmp(s, "--list-bugs") == 0) {
+            for (int k = 0; k < REFENC_VAR_COUNT; k++) {
+                const refenc_variant_info *info = refenc_variant_get((refenc_variant)k);
+                printf("%s\n  symptom: %s\n  cause:   %s\n  fix:     %s\n", info->name, info->symptom,
+                       info->cause, info->fix);
+            }
+            return REFENC_EXIT_OK;
         }
         if (v == NULL)
             return cli_error("certify", "%s needs a value (see 'refenc certify --help')", s);

@@ -73,6 +73,31 @@ def write_safetensors(path, tensors, metadata=None):
     os.replace(tmp, path)
 
 
+# ---- bug injection (--bug) -------------------------------------------------------
+# The known bug variants of refenc (ref/variants.h, docs/certify.md), injected
+# into this peer's own computation, and two bugs refenc does not know, to
+# check that the certifier names the right variant and never a wrong one.
+KNOWN_BUGS = ["layernorm_eps_x10", "layernorm_eps_div10", "unbiased_variance", "gelu_tanh_for_exact",
+              "gelu_exact_for_tanh", "rope_layout_swapped", "rope_base_wrong", "attention_scale_sqrt_d",
+              "attention_unscaled", "missing_final_norm", "embedding_unscaled", "alibi_slopes_pow2",
+              "padding_mask_inverted", "pre_post_swapped", "heads_merged_without_transpose"]
+UNKNOWN_BUGS = ["softmax_over_queries", "ffn_residual_dropped"]
+BUG = None
+
+
+def bugged_eps(eps):
+    return eps * 10 if BUG == "layernorm_eps_x10" else eps / 10 if BUG == "layernorm_eps_div10" else eps
+
+
+def layer_norm(t, w, b, eps):
+    """LayerNorm over the last axis, as F.layer_norm (or with an injected bug)."""
+    if BUG == "unbiased_variance":
+        mean = t.mean(-1, keepdim=True)
+        var = t.var(-1, unbiased=True, keepdim=True)
+        return (t - mean) / torch.sqrt(var + eps) * w + b
+    return F.layer_norm(t, (t.shape[-1],), w, b, bugged_eps(eps))
+
+
 # ---- building blocks in torch ------------------------------------------------
 
 def alibi_slopes(n):
@@ -81,7 +106,7 @@ def alibi_slopes(n):
     def pow2(n):
         start = 2 ** (-(2 ** -(math.log2(n) - 3)))
         return [start * start ** i for i in range(n)]
-    if math.log2(n).is_integer():
+    if math.log2(n).is_integer() or BUG == "alibi_slopes_pow2":
         return pow2(n)
     c = 2 ** math.floor(math.log2(n))
     return pow2(c) + alibi_slopes(2 * c)[0::2][: n - c]
@@ -110,6 +135,10 @@ def rope(x, positions, base, layout):
     rotate_half; 'interleaved' is GPT-J's pairs (2j, 2j+1)."""
     Dh = x.shape[-1]
     dt = x.dtype
+    if BUG == "rope_layout_swapped":
+        layout = "interleaved" if layout == "half" else "half"
+    if BUG == "rope_base_wrong":
+        base = 500000.0 if base == 10000.0 else 10000.0
     inv_freq = 1.0 / (base ** (torch.arange(0, Dh, 2, dtype=dt) / Dh))
     freqs = torch.outer(positions.to(dt), inv_freq)          # (L, Dh/2)
     if layout == "half":
@@ -123,6 +152,10 @@ def rope(x, positions, base, layout):
 
 
 def activation_fn(name):
+    if BUG == "gelu_tanh_for_exact" and name == "gelu":
+        name = "gelu_tanh"
+    elif BUG == "gelu_exact_for_tanh" and name == "gelu_tanh":
+        name = "gelu"
     return {"relu": F.relu, "gelu": F.gelu,
             "gelu_tanh": lambda t: F.gelu(t, approximate="tanh")}[name]
 
@@ -150,8 +183,10 @@ class Case:
         return self.i("in.positions") if self.has("in.positions") else torch.arange(L)
 
     def padding(self):
-        return torch.from_numpy(self.tensors["in.key_padding_mask"].astype(bool)) \
-            if self.has("in.key_padding_mask") else None
+        if not self.has("in.key_padding_mask"):
+            return None
+        pad = torch.from_numpy(self.tensors["in.key_padding_mask"].astype(bool))
+        return ~pad if BUG == "padding_mask_inverted" else pad
 
 
 def score_bias(case, B, H, L, positions):
@@ -184,20 +219,23 @@ def manual_attention(case, x, W_in, b_in, W_o, b_o, positions):
     if cfg["positional"] == "rope":
         q = rope(q, positions, cfg["rope_base"], cfg["rope_layout"])
         k = rope(k, positions, cfg["rope_base"], cfg["rope_layout"])
-    s = q @ k.transpose(-1, -2) / (math.sqrt(Dh) * cfg["temperature"])
+    scale = {"attention_scale_sqrt_d": math.sqrt(D), "attention_unscaled": 1.0}.get(BUG, math.sqrt(Dh))
+    s = q @ k.transpose(-1, -2) / (scale * cfg["temperature"])
     bias = score_bias(case, B, H, L, positions)
     if bias is not None:
         s = s + bias.reshape(B, H, L, L)
     pad = case.padding()
     if pad is not None:
         s = s.masked_fill(pad[:, None, None, :], float("-inf"))
-    w = torch.softmax(s, dim=-1)
-    ctx = (w @ v).transpose(1, 2).reshape(B, L, D)
+    w = torch.softmax(s, dim=-2 if BUG == "softmax_over_queries" else -1)
+    ctx = w @ v
+    ctx = ctx.reshape(B, L, D) if BUG == "heads_merged_without_transpose" else ctx.transpose(1, 2).reshape(B, L, D)
     return F.linear(ctx, W_o, b_o), w
 
 
 def needs_manual(cfg):
-    return cfg["positional"] == "rope" or cfg["temperature"] != 1.0
+    """nn.MultiheadAttention cannot express RoPE, a temperature, or an injected bug."""
+    return cfg["positional"] == "rope" or cfg["temperature"] != 1.0 or BUG is not None
 
 
 # ---- components ----------------------------------------------------------------
@@ -214,7 +252,7 @@ def run_encoder(case):
         pidx = cfg["padding_idx"] if cfg["padding_idx"] >= 0 else None
         emb = nn.Embedding(cfg["vocab_size"], D, padding_idx=pidx, dtype=dt)
         emb.load_state_dict({"weight": case.t("embedding.weight")})
-        x = emb(tokens) * math.sqrt(D)
+        x = emb(tokens) * (1.0 if BUG == "embedding_unscaled" else math.sqrt(D))
     else:
         x = case.t("in.x")
     B, L, _ = x.shape
@@ -256,27 +294,30 @@ def run_encoder(case):
         out["output"] = y
         return out
 
-    # RoPE or temperature: nn.MultiheadAttention cannot express them
+    # RoPE, temperature or a bug: the layers from torch operations
     act = activation_fn(cfg["activation"])
+    if BUG == "pre_post_swapped":
+        pre = not pre
     for i in range(N):
         p = lambda n: state[f"layers.{i}.{n}"]
-        ln1 = lambda t: F.layer_norm(t, (D,), p("norm1.weight"), p("norm1.bias"), eps)
-        ln2 = lambda t: F.layer_norm(t, (D,), p("norm2.weight"), p("norm2.bias"), eps)
+        ln1 = lambda t: layer_norm(t, p("norm1.weight"), p("norm1.bias"), eps)
+        ln2 = lambda t: layer_norm(t, p("norm2.weight"), p("norm2.bias"), eps)
         attn = lambda t: manual_attention(case, t, p("self_attn.in_proj_weight"), p("self_attn.in_proj_bias"),
                                           p("self_attn.out_proj.weight"), p("self_attn.out_proj.bias"), positions)
         ffn = lambda t: F.linear(act(F.linear(t, p("linear1.weight"), p("linear1.bias"))),
                                  p("linear2.weight"), p("linear2.bias"))
+        keep = 0.0 if BUG == "ffn_residual_dropped" else 1.0
         if pre:
             n1 = ln1(x); a, w = attn(n1); h = x + a
-            n2 = ln2(h); f = ffn(n2); x = h + f
+            n2 = ln2(h); f = ffn(n2); x = keep * h + f
         else:
             a, w = attn(x); n1 = ln1(x + a)
-            f = ffn(n1); n2 = ln2(n1 + f); x = n2
+            f = ffn(n1); n2 = ln2(keep * n1 + f); x = n2
         out.update({f"layers.{i}.norm1": n1, f"layers.{i}.self_attn.weights": w,
                     f"layers.{i}.self_attn": a, f"layers.{i}.norm2": n2,
                     f"layers.{i}.ffn": f, f"layers.{i}.output": x})
-    if cfg["final_norm"]:
-        x = F.layer_norm(x, (D,), state["norm.weight"], state["norm.bias"], eps)
+    if cfg["final_norm"] and BUG != "missing_final_norm":
+        x = layer_norm(x, state["norm.weight"], state["norm.bias"], eps)
         out["norm"] = x
     out["output"] = x
     return out
@@ -314,13 +355,16 @@ def run_ffn(case):
 
 def run_layernorm(case):
     cfg = case.cfg
+    if BUG is not None:
+        return {"output": layer_norm(case.t("in.x"), case.t("weight"), case.t("bias"), cfg["layer_norm_eps"])}
     ln = nn.LayerNorm(cfg["d_model"], eps=cfg["layer_norm_eps"], dtype=case.dt)
     ln.load_state_dict({"weight": case.t("weight"), "bias": case.t("bias")})
     return {"output": ln(case.t("in.x"))}
 
 
 def run_softmax(case):
-    return {"output": torch.softmax(case.t("in.x") / case.cfg["temperature"], dim=-1)}
+    dim = 0 if BUG == "softmax_over_queries" else -1
+    return {"output": torch.softmax(case.t("in.x") / case.cfg["temperature"], dim=dim)}
 
 
 def run_activation(case):
@@ -353,7 +397,12 @@ def main():
     ap.add_argument("--out", required=True, help="directory for the results files")
     ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     ap.add_argument("--case", default="*", help="only cases matching this shell pattern")
+    ap.add_argument("--bug", choices=KNOWN_BUGS + UNKNOWN_BUGS,
+                    help="inject a bug into this peer's computation: one of refenc's known variants "
+                         "(docs/certify.md), or one it does not know")
     args = ap.parse_args()
+    global BUG
+    BUG = args.bug
 
     dt = {"float64": torch.float64, "float32": torch.float32}[args.dtype]
     torch.set_num_threads(1)  # one thread: the same result on every run
@@ -372,9 +421,9 @@ def main():
             if key in outs:
                 results[name] = outs[key].detach().numpy()
         write_safetensors(os.path.join(args.out, case.name + ".safetensors"), results,
-                          {"implementation": f"torch {torch.__version__} {args.dtype}"})
+                          {"implementation": f"torch {torch.__version__} {args.dtype}" + (f" with bug {BUG}" if BUG else "")})
         n += 1
-    print(f"torch_peer: {n} case(s) computed in {args.dtype} into {args.out}")
+    print(f"torch_peer: {n} case(s) computed in {args.dtype}{' with bug ' + BUG if BUG else ''} into {args.out}")
     return 0 if n else 2
 
 

@@ -1,0 +1,325 @@
+/* The golden files: intact (checksums), reproducible (regeneration gives the
+ * same bytes), loadable, and certifying the reference; the certifier rejects a
+ * result just outside its tolerance.
+ * Paths are relative to REFENC_SRCDIR, else the current directory (make check
+ * runs from the top of the tree); the generator is REFENC_GOLDEN_GEN. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <nettle/sha2.h>
+
+#include "../../ref/certify.h"
+#include "../../ref/golden_case.h"
+#include "../../ref/safetensors.h"
+
+#define GOLDEN_MAX_BYTES (20u << 20) /* the catalogue's budget: 20 MiB */
+
+static const char *srcdir(void)
+{
+    const char *s = getenv("REFENC_SRCDIR");
+    return s && *s ? s : ".";
+}
+
+static json_t *load_manifest(void)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/golden/manifest.json", srcdir());
+    json_error_t jerr;
+    json_t *m = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    cr_assert_not_null(m, "%s: %s", path, jerr.text);
+    cr_assert(json_is_array(json_object_get(m, "cases")), "%s: no cases array", path);
+    return m;
+}
+
+static void case_path(char *buf, size_t n, const char *file)
+{
+    snprintf(buf, n, "%s/golden/cases/%s", srcdir(), file);
+}
+
+static void sha256_hex(char hex[65], const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot open %s", path);
+    struct sha256_ctx ctx;
+    sha256_init(&ctx);
+    unsigned char buf[1 << 16];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0)
+        sha256_update(&ctx, k, buf);
+    fclose(f);
+    uint8_t d[SHA256_DIGEST_SIZE];
+    sha256_digest(&ctx, sizeof d, d);
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
+        snprintf(hex + 2 * i, 3, "%02x", d[i]);
+}
+
+Test(golden, every_file_matches_its_manifest_checksum)
+{
+    json_t *m = load_manifest();
+    size_t i, total = 0;
+    json_t *e;
+    json_array_foreach(json_object_get(m, "cases"), i, e) {
+        const char *file = json_string_value(json_object_get(e, "file"));
+        const char *want = json_string_value(json_object_get(e, "sha256"));
+        cr_assert(file && want, "manifest entry %zu lacks file or sha256", i);
+        char path[4096], hex[65];
+        case_path(path, sizeof path, file);
+        sha256_hex(hex, path);
+        cr_expect_str_eq(hex, want, "%s: SHA-256 %s, manifest says %s (corrupted, or regenerated "
+                         "without `make golden`)", path, hex, want);
+        struct stat st;
+        cr_assert(stat(path, &st) == 0);
+        total += (size_t)st.st_size;
+    }
+    cr_expect(total <= GOLDEN_MAX_BYTES, "golden data is %zu bytes, over the 20 MiB budget", total);
+
+    /* no stray file: everything in golden/cases/ is listed */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/golden/cases", srcdir());
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "cannot open %s", dir);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        int listed = 0;
+        json_array_foreach(json_object_get(m, "cases"), i, e)
+            listed |= strcmp(json_string_value(json_object_get(e, "file")), de->d_name) == 0;
+        cr_expect(listed, "golden/cases/%s is not in golden/manifest.json", de->d_name);
+    }
+    closedir(d);
+    json_decref(m);
+}
+
+Test(golden, checksum_check_detects_a_flipped_byte)
+{
+    /* negative control for the test above: one flipped bit changes the digest */
+    json_t *m = load_manifest();
+    const json_t *e = json_array_get(json_object_get(m, "cases"), 0);
+    char path[4096], tmp[] = "/tmp/refenc-golden-XXXXXX", hex[65];
+    case_path(path, sizeof path, json_string_value(json_object_get(e, "file")));
+    int fd = mkstemp(tmp);
+    cr_assert(fd >= 0);
+    FILE *in = fopen(path, "rb"), *out = fdopen(fd, "wb");
+    int c, k = 0;
+    while ((c = fgetc(in)) != EOF)
+        fputc(k++ == 100 ? c ^ 1 : c, out);
+    fclose(in);
+    fclose(out);
+    sha256_hex(hex, tmp);
+    cr_expect_str_neq(hex, json_string_value(json_object_get(e, "sha256")));
+    unlink(tmp);
+    json_decref(m);
+}
+
+/* Runs `REFENC_GOLDEN_GEN gen CATALOGUE CASE OUT`; returns its exit status. */
+static int run_gen(const char *name, const char *out)
+{
+    const char *gen = getenv("REFENC_GOLDEN_GEN");
+    cr_assert(gen && *gen, "REFENC_GOLDEN_GEN is not set (make check sets it)");
+    char cat[4096];
+    snprintf(cat, sizeof cat, "%s/golden/catalogue.json", srcdir());
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        execl(gen, gen, "gen", cat, name, out, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int same_bytes(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int same = fa && fb;
+    while (same) {
+        int ca = fgetc(fa), cb = fgetc(fb);
+        same = ca == cb;
+        if (ca == EOF)
+            break;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
+Test(golden, small_cases_regenerate_byte_for_byte, .timeout = 60)
+{
+    /* the four smallest cases of the manifest: every component kind is cheap
+     * to regenerate, the encoders are left to `make golden-verify` */
+    json_t *m = load_manifest();
+    const json_t *cases = json_object_get(m, "cases");
+    int picked[4] = {-1, -1, -1, -1};
+    for (int p = 0; p < 4; p++) {
+        json_int_t best = -1;
+        for (size_t i = 0; i < json_array_size(cases); i++) {
+            json_int_t bytes = json_integer_value(json_object_get(json_array_get(cases, i), "bytes"));
+            int taken = 0;
+            for (int q = 0; q < p; q++)
+                taken |= picked[q] == (int)i;
+            if (!taken && (best < 0 || bytes < best))
+                best = bytes, picked[p] = (int)i;
+        }
+    }
+    char dir[] = "/tmp/refenc-regen-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    for (int p = 0; p < 4 && picked[p] >= 0; p++) {
+        const json_t *e = json_array_get(cases, (size_t)picked[p]);
+        const char *name = json_string_value(json_object_get(e, "case"));
+        char out[4096], want[4096];
+        snprintf(out, sizeof out, "%s/%s.safetensors", dir, name);
+        case_path(want, sizeof want, json_string_value(json_object_get(e, "file")));
+        cr_assert_eq(run_gen(name, out), 0, "regenerating %s failed", name);
+        cr_expect(same_bytes(out, want), "%s regenerates to different bytes than golden/cases", name);
+        unlink(out);
+    }
+    rmdir(dir);
+    json_decref(m);
+}
+
+/* Collects the reference's outputs of a case as results-file entries. */
+typedef struct {
+    size_t n;
+    char names[128][160];
+    double *data[128];
+    refenc_st_entry e[128];
+    const json_t *wanted;
+} results;
+
+static void collect(void *ctx, const char *name, const double *x, size_t ndim, const size_t *shape)
+{
+    results *r = ctx;
+    char out[160];
+    snprintf(out, sizeof out, "out.%s", name);
+    size_t i, numel = 1;
+    json_t *o;
+    int wanted = 0;
+    json_array_foreach(r->wanted, i, o)
+        wanted |= strcmp(json_string_value(json_object_get(o, "name")), out) == 0;
+    if (!wanted || r->n == 128)
+        return;
+    for (size_t d = 0; d < ndim; d++)
+        numel *= shape[d];
+    snprintf(r->names[r->n], sizeof r->names[0], "%s", out);
+    r->data[r->n] = malloc((numel ? numel : 1) * sizeof(double));
+    memcpy(r->data[r->n], x, numel * sizeof(double));
+    r->e[r->n] = (refenc_st_entry){.name = r->names[r->n], .dtype = REFENC_ST_F64, .ndim = ndim,
+                                    .data = r->data[r->n]};
+    memcpy(r->e[r->n].shape, shape, ndim * sizeof *shape);
+    r->n++;
+}
+
+static void free_results(results *r)
+{
+    for (size_t i = 0; i < r->n; i++)
+        free(r->data[i]);
+    r->n = 0;
+}
+
+/* Certifies the results entries against the golden file; returns the verdict. */
+static int certify(const refenc_st_file *golden, results *r, const char *tmp, refenc_case_report *rep)
+{
+    refenc_error err;
+    refenc_st_file res;
+    cr_assert_eq(refenc_st_write(tmp, r->e, r->n, NULL, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_st_read(&res, tmp, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_certify_case(rep, golden, &res, NULL, &err), REFENC_OK, "%s", err.message);
+    refenc_st_free(&res);
+    unlink(tmp);
+    return rep->pass;
+}
+
+Test(golden, every_case_loads_and_certifies_the_reference, .timeout = 60)
+{
+    json_t *m = load_manifest();
+    size_t i;
+    json_t *e;
+    char tmp[] = "/tmp/refenc-results-XXXXXX";
+    int fd = mkstemp(tmp);
+    cr_assert(fd >= 0);
+    close(fd);
+    json_array_foreach(json_object_get(m, "cases"), i, e) {
+        char path[4096];
+        case_path(path, sizeof path, json_string_value(json_object_get(e, "file")));
+        refenc_error err;
+        refenc_st_file f;
+        refenc_case c;
+        cr_assert_eq(refenc_st_read(&f, path, &err), REFENC_OK, "%s", err.message);
+        cr_assert_eq(refenc_case_from_file(&c, &f, &err), REFENC_OK, "%s", err.message);
+        results r = {0};
+        r.wanted = json_loads(refenc_st_metadata(&f, "outputs"), 0, NULL);
+        const refenc_trace tr = {collect, &r};
+        cr_assert_eq(refenc_case_run_reference(&c, &tr, &err), REFENC_OK, "%s", err.message);
+        refenc_case_report rep;
+        int pass = certify(&f, &r, tmp, &rep);
+        cr_expect(pass, "the reference fails golden case %s (first divergence %s)", c.name,
+                  rep.first_divergence >= 0 ? rep.outputs[rep.first_divergence].name : "none");
+        refenc_case_report_free(&rep);
+        free_results(&r);
+        json_decref((json_t *)r.wanted);
+        refenc_case_free(&c);
+        refenc_st_free(&f);
+    }
+    json_decref(m);
+}
+
+Test(golden, certify_rejects_a_result_just_outside_the_float64_tolerance)
+{
+    /* negative control: the final output of one case, perturbed in one element
+     * by 10x the F64 tolerance, FAILs; by 1/10 of it, PASSes; a NaN FAILs */
+    json_t *m = load_manifest();
+    const json_t *e = json_array_get(json_object_get(m, "cases"), 0);
+    char path[4096], tmp[] = "/tmp/refenc-results-XXXXXX";
+    case_path(path, sizeof path, json_string_value(json_object_get(e, "file")));
+    int fd = mkstemp(tmp);
+    cr_assert(fd >= 0);
+    close(fd);
+    refenc_error err;
+    refenc_st_file f;
+    refenc_case c;
+    cr_assert_eq(refenc_st_read(&f, path, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_case_from_file(&c, &f, &err), REFENC_OK, "%s", err.message);
+    refenc_tolerance tol;
+    refenc_certify_policy(&tol, REFENC_ST_F64);
+
+    const double factors[3] = {10.0, 0.1, NAN};
+    for (int k = 0; k < 3; k++) {
+        results r = {0};
+        r.wanted = json_loads(refenc_st_metadata(&f, "outputs"), 0, NULL);
+        const refenc_trace tr = {collect, &r};
+        cr_assert_eq(refenc_case_run_reference(&c, &tr, &err), REFENC_OK);
+        /* the golden value itself, so the perturbation is the only error */
+        const refenc_st_tensor *g = refenc_st_find(&f, "out.output");
+        double *out = NULL;
+        for (size_t t = 0; t < r.n; t++)
+            if (strcmp(r.names[t], "out.output") == 0)
+                out = r.data[t];
+        cr_assert(g && out);
+        cr_assert_null(refenc_st_find(&f, "dontcare.out.output"), "pick a case without don't-care outputs");
+        cr_assert_eq(refenc_st_to_f64(out, &f, g, &err), REFENC_OK);
+        const double w = out[0];
+        out[0] = isnan(factors[k]) ? NAN : w + factors[k] * (tol.atol + tol.rtol * fabs(w));
+        refenc_case_report rep;
+        int pass = certify(&f, &r, tmp, &rep);
+        if (k == 1)
+            cr_expect(pass, "a perturbation of 0.1 tolerance must pass");
+        else
+            cr_expect(!pass, "a perturbation of %s must fail", k == 0 ? "10 tolerances" : "NaN");
+        refenc_case_report_free(&rep);
+        free_results(&r);
+        json_decref((json_t *)r.wanted);
+    }
+    refenc_case_free(&c);
+    refenc_st_free(&f);
+    json_decref(m);
+}

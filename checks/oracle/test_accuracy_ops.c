@@ -1,0 +1,414 @@
+/* Accuracy of every reference operation against the oracle, checked
+ * elementwise against the derived bounds of docs/error-bounds.md
+ * (bounds.c), on random and on ill-conditioned inputs. */
+#include <math.h>
+#include <string.h>
+
+#include <gsl/gsl_randist.h>
+
+#include "acc_common.h"
+
+/* ---- linear ---- */
+Test(accuracy_linear, within_gamma_n_of_the_absolute_sum)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(101);
+    const size_t ins[] = {1, 7, 64, 129, 256}, N = 3, out = 5;
+    for (size_t c = 0; c < 5; c++)
+        for (int bias = 0; bias < 2; bias++)
+            for (int cancel = 0; cancel < 2; cancel++) {
+                const size_t in = ins[c];
+                double *x = acc_randn(N * in, 0.3, 1.7, r), *W = acc_randn(out * in, 0, 0.5, r);
+                double *b = bias ? acc_randn(out, 0, 0.1, r) : NULL;
+                if (cancel && in > 1) /* the last weight makes row 0's sum nearly cancel */
+                    for (size_t o = 0; o < out; o++) {
+                        double s = 0;
+                        for (size_t k = 0; k + 1 < in; k++)
+                            s += x[k] * W[o * in + k];
+                        W[o * in + in - 1] = -s / x[in - 1];
+                    }
+                double *y = acc_zeros(N * out), *yo = acc_zeros(N * out), *E = acc_zeros(N * out);
+                refenc_linear_forward(y, x, W, b, N, in, out);
+                MP_OK(refenc_mp_linear_forward(yo, x, W, b, N, in, out, P0, REP));
+                bnd_linear(E, x, NULL, W, b, y, N, in, out);
+                acc_check(&a, "y", y, yo, E, N * out);
+                free(x), free(W), free(b), free(y), free(yo), free(E);
+            }
+    gsl_rng_free(r);
+    acc_finish(&a, "linear");
+}
+
+/* ---- LayerNorm ---- */
+static void layernorm_case(acc_stats *a, size_t N, size_t D, double mean, double sd, double eps,
+                           gsl_rng *r)
+{
+    double *x = acc_randn(N * D, mean, sd, r), *g = acc_randn(D, 1, 0.1, r);
+    double *b = acc_randn(D, 0, 0.1, r);
+    double *y = acc_zeros(N * D), *yo = acc_zeros(N * D), *E = acc_zeros(N * D);
+    refenc_layernorm_forward(y, x, g, b, N, D, eps);
+    MP_OK(refenc_mp_layernorm_forward(yo, x, g, b, N, D, eps, P0, REP));
+    cr_assert(bnd_layernorm(E, x, NULL, g, b, y, N, D, eps), "bound not applicable");
+    acc_check(a, "y", y, yo, E, N * D);
+    free(x), free(g), free(b), free(y), free(yo), free(E);
+}
+
+Test(accuracy_layernorm, random_rows)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(102);
+    const size_t Ds[] = {1, 2, 7, 64, 100};
+    for (size_t c = 0; c < 5; c++) {
+        layernorm_case(&a, 4, Ds[c], 0.3, 1.7, 1e-5, r);
+        layernorm_case(&a, 4, Ds[c], -2.385, 0.01, 1e-12, r);
+    }
+    gsl_rng_free(r);
+    acc_finish(&a, "layernorm (random rows)");
+}
+
+Test(accuracy_layernorm, large_mean_small_variance_rows)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(103);
+    layernorm_case(&a, 4, 64, 1e4, 1e-3, 1e-5, r);   /* 7 digits of cancellation */
+    layernorm_case(&a, 4, 100, 1e8, 1.0, 1e-12, r);
+    layernorm_case(&a, 4, 7, -3e5, 0.37, 1e-5, r);
+    gsl_rng_free(r);
+    acc_finish(&a, "layernorm (large mean, small var)");
+}
+
+/* ---- softmax ---- */
+static void softmax_case(acc_stats *a, size_t R, size_t n, double sd, double tau, double masked,
+                         gsl_rng *r)
+{
+    double *s = acc_randn(R * n, 0.5, sd, r);
+    for (size_t i = 0; i < R * n; i++)
+        if (gsl_rng_uniform(r) < masked)
+            s[i] = -INFINITY;
+    if (masked > 0)
+        for (size_t i = 0; i < n; i++)
+            s[i] = -INFINITY; /* row 0 fully masked */
+    double *y = acc_zeros(R * n), *yo = acc_zeros(R * n), *E = acc_zeros(R * n);
+    refenc_softmax_forward(y, s, R, n, tau);
+    MP_OK(refenc_mp_softmax_forward(yo, s, R, n, tau, P0, REP));
+    bnd_softmax(E, s, y, R, n, tau);
+    acc_check(a, "y", y, yo, E, R * n);
+    free(s), free(y), free(yo), free(E);
+}
+
+Test(accuracy_softmax, random_and_masked_logits)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(104);
+    const size_t ns[] = {1, 5, 33};
+    for (size_t c = 0; c < 3; c++) {
+        softmax_case(&a, 4, ns[c], 3.0, 1.0, 0.0, r);
+        softmax_case(&a, 4, ns[c], 3.0, 0.37, 0.25, r);
+        softmax_case(&a, 4, ns[c], 1.0, 2.385, 0.25, r);
+    }
+    gsl_rng_free(r);
+    acc_finish(&a, "softmax (random, masked)");
+}
+
+Test(accuracy_softmax, logits_in_the_hundreds)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(105);
+    softmax_case(&a, 6, 17, 300.0, 1.0, 0.0, r);
+    softmax_case(&a, 6, 17, 30.0, 0.37, 0.1, r);
+    gsl_rng_free(r);
+    acc_finish(&a, "softmax (large logits)");
+}
+
+/* ---- activations ---- */
+static void activation_case(acc_stats *a, refenc_activation act, const char *name)
+{
+    enum { NG = 648, NR = 1000, N = NG + NR };
+    double *x = acc_zeros(N), *y = acc_zeros(N), *yo = acc_zeros(N), *E = acc_zeros(N);
+    for (size_t i = 0; i < NG; i++)
+        x[i] = -12.0 + 0.0371 * (double)i; /* a grid over [-12, 12] */
+    gsl_rng *r = test_rng(106);
+    test_fill_gaussian(x + NG, NR, 0.0, 3.0, r);
+    for (size_t i = NG; i < N; i++)
+        x[i] = fmax(-12.0, x[i]);
+    x[0] = 0.0, x[1] = -0.0, x[2] = 1e-300, x[3] = -1e-300;
+    refenc_activation_forward(y, x, N, act);
+    MP_OK(refenc_mp_activation_forward(yo, x, N, act, P0, REP));
+    bnd_activation(E, x, NULL, y, N, act);
+    acc_check(a, "y", y, yo, E, N);
+    free(x), free(y), free(yo), free(E);
+    gsl_rng_free(r);
+    acc_finish(a, name);
+}
+
+Test(accuracy_activation, relu_is_exact)
+{
+    acc_stats a;
+    acc_init(&a);
+    activation_case(&a, REFENC_ACT_RELU, "activation relu");
+    cr_assert_eq(a.max_ulps, 0.0);
+}
+
+Test(accuracy_activation, gelu)
+{
+    acc_stats a;
+    acc_init(&a);
+    activation_case(&a, REFENC_ACT_GELU, "activation gelu");
+}
+
+Test(accuracy_activation, gelu_tanh)
+{
+    acc_stats a;
+    acc_init(&a);
+    activation_case(&a, REFENC_ACT_GELU_TANH, "activation gelu_tanh");
+}
+
+/* ---- positional encodings, embedding ---- */
+static const int64_t POS[] = {0, 1, 2, 3, 5, 17, 31, 100, 1000, 4097, 8190, 8191};
+#define NPOS (sizeof POS / sizeof POS[0])
+
+Test(accuracy_pe, sinusoidal_angle_up_to_position_8191)
+{
+    acc_stats a;
+    acc_init(&a);
+    const size_t Ds[] = {2, 6, 64, 512};
+    for (size_t c = 0; c < 4; c++) {
+        const size_t D = Ds[c], n = NPOS * D / 2;
+        double *ang = acc_zeros(n), *E = acc_zeros(n), *ango = acc_zeros(n);
+        bnd_sinusoidal_angles(ang, E, POS, NPOS, D);
+        MP_OK(refenc_mp_sinusoidal_angles(ango, POS, NPOS, D, P0, REP));
+        acc_check(&a, "angle", ang, ango, E, n);
+        free(ang), free(E), free(ango);
+    }
+    acc_finish(&a, "sinusoidal angle");
+}
+
+Test(accuracy_pe, sinusoidal_table_and_forward)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(107);
+    const size_t Ds[] = {2, 6, 64};
+    for (size_t c = 0; c < 3; c++) {
+        const size_t D = Ds[c], n = NPOS * D, B = 2;
+        double *pe = acc_zeros(n), *peo = acc_zeros(n), *E = acc_zeros(n);
+        refenc_sinusoidal_table(pe, POS, NPOS, D);
+        MP_OK(refenc_mp_sinusoidal_table(peo, POS, NPOS, D, P0, REP));
+        bnd_sinusoidal_table(E, POS, NPOS, D);
+        acc_check(&a, "table", pe, peo, E, n);
+        double *x = acc_randn(B * n, 0.3, 1.7, r), *y = acc_zeros(B * n), *yo = acc_zeros(B * n);
+        double *Ey = acc_zeros(B * n);
+        refenc_sinusoidal_forward(y, x, POS, B, NPOS, D);
+        MP_OK(refenc_mp_sinusoidal_forward(yo, x, POS, B, NPOS, D, P0, REP));
+        for (size_t i = 0; i < B * n; i++)
+            Ey[i] = E[i % n] + BOUND_U * fabs(y[i]);
+        acc_check(&a, "forward", y, yo, Ey, B * n);
+        free(pe), free(peo), free(E), free(x), free(y), free(yo), free(Ey);
+    }
+    gsl_rng_free(r);
+    acc_finish(&a, "sinusoidal table and forward");
+}
+
+Test(accuracy_pe, rope_angle_and_rotation_both_layouts)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(108);
+    const size_t Dhs[] = {2, 8, 64};
+    const double bases[] = {10000.0, 500000.0};
+    for (size_t c = 0; c < 3; c++)
+        for (size_t bi = 0; bi < 2; bi++) {
+            const size_t Dh = Dhs[c], N = 3, n = NPOS * Dh / 2;
+            double *ang = acc_zeros(n), *E = acc_zeros(n), *ango = acc_zeros(n);
+            bnd_rope_angles(ang, E, POS, NPOS, Dh, bases[bi]);
+            MP_OK(refenc_mp_rope_angles(ango, POS, NPOS, Dh, bases[bi], P0, REP));
+            acc_check(&a, "angle", ang, ango, E, n);
+            for (int layout = 0; layout < 2; layout++) {
+                const size_t m = N * NPOS * Dh;
+                double *x = acc_randn(m, 0, 1.3, r), *y = acc_zeros(m), *yo = acc_zeros(m);
+                double *Ey = acc_zeros(m);
+                refenc_rope_forward(y, x, POS, N, NPOS, Dh, bases[bi], (refenc_rope_layout)layout);
+                MP_OK(refenc_mp_rope_forward(yo, x, POS, N, NPOS, Dh, bases[bi],
+                                             (refenc_rope_layout)layout, P0, REP));
+                bnd_rope(Ey, x, NULL, POS, N, NPOS, Dh, bases[bi], (refenc_rope_layout)layout, y);
+                acc_check(&a, layout ? "interleaved" : "half", y, yo, Ey, m);
+                free(x), free(y), free(yo), free(Ey);
+            }
+            free(ang), free(E), free(ango);
+        }
+    gsl_rng_free(r);
+    acc_finish(&a, "rope angle and rotation");
+}
+
+Test(accuracy_pe, alibi_slopes_within_one_ulp)
+{
+    acc_stats a;
+    acc_init(&a);
+    for (size_t H = 1; H <= 24; H++) {
+        double m[24], mo[24], E[24];
+        refenc_alibi_slopes(m, H);
+        MP_OK(refenc_mp_alibi_slopes(mo, H, P0, REP));
+        for (size_t h = 0; h < H; h++)
+            E[h] = LIBM_ULP_EXP2 * bnd_ulp(m[h]); /* exp2 of an exact argument */
+        acc_check(&a, "slopes", m, mo, E, H);
+    }
+    acc_finish(&a, "alibi slopes");
+}
+
+Test(accuracy_pe, embedding_and_learned_pe)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(109);
+    const size_t Ds[] = {7, 64}, V = 11, P = 9, B = 2, L = 5;
+    for (size_t c = 0; c < 2; c++) {
+        const size_t D = Ds[c], n = B * L * D;
+        double *table = acc_randn(V * D, 0, 1.0 / sqrt((double)D), r);
+        int64_t tokens[10], pos[5] = {8, 0, 3, 3, 1};
+        for (size_t i = 0; i < B * L; i++)
+            tokens[i] = (int64_t)gsl_rng_uniform_int(r, V);
+        double *x = acc_zeros(n), *xo = acc_zeros(n), *E = acc_zeros(n);
+        refenc_embedding_forward(x, tokens, table, B, L, V, D);
+        MP_OK(refenc_mp_embedding_forward(xo, tokens, table, B, L, V, D, P0, REP));
+        for (size_t i = 0; i < n; i++)
+            E[i] = bnd_gamma(2) * fabs(x[i]); /* sqrt(D) rounded, one product */
+        acc_check(&a, "embedding", x, xo, E, n);
+        /* learned PE: one addition, correctly rounded: equal to the oracle */
+        double *pt = acc_randn(P * D, 0, 0.5, r), *y = acc_zeros(n), *yo = acc_zeros(n);
+        refenc_learned_pe_forward(y, x, pos, pt, B, L, P, D);
+        MP_OK(refenc_mp_learned_pe_forward(yo, x, pos, pt, B, L, P, D, P0, REP));
+        acc_check(&a, "learned_pe", y, yo, NULL, n);
+        free(table), free(x), free(xo), free(E), free(pt), free(y), free(yo);
+    }
+    gsl_rng_free(r);
+    acc_finish(&a, "embedding and learned PE");
+}
+
+/* ---- attention ---- */
+typedef struct {
+    const char *name;
+    int pad, causal, mask, alibi;
+    double tau, qscale;
+} attn_case;
+
+static void attention_case(acc_stats *a, const attn_case *c, size_t Dh, gsl_rng *r)
+{
+    const size_t B = 2, H = 3, L = 7, n = B * H * L * Dh, nw = B * H * L * L;
+    double *q = acc_randn(n, 0, c->qscale, r), *k = acc_randn(n, 0, 1, r), *v = acc_randn(n, 0, 1, r);
+    uint8_t pad[14] = {0};
+    double mask[49], slopes[3];
+    int64_t pos[7] = {3, 0, 1, 2, 4, 6, 5};
+    if (c->pad) {
+        for (size_t l = 0; l < L; l++)
+            pad[l] = (uint8_t)(l % 3 == 1);
+        for (size_t l = 0; l < L; l++)
+            pad[L + l] = 1; /* batch 1: every key padding, masked-row policy */
+    }
+    for (size_t i = 0; i < L * L; i++)
+        mask[i] = i % 5 == 2 ? -INFINITY : gsl_ran_gaussian(r, 1.0);
+    refenc_alibi_slopes(slopes, H);
+    refenc_attn_options opt = {
+        .key_padding_mask = c->pad ? pad : NULL, .causal = c->causal,
+        .attn_mask = c->mask ? mask : NULL, .alibi_slopes = c->alibi ? slopes : NULL,
+        .positions = pos, .temperature = c->tau,
+    };
+    double *out = acc_zeros(n), *w = acc_zeros(nw), *outo = acc_zeros(n), *wo = acc_zeros(nw);
+    double *Eo = acc_zeros(n), *Ew = acc_zeros(nw);
+    refenc_attention_forward(out, w, q, k, v, &opt, B, H, L, Dh);
+    MP_OK(refenc_mp_attention_forward(outo, wo, q, k, v, &opt, B, H, L, Dh, P0, REP));
+    bnd_attention(Eo, Ew, q, NULL, k, NULL, v, NULL, &opt, NULL, w, B, H, L, Dh);
+    acc_check(a, "weights", w, wo, Ew, nw);
+    acc_check(a, "out", out, outo, Eo, n);
+    free(q), free(k), free(v), free(out), free(w), free(outo), free(wo), free(Eo), free(Ew);
+}
+
+static const attn_case ATTN_CASES[] = {
+    {"plain", 0, 0, 0, 0, 1.0, 1.0},
+    {"padding", 1, 0, 0, 0, 1.0, 1.0},
+    {"causal", 0, 1, 0, 0, 1.0, 1.0},
+    {"attn_mask", 0, 0, 1, 0, 1.0, 1.0},
+    {"alibi+padding", 1, 0, 0, 1, 1.0, 1.0},
+    {"temperature", 0, 1, 1, 1, 0.37, 1.0},
+    {"large logits", 1, 0, 0, 0, 1.0, 40.0},
+};
+
+Test(accuracy_attention, every_mask_and_large_logits)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(110);
+    for (size_t c = 0; c < sizeof ATTN_CASES / sizeof ATTN_CASES[0]; c++) {
+        attention_case(&a, &ATTN_CASES[c], 5, r);
+        attention_case(&a, &ATTN_CASES[c], 8, r);
+    }
+    gsl_rng_free(r);
+    acc_finish(&a, "attention");
+}
+
+Test(accuracy_attention, multi_head_with_rope_and_alibi)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(111);
+    const size_t B = 2, L = 6, D = 12, H = 3, n = B * L * D, nw = B * H * L * L;
+    int64_t pos[6];
+    for (size_t l = 0; l < L; l++)
+        pos[l] = 8191 - (int64_t)l;
+    for (int variant = 0; variant < 4; variant++) {
+        double *x = acc_randn(n, 0, 1, r), *ipw = acc_randn(3 * D * D, 0, 1 / sqrt(12.0), r);
+        double *ipb = acc_randn(3 * D, 0, 0.1, r), *opw = acc_randn(D * D, 0, 1 / sqrt(12.0), r);
+        double *opb = acc_randn(D, 0, 0.1, r), slopes[3];
+        uint8_t pad[12] = {0, 0, 1, 0, 0, 1, 0, 1, 0, 0, 0, 0};
+        refenc_alibi_slopes(slopes, H);
+        refenc_attn_options opt = {.key_padding_mask = variant == 3 ? pad : NULL,
+                                   .causal = variant == 1,
+                                   .alibi_slopes = variant == 2 ? slopes : NULL,
+                                   .positions = pos, .temperature = 1.0};
+        refenc_rope_options rope = {variant == 1 ? REFENC_ROPE_INTERLEAVED : REFENC_ROPE_HALF,
+                                    variant == 1 ? 500000.0 : 10000.0, pos};
+        const refenc_rope_options *rp = variant == 0 || variant == 1 ? &rope : NULL;
+        bnd_mha_run run;
+        bnd_mha_run_alloc(&run, B, L, D, H);
+        double *Ey = acc_zeros(n), *Ew = acc_zeros(nw), *yo = acc_zeros(n), *wo = acc_zeros(nw);
+        bnd_mha(Ey, Ew, &run, x, NULL, ipw, ipb, opw, opb, &opt, rp, NULL);
+        MP_OK(refenc_mp_mha_forward(yo, wo, x, ipw, ipb, opw, opb, &opt, rp, B, L, D, H, P0, REP));
+        acc_check(&a, "weights", run.w.weights, wo, Ew, nw);
+        acc_check(&a, "y", run.y, yo, Ey, n);
+        bnd_mha_run_free(&run);
+        free(x), free(ipw), free(ipb), free(opw), free(opb), free(Ey), free(Ew), free(yo), free(wo);
+    }
+    gsl_rng_free(r);
+    acc_finish(&a, "multi-head attention");
+}
+
+/* ---- FFN ---- */
+Test(accuracy_ffn, each_activation)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(112);
+    const size_t N = 5, D = 12, F = 20;
+    for (int act = 0; act < 3; act++) {
+        double *x = acc_randn(N * D, 0, 1, r), *W1 = acc_randn(F * D, 0, 1 / sqrt(12.0), r);
+        double *b1 = acc_randn(F, 0, 0.1, r), *W2 = acc_randn(D * F, 0, 1 / sqrt(20.0), r);
+        double *b2 = acc_randn(D, 0, 0.1, r);
+        double *y = acc_zeros(N * D), *h = acc_zeros(N * F), *Ey = acc_zeros(N * D);
+        double *Eh = acc_zeros(N * F), *yo = acc_zeros(N * D), *ho = acc_zeros(N * F);
+        bnd_ffn(Ey, Eh, y, h, x, NULL, W1, b1, W2, b2, N, D, F, (refenc_activation)act);
+        double *yr = acc_zeros(N * D), *hr = acc_zeros(N * F);
+        refenc_ffn_forward(yr, hr, x, W1, b1, W2, b2, N, D, F, (refenc_activation)act);
+        cr_assert(memcmp(yr, y, N * D * sizeof(double)) == 0, "the bound ran another computation");
+        MP_OK(refenc_mp_ffn_forward(yo, ho, x, W1, b1, W2, b2, N, D, F, (refenc_activation)act,
+                                    P0, REP));
+        acc_check(&a, "hidden", h, ho, Eh, N * F);
+        acc_check(&a, "y", y, yo, Ey, N * D);
+        free(x), free(W1), free(b1), free(W2), free(b2), free(y), free(h), free(Ey), free(Eh);
+        free(yo), free(ho), free(yr), free(hr);
+    }
+    gsl_rng_free(r);
+    acc_finish(&a, "ffn");
+}

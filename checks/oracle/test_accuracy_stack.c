@@ -1,0 +1,170 @@
+/* Accuracy of whole layers and stacks against the oracle: every trace step
+ * of refenc_encoder_forward ("embed", "layers.{i}.*", "norm", "output") is
+ * checked elementwise against a running bound (bounds.c: bnd_encoder),
+ * propagated step by step from the reference's own intermediates.
+ * One configuration per positional scheme, Pre/Post-LN, each activation,
+ * with and without masks. */
+#include <math.h>
+#include <string.h>
+
+#include "acc_common.h"
+
+typedef struct {
+    const char *name;
+    refenc_positional pos;
+    refenc_rope_layout layout;
+    double base;
+    refenc_norm_placement norm;
+    refenc_activation act;
+    int final_norm, causal, pad, mask, vocab;
+    size_t H;
+    double tau, x_mean, x_sd;
+    int64_t first_pos;  /* positions first_pos .. first_pos + L - 1 */
+} stack_case;
+
+static const stack_case CASES[10] = {
+    {"none pre gelu", REFENC_POS_NONE, 0, 1e4, REFENC_NORM_PRE, REFENC_ACT_GELU, 1, 0, 0, 0, 0, 3, 1.0, 0, 1, 0},
+    {"sinusoidal post relu padding", REFENC_POS_SINUSOIDAL, 0, 1e4, REFENC_NORM_POST, REFENC_ACT_RELU, 0, 0, 1, 0, 0, 3, 1.0, 0, 1, 0},
+    {"sinusoidal pre gelu pos 8185..8191", REFENC_POS_SINUSOIDAL, 0, 1e4, REFENC_NORM_PRE, REFENC_ACT_GELU, 1, 0, 0, 0, 0, 3, 1.0, 0, 1, 8185},
+    {"learned pre gelu_tanh causal tokens", REFENC_POS_LEARNED, 0, 1e4, REFENC_NORM_PRE, REFENC_ACT_GELU_TANH, 1, 1, 0, 0, 13, 3, 1.0, 0, 1, 0},
+    {"rope half pre gelu attn_mask", REFENC_POS_ROPE, REFENC_ROPE_HALF, 1e4, REFENC_NORM_PRE, REFENC_ACT_GELU, 1, 0, 0, 1, 0, 3, 1.0, 0, 1, 0},
+    {"rope interleaved post gelu_tanh", REFENC_POS_ROPE, REFENC_ROPE_INTERLEAVED, 5e5, REFENC_NORM_POST, REFENC_ACT_GELU_TANH, 0, 1, 1, 0, 0, 3, 1.0, 0, 1, 0},
+    {"rope half pre relu pos 8185..8191", REFENC_POS_ROPE, REFENC_ROPE_HALF, 1e4, REFENC_NORM_PRE, REFENC_ACT_RELU, 1, 0, 1, 0, 0, 3, 1.0, 0, 1, 8185},
+    {"alibi 3 heads pre relu padding", REFENC_POS_ALIBI, 0, 1e4, REFENC_NORM_PRE, REFENC_ACT_RELU, 1, 0, 1, 0, 0, 3, 1.0, 0, 1, 0},
+    {"alibi 4 heads post gelu tau", REFENC_POS_ALIBI, 0, 1e4, REFENC_NORM_POST, REFENC_ACT_GELU, 1, 0, 0, 1, 0, 4, 0.37, 0, 1, 0},
+    {"none pre gelu large-mean input", REFENC_POS_NONE, 0, 1e4, REFENC_NORM_PRE, REFENC_ACT_GELU, 0, 0, 0, 0, 0, 3, 1.0, 100, 0.01, 0},
+};
+
+typedef struct {
+    char name[64];
+    size_t n;
+    double *v;
+} captured;
+
+typedef struct {
+    captured c[64];
+    size_t n;
+} capture;
+
+static void capture_fn(void *ctx, const char *name, const double *data, size_t ndim,
+                       const size_t *shape)
+{
+    capture *cap = ctx;
+    cr_assert_lt(cap->n, 64);
+    captured *c = &cap->c[cap->n++];
+    snprintf(c->name, sizeof c->name, "%s", name);
+    c->n = 1;
+    for (size_t d = 0; d < ndim; d++)
+        c->n *= shape[d];
+    c->v = acc_zeros(c->n);
+    memcpy(c->v, data, c->n * sizeof(double));
+}
+
+static void run_case(const stack_case *c)
+{
+    refenc_config cfg;
+    refenc_config_default(&cfg);
+    cfg.d_model = 12, cfg.n_heads = c->H, cfg.d_ff = 20, cfg.n_layers = 2;
+    if (c->H == 4)
+        cfg.d_model = 16;
+    cfg.positional = c->pos, cfg.rope_layout = c->layout, cfg.rope_base = c->base;
+    cfg.norm = c->norm, cfg.activation = c->act, cfg.final_norm = c->final_norm;
+    cfg.causal = c->causal, cfg.temperature = c->tau, cfg.vocab_size = (size_t)c->vocab;
+    cfg.max_len = 16;
+    refenc_params p;
+    refenc_error err;
+    cr_assert_eq(refenc_params_alloc(&p, &cfg, &err), REFENC_OK, "%s", err.message);
+    gsl_rng *r = test_rng(200 + (unsigned long)(c - CASES));
+    refenc_params_init_random(&p, &cfg, r);
+
+    const size_t B = 2, L = 7, D = cfg.d_model, n = B * L * D;
+    double *x = c->vocab ? NULL : acc_randn(n, c->x_mean, c->x_sd, r);
+    int64_t tokens[14], pos[7];
+    for (size_t i = 0; i < B * L; i++)
+        tokens[i] = (int64_t)gsl_rng_uniform_int(r, cfg.vocab_size ? cfg.vocab_size : 1);
+    for (size_t l = 0; l < L; l++)
+        pos[l] = c->first_pos + (int64_t)l;
+    uint8_t pad[14] = {0, 0, 0, 0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0};
+    double mask[49];
+    for (size_t i = 0; i < L * L; i++)
+        mask[i] = i % 6 == 1 ? -INFINITY : gsl_rng_uniform(r) - 0.5;
+    refenc_input in = {.B = B, .L = L, .tokens = c->vocab ? tokens : NULL, .x = x,
+                       .key_padding_mask = c->pad ? pad : NULL,
+                       .positions = c->first_pos ? pos : NULL,
+                       .attn_mask = c->mask ? mask : NULL};
+
+    /* the reference, and its recomputation with bounds: identical outputs */
+    double *y = acc_zeros(n), *y2 = acc_zeros(n);
+    refenc_workspace ws;
+    cr_assert_eq(refenc_workspace_alloc(&ws, &cfg, B, L, &err), REFENC_OK);
+    cr_assert_eq(refenc_encoder_forward(y, &ws, &p, &cfg, &in, NULL, &err), REFENC_OK, "%s",
+                 err.message);
+    bnd_steps st;
+    cr_assert(bnd_encoder(&st, y2, &p, &cfg, &in), "%s: a LayerNorm bound does not apply",
+              c->name);
+    cr_assert(memcmp(y, y2, n * sizeof(double)) == 0,
+              "%s: the bound followed another computation than refenc_encoder_forward", c->name);
+
+    /* the oracle, every step */
+    capture cap = {0};
+    const refenc_trace tr = {capture_fn, &cap};
+    refenc_mp_report rep;
+    const int s = refenc_mp_encoder_forward(y2, &p, &cfg, &in, &tr, P0, &rep);
+    cr_assert_eq(s, REFENC_OK, "%s: %s", c->name, rep.error.message);
+    cr_assert_eq(cap.n, st.n, "%s: %zu oracle steps, %zu reference steps", c->name, cap.n, st.n);
+
+    acc_stats a;
+    acc_init(&a);
+    for (size_t i = 0; i < cap.n; i++) {
+        const bnd_step *b = bnd_steps_find(&st, cap.c[i].name);
+        cr_assert_not_null(b, "%s: no reference step %s", c->name, cap.c[i].name);
+        cr_assert_eq(b->n, cap.c[i].n);
+        acc_check(&a, cap.c[i].name, b->ref, cap.c[i].v, b->E, b->n);
+        free(cap.c[i].v);
+    }
+    char name[96];
+    snprintf(name, sizeof name, "stack: %s", c->name);
+    bnd_steps_free(&st);
+    refenc_workspace_free(&ws);
+    refenc_params_free(&p);
+    gsl_rng_free(r);
+    free(x), free(y), free(y2);
+    acc_finish(&a, name);
+}
+
+/* one test per configuration, so that each fails on its own */
+Test(accuracy_stack, none_pre_gelu) { run_case(&CASES[0]); }
+Test(accuracy_stack, sinusoidal_post_relu_padding) { run_case(&CASES[1]); }
+Test(accuracy_stack, sinusoidal_pre_gelu_positions_to_8191) { run_case(&CASES[2]); }
+Test(accuracy_stack, learned_pre_gelu_tanh_causal_tokens) { run_case(&CASES[3]); }
+Test(accuracy_stack, rope_half_pre_gelu_attn_mask) { run_case(&CASES[4]); }
+Test(accuracy_stack, rope_interleaved_post_gelu_tanh_padding_causal) { run_case(&CASES[5]); }
+Test(accuracy_stack, rope_half_pre_relu_positions_to_8191) { run_case(&CASES[6]); }
+Test(accuracy_stack, alibi_3_heads_pre_relu_padding) { run_case(&CASES[7]); }
+Test(accuracy_stack, alibi_4_heads_post_gelu_temperature_mask) { run_case(&CASES[8]); }
+Test(accuracy_stack, none_pre_gelu_large_mean_input) { run_case(&CASES[9]); }
+
+Test(accuracy_stack, the_layer_twin_matches_the_stack)
+{
+    /* refenc_mp_layer_forward on the stack's input gives the stack's first
+     * layer output: one API, one computation */
+    refenc_config cfg;
+    refenc_config_default(&cfg);
+    cfg.d_model = 12, cfg.n_heads = 3, cfg.d_ff = 20, cfg.n_layers = 1, cfg.final_norm = 0;
+    refenc_params p;
+    refenc_error err;
+    cr_assert_eq(refenc_params_alloc(&p, &cfg, &err), REFENC_OK);
+    gsl_rng *r = test_rng(250);
+    refenc_params_init_random(&p, &cfg, r);
+    const size_t B = 2, L = 4, n = B * L * 12;
+    double *x = acc_randn(n, 0, 1, r), *y1 = acc_zeros(n), *y2 = acc_zeros(n);
+    const int64_t pos[4] = {0, 1, 2, 3};
+    refenc_attn_options opt = {.positions = pos, .temperature = 1.0};
+    refenc_input in = {.B = B, .L = L, .x = x};
+    MP_OK(refenc_mp_layer_forward(y1, x, &p.layers[0], &cfg, &opt, NULL, B, L, 0, NULL, P0, REP));
+    MP_OK(refenc_mp_encoder_forward(y2, &p, &cfg, &in, NULL, P0, REP));
+    cr_assert(memcmp(y1, y2, n * sizeof(double)) == 0);
+    free(x), free(y1), free(y2);
+    gsl_rng_free(r);
+    refenc_params_free(&p);
+}

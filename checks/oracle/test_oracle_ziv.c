@@ -1,0 +1,142 @@
+/* Ziv's loop: the oracle raises the precision when two precisions do not
+ * certify the rounding, and reports the precision it needed. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "../../ref/oracle/oracle.h"
+#include "../../ref/refenc.h"
+#include "../common/testutil.h"
+
+#define P0 REFENC_MP_PREC_DEFAULT
+
+Test(oracle_ziv, the_precision_sequence_doubles_its_step)
+{
+    cr_assert_eq(refenc_mp_next_prec(192, 0), 256);
+    cr_assert_eq(refenc_mp_next_prec(256, 1), 384);
+    cr_assert_eq(refenc_mp_next_prec(384, 2), 640);
+}
+
+Test(oracle_ziv, a_dot_product_just_above_a_midpoint_escalates)
+{
+    /* 1 + 2^-53 + 2^-300: the exact value lies 2^-300 above the midpoint
+     * between 1 and 1 + 2^-52, so it rounds up; at 192 bits the tail is lost
+     * and the value is the midpoint itself, which rounds to even (1). */
+    const double x[3] = {1.0, 0x1p-53, 0x1p-300}, W[3] = {1.0, 1.0, 1.0};
+    double y;
+    refenc_mp_report rep;
+    cr_assert_eq(refenc_mp_linear_forward(&y, x, W, NULL, 1, 3, 1, P0, &rep), REFENC_OK, "%s",
+                 rep.error.message);
+    cr_assert(y == 1.0 + 0x1p-52, "got %a", y);
+    cr_assert_gt(rep.prec, P0, "no escalation: certified at %ld bits", (long)rep.prec);
+    cr_assert_geq(rep.evaluations, 3);
+    /* negative control: 2^-300 below the midpoint rounds down, also escalating */
+    const double x2[3] = {1.0, 0x1p-53, -0x1p-300};
+    cr_assert_eq(refenc_mp_linear_forward(&y, x2, W, NULL, 1, 3, 1, P0, &rep), REFENC_OK);
+    cr_assert(y == 1.0, "got %a", y);
+    cr_assert_gt(rep.prec, P0);
+    /* and an ordinary dot product needs no escalation */
+    const double x3[3] = {1.0, 0.3, -2.385};
+    cr_assert_eq(refenc_mp_linear_forward(&y, x3, W, NULL, 1, 3, 1, P0, &rep), REFENC_OK);
+    cr_assert_eq(rep.prec, P0);
+    cr_assert_eq(rep.evaluations, 2);
+}
+
+Test(oracle_ziv, a_layernorm_output_near_a_midpoint_is_not_certified_by_agreement_alone)
+{
+    /* Row (-1, 1), eps = 2^-300: n_0 = -1/sqrt(1 + 2^-300) = -(1 - 2^-301 + ...).
+     * With gamma_0 = -2^-53 and beta_0 = 1 + 2^-52:
+     *   y_0 = 1 + 2^-52 + 2^-53 (1 - 2^-301 + ...)   just below a midpoint: rounds to 1 + 2^-52.
+     * At 192 and 256 bits both evaluations give the midpoint exactly (2^-354 is
+     * lost), which rounds to even, 1 + 2^-51: the same wrong double at two
+     * precisions.  The oracle must not certify a value sitting on a boundary. */
+    const double x[2] = {-1.0, 1.0}, g[2] = {-0x1p-53, 1.0}, b[2] = {1.0 + 0x1p-52, 0.0};
+    double y[2];
+    refenc_mp_report rep;
+    cr_assert_eq(refenc_mp_layernorm_forward(y, x, g, b, 1, 2, 0x1p-300, P0, &rep), REFENC_OK,
+                 "%s", rep.error.message);
+    cr_assert(y[0] == 1.0 + 0x1p-52, "got %a, want %a", y[0], 1.0 + 0x1p-52);
+    cr_assert_gt(rep.prec, 354, "certified at %ld bits, below the 354 the tail needs",
+                 (long)rep.prec);
+}
+
+Test(oracle_ziv, a_layernorm_row_with_a_huge_mean_escalates)
+{
+    /* Post-LN: norm1 sees x + MHA(x) with x = 2^180 on every entry and MHA(x)
+     * of order 1: the row's mean is 2^180, its spread of order 1.  At 192 bits
+     * the residual keeps only ~12 bits of the attention output, so the
+     * normalised row is known to ~12 bits and the oracle must raise the
+     * precision until 2^180 + O(1) is held with 53 bits to spare. */
+    refenc_config cfg;
+    refenc_config_default(&cfg);
+    cfg.d_model = 8, cfg.n_heads = 2, cfg.d_ff = 12, cfg.norm = REFENC_NORM_POST;
+    cfg.activation = REFENC_ACT_RELU;
+    refenc_params p;
+    refenc_error err;
+    cr_assert_eq(refenc_params_alloc(&p, &cfg, &err), REFENC_OK);
+    gsl_rng *r = test_rng(11);
+    refenc_params_init_random(&p, &cfg, r);
+    const size_t B = 1, L = 3, D = cfg.d_model, H = cfg.n_heads;
+    double x[24], y[24];
+    for (size_t i = 0; i < 24; i++)
+        x[i] = 0x1p180; /* the spread of norm1's row comes from MHA(x) alone */
+    double slopes[2];
+    refenc_alibi_slopes(slopes, H);
+    const int64_t pos[3] = {0, 1, 2};
+    refenc_attn_options opt = {.positions = pos, .temperature = 1.0};
+    refenc_mp_report rep;
+    /* in_proj maps x to huge q, k: scale the weights down so that the
+     * attention output is of order 1 while x is of order 2^180 */
+    for (size_t i = 0; i < 3 * D * D; i++)
+        p.layers[0].in_proj_weight[i] = ldexp(p.layers[0].in_proj_weight[i], -180);
+    const int st = refenc_mp_layer_forward(y, x, &p.layers[0], &cfg, &opt, NULL, B, L, 0, NULL,
+                                           P0, &rep);
+    cr_assert_eq(st, REFENC_OK, "%s", rep.error.message);
+    cr_assert_gt(rep.prec, P0, "no escalation: certified at %ld bits", (long)rep.prec);
+    (void)D;
+    gsl_rng_free(r);
+    refenc_params_free(&p);
+}
+
+Test(oracle_ziv, an_impossible_certification_fails_with_a_message)
+{
+    /* an evaluation whose result changes with the precision in the last
+     * place forever (it returns 1 + 2^-53 + 2^-(p+1)... rounded down at p):
+     * no pair of precisions certifies it */
+    extern int refenc_test_flip_eval(void *, mpfr_prec_t, const refenc_mp_sink *, refenc_error *);
+    refenc_mp_report rep;
+    const int st = refenc_mp_certify(refenc_test_flip_eval, NULL, P0, NULL, &rep);
+    cr_assert_eq(st, REFENC_ELIMIT);
+    cr_assert(strstr(rep.error.message, "not certified") != NULL, "%s", rep.error.message);
+}
+
+/* 1 + 2^-53 - 2^-(p-1) at precision p (exact there): just below the
+ * midpoint, by an amount that shrinks with p, so that |a - b| stays larger
+ * than b's distance to the boundary at every pair. */
+int refenc_test_flip_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink,
+                          refenc_error *err);
+int refenc_test_flip_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink,
+                          refenc_error *err)
+{
+    (void)ctx, (void)err;
+    mpfr_t v;
+    mpfr_init2(v, prec);
+    mpfr_set_ui(v, 1, MPFR_RNDN);
+    mpfr_add_d(v, v, 0x1p-53, MPFR_RNDN);
+    mpfr_t t;
+    mpfr_init2(t, 2);
+    mpfr_set_ui_2exp(t, 1, -(long)prec + 1, MPFR_RNDN);
+    mpfr_sub(v, v, t, MPFR_RNDN);
+    mpfr_clear(t);
+    const size_t shape[1] = {1};
+    /* make the operation inexact so the exactness shortcut does not apply */
+    mpfr_t w;
+    mpfr_init2(w, prec);
+    mpfr_const_pi(w, MPFR_RNDN);
+    mpfr_clear(w);
+    const int st = refenc_mp_sink_emit(sink, "v", v, 1, shape);
+    mpfr_clear(v);
+    return st;
+}

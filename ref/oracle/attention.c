@@ -1,0 +1,156 @@
+/* Scaled dot-product attention in MPFR (attention.h):
+ *   s[i,j] = (q_i . k_j) / (sqrt(Dh) tau) - m_h |pos_i - pos_j| + attn_mask[i,j]
+ *   s[i,j] = -inf where key j is padding, or j > i under the causal mask
+ *   weights[i,:] = softmax(s[i,:]);  out_i = sum_j weights[i,j] v_j
+ * A query whose every key is masked gets weights 0 and output 0. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void refenc_mpk_attention_forward(mpfr_ptr out, mpfr_ptr weights, mpfr_srcptr q, mpfr_srcptr k,
+                                  mpfr_srcptr v, const refenc_mp_attn_options *opt, size_t B,
+                                  size_t H, size_t L, size_t Dh, refenc_mp_ws *ws)
+{
+    /* tmp[0..2) belong to the softmax kernel */
+    mpfr_ptr divisor = ws->tmp + 2, t = ws->tmp + 3;
+    mpfr_sqrt_ui(divisor, Dh, MPFR_RNDN);
+    mpfr_mul(divisor, divisor, opt->temperature, MPFR_RNDN);
+
+    for (size_t b = 0; b < B; b++) {
+        const uint8_t *pad_b = opt->key_padding_mask ? opt->key_padding_mask + b * L : NULL;
+        for (size_t h = 0; h < H; h++) {
+            const size_t bh = b * H + h;
+            mpfr_srcptr q_bh = q + bh * L * Dh, k_bh = k + bh * L * Dh, v_bh = v + bh * L * Dh;
+            mpfr_ptr w_bh = weights + bh * L * L, o_bh = out + bh * L * Dh;
+
+            for (size_t i = 0; i < L; i++) {
+                for (size_t j = 0; j < L; j++) {
+                    mpfr_ptr s = w_bh + i * L + j;
+                    if ((pad_b != NULL && pad_b[j]) || (opt->causal && j > i)) {
+                        mpfr_set_inf(s, -1);
+                        continue;
+                    }
+                    refenc_mp_dot(s, q_bh + i * Dh, 1, k_bh + j * Dh, 1, Dh, NULL, ws); /* q_i.k_j */
+                    mpfr_div(s, s, divisor, MPFR_RNDN);
+                    if (opt->alibi_slopes != NULL) {
+                        const int64_t pi = opt->positions[i], pj = opt->positions[j];
+                        refenc_mp_mul_pos(t, opt->alibi_slopes + h, pi > pj ? pi - pj : pj - pi);
+                        mpfr_sub(s, s, t, MPFR_RNDN);
+                    }
+                    if (opt->attn_mask != NULL)
+                        mpfr_add(s, s, opt->attn_mask + i * L + j, MPFR_RNDN);
+                }
+            }
+
+            refenc_mpk_softmax_forward(w_bh, w_bh, L, L, NULL, ws);
+
+            for (size_t i = 0; i < L; i++) /* out[i,d] = weights[i,:] . v[:,d] */
+                for (size_t d = 0; d < Dh; d++)
+                    refenc_mp_dot(o_bh + i * Dh + d, w_bh + i * L, 1, v_bh + d, Dh, L, NULL, ws);
+        }
+    }
+}
+
+/* The double options converted: masks and slopes are inputs, exact. */
+typedef struct {
+    mpfr_ptr mask, slopes, tau;
+    size_t n_mask, n_slopes;
+    refenc_mp_attn_options opt;
+} mp_opts;
+
+static int opts_from_d(mp_opts *m, const refenc_attn_options *opt, size_t H, size_t L)
+{
+    memset(m, 0, sizeof *m);
+    m->opt.key_padding_mask = opt->key_padding_mask;
+    m->opt.causal = opt->causal;
+    m->opt.positions = opt->positions;
+    m->tau = refenc_mp_from_d(&opt->temperature, 1, 53);
+    m->opt.temperature = m->tau;
+    if (opt->attn_mask != NULL) {
+        m->n_mask = L * L;
+        m->mask = refenc_mp_from_d(opt->attn_mask, L * L, 53);
+        m->opt.attn_mask = m->mask;
+    }
+    if (opt->alibi_slopes != NULL) {
+        m->n_slopes = H;
+        m->slopes = refenc_mp_from_d(opt->alibi_slopes, H, 53);
+        m->opt.alibi_slopes = m->slopes;
+    }
+    return m->tau && (!opt->attn_mask || m->mask) && (!opt->alibi_slopes || m->slopes);
+}
+
+static void opts_free(mp_opts *m)
+{
+    refenc_mp_free(m->tau, 1);
+    refenc_mp_free(m->mask, m->n_mask);
+    refenc_mp_free(m->slopes, m->n_slopes);
+}
+
+typedef struct {
+    const double *q, *k, *v;
+    const refenc_attn_options *opt;
+    size_t B, H, L, Dh;
+} attn_args;
+
+static int attn_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, refenc_error *err)
+{
+    const attn_args *a = ctx;
+    const size_t n = a->B * a->H * a->L * a->Dh, nw = a->B * a->H * a->L * a->L;
+    const size_t np = a->L > a->Dh ? a->L : a->Dh;
+    refenc_mp_ws ws;
+    mp_opts m;
+    int st = refenc_mp_ws_alloc(&ws, prec, 4, np + 1);
+    const int ok = opts_from_d(&m, a->opt, a->H, a->L);
+    mpfr_ptr q = refenc_mp_from_d(a->q, n, 53), k = refenc_mp_from_d(a->k, n, 53);
+    mpfr_ptr v = refenc_mp_from_d(a->v, n, 53);
+    mpfr_ptr out = refenc_mp_alloc(n, prec), w = refenc_mp_alloc(nw, prec);
+    if (st || !ok || !q || !k || !v || !out || !w) {
+        st = refenc_mp_enomem(err, "attention", prec);
+    } else {
+        refenc_mpk_attention_forward(out, w, q, k, v, &m.opt, a->B, a->H, a->L, a->Dh, &ws);
+        const size_t so[4] = {a->B, a->H, a->L, a->Dh}, sw[4] = {a->B, a->H, a->L, a->L};
+        st = refenc_mp_sink_emit(sink, "weights", w, 4, sw);
+        if (st == REFENC_OK)
+            st = refenc_mp_sink_emit(sink, "out", out, 4, so);
+    }
+    refenc_mp_free(w, nw);
+    refenc_mp_free(out, n);
+    refenc_mp_free(v, n);
+    refenc_mp_free(k, n);
+    refenc_mp_free(q, n);
+    opts_free(&m);
+    refenc_mp_ws_free(&ws);
+    return st;
+}
+
+int refenc_mp_attention_forward(double *out, double *weights,
+                                const double *q, const double *k, const double *v,
+                                const refenc_attn_options *opt,
+                                size_t B, size_t H, size_t L, size_t Dh,
+                                mpfr_prec_t prec, refenc_mp_report *rep)
+{
+    attn_args a = {q, k, v, opt, B, H, L, Dh};
+    const refenc_mp_output outs[] = {{"weights", weights}, {"out", out}};
+    return refenc_mp_run_twin(attn_eval, &a, prec, rep, outs, 2);
+}
+
+int refenc_mp_attn_options_from_d(void **handle, const refenc_mp_attn_options **opt,
+                                  const refenc_attn_options *o, size_t H, size_t L)
+{
+    mp_opts *m = malloc(sizeof *m);
+    *handle = m;
+    if (m == NULL)
+        return 0;
+    const int ok = opts_from_d(m, o, H, L);
+    *opt = &m->opt;
+    return ok;
+}
+
+void refenc_mp_attn_options_free(void *handle)
+{
+    if (handle != NULL) {
+        opts_free(handle);
+        free(handle);
+    }
+}

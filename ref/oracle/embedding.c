@@ -1,0 +1,54 @@
+/* Token embedding in MPFR (embedding.h): x[b,l,:] = table[tokens[b,l],:] sqrt(D). */
+#include "internal.h"
+
+void refenc_mpk_embedding_forward(mpfr_ptr x, unsigned char *exact, const int64_t *tokens,
+                                  mpfr_srcptr table, size_t B, size_t L, size_t D,
+                                  refenc_mp_ws *ws)
+{
+    mpfr_ptr scale = ws->tmp;
+    const int scale_exact = mpfr_sqrt_ui(scale, D, MPFR_RNDN) == 0; /* D a perfect square */
+    for (size_t bl = 0; bl < B * L; bl++) {
+        mpfr_srcptr row = table + (size_t)tokens[bl] * D; /* table[tokens[b,l],:] */
+        for (size_t d = 0; d < D; d++) {
+            const int t = mpfr_mul(x + bl * D + d, row + d, scale, MPFR_RNDN);
+            if (exact != NULL)
+                exact[bl * D + d] = scale_exact && t == 0;
+        }
+    }
+}
+
+typedef struct {
+    const int64_t *tokens;
+    const double *table;
+    size_t B, L, V, D;
+} emb_args;
+
+static int emb_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, refenc_error *err)
+{
+    const emb_args *a = ctx;
+    const size_t n = a->B * a->L * a->D;
+    refenc_mp_ws ws;
+    int st = refenc_mp_ws_alloc(&ws, prec, 1, 1);
+    mpfr_ptr t = refenc_mp_from_d(a->table, a->V * a->D, 53);
+    mpfr_ptr x = refenc_mp_alloc(n, prec);
+    if (st || !t || !x) {
+        st = refenc_mp_enomem(err, "embedding", prec);
+    } else {
+        refenc_mpk_embedding_forward(x, NULL, a->tokens, t, a->B, a->L, a->D, &ws);
+        const size_t shape[3] = {a->B, a->L, a->D};
+        st = refenc_mp_sink_emit(sink, "x", x, 3, shape);
+    }
+    refenc_mp_free(x, n);
+    refenc_mp_free(t, a->V * a->D);
+    refenc_mp_ws_free(&ws);
+    return st;
+}
+
+int refenc_mp_embedding_forward(double *x, const int64_t *tokens, const double *table,
+                                size_t B, size_t L, size_t V, size_t D,
+                                mpfr_prec_t prec, refenc_mp_report *rep)
+{
+    emb_args a = {tokens, table, B, L, V, D};
+    const refenc_mp_output outs[] = {{"x", x}};
+    return refenc_mp_run_twin(emb_eval, &a, prec, rep, outs, 1);
+}

@@ -1,0 +1,223 @@
+/* A golden case's outputs from the oracle (golden_case.h): the twin of
+ * refenc_case_run_reference, component by component, on the kernels. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const refenc_case *c;
+    const refenc_variant_hooks *hooks;
+    const refenc_mp_params *mp;
+} case_args;
+
+static refenc_input case_input(const refenc_case *c)
+{
+    refenc_input in = {.B = c->B, .L = c->L, .tokens = c->tokens, .x = c->tokens ? NULL : c->x,
+                       .key_padding_mask = c->key_padding_mask, .positions = c->positions,
+                       .attn_mask = c->attn_mask};
+    return in;
+}
+
+/* Every component but the encoder, in one evaluation at prec. */
+static int component_eval(const case_args *a, mpfr_prec_t prec, const refenc_mp_sink *sink,
+                          refenc_error *err)
+{
+    const refenc_case *c = a->c;
+    const refenc_config *cfg = &c->cfg;
+    const size_t B = c->B, L = c->L, D = cfg->d_model, H = cfg->n_heads, Dh = D / H, F = cfg->d_ff;
+    const refenc_mp_layer_params *lp = &a->mp->layers[0];
+    refenc_mp_arena ar = {0};
+    refenc_mp_ws ws;
+    int st = refenc_mp_ws_alloc(&ws, prec, refenc_mpk_ws_tmp(D, F, L, Dh) + 2 * H + 4,
+                                refenc_mpk_ws_ptr(D, F, L, Dh));
+    mpfr_ptr x = c->x_numel ? refenc_mp_arena_from_d(&ar, c->x, c->x_numel, prec) : NULL;
+    mpfr_ptr eps = refenc_mp_arena_from_d(&ar, &cfg->layer_norm_eps, 1, 53);
+    mpfr_ptr tau = refenc_mp_arena_from_d(&ar, &cfg->temperature, 1, 53);
+    mpfr_ptr base = refenc_mp_arena_from_d(&ar, &cfg->rope_base, 1, 53);
+    if (st || ar.failed) {
+        st = refenc_mp_enomem(err, c->name, prec);
+        goto done;
+    }
+
+    switch (c->component) {
+    case REFENC_COMP_ATTENTION: {
+        mpfr_ptr y = refenc_mp_arena_alloc(&ar, B * L * D, prec);
+        mpfr_ptr slopes = refenc_mp_arena_alloc(&ar, H, prec);
+        mpfr_ptr mask = c->attn_mask ? refenc_mp_arena_from_d(&ar, c->attn_mask, L * L, 53) : NULL;
+        refenc_mp_mha_work w;
+        refenc_mp_mha_work_alloc(&w, &ar, B, L, D, H, prec);
+        if (ar.failed) {
+            st = refenc_mp_enomem(err, c->name, prec);
+            break;
+        }
+        if (a->hooks != NULL && a->hooks->alibi_slopes_pow2)
+            refenc_mpk_alibi_slopes_pow2(slopes, H, &ws);
+        else
+            refenc_mpk_alibi_slopes(slopes, H, &ws);
+        const refenc_mp_attn_options opt = {
+            .key_padding_mask = c->key_padding_mask, .causal = cfg->causal, .attn_mask = mask,
+            .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? slopes : NULL,
+            .positions = c->positions, .temperature = tau,
+            .merge_without_transpose = a->hooks != NULL && a->hooks->merge_without_transpose};
+        const refenc_mp_rope_options rope = {cfg->rope_layout, base, c->positions};
+        refenc_mpk_mha_forward(y, &w, x, lp->in_proj_weight, lp->in_proj_bias, lp->out_proj_weight,
+                               lp->out_proj_bias, &opt,
+                               cfg->positional == REFENC_POS_ROPE ? &rope : NULL, B, L, D, H, &ws);
+        const size_t sw[4] = {B, H, L, L}, sy[3] = {B, L, D};
+        st = refenc_mp_sink_emit(sink, "weights", w.weights, 4, sw);
+        if (st == REFENC_OK)
+            st = refenc_mp_sink_emit(sink, "output", y, 3, sy);
+        break;
+    }
+    case REFENC_COMP_FFN: {
+        mpfr_ptr y = refenc_mp_arena_alloc(&ar, B * L * D, prec);
+        mpfr_ptr hidden = refenc_mp_arena_alloc(&ar, B * L * F, prec);
+        if (ar.failed) {
+            st = refenc_mp_enomem(err, c->name, prec);
+            break;
+        }
+        refenc_mpk_ffn_forward(y, hidden, x, lp->linear1_weight, lp->linear1_bias, lp->linear2_weight,
+                               lp->linear2_bias, B * L, D, F, cfg->activation, &ws);
+        const size_t sy[3] = {B, L, D};
+        st = refenc_mp_sink_emit(sink, "output", y, 3, sy);
+        break;
+    }
+    case REFENC_COMP_LAYERNORM: {
+        refenc_mpk_layernorm_forward(x, x, lp->norm1_weight, lp->norm1_bias, B * L, D, eps, &ws);
+        const size_t sy[3] = {B, L, D};
+        st = refenc_mp_sink_emit(sink, "output", x, 3, sy);
+        break;
+    }
+    case REFENC_COMP_SOFTMAX: {
+        refenc_mpk_softmax_forward(x, x, B, L, tau, &ws);
+        const size_t sy[2] = {B, L};
+        st = refenc_mp_sink_emit(sink, "output", x, 2, sy);
+        break;
+    }
+    case REFENC_COMP_ACTIVATION: {
+        refenc_mpk_activation_forward(x, x, B * L, cfg->activation, &ws);
+        const size_t sy[2] = {B, L};
+        st = refenc_mp_sink_emit(sink, "output", x, 2, sy);
+        break;
+    }
+    case REFENC_COMP_SINUSOIDAL_PE: {
+        mpfr_ptr pe = refenc_mp_arena_alloc(&ar, L * D, prec);
+        if (ar.failed) {
+            st = refenc_mp_enomem(err, c->name, prec);
+            break;
+        }
+        refenc_mpk_sinusoidal_table(pe, c->positions, L, D, &ws);
+        const size_t sy[2] = {L, D};
+        st = refenc_mp_sink_emit(sink, "output", pe, 2, sy);
+        break;
+    }
+    case REFENC_COMP_ROPE: {
+        refenc_mpk_rope_forward(x, x, c->positions, B * H, L, Dh, base, cfg->rope_layout, &ws);
+        const size_t sy[4] = {B, H, L, Dh};
+        st = refenc_mp_sink_emit(sink, "output", x, 4, sy);
+        break;
+    }
+    case REFENC_COMP_ALIBI: {
+        mpfr_ptr slopes = refenc_mp_arena_alloc(&ar, H, prec);
+        mpfr_ptr bias = refenc_mp_arena_alloc(&ar, H * L * L, prec);
+        if (ar.failed) {
+            st = refenc_mp_enomem(err, c->name, prec);
+            break;
+        }
+        if (a->hooks != NULL && a->hooks->alibi_slopes_pow2)
+            refenc_mpk_alibi_slopes_pow2(slopes, H, &ws);
+        else
+            refenc_mpk_alibi_slopes(slopes, H, &ws);
+        /* bias[h,i,j] = -m_h |pos_i - pos_j|, |pos_i - pos_j| < 2^53 exact */
+        for (size_t h = 0; h < H; h++)
+            for (size_t i = 0; i < L; i++)
+                for (size_t j = 0; j < L; j++) {
+                    const int64_t d = c->positions[i] > c->positions[j] ? c->positions[i] - c->positions[j]
+                                                                        : c->positions[j] - c->positions[i];
+                    mpfr_ptr b = bias + (h * L + i) * L + j;
+                    refenc_mp_mul_pos(b, slopes + h, d);
+                    mpfr_neg(b, b, MPFR_RNDN);
+                }
+        const size_t ss[1] = {H}, sb[3] = {H, L, L};
+        st = refenc_mp_sink_emit(sink, "slopes", slopes, 1, ss);
+        if (st == REFENC_OK)
+            st = refenc_mp_sink_emit(sink, "bias", bias, 3, sb);
+        break;
+    }
+    default:
+        st = refenc_error_set(err, REFENC_EINVAL, "%s: unknown component", c->name);
+    }
+done:
+    refenc_mp_arena_free(&ar);
+    refenc_mp_ws_free(&ws);
+    return st;
+}
+
+static int case_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, refenc_error *err)
+{
+    const case_args *a = ctx;
+    const refenc_case *c = a->c;
+    if (c->component != REFENC_COMP_ENCODER)
+        return component_eval(a, prec, sink, err);
+    const size_t n = c->B * c->L * c->cfg.d_model;
+    mpfr_ptr y = refenc_mp_alloc(n, prec);
+    if (y == NULL)
+        return refenc_mp_enomem(err, "encoder output", prec);
+    const refenc_input in = case_input(c);
+    const int st = refenc_mpk_encoder_forward(y, a->mp, &c->cfg, &in, prec, a->hooks, sink, err);
+    refenc_mp_free(y, n);
+    return st;
+}
+
+/* One evaluation, every value rounded once to double and passed on. */
+typedef struct {
+    const refenc_trace *trace;
+} round_once;
+
+static int round_once_fn(void *ctx, const char *name, mpfr_srcptr data, const unsigned char *exact,
+                         size_t ndim, const size_t *shape)
+{
+    const round_once *r = ctx;
+    (void)exact;
+    size_t n = 1;
+    for (size_t d = 0; d < ndim; d++)
+        n *= shape[d];
+    double *y = malloc((n ? n : 1) * sizeof *y);
+    if (y == NULL)
+        return REFENC_ENOMEM;
+    refenc_mp_get_d(y, data, n);
+    refenc_trace_emit(r->trace, name, y, ndim, shape);
+    free(y);
+    return REFENC_OK;
+}
+
+int refenc_mp_case_run(const refenc_case *c, const refenc_variant_hooks *hooks, int certify,
+                       const refenc_trace *trace, mpfr_prec_t prec, refenc_mp_report *rep)
+{
+    refenc_mp_report local;
+    if (rep == NULL)
+        rep = &local;
+    memset(rep, 0, sizeof *rep);
+    int st = refenc_case_validate(c, &rep->error);
+    if (st != REFENC_OK)
+        return st;
+    refenc_mp_params mp;
+    if ((st = refenc_mp_params_alloc(&mp, &c->params, &rep->error)) != REFENC_OK)
+        return st;
+    case_args a = {c, hooks, &mp};
+    if (certify) {
+        st = refenc_mp_certify(case_eval, &a, prec, trace, rep);
+    } else {
+        round_once r = {trace};
+        const refenc_mp_sink sink = {round_once_fn, &r};
+        st = case_eval(&a, prec, &sink, &rep->error);
+        if (st == REFENC_ENOMEM && rep->error.message[0] == '\0')
+            refenc_error_set(&rep->error, st, "%s: out of memory", c->name);
+        rep->prec = prec;
+        rep->evaluations = 1;
+    }
+    refenc_mp_params_free(&mp);
+    return st;
+}

@@ -1,0 +1,60 @@
+/* Helpers shared by the oracle's files; not part of the public API. */
+#ifndef REFENC_ORACLE_INTERNAL_H
+#define REFENC_ORACLE_INTERNAL_H
+
+#include "oracle.h"
+
+/* A double input converted exactly to MPFR at precision prec (>= 53): NULL
+ * on allocation failure or if a conversion was inexact (it cannot be). */
+mpfr_ptr refenc_mp_from_d(const double *x, size_t n, mpfr_prec_t prec);
+
+/* Where a twin wants a certified step: the step named name is copied, as
+ * doubles, into dst (NULL: not wanted). */
+typedef struct {
+    const char *name;
+    double *dst;
+} refenc_mp_output;
+
+/* refenc_mp_certify(eval, ctx, prec, ...) with the steps copied into outs. */
+int refenc_mp_run_twin(refenc_mp_eval_fn eval, void *ctx, mpfr_prec_t prec,
+                       refenc_mp_report *rep, const refenc_mp_output *outs, size_t n_outs);
+
+/* An error for a failed allocation at precision prec. */
+int refenc_mp_enomem(refenc_error *err, const char *what, mpfr_prec_t prec);
+
+/* mpfr_mul_ui with an int64 factor in [0, 2^53) (a position or a distance);
+ * returns the ternary value. */
+int refenc_mp_mul_pos(mpfr_ptr y, mpfr_srcptr x, int64_t pos);
+
+/* refenc_attn_options (doubles) converted exactly; *handle owns the values
+ * (free it with refenc_mp_attn_options_free, also after a failure).
+ * Returns 1, or 0 on allocation failure. */
+int refenc_mp_attn_options_from_d(void **handle, const refenc_mp_attn_options **opt,
+                                  const refenc_attn_options *o, size_t H, size_t L);
+void refenc_mp_attn_options_free(void *handle);
+
+/* Owns up to 40 MPFR arrays allocated for one evaluation. */
+typedef struct {
+    struct {
+        mpfr_ptr p;
+        size_t n;
+    } a[40];
+    size_t n;
+    int failed;
+} refenc_mp_arena;
+
+/* n values at prec (n == 0: NULL, not a failure); NULL and failed set on failure. */
+mpfr_ptr refenc_mp_arena_alloc(refenc_mp_arena *ar, size_t n, mpfr_prec_t prec);
+/* The doubles x converted exactly, at prec. */
+mpfr_ptr refenc_mp_arena_from_d(refenc_mp_arena *ar, const double *x, size_t n, mpfr_prec_t prec);
+void refenc_mp_arena_free(refenc_mp_arena *ar);
+
+/* The buffers of multi-head attention, allocated in ar (mha.c). */
+void refenc_mp_mha_work_alloc(refenc_mp_mha_work *w, refenc_mp_arena *ar, size_t B, size_t L,
+                              size_t D, size_t H, mpfr_prec_t prec);
+
+/* The buffers of one layer, allocated in ar (layer.c). */
+void refenc_mp_layer_work_alloc(refenc_mp_layer_work *w, refenc_mp_arena *ar, size_t B,
+                                size_t L, const refenc_config *cfg, mpfr_prec_t prec);
+
+#endif

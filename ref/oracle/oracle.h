@@ -1,0 +1,444 @@
+/* refenc's oracle: the encoder in MPFR, with correctly rounded, certified outputs.
+ *
+ * Every function of ref/ has a twin here, written from the formula stated in
+ * its header (not translated from the double code): the two implementations
+ * share only conventions (layouts, parameter names, masks, the masked-row
+ * policy, the ALiBi and RoPE rules).  docs/oracle.md describes the design;
+ * docs/error-bounds.md uses the oracle to measure the reference's error.
+ *
+ * Two levels.
+ *
+ * 1. Kernels, refenc_mpk_<module>_<verb>: the same computation on arrays of
+ *    MPFR numbers at a working precision p.  Nothing is rounded to double; a
+ *    stack of kernels (refenc_mpk_encoder_forward) keeps every intermediate
+ *    in MPFR.  Outputs are caller-initialised arrays at precision p; inputs
+ *    may have any precision (parameters are kept at 53 bits, where doubles are
+ *    exact, so that converting them does not depend on p).  Temporaries come
+ *    from a workspace (refenc_mp_ws): kernels never allocate.
+ *
+ * 2. Twins, refenc_mp_<module>_<verb>: the double function's arguments plus a
+ *    precision and a report.  They convert every double input exactly
+ *    (mpfr_set_d with ternary 0, checked), run the kernels, and round each
+ *    output once to the nearest double -- after certifying that rounding with
+ *    Ziv's strategy (refenc_mp_certify): the computation is repeated at a
+ *    higher precision, and a value is certified only when the result at the
+ *    higher precision lies farther from the nearest rounding boundary (the
+ *    midpoint between two doubles) than the difference between the two
+ *    results; otherwise the precision is raised and the computation repeated.
+ *    The report gives the precision that was needed.
+ *
+ * Elementary functions are MPFR's (mpfr_exp, mpfr_erfc, mpfr_sin_cos,
+ * mpfr_sqrt, mpfr_pow, mpfr_exp2, mpfr_tanh, mpfr_const_pi), never libm.
+ * Dot products and sums are correctly rounded (exact products, mpfr_sum).
+ * Precision is always an argument: no mpfr_set_default_prec, no static state.
+ * The MPFR flags are saved and restored around every certified evaluation.
+ */
+#ifndef REFENC_ORACLE_H
+#define REFENC_ORACLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mpfr.h>
+
+#include "../attention.h"
+#include "../config.h"
+#include "../encoder.h"
+#include "../golden_case.h"
+#include "../layer.h"
+#include "../mha.h"
+#include "../params.h"
+#include "../status.h"
+#include "../trace.h"
+#include "../variants.h"
+
+/* ------------------------------------------------------------------------ */
+/* Precision and certification                                              */
+
+#define REFENC_MP_PREC_DEFAULT ((mpfr_prec_t)192) /* first working precision      */
+#define REFENC_MP_PREC_MIN ((mpfr_prec_t)64)      /* below this, twins refuse      */
+#define REFENC_MP_PREC_MAX ((mpfr_prec_t)1 << 16) /* Ziv gives up above this      */
+
+/* The precision sequence of Ziv's loop: p_0 = the requested precision,
+ * p_{k+1} = p_k + 64 * 2^k (192, 256, 384, 640, 1152, ...).  The result at p_k
+ * is checked against the result at p_{k+1}. */
+mpfr_prec_t refenc_mp_next_prec(mpfr_prec_t p, unsigned k);
+
+/* What a certified evaluation needed. */
+typedef struct {
+    mpfr_prec_t prec;        /* p_k: the precision whose outputs were certified   */
+    mpfr_prec_t prec_check;  /* p_{k+1}: the precision that certified them         */
+    unsigned evaluations;    /* k + 2: evaluations run (2 when no escalation)      */
+    size_t values;           /* values certified (every output and trace step)     */
+    refenc_error error;      /* on failure: which step and index, or which input   */
+} refenc_mp_report;
+
+/* An observer of an MPFR evaluation: called with each step's values, still in
+ * MPFR (the kernel-level twin of refenc_trace).  exact, when not NULL, tells
+ * which values are known to be exact (every operation that produced them had
+ * ternary value 0).  Returns REFENC_OK, or a status that stops the evaluation. */
+typedef struct {
+    int (*fn)(void *ctx, const char *name, mpfr_srcptr data, const unsigned char *exact,
+              size_t ndim, const size_t *shape);
+    void *ctx;
+} refenc_mp_sink;
+
+/* Calls sink->fn if sink is not NULL; returns its status (REFENC_OK if none).
+ * refenc_mp_sink_emit passes exact = NULL. */
+int refenc_mp_sink_emit(const refenc_mp_sink *sink, const char *name, mpfr_srcptr data,
+                        size_t ndim, const size_t *shape);
+int refenc_mp_sink_emit_exact(const refenc_mp_sink *sink, const char *name, mpfr_srcptr data,
+                              const unsigned char *exact, size_t ndim, const size_t *shape);
+
+/* One evaluation of a computation at working precision prec: it emits every
+ * value to be certified through sink (in a fixed order, with the same names
+ * and shapes at every precision).  Returns REFENC_OK or an error status,
+ * with a message in err. */
+typedef int (*refenc_mp_eval_fn)(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink,
+                                 refenc_error *err);
+
+/* Ziv's loop around eval.  Evaluates at p_0 = prec and p_1, p_2, ... (see
+ * refenc_mp_next_prec) until, for two consecutive precisions, every emitted
+ * value is certified:
+ *   b, the value at the higher precision, is farther from the nearest
+ *   rounding boundary of round-to-nearest double (the midpoint of two
+ *   consecutive doubles) than max(|a - b|, 2^(16 - p_hi) |b|), a being the
+ *   value at the lower precision; or b is exact: every operation up to this
+ *   step was exact (MPFR's inexact flag is clear), or the step says this
+ *   value is (refenc_mp_sink_emit_exact).  Exact values can lie on a
+ *   boundary (x + cos 0 = x + 1 often does); computed ones cannot be told
+ *   from it, which is why exactness is tracked.
+ * The difference |a - b| estimates the error of a, itself about 2^(p_hi -
+ * p_lo) times larger than the error of b: the test is the one MPFR's own
+ * functions make with an error bound (mpfr_can_round), with the observed
+ * difference in place of an a priori bound.  The floor 2^(16 - p_hi)|b| keeps
+ * a value that happens to be identical at both precisions, because what it
+ * depends on lies below both, from being certified right on a boundary.
+ * Then each step is given to trace (if not NULL), rounded to nearest double,
+ * in the order emitted, and rep (if not NULL) says what was needed.
+ * Errors: REFENC_EINVAL (prec outside [REFENC_MP_PREC_MIN,
+ *         REFENC_MP_PREC_MAX], or eval's own errors), REFENC_ENOMEM,
+ *         REFENC_ELIMIT (not certified below REFENC_MP_PREC_MAX: the message
+ *         names the step and the index). */
+int refenc_mp_certify(refenc_mp_eval_fn eval, void *ctx, mpfr_prec_t prec,
+                      const refenc_trace *trace, refenc_mp_report *rep);
+
+/* ------------------------------------------------------------------------ */
+/* Arrays and workspace                                                      */
+
+/* n MPFR numbers, contiguous, initialised at precision prec to +0.
+ * NULL if n == 0 or on allocation failure. */
+mpfr_ptr refenc_mp_alloc(size_t n, mpfr_prec_t prec);
+void refenc_mp_free(mpfr_ptr a, size_t n);
+
+/* y[i] = x[i], exactly.  Returns 0, or the number of values whose ternary
+ * value was not 0 (possible only if y's precision is below 53 bits). */
+size_t refenc_mp_set_d(mpfr_ptr y, const double *x, size_t n);
+
+/* y[i] = x[i] rounded to nearest double. */
+void refenc_mp_get_d(double *y, mpfr_srcptr x, size_t n);
+
+/* Temporaries for the kernels, at the working precision p.  Each kernel
+ * states how many it needs (n_tmp values, n_ptr pointers and products);
+ * refenc_mpk_ws_tmp / refenc_mpk_ws_ptr give the largest need. */
+typedef struct {
+    mpfr_prec_t prec;
+    size_t n_tmp;
+    mpfr_ptr tmp;     /* (n_tmp) scratch values at p                        */
+    size_t n_ptr;
+    mpfr_ptr *pa;     /* (n_ptr) pointers, for mpfr_sum                     */
+    mpfr_ptr prod;    /* (n_ptr) exact products, at 2p bits                 */
+    mpfr_ptr *pprod;  /* (n_ptr) pprod[k] = prod + k                        */
+} refenc_mp_ws;
+
+/* r = sum_{k<n} x[k sx] y[k sy] (+ extra, if not NULL), correctly rounded
+ * to r's precision: each product is exact (2p bits hold the product of two
+ * values of at most p bits) and mpfr_sum rounds the sum once.
+ * ws: n_ptr >= n + 1; x, y, extra of at most ws->prec bits. */
+void refenc_mp_dot(mpfr_ptr r, mpfr_srcptr x, size_t sx, mpfr_srcptr y, size_t sy, size_t n,
+                   mpfr_srcptr extra, refenc_mp_ws *ws);
+
+/* Errors: REFENC_ENOMEM.  On error *ws is empty (safe to free). */
+int refenc_mp_ws_alloc(refenc_mp_ws *ws, mpfr_prec_t prec, size_t n_tmp, size_t n_ptr);
+void refenc_mp_ws_free(refenc_mp_ws *ws);
+
+/* The workspace needs of the kernels below, for the given sizes. */
+size_t refenc_mpk_ws_tmp(size_t D, size_t F, size_t L, size_t Dh);
+size_t refenc_mpk_ws_ptr(size_t D, size_t F, size_t L, size_t Dh);
+
+/* ------------------------------------------------------------------------ */
+/* Kernels (MPFR arrays; shapes and formulas as in the double headers)      */
+
+/* y[n,o] = sum_k x[n,k] W[o,k] + b[o], the whole sum rounded once
+ * (refenc_mp_dot with the bias as one more term).  b may be NULL.
+ * ws: n_ptr >= in + 1.  linear.h */
+void refenc_mpk_linear_forward(mpfr_ptr y, mpfr_srcptr x, mpfr_srcptr W, mpfr_srcptr b,
+                               size_t N, size_t in, size_t out, refenc_mp_ws *ws);
+
+/* LayerNorm, biased variance, eps inside the root.  y may alias x.
+ * ws: n_tmp >= D + 3, n_ptr >= D.  layernorm.h */
+void refenc_mpk_layernorm_forward(mpfr_ptr y, mpfr_srcptr x, mpfr_srcptr gamma,
+                                  mpfr_srcptr beta, size_t N, size_t D, mpfr_srcptr eps,
+                                  refenc_mp_ws *ws);
+
+/* Softmax over rows with temperature tau (NULL: 1); -inf entries get weight
+ * 0; an all -inf row gets all 0.  y may alias s.
+ * ws: n_tmp >= 2, n_ptr >= n.  softmax.h */
+void refenc_mpk_softmax_forward(mpfr_ptr y, mpfr_srcptr s, size_t R, size_t n,
+                                mpfr_srcptr tau, refenc_mp_ws *ws);
+
+/* y[i] = act(x[i]), y may alias x.  GELU: x erfc(-x/sqrt 2)/2.  GELU-tanh:
+ * x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))/2 with sqrt(2/pi) from
+ * mpfr_const_pi and 0.044715 the decimal rounded at the working precision.
+ * ws: n_tmp >= 6.  activation.h */
+void refenc_mpk_activation_forward(mpfr_ptr y, mpfr_srcptr x, size_t n,
+                                   refenc_activation act, refenc_mp_ws *ws);
+
+/* x[b,l,:] = table[tokens[b,l],:] sqrt(D).  exact (B, L, D) or NULL: set to
+ * 1 where the value is exact.  ws: n_tmp >= 1.  embedding.h */
+void refenc_mpk_embedding_forward(mpfr_ptr x, unsigned char *exact, const int64_t *tokens,
+                                  mpfr_srcptr table, size_t B, size_t L, size_t D,
+                                  refenc_mp_ws *ws);
+
+/* angle: (L, D/2), angle[l,i] = pos[l] 10000^(-2i/D), the exponent 2i/D a
+ * rational evaluated in MPFR.  ws: n_tmp >= 3.  sinusoidal.h */
+void refenc_mpk_sinusoidal_angles(mpfr_ptr angle, const int64_t *pos, size_t L, size_t D,
+                                  refenc_mp_ws *ws);
+/* pe: (L, D), interleaved sin/cos.  ws: n_tmp >= D/2 + 3. */
+void refenc_mpk_sinusoidal_table(mpfr_ptr pe, const int64_t *pos, size_t L, size_t D,
+                                 refenc_mp_ws *ws);
+/* y = x + PE, y may alias x.  exact (B, L, D) or NULL: on entry 1 where x
+ * is exact, on return 1 where y is (PE at position 0 is exactly 0 and 1).
+ * ws: n_tmp >= 3D/2 + 3. */
+void refenc_mpk_sinusoidal_forward(mpfr_ptr y, unsigned char *exact, mpfr_srcptr x,
+                                   const int64_t *pos, size_t B, size_t L, size_t D,
+                                   refenc_mp_ws *ws);
+
+/* y = x + table[pos], y may alias x; exact as above.  learned_pe.h */
+void refenc_mpk_learned_pe_forward(mpfr_ptr y, unsigned char *exact, mpfr_srcptr x,
+                                   const int64_t *pos, mpfr_srcptr table, size_t B, size_t L,
+                                   size_t D);
+
+/* angle: (L, Dh/2), angle[l,j] = pos[l] base^(-2j/Dh).  ws: n_tmp >= 3.  rope.h */
+void refenc_mpk_rope_angles(mpfr_ptr angle, const int64_t *pos, size_t L, size_t Dh,
+                            mpfr_srcptr base, refenc_mp_ws *ws);
+/* y = R(pos) x per head vector, in the given layout; y may alias x.
+ * ws: n_tmp >= L Dh + 5. */
+void refenc_mpk_rope_forward(mpfr_ptr y, mpfr_srcptr x, const int64_t *pos, size_t N, size_t L,
+                             size_t Dh, mpfr_srcptr base, refenc_rope_layout layout,
+                             refenc_mp_ws *ws);
+
+/* slopes[h] = 2^(-8 (h+1)/H) for H a power of two, else the rule of alibi.h,
+ * each exponent an exact rational.  ws: n_tmp >= 1. */
+void refenc_mpk_alibi_slopes(mpfr_ptr slopes, size_t H, refenc_mp_ws *ws);
+
+/* The bug variant alibi_slopes_pow2 (variants.h): slopes[h] = 2^(-8 (h+1)/H)
+ * whatever H, the exponent an exact rational.  ws: n_tmp >= 1. */
+void refenc_mpk_alibi_slopes_pow2(mpfr_ptr slopes, size_t H, refenc_mp_ws *ws);
+
+/* What attention sees besides q, k, v (refenc_attn_options, in MPFR). */
+typedef struct {
+    const uint8_t *key_padding_mask; /* (B, L), 1 = padding; NULL: none          */
+    int causal;
+    mpfr_srcptr attn_mask;           /* (L, L) additive, may hold -inf; NULL     */
+    mpfr_srcptr alibi_slopes;        /* (H); NULL: no ALiBi                       */
+    const int64_t *positions;        /* (L); required with ALiBi                  */
+    mpfr_srcptr temperature;         /* tau > 0                                   */
+    int merge_without_transpose;     /* a bug variant (variants.h) for the golden
+                                        generator: multi-head attention reads
+                                        (B, H, L, Dh) as (B, L, D); 0 otherwise  */
+} refenc_mp_attn_options;
+
+/* Scaled dot-product attention, masked-row policy of attention.h.
+ * out: (B, H, L, Dh)  weights: (B, H, L, L)  q, k, v: (B, H, L, Dh).
+ * ws: n_tmp >= 4, n_ptr >= max(L, Dh). */
+void refenc_mpk_attention_forward(mpfr_ptr out, mpfr_ptr weights, mpfr_srcptr q, mpfr_srcptr k,
+                                  mpfr_srcptr v, const refenc_mp_attn_options *opt, size_t B,
+                                  size_t H, size_t L, size_t Dh, refenc_mp_ws *ws);
+
+/* (B, L, H*Dh) <-> (B, H, L, Dh), exact copies.  mha.h */
+void refenc_mpk_heads_split(mpfr_ptr xh, mpfr_srcptr x, size_t B, size_t L, size_t H, size_t Dh);
+void refenc_mpk_heads_merge(mpfr_ptr x, mpfr_srcptr xh, size_t B, size_t L, size_t H, size_t Dh);
+
+typedef struct {
+    refenc_rope_layout layout;
+    mpfr_srcptr base;
+    const int64_t *positions; /* (L) */
+} refenc_mp_rope_options;
+
+/* Buffers of multi-head attention, at the working precision. */
+typedef struct {
+    mpfr_ptr q, k, v;      /* (B, L, D)     */
+    mpfr_ptr qh, kh, vh;   /* (B, H, L, Dh) */
+    mpfr_ptr ctxh;         /* (B, H, L, Dh) */
+    mpfr_ptr ctx;          /* (B, L, D)     */
+    mpfr_ptr weights;      /* (B, H, L, L)  */
+} refenc_mp_mha_work;
+
+/* Multi-head self-attention, nn.MultiheadAttention layouts (mha.h). */
+void refenc_mpk_mha_forward(mpfr_ptr y, refenc_mp_mha_work *w, mpfr_srcptr x,
+                            mpfr_srcptr in_proj_weight, mpfr_srcptr in_proj_bias,
+                            mpfr_srcptr out_proj_weight, mpfr_srcptr out_proj_bias,
+                            const refenc_mp_attn_options *opt, const refenc_mp_rope_options *rope,
+                            size_t B, size_t L, size_t D, size_t H, refenc_mp_ws *ws);
+
+/* y = act(x W1^T + b1) W2^T + b2; hidden (N, F) keeps the activations. */
+void refenc_mpk_ffn_forward(mpfr_ptr y, mpfr_ptr hidden, mpfr_srcptr x, mpfr_srcptr W1,
+                            mpfr_srcptr b1, mpfr_srcptr W2, mpfr_srcptr b2, size_t N, size_t D,
+                            size_t F, refenc_activation act, refenc_mp_ws *ws);
+
+/* Parameters of one layer in MPFR (views, nn.TransformerEncoderLayer layouts). */
+typedef struct {
+    mpfr_srcptr in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias;
+    mpfr_srcptr linear1_weight, linear1_bias, linear2_weight, linear2_bias;
+    mpfr_srcptr norm1_weight, norm1_bias, norm2_weight, norm2_bias;
+} refenc_mp_layer_params;
+
+/* Buffers of one layer, at the working precision. */
+typedef struct {
+    mpfr_ptr ln, attn, resid, ffn; /* (B, L, D) */
+    mpfr_ptr hidden;               /* (B, L, F) */
+    refenc_mp_mha_work mha;
+} refenc_mp_layer_work;
+
+/* One encoder layer (layer.h): Pre-LN or Post-LN, with the same trace steps,
+ * "layers.{index}.norm1" ..., emitted in MPFR through sink.  eps: the
+ * LayerNorm epsilon.  Returns the first non-OK status of sink, else REFENC_OK. */
+int refenc_mpk_layer_forward(mpfr_ptr y, refenc_mp_layer_work *w, mpfr_srcptr x,
+                             const refenc_mp_layer_params *lp, const refenc_config *cfg,
+                             mpfr_srcptr eps, const refenc_mp_attn_options *opt,
+                             const refenc_mp_rope_options *rope, size_t B, size_t L,
+                             size_t index, const refenc_mp_sink *sink, refenc_mp_ws *ws);
+
+/* All parameters of an encoder in MPFR: one array at 53 bits holding
+ * refenc_params' block exactly, and views in the same places. */
+typedef struct {
+    size_t n_values;
+    mpfr_ptr block;
+    mpfr_srcptr embedding, pos_embedding, norm_weight, norm_bias; /* NULL when absent */
+    size_t n_layers;
+    refenc_mp_layer_params *layers;
+} refenc_mp_params;
+
+/* Converts p exactly.  Errors: REFENC_ENOMEM.  On error *mp is empty. */
+int refenc_mp_params_alloc(refenc_mp_params *mp, const refenc_params *p, refenc_error *err);
+void refenc_mp_params_free(refenc_mp_params *mp);
+
+/* The encoder stack (encoder.h) at working precision prec, every
+ * intermediate in MPFR, steps "embed", "layers.{i}.*", "norm", "output"
+ * emitted through sink; y (B, L, D) at prec receives the output.  The input
+ * must have been validated (refenc_input_validate).  hooks: NULL for the
+ * encoder as specified; the golden generator passes a bug variant's hooks
+ * (variants.h) to compute what a buggy implementation computes.
+ * Errors: REFENC_ENOMEM, or the status of sink. */
+int refenc_mpk_encoder_forward(mpfr_ptr y, const refenc_mp_params *p, const refenc_config *cfg,
+                               const refenc_input *in, mpfr_prec_t prec,
+                               const refenc_variant_hooks *hooks,
+                               const refenc_mp_sink *sink, refenc_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Twins of the double functions: same arguments, plus the first working     */
+/* precision prec (REFENC_MP_PREC_DEFAULT is a good choice) and a report      */
+/* (may be NULL).  Every output is the correctly rounded double of the exact */
+/* function of the double inputs, certified (refenc_mp_certify).             */
+/* Return REFENC_OK, or REFENC_EINVAL / REFENC_ENOMEM / REFENC_ELIMIT as      */
+/* refenc_mp_certify, the message in rep->error.                             */
+
+int refenc_mp_linear_forward(double *y, const double *x, const double *W, const double *b,
+                             size_t N, size_t in, size_t out,
+                             mpfr_prec_t prec, refenc_mp_report *rep);
+
+int refenc_mp_layernorm_forward(double *y, const double *x, const double *gamma,
+                                const double *beta, size_t N, size_t D, double eps,
+                                mpfr_prec_t prec, refenc_mp_report *rep);
+
+int refenc_mp_softmax_forward(double *y, const double *s, size_t R, size_t n, double tau,
+                              mpfr_prec_t prec, refenc_mp_report *rep);
+
+int refenc_mp_activation_forward(double *y, const double *x, size_t n, refenc_activation act,
+                                 mpfr_prec_t prec, refenc_mp_report *rep);
+
+int refenc_mp_embedding_forward(double *x, const int64_t *tokens, const double *table,
+                                size_t B, size_t L, size_t V, size_t D,
+                                mpfr_prec_t prec, refenc_mp_report *rep);
+
+/* angle: (L, D/2), the exact pos[l] * 10000^(-2i/D) (refenc_sinusoidal_angle). */
+int refenc_mp_sinusoidal_angles(double *angle, const int64_t *pos, size_t L, size_t D,
+                                mpfr_prec_t prec, refenc_mp_report *rep);
+int refenc_mp_sinusoidal_table(double *pe, const int64_t *pos, size_t L, size_t D,
+                               mpfr_prec_t prec, refenc_mp_report *rep);
+int refenc_mp_sinusoidal_forward(double *y, const double *x, const int64_t *pos,
+                                 size_t B, size_t L, size_t D,
+                                 mpfr_prec_t prec, refenc_mp_report *rep);
+
+int refenc_mp_learned_pe_forward(double *y, const double *x, const int64_t *pos,
+                                 const double *table, size_t B, size_t L, size_t P, size_t D,
+                                 mpfr_prec_t prec, refenc_mp_report *rep);
+
+/* angle: (L, Dh/2), the exact pos[l] * base^(-2j/Dh). */
+int refenc_mp_rope_angles(double *angle, const int64_t *pos, size_t L, size_t Dh, double base,
+                          mpfr_prec_t prec, refenc_mp_report *rep);
+int refenc_mp_rope_forward(double *y, const double *x, const int64_t *pos,
+                           size_t N, size_t L, size_t Dh, double base, refenc_rope_layout layout,
+                           mpfr_prec_t prec, refenc_mp_report *rep);
+
+int refenc_mp_alibi_slopes(double *slopes, size_t H, mpfr_prec_t prec, refenc_mp_report *rep);
+
+/* opt's slopes, when given, are inputs (converted exactly), as in the
+ * double function. */
+int refenc_mp_attention_forward(double *out, double *weights,
+                                const double *q, const double *k, const double *v,
+                                const refenc_attn_options *opt,
+                                size_t B, size_t H, size_t L, size_t Dh,
+                                mpfr_prec_t prec, refenc_mp_report *rep);
+
+/* weights (B, H, L, L) may be NULL. */
+int refenc_mp_mha_forward(double *y, double *weights, const double *x,
+                          const double *in_proj_weight, const double *in_proj_bias,
+                          const double *out_proj_weight, const double *out_proj_bias,
+                          const refenc_attn_options *opt, const refenc_rope_options *rope,
+                          size_t B, size_t L, size_t D, size_t H,
+                          mpfr_prec_t prec, refenc_mp_report *rep);
+
+/* hidden (N, F) may be NULL. */
+int refenc_mp_ffn_forward(double *y, double *hidden, const double *x,
+                          const double *W1, const double *b1,
+                          const double *W2, const double *b2,
+                          size_t N, size_t D, size_t F, refenc_activation act,
+                          mpfr_prec_t prec, refenc_mp_report *rep);
+
+/* The layer's trace steps (layer.h) go to trace, certified, like y. */
+int refenc_mp_layer_forward(double *y, const double *x, const refenc_layer_params *lp,
+                            const refenc_config *cfg, const refenc_attn_options *opt,
+                            const refenc_rope_options *rope, size_t B, size_t L, size_t index,
+                            const refenc_trace *trace, mpfr_prec_t prec, refenc_mp_report *rep);
+
+/* The whole encoder (encoder.h), on the same config, parameters and input
+ * as refenc_encoder_forward; every trace step of the reference ("embed",
+ * "layers.{i}.norm1", ..., "norm", "output") goes to trace, each value the
+ * correctly rounded double of the exact intermediate (nothing is rounded
+ * between steps), certified together with y.  ALiBi slopes are the exact
+ * ones (computed in MPFR), not the reference's doubles.
+ * Errors: as refenc_input_validate, and as refenc_mp_certify. */
+int refenc_mp_encoder_forward(double *y, const refenc_params *p, const refenc_config *cfg,
+                              const refenc_input *in, const refenc_trace *trace,
+                              mpfr_prec_t prec, refenc_mp_report *rep);
+
+/* ------------------------------------------------------------------------ */
+/* Golden cases                                                              */
+
+/* The outputs of a golden case (golden_case.h), from the oracle: every output
+ * the reference reports for the case (refenc_case_run_reference), with the
+ * same names, in the same order.  hooks: NULL for the case as specified, or a
+ * bug variant's (variants.h).  certify: 1 for the golden outputs, each the
+ * certified correctly rounded double (refenc_mp_certify, starting at prec);
+ * 0 for one evaluation at prec, every value rounded once to double (a bug
+ * variant's outputs, which only need to be far more accurate than any
+ * tolerance: at 128 bits they are within 2^-70 relative of the exact ones,
+ * except where cancellation makes an output tiny, where they are within
+ * 2^-70 of the inputs' scale).
+ * Errors: as refenc_case_validate, and as refenc_mp_certify. */
+int refenc_mp_case_run(const refenc_case *c, const refenc_variant_hooks *hooks, int certify,
+                       const refenc_trace *trace, mpfr_prec_t prec, refenc_mp_report *rep);
+
+#endif

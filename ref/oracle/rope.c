@@ -1,0 +1,100 @@
+/* RoPE in MPFR (rope.h): pair j of a head vector at position p is rotated by
+ * p theta_j, theta_j = base^(-2j/Dh):  (a, b) -> (a cos - b sin, b cos + a sin).
+ * HALF pairs (j, j + Dh/2), INTERLEAVED pairs (2j, 2j+1).  The exponent is
+ * the rational -2j/Dh evaluated in MPFR, base the exact double. */
+#include "internal.h"
+
+void refenc_mpk_rope_angles(mpfr_ptr angle, const int64_t *pos, size_t L, size_t Dh,
+                            mpfr_srcptr base, refenc_mp_ws *ws)
+{
+    mpfr_ptr t = ws->tmp, theta = ws->tmp + 1;
+    const size_t half = Dh / 2;
+    for (size_t j = 0; j < half; j++) {
+        mpfr_set_si(t, -(long)(2 * j), MPFR_RNDN);
+        mpfr_div_ui(t, t, Dh, MPFR_RNDN); /* -2j/Dh */
+        mpfr_pow(theta, base, t, MPFR_RNDN);
+        for (size_t l = 0; l < L; l++)
+            refenc_mp_mul_pos(angle + l * half + j, theta, pos[l]);
+    }
+}
+
+void refenc_mpk_rope_forward(mpfr_ptr y, mpfr_srcptr x, const int64_t *pos, size_t N, size_t L,
+                             size_t Dh, mpfr_srcptr base, refenc_rope_layout layout,
+                             refenc_mp_ws *ws)
+{
+    const size_t half = Dh / 2;
+    /* cos and sin of every angle, once: cs[l, j] = (cos, sin) */
+    mpfr_ptr cs = ws->tmp + 2, a = cs + L * Dh, b = a + 1, t = a + 2; /* tmp[0..2): angles' */
+    refenc_mpk_rope_angles(cs, pos, L, Dh, base, ws); /* angles in cs[0 .. L*half) */
+    /* spread the angles to even slots, from the last (no overlap: 2i >= i) */
+    for (size_t i = L * half; i-- > 0;)
+        mpfr_swap(cs + 2 * i, cs + i);
+    for (size_t i = 0; i < L * half; i++) {
+        mpfr_set(t, cs + 2 * i, MPFR_RNDN);
+        mpfr_sin_cos(cs + 2 * i + 1, cs + 2 * i, t, MPFR_RNDN);
+    }
+    for (size_t n = 0; n < N; n++)
+        for (size_t l = 0; l < L; l++) {
+            const size_t off = (n * L + l) * Dh; /* [n,l,:] */
+            for (size_t j = 0; j < half; j++) {
+                const size_t ia = layout == REFENC_ROPE_HALF ? j : 2 * j;
+                const size_t ib = layout == REFENC_ROPE_HALF ? j + half : 2 * j + 1;
+                mpfr_srcptr c = cs + 2 * (l * half + j), s = c + 1;
+                mpfr_set(a, x + off + ia, MPFR_RNDN); /* y may alias x */
+                mpfr_set(b, x + off + ib, MPFR_RNDN);
+                mpfr_fmms(y + off + ia, a, c, b, s, MPFR_RNDN); /* a cos - b sin */
+                mpfr_fmma(y + off + ib, b, c, a, s, MPFR_RNDN); /* b cos + a sin */
+            }
+        }
+}
+
+typedef struct {
+    int what; /* 0 angles, 1 forward */
+    const double *x;
+    const int64_t *pos;
+    size_t N, L, Dh;
+    double base;
+    refenc_rope_layout layout;
+} rope_args;
+
+static int rope_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, refenc_error *err)
+{
+    const rope_args *a = ctx;
+    const size_t n = a->what == 0 ? a->L * (a->Dh / 2) : a->N * a->L * a->Dh;
+    refenc_mp_ws ws;
+    int st = refenc_mp_ws_alloc(&ws, prec, a->L * a->Dh + 5, 1);
+    mpfr_ptr y = a->what == 1 ? refenc_mp_from_d(a->x, n, prec) : refenc_mp_alloc(n, prec);
+    mpfr_ptr base = refenc_mp_from_d(&a->base, 1, 53);
+    if (st || !y || !base) {
+        st = refenc_mp_enomem(err, "RoPE", prec);
+    } else if (a->what == 0) {
+        refenc_mpk_rope_angles(y, a->pos, a->L, a->Dh, base, &ws);
+        const size_t shape[2] = {a->L, a->Dh / 2};
+        st = refenc_mp_sink_emit(sink, "angle", y, 2, shape);
+    } else {
+        refenc_mpk_rope_forward(y, y, a->pos, a->N, a->L, a->Dh, base, a->layout, &ws);
+        const size_t shape[3] = {a->N, a->L, a->Dh};
+        st = refenc_mp_sink_emit(sink, "y", y, 3, shape);
+    }
+    refenc_mp_free(base, 1);
+    refenc_mp_free(y, n);
+    refenc_mp_ws_free(&ws);
+    return st;
+}
+
+int refenc_mp_rope_angles(double *angle, const int64_t *pos, size_t L, size_t Dh, double base,
+                          mpfr_prec_t prec, refenc_mp_report *rep)
+{
+    rope_args a = {0, NULL, pos, 1, L, Dh, base, REFENC_ROPE_HALF};
+    const refenc_mp_output outs[] = {{"angle", angle}};
+    return refenc_mp_run_twin(rope_eval, &a, prec, rep, outs, 1);
+}
+
+int refenc_mp_rope_forward(double *y, const double *x, const int64_t *pos,
+                           size_t N, size_t L, size_t Dh, double base, refenc_rope_layout layout,
+                           mpfr_prec_t prec, refenc_mp_report *rep)
+{
+    rope_args a = {1, x, pos, N, L, Dh, base, layout};
+    const refenc_mp_output outs[] = {{"y", y}};
+    return refenc_mp_run_twin(rope_eval, &a, prec, rep, outs, 1);
+}

@@ -1,0 +1,64 @@
+/* Known bug variants: the mistakes Transformer implementations make that
+ * refenc can recognise.  Each is a different function from the encoder the
+ * golden cases specify; the golden generator stores the oracle's outputs under
+ * the variants a case targets (alt.<variant>.<output>), and `refenc certify`
+ * reports the variant a failing implementation matches, with its explanation
+ * and fix.  docs/certify.md carries the same table.
+ *
+ * Most variants are the same computation on a transformed case (another eps,
+ * another activation, a scaled table); two change the computation itself and
+ * are flags for the engine (refenc_variant_hooks). */
+#ifndef REFENC_VARIANTS_H
+#define REFENC_VARIANTS_H
+
+#include "golden_case.h"
+
+typedef enum {
+    REFENC_VAR_LAYERNORM_EPS_X10 = 0,
+    REFENC_VAR_LAYERNORM_EPS_DIV10,
+    REFENC_VAR_UNBIASED_VARIANCE,
+    REFENC_VAR_GELU_TANH_FOR_EXACT,
+    REFENC_VAR_GELU_EXACT_FOR_TANH,
+    REFENC_VAR_ROPE_LAYOUT_SWAPPED,
+    REFENC_VAR_ROPE_BASE_WRONG,
+    REFENC_VAR_ATTENTION_SCALE_SQRT_D,
+    REFENC_VAR_ATTENTION_UNSCALED,
+    REFENC_VAR_MISSING_FINAL_NORM,
+    REFENC_VAR_EMBEDDING_UNSCALED,
+    REFENC_VAR_ALIBI_SLOPES_POW2,
+    REFENC_VAR_PADDING_MASK_INVERTED,
+    REFENC_VAR_PRE_POST_SWAPPED,
+    REFENC_VAR_HEADS_MERGED_WITHOUT_TRANSPOSE,
+    REFENC_VAR_COUNT
+} refenc_variant;
+
+typedef struct {
+    const char *name;      /* as in alt.<name>.* and --bug <name>              */
+    const char *bug_class; /* the catalogue's bug class it belongs to          */
+    const char *symptom;   /* what the failing outputs look like               */
+    const char *cause;     /* the mistake                                      */
+    const char *fix;       /* what to change                                   */
+} refenc_variant_info;
+
+/* The table, indexed by refenc_variant. */
+const refenc_variant_info *refenc_variant_get(refenc_variant v);
+
+/* The variant with this name; returns 0 if unknown. */
+int refenc_variant_parse(refenc_variant *v, const char *name);
+
+/* What the engine must do differently (the variants no case transform can
+ * express). */
+typedef struct {
+    int alibi_slopes_pow2;       /* slopes 2^(-8(h+1)/H) whatever H            */
+    int merge_without_transpose; /* (B, H, L, Dh) read as (B, L, D)            */
+} refenc_variant_hooks;
+
+/* Whether the variant changes this case at all (e.g. no RoPE variant for a
+ * case without RoPE, no ALiBi slope variant for a power-of-two head count). */
+int refenc_variant_applies(refenc_variant v, const refenc_case *c);
+
+/* Turns c, in place, into the case the buggy implementation computes, and
+ * sets the engine hooks.  Precondition: refenc_variant_applies(v, c). */
+void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks *hooks);
+
+#endif

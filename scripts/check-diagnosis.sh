@@ -1,0 +1,87 @@
+#!/bin/sh
+# The diagnosis, end to end: does refenc certify tell an implementation which
+# bug it most likely has?  For every known bug variant (refenc certify --list-bugs) and
+# for float64 and float32, runs the PyTorch peer with that bug injected
+# (scripts/peers/torch_peer.py --bug) and certifies it; checks that
+#   - the certifier FAILs it (exit 1),
+#   - at least one failing case is diagnosed as that variant,
+#   - no case is diagnosed as any other variant (never a wrong diagnosis);
+# that the clean peer gets no diagnosis (float64: every case passes; float32:
+# only the float32 hazards fail, undiagnosed); and that two bugs refenc does
+# not know (softmax over the query axis, the FFN residual dropped) FAIL with
+# "no known variant matches" on every failing case.
+#
+# usage: scripts/check-diagnosis.sh REFENC_CLI OUT_DIR
+set -u
+cli=${1:?usage: check-diagnosis.sh REFENC_CLI OUT_DIR}
+out=${2:?usage: check-diagnosis.sh REFENC_CLI OUT_DIR}
+here=$(dirname "$0")
+peer="$here/peers/torch_peer.py"
+mkdir -p "$out"
+status=0
+
+# every variant the certifier knows must be injectable into the peer
+known=$("$cli" certify --list-bugs | grep -v '^ ')
+for v in $known; do
+    /usr/bin/python3 "$peer" --help | tr -d ' \n' | grep -q "$v" ||
+        { echo "check-diagnosis: the peer cannot inject '$v'" >&2; exit 2; }
+done
+
+# run NAME DTYPE [BUG]: peer + certify --json into $out/NAME-DTYPE.json; prints the exit code
+run() {
+    name=$1 dtype=$2 bug=${3:-}
+    rm -rf "$out/$name-$dtype"
+    /usr/bin/python3 "$peer" --golden golden --out "$out/$name-$dtype" --dtype "$dtype" ${bug:+--bug "$bug"} >/dev/null ||
+        { echo "check-diagnosis: the peer failed ($name, $dtype)" >&2; exit 2; }
+    "$cli" certify --golden golden --results "$out/$name-$dtype" --json "$out/$name-$dtype.json" --quiet >/dev/null
+    echo $?
+}
+
+# verdict JSON EXPECTED_VARIANT|none|clean DTYPE: checks the certificate
+verdict() {
+    /usr/bin/python3 - "$@" <<'PY'
+import json, sys
+path, expected, dtype = sys.argv[1:4]
+cert = json.load(open(path))
+manifest = json.load(open("golden/manifest.json"))
+hazards = {c["case"] for c in manifest["cases"] if "float32_hazard" in c}
+failed = [c for c in cert["cases"] if c["verdict"] != "PASS"]
+names = {}
+for c in failed:
+    v = c.get("diagnosis", {}).get("variant")
+    names.setdefault(v, []).append(c["case"])
+wrong = {v: cs for v, cs in names.items() if v is not None and v != expected}
+ok = True
+if expected == "clean":
+    allowed = hazards if dtype == "float32" else set()
+    extra = [c["case"] for c in failed if c["case"] not in allowed]
+    ok = not extra and not wrong
+    msg = f"{len(failed)} failing ({', '.join(sorted(c['case'] for c in failed)) or 'none'}), no diagnosis" if ok else f"unexpected failures {extra} or diagnoses {wrong}"
+elif expected == "none":
+    ok = bool(failed) and not wrong
+    msg = f"FAIL on {len(failed)} cases, 'no known variant matches' on all" if ok else f"wrong diagnoses {wrong}" if wrong else "no case failed"
+else:
+    right = names.get(expected, [])
+    ok = bool(right) and not wrong
+    msg = (f"FAIL on {len(failed)} cases, diagnosed '{expected}' on {len(right)}: {', '.join(right)}"
+           if ok else f"diagnosed '{expected}' on {right}, wrong diagnoses {wrong}")
+print(("  ok    " if ok else "  WRONG ") + msg)
+sys.exit(0 if ok else 1)
+PY
+}
+
+for dtype in float64 float32; do
+    echo "== $dtype"
+    rc=$(run clean "$dtype")
+    echo "clean peer: exit $rc"
+    verdict "$out/clean-$dtype.json" clean "$dtype" || status=1
+    for v in $known softmax_over_queries ffn_residual_dropped; do
+        rc=$(run "$v" "$dtype" "$v")
+        case "$v" in softmax_over_queries|ffn_residual_dropped) expect=none ;; *) expect=$v ;; esac
+        echo "--bug $v: exit $rc"
+        [ "$rc" = 1 ] || { echo "  WRONG: refenc certify should exit 1"; status=1; }
+        verdict "$out/$v-$dtype.json" "$expect" "$dtype" || status=1
+    done
+done
+[ $status = 0 ] && echo "check-diagnosis: every variant caught and named, in float64 and float32; unknown bugs undiagnosed; the clean peer undiagnosed"
+exit $status

@@ -1,0 +1,87 @@
+#!/bin/sh
+# Negative controls for the accuracy suite: builds variants of the reference
+# in which one intermediate is rounded to float, (double)(float)x, and checks
+# that the accuracy tests (Criterion suites accuracy_*) fail for every one.
+#
+# usage: scripts/float-variants.sh          (or: make check-float-variants)
+#
+# Works in a temporary copy of the tree (the files git tracks, as they are in
+# the working tree); committed sources are never modified.  Prints, for each
+# variant, the tests that failed; exits 1 if a variant passes the suite (its
+# bounds would then be too loose to matter) or a patch does not apply.
+set -eu
+cd "$(dirname "$0")/.."
+root=$(pwd)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/refenc-float-variants.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$tmp"
+jobs=$(nproc 2>/dev/null || echo 2)
+
+# name | file | exact text | replacement
+variants='layernorm_sd|ref/layernorm.c|const double sd = sqrt(var + eps);|const double sd = (double)(float)sqrt(var + eps);
+layernorm_mean|ref/layernorm.c|const double mu = sum / (double)D;|const double mu = (double)(float)(sum / (double)D);
+softmax_exp|ref/softmax.c|y_r[i] = exp(s_r[i] / tau - m);|y_r[i] = (double)(float)exp(s_r[i] / tau - m);
+attention_scores|ref/attention.c|s_i[j] = s;|s_i[j] = (double)(float)s;
+ffn_activation|ref/ffn.c|refenc_activation_forward(hidden, hidden, N * F, act);|refenc_activation_forward(hidden, hidden, N * F, act); for (size_t i_ = 0; i_ < N * F; i_++) hidden[i_] = (double)(float)hidden[i_];
+gelu_output|ref/activation.c|return x * (0.5 * erfc(-x * M_SQRT1_2));|return (double)(float)(x * (0.5 * erfc(-x * M_SQRT1_2)));
+pe_angle|ref/sinusoidal.c|return (double)pos * refenc_sinusoidal_frequency(i, D);|return (double)(float)((double)pos * refenc_sinusoidal_frequency(i, D));
+rope_angle|ref/rope.c|const double angle = (double)pos[l] * refenc_rope_frequency(j, Dh, base);|const double angle = (double)(float)((double)pos[l] * refenc_rope_frequency(j, Dh, base));
+linear_output|ref/linear.c|y_n[o] = b != NULL ? acc + b[o] : acc;|y_n[o] = (double)(float)(b != NULL ? acc + b[o] : acc);'
+
+echo "float-variants: building the unmodified copy in $tmp"
+make -C "$tmp" -s build/checks/refenc-checks >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; exit 1; }
+# the unmodified reference must pass, or the failures below prove nothing
+if ! "$tmp/build/checks/refenc-checks" --filter 'accuracy_*/*' --jobs="$jobs" >"$tmp/base.log" 2>&1; then
+    cat "$tmp/base.log"
+    echo "float-variants: the unmodified reference fails the accuracy suite" >&2
+    exit 1
+fi
+
+status=0
+caught=0
+total=0
+old_ifs=$IFS
+IFS='
+'
+for v in $variants; do
+    IFS='|' read -r name file from to <<EOV
+$v
+EOV
+    total=$((total + 1))
+    cp "$tmp/$file" "$tmp/$file.orig"
+    if ! python3 - "$tmp/$file" "$from" "$to" <<'EOPY'
+import sys
+path, old, new = sys.argv[1:4]
+s = open(path).read()
+if s.count(old) != 1:
+    sys.exit(1)
+open(path, "w").write(s.replace(old, new))
+EOPY
+    then
+        echo "float-variants: $name: the text to patch is not (exactly once) in $file" >&2
+        status=1
+        continue
+    fi
+    if ! make -C "$tmp" -s build/checks/refenc-checks >"$tmp/build.log" 2>&1; then
+        cat "$tmp/build.log"
+        echo "float-variants: $name does not build" >&2
+        status=1
+    else
+        "$tmp/build/checks/refenc-checks" --filter 'accuracy_*/*' --jobs="$jobs" \
+            >"$tmp/$name.log" 2>&1 || true
+        failed=$(grep -E '^\[FAIL\]' "$tmp/$name.log" | sed -e 's/^\[FAIL\] //' -e 's/: (.*//' | tr '\n' ' ')
+        if [ -n "$failed" ]; then
+            caught=$((caught + 1))
+            echo "CAUGHT  $name ($file): $failed"
+        else
+            echo "MISSED  $name ($file): every accuracy test passed" >&2
+            status=1
+        fi
+    fi
+    mv "$tmp/$file.orig" "$tmp/$file"
+    touch "$tmp/$file"
+done
+IFS=$old_ifs
+echo "float-variants: $caught of $total variants caught by the accuracy suite"
+exit $status
