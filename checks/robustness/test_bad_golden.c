@@ -373,9 +373,15 @@ static void certify_error(const rb_golden *g, const char *case_name, const char 
     const char *args[] = {"refenc", "certify", "--golden", dir, "--results", results, "--case", case_name, NULL};
     rb_result r = rb_run(args);
     char full[4096];
-    snprintf(full, sizeof full, "refenc certify: %s: %s\n", gcase, message);
-    cr_expect_eq(r.status, 2, "%s: exit %d: %s", what, r.status, r.err);
-    cr_expect_str_eq(r.err, full, "%s", what);
+    if (message != NULL) {
+        snprintf(full, sizeof full, "refenc certify: %s: %s\n", gcase, message);
+        cr_expect_eq(r.status, 2, "%s: exit %d: %s", what, r.status, r.err);
+        cr_expect_str_eq(r.err, full, "%s", what);
+    } else { /* no error: the case fails, with or without a diagnosis */
+        cr_expect_eq(r.status, 1, "%s: exit %d: %s", what, r.status, r.err);
+        cr_expect_str_empty(r.err, "%s", what);
+        cr_expect(strstr(r.out, "    diagnosis: ") != NULL, "%s: %s", what, r.out);
+    }
     cr_expect(strstr(r.out, "PASS") == NULL, "%s: %s", what, r.out);
     rb_result_free(&r);
     rb_tmpdir_remove(dir);
@@ -407,5 +413,99 @@ Test(bad_golden, certify_refuses_a_golden_without_its_outputs)
     rb_golden_reshape(&g, "dontcare.out.output", REFENC_ST_BOOL, 2, wrong);
     certify_error(&g, "softmax_masked", "a don't-care mask of another shape",
                   "'dontcare.out.output' does not have the shape of 'out.output'");
+    rb_golden_free(&g);
+}
+
+/* ---- the bug variants a golden case stores for the diagnosis ------------------------- */
+
+/* certify of the reference's results for layernorm_small_variance, made to
+ * fail (out.output shifted by 1e-3), against the golden g: the diagnosis
+ * reads the golden's variants, which are wrong in one way. */
+static void diagnosis_error(const rb_golden *g, const char *what, const char *message)
+{
+    char dir[RB_PATH_MAX], gcase[RB_PATH_MAX], results[RB_PATH_MAX + 16], rfile[RB_PATH_MAX + 64];
+    rb_tmpdir(dir);
+    rb_golden_dir(dir, "layernorm_small_variance", gcase);
+    snprintf(results, sizeof results, "%s/results", dir);
+    cr_assert_eq(mkdir(results, 0700), 0);
+    snprintf(rfile, sizeof rfile, "%s/layernorm_small_variance.safetensors", results);
+    rb_reference_results("layernorm_small_variance", rfile);
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, rfile, &err), REFENC_OK);
+    const refenc_st_tensor *t = refenc_st_find(&f, "out.output");
+    cr_assert(t != NULL && t->numel == 240);
+    double y[240];
+    cr_assert_eq(refenc_st_to_f64(y, &f, t, &err), REFENC_OK);
+    refenc_st_free(&f);
+    for (size_t i = 0; i < 240; i++)
+        y[i] += 1e-3;
+    refenc_st_entry e = {"out.output", REFENC_ST_F64, 3, {2, 5, 24}, y};
+    cr_assert_eq(refenc_st_write(rfile, &e, 1, NULL, &err), REFENC_OK, "%s", err.message);
+    rb_golden_write(g, gcase);
+
+    const char *args[] = {"refenc", "certify", "--golden", dir, "--results", results, "--case",
+                          "layernorm_small_variance", NULL};
+    rb_result r = rb_run(args);
+    char full[4096];
+    if (message != NULL) {
+        snprintf(full, sizeof full, "refenc certify: %s: %s\n", gcase, message);
+        cr_expect_eq(r.status, 2, "%s: exit %d: %s", what, r.status, r.err);
+        cr_expect_str_eq(r.err, full, "%s", what);
+    } else { /* no error: the case fails, with or without a diagnosis */
+        cr_expect_eq(r.status, 1, "%s: exit %d: %s", what, r.status, r.err);
+        cr_expect_str_empty(r.err, "%s", what);
+        cr_expect(strstr(r.out, "    diagnosis: ") != NULL, "%s: %s", what, r.out);
+    }
+    cr_expect(strstr(r.out, "PASS") == NULL, "%s: %s", what, r.out);
+    rb_result_free(&r);
+    rb_tmpdir_remove(dir);
+}
+
+Test(bad_golden, certify_refuses_malformed_bug_variants)
+{
+    rb_golden g;
+    /* the control: with the variants as generated, a failure (exit 1) */
+    rb_golden_load(&g, "layernorm_small_variance");
+    diagnosis_error(&g, "the variants as generated", NULL);
+
+    rb_golden_set_meta(&g, "variants", "[{\"outputs\": [\"out.output\"]}]");
+    diagnosis_error(&g, "a variant without a name", "__metadata__.variants[0] is malformed");
+    rb_golden_set_meta(&g, "variants", "[{\"name\": \"no_such_bug\", \"outputs\": [\"out.output\"]}]");
+    diagnosis_error(&g, "an unknown variant", "__metadata__.variants[0] is malformed");
+    rb_golden_set_meta(&g, "variants", "[{\"name\": \"layernorm_eps_x10\", \"outputs\": \"out.output\"}]");
+    diagnosis_error(&g, "outputs not a list", "__metadata__.variants[0] is malformed");
+    rb_golden_free(&g);
+
+    rb_golden_load(&g, "layernorm_small_variance");
+    rb_golden_drop(&g, "alt.layernorm_eps_x10.out.output");
+    diagnosis_error(&g, "a variant without its outputs",
+                    "variant 'layernorm_eps_x10' of output 'out.output' is malformed");
+    rb_golden_free(&g);
+
+    rb_golden_load(&g, "layernorm_small_variance");
+    const size_t short_shape[3] = {2, 5, 23};
+    rb_golden_reshape(&g, "alt.unbiased_variance.out.output", REFENC_ST_F64, 3, short_shape);
+    diagnosis_error(&g, "a variant output of another shape",
+                    "variant 'unbiased_variance' of output 'out.output' is malformed");
+    rb_golden_free(&g);
+
+    /* a variant's don't-care mask in doubles */
+    rb_golden_load(&g, "layernorm_small_variance");
+    const size_t shape[3] = {2, 5, 24};
+    rb_golden_reshape(&g, "alt.layernorm_eps_x10.dontcare.out.output", REFENC_ST_F64, 3, shape);
+    char dir[RB_PATH_MAX], path[RB_PATH_MAX + 32], msg[512];
+    rb_tmpdir(dir);
+    snprintf(path, sizeof path, "%s/g.safetensors", dir);
+    rb_golden_write(&g, path);
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, path, &err), REFENC_OK);
+    snprintf(msg, sizeof msg, "tensor 'alt.layernorm_eps_x10.dontcare.out.output' (data at byte %zu): dtype F64 "
+             "is not an integer type (I64, U8, BOOL)",
+             refenc_st_find(&f, "alt.layernorm_eps_x10.dontcare.out.output")->file_offset);
+    refenc_st_free(&f);
+    rb_tmpdir_remove(dir);
+    diagnosis_error(&g, "a variant's don't-care mask of doubles", msg);
     rb_golden_free(&g);
 }

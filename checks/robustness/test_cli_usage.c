@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <jansson.h>
 
 #include "../../ref/safetensors.h"
 #include "robust.h"
@@ -219,4 +220,52 @@ Test(cli_usage, run_case_writes_the_outputs_the_case_lists)
     rb_result_free(&r);
     rb_golden_free(&g);
     rb_tmpdir_remove(dir);
+}
+
+/* Results that are exactly a known bug's outputs (the golden stores them):
+ * a failure, with the bug named in the report and in the certificate.  And
+ * --list-bugs lists the known bugs. */
+Test(cli_usage, certify_names_the_known_bug_the_results_match)
+{
+    char dir[RB_PATH_MAX], results[RB_PATH_MAX + 16], rfile[RB_PATH_MAX + 64], report[RB_PATH_MAX + 32],
+        golden[RB_PATH_MAX];
+    rb_tmpdir(dir);
+    snprintf(results, sizeof results, "%s/results", dir);
+    cr_assert_eq(mkdir(results, 0700), 0);
+    snprintf(rfile, sizeof rfile, "%s/layernorm_small_variance.safetensors", results);
+    snprintf(report, sizeof report, "%s/report.json", dir);
+    rb_fixture_case(golden, "layernorm_small_variance");
+
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, golden, &err), REFENC_OK);
+    const refenc_st_tensor *alt = refenc_st_find(&f, "alt.layernorm_eps_x10.out.output");
+    cr_assert(alt != NULL && alt->dtype == REFENC_ST_F64 && alt->numel == 240);
+    double y[240];
+    cr_assert_eq(refenc_st_to_f64(y, &f, alt, &err), REFENC_OK);
+    refenc_st_free(&f);
+    refenc_st_entry e = {"out.output", REFENC_ST_F64, 3, {2, 5, 24}, y};
+    cr_assert_eq(refenc_st_write(rfile, &e, 1, NULL, &err), REFENC_OK);
+
+    const char *args[] = {"refenc", "certify", "--golden", rb_fixture_dir(), "--results", results, "--case",
+                          "layernorm_small_variance", "--json", report, NULL};
+    rb_result r = rb_run(args);
+    cr_expect_eq(r.status, 1, "exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.out, "    diagnosis: the results match the known bug 'layernorm_eps_x10'") != NULL, "%s",
+              r.out);
+    cr_expect(strstr(r.out, "      fix:     ") != NULL, "%s", r.out);
+    rb_result_free(&r);
+    json_t *doc = json_load_file(report, 0, NULL);
+    const json_t *d = json_object_get(json_array_get(json_object_get(doc, "cases"), 0), "diagnosis");
+    cr_expect_str_eq(json_string_value(json_object_get(d, "variant")), "layernorm_eps_x10");
+    cr_expect(json_is_string(json_object_get(d, "fix")));
+    json_decref(doc);
+    rb_tmpdir_remove(dir);
+
+    const char *list[] = {"refenc", "certify", "--list-bugs", NULL};
+    r = rb_run(list);
+    cr_expect_eq(r.status, 0);
+    cr_expect(strstr(r.out, "layernorm_eps_x10\n  symptom: ") != NULL && strstr(r.out, "unbiased_variance\n") != NULL,
+              "%s", r.out);
+    rb_result_free(&r);
 }

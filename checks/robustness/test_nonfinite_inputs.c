@@ -306,3 +306,68 @@ Test(nonfinite, cli_runs_a_case_with_nan_input_and_certify_fails_its_results)
     rb_result_free(&r);
     rb_tmpdir_remove(dir);
 }
+
+/* ---- the oracle agrees ------------------------------------------------------------ */
+
+#include "../../ref/oracle/oracle.h"
+
+/* The golden files come from the oracle: on non-finite inputs it must give
+ * what the reference gives (NaN where it gives NaN, the same infinities).
+ * Regression: the oracle's ReLU took mpfr_sgn(NaN) = 0 for "not positive"
+ * and gave ReLU(NaN) = 0, where the reference (and torch.relu) give NaN. */
+Test(nonfinite, oracle_activations_treat_non_finite_values_as_the_reference_does)
+{
+    const double x[6] = {NAN, INFINITY, -INFINITY, 2.5, -1.25, 3 * MIN_SUB};
+    const refenc_activation acts[3] = {REFENC_ACT_RELU, REFENC_ACT_GELU, REFENC_ACT_GELU_TANH};
+    for (size_t a = 0; a < 3; a++) {
+        double y_ref[6], y_mp[6];
+        refenc_mp_report rep;
+        refenc_activation_forward(y_ref, x, 6, acts[a]);
+        cr_assert_eq(refenc_mp_activation_forward(y_mp, x, 6, acts[a], REFENC_MP_PREC_DEFAULT, &rep), REFENC_OK,
+                     "%s: %s", refenc_activation_name(acts[a]), rep.error.message);
+        for (size_t i = 0; i < 6; i++) {
+            const char *name = refenc_activation_name(acts[a]);
+            if (isnan(y_ref[i]) || isnan(y_mp[i]) || isinf(y_ref[i]))
+                cr_expect(isnan(y_ref[i]) == isnan(y_mp[i]) && (isnan(y_ref[i]) || y_ref[i] == y_mp[i]),
+                          "%s(%g): reference %g, oracle %g", name, x[i], y_ref[i], y_mp[i]);
+            else
+                cr_expect(fabs(y_ref[i] - y_mp[i]) <= 1e-14 * fabs(y_mp[i]) + 0x1p-1074, "%s(%a): reference %a, oracle %a",
+                          name, x[i], y_ref[i], y_mp[i]);
+        }
+    }
+}
+
+static void oracle_keep(void *ctx, const char *name, const double *data, size_t ndim, const size_t *shape)
+{
+    keep(ctx, name, data, ndim, shape);
+}
+
+/* and so does the whole encoder: every step NaN at the same elements */
+Test(nonfinite, oracle_encoder_propagates_nan_as_the_reference_does)
+{
+    const char *cases[] = {"encoder_causal_learned", "encoder_post_alibi6"};
+    for (size_t k = 0; k < 2; k++) {
+        refenc_case c;
+        load_case(&c, cases[k]);
+        c.x[5] = NAN;
+        c.x[c.x_numel - 3] = -INFINITY;
+        outputs ref, mp;
+        run(&ref, &c);
+        memset(&mp, 0, sizeof mp);
+        const refenc_trace tr = {oracle_keep, &mp};
+        refenc_mp_report rep;
+        cr_assert_eq(refenc_mp_case_run(&c, NULL, 1, &tr, REFENC_MP_PREC_DEFAULT, &rep), REFENC_OK, "%s",
+                     rep.error.message);
+        cr_assert_eq(ref.n, mp.n);
+        for (size_t s = 0; s < ref.n; s++) {
+            size_t differ = 0;
+            for (size_t i = 0; i < ref.numel[s]; i++)
+                differ += isnan(ref.data[s][i]) != isnan(mp.data[s][i]);
+            cr_expect_eq(differ, 0, "%s: step %s: NaN at %zu elements in one and not the other", cases[k],
+                         ref.name[s], differ);
+        }
+        outputs_free(&ref);
+        outputs_free(&mp);
+        refenc_case_free(&c);
+    }
+}

@@ -304,3 +304,91 @@ Test(out_of_memory, config_to_json)
     json_t *j = NULL;
     cr_expect_gt(fault_run(to_json_call, to_json_check, &j, 1), 0);
 }
+
+/* ---- the oracle, as the golden generator runs it ------------------------------------ */
+
+#include "../../ref/oracle/oracle.h"
+
+#define MAX_ORACLE_VALUES 4096
+
+typedef struct {
+    refenc_case c;
+    int certify;
+    refenc_mp_report rep;
+    size_t n_values;
+    double values[MAX_ORACLE_VALUES]; /* every output, in order, as emitted */
+    double want[MAX_ORACLE_VALUES];
+    size_t n_want;
+    long run;
+} oracle_ctx;
+
+static void oracle_collect(void *p, const char *name, const double *data, size_t ndim, const size_t *shape)
+{
+    oracle_ctx *o = p;
+    (void)name;
+    size_t n = 1;
+    for (size_t d = 0; d < ndim; d++)
+        n *= shape[d];
+    for (size_t i = 0; i < n && o->n_values < MAX_ORACLE_VALUES; i++)
+        o->values[o->n_values++] = data[i];
+}
+
+static int oracle_call(void *p)
+{
+    oracle_ctx *o = p;
+    o->n_values = 0;
+    const refenc_trace tr = {oracle_collect, o};
+    return refenc_mp_case_run(&o->c, NULL, o->certify, &tr, o->certify ? REFENC_MP_PREC_DEFAULT : 128, &o->rep);
+}
+
+static void oracle_check(void *p, int st, int failed)
+{
+    oracle_ctx *o = p;
+    o->run++;
+    if (failed) {
+        cr_expect_eq(st, REFENC_ENOMEM, "%s, oracle, allocation %ld: status %d: %s", o->c.name, o->run, st,
+                     o->rep.error.message);
+        cr_expect(o->rep.error.message[0] != '\0', "%s, allocation %ld: no message", o->c.name, o->run);
+        /* steps already emitted (an evaluation emits as it goes) are the right ones */
+        cr_expect(o->n_values <= o->n_want && memcmp(o->values, o->want, o->n_values * sizeof(double)) == 0,
+                  "%s, allocation %ld: the %zu values emitted before the error are not the outputs' first ones",
+                  o->c.name, o->run, o->n_values);
+    } else {
+        cr_expect_eq(st, REFENC_OK, "%s: %s", o->c.name, o->rep.error.message);
+        cr_expect(o->n_values == o->n_want && memcmp(o->values, o->want, o->n_want * sizeof(double)) == 0,
+                  "%s: the oracle's outputs differ after the failed runs", o->c.name);
+    }
+}
+
+/* The oracle's case runner (ref/oracle/golden_case.c), certified (Ziv's loop)
+ * and in one evaluation (bug variants), on a small case of each component:
+ * out of memory at any allocation gives REFENC_ENOMEM, having emitted at most
+ * the first outputs, right, and the runs around it give the same outputs bit
+ * for bit.  (MPFR's own
+ * allocations go through GMP, which aborts when out of memory: only refenc's
+ * are failed.) */
+Test(out_of_memory, oracle_on_every_component, .timeout = 600)
+{
+    const char *names[] = {"act_gelu", "softmax_masked", "layernorm_small_variance", "rope_interleaved", "alibi_12",
+                           "pe_large", "ffn_gelu_tanh", "attention_rope_causal", "encoder_causal_learned"};
+    static oracle_ctx o; /* large: not on the stack */
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        for (int certify = 1; certify >= 0; certify--) {
+            memset(&o, 0, sizeof o);
+            char path[RB_PATH_MAX];
+            rb_fixture_case(path, names[i]);
+            refenc_st_file f;
+            refenc_error err;
+            cr_assert_eq(refenc_st_read(&f, path, &err), REFENC_OK, "%s", err.message);
+            cr_assert_eq(refenc_case_from_file(&o.c, &f, &err), REFENC_OK, "%s", err.message);
+            refenc_st_free(&f);
+            o.certify = certify;
+            cr_assert_eq(oracle_call(&o), REFENC_OK, "%s: %s", names[i], o.rep.error.message);
+            cr_assert_lt(o.n_values, (size_t)MAX_ORACLE_VALUES, "%s: too many values for the test", names[i]);
+            memcpy(o.want, o.values, o.n_values * sizeof(double));
+            o.n_want = o.n_values;
+            cr_expect_gt(fault_run(oracle_call, oracle_check, &o, 0), 0, "%s: the oracle allocates nothing", names[i]);
+            refenc_case_free(&o.c);
+        }
+    }
+}

@@ -1,5 +1,5 @@
 /* Activations in MPFR, from activation.h:
- *   ReLU       max(x, 0)
+ *   ReLU       max(x, 0); NaN for a NaN, as activation.h's
  *   GELU       x Phi(x) = x erfc(-x/sqrt 2) / 2          (mpfr_erfc: no cancellation
  *                                                           for x < 0, unlike 1 + erf)
  *   GELU-tanh  x (1 + tanh(z)) / 2,  z = sqrt(2/pi) (x + 0.044715 x^3)
@@ -15,7 +15,7 @@ void refenc_mpk_activation_forward(mpfr_ptr y, mpfr_srcptr x, size_t n,
     switch (act) {
     case REFENC_ACT_RELU:
         for (size_t i = 0; i < n; i++) {
-            if (mpfr_sgn(x + i) > 0)
+            if (mpfr_sgn(x + i) > 0 || mpfr_nan_p(x + i)) /* mpfr_sgn(NaN) is 0: NaN stays NaN */
                 mpfr_set(y + i, x + i, MPFR_RNDN);
             else
                 mpfr_set_zero(y + i, 1);

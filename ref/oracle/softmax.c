@@ -2,7 +2,8 @@
  *   y_i = exp(s_i/tau - m) / sum_j exp(s_j/tau - m),  m = max_j s_j/tau.
  * The shift by m changes nothing mathematically; in MPFR it only keeps
  * exp's argument <= 0 for logits so large that exp would leave MPFR's
- * exponent range.  -inf entries get exp(-inf) = 0; a row of -inf gets 0. */
+ * exponent range.  -inf entries get exp(-inf) = 0; a row of -inf gets 0; a
+ * row with a NaN is NaN. */
 #include "internal.h"
 
 void refenc_mpk_softmax_forward(mpfr_ptr y, mpfr_srcptr s, size_t R, size_t n,
@@ -19,7 +20,11 @@ void refenc_mpk_softmax_forward(mpfr_ptr y, mpfr_srcptr s, size_t R, size_t n,
                 mpfr_div(y_r + i, s_r + i, tau, MPFR_RNDN);
             else if (y_r + i != s_r + i)
                 mpfr_set(y_r + i, s_r + i, MPFR_RNDN);
-            if (mpfr_greater_p(y_r + i, m))
+            /* a NaN makes m NaN, hence the row (softmax.h): mpfr_greater_p is
+             * false for a NaN, which would otherwise be skipped */
+            if (mpfr_nan_p(y_r + i))
+                mpfr_set_nan(m);
+            else if (!mpfr_nan_p(m) && mpfr_greater_p(y_r + i, m))
                 mpfr_set(m, y_r + i, MPFR_RNDN);
         }
         if (mpfr_inf_p(m) && mpfr_sgn(m) < 0) { /* every entry masked */
