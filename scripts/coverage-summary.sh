@@ -11,7 +11,7 @@ dir=$(dirname "$summary")
 echo
 echo "coverage by directory:"
 jq -r '
-  def pct(a; b): if b == 0 then "   --" else ((a * 1000 / b | floor) / 10 | tostring) end;
+  def pct(a; b): if b == 0 then "   --" else ((a * 1000 / b + 0.5 | floor) / 10 | tostring) end;
   .files | group_by(.filename | sub("/[^/]*$"; ""))
   | map({dir: (.[0].filename | sub("/[^/]*$"; "")),
          lc: (map(.line_covered) | add), lt: (map(.line_total) | add),
