@@ -1,5 +1,5 @@
 #!/bin/sh
-# Mutation trials for the property suites (issue 3): each mutation is one
+# Mutation trials for the property suites: each mutation is one
 # deliberate bug put into a temporary copy of the tree (never into the
 # committed sources); the property suites must fail on every one of them.
 #
