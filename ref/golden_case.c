@@ -314,7 +314,7 @@ int refenc_case_from_file(refenc_case *c, const refenc_st_file *f, refenc_error 
 
 /* ---- validation and the reference --------------------------------------------- */
 
-static refenc_input case_input(const refenc_case *c)
+refenc_input refenc_case_input(const refenc_case *c)
 {
     refenc_input in = {
         .B = c->B, .L = c->L,
@@ -329,7 +329,7 @@ static refenc_input case_input(const refenc_case *c)
 
 int refenc_case_validate(const refenc_case *c, refenc_error *err)
 {
-    refenc_input in = case_input(c);
+    refenc_input in = refenc_case_input(c);
     if (c->component == REFENC_COMP_ENCODER)
         return refenc_input_validate(&in, &c->cfg, err);
     /* components: the checks that apply to what they read */
@@ -358,7 +358,7 @@ int refenc_case_run_reference(const refenc_case *c, const refenc_trace *trace, r
     const refenc_config *cfg = &c->cfg;
     const size_t B = c->B, L = c->L, D = cfg->d_model, H = cfg->n_heads, Dh = D / H, F = cfg->d_ff;
     const refenc_layer_params *lp = &c->params.layers[0];
-    const refenc_input in = case_input(c);
+    const refenc_input in = refenc_case_input(c);
     refenc_workspace ws;
     memset(&ws, 0, sizeof ws);
     double *y = NULL, *y2 = NULL;

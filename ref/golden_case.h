@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "encoder.h"
 #include "params.h"
 #include "safetensors.h"
 #include "status.h"
@@ -80,6 +81,9 @@ void refenc_case_free(refenc_case *c);
  * class and shape; messages name the file and tensor.
  * Errors: REFENC_EFORMAT, REFENC_EINVAL, REFENC_ELIMIT, REFENC_ENOMEM. */
 int refenc_case_from_file(refenc_case *c, const refenc_st_file *f, refenc_error *err);
+
+/* The case's inputs as the encoder takes them (refenc_encoder_forward). */
+refenc_input refenc_case_input(const refenc_case *c);
 
 /* Checks the inputs of a case (tokens in range, masks 0/1, positions in
  * range, attn_mask without NaN/+inf).  Errors: REFENC_EINVAL. */

@@ -434,7 +434,7 @@ Test(cli_run, bundled_examples_run_with_exit_0)
         ran++;
     }
     closedir(dir);
-    cr_expect_geq(ran, 2, "only %zu examples in %s (the issue asks for a Pre-LN RoPE and a Post-LN "
+    cr_expect_geq(ran, 2, "only %zu examples in %s (docs/cli.md promises a Pre-LN RoPE and a Post-LN "
                           "sinusoidal one)", ran, dir_path);
 }
 

@@ -12,12 +12,13 @@ typedef struct {
     const refenc_mp_params *mp;
 } case_args;
 
-static refenc_input case_input(const refenc_case *c)
+/* The ALiBi slopes, as specified or as the bug variant computes them. */
+static void slopes(mpfr_ptr m, size_t H, const refenc_variant_hooks *hooks, refenc_mp_ws *ws)
 {
-    refenc_input in = {.B = c->B, .L = c->L, .tokens = c->tokens, .x = c->tokens ? NULL : c->x,
-                       .key_padding_mask = c->key_padding_mask, .positions = c->positions,
-                       .attn_mask = c->attn_mask};
-    return in;
+    if (hooks != NULL && hooks->alibi_slopes_pow2)
+        refenc_mpk_alibi_slopes_pow2(m, H, ws);
+    else
+        refenc_mpk_alibi_slopes(m, H, ws);
 }
 
 /* Every component but the encoder, in one evaluation at prec. */
@@ -44,7 +45,7 @@ static int component_eval(const case_args *a, mpfr_prec_t prec, const refenc_mp_
     switch (c->component) {
     case REFENC_COMP_ATTENTION: {
         mpfr_ptr y = refenc_mp_arena_alloc(&ar, B * L * D, prec);
-        mpfr_ptr slopes = refenc_mp_arena_alloc(&ar, H, prec);
+        mpfr_ptr m = refenc_mp_arena_alloc(&ar, H, prec);
         mpfr_ptr mask = c->attn_mask ? refenc_mp_arena_from_d(&ar, c->attn_mask, L * L, 53) : NULL;
         refenc_mp_mha_work w;
         refenc_mp_mha_work_alloc(&w, &ar, B, L, D, H, prec);
@@ -52,13 +53,10 @@ static int component_eval(const case_args *a, mpfr_prec_t prec, const refenc_mp_
             st = refenc_mp_enomem(err, c->name, prec);
             break;
         }
-        if (a->hooks != NULL && a->hooks->alibi_slopes_pow2)
-            refenc_mpk_alibi_slopes_pow2(slopes, H, &ws);
-        else
-            refenc_mpk_alibi_slopes(slopes, H, &ws);
+        slopes(m, H, a->hooks, &ws);
         const refenc_mp_attn_options opt = {
             .key_padding_mask = c->key_padding_mask, .causal = cfg->causal, .attn_mask = mask,
-            .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? slopes : NULL,
+            .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? m : NULL,
             .positions = c->positions, .temperature = tau,
             .merge_without_transpose = a->hooks != NULL && a->hooks->merge_without_transpose};
         const refenc_mp_rope_options rope = {cfg->rope_layout, base, c->positions};
@@ -120,16 +118,13 @@ static int component_eval(const case_args *a, mpfr_prec_t prec, const refenc_mp_
         break;
     }
     case REFENC_COMP_ALIBI: {
-        mpfr_ptr slopes = refenc_mp_arena_alloc(&ar, H, prec);
+        mpfr_ptr m = refenc_mp_arena_alloc(&ar, H, prec);
         mpfr_ptr bias = refenc_mp_arena_alloc(&ar, H * L * L, prec);
         if (ar.failed) {
             st = refenc_mp_enomem(err, c->name, prec);
             break;
         }
-        if (a->hooks != NULL && a->hooks->alibi_slopes_pow2)
-            refenc_mpk_alibi_slopes_pow2(slopes, H, &ws);
-        else
-            refenc_mpk_alibi_slopes(slopes, H, &ws);
+        slopes(m, H, a->hooks, &ws);
         /* bias[h,i,j] = -m_h |pos_i - pos_j|, |pos_i - pos_j| < 2^53 exact */
         for (size_t h = 0; h < H; h++)
             for (size_t i = 0; i < L; i++)
@@ -137,11 +132,11 @@ static int component_eval(const case_args *a, mpfr_prec_t prec, const refenc_mp_
                     const int64_t d = c->positions[i] > c->positions[j] ? c->positions[i] - c->positions[j]
                                                                         : c->positions[j] - c->positions[i];
                     mpfr_ptr b = bias + (h * L + i) * L + j;
-                    refenc_mp_mul_pos(b, slopes + h, d);
+                    refenc_mp_mul_pos(b, m + h, d);
                     mpfr_neg(b, b, MPFR_RNDN);
                 }
         const size_t ss[1] = {H}, sb[3] = {H, L, L};
-        st = refenc_mp_sink_emit(sink, "slopes", slopes, 1, ss);
+        st = refenc_mp_sink_emit(sink, "slopes", m, 1, ss);
         if (st == REFENC_OK)
             st = refenc_mp_sink_emit(sink, "bias", bias, 3, sb);
         break;
@@ -165,7 +160,7 @@ static int case_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, re
     mpfr_ptr y = refenc_mp_alloc(n, prec);
     if (y == NULL)
         return refenc_mp_enomem(err, "encoder output", prec);
-    const refenc_input in = case_input(c);
+    const refenc_input in = refenc_case_input(c);
     const int st = refenc_mpk_encoder_forward(y, a->mp, &c->cfg, &in, prec, a->hooks, sink, err);
     refenc_mp_free(y, n);
     return st;
