@@ -402,7 +402,9 @@ static int gen(const char *catalogue_path, const char *name, const char *out_pat
         char *bugs_s = json_string_of(classes), *vars_s = json_string_of(variants_meta);
         const json_t *tol = json_object_get(cc.entry, "tolerance");
         char *tol_s = tol ? json_string_of(tol) : strdup("{}");
-        meta = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
+        /* a NULL from json_dumps (out of memory) must not become a file without metadata */
+        const int cfg_ok = cfg_s && outs_s && bugs_s && vars_s && tol_s;
+        meta = !cfg_ok ? NULL : json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
                          "format", REFENC_GOLDEN_FORMAT, "format_version", REFENC_GOLDEN_FORMAT_VERSION,
                          "case", name, "component", refenc_component_name(c.component),
                          "description", cc.description, "config", cfg_s, "outputs", outs_s,
@@ -410,9 +412,9 @@ static int gen(const char *catalogue_path, const char *name, const char *out_pat
                          "input_dtype", cc.input_bits <= 8 ? "F16,BF16" : "F32",
                          "generator", "refenc-golden " REFENC_VERSION, "oracle", engine_desc);
         const char *hazard = json_string_value(json_object_get(cc.entry, "float32_hazard"));
-        if (hazard != NULL)
+        if (meta != NULL && hazard != NULL)
             json_object_set_new(meta, "float32_hazard", json_string(hazard));
-        if (n_alt > 0)
+        if (meta != NULL && n_alt > 0)
             json_object_set_new(meta, "variant_oracle", json_string(variant_desc));
         free(cfg_s);
         free(outs_s);
@@ -420,7 +422,7 @@ static int gen(const char *catalogue_path, const char *name, const char *out_pat
         free(vars_s);
         free(tol_s);
         json_decref(config);
-        if (fb.failed)
+        if (fb.failed || meta == NULL || !cfg_ok)
             st = refenc_error_set(err, REFENC_ENOMEM, "case %s: too many tensors or out of memory", name);
         else
             st = refenc_st_write(out_path, fb.e, fb.n, meta, err);

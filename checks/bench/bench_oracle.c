@@ -11,8 +11,8 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
-#include "../ref/oracle/oracle.h"
-#include "../ref/refenc.h"
+#include "../../ref/oracle/oracle.h"
+#include "../../ref/refenc.h"
 
 #define P0 REFENC_MP_PREC_DEFAULT
 
