@@ -360,17 +360,12 @@ Test(bad_golden, input_values_out_of_range)
 
 /* ---- what certify reads of a golden file ------------------------------------------ */
 
-static void certify_error(const rb_golden *g, const char *case_name, const char *what, const char *message)
+/* Runs refenc certify with args: with a message, exit 2 and exactly that
+ * message about gcase; without, exit 1 (the case fails) and a diagnosis line.
+ * Never a PASS. */
+static void expect_certify_outcome(const char *const *args, const char *gcase, const char *message,
+                                   const char *what)
 {
-    char dir[RB_PATH_MAX], gcase[RB_PATH_MAX], results[RB_PATH_MAX + 16], rfile[RB_PATH_MAX + 64];
-    rb_tmpdir(dir);
-    rb_golden_dir(dir, case_name, gcase);
-    snprintf(results, sizeof results, "%s/results", dir);
-    cr_assert_eq(mkdir(results, 0700), 0);
-    snprintf(rfile, sizeof rfile, "%s/%s.safetensors", results, case_name);
-    rb_reference_results(case_name, rfile);
-    rb_golden_write(g, gcase);
-    const char *args[] = {"refenc", "certify", "--golden", dir, "--results", results, "--case", case_name, NULL};
     rb_result r = rb_run(args);
     char full[4096];
     if (message != NULL) {
@@ -384,6 +379,20 @@ static void certify_error(const rb_golden *g, const char *case_name, const char 
     }
     cr_expect(strstr(r.out, "PASS") == NULL, "%s: %s", what, r.out);
     rb_result_free(&r);
+}
+
+static void certify_error(const rb_golden *g, const char *case_name, const char *what, const char *message)
+{
+    char dir[RB_PATH_MAX], gcase[RB_PATH_MAX], results[RB_PATH_MAX + 16], rfile[RB_PATH_MAX + 64];
+    rb_tmpdir(dir);
+    rb_golden_dir(dir, case_name, gcase);
+    snprintf(results, sizeof results, "%s/results", dir);
+    cr_assert_eq(mkdir(results, 0700), 0);
+    snprintf(rfile, sizeof rfile, "%s/%s.safetensors", results, case_name);
+    rb_reference_results(case_name, rfile);
+    rb_golden_write(g, gcase);
+    const char *args[] = {"refenc", "certify", "--golden", dir, "--results", results, "--case", case_name, NULL};
+    expect_certify_outcome(args, gcase, message, what);
     rb_tmpdir_remove(dir);
 }
 
@@ -446,19 +455,7 @@ static void diagnosis_error(const rb_golden *g, const char *what, const char *me
 
     const char *args[] = {"refenc", "certify", "--golden", dir, "--results", results, "--case",
                           "layernorm_small_variance", NULL};
-    rb_result r = rb_run(args);
-    char full[4096];
-    if (message != NULL) {
-        snprintf(full, sizeof full, "refenc certify: %s: %s\n", gcase, message);
-        cr_expect_eq(r.status, 2, "%s: exit %d: %s", what, r.status, r.err);
-        cr_expect_str_eq(r.err, full, "%s", what);
-    } else { /* no error: the case fails, with or without a diagnosis */
-        cr_expect_eq(r.status, 1, "%s: exit %d: %s", what, r.status, r.err);
-        cr_expect_str_empty(r.err, "%s", what);
-        cr_expect(strstr(r.out, "    diagnosis: ") != NULL, "%s: %s", what, r.out);
-    }
-    cr_expect(strstr(r.out, "PASS") == NULL, "%s: %s", what, r.out);
-    rb_result_free(&r);
+    expect_certify_outcome(args, gcase, message, what);
     rb_tmpdir_remove(dir);
 }
 
