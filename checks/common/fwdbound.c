@@ -860,3 +860,13 @@ int fb_within(test_worst *w, double a, double ea, double b, double eb, const cha
     va_end(ap);
     return test_worst_check(w, a, b, tol, "%s", where);
 }
+
+size_t fb_outputs_outside(test_worst *w, const double *y1, const fb_result *f1, const double *y0,
+                          const fb_result *f0, const char *what)
+{
+    const size_t D = f0->D, BLD = f0->B * f0->L * D;
+    size_t bad = 0;
+    for (size_t i = 0; i < BLD; i++)
+        bad += !fb_within(w, y1[i], f1->Ey[i / D], y0[i], f0->Ey[i / D], "%s: output %zu", what, i);
+    return bad;
+}

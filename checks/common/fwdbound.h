@@ -144,6 +144,12 @@ void fb_encoder_checked(fb_result *r, double *y, prop_capture *cap, const refenc
                         const refenc_config *cfg, const refenc_input *in, const fb_norms *nm,
                         const char *desc);
 
+/* The number of outputs of two bounded encoder runs (y0 with f0's row
+ * bounds, y1 with f1's) that differ by more than their bounds allow
+ * (fb_within, element by element, "<what>: output <i>" in the record). */
+size_t fb_outputs_outside(test_worst *w, const double *y1, const fb_result *f1, const double *y0,
+                          const fb_result *f0, const char *what);
+
 /* 1 if |a - b| <= (ea + eb) * FB_SLACK; records the comparison in w. */
 int fb_within(test_worst *w, double a, double ea, double b, double eb, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));

@@ -353,9 +353,7 @@ static size_t check_bias_mean(test_worst *w, prop_case *c)
         lp->linear2_bias[d] -= m_2;
     }
     fb_encoder_checked(&f1, y1, NULL, &c->p, &c->cfg, &in, &nm, c->desc);
-    size_t bad = 0;
-    for (size_t i = 0; i < BLD; i++)
-        bad += !fb_within(w, y1[i], f1.Ey[i / D], y0[i], f0.Ey[i / D], "%s: output %zu", c->desc, i);
+    const size_t bad = fb_outputs_outside(w, y1, &f1, y0, &f0, c->desc);
     fb_result_free(&f0);
     fb_result_free(&f1);
     fb_norms_free(&nm);

@@ -253,10 +253,9 @@ static size_t check_shift(test_worst *w, const prop_case *c, int64_t s, int cont
     fb_norms_compute(&nm, &c->p, &c->cfg);
     fb_encoder_checked(&f0, y0, &k0, &c->p, &c->cfg, &in0, &nm, c->desc);
     fb_encoder_checked(&f1, y1, &k1, &c->p, &c->cfg, &in1, &nm, c->desc);
-    size_t bad = 0;
-    for (size_t i = 0; i < BLD; i++)
-        bad += !fb_within(w, y1[i], f1.Ey[i / D], y0[i], f0.Ey[i / D], "%s s=%lld: output %zu",
-                          c->desc, (long long)s, i);
+    char what[320];
+    snprintf(what, sizeof what, "%s s=%lld", c->desc, (long long)s);
+    size_t bad = fb_outputs_outside(w, y1, &f1, y0, &f0, what);
     for (size_t n = 0; n < f0.N; n++)
         for (size_t i = 0; i < f0.BHLL; i++)
             bad += !fb_within(w, k1.weights[n][i], f1.ew[n][i], k0.weights[n][i], f0.ew[n][i],

@@ -778,9 +778,7 @@ static size_t count_differences(test_worst *w, prop_case *c)
     fb_encoder_checked(&f0, y0, NULL, &c->p, &c->cfg, &in, &nm, c->desc);
     c->cfg.norm = REFENC_NORM_POST;
     fb_encoder_checked(&f1, y1, NULL, &c->p, &c->cfg, &in, &nm, c->desc);
-    size_t diff = 0;
-    for (size_t i = 0; i < BLD; i++)
-        diff += !fb_within(w, y1[i], f1.Ey[i / D], y0[i], f0.Ey[i / D], "%s: %zu", c->desc, i);
+    const size_t diff = fb_outputs_outside(w, y1, &f1, y0, &f0, c->desc);
     fb_result_free(&f0);
     fb_result_free(&f1);
     fb_norms_free(&nm);
