@@ -22,10 +22,21 @@ LDFLAGS ?=
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
 LIB_PKG_LIBS = $(shell pkg-config --libs $(LIB_PKGS))
+# what the installed library needs (refenc.pc): no GSL, no MPFR
+PUB_PKGS     := jansson
+PUB_PKG_LIBS = $(shell pkg-config --libs $(PUB_PKGS))
+SO_MAJOR     := 0
 ALL_CFLAGS = $(CFLAGS_STD) $(OPT) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP
+# the library's objects also go into librefenc.so
+$(BUILD)/obj/ref/%.o: ALL_CFLAGS += -fPIC
 
-REF_SRC    := $(wildcard ref/*.c)
-ORACLE_SRC := $(wildcard ref/oracle/*.c)
+# The rooms of ref/ (docs/architecture.md).  librefenc (static and shared,
+# installed) holds the kernels, core, io and tool and needs jansson only;
+# librefenc-internal holds what needs MPFR or GSL: the oracle and the
+# seeded random parameters.  The programs and the tests link both.
+PUB_SRC    := $(wildcard ref/*.c ref/core/*.c ref/io/*.c) \
+              $(filter-out ref/tool/random_params.c,$(wildcard ref/tool/*.c))
+INT_SRC    := $(wildcard ref/oracle/*.c) ref/tool/random_params.c
 CLI_SRC    := $(wildcard ref/cli/*.c)
 GEN_SRC    := $(wildcard golden/gen/*.c)
 # make check: every suite under checks/ except the heavy ones in checks/slow/
@@ -35,6 +46,9 @@ CHECK_SRC  := $(sort $(wildcard checks/common/*.c checks/unit/*.c checks/propert
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 LIB        := $(BUILD)/librefenc.a
+LIB_SO     := $(BUILD)/librefenc.so
+LIB_INT    := $(BUILD)/librefenc-internal.a
+LIBS       := $(LIB_INT) $(LIB)
 CLI        := $(BUILD)/refenc
 GEN        := $(BUILD)/refenc-golden
 CHECKS     := $(BUILD)/checks/refenc-checks
@@ -44,7 +58,7 @@ REPORTS    := $(BUILD)/reports
 .PHONY: bench-oracle check-float-variants accuracy-report check-diagnosis
 .DEFAULT_GOAL := all
 
-all: $(LIB) $(CLI)
+all: $(LIB) $(LIB_SO) $(CLI) $(GEN)
 
 help:
 	@echo "make            build the library ($(LIB)) and the CLI ($(CLI))"
@@ -71,33 +85,42 @@ $(BUILD)/obj/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
-$(LIB): $(call obj,$(REF_SRC) $(ORACLE_SRC))
+$(LIB): $(call obj,$(PUB_SRC))
 	@mkdir -p $(dir $@)
 	rm -f $@
 	ar rcs $@ $^
 
-$(CLI): $(call obj,$(CLI_SRC)) $(LIB)
-	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(CLI_SRC)) $(LIB) $(LIB_PKG_LIBS) -lm
-
-$(GEN): $(call obj,$(GEN_SRC)) $(LIB)
-	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(GEN_SRC)) $(LIB) $(LIB_PKG_LIBS) -lm
-
-$(CHECKS): $(call obj,$(CHECK_SRC)) $(LIB) | $(CLI) $(GEN)
+$(LIB_SO): $(call obj,$(PUB_SRC))
 	@mkdir -p $(dir $@)
-	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(CHECK_SRC)) $(LIB) $(PKG_LIBS) -lm
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,librefenc.so.$(SO_MAJOR) -o $@ $^ $(PUB_PKG_LIBS) -lm
+
+$(LIB_INT): $(call obj,$(INT_SRC))
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(CLI): $(call obj,$(CLI_SRC)) $(LIBS)
+	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(CLI_SRC)) $(LIBS) $(LIB_PKG_LIBS) -lm
+
+$(GEN): $(call obj,$(GEN_SRC)) $(LIBS)
+	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(GEN_SRC)) $(LIBS) $(LIB_PKG_LIBS) -lm
+
+$(CHECKS): $(call obj,$(CHECK_SRC)) $(LIBS) | $(CLI) $(GEN)
+	@mkdir -p $(dir $@)
+	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(CHECK_SRC)) $(LIBS) $(PKG_LIBS) -lm
 
 # The suites run in parallel (Criterion forks one process per test). Tests
 # that run the CLI find it through REFENC_CLI.  The last line printed is
 # Criterion's summary ("Synthesis: ..."); any failure fails make.
 check: $(CHECKS) $(CLI) $(GEN)
 	@mkdir -p $(REPORTS)
-	REFENC_CLI=$(abspath $(CLI)) REFENC_GOLDEN_GEN=$(abspath $(GEN)) $(CHECKS) --jobs=$(JOBS) --xml=$(REPORTS)/checks.xml
+	REFENC_SOURCE_ROOT=$(abspath .) REFENC_CLI=$(abspath $(CLI)) REFENC_GOLDEN_GEN=$(abspath $(GEN)) $(CHECKS) --jobs=$(JOBS) --xml=$(REPORTS)/checks.xml
 
 # The oracle's cost (docs/oracle.md); fails if the 2 s budget is exceeded.
 BENCH := $(BUILD)/bench/bench-oracle
-$(BENCH): $(call obj,checks/bench/bench_oracle.c) $(LIB)
+$(BENCH): $(call obj,checks/bench/bench_oracle.c) $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,checks/bench/bench_oracle.c) $(LIB) $(PKG_LIBS) -lm
+	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,checks/bench/bench_oracle.c) $(LIBS) $(PKG_LIBS) -lm
 bench-oracle: $(BENCH)
 	$(BENCH)
 

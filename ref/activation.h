@@ -3,7 +3,7 @@
 
 #include <stddef.h>
 
-#include "config.h"
+#include "core/config.h"
 
 /* ReLU: max(x, 0).  Exact.  NaN propagates (relu(NaN) = NaN, as torch.relu). */
 double refenc_relu(double x);

@@ -4,15 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* What a scaled dot-product attention sees besides q, k and v. */
-typedef struct {
-    const uint8_t *key_padding_mask; /* (B, L), 1 = padding: never attended; NULL: none */
-    int causal;                      /* 1: query i sees keys j <= i only                 */
-    const double *attn_mask;         /* (L, L) additive, may hold -inf; NULL: none       */
-    const double *alibi_slopes;      /* (H) ALiBi slopes; NULL: no ALiBi                 */
-    const int64_t *positions;        /* (L) positions for ALiBi; required with slopes    */
-    double temperature;              /* tau > 0                                          */
-} refenc_attn_options;
+#include "core/options.h"
 
 /* Scaled dot-product attention over B*H independent heads.
  * out: (B, H, L, Dh)   weights: (B, H, L, L)   q, k, v: (B, H, L, Dh)

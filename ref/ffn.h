@@ -3,7 +3,7 @@
 
 #include <stddef.h>
 
-#include "config.h"
+#include "core/config.h"
 
 /* Position-wise feed-forward network ("Attention Is All You Need" 3.3), the
  * same at every position (a 1x1 convolution):

@@ -3,10 +3,10 @@
 
 #include <stddef.h>
 
-#include "config.h"
+#include "core/config.h"
 #include "mha.h"
-#include "params.h"
-#include "trace.h"
+#include "core/params.h"
+#include "core/trace.h"
 
 /* Buffers one encoder layer writes; the caller owns them. */
 typedef struct {

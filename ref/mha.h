@@ -5,14 +5,8 @@
 #include <stdint.h>
 
 #include "attention.h"
-#include "config.h"
-
-/* RoPE inside multi-head attention: applied to q and k of every head. */
-typedef struct {
-    refenc_rope_layout layout;
-    double base;
-    const int64_t *positions; /* (L) */
-} refenc_rope_options;
+#include "core/config.h"
+#include "core/options.h"
 
 /* Buffers multi-head attention writes; the caller owns them
  * (refenc_workspace provides them).  Shapes for an input (B, L, D). */

@@ -8,15 +8,29 @@
  * u = 2^-53 is the unit roundoff of double; gamma_n = n u / (1 - n u).
  *
  * One concept per header; docs/architecture.md maps each step of a layer to
- * the file and function that computes it.  Inference only: no dropout. */
+ * the file and function that computes it, and shows the rooms of ref/ (core,
+ * the kernels, io, tool, oracle, cli) and the rules between them.
+ * Inference only: no dropout.
+ *
+ * This umbrella is the installed C API (<refenc/refenc.h>, docs/c-api.md):
+ * it needs jansson and libm, never GSL or MPFR. */
 #ifndef REFENC_H
 #define REFENC_H
 
+/* core: what the kernels and the oracle share */
+#include "core/alloc.h"
+#include "core/case.h"
+#include "core/config.h"
+#include "core/input.h"
+#include "core/options.h"
+#include "core/params.h"
+#include "core/status.h"
+#include "core/trace.h"
+
+/* the double kernels */
 #include "activation.h"
 #include "alibi.h"
 #include "attention.h"
-#include "config.h"
-#include "config_json.h"
 #include "embedding.h"
 #include "encoder.h"
 #include "ffn.h"
@@ -25,12 +39,21 @@
 #include "learned_pe.h"
 #include "linear.h"
 #include "mha.h"
-#include "params.h"
 #include "rope.h"
 #include "sinusoidal.h"
 #include "softmax.h"
-#include "status.h"
-#include "trace.h"
+
+/* io: golden cases and results files */
+#include "io/case_file.h"
+#include "io/config_json.h"
+#include "io/golden_names.h"
+#include "io/half.h"
+#include "io/safetensors.h"
+
+/* tool: running a case, certification, the known bug variants */
+#include "tool/certify.h"
+#include "tool/run_case.h"
+#include "tool/variants.h"
 
 #define REFENC_VERSION "0.1.0"
 

@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "core/config.h"
 
 /* Rotary position embedding (RoFormer, Su et al. 2021) on per-head vectors.
  * Pair j (0 <= j < Dh/2) of a vector at position p is rotated by the angle

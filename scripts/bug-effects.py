@@ -4,7 +4,7 @@ them": for every bug class of the catalogue, the cases that target it and by
 how much the bug moves their required outputs, in units of the float64 and
 float32 tolerances (the largest |buggy - golden| / (atol + rtol |golden|)).
 
-For the variants (ref/variants.h) the numbers are the generator's, stored in
+For the variants (ref/tool/variants.h) the numbers are the generator's, stored in
 each case's metadata (variants[].effect_f64, effect_f32).  The two float
 hazards are computed here with numpy, in float64: the PE angle rounded to
 float32, and a softmax without the max subtraction (exp overflows for the

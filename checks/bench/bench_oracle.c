@@ -13,6 +13,7 @@
 
 #include "../../ref/oracle/oracle.h"
 #include "../../ref/refenc.h"
+#include "../../ref/tool/random_params.h"
 
 #define P0 REFENC_MP_PREC_DEFAULT
 

@@ -9,6 +9,7 @@
 #include <gsl/gsl_randist.h>
 
 #include "testutil.h"
+#include "../../ref/tool/random_params.h"
 
 void prop_opts_default(prop_opts *o)
 {

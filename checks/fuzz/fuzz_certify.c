@@ -5,7 +5,7 @@
  *
  * Properties, beyond the sanitizers' (never a PASS on bad input):
  *   - the verdict agrees with an independent reading of the rules
- *     (ref/certify.h): an error (REFENC_EFORMAT) exactly when a tensor is not
+ *     (ref/tool/certify.h): an error (REFENC_EFORMAT) exactly when a tensor is not
  *     an output of the case or an output has a dtype other than F64, F32, F16,
  *     BF16; otherwise PASS exactly when every required output is present,
  *     every output present has the golden's shape, and every element that is
@@ -22,8 +22,8 @@
 
 #include <jansson.h>
 
-#include "../../ref/certify.h"
-#include "../../ref/safetensors.h"
+#include "../../ref/tool/certify.h"
+#include "../../ref/io/safetensors.h"
 #include "fuzz_check.h"
 
 #define RESULTS_NAME "fuzz-results.safetensors"

@@ -21,8 +21,8 @@
 #include <jansson.h>
 
 #include "../../ref/cli/run_config.h"
-#include "../../ref/config.h"
-#include "../../ref/config_json.h"
+#include "../../ref/core/config.h"
+#include "../../ref/io/config_json.h"
 #include "fuzz_check.h"
 
 static int same_config(const refenc_config *a, const refenc_config *b)

@@ -1,7 +1,7 @@
 /* libFuzzer target: the safetensors reader, refenc_st_parse, on any bytes.
  *
  * Beyond what the sanitizers catch (out-of-bounds access, leaks, undefined
- * behaviour), it checks the reader's contract (ref/safetensors.h):
+ * behaviour), it checks the reader's contract (ref/io/safetensors.h):
  *   - on error: the file is empty, the status is REFENC_EFORMAT (or
  *     REFENC_ENOMEM), the message is one line that names the buffer;
  *   - on success: the tensors lie after the header and inside the buffer,
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../ref/safetensors.h"
+#include "../../ref/io/safetensors.h"
 #include "fuzz_check.h"
 
 static int is_float(refenc_st_dtype d)

@@ -16,9 +16,11 @@
 #include <jansson.h>
 #include <nettle/sha2.h>
 
-#include "../../ref/certify.h"
-#include "../../ref/golden_case.h"
-#include "../../ref/safetensors.h"
+#include "../../ref/tool/certify.h"
+#include "../../ref/core/case.h"
+#include "../../ref/io/case_file.h"
+#include "../../ref/tool/run_case.h"
+#include "../../ref/io/safetensors.h"
 
 #define GOLDEN_MAX_BYTES (20u << 20) /* the catalogue's budget: 20 MiB */
 

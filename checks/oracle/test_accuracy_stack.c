@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "acc_common.h"
+#include "../../ref/tool/random_params.h"
 
 typedef struct {
     const char *name;

@@ -10,6 +10,7 @@
 #include "../../ref/oracle/oracle.h"
 #include "../../ref/refenc.h"
 #include "../common/testutil.h"
+#include "../../ref/tool/random_params.h"
 
 #define P0 REFENC_MP_PREC_DEFAULT
 

@@ -21,6 +21,7 @@
 #include "../common/fwdbound.h"
 #include "../common/propcase.h"
 #include "../common/testutil.h"
+#include "../../ref/tool/random_params.h"
 
 /* (P X)[b, i] = X[b, perm[i]], rows of row_bytes bytes. */
 static void permute_tokens(void *dst, const void *src, const size_t *perm, size_t B, size_t L,

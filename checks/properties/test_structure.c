@@ -26,6 +26,7 @@
 #include "../common/fwdbound.h"
 #include "../common/propcase.h"
 #include "../common/testutil.h"
+#include "../../ref/tool/random_params.h"
 
 #define U TEST_U
 

@@ -14,7 +14,7 @@
 
 #include <jansson.h>
 
-#include "../../ref/safetensors.h"
+#include "../../ref/io/safetensors.h"
 
 #define RB_PATH_MAX 1024
 

@@ -10,10 +10,12 @@
 
 #include <criterion/criterion.h>
 
-#include "../../ref/certify.h"
+#include "../../ref/tool/certify.h"
 #include "../../ref/encoder.h"
-#include "../../ref/golden_case.h"
-#include "../../ref/safetensors.h"
+#include "../../ref/core/case.h"
+#include "../../ref/io/case_file.h"
+#include "../../ref/tool/run_case.h"
+#include "../../ref/io/safetensors.h"
 #include "robust.h"
 
 Test(api_edges, every_status_has_a_name)

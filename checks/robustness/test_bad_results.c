@@ -20,7 +20,7 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 
-#include "../../ref/safetensors.h"
+#include "../../ref/io/safetensors.h"
 #include "robust.h"
 
 #define CASE "act_gelu"

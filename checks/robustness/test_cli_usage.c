@@ -12,7 +12,7 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 
-#include "../../ref/safetensors.h"
+#include "../../ref/io/safetensors.h"
 #include "robust.h"
 
 Test(cli_usage, certify_options_misused)

@@ -16,9 +16,9 @@
 
 #include <criterion/criterion.h>
 
-#include "../../ref/config_json.h"
-#include "../../ref/safetensors.h"
-#include "../../ref/status.h"
+#include "../../ref/io/config_json.h"
+#include "../../ref/io/safetensors.h"
+#include "../../ref/core/status.h"
 #include "robust.h"
 
 /* 1 if s is valid UTF-8 without control characters. */

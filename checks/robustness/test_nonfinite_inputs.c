@@ -25,7 +25,9 @@
 #include <criterion/criterion.h>
 
 #include "../../ref/activation.h"
-#include "../../ref/golden_case.h"
+#include "../../ref/core/case.h"
+#include "../../ref/io/case_file.h"
+#include "../../ref/tool/run_case.h"
 #include "../../ref/layernorm.h"
 #include "../../ref/softmax.h"
 #include "robust.h"

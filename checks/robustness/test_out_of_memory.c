@@ -13,10 +13,12 @@
 
 #include <criterion/criterion.h>
 
-#include "../../ref/certify.h"
-#include "../../ref/config_json.h"
-#include "../../ref/golden_case.h"
-#include "../../ref/safetensors.h"
+#include "../../ref/tool/certify.h"
+#include "../../ref/io/config_json.h"
+#include "../../ref/core/case.h"
+#include "../../ref/io/case_file.h"
+#include "../../ref/tool/run_case.h"
+#include "../../ref/io/safetensors.h"
 #include "fault.h"
 #include "robust.h"
 

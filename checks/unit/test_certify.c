@@ -9,8 +9,8 @@
 
 #include <criterion/criterion.h>
 
-#include "../../ref/certify.h"
-#include "../../ref/safetensors.h"
+#include "../../ref/tool/certify.h"
+#include "../../ref/io/safetensors.h"
 
 static const char *srcdir(void)
 {

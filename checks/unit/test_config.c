@@ -11,9 +11,9 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
-#include "../../ref/config.h"
+#include "../../ref/core/config.h"
 #include "../../ref/encoder.h"
-#include "../../ref/params.h"
+#include "../../ref/core/params.h"
 #include "unit.h"
 
 /* X(name, mutation of the default config c, status, fragment the message must contain) */

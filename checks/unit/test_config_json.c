@@ -7,7 +7,7 @@
 #include <criterion/parameterized.h>
 #include <jansson.h>
 
-#include "../../ref/config_json.h"
+#include "../../ref/io/config_json.h"
 #include "unit.h"
 
 typedef struct {

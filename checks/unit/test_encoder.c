@@ -12,6 +12,7 @@
 #include "../../ref/refenc.h"
 #include "trace_log.h"
 #include "unit.h"
+#include "../../ref/tool/random_params.h"
 
 typedef struct {
     refenc_config cfg;

@@ -8,8 +8,9 @@
 #include <criterion/criterion.h>
 #include <gsl/gsl_rng.h>
 
-#include "../../ref/params.h"
+#include "../../ref/core/params.h"
 #include "unit.h"
+#include "../../ref/tool/random_params.h"
 
 /* D = 6, H = 2, F = 10, N = 2, V = 7, P = 5, learned PE, final norm */
 static void small_config(refenc_config *c)

@@ -19,7 +19,7 @@
 #include <criterion/logging.h>
 #include <gsl/gsl_rng.h>
 
-#include "../../ref/safetensors.h"
+#include "../../ref/io/safetensors.h"
 #include "../common/testutil.h"
 
 #define FILE_NAME "case.safetensors"

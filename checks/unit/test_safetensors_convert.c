@@ -15,7 +15,7 @@
 #include <gsl/gsl_rng.h>
 #include <mpfr.h>
 
-#include "../../ref/safetensors.h"
+#include "../../ref/io/safetensors.h"
 #include "../common/testutil.h"
 
 typedef struct {

@@ -8,8 +8,9 @@
 
 #include "../../ref/encoder.h"
 #include "../../ref/layernorm.h"
-#include "../../ref/variants.h"
+#include "../../ref/tool/variants.h"
 #include "../common/testutil.h"
+#include "../../ref/tool/random_params.h"
 
 Test(variants, table_is_complete_and_names_parse_back)
 {

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../ref/trace.h"
+#include "../../ref/core/trace.h"
 
 #define TRACE_LOG_STEPS 64
 #define TRACE_LOG_VALUES 64

@@ -5,8 +5,10 @@
 
 #include <jansson.h>
 
-#include "../../ref/golden_case.h"
-#include "../../ref/status.h"
+#include "../../ref/core/case.h"
+#include "../../ref/io/case_file.h"
+#include "../../ref/tool/run_case.h"
+#include "../../ref/core/status.h"
 
 /* A case of the catalogue, as read. */
 typedef struct {

@@ -11,7 +11,11 @@ int golden_engine_run(const refenc_case *c, const refenc_variant_hooks *hooks, i
                       const refenc_trace *trace, char *desc, size_t n, refenc_error *err)
 {
     refenc_mp_report rep;
-    const int st = refenc_mp_case_run(c, hooks, certify, trace,
+    refenc_mp_hooks mh = {0, 0};
+    if (hooks != NULL)
+        mh = (refenc_mp_hooks){.alibi_slopes_pow2 = hooks->alibi_slopes_pow2,
+                               .merge_without_transpose = hooks->merge_without_transpose};
+    const int st = refenc_mp_case_run(c, hooks != NULL ? &mh : NULL, certify, trace,
                                       certify ? REFENC_MP_PREC_DEFAULT : VARIANT_PREC, &rep);
     if (st != REFENC_OK)
         return refenc_error_set(err, st, "case %s: oracle: %s", c->name, rep.error.message);

@@ -4,10 +4,10 @@
 
 #include <stddef.h>
 
-#include "../../ref/golden_case.h"
-#include "../../ref/status.h"
-#include "../../ref/trace.h"
-#include "../../ref/variants.h"
+#include "../../ref/core/case.h"
+#include "../../ref/core/status.h"
+#include "../../ref/core/trace.h"
+#include "../../ref/tool/variants.h"
 
 /* Runs the case on the oracle; reports each output (a double) through trace
  * in forward order, and describes the computation in desc (for the

@@ -15,10 +15,12 @@
 #include <jansson.h>
 #include <nettle/sha2.h>
 
-#include "../../ref/certify.h"
-#include "../../ref/golden_case.h"
+#include "../../ref/tool/certify.h"
+#include "../../ref/core/case.h"
+#include "../../ref/io/case_file.h"
+#include "../../ref/tool/run_case.h"
 #include "../../ref/refenc.h"
-#include "../../ref/safetensors.h"
+#include "../../ref/io/safetensors.h"
 #include "catalogue.h"
 #include "engine.h"
 

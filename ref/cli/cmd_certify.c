@@ -11,9 +11,9 @@
 #include <jansson.h>
 
 #include "../refenc.h"
-#include "../certify.h"
-#include "../safetensors.h"
-#include "../variants.h"
+#include "../tool/certify.h"
+#include "../io/safetensors.h"
+#include "../tool/variants.h"
 #include "cli.h"
 
 static const char certify_usage[] =

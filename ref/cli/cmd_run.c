@@ -13,6 +13,7 @@
 #include "../refenc.h"
 #include "cli.h"
 #include "run_config.h"
+#include "../tool/random_params.h"
 
 #define DEFAULT_SEED 20240521u
 

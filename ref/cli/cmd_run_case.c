@@ -7,9 +7,11 @@
 
 #include <jansson.h>
 
-#include "../golden_case.h"
+#include "../core/case.h"
+#include "../io/case_file.h"
+#include "../tool/run_case.h"
 #include "../refenc.h"
-#include "../safetensors.h"
+#include "../io/safetensors.h"
 #include "cli.h"
 
 #define MAX_OUTPUTS 256

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../config_json.h"
+#include "../io/config_json.h"
 
 /* The keys of "input" (the model's are refenc_config_from_json's). */
 static const char *const input_keys[] = {"batch", "seq_len", "padding", NULL};

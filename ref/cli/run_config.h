@@ -9,8 +9,8 @@
 
 #include <jansson.h>
 
-#include "../config.h"
-#include "../status.h"
+#include "../core/config.h"
+#include "../core/status.h"
 
 /* The run's input description: "input": {"batch", "seq_len", "padding"}. */
 typedef struct {

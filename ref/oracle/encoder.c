@@ -49,7 +49,7 @@ void refenc_mp_params_free(refenc_mp_params *mp)
 
 int refenc_mpk_encoder_forward(mpfr_ptr y, const refenc_mp_params *p, const refenc_config *cfg,
                                const refenc_input *in, mpfr_prec_t prec,
-                               const refenc_variant_hooks *hooks,
+                               const refenc_mp_hooks *hooks,
                                const refenc_mp_sink *sink, refenc_error *err)
 {
     const size_t B = in->B, L = in->L, D = cfg->d_model, H = cfg->n_heads, F = cfg->d_ff;

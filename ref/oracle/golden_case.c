@@ -8,12 +8,12 @@
 
 typedef struct {
     const refenc_case *c;
-    const refenc_variant_hooks *hooks;
+    const refenc_mp_hooks *hooks;
     const refenc_mp_params *mp;
 } case_args;
 
 /* The ALiBi slopes, as specified or as the bug variant computes them. */
-static void slopes(mpfr_ptr m, size_t H, const refenc_variant_hooks *hooks, refenc_mp_ws *ws)
+static void slopes(mpfr_ptr m, size_t H, const refenc_mp_hooks *hooks, refenc_mp_ws *ws)
 {
     if (hooks != NULL && hooks->alibi_slopes_pow2)
         refenc_mpk_alibi_slopes_pow2(m, H, ws);
@@ -188,7 +188,7 @@ static int round_once_fn(void *ctx, const char *name, mpfr_srcptr data, const un
     return REFENC_OK;
 }
 
-int refenc_mp_case_run(const refenc_case *c, const refenc_variant_hooks *hooks, int certify,
+int refenc_mp_case_run(const refenc_case *c, const refenc_mp_hooks *hooks, int certify,
                        const refenc_trace *trace, mpfr_prec_t prec, refenc_mp_report *rep)
 {
     refenc_mp_report local;

@@ -41,16 +41,24 @@
 
 #include <mpfr.h>
 
-#include "../attention.h"
-#include "../config.h"
-#include "../encoder.h"
-#include "../golden_case.h"
-#include "../layer.h"
-#include "../mha.h"
-#include "../params.h"
-#include "../status.h"
-#include "../trace.h"
-#include "../variants.h"
+#include "../core/case.h"
+#include "../core/config.h"
+#include "../core/input.h"
+#include "../core/options.h"
+#include "../core/params.h"
+#include "../core/status.h"
+#include "../core/trace.h"
+
+/* The oracle includes nothing of ref/ but core/ (the layering check,
+ * scripts/check-layering.sh, enforces it): it shares conventions with the
+ * reference, never code. */
+
+/* What a known bug variant changes in the computation itself, beyond a
+ * transformed case (tool/variants.h maps each variant to these). */
+typedef struct {
+    int alibi_slopes_pow2;       /* slopes 2^(-8(h+1)/H) whatever H            */
+    int merge_without_transpose; /* (B, H, L, Dh) read as (B, L, D)            */
+} refenc_mp_hooks;
 
 /* ------------------------------------------------------------------------ */
 /* Precision and certification                                              */
@@ -333,7 +341,7 @@ void refenc_mp_params_free(refenc_mp_params *mp);
  * Errors: REFENC_ENOMEM, or the status of sink. */
 int refenc_mpk_encoder_forward(mpfr_ptr y, const refenc_mp_params *p, const refenc_config *cfg,
                                const refenc_input *in, mpfr_prec_t prec,
-                               const refenc_variant_hooks *hooks,
+                               const refenc_mp_hooks *hooks,
                                const refenc_mp_sink *sink, refenc_error *err);
 
 /* ------------------------------------------------------------------------ */
@@ -438,7 +446,7 @@ int refenc_mp_encoder_forward(double *y, const refenc_params *p, const refenc_co
  * except where cancellation makes an output tiny, where they are within
  * 2^-70 of the inputs' scale).
  * Errors: as refenc_case_validate, and as refenc_mp_certify. */
-int refenc_mp_case_run(const refenc_case *c, const refenc_variant_hooks *hooks, int certify,
+int refenc_mp_case_run(const refenc_case *c, const refenc_mp_hooks *hooks, int certify,
                        const refenc_trace *trace, mpfr_prec_t prec, refenc_mp_report *rep);
 
 #endif

@@ -74,7 +74,7 @@ def write_safetensors(path, tensors, metadata=None):
 
 
 # ---- bug injection (--bug) -------------------------------------------------------
-# The known bug variants of refenc (ref/variants.h, docs/certify.md), injected
+# The known bug variants of refenc (ref/tool/variants.h, docs/certify.md), injected
 # into this peer's own computation, and two bugs refenc does not know, to
 # check that the certifier names the right variant and never a wrong one.
 KNOWN_BUGS = ["layernorm_eps_x10", "layernorm_eps_div10", "unbiased_variance", "gelu_tanh_for_exact",

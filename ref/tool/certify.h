@@ -21,8 +21,8 @@
 
 #include <stddef.h>
 
-#include "safetensors.h"
-#include "status.h"
+#include "../io/safetensors.h"
+#include "../core/status.h"
 
 #define REFENC_GOLDEN_FORMAT "refenc-golden"
 #define REFENC_GOLDEN_FORMAT_VERSION "1"

@@ -5,8 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <gsl/gsl_randist.h>
-
 /* Appends a tensor view of `rows` x `cols` (cols 0: a vector) at *cursor. */
 static double *add_tensor(refenc_params *p, double **cursor, const char *name,
                           size_t rows, size_t cols)
@@ -99,35 +97,4 @@ refenc_tensor *refenc_params_find(const refenc_params *p, const char *name)
         if (strcmp(p->tensors[i].name, name) == 0)
             return &p->tensors[i];
     return NULL;
-}
-
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-void refenc_params_init_random(refenc_params *p, const refenc_config *cfg, gsl_rng *rng)
-{
-    for (size_t t = 0; t < p->n_tensors; t++) {
-        refenc_tensor *x = &p->tensors[t];
-        double mean = 0.0, sigma;
-        if (strcmp(x->name, "embedding.weight") == 0)
-            sigma = 1.0 / sqrt((double)cfg->d_model);
-        else if (strcmp(x->name, "pos_embedding.weight") == 0)
-            sigma = 0.5;
-        else if (strstr(x->name, "norm") != NULL) { /* norm1, norm2, norm: gamma and beta */
-            sigma = 0.1;
-            mean = ends_with(x->name, ".weight") ? 1.0 : 0.0;
-        } else if (ends_with(x->name, "weight")) /* linear maps: (out, in) */
-            sigma = 1.0 / sqrt((double)x->shape[1]);
-        else
-            sigma = 0.1; /* biases of linear maps */
-
-        for (size_t i = 0; i < x->size; i++)
-            x->data[i] = mean + gsl_ran_gaussian_ziggurat(rng, sigma);
-    }
-    if (p->embedding != NULL && cfg->padding_idx >= 0)
-        memset(p->embedding + (size_t)cfg->padding_idx * cfg->d_model, 0,
-               cfg->d_model * sizeof(double));
 }

@@ -30,7 +30,8 @@
 
 #include <jansson.h>
 
-#include "status.h"
+#include "../core/status.h"
+#include "half.h"
 
 /* 100 MB, the limit of Hugging Face's implementation (MAX_HEADER_SIZE = 100_000_000):
  * a larger header is refused there, so it is refused here and never written. */
@@ -137,17 +138,5 @@ typedef struct {
  * REFENC_ENOMEM. */
 int refenc_st_write(const char *path, const refenc_st_entry *entries, size_t n,
                     const json_t *metadata, refenc_error *err);
-
-/* Float conversions used by the converters and by peers that write reduced
- * precision: exact decoding (subnormals, signed zeros, infinities), and
- * encoding with round-to-nearest-even, gradual underflow and overflow to
- * infinity.  NaNs keep their sign and payload: the 16-bit NaN's significand
- * bits are the top bits of the double's, so decode then encode gives back
- * every one of the 65536 encodings; a double NaN whose top bits are all zero
- * encodes as the quiet NaN. */
-double refenc_f16_to_double(uint16_t h);
-double refenc_bf16_to_double(uint16_t b);
-uint16_t refenc_double_to_f16(double x);
-uint16_t refenc_double_to_bf16(double x);
 
 #endif

@@ -11,7 +11,7 @@
 #ifndef REFENC_VARIANTS_H
 #define REFENC_VARIANTS_H
 
-#include "golden_case.h"
+#include "../core/case.h"
 
 typedef enum {
     REFENC_VAR_LAYERNORM_EPS_X10 = 0,

@@ -3,8 +3,8 @@
 
 #include <jansson.h>
 
-#include "config.h"
-#include "status.h"
+#include "../core/config.h"
+#include "../core/status.h"
 
 /* Reads a model config from a JSON object (jansson), starting from
  * refenc_config_default.  Keys (all optional; docs/architecture.md):

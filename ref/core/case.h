@@ -1,5 +1,6 @@
 /* A golden case in memory: which component it exercises, its config, its
- * inputs and parameters — and the reference's computation of its outputs.
+ * inputs and parameters.  Reading one from a file is io/case_file.h; running
+ * the reference on it is tool/run_case.h; the oracle's run is oracle.h.
  *
  * Components and their tensors (docs/golden-format.md is the contract):
  *   encoder        in.x (B,L,D) F32 or in.tokens (B,L) I64, [in.key_padding_mask (B,L) BOOL],
@@ -20,18 +21,16 @@
  *   rope           in.x (B,H,L,Dh), in.positions (L); output (B,H,L,Dh).
  *   alibi          in.positions (L); slopes (H), bias (H,L,L).
  * Output names in files are "out." + the names above. */
-#ifndef REFENC_GOLDEN_CASE_H
-#define REFENC_GOLDEN_CASE_H
+#ifndef REFENC_CASE_H
+#define REFENC_CASE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "config.h"
-#include "encoder.h"
+#include "input.h"
 #include "params.h"
-#include "safetensors.h"
 #include "status.h"
-#include "trace.h"
 
 typedef enum {
     REFENC_COMP_ENCODER = 0,
@@ -76,22 +75,11 @@ int refenc_case_alloc(refenc_case *c, refenc_component component, const refenc_c
                       refenc_error *err);
 void refenc_case_free(refenc_case *c);
 
-/* Loads a case from a golden file (its metadata component and config, its
- * in.* tensors and parameters).  Every tensor is checked for name, dtype
- * class and shape; messages name the file and tensor.
- * Errors: REFENC_EFORMAT, REFENC_EINVAL, REFENC_ELIMIT, REFENC_ENOMEM. */
-int refenc_case_from_file(refenc_case *c, const refenc_st_file *f, refenc_error *err);
-
 /* The case's inputs as the encoder takes them (refenc_encoder_forward). */
 refenc_input refenc_case_input(const refenc_case *c);
 
 /* Checks the inputs of a case (tokens in range, masks 0/1, positions in
  * range, attn_mask without NaN/+inf).  Errors: REFENC_EINVAL. */
 int refenc_case_validate(const refenc_case *c, refenc_error *err);
-
-/* Runs the double-precision reference on the case; every output is reported
- * through trace with its name (without "out.") in forward order.
- * Errors: as refenc_case_validate, REFENC_ENOMEM. */
-int refenc_case_run_reference(const refenc_case *c, const refenc_trace *trace, refenc_error *err);
 
 #endif

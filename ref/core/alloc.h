@@ -1,0 +1,13 @@
+/* One allocator for arrays, so that no caller multiplies sizes unchecked. */
+#ifndef REFENC_ALLOC_H
+#define REFENC_ALLOC_H
+
+#include <stddef.h>
+
+/* malloc of n elements of `size` bytes; at least one element is allocated,
+ * so n == 0 gives a valid pointer to free (never NULL for "nothing").
+ * Returns NULL when n * size overflows size_t or the allocation fails.
+ * The memory is not initialised. */
+void *refenc_alloc_array(size_t n, size_t size);
+
+#endif

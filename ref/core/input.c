@@ -1,0 +1,62 @@
+#include "input.h"
+
+#include <math.h>
+
+/* Positions are integers that convert exactly to double. */
+#define MAX_POSITION ((int64_t)1 << 53)
+
+int refenc_input_validate(const refenc_input *in, const refenc_config *cfg, refenc_error *err)
+{
+    int st = refenc_config_validate_shape(cfg, in->B, in->L, err);
+    if (st)
+        return st;
+    const size_t B = in->B, L = in->L;
+
+    if (cfg->vocab_size > 0) {
+        if (in->tokens == NULL)
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "input: in.tokens is required (vocab_size = %zu)", cfg->vocab_size);
+        if (in->x != NULL)
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "input: in.x is given but vocab_size = %zu expects in.tokens",
+                                    cfg->vocab_size);
+        for (size_t i = 0; i < B * L; i++)
+            if (in->tokens[i] < 0 || (uint64_t)in->tokens[i] >= cfg->vocab_size)
+                return refenc_error_set(err, REFENC_EINVAL,
+                                        "input: in.tokens[%zu][%zu] = %lld is outside [0, vocab_size = %zu)",
+                                        i / L, i % L, (long long)in->tokens[i], cfg->vocab_size);
+    } else {
+        if (in->x == NULL)
+            return refenc_error_set(err, REFENC_EINVAL, "input: in.x is required (vocab_size = 0)");
+        if (in->tokens != NULL)
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "input: in.tokens is given but vocab_size = 0 expects in.x");
+    }
+
+    if (in->key_padding_mask != NULL)
+        for (size_t i = 0; i < B * L; i++)
+            if (in->key_padding_mask[i] > 1)
+                return refenc_error_set(err, REFENC_EINVAL,
+                                        "input: in.key_padding_mask[%zu][%zu] = %u is not 0 or 1",
+                                        i / L, i % L, (unsigned)in->key_padding_mask[i]);
+
+    if (in->positions != NULL) {
+        const int64_t limit = cfg->positional == REFENC_POS_LEARNED ? (int64_t)cfg->max_len
+                                                                    : MAX_POSITION;
+        for (size_t l = 0; l < L; l++)
+            if (in->positions[l] < 0 || in->positions[l] >= limit)
+                return refenc_error_set(err, REFENC_EINVAL,
+                                        "input: in.positions[%zu] = %lld is outside [0, %lld)%s",
+                                        l, (long long)in->positions[l], (long long)limit,
+                                        cfg->positional == REFENC_POS_LEARNED
+                                            ? " (the rows of the learned PE table, max_len)" : "");
+    }
+
+    if (in->attn_mask != NULL)
+        for (size_t i = 0; i < L * L; i++)
+            if (isnan(in->attn_mask[i]) || in->attn_mask[i] == INFINITY)
+                return refenc_error_set(err, REFENC_EINVAL,
+                                        "input: in.attn_mask[%zu][%zu] = %g: only finite values "
+                                        "and -inf are allowed", i / L, i % L, in->attn_mask[i]);
+    return REFENC_OK;
+}

@@ -1,0 +1,29 @@
+/* The input of one forward pass, and its validation against a config.
+ * Shared by the reference (refenc_encoder_forward) and the oracle. */
+#ifndef REFENC_INPUT_H
+#define REFENC_INPUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "status.h"
+
+/* The input of one forward pass. */
+typedef struct {
+    size_t B, L;
+    const int64_t *tokens;           /* (B, L) in [0, V), when vocab_size > 0; else NULL   */
+    const double *x;                 /* (B, L, D), when vocab_size == 0; else NULL          */
+    const uint8_t *key_padding_mask; /* (B, L), 1 = padding, 0 = token; NULL: none          */
+    const int64_t *positions;        /* (L) in [0, 2^53) (learned: [0, P)); NULL: 0..L-1    */
+    const double *attn_mask;         /* (L, L) additive, finite or -inf; NULL: none         */
+} refenc_input;
+
+/* Checks an input against a config: the right one of tokens / x present,
+ * tokens in [0, V), key padding mask entries 0 or 1, positions in range,
+ * attn_mask free of NaN and +inf.  Messages name the tensor and the index.
+ * NaN and infinities in x are not errors: they propagate (docs/architecture.md).
+ * Errors: REFENC_EINVAL, REFENC_ELIMIT. */
+int refenc_input_validate(const refenc_input *in, const refenc_config *cfg, refenc_error *err);
+
+#endif

@@ -1,0 +1,28 @@
+/* The options of attention that are not tensors of the layer: masks, ALiBi,
+ * temperature, RoPE.  Shared by the reference and the oracle. */
+#ifndef REFENC_OPTIONS_H
+#define REFENC_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+/* What a scaled dot-product attention sees besides q, k and v. */
+typedef struct {
+    const uint8_t *key_padding_mask; /* (B, L), 1 = padding: never attended; NULL: none */
+    int causal;                      /* 1: query i sees keys j <= i only                 */
+    const double *attn_mask;         /* (L, L) additive, may hold -inf; NULL: none       */
+    const double *alibi_slopes;      /* (H) ALiBi slopes; NULL: no ALiBi                 */
+    const int64_t *positions;        /* (L) positions for ALiBi; required with slopes    */
+    double temperature;              /* tau > 0                                          */
+} refenc_attn_options;
+
+/* RoPE inside multi-head attention: applied to q and k of every head. */
+typedef struct {
+    refenc_rope_layout layout;
+    double base;
+    const int64_t *positions; /* (L) */
+} refenc_rope_options;
+
+#endif
