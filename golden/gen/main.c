@@ -117,7 +117,7 @@ static void collect_output(void *ctx, const char *name, const double *data, size
     size_t n = 1;
     for (size_t d = 0; d < ndim; d++)
         n *= shape[d];
-    snprintf(s->name[k], sizeof s->name[k], "out.%s", name);
+    refenc_name_output(s->name[k], sizeof s->name[k], name);
     s->ndim[k] = ndim;
     memcpy(s->shape[k], shape, ndim * sizeof *shape);
     s->numel[k] = n;
@@ -244,18 +244,22 @@ static int is_required(const refenc_case *c, const char *out_name)
     return strcmp(out_name, "out.output") == 0 || c->component == REFENC_COMP_ALIBI;
 }
 
-/* Adds the outputs of set s under prefix ("" for the golden, "alt.<v>." for a
- * variant): only those in keep (NULL: all), with their don't-care masks. */
-static void add_outputs(file_builder *fb, const output_set *s, const char *prefix, const int *keep)
+/* Adds the outputs of set s, the golden's (variant NULL) or a variant's
+ * (alt.<variant>.*): only those in keep (NULL: all), with their don't-care
+ * masks. */
+static void add_outputs(file_builder *fb, const output_set *s, const char *variant, const int *keep)
 {
     for (size_t k = 0; k < s->n; k++) {
         if (keep != NULL && !keep[k])
             continue;
-        char name[256];
-        snprintf(name, sizeof name, "%s%s", prefix, s->name[k]);
+        char name[REFENC_NAME_MAX];
+        if (variant == NULL)
+            snprintf(name, sizeof name, "%s", s->name[k]);
+        else
+            refenc_name_alt(name, sizeof name, variant, s->name[k]);
         add(fb, name, REFENC_ST_F64, s->ndim[k], s->shape[k], s->data[k]);
         if (s->dc[k] != NULL) {
-            snprintf(name, sizeof name, "%sdontcare.%s", prefix, s->name[k]);
+            refenc_name_dontcare(name, sizeof name, variant, s->name[k]);
             add(fb, name, REFENC_ST_BOOL, s->ndim[k], s->shape[k], s->dc[k]);
         }
     }
@@ -325,7 +329,7 @@ static int gen(const char *catalogue_path, const char *name, const char *out_pat
                                   "or an input not exactly representable", name);
     }
     if (st == REFENC_OK) {
-        add_outputs(&fb, &golden, "", NULL);
+        add_outputs(&fb, &golden, NULL, NULL);
         for (size_t k = 0; k < golden.n; k++)
             json_array_append_new(fb.outputs, json_pack("{s:s, s:b}", "name", golden.name[k], "required",
                                                          is_required(&c, golden.name[k])));
@@ -392,9 +396,7 @@ static int gen(const char *catalogue_path, const char *name, const char *out_pat
                               json_pack("{s:s, s:o, s:s?, s:f, s:f}", "name", info->name, "outputs", stored,
                                         "first_divergence", first >= 0 ? a->name[first] : NULL,
                                         "effect_f64", effect64, "effect_f32", effect32));
-        char prefix[96];
-        snprintf(prefix, sizeof prefix, "alt.%s.", info->name);
-        add_outputs(&fb, a, prefix, keep[n_alt]);
+        add_outputs(&fb, a, info->name, keep[n_alt]);
         n_alt++;
     }
 

@@ -7,11 +7,7 @@
 
 #include <jansson.h>
 
-#include "../core/case.h"
-#include "../io/case_file.h"
-#include "../tool/run_case.h"
 #include "../refenc.h"
-#include "../io/safetensors.h"
 #include "cli.h"
 
 #define MAX_OUTPUTS 256
@@ -41,8 +37,8 @@ static int is_wanted(const json_t *wanted, const char *out_name)
 static void collect(void *ctx, const char *name, const double *data, size_t ndim, const size_t *shape)
 {
     collector *c = ctx;
-    char out_name[160];
-    snprintf(out_name, sizeof out_name, "out.%s", name);
+    char out_name[REFENC_NAME_MAX];
+    refenc_name_output(out_name, sizeof out_name, name);
     if (c->failed || !is_wanted(c->wanted, out_name))
         return;
     if (c->n == MAX_OUTPUTS || ndim > REFENC_ST_MAX_NDIM) {
@@ -53,7 +49,7 @@ static void collect(void *ctx, const char *name, const double *data, size_t ndim
     for (size_t d = 0; d < ndim; d++)
         numel *= shape[d];
     c->names[c->n] = strdup(out_name);
-    c->data[c->n] = malloc((numel ? numel : 1) * sizeof(double));
+    c->data[c->n] = refenc_alloc_array(numel, sizeof(double));
     if (c->names[c->n] == NULL || c->data[c->n] == NULL) {
         free(c->names[c->n]);
         free(c->data[c->n]);

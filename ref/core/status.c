@@ -1,37 +1,10 @@
 #include "status.h"
 
+#include "text.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-/* Length of the valid UTF-8 sequence (RFC 3629: no overlong form, no
- * surrogate, nothing above U+10FFFF) of two to four bytes at s, or 0.  s is
- * NUL-terminated: a NUL ends a sequence early, so no read passes it. */
-static size_t utf8_sequence(const unsigned char *s)
-{
-    const unsigned c = s[0];
-    unsigned lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    size_t len;
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        lo = c == 0xE0 ? 0xA0 : lo;
-        hi = c == 0xED ? 0x9F : hi;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        lo = c == 0xF0 ? 0x90 : lo;
-        hi = c == 0xF4 ? 0x8F : hi;
-    } else {
-        return 0;
-    }
-    if (s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t k = 2; k < len; k++)
-        if (s[k] < 0x80 || s[k] > 0xBF)
-            return 0;
-    return len;
-}
 
 /* A message is one line of valid UTF-8 (it is printed on one line of a log
  * and stored in JSON reports), whatever names and values from the input it
@@ -43,7 +16,9 @@ static void clean_message(char *out, size_t cap, const char *raw)
     const unsigned char *s = (const unsigned char *)raw;
     size_t o = 0;
     while (*s != '\0') {
-        size_t len = *s >= 0x20 && *s < 0x7F ? 1 : utf8_sequence(s);
+        /* n = 4 is safe: the NUL that ends raw fails the continuation-byte
+         * test, which refenc_utf8_char_len makes byte by byte */
+        size_t len = *s >= 0x20 && *s < 0x7F ? 1 : *s >= 0x80 ? refenc_utf8_char_len(s, 4) : 0;
         if (len == 0) { /* a control character or a byte that is not UTF-8 */
             if (o + 4 >= cap)
                 break;

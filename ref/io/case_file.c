@@ -7,7 +7,9 @@
 
 #include <jansson.h>
 
+#include "../core/text.h"
 #include "config_json.h"
+#include "golden_names.h"
 
 static int shape_is(const refenc_st_tensor *t, size_t ndim, const size_t *shape)
 {
@@ -22,13 +24,8 @@ static int shape_is(const refenc_st_tensor *t, size_t ndim, const size_t *shape)
 static int shape_error(const refenc_st_file *f, const refenc_st_tensor *t, size_t ndim,
                        const size_t *shape, refenc_error *err)
 {
-    char want[128] = "(";
-    for (size_t i = 0; i < ndim; i++) {
-        char part[32];
-        snprintf(part, sizeof part, i + 1 < ndim ? "%zu, " : "%zu", shape[i]);
-        strncat(want, part, sizeof want - strlen(want) - 1);
-    }
-    strncat(want, ")", sizeof want - strlen(want) - 1);
+    char want[128];
+    refenc_shape_format(want, sizeof want, shape, ndim, "()");
     return refenc_error_set(err, REFENC_EFORMAT, "%s: tensor '%s' (data at byte %zu) should have shape %s",
                             f->path, t->name, t->file_offset, want);
 }
@@ -118,8 +115,7 @@ int refenc_case_from_file(refenc_case *c, const refenc_st_file *f, refenc_error 
     const size_t D = cfg.d_model, H = cfg.n_heads;
     for (size_t i = 0; i < f->n_tensors && st == REFENC_OK; i++) {
         const refenc_st_tensor *t = &f->tensors[i];
-        if (strncmp(t->name, "out.", 4) == 0 || strncmp(t->name, "dontcare.", 9) == 0 ||
-            strncmp(t->name, "alt.", 4) == 0)
+        if (refenc_name_is_expected(t->name))
             continue;
         if (strcmp(t->name, "in.x") == 0 && c->x != NULL) {
             size_t shape[4];

@@ -1,7 +1,5 @@
 #include "safetensors.h"
 
-#include "half.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -12,6 +10,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "../core/alloc.h"
+#include "../core/text.h"
+#include "half.h"
 
 /* Data is copied byte for byte between the file and memory: the host must
  * store numbers little-endian, as the format does. */
@@ -63,46 +65,6 @@ int refenc_st_dtype_parse(refenc_st_dtype *d, const char *name)
 
 /* ---------------------------------------------------------------- helpers */
 
-/* Offset of the first byte of the first invalid UTF-8 sequence (RFC 3629:
- * no overlong forms, no surrogates, nothing above U+10FFFF), or n if s[0..n)
- * is valid. */
-static size_t utf8_invalid_at(const unsigned char *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        const unsigned c = s[i];
-        size_t len;
-        unsigned lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if (c >= 0xC2 && c <= 0xDF) {
-            len = 2;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            if (c == 0xE0)
-                lo = 0xA0; /* overlong */
-            else if (c == 0xED)
-                hi = 0x9F; /* surrogates */
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            if (c == 0xF0)
-                lo = 0x90; /* overlong */
-            else if (c == 0xF4)
-                hi = 0x8F; /* above U+10FFFF */
-        } else {
-            return i;
-        }
-        if (n - i < len || s[i + 1] < lo || s[i + 1] > hi)
-            return i;
-        for (size_t k = 2; k < len; k++)
-            if (s[i + k] < 0x80 || s[i + k] > 0xBF)
-                return i;
-        i += len;
-    }
-    return n;
-}
-
 /* A name as it appears in a message: bytes that would garble a terminal line
  * (controls, quote, backslash) as \xNN, cut after about 80 bytes (at a UTF-8
  * character boundary) with "...". */
@@ -128,15 +90,6 @@ static const char *show(char out[SHOW_MAX], const char *name)
 
 /* "[2, 3, 4]": at most 8 dimensions of at most 20 digits fit in SHAPE_MAX. */
 #define SHAPE_MAX (2 + REFENC_ST_MAX_NDIM * 22 + 1)
-static const char *shape_str(char *out, size_t cap, const size_t *shape, size_t ndim)
-{
-    size_t o = (size_t)snprintf(out, cap, "[");
-    for (size_t i = 0; i < ndim && o < cap; i++)
-        o += (size_t)snprintf(out + o, cap - o, "%s%zu", i ? ", " : "", shape[i]);
-    if (o < cap)
-        snprintf(out + o, cap - o, "]");
-    return out;
-}
 
 /* Checked a * b. */
 static int mul_ok(size_t *r, size_t a, size_t b)
@@ -415,7 +368,7 @@ static int check_entry(slot *s, const parse_ctx *c, size_t k, const json_t *v, r
                      refenc_st_dtype_size(s->t.dtype)))
         return entry_error(err, REFENC_EFORMAT, c, name, k,
                            "shape %s of %s overflows: its size in bytes exceeds %zu",
-                           shape_str(sh, sizeof sh, s->t.shape, s->t.ndim), dn, (size_t)SIZE_MAX);
+                           refenc_shape_format(sh, sizeof sh, s->t.shape, s->t.ndim, "[]"), dn, (size_t)SIZE_MAX);
 
     const json_t *jo = json_object_get(v, "data_offsets");
     size_t b, e;
@@ -438,7 +391,7 @@ static int check_entry(slot *s, const parse_ctx *c, size_t k, const json_t *v, r
     if (e - b != s->t.nbytes)
         return entry_error(err, REFENC_EFORMAT, c, name, k,
                            "data_offsets [%zu, %zu] but shape %s of %s needs %zu bytes", b, e,
-                           shape_str(sh, sizeof sh, s->t.shape, s->t.ndim), dn, s->t.nbytes);
+                           refenc_shape_format(sh, sizeof sh, s->t.shape, s->t.ndim, "[]"), dn, s->t.nbytes);
     s->begin = b;
     s->end = e;
     s->entry = k;
@@ -482,7 +435,7 @@ static int check_tiling(const slot *s, size_t n, const parse_ctx *c, refenc_erro
 static int parse_header(refenc_st_file *f, const parse_ctx *c, json_t *root, refenc_error *err)
 {
     const size_t n_keys = json_object_size(root);
-    size_t *entry_at = malloc((n_keys ? n_keys : 1) * sizeof *entry_at);
+    size_t *entry_at = refenc_alloc_array(n_keys, sizeof *entry_at);
     slot *slots = calloc(n_keys ? n_keys : 1, sizeof *slots);
     parse_ctx cx = *c;
     size_t ls, le, n = 0;
@@ -624,7 +577,7 @@ int refenc_st_parse(refenc_st_file *f, const unsigned char *buf, size_t size, co
                                   c.file, c.hdr[0]);
         goto fail;
     }
-    const size_t bad = utf8_invalid_at(c.hdr, c.hdr_len);
+    const size_t bad = refenc_utf8_invalid_at(c.hdr, c.hdr_len);
     if (bad < c.hdr_len) {
         size_t ks, ke;
         int depth;
@@ -839,7 +792,7 @@ static int check_write_entry(size_t *nbytes, const char *path, const refenc_st_e
     if (e->name == NULL || e->name[0] == '\0')
         return refenc_error_set(err, REFENC_EINVAL, "%s: a tensor has an empty name", path);
     const size_t len = strlen(e->name);
-    if (utf8_invalid_at((const unsigned char *)e->name, len) != len)
+    if (refenc_utf8_invalid_at((const unsigned char *)e->name, len) != len)
         return refenc_error_set(err, REFENC_EINVAL, "%s: tensor name '%s' is not valid UTF-8",
                                 path, show(shown, e->name));
     if (strcmp(e->name, "__metadata__") == 0)
@@ -861,7 +814,7 @@ static int check_write_entry(size_t *nbytes, const char *path, const refenc_st_e
     if (!fits)
         return refenc_error_set(err, REFENC_ELIMIT, "%s: tensor '%s': shape %s of %s overflows",
                                 path, show(shown, e->name),
-                                shape_str(sh, sizeof sh, e->shape, e->ndim),
+                                refenc_shape_format(sh, sizeof sh, e->shape, e->ndim, "[]"),
                                 refenc_st_dtype_name(e->dtype));
     if (*nbytes > 0 && e->data == NULL)
         return refenc_error_set(err, REFENC_EINVAL, "%s: tensor '%s': data is NULL", path,
@@ -1006,9 +959,9 @@ static char *build_header(const refenc_st_entry *const *sorted, const size_t *nb
 int refenc_st_write(const char *path, const refenc_st_entry *entries, size_t n,
                     const json_t *metadata, refenc_error *err)
 {
-    size_t *nbytes = malloc((n ? n : 1) * 2 * sizeof *nbytes);
+    size_t *nbytes = refenc_alloc_array(n, 2 * sizeof *nbytes);
     size_t *sorted_nbytes = nbytes != NULL ? nbytes + (n ? n : 1) : NULL;
-    const refenc_st_entry **sorted = malloc((n ? n : 1) * sizeof *sorted);
+    const refenc_st_entry **sorted = refenc_alloc_array(n, sizeof *sorted);
     char *header = NULL, *tmp = NULL;
     int fd = -1, st = REFENC_OK;
     if (nbytes == NULL || sorted == NULL) {

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/alloc.h"
+
 typedef struct {
     const refenc_case *c;
     const refenc_mp_hooks *hooks;
@@ -179,7 +181,7 @@ static int round_once_fn(void *ctx, const char *name, mpfr_srcptr data, const un
     size_t n = 1;
     for (size_t d = 0; d < ndim; d++)
         n *= shape[d];
-    double *y = malloc((n ? n : 1) * sizeof *y);
+    double *y = refenc_alloc_array(n, sizeof *y);
     if (y == NULL)
         return REFENC_ENOMEM;
     refenc_mp_get_d(y, data, n);

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/alloc.h"
+
 mpfr_prec_t refenc_mp_next_prec(mpfr_prec_t p, unsigned k)
 {
     if (k > 20)
@@ -323,7 +325,7 @@ static int emit_doubles(const collection *c, const refenc_trace *trace, size_t *
         return REFENC_OK;
     for (size_t s = 0; s < c->n; s++) {
         const step *st = &c->steps[s];
-        double *d = malloc((st->n ? st->n : 1) * sizeof(double));
+        double *d = refenc_alloc_array(st->n, sizeof(double));
         if (d == NULL)
             return REFENC_ENOMEM;
         refenc_mp_get_d(d, st->v, st->n);

@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/alloc.h"
+#include "../core/text.h"
+#include "../io/golden_names.h"
+
 int refenc_certify_policy(refenc_tolerance *tol, refenc_st_dtype dtype)
 {
     switch (dtype) {
@@ -54,15 +58,6 @@ void refenc_case_report_free(refenc_case_report *rep)
     free(rep->outputs);
     rep->outputs = NULL;
     rep->n_outputs = 0;
-}
-
-static void shape_string(char *buf, size_t n, size_t ndim, const size_t *shape)
-{
-    size_t len = (size_t)snprintf(buf, n, "(");
-    for (size_t i = 0; i < ndim && len < n; i++)
-        len += (size_t)snprintf(buf + len, n - len, i ? ", %zu" : "%zu", shape[i]);
-    if (len < n)
-        snprintf(buf + len, n - len, ")");
 }
 
 /* Reads the golden's metadata "outputs" list into rep->outputs (names,
@@ -139,8 +134,8 @@ static int compare_output(refenc_output_report *r, const refenc_st_file *golden,
                           const refenc_certify_options *opt, refenc_error *err)
 {
     const refenc_st_tensor *want_t = refenc_st_find(golden, r->name);
-    char dc_name[sizeof r->name + 16];
-    snprintf(dc_name, sizeof dc_name, "dontcare.%s", r->name);
+    char dc_name[REFENC_NAME_MAX];
+    refenc_name_dontcare(dc_name, sizeof dc_name, NULL, r->name);
     const refenc_st_tensor *dc_t = refenc_st_find(golden, dc_name);
 
     r->dtype = got_t->dtype;
@@ -160,16 +155,16 @@ static int compare_output(refenc_output_report *r, const refenc_st_file *golden,
     if (got_t->ndim != want_t->ndim ||
         memcmp(got_t->shape, want_t->shape, want_t->ndim * sizeof(size_t)) != 0) {
         char gs[96], ws[96];
-        shape_string(gs, sizeof gs, got_t->ndim, got_t->shape);
-        shape_string(ws, sizeof ws, want_t->ndim, want_t->shape);
+        refenc_shape_format(gs, sizeof gs, got_t->shape, got_t->ndim, "()");
+        refenc_shape_format(ws, sizeof ws, want_t->shape, want_t->ndim, "()");
         r->status = REFENC_OUT_BAD_SHAPE;
         snprintf(r->note, sizeof r->note, "shape %s but the golden is %s", gs, ws);
         return REFENC_OK;
     }
 
     const size_t n = want_t->numel;
-    double *got = malloc((n ? n : 1) * sizeof *got), *want = malloc((n ? n : 1) * sizeof *want);
-    int64_t *dc = dc_t ? malloc((n ? n : 1) * sizeof *dc) : NULL;
+    double *got = refenc_alloc_array(n, sizeof *got), *want = refenc_alloc_array(n, sizeof *want);
+    int64_t *dc = dc_t ? refenc_alloc_array(n, sizeof *dc) : NULL;
     int st = REFENC_OK;
     if (got == NULL || want == NULL || (dc_t && dc == NULL)) {
         st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory for '%s'", results->path, r->name);
@@ -256,19 +251,19 @@ static void finish(refenc_case_report *rep)
 static int variant_output_ratio(double *ratio, const refenc_st_file *golden, const refenc_st_file *results,
                                 const char *variant, const refenc_output_report *r, refenc_error *err)
 {
-    char name[256];
-    snprintf(name, sizeof name, "alt.%s.%s", variant, r->name);
+    char name[REFENC_NAME_MAX];
+    refenc_name_alt(name, sizeof name, variant, r->name);
     const refenc_st_tensor *alt_t = refenc_st_find(golden, name);
-    snprintf(name, sizeof name, "alt.%s.dontcare.%s", variant, r->name);
+    refenc_name_dontcare(name, sizeof name, variant, r->name);
     const refenc_st_tensor *adc_t = refenc_st_find(golden, name);
-    snprintf(name, sizeof name, "dontcare.%s", r->name);
+    refenc_name_dontcare(name, sizeof name, NULL, r->name);
     const refenc_st_tensor *gdc_t = refenc_st_find(golden, name);
     const refenc_st_tensor *got_t = refenc_st_find(results, r->name);
     const size_t n = r->numel;
     if (alt_t == NULL || alt_t->numel != n || (adc_t && adc_t->numel != n) || (gdc_t && gdc_t->numel != n))
         return refenc_error_set(err, REFENC_EFORMAT, "%s: variant '%s' of output '%s' is malformed",
                                 golden->path, variant, r->name);
-    double *got = malloc((n ? n : 1) * sizeof *got), *alt = malloc((n ? n : 1) * sizeof *alt);
+    double *got = refenc_alloc_array(n, sizeof *got), *alt = refenc_alloc_array(n, sizeof *alt);
     int64_t *adc = calloc(n ? n : 1, sizeof *adc), *gdc = calloc(n ? n : 1, sizeof *gdc);
     int st = REFENC_OK;
     if (!got || !alt || !adc || !gdc)

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/alloc.h"
 #include "../activation.h"
 #include "../alibi.h"
 #include "../encoder.h"
@@ -50,7 +51,7 @@ int refenc_case_run_reference(const refenc_case *c, const refenc_trace *trace, r
         y = malloc(L * D * sizeof *y);
         break;
     default:
-        y = malloc((c->x_numel ? c->x_numel : 1) * sizeof *y);
+        y = refenc_alloc_array(c->x_numel, sizeof *y);
     }
     if (y == NULL || (c->component == REFENC_COMP_ALIBI && y2 == NULL)) {
         st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", c->name);
