@@ -338,4 +338,7 @@ clean-hardening:
 $(CHECKS): private override LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup
 
 
+# Targets of their own, one fragment per topic (scripts/make/*.mk).
+include $(sort $(wildcard scripts/make/*.mk))
+
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
