@@ -22,8 +22,9 @@ LDFLAGS ?=
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
 LIB_PKG_LIBS = $(shell pkg-config --libs $(LIB_PKGS))
-# what the installed library needs (refenc.pc): no GSL, no MPFR
-PUB_PKGS     := jansson
+# what the installed library needs (refenc.pc): no GSL, no MPFR; nettle for the
+# golden files' sha256 (io/manifest.c)
+PUB_PKGS     := jansson nettle
 PUB_PKG_LIBS = $(shell pkg-config --libs $(PUB_PKGS))
 SO_MAJOR     := 0
 ALL_CFLAGS = $(CFLAGS_STD) $(OPT) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP
@@ -31,7 +32,7 @@ ALL_CFLAGS = $(CFLAGS_STD) $(OPT) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP
 $(BUILD)/obj/ref/%.o: ALL_CFLAGS += -fPIC
 
 # The rooms of ref/ (docs/architecture.md).  librefenc (static and shared,
-# installed) holds the kernels, core, io and tool and needs jansson only;
+# installed) holds the kernels, core, io and tool and needs jansson and nettle;
 # librefenc-internal holds what needs MPFR or GSL: the oracle and the
 # seeded random parameters.  The programs and the tests link both.
 PUB_SRC    := $(wildcard ref/*.c ref/core/*.c ref/io/*.c) \

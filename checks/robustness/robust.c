@@ -15,6 +15,8 @@
 
 #include <criterion/criterion.h>
 
+#include "../../ref/io/manifest.h"
+
 const char *rb_cli(void)
 {
     const char *p = getenv("REFENC_CLI");
@@ -261,6 +263,32 @@ void rb_golden_dir(const char *dir, const char *case_name, char case_path[RB_PAT
     rb_fixture_case(from, case_name);
     snprintf(case_path, RB_PATH_MAX, "%s/cases/%s.safetensors", dir, case_name);
     rb_copy_file(from, case_path);
+}
+
+void rb_golden_relist(const char *dir, const char *case_name)
+{
+    char manifest[RB_PATH_MAX], case_path[RB_PATH_MAX], hex[65];
+    snprintf(manifest, sizeof manifest, "%s/manifest.json", dir);
+    snprintf(case_path, sizeof case_path, "%s/cases/%s.safetensors", dir, case_name);
+    json_error_t jerr;
+    json_t *m = json_load_file(manifest, 0, &jerr);
+    cr_assert_not_null(m, "%s: %s", manifest, jerr.text);
+    size_t n, i;
+    unsigned char *bytes = rb_read_file(case_path, &n);
+    refenc_sha256_hex(hex, bytes, n);
+    free(bytes);
+    json_t *e;
+    int found = 0;
+    json_array_foreach(json_object_get(m, "cases"), i, e) {
+        if (strcmp(json_string_value(json_object_get(e, "case")), case_name) != 0)
+            continue;
+        json_object_set_new(e, "sha256", json_string(hex));
+        json_object_set_new(e, "bytes", json_integer((json_int_t)n));
+        found = 1;
+    }
+    cr_assert(found, "%s does not list %s", manifest, case_name);
+    cr_assert_eq(json_dump_file(m, manifest, JSON_INDENT(2) | JSON_SORT_KEYS), 0);
+    json_decref(m);
 }
 
 void rb_reference_results(const char *case_name, const char *path)

@@ -72,6 +72,12 @@ int rb_has_temporary_file(const char *dir);
  * then corrupt).  Returns the path of the case file in `case_path`. */
 void rb_golden_dir(const char *dir, const char *case_name, char case_path[RB_PATH_MAX]);
 
+/* Lists the case file dir/cases/CASE.safetensors, as it now is, in
+ * dir/manifest.json: its sha256 and size, as refenc-golden's manifest would
+ * (a test that edits a golden case on purpose makes it "released" again;
+ * certify refuses a case whose bytes do not have the listed sha256). */
+void rb_golden_relist(const char *dir, const char *case_name);
+
 /* The path of a fixture case file. */
 void rb_fixture_case(char path[RB_PATH_MAX], const char *case_name);
 

@@ -1,17 +1,23 @@
 /* refenc certify: compare an implementation's results files with the golden
  * cases and report, per case and output, whether they pass, by how much they
  * differ, and where a failing implementation first diverges. */
+#include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include "../refenc.h"
 #include "../tool/certify.h"
+#include "../core/text.h"
+#include "../io/atomic_write.h"
+#include "../io/manifest.h"
 #include "../io/safetensors.h"
 #include "../tool/variants.h"
 #include "cli.h"
@@ -122,6 +128,22 @@ static json_t *num(double v)
     return json_string(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
 }
 
+/* A JSON string of any bytes: a path may hold bytes that are not UTF-8,
+ * which JSON strings cannot; they are written \xNN as in messages
+ * (refenc_text_escape), so the certificate stays valid JSON and is never
+ * lost to a file name. */
+static json_t *json_text(const char *s)
+{
+    const size_t cap = 4 * strlen(s) + 1;
+    char *clean = malloc(cap);
+    if (clean == NULL)
+        return NULL;
+    refenc_text_escape(clean, cap, s);
+    json_t *j = json_string(clean);
+    free(clean);
+    return j;
+}
+
 static json_t *case_json(const refenc_case_report *rep)
 {
     json_t *outs = json_array();
@@ -155,7 +177,7 @@ static json_t *case_json(const refenc_case_report *rep)
             json_object_set_new(o, "worst_want", num(r->worst_want));
         }
         if (r->note[0])
-            json_object_set_new(o, "note", json_string(r->note));
+            json_object_set_new(o, "note", json_text(r->note));
         json_array_append_new(outs, o);
     }
     json_t *c = json_pack("{s:s, s:s, s:o}", "case", rep->name, "verdict", rep->pass ? "PASS" : "FAIL",
@@ -164,7 +186,7 @@ static json_t *case_json(const refenc_case_report *rep)
                         rep->first_divergence >= 0 ? json_string(rep->outputs[rep->first_divergence].name)
                                                    : json_null());
     if (rep->note[0])
-        json_object_set_new(c, "note", json_string(rep->note));
+        json_object_set_new(c, "note", json_text(rep->note));
     if (!rep->pass) {
         refenc_variant v;
         json_t *d;
@@ -182,20 +204,96 @@ static json_t *case_json(const refenc_case_report *rep)
     return c;
 }
 
-/* Writes the certificate atomically: a temporary file renamed into place. */
+/* Writes the certificate atomically (io/atomic_write.h): a temporary file
+ * renamed into place, never over anything but a regular file. */
 static int write_json(const char *path, json_t *doc)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (json_dump_file(doc, tmp, JSON_INDENT(2) | JSON_SORT_KEYS) != 0) {
-        remove(tmp);
-        return cli_error("certify", "%s: cannot write the JSON certificate", path);
-    }
-    if (rename(tmp, path) != 0) {
-        remove(tmp);
-        return cli_error("certify", "%s: cannot write the JSON certificate", path);
-    }
+    refenc_error err;
+    if (doc == NULL)
+        return cli_error("certify", "%s: out of memory building the JSON certificate", path);
+    if (refenc_atomic_write_json(path, doc, JSON_INDENT(2) | JSON_SORT_KEYS, &err) != REFENC_OK)
+        return cli_error("certify", "%s", err.message);
     return REFENC_EXIT_OK;
+}
+
+/* --golden and --results must be directories this process can search: one
+ * that is missing, that may not be entered, or a symbolic-link loop is an
+ * error with the system's reason, never "no results file" for every case. */
+static int check_directory(const char *option, const char *dir)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return cli_error("certify", "%s %s: %s", option, dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return cli_error("certify", "%s %s: %s", option, dir, strerror(ENOTDIR));
+    if (faccessat(AT_FDCWD, dir, X_OK, AT_EACCESS) != 0)
+        return cli_error("certify", "%s %s: cannot be searched: %s", option, dir, strerror(errno));
+    return REFENC_EXIT_OK;
+}
+
+/* dir + "/" + rest + name + suffix into a new string, or NULL (out of memory). */
+static char *join_path(const char *dir, const char *rest, const char *name, const char *suffix)
+{
+    const size_t n = strlen(dir) + strlen(rest) + strlen(name) + strlen(suffix) + 2;
+    char *p = malloc(n);
+    if (p != NULL)
+        snprintf(p, n, "%s/%s%s%s", dir, rest, name, suffix);
+    return p;
+}
+
+/* The certificate must never replace an input: the manifest, a golden case
+ * or a results file of a selected case (the same file under any name). */
+static int refuse_json_over_an_input(const refenc_manifest *m, const certify_args *a)
+{
+    refenc_error err;
+    int st = a->json_path == NULL ? REFENC_OK : refenc_refuse_same_file(a->json_path, m->path, "manifest", &err);
+    for (size_t i = 0; i < m->n_cases && st == REFENC_OK && a->json_path != NULL; i++) {
+        if (a->case_glob != NULL && fnmatch(a->case_glob, m->cases[i].name, 0) != 0)
+            continue;
+        char *gpath = join_path(a->golden_dir, "cases/", m->cases[i].file, "");
+        char *rpath = join_path(a->results_dir, "", m->cases[i].name, ".safetensors");
+        if (gpath == NULL || rpath == NULL)
+            st = refenc_error_set(&err, REFENC_ENOMEM, "%s: out of memory", m->cases[i].name);
+        if (st == REFENC_OK)
+            st = refenc_refuse_same_file(a->json_path, gpath, "golden case", &err);
+        if (st == REFENC_OK)
+            st = refenc_refuse_same_file(a->json_path, rpath, "results file", &err);
+        free(gpath);
+        free(rpath);
+    }
+    return st == REFENC_OK ? REFENC_EXIT_OK : cli_error("certify", "%s", err.message);
+}
+
+/* The files of one case, read and checked before anything is compared
+ * (docs/certify.md, the trust model): the golden case file must have the
+ * sha256 the manifest lists; a results file that does not exist fills
+ * missing_note (the case fails), any other reason it cannot be reached is an
+ * error. */
+static int read_case_files(refenc_st_file *golden, refenc_st_file *results, char missing_note[256],
+                           const refenc_manifest_case *mc, const certify_args *a, refenc_error *err)
+{
+    memset(golden, 0, sizeof *golden);
+    memset(results, 0, sizeof *results);
+    missing_note[0] = '\0';
+    char *gpath = join_path(a->golden_dir, "cases/", mc->file, "");
+    char *rpath = join_path(a->results_dir, "", mc->name, ".safetensors");
+    struct stat sb;
+    int st = REFENC_OK;
+    if (gpath == NULL || rpath == NULL)
+        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", mc->name);
+    if (st == REFENC_OK && (st = refenc_st_read(golden, gpath, err)) == REFENC_OK)
+        st = refenc_manifest_verify(mc, golden, err);
+    if (st == REFENC_OK) {
+        if (stat(rpath, &sb) == 0)
+            st = refenc_st_read(results, rpath, err);
+        else if (errno == ENOENT)
+            snprintf(missing_note, 256, "no results file %.230s", rpath);
+        else
+            st = refenc_error_set(err, REFENC_EIO, "%s: cannot read: %s", rpath, strerror(errno));
+    }
+    free(gpath);
+    free(rpath);
+    return st;
 }
 
 int cmd_certify(int argc, char **argv)
@@ -246,32 +344,24 @@ int cmd_certify(int argc, char **argv)
         return cli_error("certify", "--rtol and --atol go together");
     a.opt.override_tolerance = a.have_rtol;
 
-    char path[4096];
-    snprintf(path, sizeof path, "%s/manifest.json", a.golden_dir);
-    json_error_t jerr;
-    json_t *manifest = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-    const json_t *cases = json_object_get(manifest, "cases");
-    if (manifest == NULL && jerr.line >= 0) /* a syntax error: say where */
-        return cli_error("certify", "%s: line %d, column %d (byte %d): %s", path, jerr.line, jerr.column,
-                         jerr.position, jerr.text);
-    if (manifest == NULL || !json_is_array(cases)) {
-        json_decref(manifest);
-        return cli_error("certify", "%s: %s", path,
-                         manifest == NULL ? jerr.text : "expected an object with a \"cases\" array");
+    if (check_directory("--golden", a.golden_dir) || check_directory("--results", a.results_dir))
+        return REFENC_EXIT_USAGE;
+    refenc_manifest m;
+    refenc_error merr;
+    if (refenc_manifest_read(&m, a.golden_dir, &merr) != REFENC_OK)
+        return cli_error("certify", "%s", merr.message);
+    if (refuse_json_over_an_input(&m, &a) != REFENC_EXIT_OK) {
+        refenc_manifest_free(&m);
+        return REFENC_EXIT_USAGE;
     }
 
     json_t *report = json_array();
-    size_t n_cases = 0, n_pass = 0, idx;
+    size_t n_cases = 0, n_pass = 0;
     int rc = REFENC_EXIT_OK;
-    json_t *entry;
-    printf("refenc certify: golden %s, results %s\n\n", a.golden_dir, a.results_dir);
-    json_array_foreach(cases, idx, entry) {
-        const char *name = json_string_value(json_object_get(entry, "case"));
-        const char *file = json_string_value(json_object_get(entry, "file"));
-        if (name == NULL || file == NULL || strchr(file, '/') != NULL) {
-            rc = cli_error("certify", "%s: cases[%zu] needs \"case\" and a plain \"file\" name", path, idx);
-            break;
-        }
+    printf("refenc certify: golden %s, results %s\n", a.golden_dir, a.results_dir);
+    printf("manifest sha256 %s\n\n", m.sha256);
+    for (size_t idx = 0; idx < m.n_cases; idx++) {
+        const char *name = m.cases[idx].name;
         if (a.case_glob != NULL && fnmatch(a.case_glob, name, 0) != 0)
             continue;
         n_cases++;
@@ -279,23 +369,14 @@ int cmd_certify(int argc, char **argv)
         refenc_error err;
         refenc_error_clear(&err);
         refenc_st_file golden, results;
-        memset(&results, 0, sizeof results);
-        char gpath[4096], rpath[4096];
-        snprintf(gpath, sizeof gpath, "%s/cases/%s", a.golden_dir, file);
-        snprintf(rpath, sizeof rpath, "%s/%s.safetensors", a.results_dir, name);
         refenc_case_report rep;
         memset(&rep, 0, sizeof rep);
-
-        int st = refenc_st_read(&golden, gpath, &err);
-        if (st == REFENC_OK) {
-            if (access(rpath, F_OK) != 0) {
-                char note[256];
-                snprintf(note, sizeof note, "no results file %.230s", rpath);
-                st = refenc_certify_missing(&rep, &golden, note, &err);
-            } else if ((st = refenc_st_read(&results, rpath, &err)) == REFENC_OK) {
-                st = refenc_certify_case(&rep, &golden, &results, &a.opt, &err);
-            }
-        }
+        char missing[256];
+        int st = read_case_files(&golden, &results, missing, &m.cases[idx], &a, &err);
+        if (st == REFENC_OK && missing[0] != '\0')
+            st = refenc_certify_missing(&rep, &golden, missing, &err);
+        else if (st == REFENC_OK)
+            st = refenc_certify_case(&rep, &golden, &results, &a.opt, &err);
         if (st != REFENC_OK) {
             rc = cli_error("certify", "%s", err.message);
             json_array_append_new(report, json_pack("{s:s, s:s, s:s}", "case", name, "verdict", "ERROR",
@@ -319,9 +400,10 @@ int cmd_certify(int argc, char **argv)
            n_pass, n_cases - n_pass, verdict);
 
     if (a.json_path != NULL) {
-        json_t *doc = json_pack("{s:s, s:s, s:s, s:o, s:{s:I, s:I, s:I, s:s}}",
-                                "refenc_version", REFENC_VERSION, "golden", a.golden_dir,
-                                "results", a.results_dir, "cases", report, "summary",
+        json_t *doc = json_pack("{s:s, s:o, s:o, s:s, s:o, s:{s:I, s:I, s:I, s:s}}",
+                                "refenc_version", REFENC_VERSION, "golden", json_text(a.golden_dir),
+                                "results", json_text(a.results_dir), "manifest_sha256", m.sha256,
+                                "cases", report, "summary",
                                 "cases", (json_int_t)n_cases, "passed", (json_int_t)n_pass,
                                 "failed", (json_int_t)(n_cases - n_pass), "verdict", verdict);
         if (write_json(a.json_path, doc) != REFENC_EXIT_OK)
@@ -330,6 +412,6 @@ int cmd_certify(int argc, char **argv)
     } else {
         json_decref(report);
     }
-    json_decref(manifest);
+    refenc_manifest_free(&m);
     return rc;
 }

@@ -1,5 +1,6 @@
 /* refenc: the command-line program.  Subcommands live in cmd_*.c. */
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,10 @@ static const char usage[] =
 
 int main(int argc, char **argv)
 {
+    /* Under a file-size limit (ulimit -f) a write past it would kill the
+     * program with SIGXFSZ, leaving its temporary file; ignored, the write
+     * fails with EFBIG, which is reported and cleaned up (io/atomic_write.h). */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         fputs(usage, stderr);
         return REFENC_EXIT_USAGE;

@@ -78,7 +78,13 @@ typedef struct {
     refenc_st_tensor *tensors; /* sorted by data offsets (ties: by name)      */
 } refenc_st_file;
 
-/* Reads the whole file, then validates it as refenc_st_parse does.
+/* Reads a file and validates it as refenc_st_parse does, header first: the
+ * 8-byte length and the header are read and checked against the file's size
+ * before any data is, so memory holds the header (at most
+ * REFENC_ST_MAX_HEADER bytes, and jansson's parse of it) until the header is
+ * valid, and the whole file only when its tensors account for every byte of
+ * it (the data it declares).  The path must name a regular file: it is opened
+ * without blocking (a FIFO cannot hang the read) and checked.
  * Errors: REFENC_EIO (cannot open or read it, a short read, a directory or
  * another non-regular file: the message names the path and the reason),
  * REFENC_EFORMAT (anything invalid), REFENC_ENOMEM.  On error *f is empty
@@ -129,11 +135,13 @@ typedef struct {
  * at a multiple of its element size in the file, for peers that map the file
  * and cast pointers.  The same entries, in any order, always give the same
  * bytes.  metadata may be NULL; its values must be strings.  The file appears
- * atomically: written to "<path>.tmp.<pid>", fsync'ed, then renamed; on any
- * error the temporary file is removed and path is untouched.
+ * atomically (atomic_write.h): a temporary file in path's directory, fsync'ed,
+ * then renamed; on any error the temporary file is removed and path is
+ * untouched.  path must be absent or a regular file.
  * Errors: REFENC_EINVAL (duplicate, empty, non-UTF-8 or "__metadata__" name,
  * unknown dtype, more than REFENC_ST_MAX_NDIM dimensions, NULL data, a BOOL
- * byte not 0/1, metadata not an object of strings), REFENC_ELIMIT (a size
+ * byte not 0/1, metadata not an object of strings, path a directory, a
+ * symbolic link or another file that is not regular), REFENC_ELIMIT (a size
  * overflows, or the header would exceed REFENC_ST_MAX_HEADER), REFENC_EIO,
  * REFENC_ENOMEM. */
 int refenc_st_write(const char *path, const refenc_st_entry *entries, size_t n,
