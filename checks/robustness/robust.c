@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,9 +195,13 @@ rb_result rb_run_with(const char *const *args, const rb_run_options *opt)
         if (opt != NULL && opt->file_size > 0) {
             /* a write past the limit fails with EFBIG instead of killing */
             struct rlimit rl = {(rlim_t)opt->file_size, (rlim_t)opt->file_size};
-            if (signal(SIGXFSZ, SIG_IGN) == SIG_ERR || setrlimit(RLIMIT_FSIZE, &rl) != 0)
+            if (signal(SIGXFSZ, opt->keep_sigxfsz ? SIG_DFL : SIG_IGN) == SIG_ERR ||
+                setrlimit(RLIMIT_FSIZE, &rl) != 0)
                 _exit(125);
         }
+        if (opt != NULL && opt->unprivileged && geteuid() == 0 &&
+            (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
+            _exit(125);
         /* no hang: the alarm survives execve, and SIGALRM ends a run that
          * takes longer (the test then sees 128 + SIGALRM) */
         alarm(RB_RUN_SECONDS);

@@ -26,6 +26,9 @@ typedef struct {
 typedef struct {
     uint64_t address_space; /* RLIMIT_AS for the child in bytes; 0: unlimited */
     uint64_t file_size;     /* RLIMIT_FSIZE for the child in bytes (SIGXFSZ ignored); 0: unlimited */
+    int keep_sigxfsz;       /* with file_size: leave SIGXFSZ at its default (the program must ignore it) */
+    int unprivileged;       /* run as nobody (65534) when the tests run as root, so that
+                               permissions apply; the files it needs must be world-readable */
     const char *env_name;   /* an environment variable to set in the child, or NULL */
     const char *env_value;
 } rb_run_options;

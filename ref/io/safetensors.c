@@ -521,6 +521,32 @@ void refenc_st_free(refenc_st_file *f)
     memset(f, 0, sizeof *f);
 }
 
+/* How many JSON tokens a header text holds: brackets that open an object or
+ * an array, strings (keys included) and runs of other non-space characters
+ * (numbers, true, false, null, or garbage); punctuation does not count.
+ * Whatever the bytes, it bounds the number of values and keys jansson can
+ * build from them, and so its memory (safetensors.h). */
+static size_t header_tokens(const unsigned char *h, size_t n)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char ch = h[i];
+        if (ch == '"') {
+            count++;
+            for (i++; i < n && h[i] != '"'; i++)
+                i += h[i] == '\\';
+        } else if (ch == '{' || ch == '[') {
+            count++;
+        } else if (ch != '}' && ch != ']' && ch != ',' && ch != ':' && ch != ' ' && ch != '\t' &&
+                   ch != '\n' && ch != '\r') {
+            count++;
+            while (i + 1 < n && !strchr("\"{}[],: \t\n\r", h[i + 1]))
+                i++;
+        }
+    }
+    return count;
+}
+
 /* Validates a file of `size` bytes of which buf holds the first
  * header_extent(buf, size): everything but the data, which it never reads.
  * The tensors' data pointers are buf + their file offsets. */
@@ -602,6 +628,14 @@ static int parse_file(refenc_st_file *f, const unsigned char *buf, size_t size, 
         goto fail;
     }
 
+    const size_t tokens = header_tokens(c.hdr, c.hdr_len);
+    if (tokens > REFENC_ST_MAX_TOKENS) {
+        st = refenc_error_set(err, REFENC_EFORMAT,
+                              "%s: header holds %zu JSON tokens (keys, values, brackets), more than the "
+                              "limit of %d (a tensor's entry takes 10 to 18)",
+                              c.file, tokens, REFENC_ST_MAX_TOKENS);
+        goto fail;
+    }
     json_error_t je;
     json_t *root = json_loadb((const char *)c.hdr, c.hdr_len, JSON_REJECT_DUPLICATES, &je);
     if (root == NULL) {
@@ -1012,6 +1046,11 @@ static int padded_header(char **out, size_t *len, const write_plan *p, const jso
     if (text == NULL)
         return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory building the header", path);
     const size_t raw = strlen(text), padded = raw + (8 - raw % 8) % 8;
+    if (header_tokens((const unsigned char *)text, raw) > REFENC_ST_MAX_TOKENS) {
+        free(text);
+        return refenc_error_set(err, REFENC_ELIMIT, "%s: header of %zu tensors would hold more than the "
+                                "%d JSON tokens a reader accepts", path, p->n, REFENC_ST_MAX_TOKENS);
+    }
     if (padded > REFENC_ST_MAX_HEADER) {
         free(text);
         return refenc_error_set(err, REFENC_ELIMIT, "%s: header of %zu bytes exceeds the limit of %llu bytes",
