@@ -97,6 +97,7 @@ typedef struct {
     out_spec o[MAXO];
     var_spec v[MAXV];
     const char *tolerance; /* __metadata__.tolerance, or NULL */
+    const char *outputs_text, *variants_text; /* the metadata as given, or NULL: built */
 } golden_spec;
 
 static char tmpdir[64];
@@ -159,7 +160,8 @@ static void make_golden(refenc_st_file *f, const golden_spec *g)
     }
     char *outs_s = json_dumps(outs, JSON_COMPACT), *vars_s = json_dumps(vars, JSON_COMPACT);
     json_t *meta = json_pack("{s:s, s:s, s:s, s:s}", "format", REFENC_GOLDEN_FORMAT, "case", "figures",
-                             "outputs", outs_s, "variants", vars_s);
+                             "outputs", g->outputs_text ? g->outputs_text : outs_s,
+                             "variants", g->variants_text ? g->variants_text : vars_s);
     if (g->tolerance != NULL)
         json_object_set_new(meta, "tolerance", json_string(g->tolerance));
     char path[128];
@@ -412,7 +414,7 @@ Test(figures, the_tolerance_boundary_passes_and_the_next_double_fails)
 static void four_outputs(golden_spec *g)
 {
     static const char *const names[MAXO] = {"out.embed", "out.layers.0.norm1", "out.layers.0.ffn", "out.output"};
-    g->n_outs = MAXO;
+    *g = (golden_spec){.n_outs = MAXO};
     for (size_t i = 0; i < MAXO; i++) {
         g->o[i] = (out_spec){.name = names[i], .required = i == MAXO - 1};
         for (size_t k = 0; k < N; k++)
@@ -694,4 +696,243 @@ Test(figures, a_variant_needs_a_required_output_among_those_compared)
     cr_expect_str_empty(rep.diagnosis);
     refenc_case_report_free(&rep);
     refenc_st_free(&f);
+}
+
+/* ---- edges, each pinning one rule -------------------------------------------------- */
+
+Test(figures, a_freed_report_is_empty)
+{
+    rng_seed(seed_from_env(31));
+    golden_spec g = {.n_outs = 1};
+    g.o[0] = (out_spec){.name = "out.output", .required = 1};
+    double got[1][N];
+    for (size_t i = 0; i < N; i++)
+        got[0][i] = g.o[0].want[i] = value();
+    refenc_st_file f;
+    make_golden(&f, &g);
+    refenc_case_report rep;
+    certify(&rep, &f, (const char *[]){"out.output"}, got, 1, REFENC_ST_F64, NULL);
+    cr_expect_eq(rep.n_outputs, 1);
+    refenc_case_report_free(&rep);
+    cr_expect_eq(rep.n_outputs, 0);
+    cr_expect_null(rep.outputs);
+    refenc_case_report_free(&rep); /* twice: safe */
+    refenc_st_free(&f);
+}
+
+Test(figures, output_names_fit_the_report_or_are_refused)
+{
+    /* a report holds names of up to 95 bytes: 96 is refused, never cut */
+    char n95[96], n96[97];
+    memset(n95, 'x', 95);
+    memcpy(n95, "out.", 4);
+    n95[95] = '\0';
+    memset(n96, 'x', 96);
+    memcpy(n96, "out.", 4);
+    n96[96] = '\0';
+    double got[1][N];
+    for (int k = 0; k < 2; k++) {
+        golden_spec g = {.n_outs = 1};
+        g.o[0] = (out_spec){.name = k ? n96 : n95, .required = 1};
+        for (size_t i = 0; i < N; i++)
+            got[0][i] = g.o[0].want[i] = 2.385;
+        refenc_st_file f;
+        make_golden(&f, &g);
+        char path[128];
+        snprintf(path, sizeof path, "%s/results.safetensors", tmpdir);
+        refenc_st_entry e = {.name = g.o[0].name, .dtype = REFENC_ST_F64, .ndim = 3, .data = got[0]};
+        memcpy(e.shape, SHAPE, sizeof SHAPE);
+        refenc_error err;
+        cr_assert_eq(refenc_st_write(path, &e, 1, NULL, &err), REFENC_OK);
+        refenc_st_file res;
+        cr_assert_eq(refenc_st_read(&res, path, &err), REFENC_OK);
+        refenc_case_report rep;
+        const int st = refenc_certify_case(&rep, &f, &res, NULL, &err);
+        if (k == 0) {
+            cr_expect_eq(st, REFENC_OK, "%s", err.message);
+            cr_expect(rep.pass && strcmp(rep.outputs[0].name, n95) == 0);
+        } else {
+            cr_expect_eq(st, REFENC_EFORMAT);
+            cr_expect(strstr(err.message, "__metadata__.outputs[0] does not name an F64 tensor of the case"), "%s",
+                      err.message);
+        }
+        refenc_case_report_free(&rep);
+        refenc_st_free(&res);
+        refenc_st_free(&f);
+    }
+}
+
+Test(figures, a_case_scale_below_one_tightens_the_policy)
+{
+    golden_spec g = {.n_outs = 1, .tolerance = "{\"scale\": {\"F64\": 0.5}, \"reason\": \"test\"}"};
+    g.o[0] = (out_spec){.name = "out.output", .required = 1};
+    double got[1][N];
+    for (size_t i = 0; i < N; i++)
+        got[0][i] = g.o[0].want[i] = 0.0;
+    got[0][3] = 0.75e-11; /* within atol 1e-11, beyond 0.5e-11 */
+    refenc_st_file f;
+    make_golden(&f, &g);
+    refenc_case_report rep;
+    certify(&rep, &f, (const char *[]){"out.output"}, got, 1, REFENC_ST_F64, NULL);
+    cr_expect_eq(rep.outputs[0].tol.rtol, 0.5e-10);
+    cr_expect_eq(rep.outputs[0].tol.atol, 0.5e-11);
+    cr_expect(!rep.pass);
+    refenc_case_report_free(&rep);
+    refenc_st_free(&f);
+}
+
+Test(figures, a_perfect_outputs_worst_element_is_its_first_compared_one)
+{
+    /* never a don't-care element, even when every error is 0 */
+    rng_seed(seed_from_env(37));
+    golden_spec g = {.n_outs = 1};
+    g.o[0] = (out_spec){.name = "out.output", .required = 1, .has_dc = 1};
+    g.o[0].dc[0] = g.o[0].dc[1] = 1;
+    double got[1][N];
+    for (size_t i = 0; i < N; i++)
+        got[0][i] = g.o[0].want[i] = value() + 5;
+    got[0][0] = got[0][1] = NAN;
+    refenc_st_file f;
+    make_golden(&f, &g);
+    refenc_case_report rep;
+    certify(&rep, &f, (const char *[]){"out.output"}, got, 1, REFENC_ST_F64, NULL);
+    cr_expect(rep.pass);
+    cr_expect_eq(rep.outputs[0].worst_flat, 2);
+    cr_expect(rep.outputs[0].worst_got == got[0][2] && rep.outputs[0].worst_want == g.o[0].want[2]);
+    cr_expect_eq(rep.outputs[0].worst_ratio, 0);
+    refenc_case_report_free(&rep);
+    refenc_st_free(&f);
+}
+
+Test(figures, nmse_of_small_and_of_zero_goldens)
+{
+    /* sum of squares of the golden below 1 (values 0.01): the ratio; all
+     * zero: the sum of squared errors itself, never 0/0 */
+    for (int zero = 0; zero < 2; zero++) {
+        golden_spec g = {.n_outs = 1};
+        g.o[0] = (out_spec){.name = "out.output", .required = 1};
+        double got[1][N];
+        for (size_t i = 0; i < N; i++) {
+            g.o[0].want[i] = zero ? 0.0 : 0.01 * (double)(i % 3 + 1);
+            got[0][i] = g.o[0].want[i] + (i % 2 ? 3e-4 : -2e-4);
+        }
+        refenc_st_file f;
+        make_golden(&f, &g);
+        refenc_case_report rep;
+        certify(&rep, &f, (const char *[]){"out.output"}, got, 1, REFENC_ST_F64, NULL);
+        const figures x = compute(got[0], g.o[0].want, NULL, 1e-10, 1e-11, REFENC_ST_F64);
+        expect_figures(&rep.outputs[0], &x, got[0], g.o[0].want, zero ? "zero golden" : "small golden");
+        cr_expect(isfinite(rep.outputs[0].nmse) && rep.outputs[0].nmse > 0, "nmse %g", rep.outputs[0].nmse);
+        refenc_case_report_free(&rep);
+        refenc_st_free(&f);
+    }
+}
+
+Test(figures, a_variant_whose_required_output_is_all_dont_care_is_not_a_diagnosis)
+{
+    rng_seed(seed_from_env(41));
+    golden_spec g;
+    variant_case(&g, 1);
+    g.v[0].has_dc[0] = 1;
+    memset(g.v[0].dc[0], 1, N);
+    refenc_st_file f;
+    make_golden(&f, &g);
+    double got[1][N];
+    memcpy(got[0], g.v[0].alt[0], sizeof got[0]);
+    refenc_case_report rep;
+    certify(&rep, &f, (const char *[]){"out.output"}, got, 1, REFENC_ST_F64, NULL);
+    cr_expect(!rep.pass);
+    cr_expect_str_empty(rep.diagnosis, "nothing compared, yet '%s' diagnosed", rep.diagnosis);
+    refenc_case_report_free(&rep);
+    refenc_st_free(&f);
+}
+
+Test(figures, every_element_counts_for_a_variant_the_first_and_the_last)
+{
+    rng_seed(seed_from_env(43));
+    golden_spec g;
+    variant_case(&g, 1);
+    refenc_st_file f;
+    make_golden(&f, &g);
+    const double *alt = g.v[0].alt[0];
+    const size_t at[2] = {0, N - 1};
+    for (int k = 0; k < 2; k++) {
+        double got[1][N];
+        memcpy(got[0], alt, sizeof got[0]);
+        got[0][at[k]] += 3 * tol64(alt[at[k]]);
+        refenc_case_report rep;
+        certify(&rep, &f, (const char *[]){"out.output"}, got, 1, REFENC_ST_F64, NULL);
+        cr_expect_str_empty(rep.diagnosis, "element %zu, 3 tolerances off, was not compared", at[k]);
+        refenc_case_report_free(&rep);
+    }
+    refenc_st_free(&f);
+}
+
+Test(figures, a_variant_exactly_at_the_tolerance_matches_and_ties_go_to_the_first_listed)
+{
+    /* rtol 0.5, atol 0.25: the variant's bound at 0 is 0.25 exactly; the
+     * diagnosis obeys the rule an element passes by (<=) */
+    golden_spec g;
+    variant_case(&g, 2);
+    for (size_t i = 0; i < N; i++) {
+        g.o[0].want[i] = 5.0;
+        g.v[0].alt[0][i] = g.v[1].alt[0][i] = 0.0;
+    }
+    refenc_st_file f;
+    make_golden(&f, &g);
+    const refenc_certify_options opt = {1, {0.5, 0.25}};
+    double got[1][N];
+    for (size_t i = 0; i < N; i++)
+        got[0][i] = i % 2 ? 0.25 : -0.25;
+    refenc_case_report rep;
+    certify(&rep, &f, (const char *[]){"out.output"}, got, 1, REFENC_ST_F64, &opt);
+    cr_expect(!rep.pass);
+    cr_expect_str_eq(rep.diagnosis, g.v[0].name, "at ratio 1 exactly, and on a tie with the second: '%s'",
+                     rep.diagnosis);
+    cr_expect_eq(rep.diagnosis_ratio, 1.0);
+    refenc_case_report_free(&rep);
+    got[0][7] = nextafter(0.25, 1);
+    certify(&rep, &f, (const char *[]){"out.output"}, got, 1, REFENC_ST_F64, &opt);
+    cr_expect_str_empty(rep.diagnosis, "one double beyond still matches");
+    refenc_case_report_free(&rep);
+    refenc_st_free(&f);
+}
+
+Test(figures, outputs_and_variants_lists_that_cannot_be_read_are_errors)
+{
+    const struct {
+        const char *outputs, *variants, *message;
+    } bad[] = {
+        {"[{\"name\": \"out.output\", \"name\": \"out.output\", \"required\": true}]", NULL,
+         "__metadata__.outputs is not a non-empty JSON array"},
+        {NULL, "[{\"name\": \"unbiased_variance\", \"outputs\": [], \"outputs\": []}]",
+         "__metadata__.variants is not a JSON array"},
+        {NULL, "[{\"name\": \"unbiased_variance\",", "__metadata__.variants is not a JSON array"},
+        {NULL, "{}", "__metadata__.variants is not a JSON array"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        golden_spec g;
+        variant_case(&g, 1);
+        g.outputs_text = bad[k].outputs;
+        g.variants_text = bad[k].variants;
+        refenc_st_file f;
+        make_golden(&f, &g);
+        double got[1][N];
+        for (size_t i = 0; i < N; i++)
+            got[0][i] = g.o[0].want[i] + 1e-3; /* failing: the diagnosis reads the variants */
+        char path[128];
+        snprintf(path, sizeof path, "%s/results.safetensors", tmpdir);
+        refenc_st_entry e = {.name = "out.output", .dtype = REFENC_ST_F64, .ndim = 3, .data = got[0]};
+        memcpy(e.shape, SHAPE, sizeof SHAPE);
+        refenc_error err;
+        cr_assert_eq(refenc_st_write(path, &e, 1, NULL, &err), REFENC_OK);
+        refenc_st_file res;
+        cr_assert_eq(refenc_st_read(&res, path, &err), REFENC_OK);
+        refenc_case_report rep;
+        cr_expect_eq(refenc_certify_case(&rep, &f, &res, NULL, &err), REFENC_EFORMAT, "case %zu", k);
+        cr_expect(strstr(err.message, bad[k].message) != NULL, "case %zu: %s", k, err.message);
+        refenc_case_report_free(&rep);
+        refenc_st_free(&res);
+        refenc_st_free(&f);
+    }
 }
