@@ -270,6 +270,18 @@ void rb_golden_dir(const char *dir, const char *case_name, char case_path[RB_PAT
     rb_copy_file(from, case_path);
 }
 
+void rb_encoder_results(const char *dir, char results[RB_PATH_MAX + 16])
+{
+    char rfile[RB_PATH_MAX + 64];
+    snprintf(results, RB_PATH_MAX + 16, "%s/results", dir);
+    cr_assert_eq(mkdir(results, 0700), 0);
+    const char *encoders[] = {"encoder_pre_rope", "encoder_post_alibi6", "encoder_causal_learned"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(rfile, sizeof rfile, "%s/%s.safetensors", results, encoders[i]);
+        rb_reference_results(encoders[i], rfile);
+    }
+}
+
 void rb_golden_relist(const char *dir, const char *case_name)
 {
     char manifest[RB_PATH_MAX], case_path[RB_PATH_MAX], hex[65];

@@ -18,6 +18,19 @@
 
 #define RB_PATH_MAX 1024
 
+/* 1 under AddressSanitizer, which reserves terabytes of address space for
+ * its shadow memory: tests that limit the address space leave it out. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RB_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RB_UNDER_ASAN 1
+#endif
+#endif
+#ifndef RB_UNDER_ASAN
+#define RB_UNDER_ASAN 0
+#endif
+
 typedef struct {
     int status;      /* exit code, or 128 + signal                        */
     char *out, *err; /* everything written to stdout and stderr (NUL-terminated) */
@@ -83,6 +96,11 @@ void rb_golden_relist(const char *dir, const char *case_name);
 
 /* The path of a fixture case file. */
 void rb_fixture_case(char path[RB_PATH_MAX], const char *case_name);
+
+/* The reference's results for the fixture's three encoder cases, in a new
+ * directory dir/results (its path in results): their certificate is some
+ * 24 kB, more than a file-size limit of 16 kB lets through. */
+void rb_encoder_results(const char *dir, char results[RB_PATH_MAX + 16]);
 
 /* Writes the reference's results for a fixture case to path
  * (`refenc run --case`), and checks it succeeded. */

@@ -18,16 +18,6 @@
 
 #include "robust.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
 
 #define CASE "act_gelu"
 static const char previous[] = "the previous file, which must survive\n";
@@ -221,15 +211,9 @@ Test(file_safety, a_json_path_of_path_max_minus_one_bytes)
     /* the certificate of the fixture's 3 encoder cases (24 kB) does not fit
      * under the file-size limit; the message and, in a coverage build,
      * libgcov's counter files do (as in test_write_errors.c) */
-    char dir[RB_PATH_MAX], results[RB_PATH_MAX + 16], rfile[RB_PATH_MAX + 64];
+    char dir[RB_PATH_MAX], results[RB_PATH_MAX + 16];
     rb_tmpdir(dir);
-    snprintf(results, sizeof results, "%s/results", dir);
-    cr_assert_eq(mkdir(results, 0700), 0);
-    const char *encoders[] = {"encoder_pre_rope", "encoder_post_alibi6", "encoder_causal_learned"};
-    for (size_t i = 0; i < 3; i++) {
-        snprintf(rfile, sizeof rfile, "%s/%s.safetensors", results, encoders[i]);
-        rb_reference_results(encoders[i], rfile);
-    }
+    rb_encoder_results(dir, results);
     char *json = malloc(PATH_MAX);
     cr_assert_not_null(json);
     long_json_path(json, dir);
@@ -438,7 +422,7 @@ Test(file_safety, a_results_file_with_a_huge_tail_is_refused_before_it_is_read)
     cr_assert_eq(ftruncate(fd, sb.st_size + ((off_t)2 << 30)), 0);
     close(fd);
     /* 256 MiB of address space: reading the file whole would need 2 GiB */
-    const rb_run_options opt = {.address_space = UNDER_ASAN ? 0 : (uint64_t)256 << 20};
+    const rb_run_options opt = {.address_space = RB_UNDER_ASAN ? 0 : (uint64_t)256 << 20};
     rb_result r = certify_dirs(s.dir, s.results, &opt);
     rb_expect_error(&r, 2, "certify", "a 2 GiB tail",
                     (const char *[]){CASE ".safetensors: data bytes [", ") belong to no tensor", NULL});
@@ -464,7 +448,7 @@ Test(file_safety, a_header_of_too_many_tokens_is_refused_before_it_is_parsed)
     h[n] = '\0';
     rb_write_safetensors(s.rfile, h, NULL, 0);
     free(h);
-    const rb_run_options opt = {.address_space = UNDER_ASAN ? 0 : (uint64_t)160 << 20};
+    const rb_run_options opt = {.address_space = RB_UNDER_ASAN ? 0 : (uint64_t)160 << 20};
     rb_result r = certify_dirs(s.dir, s.results, &opt);
     rb_expect_error(&r, 2, "certify", "a header of millions of tokens",
                     (const char *[]){CASE ".safetensors: header holds ", " JSON tokens (keys, values, brackets), "

@@ -77,16 +77,9 @@ Test(write_errors, run_case_that_cannot_write_its_results_leaves_the_old_file)
 
 Test(write_errors, certify_that_cannot_write_its_certificate_leaves_the_old_one)
 {
-    char dir[RB_PATH_MAX], results[RB_PATH_MAX + 16], rfile[RB_PATH_MAX + 64], report[RB_PATH_MAX + 32],
-        frag[3 * RB_PATH_MAX];
+    char dir[RB_PATH_MAX], results[RB_PATH_MAX + 16], report[RB_PATH_MAX + 32], frag[3 * RB_PATH_MAX];
     rb_tmpdir(dir);
-    snprintf(results, sizeof results, "%s/results", dir);
-    cr_assert_eq(mkdir(results, 0700), 0);
-    const char *encoders[] = {"encoder_pre_rope", "encoder_post_alibi6", "encoder_causal_learned"};
-    for (size_t i = 0; i < 3; i++) {
-        snprintf(rfile, sizeof rfile, "%s/%s.safetensors", results, encoders[i]);
-        rb_reference_results(encoders[i], rfile);
-    }
+    rb_encoder_results(dir, results);
     snprintf(report, sizeof report, "%s/report.json", dir);
     rb_write_file(report, previous, sizeof previous - 1);
 
