@@ -5,7 +5,11 @@ Each mutant is one small change to one source file, from a fixed list of
 operators; it is built in a copy of the tree and the tests of its area are
 run on it.  A mutant is killed when a test fails (or the run crashes or
 times out), survives when every test passes, and is stillborn when it does
-not compile (-Werror: not counted).  A survivor listed in
+not compile (-Werror: not counted).  A mutant that survives the plain build
+gets a second stage: the same tests on a build with AddressSanitizer and
+UndefinedBehaviorSanitizer, as `make sanitize` runs them; a failure or any
+sanitizer report kills it there (an off-by-one that reads one byte past a
+buffer changes no result, but make sanitize would catch it).  A survivor listed in
 scripts/mutation-equivalent.txt, with the reason it cannot change any
 result, is equivalent (not counted either).  The score of an area is
 killed / (killed + surviving), the surviving equivalents left out; the
@@ -229,20 +233,69 @@ def make_tree(dest):
         ".git", "build", "build-*", "coverage", "*.o", "*.d"))
 
 
-def build(tree):
-    return run(["make", "-s", "-j2", "build/checks/refenc-checks", "build/refenc"], tree, timeout=600)
+SAN_FLAGS = "-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer -g"
 
 
-def test_env(tree, fixture):
+def build(tree, sanitized=False):
+    extra = ["OPT=-O1", "CFLAGS=" + SAN_FLAGS, "LDFLAGS=" + SAN_FLAGS] if sanitized else []
+    return run(["make", "-s", "-j2"] + extra + ["build/checks/refenc-checks", "build/refenc"], tree, timeout=900)
+
+
+def test_env(tree, fixture, san_logs=None):
     env = dict(os.environ)
     env.update(REFENC_SOURCE_ROOT=tree, REFENC_CLI=os.path.join(tree, "build/refenc"),
                REFENC_GOLDEN_GEN=os.path.join(tree, "build/refenc-golden"), REFENC_GOLDEN_FIXTURE=fixture)
+    if san_logs is not None:
+        env.update(ASAN_OPTIONS="detect_leaks=1:exitcode=86:log_path=%s/asan" % san_logs,
+                   UBSAN_OPTIONS="halt_on_error=1:exitcode=87:log_path=%s/ubsan" % san_logs)
     return env
 
 
-def run_tests(tree, fixture, flt, timeout):
+def run_tests(tree, fixture, flt, timeout, san_logs=None):
     return run([os.path.join(tree, "build/checks/refenc-checks"), "--fail-fast", "--jobs=2",
-                "--filter", flt], tree, timeout=timeout, env=test_env(tree, fixture))
+                "--filter", flt], tree, timeout=timeout, env=test_env(tree, fixture, san_logs))
+
+
+class SanitizedStage:
+    """The second stage: a sanitized copy of the tree, made when the first
+    survivor needs it."""
+
+    def __init__(self, out_dir, fixture):
+        self.tree = os.path.join(out_dir, "tree-asan")
+        self.logs = os.path.join(out_dir, "sanitizer-logs")
+        self.fixture = fixture
+        self.ready = None
+
+    def kills(self, m, flt, timeout):
+        if self.ready is None:
+            print("mutation: building the sanitized tree for the second stage", flush=True)
+            make_tree(self.tree)
+            rc, log = build(self.tree, sanitized=True)
+            self.ready = rc == 0
+            if not self.ready:
+                print(log[-3000:])
+        if not self.ready:
+            return False
+        path = os.path.join(self.tree, m["file"])
+        original = open(path).read()
+        lines = original.split("\n")
+        lines[m["line"] - 1] = m["new"]
+        open(path, "w").write("\n".join(lines))
+        killed = False
+        rc, _ = build(self.tree, sanitized=True)
+        if rc == 0:
+            shutil.rmtree(self.logs, ignore_errors=True)
+            os.makedirs(self.logs)
+            rc, _ = run_tests(self.tree, self.fixture, flt, 4 * timeout, self.logs)
+            killed = rc != 0 or len(os.listdir(self.logs)) > 0
+        open(path, "w").write(original)
+        return killed
+
+    def close(self, keep):
+        if self.ready is not None:
+            build(self.tree, sanitized=True)
+            if not keep:
+                shutil.rmtree(self.tree, ignore_errors=True)
 
 
 def main():
@@ -290,6 +343,7 @@ def main():
 
     report = []
     ok = True
+    stage2 = SanitizedStage(out_dir, fixture)
     for area in areas:
         total, chosen = plan[area]
         flt = AREAS[area]["filter"]
@@ -302,7 +356,7 @@ def main():
         timeout = 3 * base + 30
         print("mutation: %s: %d mutants, %d sampled; tests take %.1f s unmutated" % (
             area, total, len(chosen), base), flush=True)
-        counts = {"killed": 0, "survived": 0, "equivalent": 0, "stillborn": 0}
+        counts = {"killed": 0, "killed by the sanitizers": 0, "survived": 0, "equivalent": 0, "stillborn": 0}
         survivors = []
         for m in chosen:
             path = os.path.join(tree, m["file"])
@@ -319,25 +373,29 @@ def main():
                 status = "killed" if rc != 0 else "survived"
                 if status == "survived" and m["id"] in equivalents:
                     status = "equivalent"
+                elif status == "survived" and stage2.kills(m, flt, timeout):
+                    status = "killed by the sanitizers"
             open(path, "w").write(original)
             counts[status] += 1
             if status == "survived":
                 survivors.append(m)
-            print("  %-10s %-36s %s:%d  %s" % (status, m["id"], m["file"], m["line"], m["new"].strip()[:90]),
-                  flush=True)
+            print("  %-10s %-36s %s:%d  %s" % (status.replace("killed by the sanitizers", "killed-san"), m["id"],
+                                                m["file"], m["line"], m["new"].strip()[:90]), flush=True)
         build(tree)
-        counted = counts["killed"] + counts["survived"]
-        score = 100.0 * counts["killed"] / counted if counted else 100.0
+        killed = counts["killed"] + counts["killed by the sanitizers"]
+        counted = killed + counts["survived"]
+        score = 100.0 * killed / counted if counted else 100.0
         ok = ok and score >= GOAL
-        line = ("%s: %d mutants (%d sampled): %d killed, %d survived, %d equivalent, %d stillborn: "
-                "%.1f%% of non-equivalent mutants killed (goal %.0f%%)" % (
-                    area, total, len(chosen), counts["killed"], counts["survived"], counts["equivalent"],
-                    counts["stillborn"], score, GOAL))
+        line = ("%s: %d mutants (%d sampled): %d killed (%d of them by the sanitizers), %d survived, "
+                "%d equivalent, %d stillborn: %.1f%% of non-equivalent mutants killed (goal %.0f%%)" % (
+                    area, total, len(chosen), killed, counts["killed by the sanitizers"], counts["survived"],
+                    counts["equivalent"], counts["stillborn"], score, GOAL))
         report.append(line)
         for m in survivors:
             report.append("  survived %s  %s:%d\n    - %s\n    + %s" % (
                 m["id"], m["file"], m["line"], m["old"].strip(), m["new"].strip()))
         print("mutation: " + line, flush=True)
+    stage2.close(args.keep)
     elapsed = time.time() - t0
     report.append("seed %d, %.0f s" % (args.seed, elapsed))
     open(os.path.join(out_dir, "report.txt"), "w").write("\n".join(report) + "\n")

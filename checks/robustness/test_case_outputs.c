@@ -83,3 +83,55 @@ Test(case_outputs, a_positional_case_without_positions_is_refused)
     }
     rb_tmpdir_remove(dir);
 }
+
+/* run --case on an edited fixture case: exit 0, out.output of that shape. */
+static void expect_runs(rb_golden *g, const char *what, size_t ndim, const size_t *shape)
+{
+    char dir[RB_PATH_MAX], gcase[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(gcase, sizeof gcase, "%s/case.safetensors", dir);
+    snprintf(out, sizeof out, "%s/results.safetensors", dir);
+    rb_golden_write(g, gcase);
+    const char *args[] = {"refenc", "run", "--case", gcase, "--out", out, NULL};
+    rb_result r = rb_run(args);
+    cr_expect_eq(r.status, 0, "%s: exit %d: %s", what, r.status, r.err);
+    rb_result_free(&r);
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, out, &err), REFENC_OK, "%s: %s", what, err.message);
+    const refenc_st_tensor *t = refenc_st_find(&f, "out.output");
+    cr_assert_not_null(t, "%s: no out.output", what);
+    cr_expect(t->ndim == ndim && memcmp(t->shape, shape, ndim * sizeof *shape) == 0, "%s: out.output's shape",
+              what);
+    refenc_st_free(&f);
+    rb_tmpdir_remove(dir);
+}
+
+Test(case_outputs, cases_at_the_edges_of_their_shapes_run)
+{
+    /* a vocabulary of one token: the input is still tokens, not x */
+    rb_golden g;
+    rb_golden_load(&g, "encoder_pre_rope"); /* tokens (2, 7), D = 32 */
+    rb_golden_set_config(&g, "vocab_size", "1");
+    rb_golden_set_config(&g, "padding_idx", "-1");
+    const size_t emb[2] = {1, 32}, tok[2] = {2, 7};
+    float *e = rb_golden_reshape(&g, "embedding.weight", REFENC_ST_F32, 2, emb);
+    for (size_t i = 0; i < 32; i++)
+        e[i] = 0.375f * (float)(i % 5) - 0.5f;
+    rb_golden_reshape(&g, "in.tokens", REFENC_ST_I64, 2, tok); /* all token 0 */
+    const size_t enc_shape[3] = {2, 7, 32};
+    expect_runs(&g, "vocab_size 1", 3, enc_shape);
+    rb_golden_free(&g);
+
+    /* RoPE with a batch other than the head count: x (3, 2, 5, 8) */
+    rb_golden_load(&g, "rope_interleaved"); /* x (2, 2, 5, 8) */
+    const float *x2 = rb_golden_entry(&g, "in.x")->data;
+    float copy[2 * 2 * 5 * 8];
+    memcpy(copy, x2, sizeof copy);
+    const size_t x3_shape[4] = {3, 2, 5, 8};
+    float *x3 = rb_golden_reshape(&g, "in.x", REFENC_ST_F32, 4, x3_shape);
+    for (size_t i = 0; i < 3 * 80; i++)
+        x3[i] = copy[i % 160];
+    expect_runs(&g, "rope, B = 3, H = 2", 4, x3_shape);
+    rb_golden_free(&g);
+}

@@ -33,7 +33,8 @@ Test(manifest, sha256_of_the_fips_180_test_vectors)
 
 Test(manifest, case_and_file_names_cannot_leave_their_directory)
 {
-    const char *ok[] = {"act_gelu", "layernorm_eps1e-5", "encoder_pre_rope.safetensors", "a", "A.b-c_9"};
+    /* every edge of the allowed ranges: 0 9 A Z a z */
+    const char *ok[] = {"act_gelu", "layernorm_eps1e-5", "encoder_pre_rope.safetensors", "a", "A.b-c_9", "z0Z9Aa"};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
         cr_expect(refenc_manifest_name_ok(ok[i]), "'%s' refused", ok[i]);
     char long_ok[REFENC_CASE_NAME_MAX], too_long[REFENC_CASE_NAME_MAX + 1];
@@ -43,7 +44,9 @@ Test(manifest, case_and_file_names_cannot_leave_their_directory)
     too_long[sizeof too_long - 1] = '\0';
     cr_expect(refenc_manifest_name_ok(long_ok), "a name of %d bytes", REFENC_CASE_NAME_MAX - 1);
     const char *bad[] = {"", ".", "..", "../x", "x/..", "a/b", "/abs", "a..b", ".hidden", "a b", "a\\b",
-                         "caf\xc3\xa9", "tab\t", "x\n", too_long};
+                         "caf\xc3\xa9", "tab\t", "x\n", too_long,
+                         /* the characters just outside each range: / : @ [ ` { */
+                         "a/b", "a:b", "a@b", "a[b", "a`b", "a{b"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         cr_expect(!refenc_manifest_name_ok(bad[i]), "'%s' accepted", bad[i]);
     cr_expect(!refenc_manifest_name_ok(NULL));
