@@ -10,6 +10,8 @@
 #                         install-python / uninstall-python
 #   make check-report     the report of a planted tiling bug rendered headless
 #                         by chromium: the screenshot shows the stripe
+#   make check-ci-recipe  the plain shell CI recipe of docs/ci.md, run as the
+#                         page has it (needs certify --junit)
 #   make install-python / uninstall-python   the module into the directory
 #                         Debian's /usr/bin/python3 searches for PREFIX
 #                         (/usr: /usr/lib/python3/dist-packages; otherwise
@@ -29,7 +31,7 @@ PY_ENV       = PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$(abspath scripts/python) RE
 PY_EXAMPLE  := $(BUILD)/python-example
 PY_PINNED   := scripts/python/example-outcomes.txt
 
-.PHONY: check-python install-python uninstall-python check-report
+.PHONY: check-python install-python uninstall-python check-report check-ci-recipe
 
 check-python: $(CLI) $(LIB_SO)
 	@sh scripts/install-deps.sh $(PY_DEPS)
@@ -58,3 +60,7 @@ uninstall-python:
 check-report: $(CLI)
 	@sh scripts/install-deps.sh python3-numpy python3-pil chromium
 	sh scripts/check-report.sh $(CLI) $(BUILD)/report-check
+
+check-ci-recipe: $(CLI)
+	@sh scripts/install-deps.sh python3-numpy
+	sh scripts/check-ci-recipe.sh $(CLI) $(BUILD)/ci-recipe

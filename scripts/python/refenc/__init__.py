@@ -11,7 +11,7 @@ docs/python.md is the guide.
     refenc.certify("results", [c.name for c in refenc.cases(...)]).assert_pass()
 """
 from .certify import (CaseVerdict, Certificate, CertifyError, Diagnosis, OutputVerdict, certify,
-                      certify_case)
+                      certify_case, report)
 from .golden import Case, all_cases, cases, features_of, load_case, manifest, pytest_cases, select
 from .locate import cli_path, golden_dir
 from .safetensors import (FormatError, bf16_to_double, double_to_bf16, double_to_f16, f16_to_double,
@@ -22,6 +22,6 @@ __all__ = [
     "Case", "CaseVerdict", "Capture", "Certificate", "CertifyError", "Diagnosis", "FormatError",
     "OutputVerdict", "all_cases", "bf16_to_double", "capture", "cases", "certify", "certify_case",
     "cli_path", "double_to_bf16", "double_to_f16", "encoder_steps", "f16_to_double", "features_of",
-    "golden_dir", "load_case", "manifest", "pytest_cases", "read_safetensors", "select", "state_dict",
+    "golden_dir", "load_case", "manifest", "pytest_cases", "read_safetensors", "report", "select", "state_dict",
     "tensor", "write_safetensors",
 ]

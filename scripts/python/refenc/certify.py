@@ -115,9 +115,18 @@ class CaseVerdict:
             lines.append(f"  first divergence: {self.first_divergence}")
         if self.diagnosis is not None:
             lines.append("  diagnosis: " + self.diagnosis.describe().replace("\n", "\n  "))
+        # in full: the first divergence and the required outputs; the other
+        # failing outputs (what the divergence carried forward) by name
+        others = []
         for o in self.outputs.values():
-            if o.status != "not provided" and (o.failed or self.passed):
+            if o.status == "not provided" or not (o.failed or self.passed):
+                continue
+            if self.passed or o.required or o.name == self.first_divergence:
                 lines.append("  " + o.describe())
+            else:
+                others.append(o.name)
+        if others:
+            lines.append(f"  {len(others)} more failing output(s): {', '.join(others)}")
         return "\n".join(lines)
 
     def assert_pass(self):
@@ -209,3 +218,26 @@ def certify_case(case, results, **kw):
     """The verdict of one case (a Case or a name): certify(results, [name])[name]."""
     name = getattr(case, "name", case)
     return certify(results, [name], **kw)[name]
+
+
+def report(results, html, cases=None, golden=None, cli=None, heatmaps="failing", rtol=None, atol=None):
+    """Runs `refenc report` (docs/certify.md, "The HTML report"): the
+    certification of RESULTS drawn into one self-contained HTML file.
+    cases: None or a shell pattern.  heatmaps: "failing" or "all".
+    Returns the verdict ("PASS", "FAIL" or "ERROR", as the exit code 0, 1
+    or 2 says); raises CertifyError when no report was written."""
+    golden = locate.golden_dir(golden)
+    cmd = [locate.cli_path(cli), "report", "--golden", str(golden), "--results", str(results), "--html", str(html),
+           "--heatmaps", heatmaps]
+    if cases is not None:
+        cmd += ["--case", cases]
+    if (rtol is None) != (atol is None):
+        raise ValueError("rtol and atol go together")
+    if rtol is not None:
+        cmd += ["--rtol", repr(float(rtol)), "--atol", repr(float(atol))]
+    before = os.stat(html).st_mtime_ns if os.path.exists(html) else None
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    written = os.path.exists(html) and os.stat(html).st_mtime_ns != before
+    if proc.returncode not in (0, 1, 2) or not written:
+        raise CertifyError(f"{' '.join(cmd)}: exit {proc.returncode}: {proc.stderr.strip()}")
+    return {0: "PASS", 1: "FAIL", 2: "ERROR"}[proc.returncode]

@@ -103,3 +103,17 @@ def test_nan_never_passes(golden, cli, tmp_path):
     case.write_results(tmp_path, {"output": y}, dtype="BF16")
     o = refenc.certify_case(case, tmp_path, golden=golden, cli=cli)["output"]
     assert o.status == "FAIL" and o.nonfinite == 1 and o.worst_index == [1, 2] and np.isnan(o.worst_got)
+
+
+def test_report(golden, cli, tmp_path):
+    case = refenc.load_case("ffn_relu", golden)
+    case.write_results(tmp_path, {"output": case.expected["out.output"]})
+    html = tmp_path / "report.html"
+    assert refenc.report(tmp_path, html, "ffn_relu", golden=golden, cli=cli) == "PASS"
+    assert "ffn_relu" in html.read_text()
+    case.write_results(tmp_path, {"output": case.expected["out.output"] * 1.01})
+    assert refenc.report(tmp_path, html, "ffn_*", golden=golden, cli=cli, heatmaps="all") == "FAIL"
+    assert '<svg class="heatmap"' in html.read_text()
+    with pytest.raises(refenc.CertifyError, match="no golden case matches"):
+        refenc.report(tmp_path, tmp_path / "other.html", "nope", golden=golden, cli=cli)
+    assert not (tmp_path / "other.html").exists()
