@@ -48,7 +48,7 @@ typedef struct {
     refenc_certify_options opt;
 } certify_args;
 
-static int parse_double(double *v, const char *s)
+int cli_parse_tolerance(double *v, const char *s)
 {
     char *end;
     if (s == NULL || *s == '\0')
@@ -159,11 +159,11 @@ int cmd_certify(int argc, char **argv)
         else if (strcmp(s, "--json") == 0)
             a.json_path = v;
         else if (strcmp(s, "--rtol") == 0) {
-            if (!parse_double(&a.opt.tol.rtol, v))
+            if (!cli_parse_tolerance(&a.opt.tol.rtol, v))
                 return cli_error("certify", "--rtol: '%s' is not a finite number >= 0", v);
             a.have_rtol = 1;
         } else if (strcmp(s, "--atol") == 0) {
-            if (!parse_double(&a.opt.tol.atol, v))
+            if (!cli_parse_tolerance(&a.opt.tol.atol, v))
                 return cli_error("certify", "--atol: '%s' is not a finite number >= 0", v);
             a.have_atol = 1;
         } else

@@ -1,6 +1,5 @@
 /* refenc report: a certification drawn as one self-contained HTML file
  * (ref/tool/report.h; docs/certify.md, "The HTML report"). */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,15 +33,6 @@ static const char report_usage[] =
     "exit codes: 0 every case passed, 1 some case failed, 2 usage or format error\n"
     "(the report is written in all three cases when the golden manifest is readable)\n";
 
-static int parse_tol(double *v, const char *s)
-{
-    char *end;
-    if (s == NULL || *s == '\0')
-        return 0;
-    *v = strtod(s, &end);
-    return *end == '\0' && isfinite(*v) && *v >= 0;
-}
-
 int cmd_report(int argc, char **argv)
 {
     refenc_report_options opt = {.version = REFENC_VERSION};
@@ -70,11 +60,11 @@ int cmd_report(int argc, char **argv)
                 return cli_error("report", "--heatmaps: '%s' is neither 'failing' nor 'all'", v);
             opt.heatmaps_all = strcmp(v, "all") == 0;
         } else if (strcmp(s, "--rtol") == 0) {
-            if (!parse_tol(&opt.certify.tol.rtol, v))
+            if (!cli_parse_tolerance(&opt.certify.tol.rtol, v))
                 return cli_error("report", "--rtol: '%s' is not a finite number >= 0", v);
             have_rtol = 1;
         } else if (strcmp(s, "--atol") == 0) {
-            if (!parse_tol(&opt.certify.tol.atol, v))
+            if (!cli_parse_tolerance(&opt.certify.tol.atol, v))
                 return cli_error("report", "--atol: '%s' is not a finite number >= 0", v);
             have_atol = 1;
         } else
