@@ -17,6 +17,7 @@
 #include "../../ref/io/golden_names.h"
 #include "../../ref/io/safetensors.h"
 #include "../../ref/tool/report.h"
+#include "../robustness/fault.h"
 #include "../robustness/robust.h"
 
 #define PATH_CAP (2 * RB_PATH_MAX) /* a path in a directory of RB_PATH_MAX */
@@ -447,6 +448,20 @@ Test(report, exit_codes_messages_and_atomic_output)
                                      "--case", "ffn_*", NULL});
     cr_assert_eq(r.status, 1, "%s", r.err);
     rb_result_free(&r);
+    /* --heatmaps all and a tolerance wide enough for the planted 1e-3 */
+    r = rb_run((const char *const[]){"refenc", "report", "--golden", golden_dir(), "--results", tmp, "--html", html,
+                                     "--case", "ffn_[rg]*", "--heatmaps", "all", "--rtol", "0", "--atol", "2e-3", NULL});
+    cr_assert_eq(r.status, 1, "ffn_gelu_tanh has no results: %s", r.out);
+    cr_assert_not_null(strstr(r.out, "3 cases, 2 passed, 1 failed"), "%s", r.out);
+    size_t len;
+    char *page = (char *)rb_read_file(html, &len);
+    cr_assert_not_null(strstr(page, "<svg class=\"heatmap\" xmlns=\"http://www.w3.org/2000/svg\""));
+    cr_assert_not_null(strstr(page, "data-path=\"cases/ffn_relu/outputs/out.output/atol\" data-v=\"0.002\""));
+    free(page);
+    rb_result_free(&r);
+    r = rb_run((const char *const[]){"refenc", "report", "--help", NULL});
+    cr_assert(r.status == 0 && strstr(r.out, "usage: refenc report") && r.err[0] == '\0');
+    rb_result_free(&r);
 
     /* errors: one message, exit 2, and the report already there untouched */
     rb_write_file(html, "before", 6);
@@ -461,6 +476,12 @@ Test(report, exit_codes_messages_and_atomic_output)
                                "--rtol", "1e-3", NULL}, "go together"},
         {(const char *const[]){"refenc", "report", "--golden", golden_dir(), "--results", tmp, "--html", html,
                                "--frobnicate", "1", NULL}, "unknown option"},
+        {(const char *const[]){"refenc", "report", "--golden", golden_dir(), "--results", tmp, "--html", html,
+                               "--rtol", "-1", "--atol", "0", NULL}, "--rtol: '-1' is not a finite number >= 0"},
+        {(const char *const[]){"refenc", "report", "--golden", golden_dir(), "--results", tmp, "--html", html,
+                               "--rtol", "0", "--atol", "inf", NULL}, "--atol: 'inf' is not a finite number >= 0"},
+        {(const char *const[]){"refenc", "report", "--golden", golden_dir(), "--results", tmp, "--html", NULL},
+         "--html needs a value"},
         {(const char *const[]){"refenc", "report", "--golden", tmp, "--results", tmp, "--html", html, NULL},
          "manifest.json"},
         {(const char *const[]){"refenc", "report", "--golden", golden_dir(), "--results", tmp, "--html", html,
@@ -492,4 +513,245 @@ Test(report, exit_codes_messages_and_atomic_output)
                                      "--case", "ffn_relu", NULL});
     rb_expect_error(&r, 2, "report", "no such directory", (const char *const[]){"cannot create", NULL});
     rb_result_free(&r);
+}
+
+/* ---- every class of cell, pooled outputs, axis names ----------------- */
+
+/* The class of cell (panel, row, col) of a parsed heatmap. */
+static int cell_at(const heatmap *h, size_t p, size_t r, size_t c)
+{
+    return h->cls[(p * h->rows + r) * h->cols + c];
+}
+
+Test(report, every_class_of_cell)
+{
+    /* attention_padding: padded query rows are don't-care; in a results
+     * directory whose name needs escaping */
+    char dir[RB_PATH_MAX + 64], path[PATH_CAP];
+    snprintf(dir, sizeof dir, "%s/a&b<c>'d\"", tmp);
+    cr_assert_eq(mkdir(dir, 0755), 0);
+    refenc_st_file g;
+    refenc_error err;
+    snprintf(path, sizeof path, "%s/cases/attention_padding.safetensors", golden_dir());
+    cr_assert_eq(refenc_st_read(&g, path, &err), REFENC_OK);
+    const refenc_st_tensor *t = refenc_st_find(&g, "out.output"), *dc = refenc_st_find(&g, "dontcare.out.output");
+    cr_assert(t && dc);
+    const size_t D = t->shape[2];
+    double *x = malloc(t->numel * sizeof *x);
+    int64_t *m = malloc(t->numel * sizeof *m);
+    cr_assert_eq(refenc_st_to_f64(x, &g, t, &err), REFENC_OK);
+    cr_assert_eq(refenc_st_to_i64(m, &g, dc, &err), REFENC_OK);
+    /* batch item 0, position 0: features 0..3 exact (F64), 4 NaN, 5 +1e-10 (r in (1, 10]: the F64
+     * tolerance is 1e-11 + 1e-10 |want|), 6 +1e-8 (r <= 1e3), 7 +1 (r > 1e3); the rest 1e-13 off (r <= 0.1) */
+    for (size_t i = 0; i < t->numel; i++)
+        x[i] += 1e-13;
+    for (size_t f = 0; f < 4; f++)
+        x[f] -= 1e-13;
+    x[4] = NAN;
+    x[5] += 1e-10;
+    x[6] += 1e-8;
+    x[7] += 1;
+    refenc_st_entry e = {.name = "out.output", .dtype = REFENC_ST_F64, .ndim = 3, .data = x};
+    memcpy(e.shape, t->shape, sizeof e.shape);
+    snprintf(path, sizeof path, "%s/attention_padding.safetensors", dir);
+    cr_assert_eq(refenc_st_write(path, &e, 1, NULL, &err), REFENC_OK, "%s", err.message);
+
+    refenc_report_summary sum;
+    char *html = report(dir, "attention_padding", 0, &sum);
+    heatmap h;
+    parse_heatmap(&h, html, "out.output");
+    static const int want[8] = {CELL_OK, CELL_OK, CELL_OK, CELL_OK, CELL_NAN, CELL_HOT, CELL_HOT, CELL_HOT};
+    for (size_t f = 0; f < 8; f++)
+        cr_expect_eq(cell_at(&h, 0, 0, f), want[f], "feature %zu", f);
+    const char *fills[] = {"fill=\"#f7fbff\"", "fill=\"#40004b\"", "fill=\"#fdae61\"", "fill=\"#f46d43\"",
+                           "fill=\"#a50026\"", "fill=\"#d9d9d9\""}; /* exact, NaN, hot x3, don't-care */
+    for (size_t i = 0; i < 6; i++)
+        cr_expect_not_null(strstr(html, fills[i]), "no cell drawn with %s", fills[i]);
+    size_t n_dc = 0, want_dc = 0;
+    for (size_t i = 0; i < t->numel; i++) {
+        const size_t p = i / (t->shape[1] * D), r = i / D % t->shape[1], c = i % D;
+        want_dc += m[i] != 0;
+        n_dc += cell_at(&h, p, r, c) == CELL_DC;
+        if (m[i])
+            cr_expect_eq(cell_at(&h, p, r, c), CELL_DC, "a don't-care element at [%zu, %zu, %zu] drawn otherwise", p, r, c);
+    }
+    cr_assert(want_dc > 0 && n_dc == want_dc, "%zu don't-care cells drawn, %zu in the mask", n_dc, want_dc);
+    cr_assert_not_null(strstr(html, "a&amp;b&lt;c&gt;&#39;d&quot;"), "the results path escaped");
+    cr_assert_null(strstr(html, "a&b<c>"), "the results path unescaped");
+    free(h.cls);
+    free(html);
+
+    /* a zero tolerance: every difference out, the exact elements still exact */
+    char html_path[PATH_CAP];
+    snprintf(html_path, sizeof html_path, "%s/zero.html", tmp);
+    refenc_report_options opt = {.golden_dir = golden_dir(), .results_dir = dir, .case_glob = "attention_padding",
+                                 .certify = {.override_tolerance = 1, .tol = {0, 0}}, .version = "test"};
+    cr_assert_eq(refenc_report_write(html_path, &opt, &sum, &err), REFENC_OK, "%s", err.message);
+    size_t n;
+    html = (char *)rb_read_file(html_path, &n);
+    parse_heatmap(&h, html, "out.output");
+    for (size_t f = 0; f < 8; f++)
+        cr_expect_eq(cell_at(&h, 0, 0, f), f < 4 ? CELL_OK : f == 4 ? CELL_NAN : CELL_HOT, "zero tolerance, feature %zu", f);
+    cr_expect_eq(cell_at(&h, 0, 0, 8), CELL_HOT, "1e-13 is out of a zero tolerance");
+    free(h.cls);
+    free(html);
+    free(x);
+    free(m);
+    refenc_st_free(&g);
+    snprintf(path, sizeof path, "%s/attention_padding.safetensors", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+Test(report, axis_names_by_component)
+{
+    static const char *const sm[] = {"out.output"}, *const al[] = {"out.slopes", "out.bias"};
+    write_results(tmp, "softmax_basic", sm, 1, NULL, NULL, 0, 0);
+    write_results(tmp, "alibi_h6", al, 2, NULL, NULL, 0, 0);
+    refenc_report_summary sum;
+    char *html = report(tmp, "softmax_basic", 1, &sum);
+    cr_assert_not_null(strstr(html, "rows row, columns element</p>"));
+    free(html);
+    html = report(tmp, "alibi_h6", 1, &sum);
+    cr_assert_not_null(strstr(html, "columns head</p>"), "the slopes (H)");
+    cr_assert_not_null(strstr(html, "rows query, columns key, one panel per head (h)</p>"), "the bias (H, L, L)");
+    heatmap h;
+    parse_heatmap(&h, html, "out.bias");
+    cr_assert_eq(h.panels, 6);
+    free(h.cls);
+    free(html);
+}
+
+/* A golden directory of one made-up case with outputs larger than a panel
+ * draws (pooled), more panels than are drawn, and five axes. */
+static void big_golden(const char dir[RB_PATH_MAX + 64])
+{
+    char path[PATH_CAP];
+    snprintf(path, sizeof path, "%s/cases", dir);
+    cr_assert_eq(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    rb_write_file(path, "{\"cases\": [{\"case\": \"big\", \"file\": \"big.safetensors\"}]}", 55);
+    static double big[300 * 600], many[70 * 2 * 3], deep[32];
+    for (size_t i = 0; i < 300 * 600; i++)
+        big[i] = (double)(i % 7) - 3.0;
+    refenc_st_entry e[3] = {
+        {.name = "out.big", .dtype = REFENC_ST_F64, .ndim = 3, .shape = {1, 300, 600}, .data = big},
+        {.name = "out.many", .dtype = REFENC_ST_F64, .ndim = 4, .shape = {70, 1, 2, 3}, .data = many},
+        {.name = "out.output", .dtype = REFENC_ST_F64, .ndim = 5, .shape = {2, 2, 2, 2, 2}, .data = deep}};
+    json_t *meta = json_pack("{s:s, s:s, s:s, s:s}", "format", "refenc-golden", "case", "big", "component", "encoder",
+                             "outputs", "[{\"name\": \"out.big\", \"required\": false}, {\"name\": \"out.many\", "
+                                        "\"required\": false}, {\"name\": \"out.output\", \"required\": true}]");
+    refenc_error err;
+    snprintf(path, sizeof path, "%s/cases/big.safetensors", dir);
+    cr_assert_eq(refenc_st_write(path, e, 3, meta, &err), REFENC_OK, "%s", err.message);
+    json_decref(meta);
+}
+
+Test(report, pools_large_outputs_and_caps_panels)
+{
+    char gdir[RB_PATH_MAX + 64], html_path[PATH_CAP], path[PATH_CAP];
+    snprintf(gdir, sizeof gdir, "%s/g", tmp);
+    cr_assert_eq(mkdir(gdir, 0755), 0);
+    big_golden(gdir);
+    /* results: the golden, with columns [256, 512) of out.big wrong */
+    refenc_st_file g;
+    refenc_error err;
+    snprintf(path, sizeof path, "%s/cases/big.safetensors", gdir);
+    cr_assert_eq(refenc_st_read(&g, path, &err), REFENC_OK);
+    static double x[300 * 600];
+    cr_assert_eq(refenc_st_to_f64(x, &g, refenc_st_find(&g, "out.big"), &err), REFENC_OK);
+    const size_t shape[3] = {1, 300, 600};
+    plant_columns(x, shape, 3, 256, 512);
+    static const double zeros[70 * 2 * 3];
+    refenc_st_entry e[3] = {
+        {.name = "out.big", .dtype = REFENC_ST_F64, .ndim = 3, .shape = {1, 300, 600}, .data = x},
+        {.name = "out.many", .dtype = REFENC_ST_F64, .ndim = 4, .shape = {70, 1, 2, 3}, .data = zeros},
+        {.name = "out.output", .dtype = REFENC_ST_F64, .ndim = 5, .shape = {2, 2, 2, 2, 2}, .data = zeros}};
+    snprintf(path, sizeof path, "%s/big.safetensors", tmp);
+    cr_assert_eq(refenc_st_write(path, e, 3, NULL, &err), REFENC_OK);
+    refenc_st_free(&g);
+
+    snprintf(html_path, sizeof html_path, "%s/report.html", tmp);
+    refenc_report_options opt = {.golden_dir = gdir, .results_dir = tmp, .heatmaps_all = 1, .version = "test"};
+    refenc_report_summary sum;
+    cr_assert_eq(refenc_report_write(html_path, &opt, &sum, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(sum.failed, 1, "out.big fails");
+    size_t n;
+    char *html = (char *)rb_read_file(html_path, &n);
+    /* 300 x 600 in cells of 3 x 3 elements: 100 x 200 cells; elements 256 .. 511 are in cells 85 .. 170 */
+    cr_assert_not_null(strstr(html, "each cell is the worst of 3 &times; 3 elements"));
+    char *svg = strstr(html, "data-output=\"out.big\" data-rows=\"300\" data-cols=\"600\"");
+    cr_assert_not_null(svg);
+    size_t cell, c0 = (size_t)-1, c1 = 0, rows = 0;
+    cr_assert_eq(sscanf(strstr(svg, "data-cell="), "data-cell=\"%zu\"", &cell), 1);
+    for (char *r = svg; (r = strstr(r, "<rect class=\"c-hot\"")) != NULL && r < strstr(svg, "</svg>"); r++) {
+        size_t x0, y, w;
+        cr_assert_eq(sscanf(r, "<rect class=\"c-hot\" x=\"%zu\" y=\"%zu\" width=\"%zu\"", &x0, &y, &w), 3);
+        c0 = x0 / cell < c0 ? x0 / cell : c0;
+        c1 = (x0 + w) / cell > c1 ? (x0 + w) / cell : c1;
+        rows++;
+    }
+    cr_assert(c0 == 85 && c1 == 171 && rows == 100, "hot cells in columns [%zu, %zu) of %zu rows", c0, c1, rows);
+    cr_assert_not_null(strstr(html, "the first 64 of 70 panels"));
+    cr_assert_not_null(strstr(html, ">panel 7</text>"), "five axes: panels numbered");
+    free(html);
+    snprintf(path, sizeof path, "%s/cases/big.safetensors", gdir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/cases", gdir);
+    rmdir(path);
+    snprintf(path, sizeof path, "%s/manifest.json", gdir);
+    unlink(path);
+    rmdir(gdir);
+}
+
+/* ---- out of memory -------------------------------------------------------- */
+
+typedef struct {
+    char html[PATH_CAP];
+    refenc_report_options opt;
+    refenc_report_summary sum;
+    refenc_error err;
+    long run, as_case_error;
+} oom_ctx;
+
+static int oom_call(void *p)
+{
+    oom_ctx *c = p;
+    return refenc_report_write(c->html, &c->opt, &c->sum, &c->err);
+}
+
+/* Each allocation failing in turn: the report is either not written
+ * (REFENC_ENOMEM, a message naming it) or written with the case whose
+ * certification ran out of memory as ERROR (refenc report then exits 2);
+ * never a crash, never a temporary file left. */
+static void oom_check(void *p, int st, int failed)
+{
+    oom_ctx *c = p;
+    c->run++;
+    if (!failed) {
+        cr_expect_eq(st, REFENC_OK, "%s", c->err.message);
+        cr_expect(c->sum.failed == 1 && c->sum.errors == 0);
+    } else if (st == REFENC_OK) {
+        c->as_case_error++;
+        cr_expect(c->sum.errors == 1 && c->sum.first_error.status == REFENC_ENOMEM,
+                  "allocation %ld failed: a report written without an ERROR case", c->run);
+    } else {
+        cr_expect_eq(st, REFENC_ENOMEM, "allocation %ld: status %d: %s", c->run, st, c->err.message);
+        cr_expect(strstr(c->err.message, "out of memory") != NULL, "%s", c->err.message);
+        cr_expect_not(rb_exists(c->html), "allocation %ld: a report written after an error", c->run);
+    }
+    cr_expect_not(rb_has_temporary_file(tmp), "allocation %ld: a temporary file left", c->run);
+    unlink(c->html);
+}
+
+Test(report, out_of_memory)
+{
+    static const char *const outs[] = {"out.output"};
+    write_results(tmp, "ffn_gelu", outs, 1, "out.output", plant_columns, 0, 8);
+    oom_ctx c = {.opt = {.golden_dir = golden_dir(), .results_dir = tmp, .case_glob = "ffn_gelu", .version = "t"}};
+    snprintf(c.html, sizeof c.html, "%s/report.html", tmp);
+    const long n = fault_run(oom_call, oom_check, &c, 0);
+    cr_assert_gt(n, 10, "the report allocates (%ld)", n);
+    cr_assert_gt(c.as_case_error, 0);
+    cr_assert_lt(c.as_case_error, n, "some failures are the report's own");
 }

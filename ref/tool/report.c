@@ -57,15 +57,14 @@ static signed char class_of(double got, double want, const refenc_tolerance *tol
     const double d = fabs(got - want), bound = tol->atol + tol->rtol * fabs(want);
     if (d == 0)
         return CL_EXACT;
-    const int out = !(d <= bound);
+    /* r > 1 exactly when d > bound, certify's test: division is correctly
+     * rounded and monotonic, and a d above bound is at least the next double,
+     * so d / bound >= 1 + 1/m with m < 2^53 bound's integer significand: above
+     * 1 + 2^-53, it rounds above 1.  Then log10 r > 0 and k >= 1.  A zero
+     * bound (--rtol 0 --atol 0): every difference is out. */
     const double r = bound > 0 ? d / bound : INFINITY;
-    double k = ceil(log10(r));
-    k = k < K_MIN ? K_MIN : k > K_MAX ? K_MAX : k;
-    if (out && k < 1) /* d/bound rounded down to 1: still out of tolerance */
-        k = 1;
-    if (!out && k > 0) /* d <= bound, r rounded up above 1: within */
-        k = 0;
-    return (signed char)k;
+    const double k = ceil(log10(r));
+    return (signed char)(k < K_MIN ? K_MIN : k > K_MAX ? K_MAX : k);
 }
 
 /* The class of every element of an output present in the results. */
@@ -170,7 +169,8 @@ static void axes(const char *component, const refenc_output_report *r, const cha
     *lead1 = "h";
 }
 
-static void heatmap(FILE *o, const char *component, const refenc_output_report *r, const signed char *cl)
+static int heatmap(FILE *o, const char *component, const refenc_output_report *r, const signed char *cl,
+                   refenc_error *err)
 {
     const size_t nd = r->ndim;
     const size_t rows = nd >= 2 ? r->shape[nd - 2] : 1, cols = nd >= 1 ? r->shape[nd - 1] : 1;
@@ -178,7 +178,7 @@ static void heatmap(FILE *o, const char *component, const refenc_output_report *
     for (size_t d = 0; d + 2 < nd; d++)
         panels *= r->shape[d];
     if (rows == 0 || cols == 0 || panels == 0)
-        return;
+        return REFENC_OK;
     /* large outputs: each cell the most severe of pr x pc elements */
     const size_t pr = cdiv(rows, MAX_ROWS), pc = cdiv(cols, MAX_COLS);
     const size_t R = cdiv(rows, pr), C = cdiv(cols, pc);
@@ -195,8 +195,7 @@ static void heatmap(FILE *o, const char *component, const refenc_output_report *
     if (px == NULL || py == NULL) {
         free(px);
         free(py);
-        fputs("<p class=\"note\">(heatmap left out: out of memory)</p>\n", o);
-        return;
+        return refenc_error_set(err, REFENC_ENOMEM, "out of memory for the heatmap of '%s'", r->name);
     }
     size_t x = left, y = top, width = 0;
     for (size_t p = 0; p < drawn; p++) {
@@ -286,6 +285,7 @@ static void heatmap(FILE *o, const char *component, const refenc_output_report *
     fputs("</svg>\n", o);
     free(px);
     free(py);
+    return REFENC_OK;
 }
 
 /* ---- the histogram ---------------------------------------------------- */
@@ -364,14 +364,14 @@ static const char *status_fill(refenc_output_status s)
     }
 }
 
-static void graph(FILE *o, const refenc_case_report *rep)
+static int graph(FILE *o, const refenc_case_report *rep, refenc_error *err)
 {
     const size_t nw = 132, nh = 26, gx = 18, rowh = 58, left = 70, n = rep->n_outputs;
     size_t *col = refenc_alloc_array(n, sizeof *col), *row = refenc_alloc_array(n, sizeof *row);
     if (col == NULL || row == NULL) {
         free(col);
         free(row);
-        return;
+        return refenc_error_set(err, REFENC_ENOMEM, "out of memory for the graph of '%s'", rep->name);
     }
     size_t rows = 0, maxc = 0;
     long prev = -2;
@@ -431,6 +431,7 @@ static void graph(FILE *o, const refenc_case_report *rep)
     fputs("</svg>\n", o);
     free(col);
     free(row);
+    return REFENC_OK;
 }
 
 /* ---- a case ------------------------------------------------------------ */
@@ -563,10 +564,11 @@ static int case_section(FILE *o, const json_t *c, const refenc_case_report *rep,
         fputs("</section>\n", o);
         return REFENC_OK;
     }
-    graph(o, rep);
+    int st = graph(o, rep, err);
+    if (st != REFENC_OK)
+        return st;
     figures_table(o, path, json_object_get(c, "outputs"));
 
-    int st = REFENC_OK;
     for (size_t i = 0; i < rep->n_outputs && st == REFENC_OK; i++) {
         const refenc_output_report *r = &rep->outputs[i];
         if (r->status != REFENC_OUT_PASS && r->status != REFENC_OUT_FAIL)
@@ -586,7 +588,7 @@ static int case_section(FILE *o, const json_t *c, const refenc_case_report *rep,
                     refenc_output_status_name(r->status));
             fprintf(o, "%s</h3>\n", (int)i == rep->first_divergence ? " <span class=\"fdl\">first divergence</span>" : "");
             if (draw_maps)
-                heatmap(o, component ? component : "", r, cl);
+                st = heatmap(o, component ? component : "", r, cl, err);
             histogram(o, r, cl);
             fputs("</div>\n", o);
         }
