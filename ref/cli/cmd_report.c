@@ -38,7 +38,7 @@ int cmd_report(int argc, char **argv)
     refenc_report_options opt = {.version = REFENC_VERSION};
     const char *html = NULL;
     int have_rtol = 0, have_atol = 0;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option but --help takes a value */
         const char *s = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
@@ -69,7 +69,6 @@ int cmd_report(int argc, char **argv)
             have_atol = 1;
         } else
             return cli_error("report", "unknown option '%s' (see 'refenc report --help')", s);
-        i++;
     }
     if (opt.golden_dir == NULL || opt.results_dir == NULL || html == NULL)
         return cli_error("report", "--golden DIR, --results DIR and --html FILE are required "
