@@ -638,7 +638,8 @@ static void page_head(FILE *o, const json_t *doc)
     fputs("</table>\n<p class=\"legend\">heatmap cells, r = |got &minus; want| / (atol + rtol |want|), "
           "out of tolerance when r &gt; 1:", o);
     for (int b = 0; b < N_BINS; b++)
-        fprintf(o, "<span style=\"background:%s\"></span>%s", PALETTE[b].color, PALETTE[b].label);
+        fprintf(o, "<span class=\"%s\" style=\"background:%s\"></span>%s", PALETTE[b].cls, PALETTE[b].color,
+                PALETTE[b].label);
     fputs("</p>\n<table class=\"cases\"><tr><th>case</th><th>verdict</th><th>first divergence</th>"
           "<th>diagnosis</th></tr>\n", o);
     size_t i;

@@ -21,8 +21,8 @@
  * Heatmap cells are <rect class="c-ok|c-hot|c-nan|c-dc"> (within tolerance,
  * out of tolerance, non-finite, don't-care) at x = column * cell, y = row *
  * cell inside each panel's <g>; cells of one row with the same colour are
- * merged into one rect.  Colours by r: see REFENC_REPORT_PALETTE in report.c
- * and the legend on the page. */
+ * merged into one rect.  The legend on the page gives each colour with its
+ * class and its range of r (<span class="c-hot" style="background:#...">). */
 #ifndef REFENC_REPORT_H
 #define REFENC_REPORT_H
 

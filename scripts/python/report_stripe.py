@@ -6,22 +6,21 @@ picture as a browser draws it.
         RESULTS/encoder_pre_alibi_h12.safetensors: the golden out.output
         (2 x 7 x 48) rounded to float32, with 1e-3 added to the features
         [C0, C1) of every position: one wrong tile of 16 columns.
-    report_stripe.py check SCREENSHOT.png C0 C1 COLS
+    report_stripe.py check REPORT.html SCREENSHOT.png C0 C1 COLS
         In the screenshot, finds the heatmap panels (runs of at least 40
         pixels of the report's heatmap colours on a pixel row) and checks that
         on every such row the out-of-tolerance colours fill exactly the
         panel's columns [C0, C1) of COLS, to within 2 pixels at each edge, and
         nothing else.  Exit 0 when the stripe is there, 1 when not.
 
-The heatmap colours are those of ref/tool/report.c (PALETTE).
+The heatmap colours and which of them are out of tolerance come from the
+report's legend (<span class="c-hot" style="background:#rrggbb">).
 """
+import re
 import sys
 
 import numpy as np
 
-# ref/tool/report.c, PALETTE: within tolerance (and don't-care, non-finite), and out of tolerance
-COOL = ["#d9d9d9", "#f7fbff", "#c6dbef", "#6baed6", "#2171b5", "#08306b", "#40004b"]
-HOT = ["#fdae61", "#f46d43", "#a50026"]
 CASE = "encoder_pre_alibi_h12"
 MIN_RUN = 40  # pixels: longer than any legend swatch, shorter than a panel
 
@@ -44,13 +43,22 @@ def runs(mask):
     return list(zip(np.flatnonzero(d == 1), np.flatnonzero(d == -1)))
 
 
-def check(png, c0, c1, cols):
+def legend(html):
+    """(every heatmap colour, the out-of-tolerance ones) from the report's legend."""
+    spans = re.findall(r'<span class="(c-[a-z]+)" style="background:(#[0-9a-f]{6})">', open(html).read())
+    if not spans or not any(c == "c-hot" for c, _ in spans):
+        raise SystemExit(f"report_stripe: {html}: no heatmap legend")
+    return [h for _, h in spans], [h for c, h in spans if c == "c-hot"]
+
+
+def check(html, png, c0, c1, cols):
     from PIL import Image
+    every, hot_colours = legend(html)
     img = np.asarray(Image.open(png).convert("RGB")).astype(np.int32)
     code = (img[..., 0] << 16) | (img[..., 1] << 8) | img[..., 2]
     key = lambda colours: np.array([(r << 16) | (g << 8) | b for r, g, b in map(rgb, colours)])
-    hot = np.isin(code, key(HOT))
-    cell = np.isin(code, key(COOL + HOT))
+    hot = np.isin(code, key(hot_colours))
+    cell = np.isin(code, key(every))
     rows_ok, bad = 0, []
     for y in range(img.shape[0]):
         panels = [(a, b) for a, b in runs(cell[y]) if b - a >= MIN_RUN]
@@ -78,8 +86,8 @@ def main(argv):
     if len(argv) == 6 and argv[1] == "plant":
         plant(argv[2], argv[3], int(argv[4]), int(argv[5]))
         return 0
-    if len(argv) == 6 and argv[1] == "check":
-        return check(argv[2], int(argv[3]), int(argv[4]), int(argv[5]))
+    if len(argv) == 7 and argv[1] == "check":
+        return check(argv[2], argv[3], int(argv[4]), int(argv[5]), int(argv[6]))
     sys.stderr.write(__doc__)
     return 2
 
