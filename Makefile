@@ -12,6 +12,18 @@ PKGS    := $(LIB_PKGS) criterion
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 MAKEFLAGS += --no-builtin-rules
 
+# Quiet output by default: one line per file ("  CC  ref/layernorm.c");
+# `make V=1` prints every command in full.
+V ?= 0
+ifeq ($(V),0)
+Q      := @
+say     = @printf '  %-4s %s\n' '$(1)' '$(2)';
+MAKEFLAGS += --no-print-directory
+else
+Q      :=
+say     =
+endif
+
 # Strict, reproducible floating point: no contraction into FMA, no fast-math.
 CFLAGS_STD := -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror -ffp-contract=off
 OPT     ?= -O2
@@ -83,31 +95,31 @@ deps:
 
 $(BUILD)/obj/%.o: %.c | deps
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(call say,CC,$<)$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(LIB): $(call obj,$(PUB_SRC))
 	@mkdir -p $(dir $@)
-	rm -f $@
-	ar rcs $@ $^
+	@rm -f $@
+	$(call say,AR,$@)ar rcs $@ $^
 
 $(LIB_SO): $(call obj,$(PUB_SRC))
 	@mkdir -p $(dir $@)
-	$(CC) -shared $(LDFLAGS) -Wl,-soname,librefenc.so.$(SO_MAJOR) -o $@ $^ $(PUB_PKG_LIBS) -lm
+	$(call say,LD,$@)$(CC) -shared $(LDFLAGS) -Wl,-soname,librefenc.so.$(SO_MAJOR) -o $@ $^ $(PUB_PKG_LIBS) -lm
 
 $(LIB_INT): $(call obj,$(INT_SRC))
 	@mkdir -p $(dir $@)
-	rm -f $@
-	ar rcs $@ $^
+	@rm -f $@
+	$(call say,AR,$@)ar rcs $@ $^
 
 $(CLI): $(call obj,$(CLI_SRC)) $(LIBS)
-	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(CLI_SRC)) $(LIBS) $(LIB_PKG_LIBS) -lm
+	$(call say,LD,$@)$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(CLI_SRC)) $(LIBS) $(LIB_PKG_LIBS) -lm
 
 $(GEN): $(call obj,$(GEN_SRC)) $(LIBS)
-	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(GEN_SRC)) $(LIBS) $(LIB_PKG_LIBS) -lm
+	$(call say,LD,$@)$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(GEN_SRC)) $(LIBS) $(LIB_PKG_LIBS) -lm
 
 $(CHECKS): $(call obj,$(CHECK_SRC)) $(LIBS) | $(CLI) $(GEN)
 	@mkdir -p $(dir $@)
-	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(CHECK_SRC)) $(LIBS) $(PKG_LIBS) -lm
+	$(call say,LD,$@)$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(CHECK_SRC)) $(LIBS) $(PKG_LIBS) -lm
 
 # The suites run in parallel (Criterion forks one process per test). Tests
 # that run the CLI find it through REFENC_CLI.  The last line printed is
