@@ -73,7 +73,9 @@ REPORTS    := $(BUILD)/reports
 all: $(LIB) $(LIB_SO) $(CLI) $(GEN)
 
 help:
-	@echo "make            build the library ($(LIB)) and the CLI ($(CLI))"
+	@echo "make            build the libraries ($(LIB), $(LIB_SO)), the CLI ($(CLI)) and the generator ($(GEN)); V=1: full commands"
+	@echo "make install    PREFIX=/usr/local (DESTDIR honoured): program, libraries, headers, refenc.pc, golden cases, docs"
+	@echo "make uninstall  remove what make install wrote; make check-install: install + example peer out of tree, certified"
 	@echo "make check      build and run every test suite (Criterion); JUnit XML in $(REPORTS)/"
 	@echo "make demo       trace a 2-layer encoder, then certify the reference on every golden case"
 	@echo "make golden     regenerate the golden cases from the oracle; golden-verify compares"
@@ -83,7 +85,7 @@ help:
 	@echo "make bench-oracle          time the reference and the MPFR oracle (docs/oracle.md)"
 	@echo "make check-float-variants  show that float-rounded variants fail the accuracy suite"
 	@echo "make accuracy-report       print the accuracy table (docs/error-bounds.md)"
-	@echo "make coverage   coverage of ref/ by every suite (gcovr): coverage/index.html; fails under 95% lines, 85% branches"
+	@echo "make coverage   coverage of ref/ by every suite (gcovr): coverage/index.html; fails under $(COV_LINES)% lines, $(COV_BRANCHES)% branches"
 	@echo "make sanitize   every suite and the CLI on every golden case under ASan and UBSan"
 	@echo "make valgrind   the CLI under valgrind memcheck on bad configs and golden cases"
 	@echo "make fuzz       the libFuzzer targets, FUZZ_SECONDS (default 60) each"
