@@ -16,9 +16,11 @@ Two models per case:
                       steps, ...): with graph optimisation off, the certifier
                       sees where ONNX Runtime first diverges;
     CASE.final.onnx   the required outputs only: nothing stops ONNX Runtime's
-                      optimiser from fusing LayerNorm, GELU and attention into
+                      optimiser from fusing LayerNorm, GELU and the linear maps into
                       its own kernels (a graph output inside a pattern keeps
-                      the pattern from being fused).
+                      the pattern from being fused: with every output
+                      exposed, a third of the SkipLayerNormalization
+                      fusions do not happen).
 
     build_models.py --golden golden --out build/ort/models [--case GLOB]
 
@@ -87,16 +89,27 @@ def read_case(path):
     try:
         with open(path, "rb") as f:
             buf = f.read()
-        (n,) = struct.unpack("<Q", buf[:8])
+    except OSError as e:
+        raise BadGolden(f"{path}: cannot read: {e.strerror}") from None
+    if len(buf) < 8:
+        raise BadGolden(f"{path}: file is {len(buf)} bytes, too short for the 8-byte header length at byte 0")
+    (n,) = struct.unpack("<Q", buf[:8])
+    if n > len(buf) - 8:
+        raise BadGolden(f"{path}: header length {n} at byte 0 exceeds the {len(buf) - 8} bytes that follow it")
+    try:
         header = json.loads(buf[8:8 + n].decode("utf-8"))
-    except (OSError, struct.error, ValueError) as e:
-        raise BadGolden(f"{path}: cannot read the safetensors header: {e}") from None
+    except ValueError as e:
+        raise BadGolden(f"{path}: header (bytes 8 to {8 + n}) is not UTF-8 JSON: {e}") from None
     meta = header.pop("__metadata__", {})
     data = buf[8 + n:]
     tensors = {}
     for name, e in header.items():
-        b, end = e["data_offsets"]
-        a = np.frombuffer(data[b:end], dtype=ST_DTYPES[e["dtype"]]).reshape(e["shape"])
+        try:
+            b, end = e["data_offsets"]
+            a = np.frombuffer(data[b:end], dtype=ST_DTYPES[e["dtype"]]).reshape(e["shape"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise BadGolden(f"{path}: tensor '{name}': entry {json.dumps(e)} does not describe its data "
+                            f"in the {len(data)}-byte data buffer at byte {8 + n} ({err})") from None
         if e["dtype"] == "BF16":
             a = (a.astype("<u4") << 16).view("<f4")
         tensors[name] = a.astype(bool) if e["dtype"] == "BOOL" else a
@@ -438,7 +451,9 @@ def build_case(path, out_dir):
                     raise Unsupported(f"output '{o['name']}' is not computed")
                 g.output(values[step], o["name"])
             file = f"{case}.{variant}.onnx"
-            onnx.save(g.model(case), os.path.join(out_dir, file))
+            tmp = os.path.join(out_dir, f"{file}.tmp.{os.getpid()}")
+            onnx.save(g.model(case), tmp)
+            os.replace(tmp, os.path.join(out_dir, file))
             entry[variant] = file
     except Unsupported as e:
         entry = {"case": case, "component": meta["component"], "unsupported": str(e)}
@@ -447,11 +462,17 @@ def build_case(path, out_dir):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--golden", required=True, help="the golden directory (manifest.json, cases/)")
-    ap.add_argument("--out", required=True, help="directory for the models and models.json")
+    ap.add_argument("--list-bugs", action="store_true", help="print the bugs --bug can build in, and exit")
+    ap.add_argument("--golden", help="the golden directory (manifest.json, cases/)")
+    ap.add_argument("--out", help="directory for the models and models.json")
     ap.add_argument("--case", default="*", help="only cases matching this shell pattern")
     ap.add_argument("--bug", choices=BUGS, help="build one of refenc's known bug variants into every model")
     args = ap.parse_args()
+    if args.list_bugs:
+        print("\n".join(BUGS))
+        return 0
+    if not args.golden or not args.out:
+        ap.error("--golden and --out are required")
     global BUG
     BUG = args.bug
     try:
@@ -460,7 +481,10 @@ def main():
         os.makedirs(args.out, exist_ok=True)
         index = [build_case(os.path.join(args.golden, "cases", c["file"]), args.out)
                  for c in manifest["cases"] if fnmatch.fnmatch(c["case"], args.case)]
-    except (OSError, ValueError, KeyError, BadGolden) as e:
+    except OSError as e:
+        print(f"build_models: {e.filename}: {e.strerror}", file=sys.stderr)
+        return 2
+    except (ValueError, KeyError, BadGolden) as e:
         print(f"build_models: {e}", file=sys.stderr)
         return 2
     tmp = os.path.join(args.out, f"models.json.tmp.{os.getpid()}")
