@@ -59,8 +59,6 @@ CONFIG_SUPPORT = {
     "rope_layout": {"half", "interleaved"}, "rope_base": None, "max_len": None,
     "temperature": None, "causal": None, "vocab_size": None, "padding_idx": None,
 }
-COMPONENTS = ("encoder", "attention", "ffn", "layernorm", "softmax", "activation",
-              "sinusoidal_pe", "rope", "alibi")
 
 
 # Known bug variants of refenc (docs/certify.md) that --bug builds into the
@@ -100,6 +98,8 @@ def read_case(path):
         header = json.loads(buf[8:8 + n].decode("utf-8"))
     except ValueError as e:
         raise BadGolden(f"{path}: header (bytes 8 to {8 + n}) is not UTF-8 JSON: {e}") from None
+    if not isinstance(header, dict):
+        raise BadGolden(f"{path}: header (bytes 8 to {8 + n}) is not a JSON object")
     meta = header.pop("__metadata__", {})
     data = buf[8 + n:]
     tensors = {}
@@ -289,8 +289,7 @@ def alibi(g, pos, H):
 
 def padding_mask(g):
     """(B, 1, 1, L) boolean, 1 = padding: where the scores are set to −inf
-    (masked_fill, as torch.onnx.export writes nn.MultiheadAttention's
-    key_padding_mask)."""
+    (a masked_fill, which also clears a NaN score)."""
     return g.op("Unsqueeze", g.input("in.key_padding_mask"), g.const([1, 2], np.int64))
 
 
