@@ -17,6 +17,11 @@
 #ifndef REFENC_H
 #define REFENC_H
 
+/* C++ (and CUDA) code includes this header as it is. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* core: what the kernels and the oracle share */
 #include "core/alloc.h"
 #include "core/case.h"
@@ -58,5 +63,9 @@
 #include "tool/variants.h"
 
 #define REFENC_VERSION "0.1.0"
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

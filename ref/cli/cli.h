@@ -19,7 +19,7 @@ int cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(print
 int cli_parse_u64(uint64_t *v, const char *s);
 
 /* Parses a tolerance, --rtol or --atol: a whole finite number >= 0.
- * Returns 1 on success (cmd_certify.c; certify and report share it). */
+ * Returns 1 on success. */
 int cli_parse_tolerance(double *v, const char *s);
 
 int cmd_run(int argc, char **argv);

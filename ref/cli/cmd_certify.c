@@ -48,15 +48,6 @@ typedef struct {
     refenc_certify_options opt;
 } certify_args;
 
-int cli_parse_tolerance(double *v, const char *s)
-{
-    char *end;
-    if (s == NULL || *s == '\0')
-        return 0;
-    *v = strtod(s, &end);
-    return *end == '\0' && isfinite(*v) && *v >= 0;
-}
-
 static void print_index(FILE *out, const refenc_output_report *r)
 {
     size_t idx[REFENC_ST_MAX_NDIM];

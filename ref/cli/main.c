@@ -1,36 +1,10 @@
 /* refenc: the command-line program.  Subcommands live in cmd_*.c. */
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../refenc.h"
 #include "cli.h"
-
-int cli_error(const char *cmd, const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "refenc %s: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return REFENC_EXIT_USAGE;
-}
-
-int cli_parse_u64(uint64_t *v, const char *s)
-{
-    if (s == NULL || *s < '0' || *s > '9')
-        return 0;
-    errno = 0;
-    char *end;
-    unsigned long long x = strtoull(s, &end, 10);
-    if (errno != 0 || *end != '\0')
-        return 0;
-    *v = (uint64_t)x;
-    return 1;
-}
 
 static const char usage[] =
     "usage: refenc <command> [options]\n"
