@@ -309,16 +309,16 @@ Test(file_safety, a_results_or_golden_directory_that_cannot_be_used_is_an_error)
     const struct {
         const char *golden, *results, *what, *reason;
     } bad[] = {
-        {s.dir, missing, "--results ", "No such file or directory"},
-        {s.dir, s.rfile, "--results ", "Not a directory"},
-        {s.dir, loop_a, "--results ", "Too many levels of symbolic links"},
-        {missing, s.results, "--golden ", "No such file or directory"},
-        {loop_b, s.results, "--golden ", "Too many levels of symbolic links"},
+        {s.dir, missing, "results", "No such file or directory"},
+        {s.dir, s.rfile, "results", "Not a directory"},
+        {s.dir, loop_a, "results", "Too many levels of symbolic links"},
+        {missing, s.results, "golden", "No such file or directory"},
+        {loop_b, s.results, "golden", "Too many levels of symbolic links"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         rb_result r = certify_dirs(bad[i].golden, bad[i].results, NULL);
-        snprintf(frag, sizeof frag, "refenc certify: %s%s: %s", bad[i].what,
-                 bad[i].what[2] == 'r' ? bad[i].results : bad[i].golden, bad[i].reason);
+        snprintf(frag, sizeof frag, "refenc certify: %s (the %s directory): %s",
+                 bad[i].what[0] == 'r' ? bad[i].results : bad[i].golden, bad[i].what, bad[i].reason);
         rb_expect_error(&r, 2, "certify", frag, (const char *[]){frag, NULL});
         cr_expect(strstr(r.out, "no results file") == NULL, "%s", r.out);
         rb_result_free(&r);
@@ -364,7 +364,8 @@ Test(file_safety, a_results_directory_that_cannot_be_searched_is_an_error)
 
     cr_assert_eq(chmod(s.results, 0644), 0); /* readable, not searchable */
     r = certify_dirs(s.dir, s.results, &opt);
-    snprintf(frag, sizeof frag, "refenc certify: --results %s: cannot be searched: Permission denied", s.results);
+    snprintf(frag, sizeof frag, "refenc certify: %s (the results directory): cannot be searched: Permission denied",
+             s.results);
     cr_expect_eq(r.status, 2, "exit %d: %s", r.status, r.err);
     cr_expect(strstr(r.err, frag) != NULL, "%s", r.err);
     cr_expect(strstr(r.out, "no results file") == NULL, "%s", r.out);

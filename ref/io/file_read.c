@@ -71,7 +71,7 @@ int refenc_read_file(char **buf, size_t *n, const char *path, size_t max, refenc
         st = refenc_error_set(err, REFENC_ELIMIT, "%s: %zu bytes, more than the limit of %zu", path,
                               size, max);
     else if ((b = malloc(size + 1)) == NULL)
-        st = refenc_error_set(err, REFENC_ENOMEM, "%s: cannot allocate %zu bytes to read it", path, size);
+        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory reading its %zu bytes", path, size);
     else
         st = refenc_read_at(fd, b, size, 0, path, err);
     close(fd);
