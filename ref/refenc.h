@@ -52,6 +52,7 @@
 
 /* tool: running a case, certification, the known bug variants */
 #include "tool/certify.h"
+#include "tool/emulate.h"
 #include "tool/run_case.h"
 #include "tool/variants.h"
 
