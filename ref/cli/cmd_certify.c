@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -14,10 +15,12 @@
 #include "../tool/certify.h"
 #include "../io/safetensors.h"
 #include "../tool/variants.h"
+#include "certify_report.h"
 #include "cli.h"
 
 static const char certify_usage[] =
-    "usage: refenc certify --golden DIR --results DIR [--case GLOB] [--json REPORT.json]\n"
+    "usage: refenc certify --golden DIR --results DIR [--case GLOB[,GLOB...]]...\n"
+    "                      [--outputs GLOB] [--skip-missing] [--json FILE] [--junit FILE]\n"
     "                      [--rtol X --atol Y] [--quiet]\n"
     "\n"
     "For each golden case (DIR/manifest.json lists them; files in DIR/cases/), reads\n"
@@ -27,25 +30,50 @@ static const char certify_usage[] =
     "\n"
     "options:\n"
     "  --golden DIR        the golden directory (normally golden/)\n"
-    "  --results DIR       the directory of results files, one per case\n"
-    "  --case GLOB         only the cases whose name matches GLOB (shell pattern)\n"
+    "  --results DIR       the directory of results files, one per case (must exist)\n"
+    "  --case GLOB         only the cases whose name matches GLOB (shell pattern);\n"
+    "                      repeatable, and a comma-separated list is several; each\n"
+    "                      pattern must match some case\n"
+    "  --outputs GLOB      check only the golden outputs whose name matches GLOB (e.g.\n"
+    "                      'out.layers.*.self_attn' for a fused attention kernel); each\n"
+    "                      of them is then required, the others are 'not checked'\n"
+    "  --skip-missing      a case without a results file is SKIP, not FAIL (at least\n"
+    "                      one case must have one)\n"
     "  --json FILE         also write the whole report as a JSON certificate\n"
+    "  --junit FILE        also write JUnit XML: one testcase per case and output\n"
     "  --rtol X --atol Y   use this tolerance for every output, instead of the\n"
-    "                      policy per dtype and case (docs/certify.md); give both\n"
+    "                      policy and budgets (docs/certify.md); give both\n"
     "  --quiet             print only failing outputs and the summary\n"
     "  --list-bugs         print the known bug variants the diagnosis recognises\n"
     "                      (name, symptom, cause, fix) and exit\n"
     "  -h, --help          this help\n"
     "\n"
-    "An element passes when |got - want| <= atol + rtol |want|; a NaN or infinity\n"
-    "where the golden is finite always fails.\n"
-    "exit codes: 0 every case passed, 1 some case failed, 2 usage or format error\n";
+    "F64 and F32 results pass when |got - want| <= atol + rtol |want| per element;\n"
+    "F16 and BF16 results when each output's largest error and NMSE are within the\n"
+    "budget of an emulated straightforward implementation in that dtype.  A NaN or\n"
+    "infinity where the golden is finite always fails.  A case the dtype cannot be\n"
+    "expected to pass (a float32 hazard) is XFAIL when it fails, XPASS when it passes.\n"
+    "exit codes: 0 every case passed (or XFAIL/XPASS/SKIP), 1 some case failed,\n"
+    "            2 usage or format error\n";
+
+#define MAX_CASE_PATTERNS 64
 
 typedef struct {
-    const char *golden_dir, *results_dir, *case_glob, *json_path;
-    int have_rtol, have_atol, quiet;
+    const char *golden_dir, *results_dir, *json_path, *junit_path;
+    char *patterns[MAX_CASE_PATTERNS]; /* --case, split at commas (owned) */
+    size_t n_patterns;
+    size_t matched[MAX_CASE_PATTERNS];  /* cases each pattern matched      */
+    int have_rtol, have_atol, quiet, skip_missing;
+    const char *outputs_glob;
     refenc_certify_options opt;
 } certify_args;
+
+static void args_free(certify_args *a)
+{
+    for (size_t i = 0; i < a->n_patterns; i++)
+        free(a->patterns[i]);
+    a->n_patterns = 0;
+}
 
 static int parse_double(double *v, const char *s)
 {
@@ -56,280 +84,281 @@ static int parse_double(double *v, const char *s)
     return *end == '\0' && isfinite(*v) && *v >= 0;
 }
 
-static void print_index(FILE *out, const refenc_output_report *r)
+/* --case GLOB[,GLOB...]: every non-empty pattern of the list. */
+static int add_patterns(certify_args *a, const char *list)
 {
-    size_t rest = r->worst_flat, idx[REFENC_ST_MAX_NDIM];
-    for (size_t d = r->ndim; d-- > 0;) {
-        idx[d] = r->shape[d] ? rest % r->shape[d] : 0;
-        rest = r->shape[d] ? rest / r->shape[d] : 0;
-    }
-    fputc('[', out);
-    for (size_t d = 0; d < r->ndim; d++)
-        fprintf(out, d ? ", %zu" : "%zu", idx[d]);
-    fputc(']', out);
-}
-
-static void print_case(const refenc_case_report *rep, int quiet)
-{
-    printf("%-52s %s\n", rep->name, rep->pass ? "PASS" : "FAIL");
-    if (rep->note[0])
-        printf("    %s\n", rep->note);
-    if (!rep->pass && rep->first_divergence >= 0)
-        printf("    first divergence: %s\n", rep->outputs[rep->first_divergence].name);
-    if (!rep->pass) {
-        refenc_variant v;
-        if (rep->diagnosis[0] && refenc_variant_parse(&v, rep->diagnosis)) {
-            const refenc_variant_info *info = refenc_variant_get(v);
-            printf("    diagnosis: the results match the known bug '%s' (within %.2g of the tolerance)\n"
-                   "      symptom: %s\n      cause:   %s\n      fix:     %s\n",
-                   info->name, rep->diagnosis_ratio, info->symptom, info->cause, info->fix);
-        } else {
-            printf("    diagnosis: no known variant matches (%zu checked)\n", rep->variants_checked);
-        }
-    }
-    for (size_t i = 0; i < rep->n_outputs; i++) {
-        const refenc_output_report *r = &rep->outputs[i];
-        if (r->status == REFENC_OUT_NOT_PROVIDED)
-            continue;
-        if (quiet && r->status == REFENC_OUT_PASS)
-            continue;
-        printf("    %-30s %-14s", r->name, refenc_output_status_name(r->status));
-        if (r->status == REFENC_OUT_PASS || r->status == REFENC_OUT_FAIL) {
-            printf(" %-4s abs %.3g  rel %.3g  ulp %.3g  nmse %.3g  (rtol %.3g, atol %.3g",
-                   refenc_st_dtype_name(r->dtype), r->max_abs, r->max_rel, r->max_ulp, r->nmse,
-                   r->tol.rtol, r->tol.atol);
-            if (r->dont_care)
-                printf("; %zu don't-care", r->dont_care);
-            printf(")\n");
-            if (r->status == REFENC_OUT_FAIL) {
-                printf("        %zu of %zu elements out of tolerance; worst at ", r->out_of_tol, r->compared);
-                print_index(stdout, r);
-                printf(": got %.17g, want %.17g\n", r->worst_got, r->worst_want);
-            }
-        } else {
-            printf("\n");
-        }
-        if (r->note[0])
-            printf("        %s\n", r->note);
+    const char *p = list;
+    while (1) {
+        const size_t n = strcspn(p, ",");
+        if (n == 0)
+            return cli_error("certify", "--case: empty pattern in '%s'", list);
+        if (a->n_patterns == MAX_CASE_PATTERNS)
+            return cli_error("certify", "--case: more than %d patterns", MAX_CASE_PATTERNS);
+        if ((a->patterns[a->n_patterns++] = strndup(p, n)) == NULL)
+            return cli_error("certify", "out of memory");
+        if (p[n] == '\0')
+            return REFENC_EXIT_OK;
+        p += n + 1;
     }
 }
 
-/* JSON numbers cannot be inf or NaN: those become strings. */
-static json_t *num(double v)
+static int list_bugs(void)
 {
-    if (isfinite(v))
-        return json_real(v);
-    return json_string(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
-}
-
-static json_t *case_json(const refenc_case_report *rep)
-{
-    json_t *outs = json_array();
-    for (size_t i = 0; i < rep->n_outputs; i++) {
-        const refenc_output_report *r = &rep->outputs[i];
-        json_t *o = json_pack("{s:s, s:b, s:s}", "name", r->name, "required", r->required,
-                              "status", refenc_output_status_name(r->status));
-        if (r->status == REFENC_OUT_PASS || r->status == REFENC_OUT_FAIL) {
-            size_t rest = r->worst_flat;
-            json_t *idx = json_array();
-            size_t tmp[REFENC_ST_MAX_NDIM];
-            for (size_t d = r->ndim; d-- > 0;) {
-                tmp[d] = r->shape[d] ? rest % r->shape[d] : 0;
-                rest = r->shape[d] ? rest / r->shape[d] : 0;
-            }
-            for (size_t d = 0; d < r->ndim; d++)
-                json_array_append_new(idx, json_integer((json_int_t)tmp[d]));
-            json_object_set_new(o, "dtype", json_string(refenc_st_dtype_name(r->dtype)));
-            json_object_set_new(o, "rtol", num(r->tol.rtol));
-            json_object_set_new(o, "atol", num(r->tol.atol));
-            json_object_set_new(o, "compared", json_integer((json_int_t)r->compared));
-            json_object_set_new(o, "dont_care", json_integer((json_int_t)r->dont_care));
-            json_object_set_new(o, "out_of_tolerance", json_integer((json_int_t)r->out_of_tol));
-            json_object_set_new(o, "nonfinite", json_integer((json_int_t)r->nonfinite));
-            json_object_set_new(o, "max_abs_error", num(r->max_abs));
-            json_object_set_new(o, "max_rel_error", num(r->max_rel));
-            json_object_set_new(o, "max_ulp_error", num(r->max_ulp));
-            json_object_set_new(o, "nmse", num(r->nmse));
-            json_object_set_new(o, "worst_index", idx);
-            json_object_set_new(o, "worst_got", num(r->worst_got));
-            json_object_set_new(o, "worst_want", num(r->worst_want));
-        }
-        if (r->note[0])
-            json_object_set_new(o, "note", json_string(r->note));
-        json_array_append_new(outs, o);
-    }
-    json_t *c = json_pack("{s:s, s:s, s:o}", "case", rep->name, "verdict", rep->pass ? "PASS" : "FAIL",
-                          "outputs", outs);
-    json_object_set_new(c, "first_divergence",
-                        rep->first_divergence >= 0 ? json_string(rep->outputs[rep->first_divergence].name)
-                                                   : json_null());
-    if (rep->note[0])
-        json_object_set_new(c, "note", json_string(rep->note));
-    if (!rep->pass) {
-        refenc_variant v;
-        json_t *d;
-        if (rep->diagnosis[0] && refenc_variant_parse(&v, rep->diagnosis)) {
-            const refenc_variant_info *info = refenc_variant_get(v);
-            d = json_pack("{s:s, s:s, s:s, s:s, s:o, s:I}", "variant", info->name, "symptom", info->symptom,
-                          "cause", info->cause, "fix", info->fix, "ratio", num(rep->diagnosis_ratio),
-                          "variants_checked", (json_int_t)rep->variants_checked);
-        } else {
-            d = json_pack("{s:n, s:s, s:I}", "variant", "message", "no known variant matches",
-                          "variants_checked", (json_int_t)rep->variants_checked);
-        }
-        json_object_set_new(c, "diagnosis", d);
-    }
-    return c;
-}
-
-/* Writes the certificate atomically: a temporary file renamed into place. */
-static int write_json(const char *path, json_t *doc)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (json_dump_file(doc, tmp, JSON_INDENT(2) | JSON_SORT_KEYS) != 0) {
-        remove(tmp);
-        return cli_error("certify", "%s: cannot write the JSON certificate", path);
-    }
-    if (rename(tmp, path) != 0) {
-        remove(tmp);
-        return cli_error("certify", "%s: cannot write the JSON certificate", path);
+    for (int k = 0; k < REFENC_VAR_COUNT; k++) {
+        const refenc_variant_info *info = refenc_variant_get((refenc_variant)k);
+        printf("%s\n  symptom: %s\n  cause:   %s\n  fix:     %s\n", info->name, info->symptom, info->cause,
+               info->fix);
     }
     return REFENC_EXIT_OK;
 }
 
-int cmd_certify(int argc, char **argv)
+static int takes_value(const char *s)
 {
-    certify_args a = {0};
+    static const char *const names[] = {"--golden", "--results", "--case", "--outputs", "--json", "--junit",
+                                        "--rtol", "--atol"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* An option that takes a value (takes_value): stores it; returns an exit code. */
+static int value_option(certify_args *a, const char *s, const char *v)
+{
+    if (strcmp(s, "--golden") == 0)
+        a->golden_dir = v;
+    else if (strcmp(s, "--results") == 0)
+        a->results_dir = v;
+    else if (strcmp(s, "--case") == 0)
+        return add_patterns(a, v);
+    else if (strcmp(s, "--outputs") == 0)
+        a->outputs_glob = v;
+    else if (strcmp(s, "--json") == 0)
+        a->json_path = v;
+    else if (strcmp(s, "--junit") == 0)
+        a->junit_path = v;
+    else if (strcmp(s, "--rtol") == 0 || strcmp(s, "--atol") == 0) {
+        const int r = s[2] == 'r';
+        if (!parse_double(r ? &a->opt.tol.rtol : &a->opt.tol.atol, v))
+            return cli_error("certify", "%s: '%s' is not a finite number >= 0", s, v);
+        *(r ? &a->have_rtol : &a->have_atol) = 1;
+    }
+    return REFENC_EXIT_OK;
+}
+
+/* Parses argv; *done = 1 when the command is complete (help, list). */
+static int parse_args(certify_args *a, int argc, char **argv, int *done)
+{
     for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
-            fputs(certify_usage, stdout);
-            return REFENC_EXIT_OK;
-        } else if (strcmp(s, "--quiet") == 0) {
-            a.quiet = 1;
-            continue;
-        } else if (strcmp(s, "--list-bugs") == 0) {
-            for (int k = 0; k < REFENC_VAR_COUNT; k++) {
-                const refenc_variant_info *info = refenc_variant_get((refenc_variant)k);
-                printf("%s\n  symptom: %s\n  cause:   %s\n  fix:     %s\n", info->name, info->symptom,
-                       info->cause, info->fix);
-            }
-            return REFENC_EXIT_OK;
+        const char *s = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0 || strcmp(s, "--list-bugs") == 0) {
+            *done = 1;
+            return s[2] == 'l' ? list_bugs() : (fputs(certify_usage, stdout), REFENC_EXIT_OK);
         }
+        if (strcmp(s, "--quiet") == 0 || strcmp(s, "--skip-missing") == 0) {
+            *(s[2] == 'q' ? &a->quiet : &a->skip_missing) = 1;
+            continue;
+        }
+        if (!takes_value(s))
+            return cli_error("certify", "unknown option '%s' (see 'refenc certify --help')", s);
         if (v == NULL)
             return cli_error("certify", "%s needs a value (see 'refenc certify --help')", s);
-        if (strcmp(s, "--golden") == 0)
-            a.golden_dir = v;
-        else if (strcmp(s, "--results") == 0)
-            a.results_dir = v;
-        else if (strcmp(s, "--case") == 0)
-            a.case_glob = v;
-        else if (strcmp(s, "--json") == 0)
-            a.json_path = v;
-        else if (strcmp(s, "--rtol") == 0) {
-            if (!parse_double(&a.opt.tol.rtol, v))
-                return cli_error("certify", "--rtol: '%s' is not a finite number >= 0", v);
-            a.have_rtol = 1;
-        } else if (strcmp(s, "--atol") == 0) {
-            if (!parse_double(&a.opt.tol.atol, v))
-                return cli_error("certify", "--atol: '%s' is not a finite number >= 0", v);
-            a.have_atol = 1;
-        } else
-            return cli_error("certify", "unknown option '%s' (see 'refenc certify --help')", s);
+        const int rc = value_option(a, s, v);
+        if (rc != REFENC_EXIT_OK)
+            return rc;
         i++;
     }
-    if (a.golden_dir == NULL || a.results_dir == NULL)
+    if (a->golden_dir == NULL || a->results_dir == NULL)
         return cli_error("certify", "--golden DIR and --results DIR are required (see 'refenc certify --help')");
-    if (a.have_rtol != a.have_atol)
+    if (a->have_rtol != a->have_atol)
         return cli_error("certify", "--rtol and --atol go together");
-    a.opt.override_tolerance = a.have_rtol;
+    a->opt.override_tolerance = a->have_rtol;
+    return REFENC_EXIT_OK;
+}
 
-    char path[4096];
-    snprintf(path, sizeof path, "%s/manifest.json", a.golden_dir);
+/* The results directory must exist: a wrong path is a usage error, not a
+ * failure of every case. */
+static int check_results_dir(const char *dir)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return cli_error("certify", "%s: the results directory does not exist", dir);
+    if (!S_ISDIR(sb.st_mode))
+        return cli_error("certify", "%s: --results must be a directory", dir);
+    return REFENC_EXIT_OK;
+}
+
+/* Whether a case is selected; counts the patterns that match it. */
+static int selected(certify_args *a, const char *name)
+{
+    int any = a->n_patterns == 0;
+    for (size_t i = 0; i < a->n_patterns; i++)
+        if (fnmatch(a->patterns[i], name, 0) == 0) {
+            a->matched[i]++;
+            any = 1;
+        }
+    return any;
+}
+
+static json_t *load_manifest(const char *golden_dir, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/manifest.json", golden_dir);
     json_error_t jerr;
     json_t *manifest = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-    const json_t *cases = json_object_get(manifest, "cases");
-    if (manifest == NULL && jerr.line >= 0) /* a syntax error: say where */
-        return cli_error("certify", "%s: line %d, column %d (byte %d): %s", path, jerr.line, jerr.column,
-                         jerr.position, jerr.text);
-    if (manifest == NULL || !json_is_array(cases)) {
-        json_decref(manifest);
-        return cli_error("certify", "%s: %s", path,
-                         manifest == NULL ? jerr.text : "expected an object with a \"cases\" array");
+    if (manifest == NULL && jerr.line >= 0) { /* a syntax error: say where */
+        cli_error("certify", "%s: line %d, column %d (byte %d): %s", path, jerr.line, jerr.column, jerr.position,
+                  jerr.text);
+        return NULL;
     }
+    if (manifest == NULL || !json_is_array(json_object_get(manifest, "cases"))) {
+        cli_error("certify", "%s: %s", path, manifest == NULL ? jerr.text : "expected an object with a \"cases\" array");
+        json_decref(manifest);
+        return NULL;
+    }
+    return manifest;
+}
 
-    json_t *report = json_array();
-    size_t n_cases = 0, n_pass = 0, idx;
-    int rc = REFENC_EXIT_OK;
+/* Whether any output of the case is checked (with --outputs, some may not be). */
+static int any_checked(const refenc_case_report *rep)
+{
+    for (size_t i = 0; i < rep->n_outputs; i++)
+        if (rep->outputs[i].status != REFENC_OUT_NOT_CHECKED)
+            return 1;
+    return 0;
+}
+
+/* Certifies one case into rep: its results file, or its absence. */
+static int certify_case_file(const certify_args *a, const char *name, const char *file, refenc_case_report *rep,
+                             refenc_error *err)
+{
+    refenc_st_file golden, results;
+    memset(&results, 0, sizeof results);
+    char gpath[4096], rpath[4096];
+    snprintf(gpath, sizeof gpath, "%s/cases/%s", a->golden_dir, file);
+    snprintf(rpath, sizeof rpath, "%s/%s.safetensors", a->results_dir, name);
+    int st = refenc_st_read(&golden, gpath, err);
+    if (st == REFENC_OK && access(rpath, F_OK) != 0) {
+        char note[256];
+        snprintf(note, sizeof note, "no results file %.230s", rpath);
+        st = refenc_certify_missing_outputs(rep, &golden, note, a->outputs_glob, err);
+        if (st == REFENC_OK && a->skip_missing)
+            rep->verdict = REFENC_VERDICT_SKIP;
+    } else if (st == REFENC_OK && (st = refenc_st_read(&results, rpath, err)) == REFENC_OK) {
+        st = refenc_certify_case_outputs(rep, &golden, &results, &a->opt, a->outputs_glob, err);
+    }
+    if (st == REFENC_OK && !any_checked(rep)) {
+        rep->verdict = REFENC_VERDICT_SKIP;
+        snprintf(rep->note, sizeof rep->note, "no output matches --outputs '%.200s'", a->outputs_glob);
+    }
+    refenc_st_free(&golden);
+    refenc_st_free(&results);
+    return st;
+}
+
+/* What the run checked, for the certificate. */
+static json_t *selection_json(const certify_args *a)
+{
+    json_t *pats = json_array();
+    for (size_t i = 0; i < a->n_patterns; i++)
+        json_array_append_new(pats, json_string(a->patterns[i]));
+    return json_pack("{s:o, s:s?, s:b}", "cases", pats, "outputs", a->outputs_glob, "skip_missing",
+                     a->skip_missing);
+}
+
+/* The checks that need the whole run: every pattern matched some case, some
+ * case was certified. */
+static int check_selection(const certify_args *a, const certify_tally *t)
+{
+    for (size_t i = 0; i < a->n_patterns; i++)
+        if (a->matched[i] == 0)
+            return cli_error("certify", "no golden case matches '%s'", a->patterns[i]);
+    if (t->cases == 0)
+        return cli_error("certify", "no golden case matches '*'");
+    if (t->skipped == t->cases)
+        return cli_error("certify", "no case was certified: %s",
+                         a->outputs_glob ? "no results file, or no output matches --outputs"
+                                             : "no results file for any selected case");
+    return REFENC_EXIT_OK;
+}
+
+/* Runs every selected case of the manifest; appends each to report. */
+static int run_cases(certify_args *a, const json_t *manifest, const char *path, json_t *report, certify_tally *t)
+{
+    size_t idx;
     json_t *entry;
-    printf("refenc certify: golden %s, results %s\n\n", a.golden_dir, a.results_dir);
-    json_array_foreach(cases, idx, entry) {
+    int rc = REFENC_EXIT_OK;
+    json_array_foreach(json_object_get(manifest, "cases"), idx, entry) {
         const char *name = json_string_value(json_object_get(entry, "case"));
         const char *file = json_string_value(json_object_get(entry, "file"));
-        if (name == NULL || file == NULL || strchr(file, '/') != NULL) {
-            rc = cli_error("certify", "%s: cases[%zu] needs \"case\" and a plain \"file\" name", path, idx);
-            break;
-        }
-        if (a.case_glob != NULL && fnmatch(a.case_glob, name, 0) != 0)
+        if (name == NULL || file == NULL || strchr(file, '/') != NULL)
+            return cli_error("certify", "%s: cases[%zu] needs \"case\" and a plain \"file\" name", path, idx);
+        if (!selected(a, name))
             continue;
-        n_cases++;
-
         refenc_error err;
         refenc_error_clear(&err);
-        refenc_st_file golden, results;
-        memset(&results, 0, sizeof results);
-        char gpath[4096], rpath[4096];
-        snprintf(gpath, sizeof gpath, "%s/cases/%s", a.golden_dir, file);
-        snprintf(rpath, sizeof rpath, "%s/%s.safetensors", a.results_dir, name);
         refenc_case_report rep;
         memset(&rep, 0, sizeof rep);
-
-        int st = refenc_st_read(&golden, gpath, &err);
-        if (st == REFENC_OK) {
-            if (access(rpath, F_OK) != 0) {
-                char note[256];
-                snprintf(note, sizeof note, "no results file %.230s", rpath);
-                st = refenc_certify_missing(&rep, &golden, note, &err);
-            } else if ((st = refenc_st_read(&results, rpath, &err)) == REFENC_OK) {
-                st = refenc_certify_case(&rep, &golden, &results, &a.opt, &err);
-            }
-        }
-        if (st != REFENC_OK) {
+        if (certify_case_file(a, name, file, &rep, &err) != REFENC_OK) {
             rc = cli_error("certify", "%s", err.message);
-            json_array_append_new(report, json_pack("{s:s, s:s, s:s}", "case", name, "verdict", "ERROR",
-                                                    "note", err.message));
+            t->cases++;
+            json_array_append_new(report, json_pack("{s:s, s:s, s:s}", "case", name, "verdict", "ERROR", "note",
+                                                    err.message));
         } else {
-            print_case(&rep, a.quiet);
-            n_pass += rep.pass;
-            if (!rep.pass && rc == REFENC_EXIT_OK)
-                rc = REFENC_EXIT_FAIL;
-            json_array_append_new(report, case_json(&rep));
+            certify_print_case(stdout, &rep, a->quiet);
+            certify_tally_add(t, &rep);
+            json_array_append_new(report, certify_case_json(&rep));
         }
         refenc_case_report_free(&rep);
-        refenc_st_free(&golden);
-        refenc_st_free(&results);
     }
-
-    if (rc != REFENC_EXIT_USAGE && n_cases == 0)
-        rc = cli_error("certify", "no golden case matches '%s'", a.case_glob ? a.case_glob : "*");
-    const char *verdict = rc == REFENC_EXIT_OK ? "PASS" : rc == REFENC_EXIT_FAIL ? "FAIL" : "ERROR";
-    printf("\nsummary: %zu case%s, %zu passed, %zu failed: %s\n", n_cases, n_cases == 1 ? "" : "s",
-           n_pass, n_cases - n_pass, verdict);
-
-    if (a.json_path != NULL) {
-        json_t *doc = json_pack("{s:s, s:s, s:s, s:o, s:{s:I, s:I, s:I, s:s}}",
-                                "refenc_version", REFENC_VERSION, "golden", a.golden_dir,
-                                "results", a.results_dir, "cases", report, "summary",
-                                "cases", (json_int_t)n_cases, "passed", (json_int_t)n_pass,
-                                "failed", (json_int_t)(n_cases - n_pass), "verdict", verdict);
-        if (write_json(a.json_path, doc) != REFENC_EXIT_OK)
-            rc = REFENC_EXIT_USAGE;
-        json_decref(doc);
-    } else {
-        json_decref(report);
-    }
-    json_decref(manifest);
     return rc;
+}
+
+/* The certificate and the JUnit file, when asked for. */
+static int write_outputs(const certify_args *a, json_t *report, const certify_tally *t, const char *verdict)
+{
+    int rc = REFENC_EXIT_OK;
+    if (a->junit_path != NULL && !certify_write_junit(a->junit_path, report))
+        rc = cli_error("certify", "%s: cannot write the JUnit report", a->junit_path);
+    if (a->json_path != NULL) {
+        json_t *doc = json_pack("{s:s, s:s, s:s, s:o, s:O, s:o}", "refenc_version", REFENC_VERSION, "golden",
+                                a->golden_dir, "results", a->results_dir, "selection", selection_json(a), "cases",
+                                report, "summary", certify_summary_json(t, verdict));
+        if (!certify_write_json(a->json_path, doc))
+            rc = cli_error("certify", "%s: cannot write the JSON certificate", a->json_path);
+        json_decref(doc);
+    }
+    return rc;
+}
+
+int cmd_certify(int argc, char **argv)
+{
+    certify_args a;
+    memset(&a, 0, sizeof a);
+    int done = 0, rc = parse_args(&a, argc, argv, &done);
+    if (done || rc != REFENC_EXIT_OK || (rc = check_results_dir(a.results_dir)) != REFENC_EXIT_OK) {
+        args_free(&a);
+        return rc;
+    }
+    char path[4096];
+    json_t *manifest = load_manifest(a.golden_dir, path, sizeof path);
+    if (manifest == NULL) {
+        args_free(&a);
+        return REFENC_EXIT_USAGE;
+    }
+    printf("refenc certify: golden %s, results %s\n\n", a.golden_dir, a.results_dir);
+    json_t *report = json_array();
+    certify_tally t;
+    memset(&t, 0, sizeof t);
+    rc = run_cases(&a, manifest, path, report, &t);
+    if (rc == REFENC_EXIT_OK)
+        rc = check_selection(&a, &t);
+    if (rc == REFENC_EXIT_OK && t.failed > 0)
+        rc = REFENC_EXIT_FAIL;
+    const char *verdict = rc == REFENC_EXIT_OK ? "PASS" : rc == REFENC_EXIT_FAIL ? "FAIL" : "ERROR";
+    certify_print_summary(stdout, &t, verdict);
+    const int wrc = write_outputs(&a, report, &t, verdict);
+    json_decref(report);
+    json_decref(manifest);
+    args_free(&a);
+    return wrc != REFENC_EXIT_OK ? wrc : rc;
 }

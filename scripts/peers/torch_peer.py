@@ -52,13 +52,23 @@ def read_safetensors(path):
     return out, meta
 
 
+def to_numpy(t):
+    """A torch tensor as (ndarray, safetensors dtype); numpy has no bfloat16,
+    so a bfloat16 tensor travels as its 16-bit patterns."""
+    if t.dtype == torch.bfloat16:
+        return t.contiguous().view(torch.int16).numpy().view(np.uint16), "BF16"
+    a = t.numpy()
+    return a, {np.dtype("float64"): "F64", np.dtype("float32"): "F32", np.dtype("float16"): "F16"}[a.dtype]
+
+
 def write_safetensors(path, tensors, metadata=None):
-    """Writes {name: ndarray} (float64, float32 or float16) atomically."""
+    """Writes {name: (ndarray, dtype)} (F64, F32, F16, or BF16 as uint16 bit
+    patterns) atomically."""
     names = sorted(tensors)
     header, blobs, off = {}, [], 0
     for name in names:
-        a = np.ascontiguousarray(tensors[name])
-        dt = {np.dtype("float64"): "F64", np.dtype("float32"): "F32", np.dtype("float16"): "F16"}[a.dtype]
+        a, dt = tensors[name]
+        a = np.ascontiguousarray(a)
         raw = a.astype(a.dtype.newbyteorder("<")).tobytes()
         header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
         blobs.append(raw)
@@ -121,7 +131,10 @@ def alibi_bias(H, positions, dt):
 
 
 def sinusoidal_pe(positions, D, dt):
-    """(L, D): the usual PyTorch code, interleaved sin/cos, computed in dt."""
+    """(L, D): the usual PyTorch code, interleaved sin/cos, computed in dt
+    (in float32 for a 16-bit dt, then rounded, as Hugging Face does)."""
+    if dt in (torch.float16, torch.bfloat16):
+        return sinusoidal_pe(positions, D, torch.float32).to(dt)
     position = positions.to(dt).unsqueeze(1)
     div_term = torch.exp(torch.arange(0, D, 2, dtype=dt) * (-math.log(10000.0) / D))
     pe = torch.zeros(len(positions), D, dtype=dt)
@@ -135,6 +148,8 @@ def rope(x, positions, base, layout):
     rotate_half; 'interleaved' is GPT-J's pairs (2j, 2j+1)."""
     Dh = x.shape[-1]
     dt = x.dtype
+    if dt in (torch.float16, torch.bfloat16):  # the tables in float32, as Hugging Face
+        dt = torch.float32
     if BUG == "rope_layout_swapped":
         layout = "interleaved" if layout == "half" else "half"
     if BUG == "rope_base_wrong":
@@ -145,8 +160,8 @@ def rope(x, positions, base, layout):
         emb = torch.cat((freqs, freqs), dim=-1)
         x1, x2 = x[..., : Dh // 2], x[..., Dh // 2:]
         rotated = torch.cat((-x2, x1), dim=-1)
-        return x * emb.cos() + rotated * emb.sin()
-    cos, sin = freqs.cos(), freqs.sin()
+        return x * emb.cos().to(x.dtype) + rotated * emb.sin().to(x.dtype)
+    cos, sin = freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
     x1, x2 = x[..., 0::2], x[..., 1::2]
     return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
 
@@ -395,7 +410,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--golden", required=True, help="the golden directory (manifest.json, cases/)")
     ap.add_argument("--out", required=True, help="directory for the results files")
-    ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
+    ap.add_argument("--dtype", choices=["float64", "float32", "bfloat16"], default="float64")
     ap.add_argument("--case", default="*", help="only cases matching this shell pattern")
     ap.add_argument("--bug", choices=KNOWN_BUGS + UNKNOWN_BUGS,
                     help="inject a bug into this peer's computation: one of refenc's known variants "
@@ -404,7 +419,7 @@ def main():
     global BUG
     BUG = args.bug
 
-    dt = {"float64": torch.float64, "float32": torch.float32}[args.dtype]
+    dt = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}[args.dtype]
     torch.set_num_threads(1)  # one thread: the same result on every run
     with open(os.path.join(args.golden, "manifest.json")) as f:
         manifest = json.load(f)
@@ -419,7 +434,7 @@ def main():
         for name in case.outputs:
             key = name[len("out."):]
             if key in outs:
-                results[name] = outs[key].detach().numpy()
+                results[name] = to_numpy(outs[key].detach())
         write_safetensors(os.path.join(args.out, case.name + ".safetensors"), results,
                           {"implementation": f"torch {torch.__version__} {args.dtype}" + (f" with bug {BUG}" if BUG else "")})
         n += 1

@@ -1,0 +1,357 @@
+/* refenc certify's reports (certify_report.h). */
+#include "certify_report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../tool/variants.h"
+
+void certify_tally_add(certify_tally *t, const refenc_case_report *rep)
+{
+    t->cases++;
+    switch (rep->verdict) {
+    case REFENC_VERDICT_PASS: t->passed++; break;
+    case REFENC_VERDICT_XPASS: t->xpass++; break;
+    case REFENC_VERDICT_XFAIL: t->xfail++; break;
+    case REFENC_VERDICT_SKIP: t->skipped++; break;
+    case REFENC_VERDICT_FAIL: {
+        refenc_variant v;
+        t->failed++;
+        if (rep->diagnosis[0] && refenc_variant_parse(&v, rep->diagnosis))
+            t->diagnosed[v]++;
+        else
+            t->undiagnosed++;
+        break;
+    }
+    }
+}
+
+const char *certify_most_likely_bug(const certify_tally *t)
+{
+    int found = -1;
+    for (int v = 0; v < REFENC_VAR_COUNT; v++) {
+        if (t->diagnosed[v] == 0)
+            continue;
+        if (found >= 0)
+            return NULL; /* two variants named: the cases do not agree */
+        found = v;
+    }
+    return found >= 0 ? refenc_variant_get((refenc_variant)found)->name : NULL;
+}
+
+/* The worst element's index, in the output's shape. */
+static void unflatten(size_t *idx, const refenc_output_report *r)
+{
+    size_t rest = r->worst_flat;
+    for (size_t d = r->ndim; d-- > 0;) {
+        idx[d] = r->shape[d] ? rest % r->shape[d] : 0;
+        rest = r->shape[d] ? rest / r->shape[d] : 0;
+    }
+}
+
+static void print_index(FILE *out, const refenc_output_report *r)
+{
+    size_t idx[REFENC_ST_MAX_NDIM];
+    unflatten(idx, r);
+    fputc('[', out);
+    for (size_t d = 0; d < r->ndim; d++)
+        fprintf(out, d ? ", %zu" : "%zu", idx[d]);
+    fputc(']', out);
+}
+
+/* "PASS", "XFAIL (float32 hazard: ...)", "XPASS (...; passed unexpectedly)". */
+static void print_verdict(FILE *out, const refenc_case_report *rep)
+{
+    fputs(refenc_verdict_name(rep->verdict), out);
+    if (rep->verdict == REFENC_VERDICT_XFAIL)
+        fprintf(out, " (%s)", rep->hazard);
+    else if (rep->verdict == REFENC_VERDICT_XPASS)
+        fprintf(out, " (%s; passed unexpectedly)", rep->hazard);
+    fputc('\n', out);
+}
+
+static void print_diagnosis(FILE *out, const refenc_case_report *rep)
+{
+    refenc_variant v;
+    if (rep->diagnosis[0] && refenc_variant_parse(&v, rep->diagnosis)) {
+        const refenc_variant_info *info = refenc_variant_get(v);
+        fprintf(out, "    diagnosis: the results match the known bug '%s' (within %.2g of the tolerance)\n"
+                "      symptom: %s\n      cause:   %s\n      fix:     %s\n",
+                info->name, rep->diagnosis_ratio, info->symptom, info->cause, info->fix);
+    } else {
+        fprintf(out, "    diagnosis: no known variant matches (%zu checked)\n", rep->variants_checked);
+    }
+}
+
+static void print_output(FILE *out, const refenc_output_report *r)
+{
+    fprintf(out, "    %-30s %-14s", r->name, refenc_output_status_name(r->status));
+    if (r->status == REFENC_OUT_PASS || r->status == REFENC_OUT_FAIL) {
+        fprintf(out, " %-4s abs %.3g  rel %.3g  ulp %.3g  nmse %.3g", refenc_st_dtype_name(r->dtype), r->max_abs,
+                r->max_rel, r->max_ulp, r->nmse);
+        if (r->rule == REFENC_RULE_BUDGET)
+            fprintf(out, "  (budget abs %.3g, nmse %.3g; baseline abs %.3g, nmse %.3g", r->budget_max_abs,
+                    r->budget_nmse, r->base_max_abs, r->base_nmse);
+        else
+            fprintf(out, "  (rtol %.3g, atol %.3g%s", r->tol.rtol, r->tol.atol,
+                    r->angle_allowance ? ", + angle allowance" : "");
+        if (r->dont_care)
+            fprintf(out, "; %zu don't-care", r->dont_care);
+        fprintf(out, ")\n");
+        if (r->status == REFENC_OUT_FAIL && r->out_of_tol) {
+            fprintf(out, "        %zu of %zu elements out of tolerance; worst at ", r->out_of_tol, r->compared);
+            print_index(out, r);
+            fprintf(out, ": got %.17g, want %.17g\n", r->worst_got, r->worst_want);
+        }
+    } else {
+        fputc('\n', out);
+    }
+    if (r->note[0])
+        fprintf(out, "        %s\n", r->note);
+}
+
+void certify_print_case(FILE *out, const refenc_case_report *rep, int quiet)
+{
+    const int failed = rep->verdict == REFENC_VERDICT_FAIL || rep->verdict == REFENC_VERDICT_XFAIL;
+    fprintf(out, "%-52s ", rep->name);
+    print_verdict(out, rep);
+    if (rep->note[0])
+        fprintf(out, "    %s\n", rep->note);
+    if (failed && rep->first_divergence >= 0)
+        fprintf(out, "    first divergence: %s\n", rep->outputs[rep->first_divergence].name);
+    if (failed)
+        print_diagnosis(out, rep);
+    for (size_t i = 0; i < rep->n_outputs && rep->verdict != REFENC_VERDICT_SKIP; i++) {
+        const refenc_output_report *r = &rep->outputs[i];
+        if (r->status == REFENC_OUT_NOT_PROVIDED || r->status == REFENC_OUT_NOT_CHECKED ||
+            (quiet && r->status == REFENC_OUT_PASS))
+            continue;
+        print_output(out, r);
+    }
+}
+
+void certify_print_summary(FILE *out, const certify_tally *t, const char *verdict)
+{
+    fprintf(out, "\nsummary: %zu case%s, %zu passed, %zu failed", t->cases, t->cases == 1 ? "" : "s", t->passed,
+            t->failed);
+    if (t->xfail || t->xpass)
+        fprintf(out, ", %zu expected failure%s (XFAIL), %zu unexpected pass%s (XPASS)", t->xfail,
+                t->xfail == 1 ? "" : "s", t->xpass, t->xpass == 1 ? "" : "es");
+    if (t->skipped)
+        fprintf(out, ", %zu skipped", t->skipped);
+    fprintf(out, ": %s\n", verdict);
+    if (t->failed == 0)
+        return;
+    const char *bug = certify_most_likely_bug(t);
+    if (bug != NULL)
+        fprintf(out, "most likely bug: %s (named on %zu of %zu failing cases, no other variant named; "
+                "refenc certify --list-bugs explains it)\n", bug,
+                t->failed - t->undiagnosed, t->failed);
+    else if (t->undiagnosed == t->failed)
+        fprintf(out, "most likely bug: unknown (no known variant matches any failing case)\n");
+    else
+        fprintf(out, "most likely bug: undecided (the failing cases name different variants)\n");
+}
+
+/* ---- JSON ------------------------------------------------------------------------- */
+
+/* JSON numbers cannot be inf or NaN: those become strings. */
+static json_t *num(double v)
+{
+    if (isfinite(v))
+        return json_real(v);
+    return json_string(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+}
+
+static void output_figures_json(json_t *o, const refenc_output_report *r)
+{
+    size_t idx[REFENC_ST_MAX_NDIM];
+    unflatten(idx, r);
+    json_t *jidx = json_array();
+    for (size_t d = 0; d < r->ndim; d++)
+        json_array_append_new(jidx, json_integer((json_int_t)idx[d]));
+    json_object_set_new(o, "dtype", json_string(refenc_st_dtype_name(r->dtype)));
+    json_object_set_new(o, "rule", json_string(r->rule == REFENC_RULE_BUDGET ? "budget" : "policy"));
+    if (r->rule == REFENC_RULE_BUDGET) {
+        json_object_set_new(o, "budget_max_abs_error", num(r->budget_max_abs));
+        json_object_set_new(o, "budget_nmse", num(r->budget_nmse));
+        json_object_set_new(o, "baseline_max_abs_error", num(r->base_max_abs));
+        json_object_set_new(o, "baseline_nmse", num(r->base_nmse));
+    } else {
+        json_object_set_new(o, "rtol", num(r->tol.rtol));
+        json_object_set_new(o, "atol", num(r->tol.atol));
+        json_object_set_new(o, "angle_allowance", json_boolean(r->angle_allowance));
+    }
+    json_object_set_new(o, "compared", json_integer((json_int_t)r->compared));
+    json_object_set_new(o, "dont_care", json_integer((json_int_t)r->dont_care));
+    json_object_set_new(o, "out_of_tolerance", json_integer((json_int_t)r->out_of_tol));
+    json_object_set_new(o, "nonfinite", json_integer((json_int_t)r->nonfinite));
+    json_object_set_new(o, "max_abs_error", num(r->max_abs));
+    json_object_set_new(o, "max_rel_error", num(r->max_rel));
+    json_object_set_new(o, "max_ulp_error", num(r->max_ulp));
+    json_object_set_new(o, "scale", num(r->scale));
+    json_object_set_new(o, "nmse", num(r->nmse));
+    json_object_set_new(o, "worst_index", jidx);
+    json_object_set_new(o, "worst_got", num(r->worst_got));
+    json_object_set_new(o, "worst_want", num(r->worst_want));
+}
+
+static json_t *diagnosis_json(const refenc_case_report *rep)
+{
+    refenc_variant v;
+    if (rep->diagnosis[0] && refenc_variant_parse(&v, rep->diagnosis)) {
+        const refenc_variant_info *info = refenc_variant_get(v);
+        return json_pack("{s:s, s:s, s:s, s:s, s:o, s:I}", "variant", info->name, "symptom", info->symptom,
+                         "cause", info->cause, "fix", info->fix, "ratio", num(rep->diagnosis_ratio),
+                         "variants_checked", (json_int_t)rep->variants_checked);
+    }
+    return json_pack("{s:n, s:s, s:I}", "variant", "message", "no known variant matches", "variants_checked",
+                     (json_int_t)rep->variants_checked);
+}
+
+json_t *certify_case_json(const refenc_case_report *rep)
+{
+    json_t *outs = json_array();
+    for (size_t i = 0; i < rep->n_outputs; i++) {
+        const refenc_output_report *r = &rep->outputs[i];
+        json_t *o = json_pack("{s:s, s:b, s:s}", "name", r->name, "required", r->required, "status",
+                              refenc_output_status_name(r->status));
+        if (r->status == REFENC_OUT_PASS || r->status == REFENC_OUT_FAIL)
+            output_figures_json(o, r);
+        if (r->note[0])
+            json_object_set_new(o, "note", json_string(r->note));
+        json_array_append_new(outs, o);
+    }
+    json_t *c = json_pack("{s:s, s:s, s:o}", "case", rep->name, "verdict", refenc_verdict_name(rep->verdict),
+                          "outputs", outs);
+    json_object_set_new(c, "first_divergence",
+                        rep->first_divergence >= 0 ? json_string(rep->outputs[rep->first_divergence].name)
+                                                   : json_null());
+    if (rep->note[0])
+        json_object_set_new(c, "note", json_string(rep->note));
+    if (rep->hazard[0])
+        json_object_set_new(c, "hazard", json_string(rep->hazard));
+    if (rep->verdict == REFENC_VERDICT_FAIL || rep->verdict == REFENC_VERDICT_XFAIL)
+        json_object_set_new(c, "diagnosis", diagnosis_json(rep));
+    return c;
+}
+
+json_t *certify_summary_json(const certify_tally *t, const char *verdict)
+{
+    const char *bug = certify_most_likely_bug(t);
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:s?}", "cases", (json_int_t)t->cases, "passed",
+                     (json_int_t)t->passed, "failed", (json_int_t)t->failed, "xfail", (json_int_t)t->xfail,
+                     "xpass", (json_int_t)t->xpass, "skipped", (json_int_t)t->skipped, "verdict", verdict,
+                     "most_likely_bug", t->failed ? bug : NULL);
+}
+
+/* Writes through a temporary file renamed into place. */
+static int write_atomic(const char *path, int (*writer)(FILE *, const void *), const void *what)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    int ok = f != NULL && writer(f, what);
+    if (f != NULL)
+        ok &= fclose(f) == 0;
+    ok = ok && rename(tmp, path) == 0;
+    if (!ok)
+        remove(tmp);
+    return ok;
+}
+
+static int json_writer(FILE *f, const void *doc)
+{
+    return json_dumpf((const json_t *)doc, f, JSON_INDENT(2) | JSON_SORT_KEYS) == 0 && fputc('\n', f) != EOF;
+}
+
+int certify_write_json(const char *path, const json_t *doc)
+{
+    return write_atomic(path, json_writer, doc);
+}
+
+/* ---- JUnit ------------------------------------------------------------------------ */
+
+static void xml_text(FILE *f, const char *s)
+{
+    for (; s != NULL && *s; s++) {
+        switch (*s) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+static const char *str(const json_t *o, const char *key)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    return s ? s : "";
+}
+
+/* A figure of the certificate: a number, or "nan"/"inf"/"-inf". */
+static double number(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : strtod(str(o, key), NULL);
+}
+
+/* One output's testcase: a failure, skipped, or nothing (a pass). */
+static void junit_output(FILE *f, const json_t *c, const json_t *o)
+{
+    const char *verdict = str(c, "verdict"), *status = str(o, "status");
+    fputs("    <testcase classname=\"", f);
+    xml_text(f, str(c, "case"));
+    fputs("\" name=\"", f);
+    xml_text(f, str(o, "name"));
+    fputs("\">", f);
+    const int compared = strcmp(status, "PASS") == 0 || strncmp(status, "FAIL", 4) == 0;
+    if (strcmp(verdict, "SKIP") == 0 || !compared || (strcmp(verdict, "XFAIL") == 0 && strcmp(status, "PASS"))) {
+        fputs("<skipped message=\"", f);
+        xml_text(f, strcmp(verdict, "XFAIL") == 0 ? str(c, "hazard") : strcmp(verdict, "SKIP") == 0 ? str(c, "note") : status);
+        fputs("\"/>", f);
+    } else if (strcmp(status, "PASS") != 0) {
+        const json_t *idx = json_object_get(o, "worst_index");
+        fputs("<failure message=\"", f);
+        xml_text(f, status);
+        if (idx != NULL) {
+            char *where = json_dumps(idx, JSON_COMPACT);
+            fprintf(f, ": worst at %s: got %.17g, want %.17g", where ? where : "?", number(o, "worst_got"),
+                    number(o, "worst_want"));
+            free(where);
+        }
+        fputs("\" type=\"", f);
+        xml_text(f, str(o, "dtype"));
+        fputs("\">", f);
+        xml_text(f, str(o, "note"));
+        fputs("</failure>", f);
+    }
+    fputs("</testcase>\n", f);
+}
+
+static int junit_writer(FILE *f, const void *what)
+{
+    const json_t *cases = what;
+    size_t tests = 0, failures = 0, i, k;
+    json_t *c, *o;
+    json_array_foreach(cases, i, c)
+        json_array_foreach(json_object_get(c, "outputs"), k, o) {
+            tests++;
+            failures += strncmp(str(o, "status"), "FAIL", 4) == 0 && strcmp(str(c, "verdict"), "FAIL") == 0;
+        }
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n"
+               "  <testsuite name=\"refenc certify\" tests=\"%zu\" failures=\"%zu\">\n", tests, failures);
+    json_array_foreach(cases, i, c)
+        json_array_foreach(json_object_get(c, "outputs"), k, o)
+            junit_output(f, c, o);
+    return fputs("  </testsuite>\n</testsuites>\n", f) != EOF;
+}
+
+int certify_write_junit(const char *path, const json_t *cases)
+{
+    return write_atomic(path, junit_writer, cases);
+}
