@@ -193,6 +193,7 @@ static void output_figures_json(json_t *o, const refenc_output_report *r)
     json_object_set_new(o, "max_ulp_error", num(r->max_ulp));
     json_object_set_new(o, "scale", num(r->scale));
     json_object_set_new(o, "nmse", num(r->nmse));
+    json_object_set_new(o, "excess", num(r->excess));
     json_object_set_new(o, "worst_index", jidx);
     json_object_set_new(o, "worst_got", num(r->worst_got));
     json_object_set_new(o, "worst_want", num(r->worst_want));

@@ -96,6 +96,8 @@ typedef struct {
     size_t ndim, shape[REFENC_ST_MAX_NDIM];
     size_t worst_flat;          /* the element with the largest error / tolerance  */
     double worst_got, worst_want, worst_ratio;
+    double excess;              /* the largest error / bound of the output's rule;   */
+                                /* budget: also sqrt(nmse / its budget) (> 1: fails) */
     char note[256];             /* e.g. "shape (2, 3) but the golden is (2, 4)"     */
 } refenc_output_report;
 
