@@ -57,6 +57,32 @@ static int certify(refenc_case_report *rep, const char *name, const char *path, 
     return rep->verdict;
 }
 
+/* A golden case's out.output: its values (malloc'ed) and, in e, a results
+ * entry of its name and shape. */
+static double *golden_output(const char *name, refenc_st_entry *e)
+{
+    char g[RB_PATH_MAX];
+    golden_path(g, sizeof g, name);
+    refenc_st_file golden;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&golden, g, &err), REFENC_OK, "%s", err.message);
+    const refenc_st_tensor *t = refenc_st_find(&golden, "out.output");
+    double *x = malloc(t->numel * sizeof *x);
+    cr_assert_eq(refenc_st_to_f64(x, &golden, t, &err), REFENC_OK);
+    *e = (refenc_st_entry){.name = "out.output", .dtype = REFENC_ST_F64, .ndim = t->ndim, .data = x};
+    memcpy(e->shape, t->shape, sizeof e->shape);
+    refenc_st_free(&golden);
+    return x;
+}
+
+static size_t numel(const refenc_st_entry *e)
+{
+    size_t n = 1;
+    for (size_t d = 0; d < e->ndim; d++)
+        n *= e->shape[d];
+    return n;
+}
+
 static char dir[RB_PATH_MAX], res[RB_PATH_MAX + 32];
 
 static void setup(void)
@@ -218,19 +244,15 @@ Test(certify_lowprec, hazards_are_expected_failures_and_a_pass_says_so)
     cr_expect(!refenc_verdict_fails(rep.verdict));
     refenc_case_report_free(&rep);
     /* the golden values themselves, in F32: an unexpected pass */
-    char g[RB_PATH_MAX];
-    golden_path(g, sizeof g, "layernorm_large_mean");
-    refenc_st_file golden;
+    refenc_st_entry e;
     refenc_error err;
-    cr_assert_eq(refenc_st_read(&golden, g, &err), REFENC_OK);
-    const refenc_st_tensor *t = refenc_st_find(&golden, "out.output");
-    double *x = malloc(t->numel * sizeof *x);
-    float *f = malloc(t->numel * sizeof *f);
-    cr_assert_eq(refenc_st_to_f64(x, &golden, t, &err), REFENC_OK);
-    for (size_t i = 0; i < t->numel; i++)
+    double *x = golden_output("layernorm_large_mean", &e);
+    const size_t n = numel(&e);
+    float *f = malloc(n * sizeof *f);
+    for (size_t i = 0; i < n; i++)
         f[i] = (float)x[i];
-    refenc_st_entry e = {.name = "out.output", .dtype = REFENC_ST_F32, .ndim = t->ndim, .data = f};
-    memcpy(e.shape, t->shape, sizeof e.shape);
+    e.dtype = REFENC_ST_F32;
+    e.data = f;
     cr_assert_eq(refenc_st_write(res, &e, 1, NULL, &err), REFENC_OK);
     cr_expect_eq(certify(&rep, "layernorm_large_mean", res, NULL), REFENC_VERDICT_XPASS);
     refenc_case_report_free(&rep);
@@ -243,29 +265,21 @@ Test(certify_lowprec, hazards_are_expected_failures_and_a_pass_says_so)
     refenc_case_report_free(&rep);
     free(x);
     free(f);
-    refenc_st_free(&golden);
 }
 
 /* An error of 1e-6 at the golden's smallest |value| (about 1e-3 of the
  * largest) reads at the scale of the tolerance, not as a huge relative error. */
 Test(certify_lowprec, figures_near_zero_read_at_the_tolerance_scale)
 {
-    char g[RB_PATH_MAX];
-    golden_path(g, sizeof g, "activation_gelu");
-    refenc_st_file golden;
+    refenc_st_entry e;
     refenc_error err;
-    cr_assert_eq(refenc_st_read(&golden, g, &err), REFENC_OK);
-    const refenc_st_tensor *t = refenc_st_find(&golden, "out.output");
-    double *x = malloc(t->numel * sizeof *x);
-    cr_assert_eq(refenc_st_to_f64(x, &golden, t, &err), REFENC_OK);
+    double *x = golden_output("activation_gelu", &e);
     size_t k = 0;
-    for (size_t i = 0; i < t->numel; i++)
+    for (size_t i = 0; i < numel(&e); i++)
         if (fabs(x[i]) < fabs(x[k]))
             k = i;
     cr_assert(fabs(x[k]) < 1e-8, "the smallest |value| is %g", fabs(x[k]));
     x[k] += 1e-6;
-    refenc_st_entry e = {.name = "out.output", .dtype = REFENC_ST_F64, .ndim = t->ndim, .data = x};
-    memcpy(e.shape, t->shape, sizeof e.shape);
     cr_assert_eq(refenc_st_write(res, &e, 1, NULL, &err), REFENC_OK);
     refenc_case_report rep;
     certify(&rep, "activation_gelu", res, NULL);
@@ -277,5 +291,4 @@ Test(certify_lowprec, figures_near_zero_read_at_the_tolerance_scale)
     cr_expect_eq(r->status, REFENC_OUT_FAIL);
     refenc_case_report_free(&rep);
     free(x);
-    refenc_st_free(&golden);
 }

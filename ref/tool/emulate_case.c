@@ -79,6 +79,18 @@ static void ffn(const emu_run *r, double *y, double *hidden, const double *x, co
     emu_linear(r->e, y, hidden, lp->linear2_weight, lp->linear2_bias, N, F, D);
 }
 
+/* The attention block of a layer on `in`, its trace steps, and the residual
+ * w->resid = x + attention. */
+static void attention_residual(const emu_run *r, refenc_layer_work *w, const double *in, const double *x,
+                               const refenc_layer_params *lp, const refenc_attn_options *opt,
+                               const refenc_rope_options *rope, size_t B, size_t L, size_t D, size_t H, size_t i)
+{
+    mha(r, w->attn, &w->mha, in, lp, opt, rope, B, L, D, H);
+    emit_layer(r, i, "self_attn.weights", w->mha.weights, 4, B, H, L, L);
+    emit_layer(r, i, "self_attn", w->attn, 3, B, L, D, 0);
+    emu_add(r->e, w->resid, x, w->attn, B * L * D);
+}
+
 /* refenc_layer_forward: Pre-LN or Post-LN, the same trace steps. */
 static void layer(const emu_run *r, double *y, refenc_layer_work *w, const double *x,
                   const refenc_layer_params *lp, const refenc_config *cfg, const refenc_attn_options *opt,
@@ -90,20 +102,14 @@ static void layer(const emu_run *r, double *y, refenc_layer_work *w, const doubl
     if (cfg->norm == REFENC_NORM_PRE) {
         emu_layernorm(e, w->ln, x, lp->norm1_weight, lp->norm1_bias, BL, D, eps);
         emit_layer(r, i, "norm1", w->ln, 3, B, L, D, 0);
-        mha(r, w->attn, &w->mha, w->ln, lp, opt, rope, B, L, D, H);
-        emit_layer(r, i, "self_attn.weights", w->mha.weights, 4, B, H, L, L);
-        emit_layer(r, i, "self_attn", w->attn, 3, B, L, D, 0);
-        emu_add(e, w->resid, x, w->attn, BL * D);
+        attention_residual(r, w, w->ln, x, lp, opt, rope, B, L, D, H, i);
         emu_layernorm(e, w->ln, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps);
         emit_layer(r, i, "norm2", w->ln, 3, B, L, D, 0);
         ffn(r, w->ffn, w->hidden, w->ln, lp, BL, D, F, cfg->activation);
         emit_layer(r, i, "ffn", w->ffn, 3, B, L, D, 0);
         emu_add(e, y, w->resid, w->ffn, BL * D);
     } else {
-        mha(r, w->attn, &w->mha, x, lp, opt, rope, B, L, D, H);
-        emit_layer(r, i, "self_attn.weights", w->mha.weights, 4, B, H, L, L);
-        emit_layer(r, i, "self_attn", w->attn, 3, B, L, D, 0);
-        emu_add(e, w->resid, x, w->attn, BL * D);
+        attention_residual(r, w, x, x, lp, opt, rope, B, L, D, H, i);
         emu_layernorm(e, w->ln, w->resid, lp->norm1_weight, lp->norm1_bias, BL, D, eps);
         emit_layer(r, i, "norm1", w->ln, 3, B, L, D, 0);
         ffn(r, w->ffn, w->hidden, w->ln, lp, BL, D, F, cfg->activation);
