@@ -344,11 +344,23 @@ static int junit_writer(FILE *f, const void *what)
             tests++;
             failures += strncmp(str(o, "status"), "FAIL", 4) == 0 && strcmp(str(c, "verdict"), "FAIL") == 0;
         }
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n"
-               "  <testsuite name=\"refenc certify\" tests=\"%zu\" failures=\"%zu\">\n", tests, failures);
+    size_t errors = 0;
     json_array_foreach(cases, i, c)
+        errors += json_object_get(c, "outputs") == NULL; /* a case that could not be read */
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n"
+               "  <testsuite name=\"refenc certify\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\">\n",
+            tests + errors, failures, errors);
+    json_array_foreach(cases, i, c) {
+        if (json_object_get(c, "outputs") == NULL) {
+            fputs("    <testcase classname=\"", f);
+            xml_text(f, str(c, "case"));
+            fputs("\" name=\"case\"><error message=\"", f);
+            xml_text(f, str(c, "note"));
+            fputs("\"/></testcase>\n", f);
+        }
         json_array_foreach(json_object_get(c, "outputs"), k, o)
             junit_output(f, c, o);
+    }
     return fputs("  </testsuite>\n</testsuites>\n", f) != EOF;
 }
 
