@@ -142,8 +142,10 @@ static int output_passes(const refenc_st_file *results, const refenc_st_tensor *
         const double s = scale_for(t->dtype);
         double *allow = calloc(n + 1, sizeof *allow);
         FUZZ_CHECK(allow != NULL, "out of memory");
+        int applies;
         if (t->dtype == REFENC_ST_F32)
-            refenc_angle_allowance(allow, &golden, name, want, n);
+            FUZZ_CHECK(refenc_angle_allowance(&applies, allow, &golden, name, want, n, &err) == REFENC_OK, "%s",
+                       err.message);
         for (size_t i = 0; i < n && pass; i++)
             if (!skip[i])
                 pass = isfinite(got[i]) &&

@@ -6,55 +6,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../tool/certificate.h"
 #include "../tool/variants.h"
-
-void certify_tally_add(certify_tally *t, const refenc_case_report *rep)
-{
-    t->cases++;
-    switch (rep->verdict) {
-    case REFENC_VERDICT_PASS: t->passed++; break;
-    case REFENC_VERDICT_XPASS: t->xpass++; break;
-    case REFENC_VERDICT_XFAIL: t->xfail++; break;
-    case REFENC_VERDICT_SKIP: t->skipped++; break;
-    case REFENC_VERDICT_FAIL: {
-        refenc_variant v;
-        t->failed++;
-        if (rep->diagnosis[0] && refenc_variant_parse(&v, rep->diagnosis))
-            t->diagnosed[v]++;
-        else
-            t->undiagnosed++;
-        break;
-    }
-    }
-}
-
-const char *certify_most_likely_bug(const certify_tally *t)
-{
-    int found = -1;
-    for (int v = 0; v < REFENC_VAR_COUNT; v++) {
-        if (t->diagnosed[v] == 0)
-            continue;
-        if (found >= 0)
-            return NULL; /* two variants named: the cases do not agree */
-        found = v;
-    }
-    return found >= 0 ? refenc_variant_get((refenc_variant)found)->name : NULL;
-}
-
-/* The worst element's index, in the output's shape. */
-static void unflatten(size_t *idx, const refenc_output_report *r)
-{
-    size_t rest = r->worst_flat;
-    for (size_t d = r->ndim; d-- > 0;) {
-        idx[d] = r->shape[d] ? rest % r->shape[d] : 0;
-        rest = r->shape[d] ? rest / r->shape[d] : 0;
-    }
-}
 
 static void print_index(FILE *out, const refenc_output_report *r)
 {
     size_t idx[REFENC_ST_MAX_NDIM];
-    unflatten(idx, r);
+    refenc_certificate_worst_index(idx, r);
     fputc('[', out);
     for (size_t d = 0; d < r->ndim; d++)
         fprintf(out, d ? ", %zu" : "%zu", idx[d]);
@@ -132,7 +90,7 @@ void certify_print_case(FILE *out, const refenc_case_report *rep, int quiet)
     }
 }
 
-void certify_print_summary(FILE *out, const certify_tally *t, const char *verdict)
+void certify_print_summary(FILE *out, const refenc_certificate_tally *t, const char *verdict)
 {
     fprintf(out, "\nsummary: %zu case%s, %zu passed, %zu failed", t->cases, t->cases == 1 ? "" : "s", t->passed,
             t->failed);
@@ -144,7 +102,7 @@ void certify_print_summary(FILE *out, const certify_tally *t, const char *verdic
     fprintf(out, ": %s\n", verdict);
     if (t->failed == 0)
         return;
-    const char *bug = certify_most_likely_bug(t);
+    const char *bug = refenc_certificate_most_likely_bug(t);
     if (bug != NULL)
         fprintf(out, "most likely bug: %s (named on %zu of %zu failing cases, no other variant named; "
                 "refenc certify --list-bugs explains it)\n", bug,
@@ -156,97 +114,6 @@ void certify_print_summary(FILE *out, const certify_tally *t, const char *verdic
 }
 
 /* ---- JSON ------------------------------------------------------------------------- */
-
-/* JSON numbers cannot be inf or NaN: those become strings. */
-static json_t *num(double v)
-{
-    if (isfinite(v))
-        return json_real(v);
-    return json_string(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
-}
-
-static void output_figures_json(json_t *o, const refenc_output_report *r)
-{
-    size_t idx[REFENC_ST_MAX_NDIM];
-    unflatten(idx, r);
-    json_t *jidx = json_array();
-    for (size_t d = 0; d < r->ndim; d++)
-        json_array_append_new(jidx, json_integer((json_int_t)idx[d]));
-    json_object_set_new(o, "dtype", json_string(refenc_st_dtype_name(r->dtype)));
-    json_object_set_new(o, "rule", json_string(r->rule == REFENC_RULE_BUDGET ? "budget" : "policy"));
-    if (r->rule == REFENC_RULE_BUDGET) {
-        json_object_set_new(o, "budget_max_abs_error", num(r->budget_max_abs));
-        json_object_set_new(o, "budget_nmse", num(r->budget_nmse));
-        json_object_set_new(o, "baseline_max_abs_error", num(r->base_max_abs));
-        json_object_set_new(o, "baseline_nmse", num(r->base_nmse));
-    } else {
-        json_object_set_new(o, "rtol", num(r->tol.rtol));
-        json_object_set_new(o, "atol", num(r->tol.atol));
-        json_object_set_new(o, "angle_allowance", json_boolean(r->angle_allowance));
-    }
-    json_object_set_new(o, "compared", json_integer((json_int_t)r->compared));
-    json_object_set_new(o, "dont_care", json_integer((json_int_t)r->dont_care));
-    json_object_set_new(o, "out_of_tolerance", json_integer((json_int_t)r->out_of_tol));
-    json_object_set_new(o, "nonfinite", json_integer((json_int_t)r->nonfinite));
-    json_object_set_new(o, "max_abs_error", num(r->max_abs));
-    json_object_set_new(o, "max_rel_error", num(r->max_rel));
-    json_object_set_new(o, "max_ulp_error", num(r->max_ulp));
-    json_object_set_new(o, "scale", num(r->scale));
-    json_object_set_new(o, "nmse", num(r->nmse));
-    json_object_set_new(o, "excess", num(r->excess));
-    json_object_set_new(o, "worst_index", jidx);
-    json_object_set_new(o, "worst_got", num(r->worst_got));
-    json_object_set_new(o, "worst_want", num(r->worst_want));
-}
-
-static json_t *diagnosis_json(const refenc_case_report *rep)
-{
-    refenc_variant v;
-    if (rep->diagnosis[0] && refenc_variant_parse(&v, rep->diagnosis)) {
-        const refenc_variant_info *info = refenc_variant_get(v);
-        return json_pack("{s:s, s:s, s:s, s:s, s:o, s:I}", "variant", info->name, "symptom", info->symptom,
-                         "cause", info->cause, "fix", info->fix, "ratio", num(rep->diagnosis_ratio),
-                         "variants_checked", (json_int_t)rep->variants_checked);
-    }
-    return json_pack("{s:n, s:s, s:I}", "variant", "message", "no known variant matches", "variants_checked",
-                     (json_int_t)rep->variants_checked);
-}
-
-json_t *certify_case_json(const refenc_case_report *rep)
-{
-    json_t *outs = json_array();
-    for (size_t i = 0; i < rep->n_outputs; i++) {
-        const refenc_output_report *r = &rep->outputs[i];
-        json_t *o = json_pack("{s:s, s:b, s:s}", "name", r->name, "required", r->required, "status",
-                              refenc_output_status_name(r->status));
-        if (r->status == REFENC_OUT_PASS || r->status == REFENC_OUT_FAIL)
-            output_figures_json(o, r);
-        if (r->note[0])
-            json_object_set_new(o, "note", json_string(r->note));
-        json_array_append_new(outs, o);
-    }
-    json_t *c = json_pack("{s:s, s:s, s:o}", "case", rep->name, "verdict", refenc_verdict_name(rep->verdict),
-                          "outputs", outs);
-    json_object_set_new(c, "first_divergence",
-                        rep->first_divergence >= 0 ? json_string(rep->outputs[rep->first_divergence].name)
-                                                   : json_null());
-    if (rep->note[0])
-        json_object_set_new(c, "note", json_string(rep->note));
-    if (rep->hazard[0])
-        json_object_set_new(c, "hazard", json_string(rep->hazard));
-    if (rep->verdict == REFENC_VERDICT_FAIL || rep->verdict == REFENC_VERDICT_XFAIL)
-        json_object_set_new(c, "diagnosis", diagnosis_json(rep));
-    return c;
-}
-
-json_t *certify_summary_json(const certify_tally *t, const char *verdict)
-{
-    const char *bug = certify_most_likely_bug(t);
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:s?}", "cases", (json_int_t)t->cases, "passed",
-                     (json_int_t)t->passed, "failed", (json_int_t)t->failed, "xfail", (json_int_t)t->xfail,
-                     "xpass", (json_int_t)t->xpass, "skipped", (json_int_t)t->skipped, "verdict", verdict,
-                     "most_likely_bug", t->failed ? bug : NULL);
-}
 
 /* Writes through a temporary file renamed into place. */
 static int write_atomic(const char *path, int (*writer)(FILE *, const void *), const void *what)

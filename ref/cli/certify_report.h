@@ -8,33 +8,15 @@
 
 #include <jansson.h>
 
+#include "../tool/certificate.h"
 #include "../tool/certify.h"
 #include "../tool/variants.h"
-
-/* The run's tally, and the diagnoses of its failing cases. */
-typedef struct {
-    size_t cases, passed, failed, xfail, xpass, skipped;
-    size_t diagnosed[REFENC_VAR_COUNT]; /* failing cases naming each variant */
-    size_t undiagnosed;                 /* failing cases naming none          */
-} certify_tally;
-
-void certify_tally_add(certify_tally *t, const refenc_case_report *rep);
-
-/* The variant every diagnosed failing case names, when they agree and at
- * least one does; NULL otherwise. */
-const char *certify_most_likely_bug(const certify_tally *t);
 
 /* The case's block of the text report; quiet: failing outputs only. */
 void certify_print_case(FILE *out, const refenc_case_report *rep, int quiet);
 
 /* The closing lines: the counts and verdict, then the most likely bug. */
-void certify_print_summary(FILE *out, const certify_tally *t, const char *verdict);
-
-/* The case's entry of the JSON certificate. */
-json_t *certify_case_json(const refenc_case_report *rep);
-
-/* The certificate's "summary" object. */
-json_t *certify_summary_json(const certify_tally *t, const char *verdict);
+void certify_print_summary(FILE *out, const refenc_certificate_tally *t, const char *verdict);
 
 /* Writes JSON or text to path atomically (a temporary file renamed into
  * place); returns 0 on failure, leaving path as it was. */

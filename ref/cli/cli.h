@@ -21,8 +21,13 @@ int cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(print
  * overflow).  Returns 1 on success. */
 int cli_parse_u64(uint64_t *v, const char *s);
 
+/* Parses a tolerance, --rtol or --atol: a whole finite number >= 0.
+ * Returns 1 on success. */
+int cli_parse_tolerance(double *v, const char *s);
+
 int cmd_run(int argc, char **argv);
 int cmd_certify(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 /* What refenc run --case computes: the reference, or an emulated
  * low-precision implementation (tool/emulate.h), optionally with a known bug. */

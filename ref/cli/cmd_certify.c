@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "../refenc.h"
+#include "../tool/certificate.h"
 #include "../tool/certify.h"
 #include "../io/safetensors.h"
 #include "../tool/variants.h"
@@ -75,15 +76,6 @@ static void args_free(certify_args *a)
     a->n_patterns = 0;
 }
 
-static int parse_double(double *v, const char *s)
-{
-    char *end;
-    if (s == NULL || *s == '\0')
-        return 0;
-    *v = strtod(s, &end);
-    return *end == '\0' && isfinite(*v) && *v >= 0;
-}
-
 /* --case GLOB[,GLOB...]: every non-empty pattern of the list. */
 static int add_patterns(certify_args *a, const char *list)
 {
@@ -139,7 +131,7 @@ static int value_option(certify_args *a, const char *s, const char *v)
         a->junit_path = v;
     else if (strcmp(s, "--rtol") == 0 || strcmp(s, "--atol") == 0) {
         const int r = s[2] == 'r';
-        if (!parse_double(r ? &a->opt.tol.rtol : &a->opt.tol.atol, v))
+        if (!cli_parse_tolerance(r ? &a->opt.tol.rtol : &a->opt.tol.atol, v))
             return cli_error("certify", "%s: '%s' is not a finite number >= 0", s, v);
         *(r ? &a->have_rtol : &a->have_atol) = 1;
     }
@@ -200,24 +192,6 @@ static int selected(certify_args *a, const char *name)
     return any;
 }
 
-static json_t *load_manifest(const char *golden_dir, char *path, size_t cap)
-{
-    snprintf(path, cap, "%s/manifest.json", golden_dir);
-    json_error_t jerr;
-    json_t *manifest = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-    if (manifest == NULL && jerr.line >= 0) { /* a syntax error: say where */
-        cli_error("certify", "%s: line %d, column %d (byte %d): %s", path, jerr.line, jerr.column, jerr.position,
-                  jerr.text);
-        return NULL;
-    }
-    if (manifest == NULL || !json_is_array(json_object_get(manifest, "cases"))) {
-        cli_error("certify", "%s: %s", path, manifest == NULL ? jerr.text : "expected an object with a \"cases\" array");
-        json_decref(manifest);
-        return NULL;
-    }
-    return manifest;
-}
-
 /* Whether any output of the case is checked (with --outputs, some may not be). */
 static int any_checked(const refenc_case_report *rep)
 {
@@ -227,25 +201,17 @@ static int any_checked(const refenc_case_report *rep)
     return 0;
 }
 
-/* Certifies one case into rep: its results file, or its absence. */
+/* Certifies one case into rep: its results file, or its absence (SKIP with
+ * --skip-missing); SKIP too when --outputs leaves nothing to check. */
 static int certify_case_file(const certify_args *a, const char *name, const char *file, refenc_case_report *rep,
                              refenc_error *err)
 {
     refenc_st_file golden, results;
-    memset(&results, 0, sizeof results);
-    char gpath[4096], rpath[4096];
-    snprintf(gpath, sizeof gpath, "%s/cases/%s", a->golden_dir, file);
-    snprintf(rpath, sizeof rpath, "%s/%s.safetensors", a->results_dir, name);
-    int st = refenc_st_read(&golden, gpath, err);
-    if (st == REFENC_OK && access(rpath, F_OK) != 0) {
-        char note[256];
-        snprintf(note, sizeof note, "no results file %.230s", rpath);
-        st = refenc_certify_missing_outputs(rep, &golden, note, a->outputs_glob, err);
-        if (st == REFENC_OK && a->skip_missing)
-            rep->verdict = REFENC_VERDICT_SKIP;
-    } else if (st == REFENC_OK && (st = refenc_st_read(&results, rpath, err)) == REFENC_OK) {
-        st = refenc_certify_case_outputs(rep, &golden, &results, &a->opt, a->outputs_glob, err);
-    }
+    int missing;
+    const int st = refenc_certify_dir_case_outputs(rep, &golden, &results, a->golden_dir, file, a->results_dir,
+                                                   name, &a->opt, a->outputs_glob, &missing, err);
+    if (st == REFENC_OK && missing && a->skip_missing)
+        rep->verdict = REFENC_VERDICT_SKIP;
     if (st == REFENC_OK && !any_checked(rep)) {
         rep->verdict = REFENC_VERDICT_SKIP;
         snprintf(rep->note, sizeof rep->note, "no output matches --outputs '%.200s'", a->outputs_glob);
@@ -255,19 +221,9 @@ static int certify_case_file(const certify_args *a, const char *name, const char
     return st;
 }
 
-/* What the run checked, for the certificate. */
-static json_t *selection_json(const certify_args *a)
-{
-    json_t *pats = json_array();
-    for (size_t i = 0; i < a->n_patterns; i++)
-        json_array_append_new(pats, json_string(a->patterns[i]));
-    return json_pack("{s:o, s:s?, s:b}", "cases", pats, "outputs", a->outputs_glob, "skip_missing",
-                     a->skip_missing);
-}
-
 /* The checks that need the whole run: every pattern matched some case, some
  * case was certified. */
-static int check_selection(const certify_args *a, const certify_tally *t)
+static int check_selection(const certify_args *a, const refenc_certificate_tally *t)
 {
     for (size_t i = 0; i < a->n_patterns; i++)
         if (a->matched[i] == 0)
@@ -282,31 +238,28 @@ static int check_selection(const certify_args *a, const certify_tally *t)
 }
 
 /* Runs every selected case of the manifest; appends each to report. */
-static int run_cases(certify_args *a, const json_t *manifest, const char *path, json_t *report, certify_tally *t)
+static int run_cases(certify_args *a, const refenc_manifest *manifest, json_t *report, refenc_certificate_tally *t)
 {
-    size_t idx;
-    json_t *entry;
     int rc = REFENC_EXIT_OK;
-    json_array_foreach(json_object_get(manifest, "cases"), idx, entry) {
-        const char *name = json_string_value(json_object_get(entry, "case"));
-        const char *file = json_string_value(json_object_get(entry, "file"));
-        if (name == NULL || file == NULL || strchr(file, '/') != NULL)
-            return cli_error("certify", "%s: cases[%zu] needs \"case\" and a plain \"file\" name", path, idx);
-        if (!selected(a, name))
-            continue;
+    for (size_t idx = 0; idx < refenc_manifest_size(manifest); idx++) {
+        const char *name, *file;
         refenc_error err;
         refenc_error_clear(&err);
+        if (refenc_manifest_case(manifest, idx, &name, &file, &err) != REFENC_OK)
+            return cli_error("certify", "%s", err.message);
+        if (!selected(a, name))
+            continue;
         refenc_case_report rep;
         memset(&rep, 0, sizeof rep);
         if (certify_case_file(a, name, file, &rep, &err) != REFENC_OK) {
             rc = cli_error("certify", "%s", err.message);
-            t->cases++;
+            refenc_certificate_tally_error(t);
             json_array_append_new(report, json_pack("{s:s, s:s, s:s}", "case", name, "verdict", "ERROR", "note",
                                                     err.message));
         } else {
             certify_print_case(stdout, &rep, a->quiet);
-            certify_tally_add(t, &rep);
-            json_array_append_new(report, certify_case_json(&rep));
+            refenc_certificate_tally_add(t, &rep);
+            json_array_append_new(report, refenc_certificate_case(&rep));
         }
         refenc_case_report_free(&rep);
     }
@@ -314,15 +267,18 @@ static int run_cases(certify_args *a, const json_t *manifest, const char *path, 
 }
 
 /* The certificate and the JUnit file, when asked for. */
-static int write_outputs(const certify_args *a, json_t *report, const certify_tally *t, const char *verdict)
+static int write_outputs(const certify_args *a, json_t *report, const refenc_certificate_tally *t, const char *verdict)
 {
     int rc = REFENC_EXIT_OK;
     if (a->junit_path != NULL && !certify_write_junit(a->junit_path, report))
         rc = cli_error("certify", "%s: cannot write the JUnit report", a->junit_path);
     if (a->json_path != NULL) {
-        json_t *doc = json_pack("{s:s, s:s, s:s, s:o, s:O, s:o}", "refenc_version", REFENC_VERSION, "golden",
-                                a->golden_dir, "results", a->results_dir, "selection", selection_json(a), "cases",
-                                report, "summary", certify_summary_json(t, verdict));
+        json_t *doc = refenc_certificate_doc(REFENC_VERSION, a->golden_dir, a->results_dir, json_incref(report),
+                                             t->cases, t->cases - t->failed, verdict);
+        refenc_certificate_summary_add(json_object_get(doc, "summary"), t);
+        json_object_set_new(doc, "selection", refenc_certificate_selection((const char *const *)a->patterns,
+                                                                           a->n_patterns, a->outputs_glob,
+                                                                           a->skip_missing));
         if (!certify_write_json(a->json_path, doc))
             rc = cli_error("certify", "%s: cannot write the JSON certificate", a->json_path);
         json_decref(doc);
@@ -339,17 +295,17 @@ int cmd_certify(int argc, char **argv)
         args_free(&a);
         return rc;
     }
-    char path[4096];
-    json_t *manifest = load_manifest(a.golden_dir, path, sizeof path);
-    if (manifest == NULL) {
+    refenc_manifest manifest;
+    refenc_error err;
+    if (refenc_manifest_load(&manifest, a.golden_dir, &err) != REFENC_OK) {
         args_free(&a);
-        return REFENC_EXIT_USAGE;
+        return cli_error("certify", "%s", err.message);
     }
     printf("refenc certify: golden %s, results %s\n\n", a.golden_dir, a.results_dir);
     json_t *report = json_array();
-    certify_tally t;
+    refenc_certificate_tally t;
     memset(&t, 0, sizeof t);
-    rc = run_cases(&a, manifest, path, report, &t);
+    rc = run_cases(&a, &manifest, report, &t);
     if (rc == REFENC_EXIT_OK)
         rc = check_selection(&a, &t);
     if (rc == REFENC_EXIT_OK && t.failed > 0)
@@ -358,7 +314,7 @@ int cmd_certify(int argc, char **argv)
     certify_print_summary(stdout, &t, verdict);
     const int wrc = write_outputs(&a, report, &t, verdict);
     json_decref(report);
-    json_decref(manifest);
+    refenc_manifest_free(&manifest);
     args_free(&a);
     return wrc != REFENC_EXIT_OK ? wrc : rc;
 }

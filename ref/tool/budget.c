@@ -188,25 +188,37 @@ static double allowance_at(const angle_layout *a, const double *want, size_t k)
     return (partner == SIZE_MAX ? 1.0 : fabs(want[partner])) * dangle;
 }
 
-int refenc_angle_allowance(double *allow, const refenc_st_file *golden, const char *output,
-                           const double *want, size_t numel)
+/* Whether an output may hold a PE or RoPE angle, from the metadata alone. */
+static int angle_output(const refenc_st_file *golden, const char *output)
 {
+    const char *comp = refenc_st_metadata(golden, "component");
+    if (comp == NULL)
+        return 0;
+    if (strcmp(comp, "sinusoidal_pe") == 0 || strcmp(comp, "rope") == 0)
+        return strcmp(output, "out.output") == 0;
+    return strcmp(comp, "encoder") == 0 && strcmp(output, "out.embed") == 0;
+}
+
+int refenc_angle_allowance(int *applies, double *allow, const refenc_st_file *golden, const char *output,
+                           const double *want, size_t numel, refenc_error *err)
+{
+    *applies = 0;
+    if (!angle_output(golden, output))
+        return REFENC_OK;
     refenc_case c;
-    refenc_error err;
     memset(&c, 0, sizeof c);
-    if (refenc_case_from_file(&c, golden, &err) != REFENC_OK) {
+    const int st = refenc_case_from_file(&c, golden, err);
+    if (st != REFENC_OK) {
         refenc_case_free(&c);
-        return 0; /* the certifier reports the golden's errors itself */
+        return st;
     }
-    const int pe = (c.component == REFENC_COMP_SINUSOIDAL_PE && strcmp(output, "out.output") == 0) ||
-                   (c.component == REFENC_COMP_ENCODER && c.cfg.positional == REFENC_POS_SINUSOIDAL &&
-                    strcmp(output, "out.embed") == 0);
-    const int rope = c.component == REFENC_COMP_ROPE && strcmp(output, "out.output") == 0;
+    const int rope = c.component == REFENC_COMP_ROPE;
     const size_t width = rope ? c.cfg.d_model / c.cfg.n_heads : c.cfg.d_model;
     const angle_layout a = {&c, c.L, width, rope ? c.cfg.rope_base : 10000.0, rope};
-    const int applies = (pe || rope) && numel % (c.L * width) == 0;
-    for (size_t k = 0; applies && k < numel; k++)
+    *applies = (rope || c.component == REFENC_COMP_SINUSOIDAL_PE || c.cfg.positional == REFENC_POS_SINUSOIDAL) &&
+               width > 0 && numel % (c.L * width) == 0;
+    for (size_t k = 0; *applies && k < numel; k++)
         allow[k] = allowance_at(&a, want, k);
     refenc_case_free(&c);
-    return applies;
+    return REFENC_OK;
 }

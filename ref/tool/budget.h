@@ -83,9 +83,10 @@ double refenc_angle_error_units(size_t two_i, size_t width, double base);
  * allow[0..numel): sinusoidal_pe's out.output and an encoder's out.embed with
  * the sinusoidal PE (|delta sin| <= |delta angle|), rope's out.output (the
  * rotated pair (a', b') moves by |b'| and |a'| times the angle's error).
- * Returns 0 and leaves allow untouched for any other output.
- * want: the golden values of the output; shape as in the golden. */
-int refenc_angle_allowance(double *allow, const refenc_st_file *golden, const char *output,
-                           const double *want, size_t numel);
+ * *applies = 0, and allow untouched, for any other output.
+ * want: the golden values of the output; shape as in the golden.
+ * Errors: those of reading the case (refenc_case_from_file), REFENC_ENOMEM. */
+int refenc_angle_allowance(int *applies, double *allow, const refenc_st_file *golden, const char *output,
+                           const double *want, size_t numel, refenc_error *err);
 
 #endif

@@ -114,11 +114,14 @@ static int parse_tolerance(case_meta *m, const refenc_st_file *golden, const cha
     const char *s = refenc_st_metadata(golden, "tolerance");
     if (s == NULL)
         return REFENC_OK;
-    json_t *j = json_loads(s, JSON_REJECT_DUPLICATES, NULL), *v;
+    json_error_t jerr;
+    json_t *j = json_loads(s, JSON_REJECT_DUPLICATES, &jerr), *v;
     const json_t *scale = json_object_get(j, "scale");
     const char *key;
     int st = REFENC_OK;
-    if (!json_is_object(j) || (scale != NULL && !json_is_object(scale)) ||
+    if (j == NULL && json_error_code(&jerr) == json_error_out_of_memory)
+        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", golden->path);
+    else if (!json_is_object(j) || (scale != NULL && !json_is_object(scale)) ||
         json_object_size(j) != (size_t)(scale != NULL) + (json_object_get(j, "reason") != NULL))
         st = meta_error(err, golden, name, "tolerance",
                         "is not a JSON object {\"scale\": {DTYPE: factor}, \"reason\": \"...\"}");
@@ -145,7 +148,10 @@ static int parse_variants(case_meta *m, const refenc_case_report *rep, const ref
     const char *s = refenc_st_metadata(golden, "variants");
     if (s == NULL)
         return REFENC_OK;
-    m->variants = json_loads(s, JSON_REJECT_DUPLICATES, NULL);
+    json_error_t jerr;
+    m->variants = json_loads(s, JSON_REJECT_DUPLICATES, &jerr);
+    if (m->variants == NULL && json_error_code(&jerr) == json_error_out_of_memory)
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", golden->path);
     if (!json_is_array(m->variants))
         return meta_error(err, golden, rep->name, "variants", "is not a JSON array");
     size_t i, k;
@@ -336,6 +342,21 @@ static int baseline(const refenc_baseline **b, certify_ctx *x, refenc_format f)
     return REFENC_OK;
 }
 
+/* The angle allowance of an output (budget.h), or NULL where none applies. */
+static int allowance(double **allow, certify_ctx *x, const char *output, const double *want, size_t n)
+{
+    int applies;
+    *allow = refenc_alloc_array(n, sizeof **allow);
+    if (*allow == NULL)
+        return refenc_error_set(x->err, REFENC_ENOMEM, "%s: out of memory for '%s'", x->golden->path, output);
+    const int st = refenc_angle_allowance(&applies, *allow, x->golden, output, want, n, x->err);
+    if (st || !applies) {
+        free(*allow);
+        *allow = NULL;
+    }
+    return st;
+}
+
 /* Chooses the output's rule and fills its tolerance or budget (certify.h). */
 static int set_rule(elem_bound *b, refenc_output_report *r, certify_ctx *x, out_data *d, refenc_format f)
 {
@@ -348,12 +369,10 @@ static int set_rule(elem_bound *b, refenc_output_report *r, certify_ctx *x, out_
         } else {
             r->tol.rtol *= x->meta.scale[f];
             r->tol.atol *= x->meta.scale[f];
-            d->allow = f == REFENC_FMT_F32 ? refenc_alloc_array(d->n, sizeof *d->allow) : NULL;
-            if (d->allow && !(r->angle_allowance = refenc_angle_allowance(d->allow, x->golden, r->name,
-                                                                          d->want, d->n))) {
-                free(d->allow);
-                d->allow = NULL;
-            }
+            const int st = f == REFENC_FMT_F32 ? allowance(&d->allow, x, r->name, d->want, d->n) : REFENC_OK;
+            if (st)
+                return st;
+            r->angle_allowance = d->allow != NULL;
         }
         b->tol = r->tol;
         b->allow = d->allow;
@@ -370,6 +389,7 @@ static int set_rule(elem_bound *b, refenc_output_report *r, certify_ctx *x, out_
     r->base_nmse = e ? e->nmse : 0;
     refenc_budget(&r->budget_max_abs, &r->budget_nmse, e, f, max_want);
     b->budget = r->budget_max_abs;
+    r->tol = (refenc_tolerance){0.0, r->budget_max_abs}; /* the element bound, as a tolerance */
     r->scale = max_want;
     if (e != NULL && !e->finite)
         snprintf(r->note, sizeof r->note, "the emulated %s baseline overflows: the budget is its floor",
@@ -544,8 +564,7 @@ static int variant_output_ratio(double *ratio, double *separation, certify_ctx *
     if (st == REFENC_OK)
         st = refenc_st_to_f64(golden, x->golden, refenc_st_find(x->golden, r->name), x->err);
     elem_bound b = {r->rule, r->tol, NULL, r->budget_max_abs};
-    if (st == REFENC_OK && r->angle_allowance && (d.allow = refenc_alloc_array(d.n, sizeof *d.allow)) != NULL &&
-        refenc_angle_allowance(d.allow, x->golden, r->name, d.want, d.n))
+    if (st == REFENC_OK && r->angle_allowance && (st = allowance(&d.allow, x, r->name, d.want, d.n)) == REFENC_OK)
         b.allow = d.allow;
     if (st == REFENC_OK) {
         *ratio = distance(&b, r->budget_nmse, d.got, d.want, d.dc, d.n);

@@ -83,7 +83,8 @@ typedef struct {
     refenc_output_status status;
     refenc_st_dtype dtype;      /* of the result (when present)                     */
     refenc_rule rule;
-    refenc_tolerance tol;       /* policy: applied                                  */
+    refenc_tolerance tol;       /* the element bound applied: the policy's, or for  */
+                                /* the budget rtol 0 and atol budget_max_abs        */
     int angle_allowance;        /* policy, F32: the PE/RoPE angle allowance added   */
     double base_max_abs, base_nmse;     /* budget: the emulated baseline's error     */
     double budget_max_abs, budget_nmse; /* budget: the bounds                        */
