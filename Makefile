@@ -80,8 +80,9 @@ help:
 	@echo "make check      build and run every test suite (Criterion); JUnit XML in $(REPORTS)/"
 	@echo "make demo       trace a 2-layer encoder, then certify the reference on every golden case"
 	@echo "make golden     regenerate the golden cases from the oracle; golden-verify compares"
-	@echo "make certify-torch  certify PyTorch (float64 and float32) against the golden cases"
+	@echo "make certify-torch  certify PyTorch (float64 to bfloat16) against the golden cases"
 	@echo "make check-diagnosis  inject each known bug into the PyTorch peer: each must be named"
+	@echo "make detectability  every known bug in emulated F64/F32/F16/BF16: each must be caught"
 	@echo "make clean      remove $(BUILD)/ and the hardening build directories"
 	@echo "make bench-oracle          time the reference and the MPFR oracle (docs/oracle.md)"
 	@echo "make check-float-variants  show that float-rounded variants fail the accuracy suite"
@@ -199,17 +200,18 @@ golden-verify: $(GEN)
 
 # ---- a real peer: PyTorch --------------------------------------------------
 # Installs python3-torch if missing, runs scripts/peers/torch_peer.py in
-# float64 and float32, certifies both and checks the expected outcome
-# (scripts/certify-torch.sh): float64 passes every case; float32 fails exactly
-# the cases marked as float32 hazards.
+# every mode (float64, float32, float16 and bfloat16 accumulating in float32
+# or in the dtype, PyTorch's own bfloat16 kernels), certifies each and checks
+# the outcome pinned in scripts/peers/torch_expected.json
+# (scripts/certify-torch.sh).
 certify-torch: $(CLI)
 	@sh scripts/install-deps.sh python3-torch python3-numpy
 	sh scripts/check-numpy-reader.sh
 	sh scripts/certify-torch.sh $(CLI) $(BUILD)/results
 
 # The diagnosis end to end: the PyTorch peer with each known bug injected, in
-# float64 and float32, must FAIL and be named; unknown bugs must not be
-# (scripts/check-diagnosis.sh).
+# float64, float32, float16 and bfloat16, must FAIL and be named; unknown bugs
+# must not be (scripts/check-diagnosis.sh).
 check-diagnosis: $(CLI)
 	@sh scripts/install-deps.sh python3-torch python3-numpy
 	sh scripts/check-diagnosis.sh $(CLI) $(BUILD)/results/diagnosis

@@ -61,6 +61,7 @@ extern "C" {
 /* tool: running a case, certification, the known bug variants */
 #include "tool/certificate.h"
 #include "tool/certify.h"
+#include "tool/emulate.h"
 #include "tool/report.h"
 #include "tool/run_case.h"
 #include "tool/variants.h"

@@ -20,6 +20,7 @@
 static const char run_usage[] =
     "usage: refenc run --config FILE.json [--seed N] [--trace]\n"
     "       refenc run --case CASE.safetensors --out RESULTS.safetensors\n"
+    "                  [--emulate DTYPE] [--bug VARIANT]\n"
     "\n"
     "Builds the encoder described by FILE.json, fills its parameters and its\n"
     "input from a seeded Mersenne Twister (GSL mt19937), runs one forward pass\n"
@@ -36,6 +37,11 @@ static const char run_usage[] =
     "                      parameters (docs/golden-format.md) ...\n"
     "  --out FILE          ... and write every output it lists to FILE, a results\n"
     "                      file for 'refenc certify' (written atomically)\n"
+    "  --emulate DTYPE[,M] ... computed instead by the emulation of a straightforward\n"
+    "                      implementation in DTYPE: f32, f16 or bf16, accumulating in\n"
+    "                      float32; modifiers: pure (accumulate in DTYPE), fused,\n"
+    "                      reverse, float-libm; results written in DTYPE (docs/certify.md)\n"
+    "  --bug VARIANT       ... with a known bug (refenc certify --list-bugs)\n"
     "  -h, --help          this help\n"
     "\n"
     "exit codes: 0 success, 2 usage or input error (one message on stderr)\n";
@@ -104,43 +110,109 @@ static void describe(const refenc_config *c, const run_input *in, const char *pa
     printf("\n");
 }
 
-int cmd_run(int argc, char **argv)
+/* --emulate DTYPE[,MODIFIER...]: f32, f16 or bf16, then any of pure (accumulate
+ * in the dtype), fused, reverse, float-libm (emulate.h's knobs). */
+static int parse_emulation(run_case_spec *spec, const char *arg)
 {
-    const char *config_path = NULL, *case_path = NULL, *out_path = NULL;
-    uint64_t seed = DEFAULT_SEED;
-    int trace = 0;
+    static const char *const dtypes[] = {"f64", "f32", "f16", "bf16"}; /* refenc_format order */
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", arg);
+    char *save = NULL, *tok = strtok_r(buf, ",", &save);
+    int f = 1;
+    while (tok != NULL && f < REFENC_FMT_COUNT && strcmp(tok, dtypes[f]) != 0)
+        f++;
+    if (tok == NULL || f == REFENC_FMT_COUNT)
+        return 0;
+    refenc_emulation e = refenc_emulation_baseline((refenc_format)f);
+    while ((tok = strtok_r(NULL, ",", &save)) != NULL) {
+        if (strcmp(tok, "pure") == 0)
+            e.acc = e.value;
+        else if (strcmp(tok, "fused") == 0)
+            e.fused = 1;
+        else if (strcmp(tok, "reverse") == 0)
+            e.reverse_sums = 1;
+        else if (strcmp(tok, "float-libm") == 0)
+            e.float_functions = 1;
+        else
+            return 0;
+    }
+    spec->emulate = 1;
+    spec->emulation = e;
+    return strlen(arg) < sizeof buf;
+}
 
+/* --emulate SPEC or --bug VARIANT of run --case. */
+static int case_option(run_case_spec *spec, const char *opt, const char *v)
+{
+    if (opt[2] == 'e' && !parse_emulation(spec, v))
+        return cli_error("run", "--emulate: '%s' is not f32, f16 or bf16 with modifiers pure, fused, reverse, "
+                         "float-libm", v);
+    if (opt[2] == 'b' && !(spec->has_bug = refenc_variant_parse(&spec->bug, v)))
+        return cli_error("run", "--bug: unknown variant '%s' (see 'refenc certify --list-bugs')", v);
+    return REFENC_EXIT_OK;
+}
+
+/* What the command line asks for. */
+typedef struct {
+    const char *config_path, *case_path, *out_path;
+    uint64_t seed;
+    int trace;
+    run_case_spec cspec; /* --case: what computes it */
+} run_args;
+
+/* Parses argv; *done = 1 when --help was printed.  Returns an exit code. */
+static int parse_run_args(run_args *ra, int argc, char **argv, int *done)
+{
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(run_usage, stdout);
+            *done = 1;
             return REFENC_EXIT_OK;
-        } else if (strcmp(a, "--config") == 0) {
-            if (++i >= argc)
-                return cli_error("run", "--config needs a file name (see 'refenc run --help')");
-            config_path = argv[i];
-        } else if (strcmp(a, "--seed") == 0) {
-            if (++i >= argc)
-                return cli_error("run", "--seed needs a value (see 'refenc run --help')");
-            if (!cli_parse_u64(&seed, argv[i]) || seed > 0xffffffffu)
-                return cli_error("run", "--seed: '%s' is not an integer in [0, 4294967295]", argv[i]);
         } else if (strcmp(a, "--trace") == 0) {
-            trace = 1;
-        } else if (strcmp(a, "--case") == 0 || strcmp(a, "--out") == 0) {
-            if (++i >= argc)
-                return cli_error("run", "%s needs a file name (see 'refenc run --help')", a);
-            *(a[2] == 'c' ? &case_path : &out_path) = argv[i];
-        } else {
+            ra->trace = 1;
+            continue;
+        }
+        if (strcmp(a, "--config") != 0 && strcmp(a, "--seed") != 0 && strcmp(a, "--emulate") != 0 &&
+            strcmp(a, "--bug") != 0 && strcmp(a, "--case") != 0 && strcmp(a, "--out") != 0)
             return cli_error("run", "unknown option '%s' (see 'refenc run --help')", a);
+        if (++i >= argc)
+            return cli_error("run", "%s needs %s (see 'refenc run --help')", a,
+                             strcmp(a, "--seed") == 0 || a[2] == 'e' || a[2] == 'b' ? "a value" : "a file name");
+        const char *v = argv[i];
+        if (strcmp(a, "--seed") == 0) {
+            if (!cli_parse_u64(&ra->seed, v) || ra->seed > 0xffffffffu)
+                return cli_error("run", "--seed: '%s' is not an integer in [0, 4294967295]", v);
+        } else if (strcmp(a, "--emulate") == 0 || strcmp(a, "--bug") == 0) {
+            const int rc = case_option(&ra->cspec, a, v);
+            if (rc != REFENC_EXIT_OK)
+                return rc;
+        } else {
+            *(a[2] == 'c' && a[3] == 'o' ? &ra->config_path : a[2] == 'c' ? &ra->case_path : &ra->out_path) = v;
         }
     }
-    if (case_path != NULL || out_path != NULL) {
-        if (case_path == NULL || out_path == NULL)
+    return REFENC_EXIT_OK;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    run_args ra = {.seed = DEFAULT_SEED};
+    int done = 0;
+    const int rc = parse_run_args(&ra, argc, argv, &done);
+    if (done || rc != REFENC_EXIT_OK)
+        return rc;
+    const char *config_path = ra.config_path;
+    const uint64_t seed = ra.seed;
+    const int trace = ra.trace;
+    if (ra.case_path != NULL || ra.out_path != NULL) {
+        if (ra.case_path == NULL || ra.out_path == NULL)
             return cli_error("run", "--case and --out go together (see 'refenc run --help')");
         if (config_path != NULL || trace)
             return cli_error("run", "--case does not combine with --config or --trace");
-        return run_case(case_path, out_path);
+        return run_case(ra.case_path, ra.out_path, &ra.cspec);
     }
+    if (ra.cspec.emulate || ra.cspec.has_bug)
+        return cli_error("run", "--emulate and --bug go with --case");
     if (config_path == NULL)
         return cli_error("run", "--config FILE.json is required (see 'refenc run --help')");
 

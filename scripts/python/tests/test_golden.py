@@ -58,7 +58,7 @@ def test_fits_and_select(golden):
     assert reasons["ffn_gelu"] == "needs activation=gelu (not supported)"
     assert reasons["alibi_h4"] == "needs component=alibi (not supported)"
     assert [c.name for c in refenc.cases({"component=ffn", "activation=*"}, golden)] == \
-        ["ffn_relu", "ffn_gelu", "ffn_gelu_tanh"]
+        ["ffn_relu", "ffn_gelu", "ffn_gelu_tanh", "ffn_gelu_few_units", "ffn_gelu_tanh_few_units"]
 
 
 def test_pytest_cases_skip_with_the_reason(golden):
