@@ -48,6 +48,7 @@
 #include "io/config_json.h"
 #include "io/golden_names.h"
 #include "io/half.h"
+#include "io/model_file.h"
 #include "io/safetensors.h"
 
 /* tool: running a case, certification, the known bug variants */

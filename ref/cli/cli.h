@@ -20,6 +20,7 @@ int cli_parse_u64(uint64_t *v, const char *s);
 
 int cmd_run(int argc, char **argv);
 int cmd_certify(int argc, char **argv);
+int cmd_golden(int argc, char **argv);
 
 /* refenc run --case CASE --out FILE (cmd_run_case.c). */
 int run_case(const char *case_path, const char *out_path);

@@ -1,15 +1,17 @@
-#include "engine.h"
+#include "golden_engine.h"
 
 #include <stdio.h>
 
-#include "../../ref/oracle/oracle.h"
+#include "../oracle/oracle.h"
 
 /* A bug variant's outputs: one evaluation at 128 bits (oracle.h). */
 #define VARIANT_PREC ((mpfr_prec_t)128)
 
 int golden_engine_run(const refenc_case *c, const refenc_variant_hooks *hooks, int certify,
+                      const golden_engine_options *opt,
                       const refenc_trace *trace, char *desc, size_t n, refenc_error *err)
 {
+    (void)opt;
     refenc_mp_report rep;
     refenc_mp_hooks mh = {0, 0};
     if (hooks != NULL)

@@ -4,10 +4,15 @@
 
 #include <stddef.h>
 
-#include "../../ref/core/case.h"
-#include "../../ref/core/status.h"
-#include "../../ref/core/trace.h"
-#include "../../ref/tool/variants.h"
+#include "../core/case.h"
+#include "../core/status.h"
+#include "../core/trace.h"
+#include "../tool/variants.h"
+
+typedef struct {
+    int threads;   /* oracle threads; 0: every core */
+    int quiet;     /* no progress and no memory estimate on stderr */
+} golden_engine_options;
 
 /* Runs the case on the oracle; reports each output (a double) through trace
  * in forward order, and describes the computation in desc (for the
@@ -15,6 +20,7 @@
  * outputs (correctly rounded, certified), 0 for a bug variant's (one
  * evaluation at 128 bits). */
 int golden_engine_run(const refenc_case *c, const refenc_variant_hooks *hooks, int certify,
-                      const refenc_trace *trace, char *desc, size_t n, refenc_error *err);
+                      const golden_engine_options *opt, const refenc_trace *trace, char *desc,
+                      size_t n, refenc_error *err);
 
 #endif

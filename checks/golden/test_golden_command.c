@@ -1,0 +1,332 @@
+/* `refenc golden` and `refenc run --config ... --out`, on a user's own
+ * weights and inputs files.
+ *
+ * The files are taken apart from fixture cases (the parameters into a
+ * weights file under their state_dict names, the in.* tensors into an inputs
+ * file, the metadata's config into a config file), so the truth is known
+ * independently of the code under test: the fixture's golden outputs were
+ * computed by `refenc golden --catalogue` from the seed, and the reference's
+ * outputs by `refenc run --case`.  Rebuilding the case from the files must
+ * give those same bits; changing one weight must not. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+
+#include "../../ref/io/golden_names.h"
+#include "../../ref/io/safetensors.h"
+#include "../robustness/robust.h"
+
+/* Writes dir/weights.safetensors (the parameters), dir/inputs.safetensors
+ * (in.*) and dir/config.json ({"model": the case's config}) from a fixture
+ * case.  bump: a parameter whose first element gets 1 added (or NULL). */
+static void split_case(const char *dir, const char *case_name, const char *bump)
+{
+    rb_golden g;
+    rb_golden_load(&g, case_name);
+    refenc_st_entry w[RB_MAX_TENSORS], in[8];
+    size_t nw = 0, ni = 0;
+    for (size_t i = 0; i < g.n; i++) {
+        const refenc_st_entry *e = &g.e[i];
+        if (strncmp(e->name, "in.", 3) == 0)
+            in[ni++] = *e;
+        else if (!refenc_name_is_expected(e->name))
+            w[nw++] = *e;
+    }
+    if (bump != NULL) {
+        float *v = rb_golden_data(&g, bump);
+        v[0] += 1.0f;
+        for (size_t i = 0; i < nw; i++)
+            if (strcmp(w[i].name, bump) == 0)
+                w[i].data = v;
+    }
+    char path[RB_PATH_MAX + 64];
+    refenc_error err;
+    snprintf(path, sizeof path, "%s/weights.safetensors", dir);
+    cr_assert_eq(refenc_st_write(path, w, nw, NULL, &err), REFENC_OK, "%s", err.message);
+    snprintf(path, sizeof path, "%s/inputs.safetensors", dir);
+    cr_assert_eq(refenc_st_write(path, in, ni, NULL, &err), REFENC_OK, "%s", err.message);
+    const char *cfg = json_string_value(json_object_get(g.meta, "config"));
+    cr_assert_not_null(cfg);
+    char *text = malloc(strlen(cfg) + 32);
+    sprintf(text, "{\"model\": %s}", cfg);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    rb_write_file(path, text, strlen(text));
+    free(text);
+    rb_golden_free(&g);
+}
+
+/* The bytes of tensor `name` of a file, or NULL (free it). */
+static unsigned char *tensor_bytes(const char *path, const char *name, size_t *n)
+{
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, path, &err), REFENC_OK, "%s", err.message);
+    const refenc_st_tensor *t = refenc_st_find(&f, name);
+    unsigned char *b = NULL;
+    if (t != NULL) {
+        b = malloc(t->nbytes ? t->nbytes : 1);
+        memcpy(b, t->data, t->nbytes);
+        *n = t->nbytes;
+    }
+    refenc_st_free(&f);
+    return b;
+}
+
+/* Every out.* tensor of `want` is in `got` with the same bytes.  Returns the
+ * number compared. */
+static size_t same_outputs(const char *got, const char *want)
+{
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, want, &err), REFENC_OK, "%s", err.message);
+    size_t compared = 0;
+    for (size_t i = 0; i < f.n_tensors; i++) {
+        const refenc_st_tensor *t = &f.tensors[i];
+        if (strncmp(t->name, REFENC_NAME_OUTPUT, strlen(REFENC_NAME_OUTPUT)) != 0)
+            continue;
+        size_t n = 0;
+        unsigned char *b = tensor_bytes(got, t->name, &n);
+        cr_expect_not_null(b, "%s has no %s", got, t->name);
+        if (b != NULL)
+            cr_expect(n == t->nbytes && memcmp(b, t->data, n) == 0, "%s: %s differs from %s", got, t->name,
+                      want);
+        free(b);
+        compared++;
+    }
+    refenc_st_free(&f);
+    return compared;
+}
+
+static void run_ok(const char *const *args)
+{
+    rb_result r = rb_run(args);
+    cr_assert_eq(r.status, 0, "%s %s: exit %d: %s", args[1], args[2], r.status, r.err);
+    rb_result_free(&r);
+}
+
+/* The reference on the user's files equals the reference on the case. */
+Test(golden_command, run_config_on_files_writes_the_reference_outputs)
+{
+    const char *cases[] = {"encoder_causal_learned", "encoder_pre_rope"};
+    for (size_t k = 0; k < 2; k++) {
+        char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], w[RB_PATH_MAX + 32], in[RB_PATH_MAX + 32];
+        char got[RB_PATH_MAX + 32], want[RB_PATH_MAX + 32], golden[RB_PATH_MAX];
+        rb_tmpdir(dir);
+        split_case(dir, cases[k], NULL);
+        snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+        snprintf(w, sizeof w, "%s/weights.safetensors", dir);
+        snprintf(in, sizeof in, "%s/inputs.safetensors", dir);
+        snprintf(got, sizeof got, "%s/got.safetensors", dir);
+        snprintf(want, sizeof want, "%s/want.safetensors", dir);
+        rb_fixture_case(golden, cases[k]);
+        run_ok((const char *[]){"refenc", "run", "--config", cfg, "--weights", w, "--inputs", in, "--out", got, NULL});
+        run_ok((const char *[]){"refenc", "run", "--case", golden, "--out", want, NULL});
+        cr_expect_geq(same_outputs(got, want), 3, "%s: too few outputs compared", cases[k]);
+        rb_tmpdir_remove(dir);
+    }
+}
+
+Test(golden_command, run_config_on_a_changed_weight_differs)
+{
+    /* negative control of the test above: one weight changed changes the output */
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], w[RB_PATH_MAX + 32], in[RB_PATH_MAX + 32];
+    char got[RB_PATH_MAX + 32], want[RB_PATH_MAX + 32], golden[RB_PATH_MAX];
+    rb_tmpdir(dir);
+    split_case(dir, "encoder_causal_learned", "layers.0.linear2.bias");
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    snprintf(w, sizeof w, "%s/weights.safetensors", dir);
+    snprintf(in, sizeof in, "%s/inputs.safetensors", dir);
+    snprintf(got, sizeof got, "%s/got.safetensors", dir);
+    snprintf(want, sizeof want, "%s/want.safetensors", dir);
+    rb_fixture_case(golden, "encoder_causal_learned");
+    run_ok((const char *[]){"refenc", "run", "--config", cfg, "--weights", w, "--inputs", in, "--out", got, NULL});
+    run_ok((const char *[]){"refenc", "run", "--case", golden, "--out", want, NULL});
+    size_t na, nb;
+    unsigned char *a = tensor_bytes(got, "out.output", &na), *b = tensor_bytes(want, "out.output", &nb);
+    cr_assert(a && b && na == nb);
+    cr_expect(memcmp(a, b, na) != 0, "a changed bias left out.output unchanged");
+    free(a);
+    free(b);
+    rb_tmpdir_remove(dir);
+}
+
+/* The oracle on the user's files reproduces the golden made from the seed. */
+Test(golden_command, golden_from_files_reproduces_the_seeded_golden, .timeout = 60)
+{
+    const char *cases[] = {"encoder_causal_learned", "encoder_pre_rope"};
+    for (size_t k = 0; k < 2; k++) {
+        char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], w[RB_PATH_MAX + 32], in[RB_PATH_MAX + 32];
+        char got[RB_PATH_MAX + 32], want[RB_PATH_MAX], manifest[RB_PATH_MAX + 32];
+        rb_tmpdir(dir);
+        split_case(dir, cases[k], NULL);
+        snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+        snprintf(w, sizeof w, "%s/weights.safetensors", dir);
+        snprintf(in, sizeof in, "%s/inputs.safetensors", dir);
+        run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--weights", w, "--inputs", in,
+                                "--name", "mine", "--out", dir, "--quiet", NULL});
+        snprintf(got, sizeof got, "%s/cases/mine.safetensors", dir);
+        rb_fixture_case(want, cases[k]);
+        cr_expect_geq(same_outputs(got, want), 3, "%s: too few outputs compared", cases[k]);
+        /* the manifest lists it, with its checksum */
+        snprintf(manifest, sizeof manifest, "%s/manifest.json", dir);
+        json_t *m = json_load_file(manifest, 0, NULL);
+        const json_t *e = json_array_get(json_object_get(m, "cases"), 0);
+        cr_expect_str_eq(json_string_value(json_object_get(e, "case")), "mine");
+        cr_expect_eq(json_array_size(json_object_get(m, "cases")), 1);
+        json_decref(m);
+        rb_tmpdir_remove(dir);
+    }
+}
+
+Test(golden_command, golden_from_a_changed_weight_differs, .timeout = 60)
+{
+    /* negative control of the test above */
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], w[RB_PATH_MAX + 32], in[RB_PATH_MAX + 32];
+    char got[RB_PATH_MAX + 32], want[RB_PATH_MAX];
+    rb_tmpdir(dir);
+    split_case(dir, "encoder_causal_learned", "layers.0.norm2.weight");
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    snprintf(w, sizeof w, "%s/weights.safetensors", dir);
+    snprintf(in, sizeof in, "%s/inputs.safetensors", dir);
+    snprintf(got, sizeof got, "%s/mine.safetensors", dir);
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--weights", w, "--inputs", in,
+                            "--out-file", got, "--outputs", "final", "--quiet", NULL});
+    rb_fixture_case(want, "encoder_causal_learned");
+    size_t na, nb;
+    unsigned char *a = tensor_bytes(got, "out.output", &na), *b = tensor_bytes(want, "out.output", &nb);
+    cr_assert(a && b && na == nb);
+    cr_expect(memcmp(a, b, na) != 0, "a changed LayerNorm weight left out.output unchanged");
+    free(a);
+    free(b);
+    /* --outputs final: the required output only */
+    unsigned char *c = tensor_bytes(got, "out.embed", &na);
+    cr_expect_null(c, "--outputs final stored out.embed");
+    free(c);
+    rb_tmpdir_remove(dir);
+}
+
+/* A second case goes into the same manifest; making one again replaces its entry. */
+Test(golden_command, the_manifest_gathers_the_cases_of_a_directory, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], manifest[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    const char *text = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1},"
+                       " \"input\": {\"batch\": 1, \"seq_len\": 3}}";
+    rb_write_file(cfg, text, strlen(text));
+    const char *names[] = {"first", "second", "first"};
+    for (int k = 0; k < 3; k++)
+        run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--name", names[k], "--seed",
+                                k == 2 ? "7" : "1", "--out", dir, "--quiet", NULL});
+    snprintf(manifest, sizeof manifest, "%s/manifest.json", dir);
+    json_t *m = json_load_file(manifest, 0, NULL);
+    cr_assert_not_null(m);
+    const json_t *cases = json_object_get(m, "cases");
+    cr_assert_eq(json_array_size(cases), 2, "the manifest lists %zu cases", json_array_size(cases));
+    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(cases, 0), "case")), "first");
+    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(cases, 1), "case")), "second");
+    /* certify reads the directory: the manifest is well formed */
+    const char *args[] = {"refenc", "certify", "--golden", dir, "--results", dir, "--quiet", NULL};
+    rb_result r = rb_run(args); /* no results: every case fails, but the manifest must be readable */
+    cr_expect_eq(r.status, 1, "certify on the directory: exit %d: %s", r.status, r.err);
+    rb_result_free(&r);
+    cr_expect(!rb_has_temporary_file(dir), "a temporary file was left in %s", dir);
+    json_decref(m);
+    rb_tmpdir_remove(dir);
+}
+
+/* Bad input: one message naming every problem, exit 2, nothing written. */
+Test(golden_command, a_weights_file_that_does_not_match_is_refused_whole)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], w[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    split_case(dir, "encoder_causal_learned", NULL);
+    /* drop one tensor, misshape another, add a third */
+    rb_golden g;
+    rb_golden_load(&g, "encoder_causal_learned");
+    refenc_st_entry e[RB_MAX_TENSORS];
+    size_t n = 0;
+    static float extra[4];
+    for (size_t i = 0; i < g.n; i++) {
+        if (strncmp(g.e[i].name, "in.", 3) == 0 || refenc_name_is_expected(g.e[i].name) ||
+            strcmp(g.e[i].name, "layers.0.norm2.bias") == 0)
+            continue;
+        e[n] = g.e[i];
+        if (strcmp(e[n].name, "layers.0.linear1.weight") == 0) { /* (36, 20) read as (20, 36) */
+            e[n].shape[0] = 20;
+            e[n].shape[1] = 36;
+        }
+        n++;
+    }
+    e[n++] = (refenc_st_entry){.name = "pooler.weight", .dtype = REFENC_ST_F32, .ndim = 1, .shape = {4},
+                               .data = extra};
+    refenc_error err;
+    snprintf(w, sizeof w, "%s/weights.safetensors", dir);
+    cr_assert_eq(refenc_st_write(w, e, n, NULL, &err), REFENC_OK, "%s", err.message);
+    rb_golden_free(&g);
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    snprintf(out, sizeof out, "%s/out", dir);
+    for (int k = 0; k < 2; k++) {
+        const char *golden_args[] = {"refenc", "golden", "--config", cfg, "--weights", w, "--out", out, NULL};
+        const char *run_args[] = {"refenc", "run", "--config", cfg, "--weights", w, NULL};
+        rb_result r = rb_run(k == 0 ? golden_args : run_args);
+        rb_expect_error(&r, 2, k == 0 ? "golden" : "run", "a mismatched weights file",
+                        (const char *[]){"weights.safetensors: the weights do not match the config (3 problems)",
+                                         "missing 'layers.0.norm2.bias' (20)",
+                                         "'layers.0.linear1.weight' has shape (20, 36), expected (36, 20)",
+                                         "extra 'pooler.weight' (4)", NULL});
+        rb_result_free(&r);
+    }
+    cr_expect(!rb_exists(out), "refenc golden created %s", out);
+    rb_tmpdir_remove(dir);
+}
+
+Test(golden_command, bad_sources_are_refused_and_nothing_is_written)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], big[RB_PATH_MAX + 32], in[RB_PATH_MAX + 32];
+    char out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    split_case(dir, "encoder_causal_learned", NULL);
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    snprintf(in, sizeof in, "%s/inputs.safetensors", dir);
+    snprintf(big, sizeof big, "%s/big.json", dir);
+    snprintf(out, sizeof out, "%s/out", dir);
+    const char *text = "{\"model\": {\"d_model\": 1048577}}";
+    rb_write_file(big, text, strlen(text));
+    const char *mismatch = "{\"model\": {\"d_model\": 20, \"n_heads\": 2, \"positional\": \"learned\", "
+                           "\"max_len\": 9}, \"input\": {\"batch\": 3, \"seq_len\": 6}}";
+    char mism[RB_PATH_MAX + 32];
+    snprintf(mism, sizeof mism, "%s/mismatch.json", dir);
+    rb_write_file(mism, mismatch, strlen(mismatch));
+    const struct {
+        const char *what, *args[12], *fragment;
+    } cases[] = {
+        {"a config over the limits", {"refenc", "golden", "--config", big, "--out", out, NULL},
+         "model: d_model = 1048577 exceeds the limit"},
+        {"inputs of another shape than the config's", {"refenc", "golden", "--config", mism, "--inputs", in, "--out", out, NULL},
+         "input: batch 3, seq_len 6, but"},
+        {"an inputs file for another width", {"refenc", "golden", "--config", big, "--inputs", in, "--out", out, NULL},
+         "exceeds the limit"},
+        {"an invalid name", {"refenc", "golden", "--config", cfg, "--name", "../x", "--out", out, NULL},
+         "--name: '../x' is not a case name"},
+        {"no output", {"refenc", "golden", "--config", cfg, NULL}, "give one of --out DIR and --out-file FILE"},
+        {"both sources", {"refenc", "golden", "--config", cfg, "--catalogue", cfg, "--case", "x", "--out", out, NULL},
+         "give --config FILE.json or --catalogue CAT.json --case NAME"},
+        {"--outputs some", {"refenc", "golden", "--config", cfg, "--outputs", "some", "--out", out, NULL},
+         "--outputs: 'some' is neither 'all' nor 'final'"},
+        {"--threads 0", {"refenc", "golden", "--config", cfg, "--threads", "0", "--out", out, NULL},
+         "--threads: '0' is not an integer in [1, 4096]"},
+        {"a case the catalogue lacks", {"refenc", "golden", "--catalogue", "golden/catalogue.json", "--case", "nope", "--out", out, NULL},
+         "no case named 'nope' in the catalogue"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rb_result r = rb_run(cases[i].args);
+        rb_expect_error(&r, 2, "golden", cases[i].what, (const char *[]){cases[i].fragment, NULL});
+        rb_result_free(&r);
+        cr_expect(!rb_exists(out), "%s: %s was created", cases[i].what, out);
+    }
+    rb_tmpdir_remove(dir);
+}

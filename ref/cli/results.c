@@ -1,0 +1,92 @@
+#include "results.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/alloc.h"
+#include "../io/golden_names.h"
+
+static int is_wanted(const json_t *wanted, const char *out_name)
+{
+    size_t i;
+    json_t *o;
+    json_array_foreach(wanted, i, o) {
+        const char *n = json_string_value(json_object_get(o, "name"));
+        if (n != NULL && strcmp(n, out_name) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+void results_collect(void *ctx, const char *name, const double *data, size_t ndim,
+                     const size_t *shape)
+{
+    results *r = ctx;
+    char out_name[REFENC_NAME_MAX];
+    if (r->failed)
+        return;
+    if (!refenc_name_output(out_name, sizeof out_name, name) || ndim > REFENC_ST_MAX_NDIM) {
+        r->failed = 1;
+        return;
+    }
+    if (r->wanted != NULL && !is_wanted(r->wanted, out_name))
+        return;
+    if (r->n == r->cap) {
+        const size_t cap = r->cap ? 2 * r->cap : 16;
+        char **names = realloc(r->names, cap * sizeof *names);
+        if (names != NULL)
+            r->names = names;
+        double **data2 = realloc(r->data, cap * sizeof *data2);
+        if (data2 != NULL)
+            r->data = data2;
+        refenc_st_entry *e = realloc(r->entries, cap * sizeof *e);
+        if (e != NULL)
+            r->entries = e;
+        if (names == NULL || data2 == NULL || e == NULL) {
+            r->failed = 1;
+            return;
+        }
+        r->cap = cap;
+    }
+    size_t numel = 1;
+    for (size_t d = 0; d < ndim; d++)
+        numel *= shape[d];
+    char *nm = strdup(out_name);
+    double *copy = refenc_alloc_array(numel, sizeof(double));
+    if (nm == NULL || copy == NULL) {
+        free(nm);
+        free(copy);
+        r->failed = 1;
+        return;
+    }
+    memcpy(copy, data, numel * sizeof(double));
+    refenc_st_entry *e = &r->entries[r->n];
+    memset(e, 0, sizeof *e);
+    e->name = nm;
+    e->dtype = REFENC_ST_F64;
+    e->ndim = ndim;
+    memcpy(e->shape, shape, ndim * sizeof *shape);
+    e->data = copy;
+    r->names[r->n] = nm;
+    r->data[r->n] = copy;
+    r->n++;
+}
+
+int results_write(const results *r, const char *path, const json_t *metadata, refenc_error *err)
+{
+    if (r->failed)
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: cannot keep the outputs (out of memory)", path);
+    return refenc_st_write(path, r->entries, r->n, metadata, err);
+}
+
+void results_free(results *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        free(r->names[i]);
+        free(r->data[i]);
+    }
+    free(r->names);
+    free(r->data);
+    free(r->entries);
+    memset(r, 0, sizeof *r);
+}
