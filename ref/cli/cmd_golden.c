@@ -398,6 +398,13 @@ static int run_variants(variant_sets *v, const golden_source *s, const golden_se
 
 /* ---- gen ------------------------------------------------------------------------ */
 
+/* --outputs final: the oracle certifies the final output only */
+static int final_step(void *ctx, const char *step)
+{
+    (void)ctx;
+    return strcmp(step, "output") == 0;
+}
+
 static int golden_make(const golden_args *a)
 {
     refenc_error err;
@@ -418,7 +425,8 @@ static int golden_make(const golden_args *a)
         st = golden_set_init(&golden, &s.c, 1, a->final_only, &err);
     if (st == REFENC_OK) {
         const refenc_trace tr = {golden_set_collect, &golden};
-        const golden_engine_options eo = {.threads = (int)a->threads, .quiet = a->quiet};
+        const golden_engine_options eo = {.threads = (int)a->threads, .quiet = a->quiet,
+                                          .wanted = a->final_only ? final_step : NULL};
         st = golden_engine_run(&s.c, NULL, 1, &eo, &tr, engine_desc, sizeof engine_desc, &err);
         if (st == REFENC_OK && golden.failed)
             st = refenc_error_set(&err, REFENC_ENOMEM, "case %s: out of memory", s.name);

@@ -486,6 +486,78 @@ int refenc_mp_encoder_forward(double *y, const refenc_params *p, const refenc_co
                               mpfr_prec_t prec, refenc_mp_report *rep);
 
 /* ------------------------------------------------------------------------ */
+/* The encoder at scale                                                      */
+
+/* Where a run stands, for a progress report. */
+typedef struct {
+    size_t unit, units;      /* the unit being computed, and how many          */
+    size_t layer;            /* its layer (whole stack: the current one)       */
+    const char *step;        /* the step just finished                          */
+    double done, total;      /* work, in multiply-adds at the first precision  */
+    mpfr_prec_t prec;        /* the precision of the unit's first evaluation   */
+} refenc_mp_progress;
+
+/* A run of the encoder on the oracle, item by item (encoder_run.c).
+ *
+ * The work is cut into units: a batch item of the whole stack, or, with
+ * layer_inputs (per layer), a (layer l, item b) pair, unit l B + b, whose
+ * input is the double layer_inputs[l][b] (the outputs of layer l are the
+ * exact functions of that stored input).  Unit l = 0 also gives "embed",
+ * unit l = N - 1 "norm" and "output".  Units are independent: any subset
+ * [unit_begin, unit_end) may run, on any machine, and gives the same values.
+ *
+ * Each unit is evaluated at two precisions in lockstep, step by step, and
+ * every value of every wanted step is certified with Ziv's test (as
+ * refenc_mp_certify); a unit with a value not certified is evaluated again
+ * at the next pair of precisions.  Within a step the work is shared by
+ * `threads` threads (OpenMP) over rows and heads, each with its own MPFR
+ * workspace; every value is computed by the same operations whatever the
+ * thread, so the output is bit-identical for any thread count.  Parameters
+ * stay doubles; the MPFR storage is that of one item at two precisions
+ * plus each thread's workspace (refenc_mp_encoder_run_bytes).  The values
+ * are the same doubles refenc_mp_case_run gives for the encoder. */
+typedef struct {
+    const refenc_config *cfg;
+    const refenc_params *params;
+    const refenc_input *in;
+    const double *const *layer_inputs; /* (N) pointers to (B, L, D), or NULL: the whole stack;
+                                          only the layers of the units run are read */
+    size_t unit_begin, unit_end;       /* units to compute                              */
+    /* which steps to certify and emit (NULL: all): "embed", "layers.{i}.norm1", ... */
+    int (*wanted)(void *ctx, const char *step);
+    void *wanted_ctx;
+    /* each certified step of each item: data is the item's slice (L, D), or
+     * (H, L, L) for self_attn.weights; valid during the call only */
+    void (*emit)(void *ctx, const char *step, size_t item, const double *data, size_t ndim,
+                 const size_t *shape);
+    void *emit_ctx;
+    void (*progress)(void *ctx, const refenc_mp_progress *p); /* may be NULL */
+    void *progress_ctx;
+    mpfr_prec_t prec;                  /* first working precision                        */
+    int threads;                       /* >= 1                                           */
+} refenc_mp_run;
+
+/* Runs the units; rep gives the highest precisions any unit needed.
+ * Errors: as refenc_input_validate, REFENC_EINVAL (a unit outside the
+ * run, a precision outside the limits), REFENC_ENOMEM, REFENC_ELIMIT (a value
+ * not certified below REFENC_MP_PREC_MAX: the message names the step and
+ * the index). */
+int refenc_mp_encoder_run(const refenc_mp_run *run, refenc_mp_report *rep);
+
+/* Units of a run: B for the whole stack, N B per layer. */
+size_t refenc_mp_encoder_units(const refenc_config *cfg, size_t B, int per_layer);
+
+/* An estimate of the memory a run needs besides the parameters and what
+ * emit keeps: one item's values at the first two precisions, and each
+ * thread's workspace.  0 if it overflows. */
+size_t refenc_mp_encoder_run_bytes(const refenc_config *cfg, size_t L, int threads,
+                                   mpfr_prec_t prec);
+
+/* The work of one unit, in the multiply-adds of refenc_mp_progress. */
+double refenc_mp_encoder_unit_work(const refenc_config *cfg, size_t L, int per_layer,
+                                   size_t layer);
+
+/* ------------------------------------------------------------------------ */
 /* Golden cases                                                              */
 
 /* The outputs of a golden case (golden_case.h), from the oracle: every output

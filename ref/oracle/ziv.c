@@ -1,7 +1,7 @@
 /* Ziv's loop for the oracle: evaluate at two precisions, certify each
  * rounding to double, raise the precision until every value is certified.
  * Also the MPFR arrays and the kernels' workspace. */
-#include "oracle.h"
+#include "internal.h"
 
 #include <float.h>
 #include <math.h>
@@ -228,8 +228,9 @@ static int past_overflow(mpfr_srcptr x)
 }
 
 /* Is the rounding of b (at precision p_hi) to the nearest double certified
- * by a (at the lower precision)?  t, u: scratch at 64 bits. */
-static int certified(mpfr_srcptr a, mpfr_srcptr b, mpfr_prec_t p_hi, int exact,
+ * by a (at the lower precision)?  t, u: scratch at 64 bits.  (internal.h:
+ * the encoder's item-by-item run, encoder_run.c, certifies with it too.) */
+int refenc_mp_certified(mpfr_srcptr a, mpfr_srcptr b, mpfr_prec_t p_hi, int exact,
                      mpfr_ptr t, mpfr_ptr u)
 {
     if (mpfr_nan_p(a) || mpfr_nan_p(b))
@@ -300,7 +301,7 @@ static size_t compare(const collection *lo, const collection *hi, mpfr_prec_t p_
         }
         for (size_t i = 0; i < b->n; i++) {
             const int exact = b->exact || (b->exact_v != NULL && b->exact_v[i]);
-            if (certified(a->v + i, b->v + i, p_hi, exact, t, u))
+            if (refenc_mp_certified(a->v + i, b->v + i, p_hi, exact, t, u))
                 continue;
             if (bad++ == 0)
                 refenc_error_set(err, REFENC_ELIMIT,
