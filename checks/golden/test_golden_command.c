@@ -377,3 +377,92 @@ Test(golden_command, an_encoder_case_of_the_catalogue_regenerates_byte_for_byte,
               "encoder_pre_alibi_h6 regenerates to other bytes than golden/cases/");
     rb_tmpdir_remove(dir);
 }
+
+/* Parts computed apart and merged: the bytes of the run without --shard. */
+Test(golden_command, shards_merge_into_the_unsharded_file, .timeout = 90)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], whole[RB_PATH_MAX + 32], merged[RB_PATH_MAX + 32];
+    char part[4][RB_PATH_MAX + 32], spec[16];
+    rb_tmpdir(dir);
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    const char *text = "{\"model\": {\"d_model\": 16, \"n_heads\": 2, \"d_ff\": 24, \"n_layers\": 2,"
+                       " \"positional\": \"alibi\", \"norm\": \"post\"},"
+                       " \"input\": {\"batch\": 2, \"seq_len\": 5, \"padding\": [0, 2]}}";
+    rb_write_file(cfg, text, strlen(text));
+    snprintf(whole, sizeof whole, "%s/whole.safetensors", dir);
+    snprintf(merged, sizeof merged, "%s/merged.safetensors", dir);
+    for (int per_layer = 1; per_layer >= 0; per_layer--) {
+        const int n = per_layer ? 3 : 2; /* 4 units (layers x items) in 3 parts; 2 items in 2 */
+        run_ok((const char *[]){"refenc", "golden", "--config", cfg, per_layer ? "--per-layer" : "--quiet",
+                                "--out-file", whole, "--quiet", NULL});
+        for (int k = 1; k <= n; k++) {
+            snprintf(part[k], sizeof part[k], "%s/part%d.safetensors", dir, k);
+            snprintf(spec, sizeof spec, "%d/%d", k, n);
+            run_ok((const char *[]){"refenc", "golden", "--config", cfg, per_layer ? "--per-layer" : "--quiet",
+                                    "--shard", spec, "--threads", k == 1 ? "2" : "1", "--out-file", part[k],
+                                    "--quiet", NULL});
+        }
+        /* in any order */
+        if (n == 3)
+            run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", merged, part[3], part[1], part[2],
+                                    "--quiet", NULL});
+        else
+            run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", merged, part[2], part[1], "--quiet",
+                                    NULL});
+        cr_expect(same_file(whole, merged), "%s: the merged parts differ from the whole run",
+                  per_layer ? "per layer" : "whole stack");
+    }
+    /* negative control: the whole stack and per layer are different files */
+    char other[RB_PATH_MAX + 32];
+    snprintf(other, sizeof other, "%s/per_layer.safetensors", dir);
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--out-file", other, "--quiet", NULL});
+    cr_expect(!same_file(whole, other), "per layer and whole stack gave the same file");
+    rb_tmpdir_remove(dir);
+}
+
+Test(golden_command, bad_shards_and_merges_are_refused, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], p1[RB_PATH_MAX + 32], p2[RB_PATH_MAX + 32];
+    char q2[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    const char *text = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1},"
+                       " \"input\": {\"batch\": 2, \"seq_len\": 3}}";
+    rb_write_file(cfg, text, strlen(text));
+    snprintf(p1, sizeof p1, "%s/p1.safetensors", dir);
+    snprintf(p2, sizeof p2, "%s/p2.safetensors", dir);
+    snprintf(q2, sizeof q2, "%s/q2.safetensors", dir);
+    snprintf(out, sizeof out, "%s/merged.safetensors", dir);
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "1/2", "--out-file", p1, "--quiet", NULL});
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "2/2", "--out-file", p2, "--quiet", NULL});
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--seed", "9", "--shard", "2/2", "--out-file", q2,
+                            "--quiet", NULL});
+    const struct {
+        const char *what, *args[12], *fragment;
+    } cases[] = {
+        {"shard 3/2", {"refenc", "golden", "--config", cfg, "--shard", "3/2", "--out-file", out, NULL},
+         "--shard: '3/2' is not K/N with 1 <= K <= N"},
+        {"shard 0/2", {"refenc", "golden", "--config", cfg, "--shard", "0/2", "--out-file", out, NULL},
+         "--shard: '0/2' is not K/N"},
+        {"more shards than units", {"refenc", "golden", "--config", cfg, "--shard", "1/3", "--out-file", out, NULL},
+         "has only 2 units"},
+        {"parts of two cases", {"refenc", "golden", "merge", "--out-file", out, p1, q2, NULL},
+         "parts of different cases do not merge"},
+        {"a missing part", {"refenc", "golden", "merge", "--out-file", out, p1, NULL}, "missing: 2/2"},
+        {"a part twice", {"refenc", "golden", "merge", "--out-file", out, p1, p1, NULL}, "are both shard 1/2"},
+        {"a case file for a part", {"refenc", "golden", "merge", "--out-file", out, "golden/cases/encoder_pre.safetensors", NULL},
+         "not a part of a golden case"},
+        {"variants in parts", {"refenc", "golden", "--config", cfg, "--variants", "--shard", "1/2", "--out-file", out, NULL},
+         "--per-layer and --shard make no bug variants"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rb_result r = rb_run(cases[i].args);
+        rb_expect_error(&r, 2, "golden", cases[i].what, (const char *[]){cases[i].fragment, NULL});
+        rb_result_free(&r);
+        cr_expect(!rb_exists(out), "%s: %s was written", cases[i].what, out);
+    }
+    /* negative control: the two right parts merge */
+    run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", out, p1, p2, "--quiet", NULL});
+    cr_expect(rb_exists(out));
+    rb_tmpdir_remove(dir);
+}

@@ -26,6 +26,8 @@
 #include "golden_engine.h"
 #include "golden_file.h"
 #include "golden_manifest.h"
+#include "golden_parts.h"
+#include "../oracle/oracle.h"
 #include "model_sources.h"
 #include "run_config.h"
 
@@ -35,8 +37,9 @@ static const char golden_usage[] =
     "usage: refenc golden (--config FILE.json | --catalogue CAT.json --case NAME)\n"
     "                     [--weights W.safetensors] [--inputs I.safetensors] [--seed N]\n"
     "                     [--name NAME] [--description TEXT] [--outputs all|final]\n"
-    "                     [--variants] [--threads N] [--quiet]\n"
-    "                     (--out DIR | --out-file FILE)\n"
+    "                     [--variants | --no-variants] [--per-layer] [--shard K/N]\n"
+    "                     [--threads N] [--quiet] (--out DIR | --out-file FILE)\n"
+    "       refenc golden merge (--out DIR | --out-file FILE) PART.safetensors...\n"
     "       refenc golden list CATALOGUE.json\n"
     "       refenc golden manifest CATALOGUE.json CASES_DIR OUT.json\n"
     "\n"
@@ -63,7 +66,13 @@ static const char golden_usage[] =
     "                       required final output\n"
     "  --variants           also the outputs of each known bug that changes them,\n"
     "                       for certify's diagnosis (a catalogue entry: those of its\n"
-    "                       bug classes, always)\n"
+    "                       bug classes, unless --no-variants)\n"
+    "  --per-layer          each layer's outputs are the exact functions of its input\n"
+    "                       as the double reference computes it, stored in the case\n"
+    "                       (in.layers.<i>.input): layers become independent units\n"
+    "  --shard K/N          compute part K of N of the units (batch items, or layers\n"
+    "                       x batch items with --per-layer) and write a part file:\n"
+    "                       DIR/parts/NAME.part-K-of-N.safetensors, or --out-file\n"
     "how:\n"
     "  --threads N          oracle threads (default: every core); any N gives the\n"
     "                       same bytes\n"
@@ -73,6 +82,8 @@ static const char golden_usage[] =
     "                       DIR/manifest.json (created if absent)\n"
     "  --out-file FILE      write the case file only\n"
     "\n"
+    "  merge                join the N part files of a case into the case, byte for\n"
+    "                       byte the file the run without --shard writes\n"
     "  list CATALOGUE       print the catalogue's case names\n"
     "  manifest CATALOGUE CASES_DIR OUT.json\n"
     "                       write the manifest of the catalogue's cases, in its order\n"
@@ -86,7 +97,8 @@ typedef struct {
     uint64_t seed;
     int have_seed;
     const char *name, *description;
-    int final_only, variants, quiet;
+    int final_only, variants, no_variants, quiet, per_layer;
+    size_t shard_k, shard_n;
     uint64_t threads;
     const char *out_dir, *out_file;
 } golden_args;
@@ -185,6 +197,8 @@ static int source_build(golden_source *s, const golden_args *a, char **report, r
         s->description = strdup(a->description ? a->description : cc.description);
         s->bug_classes = json_object_get(cc.entry, "bug_classes");
         s->tolerance = json_object_get(cc.entry, "tolerance");
+        if (json_object_size(s->tolerance) == 0) /* {} is the default policy, as no key */
+            s->tolerance = NULL;
         s->hazard = json_string_value(json_object_get(cc.entry, "float32_hazard"));
     } else {
         refenc_config cfg;
@@ -405,6 +419,40 @@ static int final_step(void *ctx, const char *step)
     return strcmp(step, "output") == 0;
 }
 
+/* The per-layer file's extra tensors: in.layers.{i}.input, F64. */
+typedef struct {
+    refenc_st_entry *e;
+    char (*names)[REFENC_NAME_MAX];
+} layer_entries;
+
+static int layer_entries_make(layer_entries *le, const refenc_case *c, double *const *inputs)
+{
+    const size_t N = c->cfg.n_layers;
+    le->e = calloc(N, sizeof *le->e);
+    le->names = calloc(N, sizeof *le->names);
+    if (le->e == NULL || le->names == NULL)
+        return 0;
+    for (size_t l = 0; l < N; l++) {
+        refenc_name_layer_input(le->names[l], sizeof le->names[l], l);
+        le->e[l] = (refenc_st_entry){.name = le->names[l], .dtype = REFENC_ST_F64, .ndim = 3,
+                                     .shape = {c->B, c->L, c->cfg.d_model}, .data = inputs[l]};
+    }
+    return 1;
+}
+
+/* Where a part goes: the --out-file, or DIR/parts/<case>.part-K-of-N.safetensors. */
+static int part_path(char *path, size_t n, const golden_args *a, const char *name, refenc_error *err)
+{
+    if (a->out_file != NULL) {
+        snprintf(path, n, "%s", a->out_file);
+        return REFENC_OK;
+    }
+    int st = golden_mkdirs(a->out_dir, "parts", err);
+    if (st == REFENC_OK)
+        snprintf(path, n, "%s/parts/%s.part-%zu-of-%zu.safetensors", a->out_dir, name, a->shard_k, a->shard_n);
+    return st;
+}
+
 static int golden_make(const golden_args *a)
 {
     refenc_error err;
@@ -412,36 +460,107 @@ static int golden_make(const golden_args *a)
     golden_source s;
     golden_set golden;
     variant_sets v;
+    golden_steps steps = {0};
+    golden_part_set ps = {0};
+    layer_entries le = {0};
+    double **inputs = NULL;
     memset(&golden, 0, sizeof golden);
     memset(&v, 0, sizeof v);
     char *report = NULL, engine_desc[256] = "", tmp[4096] = "";
+    long prec = 0, prec_check = 0;
 
     int st = source_build(&s, a, &report, &err);
     if (st != REFENC_OK) {
         source_free(&s);
         return cli_load_error("golden", report, &err);
     }
+    const int in_parts = a->per_layer || a->shard_n > 0;
+    const size_t N = s.c.cfg.n_layers;
+    const size_t units = refenc_mp_encoder_units(&s.c.cfg, s.c.B, a->per_layer);
+    size_t begin = 0, end = units;
+    if (in_parts && s.c.component != REFENC_COMP_ENCODER)
+        st = refenc_error_set(&err, REFENC_EINVAL, "--per-layer and --shard: case %s is a %s case; only "
+                              "encoder cases are made in parts", s.name, refenc_component_name(s.c.component));
+    else if (in_parts && (s.all_variants || (a->catalogue_path != NULL && !a->no_variants &&
+                                             json_array_size(s.bug_classes) > 0)))
+        st = refenc_error_set(&err, REFENC_EINVAL, "--per-layer and --shard make no bug variants: drop "
+                              "--variants, or give --no-variants for a catalogue entry with bug classes");
+    else if (a->shard_n > units)
+        st = refenc_error_set(&err, REFENC_EINVAL, "--shard %zu/%zu: case %s has only %zu unit%s (%s); "
+                              "give at most %zu shards", a->shard_k, a->shard_n, s.name, units,
+                              units == 1 ? "" : "s", a->per_layer ? "layers x batch items" :
+                              "batch items; --per-layer makes layers x batch items", units);
+    if (st == REFENC_OK && a->shard_n > 0)
+        golden_shard_units(a->shard_k, a->shard_n, units, &begin, &end);
+    /* per layer: the layers' stored inputs, from the double reference */
+    if (st == REFENC_OK && a->per_layer) {
+        const size_t first = begin / s.c.B, last = end > begin ? (end - 1) / s.c.B : first;
+        st = golden_layer_inputs(&inputs, &s.c, a->shard_n > 0 ? first : 0, a->shard_n > 0 ? last : N - 1, &err);
+    }
+    if (st == REFENC_OK && in_parts)
+        st = golden_steps_init(&steps, &s.c, a->final_only ? final_step : NULL, NULL, a->shard_n == 0);
+    if (st == REFENC_OK && a->shard_n > 0) {
+        /* a part: the units' slices */
+        st = golden_part_set_init(&ps, &s.c, &steps, a->per_layer, (const double *const *)inputs, begin,
+                                  end, &err);
+        const golden_run_options ro = {.threads = (int)a->threads, .quiet = a->quiet,
+                                       .layer_inputs = (const double *const *)inputs,
+                                       .unit_begin = begin, .unit_end = end};
+        if (st == REFENC_OK && end > begin)
+            st = golden_encoder_run(&s.c, &ro, &steps, golden_part_set_emit, &ps, engine_desc,
+                                    sizeof engine_desc, &prec, &prec_check, &err);
+        if (st == REFENC_OK && end == begin)
+            prec = prec_check = 0;
+        const golden_file g = {.c = &s.c, .name = s.name, .description = s.description,
+                               .bug_classes = s.bug_classes, .tolerance = s.tolerance,
+                               .float32_hazard = s.hazard};
+        const golden_part_info pi = {.k = a->shard_k, .n = a->shard_n, .unit_begin = begin, .unit_end = end,
+                                     .units = units, .per_layer = a->per_layer, .final_only = a->final_only,
+                                     .prec = prec, .prec_check = prec_check, .n_slices = ps.n,
+                                     .slices = ps.slice};
+        if (st == REFENC_OK)
+            st = part_path(tmp, sizeof tmp, a, s.name, &err);
+        if (st == REFENC_OK)
+            st = golden_part_write(&g, &pi, tmp, &err);
+        if (st == REFENC_OK && !a->quiet)
+            printf("refenc golden: case %s: shard %zu/%zu (units %zu to %zu of %zu) written to %s\n", s.name,
+                   a->shard_k, a->shard_n, begin, end, units, tmp);
+        goto done;
+    }
+
     if (st == REFENC_OK)
         st = golden_set_init(&golden, &s.c, 1, a->final_only, &err);
-    if (st == REFENC_OK) {
+    if (st == REFENC_OK && a->per_layer) {
+        const golden_run_options ro = {.threads = (int)a->threads, .quiet = a->quiet,
+                                       .layer_inputs = (const double *const *)inputs};
+        st = golden_encoder_run(&s.c, &ro, &steps, NULL, NULL, engine_desc, sizeof engine_desc, NULL,
+                                NULL, &err);
+        for (size_t i = 0; i < steps.n && st == REFENC_OK; i++)
+            golden_set_collect(&golden, steps.step[i].name, steps.step[i].data, steps.step[i].ndim,
+                               steps.step[i].shape);
+        if (st == REFENC_OK && !layer_entries_make(&le, &s.c, inputs))
+            st = refenc_error_set(&err, REFENC_ENOMEM, "out of memory");
+    } else if (st == REFENC_OK) {
         const refenc_trace tr = {golden_set_collect, &golden};
         const golden_engine_options eo = {.threads = (int)a->threads, .quiet = a->quiet,
                                           .wanted = a->final_only ? final_step : NULL};
         st = golden_engine_run(&s.c, NULL, 1, &eo, &tr, engine_desc, sizeof engine_desc, &err);
-        if (st == REFENC_OK && golden.failed)
-            st = refenc_error_set(&err, REFENC_ENOMEM, "case %s: out of memory", s.name);
     }
-    if (st == REFENC_OK && (s.all_variants || a->catalogue_path != NULL))
+    if (st == REFENC_OK && golden.failed)
+        st = refenc_error_set(&err, REFENC_ENOMEM, "case %s: out of memory", s.name);
+    if (st == REFENC_OK && !in_parts && (s.all_variants || (a->catalogue_path != NULL && !a->no_variants)))
         st = run_variants(&v, &s, &golden, a, &err);
 
     if (st == REFENC_OK) {
+        json_t *per_layer_meta = a->per_layer ? json_pack("{s:s}", "per_layer", "true") : NULL;
         const golden_file g = {
             .c = &s.c, .name = s.name, .description = s.description,
             .bug_classes = s.all_variants ? v.classes : s.bug_classes, .tolerance = s.tolerance,
             .float32_hazard = s.hazard, .oracle = engine_desc,
             .variant_oracle = v.n > 0 ? v.desc : NULL, .golden = &golden, .n_alt = v.n,
             .alt = v.set, .alt_names = v.names, .alt_keep = (const int *const *)v.keep,
-            .variants = v.meta ? v.meta : json_array()};
+            .variants = v.meta ? v.meta : json_array(), .extra_meta = per_layer_meta,
+            .n_extra = a->per_layer ? N : 0, .extra = le.e};
         if (a->out_file != NULL) {
             st = golden_file_write(&g, a->out_file, &err);
         } else if ((st = golden_mkdirs(a->out_dir, "cases", &err)) == REFENC_OK) {
@@ -451,12 +570,19 @@ static int golden_make(const golden_args *a)
         }
         if (v.meta == NULL)
             json_decref((json_t *)g.variants);
+        json_decref(per_layer_meta);
         if (st == REFENC_OK && !a->quiet)
             printf("refenc golden: case %s: %zu outputs%s, %s; written to %s%s%s%s\n", s.name, golden.n,
                    v.n ? " and bug variants" : "", engine_desc,
                    a->out_file ? a->out_file : a->out_dir, a->out_file ? "" : "/cases/",
                    a->out_file ? "" : s.name, a->out_file ? "" : ".safetensors");
     }
+done:
+    free(le.e);
+    free(le.names);
+    golden_part_set_free(&ps);
+    golden_steps_free(&steps);
+    golden_layer_inputs_free(inputs, N);
     variants_free(&v);
     golden_set_free(&golden);
     source_free(&s);
@@ -489,6 +615,46 @@ static int golden_manifest(const char *catalogue, const char *dir, const char *o
     return REFENC_EXIT_OK;
 }
 
+static int golden_merge_cmd(int argc, char **argv)
+{
+    const char *out_dir = NULL, *out_file = NULL;
+    int quiet = 0;
+    const char **parts = calloc((size_t)argc, sizeof *parts);
+    size_t n = 0;
+    if (parts == NULL)
+        return cli_error("golden", "out of memory");
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--out") == 0 || strcmp(argv[i], "--out-file") == 0) {
+            if (i + 1 >= argc) {
+                free(parts);
+                return cli_error("golden", "%s needs a value (see 'refenc golden --help')", argv[i]);
+            }
+            *(argv[i][5] == '-' ? &out_file : &out_dir) = argv[i + 1];
+            i++;
+        } else if (strcmp(argv[i], "--quiet") == 0) {
+            quiet = 1;
+        } else if (argv[i][0] == '-') {
+            free(parts);
+            return cli_error("golden", "merge: unknown option '%s' (see 'refenc golden --help')", argv[i]);
+        } else {
+            parts[n++] = argv[i];
+        }
+    }
+    int rc = REFENC_EXIT_OK;
+    if ((out_dir != NULL) == (out_file != NULL))
+        rc = cli_error("golden", "merge: give one of --out DIR and --out-file FILE");
+    else if (n == 0)
+        rc = cli_error("golden", "merge: no part files given");
+    if (rc == REFENC_EXIT_OK) {
+        refenc_error err;
+        refenc_error_clear(&err);
+        if (golden_merge(parts, n, out_dir, out_file, quiet, &err) != REFENC_OK)
+            rc = cli_error("golden", "merge: %s", err.message);
+    }
+    free(parts);
+    return rc;
+}
+
 int cmd_golden(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "list") == 0) {
@@ -496,6 +662,8 @@ int cmd_golden(int argc, char **argv)
             return cli_error("golden", "usage: refenc golden list CATALOGUE.json");
         return golden_list(argv[2]);
     }
+    if (argc >= 2 && strcmp(argv[1], "merge") == 0)
+        return golden_merge_cmd(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "manifest") == 0) {
         if (argc != 5)
             return cli_error("golden", "usage: refenc golden manifest CATALOGUE.json CASES_DIR OUT.json");
@@ -514,6 +682,12 @@ int cmd_golden(int argc, char **argv)
         } else if (strcmp(s, "--quiet") == 0) {
             a.quiet = 1;
             continue;
+        } else if (strcmp(s, "--no-variants") == 0) {
+            a.no_variants = 1;
+            continue;
+        } else if (strcmp(s, "--per-layer") == 0) {
+            a.per_layer = 1;
+            continue;
         }
         const char **slot = strcmp(s, "--config") == 0        ? &a.config_path
                             : strcmp(s, "--catalogue") == 0   ? &a.catalogue_path
@@ -526,7 +700,7 @@ int cmd_golden(int argc, char **argv)
                             : strcmp(s, "--out-file") == 0    ? &a.out_file
                                                               : NULL;
         const int valued = slot != NULL || strcmp(s, "--seed") == 0 || strcmp(s, "--outputs") == 0 ||
-                           strcmp(s, "--threads") == 0;
+                           strcmp(s, "--threads") == 0 || strcmp(s, "--shard") == 0;
         if (!valued)
             return cli_error("golden", "unknown option '%s' (see 'refenc golden --help')", s);
         if (++i >= argc)
@@ -538,6 +712,9 @@ int cmd_golden(int argc, char **argv)
             if (!cli_parse_u64(&a.seed, v) || a.seed > 0xffffffffu)
                 return cli_error("golden", "--seed: '%s' is not an integer in [0, 4294967295]", v);
             a.have_seed = 1;
+        } else if (strcmp(s, "--shard") == 0) {
+            if (!golden_parse_shard(v, &a.shard_k, &a.shard_n))
+                return cli_error("golden", "--shard: '%s' is not K/N with 1 <= K <= N (shard K of N)", v);
         } else if (strcmp(s, "--threads") == 0) {
             if (!cli_parse_u64(&a.threads, v) || a.threads < 1 || a.threads > 4096)
                 return cli_error("golden", "--threads: '%s' is not an integer in [1, 4096]", v);

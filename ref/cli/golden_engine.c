@@ -163,9 +163,16 @@ static int wanted_step(void *ctx, const char *step)
     return golden_steps_find(s, step) != NULL;
 }
 
+void golden_oracle_desc(char *desc, size_t n, long prec, long prec_check)
+{
+    snprintf(desc, n, "MPFR %s; every output correctly rounded to double, certified by "
+             "recomputing at %ld bits (computed at %ld bits)", mpfr_get_version(), prec_check, prec);
+}
+
 int golden_encoder_run(const refenc_case *c, const golden_run_options *opt, golden_steps *steps,
                        void (*emit)(void *, const char *, size_t, const double *, size_t, const size_t *),
-                       void *emit_ctx, char *desc, size_t n, refenc_error *err)
+                       void *emit_ctx, char *desc, size_t n, long *prec, long *prec_check,
+                       refenc_error *err)
 {
     const refenc_input in = refenc_case_input(c);
     const int threads = opt->threads > 0 ? opt->threads : golden_default_threads();
@@ -201,9 +208,11 @@ int golden_encoder_run(const refenc_case *c, const golden_run_options *opt, gold
         fprintf(stderr, "\r%*s\r", 110, "");
     if (st != REFENC_OK)
         return refenc_error_set(err, st, "case %s: %s", c->name, rep.error.message);
-    snprintf(desc, n, "MPFR %s; every output correctly rounded to double, certified by "
-             "recomputing at %ld bits (computed at %ld bits)",
-             mpfr_get_version(), (long)rep.prec_check, (long)rep.prec);
+    golden_oracle_desc(desc, n, (long)rep.prec, (long)rep.prec_check);
+    if (prec != NULL)
+        *prec = (long)rep.prec;
+    if (prec_check != NULL)
+        *prec_check = (long)rep.prec_check;
     return REFENC_OK;
 }
 
@@ -217,7 +226,7 @@ int golden_engine_run(const refenc_case *c, const refenc_variant_hooks *hooks, i
         if (st != REFENC_OK)
             return refenc_error_set(err, st, "case %s: out of memory for the outputs", c->name);
         const golden_run_options ro = {.threads = opt->threads, .quiet = opt->quiet};
-        st = golden_encoder_run(c, &ro, &steps, NULL, NULL, desc, n, err);
+        st = golden_encoder_run(c, &ro, &steps, NULL, NULL, desc, n, NULL, NULL, err);
         for (size_t i = 0; i < steps.n && st == REFENC_OK; i++)
             refenc_trace_emit(trace, steps.step[i].name, steps.step[i].data, steps.step[i].ndim,
                               steps.step[i].shape);

@@ -29,6 +29,9 @@ int golden_engine_run(const refenc_case *c, const refenc_variant_hooks *hooks, i
                       const golden_engine_options *opt, const refenc_trace *trace, char *desc,
                       size_t n, refenc_error *err);
 
+/* The "oracle" metadata of a certified run that needed these precisions. */
+void golden_oracle_desc(char *desc, size_t n, long prec, long prec_check);
+
 /* The number of cores: the default thread count. */
 int golden_default_threads(void);
 
@@ -64,6 +67,7 @@ typedef struct {
  * NULL (oracle.h: refenc_mp_run.emit).  desc: as golden_engine_run's. */
 int golden_encoder_run(const refenc_case *c, const golden_run_options *opt, golden_steps *steps,
                        void (*emit)(void *, const char *, size_t, const double *, size_t, const size_t *),
-                       void *emit_ctx, char *desc, size_t n, refenc_error *err);
+                       void *emit_ctx, char *desc, size_t n, long *prec, long *prec_check,
+                       refenc_error *err);
 
 #endif

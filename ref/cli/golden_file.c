@@ -9,6 +9,8 @@
 #include "../io/half.h"
 #include "../refenc.h"
 
+#include <nettle/sha2.h>
+
 /* ---- outputs and don't-care masks ------------------------------------------ */
 
 /* Query rows whose outputs are implementation-defined: queries that see no
@@ -378,6 +380,142 @@ int golden_file_write(const golden_file *g, const char *path, refenc_error *err)
     free(tol_s);
     json_decref(config);
     json_decref(outputs);
+    json_decref(meta);
+    for (size_t i = 0; i < es.n_owned; i++)
+        free(es.owned[i]);
+    free(es.owned);
+    free(es.e);
+    return st;
+}
+
+/* ---- parts ------------------------------------------------------------------------ */
+
+static void hash_str(struct sha256_ctx *h, const char *s)
+{
+    const char *v = s != NULL ? s : "";
+    sha256_update(h, strlen(v) + 1, (const uint8_t *)v); /* with its NUL: a separator */
+}
+
+static void hash_json(struct sha256_ctx *h, const json_t *j)
+{
+    char *s = json_string_of(j);
+    hash_str(h, s != NULL ? s : "?");
+    free(s);
+}
+
+static void hash_bytes(struct sha256_ctx *h, const void *p, size_t n)
+{
+    const uint64_t len = n;
+    sha256_update(h, sizeof len, (const uint8_t *)&len);
+    if (p != NULL && n > 0)
+        sha256_update(h, n, p);
+}
+
+void golden_fingerprint(char hex[65], const golden_file *g, int per_layer, int final_only)
+{
+    const refenc_case *c = g->c;
+    struct sha256_ctx h;
+    sha256_init(&h);
+    hash_str(&h, g->name);
+    hash_str(&h, g->description);
+    hash_str(&h, refenc_component_name(c->component));
+    json_t *config = refenc_config_to_json(&c->cfg);
+    hash_json(&h, config);
+    json_decref(config);
+    hash_json(&h, g->bug_classes);
+    hash_json(&h, g->tolerance);
+    hash_str(&h, g->float32_hazard);
+    hash_str(&h, per_layer ? "per layer" : "whole stack");
+    hash_str(&h, final_only ? "final" : "all");
+    const uint64_t shape[2] = {c->B, c->L};
+    hash_bytes(&h, shape, sizeof shape);
+    hash_bytes(&h, c->x, c->x ? c->x_numel * sizeof *c->x : 0);
+    hash_bytes(&h, c->tokens, c->tokens ? c->B * c->L * sizeof *c->tokens : 0);
+    hash_bytes(&h, c->key_padding_mask, c->key_padding_mask ? c->B * c->L : 0);
+    hash_bytes(&h, c->positions, c->has_positions ? c->L * sizeof *c->positions : 0);
+    hash_bytes(&h, c->attn_mask, c->attn_mask ? c->L * c->L * sizeof *c->attn_mask : 0);
+    hash_bytes(&h, c->params.block, c->params.n_values * sizeof *c->params.block);
+    uint8_t digest[SHA256_DIGEST_SIZE];
+    sha256_digest(&h, sizeof digest, digest);
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
+        snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+}
+
+int golden_part_write(const golden_file *g, const golden_part_info *pi, const char *path,
+                      refenc_error *err)
+{
+    const refenc_case *c = g->c;
+    entries es = {0};
+    if (pi->k == 1) { /* the case itself */
+        const size_t B = c->B, L = c->L, D = c->cfg.d_model;
+        const size_t bld[3] = {B, L, D}, bl[2] = {B, L}, ll[2] = {L, L}, l1[1] = {L};
+        if (c->x != NULL)
+            add_float(&es, "in.x", 3, bld, c->x);
+        if (c->tokens != NULL)
+            add(&es, "in.tokens", REFENC_ST_I64, 2, bl, c->tokens);
+        if (c->key_padding_mask != NULL)
+            add(&es, "in.key_padding_mask", REFENC_ST_BOOL, 2, bl, c->key_padding_mask);
+        if (c->has_positions)
+            add(&es, "in.positions", REFENC_ST_I64, 1, l1, c->positions);
+        if (c->attn_mask != NULL)
+            add_float(&es, "in.attn_mask", 2, ll, c->attn_mask);
+        for (size_t t = 0; t < c->params.n_tensors; t++) {
+            const refenc_tensor *p = &c->params.tensors[t];
+            add_float(&es, p->name, p->ndim, p->shape, p->data);
+        }
+    }
+    json_t *slices = json_object();
+    for (size_t i = 0; i < pi->n_slices; i++) {
+        const golden_slice *sl = &pi->slices[i];
+        char name[REFENC_NAME_MAX + 8];
+        snprintf(name, sizeof name, GOLDEN_SLICE_PREFIX "%s", sl->name);
+        add(&es, name, REFENC_ST_F64, sl->ndim, sl->shape, sl->data);
+        json_object_set_new(slices, sl->name, json_pack("[I, I]", (json_int_t)sl->lo, (json_int_t)sl->hi));
+    }
+    char fp[65], shard[64], units[64], prec[32], check[32], total[32];
+    golden_fingerprint(fp, g, pi->per_layer, pi->final_only);
+    snprintf(shard, sizeof shard, "%zu/%zu", pi->k, pi->n);
+    snprintf(units, sizeof units, "%zu-%zu", pi->unit_begin, pi->unit_end);
+    snprintf(total, sizeof total, "%zu", pi->units);
+    snprintf(prec, sizeof prec, "%ld", pi->prec);
+    snprintf(check, sizeof check, "%ld", pi->prec_check);
+    char *slices_s = json_string_of(slices);
+    json_t *meta = slices_s == NULL ? NULL
+                   : json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
+                               "format", GOLDEN_PART_FORMAT, "format_version", REFENC_GOLDEN_FORMAT_VERSION,
+                               "case", g->name, "component", refenc_component_name(c->component),
+                               "shard", shard, "units", units, "total_units", total,
+                               "per_layer", pi->per_layer ? "true" : "false", "outputs_kept",
+                               pi->final_only ? "final" : "all", "fingerprint", fp, "prec", prec,
+                               "prec_check", check);
+    if (meta != NULL)
+        json_object_set_new(meta, "slices", json_string(slices_s));
+    if (meta != NULL && pi->k == 1) {
+        json_t *config = refenc_config_to_json(&c->cfg);
+        char *cfg_s = json_string_of(config), *bugs_s = json_string_of(g->bug_classes);
+        char *tol_s = g->tolerance ? json_string_of(g->tolerance) : strdup("{}");
+        if (cfg_s && bugs_s && tol_s) {
+            json_object_set_new(meta, "config", json_string(cfg_s));
+            json_object_set_new(meta, "description", json_string(g->description));
+            json_object_set_new(meta, "bug_classes", json_string(bugs_s));
+            json_object_set_new(meta, "tolerance", json_string(tol_s));
+            if (g->float32_hazard != NULL)
+                json_object_set_new(meta, "float32_hazard", json_string(g->float32_hazard));
+        } else {
+            es.failed = 1;
+        }
+        free(cfg_s);
+        free(bugs_s);
+        free(tol_s);
+        json_decref(config);
+    }
+    int st;
+    if (es.failed || meta == NULL)
+        st = refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", g->name);
+    else
+        st = refenc_st_write(path, es.e, es.n, meta, err);
+    free(slices_s);
+    json_decref(slices);
     json_decref(meta);
     for (size_t i = 0; i < es.n_owned; i++)
         free(es.owned[i]);

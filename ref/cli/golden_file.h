@@ -84,4 +84,39 @@ typedef struct {
  * Errors: REFENC_ENOMEM, those of refenc_st_write. */
 int golden_file_write(const golden_file *g, const char *path, refenc_error *err);
 
+/* ---- parts of a case computed apart (refenc golden --shard K/N) ----------------- */
+
+#define GOLDEN_PART_FORMAT "refenc-golden-part"
+#define GOLDEN_SLICE_PREFIX "slice."
+
+/* A contiguous run of batch items of one tensor of the case: items
+ * [lo, hi) of "out.<step>" or "in.layers.<i>.input". */
+typedef struct {
+    char name[REFENC_NAME_MAX];
+    size_t lo, hi;
+    size_t ndim, shape[4];  /* the slice's: (hi - lo, ...) */
+    double *data;
+} golden_slice;
+
+typedef struct {
+    size_t k, n;                 /* shard k of n                          */
+    size_t unit_begin, unit_end, units;
+    int per_layer, final_only;
+    long prec, prec_check;       /* what the part's oracle run needed     */
+    size_t n_slices;
+    const golden_slice *slices;
+} golden_part_info;
+
+/* The SHA-256 of everything that defines the case a part belongs to: its
+ * name, description, metadata, config, inputs, parameters, and how it is
+ * made (per layer, final outputs only). */
+void golden_fingerprint(char hex[65], const golden_file *g, int per_layer, int final_only);
+
+/* Writes a part file: the slices under "slice.<name>", and the metadata
+ * that lets refenc golden merge check and join the parts; part 1 also
+ * holds the case's inputs, parameters and metadata.  g->golden is unused.
+ * Errors: those of refenc_st_write, REFENC_ENOMEM. */
+int golden_part_write(const golden_file *g, const golden_part_info *pi, const char *path,
+                      refenc_error *err);
+
 #endif

@@ -113,6 +113,7 @@ int refenc_case_from_file(refenc_case *c, const refenc_st_file *f, refenc_error 
     snprintf(c->name, sizeof c->name, "%s", name);
 
     const size_t D = cfg.d_model, H = cfg.n_heads;
+    size_t layer;
     for (size_t i = 0; i < f->n_tensors && st == REFENC_OK; i++) {
         const refenc_st_tensor *t = &f->tensors[i];
         if (refenc_name_is_expected(t->name))
@@ -151,6 +152,13 @@ int refenc_case_from_file(refenc_case *c, const refenc_st_file *f, refenc_error 
         } else if (strcmp(t->name, "in.attn_mask") == 0) {
             const size_t shape[2] = {L, L};
             st = shape_is(t, 2, shape) ? refenc_st_to_f64(c->attn_mask, f, t, err) : shape_error(f, t, 2, shape, err);
+        } else if (refenc_name_is_layer_input(t->name, &layer) && comp == REFENC_COMP_ENCODER &&
+                   layer < cfg.n_layers) {
+            /* a layer's stored input (a case made per layer): the outputs are
+             * functions of it; the reference runs the stack from in.x */
+            const size_t shape[3] = {B, L, D};
+            if (!shape_is(t, 3, shape))
+                st = shape_error(f, t, 3, shape, err);
         } else {
             /* a parameter: find the encoder tensor it names */
             refenc_tensor *p = NULL;
