@@ -35,11 +35,11 @@ typedef unsigned __int128 u128;
  * has the headroom: see refenc_mp_acc_limbs). */
 static inline void propagate(mp_limb_t *a, mp_limb_t c)
 {
-    while (c != 0) {
-        const mp_limb_t v = *a + c;
-        c = v < c;
-        *a++ = v;
-    }
+    const mp_limb_t v = *a + c; /* the high word of a product: almost never carries further */
+    *a = v;
+    if (__builtin_expect(v < c, 0))
+        for (a++; ++*a == 0; a++)
+            ;
 }
 
 /* One limb of X (shifted left by r, 0 < r < 64) times w, added at a[i]
@@ -93,6 +93,23 @@ static inline __attribute__((always_inline)) void add_shifted(mp_limb_t *a, unsi
     const u128 t = (u128)(prev >> (64 - r)) * w + a[nx] + c;
     a[nx] = (mp_limb_t)t;
     propagate(a + nx + 1, (mp_limb_t)(t >> 64));
+}
+
+/* a += X w, X of nx limbs (unrolled for the common sizes). */
+static inline __attribute__((always_inline)) void add_unshifted(mp_limb_t *a, const mp_limb_t *X,
+                                                                size_t nx, mp_limb_t w)
+{
+    mp_limb_t c = 0;
+    switch (nx) {
+    case 1: STEP(0); break;
+    case 2: STEP(0); STEP(1); break;
+    case 3: STEP(0); STEP(1); STEP(2); break;
+    case 4: STEP(0); STEP(1); STEP(2); STEP(3); break;
+    default:
+        for (size_t i = 0; i < nx; i++)
+            STEP(i);
+    }
+    propagate(a + nx, c);
 }
 
 /* acc += (X Y) 2^off, off >= 0 bits. */
@@ -359,9 +376,12 @@ void refenc_mp_dot_row_d(mpfr_ptr r, mpfr_srcptr x, const double *w, const doubl
         return;
     }
     if (any) {
-        mp_limb_t *acc[2] = {ws->acc, ws->acc + limbs};
-        memset(ws->acc, 0, 2 * limbs * sizeof *ws->acc);
-        /* one loop per operand size, so that each is unrolled */
+        /* Each term goes, unshifted, into the accumulator of its offset's
+         * residue r modulo 64, at limb offset / 64: no term is shifted.  The
+         * (at most 64) residues' sums are shifted by r and added once at the
+         * end, and their accumulators zeroed again. */
+        mp_limb_t *res = ws->acc + 2 * ws->acc_limbs; /* (2, 64, acc_limbs), kept zero */
+        uint64_t used[2] = {0, 0};
 #define ROW_TERMS(NX)                                                                   \
         for (size_t j = 0; j < row->nnz; j++) {                                         \
             const refenc_mp_operand *o = &row->op[j];                                   \
@@ -370,9 +390,10 @@ void refenc_mp_dot_row_d(mpfr_ptr r, mpfr_srcptr x, const double *w, const doubl
             int neg;                                                                    \
             if (decode_double(w[row->idx[j]], &m, &lsb, &neg) != OP_REGULAR)            \
                 continue; /* a zero (specials were excluded) */                         \
-            const long off = o->lsb + lsb - lo;                                         \
-            add_shifted(acc[o->neg ^ neg] + (size_t)off / 64, (unsigned)off % 64, o->d, \
-                        (NX), m);                                                       \
+            const size_t off = (size_t)(o->lsb + lsb - lo), r = off % 64;               \
+            const int sgn = o->neg ^ neg;                                               \
+            used[sgn] |= (uint64_t)1 << r;                                              \
+            add_unshifted(res + (sgn * 64 + r) * ws->acc_limbs + off / 64, o->d, (NX), m); \
         }
         switch (row->nx) {
         case 1: ROW_TERMS(1); break;
@@ -387,8 +408,25 @@ void refenc_mp_dot_row_d(mpfr_ptr r, mpfr_srcptr x, const double *w, const doubl
             long lsb;
             int neg;
             if (decode_double(*extra, &m, &lsb, &neg) == OP_REGULAR) {
-                const long off = lsb - lo;
-                add_shifted(acc[neg] + (size_t)off / 64, (unsigned)off % 64, &m, 1, 1);
+                const size_t off = (size_t)(lsb - lo), r = off % 64;
+                used[neg] |= (uint64_t)1 << r;
+                add_unshifted(res + (neg * 64 + r) * ws->acc_limbs + off / 64, &m, 1, 1);
+            }
+        }
+        mp_limb_t *acc[2] = {ws->acc, ws->acc + ws->acc_limbs}, *tmp = ws->acc + (2 + 128) * ws->acc_limbs;
+        for (int sgn = 0; sgn < 2; sgn++) {
+            memset(acc[sgn], 0, limbs * sizeof *acc[sgn]);
+            for (unsigned r = 0; r < 64; r++) {
+                if (!(used[sgn] >> r & 1))
+                    continue;
+                mp_limb_t *a = res + (sgn * 64 + r) * ws->acc_limbs;
+                if (r == 0) {
+                    mpn_add_n(acc[sgn], acc[sgn], a, (mp_size_t)limbs);
+                } else {
+                    mpn_lshift(tmp, a, (mp_size_t)limbs, r); /* the top r bits are headroom zeros */
+                    mpn_add_n(acc[sgn], acc[sgn], tmp, (mp_size_t)limbs);
+                }
+                memset(a, 0, limbs * sizeof *a);
             }
         }
         if (refenc_mp_acc_finish(r, acc[0], acc[1], limbs, lo))

@@ -181,7 +181,7 @@ typedef struct {
     mpfr_ptr prod;    /* (n_ptr) exact products, at 2p bits                 */
     mpfr_ptr *pprod;  /* (n_ptr) pprod[k] = prod + k                        */
     size_t acc_limbs; /* limbs of each of the dot product's accumulators    */
-    mp_limb_t *acc;   /* (2 acc_limbs) the accumulators (dot.c)             */
+    mp_limb_t *acc;   /* (131 acc_limbs) the accumulators (dot.c)           */
     mpfr_ptr wconv;   /* one value at 53 bits: a double, converted          */
     refenc_mp_row row;/* a row being multiplied by doubles (n_ptr values)   */
 } refenc_mp_ws;

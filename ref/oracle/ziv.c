@@ -90,7 +90,9 @@ int refenc_mp_ws_alloc(refenc_mp_ws *ws, mpfr_prec_t prec, size_t n_tmp, size_t 
      * bits) of spread between the terms' exponents, headroom */
     const size_t op_limbs = ((size_t)prec + 63) / 64;
     ws->acc_limbs = 2 * op_limbs + 64 + 4;
-    ws->acc = malloc(2 * ws->acc_limbs * sizeof *ws->acc);
+    /* two sums, the 2 x 64 residue sums of refenc_mp_dot_row_d (zero between
+     * calls), and a shifted copy */
+    ws->acc = calloc((2 + 128 + 1) * ws->acc_limbs, sizeof *ws->acc);
     ws->wconv = refenc_mp_alloc(1, 53);
     ws->row.idx = malloc(ws->n_ptr * sizeof *ws->row.idx);
     ws->row.op = malloc(ws->n_ptr * sizeof *ws->row.op);
