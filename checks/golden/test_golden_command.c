@@ -466,3 +466,58 @@ Test(golden_command, bad_shards_and_merges_are_refused, .timeout = 60)
     cr_expect(rb_exists(out));
     rb_tmpdir_remove(dir);
 }
+
+/* Weights no narrower dtype holds are stored as they are, and said so. */
+Test(golden_command, inputs_are_never_rounded_and_their_dtype_is_recorded, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], w[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    split_case(dir, "encoder_causal_learned", NULL);
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    snprintf(w, sizeof w, "%s/weights.safetensors", dir);
+    snprintf(out, sizeof out, "%s/case.safetensors", dir);
+    /* the fixture's weights (8 significant bits) first: F16 and BF16 hold them */
+    const char *want[3] = {"F16,BF16", "F32", "F64"};
+    for (int k = 0; k < 3; k++) {
+        if (k > 0) { /* one weight given 12 (float32), then 40 (float64) significant bits */
+            rb_golden g;
+            rb_golden_load(&g, "encoder_causal_learned");
+            refenc_st_entry e[RB_MAX_TENSORS];
+            size_t n = 0;
+            static double wide[36];
+            for (size_t i = 0; i < g.n; i++) {
+                if (strncmp(g.e[i].name, "in.", 3) == 0 || refenc_name_is_expected(g.e[i].name))
+                    continue;
+                e[n] = g.e[i];
+                if (strcmp(e[n].name, "layers.0.linear1.bias") == 0) {
+                    const float *f = e[n].data;
+                    for (size_t j = 0; j < 36; j++)
+                        wide[j] = f[j];
+                    wide[5] = 1.0 + (k == 1 ? 0x1p-11 : 0x1p-39);
+                    e[n].dtype = REFENC_ST_F64;
+                    e[n].data = wide;
+                }
+                n++;
+            }
+            refenc_error err;
+            cr_assert_eq(refenc_st_write(w, e, n, NULL, &err), REFENC_OK, "%s", err.message);
+            rb_golden_free(&g);
+        }
+        run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--weights", w, "--out-file", out,
+                                "--outputs", "final", "--quiet", NULL});
+        refenc_st_file f;
+        refenc_error err;
+        cr_assert_eq(refenc_st_read(&f, out, &err), REFENC_OK, "%s", err.message);
+        cr_expect_str_eq(refenc_st_metadata(&f, "input_dtype"), want[k], "case %d: input_dtype", k);
+        const refenc_st_tensor *t = refenc_st_find(&f, "layers.0.linear1.bias");
+        cr_assert_not_null(t);
+        double v[36];
+        cr_assert_eq(refenc_st_to_f64(v, &f, t, &err), REFENC_OK);
+        if (k > 0)
+            cr_expect(v[5] == 1.0 + (k == 1 ? 0x1p-11 : 0x1p-39), "case %d: the weight was rounded to %a", k, v[5]);
+        cr_expect_eq(t->dtype, k == 2 ? REFENC_ST_F64 : REFENC_ST_F32, "case %d: stored as %s", k,
+                     refenc_st_dtype_name(t->dtype));
+        refenc_st_free(&f);
+    }
+    rb_tmpdir_remove(dir);
+}

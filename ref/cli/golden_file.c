@@ -167,25 +167,42 @@ double golden_excess(const double *a, const double *b, const uint8_t *dc_a, cons
 
 /* Bits of x equal to those of y (a NaN counts as held whatever its payload:
  * the formats keep a NaN a NaN). */
-static int held(double x, double y)
-{
-    return isnan(x) ? isnan(y) : memcmp(&x, &y, sizeof x) == 0;
-}
-
 enum { HOLD_F16 = 1, HOLD_BF16 = 2, HOLD_F32 = 4 };
+
+/* Which of F16, BF16, F32 hold the double x exactly (a NaN counts as held
+ * whatever its payload: the formats keep a NaN a NaN).  Read from x as a
+ * float32, when float32 holds it: bfloat16 is float32's upper half;
+ * float16 has float32's 11 upper significand bits, exponents from -14
+ * (normal) down to -24 (subnormal: multiples of 2^-24), and at most 65504. */
+static int held_by(double x)
+{
+    if (isnan(x))
+        return HOLD_F16 | HOLD_BF16 | HOLD_F32;
+    const float f = (float)x;
+    if ((double)f != x || (x == 0 && !signbit(x) != !signbit(f)))
+        return 0; /* not even float32; then neither of the narrower two */
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    int h = HOLD_F32;
+    if ((u & 0xffff) == 0)
+        h |= HOLD_BF16;
+    const int biased = (int)(u >> 23) & 0xff, e = biased - 127; /* x = 1.m 2^e (normal float32) */
+    const uint32_t frac = u & 0x7fffff;
+    if (isinf(f) || x == 0)
+        h |= HOLD_F16;
+    else if (biased != 0 && e >= -14 && e <= 15 && (frac & 0x1fff) == 0)
+        h |= HOLD_F16; /* normal float16: 10 fraction bits */
+    else if (biased != 0 && e >= -24 && e < -14 && (frac & ((1u << (-1 - e)) - 1)) == 0)
+        h |= HOLD_F16; /* subnormal float16: a multiple of 2^-24 */
+    return h;
+}
 
 /* Which of F16, BF16, F32 hold every value of x[0..n) exactly. */
 static int holds(const double *x, size_t n)
 {
     int h = HOLD_F16 | HOLD_BF16 | HOLD_F32;
-    for (size_t i = 0; i < n && h != 0; i++) {
-        if ((h & HOLD_F16) && !held(x[i], refenc_f16_to_double(refenc_double_to_f16(x[i]))))
-            h &= ~HOLD_F16;
-        if ((h & HOLD_BF16) && !held(x[i], refenc_bf16_to_double(refenc_double_to_bf16(x[i]))))
-            h &= ~HOLD_BF16;
-        if ((h & HOLD_F32) && !held(x[i], (double)(float)x[i]))
-            h &= ~HOLD_F32;
-    }
+    for (size_t i = 0; i < n && h != 0; i++)
+        h &= held_by(x[i]);
     return h;
 }
 
