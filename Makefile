@@ -179,10 +179,11 @@ golden-verify: $(CLI)
 # float64 and float32, certifies both and checks the expected outcome
 # (scripts/certify-torch.sh): float64 passes every case; float32 fails exactly
 # the cases marked as float32 hazards.
+CERTIFY_GOLDEN ?= golden
 certify-torch: $(CLI)
 	@sh scripts/install-deps.sh python3-torch python3-numpy
 	sh scripts/check-numpy-reader.sh
-	sh scripts/certify-torch.sh $(CLI) $(BUILD)/results
+	sh scripts/certify-torch.sh $(CLI) $(BUILD)/results $(CERTIFY_GOLDEN)
 
 # The diagnosis end to end: the PyTorch peer with each known bug injected, in
 # float64 and float32, must FAIL and be named; unknown bugs must not be

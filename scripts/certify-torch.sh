@@ -8,27 +8,28 @@
 # as a hazard, or a hazard case that float32 passes (the case would no longer
 # expose its hazard).
 #
-# usage: scripts/certify-torch.sh REFENC_CLI OUT_DIR
+# usage: scripts/certify-torch.sh REFENC_CLI OUT_DIR [GOLDEN_DIR]   (default golden)
 set -u
-cli=${1:?usage: certify-torch.sh REFENC_CLI OUT_DIR}
-out=${2:?usage: certify-torch.sh REFENC_CLI OUT_DIR}
+cli=${1:?usage: certify-torch.sh REFENC_CLI OUT_DIR [GOLDEN_DIR]}
+out=${2:?usage: certify-torch.sh REFENC_CLI OUT_DIR [GOLDEN_DIR]}
+golden=${3:-golden}
 here=$(dirname "$0")
 mkdir -p "$out"
 
 for dtype in float64 float32; do
     rm -rf "$out/torch-$dtype"
-    /usr/bin/python3 "$here/peers/torch_peer.py" --golden golden --out "$out/torch-$dtype" --dtype "$dtype" || exit 2
+    /usr/bin/python3 "$here/peers/torch_peer.py" --golden "$golden" --out "$out/torch-$dtype" --dtype "$dtype" || exit 2
     echo
     echo "== refenc certify: PyTorch $dtype"
-    "$cli" certify --golden golden --results "$out/torch-$dtype" --json "$out/torch-$dtype.json" --quiet
+    "$cli" certify --golden "$golden" --results "$out/torch-$dtype" --json "$out/torch-$dtype.json" --quiet
     rc=$?
     [ "$rc" -le 1 ] || { echo "certify-torch: refenc certify failed with exit $rc" >&2; exit 2; }
 done
 
-/usr/bin/python3 - "$out" <<'PY'
+/usr/bin/python3 - "$out" "$golden" <<'PY'
 import json, sys
-out = sys.argv[1]
-manifest = json.load(open("golden/manifest.json"))
+out, golden = sys.argv[1], sys.argv[2]
+manifest = json.load(open(f"{golden}/manifest.json"))
 hazards = {c["case"]: c["float32_hazard"] for c in manifest["cases"] if "float32_hazard" in c}
 ok = True
 for dtype in ("float64", "float32"):

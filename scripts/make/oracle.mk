@@ -16,3 +16,9 @@ $(BENCH): private override LDFLAGS += $(OMP_FLAGS)
 bench-oracle-large: $(CLI)
 	@sh scripts/install-deps.sh time bc
 	sh scripts/bench-oracle-large.sh $(CLI) $(BUILD)/bench-large
+
+# clang's OpenMP is LLVM's libomp (make check-determinism builds with clang).
+.PHONY: openmp-deps
+openmp-deps:
+	@sh scripts/install-deps.sh libomp-dev
+hardening-deps: openmp-deps
