@@ -293,3 +293,33 @@ Test(oracle_encoder_run, per_layer_outputs_are_functions_of_the_stored_inputs, .
     steps_free(&per), steps_free(&whole);
     model_free(&m);
 }
+
+/* An item that needs more precision is evaluated again, alone: the values
+ * are still the whole-tensor oracle's, and only that item pays. */
+Test(oracle_encoder_run, an_item_that_needs_precision_escalates_alone, .timeout = 60)
+{
+    /* Post-LN: item 0's rows are 2^180 + MHA(x) (the huge-mean LayerNorm of
+     * oracle_ziv), item 1's ordinary. */
+    refenc_config cfg;
+    refenc_config_default(&cfg);
+    cfg.d_model = 8, cfg.n_heads = 2, cfg.d_ff = 12, cfg.n_layers = 1, cfg.norm = REFENC_NORM_POST;
+    cfg.final_norm = 0, cfg.activation = REFENC_ACT_RELU;
+    model m;
+    model_make(&m, &cfg, 2, 3, 0, 0, 11);
+    for (size_t i = 0; i < 3 * 8; i++)
+        m.x[i] = 0x1p180;
+    for (size_t i = 0; i < 3 * 8 * 8; i++)
+        m.p.layers[0].in_proj_weight[i] = ldexp(m.p.layers[0].in_proj_weight[i], -180);
+    steps want, got = {0}, ordinary = {0};
+    reference_steps(&want, &m);
+    refenc_mp_report rep;
+    run_steps(&got, &m, 2, NULL, 0, 2, &rep);
+    cr_expect_gt(rep.prec, REFENC_MP_PREC_DEFAULT, "no escalation: certified at %ld bits", (long)rep.prec);
+    cr_expect_geq(rep.evaluations, 3);
+    cr_expect_eq(same_steps(&got, &want, "escalated item"), want.n);
+    /* negative control: the ordinary item alone needs no escalation */
+    run_steps(&ordinary, &m, 2, NULL, 1, 2, &rep);
+    cr_expect_eq(rep.prec, REFENC_MP_PREC_DEFAULT, "the ordinary item was certified at %ld bits", (long)rep.prec);
+    steps_free(&want), steps_free(&got), steps_free(&ordinary);
+    model_free(&m);
+}
