@@ -108,16 +108,23 @@ static mpfr_ptr buf(lane *ln, int which)
 
 typedef void (*row_fn)(unit_ctx *u, int li, size_t row, worker *w);
 
+static void progress(unit_ctx *u, const char *step, double work);
+
 /* fn on every (lane, row), rows of both lanes shared by the threads; each
- * lane's inexact flag gathers what its rows raised. */
-static void for_rows(unit_ctx *u, size_t n, row_fn fn)
+ * lane's inexact flag gathers what its rows raised.  `work` (in the units of
+ * refenc_mp_progress) is reported as the rows finish, by the first thread:
+ * a long step shows its progress. */
+static void for_rows_w(unit_ctx *u, size_t n, row_fn fn, const char *step, double work)
 {
     int inex0 = 0, inex1 = 0;
     const long total = 2 * (long)n;
+    const double done0 = u->done;
+    long finished = 0;
 #pragma omp parallel for schedule(dynamic) num_threads(u->threads) reduction(| : inex0, inex1)
     for (long it = 0; it < total; it++) {
         const int li = it >= (long)n;
-        worker *w = &u->workers[thread_num()];
+        const int t = thread_num();
+        worker *w = &u->workers[t];
         mpfr_clear_inexflag();
         fn(u, li, (size_t)(li ? it - (long)n : it), w);
         if (mpfr_inexflag_p()) {
@@ -126,9 +133,22 @@ static void for_rows(unit_ctx *u, size_t n, row_fn fn)
             else
                 inex0 = 1;
         }
+        long now;
+#pragma omp atomic capture
+        now = ++finished;
+        if (t == 0 && step != NULL) {
+            u->done = done0;
+            progress(u, step, work * (double)now / (double)total);
+        }
     }
+    u->done = done0 + (step != NULL ? work : 0);
     u->lanes[0].inexact |= inex0;
     u->lanes[1].inexact |= inex1;
+}
+
+static void for_rows(unit_ctx *u, size_t n, row_fn fn)
+{
+    for_rows_w(u, n, fn, NULL, 0);
 }
 
 static int wanted(const unit_ctx *u, const char *step)
@@ -387,16 +407,14 @@ static int run_layer(unit_ctx *u, const layer_mp *lm, size_t i)
 #define ATTENTION(src_)                                                        \
     do {                                                                       \
         u->src = (src_);                                                       \
-        for_rows(u, L, qkv_row);                                               \
+        for_rows_w(u, L, qkv_row, "q, k, v", w_qkv);                          \
         if (cfg->positional == REFENC_POS_ROPE)                                \
             rope_all(u);                                                       \
-        progress(u, "qkv", w_qkv);                                             \
         layer_name(name, sizeof name, i, "self_attn.weights");                 \
         if (!attention_all(u, name))                                           \
             return 0;                                                          \
         progress(u, name, w_attn);                                             \
-        for_rows(u, L, out_proj_row);                                          \
-        progress(u, "out_proj", w_proj);                                       \
+        for_rows_w(u, L, out_proj_row, "out_proj", w_proj);                    \
         CERT("self_attn", BUF_T);                                              \
     } while (0)
 
@@ -411,8 +429,7 @@ static int run_layer(unit_ctx *u, const layer_mp *lm, size_t i)
         progress(u, "norm2", w_ln / 2);
         CERT("norm2", BUF_A);
         u->src = BUF_A;
-        for_rows(u, L, ffn_row);
-        progress(u, "ffn", w_ffn);
+        for_rows_w(u, L, ffn_row, "ffn", w_ffn);
         CERT("ffn", BUF_T);
         u->dst = BUF_H, u->src = BUF_H, u->src2 = BUF_T;
         for_rows(u, L, add_row);
@@ -425,8 +442,7 @@ static int run_layer(unit_ctx *u, const layer_mp *lm, size_t i)
         progress(u, "norm1", w_ln / 2);
         CERT("norm1", BUF_A);
         u->src = BUF_A;
-        for_rows(u, L, ffn_row);
-        progress(u, "ffn", w_ffn);
+        for_rows_w(u, L, ffn_row, "ffn", w_ffn);
         CERT("ffn", BUF_T);
         u->dst = BUF_T, u->src = BUF_A, u->src2 = BUF_T;
         for_rows(u, L, add_row);
@@ -593,7 +609,7 @@ size_t refenc_mp_encoder_units(const refenc_config *cfg, size_t B, int per_layer
 double refenc_mp_encoder_unit_work(const refenc_config *cfg, size_t L, int per_layer, size_t layer)
 {
     (void)layer;
-    return 2 * (per_layer ? layer_work(cfg, L) : (double)cfg->n_layers * layer_work(cfg, L));
+    return per_layer ? layer_work(cfg, L) : (double)cfg->n_layers * layer_work(cfg, L);
 }
 
 /* ---- a unit at one pair of precisions ------------------------------------------------------ */

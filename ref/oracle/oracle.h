@@ -493,7 +493,8 @@ typedef struct {
     size_t unit, units;      /* the unit being computed, and how many          */
     size_t layer;            /* its layer (whole stack: the current one)       */
     const char *step;        /* the step just finished                          */
-    double done, total;      /* work, in multiply-adds at the first precision  */
+    double done, total;      /* work, in multiply-adds (those of one of the two
+                                precisions; exp, erfc and tanh count 60 to 600) */
     mpfr_prec_t prec;        /* the precision of the unit's first evaluation   */
 } refenc_mp_progress;
 
