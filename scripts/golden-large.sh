@@ -2,10 +2,10 @@
 # make golden-large: the realistic suite (golden/catalogue-large.json), too
 # big to commit, generated into OUT (OUT/cases/, OUT/manifest.json) with
 # refenc golden -- one case at a time on every core, with its progress on a
-# terminal -- and checked against the committed checksums SUMS.  A case
-# already in OUT with the right checksum is kept, so an interrupted run
-# resumes.  With UPDATE=1 the checksums are written instead (after a change
-# to the catalogue or to the oracle's output).
+# terminal -- and checked against the committed checksums SUMS.  With
+# RESUME=1 a case already in OUT with the right checksum is kept (to finish
+# an interrupted run); with UPDATE=1 the checksums are written instead
+# (after a change to the catalogue or to the oracle's output).
 #
 # usage: scripts/golden-large.sh REFENC CATALOGUE SUMS OUT
 set -eu
@@ -18,7 +18,8 @@ for c in $cases; do
     i=$((i + 1))
     f="$out/cases/$c.safetensors"
     want=$(sed -n "s/^\([0-9a-f]*\)  $c.safetensors\$/\1/p" "$sums" 2>/dev/null || true)
-    if [ -f "$f" ] && [ -n "$want" ] && [ "$(sha256sum "$f" | cut -d' ' -f1)" = "$want" ]; then
+    if [ "${RESUME:-0}" = 1 ] && [ -f "$f" ] && [ -n "$want" ] &&
+        [ "$(sha256sum "$f" | cut -d' ' -f1)" = "$want" ]; then
         echo "golden-large: [$i/$n] $c: present, checksum right"
         continue
     fi

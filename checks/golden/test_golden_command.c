@@ -107,6 +107,13 @@ static void run_ok(const char *const *args)
     rb_result_free(&r);
 }
 
+/* dir/config.json holding text; its path in path. */
+static void config_file(char *path, size_t cap, const char *dir, const char *text)
+{
+    snprintf(path, cap, "%s/config.json", dir);
+    rb_write_file(path, text, strlen(text));
+}
+
 /* The reference on the user's files equals the reference on the case. */
 Test(golden_command, run_config_on_files_writes_the_reference_outputs)
 {
@@ -213,10 +220,9 @@ Test(golden_command, the_manifest_gathers_the_cases_of_a_directory, .timeout = 6
 {
     char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], manifest[RB_PATH_MAX + 32];
     rb_tmpdir(dir);
-    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
     const char *text = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1},"
                        " \"input\": {\"batch\": 1, \"seq_len\": 3}}";
-    rb_write_file(cfg, text, strlen(text));
+    config_file(cfg, sizeof cfg, dir, text);
     const char *names[] = {"first", "second", "first"};
     for (int k = 0; k < 3; k++)
         run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--name", names[k], "--seed",
@@ -347,11 +353,10 @@ Test(golden_command, any_thread_count_gives_the_same_bytes, .timeout = 60)
     char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], f1[RB_PATH_MAX + 32], f2[RB_PATH_MAX + 32];
     char f3[RB_PATH_MAX + 32];
     rb_tmpdir(dir);
-    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
     const char *text = "{\"model\": {\"d_model\": 24, \"n_heads\": 3, \"d_ff\": 40, \"n_layers\": 2,"
                        " \"positional\": \"rope\", \"activation\": \"gelu\"},"
                        " \"input\": {\"batch\": 3, \"seq_len\": 9, \"padding\": [0, 2, 4]}}";
-    rb_write_file(cfg, text, strlen(text));
+    config_file(cfg, sizeof cfg, dir, text);
     snprintf(f1, sizeof f1, "%s/t1.safetensors", dir);
     snprintf(f2, sizeof f2, "%s/t2.safetensors", dir);
     snprintf(f3, sizeof f3, "%s/seed.safetensors", dir);
@@ -384,11 +389,10 @@ Test(golden_command, shards_merge_into_the_unsharded_file, .timeout = 90)
     char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], whole[RB_PATH_MAX + 32], merged[RB_PATH_MAX + 32];
     char part[4][RB_PATH_MAX + 32], spec[16];
     rb_tmpdir(dir);
-    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
     const char *text = "{\"model\": {\"d_model\": 16, \"n_heads\": 2, \"d_ff\": 24, \"n_layers\": 2,"
                        " \"positional\": \"alibi\", \"norm\": \"post\"},"
                        " \"input\": {\"batch\": 2, \"seq_len\": 5, \"padding\": [0, 2]}}";
-    rb_write_file(cfg, text, strlen(text));
+    config_file(cfg, sizeof cfg, dir, text);
     snprintf(whole, sizeof whole, "%s/whole.safetensors", dir);
     snprintf(merged, sizeof merged, "%s/merged.safetensors", dir);
     for (int per_layer = 1; per_layer >= 0; per_layer--) {
@@ -425,10 +429,9 @@ Test(golden_command, bad_shards_and_merges_are_refused, .timeout = 60)
     char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], p1[RB_PATH_MAX + 32], p2[RB_PATH_MAX + 32];
     char q2[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32];
     rb_tmpdir(dir);
-    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
     const char *text = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1},"
                        " \"input\": {\"batch\": 2, \"seq_len\": 3}}";
-    rb_write_file(cfg, text, strlen(text));
+    config_file(cfg, sizeof cfg, dir, text);
     snprintf(p1, sizeof p1, "%s/p1.safetensors", dir);
     snprintf(p2, sizeof p2, "%s/p2.safetensors", dir);
     snprintf(q2, sizeof q2, "%s/q2.safetensors", dir);

@@ -34,10 +34,8 @@ void golden_steps_free(golden_steps *s)
 
 static int add_step(golden_steps *s, const char *name, size_t ndim, const size_t *shape, int keep)
 {
-    golden_step *n = realloc(s->step, (s->n + 1) * sizeof *n);
-    if (n == NULL)
+    if (!refenc_array_reserve((void **)&s->step, &s->cap, s->n + 1, sizeof *s->step))
         return 0;
-    s->step = n;
     golden_step *st = &s->step[s->n++];
     memset(st, 0, sizeof *st);
     snprintf(st->name, sizeof st->name, "%s", name);

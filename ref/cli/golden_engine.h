@@ -45,7 +45,7 @@ typedef struct {
 } golden_step;
 
 typedef struct {
-    size_t n;
+    size_t n, cap;
     golden_step *step;
 } golden_steps;
 

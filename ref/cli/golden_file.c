@@ -81,15 +81,9 @@ void golden_set_collect(void *ctx, const char *name, const double *data, size_t 
     }
     if (s->final_only && !golden_is_required(c, out_name))
         return;
-    if (s->n == s->cap) {
-        const size_t cap = s->cap ? 2 * s->cap : 16;
-        golden_output *o = realloc(s->o, cap * sizeof *o);
-        if (o == NULL) {
-            s->failed = 1;
-            return;
-        }
-        s->o = o;
-        s->cap = cap;
+    if (!refenc_array_reserve((void **)&s->o, &s->cap, s->n + 1, sizeof *s->o)) {
+        s->failed = 1;
+        return;
     }
     golden_output *o = &s->o[s->n];
     memset(o, 0, sizeof *o);
@@ -230,7 +224,7 @@ typedef struct {
     size_t n, cap;
     refenc_st_entry *e;
     void **owned;
-    size_t n_owned;
+    size_t n_owned, cap_owned;
     int failed;
 } entries;
 
@@ -240,13 +234,11 @@ static void *own(entries *es, void *p)
         es->failed = 1;
         return NULL;
     }
-    void **o = realloc(es->owned, (es->n_owned + 1) * sizeof *o);
-    if (o == NULL) {
+    if (!refenc_array_reserve((void **)&es->owned, &es->cap_owned, es->n_owned + 1, sizeof *es->owned)) {
         free(p);
         es->failed = 1;
         return NULL;
     }
-    es->owned = o;
     es->owned[es->n_owned++] = p;
     return p;
 }
@@ -256,15 +248,9 @@ static void add(entries *es, const char *name, refenc_st_dtype dtype, size_t ndi
 {
     if (es->failed)
         return;
-    if (es->n == es->cap) {
-        const size_t cap = es->cap ? 2 * es->cap : 64;
-        refenc_st_entry *e = realloc(es->e, cap * sizeof *e);
-        if (e == NULL) {
-            es->failed = 1;
-            return;
-        }
-        es->e = e;
-        es->cap = cap;
+    if (!refenc_array_reserve((void **)&es->e, &es->cap, es->n + 1, sizeof *es->e)) {
+        es->failed = 1;
+        return;
     }
     refenc_st_entry *e = &es->e[es->n];
     memset(e, 0, sizeof *e);
@@ -319,12 +305,10 @@ static char *json_string_of(const json_t *j)
     return j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY) : strdup("null");
 }
 
-int golden_file_write(const golden_file *g, const char *path, refenc_error *err)
+/* The case's inputs and parameters (under the component's names). */
+static void add_case(entries *es, const refenc_case *c)
 {
-    const refenc_case *c = g->c;
     const size_t B = c->B, L = c->L, D = c->cfg.d_model, H = c->cfg.n_heads;
-    entries es = {0};
-    /* inputs */
     if (c->x != NULL) {
         size_t shape[4];
         size_t nd;
@@ -334,27 +318,33 @@ int golden_file_write(const golden_file *g, const char *path, refenc_error *err)
             shape[0] = B, shape[1] = L, nd = 2;
         else
             shape[0] = B, shape[1] = L, shape[2] = D, nd = 3;
-        add_float(&es, "in.x", nd, shape, c->x);
+        add_float(es, "in.x", nd, shape, c->x);
     }
     const size_t bl[2] = {B, L}, ll[2] = {L, L}, l1[1] = {L};
     if (c->tokens != NULL)
-        add(&es, "in.tokens", REFENC_ST_I64, 2, bl, c->tokens);
+        add(es, "in.tokens", REFENC_ST_I64, 2, bl, c->tokens);
     if (c->key_padding_mask != NULL)
-        add(&es, "in.key_padding_mask", REFENC_ST_BOOL, 2, bl, c->key_padding_mask);
+        add(es, "in.key_padding_mask", REFENC_ST_BOOL, 2, bl, c->key_padding_mask);
     if (c->has_positions)
-        add(&es, "in.positions", REFENC_ST_I64, 1, l1, c->positions);
+        add(es, "in.positions", REFENC_ST_I64, 1, l1, c->positions);
     if (c->attn_mask != NULL)
-        add_float(&es, "in.attn_mask", 2, ll, c->attn_mask);
-    for (size_t t = 0; t < g->n_extra; t++)
-        add(&es, g->extra[t].name, g->extra[t].dtype, g->extra[t].ndim, g->extra[t].shape,
-            g->extra[t].data);
-    /* parameters, under the component's names */
+        add_float(es, "in.attn_mask", 2, ll, c->attn_mask);
     for (size_t t = 0; t < c->params.n_tensors; t++) {
         const refenc_tensor *p = &c->params.tensors[t];
         const char *fname = refenc_case_param_name(c->component, p->name);
         if (fname != NULL)
-            add_float(&es, fname, p->ndim, p->shape, p->data);
+            add_float(es, fname, p->ndim, p->shape, p->data);
     }
+}
+
+int golden_file_write(const golden_file *g, const char *path, refenc_error *err)
+{
+    const refenc_case *c = g->c;
+    entries es = {0};
+    add_case(&es, c);
+    for (size_t t = 0; t < g->n_extra; t++)
+        add(&es, g->extra[t].name, g->extra[t].dtype, g->extra[t].ndim, g->extra[t].shape,
+            g->extra[t].data);
     /* the golden outputs, then the variants' */
     add_outputs(&es, g->golden, NULL, NULL);
     json_t *outputs = json_array();
@@ -463,24 +453,8 @@ int golden_part_write(const golden_file *g, const golden_part_info *pi, const ch
 {
     const refenc_case *c = g->c;
     entries es = {0};
-    if (pi->k == 1) { /* the case itself */
-        const size_t B = c->B, L = c->L, D = c->cfg.d_model;
-        const size_t bld[3] = {B, L, D}, bl[2] = {B, L}, ll[2] = {L, L}, l1[1] = {L};
-        if (c->x != NULL)
-            add_float(&es, "in.x", 3, bld, c->x);
-        if (c->tokens != NULL)
-            add(&es, "in.tokens", REFENC_ST_I64, 2, bl, c->tokens);
-        if (c->key_padding_mask != NULL)
-            add(&es, "in.key_padding_mask", REFENC_ST_BOOL, 2, bl, c->key_padding_mask);
-        if (c->has_positions)
-            add(&es, "in.positions", REFENC_ST_I64, 1, l1, c->positions);
-        if (c->attn_mask != NULL)
-            add_float(&es, "in.attn_mask", 2, ll, c->attn_mask);
-        for (size_t t = 0; t < c->params.n_tensors; t++) {
-            const refenc_tensor *p = &c->params.tensors[t];
-            add_float(&es, p->name, p->ndim, p->shape, p->data);
-        }
-    }
+    if (pi->k == 1) /* the case itself */
+        add_case(&es, c);
     json_t *slices = json_object();
     for (size_t i = 0; i < pi->n_slices; i++) {
         const golden_slice *sl = &pi->slices[i];

@@ -128,11 +128,9 @@ static void layer_items(size_t layer, size_t B, int per_layer, size_t begin, siz
 static int add_slice(golden_part_set *ps, const char *name, size_t lo, size_t hi, size_t ndim,
                      const size_t *full_shape)
 {
-    golden_slice *s = realloc(ps->slice, (ps->n + 1) * sizeof *s);
-    if (s == NULL)
+    if (!refenc_array_reserve((void **)&ps->slice, &ps->cap, ps->n + 1, sizeof *ps->slice))
         return 0;
-    ps->slice = s;
-    golden_slice *sl = &s[ps->n];
+    golden_slice *sl = &ps->slice[ps->n];
     memset(sl, 0, sizeof *sl);
     snprintf(sl->name, sizeof sl->name, "%s", name);
     sl->lo = lo, sl->hi = hi, sl->ndim = ndim;

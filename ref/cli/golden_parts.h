@@ -31,7 +31,7 @@ void golden_layer_inputs_free(double **inputs, size_t n_layers);
 
 /* The slices a part holds, filled by the oracle run's emit. */
 typedef struct {
-    size_t n;
+    size_t n, cap;
     golden_slice *slice;
 } golden_part_set;
 

@@ -31,23 +31,14 @@ void results_collect(void *ctx, const char *name, const double *data, size_t ndi
     }
     if (r->wanted != NULL && !is_wanted(r->wanted, out_name))
         return;
-    if (r->n == r->cap) {
-        const size_t cap = r->cap ? 2 * r->cap : 16;
-        char **names = realloc(r->names, cap * sizeof *names);
-        if (names != NULL)
-            r->names = names;
-        double **data2 = realloc(r->data, cap * sizeof *data2);
-        if (data2 != NULL)
-            r->data = data2;
-        refenc_st_entry *e = realloc(r->entries, cap * sizeof *e);
-        if (e != NULL)
-            r->entries = e;
-        if (names == NULL || data2 == NULL || e == NULL) {
-            r->failed = 1;
-            return;
-        }
-        r->cap = cap;
+    size_t cap_names = r->cap, cap_data = r->cap, cap_entries = r->cap;
+    if (!refenc_array_reserve((void **)&r->names, &cap_names, r->n + 1, sizeof *r->names) ||
+        !refenc_array_reserve((void **)&r->data, &cap_data, r->n + 1, sizeof *r->data) ||
+        !refenc_array_reserve((void **)&r->entries, &cap_entries, r->n + 1, sizeof *r->entries)) {
+        r->failed = 1;
+        return;
     }
+    r->cap = cap_entries; /* the three grow alike */
     size_t numel = 1;
     for (size_t d = 0; d < ndim; d++)
         numel *= shape[d];

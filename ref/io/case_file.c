@@ -11,16 +11,6 @@
 #include "config_json.h"
 #include "golden_names.h"
 
-static int shape_is(const refenc_st_tensor *t, size_t ndim, const size_t *shape)
-{
-    if (t->ndim != ndim)
-        return 0;
-    for (size_t i = 0; i < ndim; i++)
-        if (t->shape[i] != shape[i])
-            return 0;
-    return 1;
-}
-
 static int shape_error(const refenc_st_file *f, const refenc_st_tensor *t, size_t ndim,
                        const size_t *shape, refenc_error *err)
 {
@@ -127,16 +117,16 @@ int refenc_case_from_file(refenc_case *c, const refenc_st_file *f, refenc_error 
                 shape[0] = B, shape[1] = L, nd = 2;
             else
                 shape[0] = B, shape[1] = L, shape[2] = D, nd = 3;
-            st = shape_is(t, nd, shape) ? refenc_st_to_f64(c->x, f, t, err) : shape_error(f, t, nd, shape, err);
+            st = refenc_st_shape_is(t, nd, shape) ? refenc_st_to_f64(c->x, f, t, err) : shape_error(f, t, nd, shape, err);
         } else if (strcmp(t->name, "in.tokens") == 0 && c->tokens != NULL) {
             const size_t shape[2] = {B, L};
-            st = shape_is(t, 2, shape) ? refenc_st_to_i64(c->tokens, f, t, err) : shape_error(f, t, 2, shape, err);
+            st = refenc_st_shape_is(t, 2, shape) ? refenc_st_to_i64(c->tokens, f, t, err) : shape_error(f, t, 2, shape, err);
         } else if (strcmp(t->name, "in.key_padding_mask") == 0) {
             const size_t shape[2] = {B, L};
             int64_t *tmp = malloc(B * L * sizeof *tmp);
             if (tmp == NULL)
                 st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", f->path);
-            else if (!shape_is(t, 2, shape))
+            else if (!refenc_st_shape_is(t, 2, shape))
                 st = shape_error(f, t, 2, shape, err);
             else if (t->dtype != REFENC_ST_BOOL && t->dtype != REFENC_ST_U8)
                 st = refenc_error_set(err, REFENC_EFORMAT, "%s: tensor '%s' (data at byte %zu) must be BOOL or U8",
@@ -147,17 +137,17 @@ int refenc_case_from_file(refenc_case *c, const refenc_st_file *f, refenc_error 
             free(tmp);
         } else if (strcmp(t->name, "in.positions") == 0) {
             const size_t shape[1] = {L};
-            st = shape_is(t, 1, shape) ? refenc_st_to_i64(c->positions, f, t, err) : shape_error(f, t, 1, shape, err);
+            st = refenc_st_shape_is(t, 1, shape) ? refenc_st_to_i64(c->positions, f, t, err) : shape_error(f, t, 1, shape, err);
             c->has_positions = 1;
         } else if (strcmp(t->name, "in.attn_mask") == 0) {
             const size_t shape[2] = {L, L};
-            st = shape_is(t, 2, shape) ? refenc_st_to_f64(c->attn_mask, f, t, err) : shape_error(f, t, 2, shape, err);
+            st = refenc_st_shape_is(t, 2, shape) ? refenc_st_to_f64(c->attn_mask, f, t, err) : shape_error(f, t, 2, shape, err);
         } else if (refenc_name_is_layer_input(t->name, &layer) && comp == REFENC_COMP_ENCODER &&
                    layer < cfg.n_layers) {
             /* a layer's stored input (a case made per layer): the outputs are
              * functions of it; the reference runs the stack from in.x */
             const size_t shape[3] = {B, L, D};
-            if (!shape_is(t, 3, shape))
+            if (!refenc_st_shape_is(t, 3, shape))
                 st = shape_error(f, t, 3, shape, err);
         } else {
             /* a parameter: find the encoder tensor it names */
@@ -172,7 +162,7 @@ int refenc_case_from_file(refenc_case *c, const refenc_st_file *f, refenc_error 
                                       "%s: tensor '%s' (data at byte %zu) is neither an input, an output "
                                       "nor a parameter of a %s case with this config",
                                       f->path, t->name, t->file_offset, refenc_component_name(comp));
-            else if (!shape_is(t, p->ndim, p->shape))
+            else if (!refenc_st_shape_is(t, p->ndim, p->shape))
                 st = shape_error(f, t, p->ndim, p->shape, err);
             else
                 st = refenc_st_to_f64(p->data, f, t, err);

@@ -91,16 +91,6 @@ static int problems_end(problems *pr, const char *path, const char *what, char *
     return REFENC_EFORMAT;
 }
 
-static int same_shape(const refenc_st_tensor *t, size_t ndim, const size_t *shape)
-{
-    if (t->ndim != ndim)
-        return 0;
-    for (size_t i = 0; i < ndim; i++)
-        if (t->shape[i] != shape[i])
-            return 0;
-    return 1;
-}
-
 /* Checks tensor t against the expected shape and kind (floating or not);
  * returns 1 if it fits, else records the problem. */
 static int check_tensor(problems *pr, const refenc_st_tensor *t, size_t ndim, const size_t *shape,
@@ -108,7 +98,7 @@ static int check_tensor(problems *pr, const refenc_st_tensor *t, size_t ndim, co
 {
     char q[512], got[128], want[128];
     int ok = 1;
-    if (!same_shape(t, ndim, shape)) {
+    if (!refenc_st_shape_is(t, ndim, shape)) {
         problem(pr, "'%s' has shape %s, expected %s", quoted(q, sizeof q, t->name),
                 refenc_shape_format(got, sizeof got, t->shape, t->ndim, "()"),
                 refenc_shape_format(want, sizeof want, shape, ndim, "()"));

@@ -59,42 +59,6 @@ static inline void propagate(mp_limb_t *a, mp_limb_t c)
         c = (mp_limb_t)(t_ >> 64);                                     \
     } while (0)
 
-/* a += (X 2^r) w, X of nx limbs, 0 <= r < 64.  The common sizes (p = 53
- * to 256 bits) are unrolled; inlined where nx is a constant, the switch
- * goes. */
-static inline __attribute__((always_inline)) void add_shifted(mp_limb_t *a, unsigned r,
-                                                              const mp_limb_t *X, size_t nx,
-                                                              mp_limb_t w)
-{
-    mp_limb_t c = 0;
-    if (r == 0) {
-        switch (nx) {
-        case 1: STEP(0); break;
-        case 2: STEP(0); STEP(1); break;
-        case 3: STEP(0); STEP(1); STEP(2); break;
-        case 4: STEP(0); STEP(1); STEP(2); STEP(3); break;
-        default:
-            for (size_t i = 0; i < nx; i++)
-                STEP(i);
-        }
-        propagate(a + nx, c);
-        return;
-    }
-    mp_limb_t prev = 0;
-    switch (nx) {
-    case 1: STEP_SHIFTED(0); break;
-    case 2: STEP_SHIFTED(0); STEP_SHIFTED(1); break;
-    case 3: STEP_SHIFTED(0); STEP_SHIFTED(1); STEP_SHIFTED(2); break;
-    case 4: STEP_SHIFTED(0); STEP_SHIFTED(1); STEP_SHIFTED(2); STEP_SHIFTED(3); break;
-    default:
-        for (size_t i = 0; i < nx; i++)
-            STEP_SHIFTED(i);
-    }
-    const u128 t = (u128)(prev >> (64 - r)) * w + a[nx] + c;
-    a[nx] = (mp_limb_t)t;
-    propagate(a + nx + 1, (mp_limb_t)(t >> 64));
-}
-
 /* a += X w, X of nx limbs (unrolled for the common sizes). */
 static inline __attribute__((always_inline)) void add_unshifted(mp_limb_t *a, const mp_limb_t *X,
                                                                 size_t nx, mp_limb_t w)
@@ -110,6 +74,32 @@ static inline __attribute__((always_inline)) void add_unshifted(mp_limb_t *a, co
             STEP(i);
     }
     propagate(a + nx, c);
+}
+
+/* a += (X 2^r) w, X of nx limbs, 0 <= r < 64.  The common sizes (p = 53
+ * to 256 bits) are unrolled; inlined where nx is a constant, the switch
+ * goes. */
+static inline __attribute__((always_inline)) void add_shifted(mp_limb_t *a, unsigned r,
+                                                              const mp_limb_t *X, size_t nx,
+                                                              mp_limb_t w)
+{
+    if (r == 0) {
+        add_unshifted(a, X, nx, w);
+        return;
+    }
+    mp_limb_t c = 0, prev = 0;
+    switch (nx) {
+    case 1: STEP_SHIFTED(0); break;
+    case 2: STEP_SHIFTED(0); STEP_SHIFTED(1); break;
+    case 3: STEP_SHIFTED(0); STEP_SHIFTED(1); STEP_SHIFTED(2); break;
+    case 4: STEP_SHIFTED(0); STEP_SHIFTED(1); STEP_SHIFTED(2); STEP_SHIFTED(3); break;
+    default:
+        for (size_t i = 0; i < nx; i++)
+            STEP_SHIFTED(i);
+    }
+    const u128 t = (u128)(prev >> (64 - r)) * w + a[nx] + c;
+    a[nx] = (mp_limb_t)t;
+    propagate(a + nx + 1, (mp_limb_t)(t >> 64));
 }
 
 /* acc += (X Y) 2^off, off >= 0 bits. */
