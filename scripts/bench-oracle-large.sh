@@ -3,7 +3,8 @@
 # of docs/oracle.md.  Prints the figures (wall and CPU seconds, peak
 # memory) and the goals, and exits 1 if a goal is missed.  Timings are only
 # meaningful on a quiet machine: other processes on the same cores slow the
-# oracle's threads down.
+# oracle's threads down.  The 12-layer figure is a projection (96 times one
+# item's layer), reported but not enforced.
 #
 #   1. one BERT-base layer (D 768, H 12, F 3072, exact GELU, Post-LN), B1
 #      L128, every step certified: goal <= 30 s wall on 2 cores;
@@ -34,8 +35,11 @@ measure() {
     eval "${var}_wall=$w ${var}_cpu=$(echo "$u + $s" | bc) ${var}_mib=$(echo "$k / 1024" | bc)"
 }
 
-verdict() { # verdict FIGURE GOAL: PASS if FIGURE <= GOAL
+verdict() { # verdict FIGURE GOAL: PASS if FIGURE <= GOAL (a MISS fails the target)
     if [ "$(echo "$1 <= $2" | bc)" = 1 ]; then echo PASS; else echo MISS; status=1; fi
+}
+projection() { # the same for a figure projected, not measured: reported only
+    if [ "$(echo "$1 <= $2" | bc)" = 1 ]; then echo "PASS (projected)"; else echo "MISS (projected)"; fi
 }
 
 model='"d_model": 768, "n_heads": 12, "d_ff": 3072, "norm": "post", "activation": "gelu", "layer_norm_eps": 1e-12'
@@ -62,7 +66,7 @@ printf '%-52s %8s MiB peak (one item: %s s wall, %s s CPU)  goal <= 1024 MiB  %s
 echo "  the oracle's estimate for the whole B8 L512 layer, all outputs kept: $estimate"
 hours=$(echo "scale=2; 96 * $big_wall / 3600" | bc)
 printf '%-52s %8s h on this machine (96 units x %s s)  goal < 1 h  %s\n' \
-    "12-layer BERT-base at B8 L512, --per-layer:" "$hours" "$big_wall" "$(verdict "$hours" 0.99)"
+    "12-layer BERT-base at B8 L512, --per-layer:" "$hours" "$big_wall" "$(projection "$hours" 0.99)"
 
 # 3. 1 vs 2 shards of a per-layer case
 measure whole "$refenc" golden --config "$dir/shards.json" --per-layer --threads "$threads" --quiet --out-file "$dir/whole.safetensors"

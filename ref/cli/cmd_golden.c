@@ -503,9 +503,13 @@ static int golden_make(const golden_args *a)
         /* a part: the units' slices */
         st = golden_part_set_init(&ps, &s.c, &steps, a->per_layer, (const double *const *)inputs, begin,
                                   end, &err);
+        double part_bytes = 0;
+        for (size_t i = 0; i < ps.n; i++)
+            part_bytes += 8.0 * (double)(ps.slice[i].hi - ps.slice[i].lo) * (double)ps.slice[i].shape[1] *
+                          (double)ps.slice[i].shape[2] * (ps.slice[i].ndim == 4 ? (double)ps.slice[i].shape[3] : 1);
         const golden_run_options ro = {.threads = (int)a->threads, .quiet = a->quiet,
                                        .layer_inputs = (const double *const *)inputs,
-                                       .unit_begin = begin, .unit_end = end};
+                                       .unit_begin = begin, .unit_end = end, .output_bytes = part_bytes};
         if (st == REFENC_OK && end > begin)
             st = golden_encoder_run(&s.c, &ro, &steps, golden_part_set_emit, &ps, engine_desc,
                                     sizeof engine_desc, &prec, &prec_check, &err);
@@ -530,15 +534,21 @@ static int golden_make(const golden_args *a)
 
     if (st == REFENC_OK)
         st = golden_set_init(&golden, &s.c, 1, a->final_only, &err);
-    if (st == REFENC_OK && a->per_layer) {
+    if (st == REFENC_OK && s.c.component == REFENC_COMP_ENCODER) {
+        /* the oracle's steps become the case's outputs (taken over, not copied) */
+        if (!a->per_layer)
+            st = golden_steps_init(&steps, &s.c, a->final_only ? final_step : NULL, NULL, 1);
         const golden_run_options ro = {.threads = (int)a->threads, .quiet = a->quiet,
                                        .layer_inputs = (const double *const *)inputs};
-        st = golden_encoder_run(&s.c, &ro, &steps, NULL, NULL, engine_desc, sizeof engine_desc, NULL,
-                                NULL, &err);
-        for (size_t i = 0; i < steps.n && st == REFENC_OK; i++)
-            golden_set_collect(&golden, steps.step[i].name, steps.step[i].data, steps.step[i].ndim,
-                               steps.step[i].shape);
-        if (st == REFENC_OK && !layer_entries_make(&le, &s.c, inputs))
+        if (st == REFENC_OK)
+            st = golden_encoder_run(&s.c, &ro, &steps, NULL, NULL, engine_desc, sizeof engine_desc, NULL,
+                                    NULL, &err);
+        for (size_t i = 0; i < steps.n && st == REFENC_OK; i++) {
+            golden_set_adopt(&golden, steps.step[i].name, steps.step[i].data, steps.step[i].ndim,
+                             steps.step[i].shape);
+            steps.step[i].data = NULL;
+        }
+        if (st == REFENC_OK && a->per_layer && !layer_entries_make(&le, &s.c, inputs))
             st = refenc_error_set(&err, REFENC_ENOMEM, "out of memory");
     } else if (st == REFENC_OK) {
         const refenc_trace tr = {golden_set_collect, &golden};

@@ -189,7 +189,7 @@ int golden_encoder_run(const refenc_case *c, const golden_run_options *opt, gold
     for (size_t k = run.unit_begin; k < run.unit_end; k++)
         work += refenc_mp_encoder_unit_work(&c->cfg, c->L, per_layer, per_layer ? k / c->B : 0);
     if (!opt->quiet && work >= LONG_RUN_WORK) {
-        double out_bytes = 0;
+        double out_bytes = opt->output_bytes;
         for (size_t i = 0; i < steps->n; i++)
             out_bytes += steps->step[i].keep ? 8.0 * (double)steps->step[i].numel : 0;
         fprintf(stderr,

@@ -60,6 +60,8 @@ typedef struct {
     int threads, quiet;
     const double *const *layer_inputs; /* per layer (oracle.h), or NULL */
     size_t unit_begin, unit_end;       /* unit_end 0: every unit */
+    double output_bytes;               /* what the caller keeps of the outputs, when
+                                          steps are not allocated (for the estimate) */
 } golden_run_options;
 
 /* The certified steps of the encoder case c for the units asked, into

@@ -69,20 +69,38 @@ int golden_is_required(const refenc_case *c, const char *out_name)
     return strcmp(out_name, "out.output") == 0 || c->component == REFENC_COMP_ALIBI;
 }
 
+/* An output into the set: a copy of data, or (owned) data itself. */
+static void set_add(golden_set *s, const char *name, const double *data, double *owned, size_t ndim,
+                    const size_t *shape);
+
 void golden_set_collect(void *ctx, const char *name, const double *data, size_t ndim,
                         const size_t *shape)
 {
-    golden_set *s = ctx;
+    set_add(ctx, name, data, NULL, ndim, shape);
+}
+
+void golden_set_adopt(golden_set *s, const char *name, double *data, size_t ndim, const size_t *shape)
+{
+    set_add(s, name, data, data, ndim, shape);
+}
+
+static void set_add(golden_set *s, const char *name, const double *data, double *owned, size_t ndim,
+                    const size_t *shape)
+{
     const refenc_case *c = s->c;
     char out_name[REFENC_NAME_MAX];
     if (s->failed || ndim > 4 || !refenc_name_output(out_name, sizeof out_name, name)) {
         s->failed = 1;
+        free(owned);
         return;
     }
-    if (s->final_only && !golden_is_required(c, out_name))
+    if (s->final_only && !golden_is_required(c, out_name)) {
+        free(owned);
         return;
+    }
     if (!refenc_array_reserve((void **)&s->o, &s->cap, s->n + 1, sizeof *s->o)) {
         s->failed = 1;
+        free(owned);
         return;
     }
     golden_output *o = &s->o[s->n];
@@ -94,7 +112,7 @@ void golden_set_collect(void *ctx, const char *name, const double *data, size_t 
     o->ndim = ndim;
     memcpy(o->shape, shape, ndim * sizeof *shape);
     o->numel = n;
-    o->data = refenc_alloc_array(n, sizeof(double));
+    o->data = owned != NULL ? owned : refenc_alloc_array(n, sizeof(double));
     uint8_t *dc = calloc(n ? n : 1, 1);
     if (o->data == NULL || dc == NULL) {
         free(o->data);
@@ -102,7 +120,8 @@ void golden_set_collect(void *ctx, const char *name, const double *data, size_t 
         s->failed = 1;
         return;
     }
-    memcpy(o->data, data, n * sizeof(double));
+    if (owned == NULL)
+        memcpy(o->data, data, n * sizeof(double));
 
     /* don't-care elements: query rows of (B, L, ...) outputs after the input
      * (padded queries, queries with every key masked); softmax rows of -inf */

@@ -45,6 +45,8 @@ void golden_set_free(golden_set *s);
  * step, with its don't-care mask. */
 void golden_set_collect(void *ctx, const char *name, const double *data, size_t ndim,
                         const size_t *shape);
+/* The same, taking data (malloc'ed) over instead of copying it. */
+void golden_set_adopt(golden_set *s, const char *name, double *data, size_t ndim, const size_t *shape);
 
 /* Whether an output is required of every implementation (out.output; every
  * output of an alibi case). */

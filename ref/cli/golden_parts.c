@@ -421,8 +421,10 @@ int golden_merge(const char *const *paths, size_t n_parts, const char *out_dir, 
     /* the case file, as the run without --shard writes it */
     if (st == REFENC_OK)
         st = golden_set_init(&gs, &c, 1, final_only, err);
-    for (size_t i = 0; i < steps.n && st == REFENC_OK; i++)
-        golden_set_collect(&gs, steps.step[i].name, steps.step[i].data, steps.step[i].ndim, steps.step[i].shape);
+    for (size_t i = 0; i < steps.n && st == REFENC_OK; i++) {
+        golden_set_adopt(&gs, steps.step[i].name, steps.step[i].data, steps.step[i].ndim, steps.step[i].shape);
+        steps.step[i].data = NULL;
+    }
     if (st == REFENC_OK && gs.failed)
         st = refenc_error_set(err, REFENC_ENOMEM, "out of memory for the merged case");
     if (st == REFENC_OK && per_layer) {
