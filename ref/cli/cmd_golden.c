@@ -76,6 +76,9 @@ static const char golden_usage[] =
     "how:\n"
     "  --threads N          oracle threads (default: every core); any N gives the\n"
     "                       same bytes\n"
+    "  --prec P             the oracle's first working precision in bits (default\n"
+    "                       192; the check is at P + 64): the outputs are the same\n"
+    "                       certified values, only the cost and the metadata change\n"
     "  --quiet              no progress, no summary line\n"
     "where:\n"
     "  --out DIR            write DIR/cases/NAME.safetensors and add it to\n"
@@ -99,7 +102,7 @@ typedef struct {
     const char *name, *description;
     int final_only, variants, no_variants, quiet, per_layer;
     size_t shard_k, shard_n;
-    uint64_t threads;
+    uint64_t threads, prec;
     const char *out_dir, *out_file;
 } golden_args;
 
@@ -509,7 +512,8 @@ static int golden_make(const golden_args *a)
                           (double)ps.slice[i].shape[2] * (ps.slice[i].ndim == 4 ? (double)ps.slice[i].shape[3] : 1);
         const golden_run_options ro = {.threads = (int)a->threads, .quiet = a->quiet,
                                        .layer_inputs = (const double *const *)inputs,
-                                       .unit_begin = begin, .unit_end = end, .output_bytes = part_bytes};
+                                       .unit_begin = begin, .unit_end = end, .output_bytes = part_bytes,
+                                       .prec = (long)a->prec};
         if (st == REFENC_OK && end > begin)
             st = golden_encoder_run(&s.c, &ro, &steps, golden_part_set_emit, &ps, engine_desc,
                                     sizeof engine_desc, &prec, &prec_check, &err);
@@ -520,7 +524,8 @@ static int golden_make(const golden_args *a)
                                .float32_hazard = s.hazard};
         const golden_part_info pi = {.k = a->shard_k, .n = a->shard_n, .unit_begin = begin, .unit_end = end,
                                      .units = units, .per_layer = a->per_layer, .final_only = a->final_only,
-                                     .prec = prec, .prec_check = prec_check, .n_slices = ps.n,
+                                     .prec = prec, .prec_check = prec_check,
+                                     .first_prec = a->prec ? (long)a->prec : REFENC_MP_PREC_DEFAULT, .n_slices = ps.n,
                                      .slices = ps.slice};
         if (st == REFENC_OK)
             st = part_path(tmp, sizeof tmp, a, s.name, &err);
@@ -539,7 +544,7 @@ static int golden_make(const golden_args *a)
         if (!a->per_layer)
             st = golden_steps_init(&steps, &s.c, a->final_only ? final_step : NULL, NULL, 1);
         const golden_run_options ro = {.threads = (int)a->threads, .quiet = a->quiet,
-                                       .layer_inputs = (const double *const *)inputs};
+                                       .layer_inputs = (const double *const *)inputs, .prec = (long)a->prec};
         if (st == REFENC_OK)
             st = golden_encoder_run(&s.c, &ro, &steps, NULL, NULL, engine_desc, sizeof engine_desc, NULL,
                                     NULL, &err);
@@ -710,7 +715,8 @@ int cmd_golden(int argc, char **argv)
                             : strcmp(s, "--out-file") == 0    ? &a.out_file
                                                               : NULL;
         const int valued = slot != NULL || strcmp(s, "--seed") == 0 || strcmp(s, "--outputs") == 0 ||
-                           strcmp(s, "--threads") == 0 || strcmp(s, "--shard") == 0;
+                           strcmp(s, "--threads") == 0 || strcmp(s, "--shard") == 0 ||
+                           strcmp(s, "--prec") == 0;
         if (!valued)
             return cli_error("golden", "unknown option '%s' (see 'refenc golden --help')", s);
         if (++i >= argc)
@@ -725,6 +731,9 @@ int cmd_golden(int argc, char **argv)
         } else if (strcmp(s, "--shard") == 0) {
             if (!golden_parse_shard(v, &a.shard_k, &a.shard_n))
                 return cli_error("golden", "--shard: '%s' is not K/N with 1 <= K <= N (shard K of N)", v);
+        } else if (strcmp(s, "--prec") == 0) {
+            if (!cli_parse_u64(&a.prec, v) || a.prec < 64 || a.prec > 65536)
+                return cli_error("golden", "--prec: '%s' is not an integer in [64, 65536]", v);
         } else if (strcmp(s, "--threads") == 0) {
             if (!cli_parse_u64(&a.threads, v) || a.threads < 1 || a.threads > 4096)
                 return cli_error("golden", "--threads: '%s' is not an integer in [1, 4096]", v);

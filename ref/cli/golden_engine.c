@@ -184,7 +184,7 @@ int golden_encoder_run(const refenc_case *c, const golden_run_options *opt, gold
         .wanted = wanted_step, .wanted_ctx = steps,
         .emit = emit != NULL ? emit : emit_slice, .emit_ctx = emit != NULL ? emit_ctx : steps,
         .progress = show_progress, .progress_ctx = &pc,
-        .prec = REFENC_MP_PREC_DEFAULT, .threads = threads};
+        .prec = opt->prec > 0 ? (mpfr_prec_t)opt->prec : REFENC_MP_PREC_DEFAULT, .threads = threads};
     double work = 0;
     for (size_t k = run.unit_begin; k < run.unit_end; k++)
         work += refenc_mp_encoder_unit_work(&c->cfg, c->L, per_layer, per_layer ? k / c->B : 0);

@@ -62,6 +62,7 @@ typedef struct {
     size_t unit_begin, unit_end;       /* unit_end 0: every unit */
     double output_bytes;               /* what the caller keeps of the outputs, when
                                           steps are not allocated (for the estimate) */
+    long prec;                         /* the first working precision; 0: 192 bits */
 } golden_run_options;
 
 /* The certified steps of the encoder case c for the units asked, into

@@ -437,7 +437,8 @@ static void hash_bytes(struct sha256_ctx *h, const void *p, size_t n)
         sha256_update(h, n, p);
 }
 
-void golden_fingerprint(char hex[65], const golden_file *g, int per_layer, int final_only)
+void golden_fingerprint(char hex[65], const golden_file *g, int per_layer, int final_only,
+                        long first_prec)
 {
     const refenc_case *c = g->c;
     struct sha256_ctx h;
@@ -453,6 +454,9 @@ void golden_fingerprint(char hex[65], const golden_file *g, int per_layer, int f
     hash_str(&h, g->float32_hazard);
     hash_str(&h, per_layer ? "per layer" : "whole stack");
     hash_str(&h, final_only ? "final" : "all");
+    char prec[32];
+    snprintf(prec, sizeof prec, "first precision %ld", first_prec);
+    hash_str(&h, prec);
     const uint64_t shape[2] = {c->B, c->L};
     hash_bytes(&h, shape, sizeof shape);
     hash_bytes(&h, c->x, c->x ? c->x_numel * sizeof *c->x : 0);
@@ -483,7 +487,7 @@ int golden_part_write(const golden_file *g, const golden_part_info *pi, const ch
         json_object_set_new(slices, sl->name, json_pack("[I, I]", (json_int_t)sl->lo, (json_int_t)sl->hi));
     }
     char fp[65], shard[64], units[64], prec[32], check[32], total[32];
-    golden_fingerprint(fp, g, pi->per_layer, pi->final_only);
+    golden_fingerprint(fp, g, pi->per_layer, pi->final_only, pi->first_prec);
     snprintf(shard, sizeof shard, "%zu/%zu", pi->k, pi->n);
     snprintf(units, sizeof units, "%zu-%zu", pi->unit_begin, pi->unit_end);
     snprintf(total, sizeof total, "%zu", pi->units);
@@ -498,8 +502,12 @@ int golden_part_write(const golden_file *g, const golden_part_info *pi, const ch
                                "per_layer", pi->per_layer ? "true" : "false", "outputs_kept",
                                pi->final_only ? "final" : "all", "fingerprint", fp, "prec", prec,
                                "prec_check", check);
-    if (meta != NULL)
+    if (meta != NULL) {
+        char first[32];
+        snprintf(first, sizeof first, "%ld", pi->first_prec);
         json_object_set_new(meta, "slices", json_string(slices_s));
+        json_object_set_new(meta, "first_prec", json_string(first));
+    }
     if (meta != NULL && pi->k == 1) {
         json_t *config = refenc_config_to_json(&c->cfg);
         char *cfg_s = json_string_of(config), *bugs_s = json_string_of(g->bug_classes);

@@ -105,6 +105,7 @@ typedef struct {
     size_t unit_begin, unit_end, units;
     int per_layer, final_only;
     long prec, prec_check;       /* what the part's oracle run needed     */
+    long first_prec;             /* the run's first working precision     */
     size_t n_slices;
     const golden_slice *slices;
 } golden_part_info;
@@ -112,7 +113,8 @@ typedef struct {
 /* The SHA-256 of everything that defines the case a part belongs to: its
  * name, description, metadata, config, inputs, parameters, and how it is
  * made (per layer, final outputs only). */
-void golden_fingerprint(char hex[65], const golden_file *g, int per_layer, int final_only);
+void golden_fingerprint(char hex[65], const golden_file *g, int per_layer, int final_only,
+                        long first_prec);
 
 /* Writes a part file: the slices under "slice.<name>", and the metadata
  * that lets refenc golden merge check and join the parts; part 1 also

@@ -343,7 +343,9 @@ int golden_merge(const char *const *paths, size_t n_parts, const char *out_dir, 
                      .float32_hazard = st == REFENC_OK ? refenc_st_metadata(&first->f, "float32_hazard") : NULL};
     if (st == REFENC_OK) {
         char fp[65];
-        golden_fingerprint(fp, &g, per_layer, final_only);
+        long first_prec = 0;
+        sscanf(meta(first, "first_prec"), "%ld", &first_prec);
+        golden_fingerprint(fp, &g, per_layer, final_only, first_prec);
         if (strcmp(fp, meta(first, "fingerprint")) != 0)
             st = refenc_error_set(err, REFENC_EFORMAT, "%s: the case it holds does not have the fingerprint "
                                   "its parts name (%.16s..., not %.16s...)", first->f.path, fp,
