@@ -38,7 +38,7 @@ static const char golden_usage[] =
     "                     [--weights W.safetensors] [--inputs I.safetensors] [--seed N]\n"
     "                     [--name NAME] [--description TEXT] [--outputs all|final]\n"
     "                     [--variants | --no-variants] [--per-layer] [--shard K/N]\n"
-    "                     [--threads N] [--quiet] (--out DIR | --out-file FILE)\n"
+    "                     [--threads N] [--prec P] [--quiet] (--out DIR | --out-file FILE)\n"
     "       refenc golden merge (--out DIR | --out-file FILE) PART.safetensors...\n"
     "       refenc golden list CATALOGUE.json\n"
     "       refenc golden manifest CATALOGUE.json CASES_DIR OUT.json\n"
