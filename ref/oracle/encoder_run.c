@@ -775,6 +775,10 @@ int refenc_mp_encoder_run(const refenc_mp_run *run, refenc_mp_report *rep)
         }
     }
     mpfr_flags_restore(saved, MPFR_FLAGS_ALL);
+    /* MPFR's caches (constants, exp's tables) are per thread: the threads'
+     * are freed here, not left to outlive the run */
+#pragma omp parallel num_threads(u.threads)
+    mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
 done:
     free(pos_default);
     free(u.rows);
