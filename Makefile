@@ -12,6 +12,18 @@ PKGS    := $(LIB_PKGS) criterion
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 MAKEFLAGS += --no-builtin-rules
 
+# Quiet output by default: one line per file ("  CC  ref/layernorm.c");
+# `make V=1` prints every command in full.
+V ?= 0
+ifeq ($(V),0)
+Q      := @
+say     = @printf '  %-4s %s\n' '$(1)' '$(2)';
+MAKEFLAGS += --no-print-directory
+else
+Q      :=
+say     =
+endif
+
 # Strict, reproducible floating point: no contraction into FMA, no fast-math.
 CFLAGS_STD := -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror -ffp-contract=off
 OPT     ?= -O2
@@ -59,7 +71,9 @@ REPORTS    := $(BUILD)/reports
 all: $(LIB) $(LIB_SO) $(CLI)
 
 help:
-	@echo "make            build the library ($(LIB)) and the CLI ($(CLI))"
+	@echo "make            build the libraries ($(LIB), $(LIB_SO)) and the CLI ($(CLI)); V=1: full commands"
+	@echo "make install    PREFIX=/usr/local (DESTDIR honoured): program, libraries, headers, refenc.pc, golden cases, docs"
+	@echo "make uninstall  remove what make install wrote; make check-install: install + example peer out of tree, certified"
 	@echo "make check      build and run every test suite (Criterion); JUnit XML in $(REPORTS)/"
 	@echo "make demo       trace a 2-layer encoder, then certify the reference on every golden case"
 	@echo "make golden     regenerate the golden cases from the oracle; golden-verify compares"
@@ -69,40 +83,44 @@ help:
 	@echo "make bench-oracle          time the reference and the MPFR oracle (docs/oracle.md)"
 	@echo "make check-float-variants  show that float-rounded variants fail the accuracy suite"
 	@echo "make accuracy-report       print the accuracy table (docs/error-bounds.md)"
-	@echo "make coverage   coverage of ref/ by every suite (gcovr): coverage/index.html; fails under 95% lines, 85% branches"
+	@echo "make coverage   coverage of ref/ by every suite (gcovr): coverage/index.html; fails under $(COV_LINES)% lines, $(COV_BRANCHES)% branches"
 	@echo "make sanitize   every suite and the CLI on every golden case under ASan and UBSan"
 	@echo "make valgrind   the CLI under valgrind memcheck on bad configs and golden cases"
 	@echo "make fuzz       the libFuzzer targets, FUZZ_SECONDS (default 60) each"
 	@echo "make check-determinism     gcc and clang, -O0 and -O2: bit-identical outputs on every golden case"
 	@echo "                (the five targets above: docs/hardening.md)"
+	@echo "make certify-ort           certify ONNX Runtime (float32, optimisation off and on), outcomes pinned"
+	@echo "make check-python          the Python module's tests and the pytest example's pinned outcomes"
+	@echo "make check-report          the HTML report of a planted bug, rendered by headless chromium"
+	@echo "make check-ci-recipe       the CI recipe of docs/ci.md, run as written"
 
 deps:
 	@sh scripts/install-deps.sh
 
 $(BUILD)/obj/%.o: %.c | deps
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(call say,CC,$<)$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(LIB): $(call obj,$(PUB_SRC))
 	@mkdir -p $(dir $@)
-	rm -f $@
-	ar rcs $@ $^
+	@rm -f $@
+	$(call say,AR,$@)ar rcs $@ $^
 
 $(LIB_SO): $(call obj,$(PUB_SRC))
 	@mkdir -p $(dir $@)
-	$(CC) -shared $(LDFLAGS) -Wl,-soname,librefenc.so.$(SO_MAJOR) -o $@ $^ $(PUB_PKG_LIBS) -lm
+	$(call say,LD,$@)$(CC) -shared $(LDFLAGS) -Wl,-soname,librefenc.so.$(SO_MAJOR) -o $@ $^ $(PUB_PKG_LIBS) -lm
 
 $(LIB_INT): $(call obj,$(INT_SRC))
 	@mkdir -p $(dir $@)
-	rm -f $@
-	ar rcs $@ $^
+	@rm -f $@
+	$(call say,AR,$@)ar rcs $@ $^
 
 $(CLI): $(call obj,$(CLI_SRC)) $(LIBS)
-	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(CLI_SRC)) $(LIBS) $(LIB_PKG_LIBS) -lm
+	$(call say,LD,$@)$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(CLI_SRC)) $(LIBS) $(LIB_PKG_LIBS) -lm
 
 $(CHECKS): $(call obj,$(CHECK_SRC)) $(LIBS) | $(CLI)
 	@mkdir -p $(dir $@)
-	$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(CHECK_SRC)) $(LIBS) $(PKG_LIBS) -lm
+	$(call say,LD,$@)$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(CHECK_SRC)) $(LIBS) $(PKG_LIBS) -lm
 
 # The suites run in parallel (Criterion forks one process per test). Tests
 # that run the CLI find it through REFENC_CLI.  The last line printed is

@@ -1,3 +1,7 @@
+/* Activations in double (activation.h):
+ *   ReLU       max(x, 0); NaN for a NaN
+ *   GELU       x Phi(x) = x erfc(-x/sqrt 2) / 2
+ *   GELU-tanh  x (1 + tanh(z)) / 2,  z = sqrt(2/pi) (x + 0.044715 x^3) */
 #include "activation.h"
 
 #include <math.h>

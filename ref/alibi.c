@@ -1,3 +1,7 @@
+/* ALiBi slopes and bias in double (alibi.h): with C the largest power of two <= H,
+ *   m_h     = 2^(-8 (h+1) / C),         h < C
+ *   m_{C+k} = 2^(-8 (2k+1) / (2C)),     k < H - C
+ *   bias[h,i,j] = -m_h |pos_i - pos_j| */
 #include "alibi.h"
 
 #include <math.h>

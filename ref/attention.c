@@ -1,3 +1,8 @@
+/* Scaled dot-product attention in double (attention.h):
+ *   s[i,j] = (q_i . k_j) / (sqrt(Dh) tau) - m_h |pos_i - pos_j| + attn_mask[i,j]
+ *   s[i,j] = -inf where key j is padding, or j > i under the causal mask
+ *   weights[i,:] = softmax(s[i,:]);  out_i = sum_j weights[i,j] v_j
+ * A query whose every key is masked gets weights 0 and output 0. */
 #include "attention.h"
 
 #include <math.h>

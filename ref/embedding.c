@@ -1,3 +1,4 @@
+/* Token embedding in double (embedding.h): x[b,l,:] = table[tokens[b,l],:] sqrt(D). */
 #include "embedding.h"
 
 #include <math.h>

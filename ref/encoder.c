@@ -1,3 +1,7 @@
+/* The encoder stack in double (encoder.h):
+ *   h = embedding(tokens) sqrt(D)  or  h = x;   h = h + PE (sinusoidal, learned)
+ *   h = layer_i(h), i = 0 .. N-1   (RoPE / ALiBi inside every attention)
+ *   y = LN(h) if final_norm, else h */
 #include "encoder.h"
 
 #include <math.h>

@@ -1,3 +1,4 @@
+/* Position-wise FFN in double (ffn.h): y = act(x W1^T + b1) W2^T + b2. */
 #include "ffn.h"
 
 #include "activation.h"

@@ -1,3 +1,6 @@
+/* One encoder layer in double (layer.h):
+ *   Pre-LN:   h = x + MHA(LN1(x));   y = h + FFN(LN2(h))
+ *   Post-LN:  h = LN1(x + MHA(x));   y = LN2(h + FFN(h)) */
 #include "layer.h"
 
 #include <stdio.h>

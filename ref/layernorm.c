@@ -1,3 +1,6 @@
+/* LayerNorm in double (layernorm.h):
+ *   mu = sum_d x_d / D,   var = sum_d (x_d - mu)^2 / D,
+ *   y_d = (x_d - mu) / sqrt(var + eps) * gamma_d + beta_d. */
 #include "layernorm.h"
 
 #include <math.h>

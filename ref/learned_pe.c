@@ -1,3 +1,4 @@
+/* Learned positional encoding in double (learned_pe.h): y = x + table[pos]. */
 #include "learned_pe.h"
 
 void refenc_learned_pe_forward(double *y, const double *x, const int64_t *pos,

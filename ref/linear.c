@@ -1,3 +1,4 @@
+/* nn.Linear in double:  y[n,o] = sum_k x[n,k] W[o,k] + b[o]. */
 #include "linear.h"
 
 void refenc_linear_forward(double *y, const double *x, const double *W, const double *b,

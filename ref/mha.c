@@ -1,3 +1,7 @@
+/* Multi-head self-attention in double (mha.h), nn.MultiheadAttention layouts:
+ *   q = x W_q^T + b_q, k = x W_k^T + b_k, v = x W_v^T + b_v   (in_proj blocks)
+ *   q, k rotated by RoPE if given;  ctx_h = attention(q_h, k_h, v_h)
+ *   y = concat_h(ctx_h) W_o^T + b_o */
 #include "mha.h"
 
 #include <string.h>

@@ -17,6 +17,11 @@
 #ifndef REFENC_H
 #define REFENC_H
 
+/* C++ (and CUDA) code includes this header as it is. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* core: what the kernels and the oracle share */
 #include "core/alloc.h"
 #include "core/case.h"
@@ -52,10 +57,16 @@
 #include "io/safetensors.h"
 
 /* tool: running a case, certification, the known bug variants */
+#include "tool/certificate.h"
 #include "tool/certify.h"
+#include "tool/report.h"
 #include "tool/run_case.h"
 #include "tool/variants.h"
 
 #define REFENC_VERSION "0.1.0"
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

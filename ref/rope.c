@@ -1,3 +1,6 @@
+/* RoPE in double (rope.h): pair j of a head vector at position p is rotated by
+ * p theta_j, theta_j = base^(-2j/Dh):  (a, b) -> (a cos - b sin, b cos + a sin).
+ * HALF pairs (j, j + Dh/2), INTERLEAVED pairs (2j, 2j+1). */
 #include "rope.h"
 
 #include <math.h>

@@ -1,3 +1,5 @@
+/* Sinusoidal PE in double (sinusoidal.h):
+ *   PE[pos, 2i] = sin(pos w_i),  PE[pos, 2i+1] = cos(pos w_i),  w_i = 10000^(-2i/D). */
 #include "sinusoidal.h"
 
 #include <math.h>

@@ -1,3 +1,6 @@
+/* Softmax with temperature in double (softmax.h):
+ *   y_i = exp(s_i/tau - m) / sum_j exp(s_j/tau - m),  m = max_j s_j/tau.
+ * -inf entries get exp(-inf) = 0; a row of -inf gets 0; a row with a NaN is NaN. */
 #include "softmax.h"
 
 #include <math.h>

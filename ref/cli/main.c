@@ -1,36 +1,10 @@
 /* refenc: the command-line program.  Subcommands live in cmd_*.c. */
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../refenc.h"
 #include "cli.h"
-
-int cli_error(const char *cmd, const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "refenc %s: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return REFENC_EXIT_USAGE;
-}
-
-int cli_parse_u64(uint64_t *v, const char *s)
-{
-    if (s == NULL || *s < '0' || *s > '9')
-        return 0;
-    errno = 0;
-    char *end;
-    unsigned long long x = strtoull(s, &end, 10);
-    if (errno != 0 || *end != '\0')
-        return 0;
-    *v = (uint64_t)x;
-    return 1;
-}
 
 static const char usage[] =
     "usage: refenc <command> [options]\n"
@@ -42,6 +16,7 @@ static const char usage[] =
     "            weights and inputs, print a summary (and a trace of every step);\n"
     "            or run the reference on a golden case and write its results file\n"
     "  certify   compare an implementation's results files with the golden cases\n"
+    "  report    certify, and draw the result as one self-contained HTML file\n"
     "  golden    make a golden case with the MPFR oracle: from a config or a\n"
     "            catalogue entry, with seeded or your own weights and inputs\n"
     "\n"
@@ -71,6 +46,8 @@ int main(int argc, char **argv)
         return cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "certify") == 0)
         return cmd_certify(argc - 1, argv + 1);
+    if (strcmp(cmd, "report") == 0)
+        return cmd_report(argc - 1, argv + 1);
     if (strcmp(cmd, "golden") == 0)
         return cmd_golden(argc - 1, argv + 1);
     fprintf(stderr, "refenc: unknown command '%s'\n\n%s", cmd, usage);
