@@ -107,6 +107,22 @@ static void run_ok(const char *const *args)
     rb_result_free(&r);
 }
 
+/* A command that must be refused: exit 2, one message with the fragment,
+ * and `out` not written. */
+typedef struct {
+    const char *what, *args[12], *fragment;
+} refusal;
+
+static void expect_refusals(const refusal *cases, size_t n, const char *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        rb_result r = rb_run(cases[i].args);
+        rb_expect_error(&r, 2, "golden", cases[i].what, (const char *[]){cases[i].fragment, NULL});
+        rb_result_free(&r);
+        cr_expect(!rb_exists(out), "%s: %s was written", cases[i].what, out);
+    }
+}
+
 /* dir/config.json holding text; its path in path. */
 static void config_file(char *path, size_t cap, const char *dir, const char *text)
 {
@@ -307,9 +323,7 @@ Test(golden_command, bad_sources_are_refused_and_nothing_is_written)
     char mism[RB_PATH_MAX + 32];
     snprintf(mism, sizeof mism, "%s/mismatch.json", dir);
     rb_write_file(mism, mismatch, strlen(mismatch));
-    const struct {
-        const char *what, *args[12], *fragment;
-    } cases[] = {
+    const refusal cases[] = {
         {"a config over the limits", {"refenc", "golden", "--config", big, "--out", out, NULL},
          "model: d_model = 1048577 exceeds the limit"},
         {"inputs of another shape than the config's", {"refenc", "golden", "--config", mism, "--inputs", in, "--out", out, NULL},
@@ -328,12 +342,7 @@ Test(golden_command, bad_sources_are_refused_and_nothing_is_written)
         {"a case the catalogue lacks", {"refenc", "golden", "--catalogue", "golden/catalogue.json", "--case", "nope", "--out", out, NULL},
          "no case named 'nope' in the catalogue"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        rb_result r = rb_run(cases[i].args);
-        rb_expect_error(&r, 2, "golden", cases[i].what, (const char *[]){cases[i].fragment, NULL});
-        rb_result_free(&r);
-        cr_expect(!rb_exists(out), "%s: %s was created", cases[i].what, out);
-    }
+    expect_refusals(cases, sizeof cases / sizeof cases[0], out);
     rb_tmpdir_remove(dir);
 }
 
@@ -440,9 +449,7 @@ Test(golden_command, bad_shards_and_merges_are_refused, .timeout = 60)
     run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "2/2", "--out-file", p2, "--quiet", NULL});
     run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--seed", "9", "--shard", "2/2", "--out-file", q2,
                             "--quiet", NULL});
-    const struct {
-        const char *what, *args[12], *fragment;
-    } cases[] = {
+    const refusal cases[] = {
         {"shard 3/2", {"refenc", "golden", "--config", cfg, "--shard", "3/2", "--out-file", out, NULL},
          "--shard: '3/2' is not K/N with 1 <= K <= N"},
         {"shard 0/2", {"refenc", "golden", "--config", cfg, "--shard", "0/2", "--out-file", out, NULL},
@@ -458,12 +465,7 @@ Test(golden_command, bad_shards_and_merges_are_refused, .timeout = 60)
         {"variants in parts", {"refenc", "golden", "--config", cfg, "--variants", "--shard", "1/2", "--out-file", out, NULL},
          "--per-layer and --shard make no bug variants"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        rb_result r = rb_run(cases[i].args);
-        rb_expect_error(&r, 2, "golden", cases[i].what, (const char *[]){cases[i].fragment, NULL});
-        rb_result_free(&r);
-        cr_expect(!rb_exists(out), "%s: %s was written", cases[i].what, out);
-    }
+    expect_refusals(cases, sizeof cases / sizeof cases[0], out);
     /* negative control: the two right parts merge */
     run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", out, p1, p2, "--quiet", NULL});
     cr_expect(rb_exists(out));

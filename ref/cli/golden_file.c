@@ -319,6 +319,24 @@ static void add_outputs(entries *es, const golden_set *s, const char *variant, c
     }
 }
 
+/* Writes the entries with the metadata (NULL: out of memory) and frees
+ * what they own. */
+static int entries_write(entries *es, const char *path, const json_t *meta, const char *name,
+                         refenc_error *err)
+{
+    int st;
+    if (es->failed || meta == NULL)
+        st = refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", name);
+    else
+        st = refenc_st_write(path, es->e, es->n, meta, err);
+    for (size_t i = 0; i < es->n_owned; i++)
+        free(es->owned[i]);
+    free(es->owned);
+    free(es->e);
+    memset(es, 0, sizeof *es);
+    return st;
+}
+
 static char *json_string_of(const json_t *j)
 {
     return j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY) : strdup("null");
@@ -394,11 +412,7 @@ int golden_file_write(const golden_file *g, const char *path, refenc_error *err)
         json_object_set_new(meta, "variant_oracle", json_string(g->variant_oracle));
     if (meta != NULL && g->extra_meta != NULL)
         json_object_update(meta, (json_t *)g->extra_meta);
-    int st;
-    if (es.failed || meta == NULL)
-        st = refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", g->name);
-    else
-        st = refenc_st_write(path, es.e, es.n, meta, err);
+    const int st = entries_write(&es, path, meta, g->name, err);
     free(cfg_s);
     free(outs_s);
     free(bugs_s);
@@ -407,10 +421,6 @@ int golden_file_write(const golden_file *g, const char *path, refenc_error *err)
     json_decref(config);
     json_decref(outputs);
     json_decref(meta);
-    for (size_t i = 0; i < es.n_owned; i++)
-        free(es.owned[i]);
-    free(es.owned);
-    free(es.e);
     return st;
 }
 
@@ -527,17 +537,9 @@ int golden_part_write(const golden_file *g, const golden_part_info *pi, const ch
         free(tol_s);
         json_decref(config);
     }
-    int st;
-    if (es.failed || meta == NULL)
-        st = refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", g->name);
-    else
-        st = refenc_st_write(path, es.e, es.n, meta, err);
+    const int st = entries_write(&es, path, meta, g->name, err);
     free(slices_s);
     json_decref(slices);
     json_decref(meta);
-    for (size_t i = 0; i < es.n_owned; i++)
-        free(es.owned[i]);
-    free(es.owned);
-    free(es.e);
     return st;
 }
