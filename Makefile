@@ -51,7 +51,6 @@ PUB_SRC    := $(wildcard ref/*.c ref/core/*.c ref/io/*.c) \
               $(filter-out ref/tool/random_params.c,$(wildcard ref/tool/*.c))
 INT_SRC    := $(wildcard ref/oracle/*.c) ref/tool/random_params.c
 CLI_SRC    := $(wildcard ref/cli/*.c)
-GEN_SRC    := $(wildcard golden/gen/*.c)
 # make check: every suite under checks/ except the heavy ones in checks/slow/
 CHECK_SRC  := $(sort $(wildcard checks/common/*.c checks/unit/*.c checks/properties/*.c \
                       checks/oracle/*.c checks/golden/*.c checks/robustness/*.c))
@@ -63,7 +62,6 @@ LIB_SO     := $(BUILD)/librefenc.so
 LIB_INT    := $(BUILD)/librefenc-internal.a
 LIBS       := $(LIB_INT) $(LIB)
 CLI        := $(BUILD)/refenc
-GEN        := $(BUILD)/refenc-golden
 CHECKS     := $(BUILD)/checks/refenc-checks
 REPORTS    := $(BUILD)/reports
 
@@ -71,10 +69,10 @@ REPORTS    := $(BUILD)/reports
 .PHONY: bench-oracle check-float-variants accuracy-report check-diagnosis
 .DEFAULT_GOAL := all
 
-all: $(LIB) $(LIB_SO) $(CLI) $(GEN)
+all: $(LIB) $(LIB_SO) $(CLI)
 
 help:
-	@echo "make            build the libraries ($(LIB), $(LIB_SO)), the CLI ($(CLI)) and the generator ($(GEN)); V=1: full commands"
+	@echo "make            build the libraries ($(LIB), $(LIB_SO)) and the CLI ($(CLI)); V=1: full commands"
 	@echo "make install    PREFIX=/usr/local (DESTDIR honoured): program, libraries, headers, refenc.pc, golden cases, docs"
 	@echo "make uninstall  remove what make install wrote; make check-install: install + example peer out of tree, certified"
 	@echo "make check      build and run every test suite (Criterion); JUnit XML in $(REPORTS)/"
@@ -122,19 +120,16 @@ $(LIB_INT): $(call obj,$(INT_SRC))
 $(CLI): $(call obj,$(CLI_SRC)) $(LIBS)
 	$(call say,LD,$@)$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(CLI_SRC)) $(LIBS) $(LIB_PKG_LIBS) -lm
 
-$(GEN): $(call obj,$(GEN_SRC)) $(LIBS)
-	$(call say,LD,$@)$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(GEN_SRC)) $(LIBS) $(LIB_PKG_LIBS) -lm
-
-$(CHECKS): $(call obj,$(CHECK_SRC)) $(LIBS) | $(CLI) $(GEN)
+$(CHECKS): $(call obj,$(CHECK_SRC)) $(LIBS) | $(CLI)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)$(CC) $(OPT) $(LDFLAGS) -o $@ $(call obj,$(CHECK_SRC)) $(LIBS) $(PKG_LIBS) -lm
 
 # The suites run in parallel (Criterion forks one process per test). Tests
 # that run the CLI find it through REFENC_CLI.  The last line printed is
 # Criterion's summary ("Synthesis: ..."); any failure fails make.
-check: $(CHECKS) $(CLI) $(GEN)
+check: $(CHECKS) $(CLI)
 	@mkdir -p $(REPORTS)
-	REFENC_SOURCE_ROOT=$(abspath .) REFENC_CLI=$(abspath $(CLI)) REFENC_GOLDEN_GEN=$(abspath $(GEN)) $(CHECKS) --jobs=$(JOBS) --xml=$(REPORTS)/checks.xml
+	REFENC_SOURCE_ROOT=$(abspath .) REFENC_CLI=$(abspath $(CLI)) $(CHECKS) --jobs=$(JOBS) --xml=$(REPORTS)/checks.xml
 
 # The oracle's cost (docs/oracle.md); fails if the 2 s budget is exceeded.
 BENCH := $(BUILD)/bench/bench-oracle
@@ -172,26 +167,27 @@ demo: $(CLI)
 # compares byte for byte.
 CATALOGUE := golden/catalogue.json
 GOLDEN_OUT ?= golden/cases
+GOLDEN_CMD = $(CLI) golden
 
-golden: $(GEN)
+golden: $(CLI)
 	@mkdir -p golden/cases
 	@for f in golden/cases/*.safetensors; do \
 	    [ -e "$$f" ] || continue; n=$$(basename $$f .safetensors); \
-	    $(GEN) list $(CATALOGUE) | grep -qx "$$n" || { echo "removing $$f (not in the catalogue)"; rm -f "$$f"; }; \
+	    $(GOLDEN_CMD) list $(CATALOGUE) | grep -qx "$$n" || { echo "removing $$f (not in the catalogue)"; rm -f "$$f"; }; \
 	done
-	$(MAKE) --no-print-directory -j$(JOBS) golden-cases GOLDEN_OUT=golden/cases CASES="$$($(GEN) list $(CATALOGUE))"
-	$(GEN) manifest $(CATALOGUE) golden/cases golden/manifest.json
-	@echo "golden: $$($(GEN) list $(CATALOGUE) | wc -l) cases, $$(du -sh golden/cases | cut -f1)"
+	$(MAKE) --no-print-directory -j$(JOBS) golden-cases GOLDEN_OUT=golden/cases CASES="$$($(GOLDEN_CMD) list $(CATALOGUE))"
+	$(GOLDEN_CMD) manifest $(CATALOGUE) golden/cases golden/manifest.json
+	@echo "golden: $$($(GOLDEN_CMD) list $(CATALOGUE) | wc -l) cases, $$(du -sh golden/cases | cut -f1)"
 
 golden-cases: $(addprefix $(GOLDEN_OUT)/,$(addsuffix .safetensors,$(CASES)))
 
-$(GOLDEN_OUT)/%.safetensors: $(GEN) $(CATALOGUE) FORCE
-	@$(GEN) gen $(CATALOGUE) $* $@
+$(GOLDEN_OUT)/%.safetensors: $(CLI) $(CATALOGUE) FORCE
+	@$(GOLDEN_CMD) --catalogue $(CATALOGUE) --case $* --out-file $@ --threads 1 --quiet
 
-golden-verify: $(GEN)
+golden-verify: $(CLI)
 	@rm -rf $(BUILD)/golden-verify && mkdir -p $(BUILD)/golden-verify/cases
-	$(MAKE) --no-print-directory -j$(JOBS) golden-cases GOLDEN_OUT=$(BUILD)/golden-verify/cases CASES="$$($(GEN) list $(CATALOGUE))"
-	$(GEN) manifest $(CATALOGUE) $(BUILD)/golden-verify/cases $(BUILD)/golden-verify/manifest.json
+	$(MAKE) --no-print-directory -j$(JOBS) golden-cases GOLDEN_OUT=$(BUILD)/golden-verify/cases CASES="$$($(GOLDEN_CMD) list $(CATALOGUE))"
+	$(GOLDEN_CMD) manifest $(CATALOGUE) $(BUILD)/golden-verify/cases $(BUILD)/golden-verify/manifest.json
 	@status=0; for f in $(BUILD)/golden-verify/cases/*.safetensors; do \
 	    cmp -s $$f golden/cases/$$(basename $$f) || { echo "differs: golden/cases/$$(basename $$f)"; status=1; }; \
 	done; \
@@ -203,11 +199,13 @@ golden-verify: $(GEN)
 # every mode (float64, float32, float16 and bfloat16 accumulating in float32
 # or in the dtype, PyTorch's own bfloat16 kernels), certifies each and checks
 # the outcome pinned in scripts/peers/torch_expected.json
-# (scripts/certify-torch.sh).
+# (scripts/certify-torch.sh).  CERTIFY_GOLDEN=DIR certifies on another
+# golden set (float64 and float32; no case may fail).
+CERTIFY_GOLDEN ?= golden
 certify-torch: $(CLI)
 	@sh scripts/install-deps.sh python3-torch python3-numpy
 	sh scripts/check-numpy-reader.sh
-	sh scripts/certify-torch.sh $(CLI) $(BUILD)/results
+	sh scripts/certify-torch.sh $(CLI) $(BUILD)/results $(CERTIFY_GOLDEN)
 
 # The diagnosis end to end: the PyTorch peer with each known bug injected, in
 # float64, float32, float16 and bfloat16, must FAIL and be named; unknown bugs
@@ -237,7 +235,7 @@ clean: clean-hardening
 # small fixture set generated from checks/robustness/golden_catalogue.json.
 FIXTURE_CAT := checks/robustness/golden_catalogue.json
 FIXTURE     ?= $(BUILD)/golden-fixture
-FIXTURE_GEN ?= $(GEN)
+FIXTURE_GEN ?= $(CLI)
 # golden_dir(BUILD_DIR): golden/, or the fixture built in BUILD_DIR
 golden_dir   = $(if $(wildcard golden/manifest.json),golden,$(1)/golden-fixture)
 GOLDEN_DIR  ?= $(call golden_dir,$(BUILD))

@@ -56,6 +56,7 @@ extern "C" {
 #include "io/golden_names.h"
 #include "io/half.h"
 #include "io/manifest.h"
+#include "io/model_file.h"
 #include "io/safetensors.h"
 
 /* tool: running a case, certification, the known bug variants */

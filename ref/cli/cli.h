@@ -27,6 +27,7 @@ int cli_parse_tolerance(double *v, const char *s);
 
 int cmd_run(int argc, char **argv);
 int cmd_certify(int argc, char **argv);
+int cmd_golden(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 
 /* What refenc run --case computes: the reference, or an emulated

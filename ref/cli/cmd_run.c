@@ -12,31 +12,39 @@
 
 #include "../refenc.h"
 #include "cli.h"
+#include "model_sources.h"
+#include "results.h"
 #include "run_config.h"
 #include "../tool/random_params.h"
 
 #define DEFAULT_SEED 20240521u
 
 static const char run_usage[] =
-    "usage: refenc run --config FILE.json [--seed N] [--trace]\n"
+    "usage: refenc run --config FILE.json [--weights W.safetensors] [--inputs I.safetensors]\n"
+    "                  [--seed N] [--trace] [--out RESULTS.safetensors]\n"
     "       refenc run --case CASE.safetensors --out RESULTS.safetensors\n"
-    "                  [--emulate DTYPE] [--bug VARIANT]\n"
+    "                  [--emulate DTYPE[,MODIFIER...]] [--bug VARIANT]\n"
     "\n"
     "Builds the encoder described by FILE.json, fills its parameters and its\n"
-    "input from a seeded Mersenne Twister (GSL mt19937), runs one forward pass\n"
-    "in double precision and prints a summary of the output.\n"
+    "input from a seeded Mersenne Twister (GSL mt19937) or from your files, runs\n"
+    "one forward pass in double precision and prints a summary of the output.\n"
     "\n"
     "options:\n"
     "  --config FILE.json  the config: {\"model\": {...}, \"input\": {...}}\n"
     "                      (docs/cli.md lists every key; unknown keys are errors)\n"
+    "  --weights FILE      the parameters from a safetensors file, under PyTorch's\n"
+    "                      state_dict names (F64, F32, F16 or BF16), instead of random\n"
+    "  --inputs FILE       the input from a safetensors file (in.tokens or in.x, and\n"
+    "                      optionally in.key_padding_mask, in.positions, in.attn_mask)\n"
     "  --seed N            seed of the random weights and inputs (default 20240521);\n"
     "                      the same seed gives bit-identical output\n"
     "  --trace             print every step of the forward pass: name, shape,\n"
     "                      mean, std, min, max\n"
+    "  --out FILE          also write every step's output (out.<step>, F64) to FILE,\n"
+    "                      a results file for 'refenc certify' (written atomically)\n"
     "  --case CASE         instead: run the reference on a golden case's inputs and\n"
-    "                      parameters (docs/golden-format.md) ...\n"
-    "  --out FILE          ... and write every output it lists to FILE, a results\n"
-    "                      file for 'refenc certify' (written atomically)\n"
+    "                      parameters (docs/golden-format.md) and write every output\n"
+    "                      it lists to the --out file ...\n"
     "  --emulate DTYPE[,M] ... computed instead by the emulation of a straightforward\n"
     "                      implementation in DTYPE: f32, f16 or bf16, accumulating in\n"
     "                      float32; modifiers: pure (accumulate in DTYPE), fused,\n"
@@ -63,13 +71,6 @@ static void print_stats(const char *name, const double *x, size_t ndim, const si
     printf("%-28s %-16s %13.6g %13.6g %13.6g %13.6g\n", name, dims, mean, sd, min, max);
 }
 
-static void trace_step(void *ctx, const char *name, const double *data, size_t ndim,
-                       const size_t *shape)
-{
-    (void)ctx;
-    print_stats(name, data, ndim, shape);
-}
-
 /* FNV-1a over the bytes of the output: equal fingerprints mean bit-identical
  * outputs. */
 static uint64_t fingerprint(const double *x, size_t n)
@@ -83,9 +84,12 @@ static uint64_t fingerprint(const double *x, size_t n)
     return h;
 }
 
-static void describe(const refenc_config *c, const run_input *in, const char *path, uint64_t seed)
+static void describe(const refenc_config *c, const refenc_case *k, const run_input *in,
+                     const char *path, uint64_t seed, const char *weights, const char *inputs)
 {
     printf("refenc run: %s, seed %" PRIu64 "\n", path, seed);
+    if (weights != NULL)
+        printf("weights: %s\n", weights);
     printf("model: %zu layer%s, %s-LN, d_model %zu, %zu heads, d_ff %zu, %s, eps %g, "
            "temperature %g%s\n",
            c->n_layers, c->n_layers == 1 ? "" : "s", c->norm == REFENC_NORM_PRE ? "Pre" : "Post",
@@ -97,11 +101,14 @@ static void describe(const refenc_config *c, const run_input *in, const char *pa
     if (c->positional == REFENC_POS_LEARNED)
         printf(" (max_len %zu)", c->max_len);
     printf("; final norm: %s\n", c->final_norm ? "yes" : "no");
-    printf("input: batch %zu, seq_len %zu, %s", in->batch, in->seq_len,
-           c->vocab_size ? "tokens" : "x ~ N(0, 1)");
+    printf("input: batch %zu, seq_len %zu, %s", k->B, k->L,
+           c->vocab_size ? "tokens" : inputs != NULL ? "x" : "x ~ N(0, 1)");
     if (c->vocab_size)
         printf(" (vocab_size %zu, padding_idx %lld)", c->vocab_size, (long long)c->padding_idx);
-    if (in->padding != NULL) {
+    if (inputs != NULL) {
+        printf(" from %s%s%s", inputs, k->key_padding_mask ? ", key padding mask" : "",
+               k->attn_mask ? ", additive mask" : "");
+    } else if (in->padding != NULL) {
         printf(", trailing padding [");
         for (size_t b = 0; b < in->batch; b++)
             printf(b ? ", %zu" : "%zu", in->padding[b]);
@@ -152,69 +159,110 @@ static int case_option(run_case_spec *spec, const char *opt, const char *v)
     return REFENC_EXIT_OK;
 }
 
-/* What the command line asks for. */
-typedef struct {
-    const char *config_path, *case_path, *out_path;
-    uint64_t seed;
-    int trace;
-    run_case_spec cspec; /* --case: what computes it */
-} run_args;
-
-/* Parses argv; *done = 1 when --help was printed.  Returns an exit code. */
-static int parse_run_args(run_args *ra, int argc, char **argv, int *done)
+/* The documented random stream: the parameters in table order (unless they
+ * come from a file), then the input position by position (unless it comes
+ * from a file): a token uniform in [0, V) other than padding_idx (padded
+ * positions get padding_idx), or D values N(0, 1). */
+static void seeded_fill(refenc_case *c, const run_input *spec, uint64_t seed, int params, int input,
+                        gsl_rng *rng)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(run_usage, stdout);
-            *done = 1;
-            return REFENC_EXIT_OK;
-        } else if (strcmp(a, "--trace") == 0) {
-            ra->trace = 1;
-            continue;
-        }
-        if (strcmp(a, "--config") != 0 && strcmp(a, "--seed") != 0 && strcmp(a, "--emulate") != 0 &&
-            strcmp(a, "--bug") != 0 && strcmp(a, "--case") != 0 && strcmp(a, "--out") != 0)
-            return cli_error("run", "unknown option '%s' (see 'refenc run --help')", a);
-        if (++i >= argc)
-            return cli_error("run", "%s needs %s (see 'refenc run --help')", a,
-                             strcmp(a, "--seed") == 0 || a[2] == 'e' || a[2] == 'b' ? "a value" : "a file name");
-        const char *v = argv[i];
-        if (strcmp(a, "--seed") == 0) {
-            if (!cli_parse_u64(&ra->seed, v) || ra->seed > 0xffffffffu)
-                return cli_error("run", "--seed: '%s' is not an integer in [0, 4294967295]", v);
-        } else if (strcmp(a, "--emulate") == 0 || strcmp(a, "--bug") == 0) {
-            const int rc = case_option(&ra->cspec, a, v);
-            if (rc != REFENC_EXIT_OK)
-                return rc;
-        } else {
-            *(a[2] == 'c' && a[3] == 'o' ? &ra->config_path : a[2] == 'c' ? &ra->case_path : &ra->out_path) = v;
+    const refenc_config *cfg = &c->cfg;
+    const size_t B = c->B, L = c->L, D = cfg->d_model;
+    gsl_rng_set(rng, (unsigned long)seed);
+    if (params)
+        refenc_params_init_random(&c->params, cfg, rng);
+    if (!input)
+        return;
+    for (size_t b = 0; b < B; b++) {
+        const size_t pad = spec->padding ? spec->padding[b] : 0;
+        for (size_t l = 0; l < L; l++) {
+            const int padded = l >= L - pad;
+            if (c->key_padding_mask != NULL)
+                c->key_padding_mask[b * L + l] = (uint8_t)padded;
+            if (c->tokens != NULL) {
+                int64_t t;
+                if (cfg->padding_idx >= 0 && cfg->vocab_size > 1) { /* never the padding token */
+                    t = (int64_t)gsl_rng_uniform_int(rng, (unsigned long)cfg->vocab_size - 1);
+                    if (t >= cfg->padding_idx)
+                        t++;
+                } else {
+                    t = (int64_t)gsl_rng_uniform_int(rng, (unsigned long)cfg->vocab_size);
+                }
+                c->tokens[b * L + l] = padded && cfg->padding_idx >= 0 ? cfg->padding_idx : t;
+            } else {
+                for (size_t d = 0; d < D; d++)
+                    c->x[(b * L + l) * D + d] = gsl_ran_gaussian_ziggurat(rng, 1.0);
+            }
         }
     }
-    return REFENC_EXIT_OK;
+}
+
+typedef struct {
+    int print;
+    results *keep;
+} run_trace;
+
+static void run_trace_fn(void *ctx, const char *name, const double *data, size_t ndim,
+                         const size_t *shape)
+{
+    run_trace *t = ctx;
+    if (t->print)
+        print_stats(name, data, ndim, shape);
+    if (t->keep != NULL)
+        results_collect(t->keep, name, data, ndim, shape);
 }
 
 int cmd_run(int argc, char **argv)
 {
-    run_args ra = {.seed = DEFAULT_SEED};
-    int done = 0;
-    const int rc = parse_run_args(&ra, argc, argv, &done);
-    if (done || rc != REFENC_EXIT_OK)
-        return rc;
-    const char *config_path = ra.config_path;
-    const uint64_t seed = ra.seed;
-    const int trace = ra.trace;
-    if (ra.case_path != NULL || ra.out_path != NULL) {
-        if (ra.case_path == NULL || ra.out_path == NULL)
-            return cli_error("run", "--case and --out go together (see 'refenc run --help')");
-        if (config_path != NULL || trace)
-            return cli_error("run", "--case does not combine with --config or --trace");
-        return run_case(ra.case_path, ra.out_path, &ra.cspec);
+    const char *config_path = NULL, *case_path = NULL, *out_path = NULL;
+    const char *weights_path = NULL, *inputs_path = NULL;
+    uint64_t seed = DEFAULT_SEED;
+    int trace = 0;
+    run_case_spec cspec;
+    memset(&cspec, 0, sizeof cspec);
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(run_usage, stdout);
+            return REFENC_EXIT_OK;
+        } else if (strcmp(a, "--trace") == 0) {
+            trace = 1;
+            continue;
+        }
+        const char **slot = strcmp(a, "--config") == 0    ? &config_path
+                            : strcmp(a, "--case") == 0    ? &case_path
+                            : strcmp(a, "--out") == 0     ? &out_path
+                            : strcmp(a, "--weights") == 0 ? &weights_path
+                            : strcmp(a, "--inputs") == 0  ? &inputs_path
+                                                          : NULL;
+        const int case_opt = strcmp(a, "--emulate") == 0 || strcmp(a, "--bug") == 0;
+        if (slot == NULL && !case_opt && strcmp(a, "--seed") != 0)
+            return cli_error("run", "unknown option '%s' (see 'refenc run --help')", a);
+        if (++i >= argc)
+            return cli_error("run", "%s needs a %s (see 'refenc run --help')", a,
+                             slot == NULL ? "value" : "file name");
+        if (slot != NULL)
+            *slot = argv[i];
+        else if (case_opt) {
+            const int rc = case_option(&cspec, a, argv[i]);
+            if (rc != REFENC_EXIT_OK)
+                return rc;
+        } else if (!cli_parse_u64(&seed, argv[i]) || seed > 0xffffffffu)
+            return cli_error("run", "--seed: '%s' is not an integer in [0, 4294967295]", argv[i]);
     }
-    if (ra.cspec.emulate || ra.cspec.has_bug)
-        return cli_error("run", "--emulate and --bug go with --case");
+    if (case_path != NULL) {
+        if (out_path == NULL)
+            return cli_error("run", "--case and --out go together (see 'refenc run --help')");
+        if (config_path != NULL || trace || weights_path != NULL || inputs_path != NULL)
+            return cli_error("run", "--case does not combine with --config, --weights, --inputs or --trace");
+        return run_case(case_path, out_path, &cspec);
+    }
+    if (cspec.emulate || cspec.has_bug)
+        return cli_error("run", "--emulate and --bug go with --case (see 'refenc run --help')");
     if (config_path == NULL)
-        return cli_error("run", "--config FILE.json is required (see 'refenc run --help')");
+        return cli_error("run", out_path != NULL ? "--out needs --config or --case (see 'refenc run --help')"
+                                                 : "--config FILE.json is required (see 'refenc run --help')");
 
     refenc_config cfg;
     run_input spec;
@@ -225,88 +273,82 @@ int cmd_run(int argc, char **argv)
         return cli_error("run", "%s", err.message);
     }
 
-    const size_t B = spec.batch, L = spec.seq_len, D = cfg.d_model;
-    refenc_params params;
-    refenc_workspace ws;
-    int st = refenc_params_alloc(&params, &cfg, &err);
-    if (st == REFENC_OK)
-        st = refenc_workspace_alloc(&ws, &cfg, B, L, &err);
+    /* the model: parameters and input, from the files or the seeded stream */
+    refenc_case c;
+    char *report = NULL;
+    int st;
+    if (inputs_path != NULL)
+        st = cli_case_from_inputs(&c, &cfg, &spec, config_path, inputs_path, &report, &err);
     else
-        memset(&ws, 0, sizeof ws);
-
-    double *x = NULL, *y = NULL;
-    int64_t *tokens = NULL;
-    uint8_t *mask = NULL;
+        st = refenc_case_alloc(&c, REFENC_COMP_ENCODER, &cfg, spec.batch, spec.seq_len,
+                               cfg.vocab_size > 0, spec.padding != NULL, 0, &err);
+    if (st == REFENC_OK && weights_path != NULL)
+        st = cli_params_from_weights(&c.params, weights_path, &report, &err);
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
-    if (st == REFENC_OK) {
-        y = malloc(B * L * D * sizeof *y); /* sizes validated above */
-        if (cfg.vocab_size > 0)
-            tokens = malloc(B * L * sizeof *tokens);
-        else
-            x = malloc(B * L * D * sizeof *x);
-        if (spec.padding != NULL)
-            mask = calloc(B * L, 1);
-        if (rng == NULL || y == NULL || (cfg.vocab_size > 0 ? !tokens : !x) ||
-            (spec.padding != NULL && mask == NULL))
-            st = refenc_error_set(&err, REFENC_ENOMEM, "out of memory for the input and output");
+    if (st == REFENC_OK && rng == NULL)
+        st = refenc_error_set(&err, REFENC_ENOMEM, "out of memory");
+    if (st != REFENC_OK) {
+        gsl_rng_free(rng);
+        refenc_case_free(&c);
+        free(spec.padding);
+        return cli_load_error("run", report, &err);
     }
+    seeded_fill(&c, &spec, seed, weights_path == NULL, inputs_path == NULL, rng);
+    gsl_rng_free(rng);
 
+    const size_t B = c.B, L = c.L, D = cfg.d_model;
+    refenc_workspace ws;
+    double *y = NULL;
+    st = refenc_workspace_alloc(&ws, &cfg, B, L, &err);
+    if (st == REFENC_OK && (y = refenc_alloc_array(B * L * D, sizeof *y)) == NULL)
+        st = refenc_error_set(&err, REFENC_ENOMEM, "out of memory for the output");
+    results keep;
+    memset(&keep, 0, sizeof keep);
     if (st == REFENC_OK) {
-        /* the random stream: parameters in table order, then the input */
-        gsl_rng_set(rng, (unsigned long)seed);
-        refenc_params_init_random(&params, &cfg, rng);
-        for (size_t b = 0; b < B; b++) {
-            const size_t pad = spec.padding ? spec.padding[b] : 0;
-            for (size_t l = 0; l < L; l++) {
-                const int padded = l >= L - pad;
-                if (mask != NULL)
-                    mask[b * L + l] = (uint8_t)padded;
-                if (tokens != NULL) {
-                    int64_t t;
-                    if (cfg.padding_idx >= 0 && cfg.vocab_size > 1) { /* never the padding token */
-                        t = (int64_t)gsl_rng_uniform_int(rng, (unsigned long)cfg.vocab_size - 1);
-                        if (t >= cfg.padding_idx)
-                            t++;
-                    } else {
-                        t = (int64_t)gsl_rng_uniform_int(rng, (unsigned long)cfg.vocab_size);
-                    }
-                    tokens[b * L + l] = padded && cfg.padding_idx >= 0 ? cfg.padding_idx : t;
-                } else {
-                    for (size_t d = 0; d < D; d++)
-                        x[(b * L + l) * D + d] = gsl_ran_gaussian_ziggurat(rng, 1.0);
-                }
-            }
-        }
-
-        describe(&cfg, &spec, config_path, seed);
-        const refenc_input input = {.B = B, .L = L, .tokens = tokens, .x = x,
-                                    .key_padding_mask = mask};
-        const refenc_trace tr = {trace_step, NULL};
+        describe(&cfg, &c, &spec, config_path, seed, weights_path, inputs_path);
+        const refenc_input input = refenc_case_input(&c);
+        run_trace rt = {trace, out_path != NULL ? &keep : NULL};
+        const refenc_trace tr = {run_trace_fn, &rt};
         if (trace)
             printf("\n%-28s %-16s %13s %13s %13s %13s\n", "step", "shape", "mean", "std", "min", "max");
-        st = refenc_encoder_forward(y, &ws, &params, &cfg, &input, trace ? &tr : NULL, &err);
-        if (st == REFENC_OK) {
-            const size_t shape[3] = {B, L, D};
-            printf("\n%-28s %-16s %13s %13s %13s %13s\n", "", "shape", "mean", "std", "min", "max");
-            print_stats("output", y, 3, shape);
-            const size_t shown = D < 4 ? D : 4;
-            printf("output[0, 0, 0:%zu] =", shown);
-            for (size_t d = 0; d < shown; d++)
-                printf(" %.17g", y[d]);
-            printf("\n");
-            printf("fingerprint (FNV-1a of the output's bytes): %016" PRIx64 "\n",
-                   fingerprint(y, B * L * D));
-        }
+        st = refenc_encoder_forward(y, &ws, &c.params, &cfg, &input, &tr, &err);
+    }
+    if (st == REFENC_OK) {
+        const size_t shape[3] = {B, L, D};
+        printf("\n%-28s %-16s %13s %13s %13s %13s\n", "", "shape", "mean", "std", "min", "max");
+        print_stats("output", y, 3, shape);
+        const size_t shown = D < 4 ? D : 4;
+        printf("output[0, 0, 0:%zu] =", shown);
+        for (size_t d = 0; d < shown; d++)
+            printf(" %.17g", y[d]);
+        printf("\n");
+        printf("fingerprint (FNV-1a of the output's bytes): %016" PRIx64 "\n",
+               fingerprint(y, B * L * D));
+    }
+    if (st == REFENC_OK && out_path != NULL) {
+        json_t *cj = refenc_config_to_json(&cfg);
+        char *cs = cj ? json_dumps(cj, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        char source[64];
+        snprintf(source, sizeof source, "seed %" PRIu64, seed);
+        json_t *meta = cs == NULL ? NULL
+                       : json_pack("{s:s, s:s, s:s, s:s}", "implementation",
+                                   "refenc reference " REFENC_VERSION " (double)", "config", cs,
+                                   "weights", weights_path ? weights_path : source,
+                                   "inputs", inputs_path ? inputs_path : source);
+        st = meta == NULL ? refenc_error_set(&err, REFENC_ENOMEM, "out of memory")
+                          : results_write(&keep, out_path, meta, &err);
+        if (st == REFENC_OK)
+            printf("%zu outputs written to %s\n", keep.n, out_path);
+        json_decref(meta);
+        json_decref(cj);
+        free(cs);
     }
 
-    gsl_rng_free(rng);
-    free(x);
+    results_free(&keep);
     free(y);
-    free(tokens);
-    free(mask);
     free(spec.padding);
     refenc_workspace_free(&ws);
-    refenc_params_free(&params);
+    refenc_case_free(&c);
     if (st != REFENC_OK)
         return cli_error("run", "%s", err.message);
     return REFENC_EXIT_OK;

@@ -95,7 +95,7 @@ void refenc_case_report_free(refenc_case_report *rep)
 typedef struct {
     double scale[REFENC_FMT_COUNT]; /* the case's scale of the policy, per dtype (1: none) */
     const char *float32_hazard;     /* why float32 cannot pass the case, or NULL          */
-    int inputs_need_f32;            /* input_dtype "F32"                                  */
+    int holds_inputs[REFENC_FMT_COUNT]; /* input_dtype: the formats that hold every input  */
     json_t *variants;               /* the checked "variants" array, or NULL              */
 } case_meta;
 
@@ -183,7 +183,13 @@ static int read_meta(case_meta *m, const refenc_case_report *rep, const refenc_s
     memset(m, 0, sizeof *m);
     const char *in_dtype = refenc_st_metadata(golden, "input_dtype");
     m->float32_hazard = refenc_st_metadata(golden, "float32_hazard");
-    m->inputs_need_f32 = in_dtype != NULL && strcmp(in_dtype, "F32") == 0;
+    /* "F16,BF16" (the default), "F16", "BF16", "F32" or "F64": F32 holds what
+     * either 16-bit format holds, F64 everything */
+    const char *held = in_dtype != NULL ? in_dtype : "F16,BF16";
+    m->holds_inputs[REFENC_FMT_F64] = 1;
+    m->holds_inputs[REFENC_FMT_F32] = strcmp(held, "F64") != 0;
+    m->holds_inputs[REFENC_FMT_F16] = strcmp(held, "F16") == 0 || strcmp(held, "F16,BF16") == 0;
+    m->holds_inputs[REFENC_FMT_BF16] = strcmp(held, "BF16") == 0 || strcmp(held, "F16,BF16") == 0;
     const int st = parse_tolerance(m, golden, rep->name, err);
     return st ? st : parse_variants(m, rep, golden, err);
 }
@@ -506,7 +512,8 @@ static void finish(refenc_case_report *rep)
 }
 
 /* An expected failure: a float32 hazard for F32, F16 and BF16 results, inputs
- * that need float32 for F16 and BF16 ones (the lowest dtype compared counts). */
+ * that the result's dtype cannot hold exactly (input_dtype; the lowest dtype
+ * compared counts). */
 static void expect_hazard(refenc_case_report *rep, const case_meta *m)
 {
     int low = REFENC_FMT_F64;
@@ -518,9 +525,9 @@ static void expect_hazard(refenc_case_report *rep, const case_meta *m)
     }
     if (m->float32_hazard != NULL && low >= REFENC_FMT_F32)
         snprintf(rep->hazard, sizeof rep->hazard, "float32 hazard: %s", m->float32_hazard);
-    else if (m->inputs_need_f32 && low >= REFENC_FMT_F16)
-        snprintf(rep->hazard, sizeof rep->hazard, "inputs need float32: %s cannot hold them",
-                 refenc_format_name((refenc_format)low));
+    else if (!m->holds_inputs[low])
+        snprintf(rep->hazard, sizeof rep->hazard, "inputs need %s: %s cannot hold them",
+                 m->holds_inputs[REFENC_FMT_F32] ? "float32" : "float64", refenc_format_name((refenc_format)low));
     if (rep->hazard[0])
         rep->verdict = rep->pass ? REFENC_VERDICT_XPASS : REFENC_VERDICT_XFAIL;
 }

@@ -1,4 +1,4 @@
-#include "catalogue.h"
+#include "golden_catalogue.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -7,9 +7,9 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
-#include "../../ref/io/config_json.h"
-#include "../../ref/io/file_read.h"
-#include "../../ref/tool/random_params.h"
+#include "../io/config_json.h"
+#include "../io/file_read.h"
+#include "../tool/random_params.h"
 
 static const char *const case_keys[] = {"case", "component", "description", "model", "input", "seed",
                                         "input_bits", "bug_classes", "tolerance", "float32_hazard",
