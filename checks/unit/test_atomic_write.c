@@ -386,6 +386,9 @@ static int signal_mid_write(const char *path, int sig, int commit)
     const pid_t pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
+        /* the default action, whatever the test runner inherited (a shell
+         * starts background jobs with SIGINT and SIGQUIT ignored) */
+        signal(sig, SIG_DFL);
         refenc_atomic_file a;
         refenc_error err;
         if (refenc_atomic_open(&a, path, &err) != REFENC_OK || refenc_atomic_write(&a, "new", 3, &err) != REFENC_OK)
