@@ -225,17 +225,31 @@ static double gelu_rounding(double x, double y)
     return g(1) * fabs(y) + 0.5 * fabs(x) * eE;
 }
 
+/* |fl(x / (1 + exp(a^))) - x / (1 + exp(a))| for exact x, the exponent a^
+ * computed within ea of the exact a (the common tail of GELU-tanh, a = -2z,
+ * and quick GELU, a = -1.702 x):
+ *   E^ = exp(a^) within 1 ulp: E^ / exp(a) in [e^{-ea}(1 - 2u), e^{ea}(1 + 2u)]: rel_E
+ *   1 + E^: relative to 1 + exp(a) at most rel_E + u + rel_E u = rel_d
+ *   y^ = fl(x / .): |y^/y - 1| <= (1 + u)/(1 - rel_d) - 1 = rel_y.
+ * If E^ overflows, y^ = -0 and |y| <= |x| exp(-a) <= |x| exp(-a^ + ea). */
+static double logistic_rounding(double x, double y, double a, double ea)
+{
+    const double E = exp(a);
+    if (isinf(E))
+        return fabs(x) * exp(-a + ea) + TINY;
+    const double rel_E = expm1(ea) * (1.0 + 2.0 * FB_ULPS_EXP * U) + 2.0 * FB_ULPS_EXP * U;
+    const double rel_d = rel_E + U + rel_E * U;
+    const double rel_y = (1.0 + U) / (1.0 - rel_d) - 1.0;
+    return rel_y * fabs(y) / (1.0 - rel_y) + 2.0 * TINY;
+}
+
 /* |refenc_gelu_tanh(x) - 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3)))| for exact x.
  * y = x / (1 + exp(-2z)), z = S (x + C x^3), S = sqrt(2/pi), C = 0.044715.
  *   w^ = fl(x + fl(C^ fl(fl(x x) x))): x^3 two roundings, C^ = C(1+d) and the
  *        product two more, the sum one: |w^ - w| <= gamma_5 (|x| + |C x^3|)
  *        (gamma_6 covers using the computed |C x^3|)
  *   z^ = fl(S^ w^): |z^ - z| <= S e_w (1 + u) + gamma_3 |z^|
- *   E^ = exp(-2 z^) (the doubling is exact), within 1 ulp:
- *        E^ / exp(-2z) in [e^{-2 e_z}(1 - 2u), e^{2 e_z}(1 + 2u)]: rel_E
- *   1 + E^: relative to 1 + exp(-2z) at most rel_E + u + rel_E u = rel_d
- *   y^ = fl(x / .): |y^/y - 1| <= (1 + u)/(1 - rel_d) - 1 = rel_y.
- * If E^ overflows, y^ = -0 and |y| <= |x| exp(2z) <= |x| exp(2 z^ + 2 e_z). */
+ *   then logistic_rounding with a = -2z (the doubling is exact), ea = 2 e_z. */
 static double gelu_tanh_rounding(double x, double y)
 {
     const double C = 0.044715, S = 0.7978845608028654;
@@ -243,13 +257,16 @@ static double gelu_tanh_rounding(double x, double y)
     const double ew = g(6) * (fabs(x) + fabs(cx3));
     const double z = S * (x + cx3);
     const double ez = S * ew * (1.0 + U) + g(3) * fabs(z);
-    const double E = exp(-2.0 * z);
-    if (isinf(E))
-        return fabs(x) * exp(2.0 * z + 2.0 * ez) + TINY;
-    const double rel_E = expm1(2.0 * ez) * (1.0 + 2.0 * FB_ULPS_EXP * U) + 2.0 * FB_ULPS_EXP * U;
-    const double rel_d = rel_E + U + rel_E * U;
-    const double rel_y = (1.0 + U) / (1.0 - rel_d) - 1.0;
-    return rel_y * fabs(y) / (1.0 - rel_y) + 2.0 * TINY;
+    return logistic_rounding(x, y, -2.0 * z, 2.0 * ez);
+}
+
+/* |refenc_quick_gelu(x) - x / (1 + exp(-1.702 x))| for exact x:
+ *   t^ = fl(A^ x), A^ = 1.702 (1 + d): |t^ - t| <= gamma_2 |t| (gamma_3 |t^| covers it),
+ *   then logistic_rounding with a = -t^, ea = gamma_3 |t^|. */
+static double quick_gelu_rounding(double x, double y)
+{
+    const double t = 1.702 * x;
+    return logistic_rounding(x, y, -t, g(3) * fabs(t));
 }
 
 double fb_activation_rounding(refenc_activation act, double x, double y)
@@ -257,6 +274,7 @@ double fb_activation_rounding(refenc_activation act, double x, double y)
     switch (act) {
     case REFENC_ACT_GELU: return gelu_rounding(x, y);
     case REFENC_ACT_GELU_TANH: return gelu_tanh_rounding(x, y);
+    case REFENC_ACT_QUICK_GELU: return quick_gelu_rounding(x, y);
     case REFENC_ACT_RELU: break;
     }
     return 0.0; /* ReLU is exact */

@@ -198,6 +198,23 @@ void bnd_activation(double *E_y, const double *x, const double *E_x, const doubl
             lip = LIP_GELU_TANH;
             break;
         }
+        case REFENC_ACT_QUICK_GELU: {
+            /* y = x / (1 + exp(-t)), t = A x, A the double nearest 1.702 (relative
+             * error <= u): |t^ - t| <= 2u |t^| = dt (the constant and the product);
+             * exp(-t^) within (dt + 2u) of exp(-t) relatively; the sum 1 + E adds
+             * u (1 + E), the division u.  If exp(-t^) overflows (x < -417), y^ = -0
+             * and |y| <= 417 e^-709 < 2^-1000. */
+            const double t = 1.702 * xi, dt = 2 * U * fabs(t);
+            const double E = exp(-t), den = 1 + E;
+            if (isinf(E)) {
+                r = 0x1p-1000;
+            } else {
+                const double rel = (E * (dt + 2 * LIBM_ULP_EXP * U) + U * den) / den + U;
+                r = rel * fabs(y[i]);
+            }
+            lip = LIP_QUICK_GELU;
+            break;
+        }
         }
         E_y[i] = r + lip * ex;
     }

@@ -131,7 +131,9 @@ Test(bad_golden, metadata_missing_or_wrong)
     rb_golden_set_config(&g, "d_modle", "24");
     run_error(&s, &g, "an unknown config key", "__metadata__.config.d_modle: unknown key (known keys: "
               "d_model, n_heads, d_ff, n_layers, norm, activation, layer_norm_eps, final_norm, positional, "
-              "rope_layout, rope_base, max_len, temperature, causal, vocab_size, padding_idx)");
+              "rope_layout, rope_base, max_len, temperature, causal, vocab_size, padding_idx, family, "
+              "scale_embedding, type_vocab_size, embedding_norm, embedding_norm_eps, position_ids, "
+              "mask_value)");
     rb_golden_free(&g);
 
     rb_golden_load(&g, "layernorm_small_variance");

@@ -142,6 +142,8 @@ int catalogue_build(refenc_case *c, const catalogue_case *cc, refenc_error *err)
     c->has_positions = ps != NULL || cc->component == REFENC_COMP_SINUSOIDAL_PE ||
                        cc->component == REFENC_COMP_ROPE || cc->component == REFENC_COMP_ALIBI ||
                        cfg.positional != REFENC_POS_NONE;
+    if (cfg.position_ids == REFENC_POSIDS_ROBERTA) /* derived from the tokens, never given */
+        c->has_positions = 0;
     for (size_t l = 0; l < L; l++)
         c->positions[l] = (ps ? (int64_t)json_integer_value(ps) : 0) + (int64_t)l;
 
@@ -171,6 +173,12 @@ int catalogue_build(refenc_case *c, const catalogue_case *cc, refenc_error *err)
             }
             c->tokens[i] = c->key_padding_mask && c->key_padding_mask[i] && cfg.padding_idx >= 0
                                ? cfg.padding_idx : t;
+        }
+        /* token types (drawn after every token, so that cases without them
+         * keep their stream): uniform, 0 at padded positions */
+        for (size_t i = 0; c->token_types != NULL && i < B * L; i++) {
+            const int64_t t = (int64_t)gsl_rng_uniform_int(rng, (unsigned long)cfg.type_vocab_size);
+            c->token_types[i] = c->key_padding_mask && c->key_padding_mask[i] ? 0 : t;
         }
     }
 

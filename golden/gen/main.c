@@ -309,6 +309,8 @@ static int gen(const char *catalogue_path, const char *name, const char *out_pat
         const size_t bl[2] = {B, L}, ll[2] = {L, L}, l1[1] = {L};
         if (c.tokens != NULL)
             add(&fb, "in.tokens", REFENC_ST_I64, 2, bl, c.tokens);
+        if (c.token_types != NULL)
+            add(&fb, "in.token_type_ids", REFENC_ST_I64, 2, bl, c.token_types);
         if (c.key_padding_mask != NULL)
             add(&fb, "in.key_padding_mask", REFENC_ST_BOOL, 2, bl, c.key_padding_mask);
         if (c.has_positions)

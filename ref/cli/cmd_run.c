@@ -163,18 +163,21 @@ int cmd_run(int argc, char **argv)
         memset(&ws, 0, sizeof ws);
 
     double *x = NULL, *y = NULL;
-    int64_t *tokens = NULL;
+    int64_t *tokens = NULL, *types = NULL;
     uint8_t *mask = NULL;
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
     if (st == REFENC_OK) {
         y = malloc(B * L * D * sizeof *y); /* sizes validated above */
         if (cfg.vocab_size > 0)
             tokens = malloc(B * L * sizeof *tokens);
-        else
+        if (cfg.type_vocab_size > 0)
+            types = malloc(B * L * sizeof *types);
+        if (cfg.vocab_size == 0)
             x = malloc(B * L * D * sizeof *x);
         if (spec.padding != NULL)
             mask = calloc(B * L, 1);
         if (rng == NULL || y == NULL || (cfg.vocab_size > 0 ? !tokens : !x) ||
+            (cfg.type_vocab_size > 0 && types == NULL) ||
             (spec.padding != NULL && mask == NULL))
             st = refenc_error_set(&err, REFENC_ENOMEM, "out of memory for the input and output");
     }
@@ -199,6 +202,9 @@ int cmd_run(int argc, char **argv)
                         t = (int64_t)gsl_rng_uniform_int(rng, (unsigned long)cfg.vocab_size);
                     }
                     tokens[b * L + l] = padded && cfg.padding_idx >= 0 ? cfg.padding_idx : t;
+                    if (types != NULL) /* padding gets type 0, as HF tokenizers give it */
+                        types[b * L + l] = padded ? 0 : (int64_t)gsl_rng_uniform_int(
+                                               rng, (unsigned long)cfg.type_vocab_size);
                 } else {
                     for (size_t d = 0; d < D; d++)
                         x[(b * L + l) * D + d] = gsl_ran_gaussian_ziggurat(rng, 1.0);
@@ -208,7 +214,7 @@ int cmd_run(int argc, char **argv)
 
         describe(&cfg, &spec, config_path, seed);
         const refenc_input input = {.B = B, .L = L, .tokens = tokens, .x = x,
-                                    .key_padding_mask = mask};
+                                    .key_padding_mask = mask, .token_types = types};
         const refenc_trace tr = {trace_step, NULL};
         if (trace)
             printf("\n%-28s %-16s %13s %13s %13s %13s\n", "step", "shape", "mean", "std", "min", "max");
@@ -231,6 +237,7 @@ int cmd_run(int argc, char **argv)
     free(x);
     free(y);
     free(tokens);
+    free(types);
     free(mask);
     free(spec.padding);
     refenc_workspace_free(&ws);
