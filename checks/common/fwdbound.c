@@ -528,6 +528,7 @@ static void chain_attention(double *out, double *Eout, double *w, double *ew,
                 for (size_t d = 0; d < Dh; d++)
                     sq += q_i[d] * q_i[d];
                 const double nq = sqrt(sq) * (1.0 + g((double)Dh + 1.0));
+                int sees = 0; /* some unmasked score above -inf */
                 for (size_t j = 0; j < L; j++) {
                     if ((pad_b != NULL && pad_b[j]) || (opt->causal && j > i)) {
                         z[j] = -INFINITY; /* masked in both: exact */
@@ -556,7 +557,15 @@ static void chain_attention(double *out, double *Eout, double *w, double *ew,
                     }
                     z[j] = s;
                     ez[j] = es;
+                    sees |= s > -INFINITY;
                 }
+                /* mask_value finfo_min: with a visible key, a masked weight is
+                 * exp(-DBL_MAX - max) = 0 in both, as for -inf; without one,
+                 * every masked score is -DBL_MAX exactly in both: equal scores,
+                 * exp(0) each (attention.h) */
+                for (size_t j = 0; opt->mask_value == REFENC_MASK_FINFO_MIN && !sees && j < L; j++)
+                    if ((pad_b != NULL && pad_b[j]) || (opt->causal && j > i))
+                        z[j] = 0.0, ez[j] = 0.0;
                 softmax_row_bound(ew_bh + i * L, w_bh + i * L, z, ez, L);
             }
             for (size_t i = 0; i < L; i++) {
@@ -746,10 +755,20 @@ static void chain_layer(double *y, double *Ey, double *w, double *ew, const doub
     free(buf);
 }
 
+/* E[r] += |c h[r,:]|_2: one rounding of relative size c per element of row r. */
+static void row_bound_add(double *E, const double *h, size_t R, size_t D, double c)
+{
+    for (size_t r = 0; r < R; r++) {
+        double r2 = 0.0;
+        for (size_t d = 0; d < D; d++)
+            r2 += (c * h[r * D + d]) * (c * h[r * D + d]);
+        E[r] += sqrt(r2);
+    }
+}
+
 void fb_encoder(fb_result *r, const refenc_params *p, const refenc_config *cfg,
                 const refenc_input *in, const fb_norms *nm)
 {
-    cr_assert_eq(cfg->vocab_size, 0, "fb_encoder: token inputs are not supported");
     const size_t B = in->B, L = in->L, D = cfg->d_model, H = cfg->n_heads;
     const size_t BL = B * L, BLD = BL * D;
     memset(r, 0, sizeof *r);
@@ -776,7 +795,22 @@ void fb_encoder(fb_result *r, const refenc_params *p, const refenc_config *cfg,
 
     double *h = dalloc(2 * BLD + 2 * BL);
     double *nx = h + BLD, *Eh = nx + BLD, *Enx = Eh + BL;
-    memcpy(h, in->x, BLD * sizeof(double)); /* the input is exact: Eh = 0 */
+    /* the input x is exact: Eh = 0; so is a row looked up without the scale;
+     * scaled by sqrt(D): fl(sqrt D) and the product, gamma_2 |h| per element */
+    if (cfg->vocab_size > 0 && cfg->scale_embedding) {
+        refenc_embedding_forward(h, in->tokens, p->embedding, B, L, cfg->vocab_size, D);
+        row_bound_add(Eh, h, BL, D, g(2));
+    } else if (cfg->vocab_size > 0) {
+        refenc_embedding_lookup(h, in->tokens, p->embedding, B, L, cfg->vocab_size, D);
+    } else {
+        memcpy(h, in->x, BLD * sizeof(double));
+    }
+    int64_t *ids = prop_calloc(BL, sizeof(int64_t)); /* types 0, or RoBERTa's positions */
+    if (cfg->type_vocab_size > 0) { /* one rounded sum per element: gamma_1 |h| */
+        refenc_embedding_add(h, h, in->token_types ? in->token_types : ids,
+                             p->token_type_embedding, B, L, cfg->type_vocab_size, D);
+        row_bound_add(Eh, h, BL, D, g(1));
+    }
 
     if (cfg->positional == REFENC_POS_SINUSOIDAL) {
         /* y = fl(x + sin(angle^)): the angle fl(pos w_i) within gamma_1 |angle|,
@@ -793,13 +827,20 @@ void fb_encoder(fb_result *r, const refenc_params *p, const refenc_config *cfg,
         }
         memcpy(h, nx, BLD * sizeof(double));
     } else if (cfg->positional == REFENC_POS_LEARNED) {
-        refenc_learned_pe_forward(h, h, pos, p->pos_embedding, B, L, cfg->max_len, D);
-        for (size_t bl = 0; bl < BL; bl++) {
-            double r2 = 0.0;
-            for (size_t d = 0; d < D; d++)
-                r2 += (g(1) * h[bl * D + d]) * (g(1) * h[bl * D + d]);
-            Eh[bl] += sqrt(r2);
+        if (cfg->position_ids == REFENC_POSIDS_ROBERTA) {
+            refenc_position_ids_roberta(ids, in->tokens, B, L, cfg->padding_idx);
+            refenc_embedding_add(h, h, ids, p->pos_embedding, B, L, cfg->max_len, D);
+        } else {
+            refenc_learned_pe_forward(h, h, pos, p->pos_embedding, B, L, cfg->max_len, D);
         }
+        row_bound_add(Eh, h, BL, D, g(1));
+    }
+    free(ids);
+    if (cfg->embedding_norm) {
+        chain_layernorm(nx, Enx, h, Eh, p->embedding_norm_weight, p->embedding_norm_bias, BL, D,
+                        cfg->embedding_norm_eps);
+        memcpy(h, nx, BLD * sizeof(double));
+        memcpy(Eh, Enx, BL * sizeof(double));
     }
 
     const refenc_attn_options opt = {
@@ -809,6 +850,7 @@ void fb_encoder(fb_result *r, const refenc_params *p, const refenc_config *cfg,
         .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? slopes : NULL,
         .positions = pos,
         .temperature = cfg->temperature,
+        .mask_value = cfg->mask_value,
     };
     const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, pos};
     const refenc_rope_options *rope_p = cfg->positional == REFENC_POS_ROPE ? &rope : NULL;

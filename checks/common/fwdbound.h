@@ -126,8 +126,9 @@ void fb_mha_observed(double *y, double *Ey, double *w, double *ew, const double 
                      const refenc_rope_options *rope, size_t B, size_t L, size_t D, size_t H,
                      const double *nqkv, double no);
 
-/* The encoder (encoder.h) for an input x (vocab_size 0), recomputed from
- * its stages with bounds. */
+/* The encoder (encoder.h), recomputed from its stages with bounds: an input
+ * x, or tokens through the embedding path (the scale, token types, learned
+ * positions by index or RoBERTa's rule, the embedding LayerNorm). */
 typedef struct {
     size_t B, L, D, N, BHLL;
     double *y;        /* (B, L, D)  the output                                */

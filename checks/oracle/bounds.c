@@ -346,6 +346,19 @@ void bnd_attention(double *E_out, double *E_w, const double *q, const double *E_
                     s[i * L + j] = sv;
                     Es[i * L + j] = E;
                 }
+            /* mask_value finfo_min: a row with an unmasked score above -inf gives
+             * its masked keys weight exp(-DBL_MAX - max) = 0 (below the subnormal
+             * floor of the softmax bound), as -inf does; a row without one scores
+             * every masked key -DBL_MAX exactly, in the reference as in the oracle:
+             * equal scores, exp(0) each (attention.h) */
+            for (size_t i = 0; opt->mask_value == REFENC_MASK_FINFO_MIN && i < L; i++) {
+                int sees = 0;
+                for (size_t j = 0; j < L; j++)
+                    sees |= !((pad != NULL && pad[j]) || (opt->causal && j > i)) && s[i * L + j] > -INFINITY;
+                for (size_t j = 0; !sees && j < L; j++)
+                    if ((pad != NULL && pad[j]) || (opt->causal && j > i))
+                        s[i * L + j] = 0, Es[i * L + j] = 0;
+            }
             double *Ew_ = E_w + bh * L * L;
             bnd_softmax_scaled(Ew_, s, Es, w_, L, L);
             for (size_t i = 0; i < L; i++)
@@ -500,13 +513,24 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
     double *out = dalloc(BLD), *Eout = dalloc(BLD), *Ew = dalloc(BHLL), *pe = dalloc(L * D);
     double *Epe = dalloc(L * D), *slopes = dalloc(H), *slope_err = dalloc(H);
 
-    /* embed: sqrt(D) rounded, one product: gamma_2 |x^|; PE: table error + u |y| */
-    if (cfg->vocab_size > 0) {
+    /* embed: sqrt(D) rounded, one product: gamma_2 |x^| (without the scale an
+     * exact copy); each table row added: u |y|; PE: table error + u |y|; the
+     * embedding LayerNorm: bnd_layernorm with the sum's error as input error */
+    if (cfg->vocab_size > 0 && cfg->scale_embedding) {
         refenc_embedding_forward(h, in->tokens, p->embedding, B, L, cfg->vocab_size, D);
         for (size_t i = 0; i < BLD; i++)
             Eh[i] = bnd_gamma(2) * fabs(h[i]);
+    } else if (cfg->vocab_size > 0) {
+        refenc_embedding_lookup(h, in->tokens, p->embedding, B, L, cfg->vocab_size, D);
     } else {
         memcpy(h, in->x, BLD * sizeof(double));
+    }
+    int64_t *ids = calloc(BL, sizeof(int64_t)); /* token types 0, or RoBERTa's positions */
+    if (cfg->type_vocab_size > 0) {
+        refenc_embedding_add(h, h, in->token_types ? in->token_types : ids, p->token_type_embedding,
+                             B, L, cfg->type_vocab_size, D);
+        for (size_t i = 0; i < BLD; i++)
+            Eh[i] += U * fabs(h[i]);
     }
     if (cfg->positional == REFENC_POS_SINUSOIDAL) {
         refenc_sinusoidal_forward(h, h, pos, B, L, D);
@@ -515,9 +539,23 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
             for (size_t d = 0; d < D; d++)
                 Eh[bl * D + d] += Epe[(bl % L) * D + d] + U * fabs(h[bl * D + d]);
     } else if (cfg->positional == REFENC_POS_LEARNED) {
-        refenc_learned_pe_forward(h, h, pos, p->pos_embedding, B, L, cfg->max_len, D);
+        if (cfg->position_ids == REFENC_POSIDS_ROBERTA) {
+            refenc_position_ids_roberta(ids, in->tokens, B, L, cfg->padding_idx);
+            refenc_embedding_add(h, h, ids, p->pos_embedding, B, L, cfg->max_len, D);
+        } else {
+            refenc_learned_pe_forward(h, h, pos, p->pos_embedding, B, L, cfg->max_len, D);
+        }
         for (size_t i = 0; i < BLD; i++)
             Eh[i] += U * fabs(h[i]);
+    }
+    free(ids);
+    if (cfg->embedding_norm) {
+        refenc_layernorm_forward(ln, h, p->embedding_norm_weight, p->embedding_norm_bias, BL, D,
+                                 cfg->embedding_norm_eps);
+        st->applicable &= bnd_layernorm(Eln, h, Eh, p->embedding_norm_weight,
+                                        p->embedding_norm_bias, ln, BL, D, cfg->embedding_norm_eps);
+        memcpy(h, ln, BLD * sizeof(double));
+        memcpy(Eh, Eln, BLD * sizeof(double));
     }
     record(st, "embed", h, Eh, BLD);
 
@@ -532,6 +570,7 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
         .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? slopes : NULL,
         .positions = pos,
         .temperature = cfg->temperature,
+        .mask_value = cfg->mask_value,
     };
     const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, pos};
     const refenc_rope_options *rope_p = cfg->positional == REFENC_POS_ROPE ? &rope : NULL;
