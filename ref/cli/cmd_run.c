@@ -13,12 +13,13 @@
 #include "../refenc.h"
 #include "cli.h"
 #include "run_config.h"
+#include "run_weights.h"
 #include "../tool/random_params.h"
 
 #define DEFAULT_SEED 20240521u
 
 static const char run_usage[] =
-    "usage: refenc run --config FILE.json [--seed N] [--trace]\n"
+    "usage: refenc run --config FILE.json [--weights W.safetensors] [--seed N] [--trace]\n"
     "       refenc run --case CASE.safetensors --out RESULTS.safetensors\n"
     "\n"
     "Builds the encoder described by FILE.json, fills its parameters and its\n"
@@ -28,6 +29,10 @@ static const char run_usage[] =
     "options:\n"
     "  --config FILE.json  the config: {\"model\": {...}, \"input\": {...}}\n"
     "                      (docs/cli.md lists every key; unknown keys are errors)\n"
+    "  --weights W         the parameters from W, a checkpoint in the config's family\n"
+    "                      layout (Hugging Face names for bert, roberta, distilbert,\n"
+    "                      gpt2, clip-text; refenc's own for vaswani; docs/families.md)\n"
+    "                      instead of random ones; the input is the seed's, as without\n"
     "  --seed N            seed of the random weights and inputs (default 20240521);\n"
     "                      the same seed gives bit-identical output\n"
     "  --trace             print every step of the forward pass: name, shape,\n"
@@ -106,7 +111,8 @@ static void describe(const refenc_config *c, const run_input *in, const char *pa
 
 int cmd_run(int argc, char **argv)
 {
-    const char *config_path = NULL, *case_path = NULL, *out_path = NULL;
+    const char *config_path = NULL, *case_path = NULL, *out_path = NULL, *weights_path = NULL;
+    char weights_summary[1024] = "";
     uint64_t seed = DEFAULT_SEED;
     int trace = 0;
 
@@ -124,6 +130,10 @@ int cmd_run(int argc, char **argv)
                 return cli_error("run", "--seed needs a value (see 'refenc run --help')");
             if (!cli_parse_u64(&seed, argv[i]) || seed > 0xffffffffu)
                 return cli_error("run", "--seed: '%s' is not an integer in [0, 4294967295]", argv[i]);
+        } else if (strcmp(a, "--weights") == 0) {
+            if (++i >= argc)
+                return cli_error("run", "--weights needs a file name (see 'refenc run --help')");
+            weights_path = argv[i];
         } else if (strcmp(a, "--trace") == 0) {
             trace = 1;
         } else if (strcmp(a, "--case") == 0 || strcmp(a, "--out") == 0) {
@@ -139,6 +149,8 @@ int cmd_run(int argc, char **argv)
             return cli_error("run", "--case and --out go together (see 'refenc run --help')");
         if (config_path != NULL || trace)
             return cli_error("run", "--case does not combine with --config or --trace");
+        if (weights_path != NULL)
+            return cli_error("run", "--weights goes with --config, not with --case");
         return run_case(case_path, out_path);
     }
     if (config_path == NULL)
@@ -183,9 +195,17 @@ int cmd_run(int argc, char **argv)
     }
 
     if (st == REFENC_OK) {
-        /* the random stream: parameters in table order, then the input */
+        /* the random stream: parameters in table order, then the input (with
+         * --weights the parameters are drawn all the same, then replaced: the
+         * input is the one the seed gives without) */
         gsl_rng_set(rng, (unsigned long)seed);
         refenc_params_init_random(&params, &cfg, rng);
+        if (weights_path != NULL)
+            st = run_load_weights(&params, &cfg, weights_path, weights_summary,
+                                  sizeof weights_summary, &err);
+    }
+
+    if (st == REFENC_OK) {
         for (size_t b = 0; b < B; b++) {
             const size_t pad = spec.padding ? spec.padding[b] : 0;
             for (size_t l = 0; l < L; l++) {
@@ -213,6 +233,8 @@ int cmd_run(int argc, char **argv)
         }
 
         describe(&cfg, &spec, config_path, seed);
+        if (weights_summary[0] != '\0')
+            printf("%s\n", weights_summary);
         const refenc_input input = {.B = B, .L = L, .tokens = tokens, .x = x,
                                     .key_padding_mask = mask, .token_types = types};
         const refenc_trace tr = {trace_step, NULL};
