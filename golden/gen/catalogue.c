@@ -12,7 +12,7 @@
 
 static const char *const case_keys[] = {"case", "component", "description", "model", "input", "seed",
                                         "input_bits", "bug_classes", "tolerance", "float32_hazard",
-                                        NULL};
+                                        "embedding_std", NULL};
 static const char *const input_keys[] = {"batch", "seq_len", "padding", "padding_side",
                                          "positions_start", "x_mean", "x_scale", "x_grid",
                                          "attn_mask", "masked_fraction", "fully_masked_rows", NULL};
@@ -132,8 +132,27 @@ int catalogue_build(refenc_case *c, const catalogue_case *cc, refenc_error *err)
         return refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", cc->name);
     gsl_rng_set(rng, cc->seed);
 
-    /* parameters: the documented Gaussian scales, rounded */
+    /* parameters: the documented Gaussian scales (the embedding tables, word,
+     * type and position, rescaled to N(0, embedding_std^2) when the case says:
+     * BERT's initializer_range 0.02 makes rows of small variance, where the
+     * embedding LayerNorm's eps shows), rounded */
     refenc_params_init_random(&c->params, &cfg, rng);
+    const json_t *estd = json_object_get(cc->entry, "embedding_std");
+    if (estd != NULL) {
+        if (!json_is_number(estd) || !(json_number_value(estd) > 0)) {
+            gsl_rng_free(rng);
+            return refenc_error_set(err, REFENC_EINVAL, "case %s: embedding_std must be a number > 0",
+                                    cc->name);
+        }
+        const double s = json_number_value(estd), s_tok = s * sqrt((double)cfg.d_model);
+        refenc_params *p = &c->params;
+        for (size_t i = 0; p->embedding != NULL && i < cfg.vocab_size * cfg.d_model; i++)
+            p->embedding[i] *= s_tok; /* drawn N(0, 1/D) */
+        for (size_t i = 0; p->token_type_embedding != NULL && i < cfg.type_vocab_size * cfg.d_model; i++)
+            p->token_type_embedding[i] *= s_tok;
+        for (size_t i = 0; p->pos_embedding != NULL && i < cfg.max_len * cfg.d_model; i++)
+            p->pos_embedding[i] *= s / 0.5; /* drawn N(0, 0.25) */
+    }
     for (size_t i = 0; i < c->params.n_values; i++)
         c->params.block[i] = catalogue_round(c->params.block[i], cc->input_bits);
 
