@@ -81,6 +81,7 @@ help:
 	@echo "make golden     regenerate the golden cases from the oracle; golden-verify compares"
 	@echo "make certify-torch  certify PyTorch (float64 and float32) against the golden cases"
 	@echo "make check-diagnosis  inject each known bug into the PyTorch peer: each must be named"
+	@echo "make check-checkpoint-names  the families' Hugging Face names: refenc's loader and the peer agree"
 	@echo "make clean      remove $(BUILD)/ and the hardening build directories"
 	@echo "make bench-oracle          time the reference and the MPFR oracle (docs/oracle.md)"
 	@echo "make check-float-variants  show that float-rounded variants fail the accuracy suite"
