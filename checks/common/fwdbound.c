@@ -930,3 +930,25 @@ size_t fb_outputs_outside(test_worst *w, const double *y1, const fb_result *f1, 
         bad += !fb_within(w, y1[i], f1->Ey[i / D], y0[i], f0->Ey[i / D], "%s: output %zu", what, i);
     return bad;
 }
+
+size_t fb_outputs_changed_by(test_worst *w, prop_case *c, void (*change)(prop_case *c, void *arg),
+                             void *arg)
+{
+    const size_t BLD = c->B * c->L * c->cfg.d_model;
+    double *y0 = prop_calloc(BLD, sizeof(double)), *y1 = prop_calloc(BLD, sizeof(double));
+    const refenc_input in = {.B = c->B, .L = c->L, .x = c->x, .key_padding_mask = c->pad,
+                             .tokens = c->tokens, .token_types = c->types};
+    fb_norms nm;
+    fb_result f0, f1;
+    fb_norms_compute(&nm, &c->p, &c->cfg);
+    fb_encoder_checked(&f0, y0, NULL, &c->p, &c->cfg, &in, &nm, c->desc);
+    change(c, arg);
+    fb_encoder_checked(&f1, y1, NULL, &c->p, &c->cfg, &in, &nm, c->desc);
+    const size_t bad = fb_outputs_outside(w, y1, &f1, y0, &f0, c->desc);
+    fb_result_free(&f0);
+    fb_result_free(&f1);
+    fb_norms_free(&nm);
+    free(y0);
+    free(y1);
+    return bad;
+}

@@ -155,6 +155,14 @@ void fb_encoder_checked(fb_result *r, double *y, prop_capture *cap, const refenc
 size_t fb_outputs_outside(test_worst *w, const double *y1, const fb_result *f1, const double *y0,
                           const fb_result *f0, const char *what);
 
+/* An invariance of the parameters: runs the bounded encoder on case c (its
+ * x or tokens, token types and padding), applies change(c, arg), which
+ * alters c's parameters only, runs it again, and returns the number of
+ * outputs of the second run outside the two runs' bounds of the first
+ * (fb_outputs_outside). */
+size_t fb_outputs_changed_by(test_worst *w, prop_case *c, void (*change)(prop_case *c, void *arg),
+                             void *arg);
+
 /* 1 if |a - b| <= (ea + eb) * FB_SLACK; records the comparison in w. */
 int fb_within(test_worst *w, double a, double ea, double b, double eb, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));

@@ -120,6 +120,15 @@ void prop_case_random(prop_case *c, gsl_rng *r, size_t index, const prop_opts *o
     prop_case_describe(c);
 }
 
+void prop_case_redraw(prop_case *c, gsl_rng *r)
+{
+    refenc_error err;
+    refenc_params_free(&c->p);
+    cr_assert_eq(refenc_params_alloc(&c->p, &c->cfg, &err), REFENC_OK, "params: %s", err.message);
+    refenc_params_init_random(&c->p, &c->cfg, r);
+    prop_case_describe(c);
+}
+
 void prop_case_tokens(prop_case *c, gsl_rng *r, size_t index)
 {
     refenc_config *g = &c->cfg;
@@ -131,10 +140,7 @@ void prop_case_tokens(prop_case *c, gsl_rng *r, size_t index)
     static const double epss[] = {1e-12, 1e-5, 2.5e-3};
     g->embedding_norm_eps = epss[gsl_rng_uniform_int(r, 3)];
     g->mask_value = index % 2 ? REFENC_MASK_FINFO_MIN : REFENC_MASK_NEG_INF;
-    refenc_params_free(&c->p);
-    refenc_error err;
-    cr_assert_eq(refenc_params_alloc(&c->p, g, &err), REFENC_OK, "params: %s", err.message);
-    refenc_params_init_random(&c->p, g, r);
+    prop_case_redraw(c, r);
 
     free(c->x);
     c->x = NULL;

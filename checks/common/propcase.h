@@ -59,6 +59,10 @@ void prop_case_free(prop_case *c);
  * parameters; x is freed.  Aborts the test on error. */
 void prop_case_tokens(prop_case *c, gsl_rng *r, size_t index);
 
+/* Redraws the parameters (from r) after the test changed the config, and
+ * refreshes the description.  Aborts the test on error. */
+void prop_case_redraw(prop_case *c, gsl_rng *r);
+
 /* Refreshes the description after the test changed the config. */
 void prop_case_describe(prop_case *c);
 

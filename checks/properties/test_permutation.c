@@ -95,16 +95,6 @@ static size_t check_equivariance(test_worst *w, const prop_case *c, const size_t
     return check_equivariance_of(w, c, perm, 0);
 }
 
-/* Redraws the parameters after a change of n_layers or final_norm. */
-static void redraw_params(prop_case *c, gsl_rng *r)
-{
-    refenc_error err;
-    refenc_params_free(&c->p);
-    cr_assert_eq(refenc_params_alloc(&c->p, &c->cfg, &err), REFENC_OK, "%s", err.message);
-    refenc_params_init_random(&c->p, &c->cfg, r);
-    prop_case_describe(c);
-}
-
 /* Positive cases: n random configurations; one layer (the encoder reduced to
  * a single layer without final norm) or a stack of 2 to max_layers. */
 static void run_positive(unsigned long stream, size_t n, int single_layer, size_t max_layers)
@@ -126,7 +116,7 @@ static void run_positive(unsigned long stream, size_t n, int single_layer, size_
         } else if (c.cfg.n_layers < 2) {
             c.cfg.n_layers = 2;
         }
-        redraw_params(&c, r);
+        prop_case_redraw(&c, r);
         size_t *perm = prop_calloc(c.L, sizeof(size_t));
         prop_random_permutation(perm, c.L, r);
         bad += check_equivariance(&w, &c, perm);
@@ -246,7 +236,7 @@ static void run_tokens(unsigned long stream, size_t n, refenc_positional pos,
         if (rule == REFENC_POSIDS_ROBERTA) {
             c.cfg.position_ids = rule;
             c.cfg.max_len = c.L + 1 + gsl_rng_uniform_int(r, 4);
-            redraw_params(&c, r);
+            prop_case_redraw(&c, r);
         }
         size_t *perm = prop_calloc(c.L, sizeof(size_t));
         do

@@ -179,13 +179,19 @@ Test(attention, additive_mask_is_added_to_the_scores)
  * and output 0, finite.  Three ways: the whole batch item is padding; an
  * attn_mask row of -inf; causal with key 0 padding (row 0 sees only key 0).
  * Other rows and batch items are unaffected. */
+/* The two-token example twice: B = 2, H = 1, L = 2, Dh = 2. */
+static void two_items(double q[8], double k[8], double v[8])
+{
+    memcpy(q, Q2, sizeof Q2), memcpy(q + 4, Q2, sizeof Q2);
+    memcpy(k, K2, sizeof K2), memcpy(k + 4, K2, sizeof K2);
+    memcpy(v, V2, sizeof V2), memcpy(v + 4, V2, sizeof V2);
+}
+
 Test(attention, fully_masked_row_gives_zero_weights_and_zero_output)
 {
     /* B = 2, H = 1, L = 2, Dh = 2: item 0 normal, item 1 all padding */
     double q[8], k[8], v[8];
-    memcpy(q, Q2, sizeof Q2), memcpy(q + 4, Q2, sizeof Q2);
-    memcpy(k, K2, sizeof K2), memcpy(k + 4, K2, sizeof K2);
-    memcpy(v, V2, sizeof V2), memcpy(v + 4, V2, sizeof V2);
+    two_items(q, k, v);
     const uint8_t pad[4] = {0, 0, 1, 1};
     const refenc_attn_options opt = {.temperature = 1.0, .key_padding_mask = pad};
     double out[8], w[8], out2[4], w2[4];
@@ -267,9 +273,7 @@ Test(attention, alibi_bias_is_added_after_the_scaling)
 Test(attention, finfo_min_mask_equals_minus_inf_except_on_fully_masked_rows)
 {
     double q[8], k[8], v[8];
-    memcpy(q, Q2, sizeof Q2), memcpy(q + 4, Q2, sizeof Q2);
-    memcpy(k, K2, sizeof K2), memcpy(k + 4, K2, sizeof K2);
-    memcpy(v, V2, sizeof V2), memcpy(v + 4, V2, sizeof V2);
+    two_items(q, k, v);
     const uint8_t pad[4] = {0, 1, 1, 1};
     const refenc_attn_options inf = {.temperature = 1.0, .key_padding_mask = pad};
     const refenc_attn_options fmin = {.temperature = 1.0, .key_padding_mask = pad,

@@ -194,27 +194,35 @@ Test(config_json, defaults_and_final_norm_follow_the_placement)
     }
 }
 
+/* c written with to_json has n_keys keys and reads back the same. */
+static void expect_round_trip(const refenc_config *c, size_t n_keys)
+{
+    refenc_config back;
+    json_t *obj = refenc_config_to_json(c);
+    cr_assert_not_null(obj);
+    cr_expect_eq(json_object_size(obj), n_keys, "to_json wrote %zu keys, want %zu",
+                 json_object_size(obj), n_keys);
+    refenc_error err;
+    const int st = refenc_config_from_json(&back, obj, "model", &err);
+    json_decref(obj);
+    cr_assert_eq(st, REFENC_OK, "%s", err.message);
+    cr_expect(memcmp(c, &back, sizeof back) == 0, "the config changed through to_json/from_json");
+}
+
 /* to_json writes the 16 keys every config has, and the keys of the
  * embedding path and the families only off their defaults (a config
  * without them writes what it always wrote: golden files regenerate byte for
  * byte); reading it back gives the same config. */
 Test(config_json, to_json_round_trips)
 {
-    refenc_config c, back;
+    refenc_config c;
     refenc_config_default(&c);
     c.d_model = 30, c.n_heads = 5, c.d_ff = 7, c.n_layers = 1, c.norm = REFENC_NORM_POST;
     c.activation = REFENC_ACT_RELU, c.layer_norm_eps = 1e-6, c.final_norm = 1;
     c.positional = REFENC_POS_ALIBI, c.rope_layout = REFENC_ROPE_INTERLEAVED, c.rope_base = 123.25;
     c.max_len = 9, c.temperature = 2.385, c.causal = 1, c.vocab_size = 11, c.padding_idx = 3;
     c.embedding_norm_eps = c.layer_norm_eps; /* its default follows layer_norm_eps */
-    json_t *obj = refenc_config_to_json(&c);
-    cr_assert_not_null(obj);
-    cr_expect_eq(json_object_size(obj), 16, "to_json wrote %zu keys", json_object_size(obj));
-    refenc_error err;
-    const int st = refenc_config_from_json(&back, obj, "model", &err);
-    json_decref(obj);
-    cr_assert_eq(st, REFENC_OK, "%s", err.message);
-    cr_expect(memcmp(&c, &back, sizeof c) == 0, "the config changed through to_json/from_json");
+    expect_round_trip(&c, 16);
 }
 
 /* The keys of the embedding path and the families are read. */
@@ -330,16 +338,9 @@ Test(config_json, each_family_sets_its_conventions_and_keys_override_them)
  * writer of only the keys off their default would lose. */
 Test(config_json, family_configs_round_trip_with_every_key)
 {
-    refenc_config c, back;
+    refenc_config c;
     refenc_config_family(&c, REFENC_FAMILY_BERT);
     c.d_model = 24, c.n_heads = 3, c.d_ff = 40, c.n_layers = 2, c.vocab_size = 50, c.max_len = 9;
     c.embedding_norm = 0, c.mask_value = REFENC_MASK_NEG_INF, c.embedding_norm_eps = 3e-7;
-    json_t *obj = refenc_config_to_json(&c);
-    cr_assert_not_null(obj);
-    cr_expect_eq(json_object_size(obj), 23, "to_json wrote %zu keys", json_object_size(obj));
-    refenc_error err;
-    const int st = refenc_config_from_json(&back, obj, "model", &err);
-    json_decref(obj);
-    cr_assert_eq(st, REFENC_OK, "%s", err.message);
-    cr_expect(memcmp(&c, &back, sizeof c) == 0, "the config changed through to_json/from_json");
+    expect_round_trip(&c, 23);
 }

@@ -218,16 +218,22 @@ static void family_case(refenc_case *c, refenc_family fam)
     c->tokens[9] = cfg.padding_idx, c->key_padding_mask[9] = 1;
 }
 
-/* The encoder's output on a case. */
-static void run(double *y, const refenc_case *c)
+/* The encoder's output on a case's config and parameters, for an input. */
+static void run_input(double *y, const refenc_case *c, const refenc_input *in)
 {
     refenc_workspace ws;
     refenc_error err;
     cr_assert_eq(refenc_workspace_alloc(&ws, &c->cfg, c->B, c->L, &err), REFENC_OK, "%s", err.message);
-    const refenc_input in = refenc_case_input(c);
-    cr_assert_eq(refenc_encoder_forward(y, &ws, &c->params, &c->cfg, &in, NULL, &err), REFENC_OK,
+    cr_assert_eq(refenc_encoder_forward(y, &ws, &c->params, &c->cfg, in, NULL, &err), REFENC_OK,
                  "%s", err.message);
     refenc_workspace_free(&ws);
+}
+
+/* The encoder's output on a case. */
+static void run(double *y, const refenc_case *c)
+{
+    const refenc_input in = refenc_case_input(c);
+    run_input(y, c, &in);
 }
 
 Test(variants, family_variants_apply_where_the_family_has_the_feature)
@@ -302,11 +308,7 @@ Test(variants, family_transforms_compute_the_bugs_they_name)
     b.cfg.embedding_norm = 1;
     refenc_input in = refenc_case_input(&b);
     in.token_types = NULL; /* not passed: HF's default, type 0 everywhere */
-    refenc_workspace ws;
-    refenc_error err;
-    cr_assert_eq(refenc_workspace_alloc(&ws, &b.cfg, 2, 5, &err), REFENC_OK);
-    cr_assert_eq(refenc_encoder_forward(y_bug, &ws, &b.params, &b.cfg, &in, NULL, &err), REFENC_OK);
-    refenc_workspace_free(&ws);
+    run_input(y_bug, &b, &in);
     cr_expect(memcmp(y_var, y_bug, n * sizeof(double)) == 0, "token types ignored");
     cr_expect(memcmp(y_var, y_ok, n * sizeof(double)) != 0, "token types made no difference");
     refenc_case_free(&c);
@@ -323,9 +325,7 @@ Test(variants, family_transforms_compute_the_bugs_they_name)
     const int64_t arange[5] = {0, 1, 2, 3, 4};
     in = refenc_case_input(&b);
     in.positions = arange;
-    cr_assert_eq(refenc_workspace_alloc(&ws, &b.cfg, 2, 5, &err), REFENC_OK);
-    cr_assert_eq(refenc_encoder_forward(y_bug, &ws, &b.params, &b.cfg, &in, NULL, &err), REFENC_OK);
-    refenc_workspace_free(&ws);
+    run_input(y_bug, &b, &in);
     cr_expect(memcmp(y_var, y_bug, n * sizeof(double)) == 0, "positions from 0");
     cr_expect(memcmp(y_var, y_ok, n * sizeof(double)) != 0, "positions from 0 changed nothing");
     refenc_case_free(&b);

@@ -96,6 +96,12 @@ static void describe(const refenc_config *c, const run_input *in, const char *pa
     if (c->positional == REFENC_POS_LEARNED)
         printf(" (max_len %zu)", c->max_len);
     printf("; final norm: %s\n", c->final_norm ? "yes" : "no");
+    if (c->family != REFENC_FAMILY_VASWANI || !c->scale_embedding || c->type_vocab_size > 0 ||
+        c->embedding_norm || c->position_ids != REFENC_POSIDS_INDEX || c->mask_value != REFENC_MASK_NEG_INF)
+        printf("family: %s; embedding %s, %zu token types, %s, positions %s; masked scores %s\n",
+               refenc_family_name(c->family), c->scale_embedding ? "x sqrt(D)" : "unscaled",
+               c->type_vocab_size, c->embedding_norm ? "LayerNorm" : "no LayerNorm",
+               refenc_position_ids_name(c->position_ids), refenc_mask_value_name(c->mask_value));
     printf("input: batch %zu, seq_len %zu, %s", in->batch, in->seq_len,
            c->vocab_size ? "tokens" : "x ~ N(0, 1)");
     if (c->vocab_size)

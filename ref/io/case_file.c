@@ -12,16 +12,6 @@
 #include "config_json.h"
 #include "golden_names.h"
 
-static int shape_is(const refenc_st_tensor *t, size_t ndim, const size_t *shape)
-{
-    if (t->ndim != ndim)
-        return 0;
-    for (size_t i = 0; i < ndim; i++)
-        if (t->shape[i] != shape[i])
-            return 0;
-    return 1;
-}
-
 static int shape_error(const refenc_st_file *f, const refenc_st_tensor *t, size_t ndim,
                        const size_t *shape, refenc_error *err)
 {
@@ -114,7 +104,7 @@ static int load_padding_mask(refenc_case *c, const refenc_st_file *f, const refe
                              refenc_error *err)
 {
     const size_t B = c->B, L = c->L, shape[2] = {B, L};
-    if (!shape_is(t, 2, shape))
+    if (!refenc_st_shape_is(t, 2, shape))
         return shape_error(f, t, 2, shape, err);
     if (t->dtype != REFENC_ST_BOOL && t->dtype != REFENC_ST_U8)
         return refenc_error_set(err, REFENC_EFORMAT, "%s: tensor '%s' (data at byte %zu) must be BOOL or U8",
@@ -145,7 +135,7 @@ static int load_parameter(refenc_case *c, const refenc_st_file *f, const refenc_
                                 "%s: tensor '%s' (data at byte %zu) is neither an input, an output "
                                 "nor a parameter of a %s case with this config",
                                 f->path, t->name, t->file_offset, refenc_component_name(c->component));
-    if (!shape_is(t, p->ndim, p->shape))
+    if (!refenc_st_shape_is(t, p->ndim, p->shape))
         return shape_error(f, t, p->ndim, p->shape, err);
     return refenc_st_to_f64(p->data, f, t, err);
 }
@@ -168,15 +158,15 @@ static int load_tensor(refenc_case *c, const refenc_st_file *f, const refenc_st_
             shape[0] = B, shape[1] = L, nd = 2;
         else
             shape[0] = B, shape[1] = L, shape[2] = D, nd = 3;
-        return shape_is(t, nd, shape) ? refenc_st_to_f64(c->x, f, t, err) : shape_error(f, t, nd, shape, err);
+        return refenc_st_shape_is(t, nd, shape) ? refenc_st_to_f64(c->x, f, t, err) : shape_error(f, t, nd, shape, err);
     }
     if (strcmp(t->name, "in.tokens") == 0 && c->tokens != NULL) {
         const size_t shape[2] = {B, L};
-        return shape_is(t, 2, shape) ? refenc_st_to_i64(c->tokens, f, t, err) : shape_error(f, t, 2, shape, err);
+        return refenc_st_shape_is(t, 2, shape) ? refenc_st_to_i64(c->tokens, f, t, err) : shape_error(f, t, 2, shape, err);
     }
     if (strcmp(t->name, "in.token_type_ids") == 0 && c->token_types != NULL) {
         const size_t shape[2] = {B, L};
-        return shape_is(t, 2, shape) ? refenc_st_to_i64(c->token_types, f, t, err)
+        return refenc_st_shape_is(t, 2, shape) ? refenc_st_to_i64(c->token_types, f, t, err)
                                      : shape_error(f, t, 2, shape, err);
     }
     if (strcmp(t->name, "in.key_padding_mask") == 0)
@@ -184,11 +174,11 @@ static int load_tensor(refenc_case *c, const refenc_st_file *f, const refenc_st_
     if (strcmp(t->name, "in.positions") == 0) {
         const size_t shape[1] = {L};
         c->has_positions = 1;
-        return shape_is(t, 1, shape) ? refenc_st_to_i64(c->positions, f, t, err) : shape_error(f, t, 1, shape, err);
+        return refenc_st_shape_is(t, 1, shape) ? refenc_st_to_i64(c->positions, f, t, err) : shape_error(f, t, 1, shape, err);
     }
     if (strcmp(t->name, "in.attn_mask") == 0) {
         const size_t shape[2] = {L, L};
-        return shape_is(t, 2, shape) ? refenc_st_to_f64(c->attn_mask, f, t, err) : shape_error(f, t, 2, shape, err);
+        return refenc_st_shape_is(t, 2, shape) ? refenc_st_to_f64(c->attn_mask, f, t, err) : shape_error(f, t, 2, shape, err);
     }
     return load_parameter(c, f, t, err);
 }

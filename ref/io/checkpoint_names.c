@@ -258,16 +258,6 @@ static size_t source_shape(size_t shape[2], const refenc_tensor *t, refenc_ck_la
     return t->ndim;
 }
 
-static int shape_equal(const refenc_st_tensor *s, size_t nd, const size_t *shape)
-{
-    if (s->ndim != nd)
-        return 0;
-    for (size_t d = 0; d < nd; d++)
-        if (s->shape[d] != shape[d])
-            return 0;
-    return 1;
-}
-
 /* Writes the source's values (as read, n of them) into the refenc tensor. */
 static void place(refenc_tensor *t, const double *v, refenc_ck_layout layout)
 {
@@ -378,7 +368,7 @@ int refenc_params_from_checkpoint(refenc_params *p, const refenc_config *cfg,
         size_t want[2];
         const size_t nd = source_shape(want, t, e->layout);
         seen[t - p->tensors] |= (unsigned char)layout_bits(e->layout); /* found, if unfit */
-        if (!shape_equal(s, nd, want)) {
+        if (!refenc_st_shape_is(s, nd, want)) {
             char want_s[128];
             refenc_shape_format(want_s, sizeof want_s, want, nd, "()");
             problem(&pl, "%s: tensor '%s' has shape %s, expected %s (refenc's '%s', %s)", f->path,

@@ -1062,3 +1062,13 @@ out:
     free(nbytes);
     return st;
 }
+
+int refenc_st_shape_is(const refenc_st_tensor *t, size_t ndim, const size_t *shape)
+{
+    if (t->ndim != ndim)
+        return 0;
+    for (size_t i = 0; i < ndim; i++)
+        if (t->shape[i] != shape[i])
+            return 0;
+    return 1;
+}
