@@ -136,6 +136,9 @@ refenc_input refenc_case_input(const refenc_case *c)
 int refenc_case_validate(const refenc_case *c, refenc_error *err)
 {
     refenc_input in = refenc_case_input(c);
+    if (c->component == REFENC_COMP_ENCODER && c->has_positions &&
+        c->cfg.position_ids == REFENC_POSIDS_ROBERTA)
+        in.positions = c->positions; /* given, hence refused (input.h) */
     if (c->component == REFENC_COMP_ENCODER)
         return refenc_input_validate(&in, &c->cfg, err);
     /* components: the checks that apply to what they read */

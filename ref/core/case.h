@@ -82,8 +82,9 @@ void refenc_case_free(refenc_case *c);
  * positions under the RoBERTa rule, which derives them from the tokens. */
 refenc_input refenc_case_input(const refenc_case *c);
 
-/* Checks the inputs of a case (tokens in range, masks 0/1, positions in
- * range, attn_mask without NaN/+inf).  Errors: REFENC_EINVAL. */
+/* Checks the inputs of a case (tokens and token types in range, masks 0/1,
+ * positions in range and absent under RoBERTa's rule, attn_mask without
+ * NaN/+inf).  Errors: REFENC_EINVAL. */
 int refenc_case_validate(const refenc_case *c, refenc_error *err);
 
 #endif
