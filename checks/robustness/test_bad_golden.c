@@ -368,19 +368,19 @@ Test(bad_golden, family_inputs_missing_or_out_of_range)
     make_setup(&s);
     rb_golden g;
 
-    rb_golden_load(&g, "encoder_roberta_types"); /* T 2, B 2, L 6 */
+    rb_golden_load(&g, "roberta_types"); /* T 2, B 2, L 6 */
     rb_golden_drop(&g, "in.token_type_ids");
     run_error(&s, &g, "no token types", "input 'in.token_type_ids' is missing (type_vocab_size = 2)");
     rb_golden_free(&g);
 
-    rb_golden_load(&g, "encoder_roberta_types");
+    rb_golden_load(&g, "roberta_types");
     int64_t *types = rb_golden_data(&g, "in.token_type_ids");
     types[1 * 6 + 3] = 2;
     run_error(&s, &g, "a token type = T",
               "input: in.token_type_ids[1][3] = 2 is outside [0, type_vocab_size = 2)");
     rb_golden_free(&g);
 
-    rb_golden_load(&g, "encoder_roberta_types");
+    rb_golden_load(&g, "roberta_types");
     const size_t l6[1] = {6};
     int64_t *pos = rb_golden_reshape(&g, "in.positions", REFENC_ST_I64, 1, l6);
     for (int64_t l = 0; l < 6; l++)
