@@ -411,6 +411,16 @@ Test(checkpoint_names, tensors_that_do_not_fit_are_named_with_their_shapes)
                    "'layers.1.norm2.bias', copied)", 1);
     c.n++;
 
+    /* a layer index with a leading zero, or too large for size_t, is no index */
+    const refenc_st_entry odd[] = {
+        {"encoder.layer.01.output.LayerNorm.bias", REFENC_ST_F64, 1, {D}, big},
+        {"encoder.layer.99999999999999999999999.output.LayerNorm.bias", REFENC_ST_F64, 1, {D}, big},
+    };
+    expect_refused(&c, &cfg, odd, 1, "tensor 'encoder.layer.01.output.LayerNorm.bias' (4) is not a "
+                   "parameter of a bert encoder", 1);
+    expect_refused(&c, &cfg, odd + 1, 1, "tensor 'encoder.layer.99999999999999999999999.output."
+                   "LayerNorm.bias' (4) is not a parameter of a bert encoder", 1);
+
     /* a third layer for a 2-layer config; an unknown name; integers */
     const refenc_st_entry extra[] = {
         {"encoder.layer.2.attention.self.query.weight", REFENC_ST_F64, 2, {D, D}, big},
@@ -432,6 +442,19 @@ Test(checkpoint_names, tensors_that_do_not_fit_are_named_with_their_shapes)
     expect_refused(&c, &cfg, NULL, 0, "tensor 'embeddings.position_embeddings.weight' (5, 4) has "
                    "dtype I64, not a floating type", 1);
     c.e[2] = keep;
+
+    /* a config of no known family */
+    refenc_config unknown = cfg;
+    unknown.family = REFENC_FAMILY_COUNT;
+    refenc_st_file uf;
+    write_read(&uf, &c, NULL, 0);
+    refenc_params uq;
+    refenc_error uerr;
+    cr_assert_eq(refenc_params_alloc(&uq, &cfg, &uerr), REFENC_OK);
+    cr_expect_eq(refenc_params_from_checkpoint(&uq, &unknown, &uf, NULL, NULL, &uerr), REFENC_EINVAL);
+    cr_expect(strstr(uerr.message, "unknown family") != NULL, "%s", uerr.message);
+    refenc_params_free(&uq);
+    refenc_st_free(&uf);
 
     /* the same file for a config without token types */
     refenc_config no_types = cfg;
@@ -595,6 +618,12 @@ Test(checkpoint_names, run_with_weights_uses_the_checkpoint)
     cr_expect_str_empty(out, "stdout: %s", out);
     ckpt_free(&c);
     refenc_params_free(&p);
+
+    /* a weights file that is not there */
+    snprintf(args, sizeof args, "run --config %s --weights %s/absent.safetensors", cfg_path, dir);
+    cr_expect_eq(run_cli(out, err, sizeof out, args), 2);
+    snprintf(want, sizeof want, "refenc run: %s/absent.safetensors: cannot open", dir);
+    cr_expect(strstr(err, want) == err, "stderr '%s' lacks '%s'", err, want);
 
     /* --weights goes with --config only */
     snprintf(args, sizeof args, "run --case %s --out %s/x --weights %s", w_path, dir, w_path);
