@@ -238,7 +238,8 @@ static void write_read(refenc_st_file *f, const ckpt *c, const refenc_st_entry *
     close(fd);
     refenc_st_entry all[160];
     memcpy(all, c->e, c->n * sizeof *all);
-    memcpy(all + c->n, extra, n_extra * sizeof *all);
+    if (n_extra > 0)
+        memcpy(all + c->n, extra, n_extra * sizeof *all);
     refenc_error err;
     cr_assert_eq(refenc_st_write(path, all, c->n + n_extra, NULL, &err), REFENC_OK, "%s", err.message);
     cr_assert_eq(refenc_st_read(f, path, &err), REFENC_OK, "%s", err.message);
