@@ -395,7 +395,7 @@ Test(checkpoint_names, tensors_that_do_not_fit_are_named_with_their_shapes)
     ckpt c;
     build(&c, &p0, REFENC_FAMILY_BERT, "");
     static double big[64];
-    static const int64_t ints[D];
+    static const int64_t ints[5 * D];
 
     /* a misshapen query, as (D, D + 1) */
     refenc_st_entry keep = c.e[5];
