@@ -59,7 +59,9 @@ extern "C" {
 #include "io/safetensors.h"
 
 /* tool: running a case, certification, the known bug variants */
+#include "tool/certificate.h"
 #include "tool/certify.h"
+#include "tool/report.h"
 #include "tool/run_case.h"
 #include "tool/variants.h"
 

@@ -45,6 +45,16 @@ for p in peer peer-static; do
     echo "check-install: $p ($(tail -1 "$p.log" | sed 's/^peer: //')): $(tail -1 "certify-$p.log")"
 done
 
+# the Python module, installed with the rest, finds the installed program and cases
+pydir=$(find "$prefix/lib" -type d -name refenc -path '*dist-packages*' | head -1)
+[ -n "$pydir" ] || fail "make install did not install the Python module"
+PYTHONPATH=$(dirname "$pydir") /usr/bin/python3 -c "
+import refenc, sys
+cases = refenc.all_cases()
+assert len(cases) > 0 and refenc.golden_dir().startswith(sys.argv[1]), refenc.golden_dir()
+print('check-install: the Python module lists', len(cases), 'installed cases')
+" "$prefix" || fail "the installed Python module does not work"
+
 cd "$src"
 make -s install DESTDIR="$work/stage" PREFIX=/opt/refenc >/dev/null
 [ -x "$work/stage/opt/refenc/bin/refenc" ] || fail "DESTDIR is not honoured"

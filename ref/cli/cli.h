@@ -18,8 +18,13 @@ int cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(print
  * overflow).  Returns 1 on success. */
 int cli_parse_u64(uint64_t *v, const char *s);
 
+/* Parses a tolerance, --rtol or --atol: a whole finite number >= 0.
+ * Returns 1 on success. */
+int cli_parse_tolerance(double *v, const char *s);
+
 int cmd_run(int argc, char **argv);
 int cmd_certify(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 /* refenc run --case CASE --out FILE (cmd_run_case.c). */
 int run_case(const char *case_path, const char *out_path);

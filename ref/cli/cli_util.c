@@ -1,5 +1,6 @@
 /* The helpers every subcommand shares (cli.h); main.c only dispatches. */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,4 +29,13 @@ int cli_parse_u64(uint64_t *v, const char *s)
         return 0;
     *v = (uint64_t)x;
     return 1;
+}
+
+int cli_parse_tolerance(double *v, const char *s)
+{
+    char *end;
+    if (s == NULL || *s == '\0')
+        return 0;
+    *v = strtod(s, &end);
+    return *end == '\0' && isfinite(*v) && *v >= 0;
 }

@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "../refenc.h"
+#include "../tool/certificate.h"
 #include "../tool/certify.h"
 #include "../io/safetensors.h"
 #include "../tool/variants.h"
@@ -47,22 +48,10 @@ typedef struct {
     refenc_certify_options opt;
 } certify_args;
 
-static int parse_double(double *v, const char *s)
-{
-    char *end;
-    if (s == NULL || *s == '\0')
-        return 0;
-    *v = strtod(s, &end);
-    return *end == '\0' && isfinite(*v) && *v >= 0;
-}
-
 static void print_index(FILE *out, const refenc_output_report *r)
 {
-    size_t rest = r->worst_flat, idx[REFENC_ST_MAX_NDIM];
-    for (size_t d = r->ndim; d-- > 0;) {
-        idx[d] = r->shape[d] ? rest % r->shape[d] : 0;
-        rest = r->shape[d] ? rest / r->shape[d] : 0;
-    }
+    size_t idx[REFENC_ST_MAX_NDIM];
+    refenc_certificate_worst_index(idx, r);
     fputc('[', out);
     for (size_t d = 0; d < r->ndim; d++)
         fprintf(out, d ? ", %zu" : "%zu", idx[d]);
@@ -114,74 +103,6 @@ static void print_case(const refenc_case_report *rep, int quiet)
     }
 }
 
-/* JSON numbers cannot be inf or NaN: those become strings. */
-static json_t *num(double v)
-{
-    if (isfinite(v))
-        return json_real(v);
-    return json_string(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
-}
-
-static json_t *case_json(const refenc_case_report *rep)
-{
-    json_t *outs = json_array();
-    for (size_t i = 0; i < rep->n_outputs; i++) {
-        const refenc_output_report *r = &rep->outputs[i];
-        json_t *o = json_pack("{s:s, s:b, s:s}", "name", r->name, "required", r->required,
-                              "status", refenc_output_status_name(r->status));
-        if (r->status == REFENC_OUT_PASS || r->status == REFENC_OUT_FAIL) {
-            size_t rest = r->worst_flat;
-            json_t *idx = json_array();
-            size_t tmp[REFENC_ST_MAX_NDIM];
-            for (size_t d = r->ndim; d-- > 0;) {
-                tmp[d] = r->shape[d] ? rest % r->shape[d] : 0;
-                rest = r->shape[d] ? rest / r->shape[d] : 0;
-            }
-            for (size_t d = 0; d < r->ndim; d++)
-                json_array_append_new(idx, json_integer((json_int_t)tmp[d]));
-            json_object_set_new(o, "dtype", json_string(refenc_st_dtype_name(r->dtype)));
-            json_object_set_new(o, "rtol", num(r->tol.rtol));
-            json_object_set_new(o, "atol", num(r->tol.atol));
-            json_object_set_new(o, "compared", json_integer((json_int_t)r->compared));
-            json_object_set_new(o, "dont_care", json_integer((json_int_t)r->dont_care));
-            json_object_set_new(o, "out_of_tolerance", json_integer((json_int_t)r->out_of_tol));
-            json_object_set_new(o, "nonfinite", json_integer((json_int_t)r->nonfinite));
-            json_object_set_new(o, "max_abs_error", num(r->max_abs));
-            json_object_set_new(o, "max_rel_error", num(r->max_rel));
-            json_object_set_new(o, "max_ulp_error", num(r->max_ulp));
-            json_object_set_new(o, "nmse", num(r->nmse));
-            json_object_set_new(o, "worst_index", idx);
-            json_object_set_new(o, "worst_got", num(r->worst_got));
-            json_object_set_new(o, "worst_want", num(r->worst_want));
-        }
-        if (r->note[0])
-            json_object_set_new(o, "note", json_string(r->note));
-        json_array_append_new(outs, o);
-    }
-    json_t *c = json_pack("{s:s, s:s, s:o}", "case", rep->name, "verdict", rep->pass ? "PASS" : "FAIL",
-                          "outputs", outs);
-    json_object_set_new(c, "first_divergence",
-                        rep->first_divergence >= 0 ? json_string(rep->outputs[rep->first_divergence].name)
-                                                   : json_null());
-    if (rep->note[0])
-        json_object_set_new(c, "note", json_string(rep->note));
-    if (!rep->pass) {
-        refenc_variant v;
-        json_t *d;
-        if (rep->diagnosis[0] && refenc_variant_parse(&v, rep->diagnosis)) {
-            const refenc_variant_info *info = refenc_variant_get(v);
-            d = json_pack("{s:s, s:s, s:s, s:s, s:o, s:I}", "variant", info->name, "symptom", info->symptom,
-                          "cause", info->cause, "fix", info->fix, "ratio", num(rep->diagnosis_ratio),
-                          "variants_checked", (json_int_t)rep->variants_checked);
-        } else {
-            d = json_pack("{s:n, s:s, s:I}", "variant", "message", "no known variant matches",
-                          "variants_checked", (json_int_t)rep->variants_checked);
-        }
-        json_object_set_new(c, "diagnosis", d);
-    }
-    return c;
-}
-
 /* Writes the certificate atomically: a temporary file renamed into place. */
 static int write_json(const char *path, json_t *doc)
 {
@@ -229,11 +150,11 @@ int cmd_certify(int argc, char **argv)
         else if (strcmp(s, "--json") == 0)
             a.json_path = v;
         else if (strcmp(s, "--rtol") == 0) {
-            if (!parse_double(&a.opt.tol.rtol, v))
+            if (!cli_parse_tolerance(&a.opt.tol.rtol, v))
                 return cli_error("certify", "--rtol: '%s' is not a finite number >= 0", v);
             a.have_rtol = 1;
         } else if (strcmp(s, "--atol") == 0) {
-            if (!parse_double(&a.opt.tol.atol, v))
+            if (!cli_parse_tolerance(&a.opt.tol.atol, v))
                 return cli_error("certify", "--atol: '%s' is not a finite number >= 0", v);
             a.have_atol = 1;
         } else
@@ -246,56 +167,30 @@ int cmd_certify(int argc, char **argv)
         return cli_error("certify", "--rtol and --atol go together");
     a.opt.override_tolerance = a.have_rtol;
 
-    char path[4096];
-    snprintf(path, sizeof path, "%s/manifest.json", a.golden_dir);
-    json_error_t jerr;
-    json_t *manifest = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-    const json_t *cases = json_object_get(manifest, "cases");
-    if (manifest == NULL && jerr.line >= 0) /* a syntax error: say where */
-        return cli_error("certify", "%s: line %d, column %d (byte %d): %s", path, jerr.line, jerr.column,
-                         jerr.position, jerr.text);
-    if (manifest == NULL || !json_is_array(cases)) {
-        json_decref(manifest);
-        return cli_error("certify", "%s: %s", path,
-                         manifest == NULL ? jerr.text : "expected an object with a \"cases\" array");
-    }
+    refenc_manifest manifest;
+    refenc_error err;
+    if (refenc_manifest_load(&manifest, a.golden_dir, &err) != REFENC_OK)
+        return cli_error("certify", "%s", err.message);
 
     json_t *report = json_array();
-    size_t n_cases = 0, n_pass = 0, idx;
+    size_t n_cases = 0, n_pass = 0;
     int rc = REFENC_EXIT_OK;
-    json_t *entry;
     printf("refenc certify: golden %s, results %s\n\n", a.golden_dir, a.results_dir);
-    json_array_foreach(cases, idx, entry) {
-        const char *name = json_string_value(json_object_get(entry, "case"));
-        const char *file = json_string_value(json_object_get(entry, "file"));
-        if (name == NULL || file == NULL || strchr(file, '/') != NULL) {
-            rc = cli_error("certify", "%s: cases[%zu] needs \"case\" and a plain \"file\" name", path, idx);
+    for (size_t idx = 0; idx < refenc_manifest_size(&manifest); idx++) {
+        const char *name, *file;
+        if (refenc_manifest_case(&manifest, idx, &name, &file, &err) != REFENC_OK) {
+            rc = cli_error("certify", "%s", err.message);
             break;
         }
         if (a.case_glob != NULL && fnmatch(a.case_glob, name, 0) != 0)
             continue;
         n_cases++;
 
-        refenc_error err;
         refenc_error_clear(&err);
         refenc_st_file golden, results;
-        memset(&results, 0, sizeof results);
-        char gpath[4096], rpath[4096];
-        snprintf(gpath, sizeof gpath, "%s/cases/%s", a.golden_dir, file);
-        snprintf(rpath, sizeof rpath, "%s/%s.safetensors", a.results_dir, name);
         refenc_case_report rep;
-        memset(&rep, 0, sizeof rep);
-
-        int st = refenc_st_read(&golden, gpath, &err);
-        if (st == REFENC_OK) {
-            if (access(rpath, F_OK) != 0) {
-                char note[256];
-                snprintf(note, sizeof note, "no results file %.230s", rpath);
-                st = refenc_certify_missing(&rep, &golden, note, &err);
-            } else if ((st = refenc_st_read(&results, rpath, &err)) == REFENC_OK) {
-                st = refenc_certify_case(&rep, &golden, &results, &a.opt, &err);
-            }
-        }
+        int st = refenc_certify_dir_case(&rep, &golden, &results, a.golden_dir, file, a.results_dir, name,
+                                         &a.opt, &err);
         if (st != REFENC_OK) {
             rc = cli_error("certify", "%s", err.message);
             json_array_append_new(report, json_pack("{s:s, s:s, s:s}", "case", name, "verdict", "ERROR",
@@ -305,7 +200,7 @@ int cmd_certify(int argc, char **argv)
             n_pass += rep.pass;
             if (!rep.pass && rc == REFENC_EXIT_OK)
                 rc = REFENC_EXIT_FAIL;
-            json_array_append_new(report, case_json(&rep));
+            json_array_append_new(report, refenc_certificate_case(&rep));
         }
         refenc_case_report_free(&rep);
         refenc_st_free(&golden);
@@ -319,17 +214,14 @@ int cmd_certify(int argc, char **argv)
            n_pass, n_cases - n_pass, verdict);
 
     if (a.json_path != NULL) {
-        json_t *doc = json_pack("{s:s, s:s, s:s, s:o, s:{s:I, s:I, s:I, s:s}}",
-                                "refenc_version", REFENC_VERSION, "golden", a.golden_dir,
-                                "results", a.results_dir, "cases", report, "summary",
-                                "cases", (json_int_t)n_cases, "passed", (json_int_t)n_pass,
-                                "failed", (json_int_t)(n_cases - n_pass), "verdict", verdict);
+        json_t *doc = refenc_certificate_doc(REFENC_VERSION, a.golden_dir, a.results_dir, report, n_cases,
+                                             n_pass, verdict);
         if (write_json(a.json_path, doc) != REFENC_EXIT_OK)
             rc = REFENC_EXIT_USAGE;
         json_decref(doc);
     } else {
         json_decref(report);
     }
-    json_decref(manifest);
+    refenc_manifest_free(&manifest);
     return rc;
 }

@@ -16,6 +16,7 @@ static const char usage[] =
     "            weights and inputs, print a summary (and a trace of every step);\n"
     "            or run the reference on a golden case and write its results file\n"
     "  certify   compare an implementation's results files with the golden cases\n"
+    "  report    certify, and draw the result as one self-contained HTML file\n"
     "\n"
     "options:\n"
     "  -h, --help     this help; 'refenc <command> --help' for a command's own\n"
@@ -43,6 +44,8 @@ int main(int argc, char **argv)
         return cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "certify") == 0)
         return cmd_certify(argc - 1, argv + 1);
+    if (strcmp(cmd, "report") == 0)
+        return cmd_report(argc - 1, argv + 1);
     fprintf(stderr, "refenc: unknown command '%s'\n\n%s", cmd, usage);
     return REFENC_EXIT_USAGE;
 }

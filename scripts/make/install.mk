@@ -1,6 +1,6 @@
 # make install / uninstall: the refenc program, the C API (static and shared
-# libraries, headers under include/refenc/, refenc.pc), the golden cases and
-# the docs.  PREFIX defaults to /usr/local; DESTDIR is honoured (staged
+# libraries, headers under include/refenc/, refenc.pc), the Python module
+# (docs/python.md), the golden cases and the docs.  PREFIX defaults to /usr/local; DESTDIR is honoured (staged
 # installs: every path below is prefixed with it, refenc.pc is not).
 # docs/c-api.md describes what is installed and how to build against it.
 
@@ -43,7 +43,8 @@ $(PC): FORCE
 	    'Libs.private: -lm' \
 	    'Cflags: -I$${includedir}' > $@
 
-install: $(LIB) $(LIB_SO) $(CLI) $(PC)
+# The Python module (scripts/make/python.mk) installs with the rest.
+install: $(LIB) $(LIB_SO) $(CLI) $(PC) install-python
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/refenc \
 	    $(DESTDIR)$(GOLDENDIR)/cases $(DESTDIR)$(DOCDIR)/examples
 	install -m 755 $(CLI) $(DESTDIR)$(BINDIR)/refenc
@@ -63,7 +64,7 @@ install: $(LIB) $(LIB_SO) $(CLI) $(PC)
 	@echo "installed refenc $(VERSION) under $(DESTDIR)$(PREFIX)"
 
 # Removes exactly what install wrote, then the directories it made if empty.
-uninstall:
+uninstall: uninstall-python
 	rm -f $(DESTDIR)$(BINDIR)/refenc $(DESTDIR)$(LIBDIR)/librefenc.a \
 	    $(DESTDIR)$(LIBDIR)/$(SO_FILE) $(DESTDIR)$(LIBDIR)/$(SO_NAME) $(DESTDIR)$(LIBDIR)/librefenc.so \
 	    $(DESTDIR)$(LIBDIR)/pkgconfig/refenc.pc
@@ -76,4 +77,5 @@ uninstall:
 # it on every installed golden case, certify PASS, uninstall.
 .PHONY: check-install
 check-install: $(LIB) $(LIB_SO) $(CLI)
+	@sh scripts/install-deps.sh python3-numpy
 	sh scripts/check-install.sh

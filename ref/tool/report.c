@@ -1,0 +1,767 @@
+#include "report.h"
+
+#include <fnmatch.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "../core/alloc.h"
+#include "../io/golden_names.h"
+#include "../io/safetensors.h"
+#include "certificate.h"
+
+/* ---- the classes of an element ---------------------------------------------
+ * r = |got - want| / (atol + rtol |want|); an element is out of tolerance
+ * when !(|got - want| <= atol + rtol |want|) or got is not finite, as in
+ * certify.c.  Its class is the decade of r, k = ceil(log10 r) clamped to
+ * [-6, 7] (k <= 0: within tolerance; k = 7: r > 1e6), or one of: */
+enum { CL_DONTCARE = -100, CL_EXACT = -99, CL_NONFINITE = 100, K_MIN = -6, K_MAX = 7 };
+
+/* Heatmap colours, from the coolest class to the most severe (a pooled cell
+ * takes the most severe of its elements).  Blues within tolerance, darker
+ * towards the budget; orange to dark red beyond it. */
+enum { BIN_DC, BIN_EXACT, BIN_E3, BIN_E2, BIN_E1, BIN_E0, BIN_HOT1, BIN_HOT3, BIN_HOTX, BIN_NAN, N_BINS };
+static const struct {
+    const char *color, *cls, *label;
+} PALETTE[N_BINS] = {
+    {"#d9d9d9", "c-dc", "don't-care"},      {"#f7fbff", "c-ok", "r = 0"},
+    {"#c6dbef", "c-ok", "r \xe2\x89\xa4 1e-3"}, {"#6baed6", "c-ok", "r \xe2\x89\xa4 0.01"},
+    {"#2171b5", "c-ok", "r \xe2\x89\xa4 0.1"},  {"#08306b", "c-ok", "r \xe2\x89\xa4 1"},
+    {"#fdae61", "c-hot", "r \xe2\x89\xa4 10"},  {"#f46d43", "c-hot", "r \xe2\x89\xa4 1e3"},
+    {"#a50026", "c-hot", "r > 1e3"},          {"#40004b", "c-nan", "not finite"},
+};
+
+static int bin_of(signed char cl)
+{
+    if (cl == CL_DONTCARE)
+        return BIN_DC;
+    if (cl == CL_EXACT)
+        return BIN_EXACT;
+    if (cl == CL_NONFINITE)
+        return BIN_NAN;
+    if (cl <= -3)
+        return BIN_E3;
+    if (cl <= 0)
+        return BIN_E0 + cl; /* -2, -1, 0 */
+    return cl == 1 ? BIN_HOT1 : cl <= 3 ? BIN_HOT3 : BIN_HOTX;
+}
+
+static signed char class_of(double got, double want, const refenc_tolerance *tol)
+{
+    if (!isfinite(got))
+        return CL_NONFINITE;
+    const double d = fabs(got - want), bound = tol->atol + tol->rtol * fabs(want);
+    if (d == 0)
+        return CL_EXACT;
+    /* r > 1 exactly when d > bound, certify's test: division is correctly
+     * rounded and monotonic, and a d above bound is at least the next double,
+     * so d / bound >= 1 + 1/m with m < 2^53 bound's integer significand: above
+     * 1 + 2^-53, it rounds above 1.  Then log10 r > 0 and k >= 1.  A zero
+     * bound (--rtol 0 --atol 0): every difference is out. */
+    const double r = bound > 0 ? d / bound : INFINITY;
+    const double k = ceil(log10(r));
+    return (signed char)(k < K_MIN ? K_MIN : k > K_MAX ? K_MAX : k);
+}
+
+/* The class of every element of an output present in the results. */
+static int output_classes(signed char *cl, const refenc_st_file *golden, const refenc_st_file *results,
+                          const refenc_output_report *r, refenc_error *err)
+{
+    const refenc_st_tensor *got_t = refenc_st_find(results, r->name), *want_t = refenc_st_find(golden, r->name);
+    char dc_name[REFENC_NAME_MAX];
+    refenc_name_dontcare(dc_name, sizeof dc_name, NULL, r->name);
+    const refenc_st_tensor *dc_t = refenc_st_find(golden, dc_name);
+    const size_t n = r->numel;
+    double *got = refenc_alloc_array(n, sizeof *got), *want = refenc_alloc_array(n, sizeof *want);
+    int64_t *dc = refenc_alloc_array(n, sizeof *dc);
+    int st = REFENC_OK;
+    if (got == NULL || want == NULL || dc == NULL)
+        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory for '%s'", results->path, r->name);
+    if (st == REFENC_OK)
+        st = refenc_st_to_f64(got, results, got_t, err);
+    if (st == REFENC_OK)
+        st = refenc_st_to_f64(want, golden, want_t, err);
+    if (st == REFENC_OK && dc_t != NULL) /* certify checked its shape */
+        st = refenc_st_to_i64(dc, golden, dc_t, err);
+    for (size_t i = 0; st == REFENC_OK && i < n; i++)
+        cl[i] = dc_t != NULL && dc[i] ? CL_DONTCARE : class_of(got[i], want[i], &r->tol);
+    free(got);
+    free(want);
+    free(dc);
+    return st;
+}
+
+/* ---- HTML text ----------------------------------------------------------- */
+
+static void esc(FILE *o, const char *s)
+{
+    for (; s && *s; s++) {
+        switch (*s) {
+        case '&': fputs("&amp;", o); break;
+        case '<': fputs("&lt;", o); break;
+        case '>': fputs("&gt;", o); break;
+        case '"': fputs("&quot;", o); break;
+        case '\'': fputs("&#39;", o); break;
+        default: fputc(*s, o);
+        }
+    }
+}
+
+/* A value of the certificate: data-path (base, or base/key) and data-v (its
+ * JSON, exact) on the element, a readable form as its text. */
+static void figure_key(FILE *o, const char *tag, const char *base, const char *key, const json_t *v)
+{
+    char *j = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17));
+    fprintf(o, "<%s data-path=\"", tag);
+    esc(o, base);
+    if (key != NULL) {
+        fputc('/', o);
+        esc(o, key);
+    }
+    fputs("\" data-v=\"", o);
+    esc(o, j);
+    fputs("\">", o);
+    if (json_is_real(v)) {
+        fprintf(o, "%.4g", json_real_value(v));
+    } else if (json_is_string(v)) {
+        esc(o, json_string_value(v));
+    } else if (json_is_true(v) || json_is_false(v)) {
+        fputs(json_is_true(v) ? "yes" : "no", o);
+    } else if (json_is_null(v)) {
+        fputs("&mdash;", o);
+    } else {
+        esc(o, j); /* integers, the worst index */
+    }
+    fprintf(o, "</%s>", tag);
+    free(j);
+}
+
+/* ---- the heatmap -------------------------------------------------------- */
+
+#define MAX_PANELS 64
+#define MAX_ROWS 128
+#define MAX_COLS 256
+#define PAGE_W 1100
+
+static size_t cdiv(size_t a, size_t b) { return (a + b - 1) / b; }
+
+/* Axis names for an output: query x key for attention weights and ALiBi
+ * biases, position x feature otherwise; the leading axes' letters. */
+static void axes(const char *component, const refenc_output_report *r, const char **rows, const char **cols,
+                 const char **lead0, const char **lead1)
+{
+    const size_t len = strlen(r->name);
+    const int qk = (len >= 8 && strcmp(r->name + len - 8, ".weights") == 0) ||
+                   (strcmp(component, "alibi") == 0 && strcmp(r->name, "out.bias") == 0);
+    *rows = qk ? "query" : "position";
+    *cols = qk ? "key" : "feature";
+    if (strcmp(component, "softmax") == 0 || strcmp(component, "activation") == 0) {
+        *rows = "row";
+        *cols = "element";
+    }
+    if (r->ndim == 1)
+        *cols = strcmp(component, "alibi") == 0 ? "head" : "element";
+    *lead0 = r->ndim == 3 && strcmp(component, "alibi") == 0 ? "h" : "b";
+    *lead1 = "h";
+}
+
+static int heatmap(FILE *o, const char *component, const refenc_output_report *r, const signed char *cl,
+                   refenc_error *err)
+{
+    const size_t nd = r->ndim;
+    const size_t rows = nd >= 2 ? r->shape[nd - 2] : 1, cols = nd >= 1 ? r->shape[nd - 1] : 1;
+    size_t panels = 1;
+    for (size_t d = 0; d + 2 < nd; d++)
+        panels *= r->shape[d];
+    if (rows == 0 || cols == 0 || panels == 0)
+        return REFENC_OK;
+    /* large outputs: each cell the most severe of pr x pc elements */
+    const size_t pr = cdiv(rows, MAX_ROWS), pc = cdiv(cols, MAX_COLS);
+    const size_t R = cdiv(rows, pr), C = cdiv(cols, pc);
+    size_t cell = 480 / C;
+    cell = cell < 3 ? 3 : cell > 16 ? 16 : cell;
+    if (R * cell > 420)
+        cell = 420 / R < 3 ? 3 : 420 / R;
+    const size_t pw = C * cell, ph = R * cell, gapx = 40, gapy = 44, left = 30, top = 18;
+    const size_t drawn = panels < MAX_PANELS ? panels : MAX_PANELS;
+    const size_t per_b = nd >= 4 ? r->shape[nd - 3] : 0; /* heads per batch item: a new row of panels */
+
+    /* layout: panels left to right, wrapped at the page width */
+    size_t *px = refenc_alloc_array(drawn, sizeof *px), *py = refenc_alloc_array(drawn, sizeof *py);
+    if (px == NULL || py == NULL) {
+        free(px);
+        free(py);
+        return refenc_error_set(err, REFENC_ENOMEM, "out of memory for the heatmap of '%s'", r->name);
+    }
+    size_t x = left, y = top, width = 0;
+    for (size_t p = 0; p < drawn; p++) {
+        if (p > 0 && (x + pw > PAGE_W || (per_b && p % per_b == 0))) {
+            x = left;
+            y += ph + gapy;
+        }
+        px[p] = x;
+        py[p] = y;
+        x += pw + gapx;
+        if (x > width)
+            width = x;
+    }
+    const size_t height = y + ph + 22;
+
+    const char *rname, *cname, *l0, *l1;
+    axes(component, r, &rname, &cname, &l0, &l1);
+    fprintf(o, "<p class=\"axes\">|error| / tolerance: rows %s, columns %s", rname, cname);
+    if (nd >= 3)
+        fprintf(o, ", one panel per %s", nd >= 4 ? "batch item and head (b, h)"
+                                                 : strcmp(l0, "h") == 0 ? "head (h)" : "batch item (b)");
+    if (pr > 1 || pc > 1)
+        fprintf(o, "; each cell is the worst of %zu &times; %zu elements", pr, pc);
+    if (drawn < panels)
+        fprintf(o, "; the first %zu of %zu panels", drawn, panels);
+    fputs("</p>\n", o);
+    fprintf(o, "<svg class=\"heatmap\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%zu\" height=\"%zu\" "
+               "data-output=\"", width, height);
+    esc(o, r->name);
+    fprintf(o, "\" data-rows=\"%zu\" data-cols=\"%zu\" data-cell=\"%zu\" data-pool=\"%zu %zu\" "
+               "shape-rendering=\"crispEdges\">\n", rows, cols, cell, pr, pc);
+
+    /* column and row labels every `step` cells, at least 22 px apart */
+    size_t cstep = 1, rstep = 1;
+    while (cstep * cell < 22)
+        cstep *= 2;
+    while (rstep * cell < 14)
+        rstep *= 2;
+    for (size_t p = 0; p < drawn; p++) {
+        fprintf(o, "<g class=\"panel\" transform=\"translate(%zu,%zu)\">", px[p], py[p]);
+        if (nd >= 3) {
+            fprintf(o, "<text class=\"pl\" x=\"0\" y=\"-5\">");
+            if (nd == 4)
+                fprintf(o, "b=%zu, h=%zu", p / per_b, p % per_b);
+            else if (nd > 4)
+                fprintf(o, "panel %zu", p);
+            else
+                fprintf(o, "%s=%zu", l0, p);
+            fputs("</text>", o);
+        }
+        const signed char *base = cl + p * rows * cols;
+        for (size_t i = 0; i < R; i++) {
+            int run_bin = -1;
+            size_t run_start = 0;
+            for (size_t j = 0; j <= C; j++) {
+                int b = -1;
+                if (j < C) {
+                    for (size_t ii = i * pr; ii < (i + 1) * pr && ii < rows; ii++)
+                        for (size_t jj = j * pc; jj < (j + 1) * pc && jj < cols; jj++) {
+                            const int bb = bin_of(base[ii * cols + jj]);
+                            b = bb > b ? bb : b;
+                        }
+                }
+                if (b != run_bin) {
+                    if (run_bin >= 0)
+                        fprintf(o, "<rect class=\"%s\" x=\"%zu\" y=\"%zu\" width=\"%zu\" height=\"%zu\" "
+                                   "fill=\"%s\"/>",
+                                PALETTE[run_bin].cls, run_start * cell, i * cell, (j - run_start) * cell, cell,
+                                PALETTE[run_bin].color);
+                    run_bin = b;
+                    run_start = j;
+                }
+            }
+            fputc('\n', o);
+        }
+        fprintf(o, "<rect class=\"frame\" x=\"0\" y=\"0\" width=\"%zu\" height=\"%zu\" fill=\"none\" "
+                   "stroke=\"#737373\"/>", pw, ph);
+        for (size_t j = 0; j < C; j += cstep)
+            fprintf(o, "<line x1=\"%zu\" y1=\"%zu\" x2=\"%zu\" y2=\"%zu\" stroke=\"#737373\"/>"
+                       "<text class=\"tk\" x=\"%zu\" y=\"%zu\">%zu</text>",
+                    j * cell, ph, j * cell, ph + 4, j * cell, ph + 14, j * pc);
+        for (size_t i = 0; i < R; i += rstep)
+            fprintf(o, "<text class=\"tk\" x=\"-4\" y=\"%zu\" text-anchor=\"end\">%zu</text>",
+                    i * cell + cell / 2 + 4, i * pr);
+        fputs("</g>\n", o);
+    }
+    fputs("</svg>\n", o);
+    free(px);
+    free(py);
+    return REFENC_OK;
+}
+
+/* ---- the histogram ---------------------------------------------------- */
+
+static void histogram(FILE *o, const refenc_output_report *r, const signed char *cl)
+{
+    /* classes: 0 "r = 0", then k = -6 .. 7 (k = -6: r <= 1e-6; 7: r > 1e6), then non-finite */
+    enum { NK = K_MAX - K_MIN + 1, NH = NK + 2 };
+    size_t count[NH] = {0}, max = 0;
+    for (size_t i = 0; i < r->numel; i++) {
+        if (cl[i] == CL_DONTCARE)
+            continue;
+        const size_t h = cl[i] == CL_EXACT ? 0 : cl[i] == CL_NONFINITE ? NH - 1 : (size_t)(cl[i] - K_MIN + 1);
+        if (++count[h] > max)
+            max = count[h];
+    }
+    const size_t bw = 26, left = 44, top = 10, hh = 110, width = left + NH * bw + 10, height = top + hh + 48;
+    fprintf(o, "<svg class=\"histogram\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%zu\" height=\"%zu\" "
+               "data-output=\"", width, height);
+    esc(o, r->name);
+    fputs("\">\n", o);
+    fprintf(o, "<text class=\"tk\" x=\"%zu\" y=\"%zu\" text-anchor=\"end\">%zu</text>"
+               "<text class=\"tk\" x=\"%zu\" y=\"%zu\" text-anchor=\"end\">0</text>",
+            left - 4, top + 8, max, left - 4, top + hh);
+    for (size_t h = 0; h < NH; h++) {
+        const size_t bh = max ? (count[h] * hh + max - 1) / max : 0, x = left + h * bw;
+        const int beyond = h == NH - 1 || (h > 0 && (int)h - 1 + K_MIN > 0);
+        char label[24];
+        if (h == 0)
+            snprintf(label, sizeof label, "0");
+        else if (h == NH - 1)
+            snprintf(label, sizeof label, "NaN");
+        else if ((int)h - 1 + K_MIN == K_MAX)
+            snprintf(label, sizeof label, ">1e%d", K_MAX - 1);
+        else
+            snprintf(label, sizeof label, "1e%d", (int)h - 1 + K_MIN);
+        fprintf(o, "<rect class=\"bar\" x=\"%zu\" y=\"%zu\" width=\"%zu\" height=\"%zu\" fill=\"%s\" "
+                   "data-count=\"%zu\"><title>%s%s: %zu element%s</title></rect>",
+                x + 2, top + hh - bh, bw - 4, bh, beyond ? "#e6550d" : "#9e9ac8", count[h],
+                h == 0 || h == NH - 1 ? "r = " : "r \xe2\x89\xa4 ", label, count[h], count[h] == 1 ? "" : "s");
+        fprintf(o, "<text class=\"tk\" x=\"%zu\" y=\"%zu\" text-anchor=\"middle\">%s</text>\n", x + bw / 2,
+                top + hh + 14 + (h % 2) * 11, label);
+    }
+    /* the budget: r = 1, between the classes r <= 1 and r <= 10 */
+    const size_t bx = left + (size_t)(0 - K_MIN + 2) * bw;
+    fprintf(o, "<line x1=\"%zu\" y1=\"%zu\" x2=\"%zu\" y2=\"%zu\" stroke=\"#000\" stroke-width=\"2\" "
+               "stroke-dasharray=\"4 2\"/><text class=\"tk\" x=\"%zu\" y=\"%zu\">budget r = 1</text>\n",
+            bx, top, bx, top + hh, bx + 4, top + 8);
+    fprintf(o, "<text class=\"tk\" x=\"%zu\" y=\"%zu\">r = |error| / tolerance (upper edge of each "
+               "decade); %zu compared</text>\n</svg>\n", left, height - 2, r->compared);
+}
+
+/* ---- the forward graph --------------------------------------------------- */
+
+/* "out.layers.3.norm1" -> layer 3, label "norm1"; other outputs: layer -1. */
+static long layer_of(const char *name, const char **label)
+{
+    const char *s = strncmp(name, "out.", 4) == 0 ? name + 4 : name;
+    *label = s;
+    if (strncmp(s, "layers.", 7) != 0)
+        return -1;
+    char *end;
+    const long i = strtol(s + 7, &end, 10);
+    if (end == s + 7 || *end != '.')
+        return -1;
+    *label = end + 1;
+    return i;
+}
+
+static const char *status_fill(refenc_output_status s)
+{
+    switch (s) {
+    case REFENC_OUT_PASS: return "#c7e9c0";
+    case REFENC_OUT_NOT_PROVIDED: return "#ffffff";
+    default: return "#fcbba1";
+    }
+}
+
+static int graph(FILE *o, const refenc_case_report *rep, refenc_error *err)
+{
+    const size_t nw = 132, nh = 26, gx = 18, rowh = 58, left = 70, n = rep->n_outputs;
+    size_t *col = refenc_alloc_array(n, sizeof *col), *row = refenc_alloc_array(n, sizeof *row);
+    if (col == NULL || row == NULL) {
+        free(col);
+        free(row);
+        return refenc_error_set(err, REFENC_ENOMEM, "out of memory for the graph of '%s'", rep->name);
+    }
+    size_t rows = 0, maxc = 0;
+    long prev = -2;
+    const char *label;
+    for (size_t i = 0; i < n; i++) {
+        const long layer = layer_of(rep->outputs[i].name, &label);
+        if (i == 0 || layer != prev || col[i - 1] + 1 >= 7) {
+            rows += i > 0;
+            col[i] = 0;
+        } else {
+            col[i] = col[i - 1] + 1;
+        }
+        row[i] = rows;
+        maxc = col[i] + 1 > maxc ? col[i] + 1 : maxc;
+        prev = layer;
+    }
+    const size_t width = left + maxc * (nw + gx), height = (rows + 1) * rowh + 6;
+    fprintf(o, "<svg class=\"graph\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%zu\" height=\"%zu\">\n", width,
+            height);
+    for (size_t i = 0; i < n; i++) {
+        const refenc_output_report *r = &rep->outputs[i];
+        const long layer = layer_of(r->name, &label);
+        const size_t x = left + col[i] * (nw + gx), y = 8 + row[i] * rowh;
+        if (col[i] == 0 && layer >= 0)
+            fprintf(o, "<text class=\"tk\" x=\"4\" y=\"%zu\">layer %ld</text>", y + 17, layer);
+        if (i > 0 && col[i] > 0) /* an arrow from the previous node */
+            fprintf(o, "<line x1=\"%zu\" y1=\"%zu\" x2=\"%zu\" y2=\"%zu\" stroke=\"#525252\"/>"
+                       "<polygon points=\"%zu,%zu %zu,%zu %zu,%zu\" fill=\"#525252\"/>",
+                    x - gx, y + nh / 2, x - 5, y + nh / 2, x, y + nh / 2, x - 6, y + nh / 2 - 4, x - 6,
+                    y + nh / 2 + 4);
+        else if (i > 0) { /* down from the end of the previous row */
+            const size_t x0 = left + col[i - 1] * (nw + gx) + nw / 2, y0 = y - rowh + nh;
+            fprintf(o, "<polyline points=\"%zu,%zu %zu,%zu %zu,%zu %zu,%zu\" fill=\"none\" stroke=\"#525252\"/>"
+                       "<polygon points=\"%zu,%zu %zu,%zu %zu,%zu\" fill=\"#525252\"/>",
+                    x0, y0, x0, y0 + 14, x + nw / 2, y0 + 14, x + nw / 2, y - 1, x + nw / 2, y, x + nw / 2 - 4,
+                    y - 6, x + nw / 2 + 4, y - 6);
+        }
+        const int first = (int)i == rep->first_divergence;
+        fprintf(o, "<g class=\"node%s\" data-output=\"", first ? " first-divergence" : "");
+        esc(o, r->name);
+        fprintf(o, "\"><title>");
+        esc(o, r->name);
+        fprintf(o, ": %s</title><rect x=\"%zu\" y=\"%zu\" width=\"%zu\" height=\"%zu\" rx=\"4\" fill=\"%s\" "
+                   "stroke=\"%s\" stroke-width=\"%d\"%s/>",
+                refenc_output_status_name(r->status), x, y, nw, nh, status_fill(r->status),
+                first ? "#000" : "#737373", first ? 3 : 1,
+                r->status == REFENC_OUT_NOT_PROVIDED || r->status == REFENC_OUT_MISSING ? " stroke-dasharray=\"4 3\""
+                                                                                       : "");
+        fprintf(o, "<text x=\"%zu\" y=\"%zu\" text-anchor=\"middle\">", x + nw / 2, y + 17);
+        esc(o, label);
+        fputs("</text>", o);
+        if (first)
+            fprintf(o, "<text class=\"fd\" x=\"%zu\" y=\"%zu\" text-anchor=\"middle\">first divergence</text>",
+                    x + nw / 2, y + nh + 12);
+        fputs("</g>\n", o);
+    }
+    fputs("</svg>\n", o);
+    free(col);
+    free(row);
+    return REFENC_OK;
+}
+
+/* ---- a case ------------------------------------------------------------ */
+
+/* The keys of an output in the certificate, in the order of docs/certify.md;
+ * keys not listed here (a later version's) follow, in the certificate's order. */
+static const char *const OUTPUT_KEYS[] = {
+    "name", "required", "status", "dtype", "rtol", "atol", "compared", "dont_care", "out_of_tolerance",
+    "nonfinite", "max_abs_error", "max_rel_error", "max_ulp_error", "nmse", "worst_index", "worst_got",
+    "worst_want", "note"};
+#define N_OUTPUT_KEYS (sizeof OUTPUT_KEYS / sizeof OUTPUT_KEYS[0])
+
+static int known_key(const char *k)
+{
+    for (size_t i = 0; i < N_OUTPUT_KEYS; i++)
+        if (strcmp(k, OUTPUT_KEYS[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static void figures_table(FILE *o, const char *case_path, const json_t *outputs)
+{
+    json_t *extra = json_array(); /* keys of no known column, in first-seen order */
+    size_t i, k;
+    json_t *out, *v;
+    const char *key;
+    json_array_foreach(outputs, i, out) {
+        json_object_foreach((json_t *)out, key, v) {
+            int seen = known_key(key);
+            for (k = 0; k < json_array_size(extra); k++)
+                seen |= strcmp(json_string_value(json_array_get(extra, k)), key) == 0;
+            if (!seen)
+                json_array_append_new(extra, json_string(key));
+        }
+    }
+    fputs("<div class=\"scroll\"><table class=\"figures\">\n<tr>", o);
+    for (k = 0; k < N_OUTPUT_KEYS; k++)
+        fprintf(o, "<th>%s</th>", OUTPUT_KEYS[k]);
+    json_array_foreach(extra, k, v) {
+        fputs("<th>", o);
+        esc(o, json_string_value(v));
+        fputs("</th>", o);
+    }
+    fputs("</tr>\n", o);
+    json_array_foreach(outputs, i, out) {
+        char base[1024];
+        snprintf(base, sizeof base, "%s/outputs/%s", case_path, json_string_value(json_object_get(out, "name")));
+        const char *st = json_string_value(json_object_get(out, "status"));
+        fprintf(o, "<tr class=\"%s\">", st && strcmp(st, "PASS") == 0 ? "pass" : st && strncmp(st, "FAIL", 4) == 0 ? "fail" : "np");
+        for (k = 0; k < N_OUTPUT_KEYS + json_array_size(extra); k++) {
+            const char *kk = k < N_OUTPUT_KEYS ? OUTPUT_KEYS[k] : json_string_value(json_array_get(extra, k - N_OUTPUT_KEYS));
+            const json_t *val = json_object_get(out, kk);
+            if (val != NULL)
+                figure_key(o, "td", base, kk, val);
+            else
+                fputs("<td></td>", o);
+        }
+        fputs("</tr>\n", o);
+    }
+    fputs("</table></div>\n", o);
+    json_decref(extra);
+}
+
+/* The case's own figures (all but its outputs), diagnosis included. */
+static void case_figures(FILE *o, const char *case_path, const json_t *c)
+{
+    fputs("<table class=\"case-figures\">\n", o);
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)c, key, v) {
+        if (strcmp(key, "outputs") == 0 || strcmp(key, "case") == 0)
+            continue;
+        if (json_is_object(v)) { /* the diagnosis */
+            const char *k2;
+            json_t *v2;
+            char base[1024];
+            snprintf(base, sizeof base, "%s/%s", case_path, key);
+            json_object_foreach(v, k2, v2) {
+                fputs("<tr><th>", o);
+                esc(o, key);
+                fputs(": ", o);
+                esc(o, k2);
+                fputs("</th>", o);
+                figure_key(o, "td", base, k2, v2);
+                fputs("</tr>\n", o);
+            }
+            continue;
+        }
+        fputs("<tr><th>", o);
+        esc(o, key);
+        fputs("</th>", o);
+        figure_key(o, "td", case_path, key, v);
+        fputs("</tr>\n", o);
+    }
+    fputs("</table>\n", o);
+}
+
+static const char *badge(const char *verdict)
+{
+    return strcmp(verdict, "PASS") == 0 ? "pass" : strcmp(verdict, "FAIL") == 0 ? "fail" : "error";
+}
+
+/* One case's section: its figures, its graph, and per output compared its
+ * pictures (heatmaps when draw_maps). */
+static int case_section(FILE *o, const json_t *c, const refenc_case_report *rep, const refenc_st_file *golden,
+                        const refenc_st_file *results, int draw_maps, refenc_error *err)
+{
+    const char *name = json_string_value(json_object_get(c, "case"));
+    const char *verdict = json_string_value(json_object_get(c, "verdict"));
+    char path[512];
+    snprintf(path, sizeof path, "cases/%s", name);
+    fputs("<section class=\"case\" id=\"case-", o);
+    esc(o, name);
+    fputs("\">\n<h2>", o);
+    figure_key(o, "span", path, "case", json_object_get(c, "case"));
+    fprintf(o, " <span class=\"badge %s\">", badge(verdict));
+    esc(o, verdict);
+    fputs("</span></h2>\n", o);
+    const char *desc = golden ? refenc_st_metadata(golden, "description") : NULL;
+    const char *component = golden ? refenc_st_metadata(golden, "component") : NULL;
+    if (desc != NULL) {
+        fputs("<p class=\"desc\">", o);
+        esc(o, component);
+        fputs(": ", o);
+        esc(o, desc);
+        fputs("</p>\n", o);
+    }
+    case_figures(o, path, c);
+    if (rep == NULL) { /* the case could not be read */
+        fputs("</section>\n", o);
+        return REFENC_OK;
+    }
+    int st = graph(o, rep, err);
+    if (st != REFENC_OK)
+        return st;
+    figures_table(o, path, json_object_get(c, "outputs"));
+
+    for (size_t i = 0; i < rep->n_outputs && st == REFENC_OK; i++) {
+        const refenc_output_report *r = &rep->outputs[i];
+        if (r->status != REFENC_OUT_PASS && r->status != REFENC_OUT_FAIL)
+            continue;
+        signed char *cl = refenc_alloc_array(r->numel, 1);
+        if (cl == NULL)
+            return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory for '%s'", results->path, r->name);
+        st = output_classes(cl, golden, results, r, err);
+        if (st == REFENC_OK) {
+            fputs("<div class=\"output\" id=\"", o);
+            esc(o, name);
+            fputc('/', o);
+            esc(o, r->name);
+            fprintf(o, "\"><h3>");
+            esc(o, r->name);
+            fprintf(o, " <span class=\"badge %s\">%s</span>", r->status == REFENC_OUT_PASS ? "pass" : "fail",
+                    refenc_output_status_name(r->status));
+            fprintf(o, "%s</h3>\n", (int)i == rep->first_divergence ? " <span class=\"fdl\">first divergence</span>" : "");
+            if (draw_maps)
+                st = heatmap(o, component ? component : "", r, cl, err);
+            histogram(o, r, cl);
+            fputs("</div>\n", o);
+        }
+        free(cl);
+    }
+    fputs("</section>\n", o);
+    return st;
+}
+
+/* ---- the page ------------------------------------------------------------- */
+
+static const char STYLE[] =
+    "body{font:14px/1.4 sans-serif;margin:16px 24px;color:#111;background:#fff}"
+    "h1{font-size:20px}h2{font-size:17px;margin:28px 0 6px;border-top:1px solid #bbb;padding-top:10px}"
+    "h3{font-size:14px;margin:14px 0 2px}table{border-collapse:collapse;margin:6px 0}"
+    "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;font-size:12px;white-space:nowrap}"
+    "th{background:#f0f0f0}.scroll{overflow-x:auto}"
+    ".badge{padding:1px 6px;border-radius:3px;color:#fff;font-size:12px}"
+    ".badge.pass{background:#1b7837}.badge.fail{background:#b2182b}.badge.error{background:#542788}"
+    "tr.fail td{background:#fff5f0}.desc,.axes{color:#444;margin:2px 0}"
+    ".fdl{color:#b2182b;font-size:12px}svg text{font:11px sans-serif}svg text.tk{font-size:10px;fill:#444}"
+    "svg text.fd{font-size:10px;fill:#b2182b}svg{display:block;margin:4px 0}"
+    ".legend span{display:inline-block;width:14px;height:12px;margin:0 4px 0 12px;vertical-align:middle;"
+    "border:1px solid #999}";
+
+static void page_head(FILE *o, const json_t *doc)
+{
+    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+          "<title>refenc certification report</title><style>", o);
+    fputs(STYLE, o);
+    fputs("</style></head><body>\n<h1>refenc certification report</h1>\n<table class=\"summary\">\n", o);
+    static const char *const top[] = {"refenc_version", "golden", "results"};
+    for (size_t i = 0; i < 3; i++) {
+        fprintf(o, "<tr><th>%s</th>", top[i]);
+        figure_key(o, "td", top[i], NULL, json_object_get(doc, top[i]));
+        fputs("</tr>\n", o);
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(json_object_get(doc, "summary"), key, v) {
+        fputs("<tr><th>summary: ", o);
+        esc(o, key);
+        fputs("</th>", o);
+        figure_key(o, "td", "summary", key, v);
+        fputs("</tr>\n", o);
+    }
+    fputs("</table>\n<p class=\"legend\">heatmap cells, r = |got &minus; want| / (atol + rtol |want|), "
+          "out of tolerance when r &gt; 1:", o);
+    for (int b = 0; b < N_BINS; b++)
+        fprintf(o, "<span class=\"%s\" style=\"background:%s\"></span>%s", PALETTE[b].cls, PALETTE[b].color,
+                PALETTE[b].label);
+    fputs("</p>\n<table class=\"cases\"><tr><th>case</th><th>verdict</th><th>first divergence</th>"
+          "<th>diagnosis</th></tr>\n", o);
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(doc, "cases"), i, c) {
+        const char *name = json_string_value(json_object_get(c, "case"));
+        const char *verdict = json_string_value(json_object_get(c, "verdict"));
+        const json_t *fd = json_object_get(c, "first_divergence");
+        const json_t *dv = json_object_get(json_object_get(c, "diagnosis"), "variant");
+        fputs("<tr><td><a href=\"#case-", o);
+        esc(o, name);
+        fputs("\">", o);
+        esc(o, name);
+        fprintf(o, "</a></td><td><span class=\"badge %s\">%s</span></td><td>", badge(verdict), verdict);
+        esc(o, json_string_value(fd));
+        fputs("</td><td>", o);
+        esc(o, json_string_value(dv));
+        fputs("</td></tr>\n", o);
+    }
+    fputs("</table>\n", o);
+}
+
+/* Writes head + body into html_path through a temporary file. */
+static int write_atomic(const char *html_path, const json_t *doc, const char *body, size_t body_len,
+                        refenc_error *err)
+{
+    const size_t cap = strlen(html_path) + 32;
+    char *tmp = malloc(cap);
+    if (tmp == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
+    snprintf(tmp, cap, "%s.tmp.%ld", html_path, (long)getpid());
+    FILE *o = fopen(tmp, "w");
+    if (o == NULL) {
+        const int st = refenc_error_set(err, REFENC_EIO, "%s: cannot create %s", html_path, tmp);
+        free(tmp);
+        return st;
+    }
+    page_head(o, doc);
+    fwrite(body, 1, body_len, o);
+    fputs("</body></html>\n", o);
+    /* the data must be on disk before the rename makes it visible */
+    int bad = fflush(o) != 0 || ferror(o) || fsync(fileno(o)) != 0;
+    bad |= fclose(o) != 0;
+    if (bad || rename(tmp, html_path) != 0) {
+        unlink(tmp);
+        free(tmp);
+        return refenc_error_set(err, REFENC_EIO, "%s: cannot write the report", html_path);
+    }
+    free(tmp);
+    return REFENC_OK;
+}
+
+int refenc_report_write(const char *html_path, const refenc_report_options *opt, refenc_report_summary *sum,
+                        refenc_error *err)
+{
+    memset(sum, 0, sizeof *sum);
+    refenc_error_clear(&sum->first_error);
+    refenc_manifest manifest;
+    int st = refenc_manifest_load(&manifest, opt->golden_dir, err);
+    if (st != REFENC_OK)
+        return st;
+    char *body = NULL;
+    size_t body_len = 0;
+    FILE *o = open_memstream(&body, &body_len);
+    json_t *cases = json_array();
+    if (o == NULL || cases == NULL) {
+        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
+        goto out;
+    }
+    for (size_t i = 0; i < refenc_manifest_size(&manifest) && st == REFENC_OK; i++) {
+        const char *name, *file;
+        if ((st = refenc_manifest_case(&manifest, i, &name, &file, err)) != REFENC_OK)
+            break;
+        if (opt->case_glob != NULL && fnmatch(opt->case_glob, name, 0) != 0)
+            continue;
+        sum->cases++;
+        refenc_error cerr;
+        refenc_error_clear(&cerr);
+        refenc_st_file golden, results;
+        refenc_case_report rep;
+        json_t *c;
+        const int cst = refenc_certify_dir_case(&rep, &golden, &results, opt->golden_dir, file, opt->results_dir,
+                                                name, &opt->certify, &cerr);
+        if (cst != REFENC_OK) {
+            if (sum->errors++ == 0)
+                sum->first_error = cerr;
+            c = json_pack("{s:s, s:s, s:s}", "case", name, "verdict", "ERROR", "note", cerr.message);
+        } else {
+            c = refenc_certificate_case(&rep);
+            sum->passed += rep.pass;
+            sum->failed += !rep.pass;
+        }
+        if (c == NULL)
+            st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
+        else
+            st = case_section(o, c, cst == REFENC_OK ? &rep : NULL, golden.path ? &golden : NULL, &results,
+                              cst == REFENC_OK && (opt->heatmaps_all || !rep.pass), err);
+        json_array_append_new(cases, c);
+        refenc_case_report_free(&rep);
+        refenc_st_free(&golden);
+        refenc_st_free(&results);
+    }
+    if (st == REFENC_OK && sum->cases == 0)
+        st = refenc_error_set(err, REFENC_EINVAL, "%s: no golden case matches '%s'", manifest.path,
+                              opt->case_glob ? opt->case_glob : "*");
+    if (fclose(o) != 0 && st == REFENC_OK)
+        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
+    o = NULL;
+    if (st == REFENC_OK) {
+        const char *verdict = sum->errors ? "ERROR" : sum->failed ? "FAIL" : "PASS";
+        json_t *doc = refenc_certificate_doc(opt->version ? opt->version : "", opt->golden_dir, opt->results_dir,
+                                             cases, sum->cases, sum->passed, verdict);
+        cases = NULL; /* stolen */
+        st = doc ? write_atomic(html_path, doc, body, body_len, err)
+                 : refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
+        json_decref(doc);
+    }
+out:
+    if (o != NULL)
+        fclose(o);
+    free(body);
+    json_decref(cases);
+    refenc_manifest_free(&manifest);
+    return st;
+}

@@ -1,0 +1,57 @@
+/* The HTML report of a certification (`refenc report`, docs/certify.md).
+ *
+ * Each case of a golden directory is certified as `refenc certify` does
+ * (certificate.h), and one self-contained HTML file shows, per case:
+ *   - the verdict, the first divergence, the diagnosis, and every figure of
+ *     the JSON certificate, each in an element carrying its place in the
+ *     certificate (data-path="cases/<case>/outputs/<output>/<key>") and its
+ *     value as JSON (data-v), so the page can be checked against the
+ *     certificate;
+ *   - the forward graph: the case's outputs in forward order, coloured by
+ *     status, the first diverging output outlined;
+ *   - per output compared, a heatmap of r = |got - want| / (atol + rtol |want|)
+ *     over the output's last two axes (positions x features; query x key for
+ *     attention weights and ALiBi biases), one panel per index of the leading
+ *     axes (batch item, head), and a histogram of r by decade with the
+ *     budget r = 1 marked.
+ * r <= 1 passes (the element test of certify.h); a non-finite result is its
+ * own class.  The pictures are inline SVG written here: no script, no
+ * external resource, the file opens from disk without a network.
+ *
+ * Heatmap cells are <rect class="c-ok|c-hot|c-nan|c-dc"> (within tolerance,
+ * out of tolerance, non-finite, don't-care) at x = column * cell, y = row *
+ * cell inside each panel's <g>; cells of one row with the same colour are
+ * merged into one rect.  The legend on the page gives each colour with its
+ * class and its range of r (<span class="c-hot" style="background:#...">). */
+#ifndef REFENC_REPORT_H
+#define REFENC_REPORT_H
+
+#include <stddef.h>
+
+#include "../core/status.h"
+#include "certify.h"
+
+typedef struct {
+    const char *golden_dir, *results_dir;
+    const char *case_glob;          /* NULL: every case of the manifest              */
+    refenc_certify_options certify; /* the tolerance override of certify's --rtol/--atol */
+    int heatmaps_all;               /* 0: heatmaps for failing cases only; 1: every case */
+    const char *version;            /* the certificate's refenc_version              */
+} refenc_report_options;
+
+typedef struct {
+    size_t cases, passed, failed, errors; /* errors: cases that could not be read  */
+    refenc_error first_error;             /* the first such case's message          */
+} refenc_report_summary;
+
+/* Certifies the cases and writes the report to html_path atomically (a
+ * temporary file in the same directory, flushed to disk, renamed; on error
+ * removed, and a file already at html_path is left as it was).  A case that
+ * cannot be read is drawn as ERROR with its message and counted in
+ * sum->errors; the report is still written.
+ * Errors: REFENC_EFORMAT or REFENC_EIO (the manifest), REFENC_EINVAL (no case
+ * matches the glob), REFENC_EIO (cannot write html_path), REFENC_ENOMEM. */
+int refenc_report_write(const char *html_path, const refenc_report_options *opt,
+                        refenc_report_summary *sum, refenc_error *err);
+
+#endif

@@ -1,0 +1,66 @@
+# ---- Python: the refenc module, the pytest example, the HTML report in a browser
+# (docs/python.md, docs/certify.md).  Debian's /usr/bin/python3 (the python3
+# first on PATH may be another interpreter, without numpy or torch).
+#
+#   make check-python     the module's tests (scripts/python/tests), then the
+#                         pytest example docs/examples/test_torch_encoder.py
+#                         copied out of the tree and run as a user would, its
+#                         outcome per test compared with the pinned list
+#                         scripts/python/example-outcomes.txt; then a staged
+#                         install-python / uninstall-python
+#   make check-report     the report of a planted tiling bug rendered headless
+#                         by chromium: the screenshot shows the stripe
+#   make check-ci-recipe  the plain shell CI recipe of docs/ci.md, run as the
+#                         page has it (needs certify --junit)
+#   make install-python / uninstall-python   the module into the directory
+#                         Debian's /usr/bin/python3 searches for PREFIX
+#                         (/usr: /usr/lib/python3/dist-packages; otherwise
+#                         PREFIX/lib/python3.X/dist-packages); PREFIX, DESTDIR
+#                         and PYTHONDIR honoured
+
+PY          := /usr/bin/python3
+PY_DEPS     := python3-numpy python3-pytest python3-torch
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+DATADIR     ?= $(PREFIX)/share
+GOLDENDIR   ?= $(DATADIR)/refenc/golden
+PY_VERSION   = $(shell $(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+PYTHONDIR   ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(PY_VERSION)/dist-packages)
+PY_ENV       = PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$(abspath scripts/python) REFENC_CLI=$(abspath $(CLI)) \
+               REFENC_LIB=$(abspath $(LIB_SO)) REFENC_GOLDEN=$(abspath golden)
+PY_EXAMPLE  := $(BUILD)/python-example
+PY_PINNED   := scripts/python/example-outcomes.txt
+
+.PHONY: check-python install-python uninstall-python check-report check-ci-recipe
+
+check-python: $(CLI) $(LIB_SO)
+	@sh scripts/install-deps.sh $(PY_DEPS)
+	@mkdir -p $(REPORTS)
+	$(PY_ENV) $(PY) -m pytest -q -p no:cacheprovider --junitxml=$(REPORTS)/python-module.xml scripts/python/tests
+	@rm -rf $(PY_EXAMPLE) && mkdir -p $(PY_EXAMPLE)
+	cp docs/examples/test_torch_encoder.py $(PY_EXAMPLE)/
+	cd $(PY_EXAMPLE) && $(PY_ENV) $(PY) -m pytest -q -rxs -p no:cacheprovider \
+	    --junitxml=$(abspath $(REPORTS))/python-example.xml test_torch_encoder.py
+	$(PY) scripts/python/pinned_outcomes.py $(REPORTS)/python-example.xml $(PY_PINNED)
+	sh scripts/check-install-python.sh $(BUILD)/python-stage
+
+# The module, with the installed program's and golden cases' paths recorded
+# in refenc/_paths.py (locate.py looks there first).
+install-python:
+	install -d $(DESTDIR)$(PYTHONDIR)/refenc
+	install -m 644 $(filter-out %/_paths.py,$(wildcard scripts/python/refenc/*.py)) $(DESTDIR)$(PYTHONDIR)/refenc/
+	printf '%s\n' '# Written by make install-python: where this installation keeps them.' \
+	    'CLI = "$(BINDIR)/refenc"' 'GOLDEN = "$(GOLDENDIR)"' > $(DESTDIR)$(PYTHONDIR)/refenc/_paths.py
+	@echo "installed the refenc Python module in $(DESTDIR)$(PYTHONDIR)/refenc"
+
+uninstall-python:
+	rm -rf $(DESTDIR)$(PYTHONDIR)/refenc
+	@echo "uninstalled the refenc Python module from $(DESTDIR)$(PYTHONDIR)"
+
+check-report: $(CLI)
+	@sh scripts/install-deps.sh python3-numpy python3-pil chromium
+	sh scripts/check-report.sh $(CLI) $(BUILD)/report-check
+
+check-ci-recipe: $(CLI)
+	@sh scripts/install-deps.sh python3-numpy
+	sh scripts/check-ci-recipe.sh $(CLI) $(BUILD)/ci-recipe

@@ -1,0 +1,503 @@
+#!/usr/bin/python3
+"""Builds an ONNX model of every refenc golden case, for ONNX Runtime as a peer.
+
+Each model is a plain float32 ONNX graph (opset 17) written from the formulas
+of docs/architecture.md: MatMul and Add for the linear maps, ReduceMean, Sub,
+Pow, Sqrt and Div for LayerNorm, Erf or Tanh for GELU, Softmax, Where for the
+boolean masks, Sin and Cos for the positions.  The case's parameters are the
+model's initializers (weights stored transposed, as torch.onnx.export stores
+nn.Linear); its inputs (in.x or in.tokens, in.positions, in.key_padding_mask,
+in.attn_mask) are the model's inputs, under the golden names; its outputs are
+graph outputs under refenc's out.* names.  No arithmetic of the case is done
+here: everything from the inputs on is computed by ONNX Runtime.
+
+Two models per case:
+    CASE.all.onnx     every output the case stores (out.embed, every layer's
+                      steps, ...): with graph optimisation off, the certifier
+                      sees where ONNX Runtime first diverges;
+    CASE.final.onnx   the required outputs only: nothing stops ONNX Runtime's
+                      optimiser from fusing LayerNorm, GELU and the linear maps into
+                      its own kernels (a graph output inside a pattern keeps
+                      the pattern from being fused: with every output
+                      exposed, a third of the SkipLayerNormalization
+                      fusions do not happen).
+
+    build_models.py --golden golden --out build/ort/models [--case GLOB]
+
+It also writes OUT/models.json: for each case, its models, or the reason it
+is not supported (a config key or value this builder does not model).  A new
+convention (a family's embedding LayerNorm, quick GELU, ...) is taught by
+adding its key to CONFIG_SUPPORT and building it in the component functions.
+
+Exit status: 0, or 2 on a malformed golden directory (the message names the
+file and the tensor).
+"""
+import argparse
+import fnmatch
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17          # the highest ONNX opset Debian 12's python3-onnx (1.12) knows
+IR_VERSION = 8
+
+# The config keys the models implement, with the values they implement
+# (None: any value).  A case whose config has another key, or another value,
+# is reported unsupported with that key named.
+CONFIG_SUPPORT = {
+    "d_model": None, "n_heads": None, "d_ff": None, "n_layers": None,
+    "norm": {"pre", "post"}, "final_norm": None,
+    "activation": {"relu", "gelu", "gelu_tanh"},
+    "layer_norm_eps": None,
+    "positional": {"none", "sinusoidal", "learned", "rope", "alibi"},
+    "rope_layout": {"half", "interleaved"}, "rope_base": None, "max_len": None,
+    "temperature": None, "causal": None, "vocab_size": None, "padding_idx": None,
+}
+
+
+# Known bug variants of refenc (docs/certify.md) that --bug builds into the
+# models, to show that the certifier names them through ONNX Runtime's own
+# kernels too (scripts/certify-ort.sh).
+BUGS = ("layernorm_eps_x10", "unbiased_variance", "gelu_tanh_for_exact")
+BUG = None
+
+
+class Unsupported(Exception):
+    """The case uses something the models do not implement (not an error)."""
+
+
+class BadGolden(Exception):
+    """A golden file that cannot be read as docs/golden-format.md says."""
+
+
+# ---- reading a golden case (docs/golden-format.md, "Reading a file without refenc")
+
+ST_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2",
+             "I64": "<i8", "U8": "u1", "BOOL": "u1"}
+
+
+def read_case(path):
+    """-> (metadata dict, {name: ndarray}); BF16 as float32, BOOL as bool."""
+    try:
+        with open(path, "rb") as f:
+            buf = f.read()
+    except OSError as e:
+        raise BadGolden(f"{path}: cannot read: {e.strerror}") from None
+    if len(buf) < 8:
+        raise BadGolden(f"{path}: file is {len(buf)} bytes, too short for the 8-byte header length at byte 0")
+    (n,) = struct.unpack("<Q", buf[:8])
+    if n > len(buf) - 8:
+        raise BadGolden(f"{path}: header length {n} at byte 0 exceeds the {len(buf) - 8} bytes that follow it")
+    try:
+        header = json.loads(buf[8:8 + n].decode("utf-8"))
+    except ValueError as e:
+        raise BadGolden(f"{path}: header (bytes 8 to {8 + n}) is not UTF-8 JSON: {e}") from None
+    if not isinstance(header, dict):
+        raise BadGolden(f"{path}: header (bytes 8 to {8 + n}) is not a JSON object")
+    meta = header.pop("__metadata__", {})
+    data = buf[8 + n:]
+    tensors = {}
+    for name, e in header.items():
+        try:
+            b, end = e["data_offsets"]
+            a = np.frombuffer(data[b:end], dtype=ST_DTYPES[e["dtype"]]).reshape(e["shape"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise BadGolden(f"{path}: tensor '{name}': entry {json.dumps(e)} does not describe its data "
+                            f"in the {len(data)}-byte data buffer at byte {8 + n} ({err})") from None
+        if e["dtype"] == "BF16":
+            a = (a.astype("<u4") << 16).view("<f4")
+        tensors[name] = a.astype(bool) if e["dtype"] == "BOOL" else a
+    for key in ("case", "component", "config", "outputs"):
+        if key not in meta:
+            raise BadGolden(f"{path}: metadata has no '{key}'")
+    return meta, tensors
+
+
+# ---- an ONNX graph under construction -----------------------------------------
+
+class Graph:
+    """Nodes, initializers, inputs and outputs of one ONNX graph; every op
+    returns the name of its (first) output."""
+
+    def __init__(self, tensors, path):
+        self.tensors, self.path = tensors, path
+        self.nodes, self.inits, self.inputs, self.outputs = [], [], [], []
+        self.declared = set()
+        self.n = 0
+
+    def _name(self, hint):
+        self.n += 1
+        return f"{hint}_{self.n}"
+
+    def op(self, op_type, *inputs, **attrs):
+        out = self._name(op_type)
+        self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=out, **attrs))
+        return out
+
+    def const(self, value, dtype=np.float32, hint="c"):
+        """An initializer holding value (rounded once to dtype)."""
+        name = self._name(hint)
+        self.inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
+        return name
+
+    def param(self, name, transpose=False):
+        """A parameter of the case as a float32 initializer (exact: the golden
+        stores F32); transpose for nn.Linear's (out, in) weights."""
+        a = self.golden(name).astype(np.float32)
+        return self.const(a.T if transpose else a, hint=name)
+
+    def golden(self, name):
+        if name not in self.tensors:
+            raise BadGolden(f"{self.path}: tensor '{name}' is missing")
+        return self.tensors[name]
+
+    def input(self, name):
+        """A golden input as a model input of its own dtype and shape."""
+        a = self.golden(name)
+        if name not in self.declared:
+            elem = {np.dtype(bool): TensorProto.BOOL, np.dtype("<i8"): TensorProto.INT64}.get(
+                a.dtype, TensorProto.FLOAT)
+            self.inputs.append(helper.make_tensor_value_info(name, elem, list(a.shape)))
+            self.declared.add(name)
+        return name
+
+    def output(self, value, name):
+        """value as the graph output `name` (an Identity gives it its name),
+        of the golden output's shape."""
+        self.nodes.append(helper.make_node("Identity", [value], [name], name=f"output {name}"))
+        shape = list(self.golden(name).shape)
+        self.outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape))
+
+    def model(self, case):
+        graph = helper.make_graph(self.nodes, case, self.inputs, self.outputs, self.inits)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="refenc scripts/peers/ort/build_models.py")
+        m.ir_version = IR_VERSION
+        onnx.checker.check_model(m)
+        return m
+
+
+# ---- the encoder's steps as ONNX ops (docs/architecture.md) ----------------------
+
+def linear(g, x, prefix, W=None, b=None):
+    """x Wᵀ + b, W (out, in) as nn.Linear stores it."""
+    W = W if W is not None else g.param(f"{prefix}weight", transpose=True)
+    b = b if b is not None else g.param(f"{prefix}bias")
+    return g.op("Add", g.op("MatMul", x, W), b)
+
+
+def layer_norm(g, x, prefix, eps):
+    """(x − μ) / sqrt(σ² + ε) · γ + β over the last axis, σ² biased: the
+    two-pass form torch.onnx.export writes for nn.LayerNorm."""
+    mu = g.op("ReduceMean", x, axes=[-1], keepdims=1)
+    d = g.op("Sub", x, mu)
+    if BUG == "unbiased_variance":   # Σ(x − μ)² / (D − 1)
+        D = g.golden(f"{prefix}weight").shape[0]
+        var = g.op("Div", g.op("ReduceSum", g.op("Pow", d, g.const(2.0)), g.const([-1], np.int64), keepdims=1),
+                   g.const(D - 1))
+    else:
+        var = g.op("ReduceMean", g.op("Pow", d, g.const(2.0)), axes=[-1], keepdims=1)
+    eps = eps * 10 if BUG == "layernorm_eps_x10" else eps
+    y = g.op("Div", d, g.op("Sqrt", g.op("Add", var, g.const(eps))))
+    return g.op("Add", g.op("Mul", y, g.param(f"{prefix}weight")), g.param(f"{prefix}bias"))
+
+
+def activation(g, x, kind):
+    if BUG == "gelu_tanh_for_exact" and kind == "gelu":
+        kind = "gelu_tanh"
+    if kind == "relu":
+        return g.op("Relu", x)
+    if kind == "gelu":        # x · ½(1 + erf(x/√2))
+        t = g.op("Add", g.op("Erf", g.op("Div", x, g.const(math.sqrt(2.0)))), g.const(1.0))
+        return g.op("Mul", g.op("Mul", x, t), g.const(0.5))
+    if kind == "gelu_tanh":   # x · ½(1 + tanh(√(2/π)(x + 0.044715 x³)))
+        inner = g.op("Add", x, g.op("Mul", g.op("Pow", x, g.const(3.0)), g.const(0.044715)))
+        t = g.op("Add", g.op("Tanh", g.op("Mul", inner, g.const(math.sqrt(2.0 / math.pi)))), g.const(1.0))
+        return g.op("Mul", g.op("Mul", x, g.const(0.5)), t)
+    raise Unsupported(f"activation '{kind}'")
+
+
+def ffn(g, x, prefix, cfg):
+    return linear(g, activation(g, linear(g, x, f"{prefix}linear1."), cfg["activation"]), f"{prefix}linear2.")
+
+
+def positions_f32(g, L, cfg):
+    """in.positions (L) as float32 (exact up to 2^24), or 0 … L−1; None when
+    the positional scheme does not use positions."""
+    if cfg["positional"] == "none":
+        return None
+    if "in.positions" in g.tensors:
+        return g.op("Cast", g.input("in.positions"), to=TensorProto.FLOAT)
+    return g.const(np.arange(L))
+
+
+def sinusoidal(g, pos, D):
+    """(L, D): PE[p, 2i] = sin(p·ω_i), PE[p, 2i+1] = cos(p·ω_i), ω_i = 10000^(−2i/D)."""
+    omega = g.op("Pow", g.const(10000.0), g.const(-np.arange(0, D, 2) / D))
+    angle = g.op("Mul", g.op("Unsqueeze", pos, g.const([1], np.int64)), omega)      # (L, D/2)
+    sin = g.op("Unsqueeze", g.op("Sin", angle), g.const([-1], np.int64))
+    cos = g.op("Unsqueeze", g.op("Cos", angle), g.const([-1], np.int64))
+    return g.op("Reshape", g.op("Concat", sin, cos, axis=-1), g.const([-1, D], np.int64))
+
+
+def rope(g, x, pos, Dh, base, layout):
+    """x (…, L, Dh) with pair j rotated by pos·θ_j, θ_j = base^(−2j/Dh):
+    pairs (j, j + Dh/2) for 'half' (rotate_half), (2j, 2j+1) for 'interleaved'."""
+    theta = g.op("Reciprocal", g.op("Pow", g.const(base), g.const(np.arange(0, Dh, 2) / Dh)))
+    angle = g.op("Mul", g.op("Unsqueeze", pos, g.const([1], np.int64)), theta)      # (L, Dh/2)
+    axis = g.const([-1], np.int64)
+    if layout == "half":
+        angle = g.op("Concat", angle, angle, axis=-1)                                # (L, Dh)
+        x1 = g.op("Slice", x, g.const([0], np.int64), g.const([Dh // 2], np.int64), axis)
+        x2 = g.op("Slice", x, g.const([Dh // 2], np.int64), g.const([Dh], np.int64), axis)
+        rotated = g.op("Concat", g.op("Neg", x2), x1, axis=-1)
+        return g.op("Add", g.op("Mul", x, g.op("Cos", angle)), g.op("Mul", rotated, g.op("Sin", angle)))
+    if layout != "interleaved":
+        raise Unsupported(f"rope_layout '{layout}'")
+    cos, sin = g.op("Cos", angle), g.op("Sin", angle)
+    two = g.const([2], np.int64)
+    x1 = g.op("Slice", x, g.const([0], np.int64), g.const([Dh], np.int64), axis, two)   # x[..., 0::2]
+    x2 = g.op("Slice", x, g.const([1], np.int64), g.const([Dh], np.int64), axis, two)   # x[..., 1::2]
+    y1 = g.op("Sub", g.op("Mul", x1, cos), g.op("Mul", x2, sin))
+    y2 = g.op("Add", g.op("Mul", x1, sin), g.op("Mul", x2, cos))
+    pairs = g.op("Concat", g.op("Unsqueeze", y1, axis), g.op("Unsqueeze", y2, axis), axis=-1)
+    return g.op("Reshape", pairs, g.op("Shape", x))
+
+
+def alibi_exponents(H):
+    """log2 of the ALiBi slopes: the closest power of two C ≤ H gives
+    −8(h+1)/C, h < C; the rest are the odd-numbered ones for 2C heads."""
+    C = 2 ** int(math.floor(math.log2(H)))
+    e = [-8.0 * (h + 1) / C for h in range(C)]
+    return e + [-8.0 * (2 * k + 1) / (2 * C) for k in range(H - C)]
+
+
+def alibi(g, pos, H):
+    """(slopes (H), bias (H, L, L) = −m_h·|p_i − p_j|)."""
+    slopes = g.op("Pow", g.const(2.0), g.const(alibi_exponents(H)))
+    dist = g.op("Abs", g.op("Sub", g.op("Unsqueeze", pos, g.const([1], np.int64)),
+                            g.op("Unsqueeze", pos, g.const([0], np.int64))))            # (L, L)
+    m = g.op("Reshape", slopes, g.const([H, 1, 1], np.int64))
+    return slopes, g.op("Neg", g.op("Mul", m, dist))
+
+
+def padding_mask(g):
+    """(B, 1, 1, L) boolean, 1 = padding: where the scores are set to −inf
+    (a masked_fill, which also clears a NaN score)."""
+    return g.op("Unsqueeze", g.input("in.key_padding_mask"), g.const([1, 2], np.int64))
+
+
+def attention(g, x, prefix, cfg, L, pos, pad):
+    """Multi-head attention on x (B, L, D) -> (output (B, L, D), weights (B, H, L, L)).
+    pos: the positions (L) as float32 (RoPE, ALiBi), pad: padding_mask or None."""
+    D, H = cfg["d_model"], cfg["n_heads"]
+    Dh = D // H
+    W = g.golden(f"{prefix}in_proj_weight").astype(np.float32)       # (3D, D): W_q, W_k, W_v
+    bias = g.golden(f"{prefix}in_proj_bias").astype(np.float32)
+    heads = g.const([0, 0, H, Dh], np.int64)                          # (B, L, H, Dh)
+
+    def project(i, perm):  # x W_iᵀ + b_i, split into heads and transposed by perm
+        t = linear(g, x, None, g.const(W[i * D:(i + 1) * D].T), g.const(bias[i * D:(i + 1) * D]))
+        return g.op("Transpose", g.op("Reshape", t, heads), perm=perm)
+
+    q = project(0, [0, 2, 1, 3])                                      # (B, H, L, Dh)
+    if cfg["positional"] == "rope":
+        q = rope(g, q, pos, Dh, cfg["rope_base"], cfg["rope_layout"])
+        k = rope(g, project(1, [0, 2, 1, 3]), pos, Dh, cfg["rope_base"], cfg["rope_layout"])
+        kT = g.op("Transpose", k, perm=[0, 1, 3, 2])
+    else:
+        kT = project(1, [0, 2, 3, 1])                                 # (B, H, Dh, L)
+    v = project(2, [0, 2, 1, 3])
+    s = g.op("Div", g.op("MatMul", q, kT), g.const(math.sqrt(Dh) * cfg["temperature"]))  # (B, H, L, L)
+    if cfg["positional"] == "alibi":
+        s = g.op("Add", s, alibi(g, pos, H)[1])
+    if "in.attn_mask" in g.tensors:
+        s = g.op("Add", s, g.input("in.attn_mask"))
+    if cfg["causal"]:   # query i sees keys j <= i
+        s = g.op("Where", g.const(np.triu(np.ones((L, L), bool), 1), bool), g.const(-np.inf), s)
+    if pad is not None:
+        s = g.op("Where", pad, g.const(-np.inf), s)
+    w = g.op("Softmax", s, axis=-1)
+    ctx = g.op("Transpose", g.op("MatMul", w, v), perm=[0, 2, 1, 3])                # (B, L, H, Dh)
+    ctx = g.op("Reshape", ctx, g.const([0, 0, D], np.int64))
+    return linear(g, ctx, f"{prefix}out_proj."), w
+
+
+# ---- components: each returns {output name without "out.": value} --------------
+
+def run_encoder(g, cfg):
+    D, eps = cfg["d_model"], cfg["layer_norm_eps"]
+    out = {}
+    if cfg["vocab_size"] > 0:
+        tokens = g.input("in.tokens")
+        L = g.golden("in.tokens").shape[1]
+        h = g.op("Mul", g.op("Gather", g.param("embedding.weight"), tokens), g.const(math.sqrt(D)))
+    else:
+        h = g.input("in.x")
+        L = g.golden("in.x").shape[1]
+    pos = positions_f32(g, L, cfg)
+    pad = padding_mask(g) if "in.key_padding_mask" in g.tensors else None
+    if cfg["positional"] == "sinusoidal":
+        h = g.op("Add", h, sinusoidal(g, pos, D))
+    elif cfg["positional"] == "learned":
+        h = g.op("Add", h, g.op("Gather", g.param("pos_embedding.weight"), g.input("in.positions")))
+    out["embed"] = h
+    for i in range(cfg["n_layers"]):
+        p = f"layers.{i}."
+        if cfg["norm"] == "pre":    # x + f(LN(x))
+            n1 = layer_norm(g, h, f"{p}norm1.", eps)
+            a, w = attention(g, n1, f"{p}self_attn.", cfg, L, pos, pad)
+            h = g.op("Add", h, a)
+            n2 = layer_norm(g, h, f"{p}norm2.", eps)
+            f = ffn(g, n2, p, cfg)
+            h = g.op("Add", h, f)
+        else:                       # LN(x + f(x))
+            a, w = attention(g, h, f"{p}self_attn.", cfg, L, pos, pad)
+            n1 = layer_norm(g, g.op("Add", h, a), f"{p}norm1.", eps)
+            f = ffn(g, n1, p, cfg)
+            n2 = layer_norm(g, g.op("Add", n1, f), f"{p}norm2.", eps)
+            h = n2
+        out.update({f"{p}norm1": n1, f"{p}self_attn.weights": w, f"{p}self_attn": a,
+                    f"{p}norm2": n2, f"{p}ffn": f, f"{p}output": h})
+    if cfg["final_norm"]:
+        h = layer_norm(g, h, "norm.", eps)
+        out["norm"] = h
+    out["output"] = h
+    return out
+
+
+def run_attention(g, cfg):
+    x = g.input("in.x")
+    L = g.golden("in.x").shape[1]
+    pad = padding_mask(g) if "in.key_padding_mask" in g.tensors else None
+    y, w = attention(g, x, "", cfg, L, positions_f32(g, L, cfg), pad)
+    return {"weights": w, "output": y}
+
+
+def run_ffn(g, cfg):
+    return {"output": ffn(g, g.input("in.x"), "", cfg)}
+
+
+def run_layernorm(g, cfg):
+    return {"output": layer_norm(g, g.input("in.x"), "", cfg["layer_norm_eps"])}
+
+
+def run_softmax(g, cfg):
+    return {"output": g.op("Softmax", g.op("Div", g.input("in.x"), g.const(cfg["temperature"])), axis=-1)}
+
+
+def run_activation(g, cfg):
+    return {"output": activation(g, g.input("in.x"), cfg["activation"])}
+
+
+def run_sinusoidal_pe(g, cfg):
+    L = g.golden("in.positions").shape[0]
+    return {"output": sinusoidal(g, positions_f32(g, L, cfg), cfg["d_model"])}
+
+
+def run_rope(g, cfg):
+    x = g.input("in.x")
+    Dh = g.golden("in.x").shape[-1]
+    L = g.golden("in.positions").shape[0]
+    return {"output": rope(g, x, positions_f32(g, L, cfg), Dh, cfg["rope_base"], cfg["rope_layout"])}
+
+
+def run_alibi(g, cfg):
+    L = g.golden("in.positions").shape[0]
+    slopes, bias = alibi(g, positions_f32(g, L, cfg), cfg["n_heads"])
+    return {"slopes": slopes, "bias": bias}
+
+
+RUN = {"encoder": run_encoder, "attention": run_attention, "ffn": run_ffn,
+       "layernorm": run_layernorm, "softmax": run_softmax, "activation": run_activation,
+       "sinusoidal_pe": run_sinusoidal_pe, "rope": run_rope, "alibi": run_alibi}
+
+
+def check_supported(meta, cfg):
+    if meta["component"] not in RUN:
+        raise Unsupported(f"component '{meta['component']}'")
+    for key, value in cfg.items():
+        if key not in CONFIG_SUPPORT:
+            raise Unsupported(f"config key '{key}' (= {json.dumps(value)})")
+        allowed = CONFIG_SUPPORT[key]
+        if allowed is not None and value not in allowed:
+            raise Unsupported(f"config {key} = {json.dumps(value)}")
+
+
+def build_case(path, out_dir):
+    """Writes CASE.all.onnx and CASE.final.onnx; returns the index entry."""
+    meta, tensors = read_case(path)
+    case = meta["case"]
+    cfg = json.loads(meta["config"])
+    outputs = json.loads(meta["outputs"])
+    entry = {"case": case, "component": meta["component"]}
+    try:
+        check_supported(meta, cfg)
+        for variant in ("all", "final"):
+            g = Graph(tensors, path)
+            values = RUN[meta["component"]](g, cfg)
+            for o in outputs:
+                if variant == "final" and not o["required"]:
+                    continue
+                step = o["name"][len("out."):]
+                if step not in values:
+                    raise Unsupported(f"output '{o['name']}' is not computed")
+                g.output(values[step], o["name"])
+            file = f"{case}.{variant}.onnx"
+            tmp = os.path.join(out_dir, f"{file}.tmp.{os.getpid()}")
+            onnx.save(g.model(case), tmp)
+            os.replace(tmp, os.path.join(out_dir, file))
+            entry[variant] = file
+    except Unsupported as e:
+        entry = {"case": case, "component": meta["component"], "unsupported": str(e)}
+    return entry
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--list-bugs", action="store_true", help="print the bugs --bug can build in, and exit")
+    ap.add_argument("--golden", help="the golden directory (manifest.json, cases/)")
+    ap.add_argument("--out", help="directory for the models and models.json")
+    ap.add_argument("--case", default="*", help="only cases matching this shell pattern")
+    ap.add_argument("--bug", choices=BUGS, help="build one of refenc's known bug variants into every model")
+    args = ap.parse_args()
+    if args.list_bugs:
+        print("\n".join(BUGS))
+        return 0
+    if not args.golden or not args.out:
+        ap.error("--golden and --out are required")
+    global BUG
+    BUG = args.bug
+    try:
+        with open(os.path.join(args.golden, "manifest.json")) as f:
+            manifest = json.load(f)
+        os.makedirs(args.out, exist_ok=True)
+        index = [build_case(os.path.join(args.golden, "cases", c["file"]), args.out)
+                 for c in manifest["cases"] if fnmatch.fnmatch(c["case"], args.case)]
+    except OSError as e:
+        print(f"build_models: {e.filename}: {e.strerror}", file=sys.stderr)
+        return 2
+    except (ValueError, KeyError, BadGolden) as e:
+        print(f"build_models: {e}", file=sys.stderr)
+        return 2
+    tmp = os.path.join(args.out, f"models.json.tmp.{os.getpid()}")
+    with open(tmp, "w") as f:
+        json.dump({"onnx": onnx.__version__, "opset": OPSET, "bug": BUG, "cases": index}, f, indent=1)
+    os.replace(tmp, os.path.join(args.out, "models.json"))
+    built = [e for e in index if "unsupported" not in e]
+    print(f"build_models: {len(built)} of {len(index)} case(s) as ONNX models (opset {OPSET}"
+          f"{', with bug ' + BUG if BUG else ''}) in {args.out}")
+    for e in index:
+        if "unsupported" in e:
+            print(f"  {e['case']}: not supported: {e['unsupported']}")
+    return 0 if index else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""`refenc certify --json`, run and read back as a structured verdict
+(docs/certify.md describes every figure)."""
+import json
+import os
+import subprocess
+import tempfile
+
+from . import locate
+
+
+class CertifyError(RuntimeError):
+    """refenc certify could not certify: a usage error, or a golden or
+    results file it cannot read (its message names the file, the tensor and
+    the byte)."""
+
+
+def _num(v):
+    """The certificate writes inf and NaN as strings."""
+    if isinstance(v, str) and v in ("inf", "-inf", "nan"):
+        return float(v)
+    return v
+
+
+class OutputVerdict:
+    """One output of a case: status ("PASS", "FAIL", "FAIL (shape)",
+    "FAIL (missing)", "not provided") and, when compared, every figure:
+    dtype, rtol, atol, compared, dont_care, out_of_tolerance, nonfinite,
+    max_abs_error, max_rel_error, max_ulp_error, nmse, worst_index,
+    worst_got, worst_want; note."""
+
+    FIGURES = ("dtype", "rtol", "atol", "compared", "dont_care", "out_of_tolerance", "nonfinite",
+               "max_abs_error", "max_rel_error", "max_ulp_error", "nmse", "worst_index", "worst_got",
+               "worst_want")
+
+    def __init__(self, d):
+        self.raw = d
+        self.name = d["name"]
+        self.required = d["required"]
+        self.status = d["status"]
+        self.note = d.get("note")
+        for k in self.FIGURES:
+            setattr(self, k, _num(d.get(k)))
+
+    @property
+    def passed(self):
+        return self.status == "PASS"
+
+    @property
+    def failed(self):
+        return self.status.startswith("FAIL")
+
+    def describe(self):
+        s = f"{self.name}: {self.status}"
+        if self.compared is not None:
+            s += (f" ({self.dtype}, rtol {self.rtol:.3g}, atol {self.atol:.3g}): {self.out_of_tolerance} of "
+                  f"{self.compared} elements out of tolerance; max abs {self.max_abs_error:.3g}, rel "
+                  f"{self.max_rel_error:.3g}, ulp {self.max_ulp_error:.3g}, nmse {self.nmse:.3g}")
+            if self.failed:
+                s += f"; worst at {self.worst_index}: got {self.worst_got!r}, want {self.worst_want!r}"
+        if self.note:
+            s += f"; {self.note}"
+        return s
+
+    def __repr__(self):
+        return f"<OutputVerdict {self.describe()}>"
+
+
+class Diagnosis:
+    """variant (None when no known bug variant matches), symptom, cause,
+    fix, ratio, variants_checked, message."""
+
+    def __init__(self, d):
+        self.raw = d
+        self.variant = d.get("variant")
+        self.symptom, self.cause, self.fix = d.get("symptom"), d.get("cause"), d.get("fix")
+        self.ratio = _num(d.get("ratio"))
+        self.variants_checked = d.get("variants_checked")
+        self.message = d.get("message")
+
+    def describe(self):
+        if self.variant is None:
+            return f"{self.message or 'no known variant matches'} ({self.variants_checked} checked)"
+        return (f"the results match the known bug '{self.variant}' (within {self.ratio:.2g} of the tolerance)\n"
+                f"  symptom: {self.symptom}\n  cause:   {self.cause}\n  fix:     {self.fix}")
+
+
+class CaseVerdict:
+    """One case: verdict ("PASS", "FAIL" or "ERROR"), first_divergence (an
+    output name or None), diagnosis (a Diagnosis for a failing case, else
+    None), note, outputs ({name: OutputVerdict}, forward order)."""
+
+    def __init__(self, d, results=None):
+        self.raw = d
+        self.results = results
+        self.case = d["case"]
+        self.verdict = d["verdict"]
+        self.first_divergence = d.get("first_divergence")
+        self.note = d.get("note")
+        self.diagnosis = Diagnosis(d["diagnosis"]) if d.get("diagnosis") else None
+        self.outputs = {o["name"]: OutputVerdict(o) for o in d.get("outputs", [])}
+
+    @property
+    def passed(self):
+        return self.verdict == "PASS"
+
+    def __getitem__(self, output):
+        return self.outputs[output if output.startswith("out.") else "out." + output]
+
+    def explain(self):
+        """The verdict as text: what failed, where first, which known bug."""
+        lines = [f"refenc: case {self.case}: {self.verdict}" + (f" (results in {self.results})" if self.results else "")]
+        if self.note:
+            lines.append(f"  {self.note}")
+        if self.first_divergence:
+            lines.append(f"  first divergence: {self.first_divergence}")
+        if self.diagnosis is not None:
+            lines.append("  diagnosis: " + self.diagnosis.describe().replace("\n", "\n  "))
+        # in full: the first divergence and the required outputs; the other
+        # failing outputs (what the divergence carried forward) by name
+        others = []
+        for o in self.outputs.values():
+            if o.status == "not provided" or not (o.failed or self.passed):
+                continue
+            if self.passed or o.required or o.name == self.first_divergence:
+                lines.append("  " + o.describe())
+            else:
+                others.append(o.name)
+        if others:
+            lines.append(f"  {len(others)} more failing output(s): {', '.join(others)}")
+        return "\n".join(lines)
+
+    def assert_pass(self):
+        """Raises AssertionError with explain() unless the case passed."""
+        if not self.passed:
+            raise AssertionError(self.explain())
+
+    def __repr__(self):
+        return f"<CaseVerdict {self.case} {self.verdict}>"
+
+
+class Certificate:
+    """The whole certification: cases ({name: CaseVerdict}, manifest order),
+    summary ({"cases", "passed", "failed", "verdict"}), refenc_version,
+    golden, results; raw: the certificate's JSON."""
+
+    def __init__(self, doc):
+        self.raw = doc
+        self.refenc_version = doc.get("refenc_version")
+        self.golden, self.results = doc.get("golden"), doc.get("results")
+        self.cases = {c["case"]: CaseVerdict(c, self.results) for c in doc["cases"]}
+        self.summary = doc["summary"]
+
+    @property
+    def passed(self):
+        return bool(self.cases) and all(c.passed for c in self.cases.values())
+
+    def __getitem__(self, case):
+        return self.cases[case]
+
+    def __iter__(self):
+        return iter(self.cases.values())
+
+    def explain(self):
+        failing = [c for c in self.cases.values() if not c.passed]
+        head = (f"refenc certify: {len(self.cases)} case(s), {len(self.cases) - len(failing)} passed, "
+                f"{len(failing)} failed")
+        return "\n".join([head] + [c.explain() for c in failing])
+
+    def assert_pass(self):
+        if not self.passed:
+            raise AssertionError(self.explain())
+
+
+def certify(results, cases=None, golden=None, cli=None, rtol=None, atol=None, json_path=None):
+    """Runs `refenc certify --golden GOLDEN --results RESULTS --json ...` and
+    returns the Certificate.
+
+    cases: None (every case), a shell pattern, or a list of case names (the
+    certificate then holds those only, in the manifest's order, its summary
+    recomputed).  rtol and atol (both or neither) override the tolerance
+    policy.  json_path: also keep the certificate there.
+    Raises CertifyError when refenc cannot certify at all (exit 2 without a
+    certificate: a usage error, an unreadable manifest); a case whose files
+    are malformed is in the certificate with verdict "ERROR" and its message."""
+    golden = locate.golden_dir(golden)
+    cmd = [locate.cli_path(cli), "certify", "--golden", str(golden), "--results", str(results), "--quiet"]
+    if isinstance(cases, str):
+        cmd += ["--case", cases]
+    elif cases is not None and len(cases) == 1 and not set(next(iter(cases))) & set("*?[]\\"):
+        cmd += ["--case", next(iter(cases))]  # one case: only its files are read
+    if (rtol is None) != (atol is None):
+        raise ValueError("rtol and atol go together")
+    if rtol is not None:
+        cmd += ["--rtol", repr(float(rtol)), "--atol", repr(float(atol))]
+    with tempfile.TemporaryDirectory(prefix="refenc-certify-") as tmp:
+        out = json_path or os.path.join(tmp, "certificate.json")
+        if os.path.exists(out):
+            os.unlink(out)
+        proc = subprocess.run(cmd + ["--json", str(out)], capture_output=True, text=True)
+        if proc.returncode not in (0, 1, 2) or not os.path.exists(out):
+            raise CertifyError(f"{' '.join(cmd)}: exit {proc.returncode}: {proc.stderr.strip()}")
+        with open(out) as f:
+            doc = json.load(f)
+    if cases is not None and not isinstance(cases, str):
+        wanted = set(cases)
+        unknown = wanted - {c["case"] for c in doc["cases"]}
+        if unknown:
+            raise CertifyError(f"no golden case named {', '.join(sorted(unknown))} in {golden}")
+        doc["cases"] = [c for c in doc["cases"] if c["case"] in wanted]
+        passed = sum(c["verdict"] == "PASS" for c in doc["cases"])
+        errors = any(c["verdict"] == "ERROR" for c in doc["cases"])
+        doc["summary"] = {"cases": len(doc["cases"]), "passed": passed, "failed": len(doc["cases"]) - passed,
+                          "verdict": "ERROR" if errors else "PASS" if passed == len(doc["cases"]) else "FAIL"}
+    return Certificate(doc)
+
+
+def certify_case(case, results, **kw):
+    """The verdict of one case (a Case or a name): certify(results, [name])[name]."""
+    name = getattr(case, "name", case)
+    return certify(results, [name], **kw)[name]
+
+
+def report(results, html, cases=None, golden=None, cli=None, heatmaps="failing", rtol=None, atol=None):
+    """Runs `refenc report` (docs/certify.md, "The HTML report"): the
+    certification of RESULTS drawn into one self-contained HTML file.
+    cases: None or a shell pattern.  heatmaps: "failing" or "all".
+    Returns the verdict ("PASS", "FAIL" or "ERROR", as the exit code 0, 1
+    or 2 says); raises CertifyError when no report was written."""
+    golden = locate.golden_dir(golden)
+    cmd = [locate.cli_path(cli), "report", "--golden", str(golden), "--results", str(results), "--html", str(html),
+           "--heatmaps", heatmaps]
+    if cases is not None:
+        cmd += ["--case", cases]
+    if (rtol is None) != (atol is None):
+        raise ValueError("rtol and atol go together")
+    if rtol is not None:
+        cmd += ["--rtol", repr(float(rtol)), "--atol", repr(float(atol))]
+    before = os.stat(html).st_mtime_ns if os.path.exists(html) else None
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    written = os.path.exists(html) and os.stat(html).st_mtime_ns != before
+    if proc.returncode not in (0, 1, 2) or not written:
+        raise CertifyError(f"{' '.join(cmd)}: exit {proc.returncode}: {proc.stderr.strip()}")
+    return {0: "PASS", 1: "FAIL", 2: "ERROR"}[proc.returncode]

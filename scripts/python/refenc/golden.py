@@ -1,0 +1,174 @@
+"""Golden cases as numpy arrays, the features each case needs, and results
+files (docs/golden-format.md is the contract; docs/python.md the guide)."""
+import fnmatch
+import json
+import os
+
+import numpy as np
+
+from . import locate, safetensors
+
+OUT = "out."
+
+
+class Case:
+    """One golden case, read from GOLDEN/cases/<name>.safetensors.
+
+    name, component, description: from the metadata;
+    config: the model config (dict, every key of docs/cli.md);
+    outputs: the output names in forward order ("out.embed", ...);
+    required: the outputs a results file must hold;
+    inputs: {"in.x": float64 array, "in.tokens": int64, "in.key_padding_mask":
+             bool (True = padding), "in.positions": int64, "in.attn_mask": float64};
+    params: the parameters under PyTorch's state_dict names, float64;
+    expected: {output: float64 array}, the oracle's correctly rounded values;
+    dontcare: {output: bool array}, only for outputs with don't-care elements;
+    bug_classes, tolerance (dict), float32_hazard (str or None), input_dtype;
+    features: the features the case needs (see `features_of`).
+    Every float array holds the file's values exactly."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        meta, tensors = safetensors.read(self.path)
+        if meta.get("format") != "refenc-golden":
+            raise safetensors.FormatError(f"{self.path}: not a refenc golden case (metadata format is "
+                                          f"{meta.get('format')!r}, not 'refenc-golden')")
+        self.metadata = meta
+        self.name = meta["case"]
+        self.component = meta["component"]
+        self.description = meta.get("description", "")
+        self.config = json.loads(meta["config"])
+        outs = json.loads(meta["outputs"])
+        self.outputs = [o["name"] for o in outs]
+        self.required = [o["name"] for o in outs if o["required"]]
+        self.bug_classes = json.loads(meta.get("bug_classes", "[]"))
+        self.tolerance = json.loads(meta.get("tolerance", "{}"))
+        self.float32_hazard = meta.get("float32_hazard")
+        self.input_dtype = meta.get("input_dtype", "F16,BF16")
+        self.inputs = {k: v for k, v in tensors.items() if k.startswith("in.")}
+        self.expected = {k: tensors[k] for k in self.outputs}
+        self.dontcare = {k[len("dontcare."):]: v for k, v in tensors.items() if k.startswith("dontcare.")}
+        self.params = {k: v for k, v in tensors.items()
+                       if not k.startswith(("in.", "out.", "dontcare.", "alt."))}
+        self.features = features_of(self)
+
+    def __repr__(self):
+        return f"<refenc.Case {self.name} ({self.component})>"
+
+    def fits(self, supports):
+        """(True, []) when every feature the case needs matches one of the
+        patterns in `supports` (fnmatch: "norm=*"), else (False, missing)."""
+        missing = sorted(f for f in self.features if not any(fnmatch.fnmatchcase(f, p) for p in supports))
+        return not missing, missing
+
+    def output_name(self, step):
+        """"out.<step>" for a step name ("layers.0.norm1") or an output name."""
+        name = step if step.startswith(OUT) else OUT + step
+        if name not in self.expected:
+            raise KeyError(f"case {self.name}: '{step}' is not one of its outputs: {', '.join(self.outputs)}")
+        return name
+
+    def write_results(self, results_dir, outputs, dtype="F64", metadata=None):
+        """Writes RESULTS_DIR/<case>.safetensors: `outputs` maps step or output
+        names to arrays or torch tensors (each the golden's shape), written in
+        `dtype` (F64, F32, F16 or BF16, or an alias: "bfloat16", torch.float32,
+        ...).  Returns the path."""
+        dt = safetensors.dtype_name(dtype)
+        tensors = {}
+        for step, value in outputs.items():
+            name = self.output_name(step)
+            a = safetensors._to_numpy(value)
+            if tuple(a.shape) != self.expected[name].shape:
+                raise ValueError(f"case {self.name}: {name} has shape {tuple(a.shape)}, "
+                                 f"the golden {self.expected[name].shape}")
+            tensors[name] = (dt, a)
+        os.makedirs(results_dir, exist_ok=True)
+        path = os.path.join(results_dir, self.name + ".safetensors")
+        meta = {"case": self.name}
+        meta.update(metadata or {})
+        safetensors.write(path, tensors, meta)
+        return path
+
+
+def features_of(case):
+    """The features a case needs, as strings a model's `supports` set
+    matches (docs/python.md):
+      component=<encoder|attention|ffn|layernorm|softmax|activation|sinusoidal_pe|rope|alibi>
+      encoder:   norm=<pre|post>  final_norm=<true|false>  input=<x|tokens>
+      encoder, attention:  positional=<none|sinusoidal|learned|rope|alibi>  causal=<true|false>
+      encoder, ffn, activation:  activation=<relu|gelu|gelu_tanh>
+      RoPE (encoder, attention, rope):  rope_layout=<half|interleaved>
+      temperature      a softmax temperature other than 1
+      key_padding_mask a key padding mask with some key padded
+      attn_mask        an additive float mask
+      positions        positions other than 0 .. L-1
+      masked_logits    -inf among the softmax's inputs"""
+    c, comp = case.config, case.component
+    f = {f"component={comp}"}
+    if comp == "encoder":
+        f |= {f"norm={c['norm']}", f"final_norm={str(c['final_norm']).lower()}",
+              "input=tokens" if c["vocab_size"] > 0 else "input=x"}
+    if comp in ("encoder", "attention"):
+        f |= {f"positional={c['positional']}", f"causal={str(c['causal']).lower()}"}
+    if comp in ("encoder", "ffn", "activation"):
+        f.add(f"activation={c['activation']}")
+    if comp == "rope" or (comp in ("encoder", "attention") and c["positional"] == "rope"):
+        f.add(f"rope_layout={c['rope_layout']}")
+    if comp in ("encoder", "attention", "softmax") and c["temperature"] != 1.0:
+        f.add("temperature")
+    ins = case.inputs
+    if "in.key_padding_mask" in ins and ins["in.key_padding_mask"].any():
+        f.add("key_padding_mask")
+    if "in.attn_mask" in ins:
+        f.add("attn_mask")
+    if "in.positions" in ins and not np.array_equal(ins["in.positions"], np.arange(len(ins["in.positions"]))):
+        f.add("positions")
+    if comp == "softmax" and np.isneginf(ins["in.x"]).any():
+        f.add("masked_logits")
+    return frozenset(f)
+
+
+def manifest(golden=None):
+    """The golden directory's manifest.json, as a dict."""
+    with open(os.path.join(locate.golden_dir(golden), "manifest.json")) as f:
+        return json.load(f)
+
+
+def load_case(name, golden=None):
+    """The case `name` of the golden directory."""
+    g = locate.golden_dir(golden)
+    for entry in manifest(g)["cases"]:
+        if entry["case"] == name:
+            return Case(os.path.join(g, "cases", entry["file"]))
+    raise KeyError(f"no case '{name}' in {g}/manifest.json")
+
+
+def all_cases(golden=None, pattern="*"):
+    """Every case of the golden directory whose name matches `pattern`, in
+    the manifest's order."""
+    g = locate.golden_dir(golden)
+    return [Case(os.path.join(g, "cases", e["file"])) for e in manifest(g)["cases"]
+            if fnmatch.fnmatchcase(e["case"], pattern)]
+
+
+def cases(supports, golden=None, pattern="*"):
+    """The cases every feature of which `supports` matches (see features_of)."""
+    return [c for c in all_cases(golden, pattern) if c.fits(supports)[0]]
+
+
+def select(supports, golden=None, pattern="*"):
+    """[(case, reason)] for every case: reason is None when the case fits,
+    else "needs F, G (not supported)"."""
+    out = []
+    for c in all_cases(golden, pattern):
+        ok, missing = c.fits(supports)
+        out.append((c, None if ok else f"needs {', '.join(missing)} (not supported)"))
+    return out
+
+
+def pytest_cases(supports, golden=None, pattern="*"):
+    """pytest parameters, one per case, id = the case's name; a case the
+    model does not support is skipped with the features it needs."""
+    import pytest
+    return [pytest.param(c, id=c.name, marks=[pytest.mark.skip(reason=r)] if r else [])
+            for c, r in select(supports, golden, pattern)]

@@ -1,0 +1,96 @@
+"""Golden cases read as numpy arrays, the features each case needs, the
+choice of the cases a model supports, and results files."""
+import numpy as np
+import pytest
+
+import refenc
+
+# The features of some cases, from golden/catalogue.json by hand.
+FEATURES = {
+    "layernorm_eps1e-5": {"component=layernorm"},
+    "softmax_masked": {"component=softmax", "masked_logits"},
+    "softmax_temperature": {"component=softmax", "temperature"},
+    "sinusoidal_pe_large_positions": {"component=sinusoidal_pe", "positions"},
+    "rope_large_positions": {"component=rope", "rope_layout=half", "positions"},
+    "alibi_h4": {"component=alibi"},
+    "attention_rope_interleaved": {"component=attention", "positional=rope", "rope_layout=interleaved",
+                                   "causal=false"},
+    "attention_float_mask": {"component=attention", "positional=none", "causal=false", "attn_mask"},
+    "encoder_pre_tokens_sinusoidal": {"component=encoder", "norm=pre", "final_norm=true", "input=tokens",
+                                      "positional=sinusoidal", "causal=false", "activation=gelu",
+                                      "key_padding_mask"},
+    "encoder_fully_masked_rows": {"component=encoder", "norm=post", "final_norm=false", "input=x",
+                                  "positional=none", "causal=true", "activation=gelu", "key_padding_mask"},
+    "encoder_rope_large_positions": {"component=encoder", "norm=pre", "final_norm=true", "input=x",
+                                     "positional=rope", "rope_layout=half", "causal=false", "activation=gelu",
+                                     "positions", "temperature"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(FEATURES))
+def test_features(name, golden):
+    assert refenc.load_case(name, golden).features == FEATURES[name]
+
+
+def test_every_case_reads(golden):
+    cases = refenc.all_cases(golden)
+    assert [c.name for c in cases] == [e["case"] for e in refenc.manifest(golden)["cases"]]
+    for c in cases:
+        assert c.required and set(c.required) <= set(c.outputs) == set(c.expected)
+        assert all(a.dtype == np.float64 and np.isfinite(a).all() for a in c.expected.values())
+        assert set(c.dontcare) <= set(c.outputs)
+        assert all(c.dontcare[k].shape == c.expected[k].shape and c.dontcare[k].dtype == bool for k in c.dontcare)
+        assert c.inputs and all(k.startswith("in.") for k in c.inputs)
+        assert f"component={c.component}" in c.features
+
+
+def test_fits_and_select(golden):
+    case = refenc.load_case("encoder_pre_tokens_sinusoidal", golden)
+    every = {"component=encoder", "norm=*", "final_norm=*", "input=*", "positional=*", "causal=*",
+             "activation=*", "key_padding_mask"}
+    assert case.fits(every) == (True, [])
+    assert case.fits(every - {"key_padding_mask"}) == (False, ["key_padding_mask"])
+    assert case.fits(every - {"input=*"} | {"input=x"}) == (False, ["input=tokens"])
+    chosen = refenc.select({"component=ffn", "activation=relu"}, golden)
+    fitting = [c.name for c, reason in chosen if reason is None]
+    assert fitting == ["ffn_relu"]
+    reasons = dict((c.name, r) for c, r in chosen)
+    assert reasons["ffn_gelu"] == "needs activation=gelu (not supported)"
+    assert reasons["alibi_h4"] == "needs component=alibi (not supported)"
+    assert [c.name for c in refenc.cases({"component=ffn", "activation=*"}, golden)] == \
+        ["ffn_relu", "ffn_gelu", "ffn_gelu_tanh"]
+
+
+def test_pytest_cases_skip_with_the_reason(golden):
+    params = refenc.pytest_cases({"component=layernorm"}, golden)
+    assert len(params) == len(refenc.manifest(golden)["cases"])
+    run = [p.id for p in params if not p.marks]
+    assert run == [c.name for c in refenc.all_cases(golden, "layernorm_*")]
+    skipped = next(p for p in params if p.id == "ffn_relu")
+    assert skipped.marks[0].kwargs["reason"] == "needs activation=relu, component=ffn (not supported)"
+
+
+def test_write_results_checks_names_and_shapes(golden, tmp_path):
+    case = refenc.load_case("attention_basic", golden)
+    with pytest.raises(KeyError, match="'output2' is not one of its outputs: out.weights, out.output"):
+        case.write_results(tmp_path, {"output2": case.expected["out.output"]})
+    with pytest.raises(ValueError, match=r"out.output has shape \(2, 6\), the golden \(2, 6, 24\)"):
+        case.write_results(tmp_path, {"output": case.expected["out.output"][..., 0]})
+    path = case.write_results(tmp_path, {"out.output": case.expected["out.output"], "weights":
+                                         case.expected["out.weights"]}, dtype="bfloat16")
+    meta, t = refenc.read_safetensors(path)
+    assert meta["case"] == "attention_basic" and sorted(t) == ["out.output", "out.weights"]
+    want = case.expected["out.output"]  # rounded once to bfloat16: within u = 2^-8 relative
+    assert (np.abs(t["out.output"] - want) <= 2.0**-8 * np.abs(want)).all()
+    assert not (t["out.output"] == want).all()
+
+
+def test_locate_refuses_a_wrong_explicit_path(tmp_path, monkeypatch):
+    with pytest.raises(FileNotFoundError, match="not a refenc golden directory"):
+        refenc.golden_dir(str(tmp_path))
+    monkeypatch.setenv("REFENC_GOLDEN", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="REFENC_GOLDEN"):
+        refenc.golden_dir()
+    monkeypatch.setenv("REFENC_CLI", str(tmp_path / "nothing"))
+    with pytest.raises(FileNotFoundError, match="REFENC_CLI"):
+        refenc.cli_path()
