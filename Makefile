@@ -34,8 +34,9 @@ LDFLAGS ?=
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
 LIB_PKG_LIBS = $(shell pkg-config --libs $(LIB_PKGS))
-# what the installed library needs (refenc.pc): no GSL, no MPFR
-PUB_PKGS     := jansson
+# what the installed library needs (refenc.pc): no GSL, no MPFR; nettle for the
+# golden files' sha256 (io/manifest.c)
+PUB_PKGS     := jansson nettle
 PUB_PKG_LIBS = $(shell pkg-config --libs $(PUB_PKGS))
 SO_MAJOR     := 0
 ALL_CFLAGS = $(CFLAGS_STD) $(OPT) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP
@@ -43,7 +44,7 @@ ALL_CFLAGS = $(CFLAGS_STD) $(OPT) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP
 $(BUILD)/obj/ref/%.o: ALL_CFLAGS += -fPIC
 
 # The rooms of ref/ (docs/architecture.md).  librefenc (static and shared,
-# installed) holds the kernels, core, io and tool and needs jansson only;
+# installed) holds the kernels, core, io and tool and needs jansson and nettle;
 # librefenc-internal holds what needs MPFR or GSL: the oracle and the
 # seeded random parameters.  The programs and the tests link both.
 PUB_SRC    := $(wildcard ref/*.c ref/core/*.c ref/io/*.c) \
@@ -289,14 +290,21 @@ coverage: hardening-deps
 SAN_BUILD := build-asan
 SAN_FLAGS := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all \
              -fno-omit-frame-pointer -g
-SAN_ENV   := ASAN_OPTIONS=detect_leaks=1:exitcode=86:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1 \
-             UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=87
+# Every report goes to a file in SAN_LOGS, and any file there fails the
+# target (scripts/sanitizer-logs.sh): Criterion ignores how a test's worker
+# exits once the test has passed, so a leak found at its exit would be lost.
+SAN_LOGS  := $(abspath $(SAN_BUILD))/sanitizer-logs
+SAN_ENV   := ASAN_OPTIONS=detect_leaks=1:exitcode=86:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:log_path=$(SAN_LOGS)/asan \
+             UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=87:log_path=$(SAN_LOGS)/ubsan
 
 sanitize: hardening-deps
+	rm -rf $(SAN_LOGS) && mkdir -p $(SAN_LOGS)
 	$(SAN_ENV) $(MAKE) --no-print-directory BUILD=$(SAN_BUILD) OPT=-O1 \
 		CFLAGS='$(SAN_FLAGS)' LDFLAGS='$(SAN_FLAGS)' check
 	$(SAN_ENV) sh scripts/run-golden.sh $(SAN_BUILD)/refenc $(call golden_dir,$(SAN_BUILD)) \
 		$(SAN_BUILD)/golden-run
+	sh scripts/sanitizer-logs.sh control $(SAN_BUILD)/checks/leak-probe
+	sh scripts/sanitizer-logs.sh check $(SAN_LOGS)
 
 # ---- valgrind -----------------------------------------------------------------
 # The plain program under memcheck: every invalid config, the examples, and

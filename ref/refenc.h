@@ -14,7 +14,7 @@
  * Inference only: no dropout.
  *
  * This umbrella is the installed C API (<refenc/refenc.h>, docs/c-api.md):
- * it needs jansson and libm, never GSL or MPFR. */
+ * it needs jansson, nettle and libm, never GSL or MPFR. */
 #ifndef REFENC_H
 #define REFENC_H
 
@@ -52,10 +52,13 @@ extern "C" {
 #include "softmax.h"
 
 /* io: golden cases and results files */
+#include "io/atomic_write.h"
 #include "io/case_file.h"
 #include "io/config_json.h"
+#include "io/file_read.h"
 #include "io/golden_names.h"
 #include "io/half.h"
+#include "io/manifest.h"
 #include "io/safetensors.h"
 
 /* tool: running a case, certification, the known bug variants */

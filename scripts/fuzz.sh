@@ -8,6 +8,7 @@
 #   certify      against the smallest encoder case of the manifest with a
 #                don't-care mask: the reference's results for it (a PASS) and
 #                for the other cases (errors)
+#   case         every golden file up to 64 KiB, as a case for run --case
 # The corpora grow in BUILD/corpus/TARGET between runs (never committed);
 # a crash or a broken property stops the run with the input saved as
 # BUILD/artifacts/TARGET-crash-*, and this script fails.  A crash found
@@ -72,6 +73,13 @@ EOC
         "$cli" run --case "$golden/cases/$file" --out "$1/results-$name.safetensors" >/dev/null
     done
     find "$1" -type f -size +${max_len}c ! -name "results-$cname.safetensors" -delete
+}
+
+seeds_case() {
+    echo "$cases" | while read -r name file; do
+        cp "$golden/cases/$file" "$1/golden-$name.safetensors"
+    done
+    find "$1" -type f -size +${max_len}c -delete
 }
 
 summary="$build/fuzz-summary.txt"

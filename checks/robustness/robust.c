@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,8 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+
+#include "../../ref/io/manifest.h"
 
 const char *rb_cli(void)
 {
@@ -192,9 +195,13 @@ rb_result rb_run_with(const char *const *args, const rb_run_options *opt)
         if (opt != NULL && opt->file_size > 0) {
             /* a write past the limit fails with EFBIG instead of killing */
             struct rlimit rl = {(rlim_t)opt->file_size, (rlim_t)opt->file_size};
-            if (signal(SIGXFSZ, SIG_IGN) == SIG_ERR || setrlimit(RLIMIT_FSIZE, &rl) != 0)
+            if (signal(SIGXFSZ, opt->keep_sigxfsz ? SIG_DFL : SIG_IGN) == SIG_ERR ||
+                setrlimit(RLIMIT_FSIZE, &rl) != 0)
                 _exit(125);
         }
+        if (opt != NULL && opt->unprivileged && geteuid() == 0 &&
+            (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
+            _exit(125);
         /* no hang: the alarm survives execve, and SIGALRM ends a run that
          * takes longer (the test then sees 128 + SIGALRM) */
         alarm(RB_RUN_SECONDS);
@@ -261,6 +268,44 @@ void rb_golden_dir(const char *dir, const char *case_name, char case_path[RB_PAT
     rb_fixture_case(from, case_name);
     snprintf(case_path, RB_PATH_MAX, "%s/cases/%s.safetensors", dir, case_name);
     rb_copy_file(from, case_path);
+}
+
+void rb_encoder_results(const char *dir, char results[RB_PATH_MAX + 16])
+{
+    char rfile[RB_PATH_MAX + 64];
+    snprintf(results, RB_PATH_MAX + 16, "%s/results", dir);
+    cr_assert_eq(mkdir(results, 0700), 0);
+    const char *encoders[] = {"encoder_pre_rope", "encoder_post_alibi6", "encoder_causal_learned"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(rfile, sizeof rfile, "%s/%s.safetensors", results, encoders[i]);
+        rb_reference_results(encoders[i], rfile);
+    }
+}
+
+void rb_golden_relist(const char *dir, const char *case_name)
+{
+    char manifest[RB_PATH_MAX], case_path[RB_PATH_MAX], hex[65];
+    snprintf(manifest, sizeof manifest, "%s/manifest.json", dir);
+    snprintf(case_path, sizeof case_path, "%s/cases/%s.safetensors", dir, case_name);
+    json_error_t jerr;
+    json_t *m = json_load_file(manifest, 0, &jerr);
+    cr_assert_not_null(m, "%s: %s", manifest, jerr.text);
+    size_t n, i;
+    unsigned char *bytes = rb_read_file(case_path, &n);
+    refenc_sha256_hex(hex, bytes, n);
+    free(bytes);
+    json_t *e;
+    int found = 0;
+    json_array_foreach(json_object_get(m, "cases"), i, e) {
+        if (strcmp(json_string_value(json_object_get(e, "case")), case_name) != 0)
+            continue;
+        json_object_set_new(e, "sha256", json_string(hex));
+        json_object_set_new(e, "bytes", json_integer((json_int_t)n));
+        found = 1;
+    }
+    cr_assert(found, "%s does not list %s", manifest, case_name);
+    cr_assert_eq(json_dump_file(m, manifest, JSON_INDENT(2) | JSON_SORT_KEYS), 0);
+    json_decref(m);
 }
 
 void rb_reference_results(const char *case_name, const char *path)

@@ -18,6 +18,19 @@
 
 #define RB_PATH_MAX 1024
 
+/* 1 under AddressSanitizer, which reserves terabytes of address space for
+ * its shadow memory: tests that limit the address space leave it out. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RB_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RB_UNDER_ASAN 1
+#endif
+#endif
+#ifndef RB_UNDER_ASAN
+#define RB_UNDER_ASAN 0
+#endif
+
 typedef struct {
     int status;      /* exit code, or 128 + signal                        */
     char *out, *err; /* everything written to stdout and stderr (NUL-terminated) */
@@ -26,6 +39,9 @@ typedef struct {
 typedef struct {
     uint64_t address_space; /* RLIMIT_AS for the child in bytes; 0: unlimited */
     uint64_t file_size;     /* RLIMIT_FSIZE for the child in bytes (SIGXFSZ ignored); 0: unlimited */
+    int keep_sigxfsz;       /* with file_size: leave SIGXFSZ at its default (the program must ignore it) */
+    int unprivileged;       /* run as nobody (65534) when the tests run as root, so that
+                               permissions apply; the files it needs must be world-readable */
     const char *env_name;   /* an environment variable to set in the child, or NULL */
     const char *env_value;
 } rb_run_options;
@@ -72,8 +88,19 @@ int rb_has_temporary_file(const char *dir);
  * then corrupt).  Returns the path of the case file in `case_path`. */
 void rb_golden_dir(const char *dir, const char *case_name, char case_path[RB_PATH_MAX]);
 
+/* Lists the case file dir/cases/CASE.safetensors, as it now is, in
+ * dir/manifest.json: its sha256 and size, as refenc-golden's manifest would
+ * (a test that edits a golden case on purpose makes it "released" again;
+ * certify refuses a case whose bytes do not have the listed sha256). */
+void rb_golden_relist(const char *dir, const char *case_name);
+
 /* The path of a fixture case file. */
 void rb_fixture_case(char path[RB_PATH_MAX], const char *case_name);
+
+/* The reference's results for the fixture's three encoder cases, in a new
+ * directory dir/results (its path in results): their certificate is some
+ * 24 kB, more than a file-size limit of 16 kB lets through. */
+void rb_encoder_results(const char *dir, char results[RB_PATH_MAX + 16]);
 
 /* Writes the reference's results for a fixture case to path
  * (`refenc run --case`), and checks it succeeded. */

@@ -19,18 +19,6 @@
 
 #include "robust.h"
 
-/* AddressSanitizer reserves terabytes of address space for its shadow memory:
- * under it the address-space limit is left out. */
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
 #define ONE_GIB ((uint64_t)1 << 30)
 
 typedef struct {
@@ -87,7 +75,7 @@ static void bool_header(const char *path, const char *name)
 static void expect_run_error(const setup *s, const char *what, const char *message, uint64_t limit)
 {
     const char *args[] = {"refenc", "run", "--case", s->golden, "--out", s->out, NULL};
-    const rb_run_options opt = {.address_space = UNDER_ASAN ? 0 : limit};
+    const rb_run_options opt = {.address_space = RB_UNDER_ASAN ? 0 : limit};
     rb_result r = rb_run_with(args, &opt);
     char full[4096];
     snprintf(full, sizeof full, "refenc run: %s: %s\n", s->golden, message);
@@ -192,7 +180,7 @@ Test(bad_golden, run_configs_needing_terabytes_are_refused_before_allocating)
         char path[RB_PATH_MAX];
         snprintf(path, sizeof path, "checks/unit/bad_configs/%s", configs[i].file);
         const char *args[] = {"refenc", "run", "--config", path, NULL};
-        const rb_run_options opt = {.address_space = UNDER_ASAN ? 0 : ONE_GIB};
+        const rb_run_options opt = {.address_space = RB_UNDER_ASAN ? 0 : ONE_GIB};
         rb_result r = rb_run_with(args, &opt);
         rb_expect_error(&r, 2, "run", configs[i].file, (const char *[]){path, configs[i].fragment, NULL});
         rb_result_free(&r);
@@ -424,6 +412,7 @@ static void certify_error(const rb_golden *g, const char *case_name, const char 
     snprintf(rfile, sizeof rfile, "%s/%s.safetensors", results, case_name);
     rb_reference_results(case_name, rfile);
     rb_golden_write(g, gcase);
+    rb_golden_relist(dir, case_name); /* malformed, but as released: what certify makes of it */
     const char *args[] = {"refenc", "certify", "--golden", dir, "--results", results, "--case", case_name, NULL};
     expect_certify_outcome(args, gcase, message, what);
     rb_tmpdir_remove(dir);
@@ -485,6 +474,7 @@ static void diagnosis_error(const rb_golden *g, const char *what, const char *me
     refenc_st_entry e = {"out.output", REFENC_ST_F64, 3, {2, 5, 24}, y};
     cr_assert_eq(refenc_st_write(rfile, &e, 1, NULL, &err), REFENC_OK, "%s", err.message);
     rb_golden_write(g, gcase);
+    rb_golden_relist(dir, "layernorm_small_variance");
 
     const char *args[] = {"refenc", "certify", "--golden", dir, "--results", results, "--case",
                           "layernorm_small_variance", NULL};

@@ -64,7 +64,7 @@ Test(cli_usage, certify_refuses_a_manifest_it_cannot_use)
     const char *args[] = {"refenc", "certify", "--golden", dir, "--results", dir, NULL};
 
     rb_result r = rb_run(args);
-    snprintf(frag, sizeof frag, "refenc certify: %s: unable to open %s: No such file or directory", manifest, manifest);
+    snprintf(frag, sizeof frag, "refenc certify: %s: cannot open: No such file or directory", manifest);
     rb_expect_error(&r, 2, "certify", "no manifest", (const char *[]){frag, NULL});
     rb_result_free(&r);
 

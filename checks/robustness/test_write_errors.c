@@ -2,7 +2,7 @@
  * `refenc certify --json REPORT` when the disk refuses the bytes (a file
  * size limit, RLIMIT_FSIZE, makes the write fail with EFBIG as a full disk
  * would), when the directory does not exist, or when the name is a
- * directory.  Each exits 2 with one message naming the file, leaves no
+ * directory (refused: only a regular file is ever replaced).  Each exits 2 with one message naming the file, leaves no
  * temporary file, and leaves a file already at that name untouched: outputs
  * are written to a temporary file and renamed (docs/cli.md). */
 #include <stdio.h>
@@ -43,8 +43,8 @@ Test(write_errors, run_case_that_cannot_write_its_results_leaves_the_old_file)
     const char *args[] = {"refenc", "run", "--case", golden, "--out", out, NULL};
     const rb_run_options opt = {.file_size = LIMIT};
     rb_result r = rb_run_with(args, &opt);
-    snprintf(frag, sizeof frag, "refenc run: %s: cannot write %s.tmp.", out, out);
-    rb_expect_error(&r, 2, "run", "a write past the file size limit", (const char *[]){frag, ": File too large", NULL});
+    snprintf(frag, sizeof frag, "refenc run: %s: cannot write: File too large", out);
+    rb_expect_error(&r, 2, "run", "a write past the file size limit", (const char *[]){frag, NULL});
     cr_expect_str_empty(r.out);
     expect_untouched(out);
     cr_expect(!rb_has_temporary_file(dir), "a temporary file is left in %s", dir);
@@ -55,18 +55,20 @@ Test(write_errors, run_case_that_cannot_write_its_results_leaves_the_old_file)
     snprintf(missing, sizeof missing, "%s/no/such/dir/results.safetensors", dir);
     const char *args2[] = {"refenc", "run", "--case", golden, "--out", missing, NULL};
     r = rb_run(args2);
-    snprintf(frag, sizeof frag, "refenc run: %s: cannot create %s.tmp.", missing, missing);
-    rb_expect_error(&r, 2, "run", "no such directory", (const char *[]){frag, ": No such file or directory", NULL});
+    snprintf(frag, sizeof frag, "refenc run: %s: cannot write into its directory: No such file or directory",
+             missing);
+    rb_expect_error(&r, 2, "run", "no such directory", (const char *[]){frag, NULL});
     rb_result_free(&r);
 
-    /* a directory as the output: the temporary file is written, the rename fails */
+    /* a directory as the output: refused, never replaced */
     char as_dir[RB_PATH_MAX + 32];
     snprintf(as_dir, sizeof as_dir, "%s/a-directory", dir);
     cr_assert_eq(mkdir(as_dir, 0700), 0);
     const char *args3[] = {"refenc", "run", "--case", golden, "--out", as_dir, NULL};
     r = rb_run(args3);
-    snprintf(frag, sizeof frag, "refenc run: %s: cannot rename %s.tmp.", as_dir, as_dir);
-    rb_expect_error(&r, 2, "run", "a directory as --out", (const char *[]){frag, " to it: Is a directory", NULL});
+    snprintf(frag, sizeof frag, "refenc run: %s: is a directory, not a regular file: refusing to replace it",
+             as_dir);
+    rb_expect_error(&r, 2, "run", "a directory as --out", (const char *[]){frag, NULL});
     cr_expect(!rb_has_temporary_file(dir), "a temporary file is left in %s", dir);
     rb_result_free(&r);
     rmdir(as_dir);
@@ -75,16 +77,9 @@ Test(write_errors, run_case_that_cannot_write_its_results_leaves_the_old_file)
 
 Test(write_errors, certify_that_cannot_write_its_certificate_leaves_the_old_one)
 {
-    char dir[RB_PATH_MAX], results[RB_PATH_MAX + 16], rfile[RB_PATH_MAX + 64], report[RB_PATH_MAX + 32],
-        frag[3 * RB_PATH_MAX];
+    char dir[RB_PATH_MAX], results[RB_PATH_MAX + 16], report[RB_PATH_MAX + 32], frag[3 * RB_PATH_MAX];
     rb_tmpdir(dir);
-    snprintf(results, sizeof results, "%s/results", dir);
-    cr_assert_eq(mkdir(results, 0700), 0);
-    const char *encoders[] = {"encoder_pre_rope", "encoder_post_alibi6", "encoder_causal_learned"};
-    for (size_t i = 0; i < 3; i++) {
-        snprintf(rfile, sizeof rfile, "%s/%s.safetensors", results, encoders[i]);
-        rb_reference_results(encoders[i], rfile);
-    }
+    rb_encoder_results(dir, results);
     snprintf(report, sizeof report, "%s/report.json", dir);
     rb_write_file(report, previous, sizeof previous - 1);
 
@@ -92,7 +87,7 @@ Test(write_errors, certify_that_cannot_write_its_certificate_leaves_the_old_one)
                           "--case", "encoder_*", "--json", report, NULL};
     const rb_run_options opt = {.file_size = LIMIT};
     rb_result r = rb_run_with(args, &opt);
-    snprintf(frag, sizeof frag, "refenc certify: %s: cannot write the JSON certificate", report);
+    snprintf(frag, sizeof frag, "refenc certify: %s: cannot write: File too large", report);
     rb_expect_error(&r, 2, "certify", "a certificate past the file size limit", (const char *[]){frag, NULL});
     expect_untouched(report);
     cr_expect(!rb_has_temporary_file(dir), "a temporary file is left in %s", dir);
@@ -103,7 +98,8 @@ Test(write_errors, certify_that_cannot_write_its_certificate_leaves_the_old_one)
     const char *args2[] = {"refenc", "certify", "--golden", rb_fixture_dir(), "--results", results,
                            "--case", CASE, "--json", missing, NULL};
     r = rb_run(args2);
-    snprintf(frag, sizeof frag, "refenc certify: %s: cannot write the JSON certificate", missing);
+    snprintf(frag, sizeof frag, "refenc certify: %s: cannot write into its directory: No such file or directory",
+             missing);
     rb_expect_error(&r, 2, "certify", "no such directory", (const char *[]){frag, NULL});
     rb_result_free(&r);
 
@@ -113,7 +109,8 @@ Test(write_errors, certify_that_cannot_write_its_certificate_leaves_the_old_one)
     const char *args3[] = {"refenc", "certify", "--golden", rb_fixture_dir(), "--results", results,
                            "--case", CASE, "--json", as_dir, NULL};
     r = rb_run(args3);
-    snprintf(frag, sizeof frag, "refenc certify: %s: cannot write the JSON certificate", as_dir);
+    snprintf(frag, sizeof frag, "refenc certify: %s: is a directory, not a regular file: refusing to replace it",
+             as_dir);
     rb_expect_error(&r, 2, "certify", "a directory as --json", (const char *[]){frag, NULL});
     cr_expect(!rb_has_temporary_file(dir), "a temporary file is left in %s", dir);
     rb_result_free(&r);

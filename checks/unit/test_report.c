@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "../../ref/io/golden_names.h"
+#include "../../ref/io/manifest.h"
 #include "../../ref/io/safetensors.h"
 #include "../../ref/tool/report.h"
 #include "../robustness/fault.h"
@@ -498,20 +499,22 @@ Test(report, exit_codes_messages_and_atomic_output)
     }
     cr_assert_not(rb_has_temporary_file(tmp));
 
-    /* cannot write: a directory in the way, or no such directory */
+    /* cannot write: a directory in the way (refused, never replaced), or no such directory */
     snprintf(sub, sizeof sub, "%s/dir.html", tmp);
     cr_assert_eq(mkdir(sub, 0755), 0);
     r = rb_run((const char *const[]){"refenc", "report", "--golden", golden_dir(), "--results", tmp, "--html", sub,
                                      "--case", "ffn_relu", NULL});
     rb_expect_error(&r, 2, "report", "a directory at the report's path",
-                    (const char *const[]){"dir.html", "cannot write", NULL});
+                    (const char *const[]){"dir.html: is a directory, not a regular file: refusing to replace it",
+                                           NULL});
     rb_result_free(&r);
     cr_assert_not(rb_has_temporary_file(tmp), "a temporary file was left behind");
     cr_assert_eq(rmdir(sub), 0);
     snprintf(sub, sizeof sub, "%s/no/such/report.html", tmp);
     r = rb_run((const char *const[]){"refenc", "report", "--golden", golden_dir(), "--results", tmp, "--html", sub,
                                      "--case", "ffn_relu", NULL});
-    rb_expect_error(&r, 2, "report", "no such directory", (const char *const[]){"cannot create", NULL});
+    rb_expect_error(&r, 2, "report", "no such directory",
+                    (const char *const[]){"cannot write into its directory: No such file or directory", NULL});
     rb_result_free(&r);
 }
 
@@ -629,8 +632,6 @@ static void big_golden(const char dir[RB_PATH_MAX + 64])
     char path[PATH_CAP];
     snprintf(path, sizeof path, "%s/cases", dir);
     cr_assert_eq(mkdir(path, 0755), 0);
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
-    rb_write_file(path, "{\"cases\": [{\"case\": \"big\", \"file\": \"big.safetensors\"}]}", 55);
     static double big[300 * 600], many[70 * 2 * 3], deep[32];
     for (size_t i = 0; i < 300 * 600; i++)
         big[i] = (double)(i % 7) - 3.0;
@@ -645,6 +646,16 @@ static void big_golden(const char dir[RB_PATH_MAX + 64])
     snprintf(path, sizeof path, "%s/cases/big.safetensors", dir);
     cr_assert_eq(refenc_st_write(path, e, 3, meta, &err), REFENC_OK, "%s", err.message);
     json_decref(meta);
+    /* the manifest, with the case's sha256 (certify verifies it) */
+    size_t n;
+    unsigned char *bytes = rb_read_file(path, &n);
+    char hex[65], text[256];
+    refenc_sha256_hex(hex, bytes, n);
+    free(bytes);
+    snprintf(text, sizeof text, "{\"cases\": [{\"case\": \"big\", \"file\": \"big.safetensors\", \"sha256\": \"%s\"}]}",
+             hex);
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    rb_write_file(path, text, strlen(text));
 }
 
 Test(report, pools_large_outputs_and_caps_panels)

@@ -651,7 +651,7 @@ Test(safetensors, writer_refuses_bad_entries_and_leaves_nothing)
     expect_write_error(e, 2, NULL, REFENC_ELIMIT, "the tensors' total size overflows");
 }
 
-Test(safetensors, writer_replaces_a_file_and_cleans_up_when_rename_fails)
+Test(safetensors, writer_replaces_a_file_and_refuses_a_directory)
 {
     char *dir = make_dir(), path[PATH_MAX];
     refenc_error err;
@@ -667,22 +667,25 @@ Test(safetensors, writer_replaces_a_file_and_cleans_up_when_rename_fails)
     refenc_st_free(&f);
     cr_assert_eq(count_entries(dir), 1);
 
-    /* path is a non-empty directory: the rename fails, the temporary goes */
+    /* path is a non-empty directory: refused before anything is written
+     * (io/atomic_write.h; checks/unit/test_atomic_write.c has the rest) */
     char sub[PATH_MAX], inner[PATH_MAX];
     join(sub, dir, "adir");
     cr_assert_eq(mkdir(sub, 0700), 0);
     FILE *fp = fopen(join(inner, sub, "keep"), "w");
     cr_assert_not_null(fp);
     fclose(fp);
-    cr_assert_eq(refenc_st_write(sub, &e1, 1, NULL, &err), REFENC_EIO);
-    cr_assert(strstr(err.message, sub) && strstr(err.message, "cannot rename"), "%s", err.message);
-    cr_assert_eq(count_entries(dir), 2, "the temporary file was left behind");
+    cr_assert_eq(refenc_st_write(sub, &e1, 1, NULL, &err), REFENC_EINVAL);
+    cr_assert(strstr(err.message, sub) && strstr(err.message, "is a directory, not a regular file: "
+                                                                "refusing to replace it"),
+              "%s", err.message);
+    cr_assert_eq(count_entries(dir), 2, "a temporary file was left behind");
     cr_assert_eq(count_entries(sub), 1);
 
     /* a directory that does not exist: nothing can be created */
     join(path, dir, "no/such/dir/out.safetensors");
     cr_assert_eq(refenc_st_write(path, &e1, 1, NULL, &err), REFENC_EIO);
-    cr_assert(strstr(err.message, path) && strstr(err.message, "cannot create") &&
+    cr_assert(strstr(err.message, path) && strstr(err.message, "cannot write into its directory") &&
                   strstr(err.message, "No such file or directory"),
               "%s", err.message);
     unlink(inner);

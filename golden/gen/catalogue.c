@@ -8,6 +8,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "../../ref/io/config_json.h"
+#include "../../ref/io/file_read.h"
 #include "../../ref/tool/random_params.h"
 
 static const char *const case_keys[] = {"case", "component", "description", "model", "input", "seed",
@@ -19,8 +20,14 @@ static const char *const input_keys[] = {"batch", "seq_len", "padding", "padding
 
 json_t *catalogue_load(const char *path, refenc_error *err)
 {
+    /* a regular file only (a FIFO would block the read), as every reader */
+    char *text;
+    size_t n;
+    if (refenc_read_file(&text, &n, path, (size_t)16 << 20, err) != REFENC_OK)
+        return NULL;
     json_error_t jerr;
-    json_t *doc = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *doc = json_loadb(text, n, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
     if (doc == NULL) {
         refenc_error_set(err, REFENC_EINVAL, "%s: line %d, column %d: %s", path, jerr.line, jerr.column,
                          jerr.text);

@@ -11,6 +11,8 @@
 #include <jansson.h>
 
 #include "../refenc.h"
+#include "../io/atomic_write.h"
+#include "../io/manifest.h"
 #include "../tool/certificate.h"
 #include "../tool/certify.h"
 #include "../io/safetensors.h"
@@ -103,20 +105,38 @@ static void print_case(const refenc_case_report *rep, int quiet)
     }
 }
 
-/* Writes the certificate atomically: a temporary file renamed into place. */
+/* Writes the certificate atomically (io/atomic_write.h): a temporary file
+ * renamed into place, never over anything but a regular file. */
 static int write_json(const char *path, json_t *doc)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (json_dump_file(doc, tmp, JSON_INDENT(2) | JSON_SORT_KEYS) != 0) {
-        remove(tmp);
-        return cli_error("certify", "%s: cannot write the JSON certificate", path);
-    }
-    if (rename(tmp, path) != 0) {
-        remove(tmp);
-        return cli_error("certify", "%s: cannot write the JSON certificate", path);
-    }
+    refenc_error err;
+    if (doc == NULL)
+        return cli_error("certify", "%s: out of memory building the JSON certificate", path);
+    if (refenc_atomic_write_json(path, doc, JSON_INDENT(2) | JSON_SORT_KEYS, &err) != REFENC_OK)
+        return cli_error("certify", "%s", err.message);
     return REFENC_EXIT_OK;
+}
+
+/* The golden set, as far as it can be trusted before any case is read
+ * (docs/certify.md, the trust model): --golden and --results searchable
+ * directories, the manifest's entries checked, and --json none of the
+ * inputs.  Fills m; prints the message and returns REFENC_EXIT_USAGE on error. */
+static int open_golden_set(refenc_manifest *m, const certify_args *a)
+{
+    refenc_error err;
+    int st = refenc_certify_dir_check(a->golden_dir, "golden", &err);
+    if (st == REFENC_OK)
+        st = refenc_certify_dir_check(a->results_dir, "results", &err);
+    if (st == REFENC_OK)
+        st = refenc_manifest_read(m, a->golden_dir, &err);
+    else
+        memset(m, 0, sizeof *m);
+    if (st == REFENC_OK && a->json_path != NULL)
+        st = refenc_certify_refuse_output(a->json_path, m, a->golden_dir, a->results_dir, a->case_glob, &err);
+    if (st == REFENC_OK)
+        return REFENC_EXIT_OK;
+    refenc_manifest_free(m);
+    return cli_error("certify", "%s", err.message);
 }
 
 int cmd_certify(int argc, char **argv)
@@ -169,19 +189,16 @@ int cmd_certify(int argc, char **argv)
 
     refenc_manifest manifest;
     refenc_error err;
-    if (refenc_manifest_load(&manifest, a.golden_dir, &err) != REFENC_OK)
-        return cli_error("certify", "%s", err.message);
+    if (open_golden_set(&manifest, &a) != REFENC_EXIT_OK)
+        return REFENC_EXIT_USAGE;
 
     json_t *report = json_array();
     size_t n_cases = 0, n_pass = 0;
     int rc = REFENC_EXIT_OK;
-    printf("refenc certify: golden %s, results %s\n\n", a.golden_dir, a.results_dir);
-    for (size_t idx = 0; idx < refenc_manifest_size(&manifest); idx++) {
-        const char *name, *file;
-        if (refenc_manifest_case(&manifest, idx, &name, &file, &err) != REFENC_OK) {
-            rc = cli_error("certify", "%s", err.message);
-            break;
-        }
+    printf("refenc certify: golden %s, results %s\n", a.golden_dir, a.results_dir);
+    printf("manifest sha256 %s\n\n", manifest.sha256);
+    for (size_t idx = 0; idx < manifest.n_cases; idx++) {
+        const char *name = manifest.cases[idx].name;
         if (a.case_glob != NULL && fnmatch(a.case_glob, name, 0) != 0)
             continue;
         n_cases++;
@@ -189,8 +206,8 @@ int cmd_certify(int argc, char **argv)
         refenc_error_clear(&err);
         refenc_st_file golden, results;
         refenc_case_report rep;
-        int st = refenc_certify_dir_case(&rep, &golden, &results, a.golden_dir, file, a.results_dir, name,
-                                         &a.opt, &err);
+        int st = refenc_certify_dir_case(&rep, &golden, &results, a.golden_dir, &manifest.cases[idx],
+                                         a.results_dir, &a.opt, &err);
         if (st != REFENC_OK) {
             rc = cli_error("certify", "%s", err.message);
             json_array_append_new(report, json_pack("{s:s, s:s, s:s}", "case", name, "verdict", "ERROR",
@@ -214,8 +231,8 @@ int cmd_certify(int argc, char **argv)
            n_pass, n_cases - n_pass, verdict);
 
     if (a.json_path != NULL) {
-        json_t *doc = refenc_certificate_doc(REFENC_VERSION, a.golden_dir, a.results_dir, report, n_cases,
-                                             n_pass, verdict);
+        json_t *doc = refenc_certificate_doc(REFENC_VERSION, a.golden_dir, a.results_dir, manifest.sha256,
+                                             report, n_cases, n_pass, verdict);
         if (write_json(a.json_path, doc) != REFENC_EXIT_OK)
             rc = REFENC_EXIT_USAGE;
         json_decref(doc);

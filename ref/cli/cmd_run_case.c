@@ -76,7 +76,10 @@ int run_case(const char *case_path, const char *out_path)
     memset(&col, 0, sizeof col);
     memset(&c, 0, sizeof c);
 
-    int st = refenc_st_read(&f, case_path, &err);
+    /* the results must never replace the case they come from */
+    int st = refenc_refuse_same_file(out_path, case_path, "golden case", &err);
+    if (st == REFENC_OK)
+        st = refenc_st_read(&f, case_path, &err);
     if (st == REFENC_OK)
         st = refenc_case_from_file(&c, &f, &err);
     if (st == REFENC_OK) {

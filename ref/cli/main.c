@@ -1,4 +1,5 @@
 /* refenc: the command-line program.  Subcommands live in cmd_*.c. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,10 @@ static const char usage[] =
 
 int main(int argc, char **argv)
 {
+    /* Under a file-size limit (ulimit -f) a write past it would kill the
+     * program with SIGXFSZ, leaving its temporary file; ignored, the write
+     * fails with EFBIG, which is reported and cleaned up (io/atomic_write.h). */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         fputs(usage, stderr);
         return REFENC_EXIT_USAGE;

@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "../io/config_json.h"
+#include "../io/file_read.h"
 
 /* The keys of "input" (the model's are refenc_config_from_json's). */
 static const char *const input_keys[] = {"batch", "seq_len", "padding", NULL};
@@ -106,20 +106,24 @@ int run_config_from_json(refenc_config *cfg, run_input *in, const json_t *root, 
 int run_config_load(refenc_config *cfg, run_input *in, const char *path, refenc_error *err)
 {
     json_error_t jerr;
-    struct stat sb;
+    char *text;
+    size_t n;
 
     in->padding = NULL;
-    /* jansson reads a directory as an empty file: say what it is instead */
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return refenc_error_set(err, REFENC_EIO, "%s: is a directory, not a JSON file", path);
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    /* a regular file only: a FIFO or a device would block jansson's read or
+     * feed it forever; a directory reads as an empty file */
+    int st = refenc_read_file(&text, &n, path, RUN_CONFIG_MAX_BYTES, err);
+    if (st)
+        return st;
+    json_t *root = json_loadb(text, n, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
     if (root == NULL) {
         if (jerr.line < 0)
             return refenc_error_set(err, REFENC_EINVAL, "%s: %s", path, jerr.text);
         return refenc_error_set(err, REFENC_EINVAL, "%s: line %d, column %d (byte %d): %s",
                                 path, jerr.line, jerr.column, jerr.position, jerr.text);
     }
-    const int st = run_config_from_json(cfg, in, root, path, err);
+    st = run_config_from_json(cfg, in, root, path, err);
     json_decref(root);
     return st;
 }

@@ -18,11 +18,15 @@ typedef struct {
     size_t *padding; /* (batch): trailing padding positions per item, or NULL */
 } run_input;
 
-/* Reads FILE.json into a model config and an input description, and checks
+/* 1 MiB: a config is a few hundred bytes; anything larger is not one. */
+#define RUN_CONFIG_MAX_BYTES ((size_t)1 << 20)
+
+/* Reads FILE.json (a regular file of at most RUN_CONFIG_MAX_BYTES) into a model config and an input description, and checks
  * that a forward pass on them fits the limits (refused before anything is
  * allocated).  Messages start with the path.  The caller frees in->padding,
  * whatever the result.
- * Errors: REFENC_EIO (a directory), REFENC_EINVAL, REFENC_ELIMIT, REFENC_ENOMEM. */
+ * Errors: REFENC_EIO (cannot be read, a directory, a FIFO, a device),
+ * REFENC_ELIMIT (too large), REFENC_EINVAL, REFENC_ENOMEM. */
 int run_config_load(refenc_config *cfg, run_input *in, const char *path, refenc_error *err);
 
 /* The same for a document already parsed (root: any JSON value); `path`

@@ -1,6 +1,7 @@
 #include "text.h"
 
 #include <stdio.h>
+#include <string.h>
 
 size_t refenc_utf8_char_len(const unsigned char *s, size_t n)
 {
@@ -53,4 +54,29 @@ const char *refenc_shape_format(char *buf, size_t cap, const size_t *shape, size
     if (o < cap)
         snprintf(buf + o, cap - o, "%c", brackets[1]);
     return buf;
+}
+
+void refenc_text_escape(char *out, size_t cap, const char *raw)
+{
+    const unsigned char *s = (const unsigned char *)raw;
+    size_t o = 0;
+    while (*s != '\0') {
+        /* n = 4 is safe: the NUL that ends raw fails the continuation-byte
+         * test, which refenc_utf8_char_len makes byte by byte */
+        size_t len = *s >= 0x20 && *s < 0x7F ? 1 : *s >= 0x80 ? refenc_utf8_char_len(s, 4) : 0;
+        if (len == 0) { /* a control character or a byte that is not UTF-8 */
+            if (o + 4 >= cap)
+                break;
+            snprintf(out + o, cap - o, "\\x%02x", *s);
+            o += 4;
+            s++;
+            continue;
+        }
+        if (o + len >= cap)
+            break;
+        memcpy(out + o, s, len);
+        o += len;
+        s += len;
+    }
+    out[o] = '\0';
 }

@@ -14,6 +14,14 @@ size_t refenc_utf8_char_len(const unsigned char *s, size_t n);
  * or n if it is all valid. */
 size_t refenc_utf8_invalid_at(const unsigned char *s, size_t n);
 
+/* Copies raw into out as one line of valid UTF-8 (a message printed on one
+ * line of a log, a string stored in a JSON certificate), whatever names,
+ * paths and values from the input it quotes: control characters (and DEL)
+ * and bytes outside a valid UTF-8 sequence become "\xNN".  It is cut, if it
+ * must be, between two characters or escapes, to fit cap bytes with its NUL;
+ * 4 strlen(raw) + 1 bytes always suffice. */
+void refenc_text_escape(char *out, size_t cap, const char *raw);
+
 /* Writes a shape, "(2, 3, 4)" with brackets "()" or "[2, 3, 4]" with "[]",
  * into buf (cut to cap bytes, always terminated).  Returns buf. */
 const char *refenc_shape_format(char *buf, size_t cap, const size_t *shape, size_t ndim,

@@ -13,6 +13,8 @@
 
 #include "../core/alloc.h"
 #include "../core/text.h"
+#include "atomic_write.h"
+#include "file_read.h"
 #include "half.h"
 
 /* Data is copied byte for byte between the file and memory: the host must
@@ -519,8 +521,37 @@ void refenc_st_free(refenc_st_file *f)
     memset(f, 0, sizeof *f);
 }
 
-int refenc_st_parse(refenc_st_file *f, const unsigned char *buf, size_t size, const char *name,
-                    refenc_error *err)
+/* How many JSON tokens a header text holds: brackets that open an object or
+ * an array, strings (keys included) and runs of other non-space characters
+ * (numbers, true, false, null, or garbage); punctuation does not count.
+ * Whatever the bytes, it bounds the number of values and keys jansson can
+ * build from them, and so its memory (safetensors.h). */
+static size_t header_tokens(const unsigned char *h, size_t n)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char ch = h[i];
+        if (ch == '"') {
+            count++;
+            for (i++; i < n && h[i] != '"'; i++)
+                i += h[i] == '\\';
+        } else if (ch == '{' || ch == '[') {
+            count++;
+        } else if (ch != '}' && ch != ']' && ch != ',' && ch != ':' && ch != ' ' && ch != '\t' &&
+                   ch != '\n' && ch != '\r') {
+            count++;
+            while (i + 1 < n && !strchr("\"{}[],: \t\n\r", h[i + 1]))
+                i++;
+        }
+    }
+    return count;
+}
+
+/* Validates a file of `size` bytes of which buf holds the first
+ * header_extent(buf, size): everything but the data, which it never reads.
+ * The tensors' data pointers are buf + their file offsets. */
+static int parse_file(refenc_st_file *f, const unsigned char *buf, size_t size, const char *name,
+                      refenc_error *err)
 {
     memset(f, 0, sizeof *f);
     if (name == NULL)
@@ -597,6 +628,14 @@ int refenc_st_parse(refenc_st_file *f, const unsigned char *buf, size_t size, co
         goto fail;
     }
 
+    const size_t tokens = header_tokens(c.hdr, c.hdr_len);
+    if (tokens > REFENC_ST_MAX_TOKENS) {
+        st = refenc_error_set(err, REFENC_EFORMAT,
+                              "%s: header holds %zu JSON tokens (keys, values, brackets), more than the "
+                              "limit of %d (a tensor's entry takes 10 to 18)",
+                              c.file, tokens, REFENC_ST_MAX_TOKENS);
+        goto fail;
+    }
     json_error_t je;
     json_t *root = json_loadb((const char *)c.hdr, c.hdr_len, JSON_REJECT_DUPLICATES, &je);
     if (root == NULL) {
@@ -617,65 +656,72 @@ fail:
     return st;
 }
 
-int refenc_st_read(refenc_st_file *f, const char *path, refenc_error *err)
+int refenc_st_parse(refenc_st_file *f, const unsigned char *buf, size_t size, const char *name,
+                    refenc_error *err)
 {
-    memset(f, 0, sizeof *f);
-    /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused
-     * below); it changes nothing for a regular file */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return refenc_error_set(err, REFENC_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return refenc_error_set(err, REFENC_EIO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (S_ISDIR(sb.st_mode) || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return refenc_error_set(err, REFENC_EIO, "%s: %s", path,
-                                S_ISDIR(sb.st_mode) ? "is a directory, not a file"
-                                                    : "not a regular file");
-    }
-    if (sb.st_size < 0 || (uintmax_t)sb.st_size > SIZE_MAX) {
-        close(fd);
-        return refenc_error_set(err, REFENC_EIO, "%s: too large to read (%jd bytes)", path,
-                                (intmax_t)sb.st_size);
-    }
-    const size_t size = (size_t)sb.st_size;
-    unsigned char *buf = malloc(size ? size : 1);
-    if (buf == NULL) {
-        close(fd);
-        return refenc_error_set(err, REFENC_ENOMEM, "%s: cannot allocate %zu bytes to read it",
-                                path, size);
-    }
-    size_t got = 0;
-    while (got < size) {
-        ssize_t r = read(fd, buf + got, size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            int e = errno;
-            close(fd);
-            free(buf);
-            if (r == 0)
-                return refenc_error_set(err, REFENC_EIO,
-                                        "%s: short read: end of file at byte %zu of %zu (did "
-                                        "the file change while it was read?)",
-                                        path, got, size);
-            return refenc_error_set(err, REFENC_EIO, "%s: read error at byte %zu: %s", path, got,
-                                    strerror(e));
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    int st = refenc_st_parse(f, buf, size, path, err);
-    if (st != REFENC_OK) {
+    return parse_file(f, buf, size, name, err);
+}
+
+/* How many bytes of a file of `size` bytes parse_file reads, given its first
+ * min(size, 8) bytes: the 8-byte length and, if that length is acceptable,
+ * the header; never the data. */
+static size_t header_extent(const unsigned char *prefix, size_t size)
+{
+    if (size < 8)
+        return size;
+    uint64_t N = 0;
+    for (int i = 7; i >= 0; i--)
+        N = N << 8 | prefix[i];
+    return N > (uint64_t)(size - 8) || N > REFENC_ST_MAX_HEADER ? 8 : 8 + (size_t)N;
+}
+
+/* Reads the header and checks it against the file's size, then the data it
+ * declares: memory is the header until the header is valid, and the file's
+ * size only for a file whose header accounts for every byte of it. */
+static int read_checked(refenc_st_file *f, int fd, size_t size, const char *path, refenc_error *err)
+{
+    unsigned char prefix[8];
+    int st = refenc_read_at(fd, prefix, size < 8 ? size : 8, 0, path, err);
+    if (st)
+        return st;
+    const size_t head = header_extent(prefix, size);
+    unsigned char *buf = malloc(head ? head : 1);
+    if (buf == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: cannot allocate %zu bytes for its header", path, head);
+    if ((st = refenc_read_at(fd, buf, head, 0, path, err)) || (st = parse_file(f, buf, size, path, err))) {
         free(buf);
         return st;
     }
+    /* the header is valid: its tensors tile the rest of the file exactly */
+    unsigned char *all = realloc(buf, size ? size : 1);
+    if (all == NULL) {
+        free(buf);
+        refenc_st_free(f);
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: cannot allocate %zu bytes to read it", path, size);
+    }
+    if ((st = refenc_read_at(fd, all + head, size - head, head, path, err))) {
+        free(all);
+        refenc_st_free(f);
+        return st;
+    }
+    f->buf = all;
     f->owns_buf = 1;
+    for (size_t i = 0; i < f->n_tensors; i++)
+        f->tensors[i].data = all + f->tensors[i].file_offset;
     return REFENC_OK;
+}
+
+int refenc_st_read(refenc_st_file *f, const char *path, refenc_error *err)
+{
+    memset(f, 0, sizeof *f);
+    int fd;
+    size_t size;
+    int st = refenc_open_regular(&fd, &size, path, err);
+    if (st)
+        return st;
+    st = read_checked(f, fd, size, path, err);
+    close(fd);
+    return st;
 }
 
 const refenc_st_tensor *refenc_st_find(const refenc_st_file *f, const char *name)
@@ -855,22 +901,6 @@ static int check_write_metadata(const char *path, const json_t *metadata, refenc
     return REFENC_OK;
 }
 
-/* Writes all of buf, retrying after interruptions. */
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const unsigned char *p = buf;
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* {"data_offsets": [begin, end], "dtype": ..., "shape": [...]}, or NULL
  * (out of memory). */
 static json_t *header_entry(const refenc_st_entry *e, size_t begin, size_t end)
@@ -956,110 +986,121 @@ static char *build_header(const refenc_st_entry *const *sorted, const size_t *nb
     return b.text;
 }
 
-int refenc_st_write(const char *path, const refenc_st_entry *entries, size_t n,
-                    const json_t *metadata, refenc_error *err)
+/* The entries of a file to write, checked, in layout order. */
+typedef struct {
+    const refenc_st_entry **sorted; /* (n): the data's order                  */
+    size_t *nbytes;                 /* (2n): [0, n) by entry, [n, 2n) sorted  */
+    size_t n, total;                /* total: the data's size                 */
+} write_plan;
+
+static void plan_free(write_plan *p)
 {
-    size_t *nbytes = refenc_alloc_array(n, 2 * sizeof *nbytes);
-    size_t *sorted_nbytes = nbytes != NULL ? nbytes + (n ? n : 1) : NULL;
-    const refenc_st_entry **sorted = refenc_alloc_array(n, sizeof *sorted);
-    char *header = NULL, *tmp = NULL;
-    int fd = -1, st = REFENC_OK;
-    if (nbytes == NULL || sorted == NULL) {
-        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory for %zu tensors", path, n);
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        st = check_write_entry(&nbytes[i], path, &entries[i], err);
-        if (st)
-            goto out;
-    }
-    st = check_write_metadata(path, metadata, err);
-    if (st)
-        goto out;
+    free(p->sorted);
+    free(p->nbytes);
+}
+
+/* Checks every entry and the metadata, refuses duplicate names, and orders
+ * the entries for the data (entry_layout_cmp). */
+static int plan_write(write_plan *p, const char *path, const refenc_st_entry *entries, size_t n,
+                      const json_t *metadata, refenc_error *err)
+{
+    memset(p, 0, sizeof *p);
+    p->n = n;
+    p->nbytes = refenc_alloc_array(n, 2 * sizeof *p->nbytes);
+    p->sorted = refenc_alloc_array(n, sizeof *p->sorted);
+    if (p->nbytes == NULL || p->sorted == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory for %zu tensors", path, n);
+    int st = REFENC_OK;
+    for (size_t i = 0; i < n && st == REFENC_OK; i++)
+        st = check_write_entry(&p->nbytes[i], path, &entries[i], err);
+    if (st || (st = check_write_metadata(path, metadata, err)))
+        return st;
     for (size_t i = 0; i < n; i++)
-        sorted[i] = &entries[i];
-    qsort(sorted, n, sizeof *sorted, entry_name_cmp);
+        p->sorted[i] = &entries[i];
+    qsort(p->sorted, n, sizeof *p->sorted, entry_name_cmp);
     for (size_t i = 1; i < n; i++) {
         char shown[SHOW_MAX];
-        if (strcmp(sorted[i - 1]->name, sorted[i]->name) == 0) {
-            st = refenc_error_set(err, REFENC_EINVAL, "%s: duplicate tensor name '%s'", path,
-                                  show(shown, sorted[i]->name));
-            goto out;
-        }
+        if (strcmp(p->sorted[i - 1]->name, p->sorted[i]->name) == 0)
+            return refenc_error_set(err, REFENC_EINVAL, "%s: duplicate tensor name '%s'", path,
+                                    show(shown, p->sorted[i]->name));
     }
     /* names are unique: the layout order is total, so the bytes are
      * determined by the entries whatever their order in the array */
-    qsort(sorted, n, sizeof *sorted, entry_layout_cmp);
-    size_t total = 0;
+    qsort(p->sorted, n, sizeof *p->sorted, entry_layout_cmp);
+    size_t *sorted_nbytes = p->nbytes + n;
     for (size_t i = 0; i < n; i++) {
-        sorted_nbytes[i] = nbytes[sorted[i] - entries];
-        if (__builtin_add_overflow(total, sorted_nbytes[i], &total) || total > INT64_MAX) {
-            st = refenc_error_set(err, REFENC_ELIMIT, "%s: the tensors' total size overflows",
-                                  path);
-            goto out;
-        }
+        sorted_nbytes[i] = p->nbytes[p->sorted[i] - entries];
+        if (__builtin_add_overflow(p->total, sorted_nbytes[i], &p->total) || p->total > INT64_MAX)
+            return refenc_error_set(err, REFENC_ELIMIT, "%s: the tensors' total size overflows", path);
     }
+    return REFENC_OK;
+}
 
-    header = build_header(sorted, sorted_nbytes, n, metadata);
-    if (header == NULL) {
-        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory building the header", path);
-        goto out;
+/* The header text, padded with spaces to a multiple of 8 bytes so that the
+ * data starts 8-aligned, in *out (*len: its length with the padding). */
+static int padded_header(char **out, size_t *len, const write_plan *p, const json_t *metadata,
+                         const char *path, refenc_error *err)
+{
+    *out = NULL;
+    char *text = build_header(p->sorted, p->nbytes + p->n, p->n, metadata);
+    if (text == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory building the header", path);
+    const size_t raw = strlen(text), padded = raw + (8 - raw % 8) % 8;
+    if (header_tokens((const unsigned char *)text, raw) > REFENC_ST_MAX_TOKENS) {
+        free(text);
+        return refenc_error_set(err, REFENC_ELIMIT, "%s: header of %zu tensors would hold more than the "
+                                "%d JSON tokens a reader accepts", path, p->n, REFENC_ST_MAX_TOKENS);
     }
-    /* spaces pad the header to a multiple of 8, so the data starts 8-aligned */
-    const size_t len = strlen(header), pad = (8 - len % 8) % 8;
-    if (len + pad > REFENC_ST_MAX_HEADER) {
-        st = refenc_error_set(err, REFENC_ELIMIT,
-                              "%s: header of %zu bytes exceeds the limit of %llu bytes", path,
-                              len + pad, (unsigned long long)REFENC_ST_MAX_HEADER);
-        goto out;
+    if (padded > REFENC_ST_MAX_HEADER) {
+        free(text);
+        return refenc_error_set(err, REFENC_ELIMIT, "%s: header of %zu bytes exceeds the limit of %llu bytes",
+                                path, padded, (unsigned long long)REFENC_ST_MAX_HEADER);
     }
+    char *h = realloc(text, padded + 1);
+    if (h == NULL) {
+        free(text);
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory building the header", path);
+    }
+    memset(h + raw, ' ', padded - raw);
+    h[padded] = '\0';
+    *out = h;
+    *len = padded;
+    return REFENC_OK;
+}
+
+/* The file's bytes, written atomically (atomic_write.h): the 8-byte header
+ * length, the header, then each tensor's data in layout order. */
+static int write_file(const char *path, const char *header, size_t len, const write_plan *p,
+                      refenc_error *err)
+{
     unsigned char prefix[8];
     for (int i = 0; i < 8; i++)
-        prefix[i] = (unsigned char)((uint64_t)(len + pad) >> (8 * i));
+        prefix[i] = (unsigned char)((uint64_t)len >> (8 * i));
+    refenc_atomic_file a;
+    int st = refenc_atomic_open(&a, path, err);
+    if (st == REFENC_OK)
+        st = refenc_atomic_write(&a, prefix, 8, err);
+    if (st == REFENC_OK)
+        st = refenc_atomic_write(&a, header, len, err);
+    for (size_t i = 0; i < p->n && st == REFENC_OK; i++)
+        st = refenc_atomic_write(&a, p->sorted[i]->data, p->nbytes[p->n + i], err);
+    return st == REFENC_OK ? refenc_atomic_commit(&a, err) : st;
+}
 
-    const size_t tmp_cap = strlen(path) + 32;
-    tmp = malloc(tmp_cap);
-    if (tmp == NULL) {
-        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", path);
-        goto out;
+int refenc_st_write(const char *path, const refenc_st_entry *entries, size_t n,
+                    const json_t *metadata, refenc_error *err)
+{
+    write_plan p;
+    int st = plan_write(&p, path, entries, n, metadata, err);
+    if (st == REFENC_OK) {
+        char *header;
+        size_t len = 0;
+        st = padded_header(&header, &len, &p, metadata, path, err);
+        if (st == REFENC_OK)
+            st = write_file(path, header, len, &p, err);
+        free(header);
     }
-    snprintf(tmp, tmp_cap, "%s.tmp.%ld", path, (long)getpid());
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        st = refenc_error_set(err, REFENC_EIO, "%s: cannot create %s: %s", path, tmp,
-                              strerror(errno));
-        free(tmp);
-        tmp = NULL; /* nothing to remove */
-        goto out;
-    }
-    int bad = write_all(fd, prefix, 8) || write_all(fd, header, len) ||
-              write_all(fd, "       ", pad);
-    for (size_t i = 0; i < n && !bad; i++)
-        bad = write_all(fd, sorted[i]->data, sorted_nbytes[i]);
-    /* the data must be on disk before the rename makes it visible */
-    bad = bad || fsync(fd) != 0;
-    if (bad) {
-        st = refenc_error_set(err, REFENC_EIO, "%s: cannot write %s: %s", path, tmp,
-                              strerror(errno));
-        goto out;
-    }
-    int closed = close(fd);
-    fd = -1;
-    if (closed != 0 || rename(tmp, path) != 0) {
-        st = refenc_error_set(err, REFENC_EIO, "%s: cannot %s %s%s: %s", path,
-                              closed != 0 ? "close" : "rename", tmp,
-                              closed != 0 ? "" : " to it", strerror(errno));
-        goto out;
-    }
-out:
-    if (fd >= 0)
-        close(fd);
-    if (tmp != NULL && st != REFENC_OK)
-        unlink(tmp);
-    free(tmp);
-    free(header);
-    free(sorted);
-    free(nbytes);
+    plan_free(&p);
     return st;
 }
 

@@ -9,7 +9,8 @@
  * present, is an object whose values are all strings.
  *
  * Reading validates everything (docs/golden-format.md): N <= file size - 8 and
- * N <= REFENC_ST_MAX_HEADER; the header is valid UTF-8 JSON, an object,
+ * N <= REFENC_ST_MAX_HEADER; at most REFENC_ST_MAX_TOKENS JSON tokens; the
+ * header is valid UTF-8 JSON, an object,
  * without duplicate keys; each entry has exactly the three keys, a known
  * dtype, a shape of at most REFENC_ST_MAX_NDIM non-negative integers whose
  * product times the dtype size equals end - begin and does not overflow (the
@@ -36,6 +37,14 @@
 /* 100 MB, the limit of Hugging Face's implementation (MAX_HEADER_SIZE = 100_000_000):
  * a larger header is refused there, so it is refused here and never written. */
 #define REFENC_ST_MAX_HEADER ((uint64_t)100000000)
+/* The most JSON tokens (keys, values, brackets) a header may hold: 2^19.  A
+ * tensor's entry takes 10 to 18, so a file can hold 29,000 tensors or more.
+ * jansson spends about 100 bytes on each token it parses (the measured
+ * figure is in docs/golden-format.md), far more than the 2 to 5 bytes of
+ * text a token can take: counted before jansson parses anything, the limit
+ * keeps reading a header to its own size plus a bounded amount, instead of
+ * about 22 times its size. */
+#define REFENC_ST_MAX_TOKENS (1 << 19)
 #define REFENC_ST_MAX_NDIM 8
 
 typedef enum {
@@ -78,7 +87,13 @@ typedef struct {
     refenc_st_tensor *tensors; /* sorted by data offsets (ties: by name)      */
 } refenc_st_file;
 
-/* Reads the whole file, then validates it as refenc_st_parse does.
+/* Reads a file and validates it as refenc_st_parse does, header first: the
+ * 8-byte length and the header are read and checked against the file's size
+ * before any data is, so memory holds the header (at most
+ * REFENC_ST_MAX_HEADER bytes, and jansson's parse of it) until the header is
+ * valid, and the whole file only when its tensors account for every byte of
+ * it (the data it declares).  The path must name a regular file: it is opened
+ * without blocking (a FIFO cannot hang the read) and checked.
  * Errors: REFENC_EIO (cannot open or read it, a short read, a directory or
  * another non-regular file: the message names the path and the reason),
  * REFENC_EFORMAT (anything invalid), REFENC_ENOMEM.  On error *f is empty
@@ -132,12 +147,15 @@ typedef struct {
  * at a multiple of its element size in the file, for peers that map the file
  * and cast pointers.  The same entries, in any order, always give the same
  * bytes.  metadata may be NULL; its values must be strings.  The file appears
- * atomically: written to "<path>.tmp.<pid>", fsync'ed, then renamed; on any
- * error the temporary file is removed and path is untouched.
+ * atomically (atomic_write.h): a temporary file in path's directory, fsync'ed,
+ * then renamed; on any error the temporary file is removed and path is
+ * untouched.  path must be absent or a regular file.
  * Errors: REFENC_EINVAL (duplicate, empty, non-UTF-8 or "__metadata__" name,
  * unknown dtype, more than REFENC_ST_MAX_NDIM dimensions, NULL data, a BOOL
- * byte not 0/1, metadata not an object of strings), REFENC_ELIMIT (a size
- * overflows, or the header would exceed REFENC_ST_MAX_HEADER), REFENC_EIO,
+ * byte not 0/1, metadata not an object of strings, path a directory, a
+ * symbolic link or another file that is not regular), REFENC_ELIMIT (a size
+ * overflows, or the header would exceed REFENC_ST_MAX_HEADER or
+ * REFENC_ST_MAX_TOKENS), REFENC_EIO,
  * REFENC_ENOMEM. */
 int refenc_st_write(const char *path, const refenc_st_entry *entries, size_t n,
                     const json_t *metadata, refenc_error *err);

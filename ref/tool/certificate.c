@@ -1,79 +1,107 @@
 #include "certificate.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "../core/text.h"
+#include "../io/atomic_write.h"
 
 #include "variants.h"
 
-int refenc_manifest_load(refenc_manifest *m, const char *golden_dir, refenc_error *err)
+int refenc_certify_dir_check(const char *dir, const char *what, refenc_error *err)
 {
-    memset(m, 0, sizeof *m);
-    snprintf(m->path, sizeof m->path, "%s/manifest.json", golden_dir);
-    json_error_t jerr;
-    m->root = json_load_file(m->path, JSON_REJECT_DUPLICATES, &jerr);
-    if (m->root == NULL && jerr.line >= 0) /* a syntax error: say where */
-        return refenc_error_set(err, REFENC_EFORMAT, "%s: line %d, column %d (byte %d): %s", m->path,
-                                jerr.line, jerr.column, jerr.position, jerr.text);
-    if (m->root == NULL)
-        return refenc_error_set(err, REFENC_EIO, "%s: %s", m->path, jerr.text);
-    m->cases = json_object_get(m->root, "cases");
-    if (!json_is_array(m->cases)) {
-        json_decref(m->root);
-        m->root = NULL;
-        m->cases = NULL;
-        return refenc_error_set(err, REFENC_EFORMAT, "%s: expected an object with a \"cases\" array",
-                                m->path);
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return refenc_error_set(err, REFENC_EIO, "%s (the %s directory): %s", dir, what, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return refenc_error_set(err, REFENC_EIO, "%s (the %s directory): %s", dir, what, strerror(ENOTDIR));
+    if (faccessat(AT_FDCWD, dir, X_OK, AT_EACCESS) != 0)
+        return refenc_error_set(err, REFENC_EIO, "%s (the %s directory): cannot be searched: %s", dir, what,
+                                strerror(errno));
+    return REFENC_OK;
+}
+
+/* dir + "/" + rest + name + suffix, in a new string, or NULL. */
+static char *join_path(const char *dir, const char *rest, const char *name, const char *suffix)
+{
+    const size_t n = strlen(dir) + strlen(rest) + strlen(name) + strlen(suffix) + 2;
+    char *p = malloc(n);
+    if (p != NULL)
+        snprintf(p, n, "%s/%s%s%s", dir, rest, name, suffix);
+    return p;
+}
+
+int refenc_certify_refuse_output(const char *out_path, const refenc_manifest *m, const char *golden_dir,
+                                 const char *results_dir, const char *case_glob, refenc_error *err)
+{
+    int st = refenc_refuse_same_file(out_path, m->path, "manifest", err);
+    for (size_t i = 0; i < m->n_cases && st == REFENC_OK; i++) {
+        if (case_glob != NULL && fnmatch(case_glob, m->cases[i].name, 0) != 0)
+            continue;
+        char *gpath = join_path(golden_dir, "cases/", m->cases[i].file, "");
+        char *rpath = join_path(results_dir, "", m->cases[i].name, ".safetensors");
+        if (gpath == NULL || rpath == NULL)
+            st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", m->cases[i].name);
+        if (st == REFENC_OK)
+            st = refenc_refuse_same_file(out_path, gpath, "golden case", err);
+        if (st == REFENC_OK)
+            st = refenc_refuse_same_file(out_path, rpath, "results file", err);
+        free(gpath);
+        free(rpath);
     }
-    return REFENC_OK;
-}
-
-size_t refenc_manifest_size(const refenc_manifest *m)
-{
-    return m->cases ? json_array_size(m->cases) : 0;
-}
-
-int refenc_manifest_case(const refenc_manifest *m, size_t i, const char **name, const char **file,
-                         refenc_error *err)
-{
-    const json_t *entry = json_array_get(m->cases, i);
-    *name = json_string_value(json_object_get(entry, "case"));
-    *file = json_string_value(json_object_get(entry, "file"));
-    if (*name == NULL || *file == NULL || strchr(*file, '/') != NULL)
-        return refenc_error_set(err, REFENC_EFORMAT, "%s: cases[%zu] needs \"case\" and a plain \"file\" name",
-                                m->path, i);
-    return REFENC_OK;
-}
-
-void refenc_manifest_free(refenc_manifest *m)
-{
-    json_decref(m->root);
-    m->root = NULL;
-    m->cases = NULL;
+    return st;
 }
 
 int refenc_certify_dir_case(refenc_case_report *rep, refenc_st_file *golden, refenc_st_file *results,
-                            const char *golden_dir, const char *file, const char *results_dir,
-                            const char *name, const refenc_certify_options *opt, refenc_error *err)
+                            const char *golden_dir, const refenc_manifest_case *c, const char *results_dir,
+                            const refenc_certify_options *opt, refenc_error *err)
 {
     memset(rep, 0, sizeof *rep);
     memset(golden, 0, sizeof *golden);
     memset(results, 0, sizeof *results);
-    char gpath[4096], rpath[4096];
-    snprintf(gpath, sizeof gpath, "%s/cases/%s", golden_dir, file);
-    snprintf(rpath, sizeof rpath, "%s/%s.safetensors", results_dir, name);
-    int st = refenc_st_read(golden, gpath, err);
-    if (st != REFENC_OK)
-        return st;
-    if (access(rpath, F_OK) != 0) {
-        char note[256];
-        snprintf(note, sizeof note, "no results file %.230s", rpath);
-        return refenc_certify_missing(rep, golden, note, err);
+    char *gpath = join_path(golden_dir, "cases/", c->file, "");
+    char *rpath = join_path(results_dir, "", c->name, ".safetensors");
+    struct stat sb;
+    int st = REFENC_OK;
+    if (gpath == NULL || rpath == NULL)
+        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", c->name);
+    /* the golden case is used only as the manifest lists it */
+    if (st == REFENC_OK && (st = refenc_st_read(golden, gpath, err)) == REFENC_OK)
+        st = refenc_manifest_verify(c, golden, err);
+    if (st == REFENC_OK) {
+        if (stat(rpath, &sb) == 0) {
+            if ((st = refenc_st_read(results, rpath, err)) == REFENC_OK)
+                st = refenc_certify_case(rep, golden, results, opt, err);
+        } else if (errno == ENOENT) {
+            char note[256];
+            snprintf(note, sizeof note, "no results file %.230s", rpath);
+            st = refenc_certify_missing(rep, golden, note, err);
+        } else {
+            st = refenc_error_set(err, REFENC_EIO, "%s: cannot read: %s", rpath, strerror(errno));
+        }
     }
-    if ((st = refenc_st_read(results, rpath, err)) != REFENC_OK)
-        return st;
-    return refenc_certify_case(rep, golden, results, opt, err);
+    free(gpath);
+    free(rpath);
+    return st;
+}
+
+json_t *refenc_certificate_text(const char *s)
+{
+    const size_t cap = 4 * strlen(s) + 1;
+    char *clean = malloc(cap);
+    if (clean == NULL)
+        return NULL;
+    refenc_text_escape(clean, cap, s);
+    json_t *j = json_string(clean);
+    free(clean);
+    return j;
 }
 
 json_t *refenc_certificate_number(double v)
@@ -118,7 +146,7 @@ static json_t *output_json(const refenc_output_report *r)
         json_object_set_new(o, "worst_want", refenc_certificate_number(r->worst_want));
     }
     if (r->note[0])
-        json_object_set_new(o, "note", json_string(r->note));
+        json_object_set_new(o, "note", refenc_certificate_text(r->note));
     return o;
 }
 
@@ -135,7 +163,7 @@ json_t *refenc_certificate_case(const refenc_case_report *rep)
                         rep->first_divergence >= 0 ? json_string(rep->outputs[rep->first_divergence].name)
                                                    : json_null());
     if (rep->note[0])
-        json_object_set_new(c, "note", json_string(rep->note));
+        json_object_set_new(c, "note", refenc_certificate_text(rep->note));
     if (!rep->pass) {
         refenc_variant v;
         json_t *d;
@@ -155,10 +183,12 @@ json_t *refenc_certificate_case(const refenc_case_report *rep)
 }
 
 json_t *refenc_certificate_doc(const char *version, const char *golden_dir, const char *results_dir,
-                               json_t *cases, size_t n_cases, size_t n_passed, const char *verdict)
+                               const char *manifest_sha256, json_t *cases, size_t n_cases, size_t n_passed,
+                               const char *verdict)
 {
-    return json_pack("{s:s, s:s, s:s, s:o, s:{s:I, s:I, s:I, s:s}}", "refenc_version", version, "golden",
-                     golden_dir, "results", results_dir, "cases", cases, "summary", "cases",
-                     (json_int_t)n_cases, "passed", (json_int_t)n_passed, "failed",
-                     (json_int_t)(n_cases - n_passed), "verdict", verdict);
+    return json_pack("{s:s, s:o, s:o, s:s, s:o, s:{s:I, s:I, s:I, s:s}}", "refenc_version", version, "golden",
+                     refenc_certificate_text(golden_dir), "results", refenc_certificate_text(results_dir),
+                     "manifest_sha256", manifest_sha256, "cases", cases, "summary", "cases", (json_int_t)n_cases,
+                     "passed", (json_int_t)n_passed, "failed", (json_int_t)(n_cases - n_passed), "verdict",
+                     verdict);
 }

@@ -2,9 +2,10 @@
  * and the certificate: what `refenc certify` prints and writes as JSON and
  * what `refenc report` draws (docs/certify.md).
  *
- * A golden directory holds manifest.json ({"cases": [{"case": NAME, "file":
- * FILE}, ...]}) and cases/FILE; a results directory holds NAME.safetensors
- * per case.  certify.h compares one results file with one golden case. */
+ * A golden directory holds manifest.json (io/manifest.h: {"cases": [{"case":
+ * NAME, "file": FILE, "sha256": HEX}, ...]}) and cases/FILE; a results
+ * directory holds NAME.safetensors per case.  certify.h compares one results
+ * file with one golden case. */
 #ifndef REFENC_CERTIFICATE_H
 #define REFENC_CERTIFICATE_H
 
@@ -13,39 +14,43 @@
 #include <jansson.h>
 
 #include "../core/status.h"
+#include "../io/manifest.h"
 #include "../io/safetensors.h"
 #include "certify.h"
 
-/* DIR/manifest.json, read. */
-typedef struct {
-    char path[4096]; /* for messages */
-    json_t *root;
-    const json_t *cases; /* the "cases" array, borrowed from root */
-} refenc_manifest;
+/* --golden and --results must be directories this process can search:
+ * one that is missing, is not a directory, may not be entered, or is a
+ * symbolic-link loop is an error with the system's reason, never read as
+ * "no results file" for every case.  what: "golden" or "results".
+ * Errors: REFENC_EIO, "DIR (the WHAT directory): REASON". */
+int refenc_certify_dir_check(const char *dir, const char *what, refenc_error *err);
 
-/* Reads DIR/manifest.json.  Errors: REFENC_EFORMAT (not JSON: the message
- * gives line, column and byte; or no "cases" array), REFENC_EIO (cannot be
- * read).  On error *m is empty (safe to free). */
-int refenc_manifest_load(refenc_manifest *m, const char *golden_dir, refenc_error *err);
+/* An output (the certificate, the report) must never replace an input of
+ * the run: the manifest, the golden case or the results file of any case
+ * the glob selects (NULL: every case), under any name.
+ * Errors: REFENC_EINVAL (refenc_refuse_same_file's message), REFENC_ENOMEM. */
+int refenc_certify_refuse_output(const char *out_path, const refenc_manifest *m, const char *golden_dir,
+                                 const char *results_dir, const char *case_glob, refenc_error *err);
 
-size_t refenc_manifest_size(const refenc_manifest *m);
-
-/* The name and file of cases[i].  Errors: REFENC_EFORMAT (no "case" or no
- * plain "file" name: a file name with a '/' could leave the directory). */
-int refenc_manifest_case(const refenc_manifest *m, size_t i, const char **name, const char **file,
-                         refenc_error *err);
-
-void refenc_manifest_free(refenc_manifest *m);
-
-/* Certifies one case of a golden directory: reads GOLDEN_DIR/cases/FILE and
- * RESULTS_DIR/NAME.safetensors and compares them (refenc_certify_case); a
- * results file that does not exist makes a failing case whose note says so
- * (refenc_certify_missing; then results is left empty).  golden and results
- * stay open for the caller, who frees them and rep, also on error.
- * Errors: those of refenc_st_read and refenc_certify_case. */
+/* Certifies one case of a golden directory (docs/certify.md, the trust
+ * model): reads GOLDEN_DIR/cases/<c->file> and checks it is the file the
+ * manifest lists (its sha256 and its name: refenc_manifest_verify), then
+ * RESULTS_DIR/<c->name>.safetensors, and compares them (refenc_certify_case).
+ * A results file that does not exist makes a failing case whose note says
+ * so (refenc_certify_missing; then results is left empty); any other reason
+ * it cannot be reached (a loop, a permission) is an error.  golden and
+ * results stay open for the caller, who frees them and rep, also on error.
+ * Errors: those of refenc_st_read, refenc_manifest_verify and
+ * refenc_certify_case; REFENC_EIO; REFENC_ENOMEM. */
 int refenc_certify_dir_case(refenc_case_report *rep, refenc_st_file *golden, refenc_st_file *results,
-                            const char *golden_dir, const char *file, const char *results_dir,
-                            const char *name, const refenc_certify_options *opt, refenc_error *err);
+                            const char *golden_dir, const refenc_manifest_case *c, const char *results_dir,
+                            const refenc_certify_options *opt, refenc_error *err);
+
+/* A JSON string of any bytes: a path or a note may hold bytes that are not
+ * UTF-8, which JSON strings cannot; they are written \xNN, as in messages
+ * (refenc_text_escape), so a certificate stays valid JSON and is never lost
+ * to a file name.  A new reference, or NULL when out of memory. */
+json_t *refenc_certificate_text(const char *s);
 
 /* A JSON number, or for inf and NaN (which JSON cannot hold) the strings
  * "inf", "-inf", "nan".  A new reference. */
@@ -62,11 +67,15 @@ void refenc_certificate_worst_index(size_t idx[REFENC_ST_MAX_NDIM], const refenc
  * "note"}, ...]}.  A new reference, or NULL when out of memory. */
 json_t *refenc_certificate_case(const refenc_case_report *rep);
 
-/* The whole certificate: {"refenc_version", "golden", "results", "cases":
- * cases (the reference is stolen), "summary": {"cases", "passed", "failed",
- * "verdict"}}, failed = n_cases - n_passed (a case that could not be read
- * counts as failed).  verdict: "PASS", "FAIL" or "ERROR".  A new reference. */
+/* The whole certificate: {"refenc_version", "golden", "results",
+ * "manifest_sha256" (the manifest the cases were verified against, for a CI
+ * to pin), "cases": cases (the reference is stolen), "summary": {"cases",
+ * "passed", "failed", "verdict"}}, failed = n_cases - n_passed (a case that
+ * could not be read counts as failed).  verdict: "PASS", "FAIL" or "ERROR".
+ * The paths are written with refenc_certificate_text.  A new reference, or
+ * NULL when out of memory. */
 json_t *refenc_certificate_doc(const char *version, const char *golden_dir, const char *results_dir,
-                               json_t *cases, size_t n_cases, size_t n_passed, const char *verdict);
+                               const char *manifest_sha256, json_t *cases, size_t n_cases, size_t n_passed,
+                               const char *verdict);
 
 #endif

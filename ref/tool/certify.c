@@ -75,8 +75,9 @@ static int load_outputs(refenc_case_report *rep, const refenc_st_file *golden, r
                                 "case and outputs)", golden->path, REFENC_GOLDEN_FORMAT);
     snprintf(rep->name, sizeof rep->name, "%s", name);
 
+    /* duplicate keys refused, as everywhere else in a golden file */
     json_error_t jerr;
-    json_t *list = json_loads(outs, 0, &jerr);
+    json_t *list = json_loads(outs, JSON_REJECT_DUPLICATES, &jerr);
     int st = REFENC_OK;
     if (list == NULL || !json_is_array(list) || json_array_size(list) == 0) {
         st = refenc_error_set(err, REFENC_EFORMAT, "%s: __metadata__.outputs is not a non-empty JSON array",
@@ -297,11 +298,15 @@ static int diagnose(refenc_case_report *rep, const refenc_st_file *golden, const
                     refenc_error *err)
 {
     const char *vs = refenc_st_metadata(golden, "variants");
-    json_t *list = vs ? json_loads(vs, 0, NULL) : NULL;
+    json_t *list = vs ? json_loads(vs, JSON_REJECT_DUPLICATES, NULL) : NULL;
     size_t i;
     json_t *v;
     int st = REFENC_OK;
     rep->diagnosis[0] = '\0';
+    /* a list that cannot be read must not pass for "no known variant matches" */
+    if (vs != NULL && !json_is_array(list))
+        st = refenc_error_set(err, REFENC_EFORMAT, "%s: __metadata__.variants is not a JSON array",
+                              golden->path);
     json_array_foreach(list, i, v) {
         const char *vname = json_string_value(json_object_get(v, "name"));
         const json_t *outs = json_object_get(v, "outputs");

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "../core/alloc.h"
+#include "../io/atomic_write.h"
 #include "../io/golden_names.h"
 #include "../io/safetensors.h"
 #include "certificate.h"
@@ -620,8 +621,8 @@ static void page_head(FILE *o, const json_t *doc)
           "<title>refenc certification report</title><style>", o);
     fputs(STYLE, o);
     fputs("</style></head><body>\n<h1>refenc certification report</h1>\n<table class=\"summary\">\n", o);
-    static const char *const top[] = {"refenc_version", "golden", "results"};
-    for (size_t i = 0; i < 3; i++) {
+    static const char *const top[] = {"refenc_version", "golden", "results", "manifest_sha256"};
+    for (size_t i = 0; i < 4; i++) {
         fprintf(o, "<tr><th>%s</th>", top[i]);
         figure_key(o, "td", top[i], NULL, json_object_get(doc, top[i]));
         fputs("</tr>\n", o);
@@ -662,34 +663,52 @@ static void page_head(FILE *o, const json_t *doc)
     fputs("</table>\n", o);
 }
 
-/* Writes head + body into html_path through a temporary file. */
+/* Writes head + body into html_path atomically (io/atomic_write.h). */
 static int write_atomic(const char *html_path, const json_t *doc, const char *body, size_t body_len,
                         refenc_error *err)
 {
-    const size_t cap = strlen(html_path) + 32;
-    char *tmp = malloc(cap);
-    if (tmp == NULL)
+    char *head = NULL;
+    size_t head_len = 0;
+    FILE *h = open_memstream(&head, &head_len);
+    if (h == NULL)
         return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
-    snprintf(tmp, cap, "%s.tmp.%ld", html_path, (long)getpid());
-    FILE *o = fopen(tmp, "w");
-    if (o == NULL) {
-        const int st = refenc_error_set(err, REFENC_EIO, "%s: cannot create %s", html_path, tmp);
-        free(tmp);
-        return st;
+    page_head(h, doc);
+    if (fclose(h) != 0) {
+        free(head);
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
     }
-    page_head(o, doc);
-    fwrite(body, 1, body_len, o);
-    fputs("</body></html>\n", o);
-    /* the data must be on disk before the rename makes it visible */
-    int bad = fflush(o) != 0 || ferror(o) || fsync(fileno(o)) != 0;
-    bad |= fclose(o) != 0;
-    if (bad || rename(tmp, html_path) != 0) {
-        unlink(tmp);
-        free(tmp);
-        return refenc_error_set(err, REFENC_EIO, "%s: cannot write the report", html_path);
-    }
-    free(tmp);
-    return REFENC_OK;
+    static const char tail[] = "</body></html>\n";
+    refenc_atomic_file a;
+    int st = refenc_atomic_open(&a, html_path, err);
+    if (st == REFENC_OK)
+        st = refenc_atomic_write(&a, head, head_len, err);
+    if (st == REFENC_OK)
+        st = refenc_atomic_write(&a, body, body_len, err);
+    if (st == REFENC_OK)
+        st = refenc_atomic_write(&a, tail, sizeof tail - 1, err);
+    if (st == REFENC_OK)
+        st = refenc_atomic_commit(&a, err);
+    free(head);
+    return st;
+}
+
+/* The golden set, as far as it can be trusted before any case is read (as
+ * certify opens it): searchable directories, the manifest's entries
+ * checked, the report none of the inputs. */
+static int open_golden_set(refenc_manifest *m, const char *html_path, const refenc_report_options *opt,
+                           refenc_error *err)
+{
+    memset(m, 0, sizeof *m);
+    int st = refenc_certify_dir_check(opt->golden_dir, "golden", err);
+    if (st == REFENC_OK)
+        st = refenc_certify_dir_check(opt->results_dir, "results", err);
+    if (st == REFENC_OK)
+        st = refenc_manifest_read(m, opt->golden_dir, err);
+    if (st == REFENC_OK)
+        st = refenc_certify_refuse_output(html_path, m, opt->golden_dir, opt->results_dir, opt->case_glob, err);
+    if (st != REFENC_OK)
+        refenc_manifest_free(m);
+    return st;
 }
 
 int refenc_report_write(const char *html_path, const refenc_report_options *opt, refenc_report_summary *sum,
@@ -698,7 +717,7 @@ int refenc_report_write(const char *html_path, const refenc_report_options *opt,
     memset(sum, 0, sizeof *sum);
     refenc_error_clear(&sum->first_error);
     refenc_manifest manifest;
-    int st = refenc_manifest_load(&manifest, opt->golden_dir, err);
+    int st = open_golden_set(&manifest, html_path, opt, err);
     if (st != REFENC_OK)
         return st;
     char *body = NULL;
@@ -709,10 +728,8 @@ int refenc_report_write(const char *html_path, const refenc_report_options *opt,
         st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
         goto out;
     }
-    for (size_t i = 0; i < refenc_manifest_size(&manifest) && st == REFENC_OK; i++) {
-        const char *name, *file;
-        if ((st = refenc_manifest_case(&manifest, i, &name, &file, err)) != REFENC_OK)
-            break;
+    for (size_t i = 0; i < manifest.n_cases && st == REFENC_OK; i++) {
+        const char *name = manifest.cases[i].name;
         if (opt->case_glob != NULL && fnmatch(opt->case_glob, name, 0) != 0)
             continue;
         sum->cases++;
@@ -721,8 +738,8 @@ int refenc_report_write(const char *html_path, const refenc_report_options *opt,
         refenc_st_file golden, results;
         refenc_case_report rep;
         json_t *c;
-        const int cst = refenc_certify_dir_case(&rep, &golden, &results, opt->golden_dir, file, opt->results_dir,
-                                                name, &opt->certify, &cerr);
+        const int cst = refenc_certify_dir_case(&rep, &golden, &results, opt->golden_dir, &manifest.cases[i],
+                                                opt->results_dir, &opt->certify, &cerr);
         if (cst != REFENC_OK) {
             if (sum->errors++ == 0)
                 sum->first_error = cerr;
@@ -751,7 +768,7 @@ int refenc_report_write(const char *html_path, const refenc_report_options *opt,
     if (st == REFENC_OK) {
         const char *verdict = sum->errors ? "ERROR" : sum->failed ? "FAIL" : "PASS";
         json_t *doc = refenc_certificate_doc(opt->version ? opt->version : "", opt->golden_dir, opt->results_dir,
-                                             cases, sum->cases, sum->passed, verdict);
+                                             manifest.sha256, cases, sum->cases, sum->passed, verdict);
         cases = NULL; /* stolen */
         st = doc ? write_atomic(html_path, doc, body, body_len, err)
                  : refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);

@@ -24,7 +24,8 @@ PUB_HDR   := $(filter-out ref/tool/random_params.h,$(wildcard ref/*.h ref/core/*
 .PHONY: install uninstall
 
 # pkg-config: Requires jansson, because the public headers use json_t
-# (safetensors metadata, config JSON); Libs.private has what a static link
+# (safetensors metadata, config JSON); Requires.private nettle (the golden
+# cases' sha256, io/manifest.c) and Libs.private have what a static link
 # adds.  No GSL and no MPFR: the installed library does not need them.
 $(PC): FORCE
 	@mkdir -p $(dir $@)
@@ -39,6 +40,7 @@ $(PC): FORCE
 	    'Description: reference Transformer encoder: kernels, golden cases, results files, certification' \
 	    'Version: $(VERSION)' \
 	    'Requires: jansson' \
+	    'Requires.private: nettle' \
 	    'Libs: -L$${libdir} -lrefenc' \
 	    'Libs.private: -lm' \
 	    'Cflags: -I$${includedir}' > $@
