@@ -1,7 +1,8 @@
 /* Activations in double (activation.h):
  *   ReLU       max(x, 0); NaN for a NaN
  *   GELU       x Phi(x) = x erfc(-x/sqrt 2) / 2
- *   GELU-tanh  x (1 + tanh(z)) / 2,  z = sqrt(2/pi) (x + 0.044715 x^3) */
+ *   GELU-tanh  x (1 + tanh(z)) / 2,  z = sqrt(2/pi) (x + 0.044715 x^3)
+ *   quick GELU x sigma(1.702 x) = x / (1 + exp(-1.702 x)) */
 #include "activation.h"
 
 #include <math.h>
@@ -28,6 +29,13 @@ double refenc_gelu_tanh(double x)
     return x / (1.0 + exp(-2.0 * z));
 }
 
+double refenc_quick_gelu(double x)
+{
+    /* x sigma(t) = x / (1 + exp(-t)), t = 1.702 x */
+    const double t = 1.702 * x;
+    return x / (1.0 + exp(-t));
+}
+
 void refenc_activation_forward(double *y, const double *x, size_t n, refenc_activation act)
 {
     for (size_t i = 0; i < n; i++) {
@@ -35,6 +43,7 @@ void refenc_activation_forward(double *y, const double *x, size_t n, refenc_acti
         case REFENC_ACT_RELU: y[i] = refenc_relu(x[i]); break;
         case REFENC_ACT_GELU: y[i] = refenc_gelu(x[i]); break;
         case REFENC_ACT_GELU_TANH: y[i] = refenc_gelu_tanh(x[i]); break;
+        case REFENC_ACT_QUICK_GELU: y[i] = refenc_quick_gelu(x[i]); break;
         }
     }
 }

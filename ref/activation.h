@@ -25,6 +25,15 @@ double refenc_gelu(double x);
  * sqrt(2/pi) is the double nearest 0.7978845608028654; x^3 is x*x*x. */
 double refenc_gelu_tanh(double x);
 
+/* Quick GELU (CLIP; HF's QuickGELUActivation, input * sigmoid(1.702 input)):
+ *   x sigma(1.702 x),   sigma(t) = 1 / (1 + exp(-t)).
+ * Computed as x / (1 + exp(-t)), t = fl(A x), A the double nearest 1.702:
+ * no cancellation for either sign; for x < -417, exp(-t) overflows and the
+ * result is -0 (the exact value is below 2^-1000 in magnitude).
+ * It differs from exact GELU by up to 0.0203 (at x = 2.27), so using
+ * one where the other is meant is a detectable bug. */
+double refenc_quick_gelu(double x);
+
 /* y, x: (n); y may alias x.  y[i] = act(x[i]).  Never fails. */
 void refenc_activation_forward(double *y, const double *x, size_t n, refenc_activation act);
 

@@ -1,10 +1,13 @@
 /* Scaled dot-product attention in double (attention.h):
  *   s[i,j] = (q_i . k_j) / (sqrt(Dh) tau) - m_h |pos_i - pos_j| + attn_mask[i,j]
- *   s[i,j] = -inf where key j is padding, or j > i under the causal mask
+ *   s[i,j] = M where key j is padding, or j > i under the causal mask,
+ *            M = -inf or -DBL_MAX (mask_value)
  *   weights[i,:] = softmax(s[i,:]);  out_i = sum_j weights[i,j] v_j
- * A query whose every key is masked gets weights 0 and output 0. */
+ * A query whose every score is -inf gets weights 0 and output 0; with
+ * M = -DBL_MAX a query whose every key is masked gets weights 1/L. */
 #include "attention.h"
 
+#include <float.h>
 #include <math.h>
 
 #include "alibi.h"
@@ -16,6 +19,7 @@ void refenc_attention_forward(double *out, double *weights,
                               size_t B, size_t H, size_t L, size_t Dh)
 {
     const double divisor = sqrt((double)Dh) * opt->temperature;
+    const double masked = opt->mask_value == REFENC_MASK_FINFO_MIN ? -DBL_MAX : -INFINITY;
 
     for (size_t b = 0; b < B; b++) {
         const uint8_t *pad_b = opt->key_padding_mask ? opt->key_padding_mask + b * L : NULL;
@@ -43,12 +47,12 @@ void refenc_attention_forward(double *out, double *weights,
                     if (opt->attn_mask != NULL)
                         s += opt->attn_mask[i * L + j];
                     if ((pad_b != NULL && pad_b[j]) || (opt->causal && j > i))
-                        s = -INFINITY;
+                        s = masked;
                     s_i[j] = s;
                 }
             }
 
-            /* weights = softmax over keys; fully masked rows become all 0 */
+            /* weights = softmax over keys; rows of -inf become all 0 */
             refenc_softmax_forward(w_bh, w_bh, L, L, 1.0);
 
             /* out[i,:] = sum_j weights[i,j] v[j,:] */

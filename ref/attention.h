@@ -10,16 +10,23 @@
  * out: (B, H, L, Dh)   weights: (B, H, L, L)   q, k, v: (B, H, L, Dh)
  *
  *   s[i,j] = (q_i . k_j) / (sqrt(Dh) tau)  +  alibi[h,i,j]  +  attn_mask[i,j]
- *   s[i,j] = -inf   where key j is padding, or j > i with the causal mask
+ *   s[i,j] = M      where key j is padding, or j > i with the causal mask:
+ *                   M = -inf (mask_value "-inf", the default), or
+ *                   M = -DBL_MAX (mask_value "finfo_min", torch.finfo(float64).min)
  *   weights[i,:] = softmax(s[i,:])          (softmax.h, tau already applied)
  *   out[i,:] = sum_j weights[i,j] v_j
  *
  * The divisor sqrt(Dh) tau is formed once (two roundings) and each score is
  * one division of the dot product (accumulated j = 0 upward) by it.
  * alibi[h,i,j] = -m_h |pos_i - pos_j| (alibi.h), added after the scaling.
- * Masked-row policy: a query whose every key is masked (all padding, or an
- * attn_mask row of -inf) gets weights all 0 and output 0: finite and
- * deterministic.
+ * Masked-row policy: a query whose every score is -inf (every key masked
+ * with M = -inf, or an attn_mask row of -inf) gets weights all 0 and output
+ * 0: finite and deterministic.  With M = -DBL_MAX a row that sees some key
+ * gives its masked keys exp(-DBL_MAX - max) = 0, exactly the -inf weights;
+ * a row whose every key is masked has every score -DBL_MAX (the masked
+ * score replaces the sum, as torch.where does) and gets uniform weights 1/L:
+ * the mean of v over all L keys, as HF models compute it.  Either way those
+ * rows are don't-care in golden files (docs/golden-format.md).
  * out must not alias q, k or v.  Preconditions: tau > 0; attn_mask has no
  * NaN and no +inf (refenc_encoder_forward checks it).  Never fails. */
 void refenc_attention_forward(double *out, double *weights,

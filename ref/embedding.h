@@ -17,4 +17,21 @@
 void refenc_embedding_forward(double *x, const int64_t *tokens, const double *table,
                               size_t B, size_t L, size_t V, size_t D);
 
+/* Token embedding without the scale (BERT, GPT-2's wte, CLIP).
+ * x: (B, L, D)   tokens: (B, L), each in [0, V)   table: (V, D).
+ * x[b,l,:] = table[tokens[b,l], :]    (a copy: exact)
+ * Precondition: every token in [0, V).  Never fails. */
+void refenc_embedding_lookup(double *x, const int64_t *tokens, const double *table,
+                             size_t B, size_t L, size_t V, size_t D);
+
+/* Adds the rows of a table picked per position: token-type (segment)
+ * embeddings, and learned positions that differ between batch items
+ * (RoBERTa's rule, position_ids.h).
+ * y, x: (B, L, D)   ids: (B, L), each in [0, R)   table: (R, D).
+ * y[b,l,:] = x[b,l,:] + table[ids[b,l], :]    (one rounding per element:
+ * relative error <= u).  y may alias x.
+ * Precondition: every id in [0, R).  Never fails. */
+void refenc_embedding_add(double *y, const double *x, const int64_t *ids, const double *table,
+                          size_t B, size_t L, size_t R, size_t D);
+
 #endif

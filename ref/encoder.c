@@ -1,5 +1,6 @@
 /* The encoder stack in double (encoder.h):
- *   h = embedding(tokens) sqrt(D)  or  h = x;   h = h + PE (sinusoidal, learned)
+ *   h = E[tokens] (sqrt(D))  or  h = x;   h = h + TT[types];   h = h + PE (sinusoidal, learned)
+ *   h = LN_emb(h) if embedding_norm
  *   h = layer_i(h), i = 0 .. N-1   (RoPE / ALiBi inside every attention)
  *   y = LN(h) if final_norm, else h */
 #include "encoder.h"
@@ -12,6 +13,7 @@
 #include "embedding.h"
 #include "layernorm.h"
 #include "learned_pe.h"
+#include "position_ids.h"
 #include "sinusoidal.h"
 
 int refenc_workspace_alloc(refenc_workspace *ws, const refenc_config *cfg, size_t B, size_t L,
@@ -26,9 +28,11 @@ int refenc_workspace_alloc(refenc_workspace *ws, const refenc_config *cfg, size_
     const size_t BLD = B * L * D, BLF = B * L * F, BHLL = B * H * L * L; /* bounded: validated */
     const size_t n = refenc_config_workspace_count(cfg, B, L);
 
+    const int need_ids = cfg->type_vocab_size > 0 || cfg->position_ids == REFENC_POSIDS_ROBERTA;
     ws->block = malloc(n * sizeof(double));
     ws->positions = malloc(L * sizeof(int64_t));
-    if (ws->block == NULL || ws->positions == NULL) {
+    ws->ids = need_ids ? malloc(B * L * sizeof(int64_t)) : NULL;
+    if (ws->block == NULL || ws->positions == NULL || (need_ids && ws->ids == NULL)) {
         refenc_workspace_free(ws);
         return refenc_error_set(err, REFENC_ENOMEM,
                                 "workspace: cannot allocate %zu values for batch %zu x seq_len %zu",
@@ -55,8 +59,10 @@ int refenc_workspace_alloc(refenc_workspace *ws, const refenc_config *cfg, size_
     cur += BHLL;
     ws->alibi_slopes = cur;
     cur += H;
-    /* the last L slots of the count are the int64 positions, allocated apart */
-    if ((size_t)(cur - ws->block) + L != n) { /* internal invariant: layout matches the count */
+    /* the last L (and B L) slots of the count are the int64 positions (and
+     * ids), allocated apart */
+    const size_t n_ids = need_ids ? B * L : 0;
+    if ((size_t)(cur - ws->block) + L + n_ids != n) { /* internal invariant: layout matches the count */
         refenc_workspace_free(ws);
         return refenc_error_set(err, REFENC_EINVAL, "workspace: internal size mismatch");
     }
@@ -73,6 +79,7 @@ void refenc_workspace_free(refenc_workspace *ws)
         return;
     free(ws->block);
     free(ws->positions);
+    free(ws->ids);
     memset(ws, 0, sizeof *ws);
 }
 
@@ -92,16 +99,34 @@ int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params 
     const size_t bld[3] = {B, L, D};
     const int64_t *pos = in->positions != NULL ? in->positions : ws->positions;
 
-    /* h (B, L, D): embedding or the given x, then the additive PE */
+    /* h (B, L, D): the embedding or the given x, the token types, the
+     * additive PE, the embedding LayerNorm */
     double *h = ws->h0, *next = ws->h1;
-    if (cfg->vocab_size > 0)
+    if (cfg->vocab_size > 0 && cfg->scale_embedding)
         refenc_embedding_forward(h, in->tokens, p->embedding, B, L, cfg->vocab_size, D);
+    else if (cfg->vocab_size > 0)
+        refenc_embedding_lookup(h, in->tokens, p->embedding, B, L, cfg->vocab_size, D);
     else
         memcpy(h, in->x, BLD * sizeof(double));
-    if (cfg->positional == REFENC_POS_SINUSOIDAL)
+    if (cfg->type_vocab_size > 0) {
+        const int64_t *types = in->token_types;
+        if (types == NULL) { /* HF's default token_type_ids: all 0 */
+            memset(ws->ids, 0, B * L * sizeof(int64_t));
+            types = ws->ids;
+        }
+        refenc_embedding_add(h, h, types, p->token_type_embedding, B, L, cfg->type_vocab_size, D);
+    }
+    if (cfg->positional == REFENC_POS_SINUSOIDAL) {
         refenc_sinusoidal_forward(h, h, pos, B, L, D);
-    else if (cfg->positional == REFENC_POS_LEARNED)
+    } else if (cfg->positional == REFENC_POS_LEARNED && cfg->position_ids == REFENC_POSIDS_ROBERTA) {
+        refenc_position_ids_roberta(ws->ids, in->tokens, B, L, cfg->padding_idx);
+        refenc_embedding_add(h, h, ws->ids, p->pos_embedding, B, L, cfg->max_len, D);
+    } else if (cfg->positional == REFENC_POS_LEARNED) {
         refenc_learned_pe_forward(h, h, pos, p->pos_embedding, B, L, cfg->max_len, D);
+    }
+    if (cfg->embedding_norm)
+        refenc_layernorm_forward(h, h, p->embedding_norm_weight, p->embedding_norm_bias, B * L, D,
+                                 cfg->embedding_norm_eps);
     refenc_trace_emit(trace, "embed", h, 3, bld);
 
     const refenc_attn_options opt = {
@@ -111,6 +136,7 @@ int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params 
         .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? ws->alibi_slopes : NULL,
         .positions = pos,
         .temperature = cfg->temperature,
+        .mask_value = cfg->mask_value,
     };
     const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, pos};
     const refenc_rope_options *rope_p = cfg->positional == REFENC_POS_ROPE ? &rope : NULL;

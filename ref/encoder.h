@@ -20,6 +20,9 @@ typedef struct {
     refenc_layer_work layer;  /* 12 (B, L, D), one (B, L, F), one (B, H, L, L)     */
     double *alibi_slopes;     /* (H)                                                */
     int64_t *positions;       /* (L) 0..L-1, used when the input has none           */
+    int64_t *ids;             /* (B, L) token types when the input has none (all 0), *
+                               * then RoBERTa's position ids; NULL unless T > 0 or  *
+                               * position_ids is "roberta"                          */
 } refenc_workspace;
 
 /* Errors: REFENC_EINVAL / REFENC_ELIMIT (config or shape invalid, see
@@ -30,12 +33,20 @@ void refenc_workspace_free(refenc_workspace *ws);
 
 /* The encoder stack.
  * y: (B, L, D).
- *   h = embedding(tokens) * sqrt(D)      if vocab_size > 0, else h = x
- *   h = h + PE                           sinusoidal or learned schemes
+ *   h = E[tokens] * sqrt(D)              if vocab_size > 0 and scale_embedding,
+ *   h = E[tokens]                        if vocab_size > 0, not scale_embedding,
+ *   h = x                                otherwise                (embedding.h)
+ *   h = h + TT[token_types]              if type_vocab_size > 0 (types 0 when
+ *                                        the input has none)
+ *   h = h + PE                           sinusoidal or learned schemes; learned
+ *                                        positions 0..L-1 (or in.positions), or
+ *                                        RoBERTa's from the tokens (position_ids.h)
+ *   h = LN_emb(h)                        if embedding_norm, with embedding_norm_eps
  *   h = layer_i(h), i = 0 .. N-1         RoPE / ALiBi inside every attention
  *   y = LN(h) if final_norm, else h      nn.TransformerEncoder's norm
- * Trace steps: "embed", the layers' steps (layer.h), "norm" (if final_norm),
- * "output".
+ * The sums are in HF BertEmbeddings' order: (word + type) + position.
+ * Trace steps: "embed" (the embedding module's output, after LN_emb), the
+ * layers' steps (layer.h), "norm" (if final_norm), "output".
  * Errors: REFENC_EINVAL (input invalid, or ws allocated for another shape).
  * On error y is not written. */
 int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params *p,

@@ -4,6 +4,7 @@
  *   B  batch size            L  sequence length       D  model width (d_model)
  *   H  number of heads       Dh head width = D / H    F  feed-forward width (d_ff)
  *   V  vocabulary size       N  number of layers      P  rows of the learned PE table
+ *   T  token types
  * Tensors are row-major and batch-first: (B, L, D).
  * u = 2^-53 is the unit roundoff of double; gamma_n = n u / (1 - n u).
  *
@@ -26,6 +27,7 @@ extern "C" {
 #include "core/alloc.h"
 #include "core/case.h"
 #include "core/config.h"
+#include "core/family.h"
 #include "core/input.h"
 #include "core/options.h"
 #include "core/params.h"
@@ -44,6 +46,7 @@ extern "C" {
 #include "learned_pe.h"
 #include "linear.h"
 #include "mha.h"
+#include "position_ids.h"
 #include "rope.h"
 #include "sinusoidal.h"
 #include "softmax.h"

@@ -59,6 +59,29 @@ def catches(cert):
     return sorted(out, key=lambda t: -t[1])
 
 
+# The diagnoses a dtype cannot make, each explained; never an escape (a
+# variant a dtype does not catch always fails this check).  (variant, dtype):
+# (the names the diagnosis may give instead, None meaning "no known variant
+# matches", and why).
+NAMING_EXCEPTIONS = {
+    ("layernorm_eps_div10", "F16"): (
+        {"layernorm_eps_1e-12_for_1e-5"},
+        "eps 1e-6 and eps 1e-12 where 1e-5 is meant both shrink eps: on the rows where float16 sees "
+        "the change at all, the two results lie within one budget of each other, so either name fits"),
+    ("layernorm_eps_1e-12_for_1e-5", "BF16"): (
+        {"layernorm_eps_div10", None},
+        "as above, in bfloat16: eps/10 and eps 1e-12 give results within one budget of each other"),
+    ("layernorm_eps_1e-5_for_1e-12", "BF16"): (
+        {None},
+        "caught (the results fail), but the variant's stored copy is within two bfloat16 budgets of "
+        "the golden on the cases that catch it, so the diagnosis declines to name it"),
+    ("quick_gelu_for_gelu", "BF16"): (
+        {None},
+        "caught on the GELU tail cases, whose variant copies lie within two bfloat16 budgets of the "
+        "golden elsewhere in the case: the diagnosis declines to name it rather than risk a wrong name"),
+}
+
+
 def fmt_margin(m):
     return "NaN/inf" if m == float("inf") else f"{m:.3g}"
 
@@ -85,14 +108,16 @@ def main():
             ok = False
         for bug in bugs:
             table[bug, dname] = cs = catches(run(cli, golden, os.path.join(work, f"{bug}-{dname}"), emulate, bug))
-            wrong = sorted({d for _, _, d in cs if d not in (None, bug)})
+            allowed, _ = NAMING_EXCEPTIONS.get((bug, dname), (set(), ""))
+            wrong = sorted({d for _, _, d in cs if d not in (None, bug) and d not in allowed})
+            named = any(d == bug for _, _, d in cs) or None in allowed
             if not cs:
                 print(f"detectability: {bug} escapes {dname}", file=sys.stderr)
-            elif not any(d == bug for _, _, d in cs):
+            elif not named:
                 print(f"detectability: {bug} is caught in {dname} but never named", file=sys.stderr)
             if wrong:
                 print(f"detectability: {bug} in {dname} is diagnosed as {', '.join(wrong)}", file=sys.stderr)
-            ok &= bool(cs) and any(d == bug for _, _, d in cs) and not wrong
+            ok &= bool(cs) and named and not wrong
     lines = ["| variant | " + " | ".join(d for d, _ in DTYPES) + " |",
              "|---|" + "---|" * len(DTYPES)]
     for bug in bugs:
@@ -104,6 +129,10 @@ def main():
                          f"{len(cs)} case{'s' if len(cs) > 1 else ''}, ×{fmt_margin(cs[0][1])} "
                          f"(`{cs[0][0]}`), named on {named}")
         lines.append(f"| `{bug}` | " + " | ".join(cells) + " |")
+    lines += ["", "Diagnoses a dtype cannot make (each variant is still caught there):", ""]
+    for (bug, dname), (allowed, why) in sorted(NAMING_EXCEPTIONS.items()):
+        instead = ", ".join("no name" if a is None else f"`{a}`" for a in sorted(allowed, key=str))
+        lines.append(f"- `{bug}` in {dname} may be given {instead}: {why}.")
     lines += ["", "Catching cases (margin), per dtype:", ""]
     for bug in bugs:
         lines.append(f"- `{bug}`:")
@@ -115,7 +144,7 @@ def main():
     if md_path:
         with open(md_path, "w") as f:
             f.write(text)
-    print("detectability: " + ("every variant caught and named in every dtype, never taken for another; "
+    print("detectability: " + ("every variant caught in every dtype, named (but for the explained exceptions), never taken for another; "
                                "the clean emulations pass"
                                if ok else "SOME VARIANT ESCAPES, or a clean emulation fails"))
     return 0 if ok else 1

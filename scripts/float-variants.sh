@@ -27,7 +27,9 @@ ffn_activation|ref/ffn.c|refenc_activation_forward(hidden, hidden, N * F, act);|
 gelu_output|ref/activation.c|return x * (0.5 * erfc(-x * M_SQRT1_2));|return (double)(float)(x * (0.5 * erfc(-x * M_SQRT1_2)));
 pe_angle|ref/sinusoidal.c|return (double)pos * refenc_sinusoidal_frequency(i, D);|return (double)(float)((double)pos * refenc_sinusoidal_frequency(i, D));
 rope_angle|ref/rope.c|const double angle = (double)pos[l] * refenc_rope_frequency(j, Dh, base);|const double angle = (double)(float)((double)pos[l] * refenc_rope_frequency(j, Dh, base));
-linear_output|ref/linear.c|y_n[o] = b != NULL ? acc + b[o] : acc;|y_n[o] = (double)(float)(b != NULL ? acc + b[o] : acc);'
+linear_output|ref/linear.c|y_n[o] = b != NULL ? acc + b[o] : acc;|y_n[o] = (double)(float)(b != NULL ? acc + b[o] : acc);
+quick_gelu_output|ref/activation.c|return x / (1.0 + exp(-t));|return (double)(float)(x / (1.0 + exp(-t)));
+embedding_add|ref/embedding.c|y_bl[d] = x_bl[d] + row[d];|y_bl[d] = (double)(float)(x_bl[d] + row[d]);'
 
 echo "float-variants: building the unmodified copy in $tmp"
 make -C "$tmp" -s build/checks/refenc-checks >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; exit 1; }

@@ -225,17 +225,31 @@ static double gelu_rounding(double x, double y)
     return g(1) * fabs(y) + 0.5 * fabs(x) * eE;
 }
 
+/* |fl(x / (1 + exp(a^))) - x / (1 + exp(a))| for exact x, the exponent a^
+ * computed within ea of the exact a (the common tail of GELU-tanh, a = -2z,
+ * and quick GELU, a = -1.702 x):
+ *   E^ = exp(a^) within 1 ulp: E^ / exp(a) in [e^{-ea}(1 - 2u), e^{ea}(1 + 2u)]: rel_E
+ *   1 + E^: relative to 1 + exp(a) at most rel_E + u + rel_E u = rel_d
+ *   y^ = fl(x / .): |y^/y - 1| <= (1 + u)/(1 - rel_d) - 1 = rel_y.
+ * If E^ overflows, y^ = -0 and |y| <= |x| exp(-a) <= |x| exp(-a^ + ea). */
+static double logistic_rounding(double x, double y, double a, double ea)
+{
+    const double E = exp(a);
+    if (isinf(E))
+        return fabs(x) * exp(-a + ea) + TINY;
+    const double rel_E = expm1(ea) * (1.0 + 2.0 * FB_ULPS_EXP * U) + 2.0 * FB_ULPS_EXP * U;
+    const double rel_d = rel_E + U + rel_E * U;
+    const double rel_y = (1.0 + U) / (1.0 - rel_d) - 1.0;
+    return rel_y * fabs(y) / (1.0 - rel_y) + 2.0 * TINY;
+}
+
 /* |refenc_gelu_tanh(x) - 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3)))| for exact x.
  * y = x / (1 + exp(-2z)), z = S (x + C x^3), S = sqrt(2/pi), C = 0.044715.
  *   w^ = fl(x + fl(C^ fl(fl(x x) x))): x^3 two roundings, C^ = C(1+d) and the
  *        product two more, the sum one: |w^ - w| <= gamma_5 (|x| + |C x^3|)
  *        (gamma_6 covers using the computed |C x^3|)
  *   z^ = fl(S^ w^): |z^ - z| <= S e_w (1 + u) + gamma_3 |z^|
- *   E^ = exp(-2 z^) (the doubling is exact), within 1 ulp:
- *        E^ / exp(-2z) in [e^{-2 e_z}(1 - 2u), e^{2 e_z}(1 + 2u)]: rel_E
- *   1 + E^: relative to 1 + exp(-2z) at most rel_E + u + rel_E u = rel_d
- *   y^ = fl(x / .): |y^/y - 1| <= (1 + u)/(1 - rel_d) - 1 = rel_y.
- * If E^ overflows, y^ = -0 and |y| <= |x| exp(2z) <= |x| exp(2 z^ + 2 e_z). */
+ *   then logistic_rounding with a = -2z (the doubling is exact), ea = 2 e_z. */
 static double gelu_tanh_rounding(double x, double y)
 {
     const double C = 0.044715, S = 0.7978845608028654;
@@ -243,13 +257,16 @@ static double gelu_tanh_rounding(double x, double y)
     const double ew = g(6) * (fabs(x) + fabs(cx3));
     const double z = S * (x + cx3);
     const double ez = S * ew * (1.0 + U) + g(3) * fabs(z);
-    const double E = exp(-2.0 * z);
-    if (isinf(E))
-        return fabs(x) * exp(2.0 * z + 2.0 * ez) + TINY;
-    const double rel_E = expm1(2.0 * ez) * (1.0 + 2.0 * FB_ULPS_EXP * U) + 2.0 * FB_ULPS_EXP * U;
-    const double rel_d = rel_E + U + rel_E * U;
-    const double rel_y = (1.0 + U) / (1.0 - rel_d) - 1.0;
-    return rel_y * fabs(y) / (1.0 - rel_y) + 2.0 * TINY;
+    return logistic_rounding(x, y, -2.0 * z, 2.0 * ez);
+}
+
+/* |refenc_quick_gelu(x) - x / (1 + exp(-1.702 x))| for exact x:
+ *   t^ = fl(A^ x), A^ = 1.702 (1 + d): |t^ - t| <= gamma_2 |t| (gamma_3 |t^| covers it),
+ *   then logistic_rounding with a = -t^, ea = gamma_3 |t^|. */
+static double quick_gelu_rounding(double x, double y)
+{
+    const double t = 1.702 * x;
+    return logistic_rounding(x, y, -t, g(3) * fabs(t));
 }
 
 double fb_activation_rounding(refenc_activation act, double x, double y)
@@ -257,6 +274,7 @@ double fb_activation_rounding(refenc_activation act, double x, double y)
     switch (act) {
     case REFENC_ACT_GELU: return gelu_rounding(x, y);
     case REFENC_ACT_GELU_TANH: return gelu_tanh_rounding(x, y);
+    case REFENC_ACT_QUICK_GELU: return quick_gelu_rounding(x, y);
     case REFENC_ACT_RELU: break;
     }
     return 0.0; /* ReLU is exact */
@@ -510,6 +528,7 @@ static void chain_attention(double *out, double *Eout, double *w, double *ew,
                 for (size_t d = 0; d < Dh; d++)
                     sq += q_i[d] * q_i[d];
                 const double nq = sqrt(sq) * (1.0 + g((double)Dh + 1.0));
+                int sees = 0; /* some unmasked score above -inf */
                 for (size_t j = 0; j < L; j++) {
                     if ((pad_b != NULL && pad_b[j]) || (opt->causal && j > i)) {
                         z[j] = -INFINITY; /* masked in both: exact */
@@ -538,7 +557,15 @@ static void chain_attention(double *out, double *Eout, double *w, double *ew,
                     }
                     z[j] = s;
                     ez[j] = es;
+                    sees |= s > -INFINITY;
                 }
+                /* mask_value finfo_min: with a visible key, a masked weight is
+                 * exp(-DBL_MAX - max) = 0 in both, as for -inf; without one,
+                 * every masked score is -DBL_MAX exactly in both: equal scores,
+                 * exp(0) each (attention.h) */
+                for (size_t j = 0; opt->mask_value == REFENC_MASK_FINFO_MIN && !sees && j < L; j++)
+                    if ((pad_b != NULL && pad_b[j]) || (opt->causal && j > i))
+                        z[j] = 0.0, ez[j] = 0.0;
                 softmax_row_bound(ew_bh + i * L, w_bh + i * L, z, ez, L);
             }
             for (size_t i = 0; i < L; i++) {
@@ -728,10 +755,20 @@ static void chain_layer(double *y, double *Ey, double *w, double *ew, const doub
     free(buf);
 }
 
+/* E[r] += |c h[r,:]|_2: one rounding of relative size c per element of row r. */
+static void row_bound_add(double *E, const double *h, size_t R, size_t D, double c)
+{
+    for (size_t r = 0; r < R; r++) {
+        double r2 = 0.0;
+        for (size_t d = 0; d < D; d++)
+            r2 += (c * h[r * D + d]) * (c * h[r * D + d]);
+        E[r] += sqrt(r2);
+    }
+}
+
 void fb_encoder(fb_result *r, const refenc_params *p, const refenc_config *cfg,
                 const refenc_input *in, const fb_norms *nm)
 {
-    cr_assert_eq(cfg->vocab_size, 0, "fb_encoder: token inputs are not supported");
     const size_t B = in->B, L = in->L, D = cfg->d_model, H = cfg->n_heads;
     const size_t BL = B * L, BLD = BL * D;
     memset(r, 0, sizeof *r);
@@ -758,7 +795,22 @@ void fb_encoder(fb_result *r, const refenc_params *p, const refenc_config *cfg,
 
     double *h = dalloc(2 * BLD + 2 * BL);
     double *nx = h + BLD, *Eh = nx + BLD, *Enx = Eh + BL;
-    memcpy(h, in->x, BLD * sizeof(double)); /* the input is exact: Eh = 0 */
+    /* the input x is exact: Eh = 0; so is a row looked up without the scale;
+     * scaled by sqrt(D): fl(sqrt D) and the product, gamma_2 |h| per element */
+    if (cfg->vocab_size > 0 && cfg->scale_embedding) {
+        refenc_embedding_forward(h, in->tokens, p->embedding, B, L, cfg->vocab_size, D);
+        row_bound_add(Eh, h, BL, D, g(2));
+    } else if (cfg->vocab_size > 0) {
+        refenc_embedding_lookup(h, in->tokens, p->embedding, B, L, cfg->vocab_size, D);
+    } else {
+        memcpy(h, in->x, BLD * sizeof(double));
+    }
+    int64_t *ids = prop_calloc(BL, sizeof(int64_t)); /* types 0, or RoBERTa's positions */
+    if (cfg->type_vocab_size > 0) { /* one rounded sum per element: gamma_1 |h| */
+        refenc_embedding_add(h, h, in->token_types ? in->token_types : ids,
+                             p->token_type_embedding, B, L, cfg->type_vocab_size, D);
+        row_bound_add(Eh, h, BL, D, g(1));
+    }
 
     if (cfg->positional == REFENC_POS_SINUSOIDAL) {
         /* y = fl(x + sin(angle^)): the angle fl(pos w_i) within gamma_1 |angle|,
@@ -775,13 +827,20 @@ void fb_encoder(fb_result *r, const refenc_params *p, const refenc_config *cfg,
         }
         memcpy(h, nx, BLD * sizeof(double));
     } else if (cfg->positional == REFENC_POS_LEARNED) {
-        refenc_learned_pe_forward(h, h, pos, p->pos_embedding, B, L, cfg->max_len, D);
-        for (size_t bl = 0; bl < BL; bl++) {
-            double r2 = 0.0;
-            for (size_t d = 0; d < D; d++)
-                r2 += (g(1) * h[bl * D + d]) * (g(1) * h[bl * D + d]);
-            Eh[bl] += sqrt(r2);
+        if (cfg->position_ids == REFENC_POSIDS_ROBERTA) {
+            refenc_position_ids_roberta(ids, in->tokens, B, L, cfg->padding_idx);
+            refenc_embedding_add(h, h, ids, p->pos_embedding, B, L, cfg->max_len, D);
+        } else {
+            refenc_learned_pe_forward(h, h, pos, p->pos_embedding, B, L, cfg->max_len, D);
         }
+        row_bound_add(Eh, h, BL, D, g(1));
+    }
+    free(ids);
+    if (cfg->embedding_norm) {
+        chain_layernorm(nx, Enx, h, Eh, p->embedding_norm_weight, p->embedding_norm_bias, BL, D,
+                        cfg->embedding_norm_eps);
+        memcpy(h, nx, BLD * sizeof(double));
+        memcpy(Eh, Enx, BL * sizeof(double));
     }
 
     const refenc_attn_options opt = {
@@ -791,6 +850,7 @@ void fb_encoder(fb_result *r, const refenc_params *p, const refenc_config *cfg,
         .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? slopes : NULL,
         .positions = pos,
         .temperature = cfg->temperature,
+        .mask_value = cfg->mask_value,
     };
     const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, pos};
     const refenc_rope_options *rope_p = cfg->positional == REFENC_POS_ROPE ? &rope : NULL;
@@ -868,5 +928,27 @@ size_t fb_outputs_outside(test_worst *w, const double *y1, const fb_result *f1, 
     size_t bad = 0;
     for (size_t i = 0; i < BLD; i++)
         bad += !fb_within(w, y1[i], f1->Ey[i / D], y0[i], f0->Ey[i / D], "%s: output %zu", what, i);
+    return bad;
+}
+
+size_t fb_outputs_changed_by(test_worst *w, prop_case *c, void (*change)(prop_case *c, void *arg),
+                             void *arg)
+{
+    const size_t BLD = c->B * c->L * c->cfg.d_model;
+    double *y0 = prop_calloc(BLD, sizeof(double)), *y1 = prop_calloc(BLD, sizeof(double));
+    const refenc_input in = {.B = c->B, .L = c->L, .x = c->x, .key_padding_mask = c->pad,
+                             .tokens = c->tokens, .token_types = c->types};
+    fb_norms nm;
+    fb_result f0, f1;
+    fb_norms_compute(&nm, &c->p, &c->cfg);
+    fb_encoder_checked(&f0, y0, NULL, &c->p, &c->cfg, &in, &nm, c->desc);
+    change(c, arg);
+    fb_encoder_checked(&f1, y1, NULL, &c->p, &c->cfg, &in, &nm, c->desc);
+    const size_t bad = fb_outputs_outside(w, y1, &f1, y0, &f0, c->desc);
+    fb_result_free(&f0);
+    fb_result_free(&f1);
+    fb_norms_free(&nm);
+    free(y0);
+    free(y1);
     return bad;
 }

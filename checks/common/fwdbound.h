@@ -51,7 +51,11 @@
  * where phi (2 - x^2) = 0: 1.12891 at x = sqrt 2.  The tanh approximation
  * peaks at 1.12899 (x = 1.4185, on a 1e-4 grid over [-10, 10], a central
  * difference with step 1e-6; outside, the derivative is within 1e-15 of 0 or
- * 1).  ReLU: 1. */
+ * 1).  Quick GELU x sigma(a x) has derivative s + u s (1 - s), s = sigma(u),
+ * u = a x: whatever a, the SiLU's derivative, which peaks at 1.0998393
+ * (u = 2.39936, on a 1e-5 grid over [0, 5]; it tends to 1 beyond) and
+ * bottoms at -0.0998393 (its mirror: the derivative minus 1/2 is odd in u),
+ * so FB_LIP_GELU covers it.  ReLU: 1. */
 #define FB_LIP_GELU 1.13
 
 /* The bounds are evaluated in double: sums of non-negative terms, each with
@@ -122,8 +126,9 @@ void fb_mha_observed(double *y, double *Ey, double *w, double *ew, const double 
                      const refenc_rope_options *rope, size_t B, size_t L, size_t D, size_t H,
                      const double *nqkv, double no);
 
-/* The encoder (encoder.h) for an input x (vocab_size 0), recomputed from
- * its stages with bounds. */
+/* The encoder (encoder.h), recomputed from its stages with bounds: an input
+ * x, or tokens through the embedding path (the scale, token types, learned
+ * positions by index or RoBERTa's rule, the embedding LayerNorm). */
 typedef struct {
     size_t B, L, D, N, BHLL;
     double *y;        /* (B, L, D)  the output                                */
@@ -149,6 +154,14 @@ void fb_encoder_checked(fb_result *r, double *y, prop_capture *cap, const refenc
  * (fb_within, element by element, "<what>: output <i>" in the record). */
 size_t fb_outputs_outside(test_worst *w, const double *y1, const fb_result *f1, const double *y0,
                           const fb_result *f0, const char *what);
+
+/* An invariance of the parameters: runs the bounded encoder on case c (its
+ * x or tokens, token types and padding), applies change(c, arg), which
+ * alters c's parameters only, runs it again, and returns the number of
+ * outputs of the second run outside the two runs' bounds of the first
+ * (fb_outputs_outside). */
+size_t fb_outputs_changed_by(test_worst *w, prop_case *c, void (*change)(prop_case *c, void *arg),
+                             void *arg);
 
 /* 1 if |a - b| <= (ea + eb) * FB_SLACK; records the comparison in w. */
 int fb_within(test_worst *w, double a, double ea, double b, double eb, const char *fmt, ...)

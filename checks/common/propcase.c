@@ -40,15 +40,21 @@ static size_t pick(gsl_rng *r, const size_t *v, size_t n)
 void prop_case_describe(prop_case *c)
 {
     const refenc_config *g = &c->cfg;
+    char emb[96] = "";
+    if (g->vocab_size > 0)
+        snprintf(emb, sizeof emb, " tokens V=%zu T=%zu%s%s emb_eps=%g mask=%s", g->vocab_size,
+                 g->type_vocab_size, g->scale_embedding ? " scaled" : "",
+                 g->embedding_norm ? " emb_LN" : "", g->embedding_norm_eps,
+                 refenc_mask_value_name(g->mask_value));
     snprintf(c->desc, sizeof c->desc,
-             "B=%zu L=%zu D=%zu H=%zu F=%zu N=%zu %s-LN %s pos=%s%s%s eps=%g tau=%.17g%s%s",
+             "B=%zu L=%zu D=%zu H=%zu F=%zu N=%zu %s-LN %s pos=%s%s%s eps=%g tau=%.17g%s%s%s",
              c->B, c->L, g->d_model, g->n_heads, g->d_ff, g->n_layers,
              g->norm == REFENC_NORM_PRE ? "Pre" : "Post", refenc_activation_name(g->activation),
              refenc_positional_name(g->positional),
              g->positional == REFENC_POS_ROPE ? "/" : "",
              g->positional == REFENC_POS_ROPE ? refenc_rope_layout_name(g->rope_layout) : "",
              g->layer_norm_eps, g->temperature, g->causal ? " causal" : "",
-             c->pad ? " padded" : "");
+             c->pad ? " padded" : "", emb);
 }
 
 void prop_case_random(prop_case *c, gsl_rng *r, size_t index, const prop_opts *o)
@@ -79,8 +85,9 @@ void prop_case_random(prop_case *c, gsl_rng *r, size_t index, const prop_opts *o
     g->d_ff = 1 + gsl_rng_uniform_int(r, 3 * g->d_model);
     g->n_layers = 1 + gsl_rng_uniform_int(r, o->max_layers);
 
-    static const refenc_activation acts[] = {REFENC_ACT_RELU, REFENC_ACT_GELU, REFENC_ACT_GELU_TANH};
-    g->activation = acts[index % 3];
+    static const refenc_activation acts[] = {REFENC_ACT_RELU, REFENC_ACT_GELU, REFENC_ACT_GELU_TANH,
+                                             REFENC_ACT_QUICK_GELU};
+    g->activation = acts[index % 4];
     g->norm = o->norm >= 0 ? (refenc_norm_placement)o->norm
                            : ((index / 3) % 2 == 0 ? REFENC_NORM_PRE : REFENC_NORM_POST);
     g->final_norm = g->norm == REFENC_NORM_PRE; /* nn.TransformerEncoder's usual choice */
@@ -113,11 +120,48 @@ void prop_case_random(prop_case *c, gsl_rng *r, size_t index, const prop_opts *o
     prop_case_describe(c);
 }
 
+void prop_case_redraw(prop_case *c, gsl_rng *r)
+{
+    refenc_error err;
+    refenc_params_free(&c->p);
+    cr_assert_eq(refenc_params_alloc(&c->p, &c->cfg, &err), REFENC_OK, "params: %s", err.message);
+    refenc_params_init_random(&c->p, &c->cfg, r);
+    prop_case_describe(c);
+}
+
+void prop_case_tokens(prop_case *c, gsl_rng *r, size_t index)
+{
+    refenc_config *g = &c->cfg;
+    g->vocab_size = 3 + gsl_rng_uniform_int(r, 18);
+    g->padding_idx = 0;
+    g->type_vocab_size = index % 3;
+    g->scale_embedding = (index / 3) % 2;
+    g->embedding_norm = index % 4 != 3;
+    static const double epss[] = {1e-12, 1e-5, 2.5e-3};
+    g->embedding_norm_eps = epss[gsl_rng_uniform_int(r, 3)];
+    g->mask_value = index % 2 ? REFENC_MASK_FINFO_MIN : REFENC_MASK_NEG_INF;
+    prop_case_redraw(c, r);
+
+    free(c->x);
+    c->x = NULL;
+    const size_t BL = c->B * c->L;
+    c->tokens = prop_calloc(BL, sizeof(int64_t));
+    c->types = g->type_vocab_size > 0 ? prop_calloc(BL, sizeof(int64_t)) : NULL;
+    for (size_t i = 0; i < BL; i++) { /* padding positions hold the padding token */
+        c->tokens[i] = c->pad && c->pad[i] ? 0 : 1 + (int64_t)gsl_rng_uniform_int(r, g->vocab_size - 1);
+        if (c->types != NULL)
+            c->types[i] = (int64_t)gsl_rng_uniform_int(r, g->type_vocab_size);
+    }
+    prop_case_describe(c);
+}
+
 void prop_case_free(prop_case *c)
 {
     refenc_params_free(&c->p);
     free(c->x);
     free(c->pad);
+    free(c->tokens);
+    free(c->types);
     memset(c, 0, sizeof *c);
 }
 

@@ -38,15 +38,30 @@ typedef struct {
     refenc_config cfg;
     size_t B, L;
     refenc_params p;
-    double *x;          /* (B, L, D)              */
+    double *x;          /* (B, L, D), or NULL with tokens */
     uint8_t *pad;       /* (B, L) or NULL          */
-    char desc[200];     /* the case, for messages */
+    int64_t *tokens;    /* (B, L) or NULL (prop_case_tokens) */
+    int64_t *types;     /* (B, L) or NULL          */
+    char desc[320];     /* the case, for messages */
 } prop_case;
 
 /* Draws case number `index` (the index fixes the activation, the norm
- * placement and whether D is a power of two).  Aborts the test on error. */
+ * placement and whether D is a power of two; the activations ReLU, GELU,
+ * GELU-tanh and quick GELU in turn).  Aborts the test on error. */
 void prop_case_random(prop_case *c, gsl_rng *r, size_t index, const prop_opts *o);
 void prop_case_free(prop_case *c);
+
+/* Turns a case into token inputs through the families' embedding path:
+ * V in 3 .. 20 with padding_idx 0 (the token at padded positions), and with
+ * the case index: T = index % 3 token types, the sqrt(D) scale on odd
+ * index / 3, the embedding LayerNorm unless index % 4 == 3 (eps 1e-12, 1e-5
+ * or 2.5e-3), mask_value finfo_min on odd indices.  Redraws the
+ * parameters; x is freed.  Aborts the test on error. */
+void prop_case_tokens(prop_case *c, gsl_rng *r, size_t index);
+
+/* Redraws the parameters (from r) after the test changed the config, and
+ * refreshes the description.  Aborts the test on error. */
+void prop_case_redraw(prop_case *c, gsl_rng *r);
 
 /* Refreshes the description after the test changed the config. */
 void prop_case_describe(prop_case *c);

@@ -198,6 +198,23 @@ void bnd_activation(double *E_y, const double *x, const double *E_x, const doubl
             lip = LIP_GELU_TANH;
             break;
         }
+        case REFENC_ACT_QUICK_GELU: {
+            /* y = x / (1 + exp(-t)), t = A x, A the double nearest 1.702 (relative
+             * error <= u): |t^ - t| <= 2u |t^| = dt (the constant and the product);
+             * exp(-t^) within (dt + 2u) of exp(-t) relatively; the sum 1 + E adds
+             * u (1 + E), the division u.  If exp(-t^) overflows (x < -417), y^ = -0
+             * and |y| <= 417 e^-709 < 2^-1000. */
+            const double t = 1.702 * xi, dt = 2 * U * fabs(t);
+            const double E = exp(-t), den = 1 + E;
+            if (isinf(E)) {
+                r = 0x1p-1000;
+            } else {
+                const double rel = (E * (dt + 2 * LIBM_ULP_EXP * U) + U * den) / den + U;
+                r = rel * fabs(y[i]);
+            }
+            lip = LIP_QUICK_GELU;
+            break;
+        }
         }
         E_y[i] = r + lip * ex;
     }
@@ -329,6 +346,19 @@ void bnd_attention(double *E_out, double *E_w, const double *q, const double *E_
                     s[i * L + j] = sv;
                     Es[i * L + j] = E;
                 }
+            /* mask_value finfo_min: a row with an unmasked score above -inf gives
+             * its masked keys weight exp(-DBL_MAX - max) = 0 (below the subnormal
+             * floor of the softmax bound), as -inf does; a row without one scores
+             * every masked key -DBL_MAX exactly, in the reference as in the oracle:
+             * equal scores, exp(0) each (attention.h) */
+            for (size_t i = 0; opt->mask_value == REFENC_MASK_FINFO_MIN && i < L; i++) {
+                int sees = 0;
+                for (size_t j = 0; j < L; j++)
+                    sees |= !((pad != NULL && pad[j]) || (opt->causal && j > i)) && s[i * L + j] > -INFINITY;
+                for (size_t j = 0; !sees && j < L; j++)
+                    if ((pad != NULL && pad[j]) || (opt->causal && j > i))
+                        s[i * L + j] = 0, Es[i * L + j] = 0;
+            }
             double *Ew_ = E_w + bh * L * L;
             bnd_softmax_scaled(Ew_, s, Es, w_, L, L);
             for (size_t i = 0; i < L; i++)
@@ -483,13 +513,24 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
     double *out = dalloc(BLD), *Eout = dalloc(BLD), *Ew = dalloc(BHLL), *pe = dalloc(L * D);
     double *Epe = dalloc(L * D), *slopes = dalloc(H), *slope_err = dalloc(H);
 
-    /* embed: sqrt(D) rounded, one product: gamma_2 |x^|; PE: table error + u |y| */
-    if (cfg->vocab_size > 0) {
+    /* embed: sqrt(D) rounded, one product: gamma_2 |x^| (without the scale an
+     * exact copy); each table row added: u |y|; PE: table error + u |y|; the
+     * embedding LayerNorm: bnd_layernorm with the sum's error as input error */
+    if (cfg->vocab_size > 0 && cfg->scale_embedding) {
         refenc_embedding_forward(h, in->tokens, p->embedding, B, L, cfg->vocab_size, D);
         for (size_t i = 0; i < BLD; i++)
             Eh[i] = bnd_gamma(2) * fabs(h[i]);
+    } else if (cfg->vocab_size > 0) {
+        refenc_embedding_lookup(h, in->tokens, p->embedding, B, L, cfg->vocab_size, D);
     } else {
         memcpy(h, in->x, BLD * sizeof(double));
+    }
+    int64_t *ids = calloc(BL, sizeof(int64_t)); /* token types 0, or RoBERTa's positions */
+    if (cfg->type_vocab_size > 0) {
+        refenc_embedding_add(h, h, in->token_types ? in->token_types : ids, p->token_type_embedding,
+                             B, L, cfg->type_vocab_size, D);
+        for (size_t i = 0; i < BLD; i++)
+            Eh[i] += U * fabs(h[i]);
     }
     if (cfg->positional == REFENC_POS_SINUSOIDAL) {
         refenc_sinusoidal_forward(h, h, pos, B, L, D);
@@ -498,9 +539,23 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
             for (size_t d = 0; d < D; d++)
                 Eh[bl * D + d] += Epe[(bl % L) * D + d] + U * fabs(h[bl * D + d]);
     } else if (cfg->positional == REFENC_POS_LEARNED) {
-        refenc_learned_pe_forward(h, h, pos, p->pos_embedding, B, L, cfg->max_len, D);
+        if (cfg->position_ids == REFENC_POSIDS_ROBERTA) {
+            refenc_position_ids_roberta(ids, in->tokens, B, L, cfg->padding_idx);
+            refenc_embedding_add(h, h, ids, p->pos_embedding, B, L, cfg->max_len, D);
+        } else {
+            refenc_learned_pe_forward(h, h, pos, p->pos_embedding, B, L, cfg->max_len, D);
+        }
         for (size_t i = 0; i < BLD; i++)
             Eh[i] += U * fabs(h[i]);
+    }
+    free(ids);
+    if (cfg->embedding_norm) {
+        refenc_layernorm_forward(ln, h, p->embedding_norm_weight, p->embedding_norm_bias, BL, D,
+                                 cfg->embedding_norm_eps);
+        st->applicable &= bnd_layernorm(Eln, h, Eh, p->embedding_norm_weight,
+                                        p->embedding_norm_bias, ln, BL, D, cfg->embedding_norm_eps);
+        memcpy(h, ln, BLD * sizeof(double));
+        memcpy(Eh, Eln, BLD * sizeof(double));
     }
     record(st, "embed", h, Eh, BLD);
 
@@ -515,6 +570,7 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
         .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? slopes : NULL,
         .positions = pos,
         .temperature = cfg->temperature,
+        .mask_value = cfg->mask_value,
     };
     const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, pos};
     const refenc_rope_options *rope_p = cfg->positional == REFENC_POS_ROPE ? &rope : NULL;

@@ -31,10 +31,14 @@
 #define LIBM_ULP_EXP2 1.0
 #define LIBM_ULP_ERFC 5.0
 /* Lipschitz constants of the activations over R (docs/error-bounds.md):
- * GELU' = Phi + x phi peaks at x = sqrt 2: 1.12886; GELU-tanh' <= 1 + 0.39. */
+ * GELU' = Phi + x phi peaks at x = sqrt 2: 1.12886; GELU-tanh' <= 1 + 0.39;
+ * quick GELU (x sigma(1.702 x))' = s + u s (1 - s), s = sigma(u), u = 1.702 x,
+ * whatever the factor the SiLU's derivative, which peaks at 1.099839 and
+ * bottoms at -0.099839 (u = +-2.3994). */
 #define LIP_RELU 1.0
 #define LIP_GELU 1.1289
 #define LIP_GELU_TANH 1.4
+#define LIP_QUICK_GELU 1.0999
 
 /* gamma_n = n u / (1 - n u) */
 double bnd_gamma(double n);

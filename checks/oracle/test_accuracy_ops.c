@@ -167,6 +167,13 @@ Test(accuracy_activation, gelu_tanh)
     activation_case(&a, REFENC_ACT_GELU_TANH, "activation gelu_tanh");
 }
 
+Test(accuracy_activation, quick_gelu)
+{
+    acc_stats a;
+    acc_init(&a);
+    activation_case(&a, REFENC_ACT_QUICK_GELU, "activation quick_gelu");
+}
+
 /* ---- positional encodings, embedding ---- */
 static const int64_t POS[] = {0, 1, 2, 3, 5, 17, 31, 100, 1000, 4097, 8190, 8191};
 #define NPOS (sizeof POS / sizeof POS[0])
@@ -288,11 +295,54 @@ Test(accuracy_pe, embedding_and_learned_pe)
     acc_finish(&a, "embedding and learned PE");
 }
 
+/* The families' embedding path: the unscaled lookup is a copy and each
+ * table row added is one correctly rounded sum, so both equal the oracle;
+ * RoBERTa's position ids are integers, equal to the oracle's own count. */
+Test(accuracy_pe, embedding_lookup_add_and_roberta_positions)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(111);
+    const size_t V = 11, T = 3, D = 13, B = 3, L = 9, n = B * L * D;
+    double *table = acc_randn(V * D, 0, 0.02, r), *tt = acc_randn(T * D, 0, 0.02, r);
+    int64_t tokens[27], types[27], pos[27], pos_mp[27];
+    const int64_t padding_idx = 1;
+    for (size_t i = 0; i < B * L; i++) {
+        tokens[i] = (int64_t)gsl_rng_uniform_int(r, V);
+        types[i] = (int64_t)gsl_rng_uniform_int(r, T);
+    }
+    tokens[0] = tokens[1] = padding_idx;          /* left padding, item 0 */
+    tokens[L + 4] = padding_idx;                  /* a pad between tokens, item 1 */
+    tokens[3 * L - 1] = padding_idx;              /* right padding, item 2 */
+    double *x = acc_zeros(n), *xo = acc_zeros(n), *y = acc_zeros(n), *yo = acc_zeros(n);
+    refenc_embedding_lookup(x, tokens, table, B, L, V, D);
+    MP_OK(refenc_mp_embedding_lookup(xo, tokens, table, B, L, V, D, P0, REP));
+    acc_check(&a, "lookup", x, xo, NULL, n);
+    refenc_embedding_add(y, x, types, tt, B, L, T, D);
+    MP_OK(refenc_mp_embedding_add(yo, x, types, tt, B, L, T, D, P0, REP));
+    acc_check(&a, "token types", y, yo, NULL, n);
+
+    refenc_position_ids_roberta(pos, tokens, B, L, padding_idx);
+    refenc_mpk_position_ids_roberta(pos_mp, tokens, B, L, padding_idx);
+    for (size_t i = 0; i < B * L; i++)
+        cr_expect_eq(pos[i], pos_mp[i], "position id [%zu][%zu]: reference %lld, oracle %lld",
+                     i / L, i % L, (long long)pos[i], (long long)pos_mp[i]);
+    /* negative control: the oracle's count disagrees with 0 .. L-1 */
+    int differ = 0;
+    for (size_t i = 0; i < B * L; i++)
+        differ |= pos_mp[i] != (int64_t)(i % L);
+    cr_expect(differ, "RoBERTa's positions equal 0 .. L-1");
+    free(table), free(tt), free(x), free(xo), free(y), free(yo);
+    gsl_rng_free(r);
+    acc_finish(&a, "embedding lookup, add");
+}
+
 /* ---- attention ---- */
 typedef struct {
     const char *name;
     int pad, causal, mask, alibi;
     double tau, qscale;
+    refenc_mask_value mask_value;
 } attn_case;
 
 static void attention_case(acc_stats *a, const attn_case *c, size_t Dh, gsl_rng *r)
@@ -310,11 +360,20 @@ static void attention_case(acc_stats *a, const attn_case *c, size_t Dh, gsl_rng 
     }
     for (size_t i = 0; i < L * L; i++)
         mask[i] = i % 5 == 2 ? -INFINITY : gsl_ran_gaussian(r, 1.0);
+    /* Under finfo_min a fully masked row's output is the mean of v, whose
+     * exact value, for v given as doubles, is often a dyadic number of 54
+     * significant bits: a midpoint between two doubles, on which the
+     * certified rounding cannot decide (it is the same at every precision
+     * and the oracle does not track that it is exact).  v rounded to 24 bits
+     * keeps the sums short: such a mean has at most 27 bits, never 54.  In an
+     * encoder v comes from the projections and is never a short double. */
+    for (size_t i = 0; c->mask_value == REFENC_MASK_FINFO_MIN && i < n; i++)
+        v[i] = (double)(float)v[i];
     refenc_alibi_slopes(slopes, H);
     refenc_attn_options opt = {
         .key_padding_mask = c->pad ? pad : NULL, .causal = c->causal,
         .attn_mask = c->mask ? mask : NULL, .alibi_slopes = c->alibi ? slopes : NULL,
-        .positions = pos, .temperature = c->tau,
+        .positions = pos, .temperature = c->tau, .mask_value = c->mask_value,
     };
     double *out = acc_zeros(n), *w = acc_zeros(nw), *outo = acc_zeros(n), *wo = acc_zeros(nw);
     double *Eo = acc_zeros(n), *Ew = acc_zeros(nw);
@@ -327,13 +386,17 @@ static void attention_case(acc_stats *a, const attn_case *c, size_t Dh, gsl_rng 
 }
 
 static const attn_case ATTN_CASES[] = {
-    {"plain", 0, 0, 0, 0, 1.0, 1.0},
-    {"padding", 1, 0, 0, 0, 1.0, 1.0},
-    {"causal", 0, 1, 0, 0, 1.0, 1.0},
-    {"attn_mask", 0, 0, 1, 0, 1.0, 1.0},
-    {"alibi+padding", 1, 0, 0, 1, 1.0, 1.0},
-    {"temperature", 0, 1, 1, 1, 0.37, 1.0},
-    {"large logits", 1, 0, 0, 0, 1.0, 40.0},
+    {"plain", 0, 0, 0, 0, 1.0, 1.0, REFENC_MASK_NEG_INF},
+    {"padding", 1, 0, 0, 0, 1.0, 1.0, REFENC_MASK_NEG_INF},
+    {"causal", 0, 1, 0, 0, 1.0, 1.0, REFENC_MASK_NEG_INF},
+    {"attn_mask", 0, 0, 1, 0, 1.0, 1.0, REFENC_MASK_NEG_INF},
+    {"alibi+padding", 1, 0, 0, 1, 1.0, 1.0, REFENC_MASK_NEG_INF},
+    {"temperature", 0, 1, 1, 1, 0.37, 1.0, REFENC_MASK_NEG_INF},
+    {"large logits", 1, 0, 0, 0, 1.0, 40.0, REFENC_MASK_NEG_INF},
+    /* finfo_min: batch 1 all padding takes uniform weights 1/7; causal +
+     * padding (attention_case rounds v to float there: see its comment) */
+    {"padding finfo_min", 1, 0, 0, 0, 1.0, 1.0, REFENC_MASK_FINFO_MIN},
+    {"causal padding finfo_min", 1, 1, 0, 0, 1.0, 1.0, REFENC_MASK_FINFO_MIN},
 };
 
 Test(accuracy_attention, every_mask_and_large_logits)
@@ -392,7 +455,7 @@ Test(accuracy_ffn, each_activation)
     acc_init(&a);
     gsl_rng *r = test_rng(112);
     const size_t N = 5, D = 12, F = 20;
-    for (int act = 0; act < 3; act++) {
+    for (int act = 0; act <= REFENC_ACT_QUICK_GELU; act++) {
         double *x = acc_randn(N * D, 0, 1, r), *W1 = acc_randn(F * D, 0, 1 / sqrt(12.0), r);
         double *b1 = acc_randn(F, 0, 0.1, r), *W2 = acc_randn(D * F, 0, 1 / sqrt(20.0), r);
         double *b2 = acc_randn(D, 0, 0.1, r);

@@ -3,7 +3,7 @@
  * checked elementwise against a running bound (bounds.c: bnd_encoder),
  * propagated step by step from the reference's own intermediates.
  * One configuration per positional scheme, Pre/Post-LN, each activation,
- * with and without masks. */
+ * with and without masks; and one per family preset. */
 #include <math.h>
 #include <string.h>
 
@@ -61,6 +61,54 @@ static void capture_fn(void *ctx, const char *name, const double *data, size_t n
     memcpy(c->v, data, c->n * sizeof(double));
 }
 
+/* The reference on (cfg, p, in), its recomputation with running bounds
+ * (bnd_encoder), and the oracle: every trace step within its bound. */
+static void check_stack(const refenc_config *cfgp, const refenc_params *pp, const refenc_input *inp,
+                        const char *case_name)
+{
+    const refenc_config cfg = *cfgp;
+    const refenc_params p = *pp;
+    const refenc_input in = *inp;
+    const size_t B = in.B, L = in.L, n = B * L * cfg.d_model;
+    refenc_error err;
+    /* the reference, and its recomputation with bounds: identical outputs */
+    double *y = acc_zeros(n), *y2 = acc_zeros(n);
+    refenc_workspace ws;
+    cr_assert_eq(refenc_workspace_alloc(&ws, &cfg, B, L, &err), REFENC_OK);
+    cr_assert_eq(refenc_encoder_forward(y, &ws, &p, &cfg, &in, NULL, &err), REFENC_OK, "%s",
+                 err.message);
+    bnd_steps st;
+    cr_assert(bnd_encoder(&st, y2, &p, &cfg, &in), "%s: a LayerNorm bound does not apply",
+              case_name);
+    cr_assert(memcmp(y, y2, n * sizeof(double)) == 0,
+              "%s: the bound followed another computation than refenc_encoder_forward", case_name);
+
+    /* the oracle, every step */
+    capture cap = {0};
+    const refenc_trace tr = {capture_fn, &cap};
+    refenc_mp_report rep;
+    const int s = refenc_mp_encoder_forward(y2, &p, &cfg, &in, &tr, P0, &rep);
+    cr_assert_eq(s, REFENC_OK, "%s: %s", case_name, rep.error.message);
+    cr_assert_eq(cap.n, st.n, "%s: %zu oracle steps, %zu reference steps", case_name, cap.n, st.n);
+
+    acc_stats a;
+    acc_init(&a);
+    for (size_t i = 0; i < cap.n; i++) {
+        const bnd_step *b = bnd_steps_find(&st, cap.c[i].name);
+        cr_assert_not_null(b, "%s: no reference step %s", case_name, cap.c[i].name);
+        cr_assert_eq(b->n, cap.c[i].n);
+        acc_check(&a, cap.c[i].name, b->ref, cap.c[i].v, b->E, b->n);
+        free(cap.c[i].v);
+    }
+    char name[96];
+    snprintf(name, sizeof name, "stack: %s", case_name);
+    bnd_steps_free(&st);
+    refenc_workspace_free(&ws);
+    free(y), free(y2);
+    acc_finish(&a, name);
+}
+
+
 static void run_case(const stack_case *c)
 {
     refenc_config cfg;
@@ -94,43 +142,10 @@ static void run_case(const stack_case *c)
                        .positions = c->first_pos ? pos : NULL,
                        .attn_mask = c->mask ? mask : NULL};
 
-    /* the reference, and its recomputation with bounds: identical outputs */
-    double *y = acc_zeros(n), *y2 = acc_zeros(n);
-    refenc_workspace ws;
-    cr_assert_eq(refenc_workspace_alloc(&ws, &cfg, B, L, &err), REFENC_OK);
-    cr_assert_eq(refenc_encoder_forward(y, &ws, &p, &cfg, &in, NULL, &err), REFENC_OK, "%s",
-                 err.message);
-    bnd_steps st;
-    cr_assert(bnd_encoder(&st, y2, &p, &cfg, &in), "%s: a LayerNorm bound does not apply",
-              c->name);
-    cr_assert(memcmp(y, y2, n * sizeof(double)) == 0,
-              "%s: the bound followed another computation than refenc_encoder_forward", c->name);
-
-    /* the oracle, every step */
-    capture cap = {0};
-    const refenc_trace tr = {capture_fn, &cap};
-    refenc_mp_report rep;
-    const int s = refenc_mp_encoder_forward(y2, &p, &cfg, &in, &tr, P0, &rep);
-    cr_assert_eq(s, REFENC_OK, "%s: %s", c->name, rep.error.message);
-    cr_assert_eq(cap.n, st.n, "%s: %zu oracle steps, %zu reference steps", c->name, cap.n, st.n);
-
-    acc_stats a;
-    acc_init(&a);
-    for (size_t i = 0; i < cap.n; i++) {
-        const bnd_step *b = bnd_steps_find(&st, cap.c[i].name);
-        cr_assert_not_null(b, "%s: no reference step %s", c->name, cap.c[i].name);
-        cr_assert_eq(b->n, cap.c[i].n);
-        acc_check(&a, cap.c[i].name, b->ref, cap.c[i].v, b->E, b->n);
-        free(cap.c[i].v);
-    }
-    char name[96];
-    snprintf(name, sizeof name, "stack: %s", c->name);
-    bnd_steps_free(&st);
-    refenc_workspace_free(&ws);
+    check_stack(&cfg, &p, &in, c->name);
     refenc_params_free(&p);
     gsl_rng_free(r);
-    free(x), free(y), free(y2);
-    acc_finish(&a, name);
+    free(x);
 }
 
 /* one test per configuration, so that each fails on its own */
@@ -144,6 +159,75 @@ Test(accuracy_stack, rope_half_pre_relu_positions_to_8191) { run_case(&CASES[6])
 Test(accuracy_stack, alibi_3_heads_pre_relu_padding) { run_case(&CASES[7]); }
 Test(accuracy_stack, alibi_4_heads_post_gelu_temperature_mask) { run_case(&CASES[8]); }
 Test(accuracy_stack, none_pre_gelu_large_mean_input) { run_case(&CASES[9]); }
+
+/* The families (family.h): each preset at small sizes (D 12, H 3, F 20,
+ * N 2, V 13, P 16), on token inputs with token types where the family has
+ * them and padding on the right (BERT-like) or the left (GPT-2 style, where
+ * causal + left padding masks whole rows: under finfo_min those rows take
+ * uniform weights, in the reference as in the oracle).  Embedding tables at
+ * BERT's initialisation scale (std 0.02), where the embedding LayerNorm's
+ * eps matters most. */
+typedef struct {
+    const char *name;
+    refenc_family family;
+    int left_padding;
+    refenc_mask_value mask;
+} family_case;
+
+static void run_family(const family_case *c, unsigned long stream)
+{
+    refenc_config cfg;
+    refenc_config_family(&cfg, c->family);
+    cfg.d_model = 12, cfg.n_heads = 3, cfg.d_ff = 20, cfg.n_layers = 2, cfg.vocab_size = 13;
+    cfg.max_len = 16, cfg.mask_value = c->mask;
+    if (cfg.padding_idx < 0)
+        cfg.padding_idx = 0; /* GPT-2 and CLIP have no pad token: pad with token 0 */
+    refenc_params p;
+    refenc_error err;
+    cr_assert_eq(refenc_params_alloc(&p, &cfg, &err), REFENC_OK, "%s", err.message);
+    gsl_rng *r = test_rng(stream);
+    refenc_params_init_random(&p, &cfg, r);
+    for (size_t i = 0; i < cfg.vocab_size * cfg.d_model; i++)
+        p.embedding[i] *= 0.02 * sqrt((double)cfg.d_model);
+    for (size_t i = 0; p.token_type_embedding && i < cfg.type_vocab_size * cfg.d_model; i++)
+        p.token_type_embedding[i] *= 0.02 * sqrt((double)cfg.d_model);
+    for (size_t i = 0; i < cfg.max_len * cfg.d_model; i++)
+        p.pos_embedding[i] *= 0.04;
+
+    enum { B = 2, L = 7 };
+    uint8_t pad[B * L] = {0};
+    int64_t tokens[B * L], types[B * L];
+    for (size_t l = 0; l < L; l++) {
+        pad[l] = c->left_padding ? l < 2 : l >= 5;       /* item 0: two pads */
+        pad[L + l] = c->left_padding ? l < 4 : l >= 3;   /* item 1: four pads */
+    }
+    for (size_t i = 0; i < B * L; i++) {
+        const int64_t t = 1 + (int64_t)gsl_rng_uniform_int(r, cfg.vocab_size - 1);
+        tokens[i] = pad[i] ? cfg.padding_idx : (t == cfg.padding_idx ? 0 : t);
+        types[i] = cfg.type_vocab_size > 0 && !pad[i] ? (int64_t)(i % cfg.type_vocab_size) : 0;
+    }
+    refenc_input in = {.B = B, .L = L, .tokens = tokens, .key_padding_mask = pad,
+                       .token_types = cfg.type_vocab_size > 0 ? types : NULL};
+    check_stack(&cfg, &p, &in, c->name);
+    refenc_params_free(&p);
+    gsl_rng_free(r);
+}
+
+static const family_case FAMILIES[] = {
+    {"bert right padding finfo_min", REFENC_FAMILY_BERT, 0, REFENC_MASK_FINFO_MIN},
+    {"roberta positions right padding", REFENC_FAMILY_ROBERTA, 0, REFENC_MASK_FINFO_MIN},
+    {"distilbert right padding", REFENC_FAMILY_DISTILBERT, 0, REFENC_MASK_FINFO_MIN},
+    {"gpt2 causal left padding finfo_min", REFENC_FAMILY_GPT2, 1, REFENC_MASK_FINFO_MIN},
+    {"gpt2 causal left padding -inf", REFENC_FAMILY_GPT2, 1, REFENC_MASK_NEG_INF},
+    {"clip-text quick_gelu causal", REFENC_FAMILY_CLIP_TEXT, 0, REFENC_MASK_FINFO_MIN},
+};
+
+Test(accuracy_stack, family_bert) { run_family(&FAMILIES[0], 260); }
+Test(accuracy_stack, family_roberta) { run_family(&FAMILIES[1], 261); }
+Test(accuracy_stack, family_distilbert) { run_family(&FAMILIES[2], 262); }
+Test(accuracy_stack, family_gpt2_fully_masked_rows_finfo_min) { run_family(&FAMILIES[3], 263); }
+Test(accuracy_stack, family_gpt2_fully_masked_rows_minus_inf) { run_family(&FAMILIES[4], 264); }
+Test(accuracy_stack, family_clip_text) { run_family(&FAMILIES[5], 265); }
 
 Test(accuracy_stack, the_layer_twin_matches_the_stack)
 {

@@ -335,31 +335,23 @@ static double grid_mean(const double *b, size_t n)
     return ldexp(nearbyint(ldexp(m / (double)n, 40)), -40);
 }
 
-static size_t check_bias_mean(test_worst *w, prop_case *c)
+static void remove_bias_means(prop_case *c, void *arg)
 {
-    const size_t D = c->cfg.d_model, BLD = c->B * c->L * D;
+    (void)arg;
+    const size_t D = c->cfg.d_model;
     refenc_layer_params *lp = &c->p.layers[0];
-    round_to_grid(lp->out_proj_bias, D);
-    round_to_grid(lp->linear2_bias, D);
-    double *y0 = prop_calloc(BLD, sizeof(double)), *y1 = prop_calloc(BLD, sizeof(double));
-    const refenc_input in = {.B = c->B, .L = c->L, .x = c->x, .key_padding_mask = c->pad};
-    fb_norms nm;
-    fb_result f0, f1;
-    fb_norms_compute(&nm, &c->p, &c->cfg);
-    fb_encoder_checked(&f0, y0, NULL, &c->p, &c->cfg, &in, &nm, c->desc);
     const double m_o = grid_mean(lp->out_proj_bias, D), m_2 = grid_mean(lp->linear2_bias, D);
     for (size_t d = 0; d < D; d++) {
         lp->out_proj_bias[d] -= m_o; /* exact: multiples of 2^-40 below 2^12 */
         lp->linear2_bias[d] -= m_2;
     }
-    fb_encoder_checked(&f1, y1, NULL, &c->p, &c->cfg, &in, &nm, c->desc);
-    const size_t bad = fb_outputs_outside(w, y1, &f1, y0, &f0, c->desc);
-    fb_result_free(&f0);
-    fb_result_free(&f1);
-    fb_norms_free(&nm);
-    free(y0);
-    free(y1);
-    return bad;
+}
+
+static size_t check_bias_mean(test_worst *w, prop_case *c)
+{
+    round_to_grid(c->p.layers[0].out_proj_bias, c->cfg.d_model);
+    round_to_grid(c->p.layers[0].linear2_bias, c->cfg.d_model);
+    return fb_outputs_changed_by(w, c, remove_bias_means, NULL);
 }
 
 Test(layernorm_invariance, post_ln_layer_sees_biases_only_through_their_deviation_from_mean)
@@ -615,4 +607,138 @@ Test(layernorm_invariance, constant_row_gives_beta)
     gsl_rng_free(r);
     cr_assert_eq(bad, 0, "%zu outputs of constant rows differ from beta: %s", bad,
                  test_worst_describe(&w, buf, sizeof buf));
+}
+
+/* ------------------------------------------------------------------------ */
+/* The embedding LayerNorm (BERT, RoBERTa, DistilBERT): the embedding sum
+ * h = E[tok] (+ TT[type]) (+ P[pos]) enters the encoder only through
+ * LN_emb(h), so a constant vector c 1 added to every row of a table (word,
+ * type or position) changes nothing.  Tables rounded to multiples of 2^-30
+ * and c = 0.375: every sum is exact (magnitudes below 2^22), so the shifted
+ * sum is exactly h + c 1 and the exact encoders are equal; tolerance:
+ * fb_encoder's bounds of both runs (the LayerNorms' two-pass sums do round
+ * differently).  Negative control: the same shift without the embedding
+ * LayerNorm must be flagged. */
+static void round_to_grid30(double *b, size_t n)
+{
+    for (size_t i = 0; b != NULL && i < n; i++)
+        b[i] = ldexp(nearbyint(ldexp(b[i], 30)), -30);
+}
+
+/* c 1 = 0.375 added to every row of the word, type or position table
+ * (which % 3, as present) */
+static void shift_a_table(prop_case *c, void *arg)
+{
+    const size_t which = *(const size_t *)arg, D = c->cfg.d_model;
+    double *t = c->p.embedding;
+    size_t rows = c->cfg.vocab_size;
+    if (which % 3 == 1 && c->p.token_type_embedding != NULL)
+        t = c->p.token_type_embedding, rows = c->cfg.type_vocab_size;
+    else if (which % 3 == 2 && c->p.pos_embedding != NULL)
+        t = c->p.pos_embedding, rows = c->cfg.max_len;
+    for (size_t i = 0; i < rows * D; i++)
+        t[i] += 0.375;
+}
+
+static size_t check_table_shift(test_worst *w, prop_case *c, size_t which)
+{
+    const refenc_config *g = &c->cfg;
+    const size_t D = g->d_model;
+    round_to_grid30(c->p.embedding, g->vocab_size * D);
+    round_to_grid30(c->p.token_type_embedding, g->type_vocab_size * D);
+    round_to_grid30(c->p.pos_embedding, g->positional == REFENC_POS_LEARNED ? g->max_len * D : 0);
+    return fb_outputs_changed_by(w, c, shift_a_table, &which);
+}
+
+Test(layernorm_invariance, embedding_layernorm_removes_a_constant_shift_of_any_table)
+{
+    gsl_rng *r = test_rng(411);
+    prop_opts o;
+    prop_opts_default(&o);
+    o.min_d_model = 2;
+    test_worst w;
+    test_worst_init(&w);
+    size_t bad = 0;
+    char buf[640];
+    for (size_t t = 0; t < 18; t++) {
+        prop_case c;
+        o.positional = t % 2 ? REFENC_POS_LEARNED : REFENC_POS_NONE;
+        prop_case_random(&c, r, t, &o);
+        prop_case_tokens(&c, r, t);
+        c.cfg.scale_embedding = 0; /* the scale would multiply c by sqrt(D), inexactly */
+        c.cfg.embedding_norm = 1;
+        prop_case_redraw(&c, r);
+        bad += check_table_shift(&w, &c, t);
+        prop_case_free(&c);
+
+        /* negative control: without the embedding LayerNorm (and a Pre-LN
+         * stack, whose residual stream carries the shift to the output) */
+        o.norm = REFENC_NORM_PRE;
+        prop_case_random(&c, r, t, &o);
+        prop_case_tokens(&c, r, t);
+        c.cfg.scale_embedding = 0, c.cfg.embedding_norm = 0, c.cfg.final_norm = 0;
+        prop_case_redraw(&c, r);
+        test_worst wc;
+        test_worst_init(&wc);
+        cr_assert_gt(check_table_shift(&wc, &c, t), 0,
+                     "negative control: a shifted table left an encoder without embedding "
+                     "LayerNorm unchanged (%s)", c.desc);
+        prop_case_free(&c);
+        o.norm = -1;
+    }
+    gsl_rng_free(r);
+    cr_assert_eq(bad, 0, "%zu outputs changed with a constant shift of an embedding table: %s",
+                 bad, test_worst_describe(&w, buf, sizeof buf));
+    cr_log_info("%s", test_worst_describe(&w, buf, sizeof buf));
+}
+
+/* Scaling every embedding table by a = 2^k and embedding_norm_eps by a^2
+ * leaves the encoder's output unchanged bit for bit: the lookups copy, the
+ * sums and the sqrt(D) scale commute with a power of two (no overflow or
+ * underflow here), so the LayerNorm's input is exactly a h, and
+ * LN_{a^2 eps}(a h) == LN_eps(h) bitwise (above).  Negative control: a not
+ * a power of two (the sums and the LN round differently), or eps left as it
+ * is (with eps = 2.5e-3 it weighs in every row), must differ. */
+Test(layernorm_invariance, scaling_the_embedding_tables_by_a_power_of_two_and_eps_by_its_square)
+{
+    gsl_rng *r = test_rng(412);
+    prop_opts o;
+    prop_opts_default(&o);
+    o.min_d_model = 2;
+    o.positional = REFENC_POS_LEARNED;
+    for (size_t t = 0; t < 12; t++) {
+        prop_case c;
+        prop_case_random(&c, r, t, &o);
+        prop_case_tokens(&c, r, t);
+        c.cfg.embedding_norm = 1, c.cfg.embedding_norm_eps = 2.5e-3;
+        prop_case_redraw(&c, r);
+        const refenc_config *g = &c.cfg;
+        const size_t D = g->d_model, BLD = c.B * c.L * D;
+        const double a = t % 2 ? 0.25 : 8.0;
+        double *y0 = prop_calloc(BLD, sizeof(double)), *y1 = prop_calloc(BLD, sizeof(double));
+        double *y2 = prop_calloc(BLD, sizeof(double));
+        const refenc_input in = {.B = c.B, .L = c.L, .tokens = c.tokens, .token_types = c.types,
+                                 .key_padding_mask = c.pad};
+        prop_encoder_run(y0, NULL, &c.p, g, &in);
+        double *tables[3] = {c.p.embedding, c.p.token_type_embedding, c.p.pos_embedding};
+        const size_t sizes[3] = {g->vocab_size * D, g->type_vocab_size * D, g->max_len * D};
+        for (size_t k = 0; k < 3; k++)
+            for (size_t i = 0; tables[k] != NULL && i < sizes[k]; i++)
+                tables[k][i] *= a;
+        refenc_config scaled = *g;
+        scaled.embedding_norm_eps = g->embedding_norm_eps * a * a;
+        prop_encoder_run(y1, NULL, &c.p, &scaled, &in);
+        char buf[320];
+        const size_t n = prop_count_unequal(y1, y0, BLD, buf, sizeof buf);
+        cr_assert_eq(n, 0, "%zu outputs differ after scaling the tables by %g and eps by %g (%s): %s",
+                     n, a, a * a, c.desc, buf);
+        /* negative control: eps not scaled */
+        prop_encoder_run(y2, NULL, &c.p, g, &in);
+        cr_assert_gt(prop_count_unequal(y2, y0, BLD, NULL, 0), 0,
+                     "negative control: eps not scaled with the tables made no difference (%s)",
+                     c.desc);
+        free(y0), free(y1), free(y2);
+        prop_case_free(&c);
+    }
+    gsl_rng_free(r);
 }

@@ -34,19 +34,34 @@ static void permute_tokens(void *dst, const void *src, const size_t *perm, size_
 }
 
 /* Runs the encoder on X and on P X and compares f(PX)_i with f(X)_perm(i)
- * within E_PX + E_X.  Returns the number of violations. */
-static size_t check_equivariance(test_worst *w, const prop_case *c, const size_t *perm)
+ * within E_PX + E_X.  With token inputs the tokens and their types are
+ * permuted (keep_types: the types are not, a negative control).  Returns the
+ * number of violations. */
+static size_t check_equivariance_of(test_worst *w, const prop_case *c, const size_t *perm,
+                                    int keep_types)
 {
+    size_t *identity = prop_calloc(c->L, sizeof(size_t));
+    for (size_t i = 0; i < c->L; i++)
+        identity[i] = i;
     const size_t B = c->B, L = c->L, D = c->cfg.d_model, BLD = B * L * D;
     double *yA = prop_calloc(BLD, sizeof(double)), *yB = prop_calloc(BLD, sizeof(double));
-    double *xP = prop_calloc(BLD, sizeof(double));
+    double *xP = c->x ? prop_calloc(BLD, sizeof(double)) : NULL;
     uint8_t *padP = c->pad ? prop_calloc(B * L, 1) : NULL;
-    permute_tokens(xP, c->x, perm, B, L, D * sizeof(double));
+    int64_t *tokP = c->tokens ? prop_calloc(B * L, sizeof(int64_t)) : NULL;
+    int64_t *typP = c->types ? prop_calloc(B * L, sizeof(int64_t)) : NULL;
+    if (xP)
+        permute_tokens(xP, c->x, perm, B, L, D * sizeof(double));
     if (padP)
         permute_tokens(padP, c->pad, perm, B, L, 1);
+    if (tokP)
+        permute_tokens(tokP, c->tokens, perm, B, L, sizeof(int64_t));
+    if (typP) /* the control types_not_permuted leaves them in place */
+        permute_tokens(typP, c->types, keep_types ? identity : perm, B, L, sizeof(int64_t));
 
-    const refenc_input inA = {.B = B, .L = L, .x = c->x, .key_padding_mask = c->pad};
-    const refenc_input inB = {.B = B, .L = L, .x = xP, .key_padding_mask = padP};
+    const refenc_input inA = {.B = B, .L = L, .x = c->x, .key_padding_mask = c->pad,
+                              .tokens = c->tokens, .token_types = c->types};
+    const refenc_input inB = {.B = B, .L = L, .x = xP, .key_padding_mask = padP, .tokens = tokP,
+                              .token_types = typP};
     fb_norms nm;
     fb_result fA, fB;
     fb_norms_compute(&nm, &c->p, &c->cfg);
@@ -69,17 +84,15 @@ static size_t check_equivariance(test_worst *w, const prop_case *c, const size_t
     free(yB);
     free(xP);
     free(padP);
+    free(tokP);
+    free(typP);
+    free(identity);
     return bad;
 }
 
-/* Redraws the parameters after a change of n_layers or final_norm. */
-static void redraw_params(prop_case *c, gsl_rng *r)
+static size_t check_equivariance(test_worst *w, const prop_case *c, const size_t *perm)
 {
-    refenc_error err;
-    refenc_params_free(&c->p);
-    cr_assert_eq(refenc_params_alloc(&c->p, &c->cfg, &err), REFENC_OK, "%s", err.message);
-    refenc_params_init_random(&c->p, &c->cfg, r);
-    prop_case_describe(c);
+    return check_equivariance_of(w, c, perm, 0);
 }
 
 /* Positive cases: n random configurations; one layer (the encoder reduced to
@@ -103,7 +116,7 @@ static void run_positive(unsigned long stream, size_t n, int single_layer, size_
         } else if (c.cfg.n_layers < 2) {
             c.cfg.n_layers = 2;
         }
-        redraw_params(&c, r);
+        prop_case_redraw(&c, r);
         size_t *perm = prop_calloc(c.L, sizeof(size_t));
         prop_random_permutation(perm, c.L, r);
         bad += check_equivariance(&w, &c, perm);
@@ -189,4 +202,81 @@ Test(permutation, alibi_breaks_equivariance)
 Test(permutation, causal_mask_breaks_equivariance)
 {
     run_control(115, REFENC_POS_NONE, 1, "causal");
+}
+
+/* ---- the families' embedding path ---------------------------------------------------
+ * Token inputs through the embedding lookup (scaled or not), token-type rows
+ * and the embedding LayerNorm, each position alone: the encoder stays
+ * equivariant when tokens, their types and the padding mask are permuted
+ * together, under either mask value (an all-padding item's rows average v
+ * over every key, a permutation-invariant mean).  Tolerance: fb_encoder's
+ * bounds, which follow the embedding path (fwdbound.h). */
+static void run_tokens(unsigned long stream, size_t n, refenc_positional pos,
+                       refenc_position_ids rule, int keep_types, const char *control)
+{
+    gsl_rng *r = test_rng(stream);
+    prop_opts o;
+    prop_opts_default(&o);
+    o.positional = pos;
+    o.max_len = 24;
+    o.min_d_model = 4;
+    if (control != NULL)
+        o.min_len = 3, o.padding = 0;
+    test_worst w;
+    test_worst_init(&w);
+    size_t bad = 0, cases = 0;
+    char buf[640];
+    for (size_t t = 0; t < n; t++) {
+        prop_case c;
+        prop_case_random(&c, r, t, &o);
+        prop_case_tokens(&c, r, keep_types ? 2 + 3 * t : t); /* the control: T = 2 */
+        if (keep_types) /* type 1 at position 0 only, which the permutation moves */
+            for (size_t i = 0; i < c.B * c.L; i++)
+                c.types[i] = i % c.L == 0;
+        if (rule == REFENC_POSIDS_ROBERTA) {
+            c.cfg.position_ids = rule;
+            c.cfg.max_len = c.L + 1 + gsl_rng_uniform_int(r, 4);
+            prop_case_redraw(&c, r);
+        }
+        size_t *perm = prop_calloc(c.L, sizeof(size_t));
+        do
+            prop_random_permutation(perm, c.L, r);
+        while (control != NULL && (prop_perm_is_trivial(perm, c.L) || (keep_types && perm[0] == 0)));
+        const size_t b = check_equivariance_of(&w, &c, perm, keep_types);
+        if (control != NULL)
+            cr_assert_gt(b, 0, "negative control %s: %s stayed equivariant within the derived "
+                         "tolerance (seed %lu); the comparison cannot see it", control, c.desc,
+                         test_seed());
+        bad += b;
+        cases++;
+        free(perm);
+        prop_case_free(&c);
+    }
+    gsl_rng_free(r);
+    if (control != NULL) {
+        cr_log_info("control %s: %s", control, test_worst_describe(&w, buf, sizeof buf));
+        return;
+    }
+    cr_assert_eq(bad, 0, "%zu outputs violate f(PX) = P f(X) on token inputs: %s", bad,
+                 test_worst_describe(&w, buf, sizeof buf));
+    cr_assert_gt(w.checked, 0, "nothing was checked");
+    cr_log_info("%zu cases: %s", cases, test_worst_describe(&w, buf, sizeof buf));
+}
+
+Test(permutation, embedding_path_is_equivariant_without_positions)
+{
+    run_tokens(121, 24, REFENC_POS_NONE, REFENC_POSIDS_INDEX, 0, NULL);
+}
+
+/* Negative controls: the token types left in place while the tokens move;
+ * RoBERTa's learned positions (counted over the tokens, so tied to the
+ * order). */
+Test(permutation, token_types_not_permuted_break_equivariance)
+{
+    run_tokens(122, 6, REFENC_POS_NONE, REFENC_POSIDS_INDEX, 1, "token types not permuted");
+}
+
+Test(permutation, roberta_positions_break_equivariance)
+{
+    run_tokens(123, 6, REFENC_POS_LEARNED, REFENC_POSIDS_ROBERTA, 0, "roberta positions");
 }

@@ -253,7 +253,7 @@ static size_t check_shift(test_worst *w, const prop_case *c, int64_t s, int cont
     fb_norms_compute(&nm, &c->p, &c->cfg);
     fb_encoder_checked(&f0, y0, &k0, &c->p, &c->cfg, &in0, &nm, c->desc);
     fb_encoder_checked(&f1, y1, &k1, &c->p, &c->cfg, &in1, &nm, c->desc);
-    char what[320];
+    char what[400];
     snprintf(what, sizeof what, "%s s=%lld", c->desc, (long long)s);
     size_t bad = fb_outputs_outside(w, y1, &f1, y0, &f0, what);
     for (size_t n = 0; n < f0.N; n++)

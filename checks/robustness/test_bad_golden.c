@@ -119,7 +119,9 @@ Test(bad_golden, metadata_missing_or_wrong)
     rb_golden_set_config(&g, "d_modle", "24");
     run_error(&s, &g, "an unknown config key", "__metadata__.config.d_modle: unknown key (known keys: "
               "d_model, n_heads, d_ff, n_layers, norm, activation, layer_norm_eps, final_norm, positional, "
-              "rope_layout, rope_base, max_len, temperature, causal, vocab_size, padding_idx)");
+              "rope_layout, rope_base, max_len, temperature, causal, vocab_size, padding_idx, family, "
+              "scale_embedding, type_vocab_size, embedding_norm, embedding_norm_eps, position_ids, "
+              "mask_value)");
     rb_golden_free(&g);
 
     rb_golden_load(&g, "layernorm_small_variance");
@@ -342,6 +344,37 @@ Test(bad_golden, input_values_out_of_range)
     am[2 * 6 + 4] = INFINITY;
     run_error(&s, &g, "+inf in the additive mask",
               "input: in.attn_mask[2][4] = inf: only finite values and -inf are allowed");
+    rb_golden_free(&g);
+    rb_tmpdir_remove(s.dir);
+}
+
+/* The families' inputs: token types required with a table, in range; no
+ * in.positions under RoBERTa's rule, which derives them from the tokens. */
+Test(bad_golden, family_inputs_missing_or_out_of_range)
+{
+    setup s;
+    make_setup(&s);
+    rb_golden g;
+
+    rb_golden_load(&g, "roberta_types"); /* T 2, B 2, L 6 */
+    rb_golden_drop(&g, "in.token_type_ids");
+    run_error(&s, &g, "no token types", "input 'in.token_type_ids' is missing (type_vocab_size = 2)");
+    rb_golden_free(&g);
+
+    rb_golden_load(&g, "roberta_types");
+    int64_t *types = rb_golden_data(&g, "in.token_type_ids");
+    types[1 * 6 + 3] = 2;
+    run_error(&s, &g, "a token type = T",
+              "input: in.token_type_ids[1][3] = 2 is outside [0, type_vocab_size = 2)");
+    rb_golden_free(&g);
+
+    rb_golden_load(&g, "roberta_types");
+    const size_t l6[1] = {6};
+    int64_t *pos = rb_golden_reshape(&g, "in.positions", REFENC_ST_I64, 1, l6);
+    for (int64_t l = 0; l < 6; l++)
+        pos[l] = l;
+    run_error(&s, &g, "positions under RoBERTa's rule",
+              "input: in.positions is given but position_ids 'roberta' derives the positions from in.tokens");
     rb_golden_free(&g);
     rb_tmpdir_remove(s.dir);
 }

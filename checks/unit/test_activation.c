@@ -16,7 +16,20 @@
  * relative (two rounded constants, one sum, one product; x^3 exact), so the
  * argument -2z (|2z| = 1.67) by <= 5.1u absolute; exp adds 1 ulp: 7.1u on
  * E = exp(-2z); 1 + E is off by 7.1u E/(1+E) + u <= 7u (E = 5.29 at x = -1);
- * the division adds u: < 8 ULPs, 9 with the literal's half ULP. */
+ * the division adds u: < 8 ULPs, 9 with the literal's half ULP.
+ *
+ * Quick GELU: x sigma(1.702 x) = x / (1 + exp(-1.702 x)).  Closed forms in
+ * 45-digit decimal arithmetic (Python's decimal): at x = 1
+ * 0.845795765932821295707106826525397337762, x = -1
+ * -0.154204234067178704292893173474602662238, x = 3 2.98192869029221403348735873300412604880,
+ * x = -3 -0.0180713097077859665126412669958739511998.
+ * Tolerance: t = fl(A x), A the double nearest 1.702 (u relative), the
+ * product u more (exact for x = +-1): |t^ - t| <= 2u |t|; E = exp(-t^) is off
+ * by 2u|t| + 2u relative (argument, 1 ulp); 1 + E by that times E/(1+E)
+ * plus u; the division u.  x = 1 (E = 0.18): 0.15 (3.4u + 2u) + 2u = 2.9u;
+ * x = -1 (E = 5.49): 0.85 (3.4u + 2u) + 2u = 6.6u; x = 3 (E = 0.006): 2.04u;
+ * x = -3 (E = 164, |t| = 5.1): 0.994 (10.2u + 2u) + 2u = 14.2u.  With the
+ * literal's half ULP: 4, 8, 3 and 15 ULPs; one tolerance, 15. */
 #include <math.h>
 
 #include <criterion/criterion.h>
@@ -26,6 +39,7 @@
 
 #define GELU_ULPS 12
 #define GELU_TANH_ULPS 9
+#define QUICK_GELU_ULPS 15
 
 static const double PHI_1 = 0.8413447460685429485852325456320379224779;
 static const double GELU_M1 = -0.1586552539314570514147674543679620775221; /* -Phi(-1) */
@@ -102,4 +116,32 @@ Test(activation, forward_applies_the_selected_activation_elementwise)
             EXPECT_ULPS(y[i], want[a][i], tol[a], "%s(%g)",
                         refenc_activation_name((refenc_activation)a), x[i]);
     }
+}
+
+Test(activation, quick_gelu_by_closed_form)
+{
+    EXPECT_EXACT(refenc_quick_gelu(0.0), 0.0, "quick_gelu(0)");
+    EXPECT_ULPS(refenc_quick_gelu(1.0), 0.845795765932821295707106826525397337762,
+                QUICK_GELU_ULPS, "quick_gelu(1)");
+    EXPECT_ULPS(refenc_quick_gelu(-1.0), -0.154204234067178704292893173474602662238,
+                QUICK_GELU_ULPS, "quick_gelu(-1)");
+    EXPECT_ULPS(refenc_quick_gelu(3.0), 2.98192869029221403348735873300412604880,
+                QUICK_GELU_ULPS, "quick_gelu(3)");
+    EXPECT_ULPS(refenc_quick_gelu(-3.0), -0.0180713097077859665126412669958739511998,
+                QUICK_GELU_ULPS, "quick_gelu(-3)");
+    /* negative controls: exact GELU (0.0012 away at 1), and sigmoid(x) x without 1.702 */
+    EXPECT_ULPS_REJECTS(refenc_quick_gelu(1.0), PHI_1, QUICK_GELU_ULPS, "exact GELU at 1");
+    EXPECT_ULPS_REJECTS(refenc_quick_gelu(1.0), 0.731058578630004879251159650278, QUICK_GELU_ULPS,
+                        "x sigmoid(x) (SiLU) at 1");
+    /* far left exp(-t) overflows: -0, the exact value being -1000 e^-1702 */
+    const double y = refenc_quick_gelu(-1000.0);
+    EXPECT_EXACT(y, 0.0, "quick_gelu(-1000)");
+    cr_expect(signbit(y), "quick_gelu(-1000) is -0");
+    cr_expect(isnan(refenc_quick_gelu(NAN)), "quick_gelu(NaN) is NaN");
+    /* the array form dispatches to it */
+    const double x[3] = {1.0, -3.0, 0.5};
+    double z[3];
+    refenc_activation_forward(z, x, 3, REFENC_ACT_QUICK_GELU);
+    for (int i = 0; i < 3; i++)
+        EXPECT_EXACT(z[i], refenc_quick_gelu(x[i]), "activation_forward[%d]", i);
 }

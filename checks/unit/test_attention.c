@@ -179,13 +179,19 @@ Test(attention, additive_mask_is_added_to_the_scores)
  * and output 0, finite.  Three ways: the whole batch item is padding; an
  * attn_mask row of -inf; causal with key 0 padding (row 0 sees only key 0).
  * Other rows and batch items are unaffected. */
+/* The two-token example twice: B = 2, H = 1, L = 2, Dh = 2. */
+static void two_items(double q[8], double k[8], double v[8])
+{
+    memcpy(q, Q2, sizeof Q2), memcpy(q + 4, Q2, sizeof Q2);
+    memcpy(k, K2, sizeof K2), memcpy(k + 4, K2, sizeof K2);
+    memcpy(v, V2, sizeof V2), memcpy(v + 4, V2, sizeof V2);
+}
+
 Test(attention, fully_masked_row_gives_zero_weights_and_zero_output)
 {
     /* B = 2, H = 1, L = 2, Dh = 2: item 0 normal, item 1 all padding */
     double q[8], k[8], v[8];
-    memcpy(q, Q2, sizeof Q2), memcpy(q + 4, Q2, sizeof Q2);
-    memcpy(k, K2, sizeof K2), memcpy(k + 4, K2, sizeof K2);
-    memcpy(v, V2, sizeof V2), memcpy(v + 4, V2, sizeof V2);
+    two_items(q, k, v);
     const uint8_t pad[4] = {0, 0, 1, 1};
     const refenc_attn_options opt = {.temperature = 1.0, .key_padding_mask = pad};
     double out[8], w[8], out2[4], w2[4];
@@ -255,4 +261,48 @@ Test(attention, alibi_bias_is_added_after_the_scaling)
     /* negative controls: bias before the scaling; no bias at all */
     EXPECT_ULPS_REJECTS(w[0], (double)logistic(1.75L), ATT_EXACT_SCORE_ULPS, "bias before scaling");
     EXPECT_ULPS_REJECTS(w[0], (double)logistic(1.0L), ATT_EXACT_SCORE_ULPS, "no bias");
+}
+
+/* mask_value finfo_min (-DBL_MAX, HF's torch.finfo(dtype).min): a row that
+ * sees some key gives each masked key exp(-DBL_MAX - max) = 0, so its
+ * weights and output equal the -inf mask's bit for bit; a row whose every
+ * key is masked has every score -DBL_MAX, hence weights exp(0)/L = 1/L
+ * (exact for L = 2) and the mean of v: (v0 + v1)/2 = [1.25, 1] exactly.
+ * Cases: item 0 key 1 padding (row sees key 0); item 1 all padding; and
+ * causal with key 0 padding (row 0 sees nothing, row 1 key 1). */
+Test(attention, finfo_min_mask_equals_minus_inf_except_on_fully_masked_rows)
+{
+    double q[8], k[8], v[8];
+    two_items(q, k, v);
+    const uint8_t pad[4] = {0, 1, 1, 1};
+    const refenc_attn_options inf = {.temperature = 1.0, .key_padding_mask = pad};
+    const refenc_attn_options fmin = {.temperature = 1.0, .key_padding_mask = pad,
+                                      .mask_value = REFENC_MASK_FINFO_MIN};
+    double out_i[8], w_i[8], out_f[8], w_f[8];
+    refenc_attention_forward(out_i, w_i, q, k, v, &inf, 2, 1, 2, 2);
+    refenc_attention_forward(out_f, w_f, q, k, v, &fmin, 2, 1, 2, 2);
+    for (int i = 0; i < 4; i++) { /* item 0: each row sees key 0 */
+        EXPECT_EXACT(w_f[i], w_i[i], "item 0 weight %d", i);
+        EXPECT_EXACT(out_f[i], out_i[i], "item 0 out %d", i);
+    }
+    EXPECT_EXACT(w_f[1], 0.0, "item 0: the padding key's weight");
+    for (int i = 0; i < 2; i++) /* item 1: every key masked */
+        for (int j = 0; j < 2; j++) {
+            EXPECT_EXACT(w_f[4 + i * 2 + j], 0.5, "item 1 weight[%d][%d] = 1/L", i, j);
+            EXPECT_EXACT(out_f[4 + i * 2 + j], j == 0 ? 1.25 : 1.0, "item 1 out[%d][%d] = mean v", i, j);
+            /* negative control: the -inf mask gives 0 there */
+            EXPECT_EXACT(w_i[4 + i * 2 + j], 0.0, "-inf mask, item 1 weight[%d][%d]", i, j);
+        }
+
+    const uint8_t pad0[2] = {1, 0};
+    const refenc_attn_options causal = {.temperature = 1.0, .causal = 1, .key_padding_mask = pad0,
+                                        .mask_value = REFENC_MASK_FINFO_MIN};
+    double out2[4], w2[4];
+    refenc_attention_forward(out2, w2, Q2, K2, V2, &causal, 1, 1, 2, 2);
+    EXPECT_EXACT(w2[0], 0.5, "causal+padding: row 0 sees nothing: weight[0][0] = 1/L");
+    EXPECT_EXACT(w2[1], 0.5, "causal+padding: weight[0][1] = 1/L (the causal mask too)");
+    EXPECT_EXACT(out2[0], 1.25, "causal+padding: out[0] = mean v");
+    EXPECT_EXACT(w2[2], 0.0, "causal+padding: weight[1][0]");
+    EXPECT_EXACT(w2[3], 1.0, "causal+padding: weight[1][1]");
+    EXPECT_EXACT(out2[2], 0.5, "causal+padding: out[1] = v1");
 }

@@ -71,6 +71,13 @@ static const struct {
     {"activation_unknown_name.json", "model.activation: unknown name 'swish'"},
     {"positional_unknown_name.json", "model.positional: unknown name 'rotary'"},
     {"rope_layout_unknown_name.json", "model.rope_layout: unknown name 'neox'"},
+    /* the families' keys */
+    {"family_unknown_name.json", "model.family: unknown name 'llama'"},
+    {"mask_value_unknown_name.json", "model.mask_value: unknown name 'minus_inf'"},
+    {"embedding_norm_string.json", "model.embedding_norm: expected true or false"},
+    {"type_vocab_size_without_tokens.json", "model: type_vocab_size = 2 needs token inputs"},
+    {"roberta_positions_past_the_table.json",
+     "seq_len = 7 with position_ids 'roberta' reaches position padding_idx + seq_len = 8"},
     /* malformed JSON: line, column and byte offset */
     {"duplicate_model_key.json", "line 1, column 49 (byte 49): duplicate object key near '\"d_model\"'"},
     {"duplicate_top_level_key.json", "line 1, column 21 (byte 21): duplicate object key near '\"model\"'"},

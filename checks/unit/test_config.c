@@ -31,7 +31,7 @@
     X(vocab_size_over_limit, c->vocab_size = REFENC_MAX_VOCAB + 1, REFENC_ELIMIT,                \
       "vocab_size = 16777217")                                                                   \
     X(norm_out_of_range, c->norm = (refenc_norm_placement)2, REFENC_EINVAL, "norm")              \
-    X(activation_out_of_range, c->activation = (refenc_activation)3, REFENC_EINVAL, "activation") \
+    X(activation_out_of_range, c->activation = (refenc_activation)4, REFENC_EINVAL, "activation") \
     X(positional_out_of_range, c->positional = (refenc_positional)5, REFENC_EINVAL, "positional") \
     X(rope_layout_out_of_range, c->rope_layout = (refenc_rope_layout)2, REFENC_EINVAL,           \
       "rope_layout")                                                                             \
@@ -60,6 +60,29 @@
     X(padding_idx_below_minus_one, (c->vocab_size = 10, c->padding_idx = -2), REFENC_EINVAL,     \
       "padding_idx = -2")                                                                        \
     X(padding_idx_without_vocabulary, c->padding_idx = 0, REFENC_EINVAL, "padding_idx = 0")      \
+    X(type_vocab_size_over_limit, (c->vocab_size = 4, c->type_vocab_size = REFENC_MAX_VOCAB + 1), \
+      REFENC_ELIMIT, "type_vocab_size = 16777217")                                               \
+    X(token_types_without_tokens, c->type_vocab_size = 2, REFENC_EINVAL,                         \
+      "type_vocab_size = 2 needs token inputs")                                                  \
+    X(family_out_of_range, c->family = REFENC_FAMILY_COUNT, REFENC_EINVAL, "family")             \
+    X(position_ids_out_of_range, c->position_ids = (refenc_position_ids)2, REFENC_EINVAL,        \
+      "position_ids")                                                                            \
+    X(mask_value_out_of_range, c->mask_value = (refenc_mask_value)2, REFENC_EINVAL, "mask_value") \
+    X(scale_embedding_not_boolean, c->scale_embedding = 2, REFENC_EINVAL, "scale_embedding")     \
+    X(embedding_norm_not_boolean, c->embedding_norm = -1, REFENC_EINVAL, "embedding_norm")       \
+    X(embedding_norm_eps_negative, c->embedding_norm_eps = -1e-12, REFENC_EINVAL,                \
+      "embedding_norm_eps")                                                                      \
+    X(embedding_norm_eps_nan, c->embedding_norm_eps = NAN, REFENC_EINVAL, "embedding_norm_eps")  \
+    X(roberta_positions_without_learned_table, (c->vocab_size = 10, c->padding_idx = 1,          \
+                                                c->position_ids = REFENC_POSIDS_ROBERTA),        \
+      REFENC_EINVAL, "position_ids 'roberta' index the learned PE table")                        \
+    X(roberta_positions_without_padding_idx, (c->vocab_size = 10, c->positional = REFENC_POS_LEARNED, \
+                                              c->position_ids = REFENC_POSIDS_ROBERTA),          \
+      REFENC_EINVAL, "position_ids 'roberta' count from padding_idx")                            \
+    X(roberta_first_position_outside_table, (c->vocab_size = 10, c->padding_idx = 3,             \
+                                             c->positional = REFENC_POS_LEARNED, c->max_len = 4, \
+                                             c->position_ids = REFENC_POSIDS_ROBERTA),           \
+      REFENC_EINVAL, "start at padding_idx + 1 = 4, outside the max_len = 4 rows")               \
     /* V D = 2^29 doubles = 4 GiB on its own: with the layers, over REFENC_MAX_BYTES */          \
     X(parameters_over_max_bytes_by_vocabulary, (c->vocab_size = REFENC_MAX_VOCAB, c->d_model = 32, \
                                                 c->n_heads = 1, c->d_ff = 1, c->n_layers = 1),   \
@@ -144,6 +167,14 @@ Test(config, defaults_and_boundary_values_are_valid)
     EXPECT_VALID((c.vocab_size = 10, c.padding_idx = -1));
     EXPECT_VALID((c.norm = REFENC_NORM_POST, c.final_norm = 0));
     EXPECT_VALID((c.norm = REFENC_NORM_POST, c.final_norm = 1));
+    EXPECT_VALID((c.vocab_size = 4, c.type_vocab_size = 1));
+    EXPECT_VALID((c.vocab_size = 4, c.type_vocab_size = 2, c.scale_embedding = 0,
+                  c.embedding_norm = 1, c.embedding_norm_eps = 0.0));
+    EXPECT_VALID(c.embedding_norm = 1);                                  /* LN over x inputs */
+    EXPECT_VALID((c.family = REFENC_FAMILY_CLIP_TEXT, c.mask_value = REFENC_MASK_FINFO_MIN));
+    EXPECT_VALID((c.activation = REFENC_ACT_QUICK_GELU));
+    EXPECT_VALID((c.vocab_size = 10, c.padding_idx = 3, c.positional = REFENC_POS_LEARNED,
+                  c.max_len = 5, c.position_ids = REFENC_POSIDS_ROBERTA)); /* positions 4 on */
     /* V = 2^24, D = 31: 520093696 + 4248 doubles, just under 2^29 = 536870912 */
     EXPECT_VALID((c.vocab_size = REFENC_MAX_VOCAB, c.d_model = 31, c.n_heads = 1, c.d_ff = 1,
                   c.n_layers = 1));
@@ -165,6 +196,10 @@ Test(config, defaults_and_boundary_values_are_valid)
     /* the attention weights (B, H, L, L) alone: 2^10 * 4 * 2^20 doubles */                    \
     X(attention_weights_over_max_bytes, (c->d_model = 4, c->n_heads = 4, c->d_ff = 1), 1024,   \
       1024, REFENC_ELIMIT, "needs more than")                                                  \
+    X(roberta_positions_past_the_table, (c->vocab_size = 10, c->padding_idx = 1,                \
+                                         c->positional = REFENC_POS_LEARNED, c->max_len = 10,   \
+                                         c->position_ids = REFENC_POSIDS_ROBERTA),              \
+      2, 9, REFENC_EINVAL, "reaches position padding_idx + seq_len = 10, outside the max_len = 10") \
     X(config_error_comes_first, c->temperature = 0.0, 2, 8, REFENC_EINVAL, "temperature")
 
 typedef struct {
@@ -224,6 +259,11 @@ Test(config, valid_shapes_pass)
     c.positional = REFENC_POS_SINUSOIDAL; /* no table: L may exceed max_len */
     cr_expect_eq(refenc_config_validate_shape(&c, 2, 17, &err), REFENC_OK,
                  "sinusoidal with L > max_len: %s", err.message);
+    /* RoBERTa's positions run from padding_idx + 1 to padding_idx + L < P */
+    c.positional = REFENC_POS_LEARNED, c.vocab_size = 10, c.padding_idx = 1;
+    c.position_ids = REFENC_POSIDS_ROBERTA;
+    cr_expect_eq(refenc_config_validate_shape(&c, 2, 14, &err), REFENC_OK,
+                 "roberta, L = max_len - padding_idx - 1: %s", err.message);
 }
 
 /* Size products that overflow size_t are detected, never wrapped. */
@@ -264,6 +304,11 @@ Test(config, param_count_matches_the_tensor_sizes)
     cr_expect_eq(refenc_config_param_count(&c), 728, "without the final norm");
     c.positional = REFENC_POS_ROPE;
     cr_expect_eq(refenc_config_param_count(&c), 698, "without the learned table");
+    /* token types T = 3: 18 more; the embedding LayerNorm: 12 more */
+    c.type_vocab_size = 3;
+    cr_expect_eq(refenc_config_param_count(&c), 716, "with a token-type table");
+    c.embedding_norm = 1;
+    cr_expect_eq(refenc_config_param_count(&c), 728, "with the embedding LayerNorm");
 }
 
 Test(config, enum_names_round_trip_and_unknown_names_are_refused)
@@ -279,7 +324,7 @@ Test(config, enum_names_round_trip_and_unknown_names_are_refused)
                                               "rope_layout", &err), REFENC_OK);
         cr_expect_eq(l, (refenc_rope_layout)v);
     }
-    for (int v = 0; v < 3; v++) {
+    for (int v = 0; v < 4; v++) {
         refenc_activation a = REFENC_ACT_RELU;
         cr_expect_eq(refenc_activation_parse(&a, refenc_activation_name((refenc_activation)v),
                                              "activation", &err), REFENC_OK);
@@ -291,6 +336,25 @@ Test(config, enum_names_round_trip_and_unknown_names_are_refused)
                                              "positional", &err), REFENC_OK);
         cr_expect_eq(p, (refenc_positional)v);
     }
+    for (int v = 0; v < REFENC_FAMILY_COUNT; v++) {
+        refenc_family f = (refenc_family)((v + 1) % REFENC_FAMILY_COUNT);
+        cr_expect_eq(refenc_family_parse(&f, refenc_family_name((refenc_family)v), "family", &err),
+                     REFENC_OK);
+        cr_expect_eq(f, (refenc_family)v);
+    }
+    for (int v = 0; v < 2; v++) {
+        refenc_position_ids p = (refenc_position_ids)!v;
+        cr_expect_eq(refenc_position_ids_parse(&p, refenc_position_ids_name((refenc_position_ids)v),
+                                               "position_ids", &err), REFENC_OK);
+        cr_expect_eq(p, (refenc_position_ids)v);
+        refenc_mask_value m = (refenc_mask_value)!v;
+        cr_expect_eq(refenc_mask_value_parse(&m, refenc_mask_value_name((refenc_mask_value)v),
+                                             "mask_value", &err), REFENC_OK);
+        cr_expect_eq(m, (refenc_mask_value)v);
+    }
+    cr_expect_str_eq(refenc_family_name(REFENC_FAMILY_CLIP_TEXT), "clip-text");
+    cr_expect_str_eq(refenc_mask_value_name(REFENC_MASK_FINFO_MIN), "finfo_min");
+    cr_expect_str_eq(refenc_activation_name(REFENC_ACT_QUICK_GELU), "quick_gelu");
     cr_expect_str_eq(refenc_activation_name(REFENC_ACT_GELU_TANH), "gelu_tanh");
     cr_expect_str_eq(refenc_positional_name(REFENC_POS_ALIBI), "alibi");
     cr_expect_str_eq(refenc_positional_name((refenc_positional)9), "?");

@@ -7,6 +7,7 @@
 #include <criterion/parameterized.h>
 #include <jansson.h>
 
+#include "../../ref/core/family.h"
 #include "../../ref/io/config_json.h"
 #include "unit.h"
 
@@ -52,6 +53,29 @@ static const json_error_case json_errors[] = {
      "model.rope_layout: unknown name 'neox'"},
     {"names_are_case_sensitive", "{\"activation\": \"GELU\"}", REFENC_EINVAL,
      "model.activation: unknown name 'GELU'"},
+    {"family_unknown_name", "{\"family\": \"llama\"}", REFENC_EINVAL,
+     "model.family: unknown name 'llama' (expected one of 'vaswani', 'bert', 'roberta', "
+     "'distilbert', 'gpt2', 'clip-text')"},
+    {"family_integer", "{\"family\": 1}", REFENC_EINVAL, "model.family: expected a string"},
+    {"scale_embedding_string", "{\"scale_embedding\": \"no\"}", REFENC_EINVAL,
+     "model.scale_embedding: expected true or false"},
+    {"type_vocab_size_real", "{\"vocab_size\": 9, \"type_vocab_size\": 2.0}", REFENC_EINVAL,
+     "model.type_vocab_size: expected an integer"},
+    {"embedding_norm_integer", "{\"embedding_norm\": 1}", REFENC_EINVAL,
+     "model.embedding_norm: expected true or false"},
+    {"embedding_norm_eps_string", "{\"embedding_norm_eps\": \"1e-12\"}", REFENC_EINVAL,
+     "model.embedding_norm_eps: expected a number"},
+    {"position_ids_unknown_name", "{\"position_ids\": \"absolute\"}", REFENC_EINVAL,
+     "model.position_ids: unknown name 'absolute' (expected one of 'index', 'roberta')"},
+    {"mask_value_unknown_name", "{\"mask_value\": \"-infinity\"}", REFENC_EINVAL,
+     "model.mask_value: unknown name '-infinity' (expected one of '-inf', 'finfo_min')"},
+    {"activation_quick_gelu_misspelt", "{\"activation\": \"gelu_quick\"}", REFENC_EINVAL,
+     "model.activation: unknown name 'gelu_quick' (expected one of 'relu', 'gelu', 'gelu_tanh', "
+     "'quick_gelu')"},
+    {"family_override_breaks_a_rule", "{\"family\": \"roberta\", \"positional\": \"sinusoidal\"}",
+     REFENC_EINVAL, "model: position_ids 'roberta' index the learned PE table"},
+    {"token_types_on_x_inputs", "{\"type_vocab_size\": 2}", REFENC_EINVAL,
+     "model: type_vocab_size = 2 needs token inputs"},
     {"not_an_object", "[]", REFENC_EINVAL, "model: expected a JSON object"},
     /* validation errors, re-labelled with the location */
     {"d_model_zero", "{\"d_model\": 0}", REFENC_EINVAL, "model: d_model must be at least 1"},
@@ -170,21 +194,153 @@ Test(config_json, defaults_and_final_norm_follow_the_placement)
     }
 }
 
-/* to_json writes every key; reading it back gives the same config. */
+/* c written with to_json has n_keys keys and reads back the same. */
+static void expect_round_trip(const refenc_config *c, size_t n_keys)
+{
+    refenc_config back;
+    json_t *obj = refenc_config_to_json(c);
+    cr_assert_not_null(obj);
+    cr_expect_eq(json_object_size(obj), n_keys, "to_json wrote %zu keys, want %zu",
+                 json_object_size(obj), n_keys);
+    refenc_error err;
+    const int st = refenc_config_from_json(&back, obj, "model", &err);
+    json_decref(obj);
+    cr_assert_eq(st, REFENC_OK, "%s", err.message);
+    cr_expect(memcmp(c, &back, sizeof back) == 0, "the config changed through to_json/from_json");
+}
+
+/* to_json writes the 16 keys every config has, and the keys of the
+ * embedding path and the families only off their defaults (a config
+ * without them writes what it always wrote: golden files regenerate byte for
+ * byte); reading it back gives the same config. */
 Test(config_json, to_json_round_trips)
 {
-    refenc_config c, back;
+    refenc_config c;
     refenc_config_default(&c);
     c.d_model = 30, c.n_heads = 5, c.d_ff = 7, c.n_layers = 1, c.norm = REFENC_NORM_POST;
     c.activation = REFENC_ACT_RELU, c.layer_norm_eps = 1e-6, c.final_norm = 1;
     c.positional = REFENC_POS_ALIBI, c.rope_layout = REFENC_ROPE_INTERLEAVED, c.rope_base = 123.25;
     c.max_len = 9, c.temperature = 2.385, c.causal = 1, c.vocab_size = 11, c.padding_idx = 3;
-    json_t *obj = refenc_config_to_json(&c);
-    cr_assert_not_null(obj);
-    cr_expect_eq(json_object_size(obj), 16, "to_json wrote %zu keys", json_object_size(obj));
+    c.embedding_norm_eps = c.layer_norm_eps; /* its default follows layer_norm_eps */
+    expect_round_trip(&c, 16);
+}
+
+/* The keys of the embedding path and the families are read. */
+Test(config_json, every_embedding_and_family_key_is_read)
+{
+    const char *text =
+        "{\"family\": \"roberta\", \"scale_embedding\": true, \"type_vocab_size\": 3,"
+        " \"embedding_norm\": false, \"embedding_norm_eps\": 2.5e-7, \"position_ids\": \"index\","
+        " \"mask_value\": \"-inf\", \"activation\": \"quick_gelu\"}";
+    json_error_t jerr;
+    json_t *obj = json_loads(text, 0, &jerr);
+    cr_assert_not_null(obj, "%s", jerr.text);
+    refenc_config c;
     refenc_error err;
-    const int st = refenc_config_from_json(&back, obj, "model", &err);
+    const int st = refenc_config_from_json(&c, obj, "model", &err);
     json_decref(obj);
     cr_assert_eq(st, REFENC_OK, "%s", err.message);
-    cr_expect(memcmp(&c, &back, sizeof c) == 0, "the config changed through to_json/from_json");
+    cr_expect_eq(c.family, REFENC_FAMILY_ROBERTA);
+    cr_expect_eq(c.scale_embedding, 1);
+    cr_expect_eq(c.type_vocab_size, 3);
+    cr_expect_eq(c.embedding_norm, 0);
+    cr_expect_eq(c.embedding_norm_eps, 2.5e-7);
+    cr_expect_eq(c.position_ids, REFENC_POSIDS_INDEX);
+    cr_expect_eq(c.mask_value, REFENC_MASK_NEG_INF);
+    cr_expect_eq(c.activation, REFENC_ACT_QUICK_GELU);
+    cr_expect_eq(c.layer_norm_eps, 1e-5, "roberta's eps stays where not overridden");
+    cr_expect_eq(c.max_len, 514, "roberta's table stays where not overridden");
+}
+
+/* Each family's preset, read from {"family": NAME}, against the values its
+ * model's config and modeling code use (docs/families.md cites them); and
+ * the defaults that follow other keys (final_norm, embedding_norm_eps)
+ * follow them inside a family too. */
+Test(config_json, each_family_sets_its_conventions_and_keys_override_them)
+{
+    static const struct {
+        const char *name;
+        refenc_family family;
+        refenc_norm_placement norm;
+        int final_norm, causal, embedding_norm;
+        refenc_activation act;
+        double eps;
+        size_t D, H, F, N, V, P, T;
+        int64_t padding_idx;
+        refenc_position_ids posids;
+    } fam[] = {
+        {"vaswani", REFENC_FAMILY_VASWANI, REFENC_NORM_PRE, 1, 0, 0, REFENC_ACT_GELU, 1e-5,
+         64, 4, 256, 2, 0, 512, 0, -1, REFENC_POSIDS_INDEX},
+        {"bert", REFENC_FAMILY_BERT, REFENC_NORM_POST, 0, 0, 1, REFENC_ACT_GELU, 1e-12,
+         768, 12, 3072, 12, 30522, 512, 2, 0, REFENC_POSIDS_INDEX},
+        {"roberta", REFENC_FAMILY_ROBERTA, REFENC_NORM_POST, 0, 0, 1, REFENC_ACT_GELU, 1e-5,
+         768, 12, 3072, 12, 50265, 514, 1, 1, REFENC_POSIDS_ROBERTA},
+        {"distilbert", REFENC_FAMILY_DISTILBERT, REFENC_NORM_POST, 0, 0, 1, REFENC_ACT_GELU, 1e-12,
+         768, 12, 3072, 6, 30522, 512, 0, 0, REFENC_POSIDS_INDEX},
+        {"gpt2", REFENC_FAMILY_GPT2, REFENC_NORM_PRE, 1, 1, 0, REFENC_ACT_GELU_TANH, 1e-5,
+         768, 12, 3072, 12, 50257, 1024, 0, -1, REFENC_POSIDS_INDEX},
+        {"clip-text", REFENC_FAMILY_CLIP_TEXT, REFENC_NORM_PRE, 1, 1, 0, REFENC_ACT_QUICK_GELU, 1e-5,
+         512, 8, 2048, 12, 49408, 77, 0, -1, REFENC_POSIDS_INDEX},
+    };
+    for (size_t i = 0; i < sizeof fam / sizeof fam[0]; i++) {
+        char text[64];
+        snprintf(text, sizeof text, "{\"family\": \"%s\"}", fam[i].name);
+        json_t *obj = json_loads(text, 0, NULL);
+        refenc_config c;
+        refenc_error err;
+        cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s: %s",
+                     fam[i].name, err.message);
+        json_decref(obj);
+        const char *n = fam[i].name;
+        const int vaswani = fam[i].family == REFENC_FAMILY_VASWANI;
+        cr_expect_eq(c.family, fam[i].family, "%s", n);
+        cr_expect_eq(c.norm, fam[i].norm, "%s: norm", n);
+        cr_expect_eq(c.final_norm, fam[i].final_norm, "%s: final_norm", n);
+        cr_expect_eq(c.causal, fam[i].causal, "%s: causal", n);
+        cr_expect_eq(c.embedding_norm, fam[i].embedding_norm, "%s: embedding_norm", n);
+        cr_expect_eq(c.activation, fam[i].act, "%s: activation", n);
+        cr_expect_eq(c.layer_norm_eps, fam[i].eps, "%s: layer_norm_eps", n);
+        cr_expect_eq(c.embedding_norm_eps, fam[i].eps, "%s: embedding_norm_eps", n);
+        cr_expect_eq(c.d_model, fam[i].D, "%s: d_model", n);
+        cr_expect_eq(c.n_heads, fam[i].H, "%s: n_heads", n);
+        cr_expect_eq(c.d_ff, fam[i].F, "%s: d_ff", n);
+        cr_expect_eq(c.n_layers, fam[i].N, "%s: n_layers", n);
+        cr_expect_eq(c.vocab_size, fam[i].V, "%s: vocab_size", n);
+        cr_expect_eq(c.max_len, fam[i].P, "%s: max_len", n);
+        cr_expect_eq(c.type_vocab_size, fam[i].T, "%s: type_vocab_size", n);
+        cr_expect_eq(c.padding_idx, fam[i].padding_idx, "%s: padding_idx", n);
+        cr_expect_eq(c.position_ids, fam[i].posids, "%s: position_ids", n);
+        cr_expect_eq(c.positional, vaswani ? REFENC_POS_NONE : REFENC_POS_LEARNED, "%s: positional", n);
+        cr_expect_eq(c.scale_embedding, vaswani, "%s: scale_embedding", n);
+        cr_expect_eq(c.mask_value, vaswani ? REFENC_MASK_NEG_INF : REFENC_MASK_FINFO_MIN,
+                     "%s: mask_value", n);
+    }
+
+    /* overrides, in any key order; the following defaults follow */
+    const char *text = "{\"layer_norm_eps\": 1e-6, \"norm\": \"pre\", \"family\": \"bert\","
+                       " \"d_model\": 24, \"n_heads\": 3, \"vocab_size\": 50, \"max_len\": 9}";
+    json_t *obj = json_loads(text, 0, NULL);
+    refenc_config c;
+    refenc_error err;
+    cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s", err.message);
+    json_decref(obj);
+    cr_expect_eq(c.layer_norm_eps, 1e-6);
+    cr_expect_eq(c.embedding_norm_eps, 1e-6, "embedding_norm_eps follows layer_norm_eps");
+    cr_expect_eq(c.final_norm, 1, "final_norm follows norm");
+    cr_expect_eq(c.d_model, 24);
+    cr_expect_eq(c.vocab_size, 50);
+    cr_expect_eq(c.embedding_norm, 1, "the rest of the preset stays");
+    cr_expect_eq(c.type_vocab_size, 2);
+}
+
+/* A family's config writes every key (23), and reads back the same; so does
+ * one that overrides keys of its preset with the global defaults, which a
+ * writer of only the keys off their default would lose. */
+Test(config_json, family_configs_round_trip_with_every_key)
+{
+    refenc_config c;
+    refenc_config_family(&c, REFENC_FAMILY_BERT);
+    c.d_model = 24, c.n_heads = 3, c.d_ff = 40, c.n_layers = 2, c.vocab_size = 50, c.max_len = 9;
+    c.embedding_norm = 0, c.mask_value = REFENC_MASK_NEG_INF, c.embedding_norm_eps = 3e-7;
+    expect_round_trip(&c, 23);
 }

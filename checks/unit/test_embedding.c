@@ -46,3 +46,40 @@ Test(embedding, scale_is_sqrt_d_for_non_square_widths)
                                 "scale by D, entry %d,%d", l, d);
         }
 }
+
+/* Without the scale (BERT, GPT-2's wte, CLIP): the rows as stored, exactly. */
+Test(embedding, lookup_copies_rows_without_scaling)
+{
+    const double table[3 * 3] = {1.0, -2.0, 0.5, 0.25, 2.385, -1.5, -0.125, 4.0, 0.1};
+    const int64_t tokens[2 * 2] = {2, 0, 1, 2}; /* (B = 2, L = 2) */
+    double x[2 * 2 * 3];
+    refenc_embedding_lookup(x, tokens, table, 2, 2, 3, 3);
+    for (int bl = 0; bl < 4; bl++)
+        for (int d = 0; d < 3; d++)
+            EXPECT_EXACT(x[bl * 3 + d], table[tokens[bl] * 3 + d], "x[%d,%d,%d]", bl / 2, bl % 2, d);
+    /* negative control: the scaled lookup differs */
+    double xs[12];
+    refenc_embedding_forward(xs, tokens, table, 2, 2, 3, 3);
+    cr_expect(xs[0] != x[0], "scaled and unscaled lookups agree");
+}
+
+/* y = x + table[ids]: per (b, l) rows, e.g. token types or RoBERTa's
+ * positions.  Dyadic values: every sum is exact, compared exactly; in place
+ * (y aliasing x) as the encoder calls it. */
+Test(embedding, add_picks_a_row_per_batch_item_and_position)
+{
+    const double table[2 * 2] = {0.5, -0.25, 3.0, 0.125}; /* (R = 2, D = 2) */
+    const int64_t ids[2 * 3] = {1, 0, 1, 0, 0, 1};        /* (B = 2, L = 3) */
+    double x[12] = {1, 2, 3, 4, 5, 6, -1, -2, -3, -4, -5, -6};
+    double want[12];
+    for (int bl = 0; bl < 6; bl++)
+        for (int d = 0; d < 2; d++)
+            want[bl * 2 + d] = x[bl * 2 + d] + table[ids[bl] * 2 + d];
+    refenc_embedding_add(x, x, ids, table, 2, 3, 2, 2);
+    for (int i = 0; i < 12; i++)
+        EXPECT_EXACT(x[i], want[i], "y[%d]", i);
+    EXPECT_EXACT(x[0], 4.0, "y[0,0,0] = 1 + table[1][0]");
+    EXPECT_EXACT(x[11], -6.0 + 0.125, "y[1,2,1] = -6 + table[1][1]");
+    /* negative control: item 1 uses its own ids, not item 0's (ids[1,0] = 0, ids[0,0] = 1) */
+    cr_expect(x[6] != -1.0 + table[2], "item 1 took item 0's row");
+}

@@ -415,3 +415,175 @@ Test(encoder, the_base_input_of_the_error_table_is_valid)
                  err.message);
     fixture_free(&f);
 }
+
+/* ---- the embedding path of the families ------------------------------------------------
+ * D = 4, V = 5, T = 2 token types, learned positions, no scale, the embedding
+ * LayerNorm (BERT's order: (word + type) + position, then LN).  Dyadic
+ * tables: every sum is exact, so "embed" must equal refenc_layernorm_forward
+ * of the hand-built sums bit for bit. */
+static void family_fixture(encoder_fixture *f, refenc_position_ids rule, size_t B, size_t L)
+{
+    refenc_config_default(&f->cfg);
+    f->cfg.d_model = 4, f->cfg.n_heads = 2, f->cfg.d_ff = 3, f->cfg.n_layers = 1;
+    f->cfg.vocab_size = 5, f->cfg.padding_idx = 1, f->cfg.type_vocab_size = 2;
+    f->cfg.positional = REFENC_POS_LEARNED, f->cfg.max_len = 8, f->cfg.position_ids = rule;
+    f->cfg.scale_embedding = 0, f->cfg.embedding_norm = 1, f->cfg.embedding_norm_eps = 1e-12;
+    f->cfg.norm = REFENC_NORM_POST, f->cfg.final_norm = 0, f->cfg.mask_value = REFENC_MASK_FINFO_MIN;
+    fixture_alloc(f, B, L);
+    for (size_t i = 0; i < 20; i++)
+        f->p.embedding[i] = 0.25 * (double)(i % 7) - 0.5;
+    /* rows that differ by more than a constant vector (which the LN would remove) */
+    for (size_t i = 0; i < 8; i++)
+        f->p.token_type_embedding[i] = 0.0625 * (double)(i * i % 5);
+    for (size_t i = 0; i < 32; i++)
+        f->p.pos_embedding[i] = 0.125 * (double)(i % 9) - 0.375;
+    for (size_t d = 0; d < 4; d++) {
+        f->p.embedding_norm_weight[d] = 1.5 - 0.25 * (double)d;
+        f->p.embedding_norm_bias[d] = 0.125 * (double)d;
+    }
+}
+
+/* embed[b,l,:] = LN(E[tok] (* scale) + TT[type] + P[pos[b,l]]) as the kernels compute it */
+static void hand_embed(double *want, const encoder_fixture *f, const int64_t *tokens,
+                       const int64_t *types, const int64_t *pos, size_t BL, double scale)
+{
+    for (size_t bl = 0; bl < BL; bl++)
+        for (size_t d = 0; d < 4; d++)
+            want[bl * 4 + d] = f->p.embedding[tokens[bl] * 4 + d] * scale +
+                               (types ? f->p.token_type_embedding[types[bl] * 4 + d] : 0.0) +
+                               f->p.pos_embedding[pos[bl] * 4 + d];
+    refenc_layernorm_forward(want, want, f->p.embedding_norm_weight, f->p.embedding_norm_bias, BL,
+                             4, f->cfg.embedding_norm_eps);
+}
+
+static void embed_of(double *embed, encoder_fixture *f, const refenc_input *in)
+{
+    double y[64];
+    trace_log log = {0};
+    const refenc_trace tr = {trace_log_record, &log};
+    refenc_error err;
+    cr_assert_eq(refenc_encoder_forward(y, &f->ws, &f->p, &f->cfg, in, &tr, &err), REFENC_OK, "%s",
+                 err.message);
+    cr_assert_str_eq(log.name[0], "embed");
+    memcpy(embed, log.value[0], in->B * in->L * 4 * sizeof(double));
+}
+
+Test(encoder, embed_step_adds_token_types_and_positions_then_the_embedding_layernorm)
+{
+    encoder_fixture f;
+    family_fixture(&f, REFENC_POSIDS_INDEX, 2, 3);
+    const int64_t tokens[6] = {3, 0, 1, 4, 2, 2}, types[6] = {0, 1, 1, 1, 0, 1};
+    const int64_t pos[6] = {0, 1, 2, 0, 1, 2};
+    const refenc_input in = {.B = 2, .L = 3, .tokens = tokens, .token_types = types};
+    double embed[24], want[24];
+    embed_of(embed, &f, &in);
+    hand_embed(want, &f, tokens, types, pos, 6, 1.0);
+    for (int i = 0; i < 24; i++)
+        EXPECT_EXACT(embed[i], want[i], "embed[%d,%d,%d]", i / 12, i / 4 % 3, i % 4);
+
+    /* negative controls: token types ignored; the embedding LN left out */
+    double no_types[24];
+    hand_embed(no_types, &f, tokens, NULL, pos, 6, 1.0);
+    cr_expect(memcmp(embed, no_types, sizeof embed) != 0, "token types made no difference");
+    f.cfg.embedding_norm = 0;
+    double raw[24];
+    embed_of(raw, &f, &in);
+    EXPECT_EXACT(raw[0], f.p.embedding[12] + f.p.token_type_embedding[0] + f.p.pos_embedding[0],
+                 "without the embedding LN: the plain sum");
+    cr_expect(raw[0] != embed[0], "the embedding LN made no difference");
+
+    /* scale_embedding on: E[tok] sqrt(4) = 2 E[tok], still exact */
+    f.cfg.embedding_norm = 1, f.cfg.scale_embedding = 1;
+    double scaled[24];
+    embed_of(scaled, &f, &in);
+    hand_embed(want, &f, tokens, types, pos, 6, 2.0);
+    for (int i = 0; i < 24; i++)
+        EXPECT_EXACT(scaled[i], want[i], "scaled embed[%d]", i);
+    fixture_free(&f);
+}
+
+/* Without in.token_type_ids every position is type 0 (HF's default), bit for
+ * bit the same as passing zeros; type 1 somewhere changes the result. */
+Test(encoder, missing_token_types_are_type_zero)
+{
+    encoder_fixture f;
+    family_fixture(&f, REFENC_POSIDS_INDEX, 1, 4);
+    const int64_t tokens[4] = {2, 3, 4, 0}, zeros[4] = {0, 0, 0, 0}, ones[4] = {0, 1, 0, 0};
+    refenc_input in = {.B = 1, .L = 4, .tokens = tokens};
+    double a[16], b[16], c[16];
+    embed_of(a, &f, &in);
+    in.token_types = zeros;
+    embed_of(b, &f, &in);
+    in.token_types = ones;
+    embed_of(c, &f, &in);
+    cr_expect(memcmp(a, b, sizeof a) == 0, "absent token types differ from explicit zeros");
+    cr_expect(memcmp(a, c, sizeof a) != 0, "a type-1 position made no difference");
+    fixture_free(&f);
+}
+
+/* RoBERTa's rule: padding_idx = 1; tokens [[3, 0, 1, 1], [1, 4, 2, 1]] (a pad
+ * on the left and in the middle) take positions [[2, 3, 1, 1], [1, 2, 3, 1]]
+ * (position_ids.h); positions 0..L-1 must not be used. */
+Test(encoder, roberta_positions_come_from_the_tokens)
+{
+    encoder_fixture f;
+    family_fixture(&f, REFENC_POSIDS_ROBERTA, 2, 4);
+    const int64_t tokens[8] = {3, 0, 1, 1, 1, 4, 2, 1}, types[8] = {0};
+    const int64_t pos[8] = {2, 3, 1, 1, 1, 2, 3, 1}, index[8] = {0, 1, 2, 3, 0, 1, 2, 3};
+    const uint8_t mask[8] = {0, 0, 1, 1, 1, 0, 0, 1};
+    const refenc_input in = {.B = 2, .L = 4, .tokens = tokens, .token_types = types,
+                             .key_padding_mask = mask};
+    double embed[32], want[32];
+    embed_of(embed, &f, &in);
+    hand_embed(want, &f, tokens, types, pos, 8, 1.0);
+    for (int i = 0; i < 32; i++)
+        EXPECT_EXACT(embed[i], want[i], "embed[%d,%d,%d]", i / 16, i / 4 % 4, i % 4);
+    hand_embed(want, &f, tokens, types, index, 8, 1.0); /* negative control */
+    cr_expect(memcmp(embed, want, sizeof embed) != 0, "positions 0..L-1 were used");
+    fixture_free(&f);
+}
+
+/* Input checks of the embedding path: token types out of range or given
+ * without a table, explicit positions under the RoBERTa rule. */
+Test(encoder, forward_rejects_invalid_token_types_and_positions_under_roberta)
+{
+    encoder_fixture f;
+    family_fixture(&f, REFENC_POSIDS_ROBERTA, 1, 3);
+    const int64_t tokens[3] = {2, 3, 4}, bad_types[3] = {0, 2, 0}, neg_types[3] = {-1, 0, 0};
+    const int64_t pos[3] = {2, 3, 4};
+    double y[12];
+    refenc_error err;
+    const struct {
+        refenc_input in;
+        const char *fragment;
+    } cases[] = {
+        {{.B = 1, .L = 3, .tokens = tokens, .token_types = bad_types},
+         "in.token_type_ids[0][1] = 2 is outside [0, type_vocab_size = 2)"},
+        {{.B = 1, .L = 3, .tokens = tokens, .token_types = neg_types},
+         "in.token_type_ids[0][0] = -1"},
+        {{.B = 1, .L = 3, .tokens = tokens, .positions = pos},
+         "in.positions is given but position_ids 'roberta' derives the positions from in.tokens"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        refenc_error_clear(&err);
+        cr_expect_eq(refenc_encoder_forward(y, &f.ws, &f.p, &f.cfg, &cases[i].in, NULL, &err),
+                     REFENC_EINVAL, "case %zu accepted", i);
+        cr_expect(strstr(err.message, cases[i].fragment) != NULL, "case %zu: '%s' lacks '%s'", i,
+                  err.message, cases[i].fragment);
+    }
+    fixture_free(&f);
+
+    family_fixture(&f, REFENC_POSIDS_INDEX, 1, 3);
+    f.cfg.type_vocab_size = 0; /* the params keep their table: only the input check matters */
+    const int64_t types[3] = {0, 0, 0};
+    const refenc_input in = {.B = 1, .L = 3, .tokens = tokens, .token_types = types};
+    refenc_error_clear(&err);
+    cr_expect_eq(refenc_encoder_forward(y, &f.ws, &f.p, &f.cfg, &in, NULL, &err), REFENC_EINVAL);
+    cr_expect(strstr(err.message, "in.token_type_ids is given but type_vocab_size = 0") != NULL,
+              "%s", err.message);
+    /* positive control: without the types the input is valid */
+    const refenc_input ok = {.B = 1, .L = 3, .tokens = tokens};
+    cr_expect_eq(refenc_encoder_forward(y, &f.ws, &f.p, &f.cfg, &ok, NULL, &err), REFENC_OK, "%s",
+                 err.message);
+    fixture_free(&f);
+}

@@ -104,6 +104,40 @@ Test(params, names_and_shapes_follow_the_state_dict_order)
     cr_expect_null(p.block, "free leaves the container empty");
 }
 
+/* The embedding path's tensors: the token-type table after the word
+ * embeddings, the embedding LayerNorm after the position table, before the
+ * layers (HF BertEmbeddings' order: word, position, token type, LayerNorm,
+ * but refenc keeps its own table order: the names map, docs/families.md). */
+Test(params, embedding_path_tensors_sit_before_the_layers)
+{
+    refenc_config c;
+    small_config(&c);
+    c.type_vocab_size = 3, c.embedding_norm = 1, c.n_layers = 1;
+    refenc_params p;
+    refenc_error err;
+    cr_assert_eq(refenc_params_alloc(&p, &c, &err), REFENC_OK, "%s", err.message);
+    static const char *const first[] = {"embedding.weight", "token_type_embedding.weight",
+                                        "pos_embedding.weight", "embedding_norm.weight",
+                                        "embedding_norm.bias", "layers.0.self_attn.in_proj_weight"};
+    for (size_t i = 0; i < 6; i++)
+        cr_expect_str_eq(p.tensors[i].name, first[i], "tensor %zu", i);
+    const refenc_tensor *tt = refenc_params_find(&p, "token_type_embedding.weight");
+    cr_assert_not_null(tt);
+    cr_expect(tt->shape[0] == 3 && tt->shape[1] == 6 && tt->data == p.token_type_embedding);
+    cr_expect(p.embedding_norm_weight == refenc_params_find(&p, "embedding_norm.weight")->data);
+    cr_expect(p.embedding_norm_bias == refenc_params_find(&p, "embedding_norm.bias")->data);
+    cr_expect_eq(p.n_tensors, 5 + 12 + 2);
+    cr_expect_eq(p.n_values, refenc_config_param_count(&c));
+    refenc_params_free(&p);
+    /* negative control: the default config has none of them */
+    small_config(&c);
+    cr_assert_eq(refenc_params_alloc(&p, &c, &err), REFENC_OK, "%s", err.message);
+    cr_expect_null(refenc_params_find(&p, "token_type_embedding.weight"));
+    cr_expect_null(refenc_params_find(&p, "embedding_norm.weight"));
+    cr_expect(p.token_type_embedding == NULL && p.embedding_norm_weight == NULL);
+    refenc_params_free(&p);
+}
+
 /* Optional tensors are absent when the config has no use for them. */
 Test(params, optional_tensors_are_absent_when_unused)
 {

@@ -6,6 +6,7 @@
 
 #include <criterion/criterion.h>
 
+#include "../../ref/core/family.h"
 #include "../../ref/encoder.h"
 #include "../../ref/layernorm.h"
 #include "../../ref/tool/variants.h"
@@ -189,5 +190,178 @@ Test(variants, the_other_transforms)
     cr_expect_eq(c.cfg.activation, REFENC_ACT_GELU_TANH);
     refenc_variant_apply(REFENC_VAR_GELU_EXACT_FOR_TANH, &c, &hooks);
     cr_expect_eq(c.cfg.activation, REFENC_ACT_GELU);
+    refenc_case_free(&c);
+}
+
+/* ---- the families' variants ---------------------------------------------------------
+ * A small family case: the preset at D 24, H 6, F 32, N 2, V 11, P 9, tokens
+ * with types where the family has them, padding on item 1. */
+static void family_case(refenc_case *c, refenc_family fam)
+{
+    refenc_config cfg;
+    refenc_config_family(&cfg, fam);
+    cfg.d_model = 24, cfg.n_heads = 6, cfg.d_ff = 32, cfg.n_layers = 2, cfg.vocab_size = 11;
+    cfg.max_len = 9;
+    if (cfg.padding_idx < 0)
+        cfg.padding_idx = 0;
+    refenc_error err;
+    cr_assert_eq(refenc_case_alloc(c, REFENC_COMP_ENCODER, &cfg, 2, 5, 1, 1, 0, &err), REFENC_OK,
+                 "%s", err.message);
+    gsl_rng *r = test_rng(73);
+    refenc_params_init_random(&c->params, &cfg, r);
+    gsl_rng_free(r);
+    for (size_t i = 0; i < 10; i++) {
+        c->tokens[i] = 2 + (int64_t)(i % 9);
+        if (c->token_types != NULL)
+            c->token_types[i] = (int64_t)(i % cfg.type_vocab_size);
+    }
+    c->tokens[9] = cfg.padding_idx, c->key_padding_mask[9] = 1;
+}
+
+/* The encoder's output on a case's config and parameters, for an input. */
+static void run_input(double *y, const refenc_case *c, const refenc_input *in)
+{
+    refenc_workspace ws;
+    refenc_error err;
+    cr_assert_eq(refenc_workspace_alloc(&ws, &c->cfg, c->B, c->L, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_encoder_forward(y, &ws, &c->params, &c->cfg, in, NULL, &err), REFENC_OK,
+                 "%s", err.message);
+    refenc_workspace_free(&ws);
+}
+
+/* The encoder's output on a case. */
+static void run(double *y, const refenc_case *c)
+{
+    const refenc_input in = refenc_case_input(c);
+    run_input(y, c, &in);
+}
+
+Test(variants, family_variants_apply_where_the_family_has_the_feature)
+{
+    refenc_case c;
+    family_case(&c, REFENC_FAMILY_BERT);
+    cr_expect(refenc_variant_applies(REFENC_VAR_EPS_1E5_FOR_1E12, &c), "bert: eps 1e-12");
+    cr_expect(!refenc_variant_applies(REFENC_VAR_EPS_1E12_FOR_1E5, &c));
+    cr_expect(refenc_variant_applies(REFENC_VAR_EMBEDDING_NORM_MISSING, &c));
+    cr_expect(refenc_variant_applies(REFENC_VAR_TOKEN_TYPES_IGNORED, &c), "bert: types 0 and 1");
+    cr_expect(!refenc_variant_applies(REFENC_VAR_ROBERTA_POSITIONS_FROM_ZERO, &c));
+    cr_expect(!refenc_variant_applies(REFENC_VAR_CONV1D_NOT_TRANSPOSED, &c), "bert: nn.Linear layout");
+    cr_expect(refenc_variant_applies(REFENC_VAR_QUICK_GELU_FOR_GELU, &c));
+    cr_expect(!refenc_variant_applies(REFENC_VAR_GELU_FOR_QUICK_GELU, &c));
+    cr_expect(refenc_variant_applies(REFENC_VAR_EMBEDDING_SCALED, &c), "bert does not scale");
+    cr_expect(!refenc_variant_applies(REFENC_VAR_EMBEDDING_UNSCALED, &c), "bert does not scale");
+    memset(c.token_types, 0, 10 * sizeof(int64_t));
+    cr_expect(!refenc_variant_applies(REFENC_VAR_TOKEN_TYPES_IGNORED, &c), "every type already 0");
+    refenc_case_free(&c);
+
+    family_case(&c, REFENC_FAMILY_ROBERTA);
+    cr_expect(refenc_variant_applies(REFENC_VAR_EPS_1E12_FOR_1E5, &c), "roberta: eps 1e-5");
+    cr_expect(refenc_variant_applies(REFENC_VAR_ROBERTA_POSITIONS_FROM_ZERO, &c));
+    cr_expect(!refenc_variant_applies(REFENC_VAR_TOKEN_TYPES_IGNORED, &c), "roberta: one type");
+    refenc_case_free(&c);
+
+    family_case(&c, REFENC_FAMILY_GPT2);
+    cr_expect(refenc_variant_applies(REFENC_VAR_CONV1D_NOT_TRANSPOSED, &c));
+    cr_expect(refenc_variant_applies(REFENC_VAR_QUICK_GELU_FOR_GELU, &c), "gpt2: tanh GELU");
+    cr_expect(!refenc_variant_applies(REFENC_VAR_EMBEDDING_NORM_MISSING, &c));
+    refenc_case_free(&c);
+
+    family_case(&c, REFENC_FAMILY_CLIP_TEXT);
+    cr_expect(refenc_variant_applies(REFENC_VAR_GELU_FOR_QUICK_GELU, &c));
+    cr_expect(!refenc_variant_applies(REFENC_VAR_QUICK_GELU_FOR_GELU, &c));
+    refenc_case_free(&c);
+}
+
+/* Each family variant's transformed case computes the bug written out
+ * directly on the original case: bit for bit, since both run the same
+ * kernels on the same values (the transposition and the zeroed types are
+ * exact; the eps and activation are the bug's own values). */
+Test(variants, family_transforms_compute_the_bugs_they_name)
+{
+    const size_t n = 2 * 5 * 24;
+    double y_var[240], y_bug[240], y_ok[240];
+    refenc_case c, b;
+    refenc_variant_hooks hooks;
+
+    /* eps 1e-5 for 1e-12: the bug sets both eps to PyTorch's default */
+    family_case(&c, REFENC_FAMILY_BERT);
+    run(y_ok, &c);
+    refenc_variant_apply(REFENC_VAR_EPS_1E5_FOR_1E12, &c, &hooks);
+    run(y_var, &c);
+    refenc_case_free(&c);
+    family_case(&b, REFENC_FAMILY_BERT);
+    b.cfg.layer_norm_eps = 1e-5, b.cfg.embedding_norm_eps = 1e-5;
+    run(y_bug, &b);
+    cr_expect(memcmp(y_var, y_bug, n * sizeof(double)) == 0, "eps 1e-5 for 1e-12");
+    cr_expect(memcmp(y_var, y_ok, n * sizeof(double)) != 0, "the bug changed nothing");
+    /* the embedding LN missing; token types ignored (type ids all 0) */
+    family_case(&c, REFENC_FAMILY_BERT);
+    refenc_variant_apply(REFENC_VAR_EMBEDDING_NORM_MISSING, &c, &hooks);
+    run(y_var, &c);
+    b.cfg.layer_norm_eps = 1e-12, b.cfg.embedding_norm_eps = 1e-12, b.cfg.embedding_norm = 0;
+    run(y_bug, &b);
+    cr_expect(memcmp(y_var, y_bug, n * sizeof(double)) == 0, "embedding LN missing");
+    refenc_case_free(&c);
+    family_case(&c, REFENC_FAMILY_BERT);
+    refenc_variant_apply(REFENC_VAR_TOKEN_TYPES_IGNORED, &c, &hooks);
+    run(y_var, &c);
+    b.cfg.embedding_norm = 1;
+    refenc_input in = refenc_case_input(&b);
+    in.token_types = NULL; /* not passed: HF's default, type 0 everywhere */
+    run_input(y_bug, &b, &in);
+    cr_expect(memcmp(y_var, y_bug, n * sizeof(double)) == 0, "token types ignored");
+    cr_expect(memcmp(y_var, y_ok, n * sizeof(double)) != 0, "token types made no difference");
+    refenc_case_free(&c);
+    refenc_case_free(&b);
+
+    /* RoBERTa's positions from 0: the positions 0 .. L-1 given explicitly */
+    family_case(&c, REFENC_FAMILY_ROBERTA);
+    refenc_variant_apply(REFENC_VAR_ROBERTA_POSITIONS_FROM_ZERO, &c, &hooks);
+    run(y_var, &c);
+    refenc_case_free(&c);
+    family_case(&b, REFENC_FAMILY_ROBERTA);
+    run(y_ok, &b);
+    b.cfg.position_ids = REFENC_POSIDS_INDEX;
+    const int64_t arange[5] = {0, 1, 2, 3, 4};
+    in = refenc_case_input(&b);
+    in.positions = arange;
+    run_input(y_bug, &b, &in);
+    cr_expect(memcmp(y_var, y_bug, n * sizeof(double)) == 0, "positions from 0");
+    cr_expect(memcmp(y_var, y_ok, n * sizeof(double)) != 0, "positions from 0 changed nothing");
+    refenc_case_free(&b);
+
+    /* GPT-2's c_proj used as stored: out_proj.weight transposed, element by element */
+    family_case(&c, REFENC_FAMILY_GPT2);
+    const double w01 = c.params.layers[1].out_proj_weight[0 * 24 + 1];
+    const double w10 = c.params.layers[1].out_proj_weight[1 * 24 + 0];
+    refenc_variant_apply(REFENC_VAR_CONV1D_NOT_TRANSPOSED, &c, &hooks);
+    cr_expect(c.params.layers[1].out_proj_weight[0 * 24 + 1] == w10 &&
+              c.params.layers[1].out_proj_weight[1 * 24 + 0] == w01, "layer 1's W_o is W_o^T");
+    refenc_case_free(&c);
+
+    /* the activations */
+    family_case(&c, REFENC_FAMILY_GPT2);
+    refenc_variant_apply(REFENC_VAR_QUICK_GELU_FOR_GELU, &c, &hooks);
+    cr_expect_eq(c.cfg.activation, REFENC_ACT_QUICK_GELU);
+    refenc_case_free(&c);
+    family_case(&c, REFENC_FAMILY_CLIP_TEXT);
+    refenc_variant_apply(REFENC_VAR_GELU_FOR_QUICK_GELU, &c, &hooks);
+    cr_expect_eq(c.cfg.activation, REFENC_ACT_GELU);
+    refenc_case_free(&c);
+
+    /* eps 1e-12 for 1e-5 on RoBERTa: both eps */
+    family_case(&c, REFENC_FAMILY_ROBERTA);
+    refenc_variant_apply(REFENC_VAR_EPS_1E12_FOR_1E5, &c, &hooks);
+    cr_expect(c.cfg.layer_norm_eps == 1e-12 && c.cfg.embedding_norm_eps == 1e-12);
+    /* the LayerNorm variants act on the embedding LayerNorm too */
+    refenc_variant_apply(REFENC_VAR_LAYERNORM_EPS_X10, &c, &hooks);
+    cr_expect(c.cfg.layer_norm_eps == 1e-11 && c.cfg.embedding_norm_eps == 1e-11);
+    refenc_case_free(&c);
+
+    /* the embedding scaled by sqrt(D): E sqrt(D), within a rounding of the lookup's own */
+    family_case(&c, REFENC_FAMILY_GPT2);
+    const double e0 = c.params.embedding[24 * 3 + 5];
+    refenc_variant_apply(REFENC_VAR_EMBEDDING_SCALED, &c, &hooks);
+    cr_expect(fabs(c.params.embedding[24 * 3 + 5] - e0 * sqrt(24.0)) <= 2 * TEST_U * fabs(e0 * sqrt(24.0)));
     refenc_case_free(&c);
 }

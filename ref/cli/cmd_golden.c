@@ -278,6 +278,8 @@ static int case_copy(refenc_case *dst, const refenc_case *src, refenc_error *err
         memcpy(dst->x, src->x, src->x_numel * sizeof *src->x);
     if (src->tokens != NULL)
         memcpy(dst->tokens, src->tokens, src->B * src->L * sizeof *src->tokens);
+    if (src->token_types != NULL && dst->token_types != NULL)
+        memcpy(dst->token_types, src->token_types, src->B * src->L * sizeof *src->token_types);
     if (src->key_padding_mask != NULL)
         memcpy(dst->key_padding_mask, src->key_padding_mask, src->B * src->L);
     if (src->attn_mask != NULL)
@@ -484,6 +486,10 @@ static int golden_make(const golden_args *a)
     if (in_parts && s.c.component != REFENC_COMP_ENCODER)
         st = refenc_error_set(&err, REFENC_EINVAL, "--per-layer and --shard: case %s is a %s case; only "
                               "encoder cases are made in parts", s.name, refenc_component_name(s.c.component));
+    else if (in_parts && !golden_engine_item_by_item(&s.c.cfg))
+        st = refenc_error_set(&err, REFENC_EINVAL, "--per-layer and --shard: case %s uses the family "
+                              "embedding options or the finfo.min mask value, which only the whole-tensor "
+                              "oracle computes so far: make it whole", s.name);
     else if (in_parts && (s.all_variants || (a->catalogue_path != NULL && !a->no_variants &&
                                              json_array_size(s.bug_classes) > 0)))
         st = refenc_error_set(&err, REFENC_EINVAL, "--per-layer and --shard make no bug variants: drop "
@@ -539,7 +545,7 @@ static int golden_make(const golden_args *a)
 
     if (st == REFENC_OK)
         st = golden_set_init(&golden, &s.c, 1, a->final_only, &err);
-    if (st == REFENC_OK && s.c.component == REFENC_COMP_ENCODER) {
+    if (st == REFENC_OK && s.c.component == REFENC_COMP_ENCODER && golden_engine_item_by_item(&s.c.cfg)) {
         /* the oracle's steps become the case's outputs (taken over, not copied) */
         if (!a->per_layer)
             st = golden_steps_init(&steps, &s.c, a->final_only ? final_step : NULL, NULL, 1);

@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "model_sources.h"
 #include "results.h"
+#include "run_weights.h"
 #include "run_config.h"
 #include "../tool/random_params.h"
 
@@ -32,8 +33,11 @@ static const char run_usage[] =
     "options:\n"
     "  --config FILE.json  the config: {\"model\": {...}, \"input\": {...}}\n"
     "                      (docs/cli.md lists every key; unknown keys are errors)\n"
-    "  --weights FILE      the parameters from a safetensors file, under PyTorch's\n"
-    "                      state_dict names (F64, F32, F16 or BF16), instead of random\n"
+    "  --weights FILE      the parameters from a safetensors file (F64, F32, F16 or\n"
+    "                      BF16) instead of random ones: under refenc's PyTorch\n"
+    "                      state_dict names, or, for a family other than vaswani,\n"
+    "                      as the family's Hugging Face checkpoint holds them\n"
+    "                      (docs/families.md)\n"
     "  --inputs FILE       the input from a safetensors file (in.tokens or in.x, and\n"
     "                      optionally in.key_padding_mask, in.positions, in.attn_mask)\n"
     "  --seed N            seed of the random weights and inputs (default 20240521);\n"
@@ -95,6 +99,12 @@ static void describe(const refenc_config *c, const refenc_case *k, const run_inp
            c->n_layers, c->n_layers == 1 ? "" : "s", c->norm == REFENC_NORM_PRE ? "Pre" : "Post",
            c->d_model, c->n_heads, c->d_ff, refenc_activation_name(c->activation),
            c->layer_norm_eps, c->temperature, c->causal ? ", causal" : "");
+    if (c->family != REFENC_FAMILY_VASWANI || !c->scale_embedding || c->type_vocab_size > 0 ||
+        c->embedding_norm || c->position_ids != REFENC_POSIDS_INDEX || c->mask_value != REFENC_MASK_NEG_INF)
+        printf("family: %s; embedding %s, %zu token types, %s, positions %s; masked scores %s\n",
+               refenc_family_name(c->family), c->scale_embedding ? "x sqrt(D)" : "unscaled",
+               c->type_vocab_size, c->embedding_norm ? "LayerNorm" : "no LayerNorm",
+               refenc_position_ids_name(c->position_ids), refenc_mask_value_name(c->mask_value));
     printf("positional: %s", refenc_positional_name(c->positional));
     if (c->positional == REFENC_POS_ROPE)
         printf(" (layout %s, base %g)", refenc_rope_layout_name(c->rope_layout), c->rope_base);
@@ -159,9 +169,9 @@ static int case_option(run_case_spec *spec, const char *opt, const char *v)
     return REFENC_EXIT_OK;
 }
 
-/* The documented random stream: the parameters in table order (unless they
- * come from a file), then the input position by position (unless it comes
- * from a file): a token uniform in [0, V) other than padding_idx (padded
+/* The documented random stream: the parameters in table order (drawn and
+ * discarded when they come from a file), then the input position by position
+ * (unless it comes from a file): a token uniform in [0, V) other than padding_idx (padded
  * positions get padding_idx), or D values N(0, 1). */
 static void seeded_fill(refenc_case *c, const run_input *spec, uint64_t seed, int params, int input,
                         gsl_rng *rng)
@@ -171,6 +181,10 @@ static void seeded_fill(refenc_case *c, const run_input *spec, uint64_t seed, in
     gsl_rng_set(rng, (unsigned long)seed);
     if (params)
         refenc_params_init_random(&c->params, cfg, rng);
+    else /* the same draws, discarded: the input is the one the seed gives without --weights */
+        for (size_t t = 0; t < c->params.n_tensors; t++)
+            for (size_t i = 0; i < c->params.tensors[t].size; i++)
+                (void)gsl_ran_gaussian_ziggurat(rng, 1.0); /* sigma only scales: the same uniforms */
     if (!input)
         return;
     for (size_t b = 0; b < B; b++) {
@@ -189,6 +203,9 @@ static void seeded_fill(refenc_case *c, const run_input *spec, uint64_t seed, in
                     t = (int64_t)gsl_rng_uniform_int(rng, (unsigned long)cfg->vocab_size);
                 }
                 c->tokens[b * L + l] = padded && cfg->padding_idx >= 0 ? cfg->padding_idx : t;
+                if (c->token_types != NULL) /* padding gets type 0, as HF tokenizers give it */
+                    c->token_types[b * L + l] =
+                        padded ? 0 : (int64_t)gsl_rng_uniform_int(rng, (unsigned long)cfg->type_vocab_size);
             } else {
                 for (size_t d = 0; d < D; d++)
                     c->x[(b * L + l) * D + d] = gsl_ran_gaussian_ziggurat(rng, 1.0);
@@ -282,8 +299,11 @@ int cmd_run(int argc, char **argv)
     else
         st = refenc_case_alloc(&c, REFENC_COMP_ENCODER, &cfg, spec.batch, spec.seq_len,
                                cfg.vocab_size > 0, spec.padding != NULL, 0, &err);
+    char weights_summary[1024] = "";
     if (st == REFENC_OK && weights_path != NULL)
-        st = cli_params_from_weights(&c.params, weights_path, &report, &err);
+        st = cfg.family != REFENC_FAMILY_VASWANI /* the family's checkpoint names */
+                 ? run_load_weights(&c.params, &cfg, weights_path, weights_summary, sizeof weights_summary, &err)
+                 : cli_params_from_weights(&c.params, weights_path, &report, &err);
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
     if (st == REFENC_OK && rng == NULL)
         st = refenc_error_set(&err, REFENC_ENOMEM, "out of memory");
@@ -306,6 +326,8 @@ int cmd_run(int argc, char **argv)
     memset(&keep, 0, sizeof keep);
     if (st == REFENC_OK) {
         describe(&cfg, &c, &spec, config_path, seed, weights_path, inputs_path);
+        if (weights_summary[0] != '\0')
+            printf("%s\n", weights_summary);
         const refenc_input input = refenc_case_input(&c);
         run_trace rt = {trace, out_path != NULL ? &keep : NULL};
         const refenc_trace tr = {run_trace_fn, &rt};

@@ -13,7 +13,7 @@
 
 static const char *const case_keys[] = {"case", "component", "description", "model", "input", "seed",
                                         "input_bits", "bug_classes", "tolerance", "float32_hazard",
-                                        "params", NULL};
+                                        "params", "embedding_std", NULL};
 static const char *const input_keys[] = {"batch", "seq_len", "padding", "padding_side",
                                          "positions_start", "x_mean", "x_scale", "x_grid",
                                          "attn_mask", "masked_fraction", "fully_masked_rows", NULL};
@@ -173,9 +173,28 @@ int catalogue_build(refenc_case *c, const catalogue_case *cc, refenc_error *err)
         return refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", cc->name);
     gsl_rng_set(rng, cc->seed);
 
-    /* parameters: the documented Gaussian scales, some redrawn as the case
-     * says, rounded */
+    /* parameters: the documented Gaussian scales (the embedding tables, word,
+     * type and position, rescaled to N(0, embedding_std^2) when the case says:
+     * BERT's initializer_range 0.02 makes rows of small variance, where the
+     * embedding LayerNorm's eps shows), rounded */
     refenc_params_init_random(&c->params, &cfg, rng);
+    const json_t *estd = json_object_get(cc->entry, "embedding_std");
+    if (estd != NULL) {
+        if (!json_is_number(estd) || !(json_number_value(estd) > 0)) {
+            gsl_rng_free(rng);
+            return refenc_error_set(err, REFENC_EINVAL, "case %s: embedding_std must be a number > 0",
+                                    cc->name);
+        }
+        const double s = json_number_value(estd), s_tok = s * sqrt((double)cfg.d_model);
+        refenc_params *p = &c->params;
+        for (size_t i = 0; p->embedding != NULL && i < cfg.vocab_size * cfg.d_model; i++)
+            p->embedding[i] *= s_tok; /* drawn N(0, 1/D) */
+        for (size_t i = 0; p->token_type_embedding != NULL && i < cfg.type_vocab_size * cfg.d_model; i++)
+            p->token_type_embedding[i] *= s_tok;
+        for (size_t i = 0; p->pos_embedding != NULL && i < cfg.max_len * cfg.d_model; i++)
+            p->pos_embedding[i] *= s / 0.5; /* drawn N(0, 0.25) */
+    }
+    /* then some redrawn as the case says ("params") */
     char pwhere[160];
     snprintf(pwhere, sizeof pwhere, "case %s", cc->name);
     if ((st = override_params(c, json_object_get(cc->entry, "params"), rng, pwhere, err))) {
@@ -190,6 +209,8 @@ int catalogue_build(refenc_case *c, const catalogue_case *cc, refenc_error *err)
     c->has_positions = ps != NULL || cc->component == REFENC_COMP_SINUSOIDAL_PE ||
                        cc->component == REFENC_COMP_ROPE || cc->component == REFENC_COMP_ALIBI ||
                        cfg.positional != REFENC_POS_NONE;
+    if (cfg.position_ids == REFENC_POSIDS_ROBERTA) /* derived from the tokens, never given */
+        c->has_positions = 0;
     for (size_t l = 0; l < L; l++)
         c->positions[l] = (ps ? (int64_t)json_integer_value(ps) : 0) + (int64_t)l;
 
@@ -219,6 +240,12 @@ int catalogue_build(refenc_case *c, const catalogue_case *cc, refenc_error *err)
             }
             c->tokens[i] = c->key_padding_mask && c->key_padding_mask[i] && cfg.padding_idx >= 0
                                ? cfg.padding_idx : t;
+        }
+        /* token types (drawn after every token, so that cases without them
+         * keep their stream): uniform, 0 at padded positions */
+        for (size_t i = 0; c->token_types != NULL && i < B * L; i++) {
+            const int64_t t = (int64_t)gsl_rng_uniform_int(rng, (unsigned long)cfg.type_vocab_size);
+            c->token_types[i] = c->key_padding_mask && c->key_padding_mask[i] ? 0 : t;
         }
     }
 

@@ -360,6 +360,8 @@ static void add_case(entries *es, const refenc_case *c)
     const size_t bl[2] = {B, L}, ll[2] = {L, L}, l1[1] = {L};
     if (c->tokens != NULL)
         add(es, "in.tokens", REFENC_ST_I64, 2, bl, c->tokens);
+    if (c->token_types != NULL)
+        add(es, "in.token_type_ids", REFENC_ST_I64, 2, bl, c->token_types);
     if (c->key_padding_mask != NULL)
         add(es, "in.key_padding_mask", REFENC_ST_BOOL, 2, bl, c->key_padding_mask);
     if (c->has_positions)
@@ -471,6 +473,7 @@ void golden_fingerprint(char hex[65], const golden_file *g, int per_layer, int f
     hash_bytes(&h, shape, sizeof shape);
     hash_bytes(&h, c->x, c->x ? c->x_numel * sizeof *c->x : 0);
     hash_bytes(&h, c->tokens, c->tokens ? c->B * c->L * sizeof *c->tokens : 0);
+    hash_bytes(&h, c->token_types, c->token_types ? c->B * c->L * sizeof *c->token_types : 0);
     hash_bytes(&h, c->key_padding_mask, c->key_padding_mask ? c->B * c->L : 0);
     hash_bytes(&h, c->positions, c->has_positions ? c->L * sizeof *c->positions : 0);
     hash_bytes(&h, c->attn_mask, c->attn_mask ? c->L * c->L * sizeof *c->attn_mask : 0);

@@ -82,14 +82,18 @@ int refenc_case_alloc(refenc_case *c, refenc_component comp, const refenc_config
     c->x_numel = with_tokens ? 0 : x_numel(comp, cfg, B, L);
     if (c->x_numel)
         c->x = calloc(c->x_numel, sizeof *c->x);
+    const int with_types = with_tokens && cfg->type_vocab_size > 0;
     if (with_tokens)
         c->tokens = calloc(B * L, sizeof *c->tokens);
+    if (with_types)
+        c->token_types = calloc(B * L, sizeof *c->token_types);
     if (with_mask)
         c->key_padding_mask = calloc(B * L, 1);
     if (with_attn_mask)
         c->attn_mask = calloc(L * L, sizeof *c->attn_mask);
     c->positions = malloc(L * sizeof *c->positions);
-    if ((c->x_numel && !c->x) || (with_tokens && !c->tokens) || (with_mask && !c->key_padding_mask) ||
+    if ((c->x_numel && !c->x) || (with_tokens && !c->tokens) || (with_types && !c->token_types) ||
+        (with_mask && !c->key_padding_mask) ||
         (with_attn_mask && !c->attn_mask) || !c->positions) {
         refenc_case_free(c);
         return refenc_error_set(err, REFENC_ENOMEM, "case: out of memory");
@@ -106,6 +110,7 @@ void refenc_case_free(refenc_case *c)
     refenc_params_free(&c->params);
     free(c->x);
     free(c->tokens);
+    free(c->token_types);
     free(c->key_padding_mask);
     free(c->positions);
     free(c->attn_mask);
@@ -121,8 +126,9 @@ refenc_input refenc_case_input(const refenc_case *c)
         .tokens = c->tokens,
         .x = c->tokens ? NULL : c->x,
         .key_padding_mask = c->key_padding_mask,
-        .positions = c->positions,
+        .positions = c->cfg.position_ids == REFENC_POSIDS_ROBERTA ? NULL : c->positions,
         .attn_mask = c->attn_mask,
+        .token_types = c->token_types,
     };
     return in;
 }
@@ -130,12 +136,18 @@ refenc_input refenc_case_input(const refenc_case *c)
 int refenc_case_validate(const refenc_case *c, refenc_error *err)
 {
     refenc_input in = refenc_case_input(c);
+    if (c->component == REFENC_COMP_ENCODER && c->has_positions &&
+        c->cfg.position_ids == REFENC_POSIDS_ROBERTA)
+        in.positions = c->positions; /* given, hence refused (input.h) */
     if (c->component == REFENC_COMP_ENCODER)
         return refenc_input_validate(&in, &c->cfg, err);
     /* components: the checks that apply to what they read */
     refenc_config cfg = c->cfg;
     cfg.vocab_size = 0;
+    cfg.type_vocab_size = 0;
+    cfg.position_ids = REFENC_POSIDS_INDEX;
     in.tokens = NULL;
+    in.token_types = NULL;
     if (in.x == NULL) {
         static const double zero = 0.0; /* no x: validate the rest against a dummy */
         in.x = &zero;

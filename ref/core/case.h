@@ -4,10 +4,12 @@
  *
  * Components and their tensors (docs/golden-format.md is the contract):
  *   encoder        in.x (B,L,D) F32 or in.tokens (B,L) I64, [in.key_padding_mask (B,L) BOOL],
- *                  [in.positions (L) I64], [in.attn_mask (L,L)];
+ *                  [in.positions (L) I64], [in.attn_mask (L,L)],
+ *                  in.token_type_ids (B,L) I64 when type_vocab_size > 0;
  *                  parameters under nn.TransformerEncoder's state_dict names
  *                  (layers.{i}.self_attn.in_proj_weight, ..., norm.weight) plus
- *                  embedding.weight and pos_embedding.weight;
+ *                  embedding.weight, token_type_embedding.weight, pos_embedding.weight,
+ *                  embedding_norm.weight, embedding_norm.bias;
  *                  outputs: every trace step of refenc_encoder_forward.
  *   attention      in.x (B,L,D), masks, positions; nn.MultiheadAttention's names
  *                  in_proj_weight, in_proj_bias, out_proj.weight, out_proj.bias;
@@ -57,6 +59,7 @@ typedef struct {
     double *x;                /* in.x, or NULL                                        */
     size_t x_numel;
     int64_t *tokens;          /* in.tokens (B, L), or NULL                            */
+    int64_t *token_types;     /* in.token_type_ids (B, L), with tokens when T > 0     */
     uint8_t *key_padding_mask;/* (B, L), or NULL                                      */
     int64_t *positions;       /* (L); always set (0..L-1 when the file has none)     */
     int has_positions;        /* in.positions is part of the case                    */
@@ -69,17 +72,19 @@ typedef struct {
 const char *refenc_case_param_name(refenc_component c, const char *encoder_name);
 
 /* Allocates a case's arrays for component, cfg and shape (B, L); zeroed,
- * positions 0..L-1.  Errors: REFENC_EINVAL, REFENC_ELIMIT, REFENC_ENOMEM. */
+ * positions 0..L-1; token types (zero) with the tokens when T > 0.  Errors: REFENC_EINVAL, REFENC_ELIMIT, REFENC_ENOMEM. */
 int refenc_case_alloc(refenc_case *c, refenc_component component, const refenc_config *cfg,
                       size_t B, size_t L, int with_tokens, int with_mask, int with_attn_mask,
                       refenc_error *err);
 void refenc_case_free(refenc_case *c);
 
-/* The case's inputs as the encoder takes them (refenc_encoder_forward). */
+/* The case's inputs as the encoder takes them (refenc_encoder_forward); no
+ * positions under the RoBERTa rule, which derives them from the tokens. */
 refenc_input refenc_case_input(const refenc_case *c);
 
-/* Checks the inputs of a case (tokens in range, masks 0/1, positions in
- * range, attn_mask without NaN/+inf).  Errors: REFENC_EINVAL. */
+/* Checks the inputs of a case (tokens and token types in range, masks 0/1,
+ * positions in range and absent under RoBERTa's rule, attn_mask without
+ * NaN/+inf).  Errors: REFENC_EINVAL. */
 int refenc_case_validate(const refenc_case *c, refenc_error *err);
 
 #endif

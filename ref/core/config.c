@@ -22,6 +22,13 @@ void refenc_config_default(refenc_config *cfg)
     cfg->causal = 0;
     cfg->vocab_size = 0;
     cfg->padding_idx = -1;
+    cfg->family = REFENC_FAMILY_VASWANI;
+    cfg->scale_embedding = 1;
+    cfg->type_vocab_size = 0;
+    cfg->embedding_norm = 0;
+    cfg->embedding_norm_eps = 1e-5;
+    cfg->position_ids = REFENC_POSIDS_INDEX;
+    cfg->mask_value = REFENC_MASK_NEG_INF;
 }
 
 int refenc_size_mul(size_t *r, size_t a, size_t b)
@@ -66,8 +73,11 @@ size_t refenc_config_param_count(const refenc_config *c)
     mul_add(&total, c->n_layers, layer, &ok);
     if (c->vocab_size > 0)
         mul_add(&total, c->vocab_size, D, &ok);  /* embedding.weight (V, D)           */
+    mul_add(&total, c->type_vocab_size, D, &ok); /* token_type_embedding.weight (T, D) */
     if (c->positional == REFENC_POS_LEARNED)
         mul_add(&total, c->max_len, D, &ok);     /* pos_embedding.weight (P, D)       */
+    if (c->embedding_norm)
+        mul_add(&total, 2, D, &ok);              /* embedding_norm.weight, .bias (D)  */
     if (c->final_norm)
         mul_add(&total, 2, D, &ok);              /* norm.weight, norm.bias (D)        */
     return ok ? total : 0;
@@ -86,6 +96,8 @@ size_t refenc_config_workspace_count(const refenc_config *c, size_t B, size_t L)
     mul_add(&total, 1, BHLL, &ok);  /* attention weights (B, H, L, L)               */
     mul_add(&total, 1, H, &ok);     /* ALiBi slopes (H)                             */
     mul_add(&total, 1, L, &ok);     /* positions (L), int64 stored in double slots  */
+    if (c->type_vocab_size > 0 || c->position_ids == REFENC_POSIDS_ROBERTA)
+        mul_add(&total, B, L, &ok); /* token types or RoBERTa's position ids (B, L), int64 */
     return ok ? total : 0;
 }
 
@@ -111,10 +123,14 @@ int refenc_config_validate(const refenc_config *c, refenc_error *err)
     if (c->vocab_size > REFENC_MAX_VOCAB)
         return refenc_error_set(err, REFENC_ELIMIT, "config: vocab_size = %zu exceeds the limit %zu",
                                 c->vocab_size, REFENC_MAX_VOCAB);
+    if (c->type_vocab_size > REFENC_MAX_VOCAB)
+        return refenc_error_set(err, REFENC_ELIMIT,
+                                "config: type_vocab_size = %zu exceeds the limit %zu",
+                                c->type_vocab_size, REFENC_MAX_VOCAB);
 
     if ((unsigned)c->norm > REFENC_NORM_POST)
         return refenc_error_set(err, REFENC_EINVAL, "config: norm is not 'pre' or 'post'");
-    if ((unsigned)c->activation > REFENC_ACT_GELU_TANH)
+    if ((unsigned)c->activation > REFENC_ACT_QUICK_GELU)
         return refenc_error_set(err, REFENC_EINVAL, "config: activation is not a known activation");
     if ((unsigned)c->positional > REFENC_POS_ALIBI)
         return refenc_error_set(err, REFENC_EINVAL, "config: positional is not a known scheme");
@@ -124,6 +140,16 @@ int refenc_config_validate(const refenc_config *c, refenc_error *err)
         return refenc_error_set(err, REFENC_EINVAL, "config: final_norm must be true or false");
     if (c->causal != 0 && c->causal != 1)
         return refenc_error_set(err, REFENC_EINVAL, "config: causal must be true or false");
+    if ((unsigned)c->family >= REFENC_FAMILY_COUNT)
+        return refenc_error_set(err, REFENC_EINVAL, "config: family is not a known family");
+    if ((unsigned)c->position_ids > REFENC_POSIDS_ROBERTA)
+        return refenc_error_set(err, REFENC_EINVAL, "config: position_ids is not 'index' or 'roberta'");
+    if ((unsigned)c->mask_value > REFENC_MASK_FINFO_MIN)
+        return refenc_error_set(err, REFENC_EINVAL, "config: mask_value is not '-inf' or 'finfo_min'");
+    if (c->scale_embedding != 0 && c->scale_embedding != 1)
+        return refenc_error_set(err, REFENC_EINVAL, "config: scale_embedding must be true or false");
+    if (c->embedding_norm != 0 && c->embedding_norm != 1)
+        return refenc_error_set(err, REFENC_EINVAL, "config: embedding_norm must be true or false");
 
     if (c->d_model % c->n_heads != 0)
         return refenc_error_set(err, REFENC_EINVAL,
@@ -142,6 +168,10 @@ int refenc_config_validate(const refenc_config *c, refenc_error *err)
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: layer_norm_eps must be finite and >= 0, got %.17g",
                                 c->layer_norm_eps);
+    if (!isfinite(c->embedding_norm_eps) || c->embedding_norm_eps < 0)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: embedding_norm_eps must be finite and >= 0, got %.17g",
+                                c->embedding_norm_eps);
     if (!isfinite(c->temperature) || !(c->temperature > 0))
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: temperature must be finite and > 0, got %.17g",
@@ -154,6 +184,25 @@ int refenc_config_validate(const refenc_config *c, refenc_error *err)
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: padding_idx = %lld must be -1 or in [0, vocab_size = %zu)",
                                 (long long)c->padding_idx, c->vocab_size);
+    if (c->type_vocab_size > 0 && c->vocab_size == 0)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: type_vocab_size = %zu needs token inputs (vocab_size > 0)",
+                                c->type_vocab_size);
+    if (c->position_ids == REFENC_POSIDS_ROBERTA) {
+        if (c->positional != REFENC_POS_LEARNED)
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "config: position_ids 'roberta' index the learned PE table, but "
+                                    "positional is '%s'", refenc_positional_name(c->positional));
+        if (c->padding_idx < 0)
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "config: position_ids 'roberta' count from padding_idx, which is -1 "
+                                    "(needs token inputs and a padding token)");
+        if ((uint64_t)c->padding_idx + 1 >= c->max_len)
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "config: position_ids 'roberta' start at padding_idx + 1 = %lld, "
+                                    "outside the max_len = %zu rows of the learned PE table",
+                                    (long long)c->padding_idx + 1, c->max_len);
+    }
 
     size_t params = refenc_config_param_count(c), bytes;
     if (params == 0 || !refenc_size_mul(&bytes, params, sizeof(double)) || bytes > REFENC_MAX_BYTES)
@@ -172,10 +221,18 @@ int refenc_config_validate_shape(const refenc_config *c, size_t B, size_t L, ref
     if ((st = check_size("input batch (B)", B, REFENC_MAX_BATCH, err)) ||
         (st = check_size("input seq_len (L)", L, REFENC_MAX_DIM, err)))
         return st;
-    if (c->positional == REFENC_POS_LEARNED && L > c->max_len)
+    if (c->positional == REFENC_POS_LEARNED && c->position_ids == REFENC_POSIDS_INDEX &&
+        L > c->max_len)
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: seq_len = %zu exceeds max_len = %zu, the rows of the "
                                 "learned PE table", L, c->max_len);
+    /* validated: 0 <= padding_idx < max_len - 1 <= 2^20 */
+    if (c->position_ids == REFENC_POSIDS_ROBERTA && (size_t)c->padding_idx + L >= c->max_len)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: seq_len = %zu with position_ids 'roberta' reaches position "
+                                "padding_idx + seq_len = %lld, outside the max_len = %zu rows of the "
+                                "learned PE table", L, (long long)c->padding_idx + (long long)L,
+                                c->max_len);
 
     size_t params = refenc_config_param_count(c), work = refenc_config_workspace_count(c, B, L);
     size_t total, bytes;
@@ -190,9 +247,13 @@ int refenc_config_validate_shape(const refenc_config *c, size_t B, size_t L, ref
 /* ---- names ---------------------------------------------------------------- */
 
 static const char *const norm_names[] = {"pre", "post"};
-static const char *const act_names[] = {"relu", "gelu", "gelu_tanh"};
+static const char *const act_names[] = {"relu", "gelu", "gelu_tanh", "quick_gelu"};
 static const char *const pos_names[] = {"none", "sinusoidal", "learned", "rope", "alibi"};
 static const char *const layout_names[] = {"half", "interleaved"};
+static const char *const posids_names[] = {"index", "roberta"};
+static const char *const mask_names[] = {"-inf", "finfo_min"};
+static const char *const family_names[REFENC_FAMILY_COUNT] = {
+    "vaswani", "bert", "roberta", "distilbert", "gpt2", "clip-text"};
 
 #define NAME_OF(table, v) ((unsigned)(v) < sizeof table / sizeof table[0] ? table[v] : "?")
 
@@ -200,6 +261,9 @@ const char *refenc_norm_name(refenc_norm_placement v) { return NAME_OF(norm_name
 const char *refenc_activation_name(refenc_activation v) { return NAME_OF(act_names, v); }
 const char *refenc_positional_name(refenc_positional v) { return NAME_OF(pos_names, v); }
 const char *refenc_rope_layout_name(refenc_rope_layout v) { return NAME_OF(layout_names, v); }
+const char *refenc_position_ids_name(refenc_position_ids v) { return NAME_OF(posids_names, v); }
+const char *refenc_mask_value_name(refenc_mask_value v) { return NAME_OF(mask_names, v); }
+const char *refenc_family_name(refenc_family v) { return NAME_OF(family_names, v); }
 
 static int parse_name(int *v, const char *const *names, size_t n, const char *name,
                       const char *field, refenc_error *err)
@@ -233,3 +297,6 @@ PARSE_ENUM(refenc_norm_parse, refenc_norm_placement, norm_names)
 PARSE_ENUM(refenc_activation_parse, refenc_activation, act_names)
 PARSE_ENUM(refenc_positional_parse, refenc_positional, pos_names)
 PARSE_ENUM(refenc_rope_layout_parse, refenc_rope_layout, layout_names)
+PARSE_ENUM(refenc_position_ids_parse, refenc_position_ids, posids_names)
+PARSE_ENUM(refenc_mask_value_parse, refenc_mask_value, mask_names)
+PARSE_ENUM(refenc_family_parse, refenc_family, family_names)

@@ -4,6 +4,7 @@
  *   B  batch size            L  sequence length       D  model width (d_model)
  *   H  number of heads       Dh head width = D / H    F  feed-forward width (d_ff)
  *   V  vocabulary size       N  number of layers      P  rows of the learned PE table (max_len)
+ *   T  token types (type_vocab_size)
  */
 #ifndef REFENC_CONFIG_H
 #define REFENC_CONFIG_H
@@ -18,7 +19,8 @@ typedef enum { REFENC_NORM_PRE = 0, REFENC_NORM_POST = 1 } refenc_norm_placement
 typedef enum {
     REFENC_ACT_RELU = 0,
     REFENC_ACT_GELU = 1,      /* exact: x * Phi(x)                              */
-    REFENC_ACT_GELU_TANH = 2  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    REFENC_ACT_GELU_TANH = 2, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    REFENC_ACT_QUICK_GELU = 3 /* x sigmoid(1.702 x) (CLIP's quick_gelu)             */
 } refenc_activation;
 
 typedef enum {
@@ -33,6 +35,36 @@ typedef enum {
     REFENC_ROPE_HALF = 0,        /* rotate_half: pairs (j, j + Dh/2), GPT-NeoX, HF LLaMA */
     REFENC_ROPE_INTERLEAVED = 1  /* pairs (2j, 2j + 1), RoFormer, GPT-J                  */
 } refenc_rope_layout;
+
+/* Which positions index the learned PE table (positional "learned"). */
+typedef enum {
+    REFENC_POSIDS_INDEX = 0,  /* 0 .. L-1, or in.positions (BERT, GPT-2, CLIP)         */
+    REFENC_POSIDS_ROBERTA = 1 /* per batch item from the tokens: padding_idx + 1 + the  *
+                               * number of earlier non-padding tokens; padding tokens  *
+                               * get padding_idx (RoBERTa's create_position_ids_...)   */
+} refenc_position_ids;
+
+/* The score a masked (query, key) pair gets (key padding, causal mask).
+ * Rows with some key visible give masked keys weight exactly 0 either way;
+ * they differ only on rows whose every key is masked (attention.h). */
+typedef enum {
+    REFENC_MASK_NEG_INF = 0,  /* -inf: a fully masked row gets weights 0           */
+    REFENC_MASK_FINFO_MIN = 1 /* the most negative finite double, -DBL_MAX, as      *
+                               * torch.finfo(dtype).min in HF models: a fully       *
+                               * masked row gets uniform weights 1/L                */
+} refenc_mask_value;
+
+/* A named preset (docs/families.md): the conventions of a model family, each
+ * still overridable key by key.  Set by refenc_config_family (family.h). */
+typedef enum {
+    REFENC_FAMILY_VASWANI = 0, /* refenc's seed encoder: the defaults below        */
+    REFENC_FAMILY_BERT,
+    REFENC_FAMILY_ROBERTA,
+    REFENC_FAMILY_DISTILBERT,
+    REFENC_FAMILY_GPT2,        /* the block stack, without the LM head             */
+    REFENC_FAMILY_CLIP_TEXT,
+    REFENC_FAMILY_COUNT
+} refenc_family;
 
 typedef struct {
     size_t d_model;            /* D  */
@@ -51,6 +83,14 @@ typedef struct {
     int causal;                /* 1: query i attends to keys j <= i only            */
     size_t vocab_size;         /* V; 0: the input is x (B, L, D), no embedding      */
     int64_t padding_idx;       /* token whose row is zero at initialisation; -1: none */
+    /* the embedding path and the families (docs/families.md) */
+    refenc_family family;      /* the preset the config started from (metadata)    */
+    int scale_embedding;       /* 1: E[token] * sqrt(D) (default); 0: E[token]      */
+    size_t type_vocab_size;    /* T; 0: no token-type (segment) embeddings          */
+    int embedding_norm;        /* 1: LayerNorm after the embedding sum (BERT)       */
+    double embedding_norm_eps; /* >= 0, its eps; defaults to layer_norm_eps         */
+    refenc_position_ids position_ids;
+    refenc_mask_value mask_value;
 } refenc_config;
 
 /* Documented limits.  A config or input beyond them is refused with
@@ -63,9 +103,11 @@ typedef struct {
 #define REFENC_MAX_BATCH ((size_t)1 << 16)     /* B                                 */
 #define REFENC_MAX_BYTES ((size_t)1 << 32)     /* 4 GiB of parameters + activations */
 
-/* Defaults: D 64, H 4, F 256, N 2, Pre-LN with final LayerNorm, GELU (exact),
- * eps 1e-5, no positional information, RoPE half layout with base 10000,
- * P 512, tau 1, not causal, V 0 (input x), padding_idx -1. */
+/* Defaults (the "vaswani" family): D 64, H 4, F 256, N 2, Pre-LN with final
+ * LayerNorm, GELU (exact), eps 1e-5, no positional information, RoPE half
+ * layout with base 10000, P 512, tau 1, not causal, V 0 (input x),
+ * padding_idx -1; embeddings scaled by sqrt(D), no token types, no
+ * embedding LayerNorm (its eps 1e-5), positions by index, masked scores -inf. */
 void refenc_config_default(refenc_config *cfg);
 
 /* Checks every field and every combination; on the first problem returns
@@ -73,13 +115,17 @@ void refenc_config_default(refenc_config *cfg);
  * Errors: REFENC_EINVAL (D % H != 0, odd Dh with RoPE, odd D with
  *         sinusoidal PE, eps < 0 or not finite, tau <= 0 or not finite,
  *         rope_base <= 1 or not finite, a zero size, an enum out of range,
- *         padding_idx outside [-1, V)), REFENC_ELIMIT (a size above its limit,
- *         or parameters that need more than REFENC_MAX_BYTES). */
+ *         padding_idx outside [-1, V), token types or the RoBERTa position
+ *         rule without tokens, the RoBERTa rule without a learned table or a
+ *         padding_idx), REFENC_ELIMIT (a size above its limit, or parameters
+ *         that need more than REFENC_MAX_BYTES). */
 int refenc_config_validate(const refenc_config *cfg, refenc_error *err);
 
 /* As refenc_config_validate, and also checks an input of shape (B, L):
- * B, L >= 1, L <= P when the positions index a table, and that parameters
- * plus activations fit in REFENC_MAX_BYTES (computed without overflow). */
+ * B, L >= 1, L <= P when the positions index a table (padding_idx + L < P
+ * under the RoBERTa rule, whose largest position is padding_idx + L), and
+ * that parameters plus activations fit in REFENC_MAX_BYTES (computed without
+ * overflow). */
 int refenc_config_validate_shape(const refenc_config *cfg, size_t B, size_t L,
                                  refenc_error *err);
 
@@ -92,9 +138,14 @@ size_t refenc_config_workspace_count(const refenc_config *cfg, size_t B, size_t 
 
 /* Names as they appear in JSON configs and golden metadata. */
 const char *refenc_norm_name(refenc_norm_placement v);          /* "pre", "post"               */
-const char *refenc_activation_name(refenc_activation v);        /* "relu", "gelu", "gelu_tanh" */
+const char *refenc_activation_name(refenc_activation v);        /* "relu", "gelu", "gelu_tanh",
+                                                                   "quick_gelu"                */
 const char *refenc_positional_name(refenc_positional v);        /* "none", "sinusoidal", ...   */
 const char *refenc_rope_layout_name(refenc_rope_layout v);      /* "half", "interleaved"       */
+const char *refenc_position_ids_name(refenc_position_ids v);    /* "index", "roberta"          */
+const char *refenc_mask_value_name(refenc_mask_value v);        /* "-inf", "finfo_min"         */
+const char *refenc_family_name(refenc_family v);                /* "vaswani", "bert", ...,
+                                                                   "clip-text"                 */
 
 /* Parse a name; return REFENC_EINVAL, naming `field` and listing the valid
  * names, when the name is unknown. */
@@ -102,6 +153,9 @@ int refenc_norm_parse(refenc_norm_placement *v, const char *name, const char *fi
 int refenc_activation_parse(refenc_activation *v, const char *name, const char *field, refenc_error *err);
 int refenc_positional_parse(refenc_positional *v, const char *name, const char *field, refenc_error *err);
 int refenc_rope_layout_parse(refenc_rope_layout *v, const char *name, const char *field, refenc_error *err);
+int refenc_position_ids_parse(refenc_position_ids *v, const char *name, const char *field, refenc_error *err);
+int refenc_mask_value_parse(refenc_mask_value *v, const char *name, const char *field, refenc_error *err);
+int refenc_family_parse(refenc_family *v, const char *name, const char *field, refenc_error *err);
 
 /* Overflow-checked size arithmetic: return 0 and leave *r unspecified on
  * overflow, 1 otherwise. */

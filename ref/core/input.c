@@ -33,6 +33,18 @@ int refenc_input_validate(const refenc_input *in, const refenc_config *cfg, refe
                                     "input: in.tokens is given but vocab_size = 0 expects in.x");
     }
 
+    if (in->token_types != NULL) {
+        if (cfg->type_vocab_size == 0)
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "input: in.token_type_ids is given but type_vocab_size = 0");
+        for (size_t i = 0; i < B * L; i++)
+            if (in->token_types[i] < 0 || (uint64_t)in->token_types[i] >= cfg->type_vocab_size)
+                return refenc_error_set(err, REFENC_EINVAL,
+                                        "input: in.token_type_ids[%zu][%zu] = %lld is outside "
+                                        "[0, type_vocab_size = %zu)", i / L, i % L,
+                                        (long long)in->token_types[i], cfg->type_vocab_size);
+    }
+
     if (in->key_padding_mask != NULL)
         for (size_t i = 0; i < B * L; i++)
             if (in->key_padding_mask[i] > 1)
@@ -40,6 +52,10 @@ int refenc_input_validate(const refenc_input *in, const refenc_config *cfg, refe
                                         "input: in.key_padding_mask[%zu][%zu] = %u is not 0 or 1",
                                         i / L, i % L, (unsigned)in->key_padding_mask[i]);
 
+    if (in->positions != NULL && cfg->position_ids == REFENC_POSIDS_ROBERTA)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "input: in.positions is given but position_ids 'roberta' derives the "
+                                "positions from in.tokens");
     if (in->positions != NULL) {
         const int64_t limit = cfg->positional == REFENC_POS_LEARNED ? (int64_t)cfg->max_len
                                                                     : MAX_POSITION;

@@ -17,11 +17,15 @@ typedef struct {
     const uint8_t *key_padding_mask; /* (B, L), 1 = padding, 0 = token; NULL: none          */
     const int64_t *positions;        /* (L) in [0, 2^53) (learned: [0, P)); NULL: 0..L-1    */
     const double *attn_mask;         /* (L, L) additive, finite or -inf; NULL: none         */
+    const int64_t *token_types;      /* (B, L) in [0, T), when type_vocab_size > 0; NULL:   *
+                                      * every position type 0 (as HF's token_type_ids)     */
 } refenc_input;
 
 /* Checks an input against a config: the right one of tokens / x present,
- * tokens in [0, V), key padding mask entries 0 or 1, positions in range,
- * attn_mask free of NaN and +inf.  Messages name the tensor and the index.
+ * tokens in [0, V), token types in [0, T) and only when T > 0, key padding
+ * mask entries 0 or 1, positions in range and not given under the RoBERTa
+ * rule (which derives them from the tokens), attn_mask free of NaN and +inf.
+ * Messages name the tensor and the index.
  * NaN and infinities in x are not errors: they propagate (docs/architecture.md).
  * Errors: REFENC_EINVAL, REFENC_ELIMIT. */
 int refenc_input_validate(const refenc_input *in, const refenc_config *cfg, refenc_error *err);

@@ -16,6 +16,8 @@ typedef struct {
     const double *alibi_slopes;      /* (H) ALiBi slopes; NULL: no ALiBi                 */
     const int64_t *positions;        /* (L) positions for ALiBi; required with slopes    */
     double temperature;              /* tau > 0                                          */
+    refenc_mask_value mask_value;    /* the score of a masked key: -inf (0, the default  *
+                                      * of a zeroed struct) or -DBL_MAX (attention.h)    */
 } refenc_attn_options;
 
 /* RoPE inside multi-head attention: applied to q and k of every head. */

@@ -37,7 +37,7 @@ int refenc_params_alloc(refenc_params *p, const refenc_config *cfg, refenc_error
 
     const size_t D = cfg->d_model, F = cfg->d_ff, N = cfg->n_layers;
     const size_t n_values = refenc_config_param_count(cfg); /* > 0: validated */
-    const size_t max_tensors = 12 * N + 4;
+    const size_t max_tensors = 12 * N + 7;
 
     p->block = calloc(n_values, sizeof(double));
     p->layers = calloc(N, sizeof *p->layers);
@@ -53,8 +53,15 @@ int refenc_params_alloc(refenc_params *p, const refenc_config *cfg, refenc_error
     double *cur = p->block;
     if (cfg->vocab_size > 0)
         p->embedding = add_tensor(p, &cur, "embedding.weight", cfg->vocab_size, D);
+    if (cfg->type_vocab_size > 0)
+        p->token_type_embedding = add_tensor(p, &cur, "token_type_embedding.weight",
+                                             cfg->type_vocab_size, D);
     if (cfg->positional == REFENC_POS_LEARNED)
         p->pos_embedding = add_tensor(p, &cur, "pos_embedding.weight", cfg->max_len, D);
+    if (cfg->embedding_norm) {
+        p->embedding_norm_weight = add_tensor(p, &cur, "embedding_norm.weight", D, 0);
+        p->embedding_norm_bias = add_tensor(p, &cur, "embedding_norm.bias", D, 0);
+    }
     for (size_t i = 0; i < N; i++) {
         refenc_layer_params *lp = &p->layers[i];
         lp->in_proj_weight = add_layer_tensor(p, &cur, i, "self_attn.in_proj_weight", 3 * D, D);

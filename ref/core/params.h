@@ -38,7 +38,9 @@ typedef struct {
  * (block); the pointers below and the tensor table are views into it.
  * Names (docs/architecture.md):
  *   embedding.weight (V, D)           when vocab_size > 0 (nn.Embedding)
+ *   token_type_embedding.weight (T, D) when type_vocab_size > 0
  *   pos_embedding.weight (P, D)       when positional = learned
+ *   embedding_norm.weight, .bias (D)  when embedding_norm
  *   layers.{i}.self_attn.in_proj_weight ... layers.{i}.norm2.bias
  *   norm.weight, norm.bias (D)        when final_norm (nn.TransformerEncoder.norm)
  * The tensor table lists them in this order, layer by layer in the order of
@@ -47,7 +49,10 @@ typedef struct {
     double *block;
     size_t n_values;
     double *embedding;          /* (V, D) or NULL */
+    double *token_type_embedding; /* (T, D) or NULL */
     double *pos_embedding;      /* (P, D) or NULL */
+    double *embedding_norm_weight; /* (D) or NULL */
+    double *embedding_norm_bias;   /* (D) or NULL */
     size_t n_layers;
     refenc_layer_params *layers; /* (N) */
     double *norm_weight;        /* (D) or NULL */

@@ -164,6 +164,11 @@ static int load_tensor(refenc_case *c, const refenc_st_file *f, const refenc_st_
         const size_t shape[2] = {B, L};
         return refenc_st_shape_is(t, 2, shape) ? refenc_st_to_i64(c->tokens, f, t, err) : shape_error(f, t, 2, shape, err);
     }
+    if (strcmp(t->name, "in.token_type_ids") == 0 && c->token_types != NULL) {
+        const size_t shape[2] = {B, L};
+        return refenc_st_shape_is(t, 2, shape) ? refenc_st_to_i64(c->token_types, f, t, err)
+                                     : shape_error(f, t, 2, shape, err);
+    }
     if (strcmp(t->name, "in.key_padding_mask") == 0)
         return load_padding_mask(c, f, t, err);
     if (strcmp(t->name, "in.positions") == 0) {
@@ -196,6 +201,9 @@ static int check_complete(refenc_case *c, const refenc_st_file *f, refenc_error 
         if (fname != NULL && refenc_st_find(f, fname) == NULL)
             return refenc_error_set(err, REFENC_EFORMAT, "%s: parameter '%s' is missing", f->path, fname);
     }
+    if (c->token_types != NULL && refenc_st_find(f, "in.token_type_ids") == NULL)
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: input 'in.token_type_ids' is missing "
+                                "(type_vocab_size = %zu)", f->path, c->cfg.type_vocab_size);
     if ((comp == REFENC_COMP_ROPE || comp == REFENC_COMP_SINUSOIDAL_PE || comp == REFENC_COMP_ALIBI) &&
         !c->has_positions)
         return refenc_error_set(err, REFENC_EFORMAT, "%s: a %s case needs in.positions", f->path,

@@ -3,6 +3,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "../core/family.h"
+
 int refenc_json_check_keys(const json_t *obj, const char *const *known, const char *where,
                            refenc_error *err)
 {
@@ -86,7 +88,18 @@ static int get_string(const char **v, const json_t *obj, const char *key, const 
 static const char *const model_keys[] = {
     "d_model", "n_heads", "d_ff", "n_layers", "norm", "activation", "layer_norm_eps",
     "final_norm", "positional", "rope_layout", "rope_base", "max_len", "temperature",
-    "causal", "vocab_size", "padding_idx", NULL};
+    "causal", "vocab_size", "padding_idx", "family", "scale_embedding", "type_vocab_size",
+    "embedding_norm", "embedding_norm_eps", "position_ids", "mask_value", NULL};
+
+/* The enum-valued member `key` through its parser, if present. */
+#define GET_ENUM(parse, dst, key)                                                   \
+    do {                                                                            \
+        if ((st = get_string(&s, obj, key, where, err)))                            \
+            return st;                                                              \
+        snprintf(field, sizeof field, "%s." key, where);                            \
+        if (s != NULL && (st = parse(dst, s, field, err)))                          \
+            return st;                                                              \
+    } while (0)
 
 int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *where,
                             refenc_error *err)
@@ -101,42 +114,39 @@ int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *whe
     if ((st = refenc_json_check_keys(obj, model_keys, where, err)))
         return st;
 
+    /* the family's preset first; every other key overrides it */
+    refenc_family family = REFENC_FAMILY_VASWANI;
+    GET_ENUM(refenc_family_parse, &family, "family");
+    refenc_config_family(c, family);
+
     if ((st = refenc_json_get_size(&c->d_model, obj, "d_model", where, err)) ||
         (st = refenc_json_get_size(&c->n_heads, obj, "n_heads", where, err)) ||
         (st = refenc_json_get_size(&c->d_ff, obj, "d_ff", where, err)) ||
         (st = refenc_json_get_size(&c->n_layers, obj, "n_layers", where, err)) ||
         (st = refenc_json_get_size(&c->max_len, obj, "max_len", where, err)) ||
         (st = refenc_json_get_size(&c->vocab_size, obj, "vocab_size", where, err)) ||
+        (st = refenc_json_get_size(&c->type_vocab_size, obj, "type_vocab_size", where, err)) ||
         (st = get_double(&c->layer_norm_eps, obj, "layer_norm_eps", where, err)) ||
         (st = get_double(&c->rope_base, obj, "rope_base", where, err)) ||
         (st = get_double(&c->temperature, obj, "temperature", where, err)) ||
-        (st = get_bool(&c->causal, obj, "causal", where, err)))
+        (st = get_bool(&c->causal, obj, "causal", where, err)) ||
+        (st = get_bool(&c->scale_embedding, obj, "scale_embedding", where, err)) ||
+        (st = get_bool(&c->embedding_norm, obj, "embedding_norm", where, err)))
         return st;
 
-    if ((st = get_string(&s, obj, "norm", where, err)))
-        return st;
-    snprintf(field, sizeof field, "%s.norm", where);
-    if (s != NULL && (st = refenc_norm_parse(&c->norm, s, field, err)))
-        return st;
+    GET_ENUM(refenc_norm_parse, &c->norm, "norm");
     c->final_norm = c->norm == REFENC_NORM_PRE; /* the default follows the placement */
     if ((st = get_bool(&c->final_norm, obj, "final_norm", where, err)))
         return st;
+    c->embedding_norm_eps = c->layer_norm_eps;  /* the default follows the layers' eps */
+    if ((st = get_double(&c->embedding_norm_eps, obj, "embedding_norm_eps", where, err)))
+        return st;
 
-    if ((st = get_string(&s, obj, "activation", where, err)))
-        return st;
-    snprintf(field, sizeof field, "%s.activation", where);
-    if (s != NULL && (st = refenc_activation_parse(&c->activation, s, field, err)))
-        return st;
-    if ((st = get_string(&s, obj, "positional", where, err)))
-        return st;
-    snprintf(field, sizeof field, "%s.positional", where);
-    if (s != NULL && (st = refenc_positional_parse(&c->positional, s, field, err)))
-        return st;
-    if ((st = get_string(&s, obj, "rope_layout", where, err)))
-        return st;
-    snprintf(field, sizeof field, "%s.rope_layout", where);
-    if (s != NULL && (st = refenc_rope_layout_parse(&c->rope_layout, s, field, err)))
-        return st;
+    GET_ENUM(refenc_activation_parse, &c->activation, "activation");
+    GET_ENUM(refenc_positional_parse, &c->positional, "positional");
+    GET_ENUM(refenc_rope_layout_parse, &c->rope_layout, "rope_layout");
+    GET_ENUM(refenc_position_ids_parse, &c->position_ids, "position_ids");
+    GET_ENUM(refenc_mask_value_parse, &c->mask_value, "mask_value");
 
     const json_t *pi = json_object_get(obj, "padding_idx");
     if (pi != NULL) {
@@ -157,16 +167,46 @@ int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *whe
 
 json_t *refenc_config_to_json(const refenc_config *c)
 {
-    return json_pack("{s:I, s:I, s:I, s:I, s:s, s:s, s:f, s:b, s:s, s:s, s:f, s:I, s:f, s:b, s:I, s:I}",
-                     "d_model", (json_int_t)c->d_model, "n_heads", (json_int_t)c->n_heads,
-                     "d_ff", (json_int_t)c->d_ff, "n_layers", (json_int_t)c->n_layers,
-                     "norm", refenc_norm_name(c->norm),
-                     "activation", refenc_activation_name(c->activation),
-                     "layer_norm_eps", c->layer_norm_eps, "final_norm", c->final_norm,
-                     "positional", refenc_positional_name(c->positional),
-                     "rope_layout", refenc_rope_layout_name(c->rope_layout),
-                     "rope_base", c->rope_base, "max_len", (json_int_t)c->max_len,
-                     "temperature", c->temperature, "causal", c->causal,
-                     "vocab_size", (json_int_t)c->vocab_size,
-                     "padding_idx", (json_int_t)c->padding_idx);
+    json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:s, s:s, s:f, s:b, s:s, s:s, s:f, s:I, s:f, s:b, s:I, s:I}",
+                          "d_model", (json_int_t)c->d_model, "n_heads", (json_int_t)c->n_heads,
+                          "d_ff", (json_int_t)c->d_ff, "n_layers", (json_int_t)c->n_layers,
+                          "norm", refenc_norm_name(c->norm),
+                          "activation", refenc_activation_name(c->activation),
+                          "layer_norm_eps", c->layer_norm_eps, "final_norm", c->final_norm,
+                          "positional", refenc_positional_name(c->positional),
+                          "rope_layout", refenc_rope_layout_name(c->rope_layout),
+                          "rope_base", c->rope_base, "max_len", (json_int_t)c->max_len,
+                          "temperature", c->temperature, "causal", c->causal,
+                          "vocab_size", (json_int_t)c->vocab_size,
+                          "padding_idx", (json_int_t)c->padding_idx);
+    if (j == NULL)
+        return NULL;
+    /* The keys of the embedding path and the families: all of them for a
+     * family's config (reading "family" first sets its preset, so every key
+     * must be explicit to read back the same config); for the default
+     * family only those off their default, so that a config without them
+     * writes what it always wrote (golden files regenerate byte for byte). */
+    refenc_config d;
+    refenc_config_default(&d);
+    const int all = c->family != REFENC_FAMILY_VASWANI;
+    int bad = 0;
+    if (all)
+        bad |= json_object_set_new(j, "family", json_string(refenc_family_name(c->family)));
+    if (all || c->scale_embedding != d.scale_embedding)
+        bad |= json_object_set_new(j, "scale_embedding", json_boolean(c->scale_embedding));
+    if (all || c->type_vocab_size != d.type_vocab_size)
+        bad |= json_object_set_new(j, "type_vocab_size", json_integer((json_int_t)c->type_vocab_size));
+    if (all || c->embedding_norm != d.embedding_norm)
+        bad |= json_object_set_new(j, "embedding_norm", json_boolean(c->embedding_norm));
+    if (all || c->embedding_norm_eps != c->layer_norm_eps)
+        bad |= json_object_set_new(j, "embedding_norm_eps", json_real(c->embedding_norm_eps));
+    if (all || c->position_ids != d.position_ids)
+        bad |= json_object_set_new(j, "position_ids", json_string(refenc_position_ids_name(c->position_ids)));
+    if (all || c->mask_value != d.mask_value)
+        bad |= json_object_set_new(j, "mask_value", json_string(refenc_mask_value_name(c->mask_value)));
+    if (bad) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
 }

@@ -1,10 +1,15 @@
 /* Scaled dot-product attention in MPFR (attention.h):
  *   s[i,j] = (q_i . k_j) / (sqrt(Dh) tau) - m_h |pos_i - pos_j| + attn_mask[i,j]
- *   s[i,j] = -inf where key j is padding, or j > i under the causal mask
+ *   s[i,j] = M where key j is padding, or j > i under the causal mask,
+ *            M = -inf, or exactly -DBL_MAX (mask_value finfo_min)
  *   weights[i,:] = softmax(s[i,:]);  out_i = sum_j weights[i,j] v_j
- * A query whose every key is masked gets weights 0 and output 0. */
+ * A query whose every score is -inf gets weights 0 and output 0.  With
+ * M = -DBL_MAX the softmax of a fully masked row is exp(0)/L = 1/L each; in
+ * a row that sees a key, a masked weight exp(-DBL_MAX - max) lies far below
+ * MPFR's exponent range and underflows to 0. */
 #include "internal.h"
 
+#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,7 +33,10 @@ void refenc_mpk_attention_forward(mpfr_ptr out, mpfr_ptr weights, mpfr_srcptr q,
                 for (size_t j = 0; j < L; j++) {
                     mpfr_ptr s = w_bh + i * L + j;
                     if ((pad_b != NULL && pad_b[j]) || (opt->causal && j > i)) {
-                        mpfr_set_inf(s, -1);
+                        if (opt->mask_value == REFENC_MASK_FINFO_MIN)
+                            mpfr_set_d(s, -DBL_MAX, MPFR_RNDN); /* exact: prec >= 53 */
+                        else
+                            mpfr_set_inf(s, -1);
                         continue;
                     }
                     refenc_mp_dot(s, q_bh + i * Dh, 1, k_bh + j * Dh, 1, Dh, NULL, ws); /* q_i.k_j */
@@ -64,6 +72,7 @@ static int opts_from_d(mp_opts *m, const refenc_attn_options *opt, size_t H, siz
     memset(m, 0, sizeof *m);
     m->opt.key_padding_mask = opt->key_padding_mask;
     m->opt.causal = opt->causal;
+    m->opt.mask_value = opt->mask_value;
     m->opt.positions = opt->positions;
     m->tau = refenc_mp_from_d(&opt->temperature, 1, 53);
     m->opt.temperature = m->tau;

@@ -1,4 +1,7 @@
-/* Token embedding in MPFR (embedding.h): x[b,l,:] = table[tokens[b,l],:] sqrt(D). */
+/* Token embeddings in MPFR (embedding.h):
+ *   forward  x[b,l,:] = table[tokens[b,l],:] sqrt(D)
+ *   lookup   x[b,l,:] = table[tokens[b,l],:]
+ *   add      y[b,l,:] = x[b,l,:] + table[ids[b,l],:] */
 #include "internal.h"
 
 void refenc_mpk_embedding_forward(mpfr_ptr x, unsigned char *exact, const int64_t *tokens,
@@ -17,10 +20,38 @@ void refenc_mpk_embedding_forward(mpfr_ptr x, unsigned char *exact, const int64_
     }
 }
 
+void refenc_mpk_embedding_lookup(mpfr_ptr x, unsigned char *exact, const int64_t *tokens,
+                                 mpfr_srcptr table, size_t B, size_t L, size_t D)
+{
+    for (size_t bl = 0; bl < B * L; bl++) {
+        mpfr_srcptr row = table + (size_t)tokens[bl] * D; /* table[tokens[b,l],:] */
+        for (size_t d = 0; d < D; d++) {
+            const int t = mpfr_set(x + bl * D + d, row + d, MPFR_RNDN); /* exact: prec >= 53 */
+            if (exact != NULL)
+                exact[bl * D + d] = t == 0;
+        }
+    }
+}
+
+void refenc_mpk_embedding_add(mpfr_ptr y, unsigned char *exact, mpfr_srcptr x,
+                              const int64_t *ids, mpfr_srcptr table, size_t B, size_t L,
+                              size_t D)
+{
+    for (size_t bl = 0; bl < B * L; bl++) {
+        mpfr_srcptr row = table + (size_t)ids[bl] * D; /* table[ids[b,l],:] */
+        for (size_t d = 0; d < D; d++) {
+            const int t = mpfr_add(y + bl * D + d, x + bl * D + d, row + d, MPFR_RNDN);
+            if (exact != NULL)
+                exact[bl * D + d] = exact[bl * D + d] && t == 0;
+        }
+    }
+}
+
 typedef struct {
     const int64_t *tokens;
     const double *table;
     size_t B, L, V, D;
+    int scaled;
 } emb_args;
 
 static int emb_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, refenc_error *err)
@@ -34,7 +65,10 @@ static int emb_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, ref
     if (st || !t || !x) {
         st = refenc_mp_enomem(err, "embedding", prec);
     } else {
-        refenc_mpk_embedding_forward(x, NULL, a->tokens, t, a->B, a->L, a->D, &ws);
+        if (a->scaled)
+            refenc_mpk_embedding_forward(x, NULL, a->tokens, t, a->B, a->L, a->D, &ws);
+        else
+            refenc_mpk_embedding_lookup(x, NULL, a->tokens, t, a->B, a->L, a->D);
         const size_t shape[3] = {a->B, a->L, a->D};
         st = refenc_mp_sink_emit(sink, "x", x, 3, shape);
     }
@@ -48,7 +82,50 @@ int refenc_mp_embedding_forward(double *x, const int64_t *tokens, const double *
                                 size_t B, size_t L, size_t V, size_t D,
                                 mpfr_prec_t prec, refenc_mp_report *rep)
 {
-    emb_args a = {tokens, table, B, L, V, D};
+    emb_args a = {tokens, table, B, L, V, D, 1};
     const refenc_mp_output outs[] = {{"x", x}};
     return refenc_mp_run_twin(emb_eval, &a, prec, rep, outs, 1);
+}
+
+int refenc_mp_embedding_lookup(double *x, const int64_t *tokens, const double *table,
+                               size_t B, size_t L, size_t V, size_t D,
+                               mpfr_prec_t prec, refenc_mp_report *rep)
+{
+    emb_args a = {tokens, table, B, L, V, D, 0};
+    const refenc_mp_output outs[] = {{"x", x}};
+    return refenc_mp_run_twin(emb_eval, &a, prec, rep, outs, 1);
+}
+
+typedef struct {
+    const double *x, *table;
+    const int64_t *ids;
+    size_t B, L, R, D;
+} add_args;
+
+static int add_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, refenc_error *err)
+{
+    const add_args *a = ctx;
+    const size_t n = a->B * a->L * a->D;
+    int st;
+    mpfr_ptr y = refenc_mp_from_d(a->x, n, prec); /* in place */
+    mpfr_ptr t = refenc_mp_from_d(a->table, a->R * a->D, 53);
+    if (!y || !t) {
+        st = refenc_mp_enomem(err, "embedding add", prec);
+    } else {
+        refenc_mpk_embedding_add(y, NULL, y, a->ids, t, a->B, a->L, a->D);
+        const size_t shape[3] = {a->B, a->L, a->D};
+        st = refenc_mp_sink_emit(sink, "y", y, 3, shape);
+    }
+    refenc_mp_free(t, a->R * a->D);
+    refenc_mp_free(y, n);
+    return st;
+}
+
+int refenc_mp_embedding_add(double *y, const double *x, const int64_t *ids, const double *table,
+                            size_t B, size_t L, size_t R, size_t D,
+                            mpfr_prec_t prec, refenc_mp_report *rep)
+{
+    add_args a = {x, table, ids, B, L, R, D};
+    const refenc_mp_output outs[] = {{"y", y}};
+    return refenc_mp_run_twin(add_eval, &a, prec, rep, outs, 1);
 }

@@ -1,5 +1,6 @@
 /* The encoder stack in MPFR (encoder.h), every intermediate kept in MPFR:
- *   h = embedding(tokens) sqrt(D)  or  h = x;   h = h + PE (sinusoidal, learned)
+ *   h = E[tokens] (sqrt(D))  or  h = x;   h = h + TT[types];   h = h + PE (sinusoidal,
+ *   learned at 0..L-1, in.positions, or RoBERTa's ids);   h = LN_emb(h) if embedding_norm
  *   h = layer_i(h), i = 0 .. N-1   (RoPE / ALiBi inside every attention)
  *   y = LN(h) if final_norm, else h
  * Only the certified twin rounds, once, at the end of every step it reports. */
@@ -25,6 +26,9 @@ int refenc_mp_params_alloc(refenc_mp_params *mp, const refenc_params *p, refenc_
     mp->pos_embedding = VIEW(p->pos_embedding);
     mp->norm_weight = VIEW(p->norm_weight);
     mp->norm_bias = VIEW(p->norm_bias);
+    mp->token_type_embedding = VIEW(p->token_type_embedding);
+    mp->embedding_norm_weight = VIEW(p->embedding_norm_weight);
+    mp->embedding_norm_bias = VIEW(p->embedding_norm_bias);
     for (size_t i = 0; i < p->n_layers; i++) {
         const refenc_layer_params *l = &p->layers[i];
         mp->layers[i] = (refenc_mp_layer_params){
@@ -59,16 +63,18 @@ int refenc_mpk_encoder_forward(mpfr_ptr y, const refenc_mp_params *p, const refe
     int st = refenc_mp_ws_alloc(&ws, prec, refenc_mpk_ws_tmp(D, F, L, D / H),
                                 refenc_mpk_ws_ptr(D, F, L, D / H));
     int64_t *pos_default = malloc(L * sizeof(int64_t));
+    int64_t *ids = calloc(B * L, sizeof(int64_t)); /* token types 0, or RoBERTa's positions */
     unsigned char *exact = malloc(BLD); /* which values of "embed" are exact */
     mpfr_ptr h = refenc_mp_arena_alloc(&ar, BLD, prec), next = refenc_mp_arena_alloc(&ar, BLD, prec);
     mpfr_ptr slopes = refenc_mp_arena_alloc(&ar, H, prec);
     mpfr_ptr eps = refenc_mp_arena_from_d(&ar, &cfg->layer_norm_eps, 1, 53);
+    mpfr_ptr emb_eps = refenc_mp_arena_from_d(&ar, &cfg->embedding_norm_eps, 1, 53);
     mpfr_ptr tau = refenc_mp_arena_from_d(&ar, &cfg->temperature, 1, 53);
     mpfr_ptr base = refenc_mp_arena_from_d(&ar, &cfg->rope_base, 1, 53);
     mpfr_ptr mask = in->attn_mask ? refenc_mp_arena_from_d(&ar, in->attn_mask, L * L, 53) : NULL;
     refenc_mp_layer_work w;
     refenc_mp_layer_work_alloc(&w, &ar, B, L, cfg, prec);
-    if (st || ar.failed || pos_default == NULL || exact == NULL) {
+    if (st || ar.failed || pos_default == NULL || ids == NULL || exact == NULL) {
         st = refenc_mp_enomem(err, "encoder", prec);
         goto done;
     }
@@ -76,16 +82,30 @@ int refenc_mpk_encoder_forward(mpfr_ptr y, const refenc_mp_params *p, const refe
         pos_default[l] = (int64_t)l;
     const int64_t *pos = in->positions != NULL ? in->positions : pos_default;
 
-    if (cfg->vocab_size > 0) {
+    if (cfg->vocab_size > 0 && cfg->scale_embedding) {
         refenc_mpk_embedding_forward(h, exact, in->tokens, p->embedding, B, L, D, &ws);
+    } else if (cfg->vocab_size > 0) {
+        refenc_mpk_embedding_lookup(h, exact, in->tokens, p->embedding, B, L, D);
     } else {
         refenc_mp_set_d(h, in->x, BLD); /* exact: prec >= 53 */
         memset(exact, 1, BLD);
     }
-    if (cfg->positional == REFENC_POS_SINUSOIDAL)
+    if (cfg->type_vocab_size > 0) /* without in.token_type_ids every type is 0 (ids zeroed) */
+        refenc_mpk_embedding_add(h, exact, h, in->token_types ? in->token_types : ids,
+                                 p->token_type_embedding, B, L, D);
+    if (cfg->positional == REFENC_POS_SINUSOIDAL) {
         refenc_mpk_sinusoidal_forward(h, exact, h, pos, B, L, D, &ws);
-    else if (cfg->positional == REFENC_POS_LEARNED)
+    } else if (cfg->positional == REFENC_POS_LEARNED && cfg->position_ids == REFENC_POSIDS_ROBERTA) {
+        refenc_mpk_position_ids_roberta(ids, in->tokens, B, L, cfg->padding_idx);
+        refenc_mpk_embedding_add(h, exact, h, ids, p->pos_embedding, B, L, D);
+    } else if (cfg->positional == REFENC_POS_LEARNED) {
         refenc_mpk_learned_pe_forward(h, exact, h, pos, p->pos_embedding, B, L, D);
+    }
+    if (cfg->embedding_norm) {
+        refenc_mpk_layernorm_forward(h, h, p->embedding_norm_weight, p->embedding_norm_bias,
+                                     B * L, D, emb_eps, &ws);
+        memset(exact, 0, BLD); /* computed: certified as any other value */
+    }
     if ((st = refenc_mp_sink_emit_exact(sink, "embed", h, exact, 3, bld)) != REFENC_OK)
         goto done;
 
@@ -100,6 +120,7 @@ int refenc_mpk_encoder_forward(mpfr_ptr y, const refenc_mp_params *p, const refe
         .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? slopes : NULL,
         .positions = pos,
         .temperature = tau,
+        .mask_value = cfg->mask_value,
         .merge_without_transpose = hooks != NULL && hooks->merge_without_transpose,
     };
     const refenc_mp_rope_options rope = {cfg->rope_layout, base, pos};
@@ -128,6 +149,7 @@ done:
     refenc_mp_arena_free(&ar);
     refenc_mp_ws_free(&ws);
     free(pos_default);
+    free(ids);
     free(exact);
     return st;
 }

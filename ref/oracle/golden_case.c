@@ -59,7 +59,7 @@ static int component_eval(const case_args *a, mpfr_prec_t prec, const refenc_mp_
         const refenc_mp_attn_options opt = {
             .key_padding_mask = c->key_padding_mask, .causal = cfg->causal, .attn_mask = mask,
             .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? m : NULL,
-            .positions = c->positions, .temperature = tau,
+            .positions = c->positions, .temperature = tau, .mask_value = cfg->mask_value,
             .merge_without_transpose = a->hooks != NULL && a->hooks->merge_without_transpose};
         const refenc_mp_rope_options rope = {cfg->rope_layout, base, c->positions};
         refenc_mpk_mha_forward(y, &w, x, lp->in_proj_weight, lp->in_proj_bias, lp->out_proj_weight,

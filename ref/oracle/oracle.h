@@ -251,6 +251,7 @@ void refenc_mpk_softmax_forward(mpfr_ptr y, mpfr_srcptr s, size_t R, size_t n,
 /* y[i] = act(x[i]), y may alias x.  GELU: x erfc(-x/sqrt 2)/2.  GELU-tanh:
  * x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))/2 with sqrt(2/pi) from
  * mpfr_const_pi and 0.044715 the decimal rounded at the working precision.
+ * Quick GELU: x / (1 + exp(-1.702 x)), 1.702 the decimal likewise.
  * ws: n_tmp >= 6.  activation.h */
 void refenc_mpk_activation_forward(mpfr_ptr y, mpfr_srcptr x, size_t n,
                                    refenc_activation act, refenc_mp_ws *ws);
@@ -260,6 +261,24 @@ void refenc_mpk_activation_forward(mpfr_ptr y, mpfr_srcptr x, size_t n,
 void refenc_mpk_embedding_forward(mpfr_ptr x, unsigned char *exact, const int64_t *tokens,
                                   mpfr_srcptr table, size_t B, size_t L, size_t D,
                                   refenc_mp_ws *ws);
+
+/* x[b,l,:] = table[tokens[b,l],:], a copy (exact: sets exact to 1 when not
+ * NULL).  embedding.h */
+void refenc_mpk_embedding_lookup(mpfr_ptr x, unsigned char *exact, const int64_t *tokens,
+                                 mpfr_srcptr table, size_t B, size_t L, size_t D);
+
+/* y[b,l,:] = x[b,l,:] + table[ids[b,l],:], y may alias x; exact (B, L, D)
+ * or NULL: on entry 1 where x is exact, on return 1 where y is.  embedding.h */
+void refenc_mpk_embedding_add(mpfr_ptr y, unsigned char *exact, mpfr_srcptr x,
+                              const int64_t *ids, mpfr_srcptr table, size_t B, size_t L,
+                              size_t D);
+
+/* RoBERTa's position ids (position_ids.h), from the formula: pos[b,l] =
+ * padding_idx when tokens[b,l] is the padding token, else padding_idx + the
+ * number of non-padding tokens among tokens[b,0..l], counted afresh for each
+ * l.  Integers: the oracle computes them, it does not round them. */
+void refenc_mpk_position_ids_roberta(int64_t *pos, const int64_t *tokens, size_t B, size_t L,
+                                     int64_t padding_idx);
 
 /* angle: (L, D/2), angle[l,i] = pos[l] 10000^(-2i/D), the exponent 2i/D a
  * rational evaluated in MPFR.  ws: n_tmp >= 3.  sinusoidal.h */
@@ -305,12 +324,14 @@ typedef struct {
     mpfr_srcptr alibi_slopes;        /* (H); NULL: no ALiBi                       */
     const int64_t *positions;        /* (L); required with ALiBi                  */
     mpfr_srcptr temperature;         /* tau > 0                                   */
+    refenc_mask_value mask_value;    /* a masked key's score: -inf or -DBL_MAX     */
     int merge_without_transpose;     /* a bug variant (variants.h) for the golden
                                         generator: multi-head attention reads
                                         (B, H, L, Dh) as (B, L, D); 0 otherwise  */
 } refenc_mp_attn_options;
 
-/* Scaled dot-product attention, masked-row policy of attention.h.
+/* Scaled dot-product attention, masked-row policy of attention.h (a masked
+ * key's score is -inf, or exactly -DBL_MAX with mask_value finfo_min).
  * out: (B, H, L, Dh)  weights: (B, H, L, L)  q, k, v: (B, H, L, Dh).
  * ws: n_tmp >= 4, n_ptr >= max(L, Dh). */
 void refenc_mpk_attention_forward(mpfr_ptr out, mpfr_ptr weights, mpfr_srcptr q, mpfr_srcptr k,
@@ -377,6 +398,7 @@ typedef struct {
     size_t n_values;
     mpfr_ptr block;
     mpfr_srcptr embedding, pos_embedding, norm_weight, norm_bias; /* NULL when absent */
+    mpfr_srcptr token_type_embedding, embedding_norm_weight, embedding_norm_bias;
     size_t n_layers;
     refenc_mp_layer_params *layers;
 } refenc_mp_params;
@@ -422,6 +444,12 @@ int refenc_mp_activation_forward(double *y, const double *x, size_t n, refenc_ac
 int refenc_mp_embedding_forward(double *x, const int64_t *tokens, const double *table,
                                 size_t B, size_t L, size_t V, size_t D,
                                 mpfr_prec_t prec, refenc_mp_report *rep);
+int refenc_mp_embedding_lookup(double *x, const int64_t *tokens, const double *table,
+                               size_t B, size_t L, size_t V, size_t D,
+                               mpfr_prec_t prec, refenc_mp_report *rep);
+int refenc_mp_embedding_add(double *y, const double *x, const int64_t *ids, const double *table,
+                            size_t B, size_t L, size_t R, size_t D,
+                            mpfr_prec_t prec, refenc_mp_report *rep);
 
 /* angle: (L, D/2), the exact pos[l] * 10000^(-2i/D) (refenc_sinusoidal_angle). */
 int refenc_mp_sinusoidal_angles(double *angle, const int64_t *pos, size_t L, size_t D,

@@ -3,6 +3,7 @@
  * operation; the comments say only where a rounding goes and why. */
 #include "emulate_kernels.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -184,8 +185,8 @@ static void scores(const refenc_emulation *e, double *w, const double *q, const 
                                                              opt->positions[j])));
             if (opt->attn_mask != NULL)
                 s = emu_m(e, s + opt->attn_mask[i * L + j]);
-            if ((pad != NULL && pad[j]) || (opt->causal && j > i))
-                s = -INFINITY;
+            if ((pad != NULL && pad[j]) || (opt->causal && j > i)) /* the model's mask value */
+                s = opt->mask_value == REFENC_MASK_FINFO_MIN ? -DBL_MAX : -INFINITY;
             w[i * L + j] = s;
         }
 }
@@ -228,6 +229,14 @@ static double gelu_tanh(const refenc_emulation *e, double x)
     return emu_v(e, x / emu_m(e, 1.0 + emu_m(e, f_exp(e, emu_m(e, -2.0 * z)))));
 }
 
+/* Quick GELU, x sigma(1.702 x) = x / (1 + exp(-1.702 x)): ref/activation.c's
+ * operations, each step rounded. */
+static double quick_gelu(const refenc_emulation *e, double x)
+{
+    const double t = emu_m(e, 1.702 * x);
+    return emu_v(e, x / emu_m(e, 1.0 + emu_m(e, f_exp(e, -t))));
+}
+
 void emu_activation(const refenc_emulation *e, double *y, const double *x, size_t n, refenc_activation act)
 {
     for (size_t i = 0; i < n; i++) {
@@ -235,6 +244,7 @@ void emu_activation(const refenc_emulation *e, double *y, const double *x, size_
         case REFENC_ACT_RELU: y[i] = x[i] > 0.0 || isnan(x[i]) ? x[i] : 0.0; break; /* exact */
         case REFENC_ACT_GELU: y[i] = gelu(e, x[i]); break;
         case REFENC_ACT_GELU_TANH: y[i] = gelu_tanh(e, x[i]); break;
+        case REFENC_ACT_QUICK_GELU: y[i] = quick_gelu(e, x[i]); break;
         }
     }
 }
@@ -292,6 +302,22 @@ void emu_embedding(const refenc_emulation *e, double *x, const int64_t *tokens, 
     for (size_t bl = 0; bl < B * L; bl++)
         for (size_t d = 0; d < D; d++)
             x[bl * D + d] = emu_v(e, table[(size_t)tokens[bl] * D + d] * scale);
+}
+
+void emu_embedding_lookup(const refenc_emulation *e, double *x, const int64_t *tokens, const double *table,
+                          size_t B, size_t L, size_t D)
+{
+    for (size_t bl = 0; bl < B * L; bl++)
+        for (size_t d = 0; d < D; d++)
+            x[bl * D + d] = emu_v(e, table[(size_t)tokens[bl] * D + d]);
+}
+
+void emu_embedding_add(const refenc_emulation *e, double *y, const double *x, const int64_t *ids,
+                       const double *table, size_t B, size_t L, size_t D)
+{
+    for (size_t bl = 0; bl < B * L; bl++)
+        for (size_t d = 0; d < D; d++)
+            y[bl * D + d] = emu_v(e, x[bl * D + d] + table[(size_t)ids[bl] * D + d]);
 }
 
 void emu_learned_pe(const refenc_emulation *e, double *y, const double *x, const int64_t *pos,

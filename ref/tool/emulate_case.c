@@ -11,6 +11,7 @@
 #include "../core/alloc.h"
 #include "../encoder.h"
 #include "../mha.h"
+#include "../position_ids.h"
 #include "emulate_kernels.h"
 
 void refenc_emulation_round_case(refenc_case *c, refenc_format f)
@@ -127,10 +128,12 @@ static refenc_attn_options attn_options(const refenc_case *c, const double *slop
     return (refenc_attn_options){
         .key_padding_mask = c->key_padding_mask, .causal = c->cfg.causal, .attn_mask = c->attn_mask,
         .alibi_slopes = c->cfg.positional == REFENC_POS_ALIBI ? slopes : NULL,
-        .positions = c->positions, .temperature = c->cfg.temperature};
+        .positions = c->positions, .temperature = c->cfg.temperature, .mask_value = c->cfg.mask_value};
 }
 
-/* refenc_encoder_forward: embedding or x, additive PE, the layers, the final norm. */
+/* refenc_encoder_forward: embedding (scaled or not) or x, token types,
+ * additive PE (RoBERTa's positions from the tokens), embedding LayerNorm,
+ * the layers, the final norm. */
 static void encoder(const emu_run *r, double *y, refenc_workspace *ws, const double *slopes,
                     const refenc_case *c)
 {
@@ -139,14 +142,31 @@ static void encoder(const emu_run *r, double *y, refenc_workspace *ws, const dou
     const refenc_params *p = &c->params;
     const size_t B = c->B, L = c->L, D = cfg->d_model;
     double *h = ws->h0, *next = ws->h1;
-    if (cfg->vocab_size > 0)
+    if (cfg->vocab_size > 0 && cfg->scale_embedding)
         emu_embedding(e, h, c->tokens, p->embedding, B, L, D);
+    else if (cfg->vocab_size > 0)
+        emu_embedding_lookup(e, h, c->tokens, p->embedding, B, L, D);
     else
         memcpy(h, c->x, B * L * D * sizeof(double));
-    if (cfg->positional == REFENC_POS_SINUSOIDAL)
+    if (cfg->type_vocab_size > 0) {
+        const int64_t *types = c->token_types;
+        if (types == NULL) { /* HF's default token_type_ids: all 0 */
+            memset(ws->ids, 0, B * L * sizeof(int64_t));
+            types = ws->ids;
+        }
+        emu_embedding_add(e, h, h, types, p->token_type_embedding, B, L, D);
+    }
+    if (cfg->positional == REFENC_POS_SINUSOIDAL) {
         emu_sinusoidal_forward(e, h, h, c->positions, B, L, D);
-    else if (cfg->positional == REFENC_POS_LEARNED)
+    } else if (cfg->positional == REFENC_POS_LEARNED && cfg->position_ids == REFENC_POSIDS_ROBERTA) {
+        refenc_position_ids_roberta(ws->ids, c->tokens, B, L, cfg->padding_idx); /* integers: exact */
+        emu_embedding_add(e, h, h, ws->ids, p->pos_embedding, B, L, D);
+    } else if (cfg->positional == REFENC_POS_LEARNED) {
         emu_learned_pe(e, h, h, c->positions, p->pos_embedding, B, L, D);
+    }
+    if (cfg->embedding_norm)
+        emu_layernorm(e, h, h, p->embedding_norm_weight, p->embedding_norm_bias, B * L, D,
+                      cfg->embedding_norm_eps);
     emit(r, "embed", h, 3, B, L, D, 0);
     const refenc_attn_options opt = attn_options(c, slopes);
     const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions};

@@ -68,6 +68,12 @@ void emu_embedding(const refenc_emulation *e, double *x, const int64_t *tokens, 
                    size_t B, size_t L, size_t D);
 
 /* y = x + table[pos], (B, L, D) */
+/* The families' embedding path: rows looked up unscaled, and rows of a table
+ * (token types, RoBERTa's positions) added, each sum rounded. */
+void emu_embedding_lookup(const refenc_emulation *e, double *x, const int64_t *tokens, const double *table,
+                          size_t B, size_t L, size_t D);
+void emu_embedding_add(const refenc_emulation *e, double *y, const double *x, const int64_t *ids,
+                       const double *table, size_t B, size_t L, size_t D);
 void emu_learned_pe(const refenc_emulation *e, double *y, const double *x, const int64_t *pos,
                     const double *table, size_t B, size_t L, size_t D);
 

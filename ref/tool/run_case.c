@@ -62,7 +62,8 @@ static void run_attention(double *y, refenc_workspace *ws, const refenc_case *c,
     const refenc_attn_options opt = {
         .key_padding_mask = c->key_padding_mask, .causal = cfg->causal, .attn_mask = c->attn_mask,
         .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? ws->alibi_slopes : NULL,
-        .positions = c->positions, .temperature = cfg->temperature};
+        .positions = c->positions, .temperature = cfg->temperature,
+        .mask_value = cfg->mask_value};
     const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions};
     refenc_mha_forward(y, &ws->layer.mha, c->x, lp->in_proj_weight, lp->in_proj_bias,
                        lp->out_proj_weight, lp->out_proj_bias, &opt,

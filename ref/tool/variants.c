@@ -85,6 +85,68 @@ static const refenc_variant_info table[REFENC_VAR_COUNT] = {
         "attention weights right, the attention block's output scrambled across positions",
         "the heads' outputs (B, H, L, Dh) are reshaped to (B, L, D) without transposing H and L",
         "transpose to (B, L, H, Dh) before the reshape: ctx.transpose(1, 2).reshape(B, L, D)"},
+    [REFENC_VAR_EPS_1E5_FOR_1E12] = {
+        "layernorm_eps_1e-5_for_1e-12", "layernorm_eps_1e-5_for_1e-12",
+        "LayerNorm outputs shrink toward beta in rows of small variance: the embedding "
+        "LayerNorm first",
+        "LayerNorm eps is PyTorch's default 1e-5 where the model's 1e-12 is meant (BERT, "
+        "DistilBERT: nn.LayerNorm built without config.layer_norm_eps)",
+        "pass the model's eps to every LayerNorm, the embedding LayerNorm included: "
+        "nn.LayerNorm(D, eps=config.layer_norm_eps)"},
+    [REFENC_VAR_EPS_1E12_FOR_1E5] = {
+        "layernorm_eps_1e-12_for_1e-5", "layernorm_eps_1e-12_for_1e-5",
+        "LayerNorm outputs grow in rows of small variance: the embedding LayerNorm first",
+        "LayerNorm eps is BERT's 1e-12 where 1e-5 is meant (RoBERTa, GPT-2 and CLIP use 1e-5: "
+        "a BERT implementation reused for them)",
+        "take eps from the model's config: RoBERTa's layer_norm_eps is 1e-5, not BERT's 1e-12"},
+    [REFENC_VAR_EMBEDDING_NORM_MISSING] = {
+        "embedding_norm_missing", "embedding_norm_missing",
+        "the embedded input is not normalised: every row's mean and scale are off from the "
+        "first step",
+        "the LayerNorm after the embedding sum (BERT's embeddings.LayerNorm) is missing",
+        "apply the embedding LayerNorm, with its own gamma, beta and eps, to word + type + "
+        "position embeddings before the first layer"},
+    [REFENC_VAR_TOKEN_TYPES_IGNORED] = {
+        "token_types_ignored", "token_types_ignored",
+        "positions of token type 1 differ from the first step; type-0 positions are right "
+        "until attention mixes them in",
+        "token_type_ids are not passed: every position gets type 0 (HF's default)",
+        "pass the segment ids (token_type_ids) with the input ids: the second sentence of a "
+        "pair is type 1"},
+    [REFENC_VAR_ROBERTA_POSITIONS_FROM_ZERO] = {
+        "roberta_positions_from_zero", "roberta_positions_from_zero",
+        "every position's embedding is shifted by padding_idx + 1 rows of the table; padding "
+        "moves the rest",
+        "RoBERTa's positions counted 0 .. L-1 (BERT's rule) instead of from padding_idx + 1 "
+        "over the non-padding tokens",
+        "create the position ids as RoBERTa does: cumsum(ids != padding_idx) * (ids != "
+        "padding_idx) + padding_idx (create_position_ids_from_input_ids)"},
+    [REFENC_VAR_CONV1D_NOT_TRANSPOSED] = {
+        "conv1d_not_transposed", "conv1d_not_transposed",
+        "attention weights right, the attention block's output wrong from the first layer on",
+        "GPT-2's square Conv1D weight attn.c_proj (stored (in, out), used as x W + b) loaded "
+        "into an nn.Linear (out, in) as it is: W where W^T is meant (the non-square ones "
+        "would not load)",
+        "transpose every Conv1D weight (c_attn, c_proj, c_fc, mlp.c_proj) when moving GPT-2's "
+        "weights into nn.Linear layers"},
+    [REFENC_VAR_QUICK_GELU_FOR_GELU] = {
+        "quick_gelu_for_gelu", "quick_gelu_for_gelu",
+        "FFN outputs differ by up to 0.02 per hidden unit, most near x = 2.3",
+        "quick GELU x sigmoid(1.702 x) (CLIP's) where the exact or tanh GELU is meant",
+        "use the model's activation: hidden_act 'gelu' (exact) for BERT, 'gelu_new' (tanh) for "
+        "GPT-2; quick_gelu only for OpenAI's CLIP"},
+    [REFENC_VAR_GELU_FOR_QUICK_GELU] = {
+        "gelu_for_quick_gelu", "gelu_for_quick_gelu",
+        "FFN outputs differ by up to 0.02 per hidden unit, most near x = 2.3",
+        "exact GELU where CLIP's quick GELU x sigmoid(1.702 x) is meant (OpenAI's CLIP weights "
+        "were trained with quick_gelu; OpenCLIP's with exact GELU)",
+        "use hidden_act 'quick_gelu': x * torch.sigmoid(1.702 * x)"},
+    [REFENC_VAR_EMBEDDING_SCALED] = {
+        "embedding_scaled", "embedding_scaled",
+        "the embedded input is sqrt(d_model) times too large",
+        "token embeddings multiplied by sqrt(d_model) (the original Transformer's) in a model "
+        "that does not scale them (BERT, GPT-2, CLIP)",
+        "look the embeddings up as stored: wte(ids), word_embeddings(ids), without a factor"},
 };
 
 const refenc_variant_info *refenc_variant_get(refenc_variant v)
@@ -105,6 +167,23 @@ int refenc_variant_parse(refenc_variant *v, const char *name)
 static int has_layernorm(const refenc_case *c)
 {
     return c->component == REFENC_COMP_ENCODER || c->component == REFENC_COMP_LAYERNORM;
+}
+
+/* Whether some LayerNorm of the case uses eps: the layers', or the embedding's. */
+static int has_eps(const refenc_case *c, double eps)
+{
+    return has_layernorm(c) &&
+           (c->cfg.layer_norm_eps == eps ||
+            (c->component == REFENC_COMP_ENCODER && c->cfg.embedding_norm &&
+             c->cfg.embedding_norm_eps == eps));
+}
+
+static int any_token_type(const refenc_case *c)
+{
+    for (size_t i = 0; c->token_types != NULL && i < c->B * c->L; i++)
+        if (c->token_types[i] != 0)
+            return 1;
+    return 0;
 }
 
 static int has_activation(const refenc_case *c, refenc_activation act)
@@ -148,7 +227,11 @@ int refenc_variant_applies(refenc_variant v, const refenc_case *c)
     case REFENC_VAR_MISSING_FINAL_NORM:
         return c->component == REFENC_COMP_ENCODER && cfg->norm == REFENC_NORM_PRE && cfg->final_norm;
     case REFENC_VAR_EMBEDDING_UNSCALED:
-        return c->component == REFENC_COMP_ENCODER && cfg->vocab_size > 0 && cfg->d_model > 1;
+        return c->component == REFENC_COMP_ENCODER && cfg->vocab_size > 0 && cfg->d_model > 1 &&
+               cfg->scale_embedding;
+    case REFENC_VAR_EMBEDDING_SCALED:
+        return c->component == REFENC_COMP_ENCODER && cfg->vocab_size > 0 && cfg->d_model > 1 &&
+               !cfg->scale_embedding;
     case REFENC_VAR_ALIBI_SLOPES_POW2:
         return (c->component == REFENC_COMP_ALIBI ||
                 (has_attention(c) && cfg->positional == REFENC_POS_ALIBI)) && (H & (H - 1)) != 0;
@@ -158,6 +241,24 @@ int refenc_variant_applies(refenc_variant v, const refenc_case *c)
         return c->component == REFENC_COMP_ENCODER;
     case REFENC_VAR_HEADS_MERGED_WITHOUT_TRANSPOSE:
         return has_attention(c) && H > 1 && c->L > 1;
+    case REFENC_VAR_EPS_1E5_FOR_1E12:
+        return has_eps(c, 1e-12);
+    case REFENC_VAR_EPS_1E12_FOR_1E5:
+        return has_eps(c, 1e-5);
+    case REFENC_VAR_EMBEDDING_NORM_MISSING:
+        return c->component == REFENC_COMP_ENCODER && cfg->embedding_norm;
+    case REFENC_VAR_TOKEN_TYPES_IGNORED:
+        return c->component == REFENC_COMP_ENCODER && any_token_type(c);
+    case REFENC_VAR_ROBERTA_POSITIONS_FROM_ZERO:
+        return c->component == REFENC_COMP_ENCODER && cfg->positional == REFENC_POS_LEARNED &&
+               cfg->position_ids == REFENC_POSIDS_ROBERTA;
+    case REFENC_VAR_CONV1D_NOT_TRANSPOSED:
+        return c->component == REFENC_COMP_ENCODER && cfg->family == REFENC_FAMILY_GPT2 &&
+               cfg->d_model > 1;
+    case REFENC_VAR_QUICK_GELU_FOR_GELU:
+        return has_activation(c, REFENC_ACT_GELU) || has_activation(c, REFENC_ACT_GELU_TANH);
+    case REFENC_VAR_GELU_FOR_QUICK_GELU:
+        return has_activation(c, REFENC_ACT_QUICK_GELU);
     default:
         return 0;
     }
@@ -180,6 +281,35 @@ static void unbiased(refenc_case *c)
         for (size_t d = 0; d < c->cfg.d_model; d++)
             p->norm_weight[d] *= f;
     c->cfg.layer_norm_eps *= (D - 1) / D;
+    if (c->cfg.embedding_norm && p->embedding_norm_weight != NULL) {
+        for (size_t d = 0; d < c->cfg.d_model; d++)
+            p->embedding_norm_weight[d] *= f;
+        c->cfg.embedding_norm_eps *= (D - 1) / D;
+    }
+}
+
+/* every eps equal to from becomes to: the layers' and the embedding's */
+static void swap_eps(refenc_config *cfg, double from, double to)
+{
+    if (cfg->layer_norm_eps == from)
+        cfg->layer_norm_eps = to;
+    if (cfg->embedding_norm && cfg->embedding_norm_eps == from)
+        cfg->embedding_norm_eps = to;
+}
+
+/* W := W^T for every layer's attention output projection (D, D) */
+static void transpose_out_proj(refenc_case *c)
+{
+    const size_t D = c->cfg.d_model;
+    for (size_t i = 0; i < c->params.n_layers; i++) {
+        double *W = c->params.layers[i].out_proj_weight;
+        for (size_t r = 0; r < D; r++)
+            for (size_t k = r + 1; k < D; k++) {
+                const double t = W[r * D + k];
+                W[r * D + k] = W[k * D + r];
+                W[k * D + r] = t;
+            }
+    }
 }
 
 void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks *hooks)
@@ -187,8 +317,16 @@ void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks
     refenc_config *cfg = &c->cfg;
     memset(hooks, 0, sizeof *hooks);
     switch (v) {
-    case REFENC_VAR_LAYERNORM_EPS_X10: cfg->layer_norm_eps *= 10; break;
-    case REFENC_VAR_LAYERNORM_EPS_DIV10: cfg->layer_norm_eps /= 10; break;
+    case REFENC_VAR_LAYERNORM_EPS_X10:
+        cfg->layer_norm_eps *= 10;
+        if (cfg->embedding_norm)
+            cfg->embedding_norm_eps *= 10;
+        break;
+    case REFENC_VAR_LAYERNORM_EPS_DIV10:
+        cfg->layer_norm_eps /= 10;
+        if (cfg->embedding_norm)
+            cfg->embedding_norm_eps /= 10;
+        break;
     case REFENC_VAR_UNBIASED_VARIANCE: unbiased(c); break;
     case REFENC_VAR_GELU_TANH_FOR_EXACT: cfg->activation = REFENC_ACT_GELU_TANH; break;
     case REFENC_VAR_GELU_EXACT_FOR_TANH: cfg->activation = REFENC_ACT_GELU; break;
@@ -218,6 +356,23 @@ void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks
         cfg->norm = cfg->norm == REFENC_NORM_PRE ? REFENC_NORM_POST : REFENC_NORM_PRE;
         break;
     case REFENC_VAR_HEADS_MERGED_WITHOUT_TRANSPOSE: hooks->merge_without_transpose = 1; break;
+    case REFENC_VAR_EPS_1E5_FOR_1E12: swap_eps(cfg, 1e-12, 1e-5); break;
+    case REFENC_VAR_EPS_1E12_FOR_1E5: swap_eps(cfg, 1e-5, 1e-12); break;
+    case REFENC_VAR_EMBEDDING_NORM_MISSING: cfg->embedding_norm = 0; break;
+    case REFENC_VAR_TOKEN_TYPES_IGNORED:
+        memset(c->token_types, 0, c->B * c->L * sizeof *c->token_types);
+        break;
+    /* 0 .. L-1, the case's default positions (validated: L <= P) */
+    case REFENC_VAR_ROBERTA_POSITIONS_FROM_ZERO: cfg->position_ids = REFENC_POSIDS_INDEX; break;
+    case REFENC_VAR_CONV1D_NOT_TRANSPOSED: transpose_out_proj(c); break;
+    case REFENC_VAR_QUICK_GELU_FOR_GELU: cfg->activation = REFENC_ACT_QUICK_GELU; break;
+    case REFENC_VAR_GELU_FOR_QUICK_GELU: cfg->activation = REFENC_ACT_GELU; break;
+    case REFENC_VAR_EMBEDDING_SCALED: {
+        const double s = sqrt((double)cfg->d_model);
+        for (size_t i = 0; i < cfg->vocab_size * cfg->d_model; i++)
+            c->params.embedding[i] *= s;
+        break;
+    }
     default: break;
     }
 }

@@ -6,8 +6,11 @@
  * and fix.  docs/certify.md carries the same table.
  *
  * Most variants are the same computation on a transformed case (another eps,
- * another activation, a scaled table); two change the computation itself and
- * are flags for the engine (refenc_variant_hooks). */
+ * another activation, a scaled or transposed table, other token types or
+ * positions); two change the computation itself and are flags for the
+ * engine (refenc_variant_hooks).  A LayerNorm variant (eps, variance) acts
+ * on every LayerNorm, the embedding LayerNorm included, as a bug in a
+ * shared LayerNorm would. */
 #ifndef REFENC_VARIANTS_H
 #define REFENC_VARIANTS_H
 
@@ -29,6 +32,16 @@ typedef enum {
     REFENC_VAR_PADDING_MASK_INVERTED,
     REFENC_VAR_PRE_POST_SWAPPED,
     REFENC_VAR_HEADS_MERGED_WITHOUT_TRANSPOSE,
+    /* the encoder families' (docs/families.md) */
+    REFENC_VAR_EPS_1E5_FOR_1E12,
+    REFENC_VAR_EPS_1E12_FOR_1E5,
+    REFENC_VAR_EMBEDDING_NORM_MISSING,
+    REFENC_VAR_TOKEN_TYPES_IGNORED,
+    REFENC_VAR_ROBERTA_POSITIONS_FROM_ZERO,
+    REFENC_VAR_CONV1D_NOT_TRANSPOSED,
+    REFENC_VAR_QUICK_GELU_FOR_GELU,
+    REFENC_VAR_GELU_FOR_QUICK_GELU,
+    REFENC_VAR_EMBEDDING_SCALED,
     REFENC_VAR_COUNT
 } refenc_variant;
 

@@ -36,6 +36,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+import torch_families  # the encoder families (BERT, RoBERTa, DistilBERT, GPT-2, CLIP text)
+
 # ---- safetensors with numpy -------------------------------------------------
 
 NP_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "U8": "u1", "BOOL": "u1"}
@@ -101,13 +103,14 @@ def write_safetensors(path, tensors, metadata=None):
 KNOWN_BUGS = ["layernorm_eps_x10", "layernorm_eps_div10", "unbiased_variance", "gelu_tanh_for_exact",
               "gelu_exact_for_tanh", "rope_layout_swapped", "rope_base_wrong", "attention_scale_sqrt_d",
               "attention_unscaled", "missing_final_norm", "embedding_unscaled", "alibi_slopes_pow2",
-              "padding_mask_inverted", "pre_post_swapped", "heads_merged_without_transpose"]
+              "padding_mask_inverted", "pre_post_swapped", "heads_merged_without_transpose"] \
+    + torch_families.KNOWN_BUGS
 UNKNOWN_BUGS = ["softmax_over_queries", "ffn_residual_dropped"]
 BUG = None
 
 
 def bugged_eps(eps):
-    return eps * 10 if BUG == "layernorm_eps_x10" else eps / 10 if BUG == "layernorm_eps_div10" else eps
+    return torch_families.bugged_eps(eps, BUG)
 
 
 def layer_norm(t, w, b, eps):
@@ -278,12 +281,7 @@ def rope(x, positions, base, layout):
 
 
 def activation_fn(name):
-    if BUG == "gelu_tanh_for_exact" and name == "gelu":
-        name = "gelu_tanh"
-    elif BUG == "gelu_exact_for_tanh" and name == "gelu_tanh":
-        name = "gelu"
-    return {"relu": F.relu, "gelu": F.gelu,
-            "gelu_tanh": lambda t: F.gelu(t, approximate="tanh")}[name]
+    return torch_families.activation_fn(name, BUG)
 
 
 class Case:
@@ -370,6 +368,8 @@ def needs_manual(cfg):
 # ---- components ----------------------------------------------------------------
 
 def run_encoder(case):
+    if torch_families.handles(case.cfg):
+        return torch_families.run(case, BUG)
     cfg, dt = case.cfg, case.dt
     D, H, N = cfg["d_model"], cfg["n_heads"], cfg["n_layers"]
     eps, pre = cfg["layer_norm_eps"], cfg["norm"] == "pre"
@@ -397,7 +397,7 @@ def run_encoder(case):
 
     if not needs_manual(cfg):
         layer = nn.TransformerEncoderLayer(D, H, cfg["d_ff"], dropout=0.0,
-                                           activation=activation_fn(cfg["activation"]) if cfg["activation"] == "gelu_tanh" else cfg["activation"],
+                                           activation=activation_fn(cfg["activation"]) if cfg["activation"] in ("gelu_tanh", "quick_gelu") else cfg["activation"],
                                            layer_norm_eps=eps, batch_first=True, norm_first=pre, dtype=dt)
         final = nn.LayerNorm(D, eps=eps, dtype=dt) if cfg["final_norm"] else None
         enc = nn.TransformerEncoder(layer, N, norm=final, enable_nested_tensor=False)

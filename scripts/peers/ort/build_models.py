@@ -27,7 +27,9 @@ Two models per case:
 It also writes OUT/models.json: for each case, its models, or the reason it
 is not supported (a config key or value this builder does not model).  A new
 convention (a family's embedding LayerNorm, quick GELU, ...) is taught by
-adding its key to CONFIG_SUPPORT and building it in the component functions.
+adding its key to CONFIG_SUPPORT and building it in the component functions
+(the families' keys are: scale_embedding, token types, RoBERTa's positions,
+the embedding LayerNorm, quick GELU, the finfo.min mask value).
 
 Exit status: 0, or 2 on a malformed golden directory (the message names the
 file and the tensor).
@@ -53,11 +55,14 @@ IR_VERSION = 8
 CONFIG_SUPPORT = {
     "d_model": None, "n_heads": None, "d_ff": None, "n_layers": None,
     "norm": {"pre", "post"}, "final_norm": None,
-    "activation": {"relu", "gelu", "gelu_tanh"},
+    "activation": {"relu", "gelu", "gelu_tanh", "quick_gelu"},
     "layer_norm_eps": None,
     "positional": {"none", "sinusoidal", "learned", "rope", "alibi"},
     "rope_layout": {"half", "interleaved"}, "rope_base": None, "max_len": None,
     "temperature": None, "causal": None, "vocab_size": None, "padding_idx": None,
+    # the encoder families (docs/families.md)
+    "family": None, "scale_embedding": None, "type_vocab_size": None, "embedding_norm": None,
+    "embedding_norm_eps": None, "position_ids": {"index", "roberta"}, "mask_value": {"-inf", "finfo_min"},
 }
 
 
@@ -220,6 +225,8 @@ def activation(g, x, kind):
         inner = g.op("Add", x, g.op("Mul", g.op("Pow", x, g.const(3.0)), g.const(0.044715)))
         t = g.op("Add", g.op("Tanh", g.op("Mul", inner, g.const(math.sqrt(2.0 / math.pi)))), g.const(1.0))
         return g.op("Mul", g.op("Mul", x, g.const(0.5)), t)
+    if kind == "quick_gelu":  # x · σ(1.702 x), CLIP's
+        return g.op("Mul", x, g.op("Sigmoid", g.op("Mul", x, g.const(1.702))))
     raise Unsupported(f"activation '{kind}'")
 
 
@@ -319,10 +326,13 @@ def attention(g, x, prefix, cfg, L, pos, pad):
         s = g.op("Add", s, alibi(g, pos, H)[1])
     if "in.attn_mask" in g.tensors:
         s = g.op("Add", s, g.input("in.attn_mask"))
+    # a masked score: -inf, or float32's finfo.min as the HF models mask (a
+    # row with no visible key then takes uniform weights, not NaN)
+    masked = np.finfo(np.float32).min if cfg.get("mask_value", "-inf") == "finfo_min" else -np.inf
     if cfg["causal"]:   # query i sees keys j <= i
-        s = g.op("Where", g.const(np.triu(np.ones((L, L), bool), 1), bool), g.const(-np.inf), s)
+        s = g.op("Where", g.const(np.triu(np.ones((L, L), bool), 1), bool), g.const(masked), s)
     if pad is not None:
-        s = g.op("Where", pad, g.const(-np.inf), s)
+        s = g.op("Where", pad, g.const(masked), s)
     w = g.op("Softmax", s, axis=-1)
     ctx = g.op("Transpose", g.op("MatMul", w, v), perm=[0, 2, 1, 3])                # (B, L, H, Dh)
     ctx = g.op("Reshape", ctx, g.const([0, 0, D], np.int64))
@@ -337,16 +347,29 @@ def run_encoder(g, cfg):
     if cfg["vocab_size"] > 0:
         tokens = g.input("in.tokens")
         L = g.golden("in.tokens").shape[1]
-        h = g.op("Mul", g.op("Gather", g.param("embedding.weight"), tokens), g.const(math.sqrt(D)))
+        h = g.op("Gather", g.param("embedding.weight"), tokens)
+        if cfg.get("scale_embedding", True):
+            h = g.op("Mul", h, g.const(math.sqrt(D)))
     else:
         h = g.input("in.x")
         L = g.golden("in.x").shape[1]
+    if cfg.get("type_vocab_size", 0) > 0:   # token types, then positions: BERT's order
+        h = g.op("Add", h, g.op("Gather", g.param("token_type_embedding.weight"), g.input("in.token_type_ids")))
     pos = positions_f32(g, L, cfg)
     pad = padding_mask(g) if "in.key_padding_mask" in g.tensors else None
     if cfg["positional"] == "sinusoidal":
         h = g.op("Add", h, sinusoidal(g, pos, D))
+    elif cfg["positional"] == "learned" and cfg.get("position_ids", "index") == "roberta":
+        # RoBERTa: cumsum(tokens != pad) * (tokens != pad) + pad, per item
+        m = g.op("Cast", g.op("Not", g.op("Equal", tokens, g.const(cfg["padding_idx"], np.int64))),
+                 to=TensorProto.INT64)
+        ids = g.op("Add", g.op("Mul", g.op("CumSum", m, g.const(1, np.int64)), m),
+                   g.const(cfg["padding_idx"], np.int64))
+        h = g.op("Add", h, g.op("Gather", g.param("pos_embedding.weight"), ids))
     elif cfg["positional"] == "learned":
         h = g.op("Add", h, g.op("Gather", g.param("pos_embedding.weight"), g.input("in.positions")))
+    if cfg.get("embedding_norm", False):
+        h = layer_norm(g, h, "embedding_norm.", cfg.get("embedding_norm_eps", eps))
     out["embed"] = h
     for i in range(cfg["n_layers"]):
         p = f"layers.{i}."

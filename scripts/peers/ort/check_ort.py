@@ -45,8 +45,9 @@ UNSUPPORTED = {}
 # Kernels of ONNX Runtime's own that the fully optimised graphs must use,
 # each replacing a subgraph of the models (layer_norm, activation, linear,
 # the scaled scores q·kᵀ/√Dh): LayerNorm fused alone or with the residual Add
-# before it; exact GELU (Erf) and tanh GELU; MatMul + Add; MatMul + scale.
-FUSED = ("LayerNormalization", "SkipLayerNormalization", "Gelu", "FastGelu", "Gemm", "FusedMatMul")
+# before it; exact GELU (Erf) and tanh GELU; quick GELU (x sigmoid(1.702 x),
+# the CLIP family's); MatMul + Add; MatMul + scale.
+FUSED = ("LayerNormalization", "SkipLayerNormalization", "Gelu", "FastGelu", "QuickGelu", "Gemm", "FusedMatMul")
 
 
 

@@ -96,7 +96,12 @@ def features_of(case):
       component=<encoder|attention|ffn|layernorm|softmax|activation|sinusoidal_pe|rope|alibi>
       encoder:   norm=<pre|post>  final_norm=<true|false>  input=<x|tokens>
       encoder, attention:  positional=<none|sinusoidal|learned|rope|alibi>  causal=<true|false>
-      encoder, ffn, activation:  activation=<relu|gelu|gelu_tanh>
+      encoder, ffn, activation:  activation=<relu|gelu|gelu_tanh|quick_gelu>
+      the families' embedding path (docs/families.md), encoder with tokens:
+        embedding=unscaled  the token embedding without the sqrt(D) scale
+        token_types         token-type rows (in.token_type_ids)
+        embedding_norm      a LayerNorm after the embedding sum
+        position_ids=roberta  RoBERTa's positions, from padding_idx + 1
       RoPE (encoder, attention, rope):  rope_layout=<half|interleaved>
       temperature      a softmax temperature other than 1
       key_padding_mask a key padding mask with some key padded
@@ -112,6 +117,15 @@ def features_of(case):
         f |= {f"positional={c['positional']}", f"causal={str(c['causal']).lower()}"}
     if comp in ("encoder", "ffn", "activation"):
         f.add(f"activation={c['activation']}")
+    if comp == "encoder":  # the embedding path's keys are absent when at their default
+        if c["vocab_size"] > 0 and not c.get("scale_embedding", True):
+            f.add("embedding=unscaled")
+        if c.get("type_vocab_size", 0) > 0:
+            f.add("token_types")
+        if c.get("embedding_norm", False):
+            f.add("embedding_norm")
+        if c.get("position_ids", "index") == "roberta":
+            f.add("position_ids=roberta")
     if comp == "rope" or (comp in ("encoder", "attention") and c["positional"] == "rope"):
         f.add(f"rope_layout={c['rope_layout']}")
     if comp in ("encoder", "attention", "softmax") and c["temperature"] != 1.0:

@@ -58,7 +58,19 @@ def test_fits_and_select(golden):
     assert reasons["ffn_gelu"] == "needs activation=gelu (not supported)"
     assert reasons["alibi_h4"] == "needs component=alibi (not supported)"
     assert [c.name for c in refenc.cases({"component=ffn", "activation=*"}, golden)] == \
-        ["ffn_relu", "ffn_gelu", "ffn_gelu_tanh", "ffn_gelu_few_units", "ffn_gelu_tanh_few_units"]
+        ["ffn_relu", "ffn_gelu", "ffn_gelu_tanh", "ffn_gelu_few_units", "ffn_gelu_tanh_few_units", "ffn_quick_gelu"]
+
+
+def test_family_cases_need_their_embedding_path(golden):
+    bert = refenc.load_case("bert_post_ln_token_types", golden)
+    assert {"embedding=unscaled", "token_types", "embedding_norm", "activation=gelu"} <= bert.features
+    roberta = refenc.load_case("roberta_positions_left_padding", golden)
+    assert "position_ids=roberta" in roberta.features
+    plain = {"component=encoder", "norm=*", "final_norm=*", "input=*", "positional=*", "causal=*",
+             "activation=*", "key_padding_mask"}
+    assert bert.fits(plain) == (False, ["embedding=unscaled", "embedding_norm", "token_types"])
+    assert bert.fits(plain | {"embedding=unscaled", "embedding_norm", "token_types"}) == (True, [])
+    assert "embedding=unscaled" not in refenc.load_case("encoder_pre_tokens_sinusoidal", golden).features
 
 
 def test_pytest_cases_skip_with_the_reason(golden):

@@ -1,0 +1,636 @@
+/* Hugging Face checkpoints of the families (ref/io/checkpoint_names.h).
+ *
+ * For each family a small encoder (D 4, H 2, F 6, N 2, V 7, P 5, the
+ * family's token types) gets random parameters P0 in refenc's layout; the
+ * test writes them as the family's code saves them, under the names and in
+ * the layouts typed here from the Hugging Face modeling files (not from
+ * refenc's table): BERT's separate query, key, value, GPT-2's Conv1D (in,
+ * out), ...  Loading the file must give back P0 bit for bit.  Negative
+ * control: the same file with two of its names swapped loads into other
+ * parameters.  Then every kind of file that does not fit is refused with a
+ * message naming the tensor, its shape and the expected one. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <gsl/gsl_rng.h>
+
+#include "../../ref/core/family.h"
+#include "../../ref/core/params.h"
+#include "../../ref/io/checkpoint_names.h"
+#include "../../ref/io/safetensors.h"
+#include "../../ref/tool/random_params.h"
+#include "unit.h"
+
+enum { D = 4, F = 6, N = 2 };
+
+typedef enum { AS_IS, TRANSPOSED, ROWS_Q, ROWS_K, ROWS_V } how;
+
+/* The file being built: names, shapes and F64 data, owned here. */
+typedef struct {
+    size_t n;
+    refenc_st_entry e[128];
+    char *names[128];
+    double *data[128];
+} ckpt;
+
+static void ckpt_free(ckpt *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->names[i]);
+        free(c->data[i]);
+    }
+    memset(c, 0, sizeof *c);
+}
+
+/* Adds tensor `name` holding refenc tensor `src` of p (layer i substituted
+ * in both with "%zu"), converted as `h` says. */
+static void put(ckpt *c, const refenc_params *p, const char *name_fmt, const char *src_fmt, size_t i,
+                how h)
+{
+    char name[160], src[96];
+    snprintf(name, sizeof name, name_fmt, i);
+    snprintf(src, sizeof src, src_fmt, i);
+    const refenc_tensor *t = refenc_params_find(p, src);
+    cr_assert_not_null(t, "the test's source tensor %s is not in the config", src);
+    cr_assert_lt(c->n, 128);
+    refenc_st_entry *e = &c->e[c->n];
+    const size_t rows = t->shape[0], cols = t->ndim == 2 ? t->shape[1] : 1;
+    double *v = malloc(t->size * sizeof(double));
+    cr_assert_not_null(v);
+    size_t n_out = t->size;
+    e->ndim = t->ndim, e->shape[0] = t->shape[0], e->shape[1] = t->shape[1];
+    if (h == AS_IS) {
+        memcpy(v, t->data, t->size * sizeof(double));
+    } else if (h == TRANSPOSED) { /* Conv1D: W (in, out), y = x W + b */
+        for (size_t o = 0; o < rows; o++)
+            for (size_t k = 0; k < cols; k++)
+                v[k * rows + o] = t->data[o * cols + k];
+        e->shape[0] = cols, e->shape[1] = rows;
+    } else { /* q, k or v: the row block [b D, (b+1) D) of in_proj */
+        const size_t b = (size_t)(h - ROWS_Q), block = rows / 3;
+        memcpy(v, t->data + b * block * cols, block * cols * sizeof(double));
+        n_out = block * cols;
+        e->shape[0] = block;
+    }
+    (void)n_out;
+    c->names[c->n] = strdup(name);
+    c->data[c->n] = v;
+    e->name = c->names[c->n];
+    e->dtype = REFENC_ST_F64;
+    e->data = v;
+    c->n++;
+}
+
+/* ---- the families, as their code saves them ---------------------------------------- */
+
+static void bert_like(ckpt *c, const refenc_params *p, const char *pre, int types)
+{
+    char f[160];
+#define P(name, src, how_)                                    \
+    do {                                                      \
+        snprintf(f, sizeof f, "%s%s", pre, name);             \
+        put(c, p, f, src, i, how_);                           \
+    } while (0)
+    size_t i = 0;
+    P("embeddings.word_embeddings.weight", "embedding.weight", AS_IS);
+    if (types)
+        P("embeddings.token_type_embeddings.weight", "token_type_embedding.weight", AS_IS);
+    P("embeddings.position_embeddings.weight", "pos_embedding.weight", AS_IS);
+    P("embeddings.LayerNorm.weight", "embedding_norm.weight", AS_IS);
+    P("embeddings.LayerNorm.bias", "embedding_norm.bias", AS_IS);
+    for (i = 0; i < N; i++) {
+        P("encoder.layer.%zu.attention.self.query.weight", "layers.%zu.self_attn.in_proj_weight", ROWS_Q);
+        P("encoder.layer.%zu.attention.self.query.bias", "layers.%zu.self_attn.in_proj_bias", ROWS_Q);
+        P("encoder.layer.%zu.attention.self.key.weight", "layers.%zu.self_attn.in_proj_weight", ROWS_K);
+        P("encoder.layer.%zu.attention.self.key.bias", "layers.%zu.self_attn.in_proj_bias", ROWS_K);
+        P("encoder.layer.%zu.attention.self.value.weight", "layers.%zu.self_attn.in_proj_weight", ROWS_V);
+        P("encoder.layer.%zu.attention.self.value.bias", "layers.%zu.self_attn.in_proj_bias", ROWS_V);
+        P("encoder.layer.%zu.attention.output.dense.weight", "layers.%zu.self_attn.out_proj.weight", AS_IS);
+        P("encoder.layer.%zu.attention.output.dense.bias", "layers.%zu.self_attn.out_proj.bias", AS_IS);
+        P("encoder.layer.%zu.attention.output.LayerNorm.weight", "layers.%zu.norm1.weight", AS_IS);
+        P("encoder.layer.%zu.attention.output.LayerNorm.bias", "layers.%zu.norm1.bias", AS_IS);
+        P("encoder.layer.%zu.intermediate.dense.weight", "layers.%zu.linear1.weight", AS_IS);
+        P("encoder.layer.%zu.intermediate.dense.bias", "layers.%zu.linear1.bias", AS_IS);
+        P("encoder.layer.%zu.output.dense.weight", "layers.%zu.linear2.weight", AS_IS);
+        P("encoder.layer.%zu.output.dense.bias", "layers.%zu.linear2.bias", AS_IS);
+        P("encoder.layer.%zu.output.LayerNorm.weight", "layers.%zu.norm2.weight", AS_IS);
+        P("encoder.layer.%zu.output.LayerNorm.bias", "layers.%zu.norm2.bias", AS_IS);
+    }
+}
+
+static void distilbert_file(ckpt *c, const refenc_params *p, const char *pre)
+{
+    char f[160];
+    size_t i = 0;
+    P("embeddings.word_embeddings.weight", "embedding.weight", AS_IS);
+    P("embeddings.position_embeddings.weight", "pos_embedding.weight", AS_IS);
+    P("embeddings.LayerNorm.weight", "embedding_norm.weight", AS_IS);
+    P("embeddings.LayerNorm.bias", "embedding_norm.bias", AS_IS);
+    for (i = 0; i < N; i++) {
+        P("transformer.layer.%zu.attention.q_lin.weight", "layers.%zu.self_attn.in_proj_weight", ROWS_Q);
+        P("transformer.layer.%zu.attention.q_lin.bias", "layers.%zu.self_attn.in_proj_bias", ROWS_Q);
+        P("transformer.layer.%zu.attention.k_lin.weight", "layers.%zu.self_attn.in_proj_weight", ROWS_K);
+        P("transformer.layer.%zu.attention.k_lin.bias", "layers.%zu.self_attn.in_proj_bias", ROWS_K);
+        P("transformer.layer.%zu.attention.v_lin.weight", "layers.%zu.self_attn.in_proj_weight", ROWS_V);
+        P("transformer.layer.%zu.attention.v_lin.bias", "layers.%zu.self_attn.in_proj_bias", ROWS_V);
+        P("transformer.layer.%zu.attention.out_lin.weight", "layers.%zu.self_attn.out_proj.weight", AS_IS);
+        P("transformer.layer.%zu.attention.out_lin.bias", "layers.%zu.self_attn.out_proj.bias", AS_IS);
+        P("transformer.layer.%zu.sa_layer_norm.weight", "layers.%zu.norm1.weight", AS_IS);
+        P("transformer.layer.%zu.sa_layer_norm.bias", "layers.%zu.norm1.bias", AS_IS);
+        P("transformer.layer.%zu.ffn.lin1.weight", "layers.%zu.linear1.weight", AS_IS);
+        P("transformer.layer.%zu.ffn.lin1.bias", "layers.%zu.linear1.bias", AS_IS);
+        P("transformer.layer.%zu.ffn.lin2.weight", "layers.%zu.linear2.weight", AS_IS);
+        P("transformer.layer.%zu.ffn.lin2.bias", "layers.%zu.linear2.bias", AS_IS);
+        P("transformer.layer.%zu.output_layer_norm.weight", "layers.%zu.norm2.weight", AS_IS);
+        P("transformer.layer.%zu.output_layer_norm.bias", "layers.%zu.norm2.bias", AS_IS);
+    }
+}
+
+static void gpt2_file(ckpt *c, const refenc_params *p, const char *pre)
+{
+    char f[160];
+    size_t i = 0;
+    P("wte.weight", "embedding.weight", AS_IS);
+    P("wpe.weight", "pos_embedding.weight", AS_IS);
+    for (i = 0; i < N; i++) {
+        P("h.%zu.ln_1.weight", "layers.%zu.norm1.weight", AS_IS);
+        P("h.%zu.ln_1.bias", "layers.%zu.norm1.bias", AS_IS);
+        P("h.%zu.attn.c_attn.weight", "layers.%zu.self_attn.in_proj_weight", TRANSPOSED);
+        P("h.%zu.attn.c_attn.bias", "layers.%zu.self_attn.in_proj_bias", AS_IS);
+        P("h.%zu.attn.c_proj.weight", "layers.%zu.self_attn.out_proj.weight", TRANSPOSED);
+        P("h.%zu.attn.c_proj.bias", "layers.%zu.self_attn.out_proj.bias", AS_IS);
+        P("h.%zu.ln_2.weight", "layers.%zu.norm2.weight", AS_IS);
+        P("h.%zu.ln_2.bias", "layers.%zu.norm2.bias", AS_IS);
+        P("h.%zu.mlp.c_fc.weight", "layers.%zu.linear1.weight", TRANSPOSED);
+        P("h.%zu.mlp.c_fc.bias", "layers.%zu.linear1.bias", AS_IS);
+        P("h.%zu.mlp.c_proj.weight", "layers.%zu.linear2.weight", TRANSPOSED);
+        P("h.%zu.mlp.c_proj.bias", "layers.%zu.linear2.bias", AS_IS);
+    }
+    P("ln_f.weight", "norm.weight", AS_IS);
+    P("ln_f.bias", "norm.bias", AS_IS);
+}
+
+static void clip_file(ckpt *c, const refenc_params *p, const char *pre)
+{
+    char f[160];
+    size_t i = 0;
+    P("embeddings.token_embedding.weight", "embedding.weight", AS_IS);
+    P("embeddings.position_embedding.weight", "pos_embedding.weight", AS_IS);
+    for (i = 0; i < N; i++) {
+        P("encoder.layers.%zu.self_attn.q_proj.weight", "layers.%zu.self_attn.in_proj_weight", ROWS_Q);
+        P("encoder.layers.%zu.self_attn.q_proj.bias", "layers.%zu.self_attn.in_proj_bias", ROWS_Q);
+        P("encoder.layers.%zu.self_attn.k_proj.weight", "layers.%zu.self_attn.in_proj_weight", ROWS_K);
+        P("encoder.layers.%zu.self_attn.k_proj.bias", "layers.%zu.self_attn.in_proj_bias", ROWS_K);
+        P("encoder.layers.%zu.self_attn.v_proj.weight", "layers.%zu.self_attn.in_proj_weight", ROWS_V);
+        P("encoder.layers.%zu.self_attn.v_proj.bias", "layers.%zu.self_attn.in_proj_bias", ROWS_V);
+        P("encoder.layers.%zu.self_attn.out_proj.weight", "layers.%zu.self_attn.out_proj.weight", AS_IS);
+        P("encoder.layers.%zu.self_attn.out_proj.bias", "layers.%zu.self_attn.out_proj.bias", AS_IS);
+        P("encoder.layers.%zu.layer_norm1.weight", "layers.%zu.norm1.weight", AS_IS);
+        P("encoder.layers.%zu.layer_norm1.bias", "layers.%zu.norm1.bias", AS_IS);
+        P("encoder.layers.%zu.mlp.fc1.weight", "layers.%zu.linear1.weight", AS_IS);
+        P("encoder.layers.%zu.mlp.fc1.bias", "layers.%zu.linear1.bias", AS_IS);
+        P("encoder.layers.%zu.mlp.fc2.weight", "layers.%zu.linear2.weight", AS_IS);
+        P("encoder.layers.%zu.mlp.fc2.bias", "layers.%zu.linear2.bias", AS_IS);
+        P("encoder.layers.%zu.layer_norm2.weight", "layers.%zu.norm2.weight", AS_IS);
+        P("encoder.layers.%zu.layer_norm2.bias", "layers.%zu.norm2.bias", AS_IS);
+    }
+    P("final_layer_norm.weight", "norm.weight", AS_IS);
+    P("final_layer_norm.bias", "norm.bias", AS_IS);
+#undef P
+}
+
+/* The family's small config and random parameters P0. */
+static void small(refenc_config *cfg, refenc_params *p, refenc_family fam, unsigned long stream)
+{
+    refenc_config_family(cfg, fam);
+    cfg->d_model = D, cfg->n_heads = 2, cfg->d_ff = F, cfg->n_layers = N, cfg->vocab_size = 7;
+    cfg->max_len = 5;
+    refenc_error err;
+    cr_assert_eq(refenc_params_alloc(p, cfg, &err), REFENC_OK, "%s", err.message);
+    gsl_rng *r = test_rng(stream);
+    refenc_params_init_random(p, cfg, r);
+    gsl_rng_free(r);
+}
+
+static void build(ckpt *c, const refenc_params *p, refenc_family fam, const char *pre)
+{
+    memset(c, 0, sizeof *c);
+    switch (fam) {
+    case REFENC_FAMILY_BERT: bert_like(c, p, pre, 1); break;
+    case REFENC_FAMILY_ROBERTA: bert_like(c, p, pre, 1); break;
+    case REFENC_FAMILY_DISTILBERT: distilbert_file(c, p, pre); break;
+    case REFENC_FAMILY_GPT2: gpt2_file(c, p, pre); break;
+    case REFENC_FAMILY_CLIP_TEXT: clip_file(c, p, pre); break;
+    default: cr_assert_fail("no file for this family");
+    }
+}
+
+/* Writes the entries (plus extra ones) and reads the file back parsed. */
+static void write_read(refenc_st_file *f, const ckpt *c, const refenc_st_entry *extra, size_t n_extra)
+{
+    char path[] = "/tmp/refenc-ckpt-XXXXXX";
+    const int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    refenc_st_entry all[160];
+    memcpy(all, c->e, c->n * sizeof *all);
+    if (n_extra > 0)
+        memcpy(all + c->n, extra, n_extra * sizeof *all);
+    refenc_error err;
+    cr_assert_eq(refenc_st_write(path, all, c->n + n_extra, NULL, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_st_read(f, path, &err), REFENC_OK, "%s", err.message);
+    unlink(path);
+}
+
+/* Loads f into a fresh allocation for cfg; returns the status, *q the params. */
+static int load(refenc_params *q, const refenc_config *cfg, const refenc_st_file *f,
+                refenc_ck_report *rep, char **problems, refenc_error *err)
+{
+    refenc_error e2;
+    cr_assert_eq(refenc_params_alloc(q, cfg, &e2), REFENC_OK, "%s", e2.message);
+    refenc_error_clear(err);
+    return refenc_params_from_checkpoint(q, cfg, f, rep, problems, err);
+}
+
+static const struct {
+    refenc_family family;
+    const char *prefix;
+    size_t tensors;  /* in the file: N per layer + the rest */
+} FAMILIES[] = {
+    {REFENC_FAMILY_BERT, "bert.", 5 + 16 * N},
+    {REFENC_FAMILY_ROBERTA, "roberta.", 5 + 16 * N},
+    {REFENC_FAMILY_DISTILBERT, "distilbert.", 4 + 16 * N},
+    {REFENC_FAMILY_GPT2, "transformer.", 4 + 12 * N},
+    {REFENC_FAMILY_CLIP_TEXT, "text_model.", 4 + 16 * N},
+};
+
+Test(checkpoint_names, each_family_loads_its_own_checkpoint_bit_for_bit)
+{
+    for (size_t k = 0; k < sizeof FAMILIES / sizeof FAMILIES[0]; k++) {
+        for (int with_prefix = 0; with_prefix < 2; with_prefix++) {
+            refenc_config cfg;
+            refenc_params p0, p1;
+            small(&cfg, &p0, FAMILIES[k].family, 700 + k);
+            ckpt c;
+            build(&c, &p0, FAMILIES[k].family, with_prefix ? FAMILIES[k].prefix : "");
+            cr_expect_eq(c.n, FAMILIES[k].tensors);
+            refenc_st_file f;
+            write_read(&f, &c, NULL, 0);
+            refenc_ck_report rep;
+            refenc_error err;
+            const int st = load(&p1, &cfg, &f, &rep, NULL, &err);
+            const char *name = refenc_family_name(FAMILIES[k].family);
+            cr_expect_eq(st, REFENC_OK, "%s: %s", name, err.message);
+            cr_expect_eq(rep.mapped, c.n, "%s: %zu tensors mapped of %zu", name, rep.mapped, c.n);
+            cr_expect_str_eq(rep.prefix, with_prefix ? FAMILIES[k].prefix : "", "%s: prefix", name);
+            cr_expect(memcmp(p0.block, p1.block, p0.n_values * sizeof(double)) == 0,
+                      "%s%s: the parameters differ from the ones written", name,
+                      with_prefix ? " (with its prefix)" : "");
+            refenc_st_free(&f);
+            refenc_params_free(&p1);
+
+            /* negative control: two names of tensors of one shape swapped
+             * (BERT, RoBERTa: query and key weights; DistilBERT: q_lin and
+             * k_lin biases; CLIP: k_proj and v_proj biases; GPT-2: ln_1 and
+             * ln_2 weights) */
+            refenc_st_entry swapped = c.e[k == 3 ? 2 : 5];
+            c.e[k == 3 ? 2 : 5].name = c.e[k == 3 ? 8 : 7].name;
+            c.e[k == 3 ? 8 : 7].name = swapped.name;
+            write_read(&f, &c, NULL, 0);
+            cr_expect_eq(load(&p1, &cfg, &f, NULL, NULL, &err), REFENC_OK, "%s", err.message);
+            cr_expect(memcmp(p0.block, p1.block, p0.n_values * sizeof(double)) != 0,
+                      "%s: two swapped names loaded the same parameters", name);
+            refenc_st_free(&f);
+            refenc_params_free(&p1);
+            ckpt_free(&c);
+            refenc_params_free(&p0);
+        }
+    }
+}
+
+/* The model prefix: tensors outside it (heads, the other tower) and the
+ * family's buffers inside it are ignored and counted; dtypes convert exactly. */
+Test(checkpoint_names, heads_outside_the_prefix_and_buffers_are_ignored)
+{
+    refenc_config cfg;
+    refenc_params p0, p1;
+    small(&cfg, &p0, REFENC_FAMILY_BERT, 720);
+    ckpt c;
+    build(&c, &p0, REFENC_FAMILY_BERT, "bert.");
+    static const double head[3] = {1, 2, 3};
+    static const int64_t ids[5] = {0, 1, 2, 3, 4};
+    static const double pooler[D * D] = {0};
+    const refenc_st_entry extra[] = {
+        {"cls.predictions.bias", REFENC_ST_F64, 1, {3}, head},
+        {"bert.embeddings.position_ids", REFENC_ST_I64, 2, {1, 5}, ids},
+        {"bert.pooler.dense.weight", REFENC_ST_F64, 2, {D, D}, pooler},
+    };
+    refenc_st_file f;
+    write_read(&f, &c, extra, 3);
+    refenc_ck_report rep;
+    refenc_error err;
+    cr_assert_eq(load(&p1, &cfg, &f, &rep, NULL, &err), REFENC_OK, "%s", err.message);
+    cr_expect_eq(rep.ignored_outside, 1);
+    cr_expect_eq(rep.ignored_buffers, 2);
+    cr_expect(memcmp(p0.block, p1.block, p0.n_values * sizeof(double)) == 0);
+    refenc_st_free(&f);
+    refenc_params_free(&p1);
+    ckpt_free(&c);
+    refenc_params_free(&p0);
+
+    /* GPT-2's causal-mask buffers inside the prefix */
+    small(&cfg, &p0, REFENC_FAMILY_GPT2, 721);
+    build(&c, &p0, REFENC_FAMILY_GPT2, "transformer.");
+    static const double mask[4] = {1, 0, 1, 1}, masked_bias = -1e4;
+    const refenc_st_entry gpt2_extra[] = {
+        {"transformer.h.0.attn.bias", REFENC_ST_F64, 4, {1, 1, 2, 2}, mask},
+        {"transformer.h.1.attn.masked_bias", REFENC_ST_F64, 0, {0}, &masked_bias},
+        {"lm_head.weight", REFENC_ST_F64, 1, {3}, head},
+    };
+    write_read(&f, &c, gpt2_extra, 3);
+    cr_assert_eq(load(&p1, &cfg, &f, &rep, NULL, &err), REFENC_OK, "%s", err.message);
+    cr_expect(rep.ignored_outside == 1 && rep.ignored_buffers == 2, "%zu outside, %zu buffers",
+              rep.ignored_outside, rep.ignored_buffers);
+    cr_expect(memcmp(p0.block, p1.block, p0.n_values * sizeof(double)) == 0);
+    refenc_st_free(&f);
+    refenc_params_free(&p1);
+    ckpt_free(&c);
+    refenc_params_free(&p0);
+}
+
+/* A file that does not fit: the message names the tensor, its shape and the
+ * expected one; every problem is listed. */
+static void expect_refused(ckpt *c, const refenc_config *cfg, const refenc_st_entry *extra,
+                           size_t n_extra, const char *fragment, size_t n_problems)
+{
+    refenc_st_file f;
+    write_read(&f, c, extra, n_extra);
+    refenc_params q;
+    refenc_error err;
+    char *problems = NULL;
+    const int st = load(&q, cfg, &f, NULL, &problems, &err);
+    cr_expect_eq(st, REFENC_EFORMAT, "'%s': status %d, message %s", fragment, st, err.message);
+    cr_expect(strstr(err.message, fragment) != NULL, "message '%s' lacks '%s'", err.message, fragment);
+    cr_expect(strstr(err.message, f.path) == err.message, "message '%s' does not start with the path",
+              err.message);
+    size_t lines = 0;
+    for (const char *s = problems; s != NULL && *s; s++)
+        lines += *s == '\n';
+    cr_expect_eq(lines, n_problems, "'%s': %zu problems listed, want %zu:\n%s", fragment, lines,
+                 n_problems, problems ? problems : "");
+    free(problems);
+    refenc_st_free(&f);
+    refenc_params_free(&q);
+}
+
+Test(checkpoint_names, tensors_that_do_not_fit_are_named_with_their_shapes)
+{
+    refenc_config cfg;
+    refenc_params p0;
+    small(&cfg, &p0, REFENC_FAMILY_BERT, 730);
+    ckpt c;
+    build(&c, &p0, REFENC_FAMILY_BERT, "");
+    static double big[64];
+    static const int64_t ints[5 * D];
+
+    /* a misshapen query, as (D, D + 1) */
+    refenc_st_entry keep = c.e[5];
+    c.e[5].shape[1] = D + 1, c.e[5].data = big;
+    expect_refused(&c, &cfg, NULL, 0,
+                   "tensor 'encoder.layer.0.attention.self.query.weight' has shape (4, 5), expected "
+                   "(4, 4) (refenc's 'layers.0.self_attn.in_proj_weight', rows [0, D))", 1);
+    c.e[5] = keep;
+
+    /* a missing tensor: drop the last (layer 1's output LayerNorm bias) */
+    c.n--;
+    expect_refused(&c, &cfg, NULL, 0,
+                   "tensor 'encoder.layer.1.output.LayerNorm.bias' (4) is missing (refenc's "
+                   "'layers.1.norm2.bias', copied)", 1);
+    c.n++;
+
+    /* a layer index with a leading zero, or too large for size_t, is no index */
+    const refenc_st_entry odd[] = {
+        {"encoder.layer.01.output.LayerNorm.bias", REFENC_ST_F64, 1, {D}, big},
+        {"encoder.layer.99999999999999999999999.output.LayerNorm.bias", REFENC_ST_F64, 1, {D}, big},
+    };
+    expect_refused(&c, &cfg, odd, 1, "tensor 'encoder.layer.01.output.LayerNorm.bias' (4) is not a "
+                   "parameter of a bert encoder", 1);
+    expect_refused(&c, &cfg, odd + 1, 1, "tensor 'encoder.layer.99999999999999999999999.output."
+                   "LayerNorm.bias' (4) is not a parameter of a bert encoder", 1);
+
+    /* a third layer for a 2-layer config; an unknown name; integers */
+    const refenc_st_entry extra[] = {
+        {"encoder.layer.2.attention.self.query.weight", REFENC_ST_F64, 2, {D, D}, big},
+        {"encoder.layer.0.attention.self.quer.bias", REFENC_ST_F64, 1, {D}, big},
+    };
+    expect_refused(&c, &cfg, extra, 1,
+                   "tensor 'encoder.layer.2.attention.self.query.weight' (4, 4) belongs to layer 2, "
+                   "but the config has n_layers = 2", 1);
+    expect_refused(&c, &cfg, extra + 1, 1,
+                   "tensor 'encoder.layer.0.attention.self.quer.bias' (4) is not a parameter of a bert "
+                   "encoder", 1);
+    expect_refused(&c, &cfg, extra, 2, "(and 1 more problems)", 2);
+    keep = c.e[2];
+    c.e[2].dtype = REFENC_ST_I64, c.e[2].data = ints;
+    c.e[2].ndim = 1, c.e[2].shape[0] = D; /* and the wrong shape: the shape is named first */
+    expect_refused(&c, &cfg, NULL, 0, "tensor 'embeddings.position_embeddings.weight' has shape (4), "
+                   "expected (5, 4)", 1);
+    c.e[2].ndim = 2, c.e[2].shape[0] = 5, c.e[2].shape[1] = D;
+    expect_refused(&c, &cfg, NULL, 0, "tensor 'embeddings.position_embeddings.weight' (5, 4) has "
+                   "dtype I64, not a floating type", 1);
+    c.e[2] = keep;
+
+    /* a config of no known family */
+    refenc_config unknown = cfg;
+    unknown.family = REFENC_FAMILY_COUNT;
+    refenc_st_file uf;
+    write_read(&uf, &c, NULL, 0);
+    refenc_params uq;
+    refenc_error uerr;
+    cr_assert_eq(refenc_params_alloc(&uq, &cfg, &uerr), REFENC_OK);
+    cr_expect_eq(refenc_params_from_checkpoint(&uq, &unknown, &uf, NULL, NULL, &uerr), REFENC_EINVAL);
+    cr_expect(strstr(uerr.message, "unknown family") != NULL, "%s", uerr.message);
+    refenc_params_free(&uq);
+    refenc_st_free(&uf);
+
+    /* the same file for a config without token types */
+    refenc_config no_types = cfg;
+    no_types.type_vocab_size = 0;
+    expect_refused(&c, &no_types, NULL, 0,
+                   "tensor 'embeddings.token_type_embeddings.weight' (2, 4) maps to refenc's "
+                   "'token_type_embedding.weight', which this config does not have", 1);
+    ckpt_free(&c);
+    refenc_params_free(&p0);
+
+    /* GPT-2's c_attn saved untransposed, in nn.Linear's (3D, D) */
+    small(&cfg, &p0, REFENC_FAMILY_GPT2, 731);
+    build(&c, &p0, REFENC_FAMILY_GPT2, "transformer.");
+    c.e[4].shape[0] = 3 * D, c.e[4].shape[1] = D;
+    expect_refused(&c, &cfg, NULL, 0,
+                   "tensor 'transformer.h.0.attn.c_attn.weight' has shape (12, 4), expected (4, 12) "
+                   "(refenc's 'layers.0.self_attn.in_proj_weight', transposed from Conv1D (in, out))", 1);
+    ckpt_free(&c);
+    refenc_params_free(&p0);
+}
+
+/* The tables: every refenc tensor of a family's preset has a source, and the
+ * vaswani family reads refenc's own names. */
+Test(checkpoint_names, tables_cover_every_parameter_of_each_preset)
+{
+    for (int fam = 0; fam < REFENC_FAMILY_COUNT; fam++) {
+        refenc_config cfg;
+        refenc_config_family(&cfg, (refenc_family)fam);
+        cfg.d_model = D, cfg.n_heads = 2, cfg.d_ff = F, cfg.n_layers = N, cfg.max_len = 5;
+        cfg.vocab_size = 7;
+        if (fam == REFENC_FAMILY_VASWANI) /* every optional tensor present */
+            cfg.type_vocab_size = 2, cfg.embedding_norm = 1, cfg.positional = REFENC_POS_LEARNED;
+        refenc_params p;
+        refenc_error err;
+        cr_assert_eq(refenc_params_alloc(&p, &cfg, &err), REFENC_OK, "%s", err.message);
+        size_t n;
+        const char *prefix;
+        const refenc_ck_entry *t = refenc_checkpoint_table((refenc_family)fam, &n, &prefix);
+        cr_assert_not_null(t);
+        for (size_t k = 0; k < p.n_tensors; k++) {
+            int found = 0;
+            for (size_t r = 0; r < n && !found; r++) {
+                char name[96];
+                const char *slot = strstr(t[r].refenc, "{i}");
+                if (slot == NULL)
+                    snprintf(name, sizeof name, "%s", t[r].refenc);
+                else
+                    snprintf(name, sizeof name, "%.*s%c%s", (int)(slot - t[r].refenc), t[r].refenc,
+                             p.tensors[k].name[7], slot + 3); /* "layers.N." with N < 10 */
+                found = strcmp(name, p.tensors[k].name) == 0;
+            }
+            cr_expect(found, "%s: refenc's '%s' has no source", refenc_family_name((refenc_family)fam),
+                      p.tensors[k].name);
+        }
+        refenc_params_free(&p);
+    }
+    size_t n;
+    cr_expect_null(refenc_checkpoint_table(REFENC_FAMILY_COUNT, &n, NULL), "an unknown family");
+}
+
+/* ---- refenc run --config C --weights W ------------------------------------------------ */
+
+/* Runs the program (REFENC_CLI) with the arguments; returns the exit code,
+ * stdout and stderr in out and err (cap bytes each). */
+static int run_cli(char *out, char *err, size_t cap, const char *args)
+{
+    const char *cli = getenv("REFENC_CLI");
+    cr_assert(cli != NULL && *cli, "REFENC_CLI is not set (make check sets it)");
+    char errpath[] = "/tmp/refenc-ckpt-err-XXXXXX", cmd[2048];
+    const int fd = mkstemp(errpath);
+    cr_assert(fd >= 0);
+    close(fd);
+    snprintf(cmd, sizeof cmd, "%s %s 2>%s", cli, args, errpath);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    const size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    const int status = pclose(p);
+    FILE *e = fopen(errpath, "r");
+    const size_t m = e ? fread(err, 1, cap - 1, e) : 0;
+    err[m] = '\0';
+    if (e)
+        fclose(e);
+    unlink(errpath);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+static void fingerprint_of(char *fp, size_t cap, const char *out)
+{
+    const char *s = strstr(out, "fingerprint (FNV-1a of the output's bytes): ");
+    cr_assert_not_null(s, "no fingerprint in:\n%s", out);
+    snprintf(fp, cap, "%.16s", s + strlen("fingerprint (FNV-1a of the output's bytes): "));
+}
+
+/* The parameters the program draws from seed 7, written as a GPT-2
+ * checkpoint and read back with --weights, give the output it gives without
+ * --weights, bit for bit (same fingerprint); another seed's parameters give
+ * another output; a misshapen tensor is refused with exit 2, one line naming
+ * it, and nothing on stdout. */
+Test(checkpoint_names, run_with_weights_uses_the_checkpoint)
+{
+    char dir[] = "/tmp/refenc-ckpt-run-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char cfg_path[96], w_path[96], args[512];
+    snprintf(cfg_path, sizeof cfg_path, "%s/gpt2.json", dir);
+    snprintf(w_path, sizeof w_path, "%s/gpt2.safetensors", dir);
+    FILE *j = fopen(cfg_path, "w");
+    cr_assert_not_null(j);
+    fputs("{\"model\": {\"family\": \"gpt2\", \"d_model\": 4, \"n_heads\": 2, \"d_ff\": 6, \"n_layers\": 2,"
+          " \"vocab_size\": 7, \"max_len\": 5}, \"input\": {\"batch\": 2, \"seq_len\": 4}}", j);
+    fclose(j);
+
+    refenc_config cfg;
+    refenc_config_family(&cfg, REFENC_FAMILY_GPT2);
+    cfg.d_model = D, cfg.n_heads = 2, cfg.d_ff = F, cfg.n_layers = N, cfg.vocab_size = 7, cfg.max_len = 5;
+    char out[8192], err[8192], fp0[17], fp1[17], fp2[17];
+    for (unsigned long seed = 7; seed <= 8; seed++) {
+        refenc_params p;
+        refenc_error e;
+        cr_assert_eq(refenc_params_alloc(&p, &cfg, &e), REFENC_OK, "%s", e.message);
+        gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+        gsl_rng_set(r, seed); /* the program's stream: the parameters first */
+        refenc_params_init_random(&p, &cfg, r);
+        gsl_rng_free(r);
+        ckpt c;
+        build(&c, &p, REFENC_FAMILY_GPT2, "transformer.");
+        cr_assert_eq(refenc_st_write(w_path, c.e, c.n, NULL, &e), REFENC_OK, "%s", e.message);
+        snprintf(args, sizeof args, "run --config %s --weights %s --seed 7", cfg_path, w_path);
+        cr_assert_eq(run_cli(out, err, sizeof out, args), 0, "stderr: %s", err);
+        fingerprint_of(seed == 7 ? fp1 : fp2, 17, out);
+        if (seed == 7) {
+            char want[256];
+            snprintf(want, sizeof want, "weights: %s, gpt2 checkpoint names under 'transformer.': "
+                     "28 tensors read, 0 outside the prefix and 0 buffers ignored", w_path);
+            cr_expect(strstr(out, want) != NULL, "no '%s' in:\n%s", want, out);
+        }
+        ckpt_free(&c);
+        refenc_params_free(&p);
+    }
+    snprintf(args, sizeof args, "run --config %s --seed 7", cfg_path);
+    cr_assert_eq(run_cli(out, err, sizeof out, args), 0, "stderr: %s", err);
+    fingerprint_of(fp0, 17, out);
+    cr_expect_str_eq(fp1, fp0, "the seed's own parameters read back give another output");
+    cr_expect_str_neq(fp2, fp0, "another seed's parameters gave the same output");
+
+    /* a checkpoint saved as nn.Linear would: c_attn (3D, D) */
+    refenc_params p;
+    refenc_error e;
+    cr_assert_eq(refenc_params_alloc(&p, &cfg, &e), REFENC_OK);
+    ckpt c;
+    build(&c, &p, REFENC_FAMILY_GPT2, "transformer.");
+    c.e[4].shape[0] = 3 * D, c.e[4].shape[1] = D;
+    cr_assert_eq(refenc_st_write(w_path, c.e, c.n, NULL, &e), REFENC_OK, "%s", e.message);
+    snprintf(args, sizeof args, "run --config %s --weights %s", cfg_path, w_path);
+    cr_expect_eq(run_cli(out, err, sizeof out, args), 2);
+    char want[512];
+    snprintf(want, sizeof want, "refenc run: %s: tensor 'transformer.h.0.attn.c_attn.weight' has shape "
+             "(12, 4), expected (4, 12) (refenc's 'layers.0.self_attn.in_proj_weight', transposed from "
+             "Conv1D (in, out))\n", w_path);
+    cr_expect_str_eq(err, want);
+    cr_expect_str_empty(out, "stdout: %s", out);
+    ckpt_free(&c);
+    refenc_params_free(&p);
+
+    /* a weights file that is not there */
+    snprintf(args, sizeof args, "run --config %s --weights %s/absent.safetensors", cfg_path, dir);
+    cr_expect_eq(run_cli(out, err, sizeof out, args), 2);
+    snprintf(want, sizeof want, "refenc run: %s/absent.safetensors: cannot open", dir);
+    cr_expect(strstr(err, want) == err, "stderr '%s' lacks '%s'", err, want);
+
+    /* --weights goes with --config only */
+    snprintf(args, sizeof args, "run --case %s --out %s/x --weights %s", w_path, dir, w_path);
+    cr_expect_eq(run_cli(out, err, sizeof out, args), 2);
+    cr_expect_str_eq(err, "refenc run: --case does not combine with --config, --weights, --inputs or --trace\n");
+    unlink(w_path);
+    unlink(cfg_path);
+    rmdir(dir);
+}

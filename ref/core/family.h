@@ -1,0 +1,26 @@
+/* Named presets: the conventions of the encoder families people run
+ * (docs/families.md cites the sources and lists every difference).
+ *
+ *   family      norm  final  act         eps    positions           embed       types  emb LN  causal
+ *   vaswani     pre   yes    gelu        1e-5   none                x sqrt(D)   -      no      no
+ *   bert        post  no     gelu        1e-12  learned, index      E[token]    T = 2  yes     no
+ *   roberta     post  no     gelu        1e-5   learned, roberta    E[token]    T = 1  yes     no
+ *   distilbert  post  no     gelu        1e-12  learned, index      E[token]    -      yes     no
+ *   gpt2        pre   yes    gelu_tanh   1e-5   learned, index      E[token]    -      no      yes
+ *   clip-text   pre   yes    quick_gelu  1e-5   learned, index      E[token]    -      no      yes
+ *
+ * Every family but vaswani masks with finfo_min (the HF models' additive
+ * torch.finfo(dtype).min) and takes the sizes of its base model (BERT-base:
+ * D 768, H 12, F 3072, N 12, V 30522, P 512; ...); vaswani is
+ * refenc_config_default.  Every field can be overridden afterwards (the
+ * JSON reader applies "family" first, then the other keys). */
+#ifndef REFENC_FAMILY_H
+#define REFENC_FAMILY_H
+
+#include "config.h"
+
+/* Sets every field of cfg to the family's preset.  An unknown family leaves
+ * the defaults (refenc_config_validate refuses it). */
+void refenc_config_family(refenc_config *cfg, refenc_family family);
+
+#endif

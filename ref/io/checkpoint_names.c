@@ -1,0 +1,421 @@
+/* The families' checkpoint names (checkpoint_names.h) and their loader. */
+#include "checkpoint_names.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/alloc.h"
+#include "../core/text.h"
+
+#define Q REFENC_CK_Q
+#define K REFENC_CK_K
+#define V REFENC_CK_V
+#define COPY REFENC_CK_COPY
+#define T REFENC_CK_TRANSPOSE
+
+/* ---- the tables ------------------------------------------------------------ */
+
+/* HF BertModel and RobertaModel (modeling_bert.py, modeling_roberta.py) */
+static const refenc_ck_entry bert[] = {
+    {"embeddings.word_embeddings.weight", "embedding.weight", COPY},
+    {"embeddings.token_type_embeddings.weight", "token_type_embedding.weight", COPY},
+    {"embeddings.position_embeddings.weight", "pos_embedding.weight", COPY},
+    {"embeddings.LayerNorm.weight", "embedding_norm.weight", COPY},
+    {"embeddings.LayerNorm.bias", "embedding_norm.bias", COPY},
+    {"encoder.layer.{i}.attention.self.query.weight", "layers.{i}.self_attn.in_proj_weight", Q},
+    {"encoder.layer.{i}.attention.self.query.bias", "layers.{i}.self_attn.in_proj_bias", Q},
+    {"encoder.layer.{i}.attention.self.key.weight", "layers.{i}.self_attn.in_proj_weight", K},
+    {"encoder.layer.{i}.attention.self.key.bias", "layers.{i}.self_attn.in_proj_bias", K},
+    {"encoder.layer.{i}.attention.self.value.weight", "layers.{i}.self_attn.in_proj_weight", V},
+    {"encoder.layer.{i}.attention.self.value.bias", "layers.{i}.self_attn.in_proj_bias", V},
+    {"encoder.layer.{i}.attention.output.dense.weight", "layers.{i}.self_attn.out_proj.weight", COPY},
+    {"encoder.layer.{i}.attention.output.dense.bias", "layers.{i}.self_attn.out_proj.bias", COPY},
+    {"encoder.layer.{i}.attention.output.LayerNorm.weight", "layers.{i}.norm1.weight", COPY},
+    {"encoder.layer.{i}.attention.output.LayerNorm.bias", "layers.{i}.norm1.bias", COPY},
+    {"encoder.layer.{i}.intermediate.dense.weight", "layers.{i}.linear1.weight", COPY},
+    {"encoder.layer.{i}.intermediate.dense.bias", "layers.{i}.linear1.bias", COPY},
+    {"encoder.layer.{i}.output.dense.weight", "layers.{i}.linear2.weight", COPY},
+    {"encoder.layer.{i}.output.dense.bias", "layers.{i}.linear2.bias", COPY},
+    {"encoder.layer.{i}.output.LayerNorm.weight", "layers.{i}.norm2.weight", COPY},
+    {"encoder.layer.{i}.output.LayerNorm.bias", "layers.{i}.norm2.bias", COPY},
+};
+static const char *const bert_ignored[] = {"pooler.dense.weight", "pooler.dense.bias",
+                                           "embeddings.position_ids", "embeddings.token_type_ids",
+                                           NULL};
+
+/* HF DistilBertModel (modeling_distilbert.py) */
+static const refenc_ck_entry distilbert[] = {
+    {"embeddings.word_embeddings.weight", "embedding.weight", COPY},
+    {"embeddings.position_embeddings.weight", "pos_embedding.weight", COPY},
+    {"embeddings.LayerNorm.weight", "embedding_norm.weight", COPY},
+    {"embeddings.LayerNorm.bias", "embedding_norm.bias", COPY},
+    {"transformer.layer.{i}.attention.q_lin.weight", "layers.{i}.self_attn.in_proj_weight", Q},
+    {"transformer.layer.{i}.attention.q_lin.bias", "layers.{i}.self_attn.in_proj_bias", Q},
+    {"transformer.layer.{i}.attention.k_lin.weight", "layers.{i}.self_attn.in_proj_weight", K},
+    {"transformer.layer.{i}.attention.k_lin.bias", "layers.{i}.self_attn.in_proj_bias", K},
+    {"transformer.layer.{i}.attention.v_lin.weight", "layers.{i}.self_attn.in_proj_weight", V},
+    {"transformer.layer.{i}.attention.v_lin.bias", "layers.{i}.self_attn.in_proj_bias", V},
+    {"transformer.layer.{i}.attention.out_lin.weight", "layers.{i}.self_attn.out_proj.weight", COPY},
+    {"transformer.layer.{i}.attention.out_lin.bias", "layers.{i}.self_attn.out_proj.bias", COPY},
+    {"transformer.layer.{i}.sa_layer_norm.weight", "layers.{i}.norm1.weight", COPY},
+    {"transformer.layer.{i}.sa_layer_norm.bias", "layers.{i}.norm1.bias", COPY},
+    {"transformer.layer.{i}.ffn.lin1.weight", "layers.{i}.linear1.weight", COPY},
+    {"transformer.layer.{i}.ffn.lin1.bias", "layers.{i}.linear1.bias", COPY},
+    {"transformer.layer.{i}.ffn.lin2.weight", "layers.{i}.linear2.weight", COPY},
+    {"transformer.layer.{i}.ffn.lin2.bias", "layers.{i}.linear2.bias", COPY},
+    {"transformer.layer.{i}.output_layer_norm.weight", "layers.{i}.norm2.weight", COPY},
+    {"transformer.layer.{i}.output_layer_norm.bias", "layers.{i}.norm2.bias", COPY},
+};
+static const char *const distilbert_ignored[] = {"embeddings.position_ids", NULL};
+
+/* HF GPT2Model (modeling_gpt2.py): Conv1D weights are (in, out) */
+static const refenc_ck_entry gpt2[] = {
+    {"wte.weight", "embedding.weight", COPY},
+    {"wpe.weight", "pos_embedding.weight", COPY},
+    {"h.{i}.ln_1.weight", "layers.{i}.norm1.weight", COPY},
+    {"h.{i}.ln_1.bias", "layers.{i}.norm1.bias", COPY},
+    {"h.{i}.attn.c_attn.weight", "layers.{i}.self_attn.in_proj_weight", T},
+    {"h.{i}.attn.c_attn.bias", "layers.{i}.self_attn.in_proj_bias", COPY},
+    {"h.{i}.attn.c_proj.weight", "layers.{i}.self_attn.out_proj.weight", T},
+    {"h.{i}.attn.c_proj.bias", "layers.{i}.self_attn.out_proj.bias", COPY},
+    {"h.{i}.ln_2.weight", "layers.{i}.norm2.weight", COPY},
+    {"h.{i}.ln_2.bias", "layers.{i}.norm2.bias", COPY},
+    {"h.{i}.mlp.c_fc.weight", "layers.{i}.linear1.weight", T},
+    {"h.{i}.mlp.c_fc.bias", "layers.{i}.linear1.bias", COPY},
+    {"h.{i}.mlp.c_proj.weight", "layers.{i}.linear2.weight", T},
+    {"h.{i}.mlp.c_proj.bias", "layers.{i}.linear2.bias", COPY},
+    {"ln_f.weight", "norm.weight", COPY},
+    {"ln_f.bias", "norm.bias", COPY},
+};
+static const char *const gpt2_ignored[] = {"h.{i}.attn.bias", "h.{i}.attn.masked_bias", NULL};
+
+/* HF CLIPTextModel (modeling_clip.py) */
+static const refenc_ck_entry clip_text[] = {
+    {"embeddings.token_embedding.weight", "embedding.weight", COPY},
+    {"embeddings.position_embedding.weight", "pos_embedding.weight", COPY},
+    {"encoder.layers.{i}.self_attn.q_proj.weight", "layers.{i}.self_attn.in_proj_weight", Q},
+    {"encoder.layers.{i}.self_attn.q_proj.bias", "layers.{i}.self_attn.in_proj_bias", Q},
+    {"encoder.layers.{i}.self_attn.k_proj.weight", "layers.{i}.self_attn.in_proj_weight", K},
+    {"encoder.layers.{i}.self_attn.k_proj.bias", "layers.{i}.self_attn.in_proj_bias", K},
+    {"encoder.layers.{i}.self_attn.v_proj.weight", "layers.{i}.self_attn.in_proj_weight", V},
+    {"encoder.layers.{i}.self_attn.v_proj.bias", "layers.{i}.self_attn.in_proj_bias", V},
+    {"encoder.layers.{i}.self_attn.out_proj.weight", "layers.{i}.self_attn.out_proj.weight", COPY},
+    {"encoder.layers.{i}.self_attn.out_proj.bias", "layers.{i}.self_attn.out_proj.bias", COPY},
+    {"encoder.layers.{i}.layer_norm1.weight", "layers.{i}.norm1.weight", COPY},
+    {"encoder.layers.{i}.layer_norm1.bias", "layers.{i}.norm1.bias", COPY},
+    {"encoder.layers.{i}.mlp.fc1.weight", "layers.{i}.linear1.weight", COPY},
+    {"encoder.layers.{i}.mlp.fc1.bias", "layers.{i}.linear1.bias", COPY},
+    {"encoder.layers.{i}.mlp.fc2.weight", "layers.{i}.linear2.weight", COPY},
+    {"encoder.layers.{i}.mlp.fc2.bias", "layers.{i}.linear2.bias", COPY},
+    {"encoder.layers.{i}.layer_norm2.weight", "layers.{i}.norm2.weight", COPY},
+    {"encoder.layers.{i}.layer_norm2.bias", "layers.{i}.norm2.bias", COPY},
+    {"final_layer_norm.weight", "norm.weight", COPY},
+    {"final_layer_norm.bias", "norm.bias", COPY},
+};
+static const char *const clip_ignored[] = {"embeddings.position_ids", NULL};
+
+/* refenc's own names, nn.TransformerEncoder's (params.h) */
+static const refenc_ck_entry vaswani[] = {
+    {"embedding.weight", "embedding.weight", COPY},
+    {"token_type_embedding.weight", "token_type_embedding.weight", COPY},
+    {"pos_embedding.weight", "pos_embedding.weight", COPY},
+    {"embedding_norm.weight", "embedding_norm.weight", COPY},
+    {"embedding_norm.bias", "embedding_norm.bias", COPY},
+    {"layers.{i}.self_attn.in_proj_weight", "layers.{i}.self_attn.in_proj_weight", COPY},
+    {"layers.{i}.self_attn.in_proj_bias", "layers.{i}.self_attn.in_proj_bias", COPY},
+    {"layers.{i}.self_attn.out_proj.weight", "layers.{i}.self_attn.out_proj.weight", COPY},
+    {"layers.{i}.self_attn.out_proj.bias", "layers.{i}.self_attn.out_proj.bias", COPY},
+    {"layers.{i}.linear1.weight", "layers.{i}.linear1.weight", COPY},
+    {"layers.{i}.linear1.bias", "layers.{i}.linear1.bias", COPY},
+    {"layers.{i}.linear2.weight", "layers.{i}.linear2.weight", COPY},
+    {"layers.{i}.linear2.bias", "layers.{i}.linear2.bias", COPY},
+    {"layers.{i}.norm1.weight", "layers.{i}.norm1.weight", COPY},
+    {"layers.{i}.norm1.bias", "layers.{i}.norm1.bias", COPY},
+    {"layers.{i}.norm2.weight", "layers.{i}.norm2.weight", COPY},
+    {"layers.{i}.norm2.bias", "layers.{i}.norm2.bias", COPY},
+    {"norm.weight", "norm.weight", COPY},
+    {"norm.bias", "norm.bias", COPY},
+};
+static const char *const none_ignored[] = {NULL};
+
+#define N_OF(t) (sizeof t / sizeof t[0])
+
+static const struct {
+    const refenc_ck_entry *table;
+    size_t n;
+    const char *prefix;
+    const char *const *ignored;
+} families[REFENC_FAMILY_COUNT] = {
+    [REFENC_FAMILY_VASWANI] = {vaswani, N_OF(vaswani), "", none_ignored},
+    [REFENC_FAMILY_BERT] = {bert, N_OF(bert), "bert.", bert_ignored},
+    [REFENC_FAMILY_ROBERTA] = {bert, N_OF(bert), "roberta.", bert_ignored},
+    [REFENC_FAMILY_DISTILBERT] = {distilbert, N_OF(distilbert), "distilbert.", distilbert_ignored},
+    [REFENC_FAMILY_GPT2] = {gpt2, N_OF(gpt2), "transformer.", gpt2_ignored},
+    [REFENC_FAMILY_CLIP_TEXT] = {clip_text, N_OF(clip_text), "text_model.", clip_ignored},
+};
+
+const refenc_ck_entry *refenc_checkpoint_table(refenc_family family, size_t *n,
+                                               const char **prefix)
+{
+    if ((unsigned)family >= REFENC_FAMILY_COUNT)
+        return NULL;
+    *n = families[family].n;
+    if (prefix != NULL)
+        *prefix = families[family].prefix;
+    return families[family].table;
+}
+
+/* ---- names with "{i}" ---------------------------------------------------------- */
+
+/* Whether name matches pattern, "{i}" standing for a layer index written
+ * without leading zeros (*i receives it; SIZE_MAX when there is none). */
+static int name_match(const char *pattern, const char *name, size_t *i)
+{
+    *i = SIZE_MAX;
+    const char *slot = strstr(pattern, "{i}");
+    if (slot == NULL)
+        return strcmp(pattern, name) == 0;
+    const size_t head = (size_t)(slot - pattern);
+    if (strncmp(pattern, name, head) != 0)
+        return 0;
+    const char *d = name + head;
+    size_t v = 0, nd = 0;
+    while (d[nd] >= '0' && d[nd] <= '9') {
+        if (v > (SIZE_MAX - 9) / 10)
+            return 0;
+        v = v * 10 + (size_t)(d[nd] - '0');
+        nd++;
+    }
+    if (nd == 0 || (nd > 1 && d[0] == '0'))
+        return 0;
+    if (strcmp(d + nd, slot + 3) != 0)
+        return 0;
+    *i = v;
+    return 1;
+}
+
+/* pattern with "{i}" replaced by i. */
+static void name_expand(char *buf, size_t cap, const char *pattern, size_t i)
+{
+    const char *slot = strstr(pattern, "{i}");
+    if (slot == NULL)
+        snprintf(buf, cap, "%s", pattern);
+    else
+        snprintf(buf, cap, "%.*s%zu%s", (int)(slot - pattern), pattern, i, slot + 3);
+}
+
+/* ---- problems --------------------------------------------------------------------- */
+
+/* Every problem of one load, one per line; the first also goes to err. */
+typedef struct {
+    char *text;
+    size_t len, cap, count;
+    int oom;
+    char first[REFENC_ERRMSG_MAX];
+} problems_list;
+
+static void problem(problems_list *pl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(problems_list *pl, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (pl->count++ == 0) /* cut, to fit err's message */
+        snprintf(pl->first, sizeof pl->first, "%.*s", (int)sizeof pl->first - 1, line);
+    const size_t n = strlen(line);
+    if (pl->len + n + 2 > pl->cap) {
+        const size_t cap = (pl->cap ? 2 * pl->cap : 1024) + n + 2;
+        char *t = realloc(pl->text, cap);
+        if (t == NULL) {
+            pl->oom = 1;
+            return;
+        }
+        pl->text = t;
+        pl->cap = cap;
+    }
+    memcpy(pl->text + pl->len, line, n);
+    pl->len += n;
+    pl->text[pl->len++] = '\n';
+    pl->text[pl->len] = '\0';
+}
+
+/* ---- the loader ----------------------------------------------------------------- */
+
+/* The checkpoint shape a refenc tensor's source has, for a layout. */
+static size_t source_shape(size_t shape[2], const refenc_tensor *t, refenc_ck_layout layout)
+{
+    if (layout == REFENC_CK_TRANSPOSE && t->ndim == 2) {
+        shape[0] = t->shape[1], shape[1] = t->shape[0];
+        return 2;
+    }
+    shape[0] = t->shape[0], shape[1] = t->shape[1];
+    if (layout >= REFENC_CK_Q)
+        shape[0] /= 3; /* one of the three row blocks */
+    return t->ndim;
+}
+
+/* Writes the source's values (as read, n of them) into the refenc tensor. */
+static void place(refenc_tensor *t, const double *v, refenc_ck_layout layout)
+{
+    if (layout == REFENC_CK_COPY) {
+        memcpy(t->data, v, t->size * sizeof(double));
+    } else if (layout == REFENC_CK_TRANSPOSE) { /* v (in, out) -> t (out, in); 2-D only */
+        const size_t out = t->shape[0], in = t->shape[1];
+        for (size_t o = 0; o < out; o++)
+            for (size_t k = 0; k < in; k++)
+                t->data[o * in + k] = v[k * out + o];
+    } else { /* row block q, k or v: a third of the rows */
+        const size_t block = t->size / 3;
+        memcpy(t->data + (size_t)(layout - REFENC_CK_Q) * block, v, block * sizeof(double));
+    }
+}
+
+static unsigned layout_bits(refenc_ck_layout layout)
+{
+    return layout >= REFENC_CK_Q ? 1u << (layout - REFENC_CK_Q) : 7u;
+}
+
+static int is_ignored(const char *const *ignored, const char *name)
+{
+    size_t i;
+    for (size_t k = 0; ignored[k] != NULL; k++)
+        if (name_match(ignored[k], name, &i))
+            return 1;
+    return 0;
+}
+
+static const char *const layout_words[] = {"copied", "transposed from Conv1D (in, out)",
+                                           "rows [0, D)", "rows [D, 2D)", "rows [2D, 3D)"};
+
+int refenc_params_from_checkpoint(refenc_params *p, const refenc_config *cfg,
+                                  const refenc_st_file *f, refenc_ck_report *rep,
+                                  char **problems, refenc_error *err)
+{
+    refenc_ck_report local;
+    if (rep == NULL)
+        rep = &local;
+    memset(rep, 0, sizeof *rep);
+    if (problems != NULL)
+        *problems = NULL;
+    if ((unsigned)cfg->family >= REFENC_FAMILY_COUNT)
+        return refenc_error_set(err, REFENC_EINVAL, "%s: unknown family %d", f->path, (int)cfg->family);
+    const refenc_ck_entry *table = families[cfg->family].table;
+    const size_t n_table = families[cfg->family].n;
+    const char *prefix = families[cfg->family].prefix;
+    const char *fam = refenc_family_name(cfg->family);
+
+    /* the prefix, when some tensor carries it */
+    const size_t plen = strlen(prefix);
+    int use_prefix = 0;
+    for (size_t k = 0; plen > 0 && k < f->n_tensors && !use_prefix; k++)
+        use_prefix = strncmp(f->tensors[k].name, prefix, plen) == 0;
+    rep->prefix = use_prefix ? prefix : "";
+
+    unsigned char *seen = calloc(p->n_tensors ? p->n_tensors : 1, 1); /* q/k/v bits per tensor */
+    size_t max_n = 0;
+    for (size_t k = 0; k < p->n_tensors; k++)
+        max_n = p->tensors[k].size > max_n ? p->tensors[k].size : max_n;
+    double *buf = refenc_alloc_array(max_n ? max_n : 1, sizeof(double));
+    problems_list pl = {0};
+    int st = REFENC_OK;
+    if (seen == NULL || buf == NULL) {
+        free(seen);
+        free(buf);
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", f->path);
+    }
+
+    for (size_t k = 0; k < f->n_tensors && st == REFENC_OK; k++) {
+        const refenc_st_tensor *s = &f->tensors[k];
+        char shape_s[128];
+        refenc_shape_format(shape_s, sizeof shape_s, s->shape, s->ndim, "()");
+        if (use_prefix && strncmp(s->name, prefix, plen) != 0) {
+            rep->ignored_outside++;
+            continue;
+        }
+        const char *local_name = s->name + (use_prefix ? plen : 0);
+        if (is_ignored(families[cfg->family].ignored, local_name)) {
+            rep->ignored_buffers++;
+            continue;
+        }
+        const refenc_ck_entry *e = NULL;
+        size_t layer = SIZE_MAX;
+        for (size_t r = 0; r < n_table && e == NULL; r++)
+            if (name_match(table[r].checkpoint, local_name, &layer))
+                e = &table[r];
+        if (e == NULL) {
+            problem(&pl, "%s: tensor '%s' %s is not a parameter of a %s encoder", f->path, s->name,
+                    shape_s, fam);
+            continue;
+        }
+        if (layer != SIZE_MAX && layer >= cfg->n_layers) {
+            problem(&pl, "%s: tensor '%s' %s belongs to layer %zu, but the config has n_layers = %zu",
+                    f->path, s->name, shape_s, layer, cfg->n_layers);
+            continue;
+        }
+        char rname[REFENC_TENSOR_NAME_MAX];
+        name_expand(rname, sizeof rname, e->refenc, layer);
+        refenc_tensor *t = refenc_params_find(p, rname);
+        if (t == NULL) {
+            problem(&pl, "%s: tensor '%s' %s maps to refenc's '%s', which this config does not have "
+                    "(see type_vocab_size, embedding_norm, positional, final_norm)", f->path, s->name,
+                    shape_s, rname);
+            continue;
+        }
+        size_t want[2];
+        const size_t nd = source_shape(want, t, e->layout);
+        seen[t - p->tensors] |= (unsigned char)layout_bits(e->layout); /* found, if unfit */
+        if (!refenc_st_shape_is(s, nd, want)) {
+            char want_s[128];
+            refenc_shape_format(want_s, sizeof want_s, want, nd, "()");
+            problem(&pl, "%s: tensor '%s' has shape %s, expected %s (refenc's '%s', %s)", f->path,
+                    s->name, shape_s, want_s, rname, layout_words[e->layout]);
+            continue;
+        }
+        if (s->dtype != REFENC_ST_F64 && s->dtype != REFENC_ST_F32 && s->dtype != REFENC_ST_F16 &&
+            s->dtype != REFENC_ST_BF16) {
+            problem(&pl, "%s: tensor '%s' %s has dtype %s, not a floating type (F64, F32, F16, BF16)",
+                    f->path, s->name, shape_s, refenc_st_dtype_name(s->dtype));
+            continue;
+        }
+        if ((st = refenc_st_to_f64(buf, f, s, err)) != REFENC_OK)
+            break;
+        place(t, buf, e->layout);
+        rep->mapped++;
+    }
+
+    /* every parameter, and every row block of in_proj, must have come */
+    for (size_t k = 0; k < p->n_tensors && st == REFENC_OK; k++) {
+        const refenc_tensor *t = &p->tensors[k];
+        if (seen[k] == 7)
+            continue;
+        for (size_t r = 0; r < n_table; r++) {
+            size_t layer;
+            if (!name_match(table[r].refenc, t->name, &layer) ||
+                (seen[k] & layout_bits(table[r].layout)) != 0)
+                continue;
+            char cname[256], want_s[128];
+            size_t want[2];
+            name_expand(cname, sizeof cname, table[r].checkpoint, layer);
+            refenc_shape_format(want_s, sizeof want_s, want, source_shape(want, t, table[r].layout), "()");
+            problem(&pl, "%s: tensor '%s%s' %s is missing (refenc's '%s', %s)", f->path,
+                    rep->prefix, cname, want_s, t->name, layout_words[table[r].layout]);
+        }
+    }
+    free(seen);
+    free(buf);
+    if (st == REFENC_OK && (pl.count > 0 || pl.oom)) {
+        st = pl.oom ? refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", f->path)
+             : pl.count == 1 ? refenc_error_set(err, REFENC_EFORMAT, "%s", pl.first)
+                             : refenc_error_set(err, REFENC_EFORMAT, "%s (and %zu more problems)",
+                                                pl.first, pl.count - 1);
+    }
+    if (st == REFENC_OK || problems == NULL)
+        free(pl.text);
+    else
+        *problems = pl.text;
+    return st;
+}

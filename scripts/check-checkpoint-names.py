@@ -1,0 +1,115 @@
+#!/usr/bin/python3
+"""Cross-checks the two readings of the families' checkpoint names: the C
+loader's tables (ref/io/checkpoint_names.c, used by refenc run --weights) and
+the PyTorch peer's (scripts/peers/torch_families.py: hf_state_dict), which
+were written separately from the Hugging Face modeling files.
+
+For every family case of the golden set, the case's parameters are written
+twice: under the family's Hugging Face names and layouts, with the model
+prefix, as the peer converts them (plus a task head outside the prefix and
+the family's buffers, which the loader must ignore); and under refenc's own
+names.  `refenc run` then runs the case's config on each (the second as the
+vaswani family, whose names are refenc's, every other key identical) with
+the same seed: the two fingerprints must be equal, so both tables put every
+value in the same place.  Negative control: the Hugging Face file with two
+of its tensors of one shape swapped must give another fingerprint.
+
+usage: scripts/check-checkpoint-names.py REFENC_CLI GOLDEN_DIR WORK_DIR
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+import torch_families  # noqa: E402
+from torch_peer import read_safetensors  # noqa: E402
+
+PREFIX = {"bert": "bert.", "roberta": "roberta.", "distilbert": "distilbert.", "gpt2": "transformer.",
+          "clip-text": "text_model."}
+# a tensor outside the prefix, and one of the family's buffers inside it
+EXTRA = {"bert": {"cls.predictions.bias": (5,), "bert.pooler.dense.bias": ("D",)},
+         "roberta": {"lm_head.bias": (5,), "roberta.pooler.dense.bias": ("D",)},
+         "distilbert": {"vocab_projector.bias": (5,)},
+         "gpt2": {"lm_head.weight": (5,), "transformer.h.0.attn.masked_bias": ()},
+         "clip-text": {"text_projection.weight": (5,)}}
+
+
+def write_safetensors(path, tensors):
+    """{name: float64 ndarray} as a safetensors file of F64 tensors."""
+    header, blobs, off = {}, [], 0
+    for name in sorted(tensors):
+        raw = np.ascontiguousarray(tensors[name], dtype="<f8").tobytes()
+        header[name] = {"dtype": "F64", "shape": list(np.shape(tensors[name])), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+
+
+def fingerprint(cli, config, weights, work, name):
+    path = os.path.join(work, name + ".json")
+    with open(path, "w") as f:
+        json.dump(config, f)
+    r = subprocess.run([cli, "run", "--config", path, "--weights", weights, "--seed", "11"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"check-checkpoint-names: {name}: refenc run failed: {r.stderr.strip()}")
+    m = re.search(r"fingerprint \(FNV-1a of the output's bytes\): ([0-9a-f]{16})", r.stdout)
+    read = re.search(r"weights: .*", r.stdout)
+    return m.group(1), read.group(0) if read else ""
+
+
+def main():
+    cli, golden, work = sys.argv[1:4]
+    os.makedirs(work, exist_ok=True)
+    manifest = json.load(open(os.path.join(golden, "manifest.json")))
+    ok, n = True, 0
+    for entry in manifest["cases"]:
+        tensors, meta = read_safetensors(os.path.join(golden, "cases", entry["file"]))
+        cfg = json.loads(meta["config"])
+        if not torch_families.handles(cfg) or meta["component"] != "encoder":
+            continue
+        fam, D = cfg["family"], cfg["d_model"]
+        params = {k: np.asarray(v, dtype=np.float64) for k, v in tensors.items()
+                  if not k.startswith(("in.", "out.", "dontcare.", "alt."))}
+        hf = {PREFIX[fam] + k: np.ascontiguousarray(v) for k, v in torch_families.hf_state_dict(cfg, params).items()}
+        for k, shape in EXTRA[fam].items():
+            hf[k] = np.zeros(tuple(D if s == "D" else s for s in shape))
+        B, L = tensors["in.tokens"].shape
+        run_cfg = {"model": cfg, "input": {"batch": int(B), "seq_len": int(L)}}
+        own_cfg = {"model": dict(cfg, family="vaswani"), "input": run_cfg["input"]}
+
+        hf_path = os.path.join(work, entry["case"] + ".hf.safetensors")
+        own_path = os.path.join(work, entry["case"] + ".refenc.safetensors")
+        write_safetensors(hf_path, hf)
+        write_safetensors(own_path, params)
+        f_hf, line = fingerprint(cli, run_cfg, hf_path, work, entry["case"] + ".hf")
+        f_own, _ = fingerprint(cli, own_cfg, own_path, work, entry["case"] + ".refenc")
+
+        # negative control: two tensors of one shape swapped in the HF file
+        names = sorted(k for k in hf if k.startswith(PREFIX[fam]) and hf[k].shape == (D,))
+        a, b = names[0], names[1]
+        hf[a], hf[b] = hf[b], hf[a].copy()
+        write_safetensors(hf_path, hf)
+        f_swapped, _ = fingerprint(cli, run_cfg, hf_path, work, entry["case"] + ".swapped")
+
+        good = f_hf == f_own and f_swapped != f_own
+        ok &= good
+        n += 1
+        print(f"  {'ok   ' if good else 'WRONG'} {entry['case']}: HF layout {f_hf}, refenc's {f_own}, "
+              f"{a.split('.', 1)[1]} <-> {b.split('.', 1)[1]} {f_swapped}")
+        print(f"        {line}")
+    if n == 0:
+        sys.exit("check-checkpoint-names: no family case in the golden set")
+    print("check-checkpoint-names:", f"the two tables agree on {n} family cases" if ok else "MISMATCH")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,15 @@
+# The encoder families (docs/families.md).
+#
+# make check-checkpoint-names: the C loader's checkpoint-name tables
+# (ref/io/checkpoint_names.c, refenc run --weights) against the PyTorch
+# peer's (scripts/peers/torch_families.py), on every family case of the
+# golden set: the case's parameters saved under the family's Hugging Face
+# names and under refenc's must give the same output, and a swapped pair must
+# not (scripts/check-checkpoint-names.py).  Needs python3-torch and numpy,
+# like certify-torch; about 10 s.
+
+.PHONY: check-checkpoint-names
+
+check-checkpoint-names: $(CLI)
+	@sh scripts/install-deps.sh python3-torch python3-numpy
+	/usr/bin/python3 scripts/check-checkpoint-names.py $(CLI) golden $(BUILD)/checkpoint-names

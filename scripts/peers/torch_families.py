@@ -1,0 +1,513 @@
+"""The encoder families for the PyTorch peer (torch_peer.py): BERT, RoBERTa,
+DistilBERT, GPT-2 (the block stack) and the CLIP text encoder, as plain torch
+modules written from the Hugging Face modeling files' documented semantics
+(docs/families.md cites them), not from refenc's code.
+
+Each module tree carries the family's own parameter names and layouts
+(BERT's separate query/key/value, GPT-2's Conv1D (in, out), CLIP's q_proj...),
+so that load_state_dict(strict=True) accepts exactly the family's checkpoint.
+A golden case stores refenc's names: hf_state_dict() converts them the way a
+user holding the family's layout would read docs/families.md's tables
+backwards, and the modules load the result.  Masks are applied as each family
+applies them (torch.finfo(dtype).min added, filled or substituted), with the
+golden's mask value.
+
+    import torch_families
+    if torch_families.handles(case.cfg):
+        outputs = torch_families.run(case, bug)
+
+The bug names are refenc's known variants (ref/tool/variants.h), injected
+into these modules' own computation for `make check-diagnosis`.
+"""
+import math
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "clip-text")
+
+# The variants of the families (refenc certify --list-bugs); torch_peer.py
+# adds them to the bugs it can inject.
+KNOWN_BUGS = ["layernorm_eps_1e-5_for_1e-12", "layernorm_eps_1e-12_for_1e-5", "embedding_norm_missing",
+              "token_types_ignored", "roberta_positions_from_zero", "conv1d_not_transposed",
+              "quick_gelu_for_gelu", "gelu_for_quick_gelu", "embedding_scaled"]
+
+
+def handles(cfg):
+    return cfg.get("family", "vaswani") in FAMILIES
+
+
+# ---- activations and LayerNorm, with the injectable bugs ----------------------------
+
+def quick_gelu(t):
+    """HF QuickGELUActivation: x * sigmoid(1.702 x)."""
+    return t * torch.sigmoid(1.702 * t)
+
+
+def activation_fn(name, bug):
+    """The activation a config names, as the bug (if any) replaces it."""
+    if bug == "gelu_tanh_for_exact" and name == "gelu":
+        name = "gelu_tanh"
+    elif bug == "gelu_exact_for_tanh" and name == "gelu_tanh":
+        name = "gelu"
+    elif bug == "quick_gelu_for_gelu" and name in ("gelu", "gelu_tanh"):
+        name = "quick_gelu"
+    elif bug == "gelu_for_quick_gelu" and name == "quick_gelu":
+        name = "gelu"
+    return {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+            "quick_gelu": quick_gelu}[name]
+
+
+def bugged_eps(eps, bug):
+    """The eps a LayerNorm uses with an eps bug: off by 10, PyTorch's default
+    1e-5 where BERT's 1e-12 is meant, or the reverse."""
+    if bug == "layernorm_eps_x10":
+        return eps * 10
+    if bug == "layernorm_eps_div10":
+        return eps / 10
+    if bug == "layernorm_eps_1e-5_for_1e-12" and eps == 1e-12:
+        return 1e-5
+    if bug == "layernorm_eps_1e-12_for_1e-5" and eps == 1e-5:
+        return 1e-12
+    return eps
+
+
+class LayerNorm(nn.LayerNorm):
+    """nn.LayerNorm, or the LayerNorm bugs: a wrong eps (bugged_eps), the
+    unbiased variance."""
+
+    def __init__(self, D, eps, dt, bug):
+        super().__init__(D, eps=bugged_eps(eps, bug), dtype=dt)
+        self.unbiased = bug == "unbiased_variance"
+
+    def forward(self, t):
+        if self.unbiased:
+            mean = t.mean(-1, keepdim=True)
+            var = t.var(-1, unbiased=True, keepdim=True)
+            return (t - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
+        return super().forward(t)
+
+
+class Conv1D(nn.Module):
+    """GPT-2's Conv1D (transformers.pytorch_utils): weight (nx, nf), y = x W + b."""
+
+    def __init__(self, nf, nx, dt):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(nx, nf, dtype=dt))
+        self.bias = nn.Parameter(torch.empty(nf, dtype=dt))
+
+    def forward(self, x, not_transposed=False):
+        if not_transposed:  # the weight loaded into an nn.Linear as stored: x W^T + b
+            return F.linear(x, self.weight, self.bias)
+        return torch.addmm(self.bias, x.reshape(-1, x.shape[-1]), self.weight).reshape(
+            *x.shape[:-1], self.weight.shape[1])
+
+
+# ---- attention, shared by the families ------------------------------------------------
+
+def heads(t, H):
+    """(B, L, D) -> (B, H, L, Dh)."""
+    B, L, D = t.shape
+    return t.reshape(B, L, H, D // H).transpose(1, 2)
+
+
+def merge(ctx, bug):
+    """(B, H, L, Dh) -> (B, L, D), or the bug that reshapes without the transpose."""
+    B, H, L, Dh = ctx.shape
+    if bug == "heads_merged_without_transpose":
+        return ctx.reshape(B, L, H * Dh)
+    return ctx.transpose(1, 2).reshape(B, L, H * Dh)
+
+
+def score_divisor(Dh, D, bug):
+    return {"attention_scale_sqrt_d": math.sqrt(D), "attention_unscaled": 1.0}.get(bug, math.sqrt(Dh))
+
+
+def softmax(s, bug):
+    return torch.softmax(s, dim=-2 if bug == "softmax_over_queries" else -1)
+
+
+class Masks:
+    """The golden's masks as a family applies them: keep (B, L) 1 = token
+    (HF's attention_mask), causal, and the mask value (finfo.min of the
+    dtype, or -inf)."""
+
+    def __init__(self, case, B, L, bug):
+        cfg, dt = case.cfg, case.dt
+        pad = case.padding()  # (B, L) bool, True = padding, inverted by the bug already
+        self.keep = torch.ones(B, L, dtype=dt) if pad is None else (~pad).to(dt)
+        self.causal = bool(cfg["causal"])
+        self.min = torch.finfo(dt).min if cfg.get("mask_value", "-inf") == "finfo_min" else -math.inf
+        self.L, self.dt = L, dt
+
+    def additive_padding(self):
+        """BERT's get_extended_attention_mask, (1 - mask) * min, (B, 1, 1, L):
+        0 at tokens and min at padding (filled, so that -inf does not meet 0)."""
+        zero = torch.zeros(self.keep.shape, dtype=self.dt)
+        return zero.masked_fill(self.keep == 0, self.min)[:, None, None, :]
+
+    def causal_allowed(self):
+        return torch.ones(self.L, self.L, dtype=torch.bool).tril()
+
+
+# ---- the embeddings ----------------------------------------------------------------
+
+def create_position_ids_from_input_ids(input_ids, padding_idx):
+    """RoBERTa (HF modeling_roberta): non-padding tokens numbered from padding_idx + 1."""
+    mask = input_ids.ne(padding_idx).int()
+    return (torch.cumsum(mask, dim=1).type_as(mask) * mask).long() + padding_idx
+
+
+def position_ids(case, tokens, B, L, bug):
+    cfg = case.cfg
+    if cfg.get("position_ids", "index") == "roberta" and bug != "roberta_positions_from_zero":
+        return create_position_ids_from_input_ids(tokens, cfg["padding_idx"])
+    return case.positions(L).expand(B, L)
+
+
+def token_types(case, B, L, bug):
+    if case.has("in.token_type_ids") and bug != "token_types_ignored":
+        return case.i("in.token_type_ids")
+    return torch.zeros(B, L, dtype=torch.long)  # HF's default: type 0
+
+
+def embed_scale(cfg, bug):
+    scaled = cfg.get("scale_embedding", True) != (bug == "embedding_scaled")
+    if bug == "embedding_unscaled":
+        scaled = False
+    return math.sqrt(cfg["d_model"]) if scaled else 1.0
+
+
+# ---- the families' modules (HF names) ------------------------------------------------
+
+class Linear(nn.Linear):
+    def __init__(self, i, o, dt):
+        super().__init__(i, o, dtype=dt)
+
+
+class BertLayer(nn.Module):
+    """HF BertLayer: attention.self.{query,key,value}, attention.output.{dense,
+    LayerNorm}, intermediate.dense, output.{dense, LayerNorm}; Post-LN."""
+
+    def __init__(self, cfg, dt, bug):
+        super().__init__()
+        D, Fh, eps = cfg["d_model"], cfg["d_ff"], cfg["layer_norm_eps"]
+        self.attention = nn.Module()
+        self.attention.self = nn.Module()
+        self.attention.self.query = Linear(D, D, dt)
+        self.attention.self.key = Linear(D, D, dt)
+        self.attention.self.value = Linear(D, D, dt)
+        self.attention.output = nn.Module()
+        self.attention.output.dense = Linear(D, D, dt)
+        self.attention.output.LayerNorm = LayerNorm(D, eps, dt, bug)
+        self.intermediate = nn.Module()
+        self.intermediate.dense = Linear(D, Fh, dt)
+        self.output = nn.Module()
+        self.output.dense = Linear(Fh, D, dt)
+        self.output.LayerNorm = LayerNorm(D, eps, dt, bug)
+        self.H, self.bug, self.act = cfg["n_heads"], bug, activation_fn(cfg["activation"], bug)
+
+    def self_attention(self, x, masks):
+        a, H, bug = self.attention.self, self.H, self.bug
+        q, k, v = heads(a.query(x), H), heads(a.key(x), H), heads(a.value(x), H)
+        s = q @ k.transpose(-1, -2) / score_divisor(q.shape[-1], x.shape[-1], bug)
+        if masks.causal:
+            s = s.masked_fill(~masks.causal_allowed(), masks.min)
+        w = softmax(s + masks.additive_padding(), bug)
+        return self.attention.output.dense(merge(w @ v, bug)), w
+
+    def forward(self, x, masks, pre):
+        ln1, ln2 = self.attention.output.LayerNorm, self.output.LayerNorm
+        ffn = lambda t: self.output.dense(self.act(self.intermediate.dense(t)))
+        return residual_block(x, masks, pre, self.self_attention, ffn, ln1, ln2, self.bug)
+
+
+class DistilBertLayer(nn.Module):
+    """HF TransformerBlock: attention.{q_lin,k_lin,v_lin,out_lin}, sa_layer_norm,
+    ffn.{lin1,lin2}, output_layer_norm; q scaled before the product, scores
+    masked_fill'ed with finfo.min."""
+
+    def __init__(self, cfg, dt, bug):
+        super().__init__()
+        D, Fh, eps = cfg["d_model"], cfg["d_ff"], cfg["layer_norm_eps"]
+        self.attention = nn.Module()
+        for n in ("q_lin", "k_lin", "v_lin", "out_lin"):
+            setattr(self.attention, n, Linear(D, D, dt))
+        self.sa_layer_norm = LayerNorm(D, eps, dt, bug)
+        self.ffn = nn.Module()
+        self.ffn.lin1 = Linear(D, Fh, dt)
+        self.ffn.lin2 = Linear(Fh, D, dt)
+        self.output_layer_norm = LayerNorm(D, eps, dt, bug)
+        self.H, self.bug, self.act = cfg["n_heads"], bug, activation_fn(cfg["activation"], bug)
+
+    def self_attention(self, x, masks):
+        a, H, bug = self.attention, self.H, self.bug
+        q, k, v = heads(a.q_lin(x), H), heads(a.k_lin(x), H), heads(a.v_lin(x), H)
+        q = q / score_divisor(q.shape[-1], x.shape[-1], bug)
+        s = q @ k.transpose(-1, -2)
+        masked = (masks.keep == 0)[:, None, None, :].expand_as(s)
+        if masks.causal:
+            masked = masked | ~masks.causal_allowed()
+        w = softmax(s.masked_fill(masked, masks.min), bug)
+        return a.out_lin(merge(w @ v, bug)), w
+
+    def forward(self, x, masks, pre):
+        ffn = lambda t: self.ffn.lin2(self.act(self.ffn.lin1(t)))
+        return residual_block(x, masks, pre, self.self_attention, ffn, self.sa_layer_norm,
+                              self.output_layer_norm, self.bug)
+
+
+class GPT2Block(nn.Module):
+    """HF GPT2Block: ln_1, attn.{c_attn, c_proj} (Conv1D), ln_2, mlp.{c_fc,
+    c_proj} (Conv1D); Pre-LN; the causal mask substituted with finfo.min
+    (torch.where), the padding mask added."""
+
+    def __init__(self, cfg, dt, bug):
+        super().__init__()
+        D, Fh, eps = cfg["d_model"], cfg["d_ff"], cfg["layer_norm_eps"]
+        self.ln_1 = LayerNorm(D, eps, dt, bug)
+        self.attn = nn.Module()
+        self.attn.c_attn = Conv1D(3 * D, D, dt)
+        self.attn.c_proj = Conv1D(D, D, dt)
+        self.ln_2 = LayerNorm(D, eps, dt, bug)
+        self.mlp = nn.Module()
+        self.mlp.c_fc = Conv1D(Fh, D, dt)
+        self.mlp.c_proj = Conv1D(D, Fh, dt)
+        self.H, self.bug, self.act = cfg["n_heads"], bug, activation_fn(cfg["activation"], bug)
+
+    def self_attention(self, x, masks):
+        H, bug, D = self.H, self.bug, x.shape[-1]
+        q, k, v = (heads(t, H) for t in self.attn.c_attn(x).split(D, dim=2))
+        s = q @ k.transpose(-1, -2) / score_divisor(q.shape[-1], D, bug)
+        if masks.causal:
+            s = torch.where(masks.causal_allowed(), s, torch.full([], masks.min, dtype=s.dtype))
+        w = softmax(s + masks.additive_padding(), bug)
+        return self.attn.c_proj(merge(w @ v, bug), not_transposed=bug == "conv1d_not_transposed"), w
+
+    def forward(self, x, masks, pre):
+        ffn = lambda t: self.mlp.c_proj(self.act(self.mlp.c_fc(t)))
+        return residual_block(x, masks, pre, self.self_attention, ffn, self.ln_1, self.ln_2, self.bug)
+
+
+class CLIPEncoderLayer(nn.Module):
+    """HF CLIPEncoderLayer: self_attn.{q_proj,k_proj,v_proj,out_proj} (q scaled
+    by Dh^-0.5), layer_norm1, mlp.{fc1,fc2}, layer_norm2; Pre-LN; the causal
+    and the padding masks, both of finfo.min, added."""
+
+    def __init__(self, cfg, dt, bug):
+        super().__init__()
+        D, Fh, eps = cfg["d_model"], cfg["d_ff"], cfg["layer_norm_eps"]
+        self.self_attn = nn.Module()
+        for n in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            setattr(self.self_attn, n, Linear(D, D, dt))
+        self.layer_norm1 = LayerNorm(D, eps, dt, bug)
+        self.mlp = nn.Module()
+        self.mlp.fc1 = Linear(D, Fh, dt)
+        self.mlp.fc2 = Linear(Fh, D, dt)
+        self.layer_norm2 = LayerNorm(D, eps, dt, bug)
+        self.H, self.bug, self.act = cfg["n_heads"], bug, activation_fn(cfg["activation"], bug)
+
+    def self_attention(self, x, masks):
+        a, H, bug = self.self_attn, self.H, self.bug
+        q = heads(a.q_proj(x) * (1.0 / score_divisor(x.shape[-1] // H, x.shape[-1], bug)), H)
+        k, v = heads(a.k_proj(x), H), heads(a.v_proj(x), H)
+        s = q @ k.transpose(-1, -2)
+        if masks.causal:
+            causal = torch.zeros(masks.L, masks.L, dtype=s.dtype).masked_fill(~masks.causal_allowed(),
+                                                                               masks.min)
+            s = s + causal
+        w = softmax(s + masks.additive_padding(), bug)
+        return a.out_proj(merge(w @ v, bug)), w
+
+    def forward(self, x, masks, pre):
+        ffn = lambda t: self.mlp.fc2(self.act(self.mlp.fc1(t)))
+        return residual_block(x, masks, pre, self.self_attention, ffn, self.layer_norm1,
+                              self.layer_norm2, self.bug)
+
+
+def residual_block(x, masks, pre, attn, ffn, ln1, ln2, bug):
+    """Pre-LN  h = x + attn(ln1(x)), y = h + ffn(ln2(h));
+    Post-LN h = ln1(x + attn(x)),  y = ln2(h + ffn(h));
+    with refenc's step names.  ffn_residual_dropped (a bug refenc does not
+    know) drops the FFN's residual."""
+    keep = 0.0 if bug == "ffn_residual_dropped" else 1.0
+    if pre:
+        n1 = ln1(x)
+        a, w = attn(n1, masks)
+        h = x + a
+        n2 = ln2(h)
+        f = ffn(n2)
+        y = keep * h + f
+    else:
+        a, w = attn(x, masks)
+        n1 = ln1(x + a)
+        f = ffn(n1)
+        n2 = ln2(keep * n1 + f)
+        y = n2
+    return y, {"norm1": n1, "self_attn.weights": w, "self_attn": a, "norm2": n2, "ffn": f, "output": y}
+
+
+class Family(nn.Module):
+    """One family's encoder under its HF names: the embeddings, the layer stack
+    and, for GPT-2 and CLIP, the final LayerNorm."""
+
+    def __init__(self, cfg, dt, bug):
+        super().__init__()
+        fam, D, N = cfg["family"], cfg["d_model"], cfg["n_layers"]
+        V, P, T, eps = cfg["vocab_size"], cfg["max_len"], cfg.get("type_vocab_size", 0), cfg["layer_norm_eps"]
+        emb_eps = cfg.get("embedding_norm_eps", eps)
+        self.fam, self.cfg, self.bug = fam, cfg, bug
+        if fam in ("bert", "roberta", "distilbert"):
+            self.embeddings = nn.Module()
+            self.embeddings.word_embeddings = nn.Embedding(V, D, dtype=dt)
+            self.embeddings.position_embeddings = nn.Embedding(P, D, dtype=dt)
+            if T > 0:
+                self.embeddings.token_type_embeddings = nn.Embedding(T, D, dtype=dt)
+            if cfg.get("embedding_norm", False):
+                self.embeddings.LayerNorm = LayerNorm(D, emb_eps, dt, bug)
+        if fam in ("bert", "roberta"):
+            self.encoder = nn.Module()
+            self.encoder.layer = nn.ModuleList(BertLayer(cfg, dt, bug) for _ in range(N))
+        elif fam == "distilbert":
+            self.transformer = nn.Module()
+            self.transformer.layer = nn.ModuleList(DistilBertLayer(cfg, dt, bug) for _ in range(N))
+        elif fam == "gpt2":
+            self.wte = nn.Embedding(V, D, dtype=dt)
+            self.wpe = nn.Embedding(P, D, dtype=dt)
+            self.h = nn.ModuleList(GPT2Block(cfg, dt, bug) for _ in range(N))
+            if cfg["final_norm"]:
+                self.ln_f = LayerNorm(D, eps, dt, bug)
+        elif fam == "clip-text":
+            self.embeddings = nn.Module()
+            self.embeddings.token_embedding = nn.Embedding(V, D, dtype=dt)
+            self.embeddings.position_embedding = nn.Embedding(P, D, dtype=dt)
+            self.encoder = nn.Module()
+            self.encoder.layers = nn.ModuleList(CLIPEncoderLayer(cfg, dt, bug) for _ in range(N))
+            if cfg["final_norm"]:
+                self.final_layer_norm = LayerNorm(D, eps, dt, bug)
+
+    def parts(self):
+        """(word, position, token types or None, embedding LN or None, layers, final LN or None)."""
+        e = getattr(self, "embeddings", None)
+        if self.fam == "gpt2":
+            return self.wte, self.wpe, None, None, self.h, getattr(self, "ln_f", None)
+        if self.fam == "clip-text":
+            return (e.token_embedding, e.position_embedding, None, None, self.encoder.layers,
+                    getattr(self, "final_layer_norm", None))
+        layers = self.transformer.layer if self.fam == "distilbert" else self.encoder.layer
+        return (e.word_embeddings, e.position_embeddings, getattr(e, "token_type_embeddings", None),
+                getattr(e, "LayerNorm", None), layers, None)
+
+    def forward(self, case):
+        cfg, bug = self.cfg, self.bug
+        tokens = case.i("in.tokens")
+        B, L = tokens.shape
+        word, pos, types, emb_ln, layers, final = self.parts()
+        # the embedding, in HF BertEmbeddings' order: (word + type) + position
+        x = word(tokens) * embed_scale(cfg, bug)
+        if types is not None:
+            x = x + types(token_types(case, B, L, bug))
+        x = x + pos(position_ids(case, tokens, B, L, bug))
+        if emb_ln is not None and bug != "embedding_norm_missing":
+            x = emb_ln(x)
+        out = {"embed": x}
+        masks = Masks(case, B, L, bug)
+        pre = (cfg["norm"] == "pre") != (bug == "pre_post_swapped")
+        for i, layer in enumerate(layers):
+            x, steps = layer(x, masks, pre)
+            out.update({f"layers.{i}.{k}": v for k, v in steps.items()})
+        if final is not None and bug != "missing_final_norm":
+            x = final(x)
+            out["norm"] = x
+        out["output"] = x
+        return out
+
+
+# ---- refenc's names to the family's ---------------------------------------------------
+
+def hf_state_dict(cfg, tensors):
+    """A golden case's parameters (refenc's names, numpy arrays) under the
+    family's names and layouts, as docs/families.md's tables say read
+    backwards: in_proj's row blocks become query, key and value; GPT-2's
+    weights are transposed into Conv1D's (in, out)."""
+    fam, D, N = cfg["family"], cfg["d_model"], cfg["n_layers"]
+    r = lambda name: np.asarray(tensors[name], dtype=np.float64)
+    sd = {}
+
+    def qkv(prefix, names, i):
+        W, b = r(f"layers.{i}.self_attn.in_proj_weight"), r(f"layers.{i}.self_attn.in_proj_bias")
+        for k, n in enumerate(names):
+            sd[f"{prefix}{n}.weight"] = W[k * D:(k + 1) * D]
+            sd[f"{prefix}{n}.bias"] = b[k * D:(k + 1) * D]
+
+    def lin(dst, src):
+        sd[dst + ".weight"], sd[dst + ".bias"] = r(src + ".weight"), r(src + ".bias")
+
+    if fam in ("bert", "roberta", "distilbert"):
+        sd["embeddings.word_embeddings.weight"] = r("embedding.weight")
+        sd["embeddings.position_embeddings.weight"] = r("pos_embedding.weight")
+        if "token_type_embedding.weight" in tensors:
+            sd["embeddings.token_type_embeddings.weight"] = r("token_type_embedding.weight")
+        if "embedding_norm.weight" in tensors:
+            lin("embeddings.LayerNorm", "embedding_norm")
+    for i in range(N):
+        L = f"layers.{i}"
+        if fam in ("bert", "roberta"):
+            p = f"encoder.layer.{i}."
+            qkv(p + "attention.self.", ("query", "key", "value"), i)
+            lin(p + "attention.output.dense", L + ".self_attn.out_proj")
+            lin(p + "attention.output.LayerNorm", L + ".norm1")
+            lin(p + "intermediate.dense", L + ".linear1")
+            lin(p + "output.dense", L + ".linear2")
+            lin(p + "output.LayerNorm", L + ".norm2")
+        elif fam == "distilbert":
+            p = f"transformer.layer.{i}."
+            qkv(p + "attention.", ("q_lin", "k_lin", "v_lin"), i)
+            lin(p + "attention.out_lin", L + ".self_attn.out_proj")
+            lin(p + "sa_layer_norm", L + ".norm1")
+            lin(p + "ffn.lin1", L + ".linear1")
+            lin(p + "ffn.lin2", L + ".linear2")
+            lin(p + "output_layer_norm", L + ".norm2")
+        elif fam == "gpt2":
+            p = f"h.{i}."
+            lin(p + "ln_1", L + ".norm1")
+            lin(p + "ln_2", L + ".norm2")
+            sd[p + "attn.c_attn.weight"] = r(L + ".self_attn.in_proj_weight").T
+            sd[p + "attn.c_attn.bias"] = r(L + ".self_attn.in_proj_bias")
+            sd[p + "attn.c_proj.weight"] = r(L + ".self_attn.out_proj.weight").T
+            sd[p + "attn.c_proj.bias"] = r(L + ".self_attn.out_proj.bias")
+            sd[p + "mlp.c_fc.weight"] = r(L + ".linear1.weight").T
+            sd[p + "mlp.c_fc.bias"] = r(L + ".linear1.bias")
+            sd[p + "mlp.c_proj.weight"] = r(L + ".linear2.weight").T
+            sd[p + "mlp.c_proj.bias"] = r(L + ".linear2.bias")
+        elif fam == "clip-text":
+            p = f"encoder.layers.{i}."
+            qkv(p + "self_attn.", ("q_proj", "k_proj", "v_proj"), i)
+            lin(p + "self_attn.out_proj", L + ".self_attn.out_proj")
+            lin(p + "layer_norm1", L + ".norm1")
+            lin(p + "mlp.fc1", L + ".linear1")
+            lin(p + "mlp.fc2", L + ".linear2")
+            lin(p + "layer_norm2", L + ".norm2")
+    if fam == "gpt2":
+        sd["wte.weight"], sd["wpe.weight"] = r("embedding.weight"), r("pos_embedding.weight")
+        if "norm.weight" in tensors:
+            lin("ln_f", "norm")
+    elif fam == "clip-text":
+        sd["embeddings.token_embedding.weight"] = r("embedding.weight")
+        sd["embeddings.position_embedding.weight"] = r("pos_embedding.weight")
+        if "norm.weight" in tensors:
+            lin("final_layer_norm", "norm")
+    return sd
+
+
+def run(case, bug):
+    """The family case's outputs under refenc's step names."""
+    model = Family(case.cfg, case.dt, bug)
+    sd = {k: torch.from_numpy(np.ascontiguousarray(v)).to(case.dt)
+          for k, v in hf_state_dict(case.cfg, case.tensors).items()}
+    model.load_state_dict(sd, strict=True)
+    model.eval()
+    with torch.no_grad():
+        return model(case)
