@@ -73,6 +73,7 @@ int run_case(const char *case_path, const char *out_path)
     refenc_st_file f;
     refenc_case c;
     collector col;
+    memset(&f, 0, sizeof f); /* freed below whatever fails first */
     memset(&col, 0, sizeof col);
     memset(&c, 0, sizeof c);
 
