@@ -52,7 +52,6 @@ extern "C" {
 #include "softmax.h"
 
 /* io: golden cases and results files */
-#include "io/atomic_write.h"
 #include "io/case_file.h"
 #include "io/config_json.h"
 #include "io/file_read.h"

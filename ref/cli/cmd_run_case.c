@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "../io/atomic_write.h"
 #include "../refenc.h"
 #include "cli.h"
 #include "results.h"
