@@ -259,8 +259,12 @@ static int source_build(golden_source *s, const golden_args *a, char **report, r
             }
         }
     }
+    char summary[1024];
     if (st == REFENC_OK && a->weights_path != NULL)
-        st = cli_params_from_weights(&s->c.params, a->weights_path, report, err);
+        st = cli_params_from_checkpoint(&s->c.params, &s->c.cfg, a->weights_path, summary, sizeof summary,
+                                        report, err);
+    if (st == REFENC_OK && a->weights_path != NULL && summary[0] != '\0' && !a->quiet)
+        fprintf(stderr, "%s\n", summary);
     free(spec.padding);
     return st;
 }

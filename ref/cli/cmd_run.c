@@ -14,7 +14,6 @@
 #include "cli.h"
 #include "model_sources.h"
 #include "results.h"
-#include "run_weights.h"
 #include "run_config.h"
 #include "../tool/random_params.h"
 
@@ -301,9 +300,8 @@ int cmd_run(int argc, char **argv)
                                cfg.vocab_size > 0, spec.padding != NULL, 0, &err);
     char weights_summary[1024] = "";
     if (st == REFENC_OK && weights_path != NULL)
-        st = cfg.family != REFENC_FAMILY_VASWANI /* the family's checkpoint names */
-                 ? run_load_weights(&c.params, &cfg, weights_path, weights_summary, sizeof weights_summary, &err)
-                 : cli_params_from_weights(&c.params, weights_path, &report, &err);
+        st = cli_params_from_checkpoint(&c.params, &cfg, weights_path, weights_summary, sizeof weights_summary,
+                                        &report, &err);
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
     if (st == REFENC_OK && rng == NULL)
         st = refenc_error_set(&err, REFENC_ENOMEM, "out of memory");

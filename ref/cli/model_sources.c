@@ -1,5 +1,7 @@
 #include "model_sources.h"
 
+#include "run_weights.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -42,6 +44,16 @@ int cli_params_from_weights(refenc_params *p, const char *path, char **report, r
     st = refenc_params_from_file(p, &f, report, err);
     refenc_st_free(&f);
     return st;
+}
+
+int cli_params_from_checkpoint(refenc_params *p, const refenc_config *cfg, const char *path, char *summary,
+                               size_t cap, char **report, refenc_error *err)
+{
+    if (cap > 0)
+        summary[0] = '\0';
+    if (cfg->family != REFENC_FAMILY_VASWANI) /* the family's Hugging Face names */
+        return run_load_weights(p, cfg, path, summary, cap, err);
+    return cli_params_from_weights(p, path, report, err);
 }
 
 int cli_load_error(const char *cmd, char *report, const refenc_error *err)

@@ -22,6 +22,13 @@ int cli_case_from_inputs(refenc_case *c, const refenc_config *cfg, const run_inp
  * Errors: those of refenc_params_from_file, REFENC_EIO. */
 int cli_params_from_weights(refenc_params *p, const char *path, char **report, refenc_error *err);
 
+/* The parameters from a checkpoint: for the vaswani family under refenc's
+ * names (cli_params_from_weights), for any other family as its Hugging Face
+ * checkpoint holds them (run_weights.h, docs/families.md); summary (cap
+ * bytes) then says what was read.  Errors: as those two. */
+int cli_params_from_checkpoint(refenc_params *p, const refenc_config *cfg, const char *path, char *summary,
+                               size_t cap, char **report, refenc_error *err);
+
 /* Prints the error of a failed load: the whole report when there is one,
  * else err's message; frees the report; returns REFENC_EXIT_USAGE. */
 int cli_load_error(const char *cmd, char *report, const refenc_error *err);
