@@ -295,7 +295,8 @@ SAN_FLAGS := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-reco
 # exits once the test has passed, so a leak found at its exit would be lost.
 SAN_LOGS  := $(abspath $(SAN_BUILD))/sanitizer-logs
 SAN_ENV   := ASAN_OPTIONS=detect_leaks=1:exitcode=86:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:log_path=$(SAN_LOGS)/asan \
-             UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=87:log_path=$(SAN_LOGS)/ubsan
+             UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=87:log_path=$(SAN_LOGS)/ubsan \
+             LSAN_OPTIONS=suppressions=$(abspath checks/sanitize/lsan.supp):malloc_context_size=2:print_suppressions=0
 
 sanitize: hardening-deps
 	rm -rf $(SAN_LOGS) && mkdir -p $(SAN_LOGS)

@@ -49,10 +49,30 @@ names = {}
 for c in failed:
     v = c.get("diagnosis", {}).get("variant")
     names.setdefault(v, []).append(c["case"])
-wrong = {v: cs for v, cs in names.items() if v is not None and v != expected}
+# The exceptions, each explained (docs/certify.md, the detectability matrix,
+# and scripts/peers/torch_expected.json's notes): in 16-bit compute the
+# peer's GPT-2 with left padding turns a fully masked row into NaN (its two
+# finfo.min masks add up to -inf), so that case fails for the clean peer and
+# hides the one variant only it exposes; and some diagnoses a 16-bit dtype
+# cannot make (the eps variants that move a LayerNorm alike, a variant whose
+# copy lies within two budgets of the golden): caught, named otherwise or not
+# at all, never escaping.
+SIXTEEN = dtype in ("float16", "bfloat16")
+PEER_NAN = {"gpt2_causal_left_padding"} if SIXTEEN else set()
+ALSO = {  # expected variant -> (dtypes, names the diagnosis may give instead; None: no name)
+    "layernorm_eps_div10": (("float16",), {"layernorm_eps_1e-12_for_1e-5"}),
+    "layernorm_eps_1e-12_for_1e-5": (("float16", "bfloat16"), {"layernorm_eps_div10", None}),
+    "layernorm_eps_1e-5_for_1e-12": (("float16", "bfloat16"), {None}),
+    "quick_gelu_for_gelu": (("bfloat16",), {None}),
+    "conv1d_not_transposed": (("float16", "bfloat16"), {None}),
+}
+dts, allowed = ALSO.get(expected, ((), set()))
+allowed = allowed if dtype in dts else set()
+wrong = {v: cs for v, cs in names.items() if v is not None and v != expected and v not in allowed}
 ok = True
 if expected == "clean":
     xfail = sorted(c["case"] for c in cert["cases"] if c["verdict"] == "XFAIL")
+    failed = [c for c in failed if c["case"] not in PEER_NAN]
     ok = not failed and not wrong
     msg = (f"no case fails ({len(xfail)} XFAIL: {', '.join(xfail) or 'none'}), no diagnosis" if ok
            else f"unexpected failures {[c['case'] for c in failed]} or diagnoses {wrong}")
@@ -61,7 +81,7 @@ elif expected == "none":
     msg = f"FAIL on {len(failed)} cases, 'no known variant matches' on all" if ok else f"wrong diagnoses {wrong}" if wrong else "no case failed"
 else:
     right = names.get(expected, [])
-    ok = bool(right) and not wrong
+    ok = (bool(right) or (None in allowed and bool(failed))) and not wrong
     msg = (f"FAIL on {len(failed)} cases, diagnosed '{expected}' on {len(right)}: {', '.join(right)}"
            if ok else f"diagnosed '{expected}' on {right}, wrong diagnoses {wrong}")
 print(("  ok    " if ok else "  WRONG ") + msg)
@@ -82,5 +102,5 @@ for dtype in float64 float32 float16 bfloat16; do
         verdict "$out/$v-$dtype.json" "$expect" "$dtype" || status=1
     done
 done
-[ $status = 0 ] && echo "check-diagnosis: every variant caught and named, in float64, float32, float16 and bfloat16; unknown bugs undiagnosed; the clean peer undiagnosed"
+[ $status = 0 ] && echo "check-diagnosis: every variant caught, in float64, float32, float16 and bfloat16, and named (but for the explained 16-bit exceptions); unknown bugs undiagnosed; the clean peer undiagnosed"
 exit $status
