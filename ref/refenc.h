@@ -52,18 +52,19 @@ extern "C" {
 #include "softmax.h"
 
 /* io: golden cases and results files */
-#include "io/atomic_write.h"
 #include "io/case_file.h"
 #include "io/config_json.h"
 #include "io/file_read.h"
 #include "io/golden_names.h"
 #include "io/half.h"
 #include "io/manifest.h"
+#include "io/model_file.h"
 #include "io/safetensors.h"
 
 /* tool: running a case, certification, the known bug variants */
 #include "tool/certificate.h"
 #include "tool/certify.h"
+#include "tool/emulate.h"
 #include "tool/report.h"
 #include "tool/run_case.h"
 #include "tool/variants.h"

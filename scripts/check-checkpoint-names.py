@@ -92,6 +92,21 @@ def main():
         f_hf, line = fingerprint(cli, run_cfg, hf_path, work, entry["case"] + ".hf")
         f_own, _ = fingerprint(cli, own_cfg, own_path, work, entry["case"] + ".refenc")
 
+        # refenc golden --weights takes the same file as it is: the case it
+        # writes holds exactly the case's parameters, under refenc's names
+        cfg_path, gold_path = (os.path.join(work, entry["case"] + ext) for ext in (".golden.json", ".golden.safetensors"))
+        with open(cfg_path, "w") as f:
+            json.dump(run_cfg, f)
+        r = subprocess.run([cli, "golden", "--config", cfg_path, "--weights", hf_path, "--name", entry["case"],
+                            "--outputs", "final", "--quiet", "--out-file", gold_path], capture_output=True, text=True)
+        stored = read_safetensors(gold_path)[0] if r.returncode == 0 else {}
+        golden_ok = r.returncode == 0 and all(np.array_equal(np.asarray(stored.get(k, []), dtype=np.float64), v)
+                                              for k, v in params.items())
+        if not golden_ok:
+            print(f"  WRONG {entry['case']}: refenc golden --weights (HF layout): exit {r.returncode} "
+                  f"{r.stderr.strip()[:300]}")
+        ok &= golden_ok
+
         # negative control: two tensors of one shape swapped in the HF file
         names = sorted(k for k in hf if k.startswith(PREFIX[fam]) and hf[k].shape == (D,))
         a, b = names[0], names[1]
@@ -107,7 +122,8 @@ def main():
         print(f"        {line}")
     if n == 0:
         sys.exit("check-checkpoint-names: no family case in the golden set")
-    print("check-checkpoint-names:", f"the two tables agree on {n} family cases" if ok else "MISMATCH")
+    print("check-checkpoint-names:", f"the two tables agree on {n} family cases, and refenc golden --weights "
+          "stores the same parameters from the Hugging Face file" if ok else "MISMATCH")
     return 0 if ok else 1
 
 

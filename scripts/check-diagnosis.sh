@@ -1,15 +1,16 @@
 #!/bin/sh
 # The diagnosis, end to end: does refenc certify tell an implementation which
 # bug it most likely has?  For every known bug variant (refenc certify --list-bugs) and
-# for float64 and float32, runs the PyTorch peer with that bug injected
-# (scripts/peers/torch_peer.py --bug) and certifies it; checks that
+# for float64, float32, float16 and bfloat16 (float32 accumulation), runs the
+# PyTorch peer with that bug injected (scripts/peers/torch_peer.py --bug) and
+# certifies it; checks that
 #   - the certifier FAILs it (exit 1),
 #   - at least one failing case is diagnosed as that variant,
 #   - no case is diagnosed as any other variant (never a wrong diagnosis);
-# that the clean peer gets no diagnosis (float64: every case passes; float32:
-# only the float32 hazards fail, undiagnosed); and that two bugs refenc does
-# not know (softmax over the query axis, the FFN residual dropped) FAIL with
-# "no known variant matches" on every failing case.
+# that the clean peer fails no case (the float32 hazards are XFAIL) and gets
+# no diagnosis; and that two bugs refenc does not know (softmax over the query
+# axis, the FFN residual dropped) FAIL with "no known variant matches" on
+# every failing case.
 #
 # usage: scripts/check-diagnosis.sh REFENC_CLI OUT_DIR
 set -u
@@ -43,26 +44,44 @@ verdict() {
 import json, sys
 path, expected, dtype = sys.argv[1:4]
 cert = json.load(open(path))
-manifest = json.load(open("golden/manifest.json"))
-hazards = {c["case"] for c in manifest["cases"] if "float32_hazard" in c}
-failed = [c for c in cert["cases"] if c["verdict"] != "PASS"]
+failed = [c for c in cert["cases"] if c["verdict"] == "FAIL"]  # XFAIL: an expected failure of the dtype
 names = {}
 for c in failed:
     v = c.get("diagnosis", {}).get("variant")
     names.setdefault(v, []).append(c["case"])
-wrong = {v: cs for v, cs in names.items() if v is not None and v != expected}
+# The exceptions, each explained (docs/certify.md, the detectability matrix,
+# and scripts/peers/torch_expected.json's notes): in 16-bit compute the
+# peer's GPT-2 with left padding turns a fully masked row into NaN (its two
+# finfo.min masks add up to -inf), so that case fails for the clean peer and
+# hides the one variant only it exposes; and some diagnoses a 16-bit dtype
+# cannot make (the eps variants that move a LayerNorm alike, a variant whose
+# copy lies within two budgets of the golden): caught, named otherwise or not
+# at all, never escaping.
+SIXTEEN = dtype in ("float16", "bfloat16")
+PEER_NAN = {"gpt2_causal_left_padding"} if SIXTEEN else set()
+ALSO = {  # expected variant -> (dtypes, names the diagnosis may give instead; None: no name)
+    "layernorm_eps_div10": (("float16",), {"layernorm_eps_1e-12_for_1e-5"}),
+    "layernorm_eps_1e-12_for_1e-5": (("float16", "bfloat16"), {"layernorm_eps_div10", None}),
+    "layernorm_eps_1e-5_for_1e-12": (("float16", "bfloat16"), {None}),
+    "quick_gelu_for_gelu": (("bfloat16",), {None}),
+    "conv1d_not_transposed": (("float16", "bfloat16"), {None}),
+}
+dts, allowed = ALSO.get(expected, ((), set()))
+allowed = allowed if dtype in dts else set()
+wrong = {v: cs for v, cs in names.items() if v is not None and v != expected and v not in allowed}
 ok = True
 if expected == "clean":
-    allowed = hazards if dtype == "float32" else set()
-    extra = [c["case"] for c in failed if c["case"] not in allowed]
-    ok = not extra and not wrong
-    msg = f"{len(failed)} failing ({', '.join(sorted(c['case'] for c in failed)) or 'none'}), no diagnosis" if ok else f"unexpected failures {extra} or diagnoses {wrong}"
+    xfail = sorted(c["case"] for c in cert["cases"] if c["verdict"] == "XFAIL")
+    failed = [c for c in failed if c["case"] not in PEER_NAN]
+    ok = not failed and not wrong
+    msg = (f"no case fails ({len(xfail)} XFAIL: {', '.join(xfail) or 'none'}), no diagnosis" if ok
+           else f"unexpected failures {[c['case'] for c in failed]} or diagnoses {wrong}")
 elif expected == "none":
     ok = bool(failed) and not wrong
     msg = f"FAIL on {len(failed)} cases, 'no known variant matches' on all" if ok else f"wrong diagnoses {wrong}" if wrong else "no case failed"
 else:
     right = names.get(expected, [])
-    ok = bool(right) and not wrong
+    ok = (bool(right) or (None in allowed and bool(failed))) and not wrong
     msg = (f"FAIL on {len(failed)} cases, diagnosed '{expected}' on {len(right)}: {', '.join(right)}"
            if ok else f"diagnosed '{expected}' on {right}, wrong diagnoses {wrong}")
 print(("  ok    " if ok else "  WRONG ") + msg)
@@ -70,7 +89,7 @@ sys.exit(0 if ok else 1)
 PY
 }
 
-for dtype in float64 float32; do
+for dtype in float64 float32 float16 bfloat16; do
     echo "== $dtype"
     rc=$(run clean "$dtype")
     echo "clean peer: exit $rc"
@@ -83,5 +102,5 @@ for dtype in float64 float32; do
         verdict "$out/$v-$dtype.json" "$expect" "$dtype" || status=1
     done
 done
-[ $status = 0 ] && echo "check-diagnosis: every variant caught and named, in float64 and float32; unknown bugs undiagnosed; the clean peer undiagnosed"
+[ $status = 0 ] && echo "check-diagnosis: every variant caught, in float64, float32, float16 and bfloat16, and named (but for the explained 16-bit exceptions); unknown bugs undiagnosed; the clean peer undiagnosed"
 exit $status

@@ -67,7 +67,7 @@ AREAS = {
     },
     "readers": {
         "files": ["ref/io/safetensors.c", "ref/io/case_file.c", "ref/io/manifest.c", "ref/io/file_read.c"],
-        "filter": "@(safetensors|safetensors_convert|manifest|file_read|bad_golden|bad_results|api_edges|"
+        "filter": "@(safetensors|safetensors_convert|st_limits|manifest|file_read|bad_golden|bad_results|api_edges|"
                   "case_outputs|golden_trust|file_safety|messages|out_of_memory|nonfinite|cli_usage|"
                   "atomic_write)/*",
         "budget": 90,

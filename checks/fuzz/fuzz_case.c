@@ -119,7 +119,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     unlink(out_path);
     last_error[0] = '\0';
 
-    const int rc = run_case(case_path, out_path);
+    const run_case_spec spec = {0};
+    const int rc = run_case(case_path, out_path, &spec);
     if (expect) {
         FUZZ_CHECK(rc == REFENC_EXIT_OK, "a case that loads failed: %s", last_error);
         refenc_st_file r;

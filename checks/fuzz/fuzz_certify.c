@@ -9,8 +9,10 @@
  *     an output of the case or an output has a dtype other than F64, F32, F16,
  *     BF16; otherwise PASS exactly when every required output is present,
  *     every output present has the golden's shape, and every element that is
- *     not don't-care is finite and within atol + rtol |want|, with the
- *     dtype's policy scaled by the case;
+ *     not don't-care is finite and, for F64 and F32, within atol + rtol
+ *     |want| with the dtype's policy scaled by the case (plus the angle
+ *     allowance for F32), for F16 and BF16 within the budget of the emulated
+ *     baseline, whose NMSE bound the output's NMSE must also meet;
  *   - each output's status says the same (MISSING, NOT_PROVIDED, BAD_SHAPE);
  *   - an error message is one clean line naming the results file. */
 #include <math.h>
@@ -22,6 +24,7 @@
 
 #include <jansson.h>
 
+#include "../../ref/tool/budget.h"
 #include "../../ref/tool/certify.h"
 #include "../../ref/io/safetensors.h"
 #include "fuzz_check.h"
@@ -78,6 +81,39 @@ static double scale_for(refenc_st_dtype d)
     return s;
 }
 
+/* The emulated baselines of F16 and BF16, measured once. */
+static refenc_baseline baselines[REFENC_FMT_COUNT];
+static int have_baseline[REFENC_FMT_COUNT];
+
+static const refenc_baseline_error *baseline_of(refenc_format f, const char *name)
+{
+    refenc_error err;
+    if (!have_baseline[f]) {
+        FUZZ_CHECK(refenc_baseline_measure(&baselines[f], &golden, f, &err) == REFENC_OK, "%s", err.message);
+        have_baseline[f] = 1;
+    }
+    return refenc_baseline_find(&baselines[f], name);
+}
+
+/* F16 and BF16: max |got - want| and the NMSE within the budget. */
+static int within_budget(const double *got, const double *want, const int64_t *skip, size_t n,
+                         refenc_st_dtype dt, const char *name)
+{
+    const refenc_format f = dt == REFENC_ST_F16 ? REFENC_FMT_F16 : REFENC_FMT_BF16;
+    double max_want = 0, max_d = 0, d2 = 0, w2 = 0, b_abs, b_nmse;
+    for (size_t i = 0; i < n; i++)
+        if (!skip[i]) {
+            if (!isfinite(got[i]))
+                return 0;
+            max_want = fmax(max_want, fabs(want[i]));
+            max_d = fmax(max_d, fabs(got[i] - want[i]));
+            d2 += (got[i] - want[i]) * (got[i] - want[i]);
+            w2 += want[i] * want[i];
+        }
+    refenc_budget(&b_abs, &b_nmse, baseline_of(f, name), f, max_want);
+    return max_d <= b_abs && (w2 > 0 ? d2 / w2 : d2) <= b_nmse;
+}
+
 /* 1 if the output `name`, present in results as t, passes. */
 static int output_passes(const refenc_st_file *results, const refenc_st_tensor *t, const char *name)
 {
@@ -101,12 +137,23 @@ static int output_passes(const refenc_st_file *results, const refenc_st_tensor *
     if (dc != NULL)
         FUZZ_CHECK(refenc_st_to_i64(skip, &golden, dc, &err) == REFENC_OK, "%s", err.message);
     refenc_tolerance tol;
-    refenc_certify_policy(&tol, t->dtype);
-    const double s = scale_for(t->dtype);
     int pass = 1;
-    for (size_t i = 0; i < n && pass; i++)
-        if (!skip[i])
-            pass = isfinite(got[i]) && fabs(got[i] - want[i]) <= tol.atol * s + tol.rtol * s * fabs(want[i]);
+    if (refenc_certify_policy(&tol, t->dtype)) {
+        const double s = scale_for(t->dtype);
+        double *allow = calloc(n + 1, sizeof *allow);
+        FUZZ_CHECK(allow != NULL, "out of memory");
+        int applies;
+        if (t->dtype == REFENC_ST_F32)
+            FUZZ_CHECK(refenc_angle_allowance(&applies, allow, &golden, name, want, n, &err) == REFENC_OK, "%s",
+                       err.message);
+        for (size_t i = 0; i < n && pass; i++)
+            if (!skip[i])
+                pass = isfinite(got[i]) &&
+                       fabs(got[i] - want[i]) <= tol.atol * s + tol.rtol * s * fabs(want[i]) + allow[i];
+        free(allow);
+    } else {
+        pass = within_budget(got, want, skip, n, t->dtype, name);
+    }
     free(got);
     free(want);
     free(skip);

@@ -2,7 +2,7 @@
  * same bytes), loadable, and certifying the reference; the certifier rejects a
  * result just outside its tolerance.
  * Paths are relative to REFENC_SRCDIR, else the current directory (make check
- * runs from the top of the tree); the generator is REFENC_GOLDEN_GEN. */
+ * runs from the top of the tree); the generator is `refenc golden` (REFENC_CLI). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,17 +122,19 @@ Test(golden, checksum_check_detects_a_flipped_byte)
     json_decref(m);
 }
 
-/* Runs `REFENC_GOLDEN_GEN gen CATALOGUE CASE OUT`; returns its exit status. */
+/* Runs `refenc golden --catalogue CATALOGUE --case CASE --out-file OUT`
+ * (the program is REFENC_CLI); returns its exit status. */
 static int run_gen(const char *name, const char *out)
 {
-    const char *gen = getenv("REFENC_GOLDEN_GEN");
-    cr_assert(gen && *gen, "REFENC_GOLDEN_GEN is not set (make check sets it)");
+    const char *cli = getenv("REFENC_CLI");
+    cr_assert(cli && *cli, "REFENC_CLI is not set (make check sets it)");
     char cat[4096];
     snprintf(cat, sizeof cat, "%s/golden/catalogue.json", srcdir());
     pid_t pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
-        execl(gen, gen, "gen", cat, name, out, (char *)NULL);
+        execl(cli, cli, "golden", "--catalogue", cat, "--case", name, "--out-file", out, "--quiet",
+              (char *)NULL);
         _exit(127);
     }
     int status;

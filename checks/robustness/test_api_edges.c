@@ -98,25 +98,44 @@ static void close_pair(pair *p)
     rb_tmpdir_remove(p->dir);
 }
 
-Test(api_edges, a_missing_or_nonsensical_tolerance_scale_counts_as_1)
+/* Certifies act_gelu's reference results against its golden whose metadata
+ * "tolerance" is `tolerance` (NULL: absent); returns the status. */
+static int certify_with_tolerance(const char *tolerance, refenc_case_report *rep, refenc_error *err)
 {
-    const char *tolerance[] = {NULL, "{}", "{\"scale\": {\"F64\": 0}}", "{\"scale\": {\"F64\": -10}}",
-                               "{\"scale\": {\"F64\": \"10\"}}", "{\"scale\": 10}", "not json"};
-    for (size_t i = 0; i < sizeof tolerance / sizeof tolerance[0]; i++) {
-        rb_golden g;
-        rb_golden_load(&g, "act_gelu");
-        rb_golden_set_meta(&g, "tolerance", tolerance[i]);
-        pair p;
-        open_pair(&p, &g, "act_gelu");
+    rb_golden g;
+    rb_golden_load(&g, "act_gelu");
+    rb_golden_set_meta(&g, "tolerance", tolerance);
+    pair p;
+    open_pair(&p, &g, "act_gelu");
+    const int st = refenc_certify_case(rep, &p.golden, &p.results, NULL, err);
+    close_pair(&p);
+    rb_golden_free(&g);
+    return st;
+}
+
+Test(api_edges, a_tolerance_scale_is_absent_or_valid_never_guessed)
+{
+    /* absent or {}: the policy as it is */
+    const char *none[] = {NULL, "{}", "{\"reason\": \"none needed\"}"};
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
         refenc_case_report rep;
         refenc_error err;
-        cr_assert_eq(refenc_certify_case(&rep, &p.golden, &p.results, NULL, &err), REFENC_OK, "%s", err.message);
+        cr_assert_eq(certify_with_tolerance(none[i], &rep, &err), REFENC_OK, "%s", err.message);
         cr_expect(rep.outputs[0].tol.rtol == 1e-10 && rep.outputs[0].tol.atol == 1e-11,
-                  "tolerance %s: rtol %g atol %g", tolerance[i] ? tolerance[i] : "(absent)", rep.outputs[0].tol.rtol,
+                  "tolerance %s: rtol %g atol %g", none[i] ? none[i] : "(absent)", rep.outputs[0].tol.rtol,
                   rep.outputs[0].tol.atol);
         refenc_case_report_free(&rep);
-        close_pair(&p);
-        rb_golden_free(&g);
+    }
+    /* anything else that is not a valid scale is a format error naming the case, never "scale 1" */
+    const char *bad[] = {"{\"scale\": {\"F64\": 0}}", "{\"scale\": {\"F64\": -10}}", "{\"scale\": {\"F64\": \"10\"}}",
+                         "{\"scale\": 10}", "not json", "{\"scale\": {\"F8\": 2}}", "{\"scael\": {\"F64\": 2}}", "[]"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        refenc_case_report rep;
+        refenc_error err;
+        cr_expect_eq(certify_with_tolerance(bad[i], &rep, &err), REFENC_EFORMAT, "tolerance %s", bad[i]);
+        cr_expect(strstr(err.message, ": case 'act_gelu': __metadata__.tolerance ") != NULL, "tolerance %s: %s",
+                  bad[i], err.message);
+        refenc_case_report_free(&rep);
     }
 }
 

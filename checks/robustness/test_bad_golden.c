@@ -416,7 +416,7 @@ static void expect_certify_outcome(const char *const *args, const char *gcase, c
         cr_expect_str_empty(r.err, "%s", what);
         cr_expect(strstr(r.out, "    diagnosis: ") != NULL, "%s: %s", what, r.out);
     }
-    cr_expect(strstr(r.out, "PASS") == NULL, "%s: %s", what, r.out);
+    cr_expect(strstr(r.out, "PASS") == NULL, "%s: [%s] [%s]", what, r.out, r.err);
     rb_result_free(&r);
 }
 
@@ -507,12 +507,23 @@ Test(bad_golden, certify_refuses_malformed_bug_variants)
     rb_golden_load(&g, "layernorm_small_variance");
     diagnosis_error(&g, "the variants as generated", NULL);
 
+#define VARIANTS_MALFORMED(i) "case 'layernorm_small_variance': __metadata__.variants[" #i "] is malformed: " \
+    "expected {\"name\": <a known variant>, \"outputs\": [<outputs of the case>]}"
     rb_golden_set_meta(&g, "variants", "[{\"outputs\": [\"out.output\"]}]");
-    diagnosis_error(&g, "a variant without a name", "__metadata__.variants[0] is malformed");
+    diagnosis_error(&g, "a variant without a name", VARIANTS_MALFORMED(0));
     rb_golden_set_meta(&g, "variants", "[{\"name\": \"no_such_bug\", \"outputs\": [\"out.output\"]}]");
-    diagnosis_error(&g, "an unknown variant", "__metadata__.variants[0] is malformed");
+    diagnosis_error(&g, "an unknown variant", VARIANTS_MALFORMED(0));
     rb_golden_set_meta(&g, "variants", "[{\"name\": \"layernorm_eps_x10\", \"outputs\": \"out.output\"}]");
-    diagnosis_error(&g, "outputs not a list", "__metadata__.variants[0] is malformed");
+    diagnosis_error(&g, "outputs not a list", VARIANTS_MALFORMED(0));
+    rb_golden_set_meta(&g, "variants", "[{\"name\": \"layernorm_eps_x10\", \"outputs\": [\"out.outptu\"]}]");
+    diagnosis_error(&g, "an output the case does not have", VARIANTS_MALFORMED(0));
+    rb_golden_set_meta(&g, "variants", "{\"name\": \"layernorm_eps_x10\"}");
+    diagnosis_error(&g, "variants not a list", "case 'layernorm_small_variance': __metadata__.variants is not a "
+                    "JSON array");
+    rb_golden_set_meta(&g, "variants", "not json");
+    diagnosis_error(&g, "variants not JSON", "case 'layernorm_small_variance': __metadata__.variants is not a "
+                    "JSON array");
+#undef VARIANTS_MALFORMED
     rb_golden_free(&g);
 
     rb_golden_load(&g, "layernorm_small_variance");

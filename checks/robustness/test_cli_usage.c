@@ -168,12 +168,12 @@ Test(cli_usage, run_case_options_misused)
         const char *what, *args[10], *fragment;
     } cases[] = {
         {"--case without --out", {"refenc", "run", "--case", golden, NULL}, "--case and --out go together"},
-        {"--out without --case", {"refenc", "run", "--out", "/tmp/x.safetensors", NULL}, "--case and --out go together"},
+        {"--out without --case or --config", {"refenc", "run", "--out", "/tmp/x.safetensors", NULL}, "--out needs --config or --case"},
         {"--case without a value", {"refenc", "run", "--out", "x", "--case", NULL}, "--case needs a file name"},
         {"--case with --config", {"refenc", "run", "--case", golden, "--out", "x", "--config", "docs/examples/pre_ln_rope.json", NULL},
-         "--case does not combine with --config or --trace"},
+         "--case does not combine with --config"},
         {"--case with --trace", {"refenc", "run", "--trace", "--case", golden, "--out", "x", NULL},
-         "--case does not combine with --config or --trace"},
+         "--case does not combine with --config, --weights, --inputs or --trace"},
         {"--case that does not exist", {"refenc", "run", "--case", "/nonexistent.safetensors", "--out", "x", NULL},
          "/nonexistent.safetensors: cannot open: No such file or directory"},
     };

@@ -386,6 +386,9 @@ static int signal_mid_write(const char *path, int sig, int commit)
     const pid_t pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
+        /* the default action, whatever the test runner inherited (a shell
+         * starts background jobs with SIGINT and SIGQUIT ignored) */
+        signal(sig, SIG_DFL);
         refenc_atomic_file a;
         refenc_error err;
         if (refenc_atomic_open(&a, path, &err) != REFENC_OK || refenc_atomic_write(&a, "new", 3, &err) != REFENC_OK)
@@ -526,5 +529,29 @@ Test(file_read, a_file_that_shrinks_while_read_is_a_short_read)
     cr_expect_eq(refenc_read_at(fd, buf, 2, 2, path, &err), REFENC_OK);
     cr_expect(memcmp(buf, "23", 2) == 0);
     close(fd);
+    remove_dir(dir);
+}
+
+Test(file_read, a_file_opened_as_descriptor_0_is_read)
+{
+    /* a program started with its standard input closed gets descriptor 0
+     * from its first open: a valid one */
+    char dir[PATH_MAX], path[PATH_MAX];
+    make_dir(dir);
+    put(join(path, dir, "f"), "zero");
+    fflush(NULL);
+    const pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        close(0);
+        char *text;
+        size_t n;
+        refenc_error err;
+        const int st = refenc_read_file(&text, &n, path, 100, &err);
+        _exit(st == REFENC_OK && n == 4 && strcmp(text, "zero") == 0 ? 0 : 1);
+    }
+    int ws;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    cr_expect(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "a file on descriptor 0 was not read");
     remove_dir(dir);
 }

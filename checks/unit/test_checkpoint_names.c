@@ -629,7 +629,7 @@ Test(checkpoint_names, run_with_weights_uses_the_checkpoint)
     /* --weights goes with --config only */
     snprintf(args, sizeof args, "run --case %s --out %s/x --weights %s", w_path, dir, w_path);
     cr_expect_eq(run_cli(out, err, sizeof out, args), 2);
-    cr_expect_str_eq(err, "refenc run: --weights goes with --config, not with --case\n");
+    cr_expect_str_eq(err, "refenc run: --case does not combine with --config, --weights, --inputs or --trace\n");
     unlink(w_path);
     unlink(cfg_path);
     rmdir(dir);

@@ -4,6 +4,9 @@
 
 #include <stdint.h>
 
+#include "../tool/emulate.h"
+#include "../tool/variants.h"
+
 /* Exit codes: part of refenc's contract (docs/cli.md). */
 enum {
     REFENC_EXIT_OK = 0,    /* success; with certify: every case passed        */
@@ -24,9 +27,19 @@ int cli_parse_tolerance(double *v, const char *s);
 
 int cmd_run(int argc, char **argv);
 int cmd_certify(int argc, char **argv);
+int cmd_golden(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 
-/* refenc run --case CASE --out FILE (cmd_run_case.c). */
-int run_case(const char *case_path, const char *out_path);
+/* What refenc run --case computes: the reference, or an emulated
+ * low-precision implementation (tool/emulate.h), optionally with a known bug. */
+typedef struct {
+    int emulate;                /* 1: emulation, in emulation.value's dtype */
+    refenc_emulation emulation;
+    int has_bug;
+    refenc_variant bug;
+} run_case_spec;
+
+/* refenc run --case CASE --out FILE [--emulate F] [--bug V] (cmd_run_case.c). */
+int run_case(const char *case_path, const char *out_path, const run_case_spec *spec);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -17,10 +18,12 @@
 #include "../tool/certify.h"
 #include "../io/safetensors.h"
 #include "../tool/variants.h"
+#include "certify_report.h"
 #include "cli.h"
 
 static const char certify_usage[] =
-    "usage: refenc certify --golden DIR --results DIR [--case GLOB] [--json REPORT.json]\n"
+    "usage: refenc certify --golden DIR --results DIR [--case GLOB[,GLOB...]]...\n"
+    "                      [--outputs GLOB] [--skip-missing] [--json FILE] [--junit FILE]\n"
     "                      [--rtol X --atol Y] [--quiet]\n"
     "\n"
     "For each golden case (DIR/manifest.json lists them; files in DIR/cases/), reads\n"
@@ -30,97 +33,148 @@ static const char certify_usage[] =
     "\n"
     "options:\n"
     "  --golden DIR        the golden directory (normally golden/)\n"
-    "  --results DIR       the directory of results files, one per case\n"
-    "  --case GLOB         only the cases whose name matches GLOB (shell pattern)\n"
+    "  --results DIR       the directory of results files, one per case (must exist)\n"
+    "  --case GLOB         only the cases whose name matches GLOB (shell pattern);\n"
+    "                      repeatable, and a comma-separated list is several; each\n"
+    "                      pattern must match some case\n"
+    "  --outputs GLOB      check only the golden outputs whose name matches GLOB (e.g.\n"
+    "                      'out.layers.*.self_attn' for a fused attention kernel); each\n"
+    "                      of them is then required, the others are 'not checked'\n"
+    "  --skip-missing      a case without a results file is SKIP, not FAIL (at least\n"
+    "                      one case must have one)\n"
     "  --json FILE         also write the whole report as a JSON certificate\n"
+    "  --junit FILE        also write JUnit XML: one testcase per case and output\n"
     "  --rtol X --atol Y   use this tolerance for every output, instead of the\n"
-    "                      policy per dtype and case (docs/certify.md); give both\n"
+    "                      policy and budgets (docs/certify.md); give both\n"
     "  --quiet             print only failing outputs and the summary\n"
     "  --list-bugs         print the known bug variants the diagnosis recognises\n"
     "                      (name, symptom, cause, fix) and exit\n"
     "  -h, --help          this help\n"
     "\n"
-    "An element passes when |got - want| <= atol + rtol |want|; a NaN or infinity\n"
-    "where the golden is finite always fails.\n"
-    "exit codes: 0 every case passed, 1 some case failed, 2 usage or format error\n";
+    "F64 and F32 results pass when |got - want| <= atol + rtol |want| per element;\n"
+    "F16 and BF16 results when each output's largest error and NMSE are within the\n"
+    "budget of an emulated straightforward implementation in that dtype.  A NaN or\n"
+    "infinity where the golden is finite always fails.  A case the dtype cannot be\n"
+    "expected to pass (a float32 hazard) is XFAIL when it fails, XPASS when it passes.\n"
+    "exit codes: 0 every case passed (or XFAIL/XPASS/SKIP), 1 some case failed,\n"
+    "            2 usage or format error\n";
+
+#define MAX_CASE_PATTERNS 64
 
 typedef struct {
-    const char *golden_dir, *results_dir, *case_glob, *json_path;
-    int have_rtol, have_atol, quiet;
+    const char *golden_dir, *results_dir, *json_path, *junit_path;
+    char *patterns[MAX_CASE_PATTERNS]; /* --case, split at commas (owned) */
+    size_t n_patterns;
+    size_t matched[MAX_CASE_PATTERNS];  /* cases each pattern matched      */
+    int have_rtol, have_atol, quiet, skip_missing;
+    const char *outputs_glob;
     refenc_certify_options opt;
 } certify_args;
 
-static void print_index(FILE *out, const refenc_output_report *r)
+static void args_free(certify_args *a)
 {
-    size_t idx[REFENC_ST_MAX_NDIM];
-    refenc_certificate_worst_index(idx, r);
-    fputc('[', out);
-    for (size_t d = 0; d < r->ndim; d++)
-        fprintf(out, d ? ", %zu" : "%zu", idx[d]);
-    fputc(']', out);
+    for (size_t i = 0; i < a->n_patterns; i++)
+        free(a->patterns[i]);
+    a->n_patterns = 0;
 }
 
-static void print_case(const refenc_case_report *rep, int quiet)
+/* --case GLOB[,GLOB...]: every non-empty pattern of the list. */
+static int add_patterns(certify_args *a, const char *list)
 {
-    printf("%-52s %s\n", rep->name, rep->pass ? "PASS" : "FAIL");
-    if (rep->note[0])
-        printf("    %s\n", rep->note);
-    if (!rep->pass && rep->first_divergence >= 0)
-        printf("    first divergence: %s\n", rep->outputs[rep->first_divergence].name);
-    if (!rep->pass) {
-        refenc_variant v;
-        if (rep->diagnosis[0] && refenc_variant_parse(&v, rep->diagnosis)) {
-            const refenc_variant_info *info = refenc_variant_get(v);
-            printf("    diagnosis: the results match the known bug '%s' (within %.2g of the tolerance)\n"
-                   "      symptom: %s\n      cause:   %s\n      fix:     %s\n",
-                   info->name, rep->diagnosis_ratio, info->symptom, info->cause, info->fix);
-        } else {
-            printf("    diagnosis: no known variant matches (%zu checked)\n", rep->variants_checked);
-        }
-    }
-    for (size_t i = 0; i < rep->n_outputs; i++) {
-        const refenc_output_report *r = &rep->outputs[i];
-        if (r->status == REFENC_OUT_NOT_PROVIDED)
-            continue;
-        if (quiet && r->status == REFENC_OUT_PASS)
-            continue;
-        printf("    %-30s %-14s", r->name, refenc_output_status_name(r->status));
-        if (r->status == REFENC_OUT_PASS || r->status == REFENC_OUT_FAIL) {
-            printf(" %-4s abs %.3g  rel %.3g  ulp %.3g  nmse %.3g  (rtol %.3g, atol %.3g",
-                   refenc_st_dtype_name(r->dtype), r->max_abs, r->max_rel, r->max_ulp, r->nmse,
-                   r->tol.rtol, r->tol.atol);
-            if (r->dont_care)
-                printf("; %zu don't-care", r->dont_care);
-            printf(")\n");
-            if (r->status == REFENC_OUT_FAIL) {
-                printf("        %zu of %zu elements out of tolerance; worst at ", r->out_of_tol, r->compared);
-                print_index(stdout, r);
-                printf(": got %.17g, want %.17g\n", r->worst_got, r->worst_want);
-            }
-        } else {
-            printf("\n");
-        }
-        if (r->note[0])
-            printf("        %s\n", r->note);
+    const char *p = list;
+    while (1) {
+        const size_t n = strcspn(p, ",");
+        if (n == 0)
+            return cli_error("certify", "--case: empty pattern in '%s'", list);
+        if (a->n_patterns == MAX_CASE_PATTERNS)
+            return cli_error("certify", "--case: more than %d patterns", MAX_CASE_PATTERNS);
+        if ((a->patterns[a->n_patterns++] = strndup(p, n)) == NULL)
+            return cli_error("certify", "out of memory");
+        if (p[n] == '\0')
+            return REFENC_EXIT_OK;
+        p += n + 1;
     }
 }
 
-/* Writes the certificate atomically (io/atomic_write.h): a temporary file
- * renamed into place, never over anything but a regular file. */
-static int write_json(const char *path, json_t *doc)
+static int list_bugs(void)
 {
-    refenc_error err;
-    if (doc == NULL)
-        return cli_error("certify", "%s: out of memory building the JSON certificate", path);
-    if (refenc_atomic_write_json(path, doc, JSON_INDENT(2) | JSON_SORT_KEYS, &err) != REFENC_OK)
-        return cli_error("certify", "%s", err.message);
+    for (int k = 0; k < REFENC_VAR_COUNT; k++) {
+        const refenc_variant_info *info = refenc_variant_get((refenc_variant)k);
+        printf("%s\n  symptom: %s\n  cause:   %s\n  fix:     %s\n", info->name, info->symptom, info->cause,
+               info->fix);
+    }
+    return REFENC_EXIT_OK;
+}
+
+static int takes_value(const char *s)
+{
+    static const char *const names[] = {"--golden", "--results", "--case", "--outputs", "--json", "--junit",
+                                        "--rtol", "--atol"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* An option that takes a value (takes_value): stores it; returns an exit code. */
+static int value_option(certify_args *a, const char *s, const char *v)
+{
+    if (strcmp(s, "--golden") == 0)
+        a->golden_dir = v;
+    else if (strcmp(s, "--results") == 0)
+        a->results_dir = v;
+    else if (strcmp(s, "--case") == 0)
+        return add_patterns(a, v);
+    else if (strcmp(s, "--outputs") == 0)
+        a->outputs_glob = v;
+    else if (strcmp(s, "--json") == 0)
+        a->json_path = v;
+    else if (strcmp(s, "--junit") == 0)
+        a->junit_path = v;
+    else if (strcmp(s, "--rtol") == 0 || strcmp(s, "--atol") == 0) {
+        const int r = s[2] == 'r';
+        if (!cli_parse_tolerance(r ? &a->opt.tol.rtol : &a->opt.tol.atol, v))
+            return cli_error("certify", "%s: '%s' is not a finite number >= 0", s, v);
+        *(r ? &a->have_rtol : &a->have_atol) = 1;
+    }
+    return REFENC_EXIT_OK;
+}
+
+/* Parses argv; *done = 1 when the command is complete (help, list). */
+static int parse_args(certify_args *a, int argc, char **argv, int *done)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0 || strcmp(s, "--list-bugs") == 0) {
+            *done = 1;
+            return s[2] == 'l' ? list_bugs() : (fputs(certify_usage, stdout), REFENC_EXIT_OK);
+        }
+        if (strcmp(s, "--quiet") == 0 || strcmp(s, "--skip-missing") == 0) {
+            *(s[2] == 'q' ? &a->quiet : &a->skip_missing) = 1;
+            continue;
+        }
+        if (!takes_value(s))
+            return cli_error("certify", "unknown option '%s' (see 'refenc certify --help')", s);
+        if (v == NULL)
+            return cli_error("certify", "%s needs a value (see 'refenc certify --help')", s);
+        const int rc = value_option(a, s, v);
+        if (rc != REFENC_EXIT_OK)
+            return rc;
+        i++;
+    }
+    if (a->golden_dir == NULL || a->results_dir == NULL)
+        return cli_error("certify", "--golden DIR and --results DIR are required (see 'refenc certify --help')");
+    if (a->have_rtol != a->have_atol)
+        return cli_error("certify", "--rtol and --atol go together");
+    a->opt.override_tolerance = a->have_rtol;
     return REFENC_EXIT_OK;
 }
 
 /* The golden set, as far as it can be trusted before any case is read
  * (docs/certify.md, the trust model): --golden and --results searchable
- * directories, the manifest's entries checked, and --json none of the
- * inputs.  Fills m; prints the message and returns REFENC_EXIT_USAGE on error. */
+ * directories, the manifest's entries checked, and neither --json nor
+ * --junit one of the inputs.  Fills m; prints the message and returns
+ * REFENC_EXIT_USAGE on error. */
 static int open_golden_set(refenc_manifest *m, const certify_args *a)
 {
     refenc_error err;
@@ -132,113 +186,151 @@ static int open_golden_set(refenc_manifest *m, const certify_args *a)
     else
         memset(m, 0, sizeof *m);
     if (st == REFENC_OK && a->json_path != NULL)
-        st = refenc_certify_refuse_output(a->json_path, m, a->golden_dir, a->results_dir, a->case_glob, &err);
+        st = refenc_certify_refuse_output(a->json_path, m, a->golden_dir, a->results_dir, NULL, &err);
+    if (st == REFENC_OK && a->junit_path != NULL)
+        st = refenc_certify_refuse_output(a->junit_path, m, a->golden_dir, a->results_dir, NULL, &err);
     if (st == REFENC_OK)
         return REFENC_EXIT_OK;
     refenc_manifest_free(m);
     return cli_error("certify", "%s", err.message);
 }
 
-int cmd_certify(int argc, char **argv)
+/* Whether a case is selected; counts the patterns that match it. */
+static int selected(certify_args *a, const char *name)
 {
-    certify_args a = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
-            fputs(certify_usage, stdout);
-            return REFENC_EXIT_OK;
-        } else if (strcmp(s, "--quiet") == 0) {
-            a.quiet = 1;
-            continue;
-        } else if (strcmp(s, "--list-bugs") == 0) {
-            for (int k = 0; k < REFENC_VAR_COUNT; k++) {
-                const refenc_variant_info *info = refenc_variant_get((refenc_variant)k);
-                printf("%s\n  symptom: %s\n  cause:   %s\n  fix:     %s\n", info->name, info->symptom,
-                       info->cause, info->fix);
-            }
-            return REFENC_EXIT_OK;
+    int any = a->n_patterns == 0;
+    for (size_t i = 0; i < a->n_patterns; i++)
+        if (fnmatch(a->patterns[i], name, 0) == 0) {
+            a->matched[i]++;
+            any = 1;
         }
-        if (v == NULL)
-            return cli_error("certify", "%s needs a value (see 'refenc certify --help')", s);
-        if (strcmp(s, "--golden") == 0)
-            a.golden_dir = v;
-        else if (strcmp(s, "--results") == 0)
-            a.results_dir = v;
-        else if (strcmp(s, "--case") == 0)
-            a.case_glob = v;
-        else if (strcmp(s, "--json") == 0)
-            a.json_path = v;
-        else if (strcmp(s, "--rtol") == 0) {
-            if (!cli_parse_tolerance(&a.opt.tol.rtol, v))
-                return cli_error("certify", "--rtol: '%s' is not a finite number >= 0", v);
-            a.have_rtol = 1;
-        } else if (strcmp(s, "--atol") == 0) {
-            if (!cli_parse_tolerance(&a.opt.tol.atol, v))
-                return cli_error("certify", "--atol: '%s' is not a finite number >= 0", v);
-            a.have_atol = 1;
-        } else
-            return cli_error("certify", "unknown option '%s' (see 'refenc certify --help')", s);
-        i++;
+    return any;
+}
+
+/* Whether any output of the case is checked (with --outputs, some may not be). */
+static int any_checked(const refenc_case_report *rep)
+{
+    for (size_t i = 0; i < rep->n_outputs; i++)
+        if (rep->outputs[i].status != REFENC_OUT_NOT_CHECKED)
+            return 1;
+    return 0;
+}
+
+/* Certifies one case into rep: its results file, or its absence (SKIP with
+ * --skip-missing); SKIP too when --outputs leaves nothing to check. */
+static int certify_case_file(const certify_args *a, const refenc_manifest_case *c, refenc_case_report *rep,
+                             refenc_error *err)
+{
+    refenc_st_file golden, results;
+    int missing;
+    const int st = refenc_certify_dir_case_outputs(rep, &golden, &results, a->golden_dir, c, a->results_dir,
+                                                   &a->opt, a->outputs_glob, &missing, err);
+    if (st == REFENC_OK && missing && a->skip_missing)
+        rep->verdict = REFENC_VERDICT_SKIP;
+    if (st == REFENC_OK && !any_checked(rep)) {
+        rep->verdict = REFENC_VERDICT_SKIP;
+        snprintf(rep->note, sizeof rep->note, "no output matches --outputs '%.200s'", a->outputs_glob);
     }
-    if (a.golden_dir == NULL || a.results_dir == NULL)
-        return cli_error("certify", "--golden DIR and --results DIR are required (see 'refenc certify --help')");
-    if (a.have_rtol != a.have_atol)
-        return cli_error("certify", "--rtol and --atol go together");
-    a.opt.override_tolerance = a.have_rtol;
+    refenc_st_free(&golden);
+    refenc_st_free(&results);
+    return st;
+}
 
-    refenc_manifest manifest;
-    refenc_error err;
-    if (open_golden_set(&manifest, &a) != REFENC_EXIT_OK)
-        return REFENC_EXIT_USAGE;
+/* The checks that need the whole run: every pattern matched some case, some
+ * case was certified. */
+static int check_selection(const certify_args *a, const refenc_certificate_tally *t)
+{
+    for (size_t i = 0; i < a->n_patterns; i++)
+        if (a->matched[i] == 0)
+            return cli_error("certify", "no golden case matches '%s'", a->patterns[i]);
+    if (t->cases == 0)
+        return cli_error("certify", "no golden case matches '*'");
+    if (t->skipped == t->cases)
+        return cli_error("certify", "no case was certified: %s",
+                         a->outputs_glob ? "no results file, or no output matches --outputs"
+                                             : "no results file for any selected case");
+    return REFENC_EXIT_OK;
+}
 
-    json_t *report = json_array();
-    size_t n_cases = 0, n_pass = 0;
+/* Runs every selected case of the manifest; appends each to report. */
+static int run_cases(certify_args *a, const refenc_manifest *manifest, json_t *report, refenc_certificate_tally *t)
+{
     int rc = REFENC_EXIT_OK;
-    printf("refenc certify: golden %s, results %s\n", a.golden_dir, a.results_dir);
-    printf("manifest sha256 %s\n\n", manifest.sha256);
-    for (size_t idx = 0; idx < manifest.n_cases; idx++) {
-        const char *name = manifest.cases[idx].name;
-        if (a.case_glob != NULL && fnmatch(a.case_glob, name, 0) != 0)
-            continue;
-        n_cases++;
-
+    for (size_t idx = 0; idx < manifest->n_cases; idx++) {
+        const char *name = manifest->cases[idx].name;
+        refenc_error err;
         refenc_error_clear(&err);
-        refenc_st_file golden, results;
+        if (!selected(a, name))
+            continue;
         refenc_case_report rep;
-        int st = refenc_certify_dir_case(&rep, &golden, &results, a.golden_dir, &manifest.cases[idx],
-                                         a.results_dir, &a.opt, &err);
-        if (st != REFENC_OK) {
+        memset(&rep, 0, sizeof rep);
+        if (certify_case_file(a, &manifest->cases[idx], &rep, &err) != REFENC_OK) {
             rc = cli_error("certify", "%s", err.message);
-            json_array_append_new(report, json_pack("{s:s, s:s, s:s}", "case", name, "verdict", "ERROR",
-                                                    "note", err.message));
+            refenc_certificate_tally_error(t);
+            json_array_append_new(report, json_pack("{s:s, s:s, s:o}", "case", name, "verdict", "ERROR", "note",
+                                                    refenc_certificate_text(err.message)));
         } else {
-            print_case(&rep, a.quiet);
-            n_pass += rep.pass;
-            if (!rep.pass && rc == REFENC_EXIT_OK)
-                rc = REFENC_EXIT_FAIL;
+            certify_print_case(stdout, &rep, a->quiet);
+            refenc_certificate_tally_add(t, &rep);
             json_array_append_new(report, refenc_certificate_case(&rep));
         }
         refenc_case_report_free(&rep);
-        refenc_st_free(&golden);
-        refenc_st_free(&results);
     }
-
-    if (rc != REFENC_EXIT_USAGE && n_cases == 0)
-        rc = cli_error("certify", "no golden case matches '%s'", a.case_glob ? a.case_glob : "*");
-    const char *verdict = rc == REFENC_EXIT_OK ? "PASS" : rc == REFENC_EXIT_FAIL ? "FAIL" : "ERROR";
-    printf("\nsummary: %zu case%s, %zu passed, %zu failed: %s\n", n_cases, n_cases == 1 ? "" : "s",
-           n_pass, n_cases - n_pass, verdict);
-
-    if (a.json_path != NULL) {
-        json_t *doc = refenc_certificate_doc(REFENC_VERSION, a.golden_dir, a.results_dir, manifest.sha256,
-                                             report, n_cases, n_pass, verdict);
-        if (write_json(a.json_path, doc) != REFENC_EXIT_OK)
-            rc = REFENC_EXIT_USAGE;
-        json_decref(doc);
-    } else {
-        json_decref(report);
-    }
-    refenc_manifest_free(&manifest);
     return rc;
+}
+
+/* The certificate and the JUnit file, when asked for, each written
+ * atomically (io/atomic_write.h). */
+static int write_outputs(const certify_args *a, const refenc_manifest *manifest, json_t *report,
+                         const refenc_certificate_tally *t, const char *verdict)
+{
+    int rc = REFENC_EXIT_OK;
+    refenc_error err;
+    if (a->junit_path != NULL && certify_write_junit(a->junit_path, report, &err) != REFENC_OK)
+        rc = cli_error("certify", "%s", err.message);
+    if (a->json_path != NULL) {
+        json_t *doc = refenc_certificate_doc(REFENC_VERSION, a->golden_dir, a->results_dir, manifest->sha256,
+                                             json_incref(report), t->cases, t->cases - t->failed, verdict);
+        if (doc == NULL) {
+            json_decref(report);
+            return cli_error("certify", "%s: out of memory building the JSON certificate", a->json_path);
+        }
+        refenc_certificate_summary_add(json_object_get(doc, "summary"), t);
+        json_object_set_new(doc, "selection", refenc_certificate_selection((const char *const *)a->patterns,
+                                                                           a->n_patterns, a->outputs_glob,
+                                                                           a->skip_missing));
+        if (certify_write_json(a->json_path, doc, &err) != REFENC_OK)
+            rc = cli_error("certify", "%s", err.message);
+        json_decref(doc);
+    }
+    return rc;
+}
+
+int cmd_certify(int argc, char **argv)
+{
+    certify_args a;
+    memset(&a, 0, sizeof a);
+    int done = 0, rc = parse_args(&a, argc, argv, &done);
+    refenc_manifest manifest;
+    if (done || rc != REFENC_EXIT_OK || (rc = open_golden_set(&manifest, &a)) != REFENC_EXIT_OK) {
+        args_free(&a);
+        return rc;
+    }
+    printf("refenc certify: golden %s, results %s\n", a.golden_dir, a.results_dir);
+    printf("manifest sha256 %s\n\n", manifest.sha256);
+    json_t *report = json_array();
+    refenc_certificate_tally t;
+    memset(&t, 0, sizeof t);
+    rc = run_cases(&a, &manifest, report, &t);
+    if (rc == REFENC_EXIT_OK)
+        rc = check_selection(&a, &t);
+    if (rc == REFENC_EXIT_OK && t.failed > 0)
+        rc = REFENC_EXIT_FAIL;
+    const char *verdict = rc == REFENC_EXIT_OK ? "PASS" : rc == REFENC_EXIT_FAIL ? "FAIL" : "ERROR";
+    certify_print_summary(stdout, &t, verdict);
+    const int wrc = write_outputs(&a, &manifest, report, &t, verdict);
+    json_decref(report);
+    refenc_manifest_free(&manifest);
+    args_free(&a);
+    return wrc != REFENC_EXIT_OK ? wrc : rc;
 }

@@ -12,35 +12,47 @@
 
 #include "../refenc.h"
 #include "cli.h"
+#include "model_sources.h"
+#include "results.h"
 #include "run_config.h"
-#include "run_weights.h"
 #include "../tool/random_params.h"
 
 #define DEFAULT_SEED 20240521u
 
 static const char run_usage[] =
-    "usage: refenc run --config FILE.json [--weights W.safetensors] [--seed N] [--trace]\n"
+    "usage: refenc run --config FILE.json [--weights W.safetensors] [--inputs I.safetensors]\n"
+    "                  [--seed N] [--trace] [--out RESULTS.safetensors]\n"
     "       refenc run --case CASE.safetensors --out RESULTS.safetensors\n"
+    "                  [--emulate DTYPE[,MODIFIER...]] [--bug VARIANT]\n"
     "\n"
     "Builds the encoder described by FILE.json, fills its parameters and its\n"
-    "input from a seeded Mersenne Twister (GSL mt19937), runs one forward pass\n"
-    "in double precision and prints a summary of the output.\n"
+    "input from a seeded Mersenne Twister (GSL mt19937) or from your files, runs\n"
+    "one forward pass in double precision and prints a summary of the output.\n"
     "\n"
     "options:\n"
     "  --config FILE.json  the config: {\"model\": {...}, \"input\": {...}}\n"
     "                      (docs/cli.md lists every key; unknown keys are errors)\n"
-    "  --weights W         the parameters from W, a checkpoint in the config's family\n"
-    "                      layout (Hugging Face names for bert, roberta, distilbert,\n"
-    "                      gpt2, clip-text; refenc's own for vaswani; docs/families.md)\n"
-    "                      instead of random ones; the input is the seed's, as without\n"
+    "  --weights FILE      the parameters from a safetensors file (F64, F32, F16 or\n"
+    "                      BF16) instead of random ones: under refenc's PyTorch\n"
+    "                      state_dict names, or, for a family other than vaswani,\n"
+    "                      as the family's Hugging Face checkpoint holds them\n"
+    "                      (docs/families.md)\n"
+    "  --inputs FILE       the input from a safetensors file (in.tokens or in.x, and\n"
+    "                      optionally in.key_padding_mask, in.positions, in.attn_mask)\n"
     "  --seed N            seed of the random weights and inputs (default 20240521);\n"
     "                      the same seed gives bit-identical output\n"
     "  --trace             print every step of the forward pass: name, shape,\n"
     "                      mean, std, min, max\n"
+    "  --out FILE          also write every step's output (out.<step>, F64) to FILE,\n"
+    "                      a results file for 'refenc certify' (written atomically)\n"
     "  --case CASE         instead: run the reference on a golden case's inputs and\n"
-    "                      parameters (docs/golden-format.md) ...\n"
-    "  --out FILE          ... and write every output it lists to FILE, a results\n"
-    "                      file for 'refenc certify' (written atomically)\n"
+    "                      parameters (docs/golden-format.md) and write every output\n"
+    "                      it lists to the --out file ...\n"
+    "  --emulate DTYPE[,M] ... computed instead by the emulation of a straightforward\n"
+    "                      implementation in DTYPE: f32, f16 or bf16, accumulating in\n"
+    "                      float32; modifiers: pure (accumulate in DTYPE), fused,\n"
+    "                      reverse, float-libm; results written in DTYPE (docs/certify.md)\n"
+    "  --bug VARIANT       ... with a known bug (refenc certify --list-bugs)\n"
     "  -h, --help          this help\n"
     "\n"
     "exit codes: 0 success, 2 usage or input error (one message on stderr)\n";
@@ -62,13 +74,6 @@ static void print_stats(const char *name, const double *x, size_t ndim, const si
     printf("%-28s %-16s %13.6g %13.6g %13.6g %13.6g\n", name, dims, mean, sd, min, max);
 }
 
-static void trace_step(void *ctx, const char *name, const double *data, size_t ndim,
-                       const size_t *shape)
-{
-    (void)ctx;
-    print_stats(name, data, ndim, shape);
-}
-
 /* FNV-1a over the bytes of the output: equal fingerprints mean bit-identical
  * outputs. */
 static uint64_t fingerprint(const double *x, size_t n)
@@ -82,31 +87,37 @@ static uint64_t fingerprint(const double *x, size_t n)
     return h;
 }
 
-static void describe(const refenc_config *c, const run_input *in, const char *path, uint64_t seed)
+static void describe(const refenc_config *c, const refenc_case *k, const run_input *in,
+                     const char *path, uint64_t seed, const char *weights, const char *inputs)
 {
     printf("refenc run: %s, seed %" PRIu64 "\n", path, seed);
+    if (weights != NULL)
+        printf("weights: %s\n", weights);
     printf("model: %zu layer%s, %s-LN, d_model %zu, %zu heads, d_ff %zu, %s, eps %g, "
            "temperature %g%s\n",
            c->n_layers, c->n_layers == 1 ? "" : "s", c->norm == REFENC_NORM_PRE ? "Pre" : "Post",
            c->d_model, c->n_heads, c->d_ff, refenc_activation_name(c->activation),
            c->layer_norm_eps, c->temperature, c->causal ? ", causal" : "");
-    printf("positional: %s", refenc_positional_name(c->positional));
-    if (c->positional == REFENC_POS_ROPE)
-        printf(" (layout %s, base %g)", refenc_rope_layout_name(c->rope_layout), c->rope_base);
-    if (c->positional == REFENC_POS_LEARNED)
-        printf(" (max_len %zu)", c->max_len);
-    printf("; final norm: %s\n", c->final_norm ? "yes" : "no");
     if (c->family != REFENC_FAMILY_VASWANI || !c->scale_embedding || c->type_vocab_size > 0 ||
         c->embedding_norm || c->position_ids != REFENC_POSIDS_INDEX || c->mask_value != REFENC_MASK_NEG_INF)
         printf("family: %s; embedding %s, %zu token types, %s, positions %s; masked scores %s\n",
                refenc_family_name(c->family), c->scale_embedding ? "x sqrt(D)" : "unscaled",
                c->type_vocab_size, c->embedding_norm ? "LayerNorm" : "no LayerNorm",
                refenc_position_ids_name(c->position_ids), refenc_mask_value_name(c->mask_value));
-    printf("input: batch %zu, seq_len %zu, %s", in->batch, in->seq_len,
-           c->vocab_size ? "tokens" : "x ~ N(0, 1)");
+    printf("positional: %s", refenc_positional_name(c->positional));
+    if (c->positional == REFENC_POS_ROPE)
+        printf(" (layout %s, base %g)", refenc_rope_layout_name(c->rope_layout), c->rope_base);
+    if (c->positional == REFENC_POS_LEARNED)
+        printf(" (max_len %zu)", c->max_len);
+    printf("; final norm: %s\n", c->final_norm ? "yes" : "no");
+    printf("input: batch %zu, seq_len %zu, %s", k->B, k->L,
+           c->vocab_size ? "tokens" : inputs != NULL ? "x" : "x ~ N(0, 1)");
     if (c->vocab_size)
         printf(" (vocab_size %zu, padding_idx %lld)", c->vocab_size, (long long)c->padding_idx);
-    if (in->padding != NULL) {
+    if (inputs != NULL) {
+        printf(" from %s%s%s", inputs, k->key_padding_mask ? ", key padding mask" : "",
+               k->attn_mask ? ", additive mask" : "");
+    } else if (in->padding != NULL) {
         printf(", trailing padding [");
         for (size_t b = 0; b < in->batch; b++)
             printf(b ? ", %zu" : "%zu", in->padding[b]);
@@ -115,52 +126,159 @@ static void describe(const refenc_config *c, const run_input *in, const char *pa
     printf("\n");
 }
 
+/* --emulate DTYPE[,MODIFIER...]: f32, f16 or bf16, then any of pure (accumulate
+ * in the dtype), fused, reverse, float-libm (emulate.h's knobs). */
+static int parse_emulation(run_case_spec *spec, const char *arg)
+{
+    static const char *const dtypes[] = {"f64", "f32", "f16", "bf16"}; /* refenc_format order */
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", arg);
+    char *save = NULL, *tok = strtok_r(buf, ",", &save);
+    int f = 1;
+    while (tok != NULL && f < REFENC_FMT_COUNT && strcmp(tok, dtypes[f]) != 0)
+        f++;
+    if (tok == NULL || f == REFENC_FMT_COUNT)
+        return 0;
+    refenc_emulation e = refenc_emulation_baseline((refenc_format)f);
+    while ((tok = strtok_r(NULL, ",", &save)) != NULL) {
+        if (strcmp(tok, "pure") == 0)
+            e.acc = e.value;
+        else if (strcmp(tok, "fused") == 0)
+            e.fused = 1;
+        else if (strcmp(tok, "reverse") == 0)
+            e.reverse_sums = 1;
+        else if (strcmp(tok, "float-libm") == 0)
+            e.float_functions = 1;
+        else
+            return 0;
+    }
+    spec->emulate = 1;
+    spec->emulation = e;
+    return strlen(arg) < sizeof buf;
+}
+
+/* --emulate SPEC or --bug VARIANT of run --case. */
+static int case_option(run_case_spec *spec, const char *opt, const char *v)
+{
+    if (opt[2] == 'e' && !parse_emulation(spec, v))
+        return cli_error("run", "--emulate: '%s' is not f32, f16 or bf16 with modifiers pure, fused, reverse, "
+                         "float-libm", v);
+    if (opt[2] == 'b' && !(spec->has_bug = refenc_variant_parse(&spec->bug, v)))
+        return cli_error("run", "--bug: unknown variant '%s' (see 'refenc certify --list-bugs')", v);
+    return REFENC_EXIT_OK;
+}
+
+/* The documented random stream: the parameters in table order (drawn and
+ * discarded when they come from a file), then the input position by position
+ * (unless it comes from a file): a token uniform in [0, V) other than padding_idx (padded
+ * positions get padding_idx), or D values N(0, 1). */
+static void seeded_fill(refenc_case *c, const run_input *spec, uint64_t seed, int params, int input,
+                        gsl_rng *rng)
+{
+    const refenc_config *cfg = &c->cfg;
+    const size_t B = c->B, L = c->L, D = cfg->d_model;
+    gsl_rng_set(rng, (unsigned long)seed);
+    if (params)
+        refenc_params_init_random(&c->params, cfg, rng);
+    else /* the same draws, discarded: the input is the one the seed gives without --weights */
+        for (size_t t = 0; t < c->params.n_tensors; t++)
+            for (size_t i = 0; i < c->params.tensors[t].size; i++)
+                (void)gsl_ran_gaussian_ziggurat(rng, 1.0); /* sigma only scales: the same uniforms */
+    if (!input)
+        return;
+    for (size_t b = 0; b < B; b++) {
+        const size_t pad = spec->padding ? spec->padding[b] : 0;
+        for (size_t l = 0; l < L; l++) {
+            const int padded = l >= L - pad;
+            if (c->key_padding_mask != NULL)
+                c->key_padding_mask[b * L + l] = (uint8_t)padded;
+            if (c->tokens != NULL) {
+                int64_t t;
+                if (cfg->padding_idx >= 0 && cfg->vocab_size > 1) { /* never the padding token */
+                    t = (int64_t)gsl_rng_uniform_int(rng, (unsigned long)cfg->vocab_size - 1);
+                    if (t >= cfg->padding_idx)
+                        t++;
+                } else {
+                    t = (int64_t)gsl_rng_uniform_int(rng, (unsigned long)cfg->vocab_size);
+                }
+                c->tokens[b * L + l] = padded && cfg->padding_idx >= 0 ? cfg->padding_idx : t;
+                if (c->token_types != NULL) /* padding gets type 0, as HF tokenizers give it */
+                    c->token_types[b * L + l] =
+                        padded ? 0 : (int64_t)gsl_rng_uniform_int(rng, (unsigned long)cfg->type_vocab_size);
+            } else {
+                for (size_t d = 0; d < D; d++)
+                    c->x[(b * L + l) * D + d] = gsl_ran_gaussian_ziggurat(rng, 1.0);
+            }
+        }
+    }
+}
+
+typedef struct {
+    int print;
+    results *keep;
+} run_trace;
+
+static void run_trace_fn(void *ctx, const char *name, const double *data, size_t ndim,
+                         const size_t *shape)
+{
+    run_trace *t = ctx;
+    if (t->print)
+        print_stats(name, data, ndim, shape);
+    if (t->keep != NULL)
+        results_collect(t->keep, name, data, ndim, shape);
+}
+
 int cmd_run(int argc, char **argv)
 {
-    const char *config_path = NULL, *case_path = NULL, *out_path = NULL, *weights_path = NULL;
-    char weights_summary[1024] = "";
+    const char *config_path = NULL, *case_path = NULL, *out_path = NULL;
+    const char *weights_path = NULL, *inputs_path = NULL;
     uint64_t seed = DEFAULT_SEED;
     int trace = 0;
+    run_case_spec cspec;
+    memset(&cspec, 0, sizeof cspec);
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(run_usage, stdout);
             return REFENC_EXIT_OK;
-        } else if (strcmp(a, "--config") == 0) {
-            if (++i >= argc)
-                return cli_error("run", "--config needs a file name (see 'refenc run --help')");
-            config_path = argv[i];
-        } else if (strcmp(a, "--seed") == 0) {
-            if (++i >= argc)
-                return cli_error("run", "--seed needs a value (see 'refenc run --help')");
-            if (!cli_parse_u64(&seed, argv[i]) || seed > 0xffffffffu)
-                return cli_error("run", "--seed: '%s' is not an integer in [0, 4294967295]", argv[i]);
-        } else if (strcmp(a, "--weights") == 0) {
-            if (++i >= argc)
-                return cli_error("run", "--weights needs a file name (see 'refenc run --help')");
-            weights_path = argv[i];
         } else if (strcmp(a, "--trace") == 0) {
             trace = 1;
-        } else if (strcmp(a, "--case") == 0 || strcmp(a, "--out") == 0) {
-            if (++i >= argc)
-                return cli_error("run", "%s needs a file name (see 'refenc run --help')", a);
-            *(a[2] == 'c' ? &case_path : &out_path) = argv[i];
-        } else {
-            return cli_error("run", "unknown option '%s' (see 'refenc run --help')", a);
+            continue;
         }
+        const char **slot = strcmp(a, "--config") == 0    ? &config_path
+                            : strcmp(a, "--case") == 0    ? &case_path
+                            : strcmp(a, "--out") == 0     ? &out_path
+                            : strcmp(a, "--weights") == 0 ? &weights_path
+                            : strcmp(a, "--inputs") == 0  ? &inputs_path
+                                                          : NULL;
+        const int case_opt = strcmp(a, "--emulate") == 0 || strcmp(a, "--bug") == 0;
+        if (slot == NULL && !case_opt && strcmp(a, "--seed") != 0)
+            return cli_error("run", "unknown option '%s' (see 'refenc run --help')", a);
+        if (++i >= argc)
+            return cli_error("run", "%s needs a %s (see 'refenc run --help')", a,
+                             slot == NULL ? "value" : "file name");
+        if (slot != NULL)
+            *slot = argv[i];
+        else if (case_opt) {
+            const int rc = case_option(&cspec, a, argv[i]);
+            if (rc != REFENC_EXIT_OK)
+                return rc;
+        } else if (!cli_parse_u64(&seed, argv[i]) || seed > 0xffffffffu)
+            return cli_error("run", "--seed: '%s' is not an integer in [0, 4294967295]", argv[i]);
     }
-    if (case_path != NULL || out_path != NULL) {
-        if (case_path == NULL || out_path == NULL)
+    if (case_path != NULL) {
+        if (out_path == NULL)
             return cli_error("run", "--case and --out go together (see 'refenc run --help')");
-        if (config_path != NULL || trace)
-            return cli_error("run", "--case does not combine with --config or --trace");
-        if (weights_path != NULL)
-            return cli_error("run", "--weights goes with --config, not with --case");
-        return run_case(case_path, out_path);
+        if (config_path != NULL || trace || weights_path != NULL || inputs_path != NULL)
+            return cli_error("run", "--case does not combine with --config, --weights, --inputs or --trace");
+        return run_case(case_path, out_path, &cspec);
     }
+    if (cspec.emulate || cspec.has_bug)
+        return cli_error("run", "--emulate and --bug go with --case (see 'refenc run --help')");
     if (config_path == NULL)
-        return cli_error("run", "--config FILE.json is required (see 'refenc run --help')");
+        return cli_error("run", out_path != NULL ? "--out needs --config or --case (see 'refenc run --help')"
+                                                 : "--config FILE.json is required (see 'refenc run --help')");
 
     refenc_config cfg;
     run_input spec;
@@ -171,105 +289,86 @@ int cmd_run(int argc, char **argv)
         return cli_error("run", "%s", err.message);
     }
 
-    const size_t B = spec.batch, L = spec.seq_len, D = cfg.d_model;
-    refenc_params params;
-    refenc_workspace ws;
-    int st = refenc_params_alloc(&params, &cfg, &err);
-    if (st == REFENC_OK)
-        st = refenc_workspace_alloc(&ws, &cfg, B, L, &err);
+    /* the model: parameters and input, from the files or the seeded stream */
+    refenc_case c;
+    char *report = NULL;
+    int st;
+    if (inputs_path != NULL)
+        st = cli_case_from_inputs(&c, &cfg, &spec, config_path, inputs_path, &report, &err);
     else
-        memset(&ws, 0, sizeof ws);
-
-    double *x = NULL, *y = NULL;
-    int64_t *tokens = NULL, *types = NULL;
-    uint8_t *mask = NULL;
+        st = refenc_case_alloc(&c, REFENC_COMP_ENCODER, &cfg, spec.batch, spec.seq_len,
+                               cfg.vocab_size > 0, spec.padding != NULL, 0, &err);
+    char weights_summary[1024] = "";
+    if (st == REFENC_OK && weights_path != NULL)
+        st = cli_params_from_checkpoint(&c.params, &cfg, weights_path, weights_summary, sizeof weights_summary,
+                                        &report, &err);
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
-    if (st == REFENC_OK) {
-        y = malloc(B * L * D * sizeof *y); /* sizes validated above */
-        if (cfg.vocab_size > 0)
-            tokens = malloc(B * L * sizeof *tokens);
-        if (cfg.type_vocab_size > 0)
-            types = malloc(B * L * sizeof *types);
-        if (cfg.vocab_size == 0)
-            x = malloc(B * L * D * sizeof *x);
-        if (spec.padding != NULL)
-            mask = calloc(B * L, 1);
-        if (rng == NULL || y == NULL || (cfg.vocab_size > 0 ? !tokens : !x) ||
-            (cfg.type_vocab_size > 0 && types == NULL) ||
-            (spec.padding != NULL && mask == NULL))
-            st = refenc_error_set(&err, REFENC_ENOMEM, "out of memory for the input and output");
+    if (st == REFENC_OK && rng == NULL)
+        st = refenc_error_set(&err, REFENC_ENOMEM, "out of memory");
+    if (st != REFENC_OK) {
+        gsl_rng_free(rng);
+        refenc_case_free(&c);
+        free(spec.padding);
+        return cli_load_error("run", report, &err);
     }
+    seeded_fill(&c, &spec, seed, weights_path == NULL, inputs_path == NULL, rng);
+    gsl_rng_free(rng);
 
+    const size_t B = c.B, L = c.L, D = cfg.d_model;
+    refenc_workspace ws;
+    double *y = NULL;
+    st = refenc_workspace_alloc(&ws, &cfg, B, L, &err);
+    if (st == REFENC_OK && (y = refenc_alloc_array(B * L * D, sizeof *y)) == NULL)
+        st = refenc_error_set(&err, REFENC_ENOMEM, "out of memory for the output");
+    results keep;
+    memset(&keep, 0, sizeof keep);
     if (st == REFENC_OK) {
-        /* the random stream: parameters in table order, then the input (with
-         * --weights the parameters are drawn all the same, then replaced: the
-         * input is the one the seed gives without) */
-        gsl_rng_set(rng, (unsigned long)seed);
-        refenc_params_init_random(&params, &cfg, rng);
-        if (weights_path != NULL)
-            st = run_load_weights(&params, &cfg, weights_path, weights_summary,
-                                  sizeof weights_summary, &err);
-    }
-
-    if (st == REFENC_OK) {
-        for (size_t b = 0; b < B; b++) {
-            const size_t pad = spec.padding ? spec.padding[b] : 0;
-            for (size_t l = 0; l < L; l++) {
-                const int padded = l >= L - pad;
-                if (mask != NULL)
-                    mask[b * L + l] = (uint8_t)padded;
-                if (tokens != NULL) {
-                    int64_t t;
-                    if (cfg.padding_idx >= 0 && cfg.vocab_size > 1) { /* never the padding token */
-                        t = (int64_t)gsl_rng_uniform_int(rng, (unsigned long)cfg.vocab_size - 1);
-                        if (t >= cfg.padding_idx)
-                            t++;
-                    } else {
-                        t = (int64_t)gsl_rng_uniform_int(rng, (unsigned long)cfg.vocab_size);
-                    }
-                    tokens[b * L + l] = padded && cfg.padding_idx >= 0 ? cfg.padding_idx : t;
-                    if (types != NULL) /* padding gets type 0, as HF tokenizers give it */
-                        types[b * L + l] = padded ? 0 : (int64_t)gsl_rng_uniform_int(
-                                               rng, (unsigned long)cfg.type_vocab_size);
-                } else {
-                    for (size_t d = 0; d < D; d++)
-                        x[(b * L + l) * D + d] = gsl_ran_gaussian_ziggurat(rng, 1.0);
-                }
-            }
-        }
-
-        describe(&cfg, &spec, config_path, seed);
+        describe(&cfg, &c, &spec, config_path, seed, weights_path, inputs_path);
         if (weights_summary[0] != '\0')
             printf("%s\n", weights_summary);
-        const refenc_input input = {.B = B, .L = L, .tokens = tokens, .x = x,
-                                    .key_padding_mask = mask, .token_types = types};
-        const refenc_trace tr = {trace_step, NULL};
+        const refenc_input input = refenc_case_input(&c);
+        run_trace rt = {trace, out_path != NULL ? &keep : NULL};
+        const refenc_trace tr = {run_trace_fn, &rt};
         if (trace)
             printf("\n%-28s %-16s %13s %13s %13s %13s\n", "step", "shape", "mean", "std", "min", "max");
-        st = refenc_encoder_forward(y, &ws, &params, &cfg, &input, trace ? &tr : NULL, &err);
-        if (st == REFENC_OK) {
-            const size_t shape[3] = {B, L, D};
-            printf("\n%-28s %-16s %13s %13s %13s %13s\n", "", "shape", "mean", "std", "min", "max");
-            print_stats("output", y, 3, shape);
-            const size_t shown = D < 4 ? D : 4;
-            printf("output[0, 0, 0:%zu] =", shown);
-            for (size_t d = 0; d < shown; d++)
-                printf(" %.17g", y[d]);
-            printf("\n");
-            printf("fingerprint (FNV-1a of the output's bytes): %016" PRIx64 "\n",
-                   fingerprint(y, B * L * D));
-        }
+        st = refenc_encoder_forward(y, &ws, &c.params, &cfg, &input, &tr, &err);
+    }
+    if (st == REFENC_OK) {
+        const size_t shape[3] = {B, L, D};
+        printf("\n%-28s %-16s %13s %13s %13s %13s\n", "", "shape", "mean", "std", "min", "max");
+        print_stats("output", y, 3, shape);
+        const size_t shown = D < 4 ? D : 4;
+        printf("output[0, 0, 0:%zu] =", shown);
+        for (size_t d = 0; d < shown; d++)
+            printf(" %.17g", y[d]);
+        printf("\n");
+        printf("fingerprint (FNV-1a of the output's bytes): %016" PRIx64 "\n",
+               fingerprint(y, B * L * D));
+    }
+    if (st == REFENC_OK && out_path != NULL) {
+        json_t *cj = refenc_config_to_json(&cfg);
+        char *cs = cj ? json_dumps(cj, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        char source[64];
+        snprintf(source, sizeof source, "seed %" PRIu64, seed);
+        json_t *meta = cs == NULL ? NULL
+                       : json_pack("{s:s, s:s, s:s, s:s}", "implementation",
+                                   "refenc reference " REFENC_VERSION " (double)", "config", cs,
+                                   "weights", weights_path ? weights_path : source,
+                                   "inputs", inputs_path ? inputs_path : source);
+        st = meta == NULL ? refenc_error_set(&err, REFENC_ENOMEM, "out of memory")
+                          : results_write(&keep, out_path, meta, &err);
+        if (st == REFENC_OK)
+            printf("%zu outputs written to %s\n", keep.n, out_path);
+        json_decref(meta);
+        json_decref(cj);
+        free(cs);
     }
 
-    gsl_rng_free(rng);
-    free(x);
+    results_free(&keep);
     free(y);
-    free(tokens);
-    free(types);
-    free(mask);
     free(spec.padding);
     refenc_workspace_free(&ws);
-    refenc_params_free(&params);
+    refenc_case_free(&c);
     if (st != REFENC_OK)
         return cli_error("run", "%s", err.message);
     return REFENC_EXIT_OK;

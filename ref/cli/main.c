@@ -18,6 +18,8 @@ static const char usage[] =
     "            or run the reference on a golden case and write its results file\n"
     "  certify   compare an implementation's results files with the golden cases\n"
     "  report    certify, and draw the result as one self-contained HTML file\n"
+    "  golden    make a golden case with the MPFR oracle: from a config or a\n"
+    "            catalogue entry, with seeded or your own weights and inputs\n"
     "\n"
     "options:\n"
     "  -h, --help     this help; 'refenc <command> --help' for a command's own\n"
@@ -51,6 +53,8 @@ int main(int argc, char **argv)
         return cmd_certify(argc - 1, argv + 1);
     if (strcmp(cmd, "report") == 0)
         return cmd_report(argc - 1, argv + 1);
+    if (strcmp(cmd, "golden") == 0)
+        return cmd_golden(argc - 1, argv + 1);
     fprintf(stderr, "refenc: unknown command '%s'\n\n%s", cmd, usage);
     return REFENC_EXIT_USAGE;
 }

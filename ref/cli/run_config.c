@@ -16,6 +16,7 @@ static int read_input_spec(run_input *in, const json_t *obj, const char *where, 
     in->batch = 2;
     in->seq_len = 8;
     in->padding = NULL;
+    in->given = obj != NULL;
     if (obj == NULL)
         return REFENC_OK;
     if (!json_is_object(obj))

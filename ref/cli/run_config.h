@@ -16,6 +16,7 @@
 typedef struct {
     size_t batch, seq_len;
     size_t *padding; /* (batch): trailing padding positions per item, or NULL */
+    int given;       /* the file has an "input" object                         */
 } run_input;
 
 /* 1 MiB: a config is a few hundred bytes; anything larger is not one. */

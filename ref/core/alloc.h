@@ -10,4 +10,9 @@
  * The memory is not initialised. */
 void *refenc_alloc_array(size_t n, size_t size);
 
+/* Makes the array *p, of *cap elements of `size` bytes, hold at least
+ * `need` (doubling its capacity, from 16).  Returns 1, or 0 when the size
+ * overflows or the allocation fails (then *p and *cap are unchanged). */
+int refenc_array_reserve(void **p, size_t *cap, size_t need, size_t size);
+
 #endif

@@ -180,6 +180,13 @@ static int load_tensor(refenc_case *c, const refenc_st_file *f, const refenc_st_
         const size_t shape[2] = {L, L};
         return refenc_st_shape_is(t, 2, shape) ? refenc_st_to_f64(c->attn_mask, f, t, err) : shape_error(f, t, 2, shape, err);
     }
+    size_t layer;
+    if (refenc_name_is_layer_input(t->name, &layer) && comp == REFENC_COMP_ENCODER && layer < c->cfg.n_layers) {
+        /* a layer's stored input (a case made per layer): its outputs are
+         * functions of it; the reference runs the stack from in.x */
+        const size_t shape[3] = {B, L, D};
+        return refenc_st_shape_is(t, 3, shape) ? REFENC_OK : shape_error(f, t, 3, shape, err);
+    }
     return load_parameter(c, f, t, err);
 }
 

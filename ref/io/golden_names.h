@@ -5,6 +5,8 @@
  *   dontcare.out.<step>             its don't-care mask
  *   alt.<variant>.out.<step>        a known bug variant's output
  *   alt.<variant>.dontcare.out.<step>  and its mask
+ *   in.layers.<i>.input             layer i's stored input (a case made per
+ *                                   layer: its outputs are functions of it)
  * Every other tensor of a golden file is a parameter. */
 #ifndef REFENC_GOLDEN_NAMES_H
 #define REFENC_GOLDEN_NAMES_H
@@ -36,5 +38,12 @@ int refenc_name_alt_prefix(char *buf, size_t cap, const char *variant);
 /* Whether a tensor name is an output, a mask or a variant's tensor: not an
  * input and not a parameter. */
 int refenc_name_is_expected(const char *name);
+
+/* "in.layers.<layer>.input". */
+int refenc_name_layer_input(char *buf, size_t cap, size_t layer);
+
+/* Whether name is "in.layers.<i>.input" (i a decimal number without sign or
+ * leading zero); *layer receives i. */
+int refenc_name_is_layer_input(const char *name, size_t *layer);
 
 #endif

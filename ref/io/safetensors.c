@@ -732,6 +732,16 @@ const refenc_st_tensor *refenc_st_find(const refenc_st_file *f, const char *name
     return NULL;
 }
 
+int refenc_st_shape_is(const refenc_st_tensor *t, size_t ndim, const size_t *shape)
+{
+    if (t->ndim != ndim)
+        return 0;
+    for (size_t i = 0; i < ndim; i++)
+        if (t->shape[i] != shape[i])
+            return 0;
+    return 1;
+}
+
 const char *refenc_st_metadata(const refenc_st_file *f, const char *key)
 {
     return f->metadata != NULL ? json_string_value(json_object_get(f->metadata, key)) : NULL;
@@ -1102,14 +1112,4 @@ int refenc_st_write(const char *path, const refenc_st_entry *entries, size_t n,
     }
     plan_free(&p);
     return st;
-}
-
-int refenc_st_shape_is(const refenc_st_tensor *t, size_t ndim, const size_t *shape)
-{
-    if (t->ndim != ndim)
-        return 0;
-    for (size_t i = 0; i < ndim; i++)
-        if (t->shape[i] != shape[i])
-            return 0;
-    return 1;
 }

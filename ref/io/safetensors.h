@@ -112,7 +112,7 @@ void refenc_st_free(refenc_st_file *f);
 /* The tensor with this name, or NULL. */
 const refenc_st_tensor *refenc_st_find(const refenc_st_file *f, const char *name);
 
-/* 1 if t has exactly this shape (ndim dimensions), 0 otherwise. */
+/* Whether t has exactly this shape. */
 int refenc_st_shape_is(const refenc_st_tensor *t, size_t ndim, const size_t *shape);
 
 /* The metadata string for key, or NULL. */

@@ -19,6 +19,12 @@ typedef struct {
 int refenc_mp_run_twin(refenc_mp_eval_fn eval, void *ctx, mpfr_prec_t prec,
                        refenc_mp_report *rep, const refenc_mp_output *outs, size_t n_outs);
 
+/* Ziv's test for one value (ziv.c): is the rounding to nearest double of b,
+ * computed at p_hi bits, certified by a, computed at the lower precision?
+ * exact: b is known to be exact.  t, u: scratch values of 64 bits. */
+int refenc_mp_certified(mpfr_srcptr a, mpfr_srcptr b, mpfr_prec_t p_hi, int exact, mpfr_ptr t,
+                        mpfr_ptr u);
+
 /* An error for a failed allocation at precision prec. */
 int refenc_mp_enomem(refenc_error *err, const char *what, mpfr_prec_t prec);
 

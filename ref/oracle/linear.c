@@ -13,6 +13,22 @@ void refenc_mpk_linear_forward(mpfr_ptr y, mpfr_srcptr x, mpfr_srcptr W, mpfr_sr
                           b != NULL ? b + o : NULL, ws);
 }
 
+void refenc_mpk_linear_d(mpfr_ptr y, mpfr_srcptr x, const double *W, const double *b,
+                         const refenc_mp_wspan *span, size_t N, size_t in, size_t out,
+                         refenc_mp_ws *ws)
+{
+    refenc_mp_wspan own;
+    if (span == NULL) {
+        refenc_mp_wspan_of(&own, W, out * in, b, b != NULL ? out : 0);
+        span = &own;
+    }
+    for (size_t n = 0; n < N; n++) {
+        refenc_mp_row_load(ws, x + n * in, in); /* x[n,:], decoded once */
+        for (size_t o = 0; o < out; o++)        /* x[n,:] . W[o,:] + b[o] */
+            refenc_mp_dot_row_d(y + n * out + o, x + n * in, W + o * in, b != NULL ? b + o : NULL, span, ws);
+    }
+}
+
 typedef struct {
     const double *x, *W, *b;
     size_t N, in, out;

@@ -149,6 +149,29 @@ void refenc_mp_get_d(double *y, mpfr_srcptr x, size_t n);
 /* Temporaries for the kernels, at the working precision p.  Each kernel
  * states how many it needs (n_tmp values, n_ptr pointers and products);
  * refenc_mpk_ws_tmp / refenc_mpk_ws_ptr give the largest need. */
+/* An MPFR number as an integer and a power of two: (-1)^neg d 2^lsb, d its
+ * n limbs (least significant first).  dot.c */
+typedef struct {
+    int neg;
+    const mp_limb_t *d;
+    size_t n;
+    long lsb;
+} refenc_mp_operand;
+
+/* A row of MPFR values decoded once for many dot products with rows of
+ * doubles (refenc_mp_dot_row_d): its nonzero values, and their span. */
+typedef struct {
+    size_t n, nnz;
+    size_t *idx;               /* (n) indices of the nonzero values           */
+    refenc_mp_operand *op;     /* (n) those values                            */
+    long lo, hi;               /* lowest last-bit and highest exponent        */
+    size_t nx;                 /* the limbs of every value, when they agree   */
+    int special;               /* a NaN or an infinity                         */
+} refenc_mp_row;
+
+/* Temporaries for the kernels, at the working precision p.  Each kernel
+ * states how many it needs (n_tmp values, n_ptr pointers and products);
+ * refenc_mpk_ws_tmp / refenc_mpk_ws_ptr give the largest need. */
 typedef struct {
     mpfr_prec_t prec;
     size_t n_tmp;
@@ -157,14 +180,36 @@ typedef struct {
     mpfr_ptr *pa;     /* (n_ptr) pointers, for mpfr_sum                     */
     mpfr_ptr prod;    /* (n_ptr) exact products, at 2p bits                 */
     mpfr_ptr *pprod;  /* (n_ptr) pprod[k] = prod + k                        */
+    size_t acc_limbs; /* limbs of each of the dot product's accumulators    */
+    mp_limb_t *acc;   /* (131 acc_limbs) the accumulators (dot.c)           */
+    mpfr_ptr wconv;   /* one value at 53 bits: a double, converted          */
+    refenc_mp_row row;/* a row being multiplied by doubles (n_ptr values)   */
 } refenc_mp_ws;
 
 /* r = sum_{k<n} x[k sx] y[k sy] (+ extra, if not NULL), correctly rounded
- * to r's precision: each product is exact (2p bits hold the product of two
- * values of at most p bits) and mpfr_sum rounds the sum once.
- * ws: n_ptr >= n + 1; x, y, extra of at most ws->prec bits. */
+ * to r's precision: the exact sum of the exact products, rounded once
+ * (dot.c: the same value, ternary and sign of zero as mpfr_sum of the
+ * products).  ws: n_ptr >= n + 1; x, y, extra of at most ws->prec bits. */
 void refenc_mp_dot(mpfr_ptr r, mpfr_srcptr x, size_t sx, mpfr_srcptr y, size_t sy, size_t n,
                    mpfr_srcptr extra, refenc_mp_ws *ws);
+
+/* Where the nonzero finite values of a matrix of doubles and of its bias
+ * lie: the lowest exponent of a last bit and the highest exponent, of each. */
+typedef struct {
+    long w_lo, w_hi, b_lo, b_hi;
+    int w_empty, b_empty;     /* no nonzero value                         */
+    int special;              /* a NaN or an infinity among them          */
+} refenc_mp_wspan;
+void refenc_mp_wspan_of(refenc_mp_wspan *s, const double *W, size_t n_w, const double *b, size_t n_b);
+
+/* Dot products of one row x (n values of at most ws->prec bits) with rows
+ * of doubles: refenc_mp_row_load decodes x into ws->row; then each
+ * refenc_mp_dot_row_d(r, x, w, extra, span, ws) is
+ * r = sum_k x[k] w[k] (+ *extra), correctly rounded as refenc_mp_dot, with
+ * span covering w and extra.  ws: n_ptr >= n + 1. */
+void refenc_mp_row_load(refenc_mp_ws *ws, mpfr_srcptr x, size_t n);
+void refenc_mp_dot_row_d(mpfr_ptr r, mpfr_srcptr x, const double *w, const double *extra,
+                         const refenc_mp_wspan *span, refenc_mp_ws *ws);
 
 /* Errors: REFENC_ENOMEM.  On error *ws is empty (safe to free). */
 int refenc_mp_ws_alloc(refenc_mp_ws *ws, mpfr_prec_t prec, size_t n_tmp, size_t n_ptr);
@@ -182,6 +227,14 @@ size_t refenc_mpk_ws_ptr(size_t D, size_t F, size_t L, size_t Dh);
  * ws: n_ptr >= in + 1.  linear.h */
 void refenc_mpk_linear_forward(mpfr_ptr y, mpfr_srcptr x, mpfr_srcptr W, mpfr_srcptr b,
                                size_t N, size_t in, size_t out, refenc_mp_ws *ws);
+
+/* The same with W (out, in) and b (out) doubles, as the parameters are
+ * kept: every output is the same correctly rounded sum.  span: that of W
+ * and b (refenc_mp_wspan_of), or NULL to have it computed.
+ * ws: n_ptr >= in + 1. */
+void refenc_mpk_linear_d(mpfr_ptr y, mpfr_srcptr x, const double *W, const double *b,
+                         const refenc_mp_wspan *span, size_t N, size_t in, size_t out,
+                         refenc_mp_ws *ws);
 
 /* LayerNorm, biased variance, eps inside the root.  y may alias x.
  * ws: n_tmp >= D + 3, n_ptr >= D.  layernorm.h */
@@ -459,6 +512,79 @@ int refenc_mp_layer_forward(double *y, const double *x, const refenc_layer_param
 int refenc_mp_encoder_forward(double *y, const refenc_params *p, const refenc_config *cfg,
                               const refenc_input *in, const refenc_trace *trace,
                               mpfr_prec_t prec, refenc_mp_report *rep);
+
+/* ------------------------------------------------------------------------ */
+/* The encoder at scale                                                      */
+
+/* Where a run stands, for a progress report. */
+typedef struct {
+    size_t unit, units;      /* the unit being computed, and how many          */
+    size_t layer;            /* its layer (whole stack: the current one)       */
+    const char *step;        /* the step just finished                          */
+    double done, total;      /* work, in multiply-adds (those of one of the two
+                                precisions; exp, erfc and tanh count 60 to 600) */
+    mpfr_prec_t prec;        /* the precision of the unit's first evaluation   */
+} refenc_mp_progress;
+
+/* A run of the encoder on the oracle, item by item (encoder_run.c).
+ *
+ * The work is cut into units: a batch item of the whole stack, or, with
+ * layer_inputs (per layer), a (layer l, item b) pair, unit l B + b, whose
+ * input is the double layer_inputs[l][b] (the outputs of layer l are the
+ * exact functions of that stored input).  Unit l = 0 also gives "embed",
+ * unit l = N - 1 "norm" and "output".  Units are independent: any subset
+ * [unit_begin, unit_end) may run, on any machine, and gives the same values.
+ *
+ * Each unit is evaluated at two precisions in lockstep, step by step, and
+ * every value of every wanted step is certified with Ziv's test (as
+ * refenc_mp_certify); a unit with a value not certified is evaluated again
+ * at the next pair of precisions.  Within a step the work is shared by
+ * `threads` threads (OpenMP) over rows and heads, each with its own MPFR
+ * workspace; every value is computed by the same operations whatever the
+ * thread, so the output is bit-identical for any thread count.  Parameters
+ * stay doubles; the MPFR storage is that of one item at two precisions
+ * plus each thread's workspace (refenc_mp_encoder_run_bytes).  The values
+ * are the same doubles refenc_mp_case_run gives for the encoder. */
+typedef struct {
+    const refenc_config *cfg;
+    const refenc_params *params;
+    const refenc_input *in;
+    const double *const *layer_inputs; /* (N) pointers to (B, L, D), or NULL: the whole stack;
+                                          only the layers of the units run are read */
+    size_t unit_begin, unit_end;       /* units to compute                              */
+    /* which steps to certify and emit (NULL: all): "embed", "layers.{i}.norm1", ... */
+    int (*wanted)(void *ctx, const char *step);
+    void *wanted_ctx;
+    /* each certified step of each item: data is the item's slice (L, D), or
+     * (H, L, L) for self_attn.weights; valid during the call only */
+    void (*emit)(void *ctx, const char *step, size_t item, const double *data, size_t ndim,
+                 const size_t *shape);
+    void *emit_ctx;
+    void (*progress)(void *ctx, const refenc_mp_progress *p); /* may be NULL */
+    void *progress_ctx;
+    mpfr_prec_t prec;                  /* first working precision                        */
+    int threads;                       /* >= 1                                           */
+} refenc_mp_run;
+
+/* Runs the units; rep gives the highest precisions any unit needed.
+ * Errors: as refenc_input_validate, REFENC_EINVAL (a unit outside the
+ * run, a precision outside the limits), REFENC_ENOMEM, REFENC_ELIMIT (a value
+ * not certified below REFENC_MP_PREC_MAX: the message names the step and
+ * the index). */
+int refenc_mp_encoder_run(const refenc_mp_run *run, refenc_mp_report *rep);
+
+/* Units of a run: B for the whole stack, N B per layer. */
+size_t refenc_mp_encoder_units(const refenc_config *cfg, size_t B, int per_layer);
+
+/* An estimate of the memory a run needs besides the parameters and what
+ * emit keeps: one item's values at the first two precisions, and each
+ * thread's workspace.  0 if it overflows. */
+size_t refenc_mp_encoder_run_bytes(const refenc_config *cfg, size_t L, int threads,
+                                   mpfr_prec_t prec);
+
+/* The work of one unit, in the multiply-adds of refenc_mp_progress. */
+double refenc_mp_encoder_unit_work(const refenc_config *cfg, size_t L, int per_layer,
+                                   size_t layer);
 
 /* ------------------------------------------------------------------------ */
 /* Golden cases                                                              */

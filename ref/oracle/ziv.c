@@ -1,7 +1,7 @@
 /* Ziv's loop for the oracle: evaluate at two precisions, certify each
  * rounding to double, raise the precision until every value is certified.
  * Also the MPFR arrays and the kernels' workspace. */
-#include "oracle.h"
+#include "internal.h"
 
 #include <float.h>
 #include <math.h>
@@ -86,7 +86,18 @@ int refenc_mp_ws_alloc(refenc_mp_ws *ws, mpfr_prec_t prec, size_t n_tmp, size_t 
     ws->prod = refenc_mp_alloc(ws->n_ptr, 2 * prec);
     ws->pa = malloc(ws->n_ptr * sizeof(mpfr_ptr));
     ws->pprod = malloc(ws->n_ptr * sizeof(mpfr_ptr));
-    if (ws->tmp == NULL || ws->prod == NULL || ws->pa == NULL || ws->pprod == NULL) {
+    /* the dot product's accumulators: two operands' limbs, 64 limbs (4096
+     * bits) of spread between the terms' exponents, headroom */
+    const size_t op_limbs = ((size_t)prec + 63) / 64;
+    ws->acc_limbs = 2 * op_limbs + 64 + 4;
+    /* two sums, the 2 x 64 residue sums of refenc_mp_dot_row_d (zero between
+     * calls), and a shifted copy */
+    ws->acc = calloc((2 + 128 + 1) * ws->acc_limbs, sizeof *ws->acc);
+    ws->wconv = refenc_mp_alloc(1, 53);
+    ws->row.idx = malloc(ws->n_ptr * sizeof *ws->row.idx);
+    ws->row.op = malloc(ws->n_ptr * sizeof *ws->row.op);
+    if (ws->tmp == NULL || ws->prod == NULL || ws->pa == NULL || ws->pprod == NULL ||
+        ws->acc == NULL || ws->wconv == NULL || ws->row.idx == NULL || ws->row.op == NULL) {
         refenc_mp_ws_free(ws);
         return REFENC_ENOMEM;
     }
@@ -103,17 +114,11 @@ void refenc_mp_ws_free(refenc_mp_ws *ws)
     refenc_mp_free(ws->prod, ws->n_ptr);
     free(ws->pa);
     free(ws->pprod);
+    free(ws->acc);
+    refenc_mp_free(ws->wconv, 1);
+    free(ws->row.idx);
+    free(ws->row.op);
     memset(ws, 0, sizeof *ws);
-}
-
-void refenc_mp_dot(mpfr_ptr r, mpfr_srcptr x, size_t sx, mpfr_srcptr y, size_t sy, size_t n,
-                   mpfr_srcptr extra, refenc_mp_ws *ws)
-{
-    for (size_t k = 0; k < n; k++)
-        mpfr_mul(ws->prod + k, x + k * sx, y + k * sy, MPFR_RNDN); /* exact */
-    if (extra != NULL)
-        mpfr_set(ws->prod + n++, extra, MPFR_RNDN); /* exact */
-    mpfr_sum(r, ws->pprod, n, MPFR_RNDN);
 }
 
 static size_t max2(size_t a, size_t b) { return a > b ? a : b; }
@@ -225,8 +230,9 @@ static int past_overflow(mpfr_srcptr x)
 }
 
 /* Is the rounding of b (at precision p_hi) to the nearest double certified
- * by a (at the lower precision)?  t, u: scratch at 64 bits. */
-static int certified(mpfr_srcptr a, mpfr_srcptr b, mpfr_prec_t p_hi, int exact,
+ * by a (at the lower precision)?  t, u: scratch at 64 bits.  (internal.h:
+ * the encoder's item-by-item run, encoder_run.c, certifies with it too.) */
+int refenc_mp_certified(mpfr_srcptr a, mpfr_srcptr b, mpfr_prec_t p_hi, int exact,
                      mpfr_ptr t, mpfr_ptr u)
 {
     if (mpfr_nan_p(a) || mpfr_nan_p(b))
@@ -297,7 +303,7 @@ static size_t compare(const collection *lo, const collection *hi, mpfr_prec_t p_
         }
         for (size_t i = 0; i < b->n; i++) {
             const int exact = b->exact || (b->exact_v != NULL && b->exact_v[i]);
-            if (certified(a->v + i, b->v + i, p_hi, exact, t, u))
+            if (refenc_mp_certified(a->v + i, b->v + i, p_hi, exact, t, u))
                 continue;
             if (bad++ == 0)
                 refenc_error_set(err, REFENC_ELIMIT,

@@ -63,6 +63,17 @@ int refenc_certify_dir_case(refenc_case_report *rep, refenc_st_file *golden, ref
                             const char *golden_dir, const refenc_manifest_case *c, const char *results_dir,
                             const refenc_certify_options *opt, refenc_error *err)
 {
+    int missing;
+    return refenc_certify_dir_case_outputs(rep, golden, results, golden_dir, c, results_dir, opt, NULL, &missing,
+                                           err);
+}
+
+int refenc_certify_dir_case_outputs(refenc_case_report *rep, refenc_st_file *golden, refenc_st_file *results,
+                                    const char *golden_dir, const refenc_manifest_case *c, const char *results_dir,
+                                    const refenc_certify_options *opt, const char *outputs_glob, int *missing,
+                                    refenc_error *err)
+{
+    *missing = 0;
     memset(rep, 0, sizeof *rep);
     memset(golden, 0, sizeof *golden);
     memset(results, 0, sizeof *results);
@@ -78,11 +89,12 @@ int refenc_certify_dir_case(refenc_case_report *rep, refenc_st_file *golden, ref
     if (st == REFENC_OK) {
         if (stat(rpath, &sb) == 0) {
             if ((st = refenc_st_read(results, rpath, err)) == REFENC_OK)
-                st = refenc_certify_case(rep, golden, results, opt, err);
+                st = refenc_certify_case_outputs(rep, golden, results, opt, outputs_glob, err);
         } else if (errno == ENOENT) {
             char note[256];
             snprintf(note, sizeof note, "no results file %.230s", rpath);
-            st = refenc_certify_missing(rep, golden, note, err);
+            *missing = 1;
+            st = refenc_certify_missing_outputs(rep, golden, note, outputs_glob, err);
         } else {
             st = refenc_error_set(err, REFENC_EIO, "%s: cannot read: %s", rpath, strerror(errno));
         }
@@ -120,34 +132,64 @@ void refenc_certificate_worst_index(size_t idx[REFENC_ST_MAX_NDIM], const refenc
     }
 }
 
+/* The figures of a compared output: the rule and its bounds, then the errors. */
+static void output_figures(json_t *o, const refenc_output_report *r)
+{
+    size_t tmp[REFENC_ST_MAX_NDIM];
+    refenc_certificate_worst_index(tmp, r);
+    json_t *idx = json_array();
+    for (size_t d = 0; d < r->ndim; d++)
+        json_array_append_new(idx, json_integer((json_int_t)tmp[d]));
+    json_object_set_new(o, "dtype", json_string(refenc_st_dtype_name(r->dtype)));
+    json_object_set_new(o, "rule", json_string(r->rule == REFENC_RULE_BUDGET ? "budget" : "policy"));
+    json_object_set_new(o, "rtol", refenc_certificate_number(r->tol.rtol));
+    json_object_set_new(o, "atol", refenc_certificate_number(r->tol.atol));
+    if (r->rule == REFENC_RULE_BUDGET) {
+        json_object_set_new(o, "budget_max_abs_error", refenc_certificate_number(r->budget_max_abs));
+        json_object_set_new(o, "budget_nmse", refenc_certificate_number(r->budget_nmse));
+        json_object_set_new(o, "baseline_max_abs_error", refenc_certificate_number(r->base_max_abs));
+        json_object_set_new(o, "baseline_nmse", refenc_certificate_number(r->base_nmse));
+    } else {
+        json_object_set_new(o, "angle_allowance", json_boolean(r->angle_allowance));
+    }
+    json_object_set_new(o, "compared", json_integer((json_int_t)r->compared));
+    json_object_set_new(o, "dont_care", json_integer((json_int_t)r->dont_care));
+    json_object_set_new(o, "out_of_tolerance", json_integer((json_int_t)r->out_of_tol));
+    json_object_set_new(o, "nonfinite", json_integer((json_int_t)r->nonfinite));
+    json_object_set_new(o, "max_abs_error", refenc_certificate_number(r->max_abs));
+    json_object_set_new(o, "max_rel_error", refenc_certificate_number(r->max_rel));
+    json_object_set_new(o, "max_ulp_error", refenc_certificate_number(r->max_ulp));
+    json_object_set_new(o, "scale", refenc_certificate_number(r->scale));
+    json_object_set_new(o, "nmse", refenc_certificate_number(r->nmse));
+    json_object_set_new(o, "excess", refenc_certificate_number(r->excess));
+    json_object_set_new(o, "worst_index", idx);
+    json_object_set_new(o, "worst_got", refenc_certificate_number(r->worst_got));
+    json_object_set_new(o, "worst_want", refenc_certificate_number(r->worst_want));
+}
+
 static json_t *output_json(const refenc_output_report *r)
 {
     json_t *o = json_pack("{s:s, s:b, s:s}", "name", r->name, "required", r->required, "status",
                           refenc_output_status_name(r->status));
-    if (r->status == REFENC_OUT_PASS || r->status == REFENC_OUT_FAIL) {
-        size_t tmp[REFENC_ST_MAX_NDIM];
-        refenc_certificate_worst_index(tmp, r);
-        json_t *idx = json_array();
-        for (size_t d = 0; d < r->ndim; d++)
-            json_array_append_new(idx, json_integer((json_int_t)tmp[d]));
-        json_object_set_new(o, "dtype", json_string(refenc_st_dtype_name(r->dtype)));
-        json_object_set_new(o, "rtol", refenc_certificate_number(r->tol.rtol));
-        json_object_set_new(o, "atol", refenc_certificate_number(r->tol.atol));
-        json_object_set_new(o, "compared", json_integer((json_int_t)r->compared));
-        json_object_set_new(o, "dont_care", json_integer((json_int_t)r->dont_care));
-        json_object_set_new(o, "out_of_tolerance", json_integer((json_int_t)r->out_of_tol));
-        json_object_set_new(o, "nonfinite", json_integer((json_int_t)r->nonfinite));
-        json_object_set_new(o, "max_abs_error", refenc_certificate_number(r->max_abs));
-        json_object_set_new(o, "max_rel_error", refenc_certificate_number(r->max_rel));
-        json_object_set_new(o, "max_ulp_error", refenc_certificate_number(r->max_ulp));
-        json_object_set_new(o, "nmse", refenc_certificate_number(r->nmse));
-        json_object_set_new(o, "worst_index", idx);
-        json_object_set_new(o, "worst_got", refenc_certificate_number(r->worst_got));
-        json_object_set_new(o, "worst_want", refenc_certificate_number(r->worst_want));
-    }
-    if (r->note[0])
+    if (o != NULL && (r->status == REFENC_OUT_PASS || r->status == REFENC_OUT_FAIL))
+        output_figures(o, r);
+    if (o != NULL && r->note[0])
         json_object_set_new(o, "note", refenc_certificate_text(r->note));
     return o;
+}
+
+static json_t *diagnosis_json(const refenc_case_report *rep)
+{
+    refenc_variant v;
+    if (rep->diagnosis[0] && refenc_variant_parse(&v, rep->diagnosis)) {
+        const refenc_variant_info *info = refenc_variant_get(v);
+        return json_pack("{s:s, s:s, s:s, s:s, s:o, s:I}", "variant", info->name, "symptom", info->symptom,
+                         "cause", info->cause, "fix", info->fix, "ratio",
+                         refenc_certificate_number(rep->diagnosis_ratio), "variants_checked",
+                         (json_int_t)rep->variants_checked);
+    }
+    return json_pack("{s:n, s:s, s:I}", "variant", "message", "no known variant matches", "variants_checked",
+                     (json_int_t)rep->variants_checked);
 }
 
 json_t *refenc_certificate_case(const refenc_case_report *rep)
@@ -155,7 +197,7 @@ json_t *refenc_certificate_case(const refenc_case_report *rep)
     json_t *outs = json_array();
     for (size_t i = 0; i < rep->n_outputs; i++)
         json_array_append_new(outs, output_json(&rep->outputs[i]));
-    json_t *c = json_pack("{s:s, s:s, s:o}", "case", rep->name, "verdict", rep->pass ? "PASS" : "FAIL",
+    json_t *c = json_pack("{s:s, s:s, s:o}", "case", rep->name, "verdict", refenc_verdict_name(rep->verdict),
                           "outputs", outs);
     if (c == NULL)
         return NULL;
@@ -164,21 +206,10 @@ json_t *refenc_certificate_case(const refenc_case_report *rep)
                                                    : json_null());
     if (rep->note[0])
         json_object_set_new(c, "note", refenc_certificate_text(rep->note));
-    if (!rep->pass) {
-        refenc_variant v;
-        json_t *d;
-        if (rep->diagnosis[0] && refenc_variant_parse(&v, rep->diagnosis)) {
-            const refenc_variant_info *info = refenc_variant_get(v);
-            d = json_pack("{s:s, s:s, s:s, s:s, s:o, s:I}", "variant", info->name, "symptom", info->symptom,
-                          "cause", info->cause, "fix", info->fix, "ratio",
-                          refenc_certificate_number(rep->diagnosis_ratio), "variants_checked",
-                          (json_int_t)rep->variants_checked);
-        } else {
-            d = json_pack("{s:n, s:s, s:I}", "variant", "message", "no known variant matches",
-                          "variants_checked", (json_int_t)rep->variants_checked);
-        }
-        json_object_set_new(c, "diagnosis", d);
-    }
+    if (rep->hazard[0])
+        json_object_set_new(c, "hazard", refenc_certificate_text(rep->hazard));
+    if (rep->verdict == REFENC_VERDICT_FAIL || rep->verdict == REFENC_VERDICT_XFAIL)
+        json_object_set_new(c, "diagnosis", diagnosis_json(rep));
     return c;
 }
 
@@ -191,4 +222,63 @@ json_t *refenc_certificate_doc(const char *version, const char *golden_dir, cons
                      "manifest_sha256", manifest_sha256, "cases", cases, "summary", "cases", (json_int_t)n_cases,
                      "passed", (json_int_t)n_passed, "failed", (json_int_t)(n_cases - n_passed), "verdict",
                      verdict);
+}
+
+void refenc_certificate_tally_add(refenc_certificate_tally *t, const refenc_case_report *rep)
+{
+    refenc_variant v;
+    t->cases++;
+    switch (rep->verdict) {
+    case REFENC_VERDICT_PASS: t->passed++; break;
+    case REFENC_VERDICT_XPASS: t->xpass++; break;
+    case REFENC_VERDICT_XFAIL: t->xfail++; break;
+    case REFENC_VERDICT_SKIP: t->skipped++; break;
+    case REFENC_VERDICT_FAIL:
+        t->failed++;
+        if (rep->diagnosis[0] && refenc_variant_parse(&v, rep->diagnosis))
+            t->diagnosed[v]++;
+        else
+            t->undiagnosed++;
+        break;
+    }
+}
+
+void refenc_certificate_tally_error(refenc_certificate_tally *t)
+{
+    t->cases++;
+    t->failed++;
+    t->undiagnosed++;
+}
+
+const char *refenc_certificate_most_likely_bug(const refenc_certificate_tally *t)
+{
+    int found = -1;
+    for (int v = 0; v < REFENC_VAR_COUNT; v++) {
+        if (t->diagnosed[v] == 0)
+            continue;
+        if (found >= 0)
+            return NULL; /* two variants named: the cases do not agree */
+        found = v;
+    }
+    return found >= 0 ? refenc_variant_get((refenc_variant)found)->name : NULL;
+}
+
+void refenc_certificate_summary_add(json_t *summary, const refenc_certificate_tally *t)
+{
+    const char *bug = t->failed ? refenc_certificate_most_likely_bug(t) : NULL;
+    json_object_set_new(summary, "passed", json_integer((json_int_t)t->passed));
+    json_object_set_new(summary, "failed", json_integer((json_int_t)t->failed));
+    json_object_set_new(summary, "xfail", json_integer((json_int_t)t->xfail));
+    json_object_set_new(summary, "xpass", json_integer((json_int_t)t->xpass));
+    json_object_set_new(summary, "skipped", json_integer((json_int_t)t->skipped));
+    json_object_set_new(summary, "most_likely_bug", bug ? json_string(bug) : json_null());
+}
+
+json_t *refenc_certificate_selection(const char *const *patterns, size_t n_patterns, const char *outputs_glob,
+                                     int skip_missing)
+{
+    json_t *pats = json_array();
+    for (size_t i = 0; i < n_patterns; i++)
+        json_array_append_new(pats, json_string(patterns[i]));
+    return json_pack("{s:o, s:s?, s:b}", "cases", pats, "outputs", outputs_glob, "skip_missing", skip_missing);
 }

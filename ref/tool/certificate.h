@@ -17,6 +17,7 @@
 #include "../io/manifest.h"
 #include "../io/safetensors.h"
 #include "certify.h"
+#include "variants.h"
 
 /* --golden and --results must be directories this process can search:
  * one that is missing, is not a directory, may not be entered, or is a
@@ -52,6 +53,14 @@ int refenc_certify_dir_case(refenc_case_report *rep, refenc_st_file *golden, ref
  * to a file name.  A new reference, or NULL when out of memory. */
 json_t *refenc_certificate_text(const char *s);
 
+/* The same for the outputs matching outputs_glob only (NULL: all;
+ * refenc_certify_case_outputs); *missing = 1 when the results file does not
+ * exist (a caller may then skip the case). */
+int refenc_certify_dir_case_outputs(refenc_case_report *rep, refenc_st_file *golden, refenc_st_file *results,
+                                    const char *golden_dir, const refenc_manifest_case *c, const char *results_dir,
+                                    const refenc_certify_options *opt, const char *outputs_glob, int *missing,
+                                    refenc_error *err);
+
 /* A JSON number, or for inf and NaN (which JSON cannot hold) the strings
  * "inf", "-inf", "nan".  A new reference. */
 json_t *refenc_certificate_number(double v);
@@ -59,12 +68,16 @@ json_t *refenc_certificate_number(double v);
 /* The index of the output's worst element, one entry per dimension. */
 void refenc_certificate_worst_index(size_t idx[REFENC_ST_MAX_NDIM], const refenc_output_report *r);
 
-/* A case of the certificate (docs/certify.md): {"case", "verdict",
- * "first_divergence", "note", "diagnosis", "outputs": [{"name", "required",
- * "status", "dtype", "rtol", "atol", "compared", "dont_care",
- * "out_of_tolerance", "nonfinite", "max_abs_error", "max_rel_error",
- * "max_ulp_error", "nmse", "worst_index", "worst_got", "worst_want",
- * "note"}, ...]}.  A new reference, or NULL when out of memory. */
+/* A case of the certificate (docs/certify.md): {"case", "verdict" (PASS,
+ * FAIL, XFAIL, XPASS, SKIP), "first_divergence", "note", "hazard",
+ * "diagnosis" (FAIL and XFAIL), "outputs": [{"name", "required", "status",
+ * "dtype", "rule" ("policy" or "budget"), "rtol", "atol" (the element bound:
+ * for the budget rtol 0 and atol its max error), "angle_allowance" (policy)
+ * or "budget_max_abs_error", "budget_nmse", "baseline_max_abs_error",
+ * "baseline_nmse" (budget), "compared", "dont_care", "out_of_tolerance",
+ * "nonfinite", "max_abs_error", "max_rel_error", "max_ulp_error", "scale",
+ * "nmse", "excess", "worst_index", "worst_got", "worst_want", "note"},
+ * ...]}.  A new reference, or NULL when out of memory. */
 json_t *refenc_certificate_case(const refenc_case_report *rep);
 
 /* The whole certificate: {"refenc_version", "golden", "results",
@@ -77,5 +90,31 @@ json_t *refenc_certificate_case(const refenc_case_report *rep);
 json_t *refenc_certificate_doc(const char *version, const char *golden_dir, const char *results_dir,
                                const char *manifest_sha256, json_t *cases, size_t n_cases, size_t n_passed,
                                const char *verdict);
+
+/* A run's tally of verdicts, and the diagnoses of its failing cases. */
+typedef struct {
+    size_t cases, passed, failed, xfail, xpass, skipped;
+    size_t diagnosed[REFENC_VAR_COUNT]; /* failing cases naming each variant     */
+    size_t undiagnosed;                 /* failing cases naming none (or ERROR)  */
+} refenc_certificate_tally;
+
+void refenc_certificate_tally_add(refenc_certificate_tally *t, const refenc_case_report *rep);
+
+/* A case that could not be read (ERROR): failed, undiagnosed. */
+void refenc_certificate_tally_error(refenc_certificate_tally *t);
+
+/* The variant every diagnosed failing case names, when they agree and at
+ * least one does; NULL otherwise. */
+const char *refenc_certificate_most_likely_bug(const refenc_certificate_tally *t);
+
+/* Sets the certificate's "summary" counts from the tally: "passed", "failed",
+ * "xfail", "xpass", "skipped", and "most_likely_bug" (null when the failing
+ * cases do not agree, or none fails). */
+void refenc_certificate_summary_add(json_t *summary, const refenc_certificate_tally *t);
+
+/* The certificate's "selection": {"cases": [patterns], "outputs": glob or
+ * null, "skip_missing": bool}.  A new reference. */
+json_t *refenc_certificate_selection(const char *const *patterns, size_t n_patterns, const char *outputs_glob,
+                                     int skip_missing);
 
 #endif

@@ -6,16 +6,24 @@
  * implementation-defined in "dontcare.<output>" BOOL tensors.  A results file
  * holds some of the same out.* tensors in F64, F32, F16 or BF16.
  *
- * An element passes when |got - want| <= atol + rtol |want| and got is finite;
- * an output passes when every element that is not don't-care passes; a case
- * passes when every output present passes and every required output is
- * present.  A failing case is compared with the bug variants the golden carries
+ * Two rules, by the result's dtype (docs/certify.md derives every number):
+ *   policy (F64, F32): an element passes when |got - want| <= atol + rtol
+ *     |want| (refenc_certify_policy, times the case's scale for the dtype from
+ *     its metadata "tolerance"; for F32, plus the angle allowance of PE and
+ *     RoPE outputs, budget.h);
+ *   budget (F16, BF16): an output passes when its largest error and its NMSE
+ *     are within the budget set by the emulated baseline of the dtype
+ *     (budget.h).
+ * A non-finite result where the golden is finite never passes.  An output
+ * passes when every element that is not don't-care passes; a case passes
+ * when every output present passes and every required output is present.
+ * A case the result's dtype cannot be expected to pass (a float32 hazard for
+ * F32, F16 and BF16; inputs that need float32 for F16 and BF16) is an
+ * expected failure: XFAIL when it fails, XPASS when it passes.
+ * A failing case is compared with the bug variants the golden carries
  * (alt.<variant>.<output>, with the variant's own don't-care masks), under the
- * same tolerance: the variant that every provided output matches is the
- * diagnosis; none matching is said as such, never guessed.
- * The tolerance comes from the result's dtype (refenc_certify_policy)
- * times the case's scale for that dtype (metadata "tolerance"), unless the
- * caller overrides it.  docs/certify.md justifies the numbers. */
+ * same rule: the variant that every provided output matches is the
+ * diagnosis; none matching is said as such, never guessed. */
 #ifndef REFENC_CERTIFY_H
 #define REFENC_CERTIFY_H
 
@@ -31,20 +39,40 @@ typedef struct {
     double rtol, atol;
 } refenc_tolerance;
 
-/* The default policy for a result dtype (F64, F32, F16, BF16):
- *   F64  rtol 1e-10   atol 1e-11
+/* The policy of a result dtype that is certified by tolerance:
+ *   F64  rtol 1e-10   atol 1e-11    (derived in docs/certify.md)
  *   F32  rtol 1.3e-6  atol 1e-5     (torch.testing.assert_close's defaults)
- *   F16  rtol 1e-3    atol 1e-5
- *   BF16 rtol 1.6e-2  atol 1e-5
- * Returns 0 for a dtype that is not a floating result dtype. */
+ * Returns 0 for any other dtype (F16 and BF16 are certified by budget). */
 int refenc_certify_policy(refenc_tolerance *tol, refenc_st_dtype dtype);
+
+/* How an output was judged. */
+typedef enum {
+    REFENC_RULE_POLICY = 0, /* per element: atol + rtol |want| (+ angle allowance)    */
+    REFENC_RULE_BUDGET      /* per output: max error and NMSE within the budget       */
+} refenc_rule;
+
+/* The verdict of a case. */
+typedef enum {
+    REFENC_VERDICT_PASS = 0,
+    REFENC_VERDICT_FAIL,
+    REFENC_VERDICT_XFAIL,   /* failed, as expected for the dtype (rep->hazard says why) */
+    REFENC_VERDICT_XPASS,   /* passed, though a failure was expected                  */
+    REFENC_VERDICT_SKIP     /* not certified (the caller's choice, e.g. no results)   */
+} refenc_verdict;
+
+/* "PASS", "FAIL", "XFAIL", "XPASS", "SKIP". */
+const char *refenc_verdict_name(refenc_verdict v);
+
+/* Whether a verdict counts as a failure of the run (FAIL only). */
+int refenc_verdict_fails(refenc_verdict v);
 
 typedef enum {
     REFENC_OUT_PASS = 0,
     REFENC_OUT_FAIL,          /* some element out of tolerance or not finite        */
     REFENC_OUT_BAD_SHAPE,     /* present with another shape                          */
     REFENC_OUT_MISSING,       /* required and absent                                 */
-    REFENC_OUT_NOT_PROVIDED   /* optional and absent: not compared, not a failure    */
+    REFENC_OUT_NOT_PROVIDED,  /* optional and absent: not compared, not a failure    */
+    REFENC_OUT_NOT_CHECKED    /* excluded by the caller (options->outputs_glob)      */
 } refenc_output_status;
 
 const char *refenc_output_status_name(refenc_output_status s); /* "PASS", "FAIL", ... */
@@ -54,18 +82,31 @@ typedef struct {
     int required;
     refenc_output_status status;
     refenc_st_dtype dtype;      /* of the result (when present)                     */
-    refenc_tolerance tol;       /* applied                                          */
+    refenc_rule rule;
+    refenc_tolerance tol;       /* the element bound applied: the policy's, or for  */
+                                /* the budget rtol 0 and atol budget_max_abs        */
+    int angle_allowance;        /* policy, F32: the PE/RoPE angle allowance added   */
+    double base_max_abs, base_nmse;     /* budget: the emulated baseline's error     */
+    double budget_max_abs, budget_nmse; /* budget: the bounds                        */
     size_t numel, compared, dont_care, out_of_tol, nonfinite;
-    double max_abs, max_rel, max_ulp, nmse;
+    /* Figures.  rel and ulp are measured at max(|want|, scale): below the
+     * scale the tolerance is absolute (policy: atol / rtol; budget: the
+     * output's largest |want|), so an error near 0 reads at that scale.  A
+     * NaN result makes max_abs, max_rel and max_ulp NaN, an infinity +inf. */
+    double max_abs, max_rel, max_ulp, nmse, scale;
     size_t ndim, shape[REFENC_ST_MAX_NDIM];
     size_t worst_flat;          /* the element with the largest error / tolerance  */
     double worst_got, worst_want, worst_ratio;
+    double excess;              /* the largest error / bound of the output's rule;   */
+                                /* budget: also sqrt(nmse / its budget) (> 1: fails) */
     char note[256];             /* e.g. "shape (2, 3) but the golden is (2, 4)"     */
 } refenc_output_report;
 
 typedef struct {
     char name[128];
-    int pass;
+    int pass;                       /* every compared output passed                 */
+    refenc_verdict verdict;
+    char hazard[256];               /* why the dtype cannot be expected to pass, or "" */
     size_t n_outputs;
     refenc_output_report *outputs;  /* forward order                                */
     int first_divergence;           /* index of the first failing output, or -1      */
@@ -79,24 +120,38 @@ typedef struct {
 } refenc_case_report;
 
 typedef struct {
-    int override_tolerance; /* 1: use tol for every dtype, ignoring the policy and case scale */
+    int override_tolerance; /* 1: the policy rule with tol for every dtype, ignoring the
+                               policy table, the case scale, allowances and budgets */
     refenc_tolerance tol;
 } refenc_certify_options;
 
 /* Compares results with golden and fills rep (free it with
- * refenc_case_report_free).  The verdict is in rep->pass.
- * Errors: REFENC_EFORMAT (the golden lacks its metadata or an output, a
- *   results tensor is not an output of the case, an output has a dtype that
- *   is not F64/F32/F16/BF16), REFENC_ENOMEM.  The message names the file and
- *   the tensor.  On error rep is still safe to free. */
+ * refenc_case_report_free).  The verdict is in rep->verdict.
+ * Errors: REFENC_EFORMAT (the golden lacks its metadata or an output, its
+ *   metadata "tolerance" or "variants" cannot be parsed, a results tensor is
+ *   not an output of the case, an output has a dtype that is not
+ *   F64/F32/F16/BF16), REFENC_ENOMEM.  The message names the file, the case
+ *   and the tensor or key.  On error rep is still safe to free. */
 int refenc_certify_case(refenc_case_report *rep, const refenc_st_file *golden,
                         const refenc_st_file *results, const refenc_certify_options *opt,
                         refenc_error *err);
 
+/* The same for part of the outputs (a fused kernel's): outputs_glob NULL,
+ * or only the outputs whose name matches this shell pattern are checked,
+ * each of them then required, the others NOT_CHECKED. */
+int refenc_certify_case_outputs(refenc_case_report *rep, const refenc_st_file *golden,
+                                const refenc_st_file *results, const refenc_certify_options *opt,
+                                const char *outputs_glob, refenc_error *err);
+
 /* A case whose results file could not be found: every output MISSING or
- * NOT_PROVIDED, verdict fail, note set.  Errors as above for the golden. */
+ * NOT_PROVIDED, verdict FAIL, note set.  Errors as above for the golden.
+ * The _outputs form also marks the outputs outputs_glob excludes NOT_CHECKED
+ * (as refenc_certify_case_outputs).  A caller that skips such a case sets
+ * rep->verdict to REFENC_VERDICT_SKIP. */
 int refenc_certify_missing(refenc_case_report *rep, const refenc_st_file *golden,
                            const char *note, refenc_error *err);
+int refenc_certify_missing_outputs(refenc_case_report *rep, const refenc_st_file *golden, const char *note,
+                                   const char *outputs_glob, refenc_error *err);
 
 void refenc_case_report_free(refenc_case_report *rep);
 

@@ -532,7 +532,9 @@ static void case_figures(FILE *o, const char *case_path, const json_t *c)
 
 static const char *badge(const char *verdict)
 {
-    return strcmp(verdict, "PASS") == 0 ? "pass" : strcmp(verdict, "FAIL") == 0 ? "fail" : "error";
+    if (strcmp(verdict, "PASS") == 0 || strcmp(verdict, "XPASS") == 0)
+        return "pass";
+    return strcmp(verdict, "FAIL") == 0 ? "fail" : strcmp(verdict, "XFAIL") == 0 ? "xfail" : "error";
 }
 
 /* One case's section: its figures, its graph, and per output compared its
@@ -609,6 +611,7 @@ static const char STYLE[] =
     "th{background:#f0f0f0}.scroll{overflow-x:auto}"
     ".badge{padding:1px 6px;border-radius:3px;color:#fff;font-size:12px}"
     ".badge.pass{background:#1b7837}.badge.fail{background:#b2182b}.badge.error{background:#542788}"
+    ".badge.xfail{background:#b35806}"
     "tr.fail td{background:#fff5f0}.desc,.axes{color:#444;margin:2px 0}"
     ".fdl{color:#b2182b;font-size:12px}svg text{font:11px sans-serif}svg text.tk{font-size:10px;fill:#444}"
     "svg text.fd{font-size:10px;fill:#b2182b}svg{display:block;margin:4px 0}"
@@ -629,13 +632,15 @@ static void page_head(FILE *o, const json_t *doc)
     }
     const char *key;
     json_t *v;
-    json_object_foreach(json_object_get(doc, "summary"), key, v) {
-        fputs("<tr><th>summary: ", o);
-        esc(o, key);
-        fputs("</th>", o);
-        figure_key(o, "td", "summary", key, v);
-        fputs("</tr>\n", o);
-    }
+    static const char *const groups[] = {"summary", "selection"};
+    for (size_t g = 0; g < 2; g++)
+        json_object_foreach(json_object_get(doc, groups[g]), key, v) {
+            fprintf(o, "<tr><th>%s: ", groups[g]);
+            esc(o, key);
+            fputs("</th>", o);
+            figure_key(o, "td", groups[g], key, v);
+            fputs("</tr>\n", o);
+        }
     fputs("</table>\n<p class=\"legend\">heatmap cells, r = |got &minus; want| / (atol + rtol |want|), "
           "out of tolerance when r &gt; 1:", o);
     for (int b = 0; b < N_BINS; b++)
@@ -715,6 +720,8 @@ int refenc_report_write(const char *html_path, const refenc_report_options *opt,
                         refenc_error *err)
 {
     memset(sum, 0, sizeof *sum);
+    refenc_certificate_tally tally;
+    memset(&tally, 0, sizeof tally);
     refenc_error_clear(&sum->first_error);
     refenc_manifest manifest;
     int st = open_golden_set(&manifest, html_path, opt, err);
@@ -743,11 +750,13 @@ int refenc_report_write(const char *html_path, const refenc_report_options *opt,
         if (cst != REFENC_OK) {
             if (sum->errors++ == 0)
                 sum->first_error = cerr;
+            refenc_certificate_tally_error(&tally);
             c = json_pack("{s:s, s:s, s:s}", "case", name, "verdict", "ERROR", "note", cerr.message);
         } else {
             c = refenc_certificate_case(&rep);
-            sum->passed += rep.pass;
-            sum->failed += !rep.pass;
+            sum->passed += !refenc_verdict_fails(rep.verdict); /* XFAIL and XPASS do not fail */
+            sum->failed += refenc_verdict_fails(rep.verdict);
+            refenc_certificate_tally_add(&tally, &rep);
         }
         if (c == NULL)
             st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
@@ -770,6 +779,11 @@ int refenc_report_write(const char *html_path, const refenc_report_options *opt,
         json_t *doc = refenc_certificate_doc(opt->version ? opt->version : "", opt->golden_dir, opt->results_dir,
                                              manifest.sha256, cases, sum->cases, sum->passed, verdict);
         cases = NULL; /* stolen */
+        if (doc != NULL) { /* the certificate refenc certify writes for the same selection */
+            refenc_certificate_summary_add(json_object_get(doc, "summary"), &tally);
+            json_object_set_new(doc, "selection", refenc_certificate_selection(&opt->case_glob,
+                                                                               opt->case_glob != NULL, NULL, 0));
+        }
         st = doc ? write_atomic(html_path, doc, body, body_len, err)
                  : refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
         json_decref(doc);

@@ -14,7 +14,7 @@ sanitize: $(SAN_BUILD)/checks/leak-probe
 
 # A fuzz target for golden-case loading and `run --case` (checks/fuzz/fuzz_case.c).
 FUZZ_TARGETS += case
-FUZZ_EXTRA_case := ref/cli/cmd_run_case.c
+FUZZ_EXTRA_case := ref/cli/cmd_run_case.c ref/cli/results.c
 fuzz: $(FUZZ_BUILD)/fuzz-case
 
 # The CLI under faults while it writes (scripts/fault-harness.sh): random

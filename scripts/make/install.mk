@@ -18,8 +18,11 @@ SO_FILE   := librefenc.so.$(VERSION)
 PC        := $(BUILD)/refenc.pc
 
 # The public headers: the kernels, core, io and tool, but not the seeded
-# random parameters (GSL) and nothing of the oracle (MPFR) or the CLI.
-PUB_HDR   := $(filter-out ref/tool/random_params.h,$(wildcard ref/*.h ref/core/*.h ref/io/*.h ref/tool/*.h))
+# random parameters (GSL), nor the atomic writer, whose state holds a POSIX
+# signal mask (the library uses it inside; a C11 program cannot include it),
+# and nothing of the oracle (MPFR) or the CLI.
+PUB_HDR   := $(filter-out ref/tool/random_params.h ref/io/atomic_write.h,\
+                          $(wildcard ref/*.h ref/core/*.h ref/io/*.h ref/tool/*.h))
 
 .PHONY: install uninstall
 

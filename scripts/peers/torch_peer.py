@@ -8,6 +8,14 @@ ALiBi, nn.LayerNorm, nn.Embedding, F.gelu, torch.softmax) and plain torch
 operations where they don't (RoPE, sinusoidal PE, temperature), in float64 or
 float32.  It reads and writes safetensors with numpy and json only.
 
+In float16 and bfloat16 it computes the way tensor-core and fused CPU kernels
+do: every operation in float32 on values of the dtype, its output rounded to
+the dtype (--accumulate float32, the default), or with every accumulation
+(matmul, sum, LayerNorm statistics, softmax denominator) rounded to the dtype
+at each step too (--accumulate dtype, the "pure" model).  PyTorch on the CPU
+has no float16 kernels, so both are built from float32 operations and explicit
+rounding; --native runs PyTorch's own bfloat16 CPU kernels instead.
+
     scripts/peers/torch_peer.py --golden golden --out results/torch-f64 --dtype float64
     build/refenc certify --golden golden --results results/torch-f64
 
@@ -26,6 +34,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 import torch_families  # the encoder families (BERT, RoBERTa, DistilBERT, GPT-2, CLIP text)
 
@@ -54,13 +63,25 @@ def read_safetensors(path):
     return out, meta
 
 
+def to_numpy(t):
+    """A torch tensor as (ndarray, safetensors dtype); numpy has no bfloat16,
+    so a bfloat16 tensor travels as its 16-bit patterns."""
+    if EMU is not None:  # float32 holding values of the dtype: exact
+        t = t.to(EMU.dt)
+    if t.dtype == torch.bfloat16:
+        return t.contiguous().view(torch.int16).numpy().view(np.uint16), "BF16"
+    a = t.numpy()
+    return a, {np.dtype("float64"): "F64", np.dtype("float32"): "F32", np.dtype("float16"): "F16"}[a.dtype]
+
+
 def write_safetensors(path, tensors, metadata=None):
-    """Writes {name: ndarray} (float64, float32 or float16) atomically."""
+    """Writes {name: (ndarray, dtype)} (F64, F32, F16, or BF16 as uint16 bit
+    patterns) atomically."""
     names = sorted(tensors)
     header, blobs, off = {}, [], 0
     for name in names:
-        a = np.ascontiguousarray(tensors[name])
-        dt = {np.dtype("float64"): "F64", np.dtype("float32"): "F32", np.dtype("float16"): "F16"}[a.dtype]
+        a, dt = tensors[name]
+        a = np.ascontiguousarray(a)
         raw = a.astype(a.dtype.newbyteorder("<")).tobytes()
         header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
         blobs.append(raw)
@@ -101,6 +122,104 @@ def layer_norm(t, w, b, eps):
     return F.layer_norm(t, (t.shape[-1],), w, b, bugged_eps(eps))
 
 
+# ---- float16 and bfloat16 from float32 operations ------------------------------------
+
+class Emulation(TorchFunctionMode):
+    """While active, rounds the float32 output of every torch operation to dt
+    (round to nearest even).  With pure, the accumulating operations (linear,
+    matmul, softmax, layer_norm, mean, var) also round each partial sum.
+    Inside table_precision() (the PE and RoPE tables, formed in float32 as
+    Hugging Face does) nothing is rounded, unless pure."""
+
+    def __init__(self, dt, pure):
+        super().__init__()
+        self.dt, self.pure, self.exempt = dt, pure, False
+
+    def round(self, t):
+        return t.to(self.dt).to(torch.float32) if isinstance(t, torch.Tensor) and t.dtype == torch.float32 else t
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        impl = PURE.get(getattr(func, "__name__", None)) if self.pure else None
+        out = impl(self, *args, **kwargs) if impl is not None else func(*args, **kwargs)
+        if self.exempt:
+            return out
+        if isinstance(out, (tuple, list)):
+            return type(out)(self.round(o) for o in out)
+        return self.round(out)
+
+
+EMU = None  # the Emulation of --dtype float16/bfloat16 (not --native), or None
+
+
+class table_precision:
+    """The PE and RoPE tables: float32 (not rounded) in the float32-accumulation model."""
+
+    def __enter__(self):
+        self.saved = EMU.exempt if EMU is not None else None
+        if EMU is not None and not EMU.pure:
+            EMU.exempt = True
+
+    def __exit__(self, *exc):
+        if EMU is not None:
+            EMU.exempt = self.saved
+
+
+def rounded_table(t):
+    """A table cast to the model's dtype, as implementations store cos and sin."""
+    return EMU.round(t) if EMU is not None else t
+
+
+# The pure model's accumulations: each partial sum rounded (the handler runs
+# with the mode off, so every step rounds explicitly).
+def pure_sum_last(e, t):
+    acc = torch.zeros_like(t[..., 0])
+    for k in range(t.shape[-1]):
+        acc = e.round(acc + t[..., k])
+    return acc
+
+
+def pure_matmul(e, a, b):
+    """a (..., n, k) @ b (..., k, m), or a vector a (k)."""
+    acc = None
+    for k in range(a.shape[-1]):
+        term = e.round(a[..., k:k + 1] * b[..., k:k + 1, :]) if a.dim() > 1 else e.round(a[k] * b[k])
+        acc = term if acc is None else e.round(acc + term)
+    return acc
+
+
+def pure_linear(e, x, w, b=None):
+    y = pure_matmul(e, x, w.transpose(0, 1))
+    return y if b is None else e.round(y + b)
+
+
+def pure_softmax(e, x, dim=-1, *args, **kwargs):
+    x = x.movedim(dim, -1)
+    ex = e.round(torch.exp(e.round(x - x.max(-1, keepdim=True).values)))
+    return e.round(ex / pure_sum_last(e, ex)[..., None]).movedim(-1, dim)
+
+
+def pure_mean(e, t, dim=None, keepdim=False, **kwargs):
+    m = e.round(pure_sum_last(e, t.movedim(dim, -1)) / t.shape[dim])
+    return m.unsqueeze(dim) if keepdim else m
+
+
+def pure_var(e, t, dim=None, unbiased=True, keepdim=False, **kwargs):
+    d = e.round(t - pure_mean(e, t, dim, keepdim=True))
+    v = e.round(pure_sum_last(e, e.round(d * d).movedim(dim, -1)) / (t.shape[dim] - (1 if unbiased else 0)))
+    return v.unsqueeze(dim) if keepdim else v
+
+
+def pure_layer_norm(e, x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    d = e.round(x - pure_mean(e, x, -1, keepdim=True))
+    sd = e.round(torch.sqrt(e.round(pure_var(e, x, -1, unbiased=False, keepdim=True) + eps)))
+    return e.round(e.round(e.round(d / sd) * weight) + bias)
+
+
+PURE = {"linear": pure_linear, "matmul": pure_matmul, "__matmul__": pure_matmul, "softmax": pure_softmax,
+        "layer_norm": pure_layer_norm, "mean": pure_mean, "var": pure_var}
+
+
 # ---- building blocks in torch ------------------------------------------------
 
 def alibi_slopes(n):
@@ -124,13 +243,17 @@ def alibi_bias(H, positions, dt):
 
 
 def sinusoidal_pe(positions, D, dt):
-    """(L, D): the usual PyTorch code, interleaved sin/cos, computed in dt."""
-    position = positions.to(dt).unsqueeze(1)
-    div_term = torch.exp(torch.arange(0, D, 2, dtype=dt) * (-math.log(10000.0) / D))
-    pe = torch.zeros(len(positions), D, dtype=dt)
-    pe[:, 0::2] = torch.sin(position * div_term)
-    pe[:, 1::2] = torch.cos(position * div_term)
-    return pe
+    """(L, D): the usual PyTorch code, interleaved sin/cos, computed in dt
+    (in float32 for a 16-bit dt, then rounded, as Hugging Face does)."""
+    if dt in (torch.float16, torch.bfloat16):
+        return sinusoidal_pe(positions, D, torch.float32).to(dt)
+    with table_precision():
+        position = positions.to(dt).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, D, 2, dtype=dt) * (-math.log(10000.0) / D))
+        pe = torch.zeros(len(positions), D, dtype=dt)
+        pe[:, 0::2] = torch.sin(position * div_term)
+        pe[:, 1::2] = torch.cos(position * div_term)
+    return rounded_table(pe)
 
 
 def rope(x, positions, base, layout):
@@ -138,18 +261,21 @@ def rope(x, positions, base, layout):
     rotate_half; 'interleaved' is GPT-J's pairs (2j, 2j+1)."""
     Dh = x.shape[-1]
     dt = x.dtype
+    if dt in (torch.float16, torch.bfloat16):  # the tables in float32, as Hugging Face
+        dt = torch.float32
     if BUG == "rope_layout_swapped":
         layout = "interleaved" if layout == "half" else "half"
     if BUG == "rope_base_wrong":
         base = 500000.0 if base == 10000.0 else 10000.0
-    inv_freq = 1.0 / (base ** (torch.arange(0, Dh, 2, dtype=dt) / Dh))
-    freqs = torch.outer(positions.to(dt), inv_freq)          # (L, Dh/2)
+    with table_precision():
+        inv_freq = 1.0 / (base ** (torch.arange(0, Dh, 2, dtype=dt) / Dh))
+        freqs = torch.outer(positions.to(dt), inv_freq)          # (L, Dh/2)
+        cos, sin = freqs.cos(), freqs.sin()
+    cos, sin = rounded_table(cos).to(x.dtype), rounded_table(sin).to(x.dtype)
     if layout == "half":
-        emb = torch.cat((freqs, freqs), dim=-1)
         x1, x2 = x[..., : Dh // 2], x[..., Dh // 2:]
         rotated = torch.cat((-x2, x1), dim=-1)
-        return x * emb.cos() + rotated * emb.sin()
-    cos, sin = freqs.cos(), freqs.sin()
+        return x * torch.cat((cos, cos), dim=-1) + rotated * torch.cat((sin, sin), dim=-1)
     x1, x2 = x[..., 0::2], x[..., 1::2]
     return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
 
@@ -171,8 +297,10 @@ class Case:
         return name in self.tensors
 
     def t(self, name):
-        """A floating input or parameter as a torch tensor of the peer's dtype."""
-        return torch.from_numpy(np.array(self.tensors[name], dtype=np.float64)).to(self.dt)
+        """A floating input or parameter as a torch tensor of the peer's dtype
+        (emulated: float32 holding the values rounded to the dtype)."""
+        t = torch.from_numpy(np.array(self.tensors[name], dtype=np.float64)).to(self.dt)
+        return EMU.round(t) if EMU is not None else t
 
     def i(self, name):
         return torch.from_numpy(np.array(self.tensors[name], dtype=np.int64))
@@ -232,8 +360,9 @@ def manual_attention(case, x, W_in, b_in, W_o, b_o, positions):
 
 
 def needs_manual(cfg):
-    """nn.MultiheadAttention cannot express RoPE, a temperature, or an injected bug."""
-    return cfg["positional"] == "rope" or cfg["temperature"] != 1.0 or BUG is not None
+    """nn.MultiheadAttention cannot express RoPE, a temperature, or an injected
+    bug, and is one fused operation for the emulation of float16/bfloat16."""
+    return cfg["positional"] == "rope" or cfg["temperature"] != 1.0 or BUG is not None or EMU is not None
 
 
 # ---- components ----------------------------------------------------------------
@@ -391,20 +520,43 @@ COMPONENTS = {"encoder": run_encoder, "attention": run_attention, "ffn": run_ffn
               "sinusoidal_pe": run_sinusoidal_pe, "rope": run_rope, "alibi": run_alibi}
 
 
+def describe(args):
+    """'float32', 'bfloat16 (float32 accumulation)', 'bfloat16 (PyTorch's kernels)', ..."""
+    if args.dtype in ("float64", "float32"):
+        what = args.dtype
+    elif args.native:
+        what = f"{args.dtype} (PyTorch's own kernels)"
+    else:
+        what = f"{args.dtype} ({'float32' if args.accumulate == 'float32' else args.dtype} accumulation)"
+    return what + (f" with bug {BUG}" if BUG else "")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--golden", required=True, help="the golden directory (manifest.json, cases/)")
     ap.add_argument("--out", required=True, help="directory for the results files")
-    ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
+    ap.add_argument("--dtype", choices=["float64", "float32", "float16", "bfloat16"], default="float64")
+    ap.add_argument("--accumulate", choices=["float32", "dtype"], default="float32",
+                    help="float16/bfloat16: accumulate in float32 (default) or in the dtype itself")
+    ap.add_argument("--native", action="store_true",
+                    help="bfloat16: PyTorch's own bfloat16 CPU kernels and modules instead")
     ap.add_argument("--case", default="*", help="only cases matching this shell pattern")
     ap.add_argument("--bug", choices=KNOWN_BUGS + UNKNOWN_BUGS,
                     help="inject a bug into this peer's computation: one of refenc's known variants "
                          "(docs/certify.md), or one it does not know")
     args = ap.parse_args()
-    global BUG
+    if args.native and args.dtype != "bfloat16":
+        ap.error("--native goes with --dtype bfloat16 (PyTorch has no float16 CPU kernels)")
+    if args.accumulate == "dtype" and (args.native or args.dtype in ("float64", "float32")):
+        ap.error("--accumulate dtype goes with --dtype float16 or bfloat16, without --native")
+    global BUG, EMU
     BUG = args.bug
 
-    dt = {"float64": torch.float64, "float32": torch.float32}[args.dtype]
+    dt = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
+          "bfloat16": torch.bfloat16}[args.dtype]
+    if dt in (torch.float16, torch.bfloat16) and not args.native:
+        EMU = Emulation(dt, pure=args.accumulate == "dtype")
+        dt = torch.float32
     torch.set_num_threads(1)  # one thread: the same result on every run
     with open(os.path.join(args.golden, "manifest.json")) as f:
         manifest = json.load(f)
@@ -414,16 +566,20 @@ def main():
         if not fnmatch.fnmatch(entry["case"], args.case):
             continue
         case = Case(os.path.join(args.golden, "cases", entry["file"]), dt)
-        outs = COMPONENTS[case.component](case)
+        if EMU is not None:
+            with EMU:
+                outs = COMPONENTS[case.component](case)
+        else:
+            outs = COMPONENTS[case.component](case)
         results = {}
         for name in case.outputs:
             key = name[len("out."):]
             if key in outs:
-                results[name] = outs[key].detach().numpy()
+                results[name] = to_numpy(outs[key].detach())
         write_safetensors(os.path.join(args.out, case.name + ".safetensors"), results,
-                          {"implementation": f"torch {torch.__version__} {args.dtype}" + (f" with bug {BUG}" if BUG else "")})
+                          {"implementation": f"torch {torch.__version__} {describe(args)}"})
         n += 1
-    print(f"torch_peer: {n} case(s) computed in {args.dtype}{' with bug ' + BUG if BUG else ''} into {args.out}")
+    print(f"torch_peer: {n} case(s) computed in {describe(args)} into {args.out}")
     return 0 if n else 2
 
 

@@ -23,14 +23,20 @@ def _num(v):
 
 class OutputVerdict:
     """One output of a case: status ("PASS", "FAIL", "FAIL (shape)",
-    "FAIL (missing)", "not provided") and, when compared, every figure:
-    dtype, rtol, atol, compared, dont_care, out_of_tolerance, nonfinite,
-    max_abs_error, max_rel_error, max_ulp_error, nmse, worst_index,
-    worst_got, worst_want; note."""
+    "FAIL (missing)", "not provided", "not checked") and, when compared,
+    every figure: dtype, rule ("policy" for F64 and F32, "budget" for F16 and
+    BF16), rtol, atol (the element bound; for the budget rtol 0 and atol its
+    largest error), angle_allowance, budget_max_abs_error, budget_nmse,
+    baseline_max_abs_error, baseline_nmse, compared, dont_care,
+    out_of_tolerance, nonfinite, max_abs_error, max_rel_error, max_ulp_error,
+    scale, nmse, excess (the largest error over its bound), worst_index,
+    worst_got, worst_want; note.  A figure the certificate does not hold
+    for this output is None."""
 
-    FIGURES = ("dtype", "rtol", "atol", "compared", "dont_care", "out_of_tolerance", "nonfinite",
-               "max_abs_error", "max_rel_error", "max_ulp_error", "nmse", "worst_index", "worst_got",
-               "worst_want")
+    FIGURES = ("dtype", "rule", "rtol", "atol", "angle_allowance", "budget_max_abs_error", "budget_nmse",
+               "baseline_max_abs_error", "baseline_nmse", "compared", "dont_care", "out_of_tolerance", "nonfinite",
+               "max_abs_error", "max_rel_error", "max_ulp_error", "scale", "nmse", "excess", "worst_index",
+               "worst_got", "worst_want")
 
     def __init__(self, d):
         self.raw = d
@@ -85,15 +91,18 @@ class Diagnosis:
 
 
 class CaseVerdict:
-    """One case: verdict ("PASS", "FAIL" or "ERROR"), first_divergence (an
-    output name or None), diagnosis (a Diagnosis for a failing case, else
-    None), note, outputs ({name: OutputVerdict}, forward order)."""
+    """One case: verdict ("PASS", "FAIL", "XFAIL" or "XPASS" for a case the
+    dtype cannot be expected to pass, "SKIP", or "ERROR"), hazard (why it is
+    expected to fail, or None), first_divergence (an output name or None),
+    diagnosis (a Diagnosis for a failing case, else None), note, outputs
+    ({name: OutputVerdict}, forward order).  passed: PASS or XPASS."""
 
     def __init__(self, d, results=None):
         self.raw = d
         self.results = results
         self.case = d["case"]
         self.verdict = d["verdict"]
+        self.hazard = d.get("hazard")
         self.first_divergence = d.get("first_divergence")
         self.note = d.get("note")
         self.diagnosis = Diagnosis(d["diagnosis"]) if d.get("diagnosis") else None
@@ -101,7 +110,12 @@ class CaseVerdict:
 
     @property
     def passed(self):
-        return self.verdict == "PASS"
+        return self.verdict in ("PASS", "XPASS")
+
+    @property
+    def failed(self):
+        """FAIL or ERROR: what makes refenc certify exit non-zero (XFAIL and SKIP do not)."""
+        return self.verdict in ("FAIL", "ERROR")
 
     def __getitem__(self, output):
         return self.outputs[output if output.startswith("out.") else "out." + output]
@@ -140,8 +154,9 @@ class CaseVerdict:
 
 class Certificate:
     """The whole certification: cases ({name: CaseVerdict}, manifest order),
-    summary ({"cases", "passed", "failed", "verdict"}), refenc_version,
-    golden, results; raw: the certificate's JSON."""
+    summary ({"cases", "passed", "failed", "xfail", "xpass", "skipped",
+    "most_likely_bug", "verdict"}), refenc_version, golden, results; raw: the
+    certificate's JSON.  passed: no case failed (XFAIL and SKIP do not)."""
 
     def __init__(self, doc):
         self.raw = doc
@@ -152,7 +167,7 @@ class Certificate:
 
     @property
     def passed(self):
-        return bool(self.cases) and all(c.passed for c in self.cases.values())
+        return bool(self.cases) and not any(c.failed for c in self.cases.values())
 
     def __getitem__(self, case):
         return self.cases[case]
@@ -161,7 +176,7 @@ class Certificate:
         return iter(self.cases.values())
 
     def explain(self):
-        failing = [c for c in self.cases.values() if not c.passed]
+        failing = [c for c in self.cases.values() if c.failed]
         head = (f"refenc certify: {len(self.cases)} case(s), {len(self.cases) - len(failing)} passed, "
                 f"{len(failing)} failed")
         return "\n".join([head] + [c.explain() for c in failing])
@@ -207,11 +222,20 @@ def certify(results, cases=None, golden=None, cli=None, rtol=None, atol=None, js
         if unknown:
             raise CertifyError(f"no golden case named {', '.join(sorted(unknown))} in {golden}")
         doc["cases"] = [c for c in doc["cases"] if c["case"] in wanted]
-        passed = sum(c["verdict"] == "PASS" for c in doc["cases"])
-        errors = any(c["verdict"] == "ERROR" for c in doc["cases"])
-        doc["summary"] = {"cases": len(doc["cases"]), "passed": passed, "failed": len(doc["cases"]) - passed,
-                          "verdict": "ERROR" if errors else "PASS" if passed == len(doc["cases"]) else "FAIL"}
+        doc["summary"] = _summary(doc["cases"])
     return Certificate(doc)
+
+
+def _summary(cases):
+    """The summary refenc certify writes, for a subset of its cases."""
+    count = lambda *vs: sum(c["verdict"] in vs for c in cases)
+    named = {(c.get("diagnosis") or {}).get("variant") for c in cases if c["verdict"] == "FAIL"}
+    bugs = named - {None}
+    failed = count("FAIL", "ERROR")
+    return {"cases": len(cases), "passed": count("PASS"), "failed": failed, "xfail": count("XFAIL"),
+            "xpass": count("XPASS"), "skipped": count("SKIP"),
+            "most_likely_bug": next(iter(bugs)) if failed and len(bugs) == 1 else None,
+            "verdict": "ERROR" if count("ERROR") else "FAIL" if failed else "PASS"}
 
 
 def certify_case(case, results, **kw):

@@ -58,7 +58,7 @@ def test_fits_and_select(golden):
     assert reasons["ffn_gelu"] == "needs activation=gelu (not supported)"
     assert reasons["alibi_h4"] == "needs component=alibi (not supported)"
     assert [c.name for c in refenc.cases({"component=ffn", "activation=*"}, golden)] == \
-        ["ffn_relu", "ffn_gelu", "ffn_gelu_tanh", "ffn_quick_gelu"]
+        ["ffn_relu", "ffn_gelu", "ffn_gelu_tanh", "ffn_gelu_few_units", "ffn_gelu_tanh_few_units", "ffn_quick_gelu"]
 
 
 def test_family_cases_need_their_embedding_path(golden):

@@ -5,10 +5,10 @@
 
 #include <jansson.h>
 
-#include "../../ref/core/case.h"
-#include "../../ref/io/case_file.h"
-#include "../../ref/tool/run_case.h"
-#include "../../ref/core/status.h"
+#include "../core/case.h"
+#include "../io/case_file.h"
+#include "../tool/run_case.h"
+#include "../core/status.h"
 
 /* A case of the catalogue, as read. */
 typedef struct {

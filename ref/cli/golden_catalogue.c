@@ -1,4 +1,4 @@
-#include "catalogue.h"
+#include "golden_catalogue.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -7,13 +7,13 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
-#include "../../ref/io/config_json.h"
-#include "../../ref/io/file_read.h"
-#include "../../ref/tool/random_params.h"
+#include "../io/config_json.h"
+#include "../io/file_read.h"
+#include "../tool/random_params.h"
 
 static const char *const case_keys[] = {"case", "component", "description", "model", "input", "seed",
                                         "input_bits", "bug_classes", "tolerance", "float32_hazard",
-                                        "embedding_std", NULL};
+                                        "params", "embedding_std", NULL};
 static const char *const input_keys[] = {"batch", "seq_len", "padding", "padding_side",
                                          "positions_start", "x_mean", "x_scale", "x_grid",
                                          "attn_mask", "masked_fraction", "fully_masked_rows", NULL};
@@ -104,6 +104,40 @@ static double number(const json_t *obj, const char *key, double dflt)
     return json_is_number(v) ? json_number_value(v) : dflt;
 }
 
+/* "params": {"<name>": {"mean": m, "scale": s}, ...}: every parameter tensor
+ * whose name is <name> or ends in ".<name>" (e.g. "linear1.bias" for every
+ * layer's) is redrawn as N(m, s^2) (mean 0 and scale 0 by default), in the
+ * catalogue's order, from the case's generator. */
+static int override_params(refenc_case *c, const json_t *params, gsl_rng *rng, const char *where,
+                           refenc_error *err)
+{
+    static const char *const keys[] = {"mean", "scale", NULL};
+    const char *name;
+    json_t *spec;
+    if (params != NULL && !json_is_object(params))
+        return refenc_error_set(err, REFENC_EINVAL, "%s: params must be an object", where);
+    json_object_foreach((json_t *)params, name, spec) {
+        int st;
+        size_t hits = 0;
+        if (!json_is_object(spec) || (st = refenc_json_check_keys(spec, keys, where, err)))
+            return json_is_object(spec) ? st : refenc_error_set(err, REFENC_EINVAL, "%s: params.%s must be an "
+                                                                "object {\"mean\", \"scale\"}", where, name);
+        const double mean = number(spec, "mean", 0.0), scale = number(spec, "scale", 0.0);
+        for (size_t t = 0; t < c->params.n_tensors; t++) {
+            const refenc_tensor *p = &c->params.tensors[t];
+            const size_t n = strlen(p->name), k = strlen(name);
+            if (!(n == k || (n > k && p->name[n - k - 1] == '.')) || strcmp(p->name + n - k, name) != 0)
+                continue;
+            for (size_t i = 0; i < p->size; i++)
+                p->data[i] = mean + (scale > 0 ? gsl_ran_gaussian_ziggurat(rng, scale) : 0.0);
+            hits++;
+        }
+        if (hits == 0)
+            return refenc_error_set(err, REFENC_EINVAL, "%s: params.%s names no parameter of the case", where, name);
+    }
+    return REFENC_OK;
+}
+
 int catalogue_build(refenc_case *c, const catalogue_case *cc, refenc_error *err)
 {
     char where[160];
@@ -159,6 +193,13 @@ int catalogue_build(refenc_case *c, const catalogue_case *cc, refenc_error *err)
             p->token_type_embedding[i] *= s_tok;
         for (size_t i = 0; p->pos_embedding != NULL && i < cfg.max_len * cfg.d_model; i++)
             p->pos_embedding[i] *= s / 0.5; /* drawn N(0, 0.25) */
+    }
+    /* then some redrawn as the case says ("params") */
+    char pwhere[160];
+    snprintf(pwhere, sizeof pwhere, "case %s", cc->name);
+    if ((st = override_params(c, json_object_get(cc->entry, "params"), rng, pwhere, err))) {
+        gsl_rng_free(rng);
+        return st;
     }
     for (size_t i = 0; i < c->params.n_values; i++)
         c->params.block[i] = catalogue_round(c->params.block[i], cc->input_bits);

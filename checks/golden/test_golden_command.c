@@ -1,0 +1,528 @@
+/* `refenc golden` and `refenc run --config ... --out`, on a user's own
+ * weights and inputs files.
+ *
+ * The files are taken apart from fixture cases (the parameters into a
+ * weights file under their state_dict names, the in.* tensors into an inputs
+ * file, the metadata's config into a config file), so the truth is known
+ * independently of the code under test: the fixture's golden outputs were
+ * computed by `refenc golden --catalogue` from the seed, and the reference's
+ * outputs by `refenc run --case`.  Rebuilding the case from the files must
+ * give those same bits; changing one weight must not. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+
+#include "../../ref/io/golden_names.h"
+#include "../../ref/io/safetensors.h"
+#include "../robustness/robust.h"
+
+/* Writes dir/weights.safetensors (the parameters), dir/inputs.safetensors
+ * (in.*) and dir/config.json ({"model": the case's config}) from a fixture
+ * case.  bump: a parameter whose first element gets 1 added (or NULL). */
+static void split_case(const char *dir, const char *case_name, const char *bump)
+{
+    rb_golden g;
+    rb_golden_load(&g, case_name);
+    refenc_st_entry w[RB_MAX_TENSORS], in[8];
+    size_t nw = 0, ni = 0;
+    for (size_t i = 0; i < g.n; i++) {
+        const refenc_st_entry *e = &g.e[i];
+        if (strncmp(e->name, "in.", 3) == 0)
+            in[ni++] = *e;
+        else if (!refenc_name_is_expected(e->name))
+            w[nw++] = *e;
+    }
+    if (bump != NULL) {
+        float *v = rb_golden_data(&g, bump);
+        v[0] += 1.0f;
+        for (size_t i = 0; i < nw; i++)
+            if (strcmp(w[i].name, bump) == 0)
+                w[i].data = v;
+    }
+    char path[RB_PATH_MAX + 64];
+    refenc_error err;
+    snprintf(path, sizeof path, "%s/weights.safetensors", dir);
+    cr_assert_eq(refenc_st_write(path, w, nw, NULL, &err), REFENC_OK, "%s", err.message);
+    snprintf(path, sizeof path, "%s/inputs.safetensors", dir);
+    cr_assert_eq(refenc_st_write(path, in, ni, NULL, &err), REFENC_OK, "%s", err.message);
+    const char *cfg = json_string_value(json_object_get(g.meta, "config"));
+    cr_assert_not_null(cfg);
+    char *text = malloc(strlen(cfg) + 32);
+    sprintf(text, "{\"model\": %s}", cfg);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    rb_write_file(path, text, strlen(text));
+    free(text);
+    rb_golden_free(&g);
+}
+
+/* The bytes of tensor `name` of a file, or NULL (free it). */
+static unsigned char *tensor_bytes(const char *path, const char *name, size_t *n)
+{
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, path, &err), REFENC_OK, "%s", err.message);
+    const refenc_st_tensor *t = refenc_st_find(&f, name);
+    unsigned char *b = NULL;
+    if (t != NULL) {
+        b = malloc(t->nbytes ? t->nbytes : 1);
+        memcpy(b, t->data, t->nbytes);
+        *n = t->nbytes;
+    }
+    refenc_st_free(&f);
+    return b;
+}
+
+/* Every out.* tensor of `want` is in `got` with the same bytes.  Returns the
+ * number compared. */
+static size_t same_outputs(const char *got, const char *want)
+{
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, want, &err), REFENC_OK, "%s", err.message);
+    size_t compared = 0;
+    for (size_t i = 0; i < f.n_tensors; i++) {
+        const refenc_st_tensor *t = &f.tensors[i];
+        if (strncmp(t->name, REFENC_NAME_OUTPUT, strlen(REFENC_NAME_OUTPUT)) != 0)
+            continue;
+        size_t n = 0;
+        unsigned char *b = tensor_bytes(got, t->name, &n);
+        cr_expect_not_null(b, "%s has no %s", got, t->name);
+        if (b != NULL)
+            cr_expect(n == t->nbytes && memcmp(b, t->data, n) == 0, "%s: %s differs from %s", got, t->name,
+                      want);
+        free(b);
+        compared++;
+    }
+    refenc_st_free(&f);
+    return compared;
+}
+
+static void run_ok(const char *const *args)
+{
+    rb_result r = rb_run(args);
+    cr_assert_eq(r.status, 0, "%s %s: exit %d: %s", args[1], args[2], r.status, r.err);
+    rb_result_free(&r);
+}
+
+/* A command that must be refused: exit 2, one message with the fragment,
+ * and `out` not written. */
+typedef struct {
+    const char *what, *args[12], *fragment;
+} refusal;
+
+static void expect_refusals(const refusal *cases, size_t n, const char *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        rb_result r = rb_run(cases[i].args);
+        rb_expect_error(&r, 2, "golden", cases[i].what, (const char *[]){cases[i].fragment, NULL});
+        rb_result_free(&r);
+        cr_expect(!rb_exists(out), "%s: %s was written", cases[i].what, out);
+    }
+}
+
+/* dir/config.json holding text; its path in path. */
+static void config_file(char *path, size_t cap, const char *dir, const char *text)
+{
+    snprintf(path, cap, "%s/config.json", dir);
+    rb_write_file(path, text, strlen(text));
+}
+
+/* The reference on the user's files equals the reference on the case. */
+Test(golden_command, run_config_on_files_writes_the_reference_outputs)
+{
+    const char *cases[] = {"encoder_causal_learned", "encoder_pre_rope"};
+    for (size_t k = 0; k < 2; k++) {
+        char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], w[RB_PATH_MAX + 32], in[RB_PATH_MAX + 32];
+        char got[RB_PATH_MAX + 32], want[RB_PATH_MAX + 32], golden[RB_PATH_MAX];
+        rb_tmpdir(dir);
+        split_case(dir, cases[k], NULL);
+        snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+        snprintf(w, sizeof w, "%s/weights.safetensors", dir);
+        snprintf(in, sizeof in, "%s/inputs.safetensors", dir);
+        snprintf(got, sizeof got, "%s/got.safetensors", dir);
+        snprintf(want, sizeof want, "%s/want.safetensors", dir);
+        rb_fixture_case(golden, cases[k]);
+        run_ok((const char *[]){"refenc", "run", "--config", cfg, "--weights", w, "--inputs", in, "--out", got, NULL});
+        run_ok((const char *[]){"refenc", "run", "--case", golden, "--out", want, NULL});
+        cr_expect_geq(same_outputs(got, want), 3, "%s: too few outputs compared", cases[k]);
+        rb_tmpdir_remove(dir);
+    }
+}
+
+Test(golden_command, run_config_on_a_changed_weight_differs)
+{
+    /* negative control of the test above: one weight changed changes the output */
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], w[RB_PATH_MAX + 32], in[RB_PATH_MAX + 32];
+    char got[RB_PATH_MAX + 32], want[RB_PATH_MAX + 32], golden[RB_PATH_MAX];
+    rb_tmpdir(dir);
+    split_case(dir, "encoder_causal_learned", "layers.0.linear2.bias");
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    snprintf(w, sizeof w, "%s/weights.safetensors", dir);
+    snprintf(in, sizeof in, "%s/inputs.safetensors", dir);
+    snprintf(got, sizeof got, "%s/got.safetensors", dir);
+    snprintf(want, sizeof want, "%s/want.safetensors", dir);
+    rb_fixture_case(golden, "encoder_causal_learned");
+    run_ok((const char *[]){"refenc", "run", "--config", cfg, "--weights", w, "--inputs", in, "--out", got, NULL});
+    run_ok((const char *[]){"refenc", "run", "--case", golden, "--out", want, NULL});
+    size_t na, nb;
+    unsigned char *a = tensor_bytes(got, "out.output", &na), *b = tensor_bytes(want, "out.output", &nb);
+    cr_assert(a && b && na == nb);
+    cr_expect(memcmp(a, b, na) != 0, "a changed bias left out.output unchanged");
+    free(a);
+    free(b);
+    rb_tmpdir_remove(dir);
+}
+
+/* The oracle on the user's files reproduces the golden made from the seed. */
+Test(golden_command, golden_from_files_reproduces_the_seeded_golden, .timeout = 60)
+{
+    const char *cases[] = {"encoder_causal_learned", "encoder_pre_rope"};
+    for (size_t k = 0; k < 2; k++) {
+        char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], w[RB_PATH_MAX + 32], in[RB_PATH_MAX + 32];
+        char got[RB_PATH_MAX + 32], want[RB_PATH_MAX], manifest[RB_PATH_MAX + 32];
+        rb_tmpdir(dir);
+        split_case(dir, cases[k], NULL);
+        snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+        snprintf(w, sizeof w, "%s/weights.safetensors", dir);
+        snprintf(in, sizeof in, "%s/inputs.safetensors", dir);
+        run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--weights", w, "--inputs", in,
+                                "--name", "mine", "--out", dir, "--quiet", NULL});
+        snprintf(got, sizeof got, "%s/cases/mine.safetensors", dir);
+        rb_fixture_case(want, cases[k]);
+        cr_expect_geq(same_outputs(got, want), 3, "%s: too few outputs compared", cases[k]);
+        /* the manifest lists it, with its checksum */
+        snprintf(manifest, sizeof manifest, "%s/manifest.json", dir);
+        json_t *m = json_load_file(manifest, 0, NULL);
+        const json_t *e = json_array_get(json_object_get(m, "cases"), 0);
+        cr_expect_str_eq(json_string_value(json_object_get(e, "case")), "mine");
+        cr_expect_eq(json_array_size(json_object_get(m, "cases")), 1);
+        json_decref(m);
+        rb_tmpdir_remove(dir);
+    }
+}
+
+Test(golden_command, golden_from_a_changed_weight_differs, .timeout = 60)
+{
+    /* negative control of the test above */
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], w[RB_PATH_MAX + 32], in[RB_PATH_MAX + 32];
+    char got[RB_PATH_MAX + 32], want[RB_PATH_MAX];
+    rb_tmpdir(dir);
+    split_case(dir, "encoder_causal_learned", "layers.0.norm2.weight");
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    snprintf(w, sizeof w, "%s/weights.safetensors", dir);
+    snprintf(in, sizeof in, "%s/inputs.safetensors", dir);
+    snprintf(got, sizeof got, "%s/mine.safetensors", dir);
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--weights", w, "--inputs", in,
+                            "--out-file", got, "--outputs", "final", "--quiet", NULL});
+    rb_fixture_case(want, "encoder_causal_learned");
+    size_t na, nb;
+    unsigned char *a = tensor_bytes(got, "out.output", &na), *b = tensor_bytes(want, "out.output", &nb);
+    cr_assert(a && b && na == nb);
+    cr_expect(memcmp(a, b, na) != 0, "a changed LayerNorm weight left out.output unchanged");
+    free(a);
+    free(b);
+    /* --outputs final: the required output only */
+    unsigned char *c = tensor_bytes(got, "out.embed", &na);
+    cr_expect_null(c, "--outputs final stored out.embed");
+    free(c);
+    rb_tmpdir_remove(dir);
+}
+
+/* A second case goes into the same manifest; making one again replaces its entry. */
+Test(golden_command, the_manifest_gathers_the_cases_of_a_directory, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], manifest[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    const char *text = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1},"
+                       " \"input\": {\"batch\": 1, \"seq_len\": 3}}";
+    config_file(cfg, sizeof cfg, dir, text);
+    const char *names[] = {"first", "second", "first"};
+    for (int k = 0; k < 3; k++)
+        run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--name", names[k], "--seed",
+                                k == 2 ? "7" : "1", "--out", dir, "--quiet", NULL});
+    snprintf(manifest, sizeof manifest, "%s/manifest.json", dir);
+    json_t *m = json_load_file(manifest, 0, NULL);
+    cr_assert_not_null(m);
+    const json_t *cases = json_object_get(m, "cases");
+    cr_assert_eq(json_array_size(cases), 2, "the manifest lists %zu cases", json_array_size(cases));
+    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(cases, 0), "case")), "first");
+    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(cases, 1), "case")), "second");
+    /* certify reads the directory: the manifest is well formed */
+    const char *args[] = {"refenc", "certify", "--golden", dir, "--results", dir, "--quiet", NULL};
+    rb_result r = rb_run(args); /* no results: every case fails, but the manifest must be readable */
+    cr_expect_eq(r.status, 1, "certify on the directory: exit %d: %s", r.status, r.err);
+    rb_result_free(&r);
+    cr_expect(!rb_has_temporary_file(dir), "a temporary file was left in %s", dir);
+    json_decref(m);
+    rb_tmpdir_remove(dir);
+}
+
+/* Bad input: one message naming every problem, exit 2, nothing written. */
+Test(golden_command, a_weights_file_that_does_not_match_is_refused_whole)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], w[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    split_case(dir, "encoder_causal_learned", NULL);
+    /* drop one tensor, misshape another, add a third */
+    rb_golden g;
+    rb_golden_load(&g, "encoder_causal_learned");
+    refenc_st_entry e[RB_MAX_TENSORS];
+    size_t n = 0;
+    static float extra[4];
+    for (size_t i = 0; i < g.n; i++) {
+        if (strncmp(g.e[i].name, "in.", 3) == 0 || refenc_name_is_expected(g.e[i].name) ||
+            strcmp(g.e[i].name, "layers.0.norm2.bias") == 0)
+            continue;
+        e[n] = g.e[i];
+        if (strcmp(e[n].name, "layers.0.linear1.weight") == 0) { /* (36, 20) read as (20, 36) */
+            e[n].shape[0] = 20;
+            e[n].shape[1] = 36;
+        }
+        n++;
+    }
+    e[n++] = (refenc_st_entry){.name = "pooler.weight", .dtype = REFENC_ST_F32, .ndim = 1, .shape = {4},
+                               .data = extra};
+    refenc_error err;
+    snprintf(w, sizeof w, "%s/weights.safetensors", dir);
+    cr_assert_eq(refenc_st_write(w, e, n, NULL, &err), REFENC_OK, "%s", err.message);
+    rb_golden_free(&g);
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    snprintf(out, sizeof out, "%s/out", dir);
+    for (int k = 0; k < 2; k++) {
+        const char *golden_args[] = {"refenc", "golden", "--config", cfg, "--weights", w, "--out", out, NULL};
+        const char *run_args[] = {"refenc", "run", "--config", cfg, "--weights", w, NULL};
+        rb_result r = rb_run(k == 0 ? golden_args : run_args);
+        rb_expect_error(&r, 2, k == 0 ? "golden" : "run", "a mismatched weights file",
+                        (const char *[]){"weights.safetensors: the weights do not match the config (3 problems)",
+                                         "missing 'layers.0.norm2.bias' (20)",
+                                         "'layers.0.linear1.weight' has shape (20, 36), expected (36, 20)",
+                                         "extra 'pooler.weight' (4)", NULL});
+        rb_result_free(&r);
+    }
+    cr_expect(!rb_exists(out), "refenc golden created %s", out);
+    rb_tmpdir_remove(dir);
+}
+
+Test(golden_command, bad_sources_are_refused_and_nothing_is_written)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], big[RB_PATH_MAX + 32], in[RB_PATH_MAX + 32];
+    char out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    split_case(dir, "encoder_causal_learned", NULL);
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    snprintf(in, sizeof in, "%s/inputs.safetensors", dir);
+    snprintf(big, sizeof big, "%s/big.json", dir);
+    snprintf(out, sizeof out, "%s/out", dir);
+    const char *text = "{\"model\": {\"d_model\": 1048577}}";
+    rb_write_file(big, text, strlen(text));
+    const char *mismatch = "{\"model\": {\"d_model\": 20, \"n_heads\": 2, \"positional\": \"learned\", "
+                           "\"max_len\": 9}, \"input\": {\"batch\": 3, \"seq_len\": 6}}";
+    char mism[RB_PATH_MAX + 32];
+    snprintf(mism, sizeof mism, "%s/mismatch.json", dir);
+    rb_write_file(mism, mismatch, strlen(mismatch));
+    const refusal cases[] = {
+        {"a config over the limits", {"refenc", "golden", "--config", big, "--out", out, NULL},
+         "model: d_model = 1048577 exceeds the limit"},
+        {"inputs of another shape than the config's", {"refenc", "golden", "--config", mism, "--inputs", in, "--out", out, NULL},
+         "input: batch 3, seq_len 6, but"},
+        {"an inputs file for another width", {"refenc", "golden", "--config", big, "--inputs", in, "--out", out, NULL},
+         "exceeds the limit"},
+        {"an invalid name", {"refenc", "golden", "--config", cfg, "--name", "../x", "--out", out, NULL},
+         "--name: '../x' is not a case name"},
+        {"no output", {"refenc", "golden", "--config", cfg, NULL}, "give one of --out DIR and --out-file FILE"},
+        {"both sources", {"refenc", "golden", "--config", cfg, "--catalogue", cfg, "--case", "x", "--out", out, NULL},
+         "give --config FILE.json or --catalogue CAT.json --case NAME"},
+        {"--outputs some", {"refenc", "golden", "--config", cfg, "--outputs", "some", "--out", out, NULL},
+         "--outputs: 'some' is neither 'all' nor 'final'"},
+        {"--threads 0", {"refenc", "golden", "--config", cfg, "--threads", "0", "--out", out, NULL},
+         "--threads: '0' is not an integer in [1, 4096]"},
+        {"a case the catalogue lacks", {"refenc", "golden", "--catalogue", "golden/catalogue.json", "--case", "nope", "--out", out, NULL},
+         "no case named 'nope' in the catalogue"},
+    };
+    expect_refusals(cases, sizeof cases / sizeof cases[0], out);
+    rb_tmpdir_remove(dir);
+}
+
+static int same_file(const char *a, const char *b)
+{
+    size_t na, nb;
+    unsigned char *x = rb_read_file(a, &na), *y = rb_read_file(b, &nb);
+    const int same = na == nb && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* The oracle's threads change nothing: 1 and 2 threads, the same bytes. */
+Test(golden_command, any_thread_count_gives_the_same_bytes, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], f1[RB_PATH_MAX + 32], f2[RB_PATH_MAX + 32];
+    char f3[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    const char *text = "{\"model\": {\"d_model\": 24, \"n_heads\": 3, \"d_ff\": 40, \"n_layers\": 2,"
+                       " \"positional\": \"rope\", \"activation\": \"gelu\"},"
+                       " \"input\": {\"batch\": 3, \"seq_len\": 9, \"padding\": [0, 2, 4]}}";
+    config_file(cfg, sizeof cfg, dir, text);
+    snprintf(f1, sizeof f1, "%s/t1.safetensors", dir);
+    snprintf(f2, sizeof f2, "%s/t2.safetensors", dir);
+    snprintf(f3, sizeof f3, "%s/seed.safetensors", dir);
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--threads", "1", "--out-file", f1, "--quiet", NULL});
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--threads", "2", "--out-file", f2, "--quiet", NULL});
+    cr_expect(same_file(f1, f2), "1 and 2 threads gave different files");
+    /* negative control: the comparison tells two cases apart */
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--seed", "2", "--threads", "2", "--out-file", f3,
+                            "--quiet", NULL});
+    cr_expect(!same_file(f1, f3), "two seeds gave the same file");
+    rb_tmpdir_remove(dir);
+}
+
+/* The encoder's item-by-item run reproduces a committed encoder case. */
+Test(golden_command, an_encoder_case_of_the_catalogue_regenerates_byte_for_byte, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(out, sizeof out, "%s/case.safetensors", dir);
+    run_ok((const char *[]){"refenc", "golden", "--catalogue", "golden/catalogue.json", "--case",
+                            "encoder_pre_alibi_h6", "--threads", "2", "--out-file", out, "--quiet", NULL});
+    cr_expect(same_file(out, "golden/cases/encoder_pre_alibi_h6.safetensors"),
+              "encoder_pre_alibi_h6 regenerates to other bytes than golden/cases/");
+    rb_tmpdir_remove(dir);
+}
+
+/* Parts computed apart and merged: the bytes of the run without --shard. */
+Test(golden_command, shards_merge_into_the_unsharded_file, .timeout = 90)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], whole[RB_PATH_MAX + 32], merged[RB_PATH_MAX + 32];
+    char part[4][RB_PATH_MAX + 32], spec[16];
+    rb_tmpdir(dir);
+    const char *text = "{\"model\": {\"d_model\": 16, \"n_heads\": 2, \"d_ff\": 24, \"n_layers\": 2,"
+                       " \"positional\": \"alibi\", \"norm\": \"post\"},"
+                       " \"input\": {\"batch\": 2, \"seq_len\": 5, \"padding\": [0, 2]}}";
+    config_file(cfg, sizeof cfg, dir, text);
+    snprintf(whole, sizeof whole, "%s/whole.safetensors", dir);
+    snprintf(merged, sizeof merged, "%s/merged.safetensors", dir);
+    for (int per_layer = 1; per_layer >= 0; per_layer--) {
+        const int n = per_layer ? 3 : 2; /* 4 units (layers x items) in 3 parts; 2 items in 2 */
+        run_ok((const char *[]){"refenc", "golden", "--config", cfg, per_layer ? "--per-layer" : "--quiet",
+                                "--out-file", whole, "--quiet", NULL});
+        for (int k = 1; k <= n; k++) {
+            snprintf(part[k], sizeof part[k], "%s/part%d.safetensors", dir, k);
+            snprintf(spec, sizeof spec, "%d/%d", k, n);
+            run_ok((const char *[]){"refenc", "golden", "--config", cfg, per_layer ? "--per-layer" : "--quiet",
+                                    "--shard", spec, "--threads", k == 1 ? "2" : "1", "--out-file", part[k],
+                                    "--quiet", NULL});
+        }
+        /* in any order */
+        if (n == 3)
+            run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", merged, part[3], part[1], part[2],
+                                    "--quiet", NULL});
+        else
+            run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", merged, part[2], part[1], "--quiet",
+                                    NULL});
+        cr_expect(same_file(whole, merged), "%s: the merged parts differ from the whole run",
+                  per_layer ? "per layer" : "whole stack");
+    }
+    /* negative control: the whole stack and per layer are different files */
+    char other[RB_PATH_MAX + 32];
+    snprintf(other, sizeof other, "%s/per_layer.safetensors", dir);
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--out-file", other, "--quiet", NULL});
+    cr_expect(!same_file(whole, other), "per layer and whole stack gave the same file");
+    rb_tmpdir_remove(dir);
+}
+
+Test(golden_command, bad_shards_and_merges_are_refused, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], p1[RB_PATH_MAX + 32], p2[RB_PATH_MAX + 32];
+    char q2[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    const char *text = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1},"
+                       " \"input\": {\"batch\": 2, \"seq_len\": 3}}";
+    config_file(cfg, sizeof cfg, dir, text);
+    snprintf(p1, sizeof p1, "%s/p1.safetensors", dir);
+    snprintf(p2, sizeof p2, "%s/p2.safetensors", dir);
+    snprintf(q2, sizeof q2, "%s/q2.safetensors", dir);
+    snprintf(out, sizeof out, "%s/merged.safetensors", dir);
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "1/2", "--out-file", p1, "--quiet", NULL});
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "2/2", "--out-file", p2, "--quiet", NULL});
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--seed", "9", "--shard", "2/2", "--out-file", q2,
+                            "--quiet", NULL});
+    const refusal cases[] = {
+        {"shard 3/2", {"refenc", "golden", "--config", cfg, "--shard", "3/2", "--out-file", out, NULL},
+         "--shard: '3/2' is not K/N with 1 <= K <= N"},
+        {"shard 0/2", {"refenc", "golden", "--config", cfg, "--shard", "0/2", "--out-file", out, NULL},
+         "--shard: '0/2' is not K/N"},
+        {"more shards than units", {"refenc", "golden", "--config", cfg, "--shard", "1/3", "--out-file", out, NULL},
+         "has only 2 units"},
+        {"parts of two cases", {"refenc", "golden", "merge", "--out-file", out, p1, q2, NULL},
+         "parts of different cases do not merge"},
+        {"a missing part", {"refenc", "golden", "merge", "--out-file", out, p1, NULL}, "missing: 2/2"},
+        {"a part twice", {"refenc", "golden", "merge", "--out-file", out, p1, p1, NULL}, "are both shard 1/2"},
+        {"a case file for a part", {"refenc", "golden", "merge", "--out-file", out, "golden/cases/encoder_pre.safetensors", NULL},
+         "not a part of a golden case"},
+        {"variants in parts", {"refenc", "golden", "--config", cfg, "--variants", "--shard", "1/2", "--out-file", out, NULL},
+         "--per-layer and --shard make no bug variants"},
+    };
+    expect_refusals(cases, sizeof cases / sizeof cases[0], out);
+    /* negative control: the two right parts merge */
+    run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", out, p1, p2, "--quiet", NULL});
+    cr_expect(rb_exists(out));
+    rb_tmpdir_remove(dir);
+}
+
+/* Weights no narrower dtype holds are stored as they are, and said so. */
+Test(golden_command, inputs_are_never_rounded_and_their_dtype_is_recorded, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], w[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    split_case(dir, "encoder_causal_learned", NULL);
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    snprintf(w, sizeof w, "%s/weights.safetensors", dir);
+    snprintf(out, sizeof out, "%s/case.safetensors", dir);
+    /* the fixture's weights (8 significant bits) first: F16 and BF16 hold them */
+    const char *want[3] = {"F16,BF16", "F32", "F64"};
+    for (int k = 0; k < 3; k++) {
+        if (k > 0) { /* one weight given 12 (float32), then 40 (float64) significant bits */
+            rb_golden g;
+            rb_golden_load(&g, "encoder_causal_learned");
+            refenc_st_entry e[RB_MAX_TENSORS];
+            size_t n = 0;
+            static double wide[36];
+            for (size_t i = 0; i < g.n; i++) {
+                if (strncmp(g.e[i].name, "in.", 3) == 0 || refenc_name_is_expected(g.e[i].name))
+                    continue;
+                e[n] = g.e[i];
+                if (strcmp(e[n].name, "layers.0.linear1.bias") == 0) {
+                    const float *f = e[n].data;
+                    for (size_t j = 0; j < 36; j++)
+                        wide[j] = f[j];
+                    wide[5] = 1.0 + (k == 1 ? 0x1p-11 : 0x1p-39);
+                    e[n].dtype = REFENC_ST_F64;
+                    e[n].data = wide;
+                }
+                n++;
+            }
+            refenc_error err;
+            cr_assert_eq(refenc_st_write(w, e, n, NULL, &err), REFENC_OK, "%s", err.message);
+            rb_golden_free(&g);
+        }
+        run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--weights", w, "--out-file", out,
+                                "--outputs", "final", "--quiet", NULL});
+        refenc_st_file f;
+        refenc_error err;
+        cr_assert_eq(refenc_st_read(&f, out, &err), REFENC_OK, "%s", err.message);
+        cr_expect_str_eq(refenc_st_metadata(&f, "input_dtype"), want[k], "case %d: input_dtype", k);
+        const refenc_st_tensor *t = refenc_st_find(&f, "layers.0.linear1.bias");
+        cr_assert_not_null(t);
+        double v[36];
+        cr_assert_eq(refenc_st_to_f64(v, &f, t, &err), REFENC_OK);
+        if (k > 0)
+            cr_expect(v[5] == 1.0 + (k == 1 ? 0x1p-11 : 0x1p-39), "case %d: the weight was rounded to %a", k, v[5]);
+        cr_expect_eq(t->dtype, k == 2 ? REFENC_ST_F64 : REFENC_ST_F32, "case %d: stored as %s", k,
+                     refenc_st_dtype_name(t->dtype));
+        refenc_st_free(&f);
+    }
+    rb_tmpdir_remove(dir);
+}

@@ -1,0 +1,240 @@
+/* The oracle's dot products (ref/oracle/dot.c) against the definition they
+ * replace: every product exact at 2p bits, one mpfr_sum.  Same value, same
+ * sign of zero, same inexact flag -- on random vectors at every precision,
+ * and on what the fixed-point accumulator must get right: zeros of both
+ * signs, exact cancellation, subnormal doubles, exponents far apart (past the
+ * accumulator, where the general path takes over), NaN and infinities. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
+#include "../../ref/oracle/oracle.h"
+#include "../common/testutil.h"
+
+#define N_MAX 64
+
+/* The definition: exact products at 2p bits, mpfr_sum.  Returns the inexact
+ * flag it raised. */
+static int reference_dot(mpfr_ptr r, mpfr_srcptr x, mpfr_srcptr y, size_t n, mpfr_srcptr extra)
+{
+    mpfr_t prod[N_MAX + 1];
+    mpfr_ptr p[N_MAX + 1];
+    const mpfr_prec_t pr = mpfr_get_prec(r);
+    for (size_t k = 0; k < n; k++) {
+        mpfr_init2(prod[k], mpfr_get_prec(x + k) + mpfr_get_prec(y + k));
+        cr_assert_eq(mpfr_mul(prod[k], x + k, y + k, MPFR_RNDN), 0, "a product was not exact");
+        p[k] = prod[k];
+    }
+    size_t m = n;
+    if (extra != NULL) {
+        mpfr_init2(prod[m], mpfr_get_prec(extra));
+        mpfr_set(prod[m], extra, MPFR_RNDN);
+        p[m] = prod[m];
+        m++;
+    }
+    (void)pr;
+    mpfr_clear_flags();
+    mpfr_sum(r, p, m, MPFR_RNDN);
+    const int inexact = mpfr_inexflag_p();
+    for (size_t k = 0; k < m; k++)
+        mpfr_clear(prod[k]);
+    return inexact;
+}
+
+static int same(mpfr_srcptr a, mpfr_srcptr b)
+{
+    if (mpfr_nan_p(a) || mpfr_nan_p(b))
+        return mpfr_nan_p(a) && mpfr_nan_p(b);
+    return mpfr_equal_p(a, b) && mpfr_signbit(a) == mpfr_signbit(b);
+}
+
+/* x (n values at px bits), y (doubles, also as 53-bit MPFR numbers), extra. */
+typedef struct {
+    size_t n;
+    mpfr_prec_t px, pr;
+    mpfr_t x[N_MAX], ym[N_MAX], extra_m, got, want;
+    double y[N_MAX], extra;
+    int has_extra;
+} dot_case;
+
+static void case_init(dot_case *c, size_t n, mpfr_prec_t px, mpfr_prec_t pr)
+{
+    memset(c, 0, sizeof *c);
+    c->n = n;
+    c->px = px;
+    c->pr = pr;
+    for (size_t k = 0; k < N_MAX; k++) {
+        mpfr_init2(c->x[k], px);
+        mpfr_init2(c->ym[k], 53);
+    }
+    mpfr_init2(c->extra_m, 53);
+    mpfr_init2(c->got, pr);
+    mpfr_init2(c->want, pr);
+}
+
+static void case_clear(dot_case *c)
+{
+    for (size_t k = 0; k < N_MAX; k++) {
+        mpfr_clear(c->x[k]);
+        mpfr_clear(c->ym[k]);
+    }
+    mpfr_clear(c->extra_m);
+    mpfr_clear(c->got);
+    mpfr_clear(c->want);
+}
+
+/* Checks both kernels against the definition; where: for the message. */
+static void check(dot_case *c, const char *where)
+{
+    for (size_t k = 0; k < c->n; k++)
+        mpfr_set_d(c->ym[k], c->y[k], MPFR_RNDN);
+    mpfr_set_d(c->extra_m, c->extra, MPFR_RNDN);
+    mpfr_srcptr extra = c->has_extra ? c->extra_m : NULL;
+    /* the x values as one contiguous array, as the kernels take them */
+    mpfr_ptr x = refenc_mp_alloc(N_MAX, c->px), y = refenc_mp_alloc(N_MAX, 53);
+    for (size_t k = 0; k < c->n; k++) {
+        mpfr_set(x + k, c->x[k], MPFR_RNDN);
+        mpfr_set(y + k, c->ym[k], MPFR_RNDN);
+    }
+    const int want_inexact = reference_dot(c->want, x, y, c->n, extra);
+    refenc_mp_ws ws;
+    cr_assert_eq(refenc_mp_ws_alloc(&ws, c->px > c->pr ? c->px : c->pr, 4, N_MAX + 1), REFENC_OK);
+    for (int kernel = 0; kernel < 3; kernel++) {
+        mpfr_clear_flags();
+        if (kernel == 0) {
+            refenc_mp_dot(c->got, x, 1, y, 1, c->n, extra, &ws);
+        } else if (kernel == 1) { /* the operands the other way round */
+            refenc_mp_dot(c->got, y, 1, x, 1, c->n, extra, &ws);
+        } else {
+            refenc_mp_wspan span;
+            refenc_mp_wspan_of(&span, c->y, c->n, c->has_extra ? &c->extra : NULL, 1);
+            refenc_mp_row_load(&ws, x, c->n);
+            refenc_mp_dot_row_d(c->got, x, c->y, c->has_extra ? &c->extra : NULL, &span, &ws);
+        }
+        const int inexact = mpfr_inexflag_p();
+        cr_expect(same(c->got, c->want), "%s (kernel %d, n %zu, x at %ld bits, result at %ld): got %s%.17g, want %s%.17g",
+                  where, kernel, c->n, (long)c->px, (long)c->pr, mpfr_signbit(c->got) ? "-" : "+",
+                  mpfr_get_d(c->got, MPFR_RNDN), mpfr_signbit(c->want) ? "-" : "+",
+                  mpfr_get_d(c->want, MPFR_RNDN));
+        cr_expect_eq(inexact, want_inexact, "%s (kernel %d): inexact flag %d, mpfr_sum's %d", where, kernel,
+                     inexact, want_inexact);
+    }
+    refenc_mp_ws_free(&ws);
+    refenc_mp_free(x, N_MAX);
+    refenc_mp_free(y, N_MAX);
+}
+
+/* x = a Gaussian divided by 3 (an inexact, full-precision value), times 2^scale. */
+static void random_x(mpfr_ptr x, gsl_rng *r, long scale)
+{
+    mpfr_set_d(x, gsl_ran_gaussian(r, 1.0), MPFR_RNDN);
+    mpfr_div_ui(x, x, 3, MPFR_RNDN);
+    mpfr_mul_2si(x, x, scale, MPFR_RNDN);
+}
+
+Test(oracle_dot, random_vectors_at_every_precision_equal_mpfr_sum)
+{
+    gsl_rng *r = test_rng(71);
+    const mpfr_prec_t precs[] = {53, 64, 100, 128, 192, 256, 383, 1000};
+    char where[128];
+    for (size_t pi = 0; pi < sizeof precs / sizeof precs[0]; pi++)
+        for (int trial = 0; trial < 20; trial++) {
+            dot_case c;
+            const size_t n = 1 + gsl_rng_uniform_int(r, N_MAX);
+            case_init(&c, n, precs[pi], precs[(pi + (size_t)trial) % (sizeof precs / sizeof precs[0])]);
+            for (size_t k = 0; k < n; k++) {
+                random_x(c.x[k], r, (long)gsl_rng_uniform_int(r, 40) - 20);
+                c.y[k] = gsl_ran_gaussian(r, 0.1);
+            }
+            c.has_extra = trial % 2;
+            c.extra = gsl_ran_gaussian(r, 0.01);
+            snprintf(where, sizeof where, "seed %lu, precision %ld, trial %d", test_seed(), (long)precs[pi], trial);
+            check(&c, where);
+            case_clear(&c);
+        }
+    gsl_rng_free(r);
+}
+
+Test(oracle_dot, zeros_cancellation_and_special_values_equal_mpfr_sum)
+{
+    gsl_rng *r = test_rng(72);
+    dot_case c;
+    /* every term a -0: the sum is -0; one +0 makes it +0 */
+    case_init(&c, 3, 192, 192);
+    mpfr_set_zero(c.x[0], -1), c.y[0] = 2.0;
+    mpfr_set_zero(c.x[1], 1), c.y[1] = -3.0;
+    mpfr_set_d(c.x[2], 5.0, MPFR_RNDN), c.y[2] = -0.0;
+    check(&c, "three -0 terms");
+    c.has_extra = 1, c.extra = -0.0;
+    check(&c, "three -0 terms and a -0 bias");
+    c.extra = 0.0;
+    check(&c, "three -0 terms and a +0 bias");
+    c.has_extra = 0;
+    mpfr_set_zero(c.x[1], -1);
+    check(&c, "a +0 term among -0 terms");
+    /* exact cancellation of nonzero terms: +0 */
+    random_x(c.x[0], r, 0), c.y[0] = 0.75;
+    mpfr_neg(c.x[1], c.x[0], MPFR_RNDN), c.y[1] = 0.75;
+    mpfr_set_zero(c.x[2], -1), c.y[2] = 1.0;
+    check(&c, "x - x");
+    case_clear(&c);
+    /* no term */
+    case_init(&c, 0, 192, 192);
+    check(&c, "no term");
+    c.has_extra = 1, c.extra = -0.0;
+    check(&c, "only a -0 bias");
+    c.extra = 0x1p-1074;
+    check(&c, "only a subnormal bias");
+    case_clear(&c);
+    /* subnormal and huge doubles; exponents far apart (general path past 4096 bits) */
+    const long scales[] = {0, 300, 1000, 3000, 5000, -5000};
+    for (size_t s = 0; s < sizeof scales / sizeof scales[0]; s++) {
+        case_init(&c, 6, 256, 192);
+        for (size_t k = 0; k < 6; k++)
+            random_x(c.x[k], r, k == 3 ? scales[s] : 0);
+        c.y[0] = 0x1p-1074, c.y[1] = -0x1.8p-1060, c.y[2] = 0x1.fffffffffffffp+1023;
+        c.y[3] = 1.5, c.y[4] = -2.25, c.y[5] = 0x1p-600;
+        c.has_extra = 1, c.extra = -0x1.23p-40;
+        char where[64];
+        snprintf(where, sizeof where, "spread 2^%ld", scales[s]);
+        check(&c, where);
+        case_clear(&c);
+    }
+    /* NaN and infinities: the general path */
+    case_init(&c, 3, 192, 192);
+    random_x(c.x[0], r, 0), c.y[0] = INFINITY;
+    random_x(c.x[1], r, 0), c.y[1] = 1.0;
+    random_x(c.x[2], r, 0), c.y[2] = 2.0;
+    check(&c, "an infinite weight");
+    c.y[1] = -INFINITY;
+    check(&c, "inf - inf");
+    c.y[0] = 1.0, c.y[1] = 1.0;
+    mpfr_set_nan(c.x[2]);
+    check(&c, "a NaN input");
+    case_clear(&c);
+    gsl_rng_free(r);
+}
+
+Test(oracle_dot, the_comparison_sees_one_ulp)
+{
+    /* negative control: the check above tells a result one ulp off, or of
+     * the other sign of zero, from mpfr_sum's */
+    mpfr_t a, b;
+    mpfr_init2(a, 192);
+    mpfr_init2(b, 192);
+    mpfr_set_d(a, 1.0 / 3.0, MPFR_RNDN);
+    mpfr_div_ui(a, a, 7, MPFR_RNDN);
+    mpfr_set(b, a, MPFR_RNDN);
+    mpfr_nextabove(b);
+    cr_expect(!same(a, b), "one ulp apart compare equal");
+    mpfr_set_zero(a, 1);
+    mpfr_set_zero(b, -1);
+    cr_expect(!same(a, b), "+0 and -0 compare equal");
+    mpfr_clear(a);
+    mpfr_clear(b);
+}

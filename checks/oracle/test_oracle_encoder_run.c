@@ -1,0 +1,325 @@
+/* The encoder run item by item (refenc_mp_encoder_run, ref/oracle/encoder_run.c)
+ * against the whole-tensor certified stack (refenc_mp_encoder_forward): every
+ * step of every item the same doubles, for every norm placement, positional
+ * scheme, mask and input kind, with 1 and 3 threads; per layer, each layer's
+ * outputs are the whole stack's outputs of a one-layer encoder run on the
+ * stored input; units run apart give what they give together. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <gsl/gsl_randist.h>
+
+#include "../../ref/oracle/oracle.h"
+#include "../../ref/refenc.h"
+#include "../../ref/tool/random_params.h"
+#include "../common/testutil.h"
+
+#define MAX_STEPS 64
+
+/* Every step of an encoder, full tensors, by name. */
+typedef struct {
+    size_t n;
+    char name[MAX_STEPS][64];
+    size_t numel[MAX_STEPS];
+    double *data[MAX_STEPS];
+    size_t B;
+} steps;
+
+static double *find(steps *s, const char *name, size_t numel)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->name[i], name) == 0)
+            return s->data[i];
+    cr_assert_lt(s->n, MAX_STEPS);
+    snprintf(s->name[s->n], 64, "%s", name);
+    s->numel[s->n] = numel;
+    s->data[s->n] = calloc(numel, sizeof(double));
+    return s->data[s->n++];
+}
+
+static void from_trace(void *ctx, const char *name, const double *data, size_t ndim, const size_t *shape)
+{
+    size_t n = 1;
+    for (size_t d = 0; d < ndim; d++)
+        n *= shape[d];
+    memcpy(find(ctx, name, n), data, n * sizeof(double));
+}
+
+static void from_emit(void *ctx, const char *name, size_t item, const double *data, size_t ndim,
+                      const size_t *shape)
+{
+    steps *s = ctx;
+    size_t n = 1;
+    for (size_t d = 0; d < ndim; d++)
+        n *= shape[d];
+    memcpy(find(s, name, n * s->B) + item * n, data, n * sizeof(double));
+}
+
+static void steps_free(steps *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->data[i]);
+    memset(s, 0, sizeof *s);
+}
+
+/* Every step of `got` is bit for bit the same step of `want`; returns the
+ * number of steps compared. */
+static size_t same_steps(steps *got, steps *want, const char *what)
+{
+    size_t compared = 0;
+    for (size_t i = 0; i < got->n; i++) {
+        double *w = NULL;
+        for (size_t j = 0; j < want->n; j++)
+            if (strcmp(want->name[j], got->name[i]) == 0)
+                w = want->data[j];
+        cr_assert_not_null(w, "%s: step %s missing from the reference run", what, got->name[i]);
+        for (size_t k = 0; k < got->numel[i]; k++)
+            cr_assert(memcmp(&got->data[i][k], &w[k], sizeof(double)) == 0,
+                      "%s: %s[%zu]: %a (%.17g), want %a (%.17g)", what, got->name[i], k, got->data[i][k],
+                      got->data[i][k], w[k], w[k]);
+        compared++;
+    }
+    return compared;
+}
+
+typedef struct {
+    refenc_config cfg;
+    refenc_params p;
+    size_t B, L;
+    double *x, *attn_mask;
+    int64_t *tokens, *positions;
+    uint8_t *mask;
+    refenc_input in;
+} model;
+
+static void model_make(model *m, const refenc_config *cfg, size_t B, size_t L, int with_mask,
+                       int with_attn_mask, unsigned long stream)
+{
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    m->B = B, m->L = L;
+    refenc_error err;
+    cr_assert_eq(refenc_params_alloc(&m->p, cfg, &err), REFENC_OK, "%s", err.message);
+    gsl_rng *r = test_rng(stream);
+    refenc_params_init_random(&m->p, cfg, r);
+    const size_t D = cfg->d_model;
+    if (cfg->vocab_size > 0) {
+        m->tokens = malloc(B * L * sizeof *m->tokens);
+        for (size_t i = 0; i < B * L; i++)
+            m->tokens[i] = (int64_t)gsl_rng_uniform_int(r, cfg->vocab_size);
+    } else {
+        m->x = malloc(B * L * D * sizeof *m->x);
+        test_fill_gaussian(m->x, B * L * D, 0.2, 1.3, r);
+    }
+    if (with_mask) { /* item b has b padded positions at the end */
+        m->mask = calloc(B * L, 1);
+        for (size_t b = 0; b < B; b++)
+            for (size_t l = L - (b < L ? b : L - 1); l < L; l++)
+                m->mask[b * L + l] = 1;
+    }
+    if (with_attn_mask) {
+        m->attn_mask = malloc(L * L * sizeof *m->attn_mask);
+        for (size_t i = 0; i < L * L; i++)
+            m->attn_mask[i] = i % 7 == 3 ? -INFINITY : gsl_ran_gaussian(r, 0.5);
+    }
+    m->positions = malloc(L * sizeof *m->positions);
+    for (size_t l = 0; l < L; l++)
+        m->positions[l] = (int64_t)(3 * l + 2);
+    m->in = (refenc_input){.B = B, .L = L, .tokens = m->tokens, .x = m->x, .key_padding_mask = m->mask,
+                           .positions = m->positions, .attn_mask = m->attn_mask};
+    gsl_rng_free(r);
+}
+
+static void model_free(model *m)
+{
+    refenc_params_free(&m->p);
+    free(m->x), free(m->attn_mask), free(m->tokens), free(m->positions), free(m->mask);
+}
+
+/* The whole-tensor run: every step, certified. */
+static void reference_steps(steps *s, const model *m)
+{
+    memset(s, 0, sizeof *s);
+    double *y = malloc(m->B * m->L * m->cfg.d_model * sizeof *y);
+    const refenc_trace tr = {from_trace, s};
+    refenc_mp_report rep;
+    const int st = refenc_mp_encoder_forward(y, &m->p, &m->cfg, &m->in, &tr, REFENC_MP_PREC_DEFAULT, &rep);
+    cr_assert_eq(st, REFENC_OK, "%s", rep.error.message);
+    free(y);
+}
+
+static void run_steps(steps *s, const model *m, int threads, const double *const *layer_inputs,
+                      size_t begin, size_t end, refenc_mp_report *rep)
+{
+    if (s->B == 0) {
+        memset(s, 0, sizeof *s);
+        s->B = m->B;
+    }
+    const refenc_mp_run run = {.cfg = &m->cfg, .params = &m->p, .in = &m->in, .layer_inputs = layer_inputs,
+                               .unit_begin = begin, .unit_end = end, .emit = from_emit, .emit_ctx = s,
+                               .prec = REFENC_MP_PREC_DEFAULT, .threads = threads};
+    const int st = refenc_mp_encoder_run(&run, rep);
+    cr_assert_eq(st, REFENC_OK, "%s", rep->error.message);
+}
+
+Test(oracle_encoder_run, every_step_equals_the_whole_tensor_oracle, .timeout = 120)
+{
+    struct {
+        const char *what;
+        refenc_norm_placement norm;
+        refenc_positional pos;
+        refenc_activation act;
+        size_t vocab, H;
+        int mask, attn_mask, causal;
+    } variants[] = {
+        {"pre-LN, RoPE, padding", REFENC_NORM_PRE, REFENC_POS_ROPE, REFENC_ACT_GELU, 0, 2, 1, 0, 0},
+        {"post-LN, ALiBi 3 heads, causal", REFENC_NORM_POST, REFENC_POS_ALIBI, REFENC_ACT_RELU, 0, 3, 0, 0, 1},
+        {"pre-LN, tokens, sinusoidal, additive mask", REFENC_NORM_PRE, REFENC_POS_SINUSOIDAL, REFENC_ACT_GELU_TANH, 11, 2, 1, 1, 0},
+        {"post-LN, learned PE", REFENC_NORM_POST, REFENC_POS_LEARNED, REFENC_ACT_GELU, 0, 1, 1, 0, 0},
+    };
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        refenc_config cfg;
+        refenc_config_default(&cfg);
+        cfg.d_model = 12, cfg.n_heads = variants[v].H, cfg.d_ff = 18, cfg.n_layers = 2;
+        cfg.norm = variants[v].norm, cfg.final_norm = variants[v].norm == REFENC_NORM_PRE;
+        cfg.positional = variants[v].pos, cfg.activation = variants[v].act, cfg.causal = variants[v].causal;
+        cfg.vocab_size = variants[v].vocab, cfg.max_len = 32;
+        model m;
+        model_make(&m, &cfg, 3, 5, variants[v].mask, variants[v].attn_mask, 10 + v);
+        steps want, got1 = {0}, got3 = {0};
+        reference_steps(&want, &m);
+        refenc_mp_report rep;
+        run_steps(&got1, &m, 1, NULL, 0, m.B, &rep);
+        cr_expect_eq(rep.prec, REFENC_MP_PREC_DEFAULT, "%s: certified at %ld bits", variants[v].what, (long)rep.prec);
+        run_steps(&got3, &m, 3, NULL, 0, m.B, &rep);
+        cr_expect_eq(same_steps(&got1, &want, variants[v].what), want.n, "%s: steps", variants[v].what);
+        cr_expect_eq(same_steps(&got3, &want, variants[v].what), want.n, "%s: steps", variants[v].what);
+        /* units apart: item 2 alone, then items 0 and 1 */
+        steps apart = {0};
+        run_steps(&apart, &m, 2, NULL, 2, 3, &rep);
+        run_steps(&apart, &m, 2, NULL, 0, 2, &rep);
+        same_steps(&apart, &want, variants[v].what);
+        steps_free(&want), steps_free(&got1), steps_free(&got3), steps_free(&apart);
+        model_free(&m);
+    }
+}
+
+Test(oracle_encoder_run, the_comparison_sees_one_changed_step)
+{
+    /* negative control: a run of a different model differs */
+    refenc_config cfg;
+    refenc_config_default(&cfg);
+    cfg.d_model = 8, cfg.n_heads = 2, cfg.d_ff = 10, cfg.n_layers = 1;
+    model a, b;
+    model_make(&a, &cfg, 1, 3, 0, 0, 20);
+    model_make(&b, &cfg, 1, 3, 0, 0, 20);
+    b.p.layers[0].linear2_bias[0] += 0x1p-30;
+    steps sa = {0}, sb = {0};
+    refenc_mp_report rep;
+    run_steps(&sa, &a, 1, NULL, 0, 1, &rep);
+    run_steps(&sb, &b, 1, NULL, 0, 1, &rep);
+    double *oa = find(&sa, "output", 0), *ob = find(&sb, "output", 0);
+    int differs = 0;
+    for (size_t i = 0; i < 3 * 8; i++)
+        differs |= oa[i] != ob[i];
+    cr_expect(differs, "a changed bias left the output unchanged");
+    steps_free(&sa), steps_free(&sb);
+    model_free(&a), model_free(&b);
+}
+
+Test(oracle_encoder_run, per_layer_outputs_are_functions_of_the_stored_inputs, .timeout = 60)
+{
+    refenc_config cfg;
+    refenc_config_default(&cfg);
+    cfg.d_model = 12, cfg.n_heads = 3, cfg.d_ff = 16, cfg.n_layers = 3;
+    cfg.positional = REFENC_POS_ROPE;
+    model m;
+    model_make(&m, &cfg, 2, 4, 1, 0, 30);
+    const size_t N = cfg.n_layers, BLD = m.B * m.L * cfg.d_model;
+    /* stored inputs: any doubles (here the whole-tensor oracle's layer outputs, rounded) */
+    steps whole;
+    reference_steps(&whole, &m);
+    const double *inputs[3];
+    char name[64];
+    inputs[0] = find(&whole, "embed", BLD);
+    for (size_t i = 1; i < N; i++) {
+        snprintf(name, sizeof name, "layers.%zu.output", i - 1);
+        inputs[i] = find(&whole, name, BLD);
+    }
+    steps per = {0};
+    refenc_mp_report rep;
+    run_steps(&per, &m, 2, inputs, 0, N * m.B, &rep);
+    /* layer i's outputs = a one-layer encoder (layer i's parameters, no PE,
+     * no final norm unless it is the last) on inputs[i] */
+    for (size_t i = 0; i < N; i++) {
+        refenc_config c1 = cfg;
+        c1.n_layers = 1;
+        c1.final_norm = i == N - 1 && cfg.final_norm;
+        model one;
+        model_make(&one, &c1, m.B, m.L, 1, 0, 30);
+        memcpy(one.p.layers[0].in_proj_weight, m.p.layers[i].in_proj_weight,
+               (size_t)(m.p.layers[i].norm2_bias + cfg.d_model - m.p.layers[i].in_proj_weight) * sizeof(double));
+        if (c1.final_norm) {
+            memcpy(one.p.norm_weight, m.p.norm_weight, cfg.d_model * sizeof(double));
+            memcpy(one.p.norm_bias, m.p.norm_bias, cfg.d_model * sizeof(double));
+        }
+        memcpy(one.x, inputs[i], BLD * sizeof(double));
+        steps w1;
+        reference_steps(&w1, &one);
+        static const char *const st[] = {"norm1", "self_attn.weights", "self_attn", "norm2", "ffn", "output"};
+        for (size_t k = 0; k < 6; k++) {
+            char n1[64], ni[64];
+            snprintf(n1, sizeof n1, "layers.0.%s", st[k]);
+            snprintf(ni, sizeof ni, "layers.%zu.%s", i, st[k]);
+            size_t numel = 0;
+            for (size_t j = 0; j < w1.n; j++)
+                if (strcmp(w1.name[j], n1) == 0)
+                    numel = w1.numel[j];
+            const double *a = find(&per, ni, numel), *b = find(&w1, n1, numel);
+            cr_expect(memcmp(a, b, numel * sizeof(double)) == 0, "per layer: %s differs from %s of one layer", ni, n1);
+        }
+        if (i == N - 1) {
+            cr_expect(memcmp(find(&per, "output", BLD), find(&w1, "output", BLD), BLD * sizeof(double)) == 0,
+                      "per layer: the final output");
+        }
+        steps_free(&w1);
+        model_free(&one);
+    }
+    /* the embedding is the whole stack's */
+    cr_expect(memcmp(find(&per, "embed", BLD), find(&whole, "embed", BLD), BLD * sizeof(double)) == 0);
+    steps_free(&per), steps_free(&whole);
+    model_free(&m);
+}
+
+/* An item that needs more precision is evaluated again, alone: the values
+ * are still the whole-tensor oracle's, and only that item pays. */
+Test(oracle_encoder_run, an_item_that_needs_precision_escalates_alone, .timeout = 60)
+{
+    /* Post-LN: item 0's rows are 2^180 + MHA(x) (the huge-mean LayerNorm of
+     * oracle_ziv), item 1's ordinary. */
+    refenc_config cfg;
+    refenc_config_default(&cfg);
+    cfg.d_model = 8, cfg.n_heads = 2, cfg.d_ff = 12, cfg.n_layers = 1, cfg.norm = REFENC_NORM_POST;
+    cfg.final_norm = 0, cfg.activation = REFENC_ACT_RELU;
+    model m;
+    model_make(&m, &cfg, 2, 3, 0, 0, 11);
+    for (size_t i = 0; i < 3 * 8; i++)
+        m.x[i] = 0x1p180;
+    for (size_t i = 0; i < 3 * 8 * 8; i++)
+        m.p.layers[0].in_proj_weight[i] = ldexp(m.p.layers[0].in_proj_weight[i], -180);
+    steps want, got = {0}, ordinary = {0};
+    reference_steps(&want, &m);
+    refenc_mp_report rep;
+    run_steps(&got, &m, 2, NULL, 0, 2, &rep);
+    cr_expect_gt(rep.prec, REFENC_MP_PREC_DEFAULT, "no escalation: certified at %ld bits", (long)rep.prec);
+    cr_expect_geq(rep.evaluations, 3);
+    cr_expect_eq(same_steps(&got, &want, "escalated item"), want.n);
+    /* negative control: the ordinary item alone needs no escalation */
+    run_steps(&ordinary, &m, 2, NULL, 1, 2, &rep);
+    cr_expect_eq(rep.prec, REFENC_MP_PREC_DEFAULT, "the ordinary item was certified at %ld bits", (long)rep.prec);
+    steps_free(&want), steps_free(&got), steps_free(&ordinary);
+    model_free(&m);
+}

@@ -1,0 +1,294 @@
+/* Certification of float32, float16 and bfloat16 results (ref/tool/budget.h,
+ * certify.h): the budget's formula, correct implementations of every kind the
+ * budget must accept (another summation order, fused kernels, float libm) on
+ * every golden case, known bugs it must reject, the angle allowance and its
+ * negative control, expected failures, and figures that read right near 0.
+ * Results come from the emulation through the program (refenc run --case
+ * --emulate), as a user would make them. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+
+#include "../../ref/io/safetensors.h"
+#include "../../ref/tool/budget.h"
+#include "../../ref/tool/certify.h"
+#include "../robustness/robust.h"
+
+static const char *srcdir(void)
+{
+    const char *s = getenv("REFENC_SRCDIR");
+    return s && *s ? s : ".";
+}
+
+static void golden_path(char *buf, size_t n, const char *name)
+{
+    snprintf(buf, n, "%s/golden/cases/%s.safetensors", srcdir(), name);
+}
+
+/* The results of `refenc run --case NAME --emulate EMU [--bug BUG]` in path. */
+static void emulate(const char *path, const char *name, const char *emu, const char *bug)
+{
+    char g[RB_PATH_MAX];
+    golden_path(g, sizeof g, name);
+    const char *args[] = {"refenc", "run", "--case", g, "--out", path, "--emulate", emu, bug ? "--bug" : NULL, bug,
+                          NULL};
+    rb_result r = rb_run(args);
+    cr_assert_eq(r.status, 0, "%s %s %s: %s", name, emu, bug ? bug : "", r.err);
+    rb_result_free(&r);
+}
+
+/* Certifies results file path against golden case name. */
+static int certify(refenc_case_report *rep, const char *name, const char *path, const refenc_certify_options *opt)
+{
+    char g[RB_PATH_MAX];
+    golden_path(g, sizeof g, name);
+    refenc_st_file golden, res;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&golden, g, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_st_read(&res, path, &err), REFENC_OK, "%s", err.message);
+    const int st = refenc_certify_case(rep, &golden, &res, opt, &err);
+    cr_assert_eq(st, REFENC_OK, "%s", err.message);
+    refenc_st_free(&golden);
+    refenc_st_free(&res);
+    return rep->verdict;
+}
+
+/* A golden case's out.output: its values (malloc'ed) and, in e, a results
+ * entry of its name and shape. */
+static double *golden_output(const char *name, refenc_st_entry *e)
+{
+    char g[RB_PATH_MAX];
+    golden_path(g, sizeof g, name);
+    refenc_st_file golden;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&golden, g, &err), REFENC_OK, "%s", err.message);
+    const refenc_st_tensor *t = refenc_st_find(&golden, "out.output");
+    double *x = malloc(t->numel * sizeof *x);
+    cr_assert_eq(refenc_st_to_f64(x, &golden, t, &err), REFENC_OK);
+    *e = (refenc_st_entry){.name = "out.output", .dtype = REFENC_ST_F64, .ndim = t->ndim, .data = x};
+    memcpy(e->shape, t->shape, sizeof e->shape);
+    refenc_st_free(&golden);
+    return x;
+}
+
+static size_t numel(const refenc_st_entry *e)
+{
+    size_t n = 1;
+    for (size_t d = 0; d < e->ndim; d++)
+        n *= e->shape[d];
+    return n;
+}
+
+static char dir[RB_PATH_MAX], res[RB_PATH_MAX + 32];
+
+static void setup(void)
+{
+    rb_tmpdir(dir);
+    snprintf(res, sizeof res, "%s/results.safetensors", dir);
+}
+
+static void teardown(void)
+{
+    rb_tmpdir_remove(dir);
+}
+
+TestSuite(certify_lowprec, .init = setup, .fini = teardown);
+
+Test(certify_lowprec, the_budget_is_c_times_the_baseline_plus_the_floor)
+{
+    /* bfloat16 at max |want| = 3: ulp(3) = 2^-6, u = 2^-8 */
+    const refenc_baseline_error base = {.name = "out.output", .max_abs = 0.01, .nmse = 1e-4, .finite = 1};
+    double abs_b, nmse_b;
+    refenc_budget(&abs_b, &nmse_b, &base, REFENC_FMT_BF16, 3.0);
+    cr_expect_eq(abs_b, 2.0 * 0.01 + 2.0 * 0x1p-6, "%a", abs_b);
+    cr_expect_eq(nmse_b, 4.0 * 1e-4 + (2.0 * 0x1p-8) * (2.0 * 0x1p-8), "%a", nmse_b);
+    /* float16 at 0.75: ulp 2^-11, u = 2^-11 */
+    refenc_budget(&abs_b, &nmse_b, &base, REFENC_FMT_F16, 0.75);
+    cr_expect_eq(abs_b, 0.02 + 2.0 * 0x1p-11);
+    /* no baseline, or one that overflowed: the floor alone */
+    refenc_budget(&abs_b, &nmse_b, NULL, REFENC_FMT_BF16, 3.0);
+    cr_expect_eq(abs_b, 2.0 * 0x1p-6);
+    const refenc_baseline_error inf = {.name = "out.output", .max_abs = INFINITY, .nmse = INFINITY, .finite = 0};
+    refenc_budget(&abs_b, &nmse_b, &inf, REFENC_FMT_BF16, 3.0);
+    cr_expect_eq(abs_b, 2.0 * 0x1p-6);
+    cr_expect_eq(nmse_b, 0x1p-14);
+    /* ulps of each format, subnormal binades included */
+    cr_expect_eq(refenc_format_ulp(REFENC_FMT_BF16, 1.0), 0x1p-7);
+    cr_expect_eq(refenc_format_ulp(REFENC_FMT_F16, 1e-7), 0x1p-24);
+    cr_expect_eq(refenc_format_ulp(REFENC_FMT_F32, 0.0), 0x1p-149);
+}
+
+/* Every golden case listed in the manifest. */
+static json_t *cases(void)
+{
+    char path[RB_PATH_MAX];
+    snprintf(path, sizeof path, "%s/golden/manifest.json", srcdir());
+    json_t *m = json_load_file(path, 0, NULL);
+    cr_assert_not_null(m, "%s", path);
+    return m;
+}
+
+/* A correct implementation, computed another way: it must pass every case but
+ * those the dtype cannot be expected to pass (XFAIL or XPASS, never FAIL). */
+static void accepted_everywhere(const char *emu)
+{
+    json_t *m = cases();
+    size_t i, n = 0;
+    json_t *e;
+    json_array_foreach(json_object_get(m, "cases"), i, e) {
+        const char *name = json_string_value(json_object_get(e, "case"));
+        refenc_case_report rep;
+        emulate(res, name, emu, NULL);
+        const int v = certify(&rep, name, res, NULL);
+        cr_expect(v != REFENC_VERDICT_FAIL, "%s emulated as %s: FAIL", name, emu);
+        cr_expect((v == REFENC_VERDICT_PASS) == (rep.hazard[0] == '\0'), "%s %s: %s, hazard '%s'", name, emu,
+                  refenc_verdict_name(rep.verdict), rep.hazard);
+        n++;
+        refenc_case_report_free(&rep);
+    }
+    cr_expect(n > 60, "%zu cases", n);
+    json_decref(m);
+}
+
+Test(certify_lowprec, bfloat16_fused_reversed_with_float_libm_passes_every_case, .timeout = 60)
+{
+    accepted_everywhere("bf16,fused,reverse,float-libm");
+}
+
+Test(certify_lowprec, float16_fused_passes_every_case, .timeout = 60)
+{
+    accepted_everywhere("f16,fused");
+}
+
+Test(certify_lowprec, float32_in_reverse_with_float_libm_passes_every_case, .timeout = 60)
+{
+    accepted_everywhere("f32,reverse,float-libm");
+}
+
+/* Known bugs in bfloat16 on the cases designed for them: FAIL, and named. */
+Test(certify_lowprec, designed_cases_catch_each_bug_in_bfloat16)
+{
+    static const struct {
+        const char *variant, *case_name;
+    } bugs[] = {{"unbiased_variance", "layernorm_d4"},
+                {"layernorm_eps_x10", "layernorm_var_eps"},
+                {"layernorm_eps_div10", "layernorm_var_eps"},
+                {"gelu_tanh_for_exact", "activation_gelu_tail"},
+                {"gelu_tanh_for_exact", "ffn_gelu_few_units"},
+                {"gelu_exact_for_tanh", "activation_gelu_tanh_tail"},
+                {"gelu_exact_for_tanh", "ffn_gelu_tanh_few_units"}};
+    for (size_t k = 0; k < sizeof bugs / sizeof bugs[0]; k++) {
+        refenc_case_report rep;
+        emulate(res, bugs[k].case_name, "bf16", bugs[k].variant);
+        cr_expect_eq(certify(&rep, bugs[k].case_name, res, NULL), REFENC_VERDICT_FAIL, "%s on %s",
+                     bugs[k].variant, bugs[k].case_name);
+        cr_expect_str_eq(rep.diagnosis, bugs[k].variant, "%s on %s", bugs[k].variant, bugs[k].case_name);
+        cr_expect(rep.outputs[rep.n_outputs - 1].excess > 3, "%s on %s: only %g budgets", bugs[k].variant,
+                  bugs[k].case_name, rep.outputs[rep.n_outputs - 1].excess);
+        refenc_case_report_free(&rep);
+        /* negative control: the same case without the bug passes */
+        emulate(res, bugs[k].case_name, "bf16", NULL);
+        cr_expect_eq(certify(&rep, bugs[k].case_name, res, NULL), REFENC_VERDICT_PASS, "%s", bugs[k].case_name);
+        refenc_case_report_free(&rep);
+    }
+}
+
+/* Accumulating in the dtype is not what the budget models: a documented
+ * expectation, pinned here on two cases whose reasons are plain (docs/certify.md). */
+Test(certify_lowprec, pure_bfloat16_fails_where_its_angles_and_sums_are_in_bfloat16)
+{
+    refenc_case_report rep;
+    /* angles pos * omega in bfloat16: off by up to ulp(15)/2 = 0.03 at position 15 */
+    emulate(res, "sinusoidal_pe_d40", "bf16,pure", NULL);
+    cr_expect_eq(certify(&rep, "sinusoidal_pe_d40", res, NULL), REFENC_VERDICT_FAIL);
+    refenc_case_report_free(&rep);
+    /* control: the same with the angles in float32 passes */
+    emulate(res, "sinusoidal_pe_d40", "bf16", NULL);
+    cr_expect_eq(certify(&rep, "sinusoidal_pe_d40", res, NULL), REFENC_VERDICT_PASS);
+    refenc_case_report_free(&rep);
+    /* a softmax over 9 logits: no long sum, pure bfloat16 passes */
+    emulate(res, "softmax_basic", "bf16,pure", NULL);
+    cr_expect_eq(certify(&rep, "softmax_basic", res, NULL), REFENC_VERDICT_PASS);
+    refenc_case_report_free(&rep);
+}
+
+Test(certify_lowprec, the_angle_allowance_is_what_lets_float32_angles_pass)
+{
+    /* the allowance's units: 4 at the first pair, 2 ln(base) + 4 at the last */
+    cr_expect_eq(refenc_angle_error_units(0, 64, 10000.0), 4.0);
+    cr_expect(fabs(refenc_angle_error_units(64, 64, 500000.0) - (2 * log(500000.0) + 4)) < 1e-12);
+    refenc_case_report rep;
+    const char *const names[] = {"sinusoidal_pe_large_positions", "rope_large_positions"};
+    for (int k = 0; k < 2; k++) {
+        emulate(res, names[k], "f32", NULL);
+        cr_expect_eq(certify(&rep, names[k], res, NULL), REFENC_VERDICT_PASS, "%s", names[k]);
+        cr_expect(rep.outputs[0].angle_allowance, "%s", names[k]);
+        refenc_case_report_free(&rep);
+        /* negative control: the float32 policy alone, without the allowance, fails */
+        const refenc_certify_options policy = {.override_tolerance = 1, .tol = {1.3e-6, 1e-5}};
+        cr_expect_eq(certify(&rep, names[k], res, &policy), REFENC_VERDICT_FAIL, "%s", names[k]);
+        refenc_case_report_free(&rep);
+    }
+}
+
+Test(certify_lowprec, hazards_are_expected_failures_and_a_pass_says_so)
+{
+    refenc_case_report rep;
+    emulate(res, "layernorm_large_mean", "f32", NULL);
+    cr_expect_eq(certify(&rep, "layernorm_large_mean", res, NULL), REFENC_VERDICT_XFAIL);
+    cr_expect(strncmp(rep.hazard, "float32 hazard: ", 16) == 0, "%s", rep.hazard);
+    cr_expect(!refenc_verdict_fails(rep.verdict));
+    refenc_case_report_free(&rep);
+    /* the golden values themselves, in F32: an unexpected pass */
+    refenc_st_entry e;
+    refenc_error err;
+    double *x = golden_output("layernorm_large_mean", &e);
+    const size_t n = numel(&e);
+    float *f = malloc(n * sizeof *f);
+    for (size_t i = 0; i < n; i++)
+        f[i] = (float)x[i];
+    e.dtype = REFENC_ST_F32;
+    e.data = f;
+    cr_assert_eq(refenc_st_write(res, &e, 1, NULL, &err), REFENC_OK);
+    cr_expect_eq(certify(&rep, "layernorm_large_mean", res, NULL), REFENC_VERDICT_XPASS);
+    refenc_case_report_free(&rep);
+    /* negative control: in F64 the hazard does not apply, the same values are a plain PASS */
+    e.dtype = REFENC_ST_F64;
+    e.data = x;
+    cr_assert_eq(refenc_st_write(res, &e, 1, NULL, &err), REFENC_OK);
+    cr_expect_eq(certify(&rep, "layernorm_large_mean", res, NULL), REFENC_VERDICT_PASS);
+    cr_expect_str_empty(rep.hazard);
+    refenc_case_report_free(&rep);
+    free(x);
+    free(f);
+}
+
+/* An error of 1e-6 at the golden's smallest |value| (about 1e-3 of the
+ * largest) reads at the scale of the tolerance, not as a huge relative error. */
+Test(certify_lowprec, figures_near_zero_read_at_the_tolerance_scale)
+{
+    refenc_st_entry e;
+    refenc_error err;
+    double *x = golden_output("activation_gelu", &e);
+    size_t k = 0;
+    for (size_t i = 0; i < numel(&e); i++)
+        if (fabs(x[i]) < fabs(x[k]))
+            k = i;
+    cr_assert(fabs(x[k]) < 1e-8, "the smallest |value| is %g", fabs(x[k]));
+    x[k] += 1e-6;
+    cr_assert_eq(refenc_st_write(res, &e, 1, NULL, &err), REFENC_OK);
+    refenc_case_report rep;
+    certify(&rep, "activation_gelu", res, NULL);
+    const refenc_output_report *r = &rep.outputs[0];
+    /* F64 policy: scale atol / rtol = 0.1, so rel = 1e-6 / 0.1 and ulps at 0.1 */
+    cr_expect(fabs(r->scale - 0.1) < 1e-15, "scale %g", r->scale);
+    cr_expect(fabs(r->max_rel - 1e-5) < 1e-12, "rel %g", r->max_rel);
+    cr_expect(fabs(r->max_ulp - 1e-6 / 0x1p-56) < 1, "ulp %g", r->max_ulp);
+    cr_expect_eq(r->status, REFENC_OUT_FAIL);
+    refenc_case_report_free(&rep);
+    free(x);
+}

@@ -1,0 +1,764 @@
+/* refenc golden: makes golden cases from the MPFR oracle, for a config (the
+ * JSON `refenc run` reads) or an entry of a catalogue, with seeded or the
+ * user's own weights and inputs (docs/cli.md, docs/certify.md).
+ *
+ *   refenc golden (--config FILE.json | --catalogue CAT.json --case NAME) [options]
+ *                 (--out DIR | --out-file FILE)
+ *   refenc golden list CATALOGUE
+ *   refenc golden manifest CATALOGUE CASES_DIR OUT.json
+ *
+ * Generation is deterministic: the same sources give byte-identical files. */
+#include <ctype.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "../core/alloc.h"
+#include "../io/config_json.h"
+#include "../refenc.h"
+#include "cli.h"
+#include "golden_catalogue.h"
+#include "golden_engine.h"
+#include "golden_file.h"
+#include "golden_manifest.h"
+#include "golden_parts.h"
+#include "../oracle/oracle.h"
+#include "model_sources.h"
+#include "run_config.h"
+
+#define DEFAULT_SEED 20240521u
+
+static const char golden_usage[] =
+    "usage: refenc golden (--config FILE.json | --catalogue CAT.json --case NAME)\n"
+    "                     [--weights W.safetensors] [--inputs I.safetensors] [--seed N]\n"
+    "                     [--name NAME] [--description TEXT] [--outputs all|final]\n"
+    "                     [--variants | --no-variants] [--per-layer] [--shard K/N]\n"
+    "                     [--threads N] [--prec P] [--quiet] (--out DIR | --out-file FILE)\n"
+    "       refenc golden merge (--out DIR | --out-file FILE) PART.safetensors...\n"
+    "       refenc golden list CATALOGUE.json\n"
+    "       refenc golden manifest CATALOGUE.json CASES_DIR OUT.json\n"
+    "\n"
+    "Makes a golden case: the inputs, the parameters and the MPFR oracle's\n"
+    "correctly rounded outputs of an encoder (docs/golden-format.md), for\n"
+    "'refenc certify' to judge any implementation against.\n"
+    "\n"
+    "the case:\n"
+    "  --config FILE.json   a config as 'refenc run' reads it: {\"model\": ..., \"input\": ...}\n"
+    "  --catalogue CAT.json --case NAME\n"
+    "                       or an entry of a catalogue (golden/catalogue.json)\n"
+    "  --weights FILE       the parameters, from a safetensors file under PyTorch's\n"
+    "                       state_dict names (F64, F32, F16 or BF16); otherwise seeded\n"
+    "  --inputs FILE        the input, from a safetensors file (in.tokens or in.x, and\n"
+    "                       optionally in.key_padding_mask, in.positions, in.attn_mask);\n"
+    "                       otherwise seeded, of the config's shape\n"
+    "  --seed N             seed of the seeded weights and inputs (default 20240521;\n"
+    "                       a catalogue entry has its own): values rounded to 8\n"
+    "                       significant bits, exact in float16 and bfloat16\n"
+    "  --name NAME          the case's name (default: the config file's, without .json)\n"
+    "  --description TEXT   what the case is for (default: a summary of the config)\n"
+    "what it holds:\n"
+    "  --outputs all|final  every step of the forward pass (default), or only the\n"
+    "                       required final output\n"
+    "  --variants           also the outputs of each known bug that changes them,\n"
+    "                       for certify's diagnosis (a catalogue entry: those of its\n"
+    "                       bug classes, unless --no-variants)\n"
+    "  --per-layer          each layer's outputs are the exact functions of its input\n"
+    "                       as the double reference computes it, stored in the case\n"
+    "                       (in.layers.<i>.input): layers become independent units\n"
+    "  --shard K/N          compute part K of N of the units (batch items, or layers\n"
+    "                       x batch items with --per-layer) and write a part file:\n"
+    "                       DIR/parts/NAME.part-K-of-N.safetensors, or --out-file\n"
+    "how:\n"
+    "  --threads N          oracle threads (default: every core); any N gives the\n"
+    "                       same bytes\n"
+    "  --prec P             the oracle's first working precision in bits (default\n"
+    "                       192; the check is at P + 64): the outputs are the same\n"
+    "                       certified values, only the cost and the metadata change\n"
+    "  --quiet              no progress, no summary line\n"
+    "where:\n"
+    "  --out DIR            write DIR/cases/NAME.safetensors and add it to\n"
+    "                       DIR/manifest.json (created if absent)\n"
+    "  --out-file FILE      write the case file only\n"
+    "\n"
+    "  merge                join the N part files of a case into the case, byte for\n"
+    "                       byte the file the run without --shard writes\n"
+    "  list CATALOGUE       print the catalogue's case names\n"
+    "  manifest CATALOGUE CASES_DIR OUT.json\n"
+    "                       write the manifest of the catalogue's cases, in its order\n"
+    "\n"
+    "exit codes: 0 success, 2 usage or input error (one message on stderr; nothing\n"
+    "is written)\n";
+
+typedef struct {
+    const char *config_path, *catalogue_path, *case_name;
+    const char *weights_path, *inputs_path;
+    uint64_t seed;
+    int have_seed;
+    const char *name, *description;
+    int final_only, variants, no_variants, quiet, per_layer;
+    size_t shard_k, shard_n;
+    uint64_t threads, prec;
+    const char *out_dir, *out_file;
+} golden_args;
+
+/* ---- the case: config or catalogue entry, seeded or the user's files ------------ */
+
+typedef struct {
+    refenc_case c;
+    char name[128];
+    char *description;        /* owned */
+    json_t *doc;              /* the catalogue, or the entry built for a config */
+    const json_t *bug_classes, *tolerance;
+    const char *hazard;
+    int all_variants;         /* a config: every variant that applies */
+} golden_source;
+
+static void source_free(golden_source *s)
+{
+    refenc_case_free(&s->c);
+    free(s->description);
+    json_decref(s->doc);
+    memset(s, 0, sizeof *s);
+}
+
+/* A case name is also a file name: letters, digits, '.', '_', '-', not
+ * starting with '.'. */
+static int valid_name(const char *n)
+{
+    if (n[0] == '\0' || n[0] == '.' || strlen(n) > 100)
+        return 0;
+    for (const char *p = n; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-')
+            return 0;
+    return 1;
+}
+
+/* The catalogue entry that describes a config file's case. */
+static json_t *entry_for_config(const refenc_config *cfg, const run_input *spec, const char *name,
+                                uint64_t seed)
+{
+    json_t *model = refenc_config_to_json(cfg);
+    json_t *input = json_pack("{s:I, s:I}", "batch", (json_int_t)spec->batch, "seq_len",
+                              (json_int_t)spec->seq_len);
+    if (input != NULL && spec->padding != NULL) {
+        json_t *pad = json_array();
+        for (size_t b = 0; b < spec->batch; b++)
+            json_array_append_new(pad, json_integer((json_int_t)spec->padding[b]));
+        json_object_set_new(input, "padding", pad);
+    }
+    if (model == NULL || input == NULL) {
+        json_decref(model);
+        json_decref(input);
+        return NULL;
+    }
+    return json_pack("{s:s, s:s, s:s, s:o, s:o, s:I, s:[]}", "case", name, "component", "encoder",
+                     "description", "", "model", model, "input", input, "seed", (json_int_t)seed,
+                     "bug_classes");
+}
+
+static char *describe_config(const refenc_config *c, const golden_args *a, uint64_t seed)
+{
+    char buf[1024], w[300], in[300];
+    const char *base = strrchr(a->config_path, '/') ? strrchr(a->config_path, '/') + 1 : a->config_path;
+    if (a->weights_path)
+        snprintf(w, sizeof w, "weights from %s", a->weights_path);
+    else
+        snprintf(w, sizeof w, "seeded weights (seed %" PRIu64 ")", seed);
+    if (a->inputs_path)
+        snprintf(in, sizeof in, "inputs from %s", a->inputs_path);
+    else
+        snprintf(in, sizeof in, "seeded inputs");
+    snprintf(buf, sizeof buf,
+             "%s: %zu layer%s, %s-LN, d_model %zu, %zu heads, d_ff %zu, %s, positional %s; %s; %s.",
+             base, c->n_layers, c->n_layers == 1 ? "" : "s", c->norm == REFENC_NORM_PRE ? "Pre" : "Post",
+             c->d_model, c->n_heads, c->d_ff, refenc_activation_name(c->activation),
+             refenc_positional_name(c->positional), w, in);
+    return strdup(buf);
+}
+
+/* The case, built from the sources the arguments name.  *report as in
+ * model_sources.h. */
+static int source_build(golden_source *s, const golden_args *a, char **report, refenc_error *err)
+{
+    memset(s, 0, sizeof *s);
+    catalogue_case cc;
+    int st;
+    run_input spec = {0};
+    if (a->catalogue_path != NULL) {
+        if ((s->doc = catalogue_load(a->catalogue_path, err)) == NULL)
+            return REFENC_EINVAL;
+        if ((st = catalogue_find(&cc, s->doc, a->case_name, err)) != REFENC_OK)
+            return st;
+        if (a->have_seed)
+            cc.seed = (unsigned long)a->seed;
+        snprintf(s->name, sizeof s->name, "%s", a->name ? a->name : cc.name);
+        s->description = strdup(a->description ? a->description : cc.description);
+        s->bug_classes = json_object_get(cc.entry, "bug_classes");
+        s->tolerance = json_object_get(cc.entry, "tolerance");
+        if (json_object_size(s->tolerance) == 0) /* {} is the default policy, as no key */
+            s->tolerance = NULL;
+        s->hazard = json_string_value(json_object_get(cc.entry, "float32_hazard"));
+    } else {
+        refenc_config cfg;
+        if ((st = run_config_load(&cfg, &spec, a->config_path, err)) != REFENC_OK) {
+            free(spec.padding);
+            return st;
+        }
+        if (a->name != NULL) {
+            snprintf(s->name, sizeof s->name, "%s", a->name);
+        } else {
+            const char *base = strrchr(a->config_path, '/');
+            snprintf(s->name, sizeof s->name, "%s", base ? base + 1 : a->config_path);
+            char *dot = strrchr(s->name, '.');
+            if (dot != NULL && strcmp(dot, ".json") == 0)
+                *dot = '\0';
+        }
+        const uint64_t seed = a->have_seed ? a->seed : DEFAULT_SEED;
+        s->doc = entry_for_config(&cfg, &spec, s->name, seed);
+        s->description = a->description ? strdup(a->description) : describe_config(&cfg, a, seed);
+        s->bug_classes = json_object_get(s->doc, "bug_classes");
+        s->all_variants = a->variants;
+        if (s->doc == NULL) {
+            free(spec.padding);
+            return refenc_error_set(err, REFENC_ENOMEM, "out of memory");
+        }
+        cc = (catalogue_case){.entry = s->doc, .name = s->name, .description = "",
+                              .component = REFENC_COMP_ENCODER, .seed = (unsigned long)seed,
+                              .input_bits = 8};
+    }
+    if (!valid_name(s->name))
+        st = refenc_error_set(err, REFENC_EINVAL,
+                              "--name: '%s' is not a case name (letters, digits, '.', '_', '-'; not "
+                              "starting with '.'; at most 100 characters)", s->name);
+    else if (s->description == NULL)
+        st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");
+    else
+        st = catalogue_build(&s->c, &cc, err);
+    if (st == REFENC_OK)
+        snprintf(s->c.name, sizeof s->c.name, "%s", s->name);
+
+    /* the user's own files replace what the seed gave */
+    if (st == REFENC_OK && a->inputs_path != NULL) {
+        if (s->c.component != REFENC_COMP_ENCODER) {
+            st = refenc_error_set(err, REFENC_EINVAL, "--inputs: case %s is a %s case; only encoder "
+                                  "cases take an inputs file", s->name, refenc_component_name(s->c.component));
+        } else {
+            refenc_case k;
+            st = cli_case_from_inputs(&k, &s->c.cfg, &spec, a->config_path ? a->config_path : a->catalogue_path,
+                                      a->inputs_path, report, err);
+            if (st == REFENC_OK) {
+                memcpy(k.params.block, s->c.params.block, s->c.params.n_values * sizeof(double));
+                memcpy(k.name, s->c.name, sizeof k.name);
+                refenc_case_free(&s->c);
+                s->c = k;
+            }
+        }
+    }
+    char summary[1024];
+    if (st == REFENC_OK && a->weights_path != NULL)
+        st = cli_params_from_checkpoint(&s->c.params, &s->c.cfg, a->weights_path, summary, sizeof summary,
+                                        report, err);
+    if (st == REFENC_OK && a->weights_path != NULL && summary[0] != '\0' && !a->quiet)
+        fprintf(stderr, "%s\n", summary);
+    free(spec.padding);
+    return st;
+}
+
+/* A copy of a case, for a bug variant to change. */
+static int case_copy(refenc_case *dst, const refenc_case *src, refenc_error *err)
+{
+    int st = refenc_case_alloc(dst, src->component, &src->cfg, src->B, src->L, src->tokens != NULL,
+                               src->key_padding_mask != NULL, src->attn_mask != NULL, err);
+    if (st != REFENC_OK)
+        return st;
+    memcpy(dst->name, src->name, sizeof dst->name);
+    memcpy(dst->params.block, src->params.block, src->params.n_values * sizeof(double));
+    if (src->x != NULL)
+        memcpy(dst->x, src->x, src->x_numel * sizeof *src->x);
+    if (src->tokens != NULL)
+        memcpy(dst->tokens, src->tokens, src->B * src->L * sizeof *src->tokens);
+    if (src->token_types != NULL && dst->token_types != NULL)
+        memcpy(dst->token_types, src->token_types, src->B * src->L * sizeof *src->token_types);
+    if (src->key_padding_mask != NULL)
+        memcpy(dst->key_padding_mask, src->key_padding_mask, src->B * src->L);
+    if (src->attn_mask != NULL)
+        memcpy(dst->attn_mask, src->attn_mask, src->L * src->L * sizeof *src->attn_mask);
+    memcpy(dst->positions, src->positions, src->L * sizeof *src->positions);
+    dst->has_positions = src->has_positions;
+    return REFENC_OK;
+}
+
+/* ---- the bug variants ------------------------------------------------------------ */
+
+/* A bug variant is stored only when it moves a required output this many
+ * times the float64 tolerance: otherwise it could not be told apart from a
+ * correct float64 result (docs/certify.md). */
+#define VARIANT_MIN_EXCESS 100.0
+
+typedef struct {
+    size_t n;
+    golden_set set[REFENC_VAR_COUNT];
+    refenc_case vc[REFENC_VAR_COUNT];
+    const char *names[REFENC_VAR_COUNT];
+    int *keep[REFENC_VAR_COUNT];
+    json_t *meta;          /* the "variants" array */
+    json_t *classes;       /* a config's bug classes: those of the stored variants */
+    char desc[256];
+} variant_sets;
+
+static void variants_free(variant_sets *v)
+{
+    for (size_t i = 0; i < v->n; i++) {
+        golden_set_free(&v->set[i]);
+        refenc_case_free(&v->vc[i]);
+        free(v->keep[i]);
+    }
+    json_decref(v->meta);
+    json_decref(v->classes);
+    memset(v, 0, sizeof *v);
+}
+
+static int targeted(const golden_source *s, const refenc_variant_info *info)
+{
+    if (s->all_variants)
+        return 1;
+    size_t i;
+    json_t *cl;
+    json_array_foreach(s->bug_classes, i, cl)
+        if (strcmp(json_string_value(cl), info->bug_class) == 0)
+            return 1;
+    return 0;
+}
+
+static int run_variants(variant_sets *v, const golden_source *s, const golden_set *golden,
+                        const golden_args *a, refenc_error *err)
+{
+    memset(v, 0, sizeof *v);
+    v->meta = json_array();
+    v->classes = json_array();
+    refenc_tolerance tol64, tol32;
+    refenc_certify_policy(&tol64, REFENC_ST_F64);
+    refenc_certify_policy(&tol32, REFENC_ST_F32);
+    int st = v->meta && v->classes ? REFENC_OK : refenc_error_set(err, REFENC_ENOMEM, "out of memory");
+    for (int var = 0; var < REFENC_VAR_COUNT && st == REFENC_OK; var++) {
+        const refenc_variant_info *info = refenc_variant_get((refenc_variant)var);
+        if (!targeted(s, info) || !refenc_variant_applies((refenc_variant)var, &s->c))
+            continue;
+        refenc_case *w = &v->vc[v->n];
+        golden_set *alt = &v->set[v->n];
+        refenc_variant_hooks hooks;
+        if ((st = case_copy(w, &s->c, err)) != REFENC_OK)
+            break;
+        refenc_variant_apply((refenc_variant)var, w, &hooks);
+        if ((st = golden_set_init(alt, w, 0, golden->final_only, err)) == REFENC_OK) {
+            const refenc_trace tr = {golden_set_collect, alt};
+            const golden_engine_options eo = {.threads = (int)a->threads, .quiet = 1};
+            st = golden_engine_run(w, &hooks, 0, &eo, &tr, v->desc, sizeof v->desc, err);
+        }
+        int *keep = calloc(alt->n ? alt->n : 1, sizeof *keep);
+        v->keep[v->n] = keep;
+        v->names[v->n] = info->name;
+        v->n++; /* from here on variants_free frees it */
+        if (st == REFENC_OK && (alt->failed || keep == NULL))
+            st = refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", s->name);
+        if (st != REFENC_OK)
+            break;
+        /* effect on the required outputs; keep those and the first diverging one */
+        double effect64 = 0, effect32 = 0;
+        int first = -1;
+        for (size_t k = 0; k < alt->n; k++) {
+            const golden_output *ao = &alt->o[k];
+            size_t g = 0;
+            while (g < golden->n && strcmp(golden->o[g].name, ao->name) != 0)
+                g++;
+            if (g == golden->n || golden->o[g].numel != ao->numel)
+                continue;
+            const golden_output *go = &golden->o[g];
+            const double e64 = golden_excess(ao->data, go->data, ao->dc, go->dc, ao->numel, tol64);
+            if (first < 0 && e64 > 1)
+                first = (int)k;
+            if (golden_is_required(&s->c, ao->name)) {
+                keep[k] = 1;
+                effect64 = fmax(effect64, e64);
+                effect32 = fmax(effect32, golden_excess(ao->data, go->data, ao->dc, go->dc, ao->numel, tol32));
+            }
+        }
+        if (!(effect64 >= VARIANT_MIN_EXCESS)) { /* indistinguishable: not stored */
+            if (!a->quiet || !s->all_variants)
+                fprintf(stderr, "refenc golden: %s: variant %s moves the outputs by only %.3g float64 "
+                        "tolerances; not stored\n", s->name, info->name, effect64);
+            v->n--;
+            golden_set_free(alt);
+            refenc_case_free(w);
+            free(keep);
+            continue;
+        }
+        if (first >= 0)
+            keep[first] = 1;
+        json_t *stored = json_array();
+        for (size_t k = 0; k < alt->n; k++)
+            if (keep[k])
+                json_array_append_new(stored, json_string(alt->o[k].name));
+        json_array_append_new(v->meta, json_pack("{s:s, s:o, s:s?, s:f, s:f}", "name", info->name, "outputs",
+                                                 stored, "first_divergence",
+                                                 first >= 0 ? alt->o[first].name : NULL,
+                                                 "effect_f64", effect64, "effect_f32", effect32));
+        int listed = 0;
+        size_t i;
+        json_t *cl;
+        json_array_foreach(v->classes, i, cl)
+            listed |= strcmp(json_string_value(cl), info->bug_class) == 0;
+        if (!listed)
+            json_array_append_new(v->classes, json_string(info->bug_class));
+    }
+    return st;
+}
+
+/* ---- gen ------------------------------------------------------------------------ */
+
+/* --outputs final: the oracle certifies the final output only */
+static int final_step(void *ctx, const char *step)
+{
+    (void)ctx;
+    return strcmp(step, "output") == 0;
+}
+
+/* The per-layer file's extra tensors: in.layers.{i}.input, F64. */
+typedef struct {
+    refenc_st_entry *e;
+    char (*names)[REFENC_NAME_MAX];
+} layer_entries;
+
+static int layer_entries_make(layer_entries *le, const refenc_case *c, double *const *inputs)
+{
+    const size_t N = c->cfg.n_layers;
+    le->e = calloc(N, sizeof *le->e);
+    le->names = calloc(N, sizeof *le->names);
+    if (le->e == NULL || le->names == NULL)
+        return 0;
+    for (size_t l = 0; l < N; l++) {
+        refenc_name_layer_input(le->names[l], sizeof le->names[l], l);
+        le->e[l] = (refenc_st_entry){.name = le->names[l], .dtype = REFENC_ST_F64, .ndim = 3,
+                                     .shape = {c->B, c->L, c->cfg.d_model}, .data = inputs[l]};
+    }
+    return 1;
+}
+
+/* Where a part goes: the --out-file, or DIR/parts/<case>.part-K-of-N.safetensors. */
+static int part_path(char *path, size_t n, const golden_args *a, const char *name, refenc_error *err)
+{
+    if (a->out_file != NULL) {
+        snprintf(path, n, "%s", a->out_file);
+        return REFENC_OK;
+    }
+    int st = golden_mkdirs(a->out_dir, "parts", err);
+    if (st == REFENC_OK)
+        snprintf(path, n, "%s/parts/%s.part-%zu-of-%zu.safetensors", a->out_dir, name, a->shard_k, a->shard_n);
+    return st;
+}
+
+static int golden_make(const golden_args *a)
+{
+    refenc_error err;
+    refenc_error_clear(&err);
+    golden_source s;
+    golden_set golden;
+    variant_sets v;
+    golden_steps steps = {0};
+    golden_part_set ps = {0};
+    layer_entries le = {0};
+    double **inputs = NULL;
+    memset(&golden, 0, sizeof golden);
+    memset(&v, 0, sizeof v);
+    char *report = NULL, engine_desc[256] = "", tmp[4096] = "";
+    long prec = 0, prec_check = 0;
+
+    int st = source_build(&s, a, &report, &err);
+    if (st != REFENC_OK) {
+        source_free(&s);
+        return cli_load_error("golden", report, &err);
+    }
+    const int in_parts = a->per_layer || a->shard_n > 0;
+    const size_t N = s.c.cfg.n_layers;
+    const size_t units = refenc_mp_encoder_units(&s.c.cfg, s.c.B, a->per_layer);
+    size_t begin = 0, end = units;
+    if (in_parts && s.c.component != REFENC_COMP_ENCODER)
+        st = refenc_error_set(&err, REFENC_EINVAL, "--per-layer and --shard: case %s is a %s case; only "
+                              "encoder cases are made in parts", s.name, refenc_component_name(s.c.component));
+    else if (in_parts && !golden_engine_item_by_item(&s.c.cfg))
+        st = refenc_error_set(&err, REFENC_EINVAL, "--per-layer and --shard: case %s uses the family "
+                              "embedding options or the finfo.min mask value, which only the whole-tensor "
+                              "oracle computes so far: make it whole", s.name);
+    else if (in_parts && (s.all_variants || (a->catalogue_path != NULL && !a->no_variants &&
+                                             json_array_size(s.bug_classes) > 0)))
+        st = refenc_error_set(&err, REFENC_EINVAL, "--per-layer and --shard make no bug variants: drop "
+                              "--variants, or give --no-variants for a catalogue entry with bug classes");
+    else if (a->shard_n > units)
+        st = refenc_error_set(&err, REFENC_EINVAL, "--shard %zu/%zu: case %s has only %zu unit%s (%s); "
+                              "give at most %zu shards", a->shard_k, a->shard_n, s.name, units,
+                              units == 1 ? "" : "s", a->per_layer ? "layers x batch items" :
+                              "batch items; --per-layer makes layers x batch items", units);
+    if (st == REFENC_OK && a->shard_n > 0)
+        golden_shard_units(a->shard_k, a->shard_n, units, &begin, &end);
+    /* per layer: the layers' stored inputs, from the double reference */
+    if (st == REFENC_OK && a->per_layer) {
+        const size_t first = begin / s.c.B, last = end > begin ? (end - 1) / s.c.B : first;
+        st = golden_layer_inputs(&inputs, &s.c, a->shard_n > 0 ? first : 0, a->shard_n > 0 ? last : N - 1, &err);
+    }
+    if (st == REFENC_OK && in_parts)
+        st = golden_steps_init(&steps, &s.c, a->final_only ? final_step : NULL, NULL, a->shard_n == 0);
+    if (st == REFENC_OK && a->shard_n > 0) {
+        /* a part: the units' slices */
+        st = golden_part_set_init(&ps, &s.c, &steps, a->per_layer, (const double *const *)inputs, begin,
+                                  end, &err);
+        double part_bytes = 0;
+        for (size_t i = 0; i < ps.n; i++)
+            part_bytes += 8.0 * (double)(ps.slice[i].hi - ps.slice[i].lo) * (double)ps.slice[i].shape[1] *
+                          (double)ps.slice[i].shape[2] * (ps.slice[i].ndim == 4 ? (double)ps.slice[i].shape[3] : 1);
+        const golden_run_options ro = {.threads = (int)a->threads, .quiet = a->quiet,
+                                       .layer_inputs = (const double *const *)inputs,
+                                       .unit_begin = begin, .unit_end = end, .output_bytes = part_bytes,
+                                       .prec = (long)a->prec};
+        if (st == REFENC_OK && end > begin)
+            st = golden_encoder_run(&s.c, &ro, &steps, golden_part_set_emit, &ps, engine_desc,
+                                    sizeof engine_desc, &prec, &prec_check, &err);
+        if (st == REFENC_OK && end == begin)
+            prec = prec_check = 0;
+        const golden_file g = {.c = &s.c, .name = s.name, .description = s.description,
+                               .bug_classes = s.bug_classes, .tolerance = s.tolerance,
+                               .float32_hazard = s.hazard};
+        const golden_part_info pi = {.k = a->shard_k, .n = a->shard_n, .unit_begin = begin, .unit_end = end,
+                                     .units = units, .per_layer = a->per_layer, .final_only = a->final_only,
+                                     .prec = prec, .prec_check = prec_check,
+                                     .first_prec = a->prec ? (long)a->prec : REFENC_MP_PREC_DEFAULT, .n_slices = ps.n,
+                                     .slices = ps.slice};
+        if (st == REFENC_OK)
+            st = part_path(tmp, sizeof tmp, a, s.name, &err);
+        if (st == REFENC_OK)
+            st = golden_part_write(&g, &pi, tmp, &err);
+        if (st == REFENC_OK && !a->quiet)
+            printf("refenc golden: case %s: shard %zu/%zu (units %zu to %zu of %zu) written to %s\n", s.name,
+                   a->shard_k, a->shard_n, begin, end, units, tmp);
+        goto done;
+    }
+
+    if (st == REFENC_OK)
+        st = golden_set_init(&golden, &s.c, 1, a->final_only, &err);
+    if (st == REFENC_OK && s.c.component == REFENC_COMP_ENCODER && golden_engine_item_by_item(&s.c.cfg)) {
+        /* the oracle's steps become the case's outputs (taken over, not copied) */
+        if (!a->per_layer)
+            st = golden_steps_init(&steps, &s.c, a->final_only ? final_step : NULL, NULL, 1);
+        const golden_run_options ro = {.threads = (int)a->threads, .quiet = a->quiet,
+                                       .layer_inputs = (const double *const *)inputs, .prec = (long)a->prec};
+        if (st == REFENC_OK)
+            st = golden_encoder_run(&s.c, &ro, &steps, NULL, NULL, engine_desc, sizeof engine_desc, NULL,
+                                    NULL, &err);
+        for (size_t i = 0; i < steps.n && st == REFENC_OK; i++) {
+            golden_set_adopt(&golden, steps.step[i].name, steps.step[i].data, steps.step[i].ndim,
+                             steps.step[i].shape);
+            steps.step[i].data = NULL;
+        }
+        if (st == REFENC_OK && a->per_layer && !layer_entries_make(&le, &s.c, inputs))
+            st = refenc_error_set(&err, REFENC_ENOMEM, "out of memory");
+    } else if (st == REFENC_OK) {
+        const refenc_trace tr = {golden_set_collect, &golden};
+        const golden_engine_options eo = {.threads = (int)a->threads, .quiet = a->quiet,
+                                          .wanted = a->final_only ? final_step : NULL};
+        st = golden_engine_run(&s.c, NULL, 1, &eo, &tr, engine_desc, sizeof engine_desc, &err);
+    }
+    if (st == REFENC_OK && golden.failed)
+        st = refenc_error_set(&err, REFENC_ENOMEM, "case %s: out of memory", s.name);
+    if (st == REFENC_OK && !in_parts && (s.all_variants || (a->catalogue_path != NULL && !a->no_variants)))
+        st = run_variants(&v, &s, &golden, a, &err);
+
+    if (st == REFENC_OK) {
+        json_t *per_layer_meta = a->per_layer ? json_pack("{s:s}", "per_layer", "true") : NULL;
+        const golden_file g = {
+            .c = &s.c, .name = s.name, .description = s.description,
+            .bug_classes = s.all_variants ? v.classes : s.bug_classes, .tolerance = s.tolerance,
+            .float32_hazard = s.hazard, .oracle = engine_desc,
+            .variant_oracle = v.n > 0 ? v.desc : NULL, .golden = &golden, .n_alt = v.n,
+            .alt = v.set, .alt_names = v.names, .alt_keep = (const int *const *)v.keep,
+            .variants = v.meta ? v.meta : json_array(), .extra_meta = per_layer_meta,
+            .n_extra = a->per_layer ? N : 0, .extra = le.e};
+        if (a->out_file != NULL) {
+            st = golden_file_write(&g, a->out_file, &err);
+        } else if ((st = golden_mkdirs(a->out_dir, "cases", &err)) == REFENC_OK) {
+            snprintf(tmp, sizeof tmp, "%s/cases/%s.safetensors.new", a->out_dir, s.name);
+            if ((st = golden_file_write(&g, tmp, &err)) == REFENC_OK)
+                st = golden_dir_add(a->out_dir, s.name, tmp, &err);
+        }
+        if (v.meta == NULL)
+            json_decref((json_t *)g.variants);
+        json_decref(per_layer_meta);
+        if (st == REFENC_OK && !a->quiet)
+            printf("refenc golden: case %s: %zu outputs%s, %s; written to %s%s%s%s\n", s.name, golden.n,
+                   v.n ? " and bug variants" : "", engine_desc,
+                   a->out_file ? a->out_file : a->out_dir, a->out_file ? "" : "/cases/",
+                   a->out_file ? "" : s.name, a->out_file ? "" : ".safetensors");
+    }
+done:
+    free(le.e);
+    free(le.names);
+    golden_part_set_free(&ps);
+    golden_steps_free(&steps);
+    golden_layer_inputs_free(inputs, N);
+    variants_free(&v);
+    golden_set_free(&golden);
+    source_free(&s);
+    return st == REFENC_OK ? REFENC_EXIT_OK : cli_error("golden", "%s", err.message);
+}
+
+/* ---- verbs ------------------------------------------------------------------------ */
+
+static int golden_list(const char *catalogue)
+{
+    refenc_error err;
+    refenc_error_clear(&err);
+    json_t *cat = catalogue_load(catalogue, &err);
+    if (cat == NULL)
+        return cli_error("golden", "%s", err.message);
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(cat, "cases"), i, e)
+        printf("%s\n", json_string_value(json_object_get(e, "case")));
+    json_decref(cat);
+    return REFENC_EXIT_OK;
+}
+
+static int golden_manifest(const char *catalogue, const char *dir, const char *out)
+{
+    refenc_error err;
+    refenc_error_clear(&err);
+    if (golden_manifest_for_catalogue(catalogue, dir, out, &err) != REFENC_OK)
+        return cli_error("golden", "%s", err.message);
+    return REFENC_EXIT_OK;
+}
+
+static int golden_merge_cmd(int argc, char **argv)
+{
+    const char *out_dir = NULL, *out_file = NULL;
+    int quiet = 0;
+    const char **parts = calloc((size_t)argc, sizeof *parts);
+    size_t n = 0;
+    if (parts == NULL)
+        return cli_error("golden", "out of memory");
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--out") == 0 || strcmp(argv[i], "--out-file") == 0) {
+            if (i + 1 >= argc) {
+                free(parts);
+                return cli_error("golden", "%s needs a value (see 'refenc golden --help')", argv[i]);
+            }
+            *(argv[i][5] == '-' ? &out_file : &out_dir) = argv[i + 1];
+            i++;
+        } else if (strcmp(argv[i], "--quiet") == 0) {
+            quiet = 1;
+        } else if (argv[i][0] == '-') {
+            free(parts);
+            return cli_error("golden", "merge: unknown option '%s' (see 'refenc golden --help')", argv[i]);
+        } else {
+            parts[n++] = argv[i];
+        }
+    }
+    int rc = REFENC_EXIT_OK;
+    if ((out_dir != NULL) == (out_file != NULL))
+        rc = cli_error("golden", "merge: give one of --out DIR and --out-file FILE");
+    else if (n == 0)
+        rc = cli_error("golden", "merge: no part files given");
+    if (rc == REFENC_EXIT_OK) {
+        refenc_error err;
+        refenc_error_clear(&err);
+        if (golden_merge(parts, n, out_dir, out_file, quiet, &err) != REFENC_OK)
+            rc = cli_error("golden", "merge: %s", err.message);
+    }
+    free(parts);
+    return rc;
+}
+
+int cmd_golden(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "list") == 0) {
+        if (argc != 3)
+            return cli_error("golden", "usage: refenc golden list CATALOGUE.json");
+        return golden_list(argv[2]);
+    }
+    if (argc >= 2 && strcmp(argv[1], "merge") == 0)
+        return golden_merge_cmd(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "manifest") == 0) {
+        if (argc != 5)
+            return cli_error("golden", "usage: refenc golden manifest CATALOGUE.json CASES_DIR OUT.json");
+        return golden_manifest(argv[2], argv[3], argv[4]);
+    }
+
+    golden_args a = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
+            fputs(golden_usage, stdout);
+            return REFENC_EXIT_OK;
+        } else if (strcmp(s, "--variants") == 0) {
+            a.variants = 1;
+            continue;
+        } else if (strcmp(s, "--quiet") == 0) {
+            a.quiet = 1;
+            continue;
+        } else if (strcmp(s, "--no-variants") == 0) {
+            a.no_variants = 1;
+            continue;
+        } else if (strcmp(s, "--per-layer") == 0) {
+            a.per_layer = 1;
+            continue;
+        }
+        const char **slot = strcmp(s, "--config") == 0        ? &a.config_path
+                            : strcmp(s, "--catalogue") == 0   ? &a.catalogue_path
+                            : strcmp(s, "--case") == 0        ? &a.case_name
+                            : strcmp(s, "--weights") == 0     ? &a.weights_path
+                            : strcmp(s, "--inputs") == 0      ? &a.inputs_path
+                            : strcmp(s, "--name") == 0        ? &a.name
+                            : strcmp(s, "--description") == 0 ? &a.description
+                            : strcmp(s, "--out") == 0         ? &a.out_dir
+                            : strcmp(s, "--out-file") == 0    ? &a.out_file
+                                                              : NULL;
+        const int valued = slot != NULL || strcmp(s, "--seed") == 0 || strcmp(s, "--outputs") == 0 ||
+                           strcmp(s, "--threads") == 0 || strcmp(s, "--shard") == 0 ||
+                           strcmp(s, "--prec") == 0;
+        if (!valued)
+            return cli_error("golden", "unknown option '%s' (see 'refenc golden --help')", s);
+        if (++i >= argc)
+            return cli_error("golden", "%s needs a value (see 'refenc golden --help')", s);
+        const char *v = argv[i];
+        if (slot != NULL) {
+            *slot = v;
+        } else if (strcmp(s, "--seed") == 0) {
+            if (!cli_parse_u64(&a.seed, v) || a.seed > 0xffffffffu)
+                return cli_error("golden", "--seed: '%s' is not an integer in [0, 4294967295]", v);
+            a.have_seed = 1;
+        } else if (strcmp(s, "--shard") == 0) {
+            if (!golden_parse_shard(v, &a.shard_k, &a.shard_n))
+                return cli_error("golden", "--shard: '%s' is not K/N with 1 <= K <= N (shard K of N)", v);
+        } else if (strcmp(s, "--prec") == 0) {
+            if (!cli_parse_u64(&a.prec, v) || a.prec < 64 || a.prec > 65536)
+                return cli_error("golden", "--prec: '%s' is not an integer in [64, 65536]", v);
+        } else if (strcmp(s, "--threads") == 0) {
+            if (!cli_parse_u64(&a.threads, v) || a.threads < 1 || a.threads > 4096)
+                return cli_error("golden", "--threads: '%s' is not an integer in [1, 4096]", v);
+        } else if (strcmp(v, "all") == 0 || strcmp(v, "final") == 0) {
+            a.final_only = strcmp(v, "final") == 0;
+        } else {
+            return cli_error("golden", "--outputs: '%s' is neither 'all' nor 'final'", v);
+        }
+    }
+    if ((a.config_path != NULL) == (a.catalogue_path != NULL))
+        return cli_error("golden", "give --config FILE.json or --catalogue CAT.json --case NAME "
+                                   "(see 'refenc golden --help')");
+    if ((a.catalogue_path != NULL) != (a.case_name != NULL))
+        return cli_error("golden", "--catalogue and --case go together");
+    if ((a.out_dir != NULL) == (a.out_file != NULL))
+        return cli_error("golden", "give one of --out DIR and --out-file FILE");
+    return golden_make(&a);
+}

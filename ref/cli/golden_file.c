@@ -1,0 +1,548 @@
+#include "golden_file.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/alloc.h"
+#include "../io/config_json.h"
+#include "../io/half.h"
+#include "../refenc.h"
+
+#include <nettle/sha2.h>
+
+/* ---- outputs and don't-care masks ------------------------------------------ */
+
+/* Query rows whose outputs are implementation-defined: queries that see no
+ * key (every key padded, later than them with the causal mask, or -inf in the
+ * additive mask), and, with padded_queries, padded queries.  A bug variant's
+ * outputs leave padded queries in: an implementation that inverts the mask
+ * computes real values at the real tokens it believes are padding. */
+static uint8_t *dead_rows(const refenc_case *c, int padded_queries, int *failed)
+{
+    const size_t B = c->B, L = c->L;
+    *failed = 0;
+    if (c->component != REFENC_COMP_ENCODER && c->component != REFENC_COMP_ATTENTION)
+        return NULL;
+    uint8_t *dead = calloc(B * L, 1);
+    if (dead == NULL) {
+        *failed = 1;
+        return NULL;
+    }
+    for (size_t b = 0; b < B; b++)
+        for (size_t i = 0; i < L; i++) {
+            int sees_a_key = 0;
+            for (size_t j = 0; j < L && !sees_a_key; j++)
+                sees_a_key |= !(c->key_padding_mask && c->key_padding_mask[b * L + j]) &&
+                              !(c->cfg.causal && j > i) &&
+                              !(c->attn_mask && c->attn_mask[i * L + j] == -INFINITY);
+            dead[b * L + i] = !sees_a_key ||
+                              (padded_queries && c->key_padding_mask && c->key_padding_mask[b * L + i]);
+        }
+    return dead;
+}
+
+int golden_set_init(golden_set *s, const refenc_case *c, int padded_queries, int final_only,
+                    refenc_error *err)
+{
+    memset(s, 0, sizeof *s);
+    s->c = c;
+    s->final_only = final_only;
+    int failed;
+    s->dead = dead_rows(c, padded_queries, &failed);
+    return failed ? refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", c->name) : REFENC_OK;
+}
+
+void golden_set_free(golden_set *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        free(s->o[i].data);
+        free(s->o[i].dc);
+    }
+    free(s->o);
+    free(s->dead);
+    memset(s, 0, sizeof *s);
+}
+
+int golden_is_required(const refenc_case *c, const char *out_name)
+{
+    return strcmp(out_name, "out.output") == 0 || c->component == REFENC_COMP_ALIBI;
+}
+
+/* An output into the set: a copy of data, or (owned) data itself. */
+static void set_add(golden_set *s, const char *name, const double *data, double *owned, size_t ndim,
+                    const size_t *shape);
+
+void golden_set_collect(void *ctx, const char *name, const double *data, size_t ndim,
+                        const size_t *shape)
+{
+    set_add(ctx, name, data, NULL, ndim, shape);
+}
+
+void golden_set_adopt(golden_set *s, const char *name, double *data, size_t ndim, const size_t *shape)
+{
+    set_add(s, name, data, data, ndim, shape);
+}
+
+static void set_add(golden_set *s, const char *name, const double *data, double *owned, size_t ndim,
+                    const size_t *shape)
+{
+    const refenc_case *c = s->c;
+    char out_name[REFENC_NAME_MAX];
+    if (s->failed || ndim > 4 || !refenc_name_output(out_name, sizeof out_name, name)) {
+        s->failed = 1;
+        free(owned);
+        return;
+    }
+    if (s->final_only && !golden_is_required(c, out_name)) {
+        free(owned);
+        return;
+    }
+    if (!refenc_array_reserve((void **)&s->o, &s->cap, s->n + 1, sizeof *s->o)) {
+        s->failed = 1;
+        free(owned);
+        return;
+    }
+    golden_output *o = &s->o[s->n];
+    memset(o, 0, sizeof *o);
+    size_t n = 1;
+    for (size_t d = 0; d < ndim; d++)
+        n *= shape[d];
+    memcpy(o->name, out_name, sizeof out_name);
+    o->ndim = ndim;
+    memcpy(o->shape, shape, ndim * sizeof *shape);
+    o->numel = n;
+    o->data = owned != NULL ? owned : refenc_alloc_array(n, sizeof(double));
+    uint8_t *dc = calloc(n ? n : 1, 1);
+    if (o->data == NULL || dc == NULL) {
+        free(o->data);
+        free(dc);
+        s->failed = 1;
+        return;
+    }
+    if (owned == NULL)
+        memcpy(o->data, data, n * sizeof(double));
+
+    /* don't-care elements: query rows of (B, L, ...) outputs after the input
+     * (padded queries, queries with every key masked); softmax rows of -inf */
+    size_t any = 0;
+    const int rowwise = (c->component == REFENC_COMP_ENCODER && strcmp(name, "embed") != 0) ||
+                        c->component == REFENC_COMP_ATTENTION;
+    const size_t B = c->B, L = c->L;
+    if (rowwise && s->dead != NULL) {
+        if (ndim == 3 && shape[0] == B && shape[1] == L) {            /* (B, L, D) */
+            for (size_t bl = 0; bl < B * L; bl++)
+                if (s->dead[bl])
+                    for (size_t d = 0; d < shape[2]; d++, any++)
+                        dc[bl * shape[2] + d] = 1;
+        } else if (ndim == 4 && shape[0] == B && shape[2] == L) {     /* (B, H, L, L) */
+            for (size_t b = 0; b < B; b++)
+                for (size_t h = 0; h < shape[1]; h++)
+                    for (size_t i = 0; i < L; i++)
+                        if (s->dead[b * L + i])
+                            for (size_t j = 0; j < L; j++, any++)
+                                dc[((b * shape[1] + h) * L + i) * L + j] = 1;
+        }
+    }
+    if (c->component == REFENC_COMP_SOFTMAX) {
+        for (size_t r = 0; r < B; r++) {
+            int all_masked = 1;
+            for (size_t j = 0; j < L; j++)
+                all_masked &= c->x[r * L + j] == -INFINITY;
+            for (size_t j = 0; j < L && all_masked; j++, any++)
+                dc[r * L + j] = 1;
+        }
+    }
+    if (!any) {
+        free(dc);
+        dc = NULL;
+    }
+    o->dc = dc;
+    s->n++;
+}
+
+double golden_excess(const double *a, const double *b, const uint8_t *dc_a, const uint8_t *dc_b,
+                     size_t n, refenc_tolerance tol)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        if ((dc_a && dc_a[i]) || (dc_b && dc_b[i]))
+            continue;
+        const double d = fabs(a[i] - b[i]);
+        const double r = isfinite(a[i]) ? d / (tol.atol + tol.rtol * fabs(b[i])) : INFINITY;
+        if (r > worst)
+            worst = r;
+    }
+    return worst;
+}
+
+/* ---- inputs and parameters ---------------------------------------------------- */
+
+/* Bits of x equal to those of y (a NaN counts as held whatever its payload:
+ * the formats keep a NaN a NaN). */
+enum { HOLD_F16 = 1, HOLD_BF16 = 2, HOLD_F32 = 4 };
+
+/* Which of F16, BF16, F32 hold the double x exactly (a NaN counts as held
+ * whatever its payload: the formats keep a NaN a NaN).  Read from x as a
+ * float32, when float32 holds it: bfloat16 is float32's upper half;
+ * float16 has float32's 11 upper significand bits, exponents from -14
+ * (normal) down to -24 (subnormal: multiples of 2^-24), and at most 65504. */
+static int held_by(double x)
+{
+    if (isnan(x))
+        return HOLD_F16 | HOLD_BF16 | HOLD_F32;
+    const float f = (float)x;
+    if ((double)f != x || (x == 0 && !signbit(x) != !signbit(f)))
+        return 0; /* not even float32; then neither of the narrower two */
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    int h = HOLD_F32;
+    if ((u & 0xffff) == 0)
+        h |= HOLD_BF16;
+    const int biased = (int)(u >> 23) & 0xff, e = biased - 127; /* x = 1.m 2^e (normal float32) */
+    const uint32_t frac = u & 0x7fffff;
+    if (isinf(f) || x == 0)
+        h |= HOLD_F16;
+    else if (biased != 0 && e >= -14 && e <= 15 && (frac & 0x1fff) == 0)
+        h |= HOLD_F16; /* normal float16: 10 fraction bits */
+    else if (biased != 0 && e >= -24 && e < -14 && (frac & ((1u << (-1 - e)) - 1)) == 0)
+        h |= HOLD_F16; /* subnormal float16: a multiple of 2^-24 */
+    return h;
+}
+
+/* Which of F16, BF16, F32 hold every value of x[0..n) exactly. */
+static int holds(const double *x, size_t n)
+{
+    int h = HOLD_F16 | HOLD_BF16 | HOLD_F32;
+    for (size_t i = 0; i < n && h != 0; i++)
+        h &= held_by(x[i]);
+    return h;
+}
+
+const char *golden_input_dtype(const refenc_case *c)
+{
+    int h = HOLD_F16 | HOLD_BF16 | HOLD_F32;
+    if (c->x != NULL)
+        h &= holds(c->x, c->x_numel);
+    if (c->attn_mask != NULL)
+        h &= holds(c->attn_mask, c->L * c->L);
+    for (size_t t = 0; t < c->params.n_tensors; t++)
+        if (refenc_case_param_name(c->component, c->params.tensors[t].name) != NULL)
+            h &= holds(c->params.tensors[t].data, c->params.tensors[t].size);
+    if ((h & HOLD_F16) && (h & HOLD_BF16))
+        return "F16,BF16";
+    if (h & HOLD_F16)
+        return "F16";
+    if (h & HOLD_BF16)
+        return "BF16";
+    return h & HOLD_F32 ? "F32" : "F64";
+}
+
+/* The tensors of a file, built before one write. */
+typedef struct {
+    size_t n, cap;
+    refenc_st_entry *e;
+    void **owned;
+    size_t n_owned, cap_owned;
+    int failed;
+} entries;
+
+static void *own(entries *es, void *p)
+{
+    if (p == NULL) {
+        es->failed = 1;
+        return NULL;
+    }
+    if (!refenc_array_reserve((void **)&es->owned, &es->cap_owned, es->n_owned + 1, sizeof *es->owned)) {
+        free(p);
+        es->failed = 1;
+        return NULL;
+    }
+    es->owned[es->n_owned++] = p;
+    return p;
+}
+
+static void add(entries *es, const char *name, refenc_st_dtype dtype, size_t ndim, const size_t *shape,
+                const void *data)
+{
+    if (es->failed)
+        return;
+    if (!refenc_array_reserve((void **)&es->e, &es->cap, es->n + 1, sizeof *es->e)) {
+        es->failed = 1;
+        return;
+    }
+    refenc_st_entry *e = &es->e[es->n];
+    memset(e, 0, sizeof *e);
+    e->name = own(es, strdup(name));
+    e->dtype = dtype;
+    e->ndim = ndim;
+    memcpy(e->shape, shape, ndim * sizeof *shape);
+    e->data = data;
+    es->n++;
+}
+
+/* A floating tensor: F32 when float32 holds every value, else F64. */
+static void add_float(entries *es, const char *name, size_t ndim, const size_t *shape, const double *x)
+{
+    size_t n = 1;
+    for (size_t d = 0; d < ndim; d++)
+        n *= shape[d];
+    if (holds(x, n) & HOLD_F32) {
+        float *f = own(es, refenc_alloc_array(n, sizeof *f));
+        if (f == NULL)
+            return;
+        for (size_t i = 0; i < n; i++)
+            f[i] = (float)x[i];
+        add(es, name, REFENC_ST_F32, ndim, shape, f);
+    } else {
+        add(es, name, REFENC_ST_F64, ndim, shape, x);
+    }
+}
+
+static void add_outputs(entries *es, const golden_set *s, const char *variant, const int *keep)
+{
+    for (size_t k = 0; k < s->n; k++) {
+        if (keep != NULL && !keep[k])
+            continue;
+        const golden_output *o = &s->o[k];
+        char name[REFENC_NAME_MAX];
+        if (variant == NULL)
+            snprintf(name, sizeof name, "%s", o->name);
+        else if (!refenc_name_alt(name, sizeof name, variant, o->name))
+            es->failed = 1;
+        add(es, name, REFENC_ST_F64, o->ndim, o->shape, o->data);
+        if (o->dc != NULL) {
+            if (!refenc_name_dontcare(name, sizeof name, variant, o->name))
+                es->failed = 1;
+            add(es, name, REFENC_ST_BOOL, o->ndim, o->shape, o->dc);
+        }
+    }
+}
+
+/* Writes the entries with the metadata (NULL: out of memory) and frees
+ * what they own. */
+static int entries_write(entries *es, const char *path, const json_t *meta, const char *name,
+                         refenc_error *err)
+{
+    int st;
+    if (es->failed || meta == NULL)
+        st = refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", name);
+    else
+        st = refenc_st_write(path, es->e, es->n, meta, err);
+    for (size_t i = 0; i < es->n_owned; i++)
+        free(es->owned[i]);
+    free(es->owned);
+    free(es->e);
+    memset(es, 0, sizeof *es);
+    return st;
+}
+
+static char *json_string_of(const json_t *j)
+{
+    return j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY) : strdup("null");
+}
+
+/* The case's inputs and parameters (under the component's names). */
+static void add_case(entries *es, const refenc_case *c)
+{
+    const size_t B = c->B, L = c->L, D = c->cfg.d_model, H = c->cfg.n_heads;
+    if (c->x != NULL) {
+        size_t shape[4];
+        size_t nd;
+        if (c->component == REFENC_COMP_ROPE)
+            shape[0] = B, shape[1] = H, shape[2] = L, shape[3] = D / H, nd = 4;
+        else if (c->component == REFENC_COMP_SOFTMAX || c->component == REFENC_COMP_ACTIVATION)
+            shape[0] = B, shape[1] = L, nd = 2;
+        else
+            shape[0] = B, shape[1] = L, shape[2] = D, nd = 3;
+        add_float(es, "in.x", nd, shape, c->x);
+    }
+    const size_t bl[2] = {B, L}, ll[2] = {L, L}, l1[1] = {L};
+    if (c->tokens != NULL)
+        add(es, "in.tokens", REFENC_ST_I64, 2, bl, c->tokens);
+    if (c->token_types != NULL)
+        add(es, "in.token_type_ids", REFENC_ST_I64, 2, bl, c->token_types);
+    if (c->key_padding_mask != NULL)
+        add(es, "in.key_padding_mask", REFENC_ST_BOOL, 2, bl, c->key_padding_mask);
+    if (c->has_positions)
+        add(es, "in.positions", REFENC_ST_I64, 1, l1, c->positions);
+    if (c->attn_mask != NULL)
+        add_float(es, "in.attn_mask", 2, ll, c->attn_mask);
+    for (size_t t = 0; t < c->params.n_tensors; t++) {
+        const refenc_tensor *p = &c->params.tensors[t];
+        const char *fname = refenc_case_param_name(c->component, p->name);
+        if (fname != NULL)
+            add_float(es, fname, p->ndim, p->shape, p->data);
+    }
+}
+
+int golden_file_write(const golden_file *g, const char *path, refenc_error *err)
+{
+    const refenc_case *c = g->c;
+    entries es = {0};
+    add_case(&es, c);
+    for (size_t t = 0; t < g->n_extra; t++)
+        add(&es, g->extra[t].name, g->extra[t].dtype, g->extra[t].ndim, g->extra[t].shape,
+            g->extra[t].data);
+    /* the golden outputs, then the variants' */
+    add_outputs(&es, g->golden, NULL, NULL);
+    json_t *outputs = json_array();
+    for (size_t k = 0; k < g->golden->n; k++)
+        json_array_append_new(outputs, json_pack("{s:s, s:b}", "name", g->golden->o[k].name, "required",
+                                                 golden_is_required(c, g->golden->o[k].name)));
+    for (size_t v = 0; v < g->n_alt; v++)
+        add_outputs(&es, &g->alt[v], g->alt_names[v], g->alt_keep[v]);
+
+    json_t *config = refenc_config_to_json(&c->cfg);
+    char *cfg_s = json_string_of(config), *outs_s = json_string_of(outputs);
+    char *bugs_s = json_string_of(g->bug_classes), *vars_s = json_string_of(g->variants);
+    char *tol_s = g->tolerance ? json_string_of(g->tolerance) : strdup("{}");
+    /* a NULL from json_dumps (out of memory) must not become a file without metadata */
+    const int ok = cfg_s && outs_s && bugs_s && vars_s && tol_s;
+    json_t *meta = !ok ? NULL
+                   : json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
+                               "format", REFENC_GOLDEN_FORMAT, "format_version",
+                               REFENC_GOLDEN_FORMAT_VERSION, "case", g->name, "component",
+                               refenc_component_name(c->component), "description", g->description,
+                               "config", cfg_s, "outputs", outs_s, "bug_classes", bugs_s,
+                               "tolerance", tol_s, "variants", vars_s, "input_dtype",
+                               golden_input_dtype(c), "generator", "refenc-golden " REFENC_VERSION,
+                               "oracle", g->oracle);
+    if (meta != NULL && g->float32_hazard != NULL)
+        json_object_set_new(meta, "float32_hazard", json_string(g->float32_hazard));
+    if (meta != NULL && g->variant_oracle != NULL)
+        json_object_set_new(meta, "variant_oracle", json_string(g->variant_oracle));
+    if (meta != NULL && g->extra_meta != NULL)
+        json_object_update(meta, (json_t *)g->extra_meta);
+    const int st = entries_write(&es, path, meta, g->name, err);
+    free(cfg_s);
+    free(outs_s);
+    free(bugs_s);
+    free(vars_s);
+    free(tol_s);
+    json_decref(config);
+    json_decref(outputs);
+    json_decref(meta);
+    return st;
+}
+
+/* ---- parts ------------------------------------------------------------------------ */
+
+static void hash_str(struct sha256_ctx *h, const char *s)
+{
+    const char *v = s != NULL ? s : "";
+    sha256_update(h, strlen(v) + 1, (const uint8_t *)v); /* with its NUL: a separator */
+}
+
+static void hash_json(struct sha256_ctx *h, const json_t *j)
+{
+    char *s = json_string_of(j);
+    hash_str(h, s != NULL ? s : "?");
+    free(s);
+}
+
+static void hash_bytes(struct sha256_ctx *h, const void *p, size_t n)
+{
+    const uint64_t len = n;
+    sha256_update(h, sizeof len, (const uint8_t *)&len);
+    if (p != NULL && n > 0)
+        sha256_update(h, n, p);
+}
+
+void golden_fingerprint(char hex[65], const golden_file *g, int per_layer, int final_only,
+                        long first_prec)
+{
+    const refenc_case *c = g->c;
+    struct sha256_ctx h;
+    sha256_init(&h);
+    hash_str(&h, g->name);
+    hash_str(&h, g->description);
+    hash_str(&h, refenc_component_name(c->component));
+    json_t *config = refenc_config_to_json(&c->cfg);
+    hash_json(&h, config);
+    json_decref(config);
+    hash_json(&h, g->bug_classes);
+    hash_json(&h, g->tolerance);
+    hash_str(&h, g->float32_hazard);
+    hash_str(&h, per_layer ? "per layer" : "whole stack");
+    hash_str(&h, final_only ? "final" : "all");
+    char prec[32];
+    snprintf(prec, sizeof prec, "first precision %ld", first_prec);
+    hash_str(&h, prec);
+    const uint64_t shape[2] = {c->B, c->L};
+    hash_bytes(&h, shape, sizeof shape);
+    hash_bytes(&h, c->x, c->x ? c->x_numel * sizeof *c->x : 0);
+    hash_bytes(&h, c->tokens, c->tokens ? c->B * c->L * sizeof *c->tokens : 0);
+    hash_bytes(&h, c->token_types, c->token_types ? c->B * c->L * sizeof *c->token_types : 0);
+    hash_bytes(&h, c->key_padding_mask, c->key_padding_mask ? c->B * c->L : 0);
+    hash_bytes(&h, c->positions, c->has_positions ? c->L * sizeof *c->positions : 0);
+    hash_bytes(&h, c->attn_mask, c->attn_mask ? c->L * c->L * sizeof *c->attn_mask : 0);
+    hash_bytes(&h, c->params.block, c->params.n_values * sizeof *c->params.block);
+    uint8_t digest[SHA256_DIGEST_SIZE];
+    sha256_digest(&h, sizeof digest, digest);
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
+        snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+}
+
+int golden_part_write(const golden_file *g, const golden_part_info *pi, const char *path,
+                      refenc_error *err)
+{
+    const refenc_case *c = g->c;
+    entries es = {0};
+    if (pi->k == 1) /* the case itself */
+        add_case(&es, c);
+    json_t *slices = json_object();
+    for (size_t i = 0; i < pi->n_slices; i++) {
+        const golden_slice *sl = &pi->slices[i];
+        char name[REFENC_NAME_MAX + 8];
+        snprintf(name, sizeof name, GOLDEN_SLICE_PREFIX "%s", sl->name);
+        add(&es, name, REFENC_ST_F64, sl->ndim, sl->shape, sl->data);
+        json_object_set_new(slices, sl->name, json_pack("[I, I]", (json_int_t)sl->lo, (json_int_t)sl->hi));
+    }
+    char fp[65], shard[64], units[64], prec[32], check[32], total[32];
+    golden_fingerprint(fp, g, pi->per_layer, pi->final_only, pi->first_prec);
+    snprintf(shard, sizeof shard, "%zu/%zu", pi->k, pi->n);
+    snprintf(units, sizeof units, "%zu-%zu", pi->unit_begin, pi->unit_end);
+    snprintf(total, sizeof total, "%zu", pi->units);
+    snprintf(prec, sizeof prec, "%ld", pi->prec);
+    snprintf(check, sizeof check, "%ld", pi->prec_check);
+    char *slices_s = json_string_of(slices);
+    json_t *meta = slices_s == NULL ? NULL
+                   : json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
+                               "format", GOLDEN_PART_FORMAT, "format_version", REFENC_GOLDEN_FORMAT_VERSION,
+                               "case", g->name, "component", refenc_component_name(c->component),
+                               "shard", shard, "units", units, "total_units", total,
+                               "per_layer", pi->per_layer ? "true" : "false", "outputs_kept",
+                               pi->final_only ? "final" : "all", "fingerprint", fp, "prec", prec,
+                               "prec_check", check);
+    if (meta != NULL) {
+        char first[32];
+        snprintf(first, sizeof first, "%ld", pi->first_prec);
+        json_object_set_new(meta, "slices", json_string(slices_s));
+        json_object_set_new(meta, "first_prec", json_string(first));
+    }
+    if (meta != NULL && pi->k == 1) {
+        json_t *config = refenc_config_to_json(&c->cfg);
+        char *cfg_s = json_string_of(config), *bugs_s = json_string_of(g->bug_classes);
+        char *tol_s = g->tolerance ? json_string_of(g->tolerance) : strdup("{}");
+        if (cfg_s && bugs_s && tol_s) {
+            json_object_set_new(meta, "config", json_string(cfg_s));
+            json_object_set_new(meta, "description", json_string(g->description));
+            json_object_set_new(meta, "bug_classes", json_string(bugs_s));
+            json_object_set_new(meta, "tolerance", json_string(tol_s));
+            if (g->float32_hazard != NULL)
+                json_object_set_new(meta, "float32_hazard", json_string(g->float32_hazard));
+        } else {
+            es.failed = 1;
+        }
+        free(cfg_s);
+        free(bugs_s);
+        free(tol_s);
+        json_decref(config);
+    }
+    const int st = entries_write(&es, path, meta, g->name, err);
+    free(slices_s);
+    json_decref(slices);
+    json_decref(meta);
+    return st;
+}

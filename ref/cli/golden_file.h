@@ -1,0 +1,126 @@
+/* A golden case file being built (docs/golden-format.md): the case's inputs
+ * and parameters, the oracle's outputs with their don't-care masks, the
+ * known bug variants' outputs, and the metadata. */
+#ifndef REFENC_CLI_GOLDEN_FILE_H
+#define REFENC_CLI_GOLDEN_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "../core/case.h"
+#include "../core/status.h"
+#include "../io/golden_names.h"
+#include "../io/safetensors.h"
+#include "../tool/certify.h"
+
+/* One output of a run of the case: "out.<step>", its values and, when some
+ * elements are implementation-defined, its don't-care mask. */
+typedef struct {
+    char name[REFENC_NAME_MAX];
+    size_t ndim, shape[REFENC_ST_MAX_NDIM], numel;
+    double *data;
+    uint8_t *dc;     /* NULL when every element is compared */
+} golden_output;
+
+/* The outputs of one run (the golden's, or a bug variant's), in forward order. */
+typedef struct {
+    size_t n, cap;
+    golden_output *o;
+    const refenc_case *c;
+    uint8_t *dead;   /* (B, L) query rows that are don't-care, or NULL */
+    int final_only;  /* keep the required outputs only */
+    int failed;      /* out of memory */
+} golden_set;
+
+/* An empty set for case c.  padded_queries: padded query rows are
+ * don't-care (the golden's outputs; a bug variant's keep them).
+ * Errors: REFENC_ENOMEM. */
+int golden_set_init(golden_set *s, const refenc_case *c, int padded_queries, int final_only,
+                    refenc_error *err);
+void golden_set_free(golden_set *s);
+
+/* The trace function that fills a set (ctx: golden_set): a copy of each
+ * step, with its don't-care mask. */
+void golden_set_collect(void *ctx, const char *name, const double *data, size_t ndim,
+                        const size_t *shape);
+/* The same, taking data (malloc'ed) over instead of copying it. */
+void golden_set_adopt(golden_set *s, const char *name, double *data, size_t ndim, const size_t *shape);
+
+/* Whether an output is required of every implementation (out.output; every
+ * output of an alibi case). */
+int golden_is_required(const refenc_case *c, const char *out_name);
+
+/* The largest |a - b| / (atol + rtol |b|) over elements that are not
+ * don't-care in either mask; +inf where a is not finite. */
+double golden_excess(const double *a, const double *b, const uint8_t *dc_a, const uint8_t *dc_b,
+                     size_t n, refenc_tolerance tol);
+
+/* Which floating dtypes hold every input and parameter of c exactly:
+ * "F16,BF16", "F16", "BF16", "F32" or "F64" (the format's input_dtype). */
+const char *golden_input_dtype(const refenc_case *c);
+
+/* Everything the file holds. */
+typedef struct {
+    const refenc_case *c;
+    const char *name, *description;
+    const json_t *bug_classes;     /* array of strings */
+    const json_t *tolerance;       /* object, or NULL for {} */
+    const char *float32_hazard;    /* or NULL */
+    const char *oracle;            /* how the golden outputs were computed */
+    const char *variant_oracle;    /* how the variants' were, or NULL */
+    const golden_set *golden;
+    size_t n_alt;
+    const golden_set *alt;         /* (n_alt) the variants' outputs */
+    const char *const *alt_names;  /* (n_alt) */
+    const int *const *alt_keep;    /* (n_alt) which outputs of each to store */
+    const json_t *variants;        /* the "variants" metadata array */
+    const json_t *extra_meta;      /* more metadata strings, or NULL */
+    size_t n_extra;                /* more tensors (in.layers.{i}.input) */
+    const refenc_st_entry *extra;
+} golden_file;
+
+/* Writes the case file, atomically.  Inputs and parameters are stored F32
+ * when every value of the tensor is a float32, else F64 (never rounded).
+ * Errors: REFENC_ENOMEM, those of refenc_st_write. */
+int golden_file_write(const golden_file *g, const char *path, refenc_error *err);
+
+/* ---- parts of a case computed apart (refenc golden --shard K/N) ----------------- */
+
+#define GOLDEN_PART_FORMAT "refenc-golden-part"
+#define GOLDEN_SLICE_PREFIX "slice."
+
+/* A contiguous run of batch items of one tensor of the case: items
+ * [lo, hi) of "out.<step>" or "in.layers.<i>.input". */
+typedef struct {
+    char name[REFENC_NAME_MAX];
+    size_t lo, hi;
+    size_t ndim, shape[4];  /* the slice's: (hi - lo, ...) */
+    double *data;
+} golden_slice;
+
+typedef struct {
+    size_t k, n;                 /* shard k of n                          */
+    size_t unit_begin, unit_end, units;
+    int per_layer, final_only;
+    long prec, prec_check;       /* what the part's oracle run needed     */
+    long first_prec;             /* the run's first working precision     */
+    size_t n_slices;
+    const golden_slice *slices;
+} golden_part_info;
+
+/* The SHA-256 of everything that defines the case a part belongs to: its
+ * name, description, metadata, config, inputs, parameters, and how it is
+ * made (per layer, final outputs only). */
+void golden_fingerprint(char hex[65], const golden_file *g, int per_layer, int final_only,
+                        long first_prec);
+
+/* Writes a part file: the slices under "slice.<name>", and the metadata
+ * that lets refenc golden merge check and join the parts; part 1 also
+ * holds the case's inputs, parameters and metadata.  g->golden is unused.
+ * Errors: those of refenc_st_write, REFENC_ENOMEM. */
+int golden_part_write(const golden_file *g, const golden_part_info *pi, const char *path,
+                      refenc_error *err);
+
+#endif

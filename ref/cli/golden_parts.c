@@ -1,0 +1,492 @@
+#include "golden_parts.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "../core/alloc.h"
+#include "../io/case_file.h"
+#include "../io/golden_names.h"
+#include "../refenc.h"
+#include "golden_manifest.h"
+
+int golden_parse_shard(const char *s, size_t *k, size_t *n)
+{
+    unsigned long a, b;
+    int used = 0;
+    if (s == NULL || sscanf(s, "%lu/%lu%n", &a, &b, &used) != 2 || s[used] != '\0' || s[0] < '0' ||
+        s[0] > '9' || strchr(s, '+') != NULL || strchr(s, '-') != NULL || strchr(s, ' ') != NULL)
+        return 0;
+    if (a < 1 || b < 1 || a > b)
+        return 0;
+    *k = a;
+    *n = b;
+    return 1;
+}
+
+void golden_shard_units(size_t k, size_t n, size_t units, size_t *begin, size_t *end)
+{
+    /* (k - 1) units / n without overflow for any size_t units and n */
+    *begin = (size_t)((unsigned __int128)(k - 1) * units / n);
+    *end = (size_t)((unsigned __int128)k * units / n);
+}
+
+/* ---- the reference's layer inputs --------------------------------------------------- */
+
+typedef struct {
+    double **inputs;
+    size_t first, last, n_layers, numel;
+} chain;
+
+static void keep_layer_input(void *ctx, const char *name, const double *data, size_t ndim,
+                             const size_t *shape)
+{
+    (void)ndim, (void)shape;
+    chain *ch = ctx;
+    size_t layer;
+    if (strcmp(name, "embed") == 0)
+        layer = 0;
+    else if (sscanf(name, "layers.%zu.", &layer) == 1 && strstr(name, ".output") != NULL &&
+             strcmp(strstr(name, ".output"), ".output") == 0)
+        layer++; /* the output of layer i is the input of layer i + 1 */
+    else
+        return;
+    if (layer >= ch->first && layer <= ch->last && layer < ch->n_layers && ch->inputs[layer] != NULL)
+        memcpy(ch->inputs[layer], data, ch->numel * sizeof(double));
+}
+
+void golden_layer_inputs_free(double **inputs, size_t n_layers)
+{
+    if (inputs == NULL)
+        return;
+    for (size_t i = 0; i < n_layers; i++)
+        free(inputs[i]);
+    free(inputs);
+}
+
+int golden_layer_inputs(double ***inputs, const refenc_case *c, size_t first, size_t last,
+                        refenc_error *err)
+{
+    const refenc_config *cfg = &c->cfg;
+    const size_t N = cfg->n_layers, numel = c->B * c->L * cfg->d_model;
+    *inputs = calloc(N, sizeof **inputs);
+    if (*inputs == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM, "out of memory for the layer inputs");
+    for (size_t i = first; i <= last && i < N; i++)
+        if (((*inputs)[i] = refenc_alloc_array(numel, sizeof(double))) == NULL) {
+            golden_layer_inputs_free(*inputs, N);
+            *inputs = NULL;
+            return refenc_error_set(err, REFENC_ENOMEM, "out of memory for the layer inputs");
+        }
+    refenc_workspace ws;
+    double *y = refenc_alloc_array(numel, sizeof *y);
+    int st = refenc_workspace_alloc(&ws, cfg, c->B, c->L, err);
+    if (st == REFENC_OK && y == NULL)
+        st = refenc_error_set(err, REFENC_ENOMEM, "out of memory for the reference's run");
+    if (st == REFENC_OK) {
+        chain ch = {*inputs, first, last, N, numel};
+        const refenc_trace tr = {keep_layer_input, &ch};
+        const refenc_input in = refenc_case_input(c);
+        st = refenc_encoder_forward(y, &ws, &c->params, cfg, &in, &tr, err);
+    }
+    refenc_workspace_free(&ws);
+    free(y);
+    if (st != REFENC_OK) {
+        golden_layer_inputs_free(*inputs, N);
+        *inputs = NULL;
+    }
+    return st;
+}
+
+/* ---- the slices of a part ------------------------------------------------------------- */
+
+/* The layer a step belongs to: layers.{i}.*, embed with layer 0, norm and
+ * output with the last. */
+static size_t step_layer(const char *step, size_t n_layers)
+{
+    size_t layer;
+    if (sscanf(step, "layers.%zu.", &layer) == 1)
+        return layer;
+    return strcmp(step, "embed") == 0 ? 0 : n_layers - 1;
+}
+
+/* The items of layer `layer` among the units [begin, end). */
+static void layer_items(size_t layer, size_t B, int per_layer, size_t begin, size_t end, size_t *lo,
+                        size_t *hi)
+{
+    if (!per_layer) {
+        *lo = begin, *hi = end;
+        return;
+    }
+    const size_t a = begin > layer * B ? begin : layer * B, b = end < (layer + 1) * B ? end : (layer + 1) * B;
+    *lo = a < b ? a - layer * B : 0;
+    *hi = a < b ? b - layer * B : 0;
+}
+
+static int add_slice(golden_part_set *ps, const char *name, size_t lo, size_t hi, size_t ndim,
+                     const size_t *full_shape)
+{
+    if (!refenc_array_reserve((void **)&ps->slice, &ps->cap, ps->n + 1, sizeof *ps->slice))
+        return 0;
+    golden_slice *sl = &ps->slice[ps->n];
+    memset(sl, 0, sizeof *sl);
+    snprintf(sl->name, sizeof sl->name, "%s", name);
+    sl->lo = lo, sl->hi = hi, sl->ndim = ndim;
+    memcpy(sl->shape, full_shape, ndim * sizeof *full_shape);
+    sl->shape[0] = hi - lo;
+    size_t n = 1;
+    for (size_t d = 0; d < ndim; d++)
+        n *= sl->shape[d];
+    if ((sl->data = refenc_alloc_array(n, sizeof(double))) == NULL)
+        return 0;
+    ps->n++;
+    return 1;
+}
+
+void golden_part_set_free(golden_part_set *ps)
+{
+    for (size_t i = 0; i < ps->n; i++)
+        free(ps->slice[i].data);
+    free(ps->slice);
+    memset(ps, 0, sizeof *ps);
+}
+
+int golden_part_set_init(golden_part_set *ps, const refenc_case *c, golden_steps *steps, int per_layer,
+                         const double *const *layer_inputs, size_t begin, size_t end, refenc_error *err)
+{
+    memset(ps, 0, sizeof *ps);
+    const size_t N = c->cfg.n_layers, B = c->B, LD = c->L * c->cfg.d_model;
+    char name[REFENC_NAME_MAX];
+    for (size_t i = 0; i < steps->n; i++) {
+        size_t lo, hi;
+        layer_items(step_layer(steps->step[i].name, N), B, per_layer, begin, end, &lo, &hi);
+        if (lo == hi)
+            continue;
+        refenc_name_output(name, sizeof name, steps->step[i].name);
+        if (!add_slice(ps, name, lo, hi, steps->step[i].ndim, steps->step[i].shape)) {
+            golden_part_set_free(ps);
+            return refenc_error_set(err, REFENC_ENOMEM, "out of memory for a part's outputs");
+        }
+    }
+    for (size_t l = 0; per_layer && l < N; l++) {
+        size_t lo, hi;
+        layer_items(l, B, per_layer, begin, end, &lo, &hi);
+        if (lo == hi)
+            continue;
+        const size_t shape[3] = {B, c->L, c->cfg.d_model};
+        refenc_name_layer_input(name, sizeof name, l);
+        if (!add_slice(ps, name, lo, hi, 3, shape)) {
+            golden_part_set_free(ps);
+            return refenc_error_set(err, REFENC_ENOMEM, "out of memory for a part's layer inputs");
+        }
+        memcpy(ps->slice[ps->n - 1].data, layer_inputs[l] + lo * LD, (hi - lo) * LD * sizeof(double));
+    }
+    return REFENC_OK;
+}
+
+void golden_part_set_emit(void *ctx, const char *step, size_t item, const double *data, size_t ndim,
+                          const size_t *shape)
+{
+    golden_part_set *ps = ctx;
+    char name[REFENC_NAME_MAX];
+    refenc_name_output(name, sizeof name, step);
+    size_t n = 1;
+    for (size_t d = 0; d < ndim; d++)
+        n *= shape[d];
+    for (size_t i = 0; i < ps->n; i++)
+        if (strcmp(ps->slice[i].name, name) == 0 && item >= ps->slice[i].lo && item < ps->slice[i].hi) {
+            memcpy(ps->slice[i].data + (item - ps->slice[i].lo) * n, data, n * sizeof(double));
+            return;
+        }
+}
+
+/* ---- merge ------------------------------------------------------------------------------- */
+
+typedef struct {
+    refenc_st_file f;
+    size_t k, n, begin, end, units;
+    long prec, prec_check;
+    json_t *slices;
+} part;
+
+static int final_step(void *ctx, const char *step)
+{
+    (void)ctx;
+    return strcmp(step, "output") == 0;
+}
+
+static const char *meta(const part *p, const char *key)
+{
+    const char *v = refenc_st_metadata(&p->f, key);
+    return v != NULL ? v : "";
+}
+
+static int read_part(part *p, const char *path, refenc_error *err)
+{
+    memset(p, 0, sizeof *p);
+    int st = refenc_st_read(&p->f, path, err);
+    if (st != REFENC_OK)
+        return st;
+    if (strcmp(meta(p, "format"), GOLDEN_PART_FORMAT) != 0)
+        return refenc_error_set(err, REFENC_EFORMAT,
+                                "%s: not a part of a golden case (__metadata__.format is '%s', not '%s'): "
+                                "parts are made by refenc golden --shard K/N",
+                                path, meta(p, "format"), GOLDEN_PART_FORMAT);
+    unsigned long b, e, u;
+    if (!golden_parse_shard(meta(p, "shard"), &p->k, &p->n) ||
+        sscanf(meta(p, "units"), "%lu-%lu", &b, &e) != 2 || sscanf(meta(p, "total_units"), "%lu", &u) != 1 ||
+        sscanf(meta(p, "prec"), "%ld", &p->prec) != 1 || sscanf(meta(p, "prec_check"), "%ld", &p->prec_check) != 1)
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: __metadata__: shard, units, total_units, prec or "
+                                "prec_check missing or malformed", path);
+    p->begin = b, p->end = e, p->units = u;
+    size_t want_b, want_e;
+    golden_shard_units(p->k, p->n, p->units, &want_b, &want_e);
+    if (want_b != p->begin || want_e != p->end)
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: shard %zu/%zu of %zu units should hold units "
+                                "%zu-%zu, not %zu-%zu", path, p->k, p->n, p->units, want_b, want_e, p->begin, p->end);
+    p->slices = json_loads(meta(p, "slices"), 0, NULL);
+    if (!json_is_object(p->slices))
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: __metadata__.slices is not a JSON object", path);
+    return REFENC_OK;
+}
+
+static void part_free(part *p)
+{
+    refenc_st_free(&p->f);
+    json_decref(p->slices);
+}
+
+int golden_merge(const char *const *paths, size_t n_parts, const char *out_dir, const char *out_file,
+                 int quiet, refenc_error *err)
+{
+    part *p = calloc(n_parts ? n_parts : 1, sizeof *p);
+    if (p == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM, "out of memory");
+    refenc_case c;
+    memset(&c, 0, sizeof c);
+    golden_steps steps = {0};
+    golden_set gs;
+    memset(&gs, 0, sizeof gs);
+    json_t *bugs = NULL, *tol = NULL, *extra_meta = NULL;
+    uint8_t **seen = NULL;
+    double **layer_inputs = NULL;
+    refenc_st_entry *extra = NULL;
+    size_t n_layers = 0, n_seen = 0;
+    char tmp[4096] = "";
+    int st = REFENC_OK;
+
+    for (size_t i = 0; i < n_parts && st == REFENC_OK; i++)
+        st = read_part(&p[i], paths[i], err);
+    /* the same case, every shard once */
+    const part *first = NULL;
+    for (size_t i = 0; i < n_parts && st == REFENC_OK; i++) {
+        if (strcmp(meta(&p[i], "case"), meta(&p[0], "case")) != 0 ||
+            strcmp(meta(&p[i], "fingerprint"), meta(&p[0], "fingerprint")) != 0)
+            st = refenc_error_set(err, REFENC_EFORMAT,
+                                  "%s is a part of case '%s' (fingerprint %.16s...), %s of case '%s' "
+                                  "(fingerprint %.16s...): parts of different cases do not merge",
+                                  paths[i], meta(&p[i], "case"), meta(&p[i], "fingerprint"), paths[0],
+                                  meta(&p[0], "case"), meta(&p[0], "fingerprint"));
+        else if (p[i].n != p[0].n || p[i].units != p[0].units)
+            st = refenc_error_set(err, REFENC_EFORMAT, "%s is shard %zu/%zu of %zu units, %s shard %zu/%zu of "
+                                  "%zu units", paths[i], p[i].k, p[i].n, p[i].units, paths[0], p[0].k, p[0].n,
+                                  p[0].units);
+        for (size_t j = 0; j < i && st == REFENC_OK; j++)
+            if (p[j].k == p[i].k)
+                st = refenc_error_set(err, REFENC_EFORMAT, "%s and %s are both shard %zu/%zu", paths[j],
+                                      paths[i], p[i].k, p[i].n);
+        if (p[i].k == 1)
+            first = &p[i];
+    }
+    if (st == REFENC_OK && n_parts != p[0].n) {
+        char missing[256] = "";
+        for (size_t k = 1; k <= p[0].n && strlen(missing) < 200; k++) {
+            int have = 0;
+            for (size_t i = 0; i < n_parts; i++)
+                have |= p[i].k == k;
+            if (!have)
+                snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%zu/%zu",
+                         missing[0] ? ", " : "", k, p[0].n);
+        }
+        st = refenc_error_set(err, REFENC_EFORMAT, "case '%s' has %zu shards; %zu part%s given, missing: %s",
+                              meta(&p[0], "case"), p[0].n, n_parts, n_parts == 1 ? "" : "s", missing);
+    }
+    /* the case, from part 1 (its tensors but the slices) */
+    const int per_layer = st == REFENC_OK && strcmp(meta(first, "per_layer"), "true") == 0;
+    const int final_only = st == REFENC_OK && strcmp(meta(first, "outputs_kept"), "final") == 0;
+    if (st == REFENC_OK) {
+        refenc_st_file view = first->f;
+        view.tensors = malloc((first->f.n_tensors ? first->f.n_tensors : 1) * sizeof *view.tensors);
+        view.n_tensors = 0;
+        if (view.tensors == NULL) {
+            st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");
+        } else {
+            for (size_t t = 0; t < first->f.n_tensors; t++)
+                if (strncmp(first->f.tensors[t].name, GOLDEN_SLICE_PREFIX, strlen(GOLDEN_SLICE_PREFIX)) != 0)
+                    view.tensors[view.n_tensors++] = first->f.tensors[t];
+            st = refenc_case_from_file(&c, &view, err);
+            free(view.tensors);
+        }
+    }
+    const char *name = st == REFENC_OK ? meta(first, "case") : "";
+    if (st == REFENC_OK) {
+        bugs = json_loads(meta(first, "bug_classes"), 0, NULL);
+        tol = json_loads(meta(first, "tolerance"), 0, NULL);
+        if (!json_is_array(bugs) || !json_is_object(tol) || c.component != REFENC_COMP_ENCODER)
+            st = refenc_error_set(err, REFENC_EFORMAT, "%s: __metadata__ of part 1 lacks the case's "
+                                  "bug_classes or tolerance, or it is not an encoder case", first->f.path);
+    }
+    golden_file g = {.c = &c, .name = name, .description = st == REFENC_OK ? meta(first, "description") : "",
+                     .bug_classes = bugs, .tolerance = json_object_size(tol) ? tol : NULL,
+                     .float32_hazard = st == REFENC_OK ? refenc_st_metadata(&first->f, "float32_hazard") : NULL};
+    if (st == REFENC_OK) {
+        char fp[65];
+        long first_prec = 0;
+        sscanf(meta(first, "first_prec"), "%ld", &first_prec);
+        golden_fingerprint(fp, &g, per_layer, final_only, first_prec);
+        if (strcmp(fp, meta(first, "fingerprint")) != 0)
+            st = refenc_error_set(err, REFENC_EFORMAT, "%s: the case it holds does not have the fingerprint "
+                                  "its parts name (%.16s..., not %.16s...)", first->f.path, fp,
+                                  meta(first, "fingerprint"));
+    }
+    /* the outputs, slice by slice, each value once */
+    if (st == REFENC_OK)
+        st = golden_steps_init(&steps, &c, final_only ? final_step : NULL, NULL, 1);
+    if (st == REFENC_OK) {
+        n_layers = c.cfg.n_layers;
+        n_seen = steps.n + (per_layer ? n_layers : 0);
+        seen = calloc(n_seen, sizeof *seen);
+        layer_inputs = per_layer ? calloc(n_layers, sizeof *layer_inputs) : NULL;
+        st = seen == NULL || (per_layer && layer_inputs == NULL) ? REFENC_ENOMEM : REFENC_OK;
+        for (size_t i = 0; i < n_seen && st == REFENC_OK; i++)
+            if ((seen[i] = calloc(c.B, 1)) == NULL)
+                st = REFENC_ENOMEM;
+        for (size_t l = 0; per_layer && l < n_layers && st == REFENC_OK; l++)
+            if ((layer_inputs[l] = refenc_alloc_array(c.B * c.L * c.cfg.d_model, sizeof(double))) == NULL)
+                st = REFENC_ENOMEM;
+        if (st != REFENC_OK)
+            st = refenc_error_set(err, REFENC_ENOMEM, "out of memory for the merged case");
+    }
+    for (size_t i = 0; i < n_parts && st == REFENC_OK; i++) {
+        const char *key;
+        json_t *range;
+        json_object_foreach(p[i].slices, key, range) {
+            char tname[REFENC_NAME_MAX + 8];
+            snprintf(tname, sizeof tname, GOLDEN_SLICE_PREFIX "%s", key);
+            const refenc_st_tensor *t = refenc_st_find(&p[i].f, tname);
+            const json_int_t lo = json_integer_value(json_array_get(range, 0));
+            const json_int_t hi = json_integer_value(json_array_get(range, 1));
+            /* where it goes: a step's tensor, or a layer input */
+            double *full = NULL;
+            size_t per_item = 0, which = 0, layer;
+            if (strncmp(key, REFENC_NAME_OUTPUT, strlen(REFENC_NAME_OUTPUT)) == 0) {
+                golden_step *gst = golden_steps_find(&steps, key + strlen(REFENC_NAME_OUTPUT));
+                if (gst != NULL) {
+                    full = gst->data;
+                    per_item = gst->numel / c.B;
+                    which = (size_t)(gst - steps.step);
+                }
+            } else if (per_layer && refenc_name_is_layer_input(key, &layer) && layer < n_layers) {
+                full = layer_inputs[layer];
+                per_item = c.L * c.cfg.d_model;
+                which = steps.n + layer;
+            }
+            if (full == NULL || t == NULL || lo < 0 || hi <= lo || (size_t)hi > c.B ||
+                t->numel != (size_t)(hi - lo) * per_item || t->dtype != REFENC_ST_F64) {
+                st = refenc_error_set(err, REFENC_EFORMAT, "%s: slice '%s' (items %lld to %lld) is not one of "
+                                      "the case's outputs, or does not have its shape", paths[i], key,
+                                      (long long)lo, (long long)hi);
+                break;
+            }
+            for (size_t b = (size_t)lo; b < (size_t)hi && st == REFENC_OK; b++)
+                if (seen[which][b]++)
+                    st = refenc_error_set(err, REFENC_EFORMAT, "%s: item %zu of '%s' is also in another part",
+                                          paths[i], b, key);
+            if (st == REFENC_OK)
+                st = refenc_st_to_f64(full + (size_t)lo * per_item, &p[i].f, t, err);
+            if (st != REFENC_OK)
+                break;
+        }
+    }
+    for (size_t i = 0; i < n_seen && st == REFENC_OK; i++)
+        for (size_t b = 0; b < c.B && st == REFENC_OK; b++)
+            if (!seen[i][b]) {
+                char nm[REFENC_NAME_MAX];
+                if (i < steps.n)
+                    refenc_name_output(nm, sizeof nm, steps.step[i].name);
+                else
+                    refenc_name_layer_input(nm, sizeof nm, i - steps.n);
+                st = refenc_error_set(err, REFENC_EFORMAT, "no part holds item %zu of '%s'", b, nm);
+            }
+    /* the case file, as the run without --shard writes it */
+    if (st == REFENC_OK)
+        st = golden_set_init(&gs, &c, 1, final_only, err);
+    for (size_t i = 0; i < steps.n && st == REFENC_OK; i++) {
+        golden_set_adopt(&gs, steps.step[i].name, steps.step[i].data, steps.step[i].ndim, steps.step[i].shape);
+        steps.step[i].data = NULL;
+    }
+    if (st == REFENC_OK && gs.failed)
+        st = refenc_error_set(err, REFENC_ENOMEM, "out of memory for the merged case");
+    if (st == REFENC_OK && per_layer) {
+        extra = calloc(n_layers, sizeof *extra);
+        char (*names)[REFENC_NAME_MAX] = extra ? calloc(n_layers, REFENC_NAME_MAX) : NULL;
+        extra_meta = json_pack("{s:s}", "per_layer", "true");
+        if (names == NULL || extra_meta == NULL) {
+            free(names);
+            st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");
+        } else {
+            for (size_t l = 0; l < n_layers; l++) {
+                refenc_name_layer_input(names[l], REFENC_NAME_MAX, l);
+                extra[l] = (refenc_st_entry){.name = names[l], .dtype = REFENC_ST_F64, .ndim = 3,
+                                             .shape = {c.B, c.L, c.cfg.d_model}, .data = layer_inputs[l]};
+            }
+        }
+    }
+    if (st == REFENC_OK) {
+        long prec = 0, check = 0;
+        for (size_t i = 0; i < n_parts; i++) {
+            prec = p[i].prec > prec ? p[i].prec : prec;
+            check = p[i].prec_check > check ? p[i].prec_check : check;
+        }
+        char desc[256];
+        golden_oracle_desc(desc, sizeof desc, prec, check);
+        json_t *variants = json_array();
+        g.oracle = desc;
+        g.golden = &gs;
+        g.variants = variants;
+        g.extra_meta = extra_meta;
+        g.n_extra = per_layer ? n_layers : 0;
+        g.extra = extra;
+        if (out_file != NULL) {
+            st = golden_file_write(&g, out_file, err);
+        } else if ((st = golden_mkdirs(out_dir, "cases", err)) == REFENC_OK) {
+            snprintf(tmp, sizeof tmp, "%s/cases/%s.safetensors.new", out_dir, name);
+            if ((st = golden_file_write(&g, tmp, err)) == REFENC_OK)
+                st = golden_dir_add(out_dir, name, tmp, err);
+        }
+        json_decref(variants);
+        if (st == REFENC_OK && !quiet)
+            printf("refenc golden merge: case %s: %zu parts joined into %s%s%s%s\n", name, n_parts,
+                   out_file ? out_file : out_dir, out_file ? "" : "/cases/", out_file ? "" : name,
+                   out_file ? "" : ".safetensors");
+    }
+    if (extra != NULL && n_layers > 0)
+        free((void *)extra[0].name);
+    free(extra);
+    json_decref(extra_meta);
+    for (size_t i = 0; i < n_seen && seen != NULL; i++)
+        free(seen[i]);
+    free(seen);
+    golden_layer_inputs_free(layer_inputs, n_layers);
+    golden_set_free(&gs);
+    golden_steps_free(&steps);
+    json_decref(bugs);
+    json_decref(tol);
+    refenc_case_free(&c);
+    for (size_t i = 0; i < n_parts; i++)
+        part_free(&p[i]);
+    free(p);
+    return st;
+}

@@ -1,0 +1,55 @@
+/* Golden cases computed in parts (refenc golden --per-layer, --shard K/N)
+ * and joined (refenc golden merge).
+ *
+ * An encoder case is cut into units: its batch items, or with --per-layer
+ * the (layer, item) pairs, unit l B + b (oracle.h).  Shard K of N computes
+ * the units [(K-1) U / N, K U / N) and writes a part file; merging the N
+ * parts gives, byte for byte, the file the run without --shard gives. */
+#ifndef REFENC_CLI_GOLDEN_PARTS_H
+#define REFENC_CLI_GOLDEN_PARTS_H
+
+#include <stddef.h>
+
+#include "../core/case.h"
+#include "../core/status.h"
+#include "golden_engine.h"
+#include "golden_file.h"
+
+/* Parses "K/N" (1 <= K <= N); returns 0 if it is not one. */
+int golden_parse_shard(const char *s, size_t *k, size_t *n);
+
+/* The units [*begin, *end) of shard k of n over `units`. */
+void golden_shard_units(size_t k, size_t n, size_t units, size_t *begin, size_t *end);
+
+/* The layer inputs of a case made per layer: layer i's input is the double
+ * reference's value of the stack before layer i (the embedding for i = 0),
+ * for the layers [first, last]; the others are NULL.  (N) pointers, freed
+ * with golden_layer_inputs_free.  Errors: those of refenc_encoder_forward. */
+int golden_layer_inputs(double ***inputs, const refenc_case *c, size_t first, size_t last,
+                        refenc_error *err);
+void golden_layer_inputs_free(double **inputs, size_t n_layers);
+
+/* The slices a part holds, filled by the oracle run's emit. */
+typedef struct {
+    size_t n, cap;
+    golden_slice *slice;
+} golden_part_set;
+
+/* The slices of the steps in `steps` and, per layer, of the layer inputs,
+ * for the units [begin, end).  Errors: REFENC_ENOMEM. */
+int golden_part_set_init(golden_part_set *ps, const refenc_case *c, golden_steps *steps, int per_layer,
+                         const double *const *layer_inputs, size_t begin, size_t end, refenc_error *err);
+void golden_part_set_free(golden_part_set *ps);
+/* The emit of refenc_mp_run (ctx: golden_part_set). */
+void golden_part_set_emit(void *ctx, const char *step, size_t item, const double *data, size_t ndim,
+                          const size_t *shape);
+
+/* Joins part files into the case file (out_file) or into the golden
+ * directory out_dir (case and manifest).  Every part must belong to the
+ * same case (fingerprint), the shards 1..N present once each, and every
+ * value of every output given once.  Errors: REFENC_EFORMAT (what is
+ * wrong, naming the files), those of reading and writing. */
+int golden_merge(const char *const *parts, size_t n_parts, const char *out_dir, const char *out_file,
+                 int quiet, refenc_error *err);
+
+#endif

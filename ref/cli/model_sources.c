@@ -1,0 +1,67 @@
+#include "model_sources.h"
+
+#include "run_weights.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../io/model_file.h"
+#include "../io/safetensors.h"
+#include "cli.h"
+
+int cli_case_from_inputs(refenc_case *c, const refenc_config *cfg, const run_input *spec,
+                         const char *config_path, const char *path, char **report,
+                         refenc_error *err)
+{
+    refenc_st_file f;
+    int st = refenc_st_read(&f, path, err);
+    if (st != REFENC_OK)
+        return st;
+    st = refenc_case_from_inputs_file(c, cfg, &f, report, err);
+    refenc_st_free(&f);
+    if (st != REFENC_OK || !spec->given)
+        return st;
+    if (spec->padding != NULL)
+        st = refenc_error_set(err, REFENC_EINVAL,
+                              "%s: input.padding: the padding comes from %s (in.key_padding_mask); "
+                              "remove it from the config", config_path, path);
+    else if (spec->batch != c->B || spec->seq_len != c->L)
+        st = refenc_error_set(err, REFENC_EINVAL,
+                              "%s: input: batch %zu, seq_len %zu, but %s holds batch %zu, seq_len %zu; "
+                              "make them agree or remove \"input\" from the config",
+                              config_path, spec->batch, spec->seq_len, path, c->B, c->L);
+    if (st != REFENC_OK)
+        refenc_case_free(c);
+    return st;
+}
+
+int cli_params_from_weights(refenc_params *p, const char *path, char **report, refenc_error *err)
+{
+    refenc_st_file f;
+    int st = refenc_st_read(&f, path, err);
+    if (st != REFENC_OK)
+        return st;
+    st = refenc_params_from_file(p, &f, report, err);
+    refenc_st_free(&f);
+    return st;
+}
+
+int cli_params_from_checkpoint(refenc_params *p, const refenc_config *cfg, const char *path, char *summary,
+                               size_t cap, char **report, refenc_error *err)
+{
+    if (cap > 0)
+        summary[0] = '\0';
+    if (cfg->family != REFENC_FAMILY_VASWANI) /* the family's Hugging Face names */
+        return run_load_weights(p, cfg, path, summary, cap, err);
+    return cli_params_from_weights(p, path, report, err);
+}
+
+int cli_load_error(const char *cmd, char *report, const refenc_error *err)
+{
+    if (report != NULL) {
+        cli_error(cmd, "%s", report);
+        free(report);
+        return REFENC_EXIT_USAGE;
+    }
+    return cli_error(cmd, "%s", err->message);
+}

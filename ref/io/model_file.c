@@ -1,0 +1,238 @@
+/* A model's weights and inputs from safetensors files (model_file.h). */
+#include "model_file.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/alloc.h"
+#include "../core/text.h"
+
+int refenc_st_dtype_is_float(refenc_st_dtype d)
+{
+    return d == REFENC_ST_F64 || d == REFENC_ST_F32 || d == REFENC_ST_F16 || d == REFENC_ST_BF16;
+}
+
+/* ---- every problem of a file, listed in one message -------------------------- */
+
+typedef struct {
+    char *s;
+    size_t len, cap, count;
+    int oom;
+} problems;
+
+static void problem(problems *pr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void problem(problems *pr, const char *fmt, ...)
+{
+    char item[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(item, sizeof item, fmt, ap);
+    va_end(ap);
+    const size_t n = strlen(item) + 2; /* "; " */
+    if (pr->len + n + 1 > pr->cap) {
+        size_t cap = pr->cap ? 2 * pr->cap : 1024;
+        while (cap < pr->len + n + 1)
+            cap *= 2;
+        char *s = realloc(pr->s, cap);
+        if (s == NULL) {
+            pr->oom = 1;
+            return;
+        }
+        pr->s = s;
+        pr->cap = cap;
+    }
+    pr->len += (size_t)sprintf(pr->s + pr->len, "%s%s", pr->count ? "; " : "", item);
+    pr->count++;
+}
+
+/* A tensor name as it may be quoted: control characters written \xNN (the
+ * reader has checked it is UTF-8). */
+static const char *quoted(char *buf, size_t cap, const char *name)
+{
+    size_t o = 0;
+    for (const unsigned char *s = (const unsigned char *)name; *s != '\0' && o + 5 < cap; s++)
+        o += (size_t)snprintf(buf + o, cap - o, *s < 0x20 || *s == 0x7f ? "\\x%02x" : "%c", *s);
+    buf[o] = '\0';
+    return buf;
+}
+
+/* Ends the list: REFENC_OK if it is empty, else the message
+ * "<path>: <what>: <problems>" in err and (whole) in *report. */
+static int problems_end(problems *pr, const char *path, const char *what, char **report,
+                        refenc_error *err)
+{
+    if (report != NULL)
+        *report = NULL;
+    if (pr->oom) {
+        free(pr->s);
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", path);
+    }
+    if (pr->count == 0) {
+        free(pr->s);
+        return REFENC_OK;
+    }
+    const size_t n = strlen(path) + strlen(what) + pr->len + 64;
+    char *msg = malloc(n);
+    if (msg == NULL) {
+        free(pr->s);
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", path);
+    }
+    snprintf(msg, n, "%s: %s (%zu problem%s): %s", path, what, pr->count, pr->count == 1 ? "" : "s",
+             pr->s);
+    free(pr->s);
+    refenc_error_set(err, REFENC_EFORMAT, "%s", msg);
+    if (report != NULL)
+        *report = msg;
+    else
+        free(msg);
+    return REFENC_EFORMAT;
+}
+
+/* Checks tensor t against the expected shape and kind (floating or not);
+ * returns 1 if it fits, else records the problem. */
+static int check_tensor(problems *pr, const refenc_st_tensor *t, size_t ndim, const size_t *shape,
+                        int floating, const char *dtypes)
+{
+    char q[512], got[128], want[128];
+    int ok = 1;
+    if (!refenc_st_shape_is(t, ndim, shape)) {
+        problem(pr, "'%s' has shape %s, expected %s", quoted(q, sizeof q, t->name),
+                refenc_shape_format(got, sizeof got, t->shape, t->ndim, "()"),
+                refenc_shape_format(want, sizeof want, shape, ndim, "()"));
+        ok = 0;
+    }
+    if (floating != refenc_st_dtype_is_float(t->dtype)) {
+        problem(pr, "'%s' has dtype %s, expected %s", quoted(q, sizeof q, t->name),
+                refenc_st_dtype_name(t->dtype), dtypes);
+        ok = 0;
+    }
+    return ok;
+}
+
+#define FLOAT_DTYPES "F64, F32, F16 or BF16"
+
+int refenc_params_from_file(refenc_params *p, const refenc_st_file *f, char **report,
+                            refenc_error *err)
+{
+    problems pr = {0};
+    char q[512], want[128];
+    for (size_t k = 0; k < p->n_tensors; k++) {
+        const refenc_tensor *pt = &p->tensors[k];
+        const refenc_st_tensor *t = refenc_st_find(f, pt->name);
+        if (t == NULL)
+            problem(&pr, "missing '%s' %s", pt->name,
+                    refenc_shape_format(want, sizeof want, pt->shape, pt->ndim, "()"));
+        else
+            check_tensor(&pr, t, pt->ndim, pt->shape, 1, FLOAT_DTYPES);
+    }
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        const refenc_st_tensor *t = &f->tensors[i];
+        if (refenc_params_find(p, t->name) == NULL)
+            problem(&pr, "extra '%s' %s", quoted(q, sizeof q, t->name),
+                    refenc_shape_format(want, sizeof want, t->shape, t->ndim, "()"));
+    }
+    int st = problems_end(&pr, f->path, "the weights do not match the config", report, err);
+    for (size_t k = 0; k < p->n_tensors && st == REFENC_OK; k++)
+        st = refenc_st_to_f64(p->tensors[k].data, f, refenc_st_find(f, p->tensors[k].name), err);
+    return st;
+}
+
+/* ---- inputs ------------------------------------------------------------------ */
+
+static const char *const input_names[] = {"in.tokens", "in.x", "in.key_padding_mask",
+                                          "in.positions", "in.attn_mask", NULL};
+
+int refenc_case_from_inputs_file(refenc_case *c, const refenc_config *cfg,
+                                 const refenc_st_file *f, char **report, refenc_error *err)
+{
+    memset(c, 0, sizeof *c);
+    if (report != NULL)
+        *report = NULL;
+    problems pr = {0};
+    char q[512];
+    const int tokens = cfg->vocab_size > 0;
+    const char *lead_name = tokens ? "in.tokens" : "in.x";
+    const refenc_st_tensor *lead = refenc_st_find(f, lead_name);
+    const refenc_st_tensor *other = refenc_st_find(f, tokens ? "in.x" : "in.tokens");
+    const refenc_st_tensor *mask = refenc_st_find(f, "in.key_padding_mask");
+    const refenc_st_tensor *pos = refenc_st_find(f, "in.positions");
+    const refenc_st_tensor *attn = refenc_st_find(f, "in.attn_mask");
+
+    /* the shape (B, L) from the leading input */
+    size_t B = 0, L = 0;
+    const size_t lead_ndim = tokens ? 2 : 3;
+    if (lead == NULL) {
+        problem(&pr, tokens ? "missing 'in.tokens' (B, L) (the config has vocab_size %zu)"
+                            : "missing 'in.x' (B, L, %zu) (the config has vocab_size %zu: the input is x)",
+                tokens ? cfg->vocab_size : cfg->d_model, cfg->vocab_size);
+    } else if (lead->ndim != lead_ndim || (!tokens && lead->shape[2] != cfg->d_model)) {
+        char got[128];
+        problem(&pr, tokens ? "'in.tokens' has shape %s, expected (B, L)"
+                            : "'in.x' has shape %s, expected (B, L, %zu)",
+                refenc_shape_format(got, sizeof got, lead->shape, lead->ndim, "()"), cfg->d_model);
+    } else {
+        B = lead->shape[0];
+        L = lead->shape[1];
+        if (tokens)
+            check_tensor(&pr, lead, 2, lead->shape, 0, "I64");
+        else
+            check_tensor(&pr, lead, 3, lead->shape, 1, FLOAT_DTYPES);
+    }
+    if (other != NULL)
+        problem(&pr, "extra '%s': the config has vocab_size %zu, so the input is %s", other->name,
+                cfg->vocab_size, lead_name);
+    if (B > 0) {
+        const size_t bl[2] = {B, L}, l1[1] = {L}, ll[2] = {L, L};
+        if (mask != NULL && check_tensor(&pr, mask, 2, bl, 0, "BOOL or U8") &&
+            mask->dtype == REFENC_ST_I64)
+            problem(&pr, "'in.key_padding_mask' has dtype I64, expected BOOL or U8");
+        if (pos != NULL)
+            check_tensor(&pr, pos, 1, l1, 0, "I64");
+        if (attn != NULL)
+            check_tensor(&pr, attn, 2, ll, 1, FLOAT_DTYPES);
+    }
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        int known = 0;
+        for (const char *const *n = input_names; *n != NULL; n++)
+            known |= strcmp(f->tensors[i].name, *n) == 0;
+        if (!known)
+            problem(&pr, "extra '%s' (inputs are in.tokens or in.x, in.key_padding_mask, "
+                         "in.positions, in.attn_mask)", quoted(q, sizeof q, f->tensors[i].name));
+    }
+    int st = problems_end(&pr, f->path, "the inputs do not match the config", report, err);
+    if (st != REFENC_OK)
+        return st;
+
+    if ((st = refenc_case_alloc(c, REFENC_COMP_ENCODER, cfg, B, L, tokens, mask != NULL,
+                                attn != NULL, err)) != REFENC_OK) {
+        char msg[REFENC_ERRMSG_MAX];
+        snprintf(msg, sizeof msg, "%s", err != NULL ? err->message : "");
+        return refenc_error_set(err, st, "%s: inputs of shape (B %zu, L %zu): %s", f->path, B, L, msg);
+    }
+    c->has_positions = pos != NULL || cfg->positional != REFENC_POS_NONE;
+    st = tokens ? refenc_st_to_i64(c->tokens, f, lead, err) : refenc_st_to_f64(c->x, f, lead, err);
+    if (st == REFENC_OK && pos != NULL)
+        st = refenc_st_to_i64(c->positions, f, pos, err);
+    if (st == REFENC_OK && attn != NULL)
+        st = refenc_st_to_f64(c->attn_mask, f, attn, err);
+    if (st == REFENC_OK && mask != NULL) {
+        int64_t *m = refenc_alloc_array(B * L, sizeof *m);
+        if (m == NULL)
+            st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", f->path);
+        else if ((st = refenc_st_to_i64(m, f, mask, err)) == REFENC_OK)
+            for (size_t k = 0; k < B * L; k++) /* a U8 other than 0/1 is refused by validation */
+                c->key_padding_mask[k] = (uint8_t)(m[k] == 0 ? 0 : m[k] == 1 ? 1 : 2);
+        free(m);
+    }
+    if (st == REFENC_OK && (st = refenc_case_validate(c, err)) != REFENC_OK) {
+        char msg[REFENC_ERRMSG_MAX];
+        snprintf(msg, sizeof msg, "%s", err != NULL ? err->message : "");
+        refenc_error_set(err, st, "%s: %s", f->path, msg);
+    }
+    if (st != REFENC_OK)
+        refenc_case_free(c);
+    return st;
+}

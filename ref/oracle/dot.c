@@ -1,0 +1,437 @@
+/* Correctly rounded dot products, by exact fixed-point accumulation.
+ *
+ *   r = RN_p( sum_k x_k y_k  (+ extra) )
+ *
+ * Every finite MPFR number and every double is an integer times a power of
+ * two: x = (-1)^s X 2^e, X the significand's limbs read as an integer (MPFR's
+ * custom interface gives them), e the exponent of its last bit.  A product is
+ * then the integer X Y times 2^(e_x + e_y), exactly, and the sum of all of
+ * them is one integer times 2^(min e): accumulated without any rounding in
+ * two multi-limb integers (the positive and the negative terms), it is the
+ * exact sum, rounded once to r's precision by mpfr_set_z_2exp.  The result is
+ * therefore the same number, the same ternary value (hence the same inexact
+ * flag) and the same sign of zero as mpfr_sum of the exact products -- the
+ * method the oracle used before, at a fraction of the cost: no product is
+ * rounded or normalised, no term allocated.  checks/oracle/test_oracle_dot.c
+ * compares the two on every kind of input.
+ *
+ * Terms that are NaN or infinite, and sums whose exponents spread over more
+ * than the accumulator holds (REFENC_MP_ACC_SPREAD bits between the terms'
+ * exponents), take the general path: exact products into 2p-bit numbers and
+ * one mpfr_sum. */
+#include "internal.h"
+
+#include <math.h>
+#include <string.h>
+
+_Static_assert(GMP_NUMB_BITS == 64 && sizeof(mp_limb_t) == 8, "64-bit limbs without nails");
+_Static_assert(sizeof(double) == 8, "IEEE binary64 doubles");
+
+typedef unsigned __int128 u128;
+
+/* ---- the accumulator ------------------------------------------------------ */
+
+/* a[0..) += c, the carry running up as far as it goes (the accumulator
+ * has the headroom: see refenc_mp_acc_limbs). */
+static inline void propagate(mp_limb_t *a, mp_limb_t c)
+{
+    const mp_limb_t v = *a + c; /* the high word of a product: almost never carries further */
+    *a = v;
+    if (__builtin_expect(v < c, 0))
+        for (a++; ++*a == 0; a++)
+            ;
+}
+
+/* One limb of X (shifted left by r, 0 < r < 64) times w, added at a[i]
+ * with the carry c. */
+#define STEP_SHIFTED(i)                                                \
+    do {                                                               \
+        const mp_limb_t s_ = X[i] << r | prev >> (64 - r);             \
+        prev = X[i];                                                   \
+        const u128 t_ = (u128)s_ * w + a[i] + c;                       \
+        a[i] = (mp_limb_t)t_;                                          \
+        c = (mp_limb_t)(t_ >> 64);                                     \
+    } while (0)
+#define STEP(i)                                                        \
+    do {                                                               \
+        const u128 t_ = (u128)X[i] * w + a[i] + c;                     \
+        a[i] = (mp_limb_t)t_;                                          \
+        c = (mp_limb_t)(t_ >> 64);                                     \
+    } while (0)
+
+/* a += X w, X of nx limbs (unrolled for the common sizes). */
+static inline __attribute__((always_inline)) void add_unshifted(mp_limb_t *a, const mp_limb_t *X,
+                                                                size_t nx, mp_limb_t w)
+{
+    mp_limb_t c = 0;
+    switch (nx) {
+    case 1: STEP(0); break;
+    case 2: STEP(0); STEP(1); break;
+    case 3: STEP(0); STEP(1); STEP(2); break;
+    case 4: STEP(0); STEP(1); STEP(2); STEP(3); break;
+    default:
+        for (size_t i = 0; i < nx; i++)
+            STEP(i);
+    }
+    propagate(a + nx, c);
+}
+
+/* a += (X 2^r) w, X of nx limbs, 0 <= r < 64.  The common sizes (p = 53
+ * to 256 bits) are unrolled; inlined where nx is a constant, the switch
+ * goes. */
+static inline __attribute__((always_inline)) void add_shifted(mp_limb_t *a, unsigned r,
+                                                              const mp_limb_t *X, size_t nx,
+                                                              mp_limb_t w)
+{
+    if (r == 0) {
+        add_unshifted(a, X, nx, w);
+        return;
+    }
+    mp_limb_t c = 0, prev = 0;
+    switch (nx) {
+    case 1: STEP_SHIFTED(0); break;
+    case 2: STEP_SHIFTED(0); STEP_SHIFTED(1); break;
+    case 3: STEP_SHIFTED(0); STEP_SHIFTED(1); STEP_SHIFTED(2); break;
+    case 4: STEP_SHIFTED(0); STEP_SHIFTED(1); STEP_SHIFTED(2); STEP_SHIFTED(3); break;
+    default:
+        for (size_t i = 0; i < nx; i++)
+            STEP_SHIFTED(i);
+    }
+    const u128 t = (u128)(prev >> (64 - r)) * w + a[nx] + c;
+    a[nx] = (mp_limb_t)t;
+    propagate(a + nx + 1, (mp_limb_t)(t >> 64));
+}
+
+/* acc += (X Y) 2^off, off >= 0 bits. */
+static void add_product(mp_limb_t *acc, long off, const mp_limb_t *X, size_t nx, const mp_limb_t *Y,
+                        size_t ny)
+{
+    if (nx < ny) { /* one pass over the longer operand per limb of the shorter */
+        const mp_limb_t *t = X;
+        X = Y, Y = t;
+        const size_t tn = nx;
+        nx = ny, ny = tn;
+    }
+    mp_limb_t *a = acc + (size_t)off / 64;
+    const unsigned r = (unsigned)off % 64;
+    for (size_t j = 0; j < ny; j++)
+        if (Y[j] != 0)
+            add_shifted(a + j, r, X, nx, Y[j]);
+}
+
+/* ---- operands ---------------------------------------------------------------- */
+
+enum { OP_ZERO, OP_REGULAR, OP_SPECIAL };
+
+/* A finite nonzero MPFR number as (-1)^neg d 2^lsb, d its n limbs. */
+static int from_mpfr(refenc_mp_operand *o, mpfr_srcptr x)
+{
+    o->neg = mpfr_signbit(x);
+    if (!mpfr_regular_p(x))
+        return mpfr_zero_p(x) ? OP_ZERO : OP_SPECIAL;
+    o->n = ((size_t)mpfr_get_prec(x) + 63) / 64;
+    o->d = (const mp_limb_t *)mpfr_custom_get_significand(x);
+    o->lsb = (long)mpfr_custom_get_exp(x) - 64 * (long)o->n;
+    return OP_REGULAR;
+}
+
+/* A double w as (-1)^neg *m 2^lsb (m < 2^53).  Returns the kind. */
+static inline int decode_double(double w, mp_limb_t *m, long *lsb, int *neg)
+{
+    uint64_t bits;
+    memcpy(&bits, &w, sizeof bits);
+    const unsigned ex = (unsigned)(bits >> 52) & 0x7ff;
+    const uint64_t frac = bits & (((uint64_t)1 << 52) - 1);
+    *neg = (int)(bits >> 63);
+    if (ex == 0x7ff)
+        return OP_SPECIAL;
+    if (ex == 0 && frac == 0)
+        return OP_ZERO;
+    *m = ex == 0 ? frac : frac | (uint64_t)1 << 52;
+    *lsb = ex == 0 ? -1074 : (long)ex - 1075;
+    return OP_REGULAR;
+}
+
+/* ---- the sum -------------------------------------------------------------------- */
+
+/* The span of the terms: the lowest exponent of a last bit and a bound on
+ * the highest exponent. */
+typedef struct {
+    long lo, hi;
+    size_t terms;       /* nonzero terms */
+} span;
+
+static void span_add(span *s, long lsb, long top)
+{
+    if (s->terms == 0 || lsb < s->lo)
+        s->lo = lsb;
+    if (s->terms == 0 || top > s->hi)
+        s->hi = top;
+    s->terms++;
+}
+
+static size_t refenc_mp_acc_limbs(long lo, long hi, const refenc_mp_ws *ws)
+{
+    /* bits from lo to hi, 64 more for the carries of up to 2^64 terms, and
+     * a limb for the shifted operand's spill */
+    const long bits = hi - lo + 64;
+    if (bits <= 0 || bits / 64 + 3 > (long)ws->acc_limbs)
+        return 0;
+    return (size_t)bits / 64 + 3;
+}
+
+/* The accumulated sum (pos - neg, its last bit of weight 2^lo) rounded into
+ * r.  Returns 0 if the sum is exactly zero (r untouched). */
+static int refenc_mp_acc_finish(mpfr_ptr r, mp_limb_t *pos, mp_limb_t *neg, size_t n, long lo)
+{
+    int sign = 1;
+    mp_limb_t *m = pos;
+    const int c = mpn_cmp(pos, neg, (mp_size_t)n);
+    if (c == 0)
+        return 0;
+    if (c > 0) {
+        mpn_sub_n(pos, pos, neg, (mp_size_t)n);
+    } else {
+        mpn_sub_n(neg, neg, pos, (mp_size_t)n);
+        m = neg;
+        sign = -1;
+    }
+    size_t used = n;
+    while (used > 0 && m[used - 1] == 0)
+        used--;
+    mpz_t z;
+    mpz_roinit_n(z, m, sign * (mp_size_t)used);
+    mpfr_set_z_2exp(r, z, lo, MPFR_RNDN);
+    return 1;
+}
+
+/* The sign of an exact zero sum, as mpfr_sum gives it in round-to-nearest:
+ * -0 when every term is a -0 (and there is at least one), else +0. */
+static int zero_sign(mpfr_srcptr x, size_t sx, mpfr_srcptr y, size_t sy, size_t n, mpfr_srcptr extra)
+{
+    if (n == 0 && extra == NULL)
+        return 1;
+    for (size_t k = 0; k < n; k++)
+        if (!(mpfr_zero_p(x + k * sx) || mpfr_zero_p(y + k * sy)) ||
+            mpfr_signbit(x + k * sx) == mpfr_signbit(y + k * sy))
+            return 1;
+    return extra == NULL || (mpfr_zero_p(extra) && mpfr_signbit(extra)) ? -1 : 1;
+}
+
+/* The general path: exact products at 2p bits, one mpfr_sum. */
+static void dot_general(mpfr_ptr r, mpfr_srcptr x, size_t sx, mpfr_srcptr y, size_t sy, size_t n,
+                        mpfr_srcptr extra, refenc_mp_ws *ws)
+{
+    for (size_t k = 0; k < n; k++)
+        mpfr_mul(ws->prod + k, x + k * sx, y + k * sy, MPFR_RNDN); /* exact */
+    if (extra != NULL)
+        mpfr_set(ws->prod + n++, extra, MPFR_RNDN); /* exact */
+    mpfr_sum(r, ws->pprod, n, MPFR_RNDN);
+}
+
+static const mp_limb_t one_limb = 1;
+
+void refenc_mp_dot(mpfr_ptr r, mpfr_srcptr x, size_t sx, mpfr_srcptr y, size_t sy, size_t n,
+                   mpfr_srcptr extra, refenc_mp_ws *ws)
+{
+    span s = {0};
+    refenc_mp_operand ox = {0}, oy = {0};
+    int special = 0;
+    for (size_t k = 0; k < n && !special; k++) {
+        const int kx = from_mpfr(&ox, x + k * sx), ky = from_mpfr(&oy, y + k * sy);
+        special = kx == OP_SPECIAL || ky == OP_SPECIAL;
+        if (kx == OP_REGULAR && ky == OP_REGULAR)
+            span_add(&s, ox.lsb + oy.lsb, ox.lsb + oy.lsb + 64 * (long)(ox.n + oy.n));
+    }
+    if (extra != NULL && !special) {
+        const int ke = from_mpfr(&ox, extra);
+        special = ke == OP_SPECIAL;
+        if (ke == OP_REGULAR)
+            span_add(&s, ox.lsb, ox.lsb + 64 * (long)ox.n);
+    }
+    const size_t limbs = special || s.terms == 0 ? 0 : refenc_mp_acc_limbs(s.lo, s.hi, ws);
+    if (special || (s.terms > 0 && limbs == 0)) {
+        dot_general(r, x, sx, y, sy, n, extra, ws);
+        return;
+    }
+    mp_limb_t *pos = ws->acc, *neg = ws->acc + limbs;
+    if (s.terms > 0) {
+        memset(ws->acc, 0, 2 * limbs * sizeof *ws->acc);
+        for (size_t k = 0; k < n; k++)
+            if (from_mpfr(&ox, x + k * sx) == OP_REGULAR && from_mpfr(&oy, y + k * sy) == OP_REGULAR)
+                add_product(ox.neg != oy.neg ? neg : pos, ox.lsb + oy.lsb - s.lo, ox.d, ox.n, oy.d, oy.n);
+        if (extra != NULL && from_mpfr(&ox, extra) == OP_REGULAR)
+            add_product(ox.neg ? neg : pos, ox.lsb - s.lo, ox.d, ox.n, &one_limb, 1);
+        if (refenc_mp_acc_finish(r, pos, neg, limbs, s.lo))
+            return;
+    }
+    mpfr_set_zero(r, zero_sign(x, sx, y, sy, n, extra));
+}
+
+/* ---- rows of MPFR values against rows of doubles (linear maps) ------------------ */
+
+void refenc_mp_wspan_of(refenc_mp_wspan *s, const double *W, size_t n_w, const double *b, size_t n_b)
+{
+    memset(s, 0, sizeof *s);
+    s->w_empty = s->b_empty = 1;
+    for (int part = 0; part < 2; part++) {
+        const double *v = part == 0 ? W : b;
+        const size_t n = part == 0 ? n_w : (b != NULL ? n_b : 0);
+        for (size_t i = 0; i < n; i++) {
+            mp_limb_t m;
+            long lsb;
+            int neg;
+            const int kind = decode_double(v[i], &m, &lsb, &neg);
+            if (kind == OP_SPECIAL) {
+                s->special = 1;
+            } else if (kind == OP_REGULAR) {
+                long *lo = part == 0 ? &s->w_lo : &s->b_lo, *hi = part == 0 ? &s->w_hi : &s->b_hi;
+                int *empty = part == 0 ? &s->w_empty : &s->b_empty;
+                if (*empty || lsb < *lo)
+                    *lo = lsb;
+                if (*empty || lsb + 53 > *hi)
+                    *hi = lsb + 53;
+                *empty = 0;
+            }
+        }
+    }
+}
+
+void refenc_mp_row_load(refenc_mp_ws *ws, mpfr_srcptr x, size_t n)
+{
+    refenc_mp_row *row = &ws->row;
+    row->n = n;
+    row->nnz = 0;
+    row->special = 0;
+    row->nx = 0;
+    int empty = 1;
+    for (size_t k = 0; k < n; k++) {
+        refenc_mp_operand o;
+        const int kind = from_mpfr(&o, x + k);
+        if (kind == OP_SPECIAL)
+            row->special = 1;
+        if (kind != OP_REGULAR)
+            continue;
+        const size_t j = row->nnz++;
+        row->idx[j] = k;
+        row->op[j] = o;
+        const long top = o.lsb + 64 * (long)o.n;
+        if (empty || o.lsb < row->lo)
+            row->lo = o.lsb;
+        if (empty || top > row->hi)
+            row->hi = top;
+        row->nx = empty || row->nx == o.n ? o.n : 5; /* 5: sizes differ */
+        empty = 0;
+    }
+}
+
+/* The general path for a row: exact products of x and the doubles (converted
+ * exactly) at 2p bits, one mpfr_sum. */
+static void row_general(mpfr_ptr r, mpfr_srcptr x, size_t n, const double *w, const double *extra,
+                        refenc_mp_ws *ws)
+{
+    for (size_t k = 0; k < n; k++) {
+        mpfr_set_d(ws->wconv, w[k], MPFR_RNDN);               /* exact: 53 bits */
+        mpfr_mul(ws->prod + k, x + k, ws->wconv, MPFR_RNDN);  /* exact: 2p bits */
+    }
+    if (extra != NULL)
+        mpfr_set_d(ws->prod + n++, *extra, MPFR_RNDN);       /* exact */
+    mpfr_sum(r, ws->pprod, n, MPFR_RNDN);
+}
+
+void refenc_mp_dot_row_d(mpfr_ptr r, mpfr_srcptr x, const double *w, const double *extra,
+                         const refenc_mp_wspan *span, refenc_mp_ws *ws)
+{
+    const refenc_mp_row *row = &ws->row;
+    const size_t n = row->n;
+    size_t limbs = 0;
+    long lo = 0, hi = 0;
+    int any = 0;
+    if (row->nnz > 0 && !span->w_empty) {
+        lo = row->lo + span->w_lo;
+        hi = row->hi + span->w_hi;
+        any = 1;
+    }
+    if (extra != NULL && !span->b_empty) {
+        if (!any || span->b_lo < lo)
+            lo = span->b_lo;
+        if (!any || span->b_hi > hi)
+            hi = span->b_hi;
+        any = 1;
+    }
+    if (!row->special && !span->special && any)
+        limbs = refenc_mp_acc_limbs(lo, hi, ws);
+    if (row->special || span->special || (any && limbs == 0)) {
+        row_general(r, x, n, w, extra, ws);
+        return;
+    }
+    if (any) {
+        /* Each term goes, unshifted, into the accumulator of its offset's
+         * residue r modulo 64, at limb offset / 64: no term is shifted.  The
+         * (at most 64) residues' sums are shifted by r and added once at the
+         * end, and their accumulators zeroed again. */
+        mp_limb_t *res = ws->acc + 2 * ws->acc_limbs; /* (2, 64, acc_limbs), kept zero */
+        uint64_t used[2] = {0, 0};
+#define ROW_TERMS(NX)                                                                   \
+        for (size_t j = 0; j < row->nnz; j++) {                                         \
+            const refenc_mp_operand *o = &row->op[j];                                   \
+            mp_limb_t m;                                                                \
+            long lsb;                                                                   \
+            int neg;                                                                    \
+            if (decode_double(w[row->idx[j]], &m, &lsb, &neg) != OP_REGULAR)            \
+                continue; /* a zero (specials were excluded) */                         \
+            const size_t off = (size_t)(o->lsb + lsb - lo), r = off % 64;               \
+            const int sgn = o->neg ^ neg;                                               \
+            used[sgn] |= (uint64_t)1 << r;                                              \
+            add_unshifted(res + (sgn * 64 + r) * ws->acc_limbs + off / 64, o->d, (NX), m); \
+        }
+        switch (row->nx) {
+        case 1: ROW_TERMS(1); break;
+        case 2: ROW_TERMS(2); break;
+        case 3: ROW_TERMS(3); break;
+        case 4: ROW_TERMS(4); break;
+        default: ROW_TERMS(o->n); /* mixed or longer operands */
+        }
+#undef ROW_TERMS
+        if (extra != NULL) {
+            mp_limb_t m;
+            long lsb;
+            int neg;
+            if (decode_double(*extra, &m, &lsb, &neg) == OP_REGULAR) {
+                const size_t off = (size_t)(lsb - lo), r = off % 64;
+                used[neg] |= (uint64_t)1 << r;
+                add_unshifted(res + (neg * 64 + r) * ws->acc_limbs + off / 64, &m, 1, 1);
+            }
+        }
+        mp_limb_t *acc[2] = {ws->acc, ws->acc + ws->acc_limbs}, *tmp = ws->acc + (2 + 128) * ws->acc_limbs;
+        for (int sgn = 0; sgn < 2; sgn++) {
+            memset(acc[sgn], 0, limbs * sizeof *acc[sgn]);
+            for (unsigned r = 0; r < 64; r++) {
+                if (!(used[sgn] >> r & 1))
+                    continue;
+                mp_limb_t *a = res + (sgn * 64 + r) * ws->acc_limbs;
+                if (r == 0) {
+                    mpn_add_n(acc[sgn], acc[sgn], a, (mp_size_t)limbs);
+                } else {
+                    mpn_lshift(tmp, a, (mp_size_t)limbs, r); /* the top r bits are headroom zeros */
+                    mpn_add_n(acc[sgn], acc[sgn], tmp, (mp_size_t)limbs);
+                }
+                memset(a, 0, limbs * sizeof *a);
+            }
+        }
+        if (refenc_mp_acc_finish(r, acc[0], acc[1], limbs, lo))
+            return;
+    }
+    /* an exact zero: -0 only when every term is a -0 (mpfr_sum's rule) */
+    int sign = n == 0 && extra == NULL ? 1 : -1;
+    for (size_t k = 0; k < n && sign < 0; k++) {
+        const double wk = w[k];
+        if (!mpfr_zero_p(x + k) && wk != 0)
+            sign = 1;
+        else if (mpfr_signbit(x + k) == (signbit(wk) != 0))
+            sign = 1;
+    }
+    if (extra != NULL && !(*extra == 0 && signbit(*extra)))
+        sign = 1;
+    mpfr_set_zero(r, sign);
+}

@@ -1,0 +1,224 @@
+/* Error budgets of low-precision results (budget.h, docs/certify.md). */
+#include "budget.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/alloc.h"
+#include "../io/case_file.h"
+#include "../io/golden_names.h"
+
+int refenc_format_precision(refenc_format f)
+{
+    switch (f) {
+    case REFENC_FMT_F32: return 24;
+    case REFENC_FMT_F16: return 11;
+    case REFENC_FMT_BF16: return 8;
+    default: return 53;
+    }
+}
+
+double refenc_format_ulp(refenc_format f, double x)
+{
+    const int p = refenc_format_precision(f);
+    const int emin = f == REFENC_FMT_F16 ? -14 : f == REFENC_FMT_F64 ? -1022 : -126;
+    int e;
+    frexp(x, &e); /* x = m 2^e, 0.5 <= |m| < 1: the binade's exponent is e - 1 */
+    e = x == 0.0 || !isfinite(x) ? emin : e - 1;
+    return ldexp(1.0, (e < emin ? emin : e) - p + 1);
+}
+
+void refenc_budget(double *max_abs, double *nmse, const refenc_baseline_error *base, refenc_format f,
+                   double max_want)
+{
+    const double floor_abs = REFENC_BUDGET_FLOOR_ULPS * refenc_format_ulp(f, max_want);
+    const double floor_nmse = pow(REFENC_BUDGET_FLOOR_ULPS * ldexp(1.0, -refenc_format_precision(f)), 2);
+    /* a baseline that overflows says nothing about the error: the floor alone */
+    const int usable = base != NULL && base->finite;
+    *max_abs = REFENC_BUDGET_C * (usable ? base->max_abs : 0.0) + floor_abs;
+    *nmse = REFENC_BUDGET_C * REFENC_BUDGET_C * (usable ? base->nmse : 0.0) + floor_nmse;
+}
+
+void refenc_baseline_free(refenc_baseline *b)
+{
+    if (b == NULL)
+        return;
+    free(b->outputs);
+    memset(b, 0, sizeof *b);
+}
+
+const refenc_baseline_error *refenc_baseline_find(const refenc_baseline *b, const char *name)
+{
+    for (size_t i = 0; i < b->n; i++)
+        if (strcmp(b->outputs[i].name, name) == 0)
+            return &b->outputs[i];
+    return NULL;
+}
+
+/* The trace observer of the baseline run: measures each output it reports
+ * against the golden's. */
+typedef struct {
+    refenc_baseline *b;
+    const refenc_st_file *golden;
+    refenc_error *err;
+    int st;
+} measure_ctx;
+
+static int measure_one(refenc_baseline_error *m, const refenc_st_file *golden, const char *out,
+                       const double *base, size_t n, refenc_error *err)
+{
+    char dc_name[REFENC_NAME_MAX];
+    refenc_name_dontcare(dc_name, sizeof dc_name, NULL, out);
+    const refenc_st_tensor *want_t = refenc_st_find(golden, out), *dc_t = refenc_st_find(golden, dc_name);
+    if (want_t->numel != n || (dc_t != NULL && dc_t->numel != n))
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: '%s' does not have the shape the case computes",
+                                golden->path, dc_t != NULL && dc_t->numel != n ? dc_name : out);
+    double *want = refenc_alloc_array(n, sizeof *want);
+    int64_t *dc = refenc_alloc_array(n, sizeof *dc);
+    int st = want == NULL || dc == NULL
+                 ? refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory for '%s'", golden->path, out)
+                 : refenc_st_to_f64(want, golden, want_t, err);
+    if (st == REFENC_OK && dc_t != NULL)
+        st = refenc_st_to_i64(dc, golden, dc_t, err);
+    double sum_d2 = 0, sum_w2 = 0;
+    snprintf(m->name, sizeof m->name, "%s", out);
+    m->finite = 1;
+    for (size_t i = 0; st == REFENC_OK && i < n; i++) {
+        if (dc_t != NULL && dc[i])
+            continue;
+        const double d = fabs(base[i] - want[i]);
+        m->finite &= isfinite(base[i]);
+        m->max_abs = fmax(m->max_abs, d);
+        sum_d2 += d * d;
+        sum_w2 += want[i] * want[i];
+    }
+    m->nmse = sum_w2 > 0 ? sum_d2 / sum_w2 : sum_d2;
+    free(want);
+    free(dc);
+    return st;
+}
+
+static void measure(void *ctx, const char *name, const double *data, size_t ndim, const size_t *shape)
+{
+    measure_ctx *mc = ctx;
+    char out[REFENC_NAME_MAX];
+    refenc_name_output(out, sizeof out, name);
+    if (mc->st != REFENC_OK || refenc_st_find(mc->golden, out) == NULL)
+        return; /* an error already, or a step the golden does not store */
+    size_t n = 1;
+    for (size_t d = 0; d < ndim; d++)
+        n *= shape[d];
+    refenc_baseline *b = mc->b;
+    refenc_baseline_error *grown = realloc(b->outputs, (b->n + 1) * sizeof *grown);
+    if (grown == NULL) {
+        mc->st = refenc_error_set(mc->err, REFENC_ENOMEM, "%s: out of memory", mc->golden->path);
+        return;
+    }
+    b->outputs = grown;
+    memset(&b->outputs[b->n], 0, sizeof b->outputs[b->n]);
+    mc->st = measure_one(&b->outputs[b->n], mc->golden, out, data, n, mc->err);
+    b->n += mc->st == REFENC_OK;
+}
+
+int refenc_baseline_measure(refenc_baseline *b, const refenc_st_file *golden, refenc_format f,
+                            refenc_error *err)
+{
+    memset(b, 0, sizeof *b);
+    b->format = f;
+    refenc_case c;
+    memset(&c, 0, sizeof c);
+    int st = refenc_case_from_file(&c, golden, err);
+    if (st == REFENC_OK) {
+        /* inputs that need float32 (input_dtype F32) are read in float32 */
+        const char *in_dtype = refenc_st_metadata(golden, "input_dtype");
+        const int needs_f32 = in_dtype != NULL && strcmp(in_dtype, "F32") == 0;
+        refenc_emulation_round_case(&c, needs_f32 && f != REFENC_FMT_F64 ? REFENC_FMT_F32 : f);
+        const refenc_emulation e = refenc_emulation_baseline(f);
+        measure_ctx mc = {b, golden, err, REFENC_OK};
+        const refenc_trace tr = {measure, &mc};
+        st = refenc_emulation_run_case(&c, &e, NULL, &tr, err);
+        if (st == REFENC_OK)
+            st = mc.st;
+    }
+    refenc_case_free(&c);
+    if (st != REFENC_OK)
+        refenc_baseline_free(b);
+    return st;
+}
+
+/* ---- float32 angles --------------------------------------------------------------- */
+
+double refenc_angle_error_units(size_t two_i, size_t width, double base)
+{
+    /* t = (2i/D) ln(base) rounded twice in float32 (the scaled exponent and
+     * the product): |dt| <= 2 u |t|; exp or pow adds 2 u (one float32 ulp),
+     * the reciprocal or the product pos * omega one u each */
+    return 2.0 * ((double)two_i / (double)width) * log(base) + 4.0;
+}
+
+/* The angle allowance of element k of an (N, L, width) output of pairs:
+ * interleaved PE (2i, 2i+1) or RoPE in its layout. */
+typedef struct {
+    const refenc_case *c;
+    size_t L, width;
+    double base;
+    int rope;
+} angle_layout;
+
+static double allowance_at(const angle_layout *a, const double *want, size_t k)
+{
+    const size_t d = k % a->width, l = (k / a->width) % a->L, half = a->width / 2;
+    size_t j, partner;
+    if (!a->rope) { /* sin at 2i, cos at 2i + 1: |delta| <= |delta angle| */
+        j = d / 2;
+        partner = SIZE_MAX;
+    } else if (a->c->cfg.rope_layout == REFENC_ROPE_HALF) {
+        j = d < half ? d : d - half;
+        partner = d < half ? k + half : k - half;
+    } else {
+        j = d / 2;
+        partner = d % 2 == 0 ? k + 1 : k - 1;
+    }
+    const double omega = pow(a->base, -(double)(2 * j) / (double)a->width);
+    const double dangle = refenc_angle_error_units(2 * j, a->width, a->base) * 0x1p-24 *
+                          fabs((double)a->c->positions[l] * omega);
+    /* a rotation by theta + e moves (a', b') to (a' - e b', b' + e a') */
+    return (partner == SIZE_MAX ? 1.0 : fabs(want[partner])) * dangle;
+}
+
+/* Whether an output may hold a PE or RoPE angle, from the metadata alone. */
+static int angle_output(const refenc_st_file *golden, const char *output)
+{
+    const char *comp = refenc_st_metadata(golden, "component");
+    if (comp == NULL)
+        return 0;
+    if (strcmp(comp, "sinusoidal_pe") == 0 || strcmp(comp, "rope") == 0)
+        return strcmp(output, "out.output") == 0;
+    return strcmp(comp, "encoder") == 0 && strcmp(output, "out.embed") == 0;
+}
+
+int refenc_angle_allowance(int *applies, double *allow, const refenc_st_file *golden, const char *output,
+                           const double *want, size_t numel, refenc_error *err)
+{
+    *applies = 0;
+    if (!angle_output(golden, output))
+        return REFENC_OK;
+    refenc_case c;
+    memset(&c, 0, sizeof c);
+    const int st = refenc_case_from_file(&c, golden, err);
+    if (st != REFENC_OK) {
+        refenc_case_free(&c);
+        return st;
+    }
+    const int rope = c.component == REFENC_COMP_ROPE;
+    const size_t width = rope ? c.cfg.d_model / c.cfg.n_heads : c.cfg.d_model;
+    const angle_layout a = {&c, c.L, width, rope ? c.cfg.rope_base : 10000.0, rope};
+    *applies = (rope || c.component == REFENC_COMP_SINUSOIDAL_PE || c.cfg.positional == REFENC_POS_SINUSOIDAL) &&
+               width > 0 && numel % (c.L * width) == 0;
+    for (size_t k = 0; *applies && k < numel; k++)
+        allow[k] = allowance_at(&a, want, k);
+    refenc_case_free(&c);
+    return REFENC_OK;
+}

@@ -1,0 +1,92 @@
+/* Error budgets of low-precision results (docs/certify.md derives every
+ * constant below).
+ *
+ * F16 and BF16 results: an output passes when
+ *     max |got - want|  <= BUDGET_C      * max |base - want|  + BUDGET_FLOOR_ULPS ulp(max |want|)
+ *     nmse(got)         <= BUDGET_C^2    * nmse(base)         + (BUDGET_FLOOR_ULPS u)^2
+ * where base is the emulated baseline of the result's dtype (emulate.h:
+ * values in the dtype, accumulation in float32), ulp and u = 2^-p those of
+ * the dtype, and nmse(x) = sum (x - want)^2 / sum want^2 over the elements
+ * that are not don't-care.
+ *
+ * F32 results keep the float32 policy (certify.h) and add, for the outputs
+ * that hold a sinusoidal PE or a RoPE rotation, what forming the angle
+ * pos * omega in float32 may cost (refenc_angle_allowance). */
+#ifndef REFENC_BUDGET_H
+#define REFENC_BUDGET_H
+
+#include <stddef.h>
+
+#include "../io/golden_names.h"
+#include "../io/safetensors.h"
+#include "../core/status.h"
+#include "emulate.h"
+
+/* The factor on the baseline's error: an implementation may place its
+ * roundings differently (at most twice the squared error, a factor sqrt 2)
+ * and its realisation of them may land higher than the baseline's (another
+ * sqrt 2 for the maximum of an output's errors). */
+#define REFENC_BUDGET_C 2.0
+/* The floor, in ulps of the dtype at the output's largest |want|: the last
+ * two roundings before an output (its own and the op that feeds it, half an
+ * ulp each at the output's scale, twice for the realisation), which no
+ * baseline predicts; it also keeps the budget above 0 where the baseline
+ * happens to be exact. */
+#define REFENC_BUDGET_FLOOR_ULPS 2.0
+
+/* The emulated baseline's error on one output of a case. */
+typedef struct {
+    char name[REFENC_NAME_MAX];
+    double max_abs;   /* max |base - want| over the compared elements           */
+    double nmse;      /* sum (base - want)^2 / sum want^2 (sum want^2 = 0: the sum) */
+    int finite;       /* 0: the baseline overflowed (inf or NaN) somewhere        */
+} refenc_baseline_error;
+
+typedef struct {
+    refenc_format format;
+    size_t n;
+    refenc_baseline_error *outputs; /* in the order the emulation reports them */
+} refenc_baseline;
+
+/* Runs the golden case (its inputs and parameters rounded to f, or to F32
+ * when the case says its inputs need float32) in the emulation
+ * refenc_emulation_baseline(f) and measures every output against the
+ * golden's out.* tensors, skipping don't-care elements.
+ * Errors: those of reading the case from the golden (REFENC_EFORMAT, ...),
+ * REFENC_ENOMEM.  On error *b is empty (safe to free). */
+int refenc_baseline_measure(refenc_baseline *b, const refenc_st_file *golden, refenc_format f,
+                            refenc_error *err);
+void refenc_baseline_free(refenc_baseline *b);
+
+/* The output's baseline error, or NULL if the emulation has no such output. */
+const refenc_baseline_error *refenc_baseline_find(const refenc_baseline *b, const char *name);
+
+/* The budget of an output in format f whose largest |want| is max_want:
+ * the bounds on max |got - want| and on the nmse (formulas above). */
+void refenc_budget(double *max_abs, double *nmse, const refenc_baseline_error *base, refenc_format f,
+                   double max_want);
+
+/* The precision p (bits of significand) of a format, and ulp_f(x): the
+ * spacing of f's values in x's binade (subnormal binades included). */
+int refenc_format_precision(refenc_format f);
+double refenc_format_ulp(refenc_format f, double x);
+
+/* ---- float32 angles ----------------------------------------------------------------
+ * The relative error, in units u32 = 2^-24, that a float32 implementation
+ * may make in the angle pos * omega_i of the frequency omega_i =
+ * base^(-2i/D) = exp(-(2i/D) ln base):  2 (2i/D) ln(base) + 4
+ * (docs/certify.md). */
+double refenc_angle_error_units(size_t two_i, size_t width, double base);
+
+/* Per element of an output of a golden case, the extra absolute error a
+ * float32 implementation may make through its PE or RoPE angles, written to
+ * allow[0..numel): sinusoidal_pe's out.output and an encoder's out.embed with
+ * the sinusoidal PE (|delta sin| <= |delta angle|), rope's out.output (the
+ * rotated pair (a', b') moves by |b'| and |a'| times the angle's error).
+ * *applies = 0, and allow untouched, for any other output.
+ * want: the golden values of the output; shape as in the golden.
+ * Errors: those of reading the case (refenc_case_from_file), REFENC_ENOMEM. */
+int refenc_angle_allowance(int *applies, double *allow, const refenc_st_file *golden, const char *output,
+                           const double *want, size_t numel, refenc_error *err);
+
+#endif

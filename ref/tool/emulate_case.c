@@ -1,0 +1,280 @@
+/* A golden case run in emulated precision (emulate.h): the structure of
+ * refenc_case_run_reference (run_case.c), refenc_encoder_forward,
+ * refenc_layer_forward and refenc_mha_forward on the emulation's kernels. */
+#include "emulate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../alibi.h"
+#include "../core/alloc.h"
+#include "../encoder.h"
+#include "../mha.h"
+#include "../position_ids.h"
+#include "emulate_kernels.h"
+
+void refenc_emulation_round_case(refenc_case *c, refenc_format f)
+{
+    for (size_t i = 0; c->x != NULL && i < c->x_numel; i++)
+        c->x[i] = refenc_round(f, c->x[i]);
+    for (size_t i = 0; c->attn_mask != NULL && i < c->L * c->L; i++)
+        c->attn_mask[i] = refenc_round(f, c->attn_mask[i]);
+    for (size_t i = 0; i < c->params.n_values; i++)
+        c->params.block[i] = refenc_round(f, c->params.block[i]);
+}
+
+/* Everything one run needs besides the case. */
+typedef struct {
+    const refenc_emulation *e;
+    const refenc_variant_hooks *hooks;
+    const refenc_trace *trace;
+} emu_run;
+
+static void emit(const emu_run *r, const char *name, const double *data, size_t ndim, size_t d0, size_t d1,
+                 size_t d2, size_t d3)
+{
+    const size_t shape[4] = {d0, d1, d2, d3};
+    refenc_trace_emit(r->trace, name, data, ndim, shape);
+}
+
+/* refenc_mha_forward with the emulation's kernels; the merge honours the
+ * variant that reads (B, H, L, Dh) as (B, L, D). */
+static void mha(const emu_run *r, double *y, refenc_mha_work *w, const double *x, const refenc_layer_params *lp,
+                const refenc_attn_options *opt, const refenc_rope_options *rope, size_t B, size_t L, size_t D,
+                size_t H)
+{
+    const refenc_emulation *e = r->e;
+    const size_t Dh = D / H, BL = B * L;
+    emu_linear(e, w->q, x, lp->in_proj_weight, lp->in_proj_bias, BL, D, D);
+    emu_linear(e, w->k, x, lp->in_proj_weight + D * D, lp->in_proj_bias + D, BL, D, D);
+    emu_linear(e, w->v, x, lp->in_proj_weight + 2 * D * D, lp->in_proj_bias + 2 * D, BL, D, D);
+    refenc_heads_split(w->qh, w->q, B, L, H, Dh);
+    refenc_heads_split(w->kh, w->k, B, L, H, Dh);
+    refenc_heads_split(w->vh, w->v, B, L, H, Dh);
+    if (rope != NULL) {
+        emu_rope(e, w->qh, w->qh, rope->positions, B * H, L, Dh, rope->base, rope->layout);
+        emu_rope(e, w->kh, w->kh, rope->positions, B * H, L, Dh, rope->base, rope->layout);
+    }
+    emu_attention(e, w->ctxh, w->weights, w->qh, w->kh, w->vh, opt, B, H, L, Dh);
+    if (r->hooks != NULL && r->hooks->merge_without_transpose)
+        memcpy(w->ctx, w->ctxh, BL * D * sizeof(double));
+    else
+        refenc_heads_merge(w->ctx, w->ctxh, B, L, H, Dh);
+    emu_linear(e, y, w->ctx, lp->out_proj_weight, lp->out_proj_bias, BL, D, D);
+}
+
+static void emit_layer(const emu_run *r, size_t index, const char *step, const double *data, size_t ndim,
+                       size_t d0, size_t d1, size_t d2, size_t d3)
+{
+    char name[64];
+    snprintf(name, sizeof name, "layers.%zu.%s", index, step);
+    emit(r, name, data, ndim, d0, d1, d2, d3);
+}
+
+static void ffn(const emu_run *r, double *y, double *hidden, const double *x, const refenc_layer_params *lp,
+                size_t N, size_t D, size_t F, refenc_activation act)
+{
+    emu_linear(r->e, hidden, x, lp->linear1_weight, lp->linear1_bias, N, D, F);
+    emu_activation(r->e, hidden, hidden, N * F, act);
+    emu_linear(r->e, y, hidden, lp->linear2_weight, lp->linear2_bias, N, F, D);
+}
+
+/* The attention block of a layer on `in`, its trace steps, and the residual
+ * w->resid = x + attention. */
+static void attention_residual(const emu_run *r, refenc_layer_work *w, const double *in, const double *x,
+                               const refenc_layer_params *lp, const refenc_attn_options *opt,
+                               const refenc_rope_options *rope, size_t B, size_t L, size_t D, size_t H, size_t i)
+{
+    mha(r, w->attn, &w->mha, in, lp, opt, rope, B, L, D, H);
+    emit_layer(r, i, "self_attn.weights", w->mha.weights, 4, B, H, L, L);
+    emit_layer(r, i, "self_attn", w->attn, 3, B, L, D, 0);
+    emu_add(r->e, w->resid, x, w->attn, B * L * D);
+}
+
+/* refenc_layer_forward: Pre-LN or Post-LN, the same trace steps. */
+static void layer(const emu_run *r, double *y, refenc_layer_work *w, const double *x,
+                  const refenc_layer_params *lp, const refenc_config *cfg, const refenc_attn_options *opt,
+                  const refenc_rope_options *rope, size_t B, size_t L, size_t i)
+{
+    const refenc_emulation *e = r->e;
+    const size_t D = cfg->d_model, F = cfg->d_ff, H = cfg->n_heads, BL = B * L;
+    const double eps = cfg->layer_norm_eps;
+    if (cfg->norm == REFENC_NORM_PRE) {
+        emu_layernorm(e, w->ln, x, lp->norm1_weight, lp->norm1_bias, BL, D, eps);
+        emit_layer(r, i, "norm1", w->ln, 3, B, L, D, 0);
+        attention_residual(r, w, w->ln, x, lp, opt, rope, B, L, D, H, i);
+        emu_layernorm(e, w->ln, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps);
+        emit_layer(r, i, "norm2", w->ln, 3, B, L, D, 0);
+        ffn(r, w->ffn, w->hidden, w->ln, lp, BL, D, F, cfg->activation);
+        emit_layer(r, i, "ffn", w->ffn, 3, B, L, D, 0);
+        emu_add(e, y, w->resid, w->ffn, BL * D);
+    } else {
+        attention_residual(r, w, x, x, lp, opt, rope, B, L, D, H, i);
+        emu_layernorm(e, w->ln, w->resid, lp->norm1_weight, lp->norm1_bias, BL, D, eps);
+        emit_layer(r, i, "norm1", w->ln, 3, B, L, D, 0);
+        ffn(r, w->ffn, w->hidden, w->ln, lp, BL, D, F, cfg->activation);
+        emit_layer(r, i, "ffn", w->ffn, 3, B, L, D, 0);
+        emu_add(e, w->resid, w->ln, w->ffn, BL * D);
+        emu_layernorm(e, y, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps);
+        emit_layer(r, i, "norm2", y, 3, B, L, D, 0);
+    }
+    emit_layer(r, i, "output", y, 3, B, L, D, 0);
+}
+
+/* The attention options of the case. */
+static refenc_attn_options attn_options(const refenc_case *c, const double *slopes)
+{
+    return (refenc_attn_options){
+        .key_padding_mask = c->key_padding_mask, .causal = c->cfg.causal, .attn_mask = c->attn_mask,
+        .alibi_slopes = c->cfg.positional == REFENC_POS_ALIBI ? slopes : NULL,
+        .positions = c->positions, .temperature = c->cfg.temperature, .mask_value = c->cfg.mask_value};
+}
+
+/* refenc_encoder_forward: embedding (scaled or not) or x, token types,
+ * additive PE (RoBERTa's positions from the tokens), embedding LayerNorm,
+ * the layers, the final norm. */
+static void encoder(const emu_run *r, double *y, refenc_workspace *ws, const double *slopes,
+                    const refenc_case *c)
+{
+    const refenc_emulation *e = r->e;
+    const refenc_config *cfg = &c->cfg;
+    const refenc_params *p = &c->params;
+    const size_t B = c->B, L = c->L, D = cfg->d_model;
+    double *h = ws->h0, *next = ws->h1;
+    if (cfg->vocab_size > 0 && cfg->scale_embedding)
+        emu_embedding(e, h, c->tokens, p->embedding, B, L, D);
+    else if (cfg->vocab_size > 0)
+        emu_embedding_lookup(e, h, c->tokens, p->embedding, B, L, D);
+    else
+        memcpy(h, c->x, B * L * D * sizeof(double));
+    if (cfg->type_vocab_size > 0) {
+        const int64_t *types = c->token_types;
+        if (types == NULL) { /* HF's default token_type_ids: all 0 */
+            memset(ws->ids, 0, B * L * sizeof(int64_t));
+            types = ws->ids;
+        }
+        emu_embedding_add(e, h, h, types, p->token_type_embedding, B, L, D);
+    }
+    if (cfg->positional == REFENC_POS_SINUSOIDAL) {
+        emu_sinusoidal_forward(e, h, h, c->positions, B, L, D);
+    } else if (cfg->positional == REFENC_POS_LEARNED && cfg->position_ids == REFENC_POSIDS_ROBERTA) {
+        refenc_position_ids_roberta(ws->ids, c->tokens, B, L, cfg->padding_idx); /* integers: exact */
+        emu_embedding_add(e, h, h, ws->ids, p->pos_embedding, B, L, D);
+    } else if (cfg->positional == REFENC_POS_LEARNED) {
+        emu_learned_pe(e, h, h, c->positions, p->pos_embedding, B, L, D);
+    }
+    if (cfg->embedding_norm)
+        emu_layernorm(e, h, h, p->embedding_norm_weight, p->embedding_norm_bias, B * L, D,
+                      cfg->embedding_norm_eps);
+    emit(r, "embed", h, 3, B, L, D, 0);
+    const refenc_attn_options opt = attn_options(c, slopes);
+    const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions};
+    for (size_t i = 0; i < cfg->n_layers; i++) {
+        layer(r, next, &ws->layer, h, &p->layers[i], cfg, &opt,
+              cfg->positional == REFENC_POS_ROPE ? &rope : NULL, B, L, i);
+        double *t = h;
+        h = next;
+        next = t;
+    }
+    if (cfg->final_norm) {
+        emu_layernorm(e, y, h, p->norm_weight, p->norm_bias, B * L, D, cfg->layer_norm_eps);
+        emit(r, "norm", y, 3, B, L, D, 0);
+    } else {
+        memcpy(y, h, B * L * D * sizeof(double));
+    }
+    emit(r, "output", y, 3, B, L, D, 0);
+}
+
+/* The components without a workspace of their own. */
+static void component(const emu_run *r, double *y, double *y2, refenc_workspace *ws, const double *slopes,
+                      const refenc_case *c)
+{
+    const refenc_emulation *e = r->e;
+    const refenc_config *cfg = &c->cfg;
+    const size_t B = c->B, L = c->L, D = cfg->d_model, H = cfg->n_heads, Dh = D / H;
+    const refenc_layer_params *lp = &c->params.layers[0];
+    switch (c->component) {
+    case REFENC_COMP_ATTENTION: {
+        const refenc_attn_options opt = attn_options(c, slopes);
+        const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions};
+        mha(r, y, &ws->layer.mha, c->x, lp, &opt, cfg->positional == REFENC_POS_ROPE ? &rope : NULL, B, L, D, H);
+        emit(r, "weights", ws->layer.mha.weights, 4, B, H, L, L);
+        emit(r, "output", y, 3, B, L, D, 0);
+        break;
+    }
+    case REFENC_COMP_FFN:
+        ffn(r, y, ws->layer.hidden, c->x, lp, B * L, D, cfg->d_ff, cfg->activation);
+        emit(r, "output", y, 3, B, L, D, 0);
+        break;
+    case REFENC_COMP_LAYERNORM:
+        emu_layernorm(e, y, c->x, lp->norm1_weight, lp->norm1_bias, B * L, D, cfg->layer_norm_eps);
+        emit(r, "output", y, 3, B, L, D, 0);
+        break;
+    case REFENC_COMP_SOFTMAX:
+        emu_softmax(e, y, c->x, B, L, cfg->temperature, 0);
+        emit(r, "output", y, 2, B, L, 0, 0);
+        break;
+    case REFENC_COMP_ACTIVATION:
+        emu_activation(e, y, c->x, B * L, cfg->activation);
+        emit(r, "output", y, 2, B, L, 0, 0);
+        break;
+    case REFENC_COMP_SINUSOIDAL_PE:
+        emu_sinusoidal_table(e, y, c->positions, L, D);
+        emit(r, "output", y, 2, L, D, 0, 0);
+        break;
+    case REFENC_COMP_ROPE:
+        emu_rope(e, y, c->x, c->positions, B * H, L, Dh, cfg->rope_base, cfg->rope_layout);
+        emit(r, "output", y, 4, B, H, L, Dh);
+        break;
+    case REFENC_COMP_ALIBI:
+        memcpy(y, slopes, H * sizeof *y);
+        for (size_t h = 0; h < H; h++)
+            for (size_t i = 0; i < L * L; i++)
+                y2[h * L * L + i] = emu_v(e, refenc_alibi_bias(y[h], c->positions[i / L], c->positions[i % L]));
+        emit(r, "slopes", y, 1, H, 0, 0, 0);
+        emit(r, "bias", y2, 3, H, L, L, 0);
+        break;
+    default:
+        break;
+    }
+}
+
+int refenc_emulation_run_case(const refenc_case *c, const refenc_emulation *e,
+                              const refenc_variant_hooks *hooks, const refenc_trace *trace,
+                              refenc_error *err)
+{
+    int st = refenc_case_validate(c, err);
+    if (st)
+        return st;
+    const refenc_config *cfg = &c->cfg;
+    const size_t B = c->B, L = c->L, D = cfg->d_model, H = cfg->n_heads;
+    const refenc_component k = c->component;
+    refenc_workspace ws;
+    memset(&ws, 0, sizeof ws);
+    if ((k == REFENC_COMP_ENCODER || k == REFENC_COMP_ATTENTION || k == REFENC_COMP_FFN) &&
+        (st = refenc_workspace_alloc(&ws, cfg, B, L, err)))
+        return st;
+    /* the output's size, as refenc_case_run_reference allocates it */
+    const size_t n_y = k == REFENC_COMP_ALIBI ? H : k == REFENC_COMP_SINUSOIDAL_PE ? L * D
+                       : k == REFENC_COMP_ENCODER || k == REFENC_COMP_ATTENTION || k == REFENC_COMP_FFN
+                           ? B * L * D : c->x_numel;
+    double *y = refenc_alloc_array(n_y, sizeof *y);
+    double *slopes = refenc_alloc_array(H, sizeof *slopes);
+    double *y2 = k == REFENC_COMP_ALIBI ? refenc_alloc_array(H * L * L, sizeof *y2) : NULL;
+    if (y == NULL || slopes == NULL || (k == REFENC_COMP_ALIBI && y2 == NULL)) {
+        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory for the emulation", c->name);
+    } else {
+        const emu_run r = {e, hooks, trace};
+        emu_alibi_slopes(e, slopes, H, hooks != NULL && hooks->alibi_slopes_pow2);
+        if (k == REFENC_COMP_ENCODER)
+            encoder(&r, y, &ws, slopes, c);
+        else
+            component(&r, y, y2, &ws, slopes, c);
+    }
+    free(y);
+    free(y2);
+    free(slopes);
+    refenc_workspace_free(&ws);
+    return st;
+}

@@ -1,0 +1,83 @@
+/* The kernels of the emulation (emulate.h), shared by emulate.c, which
+ * defines them, and emulate_case.c, which runs a case on them.  Each is the
+ * reference kernel of the same name (ref/<name>.c) with an explicit rounding
+ * after every operation:
+ *   emu_v  the output of an op (a tensor an implementation stores): value format
+ *   emu_m  a step inside one kernel: value format, or acc when fused
+ *   emu_a  an accumulation or a statistic: acc format
+ * Shapes and preconditions are the reference's. */
+#ifndef REFENC_EMULATE_KERNELS_H
+#define REFENC_EMULATE_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/config.h"
+#include "../core/options.h"
+#include "emulate.h"
+
+static inline double emu_v(const refenc_emulation *e, double x)
+{
+    return refenc_round(e->value, x);
+}
+
+static inline double emu_m(const refenc_emulation *e, double x)
+{
+    return refenc_round(e->fused ? e->acc : e->value, x);
+}
+
+static inline double emu_a(const refenc_emulation *e, double x)
+{
+    return refenc_round(e->acc, x);
+}
+
+/* y (N, out) = x (N, in) W^T + b */
+void emu_linear(const refenc_emulation *e, double *y, const double *x, const double *W, const double *b,
+                size_t N, size_t in, size_t out);
+
+/* y = a + b, n values (a residual connection) */
+void emu_add(const refenc_emulation *e, double *y, const double *a, const double *b, size_t n);
+
+/* LayerNorm over the last axis of x (N, D), biased variance */
+void emu_layernorm(const refenc_emulation *e, double *y, const double *x, const double *gamma,
+                   const double *beta, size_t N, size_t D, double eps);
+
+/* softmax(s / tau) over the last axis of s (R, n); inner: the weights stay
+ * inside a fused attention (rounded with emu_m, not emu_v) */
+void emu_softmax(const refenc_emulation *e, double *y, const double *s, size_t R, size_t n, double tau,
+                 int inner);
+
+/* scaled dot-product attention per (b, h); weights (B, H, L, L) */
+void emu_attention(const refenc_emulation *e, double *out, double *weights, const double *q,
+                   const double *k, const double *v, const refenc_attn_options *opt, size_t B, size_t H,
+                   size_t L, size_t Dh);
+
+void emu_activation(const refenc_emulation *e, double *y, const double *x, size_t n, refenc_activation act);
+
+/* x (N, L, Dh) rotated at pos */
+void emu_rope(const refenc_emulation *e, double *y, const double *x, const int64_t *pos, size_t N, size_t L,
+              size_t Dh, double base, refenc_rope_layout layout);
+
+/* pe (L, D): the sinusoidal table; forward: y = x + PE, (B, L, D) */
+void emu_sinusoidal_table(const refenc_emulation *e, double *pe, const int64_t *pos, size_t L, size_t D);
+void emu_sinusoidal_forward(const refenc_emulation *e, double *y, const double *x, const int64_t *pos,
+                            size_t B, size_t L, size_t D);
+
+/* x (B, L, D) = table[tokens] * sqrt(D) */
+void emu_embedding(const refenc_emulation *e, double *x, const int64_t *tokens, const double *table,
+                   size_t B, size_t L, size_t D);
+
+/* y = x + table[pos], (B, L, D) */
+/* The families' embedding path: rows looked up unscaled, and rows of a table
+ * (token types, RoBERTa's positions) added, each sum rounded. */
+void emu_embedding_lookup(const refenc_emulation *e, double *x, const int64_t *tokens, const double *table,
+                          size_t B, size_t L, size_t D);
+void emu_embedding_add(const refenc_emulation *e, double *y, const double *x, const int64_t *ids,
+                       const double *table, size_t B, size_t L, size_t D);
+void emu_learned_pe(const refenc_emulation *e, double *y, const double *x, const int64_t *pos,
+                    const double *table, size_t B, size_t L, size_t D);
+
+/* the H ALiBi slopes; pow2: the bug variant's 2^(-8(h+1)/H) for every H */
+void emu_alibi_slopes(const refenc_emulation *e, double *slopes, size_t H, int pow2);
+
+#endif

@@ -1,0 +1,82 @@
+#!/bin/sh
+# make bench-oracle-large: the oracle at BERT-base size, against the goals
+# of docs/oracle.md.  Prints the figures (wall and CPU seconds, peak
+# memory) and the goals, and exits 1 if a goal is missed.  Timings are only
+# meaningful on a quiet machine: other processes on the same cores slow the
+# oracle's threads down.  The 12-layer figure is a projection (96 times one
+# item's layer), reported but not enforced.
+#
+#   1. one BERT-base layer (D 768, H 12, F 3072, exact GELU, Post-LN), B1
+#      L128, every step certified: goal <= 30 s wall on 2 cores;
+#   2. one D = 768 layer at B8 L512: the oracle evaluates one item at a time,
+#      so its memory is one item's; measured as the peak memory of one
+#      item's run (shard 1/8), goal <= 1 GB; and the time of that item,
+#      times 96, projects 12 such layers (--per-layer: 96 units);
+#   3. 1 vs 2 shards of a per-layer case: each of the 2 takes about half the
+#      time of the whole (what a second machine saves), and their merge is
+#      the whole run's file, byte for byte.
+#
+# usage: scripts/bench-oracle-large.sh REFENC WORKDIR   (THREADS, default 2)
+set -eu
+refenc=$1 dir=$2
+threads=${THREADS:-2}
+mkdir -p "$dir"
+status=0
+
+# measure VAR CMD...: runs CMD, sets VAR_wall, VAR_cpu (s) and VAR_mib (peak)
+measure() {
+    var=$1
+    shift
+    /usr/bin/time -f "%e %U %S %M" -o "$dir/time.txt" "$@" > "$dir/out.txt" 2> "$dir/err.txt" || {
+        cat "$dir/err.txt" >&2
+        exit 2
+    }
+    read -r w u s k < "$dir/time.txt"
+    eval "${var}_wall=$w ${var}_cpu=$(echo "$u + $s" | bc) ${var}_mib=$(echo "$k / 1024" | bc)"
+}
+
+verdict() { # verdict FIGURE GOAL: PASS if FIGURE <= GOAL (a MISS fails the target)
+    if [ "$(echo "$1 <= $2" | bc)" = 1 ]; then echo PASS; else echo MISS; status=1; fi
+}
+projection() { # the same for a figure projected, not measured: reported only
+    if [ "$(echo "$1 <= $2" | bc)" = 1 ]; then echo "PASS (projected)"; else echo "MISS (projected)"; fi
+}
+
+model='"d_model": 768, "n_heads": 12, "d_ff": 3072, "norm": "post", "activation": "gelu", "layer_norm_eps": 1e-12'
+echo "{\"model\": {$model, \"n_layers\": 1}, \"input\": {\"batch\": 1, \"seq_len\": 128}}" > "$dir/b1_l128.json"
+echo "{\"model\": {$model, \"n_layers\": 1}, \"input\": {\"batch\": 8, \"seq_len\": 512}}" > "$dir/b8_l512.json"
+echo "{\"model\": {$model, \"n_layers\": 2}, \"input\": {\"batch\": 1, \"seq_len\": 32}}" > "$dir/shards.json"
+
+echo "oracle at BERT-base size ($threads threads, $(nproc) cores; $(uptime | sed 's/.*load/load/'))"
+echo
+
+# 1. one layer, B1 L128
+measure ref "$refenc" run --config "$dir/b1_l128.json" --out "$dir/ref.safetensors"
+measure one "$refenc" golden --config "$dir/b1_l128.json" --threads "$threads" --quiet --out-file "$dir/b1_l128.safetensors"
+printf '%-52s %8s s wall %8s s CPU  goal <= 30 s wall  %s\n' "BERT-base layer, B1 L128, certified:" \
+    "$one_wall" "$one_cpu" "$(verdict "$one_wall" 30)"
+printf '%-52s %8s s wall %8s s CPU  (oracle/reference CPU: %s)\n' "  the double reference on it:" "$ref_wall" \
+    "$ref_cpu" "$(echo "scale=0; $one_cpu / ($ref_cpu + 0.001)" | bc)"
+
+# 2. B8 L512, one layer: one item's run (shard 1/8), all outputs kept
+measure big "$refenc" golden --config "$dir/b8_l512.json" --shard 1/8 --threads "$threads" --out-file "$dir/b8_l512.part"
+estimate=$(sed -n 's/.*about \([0-9]*\) MiB of MPFR storage and \([0-9]*\) MiB of outputs.*/\1 MiB of MPFR storage + \2 MiB of outputs/p' "$dir/err.txt")
+printf '%-52s %8s MiB peak (one item: %s s wall, %s s CPU)  goal <= 1024 MiB  %s\n' \
+    "memory, one D=768 layer at B8 L512:" "$big_mib" "$big_wall" "$big_cpu" "$(verdict "$big_mib" 1024)"
+echo "  the oracle's estimate for the whole B8 L512 layer, all outputs kept: $estimate"
+hours=$(echo "scale=2; 96 * $big_wall / 3600" | bc)
+printf '%-52s %8s h on this machine (96 units x %s s)  goal < 1 h  %s\n' \
+    "12-layer BERT-base at B8 L512, --per-layer:" "$hours" "$big_wall" "$(projection "$hours" 0.99)"
+
+# 3. 1 vs 2 shards of a per-layer case
+measure whole "$refenc" golden --config "$dir/shards.json" --per-layer --threads "$threads" --quiet --out-file "$dir/whole.safetensors"
+measure s1 "$refenc" golden --config "$dir/shards.json" --per-layer --shard 1/2 --threads "$threads" --quiet --out-file "$dir/s1.part"
+measure s2 "$refenc" golden --config "$dir/shards.json" --per-layer --shard 2/2 --threads "$threads" --quiet --out-file "$dir/s2.part"
+"$refenc" golden merge --out-file "$dir/merged.safetensors" --quiet "$dir/s1.part" "$dir/s2.part"
+same=$(cmp -s "$dir/whole.safetensors" "$dir/merged.safetensors" && echo "merge == whole, byte for byte" || echo "MERGE DIFFERS")
+slowest=$(echo "if ($s1_wall > $s2_wall) $s1_wall else $s2_wall" | bc)
+printf '%-52s %8s s wall\n' "per-layer D=768, 2 layers, B1 L32, one machine:" "$whole_wall"
+printf '%-52s %8s s and %s s wall: on 2 machines %s s (%s%% of one); %s\n' "  shard 1/2 and shard 2/2:" "$s1_wall" \
+    "$s2_wall" "$slowest" "$(echo "100 * $slowest / $whole_wall" | bc)" "$same"
+[ "$same" = "merge == whole, byte for byte" ] || status=1
+exit $status

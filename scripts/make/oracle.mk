@@ -1,0 +1,24 @@
+# The oracle's threads: OpenMP (gcc's libgomp; clang's libomp for clang
+# builds).  Only the oracle's objects are compiled with it, and only the
+# programs that link the oracle (the CLI, the test suites, the benchmarks)
+# are linked with it: the installed librefenc has no OpenMP.
+OMP_FLAGS ?= -fopenmp
+
+$(BUILD)/obj/ref/oracle/%.o: ALL_CFLAGS += $(OMP_FLAGS)
+$(CLI): private override LDFLAGS += $(OMP_FLAGS)
+$(CHECKS): private override LDFLAGS += $(OMP_FLAGS)
+$(BENCH): private override LDFLAGS += $(OMP_FLAGS)
+
+# The oracle at BERT-base size against its goals (docs/oracle.md): a layer
+# at B1 L128, memory at B8 L512, 1 vs 2 shards.  A few minutes; meaningful
+# on a quiet machine only.  Fails if a goal is missed.
+.PHONY: bench-oracle-large
+bench-oracle-large: $(CLI)
+	@sh scripts/install-deps.sh time bc
+	sh scripts/bench-oracle-large.sh $(CLI) $(BUILD)/bench-large
+
+# clang's OpenMP is LLVM's libomp (make check-determinism builds with clang).
+.PHONY: openmp-deps
+openmp-deps:
+	@sh scripts/install-deps.sh libomp-dev
+hardening-deps: openmp-deps
