@@ -348,6 +348,24 @@ Test(bad_golden, input_values_out_of_range)
     rb_tmpdir_remove(s.dir);
 }
 
+/* A case without the input that defines its shape, for the components whose
+ * in.x is (B, L, D) or (B, H, L, Dh): the message names the shape expected. */
+Test(bad_golden, defining_input_missing_for_each_shape)
+{
+    setup s;
+    make_setup(&s);
+    rb_golden g;
+    rb_golden_load(&g, "layernorm_small_variance");
+    rb_golden_drop(&g, "in.x");
+    run_error(&s, &g, "a layernorm case without in.x", "a layernorm case needs in.x of shape (B, L, D)");
+    rb_golden_free(&g);
+    rb_golden_load(&g, "rope_interleaved");
+    rb_golden_drop(&g, "in.x");
+    run_error(&s, &g, "a rope case without in.x", "a rope case needs in.x of shape (B, H, L, Dh)");
+    rb_golden_free(&g);
+    rb_tmpdir_remove(s.dir);
+}
+
 /* The families' inputs: token types required with a table, in range; no
  * in.positions under RoBERTa's rule, which derives them from the tokens. */
 Test(bad_golden, family_inputs_missing_or_out_of_range)

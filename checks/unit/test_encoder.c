@@ -587,3 +587,27 @@ Test(encoder, forward_rejects_invalid_token_types_and_positions_under_roberta)
                  err.message);
     fixture_free(&f);
 }
+
+/* A vocabulary of one token: the unscaled lookup still reads the table (not
+ * in.x), row 0 at every position; scaled, 2 E[0] for D = 4. */
+Test(encoder, a_one_token_vocabulary_is_looked_up)
+{
+    encoder_fixture f;
+    refenc_config_default(&f.cfg);
+    f.cfg.d_model = 4, f.cfg.n_heads = 2, f.cfg.d_ff = 3, f.cfg.n_layers = 1, f.cfg.vocab_size = 1;
+    f.cfg.scale_embedding = 0;
+    fixture_alloc(&f, 1, 2);
+    const double row[4] = {0.5, -1.25, 2.0, 0.375};
+    memcpy(f.p.embedding, row, sizeof row);
+    const int64_t tokens[2] = {0, 0};
+    const refenc_input in = {.B = 1, .L = 2, .tokens = tokens};
+    double embed[8];
+    embed_of(embed, &f, &in);
+    for (int i = 0; i < 8; i++)
+        EXPECT_EXACT(embed[i], row[i % 4], "unscaled embed[0,%d,%d]", i / 4, i % 4);
+    f.cfg.scale_embedding = 1;
+    embed_of(embed, &f, &in);
+    for (int i = 0; i < 8; i++)
+        EXPECT_EXACT(embed[i], 2.0 * row[i % 4], "scaled embed[0,%d,%d]", i / 4, i % 4);
+    fixture_free(&f);
+}
