@@ -26,7 +26,8 @@ EPS = 1e-9
 torch.manual_seed(0)
 cases = sys.argv[1:] or ["encoder_large_positions", "encoder_rope_large_positions"]
 for name in cases:
-    case = peer.Case(f"golden/cases/{name}.safetensors", torch.float64)
+    peer.configure("float64")
+    case = peer.Case(peer.refenc.load_case(name, "golden"), torch.float64)
     base = peer.run_encoder(case)["output"].detach()
     orig_pe, orig_rope = peer.sinusoidal_pe, peer.rope
     K = 0.0
