@@ -13,14 +13,12 @@ perturbations do not probe).
 
 usage: scripts/case-sensitivity.py [CASE ...]   (from the top of the tree)
 """
-import importlib.util
 import sys
 
 import torch
 
-spec = importlib.util.spec_from_file_location("peer", "scripts/peers/torch_peer.py")
-peer = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(peer)
+sys.path.insert(0, "scripts/peers")
+import torch_peer as peer  # noqa: E402
 
 EPS = 1e-9
 torch.manual_seed(0)
