@@ -46,7 +46,7 @@ check-python: $(CLI) $(LIB_SO)
 	cd $(PY_EXAMPLE) && $(PY_ENV) $(PY) -m pytest -q -rxs -p no:cacheprovider \
 	    --junitxml=$(abspath $(REPORTS))/python-example.xml test_torch_encoder.py
 	$(PY) scripts/python/pinned_outcomes.py $(REPORTS)/python-example.xml $(PY_PINNED)
-	$(PY_ENV) $(PY) -m pytest -q -rxs --tb=line -p no:cacheprovider \
+	$(PY_ENV) $(PY) -m pytest -q --tb=line -p no:cacheprovider \
 	    --junitxml=$(REPORTS)/python-peer.xml scripts/peers/test_torch_peer.py
 	$(PY) scripts/python/pinned_outcomes.py $(REPORTS)/python-peer.xml $(PEER_PINNED)
 	sh scripts/check-install-python.sh $(BUILD)/python-stage
