@@ -9,8 +9,9 @@ so that load_state_dict(strict=True) accepts exactly the family's checkpoint.
 A golden case stores refenc's names: hf_state_dict() converts them the way a
 user holding the family's layout would read docs/families.md's tables
 backwards, and the modules load the result.  Masks are applied as each family
-applies them (torch.finfo(dtype).min added, filled or substituted), with the
-golden's mask value.
+applies them (torch.finfo(dtype).min added, filled, or combined into GPT-2's
+one 4D mask), with the golden's mask value.  A case arrives as torch_peer's
+Case (a refenc.Case read by the refenc Python module, as torch tensors).
 
     import torch_families
     if torch_families.handles(case.cfg):
