@@ -13,20 +13,19 @@ perturbations do not probe).
 
 usage: scripts/case-sensitivity.py [CASE ...]   (from the top of the tree)
 """
-import importlib.util
 import sys
 
 import torch
 
-spec = importlib.util.spec_from_file_location("peer", "scripts/peers/torch_peer.py")
-peer = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(peer)
+sys.path.insert(0, "scripts/peers")
+import torch_peer as peer  # noqa: E402
 
 EPS = 1e-9
 torch.manual_seed(0)
 cases = sys.argv[1:] or ["encoder_large_positions", "encoder_rope_large_positions"]
 for name in cases:
-    case = peer.Case(f"golden/cases/{name}.safetensors", torch.float64)
+    peer.configure("float64")
+    case = peer.Case(peer.refenc.load_case(name, "golden"), torch.float64)
     base = peer.run_encoder(case)["output"].detach()
     orig_pe, orig_rope = peer.sinusoidal_pe, peer.rope
     K = 0.0

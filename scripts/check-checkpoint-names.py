@@ -25,8 +25,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "python"))
+import refenc  # noqa: E402
 import torch_families  # noqa: E402
-from torch_peer import read_safetensors  # noqa: E402
 
 PREFIX = {"bert": "bert.", "roberta": "roberta.", "distilbert": "distilbert.", "gpt2": "transformer.",
           "clip-text": "text_model."}
@@ -40,16 +41,7 @@ EXTRA = {"bert": {"cls.predictions.bias": (5,), "bert.pooler.dense.bias": ("D",)
 
 def write_safetensors(path, tensors):
     """{name: float64 ndarray} as a safetensors file of F64 tensors."""
-    header, blobs, off = {}, [], 0
-    for name in sorted(tensors):
-        raw = np.ascontiguousarray(tensors[name], dtype="<f8").tobytes()
-        header[name] = {"dtype": "F64", "shape": list(np.shape(tensors[name])), "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+    refenc.write_safetensors(path, {name: ("F64", a) for name, a in tensors.items()})
 
 
 def fingerprint(cli, config, weights, work, name):
@@ -71,17 +63,15 @@ def main():
     manifest = json.load(open(os.path.join(golden, "manifest.json")))
     ok, n = True, 0
     for entry in manifest["cases"]:
-        tensors, meta = read_safetensors(os.path.join(golden, "cases", entry["file"]))
-        cfg = json.loads(meta["config"])
-        if not torch_families.handles(cfg) or meta["component"] != "encoder":
+        case = refenc.Case(os.path.join(golden, "cases", entry["file"]))
+        cfg, params = case.config, case.params
+        if not torch_families.handles(cfg) or case.component != "encoder":
             continue
         fam, D = cfg["family"], cfg["d_model"]
-        params = {k: np.asarray(v, dtype=np.float64) for k, v in tensors.items()
-                  if not k.startswith(("in.", "out.", "dontcare.", "alt."))}
         hf = {PREFIX[fam] + k: np.ascontiguousarray(v) for k, v in torch_families.hf_state_dict(cfg, params).items()}
         for k, shape in EXTRA[fam].items():
             hf[k] = np.zeros(tuple(D if s == "D" else s for s in shape))
-        B, L = tensors["in.tokens"].shape
+        B, L = case.inputs["in.tokens"].shape
         run_cfg = {"model": cfg, "input": {"batch": int(B), "seq_len": int(L)}}
         own_cfg = {"model": dict(cfg, family="vaswani"), "input": run_cfg["input"]}
 
@@ -99,7 +89,7 @@ def main():
             json.dump(run_cfg, f)
         r = subprocess.run([cli, "golden", "--config", cfg_path, "--weights", hf_path, "--name", entry["case"],
                             "--outputs", "final", "--quiet", "--out-file", gold_path], capture_output=True, text=True)
-        stored = read_safetensors(gold_path)[0] if r.returncode == 0 else {}
+        stored = refenc.read_safetensors(gold_path)[1] if r.returncode == 0 else {}
         golden_ok = r.returncode == 0 and all(np.array_equal(np.asarray(stored.get(k, []), dtype=np.float64), v)
                                               for k, v in params.items())
         if not golden_ok:

@@ -49,22 +49,15 @@ names = {}
 for c in failed:
     v = c.get("diagnosis", {}).get("variant")
     names.setdefault(v, []).append(c["case"])
-# The exceptions, each explained (docs/certify.md, the detectability matrix,
-# and scripts/peers/torch_expected.json's notes): in 16-bit compute the
-# peer's GPT-2 with left padding turns a fully masked row into NaN (its two
-# finfo.min masks add up to -inf), so that case fails for the clean peer and
-# hides the one variant only it exposes; and some diagnoses a 16-bit dtype
-# cannot make (the eps variants that move a LayerNorm alike, a variant whose
-# copy lies within two budgets of the golden): caught, named otherwise or not
-# at all, never escaping.
-SIXTEEN = dtype in ("float16", "bfloat16")
-PEER_NAN = {"gpt2_causal_left_padding"} if SIXTEEN else set()
+# The exceptions, each explained (docs/certify.md, the detectability matrix):
+# some diagnoses a 16-bit dtype cannot make (the eps variants that move a
+# LayerNorm alike, a variant whose copy lies within two budgets of the
+# golden): caught, named otherwise or not at all, never escaping.
 ALSO = {  # expected variant -> (dtypes, names the diagnosis may give instead; None: no name)
     "layernorm_eps_div10": (("float16",), {"layernorm_eps_1e-12_for_1e-5"}),
     "layernorm_eps_1e-12_for_1e-5": (("float16", "bfloat16"), {"layernorm_eps_div10", None}),
     "layernorm_eps_1e-5_for_1e-12": (("float16", "bfloat16"), {None}),
     "quick_gelu_for_gelu": (("bfloat16",), {None}),
-    "conv1d_not_transposed": (("float16", "bfloat16"), {None}),
 }
 dts, allowed = ALSO.get(expected, ((), set()))
 allowed = allowed if dtype in dts else set()
@@ -72,7 +65,6 @@ wrong = {v: cs for v, cs in names.items() if v is not None and v != expected and
 ok = True
 if expected == "clean":
     xfail = sorted(c["case"] for c in cert["cases"] if c["verdict"] == "XFAIL")
-    failed = [c for c in failed if c["case"] not in PEER_NAN]
     ok = not failed and not wrong
     msg = (f"no case fails ({len(xfail)} XFAIL: {', '.join(xfail) or 'none'}), no diagnosis" if ok
            else f"unexpected failures {[c['case'] for c in failed]} or diagnoses {wrong}")

@@ -6,8 +6,11 @@
 #                         pytest example docs/examples/test_torch_encoder.py
 #                         copied out of the tree and run as a user would, its
 #                         outcome per test compared with the pinned list
-#                         scripts/python/example-outcomes.txt; then a staged
-#                         install-python / uninstall-python
+#                         scripts/python/example-outcomes.txt; the PyTorch
+#                         peer under pytest (scripts/peers/test_torch_peer.py,
+#                         every case in four modes, a planted bug among them)
+#                         against scripts/python/peer-outcomes.txt; then a
+#                         staged install-python / uninstall-python
 #   make check-report     the report of a planted tiling bug rendered headless
 #                         by chromium: the screenshot shows the stripe
 #   make check-ci-recipe  the plain shell CI recipe of docs/ci.md, run as the
@@ -30,6 +33,7 @@ PY_ENV       = PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$(abspath scripts/python) RE
                REFENC_LIB=$(abspath $(LIB_SO)) REFENC_GOLDEN=$(abspath golden)
 PY_EXAMPLE  := $(BUILD)/python-example
 PY_PINNED   := scripts/python/example-outcomes.txt
+PEER_PINNED := scripts/python/peer-outcomes.txt
 
 .PHONY: check-python install-python uninstall-python check-report check-ci-recipe
 
@@ -42,6 +46,9 @@ check-python: $(CLI) $(LIB_SO)
 	cd $(PY_EXAMPLE) && $(PY_ENV) $(PY) -m pytest -q -rxs -p no:cacheprovider \
 	    --junitxml=$(abspath $(REPORTS))/python-example.xml test_torch_encoder.py
 	$(PY) scripts/python/pinned_outcomes.py $(REPORTS)/python-example.xml $(PY_PINNED)
+	$(PY_ENV) $(PY) -m pytest -q --tb=line -p no:cacheprovider \
+	    --junitxml=$(REPORTS)/python-peer.xml scripts/peers/test_torch_peer.py
+	$(PY) scripts/python/pinned_outcomes.py $(REPORTS)/python-peer.xml $(PEER_PINNED)
 	sh scripts/check-install-python.sh $(BUILD)/python-stage
 
 # The module, with the installed program's and golden cases' paths recorded

@@ -9,8 +9,9 @@ so that load_state_dict(strict=True) accepts exactly the family's checkpoint.
 A golden case stores refenc's names: hf_state_dict() converts them the way a
 user holding the family's layout would read docs/families.md's tables
 backwards, and the modules load the result.  Masks are applied as each family
-applies them (torch.finfo(dtype).min added, filled or substituted), with the
-golden's mask value.
+applies them (torch.finfo(dtype).min added, filled, or combined into GPT-2's
+one 4D mask), with the golden's mask value.  A case arrives as torch_peer's
+Case (a refenc.Case read by the refenc Python module, as torch tensors).
 
     import torch_families
     if torch_families.handles(case.cfg):
@@ -131,15 +132,17 @@ def softmax(s, bug):
 
 class Masks:
     """The golden's masks as a family applies them: keep (B, L) 1 = token
-    (HF's attention_mask), causal, and the mask value (finfo.min of the
-    dtype, or -inf)."""
+    (HF's attention_mask), causal, and the mask value: -inf, or finfo.min of
+    the model's dtype (float16's -65504 in the peer's float32 emulation of
+    float16, as HF's torch.finfo(dtype).min of a half-precision model)."""
 
     def __init__(self, case, B, L, bug):
         cfg, dt = case.cfg, case.dt
         pad = case.padding()  # (B, L) bool, True = padding, inverted by the bug already
         self.keep = torch.ones(B, L, dtype=dt) if pad is None else (~pad).to(dt)
         self.causal = bool(cfg["causal"])
-        self.min = torch.finfo(dt).min if cfg.get("mask_value", "-inf") == "finfo_min" else -math.inf
+        finfo_min = cfg.get("mask_value", "-inf") == "finfo_min"
+        self.min = torch.finfo(getattr(case, "model_dtype", dt)).min if finfo_min else -math.inf
         self.L, self.dt = L, dt
 
     def additive_padding(self):
@@ -150,6 +153,18 @@ class Masks:
 
     def causal_allowed(self):
         return torch.ones(self.L, self.L, dtype=torch.bool).tril()
+
+    def combined_4d(self):
+        """HF's AttentionMaskConverter.to_4d (modeling_attn_mask_utils), the
+        mask GPT-2's attention adds to its scores, (B, 1, L, L): the causal
+        mask (0 on and below the diagonal, min above) masked_fill'ed with min
+        at the padded keys, so that a masked (query, key) pair gets min once,
+        never min + min (which overflows to -inf, and a row of -inf is NaN)."""
+        B = self.keep.shape[0]
+        m = torch.zeros(B, 1, self.L, self.L, dtype=self.dt)
+        if self.causal:
+            m = m.masked_fill(~self.causal_allowed(), self.min)
+        return m.masked_fill((self.keep == 0)[:, None, None, :], self.min)
 
 
 # ---- the embeddings ----------------------------------------------------------------
@@ -261,8 +276,9 @@ class DistilBertLayer(nn.Module):
 
 class GPT2Block(nn.Module):
     """HF GPT2Block: ln_1, attn.{c_attn, c_proj} (Conv1D), ln_2, mlp.{c_fc,
-    c_proj} (Conv1D); Pre-LN; the causal mask substituted with finfo.min
-    (torch.where), the padding mask added."""
+    c_proj} (Conv1D); Pre-LN; one 4D mask, causal and padding combined with
+    a single finfo.min per masked pair (Masks.combined_4d), added to the
+    scores, as HF's eager GPT-2 attention does."""
 
     def __init__(self, cfg, dt, bug):
         super().__init__()
@@ -281,9 +297,7 @@ class GPT2Block(nn.Module):
         H, bug, D = self.H, self.bug, x.shape[-1]
         q, k, v = (heads(t, H) for t in self.attn.c_attn(x).split(D, dim=2))
         s = q @ k.transpose(-1, -2) / score_divisor(q.shape[-1], D, bug)
-        if masks.causal:
-            s = torch.where(masks.causal_allowed(), s, torch.full([], masks.min, dtype=s.dtype))
-        w = softmax(s + masks.additive_padding(), bug)
+        w = softmax(s + masks.combined_4d(), bug)
         return self.attn.c_proj(merge(w @ v, bug), not_transposed=bug == "conv1d_not_transposed"), w
 
     def forward(self, x, masks, pre):
@@ -506,7 +520,7 @@ def run(case, bug):
     """The family case's outputs under refenc's step names."""
     model = Family(case.cfg, case.dt, bug)
     sd = {k: torch.from_numpy(np.ascontiguousarray(v)).to(case.dt)
-          for k, v in hf_state_dict(case.cfg, case.tensors).items()}
+          for k, v in hf_state_dict(case.cfg, case.params).items()}
     model.load_state_dict(sd, strict=True)
     model.eval()
     with torch.no_grad():

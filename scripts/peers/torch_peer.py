@@ -1,12 +1,18 @@
 #!/usr/bin/python3
 """The PyTorch peer: computes every refenc golden case with PyTorch and writes
-results files for `refenc certify`.
+results files for `refenc certify`.  It is the worked example of the refenc
+Python module (docs/python.md): the module reads the cases
+(refenc.all_cases), says which of them PyTorch's own modules can compute
+(Case.fits), records the intermediates with forward hooks (refenc.capture),
+writes the results in F64, F32, F16 or BF16 (Case.write_results) and, with
+--certify, certifies them (refenc.certify); what is left here is PyTorch.
 
 It uses PyTorch's own modules where they exist (nn.TransformerEncoder /
 nn.TransformerEncoderLayer, nn.MultiheadAttention with a float attn_mask for
 ALiBi, nn.LayerNorm, nn.Embedding, F.gelu, torch.softmax) and plain torch
 operations where they don't (RoPE, sinusoidal PE, temperature), in float64 or
-float32.  It reads and writes safetensors with numpy and json only.
+float32.  The family cases (BERT, RoBERTa, DistilBERT, GPT-2, CLIP text) go
+to torch_families.py: modules under the families' own names.
 
 In float16 and bfloat16 it computes the way tensor-core and fused CPU kernels
 do: every operation in float32 on values of the dtype, its output rounded to
@@ -18,83 +24,28 @@ rounding; --native runs PyTorch's own bfloat16 CPU kernels instead.
 
     scripts/peers/torch_peer.py --golden golden --out results/torch-f64 --dtype float64
     build/refenc certify --golden golden --results results/torch-f64
+    scripts/peers/torch_peer.py --golden golden --out results/torch-bf16 --dtype bfloat16 --certify
 
 docs/certify.md walks through it as the worked example of certifying an
 implementation.
 """
 import argparse
-import fnmatch
-import json
 import math
 import os
-import struct
 import sys
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+try:
+    import refenc  # installed (make install-python)
+except ImportError:  # in the source tree: scripts/python
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+    import refenc
+
 import torch_families  # the encoder families (BERT, RoBERTa, DistilBERT, GPT-2, CLIP text)
-
-# ---- safetensors with numpy -------------------------------------------------
-
-NP_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "U8": "u1", "BOOL": "u1"}
-
-
-def read_safetensors(path):
-    """Returns ({name: ndarray}, metadata dict)."""
-    with open(path, "rb") as f:
-        buf = f.read()
-    (n,) = struct.unpack("<Q", buf[:8])
-    header = json.loads(buf[8:8 + n])
-    meta = header.pop("__metadata__", {})
-    data = buf[8 + n:]
-    out = {}
-    for name, e in header.items():
-        b, end = e["data_offsets"]
-        raw = data[b:end]
-        if e["dtype"] == "BF16":  # bfloat16: the high half of a float32
-            a = (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
-        else:
-            a = np.frombuffer(raw, NP_DTYPES[e["dtype"]])
-        out[name] = a.reshape(e["shape"])
-    return out, meta
-
-
-def to_numpy(t):
-    """A torch tensor as (ndarray, safetensors dtype); numpy has no bfloat16,
-    so a bfloat16 tensor travels as its 16-bit patterns."""
-    if EMU is not None:  # float32 holding values of the dtype: exact
-        t = t.to(EMU.dt)
-    if t.dtype == torch.bfloat16:
-        return t.contiguous().view(torch.int16).numpy().view(np.uint16), "BF16"
-    a = t.numpy()
-    return a, {np.dtype("float64"): "F64", np.dtype("float32"): "F32", np.dtype("float16"): "F16"}[a.dtype]
-
-
-def write_safetensors(path, tensors, metadata=None):
-    """Writes {name: (ndarray, dtype)} (F64, F32, F16, or BF16 as uint16 bit
-    patterns) atomically."""
-    names = sorted(tensors)
-    header, blobs, off = {}, [], 0
-    for name in names:
-        a, dt = tensors[name]
-        a = np.ascontiguousarray(a)
-        raw = a.astype(a.dtype.newbyteorder("<")).tobytes()
-        header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    if metadata:
-        header["__metadata__"] = metadata
-    h = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
-    h += b" " * (-len(h) % 8)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-    os.replace(tmp, path)
-
 
 # ---- bug injection (--bug) -------------------------------------------------------
 # The known bug variants of refenc (ref/tool/variants.h, docs/certify.md), injected
@@ -285,33 +236,37 @@ def activation_fn(name):
 
 
 class Case:
-    def __init__(self, path, dt):
-        self.tensors, self.meta = read_safetensors(path)
-        self.name = self.meta["case"]
-        self.component = self.meta["component"]
-        self.cfg = json.loads(self.meta["config"])
-        self.outputs = [o["name"] for o in json.loads(self.meta["outputs"])]
-        self.dt = dt
+    """A golden case (a refenc.Case: its inputs and parameters as float64,
+    int64 and bool arrays) as torch tensors of the peer's dtype."""
+
+    def __init__(self, golden, dt):
+        self.golden = golden
+        self.name, self.component, self.cfg = golden.name, golden.component, golden.config
+        self.params = golden.params
+        self.dt = dt  # the compute dtype: float32 in the emulation of float16 and bfloat16
+        self.model_dtype = EMU.dt if EMU is not None else dt  # the dtype the model stands for
+        self._arrays = {**golden.inputs, **golden.params}
 
     def has(self, name):
-        return name in self.tensors
+        return name in self._arrays
 
     def t(self, name):
         """A floating input or parameter as a torch tensor of the peer's dtype
         (emulated: float32 holding the values rounded to the dtype)."""
-        t = torch.from_numpy(np.array(self.tensors[name], dtype=np.float64)).to(self.dt)
+        t = refenc.tensor(self._arrays[name], self.dt)
         return EMU.round(t) if EMU is not None else t
 
     def i(self, name):
-        return torch.from_numpy(np.array(self.tensors[name], dtype=np.int64))
+        return refenc.tensor(self._arrays[name])
 
     def positions(self, L):
         return self.i("in.positions") if self.has("in.positions") else torch.arange(L)
 
     def padding(self):
+        """(B, L) bool, True = padding, or None."""
         if not self.has("in.key_padding_mask"):
             return None
-        pad = torch.from_numpy(self.tensors["in.key_padding_mask"].astype(bool))
+        pad = self.i("in.key_padding_mask")
         return ~pad if BUG == "padding_mask_inverted" else pad
 
 
@@ -359,10 +314,19 @@ def manual_attention(case, x, W_in, b_in, W_o, b_o, positions):
     return F.linear(ctx, W_o, b_o), w
 
 
-def needs_manual(cfg):
-    """nn.MultiheadAttention cannot express RoPE, a temperature, or an injected
-    bug, and is one fused operation for the emulation of float16/bfloat16."""
-    return cfg["positional"] == "rope" or cfg["temperature"] != 1.0 or BUG is not None or EMU is not None
+# What nn.TransformerEncoder and nn.MultiheadAttention express, as the case
+# features of refenc.features_of (docs/python.md): not RoPE, not a
+# temperature.  A case needing anything else takes the torch operations.
+NN_MODULES = {"component=*", "input=*", "norm=*", "final_norm=*", "activation=*", "causal=*",
+              "positional=none", "positional=sinusoidal", "positional=learned", "positional=alibi",
+              "positions", "key_padding_mask", "attn_mask"}
+
+
+def needs_manual(case):
+    """The torch operations rather than PyTorch's modules: a case the modules
+    cannot express, an injected bug, or the emulation of float16/bfloat16 (a
+    module is one fused operation, its steps not rounded)."""
+    return not case.golden.fits(NN_MODULES)[0] or BUG is not None or EMU is not None
 
 
 # ---- components ----------------------------------------------------------------
@@ -392,10 +356,10 @@ def run_encoder(case):
         x = x + case.t("pos_embedding.weight")[positions]
     out["embed"] = x
 
-    state = {k: case.t(k) for k in case.tensors if k.startswith("layers.") or k.startswith("norm.")}
+    state = {k: case.t(k) for k in case.params if k.startswith(("layers.", "norm."))}
     pad = case.padding()
 
-    if not needs_manual(cfg):
+    if not needs_manual(case):
         layer = nn.TransformerEncoderLayer(D, H, cfg["d_ff"], dropout=0.0,
                                            activation=activation_fn(cfg["activation"]) if cfg["activation"] in ("gelu_tanh", "quick_gelu") else cfg["activation"],
                                            layer_norm_eps=eps, batch_first=True, norm_first=pre, dtype=dt)
@@ -403,23 +367,15 @@ def run_encoder(case):
         enc = nn.TransformerEncoder(layer, N, norm=final, enable_nested_tensor=False)
         enc.load_state_dict(state, strict=True)
         enc.eval()
-        # forward hooks record every step under refenc's names
-        for i, lyr in enumerate(enc.layers):
-            def hook(name):
-                def f(_m, _inp, o):
-                    out[name] = o[0] if isinstance(o, tuple) else o
-                return f
-            lyr.norm1.register_forward_hook(hook(f"layers.{i}.norm1"))
-            lyr.norm2.register_forward_hook(hook(f"layers.{i}.norm2"))
-            lyr.self_attn.register_forward_hook(hook(f"layers.{i}.self_attn"))
-            lyr.linear2.register_forward_hook(hook(f"layers.{i}.ffn"))
-            lyr.register_forward_hook(hook(f"layers.{i}.output"))
-        if final is not None:
-            enc.norm.register_forward_hook(hook("norm"))
         mask = score_bias(case, B, H, L, positions)
-        # gradients stay enabled so that PyTorch takes the module path (the
-        # fast path skips the submodules and their hooks)
-        y = enc(x, mask=mask, src_key_padding_mask=pad)
+        # forward hooks record every step under refenc's names; gradients
+        # stay enabled so that PyTorch takes the module path (its fused
+        # inference path calls no submodule, and no hook would fire)
+        with refenc.capture(enc, refenc.encoder_steps(enc)) as cap:
+            y = enc(x, mask=mask, src_key_padding_mask=pad)
+        if cap.missing():
+            raise RuntimeError(f"{case.name}: no forward hook recorded {', '.join(cap.missing())}")
+        out.update(cap.outputs)
         out["output"] = y
         return out
 
@@ -460,7 +416,7 @@ def run_attention(case):
     positions = case.positions(L)
     W_in, b_in = case.t("in_proj_weight"), case.t("in_proj_bias")
     W_o, b_o = case.t("out_proj.weight"), case.t("out_proj.bias")
-    if needs_manual(cfg):
+    if needs_manual(case):
         y, w = manual_attention(case, x, W_in, b_in, W_o, b_o, positions)
         return {"weights": w, "output": y}
     mha = nn.MultiheadAttention(D, H, dropout=0.0, batch_first=True, dtype=case.dt)
@@ -520,6 +476,34 @@ COMPONENTS = {"encoder": run_encoder, "attention": run_attention, "ffn": run_ffn
               "sinusoidal_pe": run_sinusoidal_pe, "rope": run_rope, "alibi": run_alibi}
 
 
+DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
+          "bfloat16": torch.bfloat16}
+DT = torch.float64  # the compute dtype of the mode configure() set
+
+
+def configure(dtype="float64", accumulate="float32", native=False, bug=None):
+    """Sets the peer's mode: --dtype, --accumulate, --native, --bug."""
+    global BUG, EMU, DT
+    BUG, EMU, DT = bug, None, DTYPES[dtype]
+    if DT in (torch.float16, torch.bfloat16) and not native:
+        EMU = Emulation(DT, pure=accumulate == "dtype")
+        DT = torch.float32
+    torch.set_num_threads(1)  # one thread: the same result on every run
+
+
+def compute(golden):
+    """The outputs of a refenc.Case in the configured mode, {step: tensor}
+    under refenc's step names ("output", "layers.0.norm1", ...); the steps
+    the case does not hold are left out."""
+    case = Case(golden, DT)
+    if EMU is not None:
+        with EMU:
+            outs = COMPONENTS[case.component](case)
+    else:
+        outs = COMPONENTS[case.component](case)
+    return {step: t.detach() for step, t in outs.items() if refenc.golden.OUT + step in golden.expected}
+
+
 def describe(args):
     """'float32', 'bfloat16 (float32 accumulation)', 'bfloat16 (PyTorch's kernels)', ..."""
     if args.dtype in ("float64", "float32"):
@@ -535,7 +519,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--golden", required=True, help="the golden directory (manifest.json, cases/)")
     ap.add_argument("--out", required=True, help="directory for the results files")
-    ap.add_argument("--dtype", choices=["float64", "float32", "float16", "bfloat16"], default="float64")
+    ap.add_argument("--dtype", choices=list(DTYPES), default="float64")
     ap.add_argument("--accumulate", choices=["float32", "dtype"], default="float32",
                     help="float16/bfloat16: accumulate in float32 (default) or in the dtype itself")
     ap.add_argument("--native", action="store_true",
@@ -544,43 +528,37 @@ def main():
     ap.add_argument("--bug", choices=KNOWN_BUGS + UNKNOWN_BUGS,
                     help="inject a bug into this peer's computation: one of refenc's known variants "
                          "(docs/certify.md), or one it does not know")
+    ap.add_argument("--certify", action="store_true",
+                    help="then certify the results with refenc certify ($REFENC_CLI, else the tree's "
+                         "build/refenc): print what failed; exit 1 if a case failed")
     args = ap.parse_args()
     if args.native and args.dtype != "bfloat16":
         ap.error("--native goes with --dtype bfloat16 (PyTorch has no float16 CPU kernels)")
     if args.accumulate == "dtype" and (args.native or args.dtype in ("float64", "float32")):
         ap.error("--accumulate dtype goes with --dtype float16 or bfloat16, without --native")
-    global BUG, EMU
-    BUG = args.bug
-
-    dt = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
-          "bfloat16": torch.bfloat16}[args.dtype]
-    if dt in (torch.float16, torch.bfloat16) and not args.native:
-        EMU = Emulation(dt, pure=args.accumulate == "dtype")
-        dt = torch.float32
-    torch.set_num_threads(1)  # one thread: the same result on every run
-    with open(os.path.join(args.golden, "manifest.json")) as f:
-        manifest = json.load(f)
-    os.makedirs(args.out, exist_ok=True)
-    n = 0
-    for entry in manifest["cases"]:
-        if not fnmatch.fnmatch(entry["case"], args.case):
-            continue
-        case = Case(os.path.join(args.golden, "cases", entry["file"]), dt)
-        if EMU is not None:
-            with EMU:
-                outs = COMPONENTS[case.component](case)
-        else:
-            outs = COMPONENTS[case.component](case)
-        results = {}
-        for name in case.outputs:
-            key = name[len("out."):]
-            if key in outs:
-                results[name] = to_numpy(outs[key].detach())
-        write_safetensors(os.path.join(args.out, case.name + ".safetensors"), results,
-                          {"implementation": f"torch {torch.__version__} {describe(args)}"})
-        n += 1
-    print(f"torch_peer: {n} case(s) computed in {describe(args)} into {args.out}")
-    return 0 if n else 2
+    configure(args.dtype, args.accumulate, args.native, args.bug)
+    implementation = {"implementation": f"torch {torch.__version__} {describe(args)}"}
+    try:
+        cases = refenc.all_cases(args.golden, args.case)
+    except (OSError, refenc.FormatError) as e:
+        print(f"torch_peer: {e}", file=sys.stderr)
+        return 2
+    for case in cases:
+        # results in the dtype computed: F64, F32, or F16/BF16 (exact: the
+        # emulation's float32 values are values of the dtype)
+        case.write_results(args.out, compute(case), dtype=args.dtype, metadata=implementation)
+    print(f"torch_peer: {len(cases)} case(s) computed in {describe(args)} into {args.out}")
+    if not cases:
+        return 2
+    if not args.certify:
+        return 0
+    cert = refenc.certify(args.out, [c.name for c in cases], golden=args.golden)
+    s = cert.summary
+    print(f"refenc certify: {s['cases']} case(s): {s['passed']} PASS, {s['failed']} FAIL, {s['xfail']} XFAIL, "
+          f"{s['xpass']} XPASS, {s['skipped']} SKIP")
+    if not cert.passed:
+        print(cert.explain())
+    return 0 if cert.passed else 1
 
 
 if __name__ == "__main__":

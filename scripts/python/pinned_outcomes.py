@@ -5,7 +5,8 @@ pinned list, so that a run of the pytest example that changes any verdict
 added or removed) fails CI, with the differences.
 
     pinned_outcomes.py JUNIT.xml PINNED.txt          compare
-    pinned_outcomes.py --write JUNIT.xml PINNED.txt  rewrite the list from a run
+    pinned_outcomes.py --write JUNIT.xml PINNED.txt  rewrite the list from a run (its
+                                                     opening comment lines kept)
 
 PINNED.txt: one line per test, "<test id> <outcome>", outcome one of passed,
 failed, skipped, xfailed; lines starting with # are comments.
@@ -47,6 +48,22 @@ def read_pinned(path):
     return pinned
 
 
+def read_header(path):
+    """The comment lines opening an existing pinned list ("" if none): a
+    rewrite keeps them."""
+    try:
+        with open(path) as f:
+            lines = f.readlines()
+    except FileNotFoundError:
+        return ""
+    head = []
+    for line in lines:
+        if not line.startswith("#"):
+            break
+        head.append(line)
+    return "".join(head)
+
+
 def main(argv):
     write = argv[1:2] == ["--write"]
     args = argv[2:] if write else argv[1:]
@@ -57,9 +74,11 @@ def main(argv):
     try:
         got = outcomes(junit)
         if write:
+            header = read_header(pinned_path) or (
+                "# The pinned outcome of every test of docs/examples/test_torch_encoder.py\n"
+                "# (make check-python compares each run with it; scripts/python/pinned_outcomes.py)\n")
             with open(pinned_path, "w") as f:
-                f.write("# The pinned outcome of every test of docs/examples/test_torch_encoder.py\n"
-                        "# (make check-python compares each run with it; scripts/python/pinned_outcomes.py)\n")
+                f.write(header)
                 for tid in sorted(got):
                     f.write(f"{tid} {got[tid]}\n")
             print(f"pinned_outcomes: wrote {len(got)} outcomes to {pinned_path}")

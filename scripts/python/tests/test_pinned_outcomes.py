@@ -44,3 +44,15 @@ def test_write_then_compare(tree, tmp_path):
     (tmp_path / "p.txt").write_text("a-float64 maybe\n")
     r = run(tree, str(tmp_path / "j.xml"), str(tmp_path / "p.txt"))
     assert r.returncode == 2 and "p.txt:1" in r.stderr
+
+
+def test_write_keeps_the_opening_comment(tree, tmp_path):
+    """A rewrite keeps the list's own header; a new list gets the default one."""
+    (tmp_path / "j.xml").write_text(JUNIT)
+    (tmp_path / "p.txt").write_text("# the peer's outcomes\n# second line\na-float64 failed\n# not header\n")
+    assert run(tree, "--write", str(tmp_path / "j.xml"), str(tmp_path / "p.txt")).returncode == 0
+    text = (tmp_path / "p.txt").read_text()
+    assert text.startswith("# the peer's outcomes\n# second line\na-float64 passed\n"), text
+    assert "# not header" not in text and "test_torch_encoder" not in text, text
+    assert run(tree, "--write", str(tmp_path / "j.xml"), str(tmp_path / "new.txt")).returncode == 0
+    assert (tmp_path / "new.txt").read_text().startswith("# The pinned outcome of every test of docs/examples/")
