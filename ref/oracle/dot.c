@@ -59,19 +59,16 @@ static inline void propagate(mp_limb_t *a, mp_limb_t c)
         c = (mp_limb_t)(t_ >> 64);                                     \
     } while (0)
 
-#if defined(__x86_64__)
-
-/* a += X w for N = 1 to 4 limbs of X, in two carry chains: the low halves
- * of the products X[i] w into a[i], then their high halves into a[i + 1].
- * The same sum as STEP's, in independent add-with-carry chains instead of
- * one carry word passed from limb to limb (about a third fewer
- * instructions in the linear maps' loop). */
+#if defined(__x86_64__) && !defined(REFENC_MP_PORTABLE_DOT)
+#define REFENC_MP_ADC_CHAINS 1
 /* a[0..N] += X[0..N) w, for N = 2 to 4 limbs of X (p = 65 to 256
  * bits): the products' low halves go into a[i] and their high halves into
  * a[i + 1] in two add-with-carry chains, whose carries out (at most 2)
  * then run up from a[N + 1].  The same sum as STEP's, which passes one
  * carry word from limb to limb; gcc's code for the 128-bit additions
- * spills, and x86-64's adc chain is about half the instructions. */
+ * spills, and x86-64's adc chain is about half the instructions.
+ * -DREFENC_MP_PORTABLE_DOT (and any other machine) takes the C code, which
+ * make check-determinism compares bit for bit. */
 static inline __attribute__((always_inline)) void add_product_2(mp_limb_t *a, const mp_limb_t *X,
                                                                 mp_limb_t w)
 {
@@ -139,13 +136,15 @@ static inline __attribute__((always_inline)) void add_product_4(mp_limb_t *a, co
     if (__builtin_expect(c != 0, 0))
         propagate(a + 5, c);
 }
+#else
+#define REFENC_MP_ADC_CHAINS 0
 #endif
 
 /* a += X w, X of nx limbs (unrolled for the common sizes). */
 static inline __attribute__((always_inline)) void add_unshifted(mp_limb_t *a, const mp_limb_t *X,
                                                                 size_t nx, mp_limb_t w)
 {
-#if defined(__x86_64__)
+#if REFENC_MP_ADC_CHAINS
     switch (nx) {
     case 2: add_product_2(a, X, w); return;
     case 3: add_product_3(a, X, w); return;
@@ -204,6 +203,25 @@ static void add_product(mp_limb_t *acc, long off, const mp_limb_t *X, size_t nx,
     }
     mp_limb_t *a = acc + (size_t)off / 64;
     const unsigned r = (unsigned)off % 64;
+#if REFENC_MP_ADC_CHAINS
+    if (nx <= 3) { /* X shifted once, then a product of nx + 1 limbs per limb of Y */
+        mp_limb_t xs[4];
+        const size_t ns = nx + 1;
+        xs[nx] = r == 0 ? 0 : mpn_lshift(xs, X, (mp_size_t)nx, r);
+        if (r == 0)
+            memcpy(xs, X, nx * sizeof *X);
+        for (size_t j = 0; j < ny; j++)
+            if (Y[j] != 0) {
+                if (ns == 4)
+                    add_product_4(a + j, xs, Y[j]);
+                else if (ns == 3)
+                    add_product_3(a + j, xs, Y[j]);
+                else
+                    add_product_2(a + j, xs, Y[j]);
+            }
+        return;
+    }
+#endif
     for (size_t j = 0; j < ny; j++)
         if (Y[j] != 0)
             add_shifted(a + j, r, X, nx, Y[j]);
