@@ -511,8 +511,13 @@ static int golden_make(const golden_args *a)
         golden_shard_units(a->shard_k, a->shard_n, units, &begin, &end);
     /* per layer: the layers' stored inputs, from the double reference */
     if (st == REFENC_OK && a->per_layer) {
+        /* a shard's units are (layer, item) pairs from `begin` on, layer by
+         * layer: within one layer, only its items need the reference */
         const size_t first = begin / s.c.B, last = end > begin ? (end - 1) / s.c.B : first;
-        st = golden_layer_inputs(&inputs, &s.c, a->shard_n > 0 ? first : 0, a->shard_n > 0 ? last : N - 1, &err);
+        const int one_layer = a->shard_n > 0 && first == last && end > begin;
+        st = golden_layer_inputs(&inputs, &s.c, a->shard_n > 0 ? first : 0, a->shard_n > 0 ? last : N - 1,
+                                 one_layer ? begin - first * s.c.B : 0, one_layer ? end - first * s.c.B : s.c.B,
+                                 &err);
     }
     if (st == REFENC_OK && in_parts)
         st = golden_steps_init(&steps, &s.c, a->final_only ? final_step : NULL, NULL, a->shard_n == 0);
