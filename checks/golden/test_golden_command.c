@@ -396,16 +396,19 @@ Test(golden_command, an_encoder_case_of_the_catalogue_regenerates_byte_for_byte,
 Test(golden_command, shards_merge_into_the_unsharded_file, .timeout = 90)
 {
     char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], whole[RB_PATH_MAX + 32], merged[RB_PATH_MAX + 32];
-    char part[4][RB_PATH_MAX + 32], spec[16];
+    char part[5][RB_PATH_MAX + 32], spec[16];
     rb_tmpdir(dir);
     const char *text = "{\"model\": {\"d_model\": 16, \"n_heads\": 2, \"d_ff\": 24, \"n_layers\": 2,"
                        " \"positional\": \"alibi\", \"norm\": \"post\"},"
-                       " \"input\": {\"batch\": 2, \"seq_len\": 5, \"padding\": [0, 2]}}";
+                       " \"input\": {\"batch\": 3, \"seq_len\": 5, \"padding\": [0, 2, 1]}}";
     config_file(cfg, sizeof cfg, dir, text);
     snprintf(whole, sizeof whole, "%s/whole.safetensors", dir);
     snprintf(merged, sizeof merged, "%s/merged.safetensors", dir);
     for (int per_layer = 1; per_layer >= 0; per_layer--) {
-        const int n = per_layer ? 3 : 2; /* 4 units (layers x items) in 3 parts; 2 items in 2 */
+        /* per layer, 6 units (layers x items) in 4 parts: item 0 and items 1-2
+         * of layer 0, then of layer 1 (whose reference runs on those items
+         * alone); the whole stack, 3 items in 2 parts */
+        const int n = per_layer ? 4 : 2;
         run_ok((const char *[]){"refenc", "golden", "--config", cfg, per_layer ? "--per-layer" : "--quiet",
                                 "--out-file", whole, "--quiet", NULL});
         for (int k = 1; k <= n; k++) {
@@ -416,9 +419,9 @@ Test(golden_command, shards_merge_into_the_unsharded_file, .timeout = 90)
                                     "--quiet", NULL});
         }
         /* in any order */
-        if (n == 3)
-            run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", merged, part[3], part[1], part[2],
-                                    "--quiet", NULL});
+        if (n == 4)
+            run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", merged, part[3], part[1], part[4],
+                                    part[2], "--quiet", NULL});
         else
             run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", merged, part[2], part[1], "--quiet",
                                     NULL});

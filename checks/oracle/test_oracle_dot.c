@@ -220,6 +220,95 @@ Test(oracle_dot, zeros_cancellation_and_special_values_equal_mpfr_sum)
     gsl_rng_free(r);
 }
 
+/* What the linear maps' row kernel does to be fast: a value whose low limbs
+ * are zero (a double held at p bits, as a layer's stored input is) enters
+ * the sum by its top limbs only, so rows of such values, and rows mixing
+ * them with full values, take other paths; and sums whose every limb is all
+ * ones carry out of each product's add-with-carry chains into the limbs
+ * above, which random values almost never do. */
+Test(oracle_dot, rows_of_doubles_mixed_rows_and_carries_equal_mpfr_sum)
+{
+    gsl_rng *r = test_rng(73);
+    const mpfr_prec_t precs[] = {64, 128, 192, 256, 320};
+    char where[128];
+    for (size_t pi = 0; pi < sizeof precs / sizeof precs[0]; pi++) {
+        for (int kind = 0; kind < 3; kind++) {
+            dot_case c;
+            case_init(&c, N_MAX, precs[pi], precs[(pi + 1) % (sizeof precs / sizeof precs[0])]);
+            for (size_t k = 0; k < N_MAX; k++) {
+                if (kind == 0 || (kind == 1 && k % 3 != 0)) /* a double, or (kind 1) now and then a full value */
+                    mpfr_set_d(c.x[k], ldexp(gsl_ran_gaussian(r, 1.0), (int)gsl_rng_uniform_int(r, 16) - 8), MPFR_RNDN);
+                else
+                    random_x(c.x[k], r, (long)gsl_rng_uniform_int(r, 16) - 8);
+                c.y[k] = gsl_ran_gaussian(r, 0.1);
+            }
+            if (kind == 2) { /* every limb all ones, every term of one sign: carries everywhere */
+                for (size_t k = 0; k < N_MAX; k++) {
+                    mpfr_set_ui(c.x[k], 1, MPFR_RNDN);
+                    mpfr_nextbelow(c.x[k]); /* 1 - 2^-p: p ones */
+                    mpfr_mul_2si(c.x[k], c.x[k], (long)(k % 64), MPFR_RNDN);
+                    c.y[k] = (2.0 - 0x1p-52) * ldexp(1.0, (int)(k % 7)); /* 53 ones */
+                }
+            }
+            c.has_extra = kind != 1;
+            c.extra = kind == 2 ? 0x1.fffffffffffffp-3 : gsl_ran_gaussian(r, 0.01);
+            snprintf(where, sizeof where, "seed %lu, precision %ld, %s", test_seed(), (long)precs[pi],
+                     kind == 0 ? "doubles" : kind == 1 ? "doubles and full values" : "all ones");
+            check(&c, where);
+            case_clear(&c);
+        }
+    }
+    gsl_rng_free(r);
+}
+
+/* Both operands multi-limb MPFR values (attention: q.k, weights.v), every
+ * pair of limb counts 1 to 5, with and without zero low limbs: the
+ * products of the longer operand, shifted once, by each limb of the
+ * shorter. */
+Test(oracle_dot, mpfr_times_mpfr_at_every_pair_of_precisions_equals_mpfr_sum)
+{
+    gsl_rng *r = test_rng(74);
+    const mpfr_prec_t precs[] = {53, 64, 128, 192, 256, 300};
+    const size_t np = sizeof precs / sizeof precs[0];
+    for (size_t a = 0; a < np; a++)
+        for (size_t b = 0; b < np; b++)
+            for (int trial = 0; trial < 4; trial++) {
+                const size_t n = 1 + gsl_rng_uniform_int(r, N_MAX);
+                mpfr_ptr x = refenc_mp_alloc(n, precs[a]), y = refenc_mp_alloc(n, precs[b]);
+                for (size_t k = 0; k < n; k++) {
+                    random_x(x + k, r, (long)gsl_rng_uniform_int(r, 40) - 20);
+                    random_x(y + k, r, (long)gsl_rng_uniform_int(r, 40) - 20);
+                    if (trial == 3 && k % 2 == 0) /* a double held at p bits: zero low limbs */
+                        mpfr_set_d(y + k, mpfr_get_d(y + k, MPFR_RNDN), MPFR_RNDN);
+                }
+                mpfr_t got, want;
+                mpfr_init2(got, precs[(a + b) % np]);
+                mpfr_init2(want, precs[(a + b) % np]);
+                const int want_inexact = reference_dot(want, x, y, n, NULL);
+                refenc_mp_ws ws;
+                cr_assert_eq(refenc_mp_ws_alloc(&ws, precs[a] > precs[b] ? precs[a] : precs[b], 4, N_MAX + 1),
+                             REFENC_OK);
+                for (int order = 0; order < 2; order++) {
+                    mpfr_clear_flags();
+                    if (order == 0)
+                        refenc_mp_dot(got, x, 1, y, 1, n, NULL, &ws);
+                    else
+                        refenc_mp_dot(got, y, 1, x, 1, n, NULL, &ws);
+                    cr_expect(same(got, want), "seed %lu, %ld x %ld bits, n %zu, trial %d, order %d: got %.17g, want %.17g",
+                              test_seed(), (long)precs[a], (long)precs[b], n, trial, order,
+                              mpfr_get_d(got, MPFR_RNDN), mpfr_get_d(want, MPFR_RNDN));
+                    cr_expect_eq(mpfr_inexflag_p() != 0, want_inexact != 0, "%ld x %ld bits: inexact flag",
+                                 (long)precs[a], (long)precs[b]);
+                }
+                refenc_mp_ws_free(&ws);
+                mpfr_clear(got);
+                mpfr_clear(want);
+                refenc_mp_free(x, n);
+                refenc_mp_free(y, n);
+            }
+    gsl_rng_free(r);
+}
+
 Test(oracle_dot, the_comparison_sees_one_ulp)
 {
     /* negative control: the check above tells a result one ulp off, or of

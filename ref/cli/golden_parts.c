@@ -37,7 +37,7 @@ void golden_shard_units(size_t k, size_t n, size_t units, size_t *begin, size_t 
 
 typedef struct {
     double **inputs;
-    size_t first, last, n_layers, numel;
+    size_t first, last, n_layers, offset, numel; /* the items' values: numel from offset */
 } chain;
 
 static void keep_layer_input(void *ctx, const char *name, const double *data, size_t ndim,
@@ -54,7 +54,25 @@ static void keep_layer_input(void *ctx, const char *name, const double *data, si
     else
         return;
     if (layer >= ch->first && layer <= ch->last && layer < ch->n_layers && ch->inputs[layer] != NULL)
-        memcpy(ch->inputs[layer], data, ch->numel * sizeof(double));
+        memcpy(ch->inputs[layer] + ch->offset, data, ch->numel * sizeof(double));
+}
+
+/* The case's input restricted to the items [lo, hi): the (B, L, ...)
+ * tensors from item lo on; positions and the (L, L) mask are shared. */
+static refenc_input items_input(const refenc_case *c, size_t lo, size_t hi)
+{
+    refenc_input in = refenc_case_input(c);
+    const size_t L = c->L, D = c->cfg.d_model;
+    in.B = hi - lo;
+    if (in.tokens != NULL)
+        in.tokens += lo * L;
+    if (in.x != NULL)
+        in.x += lo * L * D;
+    if (in.key_padding_mask != NULL)
+        in.key_padding_mask += lo * L;
+    if (in.token_types != NULL)
+        in.token_types += lo * L;
+    return in;
 }
 
 void golden_layer_inputs_free(double **inputs, size_t n_layers)
@@ -67,10 +85,10 @@ void golden_layer_inputs_free(double **inputs, size_t n_layers)
 }
 
 int golden_layer_inputs(double ***inputs, const refenc_case *c, size_t first, size_t last,
-                        refenc_error *err)
+                        size_t item_lo, size_t item_hi, refenc_error *err)
 {
-    const refenc_config *cfg = &c->cfg;
-    const size_t N = cfg->n_layers, numel = c->B * c->L * cfg->d_model;
+    const size_t N = c->cfg.n_layers, LD = c->L * c->cfg.d_model, numel = c->B * LD;
+    const size_t items = item_hi - item_lo;
     *inputs = calloc(N, sizeof **inputs);
     if (*inputs == NULL)
         return refenc_error_set(err, REFENC_ENOMEM, "out of memory for the layer inputs");
@@ -80,16 +98,19 @@ int golden_layer_inputs(double ***inputs, const refenc_case *c, size_t first, si
             *inputs = NULL;
             return refenc_error_set(err, REFENC_ENOMEM, "out of memory for the layer inputs");
         }
+    /* the stack up to layer `last` (the output of later layers is not needed) */
+    refenc_config cfg = c->cfg;
+    cfg.n_layers = last + 1 < N ? last + 1 : N;
     refenc_workspace ws;
-    double *y = refenc_alloc_array(numel, sizeof *y);
-    int st = refenc_workspace_alloc(&ws, cfg, c->B, c->L, err);
+    double *y = refenc_alloc_array(items * LD, sizeof *y);
+    int st = refenc_workspace_alloc(&ws, &cfg, items, c->L, err);
     if (st == REFENC_OK && y == NULL)
         st = refenc_error_set(err, REFENC_ENOMEM, "out of memory for the reference's run");
     if (st == REFENC_OK) {
-        chain ch = {*inputs, first, last, N, numel};
+        chain ch = {*inputs, first, last, N, item_lo * LD, items * LD};
         const refenc_trace tr = {keep_layer_input, &ch};
-        const refenc_input in = refenc_case_input(c);
-        st = refenc_encoder_forward(y, &ws, &c->params, cfg, &in, &tr, err);
+        const refenc_input in = items_input(c, item_lo, item_hi);
+        st = refenc_encoder_forward(y, &ws, &c->params, &cfg, &in, &tr, err);
     }
     refenc_workspace_free(&ws);
     free(y);

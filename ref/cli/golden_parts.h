@@ -23,10 +23,14 @@ void golden_shard_units(size_t k, size_t n, size_t units, size_t *begin, size_t 
 
 /* The layer inputs of a case made per layer: layer i's input is the double
  * reference's value of the stack before layer i (the embedding for i = 0),
- * for the layers [first, last]; the others are NULL.  (N) pointers, freed
- * with golden_layer_inputs_free.  Errors: those of refenc_encoder_forward. */
+ * for the layers [first, last] and the batch items [item_lo, item_hi); the
+ * other layers are NULL, the other items of a layer zero.  The reference
+ * runs on those items only and stops after layer `last` (its values of an
+ * item do not depend on the other items), so a shard pays for its own
+ * layers, not the whole stack's.  (N) pointers, each (B, L, D), freed with
+ * golden_layer_inputs_free.  Errors: those of refenc_encoder_forward. */
 int golden_layer_inputs(double ***inputs, const refenc_case *c, size_t first, size_t last,
-                        refenc_error *err);
+                        size_t item_lo, size_t item_hi, refenc_error *err);
 void golden_layer_inputs_free(double **inputs, size_t n_layers);
 
 /* The slices a part holds, filled by the oracle run's emit. */

@@ -59,10 +59,99 @@ static inline void propagate(mp_limb_t *a, mp_limb_t c)
         c = (mp_limb_t)(t_ >> 64);                                     \
     } while (0)
 
+#if defined(__x86_64__) && !defined(REFENC_MP_PORTABLE_DOT)
+#define REFENC_MP_ADC_CHAINS 1
+/* a[0..N] += X[0..N) w, for N = 2 to 4 limbs of X (p = 65 to 256
+ * bits): the products' low halves go into a[i] and their high halves into
+ * a[i + 1] in two add-with-carry chains, whose carries out (at most 2)
+ * then run up from a[N + 1].  The same sum as STEP's, which passes one
+ * carry word from limb to limb; gcc's code for the 128-bit additions
+ * spills, and x86-64's adc chain is about half the instructions.
+ * -DREFENC_MP_PORTABLE_DOT (and any other machine) takes the C code, which
+ * make check-determinism compares bit for bit. */
+static inline __attribute__((always_inline)) void add_product_2(mp_limb_t *a, const mp_limb_t *X,
+                                                                mp_limb_t w)
+{
+    const u128 p0 = (u128)X[0] * w, p1 = (u128)X[1] * w;
+    mp_limb_t c = 0;
+    __asm__("addq %[l0], %[a0]\n\t"
+            "adcq %[l1], %[a1]\n\t"
+            "adcq $0, %[a2]\n\t"
+            "adcq $0, %[c]\n\t"
+            "addq %[h0], %[a1]\n\t"
+            "adcq %[h1], %[a2]\n\t"
+            "adcq $0, %[c]"
+            : [a0] "+m"(a[0]), [a1] "+m"(a[1]), [a2] "+m"(a[2]), [c] "+r"(c)
+            : [l0] "r"((mp_limb_t)p0), [l1] "r"((mp_limb_t)p1), [h0] "r"((mp_limb_t)(p0 >> 64)),
+              [h1] "r"((mp_limb_t)(p1 >> 64))
+            : "cc");
+    if (__builtin_expect(c != 0, 0))
+        propagate(a + 3, c);
+}
+static inline __attribute__((always_inline)) void add_product_3(mp_limb_t *a, const mp_limb_t *X,
+                                                                mp_limb_t w)
+{
+    const u128 p0 = (u128)X[0] * w, p1 = (u128)X[1] * w, p2 = (u128)X[2] * w;
+    mp_limb_t c = 0;
+    __asm__("addq %[l0], %[a0]\n\t"
+            "adcq %[l1], %[a1]\n\t"
+            "adcq %[l2], %[a2]\n\t"
+            "adcq $0, %[a3]\n\t"
+            "adcq $0, %[c]\n\t"
+            "addq %[h0], %[a1]\n\t"
+            "adcq %[h1], %[a2]\n\t"
+            "adcq %[h2], %[a3]\n\t"
+            "adcq $0, %[c]"
+            : [a0] "+m"(a[0]), [a1] "+m"(a[1]), [a2] "+m"(a[2]), [a3] "+m"(a[3]), [c] "+r"(c)
+            : [l0] "r"((mp_limb_t)p0), [l1] "r"((mp_limb_t)p1), [l2] "r"((mp_limb_t)p2),
+              [h0] "r"((mp_limb_t)(p0 >> 64)), [h1] "r"((mp_limb_t)(p1 >> 64)),
+              [h2] "r"((mp_limb_t)(p2 >> 64))
+            : "cc");
+    if (__builtin_expect(c != 0, 0))
+        propagate(a + 4, c);
+}
+static inline __attribute__((always_inline)) void add_product_4(mp_limb_t *a, const mp_limb_t *X,
+                                                                mp_limb_t w)
+{
+    const u128 p0 = (u128)X[0] * w, p1 = (u128)X[1] * w, p2 = (u128)X[2] * w, p3 = (u128)X[3] * w;
+    mp_limb_t c = 0;
+    __asm__("addq %[l0], %[a0]\n\t"
+            "adcq %[l1], %[a1]\n\t"
+            "adcq %[l2], %[a2]\n\t"
+            "adcq %[l3], %[a3]\n\t"
+            "adcq $0, %[a4]\n\t"
+            "adcq $0, %[c]\n\t"
+            "addq %[h0], %[a1]\n\t"
+            "adcq %[h1], %[a2]\n\t"
+            "adcq %[h2], %[a3]\n\t"
+            "adcq %[h3], %[a4]\n\t"
+            "adcq $0, %[c]"
+            : [a0] "+m"(a[0]), [a1] "+m"(a[1]), [a2] "+m"(a[2]), [a3] "+m"(a[3]), [a4] "+m"(a[4]),
+              [c] "+r"(c)
+            : [l0] "r"((mp_limb_t)p0), [l1] "r"((mp_limb_t)p1), [l2] "r"((mp_limb_t)p2),
+              [l3] "r"((mp_limb_t)p3), [h0] "r"((mp_limb_t)(p0 >> 64)),
+              [h1] "r"((mp_limb_t)(p1 >> 64)), [h2] "r"((mp_limb_t)(p2 >> 64)),
+              [h3] "r"((mp_limb_t)(p3 >> 64))
+            : "cc");
+    if (__builtin_expect(c != 0, 0))
+        propagate(a + 5, c);
+}
+#else
+#define REFENC_MP_ADC_CHAINS 0
+#endif
+
 /* a += X w, X of nx limbs (unrolled for the common sizes). */
 static inline __attribute__((always_inline)) void add_unshifted(mp_limb_t *a, const mp_limb_t *X,
                                                                 size_t nx, mp_limb_t w)
 {
+#if REFENC_MP_ADC_CHAINS
+    switch (nx) {
+    case 2: add_product_2(a, X, w); return;
+    case 3: add_product_3(a, X, w); return;
+    case 4: add_product_4(a, X, w); return;
+    default: break;
+    }
+#endif
     mp_limb_t c = 0;
     switch (nx) {
     case 1: STEP(0); break;
@@ -114,6 +203,25 @@ static void add_product(mp_limb_t *acc, long off, const mp_limb_t *X, size_t nx,
     }
     mp_limb_t *a = acc + (size_t)off / 64;
     const unsigned r = (unsigned)off % 64;
+#if REFENC_MP_ADC_CHAINS
+    if (nx <= 3) { /* X shifted once, then a product of nx + 1 limbs per limb of Y */
+        mp_limb_t xs[4];
+        const size_t ns = nx + 1;
+        xs[nx] = r == 0 ? 0 : mpn_lshift(xs, X, (mp_size_t)nx, r);
+        if (r == 0)
+            memcpy(xs, X, nx * sizeof *X);
+        for (size_t j = 0; j < ny; j++)
+            if (Y[j] != 0) {
+                if (ns == 4)
+                    add_product_4(a + j, xs, Y[j]);
+                else if (ns == 3)
+                    add_product_3(a + j, xs, Y[j]);
+                else
+                    add_product_2(a + j, xs, Y[j]);
+            }
+        return;
+    }
+#endif
     for (size_t j = 0; j < ny; j++)
         if (Y[j] != 0)
             add_shifted(a + j, r, X, nx, Y[j]);
@@ -312,6 +420,11 @@ void refenc_mp_row_load(refenc_mp_ws *ws, mpfr_srcptr x, size_t n)
             row->special = 1;
         if (kind != OP_REGULAR)
             continue;
+        while (o.d[0] == 0) { /* low limbs that are zero (a double at p bits: all but the top one) */
+            o.d++;
+            o.n--;
+            o.lsb += 64;
+        }
         const size_t j = row->nnz++;
         row->idx[j] = k;
         row->op[j] = o;
