@@ -207,6 +207,59 @@ Test(oracle_encoder_run, every_step_equals_the_whole_tensor_oracle, .timeout = 1
     }
 }
 
+/* The model families' embedding paths and mask (docs/families.md): every
+ * step of the item-by-item run equals the whole-tensor oracle's. */
+Test(oracle_encoder_run, the_families_steps_equal_the_whole_tensor_oracle, .timeout = 120)
+{
+    enum { BERT, ROBERTA, GPT2, CLIP };
+    const char *what[] = {"BERT: unscaled tokens, token types, learned PE, embedding norm",
+                          "RoBERTa: position ids from the tokens, embedding norm",
+                          "GPT-2: causal, finfo.min mask, left padding, final norm",
+                          "CLIP text: causal, quick GELU, finfo.min mask"};
+    for (int f = BERT; f <= CLIP; f++) {
+        refenc_config cfg;
+        refenc_config_default(&cfg);
+        cfg.d_model = 12, cfg.n_heads = 2, cfg.d_ff = 18, cfg.n_layers = 2;
+        cfg.vocab_size = 11, cfg.max_len = 16, cfg.scale_embedding = 0;
+        cfg.positional = REFENC_POS_LEARNED;
+        cfg.norm = f >= GPT2 ? REFENC_NORM_PRE : REFENC_NORM_POST;
+        cfg.final_norm = f >= GPT2;
+        cfg.activation = f == CLIP ? REFENC_ACT_QUICK_GELU : REFENC_ACT_GELU;
+        cfg.causal = f >= GPT2;
+        cfg.mask_value = f >= GPT2 ? REFENC_MASK_FINFO_MIN : REFENC_MASK_NEG_INF;
+        cfg.type_vocab_size = f == BERT ? 2 : 0;
+        cfg.embedding_norm = f <= ROBERTA;
+        cfg.embedding_norm_eps = 1e-12;
+        cfg.position_ids = f == ROBERTA ? REFENC_POSIDS_ROBERTA : REFENC_POSIDS_INDEX;
+        cfg.padding_idx = f == ROBERTA ? 1 : -1;
+        model m;
+        model_make(&m, &cfg, 3, 5, 1, 0, 40 + (unsigned long)f);
+        int64_t types[15];
+        if (f == BERT) { /* segment A then B, as a sentence pair */
+            for (size_t i = 0; i < 15; i++)
+                types[i] = i % 5 >= 3;
+            m.in.token_types = types;
+        }
+        if (f == ROBERTA || f == GPT2) {
+            m.in.positions = NULL; /* RoBERTa's come from the tokens; GPT-2's are 0 .. L-1 */
+            for (size_t b = 0; b < 3; b++)
+                for (size_t l = 0; l < 5; l++) {
+                    const int pad = f == ROBERTA ? l >= 5 - b : l < b; /* RoBERTa right, GPT-2 left padding */
+                    m.mask[b * 5 + l] = (uint8_t)pad;
+                    if (f == ROBERTA)
+                        m.tokens[b * 5 + l] = pad ? 1 : 2 + (int64_t)((b * 5 + l) % 9);
+                }
+        }
+        steps want, got = {0};
+        reference_steps(&want, &m);
+        refenc_mp_report rep;
+        run_steps(&got, &m, 2, NULL, 0, m.B, &rep);
+        cr_expect_eq(same_steps(&got, &want, what[f]), want.n, "%s: steps", what[f]);
+        steps_free(&want), steps_free(&got);
+        model_free(&m);
+    }
+}
+
 Test(oracle_encoder_run, the_comparison_sees_one_changed_step)
 {
     /* negative control: a run of a different model differs */

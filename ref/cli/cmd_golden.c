@@ -494,10 +494,6 @@ static int golden_make(const golden_args *a)
     if (in_parts && s.c.component != REFENC_COMP_ENCODER)
         st = refenc_error_set(&err, REFENC_EINVAL, "--per-layer and --shard: case %s is a %s case; only "
                               "encoder cases are made in parts", s.name, refenc_component_name(s.c.component));
-    else if (in_parts && !golden_engine_item_by_item(&s.c.cfg))
-        st = refenc_error_set(&err, REFENC_EINVAL, "--per-layer and --shard: case %s uses the family "
-                              "embedding options or the finfo.min mask value, which only the whole-tensor "
-                              "oracle computes so far: make it whole", s.name);
     else if (in_parts && (s.all_variants || (a->catalogue_path != NULL && !a->no_variants &&
                                              json_array_size(s.bug_classes) > 0)))
         st = refenc_error_set(&err, REFENC_EINVAL, "--per-layer and --shard make no bug variants: drop "
@@ -558,7 +554,7 @@ static int golden_make(const golden_args *a)
 
     if (st == REFENC_OK)
         st = golden_set_init(&golden, &s.c, 1, a->final_only, &err);
-    if (st == REFENC_OK && s.c.component == REFENC_COMP_ENCODER && golden_engine_item_by_item(&s.c.cfg)) {
+    if (st == REFENC_OK && s.c.component == REFENC_COMP_ENCODER) {
         /* the oracle's steps become the case's outputs (taken over, not copied) */
         if (!a->per_layer)
             st = golden_steps_init(&steps, &s.c, a->final_only ? final_step : NULL, NULL, 1);

@@ -214,17 +214,11 @@ int golden_encoder_run(const refenc_case *c, const golden_run_options *opt, gold
     return REFENC_OK;
 }
 
-int golden_engine_item_by_item(const refenc_config *cfg)
-{
-    return cfg->scale_embedding && cfg->type_vocab_size == 0 && !cfg->embedding_norm &&
-           cfg->position_ids == REFENC_POSIDS_INDEX && cfg->mask_value == REFENC_MASK_NEG_INF;
-}
-
 int golden_engine_run(const refenc_case *c, const refenc_variant_hooks *hooks, int certify,
                       const golden_engine_options *opt, const refenc_trace *trace, char *desc,
                       size_t n, refenc_error *err)
 {
-    if (c->component == REFENC_COMP_ENCODER && hooks == NULL && certify && golden_engine_item_by_item(&c->cfg)) {
+    if (c->component == REFENC_COMP_ENCODER && hooks == NULL && certify) {
         golden_steps steps;
         int st = golden_steps_init(&steps, c, opt->wanted, opt->wanted_ctx, 1);
         if (st != REFENC_OK)

@@ -20,13 +20,6 @@ typedef struct {
     void *wanted_ctx;
 } golden_engine_options;
 
-/* Whether the item-by-item engine (refenc_mp_encoder_run: threads, parts)
- * computes this config: not yet the families' embedding path (unscaled or
- * normalised embeddings, token types, RoBERTa's positions) nor the finfo.min
- * mask value, which the whole-tensor oracle (refenc_mp_case_run) computes,
- * on one thread. */
-int golden_engine_item_by_item(const refenc_config *cfg);
-
 /* Runs the case on the oracle; reports each output (a double) through trace
  * in forward order, and describes the computation in desc (for the
  * metadata).  hooks: NULL, or a bug variant's.  certify: 1 for the golden

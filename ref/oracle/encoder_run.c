@@ -82,8 +82,10 @@ typedef struct unit_ctx {
     lane lanes[2];
     worker *workers;
     mpfr_ptr eps, tau, base, mask; /* 53 bits; mask (L, L) or NULL */
-    mpfr_ptr table;                /* (L, D) at 53 bits: embedding or learned PE rows */
+    mpfr_ptr emb_eps;              /* 53 bits: the embedding LayerNorm's eps          */
+    mpfr_ptr table;                /* (L, D) at 53 bits: embedding, type or PE rows  */
     int64_t *rows;                 /* (L) 0 .. L-1: the rows of table               */
+    int64_t *zeros, *ids;          /* (L): token types 0; RoBERTa's position ids     */
     const int64_t *pos;
     size_t item, layer;
     double *dbl;                   /* a step's certified doubles                    */
@@ -326,6 +328,7 @@ static int attention_all(unit_ctx *u, const char *weights_step)
                 .alibi_slopes = u->cfg->positional == REFENC_POS_ALIBI ? ln->slopes + h : NULL,
                 .positions = u->pos,
                 .temperature = u->tau,
+                .mask_value = u->cfg->mask_value,
                 .merge_without_transpose = 0,
             };
             mpfr_clear_inexflag();
@@ -457,7 +460,26 @@ static int run_layer(unit_ctx *u, const layer_mp *lm, size_t i)
     return 1;
 }
 
-/* h = embedding and additive PE of the item, both lanes; "embed" certified. */
+/* Adds table rows to h in both lanes: row ids[l] of `src` (V, D) goes into
+ * the table's row l, then h[l,:] += table[l,:] (refenc_mpk_embedding_add). */
+static void embed_add_rows(unit_ctx *u, const double *src, const int64_t *ids)
+{
+    const size_t L = u->L, D = u->D;
+    for (size_t l = 0; l < L; l++)
+        refenc_mp_set_d(u->table + l * D, src + (size_t)ids[l] * D, D);
+    for (int li = 0; li < 2; li++) {
+        lane *ln = &u->lanes[li];
+        mpfr_clear_inexflag();
+        refenc_mpk_embedding_add(ln->h, ln->exact, ln->h, u->rows, u->table, 1, L, D);
+        ln->inexact |= mpfr_inexflag_p() != 0;
+    }
+}
+
+/* h = the item's embedding, in the order of refenc_mpk_encoder_forward: the
+ * token rows (scaled by sqrt D, or not) or the given x; the token types'
+ * rows; the positional encoding (sinusoidal, learned rows at the positions
+ * or at RoBERTa's ids); the embedding LayerNorm.  Both lanes; "embed"
+ * certified. */
 static int run_embed(unit_ctx *u)
 {
     const refenc_config *cfg = u->cfg;
@@ -472,26 +494,47 @@ static int run_embed(unit_ctx *u)
         lane *ln = &u->lanes[li];
         refenc_mp_ws *ws = &u->workers[0].ws[li];
         mpfr_clear_inexflag();
-        if (cfg->vocab_size > 0) {
+        if (cfg->vocab_size > 0 && cfg->scale_embedding) {
             refenc_mpk_embedding_forward(ln->h, ln->exact, u->rows, u->table, 1, L, D, ws);
+        } else if (cfg->vocab_size > 0) {
+            refenc_mpk_embedding_lookup(ln->h, ln->exact, u->rows, u->table, 1, L, D);
         } else {
             refenc_mp_set_d(ln->h, in->x + u->item * L * D, L * D); /* exact: p >= 53 */
             memset(ln->exact, 1, L * D);
         }
         ln->inexact |= mpfr_inexflag_p() != 0;
     }
-    if (cfg->positional == REFENC_POS_LEARNED)
-        for (size_t l = 0; l < L; l++)
-            refenc_mp_set_d(u->table + l * D, p->pos_embedding + (size_t)u->pos[l] * D, D);
-    for (int li = 0; li < 2; li++) {
-        lane *ln = &u->lanes[li];
-        refenc_mp_ws *ws = &u->workers[0].ws[li];
-        mpfr_clear_inexflag();
-        if (cfg->positional == REFENC_POS_SINUSOIDAL)
-            refenc_mpk_sinusoidal_forward(ln->h, ln->exact, ln->h, u->pos, 1, L, D, ws);
-        else if (cfg->positional == REFENC_POS_LEARNED)
-            refenc_mpk_learned_pe_forward(ln->h, ln->exact, ln->h, u->rows, u->table, 1, L, D);
-        ln->inexact |= mpfr_inexflag_p() != 0;
+    if (cfg->type_vocab_size > 0) /* without token types every type is 0 (u->zeros) */
+        embed_add_rows(u, p->token_type_embedding, in->token_types ? in->token_types + u->item * L : u->zeros);
+    if (cfg->positional == REFENC_POS_LEARNED && cfg->position_ids == REFENC_POSIDS_ROBERTA) {
+        refenc_mpk_position_ids_roberta(u->ids, in->tokens + u->item * L, 1, L, cfg->padding_idx);
+        embed_add_rows(u, p->pos_embedding, u->ids);
+    } else {
+        if (cfg->positional == REFENC_POS_LEARNED)
+            for (size_t l = 0; l < L; l++)
+                refenc_mp_set_d(u->table + l * D, p->pos_embedding + (size_t)u->pos[l] * D, D);
+        for (int li = 0; li < 2; li++) {
+            lane *ln = &u->lanes[li];
+            refenc_mp_ws *ws = &u->workers[0].ws[li];
+            mpfr_clear_inexflag();
+            if (cfg->positional == REFENC_POS_SINUSOIDAL)
+                refenc_mpk_sinusoidal_forward(ln->h, ln->exact, ln->h, u->pos, 1, L, D, ws);
+            else if (cfg->positional == REFENC_POS_LEARNED)
+                refenc_mpk_learned_pe_forward(ln->h, ln->exact, ln->h, u->rows, u->table, 1, L, D);
+            ln->inexact |= mpfr_inexflag_p() != 0;
+        }
+    }
+    if (cfg->embedding_norm) {
+        mpfr_ptr g = u->table, b = u->table + D; /* the table's first rows: no longer needed */
+        refenc_mp_set_d(g, p->embedding_norm_weight, D);
+        refenc_mp_set_d(b, p->embedding_norm_bias, D);
+        for (int li = 0; li < 2; li++) {
+            lane *ln = &u->lanes[li];
+            mpfr_clear_inexflag();
+            refenc_mpk_layernorm_forward(ln->h, ln->h, g, b, L, D, u->emb_eps, &u->workers[0].ws[li]);
+            memset(ln->exact, 0, L * D); /* computed: certified as any other value */
+            ln->inexact |= mpfr_inexflag_p() != 0;
+        }
     }
     const size_t shape[2] = {L, D};
     if (!certify(u, "embed", u->lanes[0].h, u->lanes[1].h, L * D, u->lanes[1].exact, 2, shape))
@@ -730,10 +773,12 @@ int refenc_mp_encoder_run(const refenc_mp_run *run, refenc_mp_report *rep)
     u.tau = refenc_mp_from_d(&cfg->temperature, 1, 53);
     u.base = refenc_mp_from_d(&cfg->rope_base, 1, 53);
     u.mask = run->in->attn_mask ? refenc_mp_from_d(run->in->attn_mask, L * L, 53) : NULL;
-    u.table = cfg->vocab_size > 0 || cfg->positional == REFENC_POS_LEARNED ? refenc_mp_alloc(L * D, 53) : NULL;
+    u.emb_eps = refenc_mp_from_d(&cfg->embedding_norm_eps, 1, 53);
+    u.table = refenc_mp_alloc((L > 2 ? L : 2) * D, 53); /* 2 rows at least: the embedding norm's weight, bias */
+    u.zeros = calloc(L, sizeof *u.zeros);
+    u.ids = refenc_alloc_array(L, sizeof *u.ids);
     if (!pos_default || !u.rows || !u.workers || !u.dbl || !u.eps || !u.tau || !u.base ||
-        (run->in->attn_mask && !u.mask) ||
-        ((cfg->vocab_size > 0 || cfg->positional == REFENC_POS_LEARNED) && !u.table)) {
+        (run->in->attn_mask && !u.mask) || !u.emb_eps || !u.table || !u.zeros || !u.ids) {
         st = refenc_mp_enomem(err, "the encoder run", 53);
         goto done;
     }
@@ -788,6 +833,9 @@ done:
     refenc_mp_free(u.tau, 1);
     refenc_mp_free(u.base, 1);
     refenc_mp_free(u.mask, L * L);
-    refenc_mp_free(u.table, L * D);
+    refenc_mp_free(u.emb_eps, 1);
+    refenc_mp_free(u.table, (L > 2 ? L : 2) * D);
+    free(u.zeros);
+    free(u.ids);
     return st;
 }
