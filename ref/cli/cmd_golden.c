@@ -195,6 +195,10 @@ static int source_from_catalogue(golden_source *s, const golden_args *a, catalog
         cc->seed = (unsigned long)a->seed;
     snprintf(s->name, sizeof s->name, "%s", a->name ? a->name : cc->name);
     s->description = strdup(a->description ? a->description : cc->description);
+    /* none given: none exposed, [] in the case file as in every case's */
+    if (json_object_get(cc->entry, "bug_classes") == NULL &&
+        json_object_set_new((json_t *)cc->entry, "bug_classes", json_array()) != 0)
+        return refenc_error_set(err, REFENC_ENOMEM, "out of memory");
     s->bug_classes = json_object_get(cc->entry, "bug_classes");
     s->tolerance = json_object_get(cc->entry, "tolerance");
     if (json_object_size(s->tolerance) == 0) /* {} is the default policy, as no key */

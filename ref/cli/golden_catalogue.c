@@ -42,12 +42,13 @@ json_t *catalogue_load(const char *path, refenc_error *err)
     size_t i;
     json_t *e;
     json_array_foreach(cases, i, e) {
-        char where[64];
-        snprintf(where, sizeof where, "cases[%zu]", i);
-        if (!json_is_object(e) || refenc_json_check_keys(e, case_keys, where, err) != REFENC_OK ||
-            !json_is_string(json_object_get(e, "case"))) {
-            if (json_is_object(e) && err && err->status == REFENC_OK)
-                refenc_error_set(err, REFENC_EINVAL, "%s: %s needs a \"case\" name", path, where);
+        char where[4200];
+        snprintf(where, sizeof where, "%s: cases[%zu]", path, i);
+        int st = !json_is_object(e) ? refenc_error_set(err, REFENC_EINVAL, "%s is not an object", where)
+                                    : refenc_json_check_keys(e, case_keys, where, err);
+        if (st == REFENC_OK && !json_is_string(json_object_get(e, "case")))
+            st = refenc_error_set(err, REFENC_EINVAL, "%s needs a \"case\" name", where);
+        if (st != REFENC_OK) {
             json_decref(doc);
             return NULL;
         }
@@ -78,6 +79,21 @@ int catalogue_find(catalogue_case *cc, const json_t *catalogue, const char *name
         cc->input_bits = bits ? (int)json_integer_value(bits) : 8;
         if (cc->input_bits != 8 && cc->input_bits != 24)
             return refenc_error_set(err, REFENC_EINVAL, "case %s: input_bits must be 8 or 24", name);
+        /* a case file's bug_classes is an array of names (the manifest and certify read it so) */
+        const json_t *bugs = json_object_get(e, "bug_classes");
+        size_t k;
+        json_t *b;
+        int names = json_is_array(bugs);
+        json_array_foreach(bugs, k, b)
+            names &= json_is_string(b);
+        if (bugs != NULL && !names)
+            return refenc_error_set(err, REFENC_EINVAL, "case %s: bug_classes must be an array of bug class "
+                                    "names", name);
+        const json_t *tol = json_object_get(e, "tolerance"), *hazard = json_object_get(e, "float32_hazard");
+        if (tol != NULL && !json_is_object(tol))
+            return refenc_error_set(err, REFENC_EINVAL, "case %s: tolerance must be an object", name);
+        if (hazard != NULL && !json_is_string(hazard))
+            return refenc_error_set(err, REFENC_EINVAL, "case %s: float32_hazard must be a string", name);
         return REFENC_OK;
     }
     return refenc_error_set(err, REFENC_EINVAL, "no case named '%s' in the catalogue", name);
@@ -119,7 +135,9 @@ static int override_params(refenc_case *c, const json_t *params, gsl_rng *rng, c
     json_object_foreach((json_t *)params, name, spec) {
         int st;
         size_t hits = 0;
-        if (!json_is_object(spec) || (st = refenc_json_check_keys(spec, keys, where, err)))
+        char swhere[512];
+        snprintf(swhere, sizeof swhere, "%s: params.%s", where, name);
+        if (!json_is_object(spec) || (st = refenc_json_check_keys(spec, keys, swhere, err)))
             return json_is_object(spec) ? st : refenc_error_set(err, REFENC_EINVAL, "%s: params.%s must be an "
                                                                 "object {\"mean\", \"scale\"}", where, name);
         const double mean = number(spec, "mean", 0.0), scale = number(spec, "scale", 0.0);
