@@ -485,3 +485,107 @@ Test(golden_errors, a_part_with_edited_metadata_is_named, .timeout = 60)
     free(slices2_less);
     rb_tmpdir_remove(dir);
 }
+
+static int same_file(const char *a, const char *b)
+{
+    size_t na, nb;
+    unsigned char *x = rb_read_file(a, &na), *y = rb_read_file(b, &nb);
+    const int same = na == nb && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* Parts made into a directory (--out DIR: DIR/parts/NAME.part-K-of-N.safetensors) and merged into
+ * another (DIR/cases/NAME.safetensors and its manifest) give the bytes of the whole run, final
+ * outputs only as asked; each run says what it wrote unless --quiet. */
+Test(golden_errors, parts_in_a_directory_merge_into_a_golden_directory, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], whole[RB_PATH_MAX + 32], parts[RB_PATH_MAX + 32];
+    char gold[RB_PATH_MAX + 32], p[2][RB_PATH_MAX + 96], merged[RB_PATH_MAX + 96], man[RB_PATH_MAX + 64];
+    rb_tmpdir(dir);
+    text_file(cfg, sizeof cfg, dir, "pc.json", PART_CONFIG);
+    snprintf(whole, sizeof whole, "%s/whole.safetensors", dir);
+    snprintf(parts, sizeof parts, "%s/parts", dir);
+    snprintf(gold, sizeof gold, "%s/gold", dir);
+    snprintf(merged, sizeof merged, "%s/cases/pc.safetensors", gold);
+    snprintf(man, sizeof man, "%s/manifest.json", gold);
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--outputs", "final", "--out-file", whole, "--quiet",
+                            NULL});
+    for (int k = 1; k <= 2; k++) {
+        char spec[8];
+        snprintf(spec, sizeof spec, "%d/2", k);
+        snprintf(p[k - 1], sizeof p[k - 1], "%s/parts/pc.part-%d-of-2.safetensors", dir, k);
+        rb_result r = rb_run((const char *[]){"refenc", "golden", "--config", cfg, "--outputs", "final", "--shard",
+                                              spec, "--out", dir, NULL});
+        cr_assert_eq(r.status, 0, "shard %s: exit %d: %s", spec, r.status, r.err);
+        cr_expect(strstr(r.out, "refenc golden: case pc: shard") != NULL && strstr(r.out, p[k - 1]) != NULL,
+                  "shard %s does not say where it went: %s", spec, r.out);
+        rb_result_free(&r);
+        cr_expect(rb_exists(p[k - 1]), "%s was not written", p[k - 1]);
+    }
+    rb_result r = rb_run((const char *[]){"refenc", "golden", "merge", "--out", gold, p[1], p[0], NULL});
+    cr_assert_eq(r.status, 0, "merge: exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.out, "case pc: 2 parts joined into") != NULL, "merge does not say what it did: %s", r.out);
+    rb_result_free(&r);
+    cr_expect(same_file(merged, whole), "the parts merged into a directory differ from the whole run");
+    cr_expect(rb_exists(man), "no manifest in %s", gold);
+    /* negative control: the comparison tells the final outputs from all of them */
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--out-file", whole, "--quiet", NULL});
+    cr_expect(!same_file(merged, whole), "all outputs and the final ones gave the same file");
+    for (int k = 0; k < 2; k++)
+        remove(p[k]);
+    rmdir(parts);
+    rb_tmpdir_remove(gold);
+    rb_tmpdir_remove(dir);
+}
+
+/* Per layer, the parts also carry the layers' inputs: one dropped is named. */
+Test(golden_errors, a_layer_input_no_part_holds_is_named, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], p1[RB_PATH_MAX + 32], p2[RB_PATH_MAX + 32];
+    char e2[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    text_file(cfg, sizeof cfg, dir, "config.json", PART_CONFIG);
+    snprintf(p1, sizeof p1, "%s/p1.safetensors", dir);
+    snprintf(p2, sizeof p2, "%s/p2.safetensors", dir);
+    snprintf(e2, sizeof e2, "%s/e2.safetensors", dir);
+    snprintf(out, sizeof out, "%s/merged.safetensors", dir);
+    /* 4 units (1 layer x 4 items) in 2 parts */
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--shard", "1/2", "--out-file", p1,
+                            "--quiet", NULL});
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--shard", "2/2", "--out-file", p2,
+                            "--quiet", NULL});
+    rb_golden g;
+    rb_golden_load_file(&g, p2);
+    json_t *sl = json_loads(json_string_value(json_object_get(g.meta, "slices")), 0, NULL);
+    cr_assert_not_null(json_object_get(sl, "in.layers.0.input"), "part 2 has no layer input slice");
+    json_object_del(sl, "in.layers.0.input");
+    char *text = json_dumps(sl, JSON_COMPACT);
+    rb_golden_set_meta(&g, "slices", text);
+    rb_golden_write(&g, e2);
+    free(text);
+    json_decref(sl);
+    rb_golden_free(&g);
+    const refusal r = {"a layer input in no part", {"refenc", "golden", "merge", "--out-file", out, p1, e2, NULL},
+                       {"no part holds item 2 of 'in.layers.0.input'", NULL}};
+    expect_refusals(&r, 1, dir, 4);
+    /* negative control: the parts as made merge */
+    run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", out, p1, p2, "--quiet", NULL});
+    cr_expect(rb_exists(out));
+    rb_tmpdir_remove(dir);
+}
+
+/* --help prints the usage and succeeds, whatever else is on the line. */
+Test(golden_errors, help_prints_the_usage)
+{
+    rb_result r = rb_run((const char *[]){"refenc", "golden", "--seed", "3", "--help", "--colour", NULL});
+    cr_expect_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.out, "usage: refenc golden") != NULL, "no usage: %s", r.out);
+    cr_expect_str_eq(r.err, "");
+    rb_result_free(&r);
+    /* negative control: without --help the unknown option is refused */
+    r = rb_run((const char *[]){"refenc", "golden", "--seed", "3", "--colour", NULL});
+    cr_expect_eq(r.status, 2);
+    rb_result_free(&r);
+}
