@@ -15,6 +15,7 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 
+#include "../../ref/io/safetensors.h"
 #include "../robustness/robust.h"
 
 /* A command that must be refused: exit 2, one line with every fragment. */
@@ -243,13 +244,37 @@ Test(golden_errors, a_bad_option_is_refused_before_any_work)
         {"both outputs", {MAKE, "--out", dir, NULL}, {"give one of --out DIR and --out-file FILE", NULL}},
         {"list without its catalogue", {"refenc", "golden", "list", NULL},
          {"usage: refenc golden list CATALOGUE.json", NULL}},
+        {"list of two catalogues", {"refenc", "golden", "list", cat, cat, NULL},
+         {"usage: refenc golden list CATALOGUE.json", NULL}},
+        {"--shard with a sign", {MAKE, "--shard", "+1/2", NULL}, {"--shard: '+1/2' is not K/N", NULL}},
+        {"--shard with a negative N", {MAKE, "--shard", "1/-2", NULL}, {"--shard: '1/-2' is not K/N", NULL}},
+        {"--shard with a space", {MAKE, "--shard", " 1/2", NULL}, {"--shard: ' 1/2' is not K/N", NULL}},
+        {"--shard with a letter", {MAKE, "--shard", "a/2", NULL}, {"--shard: 'a/2' is not K/N", NULL}},
+        {"--shard with a tail", {MAKE, "--shard", "1/2x", NULL}, {"--shard: '1/2x' is not K/N", NULL}},
+        {"--prec not a number", {MAKE, "--prec", "high", NULL}, {"--prec: 'high' is not an integer", NULL}},
+        {"--threads not a number", {MAKE, "--threads", "many", NULL}, {"--threads: 'many' is not an integer", NULL}},
+        {"an empty --name", {MAKE, "--name", "", NULL}, {"--name: '' is not a case name", NULL}},
+        {"a hidden --name", {MAKE, "--name", ".t", NULL}, {"--name: '.t' is not a case name", NULL}},
+        {"a --name with a space", {MAKE, "--name", "t 2", NULL}, {"--name: 't 2' is not a case name", NULL}},
+        {"a --name of 101 characters",
+         {MAKE, "--name", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+          NULL},
+         {"is not a case name", "at most 100 characters", NULL}},
     };
 #undef MAKE
     expect_refusals(cases, sizeof cases / sizeof cases[0], dir, 1);
-    /* negative control: the same options in range make the case */
-    run_ok((const char *[]){"refenc", "golden", "--catalogue", cat, "--case", "t", "--out-file", out, "--seed",
-                            "4294967295", "--prec", "64", "--threads", "1", "--quiet", NULL});
+    /* negative control: the same options in range make the case, and say so (-h: the usage) */
+    rb_result r = rb_run((const char *[]){"refenc", "golden", "--catalogue", cat, "--case", "t", "--out-file", out,
+                                          "--seed", "4294967295", "--prec", "64", "--threads", "1", "--name",
+                                          "t-2.b_c", NULL});
+    cr_expect_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.out, "refenc golden: case t-2.b_c: ") != NULL && strstr(r.out, out) != NULL,
+              "the run does not say what it wrote: %s", r.out);
+    rb_result_free(&r);
     cr_expect(rb_exists(out));
+    r = rb_run((const char *[]){"refenc", "golden", "-h", NULL});
+    cr_expect(r.status == 0 && strstr(r.out, "usage: refenc golden") != NULL, "-h: exit %d: %s", r.status, r.out);
+    rb_result_free(&r);
     rb_tmpdir_remove(dir);
 }
 
@@ -269,6 +294,10 @@ Test(golden_errors, what_a_case_cannot_be_made_with_is_named)
               "{\"cases\": [{\"case\": \"e\", \"component\": \"encoder\", \"description\": \"d\", \"seed\": 3, "
               "\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1}, "
               "\"input\": {\"batch\": 2, \"seq_len\": 3}, \"bug_classes\": [\"rope_layout\"]}]}");
+    char one[RB_PATH_MAX + 32];
+    text_file(one, sizeof one, dir, "one.json",
+              "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1}, "
+              "\"input\": {\"batch\": 1, \"seq_len\": 3}}");
     char inputs[RB_PATH_MAX];
     rb_fixture_case(inputs, "encoder_causal_learned");
     const refusal cases[] = {
@@ -287,8 +316,14 @@ Test(golden_errors, what_a_case_cannot_be_made_with_is_named)
         {"--per-layer with the finfo.min mask value",
          {"refenc", "golden", "--config", cfg, "--per-layer", "--out-file", out, NULL},
          {"uses the family embedding options or the finfo.min mask value", "make it whole", NULL}},
+        {"two shards of one item", {"refenc", "golden", "--config", one, "--shard", "1/2", "--out-file", out, NULL},
+         {"--shard 1/2: case one has only 1 unit (batch items; --per-layer makes layers x batch items); "
+          "give at most 1 shards", NULL}},
+        {"three shards of one layer of one item",
+         {"refenc", "golden", "--config", one, "--per-layer", "--shard", "2/3", "--out-file", out, NULL},
+         {"case one has only 1 unit (layers x batch items)", NULL}},
     };
-    expect_refusals(cases, sizeof cases / sizeof cases[0], dir, 3);
+    expect_refusals(cases, sizeof cases / sizeof cases[0], dir, 4);
     /* negative controls: the entry with --no-variants, and the finfo.min case whole */
     run_ok((const char *[]){"refenc", "golden", "--catalogue", enc, "--case", "e", "--no-variants", "--shard", "1/2",
                             "--out-file", out, "--quiet", NULL});
@@ -334,7 +369,10 @@ Test(golden_errors, an_output_place_that_cannot_take_the_case_is_refused)
     free(m);
     /* negative control: with no manifest yet, the directory takes the case and a manifest */
     remove(man);
-    run_ok((const char *[]){"refenc", "golden", "--catalogue", cat, "--case", "t", "--out", gold, "--quiet", NULL});
+    rb_result r = rb_run((const char *[]){"refenc", "golden", "--catalogue", cat, "--case", "t", "--out", gold, NULL});
+    cr_expect_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.out, "/gold/cases/t.safetensors") != NULL, "the run does not say where it wrote: %s", r.out);
+    rb_result_free(&r);
     cr_expect_eq(entries(cases), 1);
     cr_expect(rb_exists(man));
     rb_tmpdir_remove(gold);
@@ -588,4 +626,53 @@ Test(golden_errors, help_prints_the_usage)
     r = rb_run((const char *[]){"refenc", "golden", "--seed", "3", "--colour", NULL});
     cr_expect_eq(r.status, 2);
     rb_result_free(&r);
+}
+
+/* The number of tensors of a file whose names start with prefix. */
+static size_t count_prefixed(const char *path, const char *prefix)
+{
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, path, &err), REFENC_OK, "%s", err.message);
+    size_t n = 0;
+    for (size_t i = 0; i < f.n_tensors; i++)
+        n += strncmp(f.tensors[i].name, prefix, strlen(prefix)) == 0;
+    refenc_st_free(&f);
+    return n;
+}
+
+/* --variants on a config stores the known bugs that move its outputs, and says so; a catalogue
+ * entry's bug classes (here on a case with an additive attention mask) each have their say. */
+Test(golden_errors, bug_variants_are_stored_and_reported, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], cat[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    text_file(cfg, sizeof cfg, dir, "v.json",
+              "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1, \"positional\": \"alibi\"}, "
+              "\"input\": {\"batch\": 2, \"seq_len\": 4, \"padding\": [0, 1]}}");
+    text_file(cat, sizeof cat, dir, "cat.json",
+              "{\"cases\": [{\"case\": \"m\", \"component\": \"encoder\", \"description\": \"d\", \"seed\": 5, "
+              "\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1}, "
+              "\"input\": {\"batch\": 2, \"seq_len\": 4, \"attn_mask\": \"random\"}, "
+              "\"bug_classes\": [\"layernorm_eps\"]}]}");
+    snprintf(out, sizeof out, "%s/v.safetensors", dir);
+    /* negative control first: without --variants, no alt.* tensor */
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--out-file", out, "--quiet", NULL});
+    cr_expect_eq(count_prefixed(out, "alt."), 0);
+    rb_result r = rb_run((const char *[]){"refenc", "golden", "--config", cfg, "--variants", "--out-file", out, NULL});
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.out, "outputs and bug variants") != NULL, "stdout: %s", r.out);
+    rb_result_free(&r);
+    cr_expect_gt(count_prefixed(out, "alt."), 0, "--variants stored no variant");
+    /* the entry's one class: its two variants are computed, each stored or said too small */
+    r = rb_run((const char *[]){"refenc", "golden", "--catalogue", cat, "--case", "m", "--out-file", out, NULL});
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    const size_t stored = count_prefixed(out, "alt.layernorm_eps_x10.") > 0,
+                 stored2 = count_prefixed(out, "alt.layernorm_eps_div10.") > 0;
+    cr_expect_eq(stored + stored2 + (strstr(r.err, "variant layernorm_eps_x10 moves") != NULL) +
+                     (strstr(r.err, "variant layernorm_eps_div10 moves") != NULL), 2,
+                 "each variant of the class is stored or reported: stderr %s", r.err);
+    cr_expect_eq(count_prefixed(out, "alt."), count_prefixed(out, "alt.layernorm_eps_"), "a variant of another class");
+    rb_result_free(&r);
+    rb_tmpdir_remove(dir);
 }

@@ -176,6 +176,23 @@ Test(cli_usage, run_case_options_misused)
          "--case does not combine with --config, --weights, --inputs or --trace"},
         {"--case that does not exist", {"refenc", "run", "--case", "/nonexistent.safetensors", "--out", "x", NULL},
          "/nonexistent.safetensors: cannot open: No such file or directory"},
+        {"--emulate of no dtype", {"refenc", "run", "--case", golden, "--out", "x", "--emulate", "f8", NULL},
+         "--emulate: 'f8' is not f32, f16 or bf16 with modifiers"},
+        {"--emulate f64 (the reference itself)", {"refenc", "run", "--case", golden, "--out", "x", "--emulate", "f64", NULL},
+         "--emulate: 'f64' is not f32"},
+        {"--emulate with an unknown modifier", {"refenc", "run", "--case", golden, "--out", "x", "--emulate", "f16,fast", NULL},
+         "--emulate: 'f16,fast' is not"},
+        {"--emulate with every modifier but one unknown",
+         {"refenc", "run", "--case", golden, "--out", "x", "--emulate", "bf16,pure,fused,reverse,float-libm,x", NULL},
+         "--emulate: 'bf16,pure,fused,reverse,float-libm,x' is not"},
+        {"--bug unknown", {"refenc", "run", "--case", golden, "--out", "x", "--bug", "colour", NULL},
+         "--bug: unknown variant 'colour'"},
+        {"--emulate without --case", {"refenc", "run", "--config", "docs/examples/pre_ln_rope.json", "--emulate", "f32", NULL},
+         "--emulate and --bug go with --case"},
+        {"--seed out of range", {"refenc", "run", "--config", "docs/examples/pre_ln_rope.json", "--seed", "-1", NULL},
+         "--seed: '-1' is not an integer in [0, 4294967295]"},
+        {"an unknown option", {"refenc", "run", "--colour", NULL}, "unknown option '--colour'"},
+        {"--seed without a value", {"refenc", "run", "--seed", NULL}, "--seed needs a value"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         rb_result r = rb_run(cases[i].args);
