@@ -208,10 +208,30 @@ Test(golden_errors, a_manifest_over_missing_or_foreign_files_is_refused)
     const refusal usage = {"too few arguments", {"refenc", "golden", "manifest", cat, cases, NULL},
                            {"usage: refenc golden manifest CATALOGUE.json CASES_DIR OUT.json", NULL}};
     expect_refusals(&usage, 1, dir, 2);
-    /* negative control: the case made, the manifest lists it */
+    /* a made case with one of the keys the manifest needs missing, or not an array */
     remove(file);
     run_ok((const char *[]){"refenc", "golden", "--catalogue", cat, "--case", "t", "--out-file", file, "--quiet",
                             NULL});
+    char good[RB_PATH_MAX + 32];
+    snprintf(good, sizeof good, "%s/good.safetensors", dir);
+    rb_copy_file(file, good);
+    static const struct {
+        const char *key, *value;
+    } edits[] = {{"case", NULL}, {"component", NULL}, {"description", NULL}, {"outputs", NULL},
+                 {"outputs", "{}"}, {"bug_classes", NULL}, {"bug_classes", "\"none\""}};
+    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+        rb_golden g;
+        rb_golden_load_file(&g, good);
+        rb_golden_set_meta(&g, edits[i].key, edits[i].value);
+        rb_golden_write(&g, file);
+        rb_golden_free(&g);
+        const refusal r = {edits[i].key, {"refenc", "golden", "manifest", cat, cases, man, NULL},
+                           {"t.safetensors: __metadata__ needs case, component, description, outputs and "
+                            "bug_classes", NULL}};
+        expect_refusals(&r, 1, dir, 3);
+    }
+    /* negative control: the case as made, the manifest lists it */
+    rb_copy_file(good, file);
     run_ok((const char *[]){"refenc", "golden", "manifest", cat, cases, man, NULL});
     cr_expect(rb_exists(man));
     remove(file);

@@ -95,6 +95,21 @@ Test(bad_inputs_file, each_fault_is_named_and_nothing_is_written)
         }
         cr_expect(!rb_exists(out), "%s: %s was written", bad[i].what, out);
     }
+    /* the config's own input section must agree with the file, and leave the padding to it */
+    const refenc_st_entry tok[] = {TOK(REFENC_ST_I64, tokens)};
+    cr_assert_eq(refenc_st_write(in, tok, 1, NULL, &err), REFENC_OK, "%s", err.message);
+    char padded[RB_PATH_MAX + 32];
+    snprintf(padded, sizeof padded, "%s/padded.json", dir);
+    const char *ptext = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1, "
+                        "\"vocab_size\": 10}, \"input\": {\"batch\": 2, \"seq_len\": 3, \"padding\": [0, 1]}}";
+    rb_write_file(padded, ptext, strlen(ptext));
+    rb_result pr = rb_run((const char *[]){"refenc", "golden", "--config", padded, "--inputs", in, "--out-file", out,
+                                           NULL});
+    rb_expect_error(&pr, 2, "golden", "padding in the config and an inputs file",
+                    (const char *[]){"padded.json: input.padding: the padding comes from",
+                                     "in.key_padding_mask); remove it from the config", NULL});
+    rb_result_free(&pr);
+    cr_expect(!rb_exists(out));
     /* negative control: every input, each right, makes the case */
     const refenc_st_entry good[] = {TOK(REFENC_ST_I64, tokens), MASK(REFENC_ST_BOOL, mask),
                                     {"in.positions", REFENC_ST_I64, 1, {3}, positions},

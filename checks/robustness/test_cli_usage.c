@@ -286,3 +286,39 @@ Test(cli_usage, certify_names_the_known_bug_the_results_match)
               "%s", r.out);
     rb_result_free(&r);
 }
+
+/* The fingerprint line of refenc run's output, or "" (free it). */
+static char *fingerprint_line(const char *out)
+{
+    const char *f = strstr(out, "fingerprint");
+    const char *end = f ? strchr(f, '\n') : NULL;
+    return f && end ? strndup(f, (size_t)(end - f)) : strdup("");
+}
+
+/* refenc run on a family's config (BERT: token types, the embedding LayerNorm) says which family
+ * and options it runs, and its seeded weights, tokens and token types are the same for the same
+ * seed; another seed gives another output (the negative control). */
+Test(cli_usage, run_of_a_family_config_is_described_and_seeded)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(cfg, sizeof cfg, "%s/bert.json", dir);
+    const char *text = "{\"model\": {\"family\": \"bert\", \"d_model\": 16, \"n_heads\": 2, \"d_ff\": 24, "
+                       "\"n_layers\": 1, \"vocab_size\": 30, \"max_len\": 8}, "
+                       "\"input\": {\"batch\": 2, \"seq_len\": 5, \"padding\": [0, 2]}}";
+    rb_write_file(cfg, text, strlen(text));
+    char *fp[3];
+    for (int k = 0; k < 3; k++) {
+        rb_result r = rb_run((const char *[]){"refenc", "run", "--config", cfg, "--seed", k == 2 ? "8" : "7", NULL});
+        cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+        cr_expect(strstr(r.out, "family: bert; ") != NULL && strstr(r.out, " token types, LayerNorm") != NULL,
+                  "the family is not described: %s", r.out);
+        fp[k] = fingerprint_line(r.out);
+        rb_result_free(&r);
+    }
+    cr_expect(fp[0][0] != '\0' && strcmp(fp[0], fp[1]) == 0, "the same seed gave '%s' and '%s'", fp[0], fp[1]);
+    cr_expect(strcmp(fp[0], fp[2]) != 0, "two seeds gave the same output: %s", fp[0]);
+    for (int k = 0; k < 3; k++)
+        free(fp[k]);
+    rb_tmpdir_remove(dir);
+}
