@@ -92,6 +92,10 @@ Test(golden_errors, a_bad_catalogue_entry_is_named_and_nothing_is_written)
         {"no description", ", \"description\": null", GOOD_INPUT,
          {"case t: needs a description, a known component and a seed >= 0", NULL}},
         {"a negative seed", ", \"seed\": -1", GOOD_INPUT, {"case t: needs a description", NULL}},
+        {"a seed in a string", ", \"seed\": \"7\"", GOOD_INPUT, {"case t: needs a description", NULL}},
+        {"an unknown component", ", \"component\": \"convolution\"", GOOD_INPUT,
+         {"case t: needs a description, a known component", NULL}},
+        {"no component", ", \"component\": null", GOOD_INPUT, {"case t: needs a description, a known component", NULL}},
         {"input_bits 16", ", \"input_bits\": 16", GOOD_INPUT, {"case t: input_bits must be 8 or 24", NULL}},
         {"params not an object", ", \"params\": 3", GOOD_INPUT, {"case t: params must be an object", NULL}},
         {"a params entry not an object", ", \"params\": {\"norm1.weight\": 3}", GOOD_INPUT,
@@ -124,29 +128,42 @@ Test(golden_errors, a_bad_catalogue_entry_is_named_and_nothing_is_written)
         char text[2048];
         const char *model = "{\"d_model\": 4, \"n_heads\": 1, \"d_ff\": 1, \"n_layers\": 1}";
         const char *description = "\"d\"";
-        const char *seed = "7";
+        const char *seed = "7", *component = "\"layernorm\"";
         const char *extra = bad[i].extra;
-        if (strncmp(extra, ", \"model\": ", 11) == 0)
+        if (strncmp(extra, ", \"component\": ", 15) == 0)
+            component = extra + 15, extra = "";
+        else if (strncmp(extra, ", \"model\": ", 11) == 0)
             model = extra + 11, extra = "";
         else if (strncmp(extra, ", \"description\": ", 17) == 0)
             description = extra + 17, extra = "";
         else if (strncmp(extra, ", \"seed\": ", 10) == 0)
             seed = extra + 10, extra = "";
         snprintf(text, sizeof text,
-                 "{\"cases\": [{\"case\": \"t\", \"component\": \"layernorm\", \"description\": %s, "
+                 "{\"cases\": [{\"case\": \"t\", \"component\": %s, \"description\": %s, "
                  "\"seed\": %s, \"model\": %s, \"input\": %s%s}]}",
-                 description, seed, model, bad[i].input, extra);
+                 component, description, seed, model, bad[i].input, extra);
         text_file(cat, sizeof cat, dir, "cat.json", text);
         const refusal r = {bad[i].what, {"refenc", "golden", "--catalogue", cat, "--case", "t", "--out-file", out,
                                          "--quiet", NULL},
                            {bad[i].fragment[0], bad[i].fragment[1], NULL}};
         expect_refusals(&r, 1, dir, 1);
     }
-    /* negative control: the entry put right makes its case */
-    catalogue(cat, sizeof cat, dir, ", \"params\": {\"norm1.weight\": {\"mean\": 1, \"scale\": 0.5}}", GOOD_INPUT);
+    /* negative control: the entry put right makes its case, under the name, description and seed
+     * the command line gives */
+    catalogue(cat, sizeof cat, dir,
+              ", \"params\": {\"norm1.weight\": {\"mean\": 1, \"scale\": 0.5}}, \"input_bits\": 24, "
+              "\"bug_classes\": [], \"tolerance\": {}, \"float32_hazard\": \"none here\"",
+              GOOD_INPUT);
     run_ok((const char *[]){"refenc", "golden", "--catalogue", cat, "--case", "t", "--out-file", out, "--quiet",
-                            NULL});
+                            "--name", "u", "--description", "given", "--seed", "8", NULL});
     cr_expect(rb_exists(out), "the good catalogue made no case");
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, out, &err), REFENC_OK, "%s", err.message);
+    cr_expect_str_eq(refenc_st_metadata(&f, "case"), "u");
+    cr_expect_str_eq(refenc_st_metadata(&f, "description"), "given");
+    cr_expect_str_eq(refenc_st_metadata(&f, "float32_hazard"), "none here");
+    refenc_st_free(&f);
     rb_tmpdir_remove(dir);
 }
 
@@ -501,6 +518,11 @@ Test(golden_errors, a_part_with_edited_metadata_is_named, .timeout = 60)
         {"a case file for a part", 1, 0, "format", "refenc-golden", {"e1.safetensors: not a part of a golden case", NULL}},
         {"no shard", 2, 0, "shard", NULL, {"e2.safetensors: __metadata__: shard, units, total_units", NULL}},
         {"a malformed prec", 2, 0, "prec", "high", {"e2.safetensors: __metadata__: shard, units", NULL}},
+        {"malformed units", 2, 0, "units", "two", {"e2.safetensors: __metadata__: shard, units", NULL}},
+        {"malformed total units", 2, 0, "total_units", "four", {"e2.safetensors: __metadata__: shard, units", NULL}},
+        {"a malformed prec_check", 2, 0, "prec_check", "", {"e2.safetensors: __metadata__: shard, units", NULL}},
+        {"units ending elsewhere", 2, 0, "units", "2-3",
+         {"e2.safetensors: shard 2/2 of 4 units should hold units 2-4, not 2-3", NULL}},
         {"units of another shard", 2, 0, "units", "0-2",
          {"e2.safetensors: shard 2/2 of 4 units should hold units 2-4, not 0-2", NULL}},
         {"slices not an object", 2, 0, "slices", "[]", {"e2.safetensors: __metadata__.slices is not a JSON object", NULL}},
@@ -694,5 +716,38 @@ Test(golden_errors, bug_variants_are_stored_and_reported, .timeout = 60)
                  "each variant of the class is stored or reported: stderr %s", r.err);
     cr_expect_eq(count_prefixed(out, "alt."), count_prefixed(out, "alt.layernorm_eps_"), "a variant of another class");
     rb_result_free(&r);
+    rb_tmpdir_remove(dir);
+}
+
+/* A config's case is named after its file (less a .json suffix only) and described from the
+ * config unless --description says otherwise. */
+Test(golden_errors, a_config_case_is_named_after_its_file)
+{
+    char dir[RB_PATH_MAX], plain[RB_PATH_MAX + 32], js[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    const char *text = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 2}, "
+                       "\"input\": {\"batch\": 1, \"seq_len\": 3}}";
+    text_file(plain, sizeof plain, dir, "enc.v2", text);
+    text_file(js, sizeof js, dir, "enc.json", text);
+    snprintf(out, sizeof out, "%s/case.safetensors", dir);
+    static const struct {
+        int json;
+        const char *description, *name, *want_desc;
+    } runs[] = {{0, NULL, "enc.v2", "enc.v2: 2 layers, Pre-LN, d_model 8"},
+                {1, "mine", "enc", "mine"}};
+    for (size_t i = 0; i < 2; i++) {
+        rb_result r = rb_run((const char *[]){"refenc", "golden", "--config", runs[i].json ? js : plain, "--out-file",
+                                              out, "--quiet", runs[i].description ? "--description" : NULL,
+                                              runs[i].description, NULL});
+        cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+        rb_result_free(&r);
+        refenc_st_file f;
+        refenc_error err;
+        cr_assert_eq(refenc_st_read(&f, out, &err), REFENC_OK, "%s", err.message);
+        cr_expect_str_eq(refenc_st_metadata(&f, "case"), runs[i].name);
+        cr_expect(strncmp(refenc_st_metadata(&f, "description"), runs[i].want_desc, strlen(runs[i].want_desc)) == 0,
+                  "description '%s', want '%s...'", refenc_st_metadata(&f, "description"), runs[i].want_desc);
+        refenc_st_free(&f);
+    }
     rb_tmpdir_remove(dir);
 }

@@ -320,5 +320,19 @@ Test(cli_usage, run_of_a_family_config_is_described_and_seeded)
     cr_expect(strcmp(fp[0], fp[2]) != 0, "two seeds gave the same output: %s", fp[0]);
     for (int k = 0; k < 3; k++)
         free(fp[k]);
+    /* the original family with one family option (finfo.min) is described too; without, not */
+    for (int k = 0; k < 2; k++) {
+        text = k == 0 ? "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 2, "
+                        "\"causal\": true, \"mask_value\": \"finfo_min\"}}"
+                      : "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 2, "
+                        "\"causal\": true}}";
+        rb_write_file(cfg, text, strlen(text));
+        rb_result r = rb_run((const char *[]){"refenc", "run", "--config", cfg, NULL});
+        cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+        cr_expect((strstr(r.out, "family: vaswani; ") != NULL) == (k == 0) &&
+                      (k == 1 || strstr(r.out, "masked scores finfo_min") != NULL),
+                  "config %d: %s", k, r.out);
+        rb_result_free(&r);
+    }
     rb_tmpdir_remove(dir);
 }
