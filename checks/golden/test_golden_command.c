@@ -484,10 +484,13 @@ Test(golden_command, inputs_are_never_rounded_and_their_dtype_is_recorded, .time
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
     snprintf(w, sizeof w, "%s/weights.safetensors", dir);
     snprintf(out, sizeof out, "%s/case.safetensors", dir);
-    /* the fixture's weights (8 significant bits) first: F16 and BF16 hold them */
-    const char *want[3] = {"F16,BF16", "F32", "F64"};
-    for (int k = 0; k < 3; k++) {
-        if (k > 0) { /* one weight given 12 (float32), then 40 (float64) significant bits */
+    /* the fixture's weights (8 significant bits) first: F16 and BF16 hold them; then one weight
+     * given 12 significant bits (float32 only), 40 (float64 only), 11 (float16's, not bfloat16's
+     * 8), 2^20 (bfloat16's range, not float16's 2^15) and 3 2^-22 (a float16 subnormal) */
+    const char *want[6] = {"F16,BF16", "F32", "F64", "F16", "BF16", "F16,BF16"};
+    const double wide5[6] = {0, 1.0 + 0x1p-11, 1.0 + 0x1p-39, 1.0 + 0x1p-10, 0x1p20, 3 * 0x1p-22};
+    for (int k = 0; k < 6; k++) {
+        if (k > 0) {
             rb_golden g;
             rb_golden_load(&g, "encoder_causal_learned");
             refenc_st_entry e[RB_MAX_TENSORS];
@@ -501,7 +504,7 @@ Test(golden_command, inputs_are_never_rounded_and_their_dtype_is_recorded, .time
                     const float *f = e[n].data;
                     for (size_t j = 0; j < 36; j++)
                         wide[j] = f[j];
-                    wide[5] = 1.0 + (k == 1 ? 0x1p-11 : 0x1p-39);
+                    wide[5] = wide5[k];
                     e[n].dtype = REFENC_ST_F64;
                     e[n].data = wide;
                 }
@@ -522,7 +525,7 @@ Test(golden_command, inputs_are_never_rounded_and_their_dtype_is_recorded, .time
         double v[36];
         cr_assert_eq(refenc_st_to_f64(v, &f, t, &err), REFENC_OK);
         if (k > 0)
-            cr_expect(v[5] == 1.0 + (k == 1 ? 0x1p-11 : 0x1p-39), "case %d: the weight was rounded to %a", k, v[5]);
+            cr_expect(v[5] == wide5[k], "case %d: the weight was rounded to %a", k, v[5]);
         cr_expect_eq(t->dtype, k == 2 ? REFENC_ST_F64 : REFENC_ST_F32, "case %d: stored as %s", k,
                      refenc_st_dtype_name(t->dtype));
         refenc_st_free(&f);

@@ -13,7 +13,7 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
-#include "../../ref/oracle/oracle.h"
+#include "../../ref/oracle/internal.h"
 #include "../common/testutil.h"
 
 #define N_MAX 64
@@ -326,4 +326,44 @@ Test(oracle_dot, the_comparison_sees_one_ulp)
     cr_expect(!same(a, b), "+0 and -0 compare equal");
     mpfr_clear(a);
     mpfr_clear(b);
+}
+
+/* nn.Linear with the parameters kept as doubles (refenc_mpk_linear_d, with its span given or
+ * computed) is, output by output, the same correctly rounded sum as with them in MPFR
+ * (refenc_mpk_linear_forward), bias or none; widths that are not powers of two. */
+Test(oracle_dot, linear_on_double_parameters_equals_linear_on_mpfr_ones)
+{
+    enum { N = 3, IN = 7, OUT = 5 };
+    const mpfr_prec_t prec = 113;
+    gsl_rng *r = test_rng(41);
+    double xd[N * IN], W[OUT * IN], b[OUT];
+    test_fill_gaussian(xd, N * IN, 0.0, 1.7, r);
+    test_fill_gaussian(W, OUT * IN, 0.0, 0.6, r);
+    test_fill_gaussian(b, OUT, 0.3, 0.2, r);
+    W[4] = 0.0, W[9] = -W[8]; /* a zero, and opposite neighbours */
+    gsl_rng_free(r);
+    mpfr_ptr x = refenc_mp_from_d(xd, N * IN, prec), Wm = refenc_mp_from_d(W, OUT * IN, 53);
+    mpfr_ptr bm = refenc_mp_from_d(b, OUT, 53);
+    mpfr_ptr y1 = refenc_mp_alloc(N * OUT, prec), y2 = refenc_mp_alloc(N * OUT, prec);
+    cr_assert(x && Wm && bm && y1 && y2);
+    refenc_mp_ws ws;
+    cr_assert_eq(refenc_mp_ws_alloc(&ws, prec, 4, IN + 1), REFENC_OK);
+    refenc_mp_wspan span;
+    refenc_mp_wspan_of(&span, W, OUT * IN, b, OUT);
+    for (int bias = 0; bias < 2; bias++)
+        for (int given = 0; given < 2; given++) {
+            refenc_mpk_linear_forward(y1, x, Wm, bias ? bm : NULL, N, IN, OUT, &ws);
+            refenc_mpk_linear_d(y2, x, W, bias ? b : NULL, given && bias ? &span : NULL, N, IN, OUT, &ws);
+            for (size_t i = 0; i < N * OUT; i++)
+                cr_expect(mpfr_equal_p(y1 + i, y2 + i), "bias %d, span %d: output %zu: %a vs %a", bias, given, i,
+                          mpfr_get_d(y1 + i, MPFR_RNDN), mpfr_get_d(y2 + i, MPFR_RNDN));
+        }
+    /* negative control: another bias changes the outputs */
+    b[2] += 0x1p-20;
+    refenc_mpk_linear_d(y2, x, W, b, NULL, N, IN, OUT, &ws);
+    refenc_mpk_linear_forward(y1, x, Wm, bm, N, IN, OUT, &ws);
+    cr_expect(!mpfr_equal_p(y1 + 2, y2 + 2), "a changed bias left the output unchanged");
+    refenc_mp_ws_free(&ws);
+    refenc_mp_free(x, N * IN), refenc_mp_free(Wm, OUT * IN), refenc_mp_free(bm, OUT);
+    refenc_mp_free(y1, N * OUT), refenc_mp_free(y2, N * OUT);
 }

@@ -376,3 +376,59 @@ Test(oracle_encoder_run, an_item_that_needs_precision_escalates_alone, .timeout 
     steps_free(&want), steps_free(&got), steps_free(&ordinary);
     model_free(&m);
 }
+
+/* A run outside its bounds is refused with a message naming the bound, before any work; the
+ * same run inside them succeeds (the negative control). */
+Test(oracle_encoder_run, a_run_outside_its_bounds_is_refused)
+{
+    refenc_config cfg;
+    refenc_config_default(&cfg);
+    cfg.d_model = 8, cfg.n_heads = 2, cfg.d_ff = 10, cfg.n_layers = 1, cfg.vocab_size = 7;
+    model m;
+    model_make(&m, &cfg, 2, 3, 0, 0, 21);
+    steps s = {0};
+    s.B = m.B;
+    const refenc_mp_run good = {.cfg = &m.cfg, .params = &m.p, .in = &m.in, .unit_begin = 0, .unit_end = 2,
+                                .emit = from_emit, .emit_ctx = &s, .prec = REFENC_MP_PREC_DEFAULT, .threads = 1};
+    refenc_mp_run bad[5];
+    const char *fragment[5] = {"oracle: units [1, 0) of 2", "oracle: units [0, 3) of 2", "1 threads",
+                               "oracle: precision 10 bits is outside", "token"};
+    for (int k = 0; k < 5; k++)
+        bad[k] = good;
+    bad[0].unit_begin = 1, bad[0].unit_end = 0;
+    bad[1].unit_end = 3;
+    bad[2].threads = 0;
+    bad[3].prec = 10;
+    refenc_input in = m.in;
+    int64_t tokens[6] = {1, 2, 3, 4, 5, 7}; /* 7: outside the vocabulary */
+    in.tokens = tokens;
+    bad[4].in = &in;
+    for (int k = 0; k < 5; k++) {
+        refenc_mp_report rep;
+        const int st = refenc_mp_encoder_run(&bad[k], &rep);
+        cr_expect_eq(st, REFENC_EINVAL, "case %d: status %d: %s", k, st, rep.error.message);
+        cr_expect(k == 2 ? strstr(rep.error.message, "0 threads") != NULL
+                         : strstr(rep.error.message, fragment[k]) != NULL,
+                  "case %d: the message lacks '%s': %s", k, fragment[k], rep.error.message);
+    }
+    cr_expect_eq(s.n, 0, "a refused run emitted steps");
+    cr_expect_eq(refenc_mp_encoder_run(&good, NULL), REFENC_OK);
+    cr_expect_gt(s.n, 0, "the good run emitted nothing");
+    steps_free(&s);
+    model_free(&m);
+}
+
+/* The memory estimate grows with the sequence, the threads and the precision, and says 0 when it
+ * overflows. */
+Test(oracle_encoder_run, the_memory_estimate_grows_with_the_run)
+{
+    refenc_config cfg;
+    refenc_config_default(&cfg);
+    cfg.d_model = 12, cfg.n_heads = 3, cfg.d_ff = 20, cfg.n_layers = 2;
+    const size_t base = refenc_mp_encoder_run_bytes(&cfg, 5, 1, 128);
+    cr_expect_gt(base, 0);
+    cr_expect_gt(refenc_mp_encoder_run_bytes(&cfg, 9, 1, 128), base);
+    cr_expect_gt(refenc_mp_encoder_run_bytes(&cfg, 5, 2, 128), base);
+    cr_expect_gt(refenc_mp_encoder_run_bytes(&cfg, 5, 1, 1024), base);
+    cr_expect_eq(refenc_mp_encoder_run_bytes(&cfg, (size_t)1 << 40, 4096, 65536), 0, "no overflow reported");
+}

@@ -374,9 +374,14 @@ static void *own(rb_golden *g, void *p)
 
 void rb_golden_load(rb_golden *g, const char *case_name)
 {
-    memset(g, 0, sizeof *g);
     char path[RB_PATH_MAX];
     rb_fixture_case(path, case_name);
+    rb_golden_load_file(g, path);
+}
+
+void rb_golden_load_file(rb_golden *g, const char *path)
+{
+    memset(g, 0, sizeof *g);
     refenc_st_file f;
     refenc_error err;
     cr_assert_eq(refenc_st_read(&f, path, &err), REFENC_OK, "%s", err.message);

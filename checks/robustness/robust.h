@@ -129,6 +129,8 @@ typedef struct {
 } rb_golden;
 
 void rb_golden_load(rb_golden *g, const char *case_name);
+/* The same from any safetensors file (a part of a case, a case written by the test). */
+void rb_golden_load_file(rb_golden *g, const char *path);
 /* The entry with this name (fails the test if absent). */
 refenc_st_entry *rb_golden_entry(rb_golden *g, const char *name);
 /* Sets (value != NULL) or removes a metadata string. */

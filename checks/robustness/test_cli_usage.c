@@ -176,6 +176,23 @@ Test(cli_usage, run_case_options_misused)
          "--case does not combine with --config, --weights, --inputs or --trace"},
         {"--case that does not exist", {"refenc", "run", "--case", "/nonexistent.safetensors", "--out", "x", NULL},
          "/nonexistent.safetensors: cannot open: No such file or directory"},
+        {"--emulate of no dtype", {"refenc", "run", "--case", golden, "--out", "x", "--emulate", "f8", NULL},
+         "--emulate: 'f8' is not f32, f16 or bf16 with modifiers"},
+        {"--emulate f64 (the reference itself)", {"refenc", "run", "--case", golden, "--out", "x", "--emulate", "f64", NULL},
+         "--emulate: 'f64' is not f32"},
+        {"--emulate with an unknown modifier", {"refenc", "run", "--case", golden, "--out", "x", "--emulate", "f16,fast", NULL},
+         "--emulate: 'f16,fast' is not"},
+        {"--emulate with every modifier but one unknown",
+         {"refenc", "run", "--case", golden, "--out", "x", "--emulate", "bf16,pure,fused,reverse,float-libm,x", NULL},
+         "--emulate: 'bf16,pure,fused,reverse,float-libm,x' is not"},
+        {"--bug unknown", {"refenc", "run", "--case", golden, "--out", "x", "--bug", "colour", NULL},
+         "--bug: unknown variant 'colour'"},
+        {"--emulate without --case", {"refenc", "run", "--config", "docs/examples/pre_ln_rope.json", "--emulate", "f32", NULL},
+         "--emulate and --bug go with --case"},
+        {"--seed out of range", {"refenc", "run", "--config", "docs/examples/pre_ln_rope.json", "--seed", "-1", NULL},
+         "--seed: '-1' is not an integer in [0, 4294967295]"},
+        {"an unknown option", {"refenc", "run", "--colour", NULL}, "unknown option '--colour'"},
+        {"--seed without a value", {"refenc", "run", "--seed", NULL}, "--seed needs a value"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         rb_result r = rb_run(cases[i].args);
@@ -268,4 +285,54 @@ Test(cli_usage, certify_names_the_known_bug_the_results_match)
     cr_expect(strstr(r.out, "layernorm_eps_x10\n  symptom: ") != NULL && strstr(r.out, "unbiased_variance\n") != NULL,
               "%s", r.out);
     rb_result_free(&r);
+}
+
+/* The fingerprint line of refenc run's output, or "" (free it). */
+static char *fingerprint_line(const char *out)
+{
+    const char *f = strstr(out, "fingerprint");
+    const char *end = f ? strchr(f, '\n') : NULL;
+    return f && end ? strndup(f, (size_t)(end - f)) : strdup("");
+}
+
+/* refenc run on a family's config (BERT: token types, the embedding LayerNorm) says which family
+ * and options it runs, and its seeded weights, tokens and token types are the same for the same
+ * seed; another seed gives another output (the negative control). */
+Test(cli_usage, run_of_a_family_config_is_described_and_seeded)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(cfg, sizeof cfg, "%s/bert.json", dir);
+    const char *text = "{\"model\": {\"family\": \"bert\", \"d_model\": 16, \"n_heads\": 2, \"d_ff\": 24, "
+                       "\"n_layers\": 1, \"vocab_size\": 30, \"max_len\": 8}, "
+                       "\"input\": {\"batch\": 2, \"seq_len\": 5, \"padding\": [0, 2]}}";
+    rb_write_file(cfg, text, strlen(text));
+    char *fp[3];
+    for (int k = 0; k < 3; k++) {
+        rb_result r = rb_run((const char *[]){"refenc", "run", "--config", cfg, "--seed", k == 2 ? "8" : "7", NULL});
+        cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+        cr_expect(strstr(r.out, "family: bert; ") != NULL && strstr(r.out, " token types, LayerNorm") != NULL,
+                  "the family is not described: %s", r.out);
+        fp[k] = fingerprint_line(r.out);
+        rb_result_free(&r);
+    }
+    cr_expect(fp[0][0] != '\0' && strcmp(fp[0], fp[1]) == 0, "the same seed gave '%s' and '%s'", fp[0], fp[1]);
+    cr_expect(strcmp(fp[0], fp[2]) != 0, "two seeds gave the same output: %s", fp[0]);
+    for (int k = 0; k < 3; k++)
+        free(fp[k]);
+    /* the original family with one family option (finfo.min) is described too; without, not */
+    for (int k = 0; k < 2; k++) {
+        text = k == 0 ? "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 2, "
+                        "\"causal\": true, \"mask_value\": \"finfo_min\"}}"
+                      : "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 2, "
+                        "\"causal\": true}}";
+        rb_write_file(cfg, text, strlen(text));
+        rb_result r = rb_run((const char *[]){"refenc", "run", "--config", cfg, NULL});
+        cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+        cr_expect((strstr(r.out, "family: vaswani; ") != NULL) == (k == 0) &&
+                      (k == 1 || strstr(r.out, "masked scores finfo_min") != NULL),
+                  "config %d: %s", k, r.out);
+        rb_result_free(&r);
+    }
+    rb_tmpdir_remove(dir);
 }

@@ -199,3 +199,32 @@ Test(certify_cli, a_hazard_shows_as_xfail_and_does_not_fail_the_run)
                   NULL, "%s", r.out);
     rb_result_free(&r);
 }
+
+/* In JUnit, an expected failure (a float32 hazard) is skipped with the hazard as its message, and
+ * a case whose results cannot be read is an error naming why; the summary counts it. */
+Test(certify_cli, junit_skips_an_expected_failure_and_errs_on_an_unreadable_case)
+{
+    make_results("layernorm_large_mean", "f32", NULL);
+    char bad[2 * RB_PATH_MAX];
+    snprintf(bad, sizeof bad, "%s/softmax_basic.safetensors", results);
+    rb_write_file(bad, "not safetensors", 15);
+    snprintf(out, sizeof out, "%s/junit.xml", dir);
+    rb_result r = certify((const char *[]){"--case", "layernorm_large_mean,softmax_basic", "--junit", out, NULL});
+    cr_expect_neq(r.status, 0, "an unreadable results file passed: %s%s", r.out, r.err);
+    rb_result_free(&r);
+    size_t n;
+    char *xml = (char *)rb_read_file(out, &n);
+    cr_assert_not_null(xml);
+    cr_expect(strstr(xml, "errors=\"1\">") != NULL, "%s", xml);
+    cr_expect(strstr(xml, "<testcase classname=\"layernorm_large_mean\" name=\"out.output\"><skipped message=\"") !=
+                  NULL, "%s", xml);
+    cr_expect(strstr(xml, "<testcase classname=\"softmax_basic\" name=\"case\"><error message=\"") != NULL, "%s", xml);
+    free(xml);
+    /* negative control: the readable case alone has no error */
+    r = certify((const char *[]){"--case", "layernorm_large_mean", "--junit", out, NULL});
+    cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+    rb_result_free(&r);
+    xml = (char *)rb_read_file(out, &n);
+    cr_expect(strstr(xml, "errors=\"0\">") != NULL && strstr(xml, "<error") == NULL, "%s", xml);
+    free(xml);
+}

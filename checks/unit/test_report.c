@@ -463,6 +463,9 @@ Test(report, exit_codes_messages_and_atomic_output)
     r = rb_run((const char *const[]){"refenc", "report", "--help", NULL});
     cr_assert(r.status == 0 && strstr(r.out, "usage: refenc report") && r.err[0] == '\0');
     rb_result_free(&r);
+    r = rb_run((const char *const[]){"refenc", "report", "-h", NULL});
+    cr_assert(r.status == 0 && strstr(r.out, "usage: refenc report") && r.err[0] == '\0');
+    rb_result_free(&r);
 
     /* errors: one message, exit 2, and the report already there untouched */
     rb_write_file(html, "before", 6);
@@ -481,6 +484,10 @@ Test(report, exit_codes_messages_and_atomic_output)
                                "--rtol", "-1", "--atol", "0", NULL}, "--rtol: '-1' is not a finite number >= 0"},
         {(const char *const[]){"refenc", "report", "--golden", golden_dir(), "--results", tmp, "--html", html,
                                "--rtol", "0", "--atol", "inf", NULL}, "--atol: 'inf' is not a finite number >= 0"},
+        {(const char *const[]){"refenc", "report", "--golden", golden_dir(), "--results", tmp, "--html", html,
+                               "--atol", "1e-3", NULL}, "--rtol and --atol go together"},
+        {(const char *const[]){"refenc", "report", "--golden", golden_dir(), "--html", html, NULL}, "required"},
+        {(const char *const[]){"refenc", "report", "--results", tmp, "--html", html, NULL}, "required"},
         {(const char *const[]){"refenc", "report", "--golden", golden_dir(), "--results", tmp, "--html", NULL},
          "--html needs a value"},
         {(const char *const[]){"refenc", "report", "--golden", tmp, "--results", tmp, "--html", html, NULL},

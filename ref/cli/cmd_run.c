@@ -228,148 +228,185 @@ static void run_trace_fn(void *ctx, const char *name, const double *data, size_t
         results_collect(t->keep, name, data, ndim, shape);
 }
 
-int cmd_run(int argc, char **argv)
-{
-    const char *config_path = NULL, *case_path = NULL, *out_path = NULL;
-    const char *weights_path = NULL, *inputs_path = NULL;
-    uint64_t seed = DEFAULT_SEED;
-    int trace = 0;
+/* The command line of refenc run. */
+typedef struct {
+    const char *config_path, *case_path, *out_path, *weights_path, *inputs_path;
+    uint64_t seed;
+    int trace, help;
     run_case_spec cspec;
-    memset(&cspec, 0, sizeof cspec);
+} run_args;
 
+/* Reads the options into a (help: a->help set); returns REFENC_EXIT_OK or the exit code of a
+ * refused command line, whose message it has printed. */
+static int parse_run_args(run_args *a, int argc, char **argv)
+{
+    memset(a, 0, sizeof *a);
+    a->seed = DEFAULT_SEED;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(run_usage, stdout);
+        const char *o = argv[i];
+        if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0) {
+            a->help = 1;
             return REFENC_EXIT_OK;
-        } else if (strcmp(a, "--trace") == 0) {
-            trace = 1;
+        } else if (strcmp(o, "--trace") == 0) {
+            a->trace = 1;
             continue;
         }
-        const char **slot = strcmp(a, "--config") == 0    ? &config_path
-                            : strcmp(a, "--case") == 0    ? &case_path
-                            : strcmp(a, "--out") == 0     ? &out_path
-                            : strcmp(a, "--weights") == 0 ? &weights_path
-                            : strcmp(a, "--inputs") == 0  ? &inputs_path
+        const char **slot = strcmp(o, "--config") == 0    ? &a->config_path
+                            : strcmp(o, "--case") == 0    ? &a->case_path
+                            : strcmp(o, "--out") == 0     ? &a->out_path
+                            : strcmp(o, "--weights") == 0 ? &a->weights_path
+                            : strcmp(o, "--inputs") == 0  ? &a->inputs_path
                                                           : NULL;
-        const int case_opt = strcmp(a, "--emulate") == 0 || strcmp(a, "--bug") == 0;
-        if (slot == NULL && !case_opt && strcmp(a, "--seed") != 0)
-            return cli_error("run", "unknown option '%s' (see 'refenc run --help')", a);
+        const int case_opt = strcmp(o, "--emulate") == 0 || strcmp(o, "--bug") == 0;
+        if (slot == NULL && !case_opt && strcmp(o, "--seed") != 0)
+            return cli_error("run", "unknown option '%s' (see 'refenc run --help')", o);
         if (++i >= argc)
-            return cli_error("run", "%s needs a %s (see 'refenc run --help')", a,
+            return cli_error("run", "%s needs a %s (see 'refenc run --help')", o,
                              slot == NULL ? "value" : "file name");
         if (slot != NULL)
             *slot = argv[i];
         else if (case_opt) {
-            const int rc = case_option(&cspec, a, argv[i]);
+            const int rc = case_option(&a->cspec, o, argv[i]);
             if (rc != REFENC_EXIT_OK)
                 return rc;
-        } else if (!cli_parse_u64(&seed, argv[i]) || seed > 0xffffffffu)
+        } else if (!cli_parse_u64(&a->seed, argv[i]) || a->seed > 0xffffffffu)
             return cli_error("run", "--seed: '%s' is not an integer in [0, 4294967295]", argv[i]);
     }
-    if (case_path != NULL) {
-        if (out_path == NULL)
-            return cli_error("run", "--case and --out go together (see 'refenc run --help')");
-        if (config_path != NULL || trace || weights_path != NULL || inputs_path != NULL)
-            return cli_error("run", "--case does not combine with --config, --weights, --inputs or --trace");
-        return run_case(case_path, out_path, &cspec);
+    return REFENC_EXIT_OK;
+}
+
+/* The model: the case's parameters and input, from the user's files or the seeded stream.
+ * On failure c is freed and *report may hold the loader's report for cli_load_error. */
+static int model_load(refenc_case *c, const refenc_config *cfg, const run_input *spec, const run_args *a,
+                      char *summary, size_t summary_size, char **report, refenc_error *err)
+{
+    int st;
+    if (a->inputs_path != NULL)
+        st = cli_case_from_inputs(c, cfg, spec, a->config_path, a->inputs_path, report, err);
+    else
+        st = refenc_case_alloc(c, REFENC_COMP_ENCODER, cfg, spec->batch, spec->seq_len,
+                               cfg->vocab_size > 0, spec->padding != NULL, 0, err);
+    if (st == REFENC_OK && a->weights_path != NULL)
+        st = cli_params_from_checkpoint(&c->params, cfg, a->weights_path, summary, summary_size, report, err);
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    if (st == REFENC_OK && rng == NULL)
+        st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");
+    if (st == REFENC_OK)
+        seeded_fill(c, spec, a->seed, a->weights_path == NULL, a->inputs_path == NULL, rng);
+    else
+        refenc_case_free(c);
+    gsl_rng_free(rng);
+    return st;
+}
+
+/* The output's summary: its statistics, its first values and its fingerprint.  y: (B, L, D). */
+static void print_output(const double *y, size_t B, size_t L, size_t D)
+{
+    const size_t shape[3] = {B, L, D};
+    printf("\n%-28s %-16s %13s %13s %13s %13s\n", "", "shape", "mean", "std", "min", "max");
+    print_stats("output", y, 3, shape);
+    const size_t shown = D < 4 ? D : 4;
+    printf("output[0, 0, 0:%zu] =", shown);
+    for (size_t d = 0; d < shown; d++)
+        printf(" %.17g", y[d]);
+    printf("\n");
+    printf("fingerprint (FNV-1a of the output's bytes): %016" PRIx64 "\n", fingerprint(y, B * L * D));
+}
+
+/* --out: every step kept, with the config and the weights' and inputs' sources in the metadata. */
+static int write_results(const results *keep, const refenc_config *cfg, const run_args *a, refenc_error *err)
+{
+    json_t *cj = refenc_config_to_json(cfg);
+    char *cs = cj ? json_dumps(cj, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    char source[64];
+    snprintf(source, sizeof source, "seed %" PRIu64, a->seed);
+    json_t *meta = cs == NULL ? NULL
+                   : json_pack("{s:s, s:s, s:s, s:s}", "implementation",
+                               "refenc reference " REFENC_VERSION " (double)", "config", cs,
+                               "weights", a->weights_path ? a->weights_path : source,
+                               "inputs", a->inputs_path ? a->inputs_path : source);
+    const int st = meta == NULL ? refenc_error_set(err, REFENC_ENOMEM, "out of memory")
+                                : results_write(keep, a->out_path, meta, err);
+    if (st == REFENC_OK)
+        printf("%zu outputs written to %s\n", keep->n, a->out_path);
+    json_decref(meta);
+    json_decref(cj);
+    free(cs);
+    return st;
+}
+
+/* One forward pass of the loaded model, printed (and traced, and kept for --out, as asked). */
+static int forward_and_report(const refenc_case *c, const refenc_config *cfg, const run_input *spec,
+                              const run_args *a, const char *weights_summary, refenc_error *err)
+{
+    const size_t B = c->B, L = c->L, D = cfg->d_model;
+    refenc_workspace ws;
+    double *y = NULL;
+    int st = refenc_workspace_alloc(&ws, cfg, B, L, err);
+    if (st == REFENC_OK && (y = refenc_alloc_array(B * L * D, sizeof *y)) == NULL)
+        st = refenc_error_set(err, REFENC_ENOMEM, "out of memory for the output");
+    results keep;
+    memset(&keep, 0, sizeof keep);
+    if (st == REFENC_OK) {
+        describe(cfg, c, spec, a->config_path, a->seed, a->weights_path, a->inputs_path);
+        if (weights_summary[0] != '\0')
+            printf("%s\n", weights_summary);
+        const refenc_input input = refenc_case_input(c);
+        run_trace rt = {a->trace, a->out_path != NULL ? &keep : NULL};
+        const refenc_trace tr = {run_trace_fn, &rt};
+        if (a->trace)
+            printf("\n%-28s %-16s %13s %13s %13s %13s\n", "step", "shape", "mean", "std", "min", "max");
+        st = refenc_encoder_forward(y, &ws, &c->params, cfg, &input, &tr, err);
     }
-    if (cspec.emulate || cspec.has_bug)
+    if (st == REFENC_OK)
+        print_output(y, B, L, D);
+    if (st == REFENC_OK && a->out_path != NULL)
+        st = write_results(&keep, cfg, a, err);
+    results_free(&keep);
+    free(y);
+    refenc_workspace_free(&ws);
+    return st;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    run_args a;
+    const int rc = parse_run_args(&a, argc, argv);
+    if (rc != REFENC_EXIT_OK || a.help) {
+        if (a.help)
+            fputs(run_usage, stdout);
+        return rc;
+    }
+    if (a.case_path != NULL) {
+        if (a.out_path == NULL)
+            return cli_error("run", "--case and --out go together (see 'refenc run --help')");
+        if (a.config_path != NULL || a.trace || a.weights_path != NULL || a.inputs_path != NULL)
+            return cli_error("run", "--case does not combine with --config, --weights, --inputs or --trace");
+        return run_case(a.case_path, a.out_path, &a.cspec);
+    }
+    if (a.cspec.emulate || a.cspec.has_bug)
         return cli_error("run", "--emulate and --bug go with --case (see 'refenc run --help')");
-    if (config_path == NULL)
-        return cli_error("run", out_path != NULL ? "--out needs --config or --case (see 'refenc run --help')"
-                                                 : "--config FILE.json is required (see 'refenc run --help')");
+    if (a.config_path == NULL)
+        return cli_error("run", a.out_path != NULL ? "--out needs --config or --case (see 'refenc run --help')"
+                                                   : "--config FILE.json is required (see 'refenc run --help')");
 
     refenc_config cfg;
     run_input spec;
     refenc_error err;
     refenc_error_clear(&err);
-    if (run_config_load(&cfg, &spec, config_path, &err) != REFENC_OK) {
+    if (run_config_load(&cfg, &spec, a.config_path, &err) != REFENC_OK) {
         free(spec.padding);
         return cli_error("run", "%s", err.message);
     }
-
-    /* the model: parameters and input, from the files or the seeded stream */
     refenc_case c;
-    char *report = NULL;
-    int st;
-    if (inputs_path != NULL)
-        st = cli_case_from_inputs(&c, &cfg, &spec, config_path, inputs_path, &report, &err);
-    else
-        st = refenc_case_alloc(&c, REFENC_COMP_ENCODER, &cfg, spec.batch, spec.seq_len,
-                               cfg.vocab_size > 0, spec.padding != NULL, 0, &err);
-    char weights_summary[1024] = "";
-    if (st == REFENC_OK && weights_path != NULL)
-        st = cli_params_from_checkpoint(&c.params, &cfg, weights_path, weights_summary, sizeof weights_summary,
-                                        &report, &err);
-    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
-    if (st == REFENC_OK && rng == NULL)
-        st = refenc_error_set(&err, REFENC_ENOMEM, "out of memory");
+    char *report = NULL, weights_summary[1024] = "";
+    int st = model_load(&c, &cfg, &spec, &a, weights_summary, sizeof weights_summary, &report, &err);
     if (st != REFENC_OK) {
-        gsl_rng_free(rng);
-        refenc_case_free(&c);
         free(spec.padding);
         return cli_load_error("run", report, &err);
     }
-    seeded_fill(&c, &spec, seed, weights_path == NULL, inputs_path == NULL, rng);
-    gsl_rng_free(rng);
-
-    const size_t B = c.B, L = c.L, D = cfg.d_model;
-    refenc_workspace ws;
-    double *y = NULL;
-    st = refenc_workspace_alloc(&ws, &cfg, B, L, &err);
-    if (st == REFENC_OK && (y = refenc_alloc_array(B * L * D, sizeof *y)) == NULL)
-        st = refenc_error_set(&err, REFENC_ENOMEM, "out of memory for the output");
-    results keep;
-    memset(&keep, 0, sizeof keep);
-    if (st == REFENC_OK) {
-        describe(&cfg, &c, &spec, config_path, seed, weights_path, inputs_path);
-        if (weights_summary[0] != '\0')
-            printf("%s\n", weights_summary);
-        const refenc_input input = refenc_case_input(&c);
-        run_trace rt = {trace, out_path != NULL ? &keep : NULL};
-        const refenc_trace tr = {run_trace_fn, &rt};
-        if (trace)
-            printf("\n%-28s %-16s %13s %13s %13s %13s\n", "step", "shape", "mean", "std", "min", "max");
-        st = refenc_encoder_forward(y, &ws, &c.params, &cfg, &input, &tr, &err);
-    }
-    if (st == REFENC_OK) {
-        const size_t shape[3] = {B, L, D};
-        printf("\n%-28s %-16s %13s %13s %13s %13s\n", "", "shape", "mean", "std", "min", "max");
-        print_stats("output", y, 3, shape);
-        const size_t shown = D < 4 ? D : 4;
-        printf("output[0, 0, 0:%zu] =", shown);
-        for (size_t d = 0; d < shown; d++)
-            printf(" %.17g", y[d]);
-        printf("\n");
-        printf("fingerprint (FNV-1a of the output's bytes): %016" PRIx64 "\n",
-               fingerprint(y, B * L * D));
-    }
-    if (st == REFENC_OK && out_path != NULL) {
-        json_t *cj = refenc_config_to_json(&cfg);
-        char *cs = cj ? json_dumps(cj, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-        char source[64];
-        snprintf(source, sizeof source, "seed %" PRIu64, seed);
-        json_t *meta = cs == NULL ? NULL
-                       : json_pack("{s:s, s:s, s:s, s:s}", "implementation",
-                                   "refenc reference " REFENC_VERSION " (double)", "config", cs,
-                                   "weights", weights_path ? weights_path : source,
-                                   "inputs", inputs_path ? inputs_path : source);
-        st = meta == NULL ? refenc_error_set(&err, REFENC_ENOMEM, "out of memory")
-                          : results_write(&keep, out_path, meta, &err);
-        if (st == REFENC_OK)
-            printf("%zu outputs written to %s\n", keep.n, out_path);
-        json_decref(meta);
-        json_decref(cj);
-        free(cs);
-    }
-
-    results_free(&keep);
-    free(y);
+    st = forward_and_report(&c, &cfg, &spec, &a, weights_summary, &err);
     free(spec.padding);
-    refenc_workspace_free(&ws);
     refenc_case_free(&c);
-    if (st != REFENC_OK)
-        return cli_error("run", "%s", err.message);
-    return REFENC_EXIT_OK;
+    return st == REFENC_OK ? REFENC_EXIT_OK : cli_error("run", "%s", err.message);
 }

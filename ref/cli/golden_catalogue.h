@@ -19,7 +19,8 @@ typedef struct {
     int input_bits;           /* significant bits of inputs and parameters    */
 } catalogue_case;
 
-/* Reads golden/catalogue.json (checked: unknown keys are errors). */
+/* Reads a catalogue such as golden/catalogue.json (checked: a "cases" array of objects, each with a
+ * "case" name; unknown keys are errors). */
 json_t *catalogue_load(const char *path, refenc_error *err);
 
 /* The entry for name.  Errors: REFENC_EINVAL (absent or malformed). */

@@ -84,6 +84,42 @@ void golden_set_adopt(golden_set *s, const char *name, double *data, size_t ndim
     set_add(s, name, data, data, ndim, shape);
 }
 
+/* Marks the don't-care elements of dead query rows in a (B, L, D) or (B, H, L, L) output; returns how many. */
+static size_t dead_query_elements(const golden_set *s, size_t ndim, const size_t *shape, uint8_t *dc)
+{
+    const size_t B = s->c->B, L = s->c->L;
+    size_t any = 0;
+    if (ndim == 3 && shape[0] == B && shape[1] == L) {            /* (B, L, D) */
+        for (size_t bl = 0; bl < B * L; bl++)
+            if (s->dead[bl])
+                for (size_t d = 0; d < shape[2]; d++, any++)
+                    dc[bl * shape[2] + d] = 1;
+    } else if (ndim == 4 && shape[0] == B && shape[2] == L) {     /* (B, H, L, L) */
+        for (size_t b = 0; b < B; b++)
+            for (size_t h = 0; h < shape[1]; h++)
+                for (size_t i = 0; i < L; i++)
+                    if (s->dead[b * L + i])
+                        for (size_t j = 0; j < L; j++, any++)
+                            dc[((b * shape[1] + h) * L + i) * L + j] = 1;
+    }
+    return any;
+}
+
+/* Marks the softmax rows whose every logit is -inf as don't-care; returns how many elements. */
+static size_t masked_softmax_elements(const refenc_case *c, uint8_t *dc)
+{
+    const size_t B = c->B, L = c->L;
+    size_t any = 0;
+    for (size_t r = 0; r < B; r++) {
+        int all_masked = 1;
+        for (size_t j = 0; j < L; j++)
+            all_masked &= c->x[r * L + j] == -INFINITY;
+        for (size_t j = 0; j < L && all_masked; j++, any++)
+            dc[r * L + j] = 1;
+    }
+    return any;
+}
+
 static void set_add(golden_set *s, const char *name, const double *data, double *owned, size_t ndim,
                     const size_t *shape)
 {
@@ -128,31 +164,10 @@ static void set_add(golden_set *s, const char *name, const double *data, double 
     size_t any = 0;
     const int rowwise = (c->component == REFENC_COMP_ENCODER && strcmp(name, "embed") != 0) ||
                         c->component == REFENC_COMP_ATTENTION;
-    const size_t B = c->B, L = c->L;
-    if (rowwise && s->dead != NULL) {
-        if (ndim == 3 && shape[0] == B && shape[1] == L) {            /* (B, L, D) */
-            for (size_t bl = 0; bl < B * L; bl++)
-                if (s->dead[bl])
-                    for (size_t d = 0; d < shape[2]; d++, any++)
-                        dc[bl * shape[2] + d] = 1;
-        } else if (ndim == 4 && shape[0] == B && shape[2] == L) {     /* (B, H, L, L) */
-            for (size_t b = 0; b < B; b++)
-                for (size_t h = 0; h < shape[1]; h++)
-                    for (size_t i = 0; i < L; i++)
-                        if (s->dead[b * L + i])
-                            for (size_t j = 0; j < L; j++, any++)
-                                dc[((b * shape[1] + h) * L + i) * L + j] = 1;
-        }
-    }
-    if (c->component == REFENC_COMP_SOFTMAX) {
-        for (size_t r = 0; r < B; r++) {
-            int all_masked = 1;
-            for (size_t j = 0; j < L; j++)
-                all_masked &= c->x[r * L + j] == -INFINITY;
-            for (size_t j = 0; j < L && all_masked; j++, any++)
-                dc[r * L + j] = 1;
-        }
-    }
+    if (rowwise && s->dead != NULL)
+        any += dead_query_elements(s, ndim, shape, dc);
+    if (c->component == REFENC_COMP_SOFTMAX)
+        any += masked_softmax_elements(c, dc);
     if (!any) {
         free(dc);
         dc = NULL;
@@ -484,6 +499,55 @@ void golden_fingerprint(char hex[65], const golden_file *g, int per_layer, int f
         snprintf(hex + 2 * i, 3, "%02x", digest[i]);
 }
 
+/* The metadata every part carries: the shard, its units, the fingerprint and precisions, the slices. */
+static json_t *part_meta(const golden_file *g, const golden_part_info *pi, const char *slices_s)
+{
+    char fp[65], shard[64], units[64], prec[32], check[32], total[32];
+    golden_fingerprint(fp, g, pi->per_layer, pi->final_only, pi->first_prec);
+    snprintf(shard, sizeof shard, "%zu/%zu", pi->k, pi->n);
+    snprintf(units, sizeof units, "%zu-%zu", pi->unit_begin, pi->unit_end);
+    snprintf(total, sizeof total, "%zu", pi->units);
+    snprintf(prec, sizeof prec, "%ld", pi->prec);
+    snprintf(check, sizeof check, "%ld", pi->prec_check);
+    json_t *meta = slices_s == NULL ? NULL
+                   : json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
+                               "format", GOLDEN_PART_FORMAT, "format_version", REFENC_GOLDEN_FORMAT_VERSION,
+                               "case", g->name, "component", refenc_component_name(g->c->component),
+                               "shard", shard, "units", units, "total_units", total,
+                               "per_layer", pi->per_layer ? "true" : "false", "outputs_kept",
+                               pi->final_only ? "final" : "all", "fingerprint", fp, "prec", prec,
+                               "prec_check", check);
+    if (meta != NULL) {
+        char first[32];
+        snprintf(first, sizeof first, "%ld", pi->first_prec);
+        json_object_set_new(meta, "slices", json_string(slices_s));
+        json_object_set_new(meta, "first_prec", json_string(first));
+    }
+    return meta;
+}
+
+/* Adds part 1's metadata of the case itself (config, description, bugs, tolerance); 0 when out of memory. */
+static int part_case_meta(json_t *meta, const golden_file *g)
+{
+    json_t *config = refenc_config_to_json(&g->c->cfg);
+    char *cfg_s = json_string_of(config), *bugs_s = json_string_of(g->bug_classes);
+    char *tol_s = g->tolerance ? json_string_of(g->tolerance) : strdup("{}");
+    const int ok = cfg_s && bugs_s && tol_s;
+    if (ok) {
+        json_object_set_new(meta, "config", json_string(cfg_s));
+        json_object_set_new(meta, "description", json_string(g->description));
+        json_object_set_new(meta, "bug_classes", json_string(bugs_s));
+        json_object_set_new(meta, "tolerance", json_string(tol_s));
+        if (g->float32_hazard != NULL)
+            json_object_set_new(meta, "float32_hazard", json_string(g->float32_hazard));
+    }
+    free(cfg_s);
+    free(bugs_s);
+    free(tol_s);
+    json_decref(config);
+    return ok;
+}
+
 int golden_part_write(const golden_file *g, const golden_part_info *pi, const char *path,
                       refenc_error *err)
 {
@@ -499,47 +563,10 @@ int golden_part_write(const golden_file *g, const golden_part_info *pi, const ch
         add(&es, name, REFENC_ST_F64, sl->ndim, sl->shape, sl->data);
         json_object_set_new(slices, sl->name, json_pack("[I, I]", (json_int_t)sl->lo, (json_int_t)sl->hi));
     }
-    char fp[65], shard[64], units[64], prec[32], check[32], total[32];
-    golden_fingerprint(fp, g, pi->per_layer, pi->final_only, pi->first_prec);
-    snprintf(shard, sizeof shard, "%zu/%zu", pi->k, pi->n);
-    snprintf(units, sizeof units, "%zu-%zu", pi->unit_begin, pi->unit_end);
-    snprintf(total, sizeof total, "%zu", pi->units);
-    snprintf(prec, sizeof prec, "%ld", pi->prec);
-    snprintf(check, sizeof check, "%ld", pi->prec_check);
     char *slices_s = json_string_of(slices);
-    json_t *meta = slices_s == NULL ? NULL
-                   : json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
-                               "format", GOLDEN_PART_FORMAT, "format_version", REFENC_GOLDEN_FORMAT_VERSION,
-                               "case", g->name, "component", refenc_component_name(c->component),
-                               "shard", shard, "units", units, "total_units", total,
-                               "per_layer", pi->per_layer ? "true" : "false", "outputs_kept",
-                               pi->final_only ? "final" : "all", "fingerprint", fp, "prec", prec,
-                               "prec_check", check);
-    if (meta != NULL) {
-        char first[32];
-        snprintf(first, sizeof first, "%ld", pi->first_prec);
-        json_object_set_new(meta, "slices", json_string(slices_s));
-        json_object_set_new(meta, "first_prec", json_string(first));
-    }
-    if (meta != NULL && pi->k == 1) {
-        json_t *config = refenc_config_to_json(&c->cfg);
-        char *cfg_s = json_string_of(config), *bugs_s = json_string_of(g->bug_classes);
-        char *tol_s = g->tolerance ? json_string_of(g->tolerance) : strdup("{}");
-        if (cfg_s && bugs_s && tol_s) {
-            json_object_set_new(meta, "config", json_string(cfg_s));
-            json_object_set_new(meta, "description", json_string(g->description));
-            json_object_set_new(meta, "bug_classes", json_string(bugs_s));
-            json_object_set_new(meta, "tolerance", json_string(tol_s));
-            if (g->float32_hazard != NULL)
-                json_object_set_new(meta, "float32_hazard", json_string(g->float32_hazard));
-        } else {
-            es.failed = 1;
-        }
-        free(cfg_s);
-        free(bugs_s);
-        free(tol_s);
-        json_decref(config);
-    }
+    json_t *meta = part_meta(g, pi, slices_s);
+    if (meta != NULL && pi->k == 1 && !part_case_meta(meta, g))
+        es.failed = 1;
     const int st = entries_write(&es, path, meta, g->name, err);
     free(slices_s);
     json_decref(slices);

@@ -279,30 +279,47 @@ static void part_free(part *p)
     json_decref(p->slices);
 }
 
-int golden_merge(const char *const *paths, size_t n_parts, const char *out_dir, const char *out_file,
-                 int quiet, refenc_error *err)
-{
-    part *p = calloc(n_parts ? n_parts : 1, sizeof *p);
-    if (p == NULL)
-        return refenc_error_set(err, REFENC_ENOMEM, "out of memory");
+/* The state of one merge: the parts, the case they hold, and what is joined so far. */
+typedef struct {
+    part *p;
+    size_t n_parts;
+    const char *const *paths;
+    const part *first; /* shard 1, which carries the case */
+    int per_layer, final_only;
     refenc_case c;
-    memset(&c, 0, sizeof c);
-    golden_steps steps = {0};
+    golden_steps steps;
     golden_set gs;
-    memset(&gs, 0, sizeof gs);
-    json_t *bugs = NULL, *tol = NULL, *extra_meta = NULL;
-    uint8_t **seen = NULL;
-    double **layer_inputs = NULL;
-    refenc_st_entry *extra = NULL;
-    size_t n_layers = 0, n_seen = 0;
-    char tmp[4096] = "";
-    int st = REFENC_OK;
+    json_t *bugs, *tol, *extra_meta;
+    uint8_t **seen; /* seen[which][b]: item b of a step's output or of a layer input is placed */
+    double **layer_inputs;
+    refenc_st_entry *extra;
+    size_t n_layers, n_seen;
+} merge;
 
-    for (size_t i = 0; i < n_parts && st == REFENC_OK; i++)
-        st = read_part(&p[i], paths[i], err);
-    /* the same case, every shard once */
-    const part *first = NULL;
-    for (size_t i = 0; i < n_parts && st == REFENC_OK; i++) {
+/* Names the shards that no part holds. */
+static int missing_shards(const merge *m, refenc_error *err)
+{
+    const part *p = m->p;
+    char missing[256] = "";
+    for (size_t k = 1; k <= p[0].n && strlen(missing) < 200; k++) {
+        int have = 0;
+        for (size_t i = 0; i < m->n_parts; i++)
+            have |= p[i].k == k;
+        if (!have)
+            snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%zu/%zu",
+                     missing[0] ? ", " : "", k, p[0].n);
+    }
+    return refenc_error_set(err, REFENC_EFORMAT, "case '%s' has %zu shards; %zu part%s given, missing: %s",
+                            meta(&p[0], "case"), p[0].n, m->n_parts, m->n_parts == 1 ? "" : "s", missing);
+}
+
+/* Checks that the parts are of the same case, every shard once, and finds shard 1. */
+static int check_shards(merge *m, refenc_error *err)
+{
+    const part *p = m->p;
+    const char *const *paths = m->paths;
+    int st = REFENC_OK;
+    for (size_t i = 0; i < m->n_parts && st == REFENC_OK; i++) {
         if (strcmp(meta(&p[i], "case"), meta(&p[0], "case")) != 0 ||
             strcmp(meta(&p[i], "fingerprint"), meta(&p[0], "fingerprint")) != 0)
             st = refenc_error_set(err, REFENC_EFORMAT,
@@ -319,195 +336,278 @@ int golden_merge(const char *const *paths, size_t n_parts, const char *out_dir, 
                 st = refenc_error_set(err, REFENC_EFORMAT, "%s and %s are both shard %zu/%zu", paths[j],
                                       paths[i], p[i].k, p[i].n);
         if (p[i].k == 1)
-            first = &p[i];
+            m->first = &p[i];
     }
-    if (st == REFENC_OK && n_parts != p[0].n) {
-        char missing[256] = "";
-        for (size_t k = 1; k <= p[0].n && strlen(missing) < 200; k++) {
-            int have = 0;
-            for (size_t i = 0; i < n_parts; i++)
-                have |= p[i].k == k;
-            if (!have)
-                snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%zu/%zu",
-                         missing[0] ? ", " : "", k, p[0].n);
-        }
-        st = refenc_error_set(err, REFENC_EFORMAT, "case '%s' has %zu shards; %zu part%s given, missing: %s",
-                              meta(&p[0], "case"), p[0].n, n_parts, n_parts == 1 ? "" : "s", missing);
-    }
-    /* the case, from part 1 (its tensors but the slices) */
-    const int per_layer = st == REFENC_OK && strcmp(meta(first, "per_layer"), "true") == 0;
-    const int final_only = st == REFENC_OK && strcmp(meta(first, "outputs_kept"), "final") == 0;
-    if (st == REFENC_OK) {
-        refenc_st_file view = first->f;
-        view.tensors = malloc((first->f.n_tensors ? first->f.n_tensors : 1) * sizeof *view.tensors);
-        view.n_tensors = 0;
-        if (view.tensors == NULL) {
-            st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");
-        } else {
-            for (size_t t = 0; t < first->f.n_tensors; t++)
-                if (strncmp(first->f.tensors[t].name, GOLDEN_SLICE_PREFIX, strlen(GOLDEN_SLICE_PREFIX)) != 0)
-                    view.tensors[view.n_tensors++] = first->f.tensors[t];
-            st = refenc_case_from_file(&c, &view, err);
-            free(view.tensors);
-        }
-    }
-    const char *name = st == REFENC_OK ? meta(first, "case") : "";
-    if (st == REFENC_OK) {
-        bugs = json_loads(meta(first, "bug_classes"), 0, NULL);
-        tol = json_loads(meta(first, "tolerance"), 0, NULL);
-        if (!json_is_array(bugs) || !json_is_object(tol) || c.component != REFENC_COMP_ENCODER)
-            st = refenc_error_set(err, REFENC_EFORMAT, "%s: __metadata__ of part 1 lacks the case's "
-                                  "bug_classes or tolerance, or it is not an encoder case", first->f.path);
-    }
-    golden_file g = {.c = &c, .name = name, .description = st == REFENC_OK ? meta(first, "description") : "",
-                     .bug_classes = bugs, .tolerance = json_object_size(tol) ? tol : NULL,
-                     .float32_hazard = st == REFENC_OK ? refenc_st_metadata(&first->f, "float32_hazard") : NULL};
-    if (st == REFENC_OK) {
-        char fp[65];
-        long first_prec = 0;
-        sscanf(meta(first, "first_prec"), "%ld", &first_prec);
-        golden_fingerprint(fp, &g, per_layer, final_only, first_prec);
-        if (strcmp(fp, meta(first, "fingerprint")) != 0)
-            st = refenc_error_set(err, REFENC_EFORMAT, "%s: the case it holds does not have the fingerprint "
-                                  "its parts name (%.16s..., not %.16s...)", first->f.path, fp,
-                                  meta(first, "fingerprint"));
-    }
-    /* the outputs, slice by slice, each value once */
-    if (st == REFENC_OK)
-        st = golden_steps_init(&steps, &c, final_only ? final_step : NULL, NULL, 1);
-    if (st == REFENC_OK) {
-        n_layers = c.cfg.n_layers;
-        n_seen = steps.n + (per_layer ? n_layers : 0);
-        seen = calloc(n_seen, sizeof *seen);
-        layer_inputs = per_layer ? calloc(n_layers, sizeof *layer_inputs) : NULL;
-        st = seen == NULL || (per_layer && layer_inputs == NULL) ? REFENC_ENOMEM : REFENC_OK;
-        for (size_t i = 0; i < n_seen && st == REFENC_OK; i++)
-            if ((seen[i] = calloc(c.B, 1)) == NULL)
-                st = REFENC_ENOMEM;
-        for (size_t l = 0; per_layer && l < n_layers && st == REFENC_OK; l++)
-            if ((layer_inputs[l] = refenc_alloc_array(c.B * c.L * c.cfg.d_model, sizeof(double))) == NULL)
-                st = REFENC_ENOMEM;
-        if (st != REFENC_OK)
-            st = refenc_error_set(err, REFENC_ENOMEM, "out of memory for the merged case");
-    }
-    for (size_t i = 0; i < n_parts && st == REFENC_OK; i++) {
-        const char *key;
-        json_t *range;
-        json_object_foreach(p[i].slices, key, range) {
-            char tname[REFENC_NAME_MAX + 8];
-            snprintf(tname, sizeof tname, GOLDEN_SLICE_PREFIX "%s", key);
-            const refenc_st_tensor *t = refenc_st_find(&p[i].f, tname);
-            const json_int_t lo = json_integer_value(json_array_get(range, 0));
-            const json_int_t hi = json_integer_value(json_array_get(range, 1));
-            /* where it goes: a step's tensor, or a layer input */
-            double *full = NULL;
-            size_t per_item = 0, which = 0, layer;
-            if (strncmp(key, REFENC_NAME_OUTPUT, strlen(REFENC_NAME_OUTPUT)) == 0) {
-                golden_step *gst = golden_steps_find(&steps, key + strlen(REFENC_NAME_OUTPUT));
-                if (gst != NULL) {
-                    full = gst->data;
-                    per_item = gst->numel / c.B;
-                    which = (size_t)(gst - steps.step);
-                }
-            } else if (per_layer && refenc_name_is_layer_input(key, &layer) && layer < n_layers) {
-                full = layer_inputs[layer];
-                per_item = c.L * c.cfg.d_model;
-                which = steps.n + layer;
-            }
-            if (full == NULL || t == NULL || lo < 0 || hi <= lo || (size_t)hi > c.B ||
-                t->numel != (size_t)(hi - lo) * per_item || t->dtype != REFENC_ST_F64) {
-                st = refenc_error_set(err, REFENC_EFORMAT, "%s: slice '%s' (items %lld to %lld) is not one of "
-                                      "the case's outputs, or does not have its shape", paths[i], key,
-                                      (long long)lo, (long long)hi);
-                break;
-            }
-            for (size_t b = (size_t)lo; b < (size_t)hi && st == REFENC_OK; b++)
-                if (seen[which][b]++)
-                    st = refenc_error_set(err, REFENC_EFORMAT, "%s: item %zu of '%s' is also in another part",
-                                          paths[i], b, key);
-            if (st == REFENC_OK)
-                st = refenc_st_to_f64(full + (size_t)lo * per_item, &p[i].f, t, err);
-            if (st != REFENC_OK)
-                break;
-        }
-    }
-    for (size_t i = 0; i < n_seen && st == REFENC_OK; i++)
-        for (size_t b = 0; b < c.B && st == REFENC_OK; b++)
-            if (!seen[i][b]) {
-                char nm[REFENC_NAME_MAX];
-                if (i < steps.n)
-                    refenc_name_output(nm, sizeof nm, steps.step[i].name);
-                else
-                    refenc_name_layer_input(nm, sizeof nm, i - steps.n);
-                st = refenc_error_set(err, REFENC_EFORMAT, "no part holds item %zu of '%s'", b, nm);
-            }
-    /* the case file, as the run without --shard writes it */
-    if (st == REFENC_OK)
-        st = golden_set_init(&gs, &c, 1, final_only, err);
-    for (size_t i = 0; i < steps.n && st == REFENC_OK; i++) {
-        golden_set_adopt(&gs, steps.step[i].name, steps.step[i].data, steps.step[i].ndim, steps.step[i].shape);
-        steps.step[i].data = NULL;
-    }
-    if (st == REFENC_OK && gs.failed)
+    if (st == REFENC_OK && m->n_parts != p[0].n)
+        st = missing_shards(m, err);
+    return st;
+}
+
+/* Reads the case from part 1: its tensors but the slices. */
+static int case_from_first(merge *m, refenc_error *err)
+{
+    const part *first = m->first;
+    refenc_st_file view = first->f;
+    view.tensors = malloc((first->f.n_tensors ? first->f.n_tensors : 1) * sizeof *view.tensors);
+    view.n_tensors = 0;
+    if (view.tensors == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM, "out of memory");
+    for (size_t t = 0; t < first->f.n_tensors; t++)
+        if (strncmp(first->f.tensors[t].name, GOLDEN_SLICE_PREFIX, strlen(GOLDEN_SLICE_PREFIX)) != 0)
+            view.tensors[view.n_tensors++] = first->f.tensors[t];
+    int st = refenc_case_from_file(&m->c, &view, err);
+    free(view.tensors);
+    return st;
+}
+
+/* Reads the case's bug classes and tolerance from part 1's metadata. */
+static int read_case_meta(merge *m, refenc_error *err)
+{
+    m->bugs = json_loads(meta(m->first, "bug_classes"), 0, NULL);
+    m->tol = json_loads(meta(m->first, "tolerance"), 0, NULL);
+    if (!json_is_array(m->bugs) || !json_is_object(m->tol) || m->c.component != REFENC_COMP_ENCODER)
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: __metadata__ of part 1 lacks the case's "
+                                "bug_classes or tolerance, or it is not an encoder case", m->first->f.path);
+    return REFENC_OK;
+}
+
+/* Checks that the case part 1 holds has the fingerprint its parts name. */
+static int check_fingerprint(const merge *m, const golden_file *g, refenc_error *err)
+{
+    const part *first = m->first;
+    char fp[65];
+    long first_prec = 0;
+    sscanf(meta(first, "first_prec"), "%ld", &first_prec);
+    golden_fingerprint(fp, g, m->per_layer, m->final_only, first_prec);
+    if (strcmp(fp, meta(first, "fingerprint")) != 0)
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: the case it holds does not have the fingerprint "
+                                "its parts name (%.16s..., not %.16s...)", first->f.path, fp,
+                                meta(first, "fingerprint"));
+    return REFENC_OK;
+}
+
+/* Allocates the merged layer inputs and the record of which items are placed. */
+static int alloc_merged(merge *m, refenc_error *err)
+{
+    const refenc_case *c = &m->c;
+    m->n_layers = c->cfg.n_layers;
+    m->n_seen = m->steps.n + (m->per_layer ? m->n_layers : 0);
+    m->seen = calloc(m->n_seen, sizeof *m->seen);
+    m->layer_inputs = m->per_layer ? calloc(m->n_layers, sizeof *m->layer_inputs) : NULL;
+    int st = m->seen == NULL || (m->per_layer && m->layer_inputs == NULL) ? REFENC_ENOMEM : REFENC_OK;
+    for (size_t i = 0; i < m->n_seen && st == REFENC_OK; i++)
+        if ((m->seen[i] = calloc(c->B, 1)) == NULL)
+            st = REFENC_ENOMEM;
+    for (size_t l = 0; m->per_layer && l < m->n_layers && st == REFENC_OK; l++)
+        if ((m->layer_inputs[l] = refenc_alloc_array(c->B * c->L * c->cfg.d_model, sizeof(double))) == NULL)
+            st = REFENC_ENOMEM;
+    if (st != REFENC_OK)
         st = refenc_error_set(err, REFENC_ENOMEM, "out of memory for the merged case");
-    if (st == REFENC_OK && per_layer) {
-        extra = calloc(n_layers, sizeof *extra);
-        char (*names)[REFENC_NAME_MAX] = extra ? calloc(n_layers, REFENC_NAME_MAX) : NULL;
-        extra_meta = json_pack("{s:s}", "per_layer", "true");
-        if (names == NULL || extra_meta == NULL) {
-            free(names);
-            st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");
-        } else {
-            for (size_t l = 0; l < n_layers; l++) {
-                refenc_name_layer_input(names[l], REFENC_NAME_MAX, l);
-                extra[l] = (refenc_st_entry){.name = names[l], .dtype = REFENC_ST_F64, .ndim = 3,
-                                             .shape = {c.B, c.L, c.cfg.d_model}, .data = layer_inputs[l]};
+    return st;
+}
+
+/* Places one slice of part i in its step's tensor or layer input, each item once. */
+static int place_slice(merge *m, size_t i, const char *key, json_t *range, refenc_error *err)
+{
+    const refenc_case *c = &m->c;
+    char tname[REFENC_NAME_MAX + 8];
+    snprintf(tname, sizeof tname, GOLDEN_SLICE_PREFIX "%s", key);
+    const refenc_st_tensor *t = refenc_st_find(&m->p[i].f, tname);
+    const json_int_t lo = json_integer_value(json_array_get(range, 0));
+    const json_int_t hi = json_integer_value(json_array_get(range, 1));
+    /* where it goes: a step's tensor, or a layer input */
+    double *full = NULL;
+    size_t per_item = 0, which = 0, layer;
+    if (strncmp(key, REFENC_NAME_OUTPUT, strlen(REFENC_NAME_OUTPUT)) == 0) {
+        golden_step *gst = golden_steps_find(&m->steps, key + strlen(REFENC_NAME_OUTPUT));
+        if (gst != NULL) {
+            full = gst->data;
+            per_item = gst->numel / c->B;
+            which = (size_t)(gst - m->steps.step);
+        }
+    } else if (m->per_layer && refenc_name_is_layer_input(key, &layer) && layer < m->n_layers) {
+        full = m->layer_inputs[layer];
+        per_item = c->L * c->cfg.d_model;
+        which = m->steps.n + layer;
+    }
+    if (full == NULL || t == NULL || lo < 0 || hi <= lo || (size_t)hi > c->B ||
+        t->numel != (size_t)(hi - lo) * per_item || t->dtype != REFENC_ST_F64)
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: slice '%s' (items %lld to %lld) is not one of "
+                                "the case's outputs, or does not have its shape", m->paths[i], key,
+                                (long long)lo, (long long)hi);
+    int st = REFENC_OK;
+    for (size_t b = (size_t)lo; b < (size_t)hi && st == REFENC_OK; b++)
+        if (m->seen[which][b]++)
+            st = refenc_error_set(err, REFENC_EFORMAT, "%s: item %zu of '%s' is also in another part",
+                                  m->paths[i], b, key);
+    if (st == REFENC_OK)
+        st = refenc_st_to_f64(full + (size_t)lo * per_item, &m->p[i].f, t, err);
+    return st;
+}
+
+/* Places every slice of part i. */
+static int place_part(merge *m, size_t i, refenc_error *err)
+{
+    const char *key;
+    json_t *range;
+    json_object_foreach(m->p[i].slices, key, range) {
+        int st = place_slice(m, i, key, range, err);
+        if (st != REFENC_OK)
+            return st;
+    }
+    return REFENC_OK;
+}
+
+/* Checks that some part held every item of every output and layer input. */
+static int check_every_item(const merge *m, refenc_error *err)
+{
+    for (size_t i = 0; i < m->n_seen; i++)
+        for (size_t b = 0; b < m->c.B; b++)
+            if (!m->seen[i][b]) {
+                char nm[REFENC_NAME_MAX];
+                if (i < m->steps.n)
+                    refenc_name_output(nm, sizeof nm, m->steps.step[i].name);
+                else
+                    refenc_name_layer_input(nm, sizeof nm, i - m->steps.n);
+                return refenc_error_set(err, REFENC_EFORMAT, "no part holds item %zu of '%s'", b, nm);
             }
-        }
+    return REFENC_OK;
+}
+
+/* Moves the merged outputs into the case file's set of tensors. */
+static int adopt_outputs(merge *m, refenc_error *err)
+{
+    int st = golden_set_init(&m->gs, &m->c, 1, m->final_only, err);
+    for (size_t i = 0; i < m->steps.n && st == REFENC_OK; i++) {
+        golden_step *s = &m->steps.step[i];
+        golden_set_adopt(&m->gs, s->name, s->data, s->ndim, s->shape);
+        s->data = NULL;
     }
+    if (st == REFENC_OK && m->gs.failed)
+        st = refenc_error_set(err, REFENC_ENOMEM, "out of memory for the merged case");
+    return st;
+}
+
+/* Builds the extra entries of the layer inputs and the metadata that announces them. */
+static int layer_input_entries(merge *m, refenc_error *err)
+{
+    const refenc_case *c = &m->c;
+    m->extra = calloc(m->n_layers, sizeof *m->extra);
+    char (*names)[REFENC_NAME_MAX] = m->extra ? calloc(m->n_layers, REFENC_NAME_MAX) : NULL;
+    m->extra_meta = json_pack("{s:s}", "per_layer", "true");
+    if (names == NULL || m->extra_meta == NULL) {
+        free(names);
+        return refenc_error_set(err, REFENC_ENOMEM, "out of memory");
+    }
+    for (size_t l = 0; l < m->n_layers; l++) {
+        refenc_name_layer_input(names[l], REFENC_NAME_MAX, l);
+        m->extra[l] = (refenc_st_entry){.name = names[l], .dtype = REFENC_ST_F64, .ndim = 3,
+                                        .shape = {c->B, c->L, c->cfg.d_model}, .data = m->layer_inputs[l]};
+    }
+    return REFENC_OK;
+}
+
+/* Writes the case file, as the run without --shard writes it, and reports it unless quiet. */
+static int write_merged(const merge *m, golden_file *g, const char *out_dir, const char *out_file, int quiet,
+                        refenc_error *err)
+{
+    const char *name = g->name;
+    char tmp[4096] = "";
+    long prec = 0, check = 0;
+    for (size_t i = 0; i < m->n_parts; i++) {
+        prec = m->p[i].prec > prec ? m->p[i].prec : prec;
+        check = m->p[i].prec_check > check ? m->p[i].prec_check : check;
+    }
+    char desc[256];
+    golden_oracle_desc(desc, sizeof desc, prec, check);
+    json_t *variants = json_array();
+    g->oracle = desc;
+    g->golden = &m->gs;
+    g->variants = variants;
+    g->extra_meta = m->extra_meta;
+    g->n_extra = m->per_layer ? m->n_layers : 0;
+    g->extra = m->extra;
+    int st;
+    if (out_file != NULL) {
+        st = golden_file_write(g, out_file, err);
+    } else if ((st = golden_mkdirs(out_dir, "cases", err)) == REFENC_OK) {
+        snprintf(tmp, sizeof tmp, "%s/cases/%s.safetensors.new", out_dir, name);
+        if ((st = golden_file_write(g, tmp, err)) == REFENC_OK)
+            st = golden_dir_add(out_dir, name, tmp, err);
+    }
+    json_decref(variants);
+    if (st == REFENC_OK && !quiet)
+        printf("refenc golden merge: case %s: %zu parts joined into %s%s%s%s\n", name, m->n_parts,
+               out_file ? out_file : out_dir, out_file ? "" : "/cases/", out_file ? "" : name,
+               out_file ? "" : ".safetensors");
+    return st;
+}
+
+/* Frees everything a merge holds, the parts included. */
+static void merge_free(merge *m)
+{
+    if (m->extra != NULL && m->n_layers > 0)
+        free((void *)m->extra[0].name);
+    free(m->extra);
+    json_decref(m->extra_meta);
+    for (size_t i = 0; i < m->n_seen && m->seen != NULL; i++)
+        free(m->seen[i]);
+    free(m->seen);
+    golden_layer_inputs_free(m->layer_inputs, m->n_layers);
+    golden_set_free(&m->gs);
+    golden_steps_free(&m->steps);
+    json_decref(m->bugs);
+    json_decref(m->tol);
+    refenc_case_free(&m->c);
+    for (size_t i = 0; i < m->n_parts; i++)
+        part_free(&m->p[i]);
+    free(m->p);
+}
+
+int golden_merge(const char *const *paths, size_t n_parts, const char *out_dir, const char *out_file,
+                 int quiet, refenc_error *err)
+{
+    merge m;
+    memset(&m, 0, sizeof m);
+    m.p = calloc(n_parts ? n_parts : 1, sizeof *m.p);
+    if (m.p == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM, "out of memory");
+    m.n_parts = n_parts;
+    m.paths = paths;
+    int st = REFENC_OK;
+    for (size_t i = 0; i < n_parts && st == REFENC_OK; i++)
+        st = read_part(&m.p[i], paths[i], err);
+    if (st == REFENC_OK)
+        st = check_shards(&m, err);
     if (st == REFENC_OK) {
-        long prec = 0, check = 0;
-        for (size_t i = 0; i < n_parts; i++) {
-            prec = p[i].prec > prec ? p[i].prec : prec;
-            check = p[i].prec_check > check ? p[i].prec_check : check;
-        }
-        char desc[256];
-        golden_oracle_desc(desc, sizeof desc, prec, check);
-        json_t *variants = json_array();
-        g.oracle = desc;
-        g.golden = &gs;
-        g.variants = variants;
-        g.extra_meta = extra_meta;
-        g.n_extra = per_layer ? n_layers : 0;
-        g.extra = extra;
-        if (out_file != NULL) {
-            st = golden_file_write(&g, out_file, err);
-        } else if ((st = golden_mkdirs(out_dir, "cases", err)) == REFENC_OK) {
-            snprintf(tmp, sizeof tmp, "%s/cases/%s.safetensors.new", out_dir, name);
-            if ((st = golden_file_write(&g, tmp, err)) == REFENC_OK)
-                st = golden_dir_add(out_dir, name, tmp, err);
-        }
-        json_decref(variants);
-        if (st == REFENC_OK && !quiet)
-            printf("refenc golden merge: case %s: %zu parts joined into %s%s%s%s\n", name, n_parts,
-                   out_file ? out_file : out_dir, out_file ? "" : "/cases/", out_file ? "" : name,
-                   out_file ? "" : ".safetensors");
+        m.per_layer = strcmp(meta(m.first, "per_layer"), "true") == 0;
+        m.final_only = strcmp(meta(m.first, "outputs_kept"), "final") == 0;
+        st = case_from_first(&m, err);
     }
-    if (extra != NULL && n_layers > 0)
-        free((void *)extra[0].name);
-    free(extra);
-    json_decref(extra_meta);
-    for (size_t i = 0; i < n_seen && seen != NULL; i++)
-        free(seen[i]);
-    free(seen);
-    golden_layer_inputs_free(layer_inputs, n_layers);
-    golden_set_free(&gs);
-    golden_steps_free(&steps);
-    json_decref(bugs);
-    json_decref(tol);
-    refenc_case_free(&c);
-    for (size_t i = 0; i < n_parts; i++)
-        part_free(&p[i]);
-    free(p);
+    if (st == REFENC_OK)
+        st = read_case_meta(&m, err);
+    golden_file g;
+    memset(&g, 0, sizeof g);
+    if (st == REFENC_OK) {
+        g = (golden_file){.c = &m.c, .name = meta(m.first, "case"), .description = meta(m.first, "description"),
+                          .bug_classes = m.bugs, .tolerance = json_object_size(m.tol) ? m.tol : NULL,
+                          .float32_hazard = refenc_st_metadata(&m.first->f, "float32_hazard")};
+        st = check_fingerprint(&m, &g, err);
+    }
+    if (st == REFENC_OK)
+        st = golden_steps_init(&m.steps, &m.c, m.final_only ? final_step : NULL, NULL, 1);
+    if (st == REFENC_OK)
+        st = alloc_merged(&m, err);
+    for (size_t i = 0; i < n_parts && st == REFENC_OK; i++)
+        st = place_part(&m, i, err);
+    if (st == REFENC_OK)
+        st = check_every_item(&m, err);
+    if (st == REFENC_OK)
+        st = adopt_outputs(&m, err);
+    if (st == REFENC_OK && m.per_layer)
+        st = layer_input_entries(&m, err);
+    if (st == REFENC_OK)
+        st = write_merged(&m, &g, out_dir, out_file, quiet, err);
+    merge_free(&m);
     return st;
 }

@@ -291,6 +291,132 @@ static int is_ignored(const char *const *ignored, const char *name)
 static const char *const layout_words[] = {"copied", "transposed from Conv1D (in, out)",
                                            "rows [0, D)", "rows [D, 2D)", "rows [2D, 3D)"};
 
+/* One loading of a checkpoint into p: the family's names, what was seen and the problems found. */
+typedef struct {
+    refenc_params *p;
+    const refenc_config *cfg;
+    const refenc_st_file *f;
+    refenc_ck_report *rep;
+    const char *prefix; /* the family's, in use when some tensor carries it */
+    size_t plen;
+    int use_prefix;
+    unsigned char *seen; /* q/k/v bits per tensor of p */
+    double *buf;         /* one tensor in double, the size of p's largest */
+    problems_list pl;
+} ck_load;
+
+/* The refenc tensor that checkpoint tensor s fills, with its table entry; NULL (and a problem
+ * noted) when s is not a parameter of this config. */
+static refenc_tensor *ck_target(ck_load *ld, const refenc_st_tensor *s, const char *local_name,
+                                const char *shape_s, const refenc_ck_entry **entry, char *rname, size_t rsize)
+{
+    const refenc_ck_entry *table = families[ld->cfg->family].table;
+    const size_t n_table = families[ld->cfg->family].n;
+    const refenc_ck_entry *e = NULL;
+    size_t layer = SIZE_MAX;
+    for (size_t r = 0; r < n_table && e == NULL; r++)
+        if (name_match(table[r].checkpoint, local_name, &layer))
+            e = &table[r];
+    if (e == NULL) {
+        problem(&ld->pl, "%s: tensor '%s' %s is not a parameter of a %s encoder", ld->f->path, s->name,
+                shape_s, refenc_family_name(ld->cfg->family));
+        return NULL;
+    }
+    if (layer != SIZE_MAX && layer >= ld->cfg->n_layers) {
+        problem(&ld->pl, "%s: tensor '%s' %s belongs to layer %zu, but the config has n_layers = %zu",
+                ld->f->path, s->name, shape_s, layer, ld->cfg->n_layers);
+        return NULL;
+    }
+    name_expand(rname, rsize, e->refenc, layer);
+    refenc_tensor *t = refenc_params_find(ld->p, rname);
+    if (t == NULL)
+        problem(&ld->pl, "%s: tensor '%s' %s maps to refenc's '%s', which this config does not have "
+                "(see type_vocab_size, embedding_norm, positional, final_norm)", ld->f->path, s->name,
+                shape_s, rname);
+    *entry = e;
+    return t;
+}
+
+/* Checkpoint tensor s into its refenc tensor, converted and laid out; a tensor outside the prefix,
+ * an ignored buffer or an unfit one is counted or noted as a problem.  Returns an error only when
+ * the file cannot be read. */
+static int ck_map_tensor(ck_load *ld, const refenc_st_tensor *s, refenc_error *err)
+{
+    char shape_s[128];
+    refenc_shape_format(shape_s, sizeof shape_s, s->shape, s->ndim, "()");
+    if (ld->use_prefix && strncmp(s->name, ld->prefix, ld->plen) != 0) {
+        ld->rep->ignored_outside++;
+        return REFENC_OK;
+    }
+    const char *local_name = s->name + (ld->use_prefix ? ld->plen : 0);
+    if (is_ignored(families[ld->cfg->family].ignored, local_name)) {
+        ld->rep->ignored_buffers++;
+        return REFENC_OK;
+    }
+    const refenc_ck_entry *e = NULL;
+    char rname[REFENC_TENSOR_NAME_MAX];
+    refenc_tensor *t = ck_target(ld, s, local_name, shape_s, &e, rname, sizeof rname);
+    if (t == NULL)
+        return REFENC_OK;
+    size_t want[2];
+    const size_t nd = source_shape(want, t, e->layout);
+    ld->seen[t - ld->p->tensors] |= (unsigned char)layout_bits(e->layout); /* found, if unfit */
+    if (!refenc_st_shape_is(s, nd, want)) {
+        char want_s[128];
+        refenc_shape_format(want_s, sizeof want_s, want, nd, "()");
+        problem(&ld->pl, "%s: tensor '%s' has shape %s, expected %s (refenc's '%s', %s)", ld->f->path,
+                s->name, shape_s, want_s, rname, layout_words[e->layout]);
+        return REFENC_OK;
+    }
+    if (s->dtype != REFENC_ST_F64 && s->dtype != REFENC_ST_F32 && s->dtype != REFENC_ST_F16 &&
+        s->dtype != REFENC_ST_BF16) {
+        problem(&ld->pl, "%s: tensor '%s' %s has dtype %s, not a floating type (F64, F32, F16, BF16)",
+                ld->f->path, s->name, shape_s, refenc_st_dtype_name(s->dtype));
+        return REFENC_OK;
+    }
+    const int st = refenc_st_to_f64(ld->buf, ld->f, s, err);
+    if (st == REFENC_OK) {
+        place(t, ld->buf, e->layout);
+        ld->rep->mapped++;
+    }
+    return st;
+}
+
+/* Every parameter, and every row block of in_proj, must have come: a problem for each missing. */
+static void ck_note_missing(ck_load *ld)
+{
+    const refenc_ck_entry *table = families[ld->cfg->family].table;
+    const size_t n_table = families[ld->cfg->family].n;
+    for (size_t k = 0; k < ld->p->n_tensors; k++) {
+        const refenc_tensor *t = &ld->p->tensors[k];
+        if (ld->seen[k] == 7)
+            continue;
+        for (size_t r = 0; r < n_table; r++) {
+            size_t layer;
+            if (!name_match(table[r].refenc, t->name, &layer) ||
+                (ld->seen[k] & layout_bits(table[r].layout)) != 0)
+                continue;
+            char cname[256], want_s[128];
+            size_t want[2];
+            name_expand(cname, sizeof cname, table[r].checkpoint, layer);
+            refenc_shape_format(want_s, sizeof want_s, want, source_shape(want, t, table[r].layout), "()");
+            problem(&ld->pl, "%s: tensor '%s%s' %s is missing (refenc's '%s', %s)", ld->f->path,
+                    ld->rep->prefix, cname, want_s, t->name, layout_words[table[r].layout]);
+        }
+    }
+}
+
+/* The buffers of a loading: the seen bits and one tensor's worth of doubles. */
+static int ck_alloc(ck_load *ld)
+{
+    size_t max_n = 0;
+    for (size_t k = 0; k < ld->p->n_tensors; k++)
+        max_n = ld->p->tensors[k].size > max_n ? ld->p->tensors[k].size : max_n;
+    ld->seen = calloc(ld->p->n_tensors ? ld->p->n_tensors : 1, 1);
+    ld->buf = refenc_alloc_array(max_n ? max_n : 1, sizeof(double));
+    return ld->seen != NULL && ld->buf != NULL;
+}
+
 int refenc_params_from_checkpoint(refenc_params *p, const refenc_config *cfg,
                                   const refenc_st_file *f, refenc_ck_report *rep,
                                   char **problems, refenc_error *err)
@@ -303,119 +429,36 @@ int refenc_params_from_checkpoint(refenc_params *p, const refenc_config *cfg,
         *problems = NULL;
     if ((unsigned)cfg->family >= REFENC_FAMILY_COUNT)
         return refenc_error_set(err, REFENC_EINVAL, "%s: unknown family %d", f->path, (int)cfg->family);
-    const refenc_ck_entry *table = families[cfg->family].table;
-    const size_t n_table = families[cfg->family].n;
-    const char *prefix = families[cfg->family].prefix;
-    const char *fam = refenc_family_name(cfg->family);
+    ck_load ld = {.p = p, .cfg = cfg, .f = f, .rep = rep, .prefix = families[cfg->family].prefix};
 
     /* the prefix, when some tensor carries it */
-    const size_t plen = strlen(prefix);
-    int use_prefix = 0;
-    for (size_t k = 0; plen > 0 && k < f->n_tensors && !use_prefix; k++)
-        use_prefix = strncmp(f->tensors[k].name, prefix, plen) == 0;
-    rep->prefix = use_prefix ? prefix : "";
+    ld.plen = strlen(ld.prefix);
+    for (size_t k = 0; ld.plen > 0 && k < f->n_tensors && !ld.use_prefix; k++)
+        ld.use_prefix = strncmp(f->tensors[k].name, ld.prefix, ld.plen) == 0;
+    rep->prefix = ld.use_prefix ? ld.prefix : "";
 
-    unsigned char *seen = calloc(p->n_tensors ? p->n_tensors : 1, 1); /* q/k/v bits per tensor */
-    size_t max_n = 0;
-    for (size_t k = 0; k < p->n_tensors; k++)
-        max_n = p->tensors[k].size > max_n ? p->tensors[k].size : max_n;
-    double *buf = refenc_alloc_array(max_n ? max_n : 1, sizeof(double));
-    problems_list pl = {0};
-    int st = REFENC_OK;
-    if (seen == NULL || buf == NULL) {
-        free(seen);
-        free(buf);
+    if (!ck_alloc(&ld)) {
+        free(ld.seen);
+        free(ld.buf);
         return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", f->path);
     }
-
-    for (size_t k = 0; k < f->n_tensors && st == REFENC_OK; k++) {
-        const refenc_st_tensor *s = &f->tensors[k];
-        char shape_s[128];
-        refenc_shape_format(shape_s, sizeof shape_s, s->shape, s->ndim, "()");
-        if (use_prefix && strncmp(s->name, prefix, plen) != 0) {
-            rep->ignored_outside++;
-            continue;
-        }
-        const char *local_name = s->name + (use_prefix ? plen : 0);
-        if (is_ignored(families[cfg->family].ignored, local_name)) {
-            rep->ignored_buffers++;
-            continue;
-        }
-        const refenc_ck_entry *e = NULL;
-        size_t layer = SIZE_MAX;
-        for (size_t r = 0; r < n_table && e == NULL; r++)
-            if (name_match(table[r].checkpoint, local_name, &layer))
-                e = &table[r];
-        if (e == NULL) {
-            problem(&pl, "%s: tensor '%s' %s is not a parameter of a %s encoder", f->path, s->name,
-                    shape_s, fam);
-            continue;
-        }
-        if (layer != SIZE_MAX && layer >= cfg->n_layers) {
-            problem(&pl, "%s: tensor '%s' %s belongs to layer %zu, but the config has n_layers = %zu",
-                    f->path, s->name, shape_s, layer, cfg->n_layers);
-            continue;
-        }
-        char rname[REFENC_TENSOR_NAME_MAX];
-        name_expand(rname, sizeof rname, e->refenc, layer);
-        refenc_tensor *t = refenc_params_find(p, rname);
-        if (t == NULL) {
-            problem(&pl, "%s: tensor '%s' %s maps to refenc's '%s', which this config does not have "
-                    "(see type_vocab_size, embedding_norm, positional, final_norm)", f->path, s->name,
-                    shape_s, rname);
-            continue;
-        }
-        size_t want[2];
-        const size_t nd = source_shape(want, t, e->layout);
-        seen[t - p->tensors] |= (unsigned char)layout_bits(e->layout); /* found, if unfit */
-        if (!refenc_st_shape_is(s, nd, want)) {
-            char want_s[128];
-            refenc_shape_format(want_s, sizeof want_s, want, nd, "()");
-            problem(&pl, "%s: tensor '%s' has shape %s, expected %s (refenc's '%s', %s)", f->path,
-                    s->name, shape_s, want_s, rname, layout_words[e->layout]);
-            continue;
-        }
-        if (s->dtype != REFENC_ST_F64 && s->dtype != REFENC_ST_F32 && s->dtype != REFENC_ST_F16 &&
-            s->dtype != REFENC_ST_BF16) {
-            problem(&pl, "%s: tensor '%s' %s has dtype %s, not a floating type (F64, F32, F16, BF16)",
-                    f->path, s->name, shape_s, refenc_st_dtype_name(s->dtype));
-            continue;
-        }
-        if ((st = refenc_st_to_f64(buf, f, s, err)) != REFENC_OK)
-            break;
-        place(t, buf, e->layout);
-        rep->mapped++;
-    }
-
-    /* every parameter, and every row block of in_proj, must have come */
-    for (size_t k = 0; k < p->n_tensors && st == REFENC_OK; k++) {
-        const refenc_tensor *t = &p->tensors[k];
-        if (seen[k] == 7)
-            continue;
-        for (size_t r = 0; r < n_table; r++) {
-            size_t layer;
-            if (!name_match(table[r].refenc, t->name, &layer) ||
-                (seen[k] & layout_bits(table[r].layout)) != 0)
-                continue;
-            char cname[256], want_s[128];
-            size_t want[2];
-            name_expand(cname, sizeof cname, table[r].checkpoint, layer);
-            refenc_shape_format(want_s, sizeof want_s, want, source_shape(want, t, table[r].layout), "()");
-            problem(&pl, "%s: tensor '%s%s' %s is missing (refenc's '%s', %s)", f->path,
-                    rep->prefix, cname, want_s, t->name, layout_words[table[r].layout]);
-        }
-    }
-    free(seen);
-    free(buf);
-    if (st == REFENC_OK && (pl.count > 0 || pl.oom)) {
-        st = pl.oom ? refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", f->path)
-             : pl.count == 1 ? refenc_error_set(err, REFENC_EFORMAT, "%s", pl.first)
-                             : refenc_error_set(err, REFENC_EFORMAT, "%s (and %zu more problems)",
-                                                pl.first, pl.count - 1);
+    int st = REFENC_OK;
+    for (size_t k = 0; k < f->n_tensors && st == REFENC_OK; k++)
+        st = ck_map_tensor(&ld, &f->tensors[k], err);
+    if (st == REFENC_OK)
+        ck_note_missing(&ld);
+    free(ld.seen);
+    free(ld.buf);
+    const problems_list *pl = &ld.pl;
+    if (st == REFENC_OK && (pl->count > 0 || pl->oom)) {
+        st = pl->oom ? refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", f->path)
+             : pl->count == 1 ? refenc_error_set(err, REFENC_EFORMAT, "%s", pl->first)
+                              : refenc_error_set(err, REFENC_EFORMAT, "%s (and %zu more problems)",
+                                                 pl->first, pl->count - 1);
     }
     if (st == REFENC_OK || problems == NULL)
-        free(pl.text);
+        free(pl->text);
     else
-        *problems = pl.text;
+        *problems = pl->text;
     return st;
 }

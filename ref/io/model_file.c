@@ -145,6 +145,93 @@ int refenc_params_from_file(refenc_params *p, const refenc_st_file *f, char **re
 static const char *const input_names[] = {"in.tokens", "in.x", "in.key_padding_mask",
                                           "in.positions", "in.attn_mask", NULL};
 
+/* The input tensors of an inputs file, and the shape (B, L) the leading one gives. */
+typedef struct {
+    int tokens;                 /* the config has a vocabulary: the input is in.tokens */
+    const char *lead_name;
+    const refenc_st_tensor *lead, *other, *mask, *pos, *attn;
+    size_t B, L;
+} input_tensors;
+
+/* The shape (B, L) from the leading input, in.tokens or in.x. */
+static void check_lead(problems *pr, input_tensors *in, const refenc_config *cfg)
+{
+    const int tokens = in->tokens;
+    const refenc_st_tensor *lead = in->lead;
+    const size_t lead_ndim = tokens ? 2 : 3;
+    if (lead == NULL) {
+        problem(pr, tokens ? "missing 'in.tokens' (B, L) (the config has vocab_size %zu)"
+                           : "missing 'in.x' (B, L, %zu) (the config has vocab_size %zu: the input is x)",
+                tokens ? cfg->vocab_size : cfg->d_model, cfg->vocab_size);
+    } else if (lead->ndim != lead_ndim || (!tokens && lead->shape[2] != cfg->d_model)) {
+        char got[128];
+        problem(pr, tokens ? "'in.tokens' has shape %s, expected (B, L)"
+                           : "'in.x' has shape %s, expected (B, L, %zu)",
+                refenc_shape_format(got, sizeof got, lead->shape, lead->ndim, "()"), cfg->d_model);
+    } else {
+        in->B = lead->shape[0];
+        in->L = lead->shape[1];
+        if (tokens)
+            check_tensor(pr, lead, 2, lead->shape, 0, "I64");
+        else
+            check_tensor(pr, lead, 3, lead->shape, 1, FLOAT_DTYPES);
+    }
+}
+
+/* The optional inputs, against the shape (B, L); then every tensor that is not an input. */
+static void check_others(problems *pr, const input_tensors *in, const refenc_st_file *f)
+{
+    char q[512];
+    const size_t B = in->B, L = in->L;
+    if (B > 0) {
+        const size_t bl[2] = {B, L}, l1[1] = {L}, ll[2] = {L, L};
+        if (in->mask != NULL && check_tensor(pr, in->mask, 2, bl, 0, "BOOL or U8") &&
+            in->mask->dtype == REFENC_ST_I64)
+            problem(pr, "'in.key_padding_mask' has dtype I64, expected BOOL or U8");
+        if (in->pos != NULL)
+            check_tensor(pr, in->pos, 1, l1, 0, "I64");
+        if (in->attn != NULL)
+            check_tensor(pr, in->attn, 2, ll, 1, FLOAT_DTYPES);
+    }
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        int known = 0;
+        for (const char *const *n = input_names; *n != NULL; n++)
+            known |= strcmp(f->tensors[i].name, *n) == 0;
+        if (!known)
+            problem(pr, "extra '%s' (inputs are in.tokens or in.x, in.key_padding_mask, "
+                        "in.positions, in.attn_mask)", quoted(q, sizeof q, f->tensors[i].name));
+    }
+}
+
+/* The key padding mask: BOOL or U8 through int64, anything but 0/1 kept as 2 for validation to refuse. */
+static int read_mask(refenc_case *c, const refenc_st_file *f, const input_tensors *in, refenc_error *err)
+{
+    int st;
+    int64_t *m = refenc_alloc_array(in->B * in->L, sizeof *m);
+    if (m == NULL)
+        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", f->path);
+    else if ((st = refenc_st_to_i64(m, f, in->mask, err)) == REFENC_OK)
+        for (size_t k = 0; k < in->B * in->L; k++) /* a U8 other than 0/1 is refused by validation */
+            c->key_padding_mask[k] = (uint8_t)(m[k] == 0 ? 0 : m[k] == 1 ? 1 : 2);
+    free(m);
+    return st;
+}
+
+/* Converts the file's inputs into the case allocated for them. */
+static int read_inputs(refenc_case *c, const refenc_config *cfg, const refenc_st_file *f,
+                       const input_tensors *in, refenc_error *err)
+{
+    c->has_positions = in->pos != NULL || cfg->positional != REFENC_POS_NONE;
+    int st = in->tokens ? refenc_st_to_i64(c->tokens, f, in->lead, err) : refenc_st_to_f64(c->x, f, in->lead, err);
+    if (st == REFENC_OK && in->pos != NULL)
+        st = refenc_st_to_i64(c->positions, f, in->pos, err);
+    if (st == REFENC_OK && in->attn != NULL)
+        st = refenc_st_to_f64(c->attn_mask, f, in->attn, err);
+    if (st == REFENC_OK && in->mask != NULL)
+        st = read_mask(c, f, in, err);
+    return st;
+}
+
 int refenc_case_from_inputs_file(refenc_case *c, const refenc_config *cfg,
                                  const refenc_st_file *f, char **report, refenc_error *err)
 {
@@ -152,81 +239,31 @@ int refenc_case_from_inputs_file(refenc_case *c, const refenc_config *cfg,
     if (report != NULL)
         *report = NULL;
     problems pr = {0};
-    char q[512];
-    const int tokens = cfg->vocab_size > 0;
-    const char *lead_name = tokens ? "in.tokens" : "in.x";
-    const refenc_st_tensor *lead = refenc_st_find(f, lead_name);
-    const refenc_st_tensor *other = refenc_st_find(f, tokens ? "in.x" : "in.tokens");
-    const refenc_st_tensor *mask = refenc_st_find(f, "in.key_padding_mask");
-    const refenc_st_tensor *pos = refenc_st_find(f, "in.positions");
-    const refenc_st_tensor *attn = refenc_st_find(f, "in.attn_mask");
+    input_tensors in = {0};
+    in.tokens = cfg->vocab_size > 0;
+    in.lead_name = in.tokens ? "in.tokens" : "in.x";
+    in.lead = refenc_st_find(f, in.lead_name);
+    in.other = refenc_st_find(f, in.tokens ? "in.x" : "in.tokens");
+    in.mask = refenc_st_find(f, "in.key_padding_mask");
+    in.pos = refenc_st_find(f, "in.positions");
+    in.attn = refenc_st_find(f, "in.attn_mask");
 
-    /* the shape (B, L) from the leading input */
-    size_t B = 0, L = 0;
-    const size_t lead_ndim = tokens ? 2 : 3;
-    if (lead == NULL) {
-        problem(&pr, tokens ? "missing 'in.tokens' (B, L) (the config has vocab_size %zu)"
-                            : "missing 'in.x' (B, L, %zu) (the config has vocab_size %zu: the input is x)",
-                tokens ? cfg->vocab_size : cfg->d_model, cfg->vocab_size);
-    } else if (lead->ndim != lead_ndim || (!tokens && lead->shape[2] != cfg->d_model)) {
-        char got[128];
-        problem(&pr, tokens ? "'in.tokens' has shape %s, expected (B, L)"
-                            : "'in.x' has shape %s, expected (B, L, %zu)",
-                refenc_shape_format(got, sizeof got, lead->shape, lead->ndim, "()"), cfg->d_model);
-    } else {
-        B = lead->shape[0];
-        L = lead->shape[1];
-        if (tokens)
-            check_tensor(&pr, lead, 2, lead->shape, 0, "I64");
-        else
-            check_tensor(&pr, lead, 3, lead->shape, 1, FLOAT_DTYPES);
-    }
-    if (other != NULL)
-        problem(&pr, "extra '%s': the config has vocab_size %zu, so the input is %s", other->name,
-                cfg->vocab_size, lead_name);
-    if (B > 0) {
-        const size_t bl[2] = {B, L}, l1[1] = {L}, ll[2] = {L, L};
-        if (mask != NULL && check_tensor(&pr, mask, 2, bl, 0, "BOOL or U8") &&
-            mask->dtype == REFENC_ST_I64)
-            problem(&pr, "'in.key_padding_mask' has dtype I64, expected BOOL or U8");
-        if (pos != NULL)
-            check_tensor(&pr, pos, 1, l1, 0, "I64");
-        if (attn != NULL)
-            check_tensor(&pr, attn, 2, ll, 1, FLOAT_DTYPES);
-    }
-    for (size_t i = 0; i < f->n_tensors; i++) {
-        int known = 0;
-        for (const char *const *n = input_names; *n != NULL; n++)
-            known |= strcmp(f->tensors[i].name, *n) == 0;
-        if (!known)
-            problem(&pr, "extra '%s' (inputs are in.tokens or in.x, in.key_padding_mask, "
-                         "in.positions, in.attn_mask)", quoted(q, sizeof q, f->tensors[i].name));
-    }
+    check_lead(&pr, &in, cfg);
+    if (in.other != NULL)
+        problem(&pr, "extra '%s': the config has vocab_size %zu, so the input is %s", in.other->name,
+                cfg->vocab_size, in.lead_name);
+    check_others(&pr, &in, f);
     int st = problems_end(&pr, f->path, "the inputs do not match the config", report, err);
     if (st != REFENC_OK)
         return st;
 
-    if ((st = refenc_case_alloc(c, REFENC_COMP_ENCODER, cfg, B, L, tokens, mask != NULL,
-                                attn != NULL, err)) != REFENC_OK) {
+    if ((st = refenc_case_alloc(c, REFENC_COMP_ENCODER, cfg, in.B, in.L, in.tokens, in.mask != NULL,
+                                in.attn != NULL, err)) != REFENC_OK) {
         char msg[REFENC_ERRMSG_MAX];
         snprintf(msg, sizeof msg, "%s", err != NULL ? err->message : "");
-        return refenc_error_set(err, st, "%s: inputs of shape (B %zu, L %zu): %s", f->path, B, L, msg);
+        return refenc_error_set(err, st, "%s: inputs of shape (B %zu, L %zu): %s", f->path, in.B, in.L, msg);
     }
-    c->has_positions = pos != NULL || cfg->positional != REFENC_POS_NONE;
-    st = tokens ? refenc_st_to_i64(c->tokens, f, lead, err) : refenc_st_to_f64(c->x, f, lead, err);
-    if (st == REFENC_OK && pos != NULL)
-        st = refenc_st_to_i64(c->positions, f, pos, err);
-    if (st == REFENC_OK && attn != NULL)
-        st = refenc_st_to_f64(c->attn_mask, f, attn, err);
-    if (st == REFENC_OK && mask != NULL) {
-        int64_t *m = refenc_alloc_array(B * L, sizeof *m);
-        if (m == NULL)
-            st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", f->path);
-        else if ((st = refenc_st_to_i64(m, f, mask, err)) == REFENC_OK)
-            for (size_t k = 0; k < B * L; k++) /* a U8 other than 0/1 is refused by validation */
-                c->key_padding_mask[k] = (uint8_t)(m[k] == 0 ? 0 : m[k] == 1 ? 1 : 2);
-        free(m);
-    }
+    st = read_inputs(c, cfg, f, &in, err);
     if (st == REFENC_OK && (st = refenc_case_validate(c, err)) != REFENC_OK) {
         char msg[REFENC_ERRMSG_MAX];
         snprintf(msg, sizeof msg, "%s", err != NULL ? err->message : "");

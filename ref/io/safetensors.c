@@ -307,36 +307,38 @@ static int check_metadata(const parse_ctx *c, size_t k, const json_t *v, refenc_
     return REFENC_OK;
 }
 
-/* Validates one tensor entry; fills s (s->t.name is set by the caller). */
-static int check_entry(slot *s, const parse_ctx *c, size_t k, const json_t *v, refenc_error *err)
+/* An entry is an object with exactly the keys dtype, shape and data_offsets. */
+static int check_entry_keys(const parse_ctx *c, const char *name, size_t k, const json_t *v, refenc_error *err)
 {
-    const char *name = s->t.name;
-    if (name[0] == '\0')
-        return entry_error(err, REFENC_EFORMAT, c, name, k, "empty tensor name");
     if (!json_is_object(v))
         return entry_error(err, REFENC_EFORMAT, c, name, k,
                            "entry is not an object with dtype, shape and data_offsets");
-
     static const char *const keys[] = {"dtype", "shape", "data_offsets"};
     for (size_t i = 0; i < 3; i++)
         if (json_object_get(v, keys[i]) == NULL)
             return entry_error(err, REFENC_EFORMAT, c, name, k, "missing key '%s'", keys[i]);
-    if (json_object_size(v) != 3) {
-        const char *key;
-        json_t *val;
-        json_object_foreach((json_t *)v, key, val) {
-            (void)val;
-            if (strcmp(key, "dtype") != 0 && strcmp(key, "shape") != 0 &&
-                strcmp(key, "data_offsets") != 0) {
-                char shown[SHOW_MAX];
-                return entry_error(err, REFENC_EFORMAT, c, name, k,
-                                   "unexpected key '%s' (an entry has exactly dtype, shape and "
-                                   "data_offsets)",
-                                   show(shown, key));
-            }
+    if (json_object_size(v) == 3)
+        return REFENC_OK;
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)v, key, val) {
+        (void)val;
+        if (strcmp(key, "dtype") != 0 && strcmp(key, "shape") != 0 && strcmp(key, "data_offsets") != 0) {
+            char shown[SHOW_MAX];
+            return entry_error(err, REFENC_EFORMAT, c, name, k,
+                               "unexpected key '%s' (an entry has exactly dtype, shape and "
+                               "data_offsets)",
+                               show(shown, key));
         }
     }
+    return REFENC_OK;
+}
 
+/* The entry's dtype, one of the known names, and its shape: at most REFENC_ST_MAX_NDIM sizes whose
+ * product in bytes fits a size_t.  Fills s->t's dtype, ndim, shape, numel and nbytes. */
+static int check_entry_type(slot *s, const parse_ctx *c, size_t k, const json_t *v, refenc_error *err)
+{
+    const char *name = s->t.name;
     const json_t *jd = json_object_get(v, "dtype");
     if (!json_is_string(jd))
         return entry_error(err, REFENC_EFORMAT, c, name, k, "dtype is not a string");
@@ -345,7 +347,6 @@ static int check_entry(slot *s, const parse_ctx *c, size_t k, const json_t *v, r
         return entry_error(err, REFENC_EFORMAT, c, name, k, "unknown dtype '%s' (known: %s)",
                            show(shown, json_string_value(jd)), DTYPE_LIST);
     }
-
     const json_t *js = json_object_get(v, "shape");
     if (!json_is_array(js))
         return entry_error(err, REFENC_EFORMAT, c, name, k, "shape is not an array");
@@ -365,13 +366,20 @@ static int check_entry(slot *s, const parse_ctx *c, size_t k, const json_t *v, r
         }
     }
     char sh[SHAPE_MAX];
-    const char *dn = refenc_st_dtype_name(s->t.dtype);
     if (!tensor_size(&s->t.numel, &s->t.nbytes, s->t.shape, s->t.ndim,
                      refenc_st_dtype_size(s->t.dtype)))
         return entry_error(err, REFENC_EFORMAT, c, name, k,
                            "shape %s of %s overflows: its size in bytes exceeds %zu",
-                           refenc_shape_format(sh, sizeof sh, s->t.shape, s->t.ndim, "[]"), dn, (size_t)SIZE_MAX);
+                           refenc_shape_format(sh, sizeof sh, s->t.shape, s->t.ndim, "[]"),
+                           refenc_st_dtype_name(s->t.dtype), (size_t)SIZE_MAX);
+    return REFENC_OK;
+}
 
+/* The entry's data_offsets [begin, end]: inside the data buffer, exactly the bytes its shape needs.
+ * Fills s's begin, end and the tensor's file offset. */
+static int check_entry_offsets(slot *s, const parse_ctx *c, size_t k, const json_t *v, refenc_error *err)
+{
+    const char *name = s->t.name;
     const json_t *jo = json_object_get(v, "data_offsets");
     size_t b, e;
     if (!json_is_array(jo) || json_array_size(jo) != 2 || !json_is_integer(json_array_get(jo, 0)) ||
@@ -390,15 +398,31 @@ static int check_entry(slot *s, const parse_ctx *c, size_t k, const json_t *v, r
                            "data_offsets [%zu, %zu] end past the data buffer, which has %zu "
                            "bytes (file bytes %zu to %zu)",
                            b, e, c->data_size, c->data_start, c->data_start + c->data_size);
+    char sh[SHAPE_MAX];
     if (e - b != s->t.nbytes)
         return entry_error(err, REFENC_EFORMAT, c, name, k,
                            "data_offsets [%zu, %zu] but shape %s of %s needs %zu bytes", b, e,
-                           refenc_shape_format(sh, sizeof sh, s->t.shape, s->t.ndim, "[]"), dn, s->t.nbytes);
+                           refenc_shape_format(sh, sizeof sh, s->t.shape, s->t.ndim, "[]"),
+                           refenc_st_dtype_name(s->t.dtype), s->t.nbytes);
     s->begin = b;
     s->end = e;
-    s->entry = k;
     s->t.file_offset = c->data_start + b;
     return REFENC_OK;
+}
+
+/* Validates one tensor entry; fills s (s->t.name is set by the caller). */
+static int check_entry(slot *s, const parse_ctx *c, size_t k, const json_t *v, refenc_error *err)
+{
+    if (s->t.name[0] == '\0')
+        return entry_error(err, REFENC_EFORMAT, c, s->t.name, k, "empty tensor name");
+    int st = check_entry_keys(c, s->t.name, k, v, err);
+    if (st == REFENC_OK)
+        st = check_entry_type(s, c, k, v, err);
+    if (st == REFENC_OK)
+        st = check_entry_offsets(s, c, k, v, err);
+    if (st == REFENC_OK)
+        s->entry = k;
+    return st;
 }
 
 /* The tensors, sorted by data offsets, must tile [0, data size) exactly:
@@ -550,6 +574,93 @@ static size_t header_tokens(const unsigned char *h, size_t n)
 /* Validates a file of `size` bytes of which buf holds the first
  * header_extent(buf, size): everything but the data, which it never reads.
  * The tensors' data pointers are buf + their file offsets. */
+/* The 8-byte little-endian header length N at byte 0: N bytes must follow it, N at most
+ * REFENC_ST_MAX_HEADER.  Fills c's header and data spans. */
+static int header_frame(parse_ctx *c, const unsigned char *buf, size_t size, refenc_error *err)
+{
+    if (size < 8)
+        return refenc_error_set(
+            err, REFENC_EFORMAT,
+            "%s: file is %zu bytes, too short for the 8-byte header length at byte 0", c->file, size);
+    /* N is read as an unsigned 64-bit number and compared with what follows
+     * it (size - 8 cannot underflow), so no value of N can overflow. */
+    uint64_t N = 0;
+    for (int i = 7; i >= 0; i--)
+        N = N << 8 | buf[i];
+    if (N > (uint64_t)(size - 8))
+        return refenc_error_set(
+            err, REFENC_EFORMAT,
+            "%s: header length %llu at byte 0 exceeds the %zu bytes that follow it", c->file,
+            (unsigned long long)N, size - 8);
+    if (N > REFENC_ST_MAX_HEADER)
+        return refenc_error_set(
+            err, REFENC_EFORMAT, "%s: header length %llu at byte 0 exceeds the limit of %llu bytes",
+            c->file, (unsigned long long)N, (unsigned long long)REFENC_ST_MAX_HEADER);
+    c->hdr = buf + 8;
+    c->hdr_len = (size_t)N;
+    c->data_start = 8 + c->hdr_len;
+    c->data_size = size - c->data_start;
+    return REFENC_OK;
+}
+
+/* The header's text, before JSON parsing: it starts with '{', is valid UTF-8 (the first bad byte
+ * named, with the entry it falls in) and holds at most REFENC_ST_MAX_TOKENS tokens. */
+static int header_text(const parse_ctx *c, refenc_error *err)
+{
+    if (c->hdr_len == 0)
+        return refenc_error_set(err, REFENC_EFORMAT,
+                                "%s: header is empty (header length 0 at byte 0); it must be a JSON "
+                                "object",
+                                c->file);
+    if (c->hdr[0] != '{')
+        return refenc_error_set(err, REFENC_EFORMAT,
+                                "%s: header does not start with '{' (byte 0x%02x at byte 8); it "
+                                "must be a JSON object",
+                                c->file, c->hdr[0]);
+    const size_t bad = refenc_utf8_invalid_at(c->hdr, c->hdr_len);
+    if (bad < c->hdr_len) {
+        size_t ks, ke;
+        int depth, st;
+        scan_keys(c->hdr, bad, NULL, 0, &ks, &ke, &depth);
+        char *key = ks < bad ? decode_key(c->hdr + ks, ke - ks) : NULL;
+        char shown[SHOW_MAX];
+        if (key != NULL && depth >= 2)
+            st = refenc_error_set(err, REFENC_EFORMAT,
+                                  "%s: header is not valid UTF-8: byte 0x%02x at byte %zu, in the "
+                                  "entry of '%s' (at byte %zu)",
+                                  c->file, c->hdr[bad], 8 + bad, show(shown, key), 8 + ks);
+        else
+            st = refenc_error_set(err, REFENC_EFORMAT,
+                                  "%s: header is not valid UTF-8: byte 0x%02x at byte %zu", c->file,
+                                  c->hdr[bad], 8 + bad);
+        free(key);
+        return st;
+    }
+    const size_t tokens = header_tokens(c->hdr, c->hdr_len);
+    if (tokens > REFENC_ST_MAX_TOKENS)
+        return refenc_error_set(err, REFENC_EFORMAT,
+                                "%s: header holds %zu JSON tokens (keys, values, brackets), more than the "
+                                "limit of %d (a tensor's entry takes 10 to 18)",
+                                c->file, tokens, REFENC_ST_MAX_TOKENS);
+    return REFENC_OK;
+}
+
+/* The header as JSON (duplicate keys refused), then its entries into f. */
+static int header_json(refenc_st_file *f, const parse_ctx *c, refenc_error *err)
+{
+    json_error_t je;
+    json_t *root = json_loadb((const char *)c->hdr, c->hdr_len, JSON_REJECT_DUPLICATES, &je);
+    if (root == NULL)
+        return json_error(err, c, &je);
+    int st;
+    if (!json_is_object(root)) /* cannot happen: the text starts with '{' */
+        st = refenc_error_set(err, REFENC_EFORMAT, "%s: header is not a JSON object", c->file);
+    else
+        st = parse_header(f, c, root, err);
+    json_decref(root);
+    return st;
+}
+
 static int parse_file(refenc_st_file *f, const unsigned char *buf, size_t size, const char *name,
                       refenc_error *err)
 {
@@ -562,97 +673,13 @@ static int parse_file(refenc_st_file *f, const unsigned char *buf, size_t size, 
     f->buf = (unsigned char *)buf; /* borrowed: never written through */
     f->size = size;
     parse_ctx c = {.file = f->path};
-    int st;
-
-    if (size < 8) {
-        st = refenc_error_set(
-            err, REFENC_EFORMAT,
-            "%s: file is %zu bytes, too short for the 8-byte header length at byte 0", c.file,
-            size);
-        goto fail;
-    }
-    /* N is read as an unsigned 64-bit number and compared with what follows
-     * it (size - 8 cannot underflow), so no value of N can overflow. */
-    uint64_t N = 0;
-    for (int i = 7; i >= 0; i--)
-        N = N << 8 | buf[i];
-    if (N > (uint64_t)(size - 8)) {
-        st = refenc_error_set(
-            err, REFENC_EFORMAT,
-            "%s: header length %llu at byte 0 exceeds the %zu bytes that follow it", c.file,
-            (unsigned long long)N, size - 8);
-        goto fail;
-    }
-    if (N > REFENC_ST_MAX_HEADER) {
-        st = refenc_error_set(
-            err, REFENC_EFORMAT, "%s: header length %llu at byte 0 exceeds the limit of %llu bytes",
-            c.file, (unsigned long long)N, (unsigned long long)REFENC_ST_MAX_HEADER);
-        goto fail;
-    }
-    c.hdr = buf + 8;
-    c.hdr_len = (size_t)N;
-    c.data_start = 8 + c.hdr_len;
-    c.data_size = size - c.data_start;
-
-    if (c.hdr_len == 0 || c.hdr[0] != '{') {
-        if (c.hdr_len == 0)
-            st = refenc_error_set(
-                err, REFENC_EFORMAT,
-                "%s: header is empty (header length 0 at byte 0); it must be a JSON "
-                "object",
-                c.file);
-        else
-            st = refenc_error_set(err, REFENC_EFORMAT,
-                                  "%s: header does not start with '{' (byte 0x%02x at byte 8); it "
-                                  "must be a JSON object",
-                                  c.file, c.hdr[0]);
-        goto fail;
-    }
-    const size_t bad = refenc_utf8_invalid_at(c.hdr, c.hdr_len);
-    if (bad < c.hdr_len) {
-        size_t ks, ke;
-        int depth;
-        scan_keys(c.hdr, bad, NULL, 0, &ks, &ke, &depth);
-        char *key = ks < bad ? decode_key(c.hdr + ks, ke - ks) : NULL;
-        char shown[SHOW_MAX];
-        if (key != NULL && depth >= 2)
-            st = refenc_error_set(err, REFENC_EFORMAT,
-                                  "%s: header is not valid UTF-8: byte 0x%02x at byte %zu, in the "
-                                  "entry of '%s' (at byte %zu)",
-                                  c.file, c.hdr[bad], 8 + bad, show(shown, key), 8 + ks);
-        else
-            st = refenc_error_set(err, REFENC_EFORMAT,
-                                  "%s: header is not valid UTF-8: byte 0x%02x at byte %zu", c.file,
-                                  c.hdr[bad], 8 + bad);
-        free(key);
-        goto fail;
-    }
-
-    const size_t tokens = header_tokens(c.hdr, c.hdr_len);
-    if (tokens > REFENC_ST_MAX_TOKENS) {
-        st = refenc_error_set(err, REFENC_EFORMAT,
-                              "%s: header holds %zu JSON tokens (keys, values, brackets), more than the "
-                              "limit of %d (a tensor's entry takes 10 to 18)",
-                              c.file, tokens, REFENC_ST_MAX_TOKENS);
-        goto fail;
-    }
-    json_error_t je;
-    json_t *root = json_loadb((const char *)c.hdr, c.hdr_len, JSON_REJECT_DUPLICATES, &je);
-    if (root == NULL) {
-        st = json_error(err, &c, &je);
-        goto fail;
-    }
-    if (!json_is_object(root)) { /* cannot happen: the text starts with '{' */
-        json_decref(root);
-        st = refenc_error_set(err, REFENC_EFORMAT, "%s: header is not a JSON object", c.file);
-        goto fail;
-    }
-    st = parse_header(f, &c, root, err);
-    json_decref(root);
+    int st = header_frame(&c, buf, size, err);
     if (st == REFENC_OK)
-        return REFENC_OK;
-fail:
-    refenc_st_free(f); /* buf is borrowed: owns_buf is 0 */
+        st = header_text(&c, err);
+    if (st == REFENC_OK)
+        st = header_json(f, &c, err);
+    if (st != REFENC_OK)
+        refenc_st_free(f); /* buf is borrowed: owns_buf is 0 */
     return st;
 }
 

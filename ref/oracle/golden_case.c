@@ -23,132 +23,166 @@ static void slopes(mpfr_ptr m, size_t H, const refenc_mp_hooks *hooks, refenc_mp
         refenc_mpk_alibi_slopes(m, H, ws);
 }
 
+/* What every component's evaluation shares: the case's input x and hyper-parameters in MPFR, an
+ * arena for the outputs and a kernel workspace, all at prec. */
+typedef struct {
+    const case_args *a;
+    mpfr_prec_t prec;
+    refenc_mp_arena ar;
+    refenc_mp_ws ws;
+    mpfr_ptr x, eps, tau, base;
+} component_state;
+
+/* Attention: y (B, L, D) and the weights (B, H, L, L), with the case's masks, ALiBi or RoPE. */
+static int attention_eval(component_state *s, const refenc_mp_sink *sink, refenc_error *err)
+{
+    const refenc_case *c = s->a->c;
+    const refenc_config *cfg = &c->cfg;
+    const size_t B = c->B, L = c->L, D = cfg->d_model, H = cfg->n_heads;
+    const refenc_mp_layer_params *lp = &s->a->mp->layers[0];
+    mpfr_ptr y = refenc_mp_arena_alloc(&s->ar, B * L * D, s->prec);
+    mpfr_ptr m = refenc_mp_arena_alloc(&s->ar, H, s->prec);
+    mpfr_ptr mask = c->attn_mask ? refenc_mp_arena_from_d(&s->ar, c->attn_mask, L * L, 53) : NULL;
+    refenc_mp_mha_work w;
+    refenc_mp_mha_work_alloc(&w, &s->ar, B, L, D, H, s->prec);
+    if (s->ar.failed)
+        return refenc_mp_enomem(err, c->name, s->prec);
+    slopes(m, H, s->a->hooks, &s->ws);
+    const refenc_mp_attn_options opt = {
+        .key_padding_mask = c->key_padding_mask, .causal = cfg->causal, .attn_mask = mask,
+        .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? m : NULL,
+        .positions = c->positions, .temperature = s->tau, .mask_value = cfg->mask_value,
+        .merge_without_transpose = s->a->hooks != NULL && s->a->hooks->merge_without_transpose};
+    const refenc_mp_rope_options rope = {cfg->rope_layout, s->base, c->positions};
+    refenc_mpk_mha_forward(y, &w, s->x, lp->in_proj_weight, lp->in_proj_bias, lp->out_proj_weight,
+                           lp->out_proj_bias, &opt,
+                           cfg->positional == REFENC_POS_ROPE ? &rope : NULL, B, L, D, H, &s->ws);
+    const size_t sw[4] = {B, H, L, L}, sy[3] = {B, L, D};
+    int st = refenc_mp_sink_emit(sink, "weights", w.weights, 4, sw);
+    if (st == REFENC_OK)
+        st = refenc_mp_sink_emit(sink, "output", y, 3, sy);
+    return st;
+}
+
+/* Feed-forward: y (B, L, D) through the hidden layer (B, L, F). */
+static int ffn_eval(component_state *s, const refenc_mp_sink *sink, refenc_error *err)
+{
+    const refenc_case *c = s->a->c;
+    const refenc_config *cfg = &c->cfg;
+    const size_t B = c->B, L = c->L, D = cfg->d_model, F = cfg->d_ff;
+    const refenc_mp_layer_params *lp = &s->a->mp->layers[0];
+    mpfr_ptr y = refenc_mp_arena_alloc(&s->ar, B * L * D, s->prec);
+    mpfr_ptr hidden = refenc_mp_arena_alloc(&s->ar, B * L * F, s->prec);
+    if (s->ar.failed)
+        return refenc_mp_enomem(err, c->name, s->prec);
+    refenc_mpk_ffn_forward(y, hidden, s->x, lp->linear1_weight, lp->linear1_bias, lp->linear2_weight,
+                           lp->linear2_bias, B * L, D, F, cfg->activation, &s->ws);
+    const size_t sy[3] = {B, L, D};
+    return refenc_mp_sink_emit(sink, "output", y, 3, sy);
+}
+
+/* The sinusoidal table (L, D) at the case's positions. */
+static int sinusoidal_eval(component_state *s, const refenc_mp_sink *sink, refenc_error *err)
+{
+    const refenc_case *c = s->a->c;
+    const size_t L = c->L, D = c->cfg.d_model;
+    mpfr_ptr pe = refenc_mp_arena_alloc(&s->ar, L * D, s->prec);
+    if (s->ar.failed)
+        return refenc_mp_enomem(err, c->name, s->prec);
+    refenc_mpk_sinusoidal_table(pe, c->positions, L, D, &s->ws);
+    const size_t sy[2] = {L, D};
+    return refenc_mp_sink_emit(sink, "output", pe, 2, sy);
+}
+
+/* ALiBi: the slopes (H) and the bias (H, L, L) at the case's positions. */
+static int alibi_eval(component_state *s, const refenc_mp_sink *sink, refenc_error *err)
+{
+    const refenc_case *c = s->a->c;
+    const size_t L = c->L, H = c->cfg.n_heads;
+    mpfr_ptr m = refenc_mp_arena_alloc(&s->ar, H, s->prec);
+    mpfr_ptr bias = refenc_mp_arena_alloc(&s->ar, H * L * L, s->prec);
+    if (s->ar.failed)
+        return refenc_mp_enomem(err, c->name, s->prec);
+    slopes(m, H, s->a->hooks, &s->ws);
+    /* bias[h,i,j] = -m_h |pos_i - pos_j|, |pos_i - pos_j| < 2^53 exact */
+    for (size_t h = 0; h < H; h++)
+        for (size_t i = 0; i < L; i++)
+            for (size_t j = 0; j < L; j++) {
+                const int64_t d = c->positions[i] > c->positions[j] ? c->positions[i] - c->positions[j]
+                                                                    : c->positions[j] - c->positions[i];
+                mpfr_ptr b = bias + (h * L + i) * L + j;
+                refenc_mp_mul_pos(b, m + h, d);
+                mpfr_neg(b, b, MPFR_RNDN);
+            }
+    const size_t ss[1] = {H}, sb[3] = {H, L, L};
+    int st = refenc_mp_sink_emit(sink, "slopes", m, 1, ss);
+    if (st == REFENC_OK)
+        st = refenc_mp_sink_emit(sink, "bias", bias, 3, sb);
+    return st;
+}
+
+/* The components computed in place on x: LayerNorm, softmax, activation, RoPE. */
+static int in_place_eval(component_state *s, const refenc_mp_sink *sink, refenc_error *err)
+{
+    const refenc_case *c = s->a->c;
+    const refenc_config *cfg = &c->cfg;
+    const size_t B = c->B, L = c->L, D = cfg->d_model, H = cfg->n_heads, Dh = D / H;
+    const refenc_mp_layer_params *lp = &s->a->mp->layers[0];
+    mpfr_ptr x = s->x;
+    switch (c->component) {
+    case REFENC_COMP_LAYERNORM: {
+        refenc_mpk_layernorm_forward(x, x, lp->norm1_weight, lp->norm1_bias, B * L, D, s->eps, &s->ws);
+        const size_t sy[3] = {B, L, D};
+        return refenc_mp_sink_emit(sink, "output", x, 3, sy);
+    }
+    case REFENC_COMP_SOFTMAX: {
+        refenc_mpk_softmax_forward(x, x, B, L, s->tau, &s->ws);
+        const size_t sy[2] = {B, L};
+        return refenc_mp_sink_emit(sink, "output", x, 2, sy);
+    }
+    case REFENC_COMP_ACTIVATION: {
+        refenc_mpk_activation_forward(x, x, B * L, cfg->activation, &s->ws);
+        const size_t sy[2] = {B, L};
+        return refenc_mp_sink_emit(sink, "output", x, 2, sy);
+    }
+    case REFENC_COMP_ROPE: {
+        refenc_mpk_rope_forward(x, x, c->positions, B * H, L, Dh, s->base, cfg->rope_layout, &s->ws);
+        const size_t sy[4] = {B, H, L, Dh};
+        return refenc_mp_sink_emit(sink, "output", x, 4, sy);
+    }
+    default:
+        return refenc_error_set(err, REFENC_EINVAL, "%s: unknown component", c->name);
+    }
+}
+
 /* Every component but the encoder, in one evaluation at prec. */
 static int component_eval(const case_args *a, mpfr_prec_t prec, const refenc_mp_sink *sink,
                           refenc_error *err)
 {
     const refenc_case *c = a->c;
     const refenc_config *cfg = &c->cfg;
-    const size_t B = c->B, L = c->L, D = cfg->d_model, H = cfg->n_heads, Dh = D / H, F = cfg->d_ff;
-    const refenc_mp_layer_params *lp = &a->mp->layers[0];
-    refenc_mp_arena ar = {0};
-    refenc_mp_ws ws;
-    int st = refenc_mp_ws_alloc(&ws, prec, refenc_mpk_ws_tmp(D, F, L, Dh) + 2 * H + 4,
+    const size_t L = c->L, D = cfg->d_model, H = cfg->n_heads, Dh = D / H, F = cfg->d_ff;
+    component_state s = {.a = a, .prec = prec};
+    int st = refenc_mp_ws_alloc(&s.ws, prec, refenc_mpk_ws_tmp(D, F, L, Dh) + 2 * H + 4,
                                 refenc_mpk_ws_ptr(D, F, L, Dh));
-    mpfr_ptr x = c->x_numel ? refenc_mp_arena_from_d(&ar, c->x, c->x_numel, prec) : NULL;
-    mpfr_ptr eps = refenc_mp_arena_from_d(&ar, &cfg->layer_norm_eps, 1, 53);
-    mpfr_ptr tau = refenc_mp_arena_from_d(&ar, &cfg->temperature, 1, 53);
-    mpfr_ptr base = refenc_mp_arena_from_d(&ar, &cfg->rope_base, 1, 53);
-    if (st || ar.failed) {
+    s.x = c->x_numel ? refenc_mp_arena_from_d(&s.ar, c->x, c->x_numel, prec) : NULL;
+    s.eps = refenc_mp_arena_from_d(&s.ar, &cfg->layer_norm_eps, 1, 53);
+    s.tau = refenc_mp_arena_from_d(&s.ar, &cfg->temperature, 1, 53);
+    s.base = refenc_mp_arena_from_d(&s.ar, &cfg->rope_base, 1, 53);
+    if (st || s.ar.failed)
         st = refenc_mp_enomem(err, c->name, prec);
-        goto done;
-    }
-
-    switch (c->component) {
-    case REFENC_COMP_ATTENTION: {
-        mpfr_ptr y = refenc_mp_arena_alloc(&ar, B * L * D, prec);
-        mpfr_ptr m = refenc_mp_arena_alloc(&ar, H, prec);
-        mpfr_ptr mask = c->attn_mask ? refenc_mp_arena_from_d(&ar, c->attn_mask, L * L, 53) : NULL;
-        refenc_mp_mha_work w;
-        refenc_mp_mha_work_alloc(&w, &ar, B, L, D, H, prec);
-        if (ar.failed) {
-            st = refenc_mp_enomem(err, c->name, prec);
-            break;
-        }
-        slopes(m, H, a->hooks, &ws);
-        const refenc_mp_attn_options opt = {
-            .key_padding_mask = c->key_padding_mask, .causal = cfg->causal, .attn_mask = mask,
-            .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? m : NULL,
-            .positions = c->positions, .temperature = tau, .mask_value = cfg->mask_value,
-            .merge_without_transpose = a->hooks != NULL && a->hooks->merge_without_transpose};
-        const refenc_mp_rope_options rope = {cfg->rope_layout, base, c->positions};
-        refenc_mpk_mha_forward(y, &w, x, lp->in_proj_weight, lp->in_proj_bias, lp->out_proj_weight,
-                               lp->out_proj_bias, &opt,
-                               cfg->positional == REFENC_POS_ROPE ? &rope : NULL, B, L, D, H, &ws);
-        const size_t sw[4] = {B, H, L, L}, sy[3] = {B, L, D};
-        st = refenc_mp_sink_emit(sink, "weights", w.weights, 4, sw);
-        if (st == REFENC_OK)
-            st = refenc_mp_sink_emit(sink, "output", y, 3, sy);
-        break;
-    }
-    case REFENC_COMP_FFN: {
-        mpfr_ptr y = refenc_mp_arena_alloc(&ar, B * L * D, prec);
-        mpfr_ptr hidden = refenc_mp_arena_alloc(&ar, B * L * F, prec);
-        if (ar.failed) {
-            st = refenc_mp_enomem(err, c->name, prec);
-            break;
-        }
-        refenc_mpk_ffn_forward(y, hidden, x, lp->linear1_weight, lp->linear1_bias, lp->linear2_weight,
-                               lp->linear2_bias, B * L, D, F, cfg->activation, &ws);
-        const size_t sy[3] = {B, L, D};
-        st = refenc_mp_sink_emit(sink, "output", y, 3, sy);
-        break;
-    }
-    case REFENC_COMP_LAYERNORM: {
-        refenc_mpk_layernorm_forward(x, x, lp->norm1_weight, lp->norm1_bias, B * L, D, eps, &ws);
-        const size_t sy[3] = {B, L, D};
-        st = refenc_mp_sink_emit(sink, "output", x, 3, sy);
-        break;
-    }
-    case REFENC_COMP_SOFTMAX: {
-        refenc_mpk_softmax_forward(x, x, B, L, tau, &ws);
-        const size_t sy[2] = {B, L};
-        st = refenc_mp_sink_emit(sink, "output", x, 2, sy);
-        break;
-    }
-    case REFENC_COMP_ACTIVATION: {
-        refenc_mpk_activation_forward(x, x, B * L, cfg->activation, &ws);
-        const size_t sy[2] = {B, L};
-        st = refenc_mp_sink_emit(sink, "output", x, 2, sy);
-        break;
-    }
-    case REFENC_COMP_SINUSOIDAL_PE: {
-        mpfr_ptr pe = refenc_mp_arena_alloc(&ar, L * D, prec);
-        if (ar.failed) {
-            st = refenc_mp_enomem(err, c->name, prec);
-            break;
-        }
-        refenc_mpk_sinusoidal_table(pe, c->positions, L, D, &ws);
-        const size_t sy[2] = {L, D};
-        st = refenc_mp_sink_emit(sink, "output", pe, 2, sy);
-        break;
-    }
-    case REFENC_COMP_ROPE: {
-        refenc_mpk_rope_forward(x, x, c->positions, B * H, L, Dh, base, cfg->rope_layout, &ws);
-        const size_t sy[4] = {B, H, L, Dh};
-        st = refenc_mp_sink_emit(sink, "output", x, 4, sy);
-        break;
-    }
-    case REFENC_COMP_ALIBI: {
-        mpfr_ptr m = refenc_mp_arena_alloc(&ar, H, prec);
-        mpfr_ptr bias = refenc_mp_arena_alloc(&ar, H * L * L, prec);
-        if (ar.failed) {
-            st = refenc_mp_enomem(err, c->name, prec);
-            break;
-        }
-        slopes(m, H, a->hooks, &ws);
-        /* bias[h,i,j] = -m_h |pos_i - pos_j|, |pos_i - pos_j| < 2^53 exact */
-        for (size_t h = 0; h < H; h++)
-            for (size_t i = 0; i < L; i++)
-                for (size_t j = 0; j < L; j++) {
-                    const int64_t d = c->positions[i] > c->positions[j] ? c->positions[i] - c->positions[j]
-                                                                        : c->positions[j] - c->positions[i];
-                    mpfr_ptr b = bias + (h * L + i) * L + j;
-                    refenc_mp_mul_pos(b, m + h, d);
-                    mpfr_neg(b, b, MPFR_RNDN);
-                }
-        const size_t ss[1] = {H}, sb[3] = {H, L, L};
-        st = refenc_mp_sink_emit(sink, "slopes", m, 1, ss);
-        if (st == REFENC_OK)
-            st = refenc_mp_sink_emit(sink, "bias", bias, 3, sb);
-        break;
-    }
-    default:
-        st = refenc_error_set(err, REFENC_EINVAL, "%s: unknown component", c->name);
-    }
-done:
-    refenc_mp_arena_free(&ar);
-    refenc_mp_ws_free(&ws);
+    else if (c->component == REFENC_COMP_ATTENTION)
+        st = attention_eval(&s, sink, err);
+    else if (c->component == REFENC_COMP_FFN)
+        st = ffn_eval(&s, sink, err);
+    else if (c->component == REFENC_COMP_SINUSOIDAL_PE)
+        st = sinusoidal_eval(&s, sink, err);
+    else if (c->component == REFENC_COMP_ALIBI)
+        st = alibi_eval(&s, sink, err);
+    else
+        st = in_place_eval(&s, sink, err);
+    refenc_mp_arena_free(&s.ar);
+    refenc_mp_ws_free(&s.ws);
     return st;
 }
 

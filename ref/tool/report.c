@@ -170,122 +170,170 @@ static void axes(const char *component, const refenc_output_report *r, const cha
     *lead1 = "h";
 }
 
-static int heatmap(FILE *o, const char *component, const refenc_output_report *r, const signed char *cl,
-                   refenc_error *err)
-{
-    const size_t nd = r->ndim;
-    const size_t rows = nd >= 2 ? r->shape[nd - 2] : 1, cols = nd >= 1 ? r->shape[nd - 1] : 1;
-    size_t panels = 1;
-    for (size_t d = 0; d + 2 < nd; d++)
-        panels *= r->shape[d];
-    if (rows == 0 || cols == 0 || panels == 0)
-        return REFENC_OK;
-    /* large outputs: each cell the most severe of pr x pc elements */
-    const size_t pr = cdiv(rows, MAX_ROWS), pc = cdiv(cols, MAX_COLS);
-    const size_t R = cdiv(rows, pr), C = cdiv(cols, pc);
-    size_t cell = 480 / C;
-    cell = cell < 3 ? 3 : cell > 16 ? 16 : cell;
-    if (R * cell > 420)
-        cell = 420 / R < 3 ? 3 : 420 / R;
-    const size_t pw = C * cell, ph = R * cell, gapx = 40, gapy = 44, left = 30, top = 18;
-    const size_t drawn = panels < MAX_PANELS ? panels : MAX_PANELS;
-    const size_t per_b = nd >= 4 ? r->shape[nd - 3] : 0; /* heads per batch item: a new row of panels */
+/* The geometry of a heatmap: the output's panels, their pooling into cells, and where each is drawn. */
+typedef struct {
+    size_t nd, rows, cols, panels;
+    size_t pr, pc, R, C, cell; /* each cell the worst of pr x pc elements; R x C cells of cell px */
+    size_t pw, ph, drawn, per_b, width, height;
+    size_t *px, *py;           /* (drawn) each panel's corner */
+} heat_layout;
 
-    /* layout: panels left to right, wrapped at the page width */
-    size_t *px = refenc_alloc_array(drawn, sizeof *px), *py = refenc_alloc_array(drawn, sizeof *py);
-    if (px == NULL || py == NULL) {
-        free(px);
-        free(py);
+/* The sizes of the panels and cells; 0 when there is nothing to draw. */
+static int heat_sizes(heat_layout *h, const refenc_output_report *r)
+{
+    memset(h, 0, sizeof *h);
+    const size_t nd = h->nd = r->ndim;
+    h->rows = nd >= 2 ? r->shape[nd - 2] : 1, h->cols = nd >= 1 ? r->shape[nd - 1] : 1;
+    h->panels = 1;
+    for (size_t d = 0; d + 2 < nd; d++)
+        h->panels *= r->shape[d];
+    if (h->rows == 0 || h->cols == 0 || h->panels == 0)
+        return 0;
+    /* large outputs: each cell the most severe of pr x pc elements */
+    h->pr = cdiv(h->rows, MAX_ROWS), h->pc = cdiv(h->cols, MAX_COLS);
+    h->R = cdiv(h->rows, h->pr), h->C = cdiv(h->cols, h->pc);
+    size_t cell = 480 / h->C;
+    cell = cell < 3 ? 3 : cell > 16 ? 16 : cell;
+    if (h->R * cell > 420)
+        cell = 420 / h->R < 3 ? 3 : 420 / h->R;
+    h->cell = cell;
+    h->pw = h->C * cell, h->ph = h->R * cell;
+    h->drawn = h->panels < MAX_PANELS ? h->panels : MAX_PANELS;
+    h->per_b = nd >= 4 ? r->shape[nd - 3] : 0; /* heads per batch item: a new row of panels */
+    return 1;
+}
+
+/* Layout: panels left to right, wrapped at the page width. */
+static int heat_place(heat_layout *h, const refenc_output_report *r, refenc_error *err)
+{
+    const size_t gapx = 40, gapy = 44, left = 30, top = 18;
+    h->px = refenc_alloc_array(h->drawn, sizeof *h->px), h->py = refenc_alloc_array(h->drawn, sizeof *h->py);
+    if (h->px == NULL || h->py == NULL) {
+        free(h->px);
+        free(h->py);
         return refenc_error_set(err, REFENC_ENOMEM, "out of memory for the heatmap of '%s'", r->name);
     }
     size_t x = left, y = top, width = 0;
-    for (size_t p = 0; p < drawn; p++) {
-        if (p > 0 && (x + pw > PAGE_W || (per_b && p % per_b == 0))) {
+    for (size_t p = 0; p < h->drawn; p++) {
+        if (p > 0 && (x + h->pw > PAGE_W || (h->per_b && p % h->per_b == 0))) {
             x = left;
-            y += ph + gapy;
+            y += h->ph + gapy;
         }
-        px[p] = x;
-        py[p] = y;
-        x += pw + gapx;
+        h->px[p] = x;
+        h->py[p] = y;
+        x += h->pw + gapx;
         if (x > width)
             width = x;
     }
-    const size_t height = y + ph + 22;
+    h->width = width;
+    h->height = y + h->ph + 22;
+    return REFENC_OK;
+}
 
-    const char *rname, *cname, *l0, *l1;
-    axes(component, r, &rname, &cname, &l0, &l1);
+/* The caption naming the axes and the pooling, and the svg element's opening tag; *l0 is the panels' letter. */
+static void heat_open(FILE *o, const char *component, const refenc_output_report *r, const heat_layout *h,
+                      const char **l0)
+{
+    const char *rname, *cname, *l1;
+    axes(component, r, &rname, &cname, l0, &l1);
     fprintf(o, "<p class=\"axes\">|error| / tolerance: rows %s, columns %s", rname, cname);
-    if (nd >= 3)
-        fprintf(o, ", one panel per %s", nd >= 4 ? "batch item and head (b, h)"
-                                                 : strcmp(l0, "h") == 0 ? "head (h)" : "batch item (b)");
-    if (pr > 1 || pc > 1)
-        fprintf(o, "; each cell is the worst of %zu &times; %zu elements", pr, pc);
-    if (drawn < panels)
-        fprintf(o, "; the first %zu of %zu panels", drawn, panels);
+    if (h->nd >= 3)
+        fprintf(o, ", one panel per %s", h->nd >= 4 ? "batch item and head (b, h)"
+                                                    : strcmp(*l0, "h") == 0 ? "head (h)" : "batch item (b)");
+    if (h->pr > 1 || h->pc > 1)
+        fprintf(o, "; each cell is the worst of %zu &times; %zu elements", h->pr, h->pc);
+    if (h->drawn < h->panels)
+        fprintf(o, "; the first %zu of %zu panels", h->drawn, h->panels);
     fputs("</p>\n", o);
     fprintf(o, "<svg class=\"heatmap\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%zu\" height=\"%zu\" "
-               "data-output=\"", width, height);
+               "data-output=\"", h->width, h->height);
     esc(o, r->name);
     fprintf(o, "\" data-rows=\"%zu\" data-cols=\"%zu\" data-cell=\"%zu\" data-pool=\"%zu %zu\" "
-               "shape-rendering=\"crispEdges\">\n", rows, cols, cell, pr, pc);
+               "shape-rendering=\"crispEdges\">\n", h->rows, h->cols, h->cell, h->pr, h->pc);
+}
 
+/* Row i of cells of a panel, runs of one bin drawn as one rectangle. */
+static void heat_row(FILE *o, const heat_layout *h, const signed char *base, size_t i)
+{
+    const size_t cell = h->cell;
+    int run_bin = -1;
+    size_t run_start = 0;
+    for (size_t j = 0; j <= h->C; j++) {
+        int b = -1;
+        if (j < h->C) {
+            for (size_t ii = i * h->pr; ii < (i + 1) * h->pr && ii < h->rows; ii++)
+                for (size_t jj = j * h->pc; jj < (j + 1) * h->pc && jj < h->cols; jj++) {
+                    const int bb = bin_of(base[ii * h->cols + jj]);
+                    b = bb > b ? bb : b;
+                }
+        }
+        if (b != run_bin) {
+            if (run_bin >= 0)
+                fprintf(o, "<rect class=\"%s\" x=\"%zu\" y=\"%zu\" width=\"%zu\" height=\"%zu\" "
+                           "fill=\"%s\"/>",
+                        PALETTE[run_bin].cls, run_start * cell, i * cell, (j - run_start) * cell, cell,
+                        PALETTE[run_bin].color);
+            run_bin = b;
+            run_start = j;
+        }
+    }
+    fputc('\n', o);
+}
+
+/* Panel p: its label, its cells, its frame, and column and row labels every cstep and rstep cells. */
+static void heat_panel(FILE *o, const heat_layout *h, const signed char *cl, size_t p, const char *l0,
+                       size_t cstep, size_t rstep)
+{
+    const size_t cell = h->cell;
+    fprintf(o, "<g class=\"panel\" transform=\"translate(%zu,%zu)\">", h->px[p], h->py[p]);
+    if (h->nd >= 3) {
+        fprintf(o, "<text class=\"pl\" x=\"0\" y=\"-5\">");
+        if (h->nd == 4)
+            fprintf(o, "b=%zu, h=%zu", p / h->per_b, p % h->per_b);
+        else if (h->nd > 4)
+            fprintf(o, "panel %zu", p);
+        else
+            fprintf(o, "%s=%zu", l0, p);
+        fputs("</text>", o);
+    }
+    const signed char *base = cl + p * h->rows * h->cols;
+    for (size_t i = 0; i < h->R; i++)
+        heat_row(o, h, base, i);
+    fprintf(o, "<rect class=\"frame\" x=\"0\" y=\"0\" width=\"%zu\" height=\"%zu\" fill=\"none\" "
+               "stroke=\"#737373\"/>", h->pw, h->ph);
+    for (size_t j = 0; j < h->C; j += cstep)
+        fprintf(o, "<line x1=\"%zu\" y1=\"%zu\" x2=\"%zu\" y2=\"%zu\" stroke=\"#737373\"/>"
+                   "<text class=\"tk\" x=\"%zu\" y=\"%zu\">%zu</text>",
+                j * cell, h->ph, j * cell, h->ph + 4, j * cell, h->ph + 14, j * h->pc);
+    for (size_t i = 0; i < h->R; i += rstep)
+        fprintf(o, "<text class=\"tk\" x=\"-4\" y=\"%zu\" text-anchor=\"end\">%zu</text>",
+                i * cell + cell / 2 + 4, i * h->pr);
+    fputs("</g>\n", o);
+}
+
+/* The heatmap of an output's error classes, one panel per leading index. */
+static int heatmap(FILE *o, const char *component, const refenc_output_report *r, const signed char *cl,
+                   refenc_error *err)
+{
+    heat_layout h;
+    if (!heat_sizes(&h, r))
+        return REFENC_OK;
+    int st = heat_place(&h, r, err);
+    if (st != REFENC_OK)
+        return st;
+    const char *l0;
+    heat_open(o, component, r, &h, &l0);
     /* column and row labels every `step` cells, at least 22 px apart */
     size_t cstep = 1, rstep = 1;
-    while (cstep * cell < 22)
+    while (cstep * h.cell < 22)
         cstep *= 2;
-    while (rstep * cell < 14)
+    while (rstep * h.cell < 14)
         rstep *= 2;
-    for (size_t p = 0; p < drawn; p++) {
-        fprintf(o, "<g class=\"panel\" transform=\"translate(%zu,%zu)\">", px[p], py[p]);
-        if (nd >= 3) {
-            fprintf(o, "<text class=\"pl\" x=\"0\" y=\"-5\">");
-            if (nd == 4)
-                fprintf(o, "b=%zu, h=%zu", p / per_b, p % per_b);
-            else if (nd > 4)
-                fprintf(o, "panel %zu", p);
-            else
-                fprintf(o, "%s=%zu", l0, p);
-            fputs("</text>", o);
-        }
-        const signed char *base = cl + p * rows * cols;
-        for (size_t i = 0; i < R; i++) {
-            int run_bin = -1;
-            size_t run_start = 0;
-            for (size_t j = 0; j <= C; j++) {
-                int b = -1;
-                if (j < C) {
-                    for (size_t ii = i * pr; ii < (i + 1) * pr && ii < rows; ii++)
-                        for (size_t jj = j * pc; jj < (j + 1) * pc && jj < cols; jj++) {
-                            const int bb = bin_of(base[ii * cols + jj]);
-                            b = bb > b ? bb : b;
-                        }
-                }
-                if (b != run_bin) {
-                    if (run_bin >= 0)
-                        fprintf(o, "<rect class=\"%s\" x=\"%zu\" y=\"%zu\" width=\"%zu\" height=\"%zu\" "
-                                   "fill=\"%s\"/>",
-                                PALETTE[run_bin].cls, run_start * cell, i * cell, (j - run_start) * cell, cell,
-                                PALETTE[run_bin].color);
-                    run_bin = b;
-                    run_start = j;
-                }
-            }
-            fputc('\n', o);
-        }
-        fprintf(o, "<rect class=\"frame\" x=\"0\" y=\"0\" width=\"%zu\" height=\"%zu\" fill=\"none\" "
-                   "stroke=\"#737373\"/>", pw, ph);
-        for (size_t j = 0; j < C; j += cstep)
-            fprintf(o, "<line x1=\"%zu\" y1=\"%zu\" x2=\"%zu\" y2=\"%zu\" stroke=\"#737373\"/>"
-                       "<text class=\"tk\" x=\"%zu\" y=\"%zu\">%zu</text>",
-                    j * cell, ph, j * cell, ph + 4, j * cell, ph + 14, j * pc);
-        for (size_t i = 0; i < R; i += rstep)
-            fprintf(o, "<text class=\"tk\" x=\"-4\" y=\"%zu\" text-anchor=\"end\">%zu</text>",
-                    i * cell + cell / 2 + 4, i * pr);
-        fputs("</g>\n", o);
-    }
+    for (size_t p = 0; p < h.drawn; p++)
+        heat_panel(o, &h, cl, p, l0, cstep, rstep);
     fputs("</svg>\n", o);
-    free(px);
-    free(py);
+    free(h.px);
+    free(h.py);
     return REFENC_OK;
 }
 
@@ -365,19 +413,17 @@ static const char *status_fill(refenc_output_status s)
     }
 }
 
-static int graph(FILE *o, const refenc_case_report *rep, refenc_error *err)
+/* The graph's node sizes and spacing, in pixels. */
+enum { GRAPH_NW = 132, GRAPH_NH = 26, GRAPH_GX = 18, GRAPH_ROWH = 58, GRAPH_LEFT = 70 };
+
+/* Places the nodes: a new row for each layer, and after 7 nodes; returns the last row's index. */
+static size_t graph_layout(const refenc_case_report *rep, size_t *col, size_t *row, size_t *maxc)
 {
-    const size_t nw = 132, nh = 26, gx = 18, rowh = 58, left = 70, n = rep->n_outputs;
-    size_t *col = refenc_alloc_array(n, sizeof *col), *row = refenc_alloc_array(n, sizeof *row);
-    if (col == NULL || row == NULL) {
-        free(col);
-        free(row);
-        return refenc_error_set(err, REFENC_ENOMEM, "out of memory for the graph of '%s'", rep->name);
-    }
-    size_t rows = 0, maxc = 0;
+    size_t rows = 0;
     long prev = -2;
     const char *label;
-    for (size_t i = 0; i < n; i++) {
+    *maxc = 0;
+    for (size_t i = 0; i < rep->n_outputs; i++) {
         const long layer = layer_of(rep->outputs[i].name, &label);
         if (i == 0 || layer != prev || col[i - 1] + 1 >= 7) {
             rows += i > 0;
@@ -386,48 +432,78 @@ static int graph(FILE *o, const refenc_case_report *rep, refenc_error *err)
             col[i] = col[i - 1] + 1;
         }
         row[i] = rows;
-        maxc = col[i] + 1 > maxc ? col[i] + 1 : maxc;
+        *maxc = col[i] + 1 > *maxc ? col[i] + 1 : *maxc;
         prev = layer;
     }
+    return rows;
+}
+
+/* The arrow into node i at (x, y): from the previous node, or down from the end of the previous row. */
+static void graph_arrow(FILE *o, const size_t *col, size_t i, size_t x, size_t y)
+{
+    const size_t nw = GRAPH_NW, nh = GRAPH_NH, gx = GRAPH_GX, rowh = GRAPH_ROWH, left = GRAPH_LEFT;
+    if (i > 0 && col[i] > 0) /* an arrow from the previous node */
+        fprintf(o, "<line x1=\"%zu\" y1=\"%zu\" x2=\"%zu\" y2=\"%zu\" stroke=\"#525252\"/>"
+                   "<polygon points=\"%zu,%zu %zu,%zu %zu,%zu\" fill=\"#525252\"/>",
+                x - gx, y + nh / 2, x - 5, y + nh / 2, x, y + nh / 2, x - 6, y + nh / 2 - 4, x - 6,
+                y + nh / 2 + 4);
+    else if (i > 0) { /* down from the end of the previous row */
+        const size_t x0 = left + col[i - 1] * (nw + gx) + nw / 2, y0 = y - rowh + nh;
+        fprintf(o, "<polyline points=\"%zu,%zu %zu,%zu %zu,%zu %zu,%zu\" fill=\"none\" stroke=\"#525252\"/>"
+                   "<polygon points=\"%zu,%zu %zu,%zu %zu,%zu\" fill=\"#525252\"/>",
+                x0, y0, x0, y0 + 14, x + nw / 2, y0 + 14, x + nw / 2, y - 1, x + nw / 2, y, x + nw / 2 - 4,
+                y - 6, x + nw / 2 + 4, y - 6);
+    }
+}
+
+/* Node i at (x, y): a box filled by its status, its label, and the first divergence marked. */
+static void graph_node(FILE *o, const refenc_case_report *rep, size_t i, size_t x, size_t y, const char *label)
+{
+    const size_t nw = GRAPH_NW, nh = GRAPH_NH;
+    const refenc_output_report *r = &rep->outputs[i];
+    const int first = (int)i == rep->first_divergence;
+    fprintf(o, "<g class=\"node%s\" data-output=\"", first ? " first-divergence" : "");
+    esc(o, r->name);
+    fprintf(o, "\"><title>");
+    esc(o, r->name);
+    fprintf(o, ": %s</title><rect x=\"%zu\" y=\"%zu\" width=\"%zu\" height=\"%zu\" rx=\"4\" fill=\"%s\" "
+               "stroke=\"%s\" stroke-width=\"%d\"%s/>",
+            refenc_output_status_name(r->status), x, y, nw, nh, status_fill(r->status),
+            first ? "#000" : "#737373", first ? 3 : 1,
+            r->status == REFENC_OUT_NOT_PROVIDED || r->status == REFENC_OUT_MISSING ? " stroke-dasharray=\"4 3\""
+                                                                                   : "");
+    fprintf(o, "<text x=\"%zu\" y=\"%zu\" text-anchor=\"middle\">", x + nw / 2, y + 17);
+    esc(o, label);
+    fputs("</text>", o);
+    if (first)
+        fprintf(o, "<text class=\"fd\" x=\"%zu\" y=\"%zu\" text-anchor=\"middle\">first divergence</text>",
+                x + nw / 2, y + nh + 12);
+    fputs("</g>\n", o);
+}
+
+/* The case's outputs as a graph of nodes in forward order, one row per layer. */
+static int graph(FILE *o, const refenc_case_report *rep, refenc_error *err)
+{
+    const size_t nw = GRAPH_NW, gx = GRAPH_GX, rowh = GRAPH_ROWH, left = GRAPH_LEFT, n = rep->n_outputs;
+    size_t *col = refenc_alloc_array(n, sizeof *col), *row = refenc_alloc_array(n, sizeof *row);
+    if (col == NULL || row == NULL) {
+        free(col);
+        free(row);
+        return refenc_error_set(err, REFENC_ENOMEM, "out of memory for the graph of '%s'", rep->name);
+    }
+    size_t maxc;
+    const size_t rows = graph_layout(rep, col, row, &maxc);
     const size_t width = left + maxc * (nw + gx), height = (rows + 1) * rowh + 6;
     fprintf(o, "<svg class=\"graph\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%zu\" height=\"%zu\">\n", width,
             height);
     for (size_t i = 0; i < n; i++) {
-        const refenc_output_report *r = &rep->outputs[i];
-        const long layer = layer_of(r->name, &label);
+        const char *label;
+        const long layer = layer_of(rep->outputs[i].name, &label);
         const size_t x = left + col[i] * (nw + gx), y = 8 + row[i] * rowh;
         if (col[i] == 0 && layer >= 0)
             fprintf(o, "<text class=\"tk\" x=\"4\" y=\"%zu\">layer %ld</text>", y + 17, layer);
-        if (i > 0 && col[i] > 0) /* an arrow from the previous node */
-            fprintf(o, "<line x1=\"%zu\" y1=\"%zu\" x2=\"%zu\" y2=\"%zu\" stroke=\"#525252\"/>"
-                       "<polygon points=\"%zu,%zu %zu,%zu %zu,%zu\" fill=\"#525252\"/>",
-                    x - gx, y + nh / 2, x - 5, y + nh / 2, x, y + nh / 2, x - 6, y + nh / 2 - 4, x - 6,
-                    y + nh / 2 + 4);
-        else if (i > 0) { /* down from the end of the previous row */
-            const size_t x0 = left + col[i - 1] * (nw + gx) + nw / 2, y0 = y - rowh + nh;
-            fprintf(o, "<polyline points=\"%zu,%zu %zu,%zu %zu,%zu %zu,%zu\" fill=\"none\" stroke=\"#525252\"/>"
-                       "<polygon points=\"%zu,%zu %zu,%zu %zu,%zu\" fill=\"#525252\"/>",
-                    x0, y0, x0, y0 + 14, x + nw / 2, y0 + 14, x + nw / 2, y - 1, x + nw / 2, y, x + nw / 2 - 4,
-                    y - 6, x + nw / 2 + 4, y - 6);
-        }
-        const int first = (int)i == rep->first_divergence;
-        fprintf(o, "<g class=\"node%s\" data-output=\"", first ? " first-divergence" : "");
-        esc(o, r->name);
-        fprintf(o, "\"><title>");
-        esc(o, r->name);
-        fprintf(o, ": %s</title><rect x=\"%zu\" y=\"%zu\" width=\"%zu\" height=\"%zu\" rx=\"4\" fill=\"%s\" "
-                   "stroke=\"%s\" stroke-width=\"%d\"%s/>",
-                refenc_output_status_name(r->status), x, y, nw, nh, status_fill(r->status),
-                first ? "#000" : "#737373", first ? 3 : 1,
-                r->status == REFENC_OUT_NOT_PROVIDED || r->status == REFENC_OUT_MISSING ? " stroke-dasharray=\"4 3\""
-                                                                                       : "");
-        fprintf(o, "<text x=\"%zu\" y=\"%zu\" text-anchor=\"middle\">", x + nw / 2, y + 17);
-        esc(o, label);
-        fputs("</text>", o);
-        if (first)
-            fprintf(o, "<text class=\"fd\" x=\"%zu\" y=\"%zu\" text-anchor=\"middle\">first divergence</text>",
-                    x + nw / 2, y + nh + 12);
-        fputs("</g>\n", o);
+        graph_arrow(o, col, i, x, y);
+        graph_node(o, rep, i, x, y, label);
     }
     fputs("</svg>\n", o);
     free(col);
@@ -716,6 +792,64 @@ static int open_golden_set(refenc_manifest *m, const char *html_path, const refe
     return st;
 }
 
+/* Certifies case i of the manifest, tallies it, and writes its certificate entry and its section. */
+static int report_case(FILE *o, const refenc_manifest *manifest, size_t i, const char *html_path,
+                       const refenc_report_options *opt, refenc_report_summary *sum,
+                       refenc_certificate_tally *tally, json_t *cases, refenc_error *err)
+{
+    const char *name = manifest->cases[i].name;
+    int st;
+    sum->cases++;
+    refenc_error cerr;
+    refenc_error_clear(&cerr);
+    refenc_st_file golden, results;
+    refenc_case_report rep;
+    json_t *c;
+    const int cst = refenc_certify_dir_case(&rep, &golden, &results, opt->golden_dir, &manifest->cases[i],
+                                            opt->results_dir, &opt->certify, &cerr);
+    if (cst != REFENC_OK) {
+        if (sum->errors++ == 0)
+            sum->first_error = cerr;
+        refenc_certificate_tally_error(tally);
+        c = json_pack("{s:s, s:s, s:s}", "case", name, "verdict", "ERROR", "note", cerr.message);
+    } else {
+        c = refenc_certificate_case(&rep);
+        sum->passed += !refenc_verdict_fails(rep.verdict); /* XFAIL and XPASS do not fail */
+        sum->failed += refenc_verdict_fails(rep.verdict);
+        refenc_certificate_tally_add(tally, &rep);
+    }
+    if (c == NULL)
+        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
+    else
+        st = case_section(o, c, cst == REFENC_OK ? &rep : NULL, golden.path ? &golden : NULL, &results,
+                          cst == REFENC_OK && (opt->heatmaps_all || !rep.pass), err);
+    json_array_append_new(cases, c);
+    refenc_case_report_free(&rep);
+    refenc_st_free(&golden);
+    refenc_st_free(&results);
+    return st;
+}
+
+/* Builds the certificate of the selection (taking cases) and writes the page with it. */
+static int report_page_write(const char *html_path, const refenc_report_options *opt,
+                             const refenc_report_summary *sum, const refenc_certificate_tally *tally,
+                             const refenc_manifest *manifest, json_t *cases, const char *body, size_t body_len,
+                             refenc_error *err)
+{
+    const char *verdict = sum->errors ? "ERROR" : sum->failed ? "FAIL" : "PASS";
+    json_t *doc = refenc_certificate_doc(opt->version ? opt->version : "", opt->golden_dir, opt->results_dir,
+                                         manifest->sha256, cases, sum->cases, sum->passed, verdict);
+    if (doc != NULL) { /* the certificate refenc certify writes for the same selection */
+        refenc_certificate_summary_add(json_object_get(doc, "summary"), tally);
+        json_object_set_new(doc, "selection", refenc_certificate_selection(&opt->case_glob,
+                                                                           opt->case_glob != NULL, NULL, 0));
+    }
+    int st = doc ? write_atomic(html_path, doc, body, body_len, err)
+                 : refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
+    json_decref(doc);
+    return st;
+}
+
 int refenc_report_write(const char *html_path, const refenc_report_options *opt, refenc_report_summary *sum,
                         refenc_error *err)
 {
@@ -735,39 +869,9 @@ int refenc_report_write(const char *html_path, const refenc_report_options *opt,
         st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
         goto out;
     }
-    for (size_t i = 0; i < manifest.n_cases && st == REFENC_OK; i++) {
-        const char *name = manifest.cases[i].name;
-        if (opt->case_glob != NULL && fnmatch(opt->case_glob, name, 0) != 0)
-            continue;
-        sum->cases++;
-        refenc_error cerr;
-        refenc_error_clear(&cerr);
-        refenc_st_file golden, results;
-        refenc_case_report rep;
-        json_t *c;
-        const int cst = refenc_certify_dir_case(&rep, &golden, &results, opt->golden_dir, &manifest.cases[i],
-                                                opt->results_dir, &opt->certify, &cerr);
-        if (cst != REFENC_OK) {
-            if (sum->errors++ == 0)
-                sum->first_error = cerr;
-            refenc_certificate_tally_error(&tally);
-            c = json_pack("{s:s, s:s, s:s}", "case", name, "verdict", "ERROR", "note", cerr.message);
-        } else {
-            c = refenc_certificate_case(&rep);
-            sum->passed += !refenc_verdict_fails(rep.verdict); /* XFAIL and XPASS do not fail */
-            sum->failed += refenc_verdict_fails(rep.verdict);
-            refenc_certificate_tally_add(&tally, &rep);
-        }
-        if (c == NULL)
-            st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
-        else
-            st = case_section(o, c, cst == REFENC_OK ? &rep : NULL, golden.path ? &golden : NULL, &results,
-                              cst == REFENC_OK && (opt->heatmaps_all || !rep.pass), err);
-        json_array_append_new(cases, c);
-        refenc_case_report_free(&rep);
-        refenc_st_free(&golden);
-        refenc_st_free(&results);
-    }
+    for (size_t i = 0; i < manifest.n_cases && st == REFENC_OK; i++)
+        if (opt->case_glob == NULL || fnmatch(opt->case_glob, manifest.cases[i].name, 0) == 0)
+            st = report_case(o, &manifest, i, html_path, opt, sum, &tally, cases, err);
     if (st == REFENC_OK && sum->cases == 0)
         st = refenc_error_set(err, REFENC_EINVAL, "%s: no golden case matches '%s'", manifest.path,
                               opt->case_glob ? opt->case_glob : "*");
@@ -775,18 +879,8 @@ int refenc_report_write(const char *html_path, const refenc_report_options *opt,
         st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
     o = NULL;
     if (st == REFENC_OK) {
-        const char *verdict = sum->errors ? "ERROR" : sum->failed ? "FAIL" : "PASS";
-        json_t *doc = refenc_certificate_doc(opt->version ? opt->version : "", opt->golden_dir, opt->results_dir,
-                                             manifest.sha256, cases, sum->cases, sum->passed, verdict);
+        st = report_page_write(html_path, opt, sum, &tally, &manifest, cases, body, body_len, err);
         cases = NULL; /* stolen */
-        if (doc != NULL) { /* the certificate refenc certify writes for the same selection */
-            refenc_certificate_summary_add(json_object_get(doc, "summary"), &tally);
-            json_object_set_new(doc, "selection", refenc_certificate_selection(&opt->case_glob,
-                                                                               opt->case_glob != NULL, NULL, 0));
-        }
-        st = doc ? write_atomic(html_path, doc, body, body_len, err)
-                 : refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
-        json_decref(doc);
     }
 out:
     if (o != NULL)

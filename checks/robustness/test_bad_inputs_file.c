@@ -1,0 +1,150 @@
+/* A user's inputs file (--inputs) that does not fit the config: each fault
+ * alone, through `refenc golden` (which must write nothing) and `refenc run`,
+ * is one line naming the file and the tensor, exit 2.
+ *
+ * The files are written here tensor by tensor, so the expected message
+ * follows from what was written, not from the reader under test.  The
+ * negative control is the same file with the fault put right. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "../../ref/io/safetensors.h"
+#include "robust.h"
+
+/* B = 2 items of L = 3 positions; the model has a vocabulary of 10 tokens. */
+#define TOKEN_CONFIG "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1, " \
+                     "\"vocab_size\": 10, \"positional\": \"sinusoidal\"}}"
+/* The same without a vocabulary: the input is x (B, L, D = 8). */
+#define X_CONFIG "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1}}"
+
+static const int64_t tokens[6] = {3, 1, 4, 1, 5, 9};
+static const int64_t positions[3] = {0, 1, 2}, positions4[4] = {0, 1, 2, 3};
+static const uint8_t mask[6] = {0, 0, 0, 0, 0, 1}, mask_bad[6] = {0, 0, 2, 0, 0, 0};
+static const int64_t mask_i64[6] = {0}, attn_i64[9] = {0};
+static const float mask_f32[6] = {0}, attn[9] = {0, -1.5f, 2.25f, 0.5f, 0, 1, -2, 0.75f, 0};
+static const float x[48] = {0.25f, -1.5f, 3, 0.125f};
+static const float tokens_f32[6] = {3, 1, 4, 1, 5, 9};
+static const int64_t tokens_out[6] = {3, 1, 4, 1, 5, 10};
+
+#define TOK(dt, d) {"in.tokens", dt, 2, {2, 3}, d}
+#define MASK(dt, d) {"in.key_padding_mask", dt, 2, {2, 3}, d}
+
+typedef struct {
+    const char *what;
+    int x_model; /* the config without a vocabulary */
+    refenc_st_entry e[4];
+    size_t n;
+    const char *fragment[3];
+} bad_inputs;
+
+static const bad_inputs bad[] = {
+    {"no in.tokens, in.x instead", 0, {{"in.x", REFENC_ST_F32, 3, {2, 3, 8}, x}}, 1,
+     {"missing 'in.tokens' (B, L) (the config has vocab_size 10)",
+      "extra 'in.x': the config has vocab_size 10, so the input is in.tokens", NULL}},
+    {"in.tokens of three dimensions", 0, {{"in.tokens", REFENC_ST_I64, 3, {2, 3, 1}, tokens}}, 1,
+     {"'in.tokens' has shape (2, 3, 1), expected (B, L)", NULL}},
+    {"in.tokens in F32", 0, {TOK(REFENC_ST_F32, tokens_f32)}, 1, {"'in.tokens' has dtype F32, expected I64", NULL}},
+    {"a key padding mask in I64", 0, {TOK(REFENC_ST_I64, tokens), MASK(REFENC_ST_I64, mask_i64)}, 2,
+     {"'in.key_padding_mask' has dtype I64, expected BOOL or U8", NULL}},
+    {"a key padding mask in F32", 0, {TOK(REFENC_ST_I64, tokens), MASK(REFENC_ST_F32, mask_f32)}, 2,
+     {"'in.key_padding_mask' has dtype F32, expected BOOL or U8", NULL}},
+    {"positions of another length", 0,
+     {TOK(REFENC_ST_I64, tokens), {"in.positions", REFENC_ST_I64, 1, {4}, positions4}}, 2,
+     {"'in.positions' has shape (4), expected (3)", NULL}},
+    {"an attention mask of integers", 0,
+     {TOK(REFENC_ST_I64, tokens), {"in.attn_mask", REFENC_ST_I64, 2, {3, 3}, attn_i64}}, 2,
+     {"'in.attn_mask' has", "expected", NULL}},
+    {"a tensor that is no input", 0, {TOK(REFENC_ST_I64, tokens), {"in.colour", REFENC_ST_I64, 1, {3}, positions}}, 2,
+     {"extra 'in.colour' (inputs are in.tokens or in.x", NULL}},
+    {"a token outside the vocabulary", 0, {TOK(REFENC_ST_I64, tokens_out)}, 1, {"inputs.safetensors: ", "10", NULL}},
+    {"a key padding mask of 2", 0, {TOK(REFENC_ST_I64, tokens), MASK(REFENC_ST_U8, mask_bad)}, 2,
+     {"inputs.safetensors: ", "key_padding_mask", NULL}},
+    {"no in.x for a model without vocabulary", 1, {TOK(REFENC_ST_I64, tokens)}, 1,
+     {"missing 'in.x' (B, L, 8) (the config has vocab_size 0: the input is x)", NULL}},
+    {"in.x of another width", 1, {{"in.x", REFENC_ST_F32, 3, {2, 3, 5}, x}}, 1,
+     {"'in.x' has shape (2, 3, 5), expected (B, L, 8)", NULL}},
+};
+
+Test(bad_inputs_file, each_fault_is_named_and_nothing_is_written)
+{
+    char dir[RB_PATH_MAX], tcfg[RB_PATH_MAX + 32], xcfg[RB_PATH_MAX + 32], in[RB_PATH_MAX + 32];
+    char out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(tcfg, sizeof tcfg, "%s/tokens.json", dir);
+    snprintf(xcfg, sizeof xcfg, "%s/x.json", dir);
+    snprintf(in, sizeof in, "%s/inputs.safetensors", dir);
+    snprintf(out, sizeof out, "%s/case.safetensors", dir);
+    rb_write_file(tcfg, TOKEN_CONFIG, strlen(TOKEN_CONFIG));
+    rb_write_file(xcfg, X_CONFIG, strlen(X_CONFIG));
+    refenc_error err;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_assert_eq(refenc_st_write(in, bad[i].e, bad[i].n, NULL, &err), REFENC_OK, "%s", err.message);
+        const char *cfg = bad[i].x_model ? xcfg : tcfg;
+        for (int k = 0; k < 2; k++) {
+            const char *golden[] = {"refenc", "golden", "--config", cfg, "--inputs", in, "--out-file", out,
+                                    "--quiet", NULL};
+            const char *run[] = {"refenc", "run", "--config", cfg, "--inputs", in, NULL};
+            rb_result r = rb_run(k == 0 ? golden : run);
+            rb_expect_error(&r, 2, k == 0 ? "golden" : "run", bad[i].what, bad[i].fragment);
+            cr_expect(strstr(r.err, "inputs.safetensors") != NULL, "%s: the file is not named: %s", bad[i].what,
+                      r.err);
+            rb_result_free(&r);
+        }
+        cr_expect(!rb_exists(out), "%s: %s was written", bad[i].what, out);
+    }
+    /* the config's own input section must agree with the file, and leave the padding to it */
+    const refenc_st_entry tok[] = {TOK(REFENC_ST_I64, tokens)};
+    cr_assert_eq(refenc_st_write(in, tok, 1, NULL, &err), REFENC_OK, "%s", err.message);
+    char padded[RB_PATH_MAX + 32];
+    snprintf(padded, sizeof padded, "%s/padded.json", dir);
+    const char *ptext = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1, "
+                        "\"vocab_size\": 10}, \"input\": {\"batch\": 2, \"seq_len\": 3, \"padding\": [0, 1]}}";
+    rb_write_file(padded, ptext, strlen(ptext));
+    rb_result pr = rb_run((const char *[]){"refenc", "golden", "--config", padded, "--inputs", in, "--out-file", out,
+                                           NULL});
+    rb_expect_error(&pr, 2, "golden", "padding in the config and an inputs file",
+                    (const char *[]){"padded.json: input.padding: the padding comes from",
+                                     "in.key_padding_mask); remove it from the config", NULL});
+    rb_result_free(&pr);
+    cr_expect(!rb_exists(out));
+    /* negative control: every input, each right, makes the case */
+    const refenc_st_entry good[] = {TOK(REFENC_ST_I64, tokens), MASK(REFENC_ST_BOOL, mask),
+                                    {"in.positions", REFENC_ST_I64, 1, {3}, positions},
+                                    {"in.attn_mask", REFENC_ST_F32, 2, {3, 3}, attn}};
+    cr_assert_eq(refenc_st_write(in, good, 4, NULL, &err), REFENC_OK, "%s", err.message);
+    rb_result r = rb_run((const char *[]){"refenc", "golden", "--config", tcfg, "--inputs", in, "--out-file", out,
+                                          "--quiet", NULL});
+    cr_expect_eq(r.status, 0, "the good inputs were refused: %s", r.err);
+    rb_result_free(&r);
+    cr_expect(rb_exists(out));
+    const refenc_st_entry good_x[] = {{"in.x", REFENC_ST_F32, 3, {2, 3, 8}, x}};
+    cr_assert_eq(refenc_st_write(in, good_x, 1, NULL, &err), REFENC_OK, "%s", err.message);
+    r = rb_run((const char *[]){"refenc", "run", "--config", xcfg, "--inputs", in, NULL});
+    cr_expect_eq(r.status, 0, "the good x was refused: %s", r.err);
+    rb_result_free(&r);
+    rb_tmpdir_remove(dir);
+}
+
+/* A file that is not safetensors at all, as --inputs and as --weights. */
+Test(bad_inputs_file, a_file_that_is_not_safetensors_is_named)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], junk[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(cfg, sizeof cfg, "%s/tokens.json", dir);
+    snprintf(junk, sizeof junk, "%s/junk.safetensors", dir);
+    snprintf(out, sizeof out, "%s/case.safetensors", dir);
+    rb_write_file(cfg, TOKEN_CONFIG, strlen(TOKEN_CONFIG));
+    rb_write_file(junk, "not a tensor file", 17);
+    for (int k = 0; k < 2; k++) {
+        rb_result r = rb_run((const char *[]){"refenc", "golden", "--config", cfg, k ? "--weights" : "--inputs", junk,
+                                              "--out-file", out, NULL});
+        rb_expect_error(&r, 2, "golden", k ? "junk weights" : "junk inputs",
+                        (const char *[]){"junk.safetensors", "header length", NULL});
+        rb_result_free(&r);
+    }
+    cr_expect(!rb_exists(out));
+    rb_tmpdir_remove(dir);
+}
