@@ -98,9 +98,10 @@ int golden_layer_inputs(double ***inputs, const refenc_case *c, size_t first, si
             *inputs = NULL;
             return refenc_error_set(err, REFENC_ENOMEM, "out of memory for the layer inputs");
         }
-    /* the stack up to layer `last` (the output of later layers is not needed) */
+    /* the stack before layer `last`, whose output is that layer's input (a
+     * config has one layer at least: for last = 0, layer 0 is run for nothing) */
     refenc_config cfg = c->cfg;
-    cfg.n_layers = last + 1 < N ? last + 1 : N;
+    cfg.n_layers = last == 0 ? 1 : last < N ? last : N;
     refenc_workspace ws;
     double *y = refenc_alloc_array(items * LD, sizeof *y);
     int st = refenc_workspace_alloc(&ws, &cfg, items, c->L, err);
