@@ -12,8 +12,10 @@
 #      so its memory is one item's; measured as the peak memory of one
 #      item's run (shard 1/8), goal <= 1 GB;
 #   2b. 12 such layers with --per-layer are 96 (layer, item) units: two
-#      units run at once, one thread each (the recipe of docs/certify.md),
-#      and 48 times their wall time projects the 12 layers, goal < 1 h;
+#      units run at once, one thread each (the recipe of docs/certify.md,
+#      two shards on one machine), and 48 times their wall time, plus the
+#      double reference's layer inputs of the busier shard, projects the 12
+#      layers, goal < 1 h;
 #   3. 1 vs 2 shards of a per-layer case: each of the 2 takes about half the
 #      time of the whole (what a second machine saves), and their merge is
 #      the whole run's file, byte for byte.
@@ -81,10 +83,17 @@ pair_wall=$(echo "$(date +%s.%N) - $pair_start" | bc)
 read -r _ u1 s1 _ < "$dir/time1.txt"
 read -r _ u2 s2 _ < "$dir/time2.txt"
 unit_cpu=$(echo "scale=1; ($u1 + $s1 + $u2 + $s2) / 2" | bc)
-hours=$(echo "scale=2; 48 * $pair_wall / 3600" | bc)
+# Each shard also runs the double reference for its layers' stored inputs:
+# with 2 shards (one per core), the second runs layers 0 to 10 on the 8
+# items, 88 (layer, item) passes, while the first runs 40.  One pass costs
+# the reference's B8 L512 layer / 8 (measured in part 1's way).
+measure refl "$refenc" run --config "$dir/b8_l512.json" --out "$dir/ref512.safetensors"
+pass=$(echo "scale=2; $refl_cpu / 8" | bc)
+hours=$(echo "scale=2; (48 * $pair_wall + 88 * $pass) / 3600" | bc)
 printf '%-52s %8.1f s wall for 2 units at once (%s s CPU each)\n' "one (layer, item) unit at L512, --threads 1:" \
     "$pair_wall" "$unit_cpu"
-printf '%-52s %8s h on this machine (48 pairs of units)  goal < 1 h  %s\n' \
+printf '%-52s %8s s CPU per (layer, item)\n' "  the double reference's layer inputs:" "$pass"
+printf '%-52s %8s h on this machine (2 shards, one per core: 48 pairs of units + 88 reference passes)  goal < 1 h  %s\n' \
     "12-layer BERT-base at B8 L512, --per-layer:" "$hours" "$(projection "$hours" 0.99)"
 
 # 3. 1 vs 2 shards of a per-layer case

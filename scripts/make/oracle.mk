@@ -22,3 +22,15 @@ bench-oracle-large: $(CLI)
 openmp-deps:
 	@sh scripts/install-deps.sh libomp-dev
 hardening-deps: openmp-deps
+
+# The oracle's dot products without their x86-64 assembly (the C code other
+# machines compile): its suites, built with -DREFENC_MP_PORTABLE_DOT, must
+# pass as they do on the assembly (docs/oracle.md).  About 3 min on 2 cores.
+PORTABLE_BUILD := build-portable
+.PHONY: check-oracle-portable
+check-oracle-portable:
+	$(MAKE) --no-print-directory BUILD=$(PORTABLE_BUILD) CFLAGS=-DREFENC_MP_PORTABLE_DOT \
+		$(PORTABLE_BUILD)/checks/refenc-checks $(PORTABLE_BUILD)/refenc
+	REFENC_SOURCE_ROOT=$(abspath .) REFENC_CLI=$(abspath $(PORTABLE_BUILD)/refenc) \
+		$(PORTABLE_BUILD)/checks/refenc-checks --jobs=$(JOBS) --filter 'oracle*/*'
+	@echo "check-oracle-portable: the oracle's suites pass on the portable dot products"
