@@ -343,13 +343,17 @@ void refenc_mp_dot(mpfr_ptr r, mpfr_srcptr x, size_t sx, mpfr_srcptr y, size_t s
                    mpfr_srcptr extra, refenc_mp_ws *ws)
 {
     span s = {0};
-    refenc_mp_operand ox = {0}, oy = {0};
+    refenc_mp_operand ox = {0};
     int special = 0;
+    size_t m = 0; /* the nonzero terms, decoded once into ws->dx, ws->dy */
     for (size_t k = 0; k < n && !special; k++) {
-        const int kx = from_mpfr(&ox, x + k * sx), ky = from_mpfr(&oy, y + k * sy);
+        refenc_mp_operand *dx = ws->dx + m, *dy = ws->dy + m;
+        const int kx = from_mpfr(dx, x + k * sx), ky = from_mpfr(dy, y + k * sy);
         special = kx == OP_SPECIAL || ky == OP_SPECIAL;
-        if (kx == OP_REGULAR && ky == OP_REGULAR)
-            span_add(&s, ox.lsb + oy.lsb, ox.lsb + oy.lsb + 64 * (long)(ox.n + oy.n));
+        if (kx == OP_REGULAR && ky == OP_REGULAR) {
+            span_add(&s, dx->lsb + dy->lsb, dx->lsb + dy->lsb + 64 * (long)(dx->n + dy->n));
+            m++;
+        }
     }
     if (extra != NULL && !special) {
         const int ke = from_mpfr(&ox, extra);
@@ -365,9 +369,10 @@ void refenc_mp_dot(mpfr_ptr r, mpfr_srcptr x, size_t sx, mpfr_srcptr y, size_t s
     mp_limb_t *pos = ws->acc, *neg = ws->acc + limbs;
     if (s.terms > 0) {
         memset(ws->acc, 0, 2 * limbs * sizeof *ws->acc);
-        for (size_t k = 0; k < n; k++)
-            if (from_mpfr(&ox, x + k * sx) == OP_REGULAR && from_mpfr(&oy, y + k * sy) == OP_REGULAR)
-                add_product(ox.neg != oy.neg ? neg : pos, ox.lsb + oy.lsb - s.lo, ox.d, ox.n, oy.d, oy.n);
+        for (size_t j = 0; j < m; j++) {
+            const refenc_mp_operand *dx = ws->dx + j, *dy = ws->dy + j;
+            add_product(dx->neg != dy->neg ? neg : pos, dx->lsb + dy->lsb - s.lo, dx->d, dx->n, dy->d, dy->n);
+        }
         if (extra != NULL && from_mpfr(&ox, extra) == OP_REGULAR)
             add_product(ox.neg ? neg : pos, ox.lsb - s.lo, ox.d, ox.n, &one_limb, 1);
         if (refenc_mp_acc_finish(r, pos, neg, limbs, s.lo))

@@ -636,7 +636,7 @@ size_t refenc_mp_encoder_run_bytes(const refenc_config *cfg, size_t L, int threa
         bytes += LD;                                                       /* exact flags */
         const double ws_tmp = (double)refenc_mpk_ws_tmp(D, F, L, Dh), ws_ptr = (double)refenc_mpk_ws_ptr(D, F, L, Dh);
         const double per_thread = (double)mp_bytes(1, p[li]) * ((double)L * L + (double)L * Dh + F + ws_tmp) +
-                                  (double)mp_bytes(1, 2 * p[li]) * ws_ptr + ws_ptr * (8 + sizeof(refenc_mp_operand));
+                                  (double)mp_bytes(1, 2 * p[li]) * ws_ptr + ws_ptr * (8 + 3 * sizeof(refenc_mp_operand));
         bytes += threads * per_thread;
     }
     bytes += 8 * fmax(LD, (double)H * L * L); /* a step's doubles */

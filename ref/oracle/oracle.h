@@ -184,6 +184,7 @@ typedef struct {
     mp_limb_t *acc;   /* (131 acc_limbs) the accumulators (dot.c)           */
     mpfr_ptr wconv;   /* one value at 53 bits: a double, converted          */
     refenc_mp_row row;/* a row being multiplied by doubles (n_ptr values)   */
+    refenc_mp_operand *dx, *dy; /* (n_ptr) refenc_mp_dot's nonzero terms, decoded */
 } refenc_mp_ws;
 
 /* r = sum_{k<n} x[k sx] y[k sy] (+ extra, if not NULL), correctly rounded
