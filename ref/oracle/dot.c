@@ -207,9 +207,15 @@ static void add_product(mp_limb_t *acc, long off, const mp_limb_t *X, size_t nx,
     if (nx <= 3) { /* X shifted once, then a product of nx + 1 limbs per limb of Y */
         mp_limb_t xs[4];
         const size_t ns = nx + 1;
-        xs[nx] = r == 0 ? 0 : mpn_lshift(xs, X, (mp_size_t)nx, r);
-        if (r == 0)
+        if (r == 0) {
             memcpy(xs, X, nx * sizeof *X);
+            xs[nx] = 0;
+        } else {
+            xs[0] = X[0] << r;
+            for (size_t i = 1; i < nx; i++)
+                xs[i] = X[i] << r | X[i - 1] >> (64 - r);
+            xs[nx] = X[nx - 1] >> (64 - r);
+        }
         for (size_t j = 0; j < ny; j++)
             if (Y[j] != 0) {
                 if (ns == 4)
