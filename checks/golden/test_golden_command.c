@@ -346,16 +346,6 @@ Test(golden_command, bad_sources_are_refused_and_nothing_is_written)
     rb_tmpdir_remove(dir);
 }
 
-static int same_file(const char *a, const char *b)
-{
-    size_t na, nb;
-    unsigned char *x = rb_read_file(a, &na), *y = rb_read_file(b, &nb);
-    const int same = na == nb && memcmp(x, y, na) == 0;
-    free(x);
-    free(y);
-    return same;
-}
-
 /* The oracle's threads change nothing: 1 and 2 threads, the same bytes. */
 Test(golden_command, any_thread_count_gives_the_same_bytes, .timeout = 60)
 {
@@ -371,11 +361,11 @@ Test(golden_command, any_thread_count_gives_the_same_bytes, .timeout = 60)
     snprintf(f3, sizeof f3, "%s/seed.safetensors", dir);
     run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--threads", "1", "--out-file", f1, "--quiet", NULL});
     run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--threads", "2", "--out-file", f2, "--quiet", NULL});
-    cr_expect(same_file(f1, f2), "1 and 2 threads gave different files");
+    cr_expect(rb_same_file(f1, f2), "1 and 2 threads gave different files");
     /* negative control: the comparison tells two cases apart */
     run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--seed", "2", "--threads", "2", "--out-file", f3,
                             "--quiet", NULL});
-    cr_expect(!same_file(f1, f3), "two seeds gave the same file");
+    cr_expect(!rb_same_file(f1, f3), "two seeds gave the same file");
     rb_tmpdir_remove(dir);
 }
 
@@ -387,7 +377,7 @@ Test(golden_command, an_encoder_case_of_the_catalogue_regenerates_byte_for_byte,
     snprintf(out, sizeof out, "%s/case.safetensors", dir);
     run_ok((const char *[]){"refenc", "golden", "--catalogue", "golden/catalogue.json", "--case",
                             "encoder_pre_alibi_h6", "--threads", "2", "--out-file", out, "--quiet", NULL});
-    cr_expect(same_file(out, "golden/cases/encoder_pre_alibi_h6.safetensors"),
+    cr_expect(rb_same_file(out, "golden/cases/encoder_pre_alibi_h6.safetensors"),
               "encoder_pre_alibi_h6 regenerates to other bytes than golden/cases/");
     rb_tmpdir_remove(dir);
 }
@@ -425,14 +415,14 @@ Test(golden_command, shards_merge_into_the_unsharded_file, .timeout = 90)
         else
             run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", merged, part[2], part[1], "--quiet",
                                     NULL});
-        cr_expect(same_file(whole, merged), "%s: the merged parts differ from the whole run",
+        cr_expect(rb_same_file(whole, merged), "%s: the merged parts differ from the whole run",
                   per_layer ? "per layer" : "whole stack");
     }
     /* negative control: the whole stack and per layer are different files */
     char other[RB_PATH_MAX + 32];
     snprintf(other, sizeof other, "%s/per_layer.safetensors", dir);
     run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--out-file", other, "--quiet", NULL});
-    cr_expect(!same_file(whole, other), "per layer and whole stack gave the same file");
+    cr_expect(!rb_same_file(whole, other), "per layer and whole stack gave the same file");
     rb_tmpdir_remove(dir);
 }
 

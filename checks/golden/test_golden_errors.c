@@ -564,16 +564,6 @@ Test(golden_errors, a_part_with_edited_metadata_is_named, .timeout = 60)
     rb_tmpdir_remove(dir);
 }
 
-static int same_file(const char *a, const char *b)
-{
-    size_t na, nb;
-    unsigned char *x = rb_read_file(a, &na), *y = rb_read_file(b, &nb);
-    const int same = na == nb && memcmp(x, y, na) == 0;
-    free(x);
-    free(y);
-    return same;
-}
-
 /* Parts made into a directory (--out DIR: DIR/parts/NAME.part-K-of-N.safetensors) and merged into
  * another (DIR/cases/NAME.safetensors and its manifest) give the bytes of the whole run, final
  * outputs only as asked; each run says what it wrote unless --quiet. */
@@ -606,11 +596,11 @@ Test(golden_errors, parts_in_a_directory_merge_into_a_golden_directory, .timeout
     cr_assert_eq(r.status, 0, "merge: exit %d: %s", r.status, r.err);
     cr_expect(strstr(r.out, "case pc: 2 parts joined into") != NULL, "merge does not say what it did: %s", r.out);
     rb_result_free(&r);
-    cr_expect(same_file(merged, whole), "the parts merged into a directory differ from the whole run");
+    cr_expect(rb_same_file(merged, whole), "the parts merged into a directory differ from the whole run");
     cr_expect(rb_exists(man), "no manifest in %s", gold);
     /* negative control: the comparison tells the final outputs from all of them */
     run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--out-file", whole, "--quiet", NULL});
-    cr_expect(!same_file(merged, whole), "all outputs and the final ones gave the same file");
+    cr_expect(!rb_same_file(merged, whole), "all outputs and the final ones gave the same file");
     for (int k = 0; k < 2; k++)
         remove(p[k]);
     rmdir(parts);

@@ -71,6 +71,16 @@ unsigned char *rb_read_file(const char *path, size_t *n)
     return buf;
 }
 
+int rb_same_file(const char *a, const char *b)
+{
+    size_t na, nb;
+    unsigned char *x = rb_read_file(a, &na), *y = rb_read_file(b, &nb);
+    const int same = na == nb && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
 void rb_write_file(const char *path, const void *bytes, size_t n)
 {
     FILE *f = fopen(path, "wb");

@@ -75,6 +75,8 @@ void rb_tmpdir_remove(const char *dir);
 
 /* Whole files. */
 unsigned char *rb_read_file(const char *path, size_t *n);
+/* Whether two files hold the same bytes (both readable). */
+int rb_same_file(const char *a, const char *b);
 void rb_write_file(const char *path, const void *bytes, size_t n);
 void rb_copy_file(const char *from, const char *to);
 int rb_exists(const char *path);
