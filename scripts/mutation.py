@@ -61,7 +61,7 @@ READER_FUNCS = None  # safetensors.c: only the reading half is the readers' area
 AREAS = {
     "certify": {
         "files": ["ref/tool/certify.c", "ref/tool/budget.c"],
-        "filter": "@(certify|certify_lowprec|certify_cli|figures|certificate|api_edges|bad_results|nonfinite|cli_usage|golden_trust|"
+        "filter": "@(certify|certify_lowprec|certify_cli|out_of_memory|figures|certificate|api_edges|bad_results|nonfinite|cli_usage|golden_trust|"
                   "bad_golden|variants|case_outputs)/*",
         "budget": 100,
     },

@@ -292,3 +292,108 @@ Test(certify_lowprec, figures_near_zero_read_at_the_tolerance_scale)
     refenc_case_report_free(&rep);
     free(x);
 }
+
+/* ---- the baseline's measurement (refenc_baseline_measure) ------------------------ */
+
+/* A golden case read from golden/cases. */
+static void read_golden(refenc_st_file *f, const char *name)
+{
+    char g[RB_PATH_MAX];
+    golden_path(g, sizeof g, name);
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(f, g, &err), REFENC_OK, "%s", err.message);
+}
+
+/* Makes tensor name of f one row shorter (its first dimension minus one),
+ * in memory: its data is then a prefix of what it was. */
+static void drop_a_row(refenc_st_file *f, const char *name)
+{
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        refenc_st_tensor *t = &f->tensors[i];
+        if (strcmp(t->name, name) == 0) {
+            cr_assert(t->ndim >= 1 && t->shape[0] >= 2, "%s", name);
+            const size_t elsize = t->nbytes / t->numel;
+            t->numel -= t->numel / t->shape[0];
+            t->nbytes = t->numel * elsize;
+            t->shape[0]--;
+            return;
+        }
+    }
+    cr_assert_fail("%s: no tensor %s", f->path, name);
+}
+
+/* The measurement refuses a golden output of another shape than the case
+ * computes, names the tensor whose shape is wrong, and leaves the baseline
+ * empty; the empty baseline frees again harmlessly. */
+static void expect_shape_refused(const refenc_st_file *golden, const char *tensor)
+{
+    refenc_baseline b;
+    refenc_error err;
+    cr_expect_eq(refenc_baseline_measure(&b, golden, REFENC_FMT_BF16, &err), REFENC_EFORMAT, "%s", tensor);
+    char want[256];
+    snprintf(want, sizeof want, "'%s' does not have the shape the case computes", tensor);
+    cr_expect(strstr(err.message, want) != NULL, "%s: %s", tensor, err.message);
+    cr_expect(b.n == 0 && b.outputs == NULL, "%s: the baseline is not empty after the error", tensor);
+    refenc_baseline_free(&b);
+}
+
+Test(certify_lowprec, a_golden_output_of_another_shape_than_the_case_computes_is_refused)
+{
+    refenc_st_file g;
+    /* negative control: the case as it is is measured; freed, the baseline is empty */
+    read_golden(&g, "softmax_masked");
+    refenc_baseline b;
+    refenc_error err;
+    cr_assert_eq(refenc_baseline_measure(&b, &g, REFENC_FMT_BF16, &err), REFENC_OK, "%s", err.message);
+    cr_expect(b.n >= 1 && refenc_baseline_find(&b, "out.output") != NULL);
+    refenc_baseline_free(&b);
+    cr_expect(b.n == 0 && b.outputs == NULL, "a freed baseline is not empty");
+    refenc_baseline_free(&b); /* freeing an empty baseline again is harmless */
+    /* the output and its don't-care mask one row short: the mask is named */
+    drop_a_row(&g, "out.output");
+    drop_a_row(&g, "dontcare.out.output");
+    expect_shape_refused(&g, "dontcare.out.output");
+    refenc_st_free(&g);
+    /* only the output short, its mask right: the output is named */
+    read_golden(&g, "softmax_masked");
+    drop_a_row(&g, "out.output");
+    expect_shape_refused(&g, "out.output");
+    refenc_st_free(&g);
+    /* a case without a don't-care mask */
+    read_golden(&g, "activation_gelu");
+    cr_assert_null(refenc_st_find(&g, "dontcare.out.output"));
+    drop_a_row(&g, "out.output");
+    expect_shape_refused(&g, "out.output");
+    refenc_st_free(&g);
+}
+
+/* A case whose inputs need float32 (input_dtype F32) is measured with its
+ * inputs in float32, not rounded to the result's dtype: its baseline differs
+ * from the same case's with the inputs said to fit in bfloat16 (then rounded
+ * to it), and in F64 (where nothing is rounded) both are the same. */
+Test(certify_lowprec, inputs_that_need_float32_are_not_rounded_to_the_dtype)
+{
+    refenc_st_file g;
+    read_golden(&g, "layernorm_large_mean");
+    cr_assert_str_eq(refenc_st_metadata(&g, "input_dtype"), "F32");
+    double max_abs[2][2]; /* [input_dtype F32, F16,BF16][BF16, F64] */
+    for (int k = 0; k < 2; k++) {
+        if (k == 1)
+            cr_assert_eq(json_object_set_new(g.metadata, "input_dtype", json_string("F16,BF16")), 0);
+        for (int f = 0; f < 2; f++) {
+            refenc_baseline b;
+            refenc_error err;
+            cr_assert_eq(refenc_baseline_measure(&b, &g, f == 0 ? REFENC_FMT_BF16 : REFENC_FMT_F64, &err), REFENC_OK,
+                         "%s", err.message);
+            const refenc_baseline_error *e = refenc_baseline_find(&b, "out.output");
+            cr_assert_not_null(e);
+            max_abs[k][f] = e->max_abs;
+            refenc_baseline_free(&b);
+        }
+    }
+    cr_expect(max_abs[0][0] != max_abs[1][0], "bfloat16: the same baseline %a with the inputs in float32 and "
+              "rounded to bfloat16", max_abs[0][0]);
+    cr_expect(max_abs[0][0] > 0);
+    cr_expect_eq(max_abs[0][1], max_abs[1][1], "F64: %a and %a", max_abs[0][1], max_abs[1][1]);
+    refenc_st_free(&g);
+}
