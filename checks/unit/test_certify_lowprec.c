@@ -13,6 +13,7 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 
+#include "../../ref/io/case_file.h"
 #include "../../ref/io/safetensors.h"
 #include "../../ref/tool/budget.h"
 #include "../../ref/tool/certify.h"
@@ -396,4 +397,61 @@ Test(certify_lowprec, inputs_that_need_float32_are_not_rounded_to_the_dtype)
     cr_expect(max_abs[0][0] > 0);
     cr_expect_eq(max_abs[0][1], max_abs[1][1], "F64: %a and %a", max_abs[0][1], max_abs[1][1]);
     refenc_st_free(&g);
+}
+
+/* The angle allowance element by element, from docs/certify.md ("Float32
+ * angles"): the pair i of width D at position pos turns by pos * omega_i,
+ * omega_i = base^(-2i/D), whose float32 error is at most
+ * (2 (2i/D) ln(base) + 4) u |pos omega_i|, u = 2^-24; a PE element moves by
+ * that much, a RoPE element by |its partner's value| times it, the partner
+ * being the other coordinate of its pair: (2i, 2i + 1) interleaved,
+ * (i, i + D/2) half. */
+static double allowance_from_the_docs(const refenc_case *c, const double *want, size_t k, size_t width, int rope)
+{
+    const size_t d = k % width, l = (k / width) % c->L;
+    const int half = rope && c->cfg.rope_layout == REFENC_ROPE_HALF;
+    const size_t i = half ? d % (width / 2) : d / 2;
+    const size_t partner = !rope ? k : half ? (d < width / 2 ? k + width / 2 : k - width / 2) : (k ^ 1);
+    const double base = rope ? c->cfg.rope_base : 10000.0;
+    const double omega = pow(base, -(double)(2 * i) / (double)width);
+    const double units = 2.0 * ((double)(2 * i) / (double)width) * log(base) + 4.0;
+    return (rope ? fabs(want[partner]) : 1.0) * units * 0x1p-24 * fabs((double)c->positions[l] * omega);
+}
+
+Test(certify_lowprec, the_angle_allowance_of_each_element_is_the_documented_bound)
+{
+    const char *const names[] = {"rope_interleaved_base1e4", "rope_half_base5e5", "sinusoidal_pe_small"};
+    for (size_t n = 0; n < sizeof names / sizeof names[0]; n++) {
+        refenc_st_file g;
+        read_golden(&g, names[n]);
+        refenc_case c;
+        refenc_error err;
+        cr_assert_eq(refenc_case_from_file(&c, &g, &err), REFENC_OK, "%s", err.message);
+        const int rope = c.component == REFENC_COMP_ROPE;
+        const size_t width = rope ? c.cfg.d_model / c.cfg.n_heads : c.cfg.d_model;
+        refenc_st_entry e;
+        double *want = golden_output(names[n], &e);
+        const size_t m = numel(&e);
+        double *allow = calloc(m, sizeof *allow);
+        int applies = 0;
+        cr_assert_eq(refenc_angle_allowance(&applies, allow, &g, "out.output", want, m, &err), REFENC_OK, "%s",
+                     err.message);
+        cr_expect(applies, "%s", names[n]);
+        size_t positive = 0;
+        for (size_t k = 0; k < m; k++) {
+            /* the same formula evaluated in another order: within a few ulps */
+            const double doc = allowance_from_the_docs(&c, want, k, width, rope);
+            cr_expect(fabs(allow[k] - doc) <= 1e-14 * doc, "%s[%zu]: %a, the docs give %a", names[n], k, allow[k],
+                      doc);
+            positive += allow[k] > 0;
+        }
+        cr_expect(positive > m / 2, "%s: %zu of %zu allowances > 0", names[n], positive, m);
+        /* negative control: an output that holds no angle gets none */
+        cr_assert_eq(refenc_angle_allowance(&applies, allow, &g, "out.other", want, m, &err), REFENC_OK);
+        cr_expect(!applies, "%s: out.other", names[n]);
+        free(allow);
+        free(want);
+        refenc_case_free(&c);
+        refenc_st_free(&g);
+    }
 }
