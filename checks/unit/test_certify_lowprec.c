@@ -455,3 +455,52 @@ Test(certify_lowprec, the_angle_allowance_of_each_element_is_the_documented_boun
         refenc_st_free(&g);
     }
 }
+
+/* Which outputs hold an angle (docs/certify.md): a PE's or RoPE's output, and
+ * an encoder's out.embed when its positions are sinusoidal, with the PE's
+ * allowance; no other output of an encoder, and no out.embed of another
+ * positional scheme. */
+Test(certify_lowprec, only_the_outputs_that_hold_an_angle_get_the_allowance)
+{
+    static const struct {
+        const char *golden, *output;
+        int applies;
+    } outputs[] = {
+        {"encoder_pre_tokens_sinusoidal", "out.embed", 1},
+        {"encoder_pre_tokens_sinusoidal", "out.output", 0},
+        {"encoder_pre_tokens_sinusoidal", "out.layers.0.output", 0},
+        {"encoder_pre_learned", "out.embed", 0},
+        {"encoder_pre_rope_half", "out.embed", 0},
+        {"encoder_pre_alibi_h4", "out.embed", 0},
+        {"sinusoidal_pe_small", "out.embed", 0},
+        {"rope_half_base5e5", "out.embed", 0},
+    };
+    for (size_t n = 0; n < sizeof outputs / sizeof outputs[0]; n++) {
+        refenc_st_file g;
+        read_golden(&g, outputs[n].golden);
+        const refenc_st_tensor *t = refenc_st_find(&g, outputs[n].output);
+        const refenc_st_tensor *o = refenc_st_find(&g, "out.output");
+        const size_t m = t != NULL ? t->numel : o->numel; /* an output the golden lacks: out.output's size */
+        double *want = calloc(m, sizeof *want), *allow = calloc(m, sizeof *allow);
+        refenc_error err;
+        if (t != NULL)
+            cr_assert_eq(refenc_st_to_f64(want, &g, t, &err), REFENC_OK);
+        int applies = -1;
+        cr_assert_eq(refenc_angle_allowance(&applies, allow, &g, outputs[n].output, want, m, &err), REFENC_OK, "%s",
+                     err.message);
+        cr_expect_eq(applies, outputs[n].applies, "%s %s", outputs[n].golden, outputs[n].output);
+        if (applies == 1) { /* the PE's bound, element by element, at the model's width */
+            refenc_case c;
+            cr_assert_eq(refenc_case_from_file(&c, &g, &err), REFENC_OK, "%s", err.message);
+            for (size_t k = 0; k < m; k++) {
+                const double doc = allowance_from_the_docs(&c, want, k, c.cfg.d_model, 0);
+                cr_expect(fabs(allow[k] - doc) <= 1e-14 * doc, "%s[%zu]: %a, the docs give %a", outputs[n].golden, k,
+                          allow[k], doc);
+            }
+            refenc_case_free(&c);
+        }
+        free(want);
+        free(allow);
+        refenc_st_free(&g);
+    }
+}
