@@ -504,3 +504,72 @@ Test(certify_lowprec, only_the_outputs_that_hold_an_angle_get_the_allowance)
         refenc_st_free(&g);
     }
 }
+
+/* ---- what certify makes of the budget ------------------------------------------- */
+
+/* A bfloat16 result's budget in the report is the formula's at the output's
+ * largest |want| (docs/certify.md), here below 1: the floor is 2 ulps of
+ * bfloat16 there, 2^(e - 8) for |want| in [2^(e-1), 2^e); a finite baseline
+ * leaves no note. */
+Test(certify_lowprec, the_report_holds_the_budget_at_the_largest_want)
+{
+    refenc_st_entry e;
+    double *want = golden_output("softmax_basic", &e);
+    double max_want = 0;
+    for (size_t i = 0; i < numel(&e); i++)
+        max_want = fabs(want[i]) > max_want ? fabs(want[i]) : max_want;
+    cr_assert(max_want > 0 && max_want < 1, "%g", max_want);
+    int ex;
+    frexp(max_want, &ex);
+    const double floor_abs = 2.0 * ldexp(1.0, ex - 8);
+
+    refenc_case_report rep;
+    emulate(res, "softmax_basic", "bf16", NULL);
+    cr_assert_eq(certify(&rep, "softmax_basic", res, NULL), REFENC_VERDICT_PASS);
+    const refenc_output_report *r = &rep.outputs[0];
+    cr_expect_eq(r->scale, max_want, "%a, want %a", r->scale, max_want);
+    cr_expect(r->base_max_abs > 0);
+    cr_expect_eq(r->budget_max_abs, 2.0 * r->base_max_abs + floor_abs, "%a, want 2 * %a + %a", r->budget_max_abs,
+                 r->base_max_abs, floor_abs);
+    cr_expect_str_empty(r->note, "%s", r->note);
+    refenc_case_report_free(&rep);
+    free(want);
+}
+
+/* Inputs that need float64 (input_dtype F64, which no golden case has): any
+ * result below F64 is an expected failure that says so; with F32 an F32
+ * result is certified as usual (the control) and a bfloat16 one says it
+ * needs float32. */
+static int certify_with_input_dtype(refenc_case_report *rep, const char *name, const char *input_dtype)
+{
+    char g[RB_PATH_MAX];
+    golden_path(g, sizeof g, name);
+    refenc_st_file golden, results;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&golden, g, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(json_object_set_new(golden.metadata, "input_dtype", json_string(input_dtype)), 0);
+    cr_assert_eq(refenc_st_read(&results, res, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_certify_case(rep, &golden, &results, NULL, &err), REFENC_OK, "%s", err.message);
+    refenc_st_free(&golden);
+    refenc_st_free(&results);
+    return rep->verdict;
+}
+
+Test(certify_lowprec, inputs_that_need_float64_make_every_lower_dtype_an_expected_failure)
+{
+    refenc_case_report rep;
+    emulate(res, "softmax_basic", "f32", NULL);
+    cr_expect_eq(certify_with_input_dtype(&rep, "softmax_basic", "F64"), REFENC_VERDICT_XPASS);
+    cr_expect_str_eq(rep.hazard, "inputs need float64: F32 cannot hold them");
+    refenc_case_report_free(&rep);
+    cr_expect_eq(certify_with_input_dtype(&rep, "softmax_basic", "F32"), REFENC_VERDICT_PASS);
+    cr_expect_str_empty(rep.hazard);
+    refenc_case_report_free(&rep);
+    emulate(res, "softmax_basic", "bf16", NULL);
+    cr_expect_eq(certify_with_input_dtype(&rep, "softmax_basic", "F64"), REFENC_VERDICT_XPASS);
+    cr_expect_str_eq(rep.hazard, "inputs need float64: BF16 cannot hold them");
+    refenc_case_report_free(&rep);
+    cr_expect_eq(certify_with_input_dtype(&rep, "softmax_basic", "F32"), REFENC_VERDICT_XPASS);
+    cr_expect_str_eq(rep.hazard, "inputs need float32: BF16 cannot hold them");
+    refenc_case_report_free(&rep);
+}
