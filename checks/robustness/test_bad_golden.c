@@ -539,6 +539,16 @@ Test(bad_golden, certify_refuses_malformed_bug_variants)
                     "variant 'unbiased_variance' of output 'out.output' is malformed");
     rb_golden_free(&g);
 
+    /* a variant's don't-care mask of another shape, next to the output's own
+     * mask of the right one: the variant's mask is named */
+    rb_golden_load(&g, "layernorm_small_variance");
+    const size_t right[3] = {2, 5, 24}, wrong[3] = {2, 5, 23};
+    rb_golden_reshape(&g, "dontcare.out.output", REFENC_ST_BOOL, 3, right);
+    rb_golden_reshape(&g, "alt.layernorm_eps_x10.dontcare.out.output", REFENC_ST_BOOL, 3, wrong);
+    diagnosis_error(&g, "a variant's don't-care mask of another shape",
+                    "'alt.layernorm_eps_x10.dontcare.out.output' does not have the shape of 'out.output'");
+    rb_golden_free(&g);
+
     /* a variant's don't-care mask in doubles */
     rb_golden_load(&g, "layernorm_small_variance");
     const size_t shape[3] = {2, 5, 24};
