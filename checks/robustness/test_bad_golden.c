@@ -286,6 +286,34 @@ Test(bad_golden, tensors_missing_extra_or_of_the_wrong_shape_or_dtype)
     expect_run_error(&s, "positions in F64", msg, 0);
     rb_golden_free(&g);
 
+    /* a layer's stored input (in.layers.<i>.input, of shape (B, L, D)) belongs
+     * to an encoder case, for its layers 0 .. n_layers - 1 only */
+    rb_golden_load(&g, "encoder_pre_rope"); /* 2 layers */
+    const refenc_st_entry *y = rb_golden_entry(&g, "out.output");
+    const size_t bld[3] = {y->shape[0], y->shape[1], y->shape[2]};
+    rb_golden_reshape(&g, "in.layers.1.input", REFENC_ST_F32, 3, bld);
+    rb_golden_write(&g, s.golden);
+    const char *ok_args[] = {"refenc", "run", "--case", s.golden, "--out", s.out, NULL};
+    rb_result ok = rb_run(ok_args); /* the control: the last layer's input is read */
+    cr_expect_eq(ok.status, 0, "in.layers.1.input: %s", ok.err);
+    rb_result_free(&ok);
+    remove(s.out);
+    rb_golden_drop(&g, "in.layers.1.input");
+    rb_golden_reshape(&g, "in.layers.2.input", REFENC_ST_F32, 3, bld);
+    rb_golden_write(&g, s.golden);
+    snprintf(msg, sizeof msg, "tensor 'in.layers.2.input' (data at byte %zu) is neither an input, an output nor a "
+             "parameter of a encoder case with this config", data_at(&s, "in.layers.2.input"));
+    expect_run_error(&s, "the input of a layer past the last", msg, 0);
+    rb_golden_free(&g);
+    rb_golden_load(&g, "act_gelu");
+    const size_t x3d[3] = {4, 16, 1};
+    rb_golden_reshape(&g, "in.layers.0.input", REFENC_ST_F32, 3, x3d);
+    rb_golden_write(&g, s.golden);
+    snprintf(msg, sizeof msg, "tensor 'in.layers.0.input' (data at byte %zu) is neither an input, an output nor a "
+             "parameter of a activation case with this config", data_at(&s, "in.layers.0.input"));
+    expect_run_error(&s, "a layer's input in an activation case", msg, 0);
+    rb_golden_free(&g);
+
     rb_golden_load(&g, "encoder_pre_rope");
     const size_t bl[2] = {2, 7};
     rb_golden_reshape(&g, "in.key_padding_mask", REFENC_ST_F32, 2, bl);
