@@ -6,6 +6,7 @@
  * Results come from the emulation through the program (refenc run --case
  * --emulate), as a user would make them. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <jansson.h>
 
 #include "../../ref/io/case_file.h"
+#include "../../ref/io/half.h"
 #include "../../ref/io/safetensors.h"
 #include "../../ref/tool/budget.h"
 #include "../../ref/tool/certify.h"
@@ -572,4 +574,87 @@ Test(certify_lowprec, inputs_that_need_float64_make_every_lower_dtype_an_expecte
     cr_expect_eq(certify_with_input_dtype(&rep, "softmax_basic", "F32"), REFENC_VERDICT_XPASS);
     cr_expect_str_eq(rep.hazard, "inputs need float32: BF16 cannot hold them");
     refenc_case_report_free(&rep);
+}
+
+/* ---- the diagnosis under the budget ------------------------------------------------ */
+
+/* A results file of out.output (2, 5, 24), every element v, in bfloat16 (v
+ * is chosen exact in it). */
+static void constant_bf16_results(const char *path, double v)
+{
+    static uint16_t bits[240];
+    for (size_t i = 0; i < 240; i++)
+        bits[i] = refenc_double_to_bf16(v);
+    cr_assert_eq(refenc_bf16_to_double(bits[0]), v, "%a is not a bfloat16", v);
+    const refenc_st_entry e = {"out.output", REFENC_ST_BF16, 3, {2, 5, 24}, bits};
+    refenc_error err;
+    cr_assert_eq(refenc_st_write(path, &e, 1, NULL, &err), REFENC_OK, "%s", err.message);
+}
+
+/* The diagnosis of constant results v against golden gpath. */
+static void diagnose(refenc_case_report *rep, const char *gpath, double v)
+{
+    constant_bf16_results(res, v);
+    refenc_st_file golden, results;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&golden, gpath, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_st_read(&results, res, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_certify_case(rep, &golden, &results, NULL, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(rep->verdict, REFENC_VERDICT_FAIL, "%a", v);
+    refenc_st_free(&golden);
+    refenc_st_free(&results);
+}
+
+/* Results match a variant under the budget when both max |got - alt| and the
+ * nmse relative to the variant's values, sqrt(sum (got - alt)^2 / sum alt^2),
+ * are within the output's budgets (docs/certify.md): also where the variant's
+ * sum of squares is below 1, and where it is 0 (the nmse is then the plain
+ * sum of squares). The variant layernorm_eps_x10 of layernorm_small_variance
+ * is replaced by a constant a, the results are a + delta (n = 240 elements):
+ * the nmse term is (delta / a) / sqrt(budget_nmse), or, for a = 0,
+ * sqrt(240) delta / sqrt(budget_nmse). */
+Test(certify_lowprec, the_diagnosis_normalises_the_nmse_by_the_variant)
+{
+    char gpath[RB_PATH_MAX + 32];
+    snprintf(gpath, sizeof gpath, "%s/golden.safetensors", dir);
+    rb_golden g;
+    rb_golden_load(&g, "layernorm_small_variance");
+    double *alt = rb_golden_data(&g, "alt.layernorm_eps_x10.out.output");
+    const double a = 0x1p-5; /* sum alt^2 = 240 a^2 = 0.23 < 1 */
+    for (size_t i = 0; i < 240; i++)
+        alt[i] = a;
+    rb_golden_write(&g, gpath);
+    refenc_case_report rep;
+    diagnose(&rep, gpath, a); /* the control: exactly the variant */
+    cr_expect_str_eq(rep.diagnosis, "layernorm_eps_x10");
+    const double bn = rep.outputs[0].budget_nmse, bmax = rep.outputs[0].budget_max_abs;
+    refenc_case_report_free(&rep);
+    /* delta: the smallest power of 2 with delta / a > sqrt(bn), so the nmse
+     * term is in (1, 2]; delta / 2 puts it in (0.5, 1] */
+    double delta = a * 0x1p-30;
+    while (delta / a <= sqrt(bn))
+        delta *= 2;
+    cr_assert(delta / 2 <= bmax, "%a %a", delta, bmax);
+    diagnose(&rep, gpath, a + delta / 2);
+    cr_expect_str_eq(rep.diagnosis, "layernorm_eps_x10", "a + %a (budget nmse %a)", delta / 2, bn);
+    refenc_case_report_free(&rep);
+    diagnose(&rep, gpath, a + delta);
+    cr_expect_str_empty(rep.diagnosis, "a + %a (budget nmse %a): %s", delta, bn, rep.diagnosis);
+    refenc_case_report_free(&rep);
+
+    /* a variant of zeros: the largest power of 2 with sqrt(240) delta <= sqrt(bn) matches */
+    for (size_t i = 0; i < 240; i++)
+        alt[i] = 0.0;
+    rb_golden_write(&g, gpath);
+    delta = 1.0;
+    while (sqrt(240.0) * delta > sqrt(bn))
+        delta /= 2;
+    cr_assert(delta <= bmax);
+    diagnose(&rep, gpath, delta);
+    cr_expect_str_eq(rep.diagnosis, "layernorm_eps_x10", "%a (budget nmse %a)", delta, bn);
+    refenc_case_report_free(&rep);
+    diagnose(&rep, gpath, 2 * delta);
+    cr_expect_str_empty(rep.diagnosis, "%a (budget nmse %a): %s", 2 * delta, bn, rep.diagnosis);
+    refenc_case_report_free(&rep);
+    rb_golden_free(&g);
 }
