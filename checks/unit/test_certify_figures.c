@@ -576,6 +576,43 @@ Test(figures, a_variant_matches_within_tolerance_in_both_directions_only)
     refenc_st_free(&f);
 }
 
+/* A variant is told apart from the golden only beyond 2 tolerances (certify.c,
+ * VARIANT_SEPARATION): results equal to a variant exactly 2 tolerances from
+ * the golden get no diagnosis (a correct result 1 tolerance off could match
+ * it); 4 tolerances away, they do. */
+Test(figures, a_variant_exactly_two_tolerances_from_the_golden_is_not_a_candidate)
+{
+    rng_seed(seed_from_env(17));
+    for (int away = 2; away <= 4; away += 2) {
+        golden_spec g;
+        variant_case(&g, 1);
+        size_t exact = 0;
+        for (size_t i = 0; i < N; i++) { /* moved where want + away tol is exactly away tol off */
+            const double w = g.o[0].want[i], a = w + away * tol64(w);
+            const int ok = fabs(a - w) / tol64(w) == away;
+            g.v[0].alt[0][i] = ok ? a : w;
+            exact += ok;
+        }
+        cr_assert(exact > 0, "no element is exactly %d tolerances off (seed %llu)", away, (unsigned long long)seed_used);
+        refenc_st_file f;
+        make_golden(&f, &g);
+        double got[1][N];
+        memcpy(got[0], g.v[0].alt[0], sizeof got[0]);
+        refenc_case_report rep;
+        certify(&rep, &f, (const char *[]){"out.output"}, got, 1, REFENC_ST_F64, NULL);
+        cr_expect(!rep.pass);
+        cr_expect_eq(rep.variants_checked, 1);
+        if (away == 2)
+            cr_expect_str_empty(rep.diagnosis, "a variant 2 tolerances away matched (seed %llu)",
+                                (unsigned long long)seed_used);
+        else
+            cr_expect_str_eq(rep.diagnosis, "unbiased_variance", "4 tolerances away (seed %llu)",
+                             (unsigned long long)seed_used);
+        refenc_case_report_free(&rep);
+        refenc_st_free(&f);
+    }
+}
+
 Test(figures, a_variant_is_judged_by_the_outputs_own_tolerance)
 {
     rng_seed(seed_from_env(17));

@@ -658,3 +658,42 @@ Test(certify_lowprec, the_diagnosis_normalises_the_nmse_by_the_variant)
     refenc_case_report_free(&rep);
     rb_golden_free(&g);
 }
+
+/* The diagnosis of a float32 result judges it against a variant with the
+ * angle allowance too (at the variant's values): results half an allowance
+ * (docs/certify.md's bound, computed here) off rope_large_positions's
+ * rope_layout_swapped variant are diagnosed as it; without the allowance
+ * (the policy alone) they are not. */
+Test(certify_lowprec, the_diagnosis_of_float32_angles_counts_the_allowance)
+{
+    refenc_st_file g;
+    read_golden(&g, "rope_large_positions");
+    refenc_case c;
+    refenc_error err;
+    cr_assert_eq(refenc_case_from_file(&c, &g, &err), REFENC_OK, "%s", err.message);
+    const refenc_st_tensor *t = refenc_st_find(&g, "alt.rope_layout_swapped.out.output");
+    cr_assert_not_null(t);
+    double *alt = malloc(t->numel * sizeof *alt);
+    float *got = malloc(t->numel * sizeof *got);
+    cr_assert_eq(refenc_st_to_f64(alt, &g, t, &err), REFENC_OK);
+    const size_t width = c.cfg.d_model / c.cfg.n_heads;
+    for (size_t k = 0; k < t->numel; k++)
+        got[k] = (float)(alt[k] + 0.5 * allowance_from_the_docs(&c, alt, k, width, 1));
+    refenc_st_entry e = {"out.output", REFENC_ST_F32, t->ndim, {0}, got};
+    memcpy(e.shape, t->shape, sizeof e.shape);
+    cr_assert_eq(refenc_st_write(res, &e, 1, NULL, &err), REFENC_OK, "%s", err.message);
+    refenc_case_report rep;
+    cr_expect_eq(certify(&rep, "rope_large_positions", res, NULL), REFENC_VERDICT_FAIL);
+    cr_expect_str_eq(rep.diagnosis, "rope_layout_swapped");
+    cr_expect(rep.diagnosis_ratio > 0.25 && rep.diagnosis_ratio <= 1, "%g", rep.diagnosis_ratio);
+    refenc_case_report_free(&rep);
+    /* the control: the float32 policy alone */
+    const refenc_certify_options policy = {.override_tolerance = 1, .tol = {1.3e-6, 1e-5}};
+    cr_expect_eq(certify(&rep, "rope_large_positions", res, &policy), REFENC_VERDICT_FAIL);
+    cr_expect_str_empty(rep.diagnosis, "%s", rep.diagnosis);
+    refenc_case_report_free(&rep);
+    free(alt);
+    free(got);
+    refenc_case_free(&c);
+    refenc_st_free(&g);
+}
