@@ -996,3 +996,55 @@ Test(figures, outputs_and_variants_lists_that_cannot_be_read_are_errors)
         refenc_st_free(&f);
     }
 }
+
+/* The outputs glob (certify.h, refenc certify --outputs) is a shell pattern
+ * over the whole output name, as fnmatch without flags: '*' spans any
+ * character, '/' included. */
+Test(figures, the_outputs_glob_spans_any_character)
+{
+    rng_seed(seed_from_env(19));
+    golden_spec g = {.n_outs = 2};
+    g.o[0] = (out_spec){.name = "out.a/b", .required = 1};
+    g.o[1] = (out_spec){.name = "out.c", .required = 1};
+    double got[2][N];
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < N; i++)
+            got[k][i] = g.o[k].want[i] = value();
+    refenc_st_file f;
+    make_golden(&f, &g);
+    refenc_st_entry e[2];
+    for (size_t k = 0; k < 2; k++) {
+        e[k] = (refenc_st_entry){.name = g.o[k].name, .dtype = REFENC_ST_F64, .ndim = 3, .data = got[k]};
+        memcpy(e[k].shape, SHAPE, sizeof SHAPE);
+    }
+    char path[128];
+    snprintf(path, sizeof path, "%s/results.safetensors", tmpdir);
+    refenc_error err;
+    cr_assert_eq(refenc_st_write(path, e, 2, NULL, &err), REFENC_OK, "%s", err.message);
+    refenc_st_file res;
+    cr_assert_eq(refenc_st_read(&res, path, &err), REFENC_OK, "%s", err.message);
+    static const struct {
+        const char *glob;
+        refenc_output_status a_b, c;
+    } globs[] = {
+        {"out.*", REFENC_OUT_PASS, REFENC_OUT_PASS},
+        {"*b", REFENC_OUT_PASS, REFENC_OUT_NOT_CHECKED},
+        {"out.?/?", REFENC_OUT_PASS, REFENC_OUT_NOT_CHECKED},
+        {"out.c", REFENC_OUT_NOT_CHECKED, REFENC_OUT_PASS},
+    };
+    for (size_t i = 0; i < sizeof globs / sizeof globs[0]; i++) {
+        refenc_case_report rep;
+        cr_assert_eq(refenc_certify_case_outputs(&rep, &f, &res, NULL, globs[i].glob, &err), REFENC_OK, "%s",
+                     err.message);
+        cr_assert_eq(rep.n_outputs, 2);
+        cr_expect_str_eq(rep.outputs[0].name, "out.a/b");
+        cr_expect_eq(rep.outputs[0].status, globs[i].a_b, "%s: out.a/b %s", globs[i].glob,
+                     refenc_output_status_name(rep.outputs[0].status));
+        cr_expect_eq(rep.outputs[1].status, globs[i].c, "%s: out.c %s", globs[i].glob,
+                     refenc_output_status_name(rep.outputs[1].status));
+        cr_expect(rep.pass, "%s", globs[i].glob);
+        refenc_case_report_free(&rep);
+    }
+    refenc_st_free(&res);
+    refenc_st_free(&f);
+}
