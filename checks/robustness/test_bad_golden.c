@@ -286,6 +286,34 @@ Test(bad_golden, tensors_missing_extra_or_of_the_wrong_shape_or_dtype)
     expect_run_error(&s, "positions in F64", msg, 0);
     rb_golden_free(&g);
 
+    /* a layer's stored input (in.layers.<i>.input, of shape (B, L, D)) belongs
+     * to an encoder case, for its layers 0 .. n_layers - 1 only */
+    rb_golden_load(&g, "encoder_pre_rope"); /* 2 layers */
+    const refenc_st_entry *y = rb_golden_entry(&g, "out.output");
+    const size_t bld[3] = {y->shape[0], y->shape[1], y->shape[2]};
+    rb_golden_reshape(&g, "in.layers.1.input", REFENC_ST_F32, 3, bld);
+    rb_golden_write(&g, s.golden);
+    const char *ok_args[] = {"refenc", "run", "--case", s.golden, "--out", s.out, NULL};
+    rb_result ok = rb_run(ok_args); /* the control: the last layer's input is read */
+    cr_expect_eq(ok.status, 0, "in.layers.1.input: %s", ok.err);
+    rb_result_free(&ok);
+    remove(s.out);
+    rb_golden_drop(&g, "in.layers.1.input");
+    rb_golden_reshape(&g, "in.layers.2.input", REFENC_ST_F32, 3, bld);
+    rb_golden_write(&g, s.golden);
+    snprintf(msg, sizeof msg, "tensor 'in.layers.2.input' (data at byte %zu) is neither an input, an output nor a "
+             "parameter of a encoder case with this config", data_at(&s, "in.layers.2.input"));
+    expect_run_error(&s, "the input of a layer past the last", msg, 0);
+    rb_golden_free(&g);
+    rb_golden_load(&g, "act_gelu");
+    const size_t x3d[3] = {4, 16, 1};
+    rb_golden_reshape(&g, "in.layers.0.input", REFENC_ST_F32, 3, x3d);
+    rb_golden_write(&g, s.golden);
+    snprintf(msg, sizeof msg, "tensor 'in.layers.0.input' (data at byte %zu) is neither an input, an output nor a "
+             "parameter of a activation case with this config", data_at(&s, "in.layers.0.input"));
+    expect_run_error(&s, "a layer's input in an activation case", msg, 0);
+    rb_golden_free(&g);
+
     rb_golden_load(&g, "encoder_pre_rope");
     const size_t bl[2] = {2, 7};
     rb_golden_reshape(&g, "in.key_padding_mask", REFENC_ST_F32, 2, bl);
@@ -537,6 +565,16 @@ Test(bad_golden, certify_refuses_malformed_bug_variants)
     rb_golden_reshape(&g, "alt.unbiased_variance.out.output", REFENC_ST_F64, 3, short_shape);
     diagnosis_error(&g, "a variant output of another shape",
                     "variant 'unbiased_variance' of output 'out.output' is malformed");
+    rb_golden_free(&g);
+
+    /* a variant's don't-care mask of another shape, next to the output's own
+     * mask of the right one: the variant's mask is named */
+    rb_golden_load(&g, "layernorm_small_variance");
+    const size_t right[3] = {2, 5, 24}, wrong[3] = {2, 5, 23};
+    rb_golden_reshape(&g, "dontcare.out.output", REFENC_ST_BOOL, 3, right);
+    rb_golden_reshape(&g, "alt.layernorm_eps_x10.dontcare.out.output", REFENC_ST_BOOL, 3, wrong);
+    diagnosis_error(&g, "a variant's don't-care mask of another shape",
+                    "'alt.layernorm_eps_x10.dontcare.out.output' does not have the shape of 'out.output'");
     rb_golden_free(&g);
 
     /* a variant's don't-care mask in doubles */

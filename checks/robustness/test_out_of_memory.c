@@ -256,6 +256,57 @@ Test(out_of_memory, component_cases)
         golden_case_under_faults(names[i]);
 }
 
+/* certify of a bfloat16 result: its budget runs the emulated baseline of the
+ * case, whose allocations fail in turn too; the emulation's message names
+ * the case (which the file's name holds) rather than the file. */
+static const char *lowprec_case;
+
+static void lowprec_check(void *p, int st, int failed)
+{
+    case_ctx *c = p;
+    c->run++;
+    if (failed) {
+        expect_enomem(st, &c->err, lowprec_case, "certify in bfloat16", c->run);
+    } else {
+        cr_expect_eq(st, REFENC_OK, "%s", c->err.message);
+        cr_expect_eq(c->rep.verdict, c->want.verdict);
+        cr_expect_eq(c->rep.n_outputs, c->want.n_outputs);
+        for (size_t i = 0; i < c->rep.n_outputs && i < c->want.n_outputs; i++)
+            cr_expect(c->rep.outputs[i].status == c->want.outputs[i].status &&
+                          c->rep.outputs[i].budget_max_abs == c->want.outputs[i].budget_max_abs,
+                      "%s", c->rep.outputs[i].name);
+    }
+    refenc_case_report_free(&c->rep);
+}
+
+Test(out_of_memory, certify_a_bfloat16_result)
+{
+    const char *names[] = {"softmax_masked", "act_gelu"}; /* with and without a don't-care mask */
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        case_ctx c;
+        memset(&c, 0, sizeof c);
+        char path[RB_PATH_MAX], dir[RB_PATH_MAX], rpath[RB_PATH_MAX + 32];
+        rb_fixture_case(path, names[i]);
+        rb_tmpdir(dir);
+        snprintf(rpath, sizeof rpath, "%s/%s.safetensors", dir, names[i]);
+        const char *args[] = {"refenc", "run", "--case", path, "--out", rpath, "--emulate", "bf16", NULL};
+        rb_result r = rb_run(args);
+        cr_assert_eq(r.status, 0, "%s: %s", names[i], r.err);
+        rb_result_free(&r);
+        cr_assert_eq(refenc_st_read(&c.golden, path, &c.err), REFENC_OK, "%s", c.err.message);
+        cr_assert_eq(refenc_st_read(&c.results, rpath, &c.err), REFENC_OK, "%s", c.err.message);
+        cr_assert_eq(refenc_certify_case(&c.want, &c.golden, &c.results, NULL, &c.err), REFENC_OK, "%s",
+                     c.err.message);
+        cr_assert(c.want.pass, "%s in bfloat16 does not pass", names[i]);
+        lowprec_case = names[i];
+        cr_expect_gt(fault_run(certify_call, lowprec_check, &c, 0), 0, "certify allocates nothing");
+        refenc_case_report_free(&c.want);
+        refenc_st_free(&c.results);
+        refenc_st_free(&c.golden);
+        rb_tmpdir_remove(dir);
+    }
+}
+
 static int missing_call(void *p)
 {
     case_ctx *c = p;

@@ -576,6 +576,43 @@ Test(figures, a_variant_matches_within_tolerance_in_both_directions_only)
     refenc_st_free(&f);
 }
 
+/* A variant is told apart from the golden only beyond 2 tolerances (certify.c,
+ * VARIANT_SEPARATION): results equal to a variant exactly 2 tolerances from
+ * the golden get no diagnosis (a correct result 1 tolerance off could match
+ * it); 4 tolerances away, they do. */
+Test(figures, a_variant_exactly_two_tolerances_from_the_golden_is_not_a_candidate)
+{
+    rng_seed(seed_from_env(17));
+    for (int away = 2; away <= 4; away += 2) {
+        golden_spec g;
+        variant_case(&g, 1);
+        size_t exact = 0;
+        for (size_t i = 0; i < N; i++) { /* moved where want + away tol is exactly away tol off */
+            const double w = g.o[0].want[i], a = w + away * tol64(w);
+            const int ok = fabs(a - w) / tol64(w) == away;
+            g.v[0].alt[0][i] = ok ? a : w;
+            exact += ok;
+        }
+        cr_assert(exact > 0, "no element is exactly %d tolerances off (seed %llu)", away, (unsigned long long)seed_used);
+        refenc_st_file f;
+        make_golden(&f, &g);
+        double got[1][N];
+        memcpy(got[0], g.v[0].alt[0], sizeof got[0]);
+        refenc_case_report rep;
+        certify(&rep, &f, (const char *[]){"out.output"}, got, 1, REFENC_ST_F64, NULL);
+        cr_expect(!rep.pass);
+        cr_expect_eq(rep.variants_checked, 1);
+        if (away == 2)
+            cr_expect_str_empty(rep.diagnosis, "a variant 2 tolerances away matched (seed %llu)",
+                                (unsigned long long)seed_used);
+        else
+            cr_expect_str_eq(rep.diagnosis, "unbiased_variance", "4 tolerances away (seed %llu)",
+                             (unsigned long long)seed_used);
+        refenc_case_report_free(&rep);
+        refenc_st_free(&f);
+    }
+}
+
 Test(figures, a_variant_is_judged_by_the_outputs_own_tolerance)
 {
     rng_seed(seed_from_env(17));
@@ -958,4 +995,56 @@ Test(figures, outputs_and_variants_lists_that_cannot_be_read_are_errors)
         refenc_case_report_free(&rep);
         refenc_st_free(&f);
     }
+}
+
+/* The outputs glob (certify.h, refenc certify --outputs) is a shell pattern
+ * over the whole output name, as fnmatch without flags: '*' spans any
+ * character, '/' included. */
+Test(figures, the_outputs_glob_spans_any_character)
+{
+    rng_seed(seed_from_env(19));
+    golden_spec g = {.n_outs = 2};
+    g.o[0] = (out_spec){.name = "out.a/b", .required = 1};
+    g.o[1] = (out_spec){.name = "out.c", .required = 1};
+    double got[2][N];
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < N; i++)
+            got[k][i] = g.o[k].want[i] = value();
+    refenc_st_file f;
+    make_golden(&f, &g);
+    refenc_st_entry e[2];
+    for (size_t k = 0; k < 2; k++) {
+        e[k] = (refenc_st_entry){.name = g.o[k].name, .dtype = REFENC_ST_F64, .ndim = 3, .data = got[k]};
+        memcpy(e[k].shape, SHAPE, sizeof SHAPE);
+    }
+    char path[128];
+    snprintf(path, sizeof path, "%s/results.safetensors", tmpdir);
+    refenc_error err;
+    cr_assert_eq(refenc_st_write(path, e, 2, NULL, &err), REFENC_OK, "%s", err.message);
+    refenc_st_file res;
+    cr_assert_eq(refenc_st_read(&res, path, &err), REFENC_OK, "%s", err.message);
+    static const struct {
+        const char *glob;
+        refenc_output_status a_b, c;
+    } globs[] = {
+        {"out.*", REFENC_OUT_PASS, REFENC_OUT_PASS},
+        {"*b", REFENC_OUT_PASS, REFENC_OUT_NOT_CHECKED},
+        {"out.?/?", REFENC_OUT_PASS, REFENC_OUT_NOT_CHECKED},
+        {"out.c", REFENC_OUT_NOT_CHECKED, REFENC_OUT_PASS},
+    };
+    for (size_t i = 0; i < sizeof globs / sizeof globs[0]; i++) {
+        refenc_case_report rep;
+        cr_assert_eq(refenc_certify_case_outputs(&rep, &f, &res, NULL, globs[i].glob, &err), REFENC_OK, "%s",
+                     err.message);
+        cr_assert_eq(rep.n_outputs, 2);
+        cr_expect_str_eq(rep.outputs[0].name, "out.a/b");
+        cr_expect_eq(rep.outputs[0].status, globs[i].a_b, "%s: out.a/b %s", globs[i].glob,
+                     refenc_output_status_name(rep.outputs[0].status));
+        cr_expect_eq(rep.outputs[1].status, globs[i].c, "%s: out.c %s", globs[i].glob,
+                     refenc_output_status_name(rep.outputs[1].status));
+        cr_expect(rep.pass, "%s", globs[i].glob);
+        refenc_case_report_free(&rep);
+    }
+    refenc_st_free(&res);
+    refenc_st_free(&f);
 }

@@ -6,6 +6,7 @@
  * Results come from the emulation through the program (refenc run --case
  * --emulate), as a user would make them. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,8 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 
+#include "../../ref/io/case_file.h"
+#include "../../ref/io/half.h"
 #include "../../ref/io/safetensors.h"
 #include "../../ref/tool/budget.h"
 #include "../../ref/tool/certify.h"
@@ -291,4 +294,406 @@ Test(certify_lowprec, figures_near_zero_read_at_the_tolerance_scale)
     cr_expect_eq(r->status, REFENC_OUT_FAIL);
     refenc_case_report_free(&rep);
     free(x);
+}
+
+/* ---- the baseline's measurement (refenc_baseline_measure) ------------------------ */
+
+/* A golden case read from golden/cases. */
+static void read_golden(refenc_st_file *f, const char *name)
+{
+    char g[RB_PATH_MAX];
+    golden_path(g, sizeof g, name);
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(f, g, &err), REFENC_OK, "%s", err.message);
+}
+
+/* Makes tensor name of f one row shorter (its first dimension minus one),
+ * in memory: its data is then a prefix of what it was. */
+static void drop_a_row(refenc_st_file *f, const char *name)
+{
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        refenc_st_tensor *t = &f->tensors[i];
+        if (strcmp(t->name, name) == 0) {
+            cr_assert(t->ndim >= 1 && t->shape[0] >= 2, "%s", name);
+            const size_t elsize = t->nbytes / t->numel;
+            t->numel -= t->numel / t->shape[0];
+            t->nbytes = t->numel * elsize;
+            t->shape[0]--;
+            return;
+        }
+    }
+    cr_assert_fail("%s: no tensor %s", f->path, name);
+}
+
+/* The measurement refuses a golden output of another shape than the case
+ * computes, names the tensor whose shape is wrong, and leaves the baseline
+ * empty; the empty baseline frees again harmlessly. */
+static void expect_shape_refused(const refenc_st_file *golden, const char *tensor)
+{
+    refenc_baseline b;
+    refenc_error err;
+    cr_expect_eq(refenc_baseline_measure(&b, golden, REFENC_FMT_BF16, &err), REFENC_EFORMAT, "%s", tensor);
+    char want[256];
+    snprintf(want, sizeof want, "'%s' does not have the shape the case computes", tensor);
+    cr_expect(strstr(err.message, want) != NULL, "%s: %s", tensor, err.message);
+    cr_expect(b.n == 0 && b.outputs == NULL, "%s: the baseline is not empty after the error", tensor);
+    refenc_baseline_free(&b);
+}
+
+Test(certify_lowprec, a_golden_output_of_another_shape_than_the_case_computes_is_refused)
+{
+    refenc_st_file g;
+    /* negative control: the case as it is is measured; freed, the baseline is empty */
+    read_golden(&g, "softmax_masked");
+    refenc_baseline b;
+    refenc_error err;
+    cr_assert_eq(refenc_baseline_measure(&b, &g, REFENC_FMT_BF16, &err), REFENC_OK, "%s", err.message);
+    cr_expect(b.n >= 1 && refenc_baseline_find(&b, "out.output") != NULL);
+    refenc_baseline_free(&b);
+    cr_expect(b.n == 0 && b.outputs == NULL, "a freed baseline is not empty");
+    refenc_baseline_free(&b); /* freeing an empty baseline again is harmless */
+    /* the output and its don't-care mask one row short: the mask is named */
+    drop_a_row(&g, "out.output");
+    drop_a_row(&g, "dontcare.out.output");
+    expect_shape_refused(&g, "dontcare.out.output");
+    refenc_st_free(&g);
+    /* only the output short, its mask right: the output is named */
+    read_golden(&g, "softmax_masked");
+    drop_a_row(&g, "out.output");
+    expect_shape_refused(&g, "out.output");
+    refenc_st_free(&g);
+    /* a case without a don't-care mask */
+    read_golden(&g, "activation_gelu");
+    cr_assert_null(refenc_st_find(&g, "dontcare.out.output"));
+    drop_a_row(&g, "out.output");
+    expect_shape_refused(&g, "out.output");
+    refenc_st_free(&g);
+}
+
+/* A case whose inputs need float32 (input_dtype F32) is measured with its
+ * inputs in float32, not rounded to the result's dtype: its baseline differs
+ * from the same case's with the inputs said to fit in bfloat16 (then rounded
+ * to it), and in F64 (where nothing is rounded) both are the same. */
+Test(certify_lowprec, inputs_that_need_float32_are_not_rounded_to_the_dtype)
+{
+    refenc_st_file g;
+    read_golden(&g, "layernorm_large_mean");
+    cr_assert_str_eq(refenc_st_metadata(&g, "input_dtype"), "F32");
+    double max_abs[2][2]; /* [input_dtype F32, F16,BF16][BF16, F64] */
+    for (int k = 0; k < 2; k++) {
+        if (k == 1)
+            cr_assert_eq(json_object_set_new(g.metadata, "input_dtype", json_string("F16,BF16")), 0);
+        for (int f = 0; f < 2; f++) {
+            refenc_baseline b;
+            refenc_error err;
+            cr_assert_eq(refenc_baseline_measure(&b, &g, f == 0 ? REFENC_FMT_BF16 : REFENC_FMT_F64, &err), REFENC_OK,
+                         "%s", err.message);
+            const refenc_baseline_error *e = refenc_baseline_find(&b, "out.output");
+            cr_assert_not_null(e);
+            max_abs[k][f] = e->max_abs;
+            refenc_baseline_free(&b);
+        }
+    }
+    cr_expect(max_abs[0][0] != max_abs[1][0], "bfloat16: the same baseline %a with the inputs in float32 and "
+              "rounded to bfloat16", max_abs[0][0]);
+    cr_expect(max_abs[0][0] > 0);
+    cr_expect_eq(max_abs[0][1], max_abs[1][1], "F64: %a and %a", max_abs[0][1], max_abs[1][1]);
+    refenc_st_free(&g);
+}
+
+/* The angle allowance element by element, from docs/certify.md ("Float32
+ * angles"): the pair i of width D at position pos turns by pos * omega_i,
+ * omega_i = base^(-2i/D), whose float32 error is at most
+ * (2 (2i/D) ln(base) + 4) u |pos omega_i|, u = 2^-24; a PE element moves by
+ * that much, a RoPE element by |its partner's value| times it, the partner
+ * being the other coordinate of its pair: (2i, 2i + 1) interleaved,
+ * (i, i + D/2) half. */
+static double allowance_from_the_docs(const refenc_case *c, const double *want, size_t k, size_t width, int rope)
+{
+    const size_t d = k % width, l = (k / width) % c->L;
+    const int half = rope && c->cfg.rope_layout == REFENC_ROPE_HALF;
+    const size_t i = half ? d % (width / 2) : d / 2;
+    const size_t partner = !rope ? k : half ? (d < width / 2 ? k + width / 2 : k - width / 2) : (k ^ 1);
+    const double base = rope ? c->cfg.rope_base : 10000.0;
+    const double omega = pow(base, -(double)(2 * i) / (double)width);
+    const double units = 2.0 * ((double)(2 * i) / (double)width) * log(base) + 4.0;
+    return (rope ? fabs(want[partner]) : 1.0) * units * 0x1p-24 * fabs((double)c->positions[l] * omega);
+}
+
+Test(certify_lowprec, the_angle_allowance_of_each_element_is_the_documented_bound)
+{
+    const char *const names[] = {"rope_interleaved_base1e4", "rope_half_base5e5", "sinusoidal_pe_small"};
+    for (size_t n = 0; n < sizeof names / sizeof names[0]; n++) {
+        refenc_st_file g;
+        read_golden(&g, names[n]);
+        refenc_case c;
+        refenc_error err;
+        cr_assert_eq(refenc_case_from_file(&c, &g, &err), REFENC_OK, "%s", err.message);
+        const int rope = c.component == REFENC_COMP_ROPE;
+        const size_t width = rope ? c.cfg.d_model / c.cfg.n_heads : c.cfg.d_model;
+        refenc_st_entry e;
+        double *want = golden_output(names[n], &e);
+        const size_t m = numel(&e);
+        double *allow = calloc(m, sizeof *allow);
+        int applies = 0;
+        cr_assert_eq(refenc_angle_allowance(&applies, allow, &g, "out.output", want, m, &err), REFENC_OK, "%s",
+                     err.message);
+        cr_expect(applies, "%s", names[n]);
+        size_t positive = 0;
+        for (size_t k = 0; k < m; k++) {
+            /* the same formula evaluated in another order: within a few ulps */
+            const double doc = allowance_from_the_docs(&c, want, k, width, rope);
+            cr_expect(fabs(allow[k] - doc) <= 1e-14 * doc, "%s[%zu]: %a, the docs give %a", names[n], k, allow[k],
+                      doc);
+            positive += allow[k] > 0;
+        }
+        cr_expect(positive > m / 2, "%s: %zu of %zu allowances > 0", names[n], positive, m);
+        /* negative control: an output that holds no angle gets none */
+        cr_assert_eq(refenc_angle_allowance(&applies, allow, &g, "out.other", want, m, &err), REFENC_OK);
+        cr_expect(!applies, "%s: out.other", names[n]);
+        free(allow);
+        free(want);
+        refenc_case_free(&c);
+        refenc_st_free(&g);
+    }
+}
+
+/* Which outputs hold an angle (docs/certify.md): a PE's or RoPE's output, and
+ * an encoder's out.embed when its positions are sinusoidal, with the PE's
+ * allowance; no other output of an encoder, and no out.embed of another
+ * positional scheme. */
+Test(certify_lowprec, only_the_outputs_that_hold_an_angle_get_the_allowance)
+{
+    static const struct {
+        const char *golden, *output;
+        int applies;
+    } outputs[] = {
+        {"encoder_pre_tokens_sinusoidal", "out.embed", 1},
+        {"encoder_pre_tokens_sinusoidal", "out.output", 0},
+        {"encoder_pre_tokens_sinusoidal", "out.layers.0.output", 0},
+        {"encoder_pre_learned", "out.embed", 0},
+        {"encoder_pre_rope_half", "out.embed", 0},
+        {"encoder_pre_alibi_h4", "out.embed", 0},
+        {"sinusoidal_pe_small", "out.embed", 0},
+        {"rope_half_base5e5", "out.embed", 0},
+    };
+    for (size_t n = 0; n < sizeof outputs / sizeof outputs[0]; n++) {
+        refenc_st_file g;
+        read_golden(&g, outputs[n].golden);
+        const refenc_st_tensor *t = refenc_st_find(&g, outputs[n].output);
+        const refenc_st_tensor *o = refenc_st_find(&g, "out.output");
+        const size_t m = t != NULL ? t->numel : o->numel; /* an output the golden lacks: out.output's size */
+        double *want = calloc(m, sizeof *want), *allow = calloc(m, sizeof *allow);
+        refenc_error err;
+        if (t != NULL)
+            cr_assert_eq(refenc_st_to_f64(want, &g, t, &err), REFENC_OK);
+        int applies = -1;
+        cr_assert_eq(refenc_angle_allowance(&applies, allow, &g, outputs[n].output, want, m, &err), REFENC_OK, "%s",
+                     err.message);
+        cr_expect_eq(applies, outputs[n].applies, "%s %s", outputs[n].golden, outputs[n].output);
+        if (applies == 1) { /* the PE's bound, element by element, at the model's width */
+            refenc_case c;
+            cr_assert_eq(refenc_case_from_file(&c, &g, &err), REFENC_OK, "%s", err.message);
+            for (size_t k = 0; k < m; k++) {
+                const double doc = allowance_from_the_docs(&c, want, k, c.cfg.d_model, 0);
+                cr_expect(fabs(allow[k] - doc) <= 1e-14 * doc, "%s[%zu]: %a, the docs give %a", outputs[n].golden, k,
+                          allow[k], doc);
+            }
+            refenc_case_free(&c);
+        }
+        free(want);
+        free(allow);
+        refenc_st_free(&g);
+    }
+}
+
+/* ---- what certify makes of the budget ------------------------------------------- */
+
+/* A bfloat16 result's budget in the report is the formula's at the output's
+ * largest |want| (docs/certify.md), here below 1: the floor is 2 ulps of
+ * bfloat16 there, 2^(e - 8) for |want| in [2^(e-1), 2^e); a finite baseline
+ * leaves no note. */
+Test(certify_lowprec, the_report_holds_the_budget_at_the_largest_want)
+{
+    refenc_st_entry e;
+    double *want = golden_output("softmax_basic", &e);
+    double max_want = 0;
+    for (size_t i = 0; i < numel(&e); i++)
+        max_want = fabs(want[i]) > max_want ? fabs(want[i]) : max_want;
+    cr_assert(max_want > 0 && max_want < 1, "%g", max_want);
+    int ex;
+    frexp(max_want, &ex);
+    const double floor_abs = 2.0 * ldexp(1.0, ex - 8);
+
+    refenc_case_report rep;
+    emulate(res, "softmax_basic", "bf16", NULL);
+    cr_assert_eq(certify(&rep, "softmax_basic", res, NULL), REFENC_VERDICT_PASS);
+    const refenc_output_report *r = &rep.outputs[0];
+    cr_expect_eq(r->scale, max_want, "%a, want %a", r->scale, max_want);
+    cr_expect(r->base_max_abs > 0);
+    cr_expect_eq(r->budget_max_abs, 2.0 * r->base_max_abs + floor_abs, "%a, want 2 * %a + %a", r->budget_max_abs,
+                 r->base_max_abs, floor_abs);
+    cr_expect_str_empty(r->note, "%s", r->note);
+    refenc_case_report_free(&rep);
+    free(want);
+}
+
+/* Inputs that need float64 (input_dtype F64, which no golden case has): any
+ * result below F64 is an expected failure that says so; with F32 an F32
+ * result is certified as usual (the control) and a bfloat16 one says it
+ * needs float32. */
+static int certify_with_input_dtype(refenc_case_report *rep, const char *name, const char *input_dtype)
+{
+    char g[RB_PATH_MAX];
+    golden_path(g, sizeof g, name);
+    refenc_st_file golden, results;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&golden, g, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(json_object_set_new(golden.metadata, "input_dtype", json_string(input_dtype)), 0);
+    cr_assert_eq(refenc_st_read(&results, res, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_certify_case(rep, &golden, &results, NULL, &err), REFENC_OK, "%s", err.message);
+    refenc_st_free(&golden);
+    refenc_st_free(&results);
+    return rep->verdict;
+}
+
+Test(certify_lowprec, inputs_that_need_float64_make_every_lower_dtype_an_expected_failure)
+{
+    refenc_case_report rep;
+    emulate(res, "softmax_basic", "f32", NULL);
+    cr_expect_eq(certify_with_input_dtype(&rep, "softmax_basic", "F64"), REFENC_VERDICT_XPASS);
+    cr_expect_str_eq(rep.hazard, "inputs need float64: F32 cannot hold them");
+    refenc_case_report_free(&rep);
+    cr_expect_eq(certify_with_input_dtype(&rep, "softmax_basic", "F32"), REFENC_VERDICT_PASS);
+    cr_expect_str_empty(rep.hazard);
+    refenc_case_report_free(&rep);
+    emulate(res, "softmax_basic", "bf16", NULL);
+    cr_expect_eq(certify_with_input_dtype(&rep, "softmax_basic", "F64"), REFENC_VERDICT_XPASS);
+    cr_expect_str_eq(rep.hazard, "inputs need float64: BF16 cannot hold them");
+    refenc_case_report_free(&rep);
+    cr_expect_eq(certify_with_input_dtype(&rep, "softmax_basic", "F32"), REFENC_VERDICT_XPASS);
+    cr_expect_str_eq(rep.hazard, "inputs need float32: BF16 cannot hold them");
+    refenc_case_report_free(&rep);
+}
+
+/* ---- the diagnosis under the budget ------------------------------------------------ */
+
+/* A results file of out.output (2, 5, 24), every element v, in bfloat16 (v
+ * is chosen exact in it). */
+static void constant_bf16_results(const char *path, double v)
+{
+    static uint16_t bits[240];
+    for (size_t i = 0; i < 240; i++)
+        bits[i] = refenc_double_to_bf16(v);
+    cr_assert_eq(refenc_bf16_to_double(bits[0]), v, "%a is not a bfloat16", v);
+    const refenc_st_entry e = {"out.output", REFENC_ST_BF16, 3, {2, 5, 24}, bits};
+    refenc_error err;
+    cr_assert_eq(refenc_st_write(path, &e, 1, NULL, &err), REFENC_OK, "%s", err.message);
+}
+
+/* The diagnosis of constant results v against golden gpath. */
+static void diagnose(refenc_case_report *rep, const char *gpath, double v)
+{
+    constant_bf16_results(res, v);
+    refenc_st_file golden, results;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&golden, gpath, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_st_read(&results, res, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_certify_case(rep, &golden, &results, NULL, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(rep->verdict, REFENC_VERDICT_FAIL, "%a", v);
+    refenc_st_free(&golden);
+    refenc_st_free(&results);
+}
+
+/* Results match a variant under the budget when both max |got - alt| and the
+ * nmse relative to the variant's values, sqrt(sum (got - alt)^2 / sum alt^2),
+ * are within the output's budgets (docs/certify.md): also where the variant's
+ * sum of squares is below 1, and where it is 0 (the nmse is then the plain
+ * sum of squares). The variant layernorm_eps_x10 of layernorm_small_variance
+ * is replaced by a constant a, the results are a + delta (n = 240 elements):
+ * the nmse term is (delta / a) / sqrt(budget_nmse), or, for a = 0,
+ * sqrt(240) delta / sqrt(budget_nmse). */
+Test(certify_lowprec, the_diagnosis_normalises_the_nmse_by_the_variant)
+{
+    char gpath[RB_PATH_MAX + 32];
+    snprintf(gpath, sizeof gpath, "%s/golden.safetensors", dir);
+    rb_golden g;
+    rb_golden_load(&g, "layernorm_small_variance");
+    double *alt = rb_golden_data(&g, "alt.layernorm_eps_x10.out.output");
+    const double a = 0x1p-5; /* sum alt^2 = 240 a^2 = 0.23 < 1 */
+    for (size_t i = 0; i < 240; i++)
+        alt[i] = a;
+    rb_golden_write(&g, gpath);
+    refenc_case_report rep;
+    diagnose(&rep, gpath, a); /* the control: exactly the variant */
+    cr_expect_str_eq(rep.diagnosis, "layernorm_eps_x10");
+    const double bn = rep.outputs[0].budget_nmse, bmax = rep.outputs[0].budget_max_abs;
+    refenc_case_report_free(&rep);
+    /* delta: the smallest power of 2 with delta / a > sqrt(bn), so the nmse
+     * term is in (1, 2]; delta / 2 puts it in (0.5, 1] */
+    double delta = a * 0x1p-30;
+    while (delta / a <= sqrt(bn))
+        delta *= 2;
+    cr_assert(delta / 2 <= bmax, "%a %a", delta, bmax);
+    diagnose(&rep, gpath, a + delta / 2);
+    cr_expect_str_eq(rep.diagnosis, "layernorm_eps_x10", "a + %a (budget nmse %a)", delta / 2, bn);
+    refenc_case_report_free(&rep);
+    diagnose(&rep, gpath, a + delta);
+    cr_expect_str_empty(rep.diagnosis, "a + %a (budget nmse %a): %s", delta, bn, rep.diagnosis);
+    refenc_case_report_free(&rep);
+
+    /* a variant of zeros: the largest power of 2 with sqrt(240) delta <= sqrt(bn) matches */
+    for (size_t i = 0; i < 240; i++)
+        alt[i] = 0.0;
+    rb_golden_write(&g, gpath);
+    delta = 1.0;
+    while (sqrt(240.0) * delta > sqrt(bn))
+        delta /= 2;
+    cr_assert(delta <= bmax);
+    diagnose(&rep, gpath, delta);
+    cr_expect_str_eq(rep.diagnosis, "layernorm_eps_x10", "%a (budget nmse %a)", delta, bn);
+    refenc_case_report_free(&rep);
+    diagnose(&rep, gpath, 2 * delta);
+    cr_expect_str_empty(rep.diagnosis, "%a (budget nmse %a): %s", 2 * delta, bn, rep.diagnosis);
+    refenc_case_report_free(&rep);
+    rb_golden_free(&g);
+}
+
+/* The diagnosis of a float32 result judges it against a variant with the
+ * angle allowance too (at the variant's values): results half an allowance
+ * (docs/certify.md's bound, computed here) off rope_large_positions's
+ * rope_layout_swapped variant are diagnosed as it; without the allowance
+ * (the policy alone) they are not. */
+Test(certify_lowprec, the_diagnosis_of_float32_angles_counts_the_allowance)
+{
+    refenc_st_file g;
+    read_golden(&g, "rope_large_positions");
+    refenc_case c;
+    refenc_error err;
+    cr_assert_eq(refenc_case_from_file(&c, &g, &err), REFENC_OK, "%s", err.message);
+    const refenc_st_tensor *t = refenc_st_find(&g, "alt.rope_layout_swapped.out.output");
+    cr_assert_not_null(t);
+    double *alt = malloc(t->numel * sizeof *alt);
+    float *got = malloc(t->numel * sizeof *got);
+    cr_assert_eq(refenc_st_to_f64(alt, &g, t, &err), REFENC_OK);
+    const size_t width = c.cfg.d_model / c.cfg.n_heads;
+    for (size_t k = 0; k < t->numel; k++)
+        got[k] = (float)(alt[k] + 0.5 * allowance_from_the_docs(&c, alt, k, width, 1));
+    refenc_st_entry e = {"out.output", REFENC_ST_F32, t->ndim, {0}, got};
+    memcpy(e.shape, t->shape, sizeof e.shape);
+    cr_assert_eq(refenc_st_write(res, &e, 1, NULL, &err), REFENC_OK, "%s", err.message);
+    refenc_case_report rep;
+    cr_expect_eq(certify(&rep, "rope_large_positions", res, NULL), REFENC_VERDICT_FAIL);
+    cr_expect_str_eq(rep.diagnosis, "rope_layout_swapped");
+    cr_expect(rep.diagnosis_ratio > 0.25 && rep.diagnosis_ratio <= 1, "%g", rep.diagnosis_ratio);
+    refenc_case_report_free(&rep);
+    /* the control: the float32 policy alone */
+    const refenc_certify_options policy = {.override_tolerance = 1, .tol = {1.3e-6, 1e-5}};
+    cr_expect_eq(certify(&rep, "rope_large_positions", res, &policy), REFENC_VERDICT_FAIL);
+    cr_expect_str_empty(rep.diagnosis, "%s", rep.diagnosis);
+    refenc_case_report_free(&rep);
+    free(alt);
+    free(got);
+    refenc_case_free(&c);
+    refenc_st_free(&g);
 }
