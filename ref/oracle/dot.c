@@ -69,21 +69,25 @@ static inline void propagate(mp_limb_t *a, mp_limb_t c)
  * spills, and x86-64's adc chain is about half the instructions.
  * -DREFENC_MP_PORTABLE_DOT (and any other machine) takes the C code, which
  * make check-determinism compares bit for bit. */
+/* The accumulator's limbs are addressed through one register (%[a]) and
+ * declared read and written as one array operand: a memory operand per limb
+ * wants a register each at -O0, more than x86-64 has. */
+#define ACC(N) [acc] "+m"(*(mp_limb_t(*)[N])a)
 static inline __attribute__((always_inline)) void add_product_2(mp_limb_t *a, const mp_limb_t *X,
                                                                 mp_limb_t w)
 {
     const u128 p0 = (u128)X[0] * w, p1 = (u128)X[1] * w;
     mp_limb_t c = 0;
-    __asm__("addq %[l0], %[a0]\n\t"
-            "adcq %[l1], %[a1]\n\t"
-            "adcq $0, %[a2]\n\t"
+    __asm__("addq %[l0], (%[a])\n\t"
+            "adcq %[l1], 8(%[a])\n\t"
+            "adcq $0, 16(%[a])\n\t"
             "adcq $0, %[c]\n\t"
-            "addq %[h0], %[a1]\n\t"
-            "adcq %[h1], %[a2]\n\t"
+            "addq %[h0], 8(%[a])\n\t"
+            "adcq %[h1], 16(%[a])\n\t"
             "adcq $0, %[c]"
-            : [a0] "+m"(a[0]), [a1] "+m"(a[1]), [a2] "+m"(a[2]), [c] "+r"(c)
-            : [l0] "r"((mp_limb_t)p0), [l1] "r"((mp_limb_t)p1), [h0] "r"((mp_limb_t)(p0 >> 64)),
-              [h1] "r"((mp_limb_t)(p1 >> 64))
+            : ACC(3), [c] "+r"(c)
+            : [a] "r"(a), [l0] "r"((mp_limb_t)p0), [l1] "r"((mp_limb_t)p1),
+              [h0] "r"((mp_limb_t)(p0 >> 64)), [h1] "r"((mp_limb_t)(p1 >> 64))
             : "cc");
     if (__builtin_expect(c != 0, 0))
         propagate(a + 3, c);
@@ -93,17 +97,17 @@ static inline __attribute__((always_inline)) void add_product_3(mp_limb_t *a, co
 {
     const u128 p0 = (u128)X[0] * w, p1 = (u128)X[1] * w, p2 = (u128)X[2] * w;
     mp_limb_t c = 0;
-    __asm__("addq %[l0], %[a0]\n\t"
-            "adcq %[l1], %[a1]\n\t"
-            "adcq %[l2], %[a2]\n\t"
-            "adcq $0, %[a3]\n\t"
+    __asm__("addq %[l0], (%[a])\n\t"
+            "adcq %[l1], 8(%[a])\n\t"
+            "adcq %[l2], 16(%[a])\n\t"
+            "adcq $0, 24(%[a])\n\t"
             "adcq $0, %[c]\n\t"
-            "addq %[h0], %[a1]\n\t"
-            "adcq %[h1], %[a2]\n\t"
-            "adcq %[h2], %[a3]\n\t"
+            "addq %[h0], 8(%[a])\n\t"
+            "adcq %[h1], 16(%[a])\n\t"
+            "adcq %[h2], 24(%[a])\n\t"
             "adcq $0, %[c]"
-            : [a0] "+m"(a[0]), [a1] "+m"(a[1]), [a2] "+m"(a[2]), [a3] "+m"(a[3]), [c] "+r"(c)
-            : [l0] "r"((mp_limb_t)p0), [l1] "r"((mp_limb_t)p1), [l2] "r"((mp_limb_t)p2),
+            : ACC(4), [c] "+r"(c)
+            : [a] "r"(a), [l0] "r"((mp_limb_t)p0), [l1] "r"((mp_limb_t)p1), [l2] "r"((mp_limb_t)p2),
               [h0] "r"((mp_limb_t)(p0 >> 64)), [h1] "r"((mp_limb_t)(p1 >> 64)),
               [h2] "r"((mp_limb_t)(p2 >> 64))
             : "cc");
@@ -115,20 +119,19 @@ static inline __attribute__((always_inline)) void add_product_4(mp_limb_t *a, co
 {
     const u128 p0 = (u128)X[0] * w, p1 = (u128)X[1] * w, p2 = (u128)X[2] * w, p3 = (u128)X[3] * w;
     mp_limb_t c = 0;
-    __asm__("addq %[l0], %[a0]\n\t"
-            "adcq %[l1], %[a1]\n\t"
-            "adcq %[l2], %[a2]\n\t"
-            "adcq %[l3], %[a3]\n\t"
-            "adcq $0, %[a4]\n\t"
+    __asm__("addq %[l0], (%[a])\n\t"
+            "adcq %[l1], 8(%[a])\n\t"
+            "adcq %[l2], 16(%[a])\n\t"
+            "adcq %[l3], 24(%[a])\n\t"
+            "adcq $0, 32(%[a])\n\t"
             "adcq $0, %[c]\n\t"
-            "addq %[h0], %[a1]\n\t"
-            "adcq %[h1], %[a2]\n\t"
-            "adcq %[h2], %[a3]\n\t"
-            "adcq %[h3], %[a4]\n\t"
+            "addq %[h0], 8(%[a])\n\t"
+            "adcq %[h1], 16(%[a])\n\t"
+            "adcq %[h2], 24(%[a])\n\t"
+            "adcq %[h3], 32(%[a])\n\t"
             "adcq $0, %[c]"
-            : [a0] "+m"(a[0]), [a1] "+m"(a[1]), [a2] "+m"(a[2]), [a3] "+m"(a[3]), [a4] "+m"(a[4]),
-              [c] "+r"(c)
-            : [l0] "r"((mp_limb_t)p0), [l1] "r"((mp_limb_t)p1), [l2] "r"((mp_limb_t)p2),
+            : ACC(5), [c] "+r"(c)
+            : [a] "r"(a), [l0] "r"((mp_limb_t)p0), [l1] "r"((mp_limb_t)p1), [l2] "r"((mp_limb_t)p2),
               [l3] "r"((mp_limb_t)p3), [h0] "r"((mp_limb_t)(p0 >> 64)),
               [h1] "r"((mp_limb_t)(p1 >> 64)), [h2] "r"((mp_limb_t)(p2 >> 64)),
               [h3] "r"((mp_limb_t)(p3 >> 64))
@@ -136,6 +139,7 @@ static inline __attribute__((always_inline)) void add_product_4(mp_limb_t *a, co
     if (__builtin_expect(c != 0, 0))
         propagate(a + 5, c);
 }
+#undef ACC
 #else
 #define REFENC_MP_ADC_CHAINS 0
 #endif
