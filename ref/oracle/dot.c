@@ -157,6 +157,10 @@ static inline __attribute__((always_inline)) void add_unshifted(mp_limb_t *a, co
     }
 #endif
     mp_limb_t c = 0;
+#if REFENC_MP_ADC_CHAINS
+    for (size_t i = 0; i < nx; i++) /* one limb, or more than four */
+        STEP(i);
+#else
     switch (nx) {
     case 1: STEP(0); break;
     case 2: STEP(0); STEP(1); break;
@@ -166,6 +170,7 @@ static inline __attribute__((always_inline)) void add_unshifted(mp_limb_t *a, co
         for (size_t i = 0; i < nx; i++)
             STEP(i);
     }
+#endif
     propagate(a + nx, c);
 }
 
@@ -181,6 +186,10 @@ static inline __attribute__((always_inline)) void add_shifted(mp_limb_t *a, unsi
         return;
     }
     mp_limb_t c = 0, prev = 0;
+#if REFENC_MP_ADC_CHAINS
+    for (size_t i = 0; i < nx; i++) /* more than three limbs: add_product takes the others */
+        STEP_SHIFTED(i);
+#else
     switch (nx) {
     case 1: STEP_SHIFTED(0); break;
     case 2: STEP_SHIFTED(0); STEP_SHIFTED(1); break;
@@ -190,6 +199,7 @@ static inline __attribute__((always_inline)) void add_shifted(mp_limb_t *a, unsi
         for (size_t i = 0; i < nx; i++)
             STEP_SHIFTED(i);
     }
+#endif
     const u128 t = (u128)(prev >> (64 - r)) * w + a[nx] + c;
     a[nx] = (mp_limb_t)t;
     propagate(a + nx + 1, (mp_limb_t)(t >> 64));
