@@ -391,6 +391,13 @@ Test(bad_golden, defining_input_missing_for_each_shape)
     rb_golden_drop(&g, "in.x");
     run_error(&s, &g, "a rope case without in.x", "a rope case needs in.x of shape (B, H, L, Dh)");
     rb_golden_free(&g);
+    rb_golden_load(&g, "roberta_types"); /* an encoder with a vocabulary: tokens (B, L), not x */
+    const size_t t3[3] = {2, 3, 1};
+    rb_golden_reshape(&g, "in.tokens", REFENC_ST_I64, 3, t3);
+    run_error(&s, &g, "in.tokens of 3 dimensions", "a encoder case needs in.tokens of shape (B, L)");
+    rb_golden_drop(&g, "in.tokens");
+    run_error(&s, &g, "an encoder case without in.tokens", "a encoder case needs in.tokens of shape (B, L)");
+    rb_golden_free(&g);
     rb_tmpdir_remove(s.dir);
 }
 

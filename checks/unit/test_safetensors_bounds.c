@@ -52,6 +52,9 @@ Test(safetensors, a_header_cut_in_a_string_is_refused_without_reading_past_the_f
         {"{\"a\":\"xy", "header is not valid JSON near byte 16: premature end of input"},
         {"{\"a\":{\"b\":\"xy\\", "header is not valid JSON near byte 22, in the entry of 'a' (at byte 9): invalid escape"},
         {"{\"a\":1,\"bc", "header is not valid JSON near byte 18: premature end of input"},
+        /* cut in a bare token (a number, a literal): the token count's scan stops at the end */
+        {"{\"a\":12", "header is not valid JSON"},
+        {"{\"a\":tru", "header is not valid JSON"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t size;
