@@ -581,7 +581,7 @@ Test(golden_errors, parts_in_a_directory_merge_into_a_golden_directory, .timeout
     run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--outputs", "final", "--out-file", whole, "--quiet",
                             NULL});
     for (int k = 1; k <= 2; k++) {
-        char spec[8];
+        char spec[16];
         snprintf(spec, sizeof spec, "%d/2", k);
         snprintf(p[k - 1], sizeof p[k - 1], "%s/parts/pc.part-%d-of-2.safetensors", dir, k);
         rb_result r = rb_run((const char *[]){"refenc", "golden", "--config", cfg, "--outputs", "final", "--shard",
