@@ -603,7 +603,7 @@ static int make_part(golden_run *r, const golden_args *a, refenc_error *err)
     const golden_part_info pi = {.k = a->shard_k, .n = a->shard_n, .unit_begin = r->begin, .unit_end = r->end,
                                  .units = r->units, .per_layer = a->per_layer, .final_only = a->final_only,
                                  .prec = prec, .prec_check = prec_check,
-                                 .first_prec = a->prec ? (long)a->prec : REFENC_MP_PREC_DEFAULT,
+                                 .first_prec = (long)a->prec, /* set by golden_main: 128 or 192 */
                                  .n_slices = r->ps.n, .slices = r->ps.slice};
     if (st == REFENC_OK)
         st = part_path(tmp, sizeof tmp, a, s->name, err);
