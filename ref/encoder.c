@@ -83,25 +83,13 @@ void refenc_workspace_free(refenc_workspace *ws)
     memset(ws, 0, sizeof *ws);
 }
 
-int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params *p,
-                           const refenc_config *cfg, const refenc_input *in,
-                           const refenc_trace *trace, refenc_error *err)
+/* h (B, L, D): the embedding or the given x, the token types, the
+ * additive PE, the embedding LayerNorm (in and ws checked by the caller) */
+static void embed(double *h, refenc_workspace *ws, const refenc_params *p, const refenc_config *cfg,
+                  const refenc_input *in)
 {
-    int st = refenc_input_validate(in, cfg, err);
-    if (st)
-        return st;
-    if (ws->B != in->B || ws->L != in->L)
-        return refenc_error_set(err, REFENC_EINVAL,
-                                "input: shape (%zu, %zu) but the workspace is for (%zu, %zu)",
-                                in->B, in->L, ws->B, ws->L);
-
     const size_t B = in->B, L = in->L, D = cfg->d_model, BLD = B * L * D;
-    const size_t bld[3] = {B, L, D};
     const int64_t *pos = in->positions != NULL ? in->positions : ws->positions;
-
-    /* h (B, L, D): the embedding or the given x, the token types, the
-     * additive PE, the embedding LayerNorm */
-    double *h = ws->h0, *next = ws->h1;
     if (cfg->vocab_size > 0 && cfg->scale_embedding)
         refenc_embedding_forward(h, in->tokens, p->embedding, B, L, cfg->vocab_size, D);
     else if (cfg->vocab_size > 0)
@@ -127,6 +115,45 @@ int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params 
     if (cfg->embedding_norm)
         refenc_layernorm_forward(h, h, p->embedding_norm_weight, p->embedding_norm_bias, B * L, D,
                                  cfg->embedding_norm_eps);
+}
+
+static int check_call(const refenc_workspace *ws, const refenc_config *cfg, const refenc_input *in,
+                      refenc_error *err)
+{
+    int st = refenc_input_validate(in, cfg, err);
+    if (st)
+        return st;
+    if (ws->B != in->B || ws->L != in->L)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "input: shape (%zu, %zu) but the workspace is for (%zu, %zu)",
+                                in->B, in->L, ws->B, ws->L);
+    return REFENC_OK;
+}
+
+int refenc_encoder_embed(double *h, refenc_workspace *ws, const refenc_params *p,
+                         const refenc_config *cfg, const refenc_input *in, refenc_error *err)
+{
+    int st = check_call(ws, cfg, in, err);
+    if (st)
+        return st;
+    embed(h, ws, p, cfg, in);
+    return REFENC_OK;
+}
+
+int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params *p,
+                           const refenc_config *cfg, const refenc_input *in,
+                           const refenc_trace *trace, refenc_error *err)
+{
+    int st = check_call(ws, cfg, in, err);
+    if (st)
+        return st;
+
+    const size_t B = in->B, L = in->L, D = cfg->d_model, BLD = B * L * D;
+    const size_t bld[3] = {B, L, D};
+    const int64_t *pos = in->positions != NULL ? in->positions : ws->positions;
+
+    double *h = ws->h0, *next = ws->h1;
+    embed(h, ws, p, cfg, in);
     refenc_trace_emit(trace, "embed", h, 3, bld);
 
     const refenc_attn_options opt = {

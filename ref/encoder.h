@@ -53,4 +53,10 @@ int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params 
                            const refenc_config *cfg, const refenc_input *in,
                            const refenc_trace *trace, refenc_error *err);
 
+/* h (B, L, D) = the stack's "embed" step alone (the first five lines
+ * above): the input of layer 0, without running any layer.  Errors and ws
+ * as refenc_encoder_forward. */
+int refenc_encoder_embed(double *h, refenc_workspace *ws, const refenc_params *p,
+                         const refenc_config *cfg, const refenc_input *in, refenc_error *err);
+
 #endif

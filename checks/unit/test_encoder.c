@@ -393,6 +393,15 @@ ParameterizedTest(size_t *i, encoder, forward_rejects_each_invalid_input)
               input_errors[*i].name, err.message, input_errors[*i].fragment);
     for (int k = 0; k < 24; k++)
         cr_expect(y[k] == 2.385, "%s: y[%d] written on error", input_errors[*i].name, k);
+    /* the embedding step alone checks the same */
+    refenc_error_clear(&err);
+    const int st_embed = refenc_encoder_embed(y, &f.ws, &f.p, &f.cfg, &d.in, &err);
+    cr_expect_eq(st_embed, input_errors[*i].status, "%s (embed): status %d; message: %s", input_errors[*i].name,
+                 st_embed, err.message);
+    cr_expect(strstr(err.message, input_errors[*i].fragment) != NULL, "%s (embed): message '%s' lacks '%s'",
+              input_errors[*i].name, err.message, input_errors[*i].fragment);
+    for (int k = 0; k < 24; k++)
+        cr_expect(y[k] == 2.385, "%s (embed): y[%d] written on error", input_errors[*i].name, k);
     fixture_free(&f);
 }
 
@@ -466,6 +475,11 @@ static void embed_of(double *embed, encoder_fixture *f, const refenc_input *in)
                  err.message);
     cr_assert_str_eq(log.name[0], "embed");
     memcpy(embed, log.value[0], in->B * in->L * 4 * sizeof(double));
+    /* the step alone (refenc_encoder_embed, the layer inputs' first) is the same, bit for bit */
+    double alone[64];
+    cr_assert_eq(refenc_encoder_embed(alone, &f->ws, &f->p, &f->cfg, in, &err), REFENC_OK, "%s", err.message);
+    cr_expect(memcmp(alone, embed, in->B * in->L * 4 * sizeof(double)) == 0,
+              "refenc_encoder_embed differs from the stack's embed step");
 }
 
 Test(encoder, embed_step_adds_token_types_and_positions_then_the_embedding_layernorm)

@@ -98,8 +98,8 @@ int golden_layer_inputs(double ***inputs, const refenc_case *c, size_t first, si
             *inputs = NULL;
             return refenc_error_set(err, REFENC_ENOMEM, "out of memory for the layer inputs");
         }
-    /* the stack before layer `last`, whose output is that layer's input (a
-     * config has one layer at least: for last = 0, layer 0 is run for nothing) */
+    /* the stack before layer `last`, whose output is that layer's input;
+     * for last = 0, the embedding alone */
     refenc_config cfg = c->cfg;
     cfg.n_layers = last == 0 ? 1 : last < N ? last : N;
     refenc_workspace ws;
@@ -111,7 +111,12 @@ int golden_layer_inputs(double ***inputs, const refenc_case *c, size_t first, si
         chain ch = {*inputs, first, last, N, item_lo * LD, items * LD};
         const refenc_trace tr = {keep_layer_input, &ch};
         const refenc_input in = items_input(c, item_lo, item_hi);
-        st = refenc_encoder_forward(y, &ws, &c->params, &cfg, &in, &tr, err);
+        if (last > 0) {
+            st = refenc_encoder_forward(y, &ws, &c->params, &cfg, &in, &tr, err);
+        } else if ((st = refenc_encoder_embed(y, &ws, &c->params, &cfg, &in, err)) == REFENC_OK) {
+            const size_t shape[3] = {items, c->L, c->cfg.d_model};
+            keep_layer_input(&ch, "embed", y, 3, shape);
+        }
     }
     refenc_workspace_free(&ws);
     free(y);
