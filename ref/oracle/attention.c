@@ -21,6 +21,11 @@ void refenc_mpk_attention_forward(mpfr_ptr out, mpfr_ptr weights, mpfr_srcptr q,
     mpfr_ptr divisor = ws->tmp + 2, t = ws->tmp + 3;
     mpfr_sqrt_ui(divisor, Dh, MPFR_RNDN);
     mpfr_mul(divisor, divisor, opt->temperature, MPFR_RNDN);
+    /* a power of two 2^e (Dh = 64, tau = 1: 8) divides exactly by an exponent
+     * shift: the same value as mpfr_div, without a division per score */
+    const int pow2 = mpfr_regular_p(divisor) && mpfr_sgn(divisor) > 0 &&
+                     mpfr_cmp_ui_2exp(divisor, 1, mpfr_get_exp(divisor) - 1) == 0;
+    const long shift = pow2 ? (long)mpfr_get_exp(divisor) - 1 : 0;
 
     for (size_t b = 0; b < B; b++) {
         const uint8_t *pad_b = opt->key_padding_mask ? opt->key_padding_mask + b * L : NULL;
@@ -40,7 +45,10 @@ void refenc_mpk_attention_forward(mpfr_ptr out, mpfr_ptr weights, mpfr_srcptr q,
                         continue;
                     }
                     refenc_mp_dot(s, q_bh + i * Dh, 1, k_bh + j * Dh, 1, Dh, NULL, ws); /* q_i.k_j */
-                    mpfr_div(s, s, divisor, MPFR_RNDN);
+                    if (pow2)
+                        mpfr_div_2si(s, s, shift, MPFR_RNDN);
+                    else
+                        mpfr_div(s, s, divisor, MPFR_RNDN);
                     if (opt->alibi_slopes != NULL) {
                         const int64_t pi = opt->positions[i], pj = opt->positions[j];
                         refenc_mp_mul_pos(t, opt->alibi_slopes + h, pi > pj ? pi - pj : pj - pi);
