@@ -671,7 +671,23 @@ static int layer_mp_init(layer_mp *lm, const refenc_layer_params *lp, size_t D, 
     refenc_mp_wspan_of(&lm->out_span, lp->out_proj_weight, D * D, lp->out_proj_bias, D);
     refenc_mp_wspan_of(&lm->l1_span, lp->linear1_weight, F * D, lp->linear1_bias, F);
     refenc_mp_wspan_of(&lm->l2_span, lp->linear2_weight, D * F, lp->linear2_bias, D);
+    /* the weights in fixed point, for all the rows' dot products; without
+     * the memory for them, the same sums are made the slower way */
+    (void)refenc_mp_wspan_fix(&lm->in_span, lp->in_proj_weight, 3 * D, D);
+    (void)refenc_mp_wspan_fix(&lm->out_span, lp->out_proj_weight, D, D);
+    (void)refenc_mp_wspan_fix(&lm->l1_span, lp->linear1_weight, F, D);
+    (void)refenc_mp_wspan_fix(&lm->l2_span, lp->linear2_weight, D, F);
     return 1;
+}
+
+static void layer_mp_free(layer_mp *lm, size_t D)
+{
+    refenc_mp_free(lm->ln, 4 * D);
+    lm->ln = NULL;
+    refenc_mp_wspan_unfix(&lm->in_span);
+    refenc_mp_wspan_unfix(&lm->out_span);
+    refenc_mp_wspan_unfix(&lm->l1_span);
+    refenc_mp_wspan_unfix(&lm->l2_span);
 }
 
 /* Runs unit (first layer .. last layer, item) with lanes at p_lo and p_hi.
@@ -721,8 +737,7 @@ static int run_unit(unit_ctx *u, size_t first, size_t last, int per_layer, mpfr_
             goto done;
         }
         ok = run_layer(u, &lm, i);
-        refenc_mp_free(lm.ln, 4 * D);
-        lm.ln = NULL;
+        layer_mp_free(&lm, D);
     }
     if (ok && last == cfg->n_layers - 1)
         ok = run_final(u, final_ln);
