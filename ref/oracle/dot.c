@@ -18,13 +18,22 @@
  * Terms that are NaN or infinite, and sums whose exponents spread over more
  * than the accumulator holds (REFENC_MP_ACC_SPREAD bits between the terms'
  * exponents), take the general path: exact products into 2p-bit numbers and
- * one mpfr_sum. */
+ * one mpfr_sum.
+ *
+ * The linear maps' rows (refenc_mp_dot_row_d) with the weights in fixed
+ * point (refenc_mp_wspan_fix) add most of their terms in registers: the
+ * row's values, shifted once, are grouped by limb offset and sign, and each
+ * group's sum of products with a weight row's 63-bit integers is exact in
+ * a few registers, added once to the accumulators; the weights outside a
+ * row's window go, as every term without fixed-point weights does, into
+ * residue accumulators in memory. */
 #include "internal.h"
 
 #include <math.h>
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -650,12 +659,14 @@ void refenc_mp_row_load(refenc_mp_ws *ws, mpfr_srcptr x, size_t n)
 #define ADX_ARGS : [U] "r"(U), [end] "m"(end) : "rdx", "cc", "memory"
 static int have_adx(void)
 {
-    static int known = -1; /* the same answer in every thread: a benign race */
-    if (known < 0) {
+    static _Atomic int known = -1; /* cpuid once (slow, in a virtual machine); any thread may */
+    int k = atomic_load_explicit(&known, memory_order_relaxed);
+    if (k < 0) {
         unsigned a, b, c, d;
-        known = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 8 & 1) && (b >> 19 & 1); /* BMI2, ADX */
+        k = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 8 & 1) && (b >> 19 & 1); /* BMI2, ADX */
+        atomic_store_explicit(&known, k, memory_order_relaxed);
     }
-    return known;
+    return k;
 }
 static void group_sum_adx(mp_limb_t *S, const mp_limb_t *P, size_t cnt, const uint64_t *U, size_t N)
 {

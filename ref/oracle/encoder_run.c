@@ -636,10 +636,12 @@ size_t refenc_mp_encoder_run_bytes(const refenc_config *cfg, size_t L, int threa
         bytes += LD;                                                       /* exact flags */
         const double ws_tmp = (double)refenc_mpk_ws_tmp(D, F, L, Dh), ws_ptr = (double)refenc_mpk_ws_ptr(D, F, L, Dh);
         const double per_thread = (double)mp_bytes(1, p[li]) * ((double)L * L + (double)L * Dh + F + ws_tmp) +
-                                  (double)mp_bytes(1, 2 * p[li]) * ws_ptr + ws_ptr * (8 + 3 * sizeof(refenc_mp_operand));
+                                  (double)mp_bytes(1, 2 * p[li]) * ws_ptr + ws_ptr * (8 + 3 * sizeof(refenc_mp_operand)) +
+                                  ws_ptr * 8 * (double)((p[li] + 63) / 64 + 2); /* the row for fixed-point weights */
         bytes += threads * per_thread;
     }
     bytes += 8 * fmax(LD, (double)H * L * L); /* a step's doubles */
+    bytes += 8 * (4.0 * D * D + 2.0 * D * F);  /* a layer's weights in fixed point */
     bytes += (double)mp_bytes(1, 53) * (LD + 4 * D + (double)L * L);      /* tables, LayerNorms, mask */
     return bytes > (double)(SIZE_MAX / 2) ? 0 : (size_t)bytes;
 }
