@@ -881,9 +881,8 @@ void refenc_mp_dot_row_d(mpfr_ptr r, mpfr_srcptr x, const double *w, const doubl
         mp_limb_t *acc[2] = {ws->acc, ws->acc + ws->acc_limbs}, *tmp = ws->acc + (2 + 128) * ws->acc_limbs;
         for (int sgn = 0; sgn < 2; sgn++) {
             memset(acc[sgn], 0, limbs * sizeof *acc[sgn]);
-            for (unsigned r = 0; r < 64; r++) {
-                if (!(used[sgn] >> r & 1))
-                    continue;
+            for (uint64_t u = used[sgn]; u != 0; u &= u - 1) { /* the residues used, lowest first */
+                const unsigned r = (unsigned)__builtin_ctzll(u);
                 mp_limb_t *a = res + (sgn * 64 + r) * ws->acc_limbs;
                 if (r == 0) {
                     mpn_add_n(acc[sgn], acc[sgn], a, (mp_size_t)limbs);
