@@ -3,7 +3,9 @@
  * sign of zero, same inexact flag -- on random vectors at every precision,
  * and on what the fixed-point accumulator must get right: zeros of both
  * signs, exact cancellation, subnormal doubles, exponents far apart (past the
- * accumulator, where the general path takes over), NaN and infinities. */
+ * accumulator, where the general path takes over), NaN and infinities;
+ * and the row kernel's fixed-point weights (outliers, signs, groups, long
+ * rows). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,17 +106,21 @@ static void check(dot_case *c, const char *where)
     const int want_inexact = reference_dot(c->want, x, y, c->n, extra);
     refenc_mp_ws ws;
     cr_assert_eq(refenc_mp_ws_alloc(&ws, c->px > c->pr ? c->px : c->pr, 4, N_MAX + 1), REFENC_OK);
-    for (int kernel = 0; kernel < 3; kernel++) {
+    for (int kernel = 0; kernel < 4; kernel++) {
         mpfr_clear_flags();
         if (kernel == 0) {
             refenc_mp_dot(c->got, x, 1, y, 1, c->n, extra, &ws);
         } else if (kernel == 1) { /* the operands the other way round */
             refenc_mp_dot(c->got, y, 1, x, 1, c->n, extra, &ws);
-        } else {
+        } else { /* the row kernel; kernel 3 with the weights in fixed point */
             refenc_mp_wspan span;
             refenc_mp_wspan_of(&span, c->y, c->n, c->has_extra ? &c->extra : NULL, 1);
+            if (kernel == 3)
+                cr_assert_eq(refenc_mp_wspan_fix(&span, c->y, 1, c->n), REFENC_OK);
             refenc_mp_row_load(&ws, x, c->n);
+            mpfr_clear_flags();
             refenc_mp_dot_row_d(c->got, x, c->y, c->has_extra ? &c->extra : NULL, &span, &ws);
+            refenc_mp_wspan_unfix(&span);
         }
         const int inexact = mpfr_inexflag_p();
         cr_expect(same(c->got, c->want), "%s (kernel %d, n %zu, x at %ld bits, result at %ld): got %s%.17g, want %s%.17g",
@@ -366,4 +372,130 @@ Test(oracle_dot, linear_on_double_parameters_equals_linear_on_mpfr_ones)
     refenc_mp_ws_free(&ws);
     refenc_mp_free(x, N * IN), refenc_mp_free(Wm, OUT * IN), refenc_mp_free(bm, OUT);
     refenc_mp_free(y1, N * OUT), refenc_mp_free(y2, N * OUT);
+}
+
+/* The row kernel with the weights in fixed point (refenc_mp_wspan_fix):
+ * per weight row a 63-bit window, the weights outside it (tiny ones,
+ * subnormals) taken as outliers; the values grouped by limb offset and
+ * sign, groups of one value among them; rows longer than 2048 values;
+ * values with zero low limbs (doubles at p bits); all-ones limbs and
+ * weights (carries); cancellation to exact zeros, and all-zero weight rows
+ * with a -0 bias.  Every output, and its inexact flag, against mpfr_sum of
+ * the exact products, at limb counts 1 to 5 (5: the residue path), and
+ * refenc_mpk_linear_d (which fixes its own span) against the same. */
+Test(oracle_dot, fixed_point_weights_outliers_groups_and_long_rows_equal_mpfr_sum)
+{
+    enum { ROWS = 3, OUT = 7 };
+    gsl_rng *r = test_rng(75);
+    const mpfr_prec_t precs[] = {64, 100, 128, 192, 256, 320};
+    const size_t lens[] = {1, 5, 130, 3000};
+    char where[160];
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        const size_t in = lens[li];
+        double *W = malloc(OUT * in * sizeof *W), b[OUT];
+        cr_assert(W != NULL);
+        for (size_t o = 0; o < OUT; o++) {
+            for (size_t k = 0; k < in; k++) {
+                double w = gsl_ran_gaussian(r, 0.05);
+                switch (o) {
+                case 0: /* 53-bit weights, now and then a tiny one, a subnormal or a zero */
+                    w = k % 17 == 3 ? ldexp(w, -40) : k % 29 == 5 ? 0x1.8p-1070 : k % 13 == 7 ? 0.0 : w;
+                    break;
+                case 1: /* float-like weights over 2^-60 .. 2^10, of both signs */
+                    w = (double)(float)ldexp(w, (int)gsl_rng_uniform_int(r, 70) - 60);
+                    break;
+                case 2: /* one nonzero weight */
+                    w = k == in / 2 ? -w : 0.0;
+                    break;
+                case 3: /* equal magnitudes, alternating signs */
+                    w = k % 2 ? -0.375 : 0.375;
+                    break;
+                case 4: /* all ones, positive: the largest fixed-point weights */
+                    w = (2.0 - 0x1p-52) * ldexp(1.0, (int)(k % 5));
+                    break;
+                case 5: /* zeros of both signs */
+                    w = k % 2 ? -0.0 : 0.0;
+                    break;
+                default: /* the largest weight of the row an outlier's neighbour: weights 2^-11 apart */
+                    w = k % 2 ? ldexp(1.0 + 0x1p-52, -11) : -1.0;
+                    break;
+                }
+                W[o * in + k] = w;
+            }
+            b[o] = o == 5 ? -0.0 : gsl_ran_gaussian(r, 0.1);
+        }
+        refenc_mp_wspan span;
+        refenc_mp_wspan_of(&span, W, OUT * in, b, OUT);
+        cr_assert_eq(refenc_mp_wspan_fix(&span, W, OUT, in), REFENC_OK);
+        cr_assert(span.fix != NULL);
+        if (in >= 130)
+            cr_expect(span.fix->out_off[OUT] > 0, "no outlier among the weights");
+        for (size_t pi = 0; pi < sizeof precs / sizeof precs[0]; pi++) {
+            const mpfr_prec_t prec = precs[pi];
+            mpfr_ptr x = refenc_mp_alloc(ROWS * in, prec), y = refenc_mp_alloc(ROWS * OUT, prec);
+            mpfr_ptr prod = refenc_mp_alloc(in + 1, 2 * prec + 53), want = refenc_mp_alloc(1, prec);
+            mpfr_ptr *pp = malloc((in + 1) * sizeof *pp);
+            cr_assert(x && y && prod && want && pp);
+            for (size_t k = 0; k < in; k++) {
+                random_x(x + k, r, (long)gsl_rng_uniform_int(r, 40) - 20); /* row 0: full values */
+                if (k % 4 == 1) /* row 1: doubles at p bits, zeros, one value far above (a group of one) */
+                    mpfr_set_d(x + in + k, ldexp(gsl_ran_gaussian(r, 1.0), (int)gsl_rng_uniform_int(r, 16) - 8),
+                               MPFR_RNDN);
+                else if (k % 4 == 2)
+                    mpfr_set_zero(x + in + k, k % 8 == 2 ? -1 : 1);
+                else
+                    random_x(x + in + k, r, k == in / 3 ? 300 : (long)gsl_rng_uniform_int(r, 16) - 8);
+                mpfr_set_ui(x + 2 * in + k, 1, MPFR_RNDN); /* row 2: all ones, one negative */
+                mpfr_nextbelow(x + 2 * in + k);
+                mpfr_mul_2si(x + 2 * in + k, x + 2 * in + k, (long)(k % 64), MPFR_RNDN);
+                if (k == in - 1)
+                    mpfr_neg(x + 2 * in + k, x + 2 * in + k, MPFR_RNDN);
+            }
+            refenc_mp_ws ws;
+            cr_assert_eq(refenc_mp_ws_alloc(&ws, prec, 4, in + 1), REFENC_OK);
+            for (size_t n = 0; n < ROWS; n++) {
+                refenc_mp_row_load(&ws, x + n * in, in);
+                cr_expect(ws.row.nnz == 0 || (ws.row.fx_n != 0) == (prec <= 256),
+                          "the fixed-point path %s at %ld bits", ws.row.fx_n ? "taken" : "not taken", (long)prec);
+                for (size_t o = 0; o < OUT; o++) {
+                    for (size_t k = 0; k < in; k++) {
+                        mpfr_set_prec(prod + k, 2 * prec + 53);
+                        cr_assert_eq(mpfr_mul_d(prod + k, x + n * in + k, W[o * in + k], MPFR_RNDN), 0);
+                        pp[k] = prod + k;
+                    }
+                    mpfr_set_prec(prod + in, 53);
+                    mpfr_set_d(prod + in, b[o], MPFR_RNDN);
+                    pp[in] = prod + in;
+                    mpfr_clear_flags();
+                    mpfr_sum(want, pp, in + 1, MPFR_RNDN);
+                    const int want_inexact = mpfr_inexflag_p();
+                    mpfr_clear_flags();
+                    refenc_mp_dot_row_d(y + n * OUT + o, x + n * in, W + o * in, b + o, &span, &ws);
+                    const int inexact = mpfr_inexflag_p();
+                    snprintf(where, sizeof where, "seed %lu, n %zu, %ld bits, x row %zu, weight row %zu", test_seed(),
+                             in, (long)prec, n, o);
+                    cr_expect(same(y + n * OUT + o, want), "%s: got %s%a, want %s%a", where,
+                              mpfr_signbit(y + n * OUT + o) ? "-" : "+", mpfr_get_d(y + n * OUT + o, MPFR_RNDN),
+                              mpfr_signbit(want) ? "-" : "+", mpfr_get_d(want, MPFR_RNDN));
+                    cr_expect_eq(inexact, want_inexact, "%s: inexact flag %d, mpfr_sum's %d", where, inexact,
+                                 want_inexact);
+                }
+            }
+            /* refenc_mpk_linear_d with its own (fixed) span: the same outputs */
+            mpfr_ptr y2 = refenc_mp_alloc(ROWS * OUT, prec);
+            cr_assert(y2 != NULL);
+            refenc_mpk_linear_d(y2, x, W, b, NULL, ROWS, in, OUT, &ws);
+            for (size_t i = 0; i < ROWS * OUT; i++)
+                cr_expect(same(y2 + i, y + i), "n %zu, %ld bits: linear_d's output %zu differs", in, (long)prec, i);
+            refenc_mp_free(y2, ROWS * OUT);
+            refenc_mp_ws_free(&ws);
+            free(pp);
+            refenc_mp_free(prod, in + 1), refenc_mp_free(want, 1);
+            refenc_mp_free(x, ROWS * in), refenc_mp_free(y, ROWS * OUT);
+        }
+        refenc_mp_wspan_unfix(&span);
+        cr_expect(span.fix == NULL);
+        free(W);
+    }
+    gsl_rng_free(r);
 }

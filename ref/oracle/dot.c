@@ -18,10 +18,24 @@
  * Terms that are NaN or infinite, and sums whose exponents spread over more
  * than the accumulator holds (REFENC_MP_ACC_SPREAD bits between the terms'
  * exponents), take the general path: exact products into 2p-bit numbers and
- * one mpfr_sum. */
+ * one mpfr_sum.
+ *
+ * The linear maps' rows (refenc_mp_dot_row_d) with the weights in fixed
+ * point (refenc_mp_wspan_fix) add most of their terms in registers: the
+ * row's values, shifted once, are grouped by limb offset and sign, and each
+ * group's sum of products with a weight row's 63-bit integers is exact in
+ * a few registers, added once to the accumulators; the weights outside a
+ * row's window go, as every term without fixed-point weights does, into
+ * residue accumulators in memory. */
 #include "internal.h"
 
 #include <math.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 _Static_assert(GMP_NUMB_BITS == 64 && sizeof(mp_limb_t) == 8, "64-bit limbs without nails");
@@ -430,6 +444,155 @@ void refenc_mp_wspan_of(refenc_mp_wspan *s, const double *W, size_t n_w, const d
     }
 }
 
+/* Each row's window: its largest weight's top bit is below base + 63,
+ * base no lower than W's lowest last bit (so that the sums' offsets from
+ * refenc_mp_dot_row_d's lo stay >= 0).  A weight m 2^lsb, m's trailing
+ * zeros stripped, is in the window if lsb >= base: then m 2^(lsb - base)
+ * < 2^63 is exact in an int64 M, with the weight's sign, stored as
+ * M + 2^63 >= 0 (refenc_mp_dot_row_d's products are then unsigned, and
+ * the bias times the sum of the values is taken off once per group). */
+int refenc_mp_wspan_fix(refenc_mp_wspan *s, const double *W, size_t out, size_t in)
+{
+    s->fix = NULL;
+    if (s->special || s->w_empty || out == 0 || in == 0)
+        return REFENC_OK; /* the general path or nothing: no fixed point needed */
+    refenc_mp_wfix *f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return REFENC_ENOMEM;
+    f->W = W, f->out = out, f->in = in;
+    f->U = malloc(out * in * sizeof *f->U);
+    f->base = malloc(out * sizeof *f->base);
+    f->out_off = malloc((out + 1) * sizeof *f->out_off);
+    size_t cap = 64, n_out = 0;
+    f->out_idx = malloc(cap * sizeof *f->out_idx);
+    if (f->U == NULL || f->base == NULL || f->out_off == NULL || f->out_idx == NULL)
+        goto fail;
+    for (size_t o = 0; o < out; o++) {
+        const double *w = W + o * in;
+        long top = s->w_lo;
+        for (size_t k = 0; k < in; k++) {
+            mp_limb_t m;
+            long lsb;
+            int neg;
+            if (decode_double(w[k], &m, &lsb, &neg) == OP_REGULAR && lsb + 64 - __builtin_clzll(m) > top)
+                top = lsb + 64 - __builtin_clzll(m);
+        }
+        const long base = top - 63 > s->w_lo ? top - 63 : s->w_lo;
+        f->base[o] = base;
+        f->out_off[o] = n_out;
+        for (size_t k = 0; k < in; k++) {
+            mp_limb_t m;
+            long lsb;
+            int neg;
+            int64_t M = 0;
+            if (decode_double(w[k], &m, &lsb, &neg) == OP_REGULAR) {
+                const int tz = __builtin_ctzll(m);
+                m >>= tz;
+                lsb += tz;
+                if (lsb >= base) { /* in the window: m 2^(lsb - base) < 2^63 */
+                    M = (int64_t)(m << (lsb - base));
+                    M = neg ? -M : M;
+                } else { /* an outlier */
+                    if (n_out == cap) {
+                        size_t *t = realloc(f->out_idx, 2 * cap * sizeof *t);
+                        if (t == NULL)
+                            goto fail;
+                        f->out_idx = t;
+                        cap *= 2;
+                    }
+                    f->out_idx[n_out++] = k;
+                }
+            }
+            f->U[o * in + k] = (uint64_t)M ^ (uint64_t)1 << 63; /* M + 2^63 */
+        }
+    }
+    f->out_off[out] = n_out;
+    s->fix = f;
+    return REFENC_OK;
+fail:
+    s->fix = f;
+    refenc_mp_wspan_unfix(s);
+    return REFENC_ENOMEM;
+}
+
+void refenc_mp_wspan_unfix(refenc_mp_wspan *s)
+{
+    refenc_mp_wfix *f = s->fix;
+    if (f == NULL)
+        return;
+    free(f->U);
+    free(f->base);
+    free(f->out_off);
+    free(f->out_idx);
+    free(f);
+    s->fix = NULL;
+}
+
+/* The loaded row's values for the fixed-point weights: value j, X_j 2^lsb_j
+ * with lsb_j - lo = 64 k_j + r_j, becomes X_j 2^r_j in fx_n = (the longest
+ * value's limbs) + 1 limbs after its index in the row (one pointer runs
+ * over both), and the values are sorted by (k_j, sign) (a
+ * counting sort: k_j <= 64, or the row takes the residue path).  Each
+ * group's correction, 2^63 times its sum of X_j 2^r_j, is computed once
+ * here for all the rows of weights. */
+static void row_load_fixed(refenc_mp_row *row)
+{
+    row->fx_n = 0;
+    row->fx_groups = 0;
+    size_t nmax = 0, count[130] = {0};
+    if (row->nnz == 0 || row->nnz > ((size_t)1 << 20))
+        return; /* the column sums below hold 2^20 terms */
+    for (size_t j = 0; j < row->nnz; j++) {
+        const refenc_mp_operand *o = &row->op[j];
+        if ((o->lsb - row->lo) / 64 > 64)
+            return;
+        count[2 * ((o->lsb - row->lo) / 64) + o->neg]++;
+        nmax = o->n > nmax ? o->n : nmax;
+    }
+    if (nmax + 1 > 5)
+        return;
+    const size_t N = nmax + 1;
+    size_t at[130], group[130], end = 0;
+    for (unsigned key = 0; key < 130; key++) {
+        at[key] = end;
+        end += count[key];
+        if (count[key] > 0) {
+            const size_t g = row->fx_groups++;
+            group[key] = g;
+            row->fx_end[g] = end;
+            row->fx_k[g] = key / 2;
+            row->fx_neg[g] = (int)(key % 2);
+            memset(row->fx_corr[g], 0, sizeof row->fx_corr[g]);
+        }
+    }
+    for (size_t j = 0; j < row->nnz; j++) {
+        const refenc_mp_operand *o = &row->op[j];
+        const size_t off = (size_t)(o->lsb - row->lo), key = 2 * (off / 64) + (size_t)o->neg, t = at[key]++;
+        const unsigned r = (unsigned)(off % 64);
+        mp_limb_t *X = row->fx_x + t * (N + 1) + 1;
+        X[-1] = row->idx[j];
+        memset(X, 0, N * sizeof *X);
+        if (r == 0) {
+            memcpy(X, o->d, o->n * sizeof *X);
+        } else {
+            X[0] = o->d[0] << r;
+            for (size_t i = 1; i < o->n; i++)
+                X[i] = o->d[i] << r | o->d[i - 1] >> (64 - r);
+            X[o->n] = o->d[o->n - 1] >> (64 - r);
+        }
+        /* the group's sum of X, at most N + 1 limbs for 2^20 values */
+        mp_limb_t *c = row->fx_corr[group[key]];
+        mpn_add(c, c, (mp_size_t)(N + 1), X, (mp_size_t)N);
+    }
+    for (size_t g = 0; g < row->fx_groups; g++) { /* times 2^63: one limb up, one bit down */
+        mp_limb_t *c = row->fx_corr[g];
+        memmove(c + 1, c, (N + 1) * sizeof *c);
+        c[0] = 0;
+        mpn_rshift(c, c, (mp_size_t)(N + 2), 1);
+    }
+    row->fx_n = N;
+}
+
 void refenc_mp_row_load(refenc_mp_ws *ws, mpfr_srcptr x, size_t n)
 {
     refenc_mp_row *row = &ws->row;
@@ -460,6 +623,151 @@ void refenc_mp_row_load(refenc_mp_ws *ws, mpfr_srcptr x, size_t n)
             row->hi = top;
         row->nx = empty || row->nx == o.n ? o.n : 5; /* 5: sizes differ */
         empty = 0;
+    }
+    row_load_fixed(row);
+}
+
+/* One group of the row's values (cnt >= 1 slots from P: an index k and N
+ * limbs X each) against row o's biased weights U (W + 2^63, unsigned): S =
+ * sum X U[k], exactly, in N + 2 limbs (below 2^(64 (N + 1) + 20) for
+ * n <= 2^20 terms), accumulated in registers. */
+#if REFENC_MP_ADC_CHAINS
+/* x86-64 with BMI2 and ADX (checked at run time): S in N + 2 registers, each
+ * term added as the products' low words in one carry chain (adcx, CF) and
+ * their high words one limb up in another (adox, OF), interleaved with the
+ * multiplications (mulx, which leaves the flags alone); the two carries
+ * out end in S's top limbs.  N + 8 registers: 13 at most (-O0 and
+ * -fno-omit-frame-pointer builds have them). */
+#define ADX_LIMB(OFF, LO, HI)                                                   \
+    "mulxq " #OFF "(%[p]), %[l], %[h]\n\t"                                      \
+    "adcxq %[l], %[" #LO "]\n\t"                                                \
+    "adoxq %[h], %[" #HI "]\n\t"
+#define ADX_HEAD                                                                \
+    "1:\n\t"                                                                    \
+    "movq (%[p]), %[l]\n\t"                                                     \
+    "movq (%[U],%[l],8), %%rdx\n\t"                                             \
+    "xorl %k[z], %k[z]\n\t" /* z = 0, CF = OF = 0 */
+#define ADX_TAIL(STRIDE, TOP1, TOP2)                                            \
+    "adcxq %[z], %[" #TOP1 "]\n\t"                                              \
+    "adoxq %[z], %[" #TOP2 "]\n\t"                                              \
+    "adcxq %[z], %[" #TOP2 "]\n\t"                                              \
+    "addq $" #STRIDE ", %[p]\n\t"                                               \
+    "cmpq %[end], %[p]\n\t"                                                     \
+    "jb 1b"
+#define ADX_OUT(K) [s##K] "+r"(S[K])
+#define ADX_IN [p] "+r"(p), [l] "=&r"(l), [h] "=&r"(h), [z] "=&r"(z)
+#define ADX_ARGS : [U] "r"(U), [end] "m"(end) : "rdx", "cc", "memory"
+static int have_adx(void)
+{
+    static _Atomic int known = -1; /* cpuid once (slow, in a virtual machine); any thread may */
+    int k = atomic_load_explicit(&known, memory_order_relaxed);
+    if (k < 0) {
+        unsigned a, b, c, d;
+        k = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 8 & 1) && (b >> 19 & 1); /* BMI2, ADX */
+        atomic_store_explicit(&known, k, memory_order_relaxed);
+    }
+    return k;
+}
+static void group_sum_adx(mp_limb_t *S, const mp_limb_t *P, size_t cnt, const uint64_t *U, size_t N)
+{
+    const mp_limb_t *p = P, *const end = P + cnt * (N + 1);
+    mp_limb_t l, h, z;
+    memset(S, 0, (N + 2) * sizeof *S);
+    switch (N) {
+    case 2:
+        __asm__(ADX_HEAD ADX_LIMB(8, s0, s1) ADX_LIMB(16, s1, s2) ADX_TAIL(24, s2, s3)
+                : ADX_IN, ADX_OUT(0), ADX_OUT(1), ADX_OUT(2), ADX_OUT(3) ADX_ARGS);
+        break;
+    case 3:
+        __asm__(ADX_HEAD ADX_LIMB(8, s0, s1) ADX_LIMB(16, s1, s2) ADX_LIMB(24, s2, s3) ADX_TAIL(32, s3, s4)
+                : ADX_IN, ADX_OUT(0), ADX_OUT(1), ADX_OUT(2), ADX_OUT(3), ADX_OUT(4) ADX_ARGS);
+        break;
+    case 4:
+        __asm__(ADX_HEAD ADX_LIMB(8, s0, s1) ADX_LIMB(16, s1, s2) ADX_LIMB(24, s2, s3) ADX_LIMB(32, s3, s4)
+                ADX_TAIL(40, s4, s5)
+                : ADX_IN, ADX_OUT(0), ADX_OUT(1), ADX_OUT(2), ADX_OUT(3), ADX_OUT(4), ADX_OUT(5) ADX_ARGS);
+        break;
+    default:
+        __asm__(ADX_HEAD ADX_LIMB(8, s0, s1) ADX_LIMB(16, s1, s2) ADX_LIMB(24, s2, s3) ADX_LIMB(32, s3, s4)
+                ADX_LIMB(40, s4, s5) ADX_TAIL(48, s5, s6)
+                : ADX_IN, ADX_OUT(0), ADX_OUT(1), ADX_OUT(2), ADX_OUT(3), ADX_OUT(4), ADX_OUT(5),
+                  ADX_OUT(6) ADX_ARGS);
+        break;
+    }
+}
+#undef ADX_LIMB
+#undef ADX_HEAD
+#undef ADX_TAIL
+#undef ADX_OUT
+#undef ADX_IN
+#undef ADX_ARGS
+#endif
+
+/* The portable code (and x86-64 without ADX): per term, X times the 64-bit
+ * U[k], the products' low and high words into N + 1 column sums of 128 bits
+ * -- no carry runs between the columns in the loop.  A column stays below
+ * 2^(65 + 20); the columns are carried into S at the end. */
+static inline __attribute__((always_inline)) void group_sum(mp_limb_t *S, const mp_limb_t *P, size_t cnt,
+                                                            const uint64_t *U, const size_t N)
+{
+#if REFENC_MP_ADC_CHAINS
+    if (have_adx()) {
+        group_sum_adx(S, P, cnt, U, N);
+        return;
+    }
+#endif
+    u128 col[6] = {0};
+    for (size_t t = 0; t < cnt; t++, P += N + 1) {
+        const uint64_t u = U[P[0]];
+        const mp_limb_t *X = P + 1;
+        for (size_t i = 0; i < N; i++) {
+            const u128 p = (u128)X[i] * u;
+            col[i] += (uint64_t)p;
+            col[i + 1] += (uint64_t)(p >> 64);
+        }
+    }
+    u128 carry = 0;
+    for (size_t i = 0; i <= N; i++) {
+        const u128 v = col[i] + carry; /* < 2^(65 + 20) + 2^(1 + 20): no overflow */
+        S[i] = (mp_limb_t)v;
+        carry = v >> 64;
+    }
+    S[N + 1] = (mp_limb_t)carry;
+}
+
+/* The group sums of row o's fixed-point weights against the loaded row,
+ * added to acc[0] (positive) or acc[1] (negative), the last bit of acc of
+ * weight 2^lo.  A group's sum of X W is its sum of X U less its
+ * correction (2^63 sum X), of the group's sign times the difference's. */
+static void add_groups(mp_limb_t *acc[2], long lo, const refenc_mp_row *row, const refenc_mp_wfix *f, size_t o)
+{
+    const uint64_t *U = f->U + o * f->in;
+    const size_t N = row->fx_n;
+    size_t t0 = 0;
+    for (size_t g = 0; g < row->fx_groups; g++) {
+        const size_t cnt = row->fx_end[g] - t0;
+        const mp_limb_t *P = row->fx_x + t0 * (N + 1);
+        mp_limb_t S[7];
+        switch (N) { /* constant N: the loop's body is straight code */
+        case 2: group_sum(S, P, cnt, U, 2); break;
+        case 3: group_sum(S, P, cnt, U, 3); break;
+        case 4: group_sum(S, P, cnt, U, 4); break;
+        default: group_sum(S, P, cnt, U, 5); break;
+        }
+        t0 = row->fx_end[g];
+        int neg = row->fx_neg[g];
+        if (mpn_sub_n(S, S, row->fx_corr[g], (mp_size_t)(N + 2)) != 0) { /* a borrow: negative */
+            mpn_neg(S, S, (mp_size_t)(N + 2));
+            neg = !neg;
+        }
+        size_t used = N + 2;
+        while (used > 0 && S[used - 1] == 0)
+            used--;
+        if (used == 0)
+            continue;
+        /* S 2^(row lo + 64 k + base), at that offset from lo (>= 0: base >= W's lowest last bit) */
+        const size_t off = (size_t)(row->lo + 64 * (long)row->fx_k[g] + f->base[o] - lo);
+        add_shifted(acc[neg] + off / 64, (unsigned)(off % 64), S, used, 1);
     }
 }
 
@@ -523,7 +831,36 @@ void refenc_mp_dot_row_d(mpfr_ptr r, mpfr_srcptr x, const double *w, const doubl
             used[sgn] |= (uint64_t)1 << r;                                              \
             add_unshifted(res + (sgn * 64 + r) * ws->acc_limbs + off / 64, o->d, (NX), m); \
         }
-        switch (row->nx) {
+        /* Row o of fixed-point weights (w = W + o in): the terms go into
+         * register sums per group of values (add_groups, below); only the
+         * outliers take the residues. */
+        const refenc_mp_wfix *fx = span->fix;
+        size_t o_fx = SIZE_MAX;
+        if (fx != NULL && row->fx_n != 0 && row->nnz > 0 && fx->in == n) {
+            const uintptr_t d = (uintptr_t)w - (uintptr_t)fx->W, stride = fx->in * sizeof *w;
+            if (d % stride == 0 && d / stride < fx->out)
+                o_fx = d / stride;
+        }
+        if (o_fx != SIZE_MAX) {
+            for (size_t q = fx->out_off[o_fx]; q < fx->out_off[o_fx + 1]; q++) {
+                const size_t k = fx->out_idx[q];
+                refenc_mp_operand xo;
+                mp_limb_t m;
+                long lsb;
+                int neg;
+                if (from_mpfr(&xo, x + k) != OP_REGULAR || decode_double(w[k], &m, &lsb, &neg) != OP_REGULAR)
+                    continue;
+                while (xo.d[0] == 0) { /* as refenc_mp_row_load: the span is of the trimmed values */
+                    xo.d++;
+                    xo.n--;
+                    xo.lsb += 64;
+                }
+                const size_t off = (size_t)(xo.lsb + lsb - lo), r = off % 64;
+                const int sgn = xo.neg ^ neg;
+                used[sgn] |= (uint64_t)1 << r;
+                add_unshifted(res + (sgn * 64 + r) * ws->acc_limbs + off / 64, xo.d, xo.n, m);
+            }
+        } else switch (row->nx) {
         case 1: ROW_TERMS(1); break;
         case 2: ROW_TERMS(2); break;
         case 3: ROW_TERMS(3); break;
@@ -544,9 +881,8 @@ void refenc_mp_dot_row_d(mpfr_ptr r, mpfr_srcptr x, const double *w, const doubl
         mp_limb_t *acc[2] = {ws->acc, ws->acc + ws->acc_limbs}, *tmp = ws->acc + (2 + 128) * ws->acc_limbs;
         for (int sgn = 0; sgn < 2; sgn++) {
             memset(acc[sgn], 0, limbs * sizeof *acc[sgn]);
-            for (unsigned r = 0; r < 64; r++) {
-                if (!(used[sgn] >> r & 1))
-                    continue;
+            for (uint64_t u = used[sgn]; u != 0; u &= u - 1) { /* the residues used, lowest first */
+                const unsigned r = (unsigned)__builtin_ctzll(u);
                 mp_limb_t *a = res + (sgn * 64 + r) * ws->acc_limbs;
                 if (r == 0) {
                     mpn_add_n(acc[sgn], acc[sgn], a, (mp_size_t)limbs);
@@ -557,6 +893,8 @@ void refenc_mp_dot_row_d(mpfr_ptr r, mpfr_srcptr x, const double *w, const doubl
                 memset(a, 0, limbs * sizeof *a);
             }
         }
+        if (o_fx != SIZE_MAX)
+            add_groups(acc, lo, row, fx, o_fx);
         if (refenc_mp_acc_finish(r, acc[0], acc[1], limbs, lo))
             return;
     }

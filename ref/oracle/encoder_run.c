@@ -636,10 +636,12 @@ size_t refenc_mp_encoder_run_bytes(const refenc_config *cfg, size_t L, int threa
         bytes += LD;                                                       /* exact flags */
         const double ws_tmp = (double)refenc_mpk_ws_tmp(D, F, L, Dh), ws_ptr = (double)refenc_mpk_ws_ptr(D, F, L, Dh);
         const double per_thread = (double)mp_bytes(1, p[li]) * ((double)L * L + (double)L * Dh + F + ws_tmp) +
-                                  (double)mp_bytes(1, 2 * p[li]) * ws_ptr + ws_ptr * (8 + 3 * sizeof(refenc_mp_operand));
+                                  (double)mp_bytes(1, 2 * p[li]) * ws_ptr + ws_ptr * (8 + 3 * sizeof(refenc_mp_operand)) +
+                                  ws_ptr * 8 * (double)((p[li] + 63) / 64 + 2); /* the row for fixed-point weights */
         bytes += threads * per_thread;
     }
     bytes += 8 * fmax(LD, (double)H * L * L); /* a step's doubles */
+    bytes += 8 * (4.0 * D * D + 2.0 * D * F);  /* a layer's weights in fixed point */
     bytes += (double)mp_bytes(1, 53) * (LD + 4 * D + (double)L * L);      /* tables, LayerNorms, mask */
     return bytes > (double)(SIZE_MAX / 2) ? 0 : (size_t)bytes;
 }
@@ -671,7 +673,23 @@ static int layer_mp_init(layer_mp *lm, const refenc_layer_params *lp, size_t D, 
     refenc_mp_wspan_of(&lm->out_span, lp->out_proj_weight, D * D, lp->out_proj_bias, D);
     refenc_mp_wspan_of(&lm->l1_span, lp->linear1_weight, F * D, lp->linear1_bias, F);
     refenc_mp_wspan_of(&lm->l2_span, lp->linear2_weight, D * F, lp->linear2_bias, D);
+    /* the weights in fixed point, for all the rows' dot products; without
+     * the memory for them, the same sums are made the slower way */
+    (void)refenc_mp_wspan_fix(&lm->in_span, lp->in_proj_weight, 3 * D, D);
+    (void)refenc_mp_wspan_fix(&lm->out_span, lp->out_proj_weight, D, D);
+    (void)refenc_mp_wspan_fix(&lm->l1_span, lp->linear1_weight, F, D);
+    (void)refenc_mp_wspan_fix(&lm->l2_span, lp->linear2_weight, D, F);
     return 1;
+}
+
+static void layer_mp_free(layer_mp *lm, size_t D)
+{
+    refenc_mp_free(lm->ln, 4 * D);
+    lm->ln = NULL;
+    refenc_mp_wspan_unfix(&lm->in_span);
+    refenc_mp_wspan_unfix(&lm->out_span);
+    refenc_mp_wspan_unfix(&lm->l1_span);
+    refenc_mp_wspan_unfix(&lm->l2_span);
 }
 
 /* Runs unit (first layer .. last layer, item) with lanes at p_lo and p_hi.
@@ -721,8 +739,7 @@ static int run_unit(unit_ctx *u, size_t first, size_t last, int per_layer, mpfr_
             goto done;
         }
         ok = run_layer(u, &lm, i);
-        refenc_mp_free(lm.ln, 4 * D);
-        lm.ln = NULL;
+        layer_mp_free(&lm, D);
     }
     if (ok && last == cfg->n_layers - 1)
         ok = run_final(u, final_ln);

@@ -20,6 +20,7 @@ void refenc_mpk_linear_d(mpfr_ptr y, mpfr_srcptr x, const double *W, const doubl
     refenc_mp_wspan own;
     if (span == NULL) {
         refenc_mp_wspan_of(&own, W, out * in, b, b != NULL ? out : 0);
+        (void)refenc_mp_wspan_fix(&own, W, out, in); /* without it, the same sums, slower */
         span = &own;
     }
     for (size_t n = 0; n < N; n++) {
@@ -27,6 +28,8 @@ void refenc_mpk_linear_d(mpfr_ptr y, mpfr_srcptr x, const double *W, const doubl
         for (size_t o = 0; o < out; o++)        /* x[n,:] . W[o,:] + b[o] */
             refenc_mp_dot_row_d(y + n * out + o, x + n * in, W + o * in, b != NULL ? b + o : NULL, span, ws);
     }
+    if (span == &own)
+        refenc_mp_wspan_unfix(&own);
 }
 
 typedef struct {

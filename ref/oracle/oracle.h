@@ -167,6 +167,18 @@ typedef struct {
     long lo, hi;               /* lowest last-bit and highest exponent        */
     size_t nx;                 /* the limbs of every value, when they agree   */
     int special;               /* a NaN or an infinity                         */
+    /* The same values for fixed-point weights (refenc_mp_wspan_fix): value j
+     * is X_j 2^lsb_j with lsb_j - lo = 64 k_j + r_j (0 <= r_j < 64); X_j 2^r_j
+     * is stored in fx_n limbs, the values sorted by (k_j, sign): one group
+     * each.  fx_n 0: the row does not take that path. */
+    size_t fx_n;
+    mp_limb_t *fx_x;           /* (n (fx_n + 1)) in group order: the value's
+                                  index in the row, then its shifted limbs  */
+    size_t fx_groups;
+    size_t fx_end[130];        /* group g: slots fx_end[g - 1] .. fx_end[g)   */
+    unsigned fx_k[130];        /* its k                                       */
+    int fx_neg[130];           /* its values' sign                            */
+    mp_limb_t fx_corr[130][7]; /* 2^63 times the sum of its X 2^r (fx_n + 2 limbs) */
 } refenc_mp_row;
 
 /* Temporaries for the kernels, at the working precision p.  Each kernel
@@ -196,12 +208,33 @@ void refenc_mp_dot(mpfr_ptr r, mpfr_srcptr x, size_t sx, mpfr_srcptr y, size_t s
 
 /* Where the nonzero finite values of a matrix of doubles and of its bias
  * lie: the lowest exponent of a last bit and the highest exponent, of each. */
+/* The weights of a matrix (out, in) in fixed point, row by row
+ * (refenc_mp_wspan_fix): w[o, k] = (U[o in + k] - 2^63) 2^base[o], U
+ * unsigned (the signed integer biased by 2^63), for every weight whose
+ * significant bits fit in row o's window [base[o], base[o] + 63); the others
+ * (outliers, and zeros: U = 2^63) are listed, out_idx[out_off[o] ..
+ * out_off[o + 1]). */
+typedef struct {
+    const double *W;
+    size_t out, in;
+    uint64_t *U;
+    long *base;
+    size_t *out_off, *out_idx;
+} refenc_mp_wfix;
+
 typedef struct {
     long w_lo, w_hi, b_lo, b_hi;
     int w_empty, b_empty;     /* no nonzero value                         */
     int special;              /* a NaN or an infinity among them          */
+    refenc_mp_wfix *fix;      /* NULL, or W in fixed point                */
 } refenc_mp_wspan;
 void refenc_mp_wspan_of(refenc_mp_wspan *s, const double *W, size_t n_w, const double *b, size_t n_b);
+/* After refenc_mp_wspan_of(s, W, out * in, ...): W's rows in fixed point,
+ * which refenc_mp_dot_row_d then uses for w = W + o in (same sums, faster).
+ * Errors: REFENC_ENOMEM (s->fix stays NULL: the sums are the same, slower).
+ * W must outlive s->fix; refenc_mp_wspan_unfix frees it. */
+int refenc_mp_wspan_fix(refenc_mp_wspan *s, const double *W, size_t out, size_t in);
+void refenc_mp_wspan_unfix(refenc_mp_wspan *s);
 
 /* Dot products of one row x (n values of at most ws->prec bits) with rows
  * of doubles: refenc_mp_row_load decodes x into ws->row; then each

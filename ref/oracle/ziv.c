@@ -96,11 +96,15 @@ int refenc_mp_ws_alloc(refenc_mp_ws *ws, mpfr_prec_t prec, size_t n_tmp, size_t 
     ws->wconv = refenc_mp_alloc(1, 53);
     ws->row.idx = malloc(ws->n_ptr * sizeof *ws->row.idx);
     ws->row.op = malloc(ws->n_ptr * sizeof *ws->row.op);
+    /* the row's values shifted for the fixed-point weights: an index and
+     * op_limbs + 1 limbs each */
+    ws->row.fx_x = malloc(ws->n_ptr * (op_limbs + 2) * sizeof *ws->row.fx_x);
     ws->dx = malloc(ws->n_ptr * sizeof *ws->dx);
     ws->dy = malloc(ws->n_ptr * sizeof *ws->dy);
     if (ws->dx == NULL || ws->dy == NULL ||
         ws->tmp == NULL || ws->prod == NULL || ws->pa == NULL || ws->pprod == NULL ||
-        ws->acc == NULL || ws->wconv == NULL || ws->row.idx == NULL || ws->row.op == NULL) {
+        ws->acc == NULL || ws->wconv == NULL || ws->row.idx == NULL || ws->row.op == NULL ||
+        ws->row.fx_x == NULL) {
         refenc_mp_ws_free(ws);
         return REFENC_ENOMEM;
     }
@@ -121,6 +125,7 @@ void refenc_mp_ws_free(refenc_mp_ws *ws)
     refenc_mp_free(ws->wconv, 1);
     free(ws->row.idx);
     free(ws->row.op);
+    free(ws->row.fx_x);
     free(ws->dx);
     free(ws->dy);
     memset(ws, 0, sizeof *ws);
