@@ -106,22 +106,24 @@ static void check(dot_case *c, const char *where)
     const int want_inexact = reference_dot(c->want, x, y, c->n, extra);
     refenc_mp_ws ws;
     cr_assert_eq(refenc_mp_ws_alloc(&ws, c->px > c->pr ? c->px : c->pr, 4, N_MAX + 1), REFENC_OK);
-    for (int kernel = 0; kernel < 4; kernel++) {
+    for (int kernel = 0; kernel < 5; kernel++) {
         mpfr_clear_flags();
         if (kernel == 0) {
             refenc_mp_dot(c->got, x, 1, y, 1, c->n, extra, &ws);
         } else if (kernel == 1) { /* the operands the other way round */
             refenc_mp_dot(c->got, y, 1, x, 1, c->n, extra, &ws);
-        } else { /* the row kernel; kernel 3 with the weights in fixed point */
+        } else { /* the row kernel; kernels 3 and 4 with the weights in fixed point */
             refenc_mp_wspan span;
             refenc_mp_wspan_of(&span, c->y, c->n, c->has_extra ? &c->extra : NULL, 1);
-            if (kernel == 3)
+            if (kernel >= 3) /* 4: the portable group sums */
                 cr_assert_eq(refenc_mp_wspan_fix(&span, c->y, 1, c->n), REFENC_OK);
+            refenc_mp_dot_portable(kernel == 4);
             refenc_mp_row_load(&ws, x, c->n);
             mpfr_clear_flags();
             refenc_mp_dot_row_d(c->got, x, c->y, c->has_extra ? &c->extra : NULL, &span, &ws);
             refenc_mp_wspan_unfix(&span);
         }
+        refenc_mp_dot_portable(0);
         const int inexact = mpfr_inexflag_p();
         cr_expect(same(c->got, c->want), "%s (kernel %d, n %zu, x at %ld bits, result at %ld): got %s%.17g, want %s%.17g",
                   where, kernel, c->n, (long)c->px, (long)c->pr, mpfr_signbit(c->got) ? "-" : "+",
@@ -434,8 +436,9 @@ Test(oracle_dot, fixed_point_weights_outliers_groups_and_long_rows_equal_mpfr_su
             const mpfr_prec_t prec = precs[pi];
             mpfr_ptr x = refenc_mp_alloc(ROWS * in, prec), y = refenc_mp_alloc(ROWS * OUT, prec);
             mpfr_ptr prod = refenc_mp_alloc(in + 1, 2 * prec + 53), want = refenc_mp_alloc(1, prec);
+            mpfr_ptr alt = refenc_mp_alloc(1, prec);
             mpfr_ptr *pp = malloc((in + 1) * sizeof *pp);
-            cr_assert(x && y && prod && want && pp);
+            cr_assert(x && y && prod && want && alt && pp);
             for (size_t k = 0; k < in; k++) {
                 random_x(x + k, r, (long)gsl_rng_uniform_int(r, 40) - 20); /* row 0: full values */
                 if (k % 4 == 1) /* row 1: doubles at p bits, zeros, one value far above (a group of one) */
@@ -479,6 +482,13 @@ Test(oracle_dot, fixed_point_weights_outliers_groups_and_long_rows_equal_mpfr_su
                               mpfr_signbit(want) ? "-" : "+", mpfr_get_d(want, MPFR_RNDN));
                     cr_expect_eq(inexact, want_inexact, "%s: inexact flag %d, mpfr_sum's %d", where, inexact,
                                  want_inexact);
+                    /* the portable group sums, where x86-64's ADX code ran: the same */
+                    refenc_mp_dot_portable(1);
+                    mpfr_clear_flags();
+                    refenc_mp_dot_row_d(alt, x + n * in, W + o * in, b + o, &span, &ws);
+                    cr_expect(same(alt, want) && mpfr_inexflag_p() == want_inexact, "%s, portable: got %a",
+                              where, mpfr_get_d(alt, MPFR_RNDN));
+                    refenc_mp_dot_portable(0);
                 }
             }
             /* refenc_mpk_linear_d with its own (fixed) span: the same outputs */
@@ -490,7 +500,7 @@ Test(oracle_dot, fixed_point_weights_outliers_groups_and_long_rows_equal_mpfr_su
             refenc_mp_free(y2, ROWS * OUT);
             refenc_mp_ws_free(&ws);
             free(pp);
-            refenc_mp_free(prod, in + 1), refenc_mp_free(want, 1);
+            refenc_mp_free(prod, in + 1), refenc_mp_free(want, 1), refenc_mp_free(alt, 1);
             refenc_mp_free(x, ROWS * in), refenc_mp_free(y, ROWS * OUT);
         }
         refenc_mp_wspan_unfix(&span);

@@ -657,9 +657,12 @@ void refenc_mp_row_load(refenc_mp_ws *ws, mpfr_srcptr x, size_t n)
 #define ADX_OUT(K) [s##K] "+r"(S[K])
 #define ADX_IN [p] "+r"(p), [l] "=&r"(l), [h] "=&r"(h), [z] "=&r"(z)
 #define ADX_ARGS : [U] "r"(U), [end] "m"(end) : "rdx", "cc", "memory"
+static _Atomic int portable_only; /* refenc_mp_dot_portable: the tests' switch */
 static int have_adx(void)
 {
     static _Atomic int known = -1; /* cpuid once (slow, in a virtual machine); any thread may */
+    if (atomic_load_explicit(&portable_only, memory_order_relaxed))
+        return 0;
     int k = atomic_load_explicit(&known, memory_order_relaxed);
     if (k < 0) {
         unsigned a, b, c, d;
@@ -702,6 +705,15 @@ static void group_sum_adx(mp_limb_t *S, const mp_limb_t *P, size_t cnt, const ui
 #undef ADX_IN
 #undef ADX_ARGS
 #endif
+
+void refenc_mp_dot_portable(int on)
+{
+#if REFENC_MP_ADC_CHAINS
+    atomic_store_explicit(&portable_only, on != 0, memory_order_relaxed);
+#else
+    (void)on; /* the portable code is the only one */
+#endif
+}
 
 /* The portable code (and x86-64 without ADX): per term, X times the 64-bit
  * U[k], the products' low and high words into N + 1 column sums of 128 bits

@@ -25,6 +25,11 @@ int refenc_mp_run_twin(refenc_mp_eval_fn eval, void *ctx, mpfr_prec_t prec,
 int refenc_mp_certified(mpfr_srcptr a, mpfr_srcptr b, mpfr_prec_t p_hi, int exact, mpfr_ptr t,
                         mpfr_ptr u);
 
+/* on != 0: the fixed-point row sums take the portable C code even where
+ * x86-64's ADX code would run (dot.c), so that the tests check both on one
+ * machine; the sums are the same. */
+void refenc_mp_dot_portable(int on);
+
 /* An error for a failed allocation at precision prec. */
 int refenc_mp_enomem(refenc_error *err, const char *what, mpfr_prec_t prec);
 

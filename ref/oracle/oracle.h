@@ -206,8 +206,6 @@ typedef struct {
 void refenc_mp_dot(mpfr_ptr r, mpfr_srcptr x, size_t sx, mpfr_srcptr y, size_t sy, size_t n,
                    mpfr_srcptr extra, refenc_mp_ws *ws);
 
-/* Where the nonzero finite values of a matrix of doubles and of its bias
- * lie: the lowest exponent of a last bit and the highest exponent, of each. */
 /* The weights of a matrix (out, in) in fixed point, row by row
  * (refenc_mp_wspan_fix): w[o, k] = (U[o in + k] - 2^63) 2^base[o], U
  * unsigned (the signed integer biased by 2^63), for every weight whose
@@ -222,6 +220,8 @@ typedef struct {
     size_t *out_off, *out_idx;
 } refenc_mp_wfix;
 
+/* Where the nonzero finite values of a matrix of doubles and of its bias
+ * lie: the lowest exponent of a last bit and the highest exponent, of each. */
 typedef struct {
     long w_lo, w_hi, b_lo, b_hi;
     int w_empty, b_empty;     /* no nonzero value                         */
