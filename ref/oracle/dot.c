@@ -797,120 +797,66 @@ static void row_general(mpfr_ptr r, mpfr_srcptr x, size_t n, const double *w, co
     mpfr_sum(r, ws->pprod, n, MPFR_RNDN);
 }
 
-void refenc_mp_dot_row_d(mpfr_ptr r, mpfr_srcptr x, const double *w, const double *extra,
-                         const refenc_mp_wspan *span, refenc_mp_ws *ws)
+/* The row of span's fixed-point weights that w is (w = W + o in), or
+ * SIZE_MAX: no fixed-point weights, or the loaded row does not take them. */
+static size_t fixed_row_of(const refenc_mp_wspan *span, const refenc_mp_row *row, const double *w)
 {
-    const refenc_mp_row *row = &ws->row;
-    const size_t n = row->n;
-    size_t limbs = 0;
-    long lo = 0, hi = 0;
-    int any = 0;
-    if (row->nnz > 0 && !span->w_empty) {
-        lo = row->lo + span->w_lo;
-        hi = row->hi + span->w_hi;
-        any = 1;
-    }
-    if (extra != NULL && !span->b_empty) {
-        if (!any || span->b_lo < lo)
-            lo = span->b_lo;
-        if (!any || span->b_hi > hi)
-            hi = span->b_hi;
-        any = 1;
-    }
-    if (!row->special && !span->special && any)
-        limbs = refenc_mp_acc_limbs(lo, hi, ws);
-    if (row->special || span->special || (any && limbs == 0)) {
-        row_general(r, x, n, w, extra, ws);
-        return;
-    }
-    if (any) {
-        /* Each term goes, unshifted, into the accumulator of its offset's
-         * residue r modulo 64, at limb offset / 64: no term is shifted.  The
-         * (at most 64) residues' sums are shifted by r and added once at the
-         * end, and their accumulators zeroed again. */
-        mp_limb_t *res = ws->acc + 2 * ws->acc_limbs; /* (2, 64, acc_limbs), kept zero */
-        uint64_t used[2] = {0, 0};
-#define ROW_TERMS(NX)                                                                   \
-        for (size_t j = 0; j < row->nnz; j++) {                                         \
-            const refenc_mp_operand *o = &row->op[j];                                   \
-            mp_limb_t m;                                                                \
-            long lsb;                                                                   \
-            int neg;                                                                    \
-            if (decode_double(w[row->idx[j]], &m, &lsb, &neg) != OP_REGULAR)            \
-                continue; /* a zero (specials were excluded) */                         \
-            const size_t off = (size_t)(o->lsb + lsb - lo), r = off % 64;               \
-            const int sgn = o->neg ^ neg;                                               \
-            used[sgn] |= (uint64_t)1 << r;                                              \
-            add_unshifted(res + (sgn * 64 + r) * ws->acc_limbs + off / 64, o->d, (NX), m); \
+    const refenc_mp_wfix *fx = span->fix;
+    if (fx == NULL || row->fx_n == 0 || row->nnz == 0 || fx->in != row->n)
+        return SIZE_MAX;
+    const uintptr_t d = (uintptr_t)w - (uintptr_t)fx->W, stride = fx->in * sizeof *w;
+    return d % stride == 0 && d / stride < fx->out ? d / stride : SIZE_MAX;
+}
+
+/* The outliers of fixed-point weight row o (the weights outside its window)
+ * times their values of x, into the residue sums res (as ROW_TERMS below). */
+static void add_outliers(mp_limb_t *res, size_t stride, uint64_t used[2], long lo, mpfr_srcptr x,
+                         const double *w, const refenc_mp_wfix *fx, size_t o)
+{
+    for (size_t q = fx->out_off[o]; q < fx->out_off[o + 1]; q++) {
+        const size_t k = fx->out_idx[q];
+        refenc_mp_operand xo;
+        mp_limb_t m;
+        long lsb;
+        int neg;
+        if (from_mpfr(&xo, x + k) != OP_REGULAR || decode_double(w[k], &m, &lsb, &neg) != OP_REGULAR)
+            continue;
+        while (xo.d[0] == 0) { /* as refenc_mp_row_load: the span is of the trimmed values */
+            xo.d++;
+            xo.n--;
+            xo.lsb += 64;
         }
-        /* Row o of fixed-point weights (w = W + o in): the terms go into
-         * register sums per group of values (add_groups, below); only the
-         * outliers take the residues. */
-        const refenc_mp_wfix *fx = span->fix;
-        size_t o_fx = SIZE_MAX;
-        if (fx != NULL && row->fx_n != 0 && row->nnz > 0 && fx->in == n) {
-            const uintptr_t d = (uintptr_t)w - (uintptr_t)fx->W, stride = fx->in * sizeof *w;
-            if (d % stride == 0 && d / stride < fx->out)
-                o_fx = d / stride;
-        }
-        if (o_fx != SIZE_MAX) {
-            for (size_t q = fx->out_off[o_fx]; q < fx->out_off[o_fx + 1]; q++) {
-                const size_t k = fx->out_idx[q];
-                refenc_mp_operand xo;
-                mp_limb_t m;
-                long lsb;
-                int neg;
-                if (from_mpfr(&xo, x + k) != OP_REGULAR || decode_double(w[k], &m, &lsb, &neg) != OP_REGULAR)
-                    continue;
-                while (xo.d[0] == 0) { /* as refenc_mp_row_load: the span is of the trimmed values */
-                    xo.d++;
-                    xo.n--;
-                    xo.lsb += 64;
-                }
-                const size_t off = (size_t)(xo.lsb + lsb - lo), r = off % 64;
-                const int sgn = xo.neg ^ neg;
-                used[sgn] |= (uint64_t)1 << r;
-                add_unshifted(res + (sgn * 64 + r) * ws->acc_limbs + off / 64, xo.d, xo.n, m);
+        const size_t off = (size_t)(xo.lsb + lsb - lo), r = off % 64;
+        const int sgn = xo.neg ^ neg;
+        used[sgn] |= (uint64_t)1 << r;
+        add_unshifted(res + (sgn * 64 + r) * stride + off / 64, xo.d, xo.n, m);
+    }
+}
+
+/* acc[sgn] (limbs) = the residue sums of that sign (those in used), each
+ * shifted by its residue; the residue sums are zeroed again.  tmp: limbs. */
+static void residues_gather(mp_limb_t *acc[2], mp_limb_t *res, size_t stride, const uint64_t used[2],
+                            size_t limbs, mp_limb_t *tmp)
+{
+    for (int sgn = 0; sgn < 2; sgn++) {
+        memset(acc[sgn], 0, limbs * sizeof *acc[sgn]);
+        for (uint64_t u = used[sgn]; u != 0; u &= u - 1) { /* the residues used, lowest first */
+            const unsigned r = (unsigned)__builtin_ctzll(u);
+            mp_limb_t *a = res + (sgn * 64 + r) * stride;
+            if (r == 0) {
+                mpn_add_n(acc[sgn], acc[sgn], a, (mp_size_t)limbs);
+            } else {
+                mpn_lshift(tmp, a, (mp_size_t)limbs, r); /* the top r bits are headroom zeros */
+                mpn_add_n(acc[sgn], acc[sgn], tmp, (mp_size_t)limbs);
             }
-        } else switch (row->nx) {
-        case 1: ROW_TERMS(1); break;
-        case 2: ROW_TERMS(2); break;
-        case 3: ROW_TERMS(3); break;
-        case 4: ROW_TERMS(4); break;
-        default: ROW_TERMS(o->n); /* mixed or longer operands */
+            memset(a, 0, limbs * sizeof *a);
         }
-#undef ROW_TERMS
-        if (extra != NULL) {
-            mp_limb_t m;
-            long lsb;
-            int neg;
-            if (decode_double(*extra, &m, &lsb, &neg) == OP_REGULAR) {
-                const size_t off = (size_t)(lsb - lo), r = off % 64;
-                used[neg] |= (uint64_t)1 << r;
-                add_unshifted(res + (neg * 64 + r) * ws->acc_limbs + off / 64, &m, 1, 1);
-            }
-        }
-        mp_limb_t *acc[2] = {ws->acc, ws->acc + ws->acc_limbs}, *tmp = ws->acc + (2 + 128) * ws->acc_limbs;
-        for (int sgn = 0; sgn < 2; sgn++) {
-            memset(acc[sgn], 0, limbs * sizeof *acc[sgn]);
-            for (uint64_t u = used[sgn]; u != 0; u &= u - 1) { /* the residues used, lowest first */
-                const unsigned r = (unsigned)__builtin_ctzll(u);
-                mp_limb_t *a = res + (sgn * 64 + r) * ws->acc_limbs;
-                if (r == 0) {
-                    mpn_add_n(acc[sgn], acc[sgn], a, (mp_size_t)limbs);
-                } else {
-                    mpn_lshift(tmp, a, (mp_size_t)limbs, r); /* the top r bits are headroom zeros */
-                    mpn_add_n(acc[sgn], acc[sgn], tmp, (mp_size_t)limbs);
-                }
-                memset(a, 0, limbs * sizeof *a);
-            }
-        }
-        if (o_fx != SIZE_MAX)
-            add_groups(acc, lo, row, fx, o_fx);
-        if (refenc_mp_acc_finish(r, acc[0], acc[1], limbs, lo))
-            return;
     }
-    /* an exact zero: -0 only when every term is a -0 (mpfr_sum's rule) */
+}
+
+/* r = an exact zero sum: -0 only when every term is a -0 (mpfr_sum's rule). */
+static void row_zero(mpfr_ptr r, mpfr_srcptr x, size_t n, const double *w, const double *extra)
+{
     int sign = n == 0 && extra == NULL ? 1 : -1;
     for (size_t k = 0; k < n && sign < 0; k++) {
         const double wk = w[k];
@@ -922,4 +868,93 @@ void refenc_mp_dot_row_d(mpfr_ptr r, mpfr_srcptr x, const double *w, const doubl
     if (extra != NULL && !(*extra == 0 && signbit(*extra)))
         sign = 1;
     mpfr_set_zero(r, sign);
+}
+
+/* The span of the row's terms with w and of extra: *lo, *hi; 0 if there is
+ * no nonzero term. */
+static int row_span(long *lo, long *hi, const refenc_mp_row *row, const double *extra,
+                    const refenc_mp_wspan *span)
+{
+    int any = 0;
+    if (row->nnz > 0 && !span->w_empty) {
+        *lo = row->lo + span->w_lo;
+        *hi = row->hi + span->w_hi;
+        any = 1;
+    }
+    if (extra != NULL && !span->b_empty) {
+        if (!any || span->b_lo < *lo)
+            *lo = span->b_lo;
+        if (!any || span->b_hi > *hi)
+            *hi = span->b_hi;
+        any = 1;
+    }
+    return any;
+}
+
+void refenc_mp_dot_row_d(mpfr_ptr r, mpfr_srcptr x, const double *w, const double *extra,
+                         const refenc_mp_wspan *span, refenc_mp_ws *ws)
+{
+    const refenc_mp_row *row = &ws->row;
+    const size_t n = row->n;
+    long lo = 0, hi = 0;
+    const int any = row_span(&lo, &hi, row, extra, span);
+    const size_t limbs = !row->special && !span->special && any ? refenc_mp_acc_limbs(lo, hi, ws) : 0;
+    if (row->special || span->special || (any && limbs == 0)) {
+        row_general(r, x, n, w, extra, ws);
+        return;
+    }
+    if (!any) {
+        row_zero(r, x, n, w, extra);
+        return;
+    }
+    /* Each term goes, unshifted, into the accumulator of its offset's
+     * residue r modulo 64, at limb offset / 64: no term is shifted.  The
+     * (at most 64) residues' sums are shifted by r and added once at the
+     * end, and their accumulators zeroed again.  With fixed-point weights
+     * (w = W + o in), the terms go into register sums per group of values
+     * (add_groups) and only the outliers take the residues. */
+    mp_limb_t *res = ws->acc + 2 * ws->acc_limbs; /* (2, 64, acc_limbs), kept zero */
+    uint64_t used[2] = {0, 0};
+    const size_t o_fx = fixed_row_of(span, row, w);
+#define ROW_TERMS(NX)                                                                   \
+    for (size_t j = 0; j < row->nnz; j++) {                                             \
+        const refenc_mp_operand *o = &row->op[j];                                       \
+        mp_limb_t m;                                                                    \
+        long lsb;                                                                       \
+        int neg;                                                                        \
+        if (decode_double(w[row->idx[j]], &m, &lsb, &neg) != OP_REGULAR)                \
+            continue; /* a zero (specials were excluded) */                             \
+        const size_t off = (size_t)(o->lsb + lsb - lo), r = off % 64;                   \
+        const int sgn = o->neg ^ neg;                                                   \
+        used[sgn] |= (uint64_t)1 << r;                                                  \
+        add_unshifted(res + (sgn * 64 + r) * ws->acc_limbs + off / 64, o->d, (NX), m);  \
+    }
+    if (o_fx != SIZE_MAX) {
+        add_outliers(res, ws->acc_limbs, used, lo, x, w, span->fix, o_fx);
+    } else {
+        switch (row->nx) {
+        case 1: ROW_TERMS(1); break;
+        case 2: ROW_TERMS(2); break;
+        case 3: ROW_TERMS(3); break;
+        case 4: ROW_TERMS(4); break;
+        default: ROW_TERMS(o->n); /* mixed or longer operands */
+        }
+    }
+#undef ROW_TERMS
+    if (extra != NULL) {
+        mp_limb_t m;
+        long lsb;
+        int neg;
+        if (decode_double(*extra, &m, &lsb, &neg) == OP_REGULAR) {
+            const size_t off = (size_t)(lsb - lo), r = off % 64;
+            used[neg] |= (uint64_t)1 << r;
+            add_unshifted(res + (neg * 64 + r) * ws->acc_limbs + off / 64, &m, 1, 1);
+        }
+    }
+    mp_limb_t *acc[2] = {ws->acc, ws->acc + ws->acc_limbs};
+    residues_gather(acc, res, ws->acc_limbs, used, limbs, ws->acc + (2 + 128) * ws->acc_limbs);
+    if (o_fx != SIZE_MAX)
+        add_groups(acc, lo, row, span->fix, o_fx);
+    if (!refenc_mp_acc_finish(r, acc[0], acc[1], limbs, lo))
+        row_zero(r, x, n, w, extra);
 }
