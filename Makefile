@@ -49,7 +49,7 @@ $(BUILD)/obj/ref/%.o: ALL_CFLAGS += -fPIC
 # seeded random parameters.  The programs and the tests link both.
 PUB_SRC    := $(wildcard ref/*.c ref/core/*.c ref/io/*.c) \
               $(filter-out ref/tool/random_params.c,$(wildcard ref/tool/*.c))
-INT_SRC    := $(wildcard ref/oracle/*.c) ref/tool/random_params.c
+INT_SRC    := $(wildcard ref/oracle/*.c ref/golden/*.c) ref/tool/random_params.c
 CLI_SRC    := $(wildcard ref/cli/*.c)
 # make check: every suite under checks/ except the heavy ones in checks/slow/
 CHECK_SRC  := $(sort $(wildcard checks/common/*.c checks/unit/*.c checks/properties/*.c \
@@ -322,7 +322,6 @@ FUZZ_BUILD   := build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := safetensors config certify
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g
-FUZZ_EXTRA_config := ref/cli/run_config.c
 
 $(FUZZ_BUILD)/fuzz-%: checks/fuzz/fuzz_%.c checks/fuzz/fuzz_check.h $(FUZZ_BUILD)/librefenc.a
 	clang $(CFLAGS_STD) -O1 $(FUZZ_SAN) -fsanitize=fuzzer $(PKG_CFLAGS) -o $@ $< \

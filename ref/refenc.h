@@ -33,6 +33,7 @@ extern "C" {
 #include "core/params.h"
 #include "core/status.h"
 #include "core/trace.h"
+#include "core/version.h"
 
 /* the double kernels */
 #include "activation.h"
@@ -68,8 +69,6 @@ extern "C" {
 #include "tool/report.h"
 #include "tool/run_case.h"
 #include "tool/variants.h"
-
-#define REFENC_VERSION "0.1.0"
 
 #ifdef __cplusplus
 }

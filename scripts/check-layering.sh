@@ -12,7 +12,10 @@
 #                               (the I/O layer links without them)
 #   tool/                       never oracle/ or cli/; no MPFR; GSL only in
 #                               tool/random_params.* (the internal library)
-#   cli/                        anything
+#   golden/                     the golden maker: kernels, core, io, tool,
+#                               oracle, golden; never cli/ or the umbrella
+#   cli/                        anything but oracle/: it parses arguments and
+#                               prints, and reaches the oracle through golden/
 #   ref/refenc.h                the umbrella of the installed API: anything
 #                               but oracle/ and cli/; no room includes it but cli/
 #
@@ -31,6 +34,7 @@ room() { # the room of a path relative to the root
         ref/io/*) echo io ;;
         ref/tool/*) echo tool ;;
         ref/cli/*) echo cli ;;
+        ref/golden/*) echo golden ;;
         ref/refenc.h) echo umbrella ;;
         ref/*/*) echo other ;;
         ref/*) echo kernels ;;
@@ -74,16 +78,19 @@ for f in $(find ref -name '*.[ch]' | LC_ALL=C sort); do
         resolved=$(realpath -m --relative-to=. "$dir/$target")
         to=$(room "$resolved")
         case $from:$to in
-            umbrella:oracle|umbrella:cli) say "$where: the umbrella includes $resolved ($to): the installed API has no MPFR and no CLI" ;;
+            umbrella:oracle|umbrella:cli|umbrella:golden) say "$where: the umbrella includes $resolved ($to): the installed API has no MPFR, no generator and no CLI" ;;
             umbrella:*) ;;
+            cli:oracle) say "$where: cli includes $resolved ($to): the program reaches the oracle through golden/" ;;
             cli:*) ;;
             *:umbrella) say "$where: $from includes the umbrella ref/refenc.h: only cli/ may" ;;
             kernels:kernels|kernels:core|core:core|oracle:oracle|oracle:core) ;;
             kernels:*) say "$where: kernels include $resolved ($to): kernels include only kernels and core" ;;
             core:*) say "$where: core includes $resolved ($to): core includes only core" ;;
             oracle:*) say "$where: oracle includes $resolved ($to): the oracle includes only core" ;;
-            io:oracle|io:tool|io:cli) say "$where: io includes $resolved ($to): io never includes oracle, tool or cli" ;;
-            tool:oracle|tool:cli) say "$where: tool includes $resolved ($to): tool never includes oracle or cli" ;;
+            io:oracle|io:tool|io:cli|io:golden) say "$where: io includes $resolved ($to): io never includes oracle, tool, golden or cli" ;;
+            tool:oracle|tool:cli|tool:golden) say "$where: tool includes $resolved ($to): tool never includes oracle, golden or cli" ;;
+            golden:cli) say "$where: golden includes $resolved ($to): the golden maker is a library the program calls, never the reverse" ;;
+            golden:*) ;;
         esac
     done < "${TMPDIR:-/tmp}/layering.$$"
 done

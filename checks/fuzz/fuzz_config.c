@@ -2,7 +2,7 @@
  * parses a config file (json_loadb with JSON_REJECT_DUPLICATES):
  *   - refenc_config_from_json on the document (a model object), and
  *   - run_config_from_json, the whole `refenc run --config` file reader
- *     (ref/cli/run_config.c): model, input and the limits of a forward pass.
+ *     (ref/io/run_config.c): model, input and the limits of a forward pass.
  *
  * Properties, beyond the sanitizers':
  *   - on error: REFENC_EINVAL, REFENC_ELIMIT or REFENC_ENOMEM, and one clean
@@ -20,7 +20,7 @@
 
 #include <jansson.h>
 
-#include "../../ref/cli/run_config.h"
+#include "../../ref/io/run_config.h"
 #include "../../ref/core/config.h"
 #include "../../ref/io/config_json.h"
 #include "fuzz_check.h"

@@ -55,7 +55,8 @@ static void make_clean_tree(char root[PATH_CAP])
     write_file(root, "ref/io/safetensors.c", "#include <jansson.h>\n#include \"../core/status.h\"\n");
     write_file(root, "ref/tool/certify.c", "#include \"../io/safetensors.h\"\n#include \"../layernorm.h\"\n");
     write_file(root, "ref/tool/random_params.c", "#include <gsl/gsl_randist.h>\n");
-    write_file(root, "ref/cli/main.c", "#include \"../refenc.h\"\n#include \"../oracle/oracle.h\"\n#include <gsl/gsl_rng.h>\n");
+    write_file(root, "ref/golden/make.c", "#include \"../oracle/oracle.h\"\n#include \"../tool/variants.h\"\n#include \"engine.h\"\n");
+    write_file(root, "ref/cli/main.c", "#include \"../refenc.h\"\n#include \"../golden/make.h\"\n#include <gsl/gsl_rng.h>\n");
     write_file(root, "ref/refenc.h", "#include \"io/safetensors.h\"\n#include \"tool/certify.h\"\n");
 }
 
@@ -106,6 +107,12 @@ static const struct {
     {"ref/tool/certify.c", "#include \"../oracle/oracle.h\"\n", "tool includes ref/oracle/oracle.h"},
     {"ref/tool/certify.c", "#include <gsl/gsl_rng.h>\n", "GSL only in tool/random_params"},
     {"ref/refenc.h", "#include \"oracle/oracle.h\"\n", "the umbrella includes ref/oracle/oracle.h"},
+    {"ref/refenc.h", "#include \"golden/make.h\"\n", "the umbrella includes ref/golden/make.h"},
+    {"ref/cli/main.c", "#include \"../oracle/oracle.h\"\n", "ref/cli/main.c:1: cli includes ref/oracle/oracle.h"},
+    {"ref/golden/make.c", "#include \"../cli/cli.h\"\n", "golden includes ref/cli/cli.h"},
+    {"ref/golden/make.c", "#include \"../refenc.h\"\n", "golden includes the umbrella"},
+    {"ref/tool/certify.c", "#include \"../golden/make.h\"\n", "tool includes ref/golden/make.h"},
+    {"ref/io/case_file.c", "#include \"../golden/file.h\"\n", "io includes ref/golden/file.h"},
 };
 
 Test(layering, each_rule_catches_a_planted_violation)

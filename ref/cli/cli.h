@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "../core/status.h"
 #include "../tool/emulate.h"
 #include "../tool/variants.h"
 
@@ -24,6 +25,10 @@ int cli_parse_u64(uint64_t *v, const char *s);
 /* Parses a tolerance, --rtol or --atol: a whole finite number >= 0.
  * Returns 1 on success. */
 int cli_parse_tolerance(double *v, const char *s);
+
+/* Prints the error of a failed load: the whole report when there is one,
+ * else err's message; frees the report; returns REFENC_EXIT_USAGE. */
+int cli_load_error(const char *cmd, char *report, const refenc_error *err);
 
 int cmd_run(int argc, char **argv);
 int cmd_certify(int argc, char **argv);

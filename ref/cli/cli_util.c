@@ -39,3 +39,13 @@ int cli_parse_tolerance(double *v, const char *s)
     *v = strtod(s, &end);
     return *end == '\0' && isfinite(*v) && *v >= 0;
 }
+
+int cli_load_error(const char *cmd, char *report, const refenc_error *err)
+{
+    if (report != NULL) {
+        cli_error(cmd, "%s", report);
+        free(report);
+        return REFENC_EXIT_USAGE;
+    }
+    return cli_error(cmd, "%s", err->message);
+}

@@ -7,36 +7,19 @@
  *   refenc golden list CATALOGUE
  *   refenc golden manifest CATALOGUE CASES_DIR OUT.json
  *
- * Generation is deterministic: the same sources give byte-identical files. */
-#include <ctype.h>
-#include <inttypes.h>
-#include <math.h>
+ * This file parses the arguments and prints; the generator is ref/golden/
+ * (make.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
-#include "../core/alloc.h"
-#include "../io/config_json.h"
-#include "../refenc.h"
+#include "../golden/catalogue.h"
+#include "../golden/make.h"
+#include "../golden/manifest.h"
+#include "../golden/parts.h"
 #include "cli.h"
-#include "golden_catalogue.h"
-#include "golden_engine.h"
-#include "golden_file.h"
-#include "golden_manifest.h"
-#include "golden_parts.h"
-#include "../oracle/oracle.h"
-#include "model_sources.h"
-#include "run_config.h"
-
-/* the first precision for a config of the user's (see golden_main): 96
- * bits, two limbs; Ziv's check at 160 (docs/oracle.md, "The first
- * precision", derives why 96 bits seldom repeat a unit where 80 would) */
-#define GOLDEN_CONFIG_PREC 96u
-
-#define DEFAULT_SEED 20240521u
 
 static const char golden_usage[] =
     "usage: refenc golden (--config FILE.json | --catalogue CAT.json --case NAME)\n"
@@ -100,640 +83,7 @@ static const char golden_usage[] =
     "exit codes: 0 success, 2 usage or input error (one message on stderr; nothing\n"
     "is written)\n";
 
-typedef struct {
-    const char *config_path, *catalogue_path, *case_name;
-    const char *weights_path, *inputs_path;
-    uint64_t seed;
-    int have_seed;
-    const char *name, *description;
-    int final_only, variants, no_variants, quiet, per_layer;
-    size_t shard_k, shard_n;
-    uint64_t threads, prec;
-    const char *out_dir, *out_file;
-} golden_args;
 
-/* ---- the case: config or catalogue entry, seeded or the user's files ------------ */
-
-typedef struct {
-    refenc_case c;
-    char name[128];
-    char *description;        /* owned */
-    json_t *doc;              /* the catalogue, or the entry built for a config */
-    const json_t *bug_classes, *tolerance;
-    const char *hazard;
-    int all_variants;         /* a config: every variant that applies */
-} golden_source;
-
-static void source_free(golden_source *s)
-{
-    refenc_case_free(&s->c);
-    free(s->description);
-    json_decref(s->doc);
-    memset(s, 0, sizeof *s);
-}
-
-/* A case name is also a file name: letters, digits, '.', '_', '-', not
- * starting with '.'. */
-static int valid_name(const char *n)
-{
-    if (n[0] == '\0' || n[0] == '.' || strlen(n) > 100)
-        return 0;
-    for (const char *p = n; *p; p++)
-        if (!isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-')
-            return 0;
-    return 1;
-}
-
-/* The catalogue entry that describes a config file's case. */
-static json_t *entry_for_config(const refenc_config *cfg, const run_input *spec, const char *name,
-                                uint64_t seed)
-{
-    json_t *model = refenc_config_to_json(cfg);
-    json_t *input = json_pack("{s:I, s:I}", "batch", (json_int_t)spec->batch, "seq_len",
-                              (json_int_t)spec->seq_len);
-    if (input != NULL && spec->padding != NULL) {
-        json_t *pad = json_array();
-        for (size_t b = 0; b < spec->batch; b++)
-            json_array_append_new(pad, json_integer((json_int_t)spec->padding[b]));
-        json_object_set_new(input, "padding", pad);
-    }
-    if (model == NULL || input == NULL) {
-        json_decref(model);
-        json_decref(input);
-        return NULL;
-    }
-    return json_pack("{s:s, s:s, s:s, s:o, s:o, s:I, s:[]}", "case", name, "component", "encoder",
-                     "description", "", "model", model, "input", input, "seed", (json_int_t)seed,
-                     "bug_classes");
-}
-
-static char *describe_config(const refenc_config *c, const golden_args *a, uint64_t seed)
-{
-    char buf[1024], w[300], in[300];
-    const char *base = strrchr(a->config_path, '/') ? strrchr(a->config_path, '/') + 1 : a->config_path;
-    if (a->weights_path)
-        snprintf(w, sizeof w, "weights from %s", a->weights_path);
-    else
-        snprintf(w, sizeof w, "seeded weights (seed %" PRIu64 ")", seed);
-    if (a->inputs_path)
-        snprintf(in, sizeof in, "inputs from %s", a->inputs_path);
-    else
-        snprintf(in, sizeof in, "seeded inputs");
-    snprintf(buf, sizeof buf,
-             "%s: %zu layer%s, %s-LN, d_model %zu, %zu heads, d_ff %zu, %s, positional %s; %s; %s.",
-             base, c->n_layers, c->n_layers == 1 ? "" : "s", c->norm == REFENC_NORM_PRE ? "Pre" : "Post",
-             c->d_model, c->n_heads, c->d_ff, refenc_activation_name(c->activation),
-             refenc_positional_name(c->positional), w, in);
-    return strdup(buf);
-}
-
-/* The case, built from the sources the arguments name.  *report as in
- * model_sources.h. */
-/* The source from a catalogue entry: its name, description, bug classes, tolerance and hazard. */
-static int source_from_catalogue(golden_source *s, const golden_args *a, catalogue_case *cc, refenc_error *err)
-{
-    int st;
-    if ((s->doc = catalogue_load(a->catalogue_path, err)) == NULL)
-        return REFENC_EINVAL;
-    if ((st = catalogue_find(cc, s->doc, a->case_name, err)) != REFENC_OK)
-        return st;
-    if (a->have_seed)
-        cc->seed = (unsigned long)a->seed;
-    snprintf(s->name, sizeof s->name, "%s", a->name ? a->name : cc->name);
-    s->description = strdup(a->description ? a->description : cc->description);
-    /* none given: none exposed, [] in the case file as in every case's */
-    if (json_object_get(cc->entry, "bug_classes") == NULL &&
-        json_object_set_new((json_t *)cc->entry, "bug_classes", json_array()) != 0)
-        return refenc_error_set(err, REFENC_ENOMEM, "out of memory");
-    s->bug_classes = json_object_get(cc->entry, "bug_classes");
-    s->tolerance = json_object_get(cc->entry, "tolerance");
-    if (json_object_size(s->tolerance) == 0) /* {} is the default policy, as no key */
-        s->tolerance = NULL;
-    s->hazard = json_string_value(json_object_get(cc->entry, "float32_hazard"));
-    return REFENC_OK;
-}
-
-/* The source from a config: the catalogue entry built for it, named after the file by default. */
-static int source_from_config(golden_source *s, const golden_args *a, catalogue_case *cc, run_input *spec,
-                              refenc_error *err)
-{
-    refenc_config cfg;
-    int st;
-    if ((st = run_config_load(&cfg, spec, a->config_path, err)) != REFENC_OK)
-        return st;
-    if (a->name != NULL) {
-        snprintf(s->name, sizeof s->name, "%s", a->name);
-    } else {
-        const char *base = strrchr(a->config_path, '/');
-        snprintf(s->name, sizeof s->name, "%s", base ? base + 1 : a->config_path);
-        char *dot = strrchr(s->name, '.');
-        if (dot != NULL && strcmp(dot, ".json") == 0)
-            *dot = '\0';
-    }
-    const uint64_t seed = a->have_seed ? a->seed : DEFAULT_SEED;
-    s->doc = entry_for_config(&cfg, spec, s->name, seed);
-    s->description = a->description ? strdup(a->description) : describe_config(&cfg, a, seed);
-    s->bug_classes = json_object_get(s->doc, "bug_classes");
-    s->all_variants = a->variants;
-    if (s->doc == NULL)
-        return refenc_error_set(err, REFENC_ENOMEM, "out of memory");
-    *cc = (catalogue_case){.entry = s->doc, .name = s->name, .description = "",
-                           .component = REFENC_COMP_ENCODER, .seed = (unsigned long)seed,
-                           .input_bits = 8};
-    return REFENC_OK;
-}
-
-/* The user's inputs file replaces the seeded inputs, keeping the case's parameters and name. */
-static int source_inputs(golden_source *s, const golden_args *a, const run_input *spec, char **report,
-                         refenc_error *err)
-{
-    if (s->c.component != REFENC_COMP_ENCODER)
-        return refenc_error_set(err, REFENC_EINVAL, "--inputs: case %s is a %s case; only encoder "
-                                "cases take an inputs file", s->name, refenc_component_name(s->c.component));
-    refenc_case k;
-    int st = cli_case_from_inputs(&k, &s->c.cfg, spec, a->config_path ? a->config_path : a->catalogue_path,
-                                  a->inputs_path, report, err);
-    if (st == REFENC_OK) {
-        memcpy(k.params.block, s->c.params.block, s->c.params.n_values * sizeof(double));
-        memcpy(k.name, s->c.name, sizeof k.name);
-        refenc_case_free(&s->c);
-        s->c = k;
-    }
-    return st;
-}
-
-/* Builds the case to make: config or catalogue entry, then the user's own inputs and weights. */
-static int source_build(golden_source *s, const golden_args *a, char **report, refenc_error *err)
-{
-    memset(s, 0, sizeof *s);
-    catalogue_case cc;
-    run_input spec = {0};
-    int st = a->catalogue_path != NULL ? source_from_catalogue(s, a, &cc, err)
-                                       : source_from_config(s, a, &cc, &spec, err);
-    if (st != REFENC_OK) {
-        free(spec.padding);
-        return st;
-    }
-    if (!valid_name(s->name))
-        st = refenc_error_set(err, REFENC_EINVAL,
-                              "--name: '%s' is not a case name (letters, digits, '.', '_', '-'; not "
-                              "starting with '.'; at most 100 characters)", s->name);
-    else if (s->description == NULL)
-        st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");
-    else
-        st = catalogue_build(&s->c, &cc, err);
-    if (st == REFENC_OK)
-        snprintf(s->c.name, sizeof s->c.name, "%s", s->name);
-
-    /* the user's own files replace what the seed gave */
-    if (st == REFENC_OK && a->inputs_path != NULL)
-        st = source_inputs(s, a, &spec, report, err);
-    char summary[1024];
-    if (st == REFENC_OK && a->weights_path != NULL)
-        st = cli_params_from_checkpoint(&s->c.params, &s->c.cfg, a->weights_path, summary, sizeof summary,
-                                        report, err);
-    if (st == REFENC_OK && a->weights_path != NULL && summary[0] != '\0' && !a->quiet)
-        fprintf(stderr, "%s\n", summary);
-    free(spec.padding);
-    return st;
-}
-
-/* A copy of a case, for a bug variant to change. */
-static int case_copy(refenc_case *dst, const refenc_case *src, refenc_error *err)
-{
-    int st = refenc_case_alloc(dst, src->component, &src->cfg, src->B, src->L, src->tokens != NULL,
-                               src->key_padding_mask != NULL, src->attn_mask != NULL, err);
-    if (st != REFENC_OK)
-        return st;
-    memcpy(dst->name, src->name, sizeof dst->name);
-    memcpy(dst->params.block, src->params.block, src->params.n_values * sizeof(double));
-    if (src->x != NULL)
-        memcpy(dst->x, src->x, src->x_numel * sizeof *src->x);
-    if (src->tokens != NULL)
-        memcpy(dst->tokens, src->tokens, src->B * src->L * sizeof *src->tokens);
-    if (src->token_types != NULL && dst->token_types != NULL)
-        memcpy(dst->token_types, src->token_types, src->B * src->L * sizeof *src->token_types);
-    if (src->key_padding_mask != NULL)
-        memcpy(dst->key_padding_mask, src->key_padding_mask, src->B * src->L);
-    if (src->attn_mask != NULL)
-        memcpy(dst->attn_mask, src->attn_mask, src->L * src->L * sizeof *src->attn_mask);
-    memcpy(dst->positions, src->positions, src->L * sizeof *src->positions);
-    dst->has_positions = src->has_positions;
-    return REFENC_OK;
-}
-
-/* ---- the bug variants ------------------------------------------------------------ */
-
-/* A bug variant is stored only when it moves a required output this many
- * times the float64 tolerance: otherwise it could not be told apart from a
- * correct float64 result (docs/certify.md). */
-#define VARIANT_MIN_EXCESS 100.0
-
-typedef struct {
-    size_t n;
-    golden_set set[REFENC_VAR_COUNT];
-    refenc_case vc[REFENC_VAR_COUNT];
-    const char *names[REFENC_VAR_COUNT];
-    int *keep[REFENC_VAR_COUNT];
-    json_t *meta;          /* the "variants" array */
-    json_t *classes;       /* a config's bug classes: those of the stored variants */
-    char desc[256];
-} variant_sets;
-
-static void variants_free(variant_sets *v)
-{
-    for (size_t i = 0; i < v->n; i++) {
-        golden_set_free(&v->set[i]);
-        refenc_case_free(&v->vc[i]);
-        free(v->keep[i]);
-    }
-    json_decref(v->meta);
-    json_decref(v->classes);
-    memset(v, 0, sizeof *v);
-}
-
-static int targeted(const golden_source *s, const refenc_variant_info *info)
-{
-    if (s->all_variants)
-        return 1;
-    size_t i;
-    json_t *cl;
-    json_array_foreach(s->bug_classes, i, cl)
-        if (strcmp(json_string_value(cl), info->bug_class) == 0)
-            return 1;
-    return 0;
-}
-
-/* Runs bug variant var on a copy of the case into v's next set; from then on variants_free frees it. */
-static int compute_variant(variant_sets *v, int var, const refenc_variant_info *info, const golden_source *s,
-                           const golden_set *golden, const golden_args *a, refenc_error *err)
-{
-    refenc_case *w = &v->vc[v->n];
-    golden_set *alt = &v->set[v->n];
-    refenc_variant_hooks hooks;
-    int st;
-    if ((st = case_copy(w, &s->c, err)) != REFENC_OK)
-        return st;
-    refenc_variant_apply((refenc_variant)var, w, &hooks);
-    if ((st = golden_set_init(alt, w, 0, golden->final_only, err)) == REFENC_OK) {
-        const refenc_trace tr = {golden_set_collect, alt};
-        const golden_engine_options eo = {.threads = (int)a->threads, .quiet = 1};
-        st = golden_engine_run(w, &hooks, 0, &eo, &tr, v->desc, sizeof v->desc, err);
-    }
-    int *keep = calloc(alt->n ? alt->n : 1, sizeof *keep);
-    v->keep[v->n] = keep;
-    v->names[v->n] = info->name;
-    v->n++; /* from here on variants_free frees it */
-    if (st == REFENC_OK && (alt->failed || keep == NULL))
-        st = refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", s->name);
-    return st;
-}
-
-/* The variant's effect on the required outputs, which it keeps; returns the first diverging output or -1. */
-static int variant_effect(const golden_set *alt, const golden_set *golden, const refenc_case *c, int *keep,
-                          const refenc_tolerance *tol64, const refenc_tolerance *tol32, double *effect64,
-                          double *effect32)
-{
-    int first = -1;
-    for (size_t k = 0; k < alt->n; k++) {
-        const golden_output *ao = &alt->o[k];
-        size_t g = 0;
-        while (g < golden->n && strcmp(golden->o[g].name, ao->name) != 0)
-            g++;
-        if (g == golden->n || golden->o[g].numel != ao->numel)
-            continue;
-        const golden_output *go = &golden->o[g];
-        const double e64 = golden_excess(ao->data, go->data, ao->dc, go->dc, ao->numel, *tol64);
-        if (first < 0 && e64 > 1)
-            first = (int)k;
-        if (golden_is_required(c, ao->name)) {
-            keep[k] = 1;
-            *effect64 = fmax(*effect64, e64);
-            *effect32 = fmax(*effect32, golden_excess(ao->data, go->data, ao->dc, go->dc, ao->numel, *tol32));
-        }
-    }
-    return first;
-}
-
-/* Records a stored variant in the "variants" metadata, and its bug class among the case's. */
-static void record_variant(variant_sets *v, const refenc_variant_info *info, const golden_set *alt,
-                           const int *keep, int first, double effect64, double effect32)
-{
-    json_t *stored = json_array();
-    for (size_t k = 0; k < alt->n; k++)
-        if (keep[k])
-            json_array_append_new(stored, json_string(alt->o[k].name));
-    json_array_append_new(v->meta, json_pack("{s:s, s:o, s:s?, s:f, s:f}", "name", info->name, "outputs",
-                                             stored, "first_divergence",
-                                             first >= 0 ? alt->o[first].name : NULL,
-                                             "effect_f64", effect64, "effect_f32", effect32));
-    int listed = 0;
-    size_t i;
-    json_t *cl;
-    json_array_foreach(v->classes, i, cl)
-        listed |= strcmp(json_string_value(cl), info->bug_class) == 0;
-    if (!listed)
-        json_array_append_new(v->classes, json_string(info->bug_class));
-}
-
-/* Runs every targeted bug variant that applies; stores those that move the required outputs. */
-static int run_variants(variant_sets *v, const golden_source *s, const golden_set *golden,
-                        const golden_args *a, refenc_error *err)
-{
-    memset(v, 0, sizeof *v);
-    v->meta = json_array();
-    v->classes = json_array();
-    refenc_tolerance tol64, tol32;
-    refenc_certify_policy(&tol64, REFENC_ST_F64);
-    refenc_certify_policy(&tol32, REFENC_ST_F32);
-    int st = v->meta && v->classes ? REFENC_OK : refenc_error_set(err, REFENC_ENOMEM, "out of memory");
-    for (int var = 0; var < REFENC_VAR_COUNT && st == REFENC_OK; var++) {
-        const refenc_variant_info *info = refenc_variant_get((refenc_variant)var);
-        if (!targeted(s, info) || !refenc_variant_applies((refenc_variant)var, &s->c))
-            continue;
-        if ((st = compute_variant(v, var, info, s, golden, a, err)) != REFENC_OK)
-            break;
-        refenc_case *w = &v->vc[v->n - 1];
-        golden_set *alt = &v->set[v->n - 1];
-        int *keep = v->keep[v->n - 1];
-        /* effect on the required outputs; keep those and the first diverging one */
-        double effect64 = 0, effect32 = 0;
-        const int first = variant_effect(alt, golden, &s->c, keep, &tol64, &tol32, &effect64, &effect32);
-        if (!(effect64 >= VARIANT_MIN_EXCESS)) { /* indistinguishable: not stored */
-            if (!a->quiet || !s->all_variants)
-                fprintf(stderr, "refenc golden: %s: variant %s moves the outputs by only %.3g float64 "
-                        "tolerances; not stored\n", s->name, info->name, effect64);
-            v->n--;
-            golden_set_free(alt);
-            refenc_case_free(w);
-            free(keep);
-            continue;
-        }
-        if (first >= 0)
-            keep[first] = 1;
-        record_variant(v, info, alt, keep, first, effect64, effect32);
-    }
-    return st;
-}
-
-/* ---- gen ------------------------------------------------------------------------ */
-
-/* --outputs final: the oracle certifies the final output only */
-static int final_step(void *ctx, const char *step)
-{
-    (void)ctx;
-    return strcmp(step, "output") == 0;
-}
-
-/* The per-layer file's extra tensors: in.layers.{i}.input, F64. */
-typedef struct {
-    refenc_st_entry *e;
-    char (*names)[REFENC_NAME_MAX];
-} layer_entries;
-
-static int layer_entries_make(layer_entries *le, const refenc_case *c, double *const *inputs)
-{
-    const size_t N = c->cfg.n_layers;
-    le->e = calloc(N, sizeof *le->e);
-    le->names = calloc(N, sizeof *le->names);
-    if (le->e == NULL || le->names == NULL)
-        return 0;
-    for (size_t l = 0; l < N; l++) {
-        refenc_name_layer_input(le->names[l], sizeof le->names[l], l);
-        le->e[l] = (refenc_st_entry){.name = le->names[l], .dtype = REFENC_ST_F64, .ndim = 3,
-                                     .shape = {c->B, c->L, c->cfg.d_model}, .data = inputs[l]};
-    }
-    return 1;
-}
-
-/* Where a part goes: the --out-file, or DIR/parts/<case>.part-K-of-N.safetensors. */
-static int part_path(char *path, size_t n, const golden_args *a, const char *name, refenc_error *err)
-{
-    if (a->out_file != NULL) {
-        snprintf(path, n, "%s", a->out_file);
-        return REFENC_OK;
-    }
-    int st = golden_mkdirs(a->out_dir, "parts", err);
-    if (st == REFENC_OK)
-        snprintf(path, n, "%s/parts/%s.part-%zu-of-%zu.safetensors", a->out_dir, name, a->shard_k, a->shard_n);
-    return st;
-}
-
-/* Everything one run of refenc golden makes, freed together. */
-typedef struct {
-    golden_source s;
-    golden_set golden;
-    variant_sets v;
-    golden_steps steps;
-    golden_part_set ps;
-    layer_entries le;
-    double **inputs;
-    char engine_desc[256];
-    int in_parts;              /* --per-layer or --shard */
-    size_t units, begin, end;  /* the case's units, and those this run computes */
-} golden_run;
-
-/* Refuses what cannot be made in parts, and finds the units this run computes. */
-static int plan_units(golden_run *r, const golden_args *a, refenc_error *err)
-{
-    const golden_source *s = &r->s;
-    int st = REFENC_OK;
-    r->in_parts = a->per_layer || a->shard_n > 0;
-    r->units = refenc_mp_encoder_units(&s->c.cfg, s->c.B, a->per_layer);
-    r->begin = 0, r->end = r->units;
-    if (r->in_parts && s->c.component != REFENC_COMP_ENCODER)
-        st = refenc_error_set(err, REFENC_EINVAL, "--per-layer and --shard: case %s is a %s case; only "
-                              "encoder cases are made in parts", s->name, refenc_component_name(s->c.component));
-    else if (r->in_parts && (s->all_variants || (a->catalogue_path != NULL && !a->no_variants &&
-                                                 json_array_size(s->bug_classes) > 0)))
-        st = refenc_error_set(err, REFENC_EINVAL, "--per-layer and --shard make no bug variants: drop "
-                              "--variants, or give --no-variants for a catalogue entry with bug classes");
-    else if (a->shard_n > r->units)
-        st = refenc_error_set(err, REFENC_EINVAL, "--shard %zu/%zu: case %s has only %zu unit%s (%s); "
-                              "give at most %zu shards", a->shard_k, a->shard_n, s->name, r->units,
-                              r->units == 1 ? "" : "s", a->per_layer ? "layers x batch items" :
-                              "batch items; --per-layer makes layers x batch items", r->units);
-    if (st == REFENC_OK && a->shard_n > 0)
-        golden_shard_units(a->shard_k, a->shard_n, r->units, &r->begin, &r->end);
-    return st;
-}
-
-/* Per layer: the layers' stored inputs, from the double reference. */
-static int stored_layer_inputs(golden_run *r, const golden_args *a, refenc_error *err)
-{
-    const refenc_case *c = &r->s.c;
-    const size_t first = r->begin / c->B, last = r->end > r->begin ? (r->end - 1) / c->B : first;
-    /* a shard's units are (layer, item) pairs from `begin` on, layer by
-     * layer: within one layer, only its items need the reference */
-    const int one_layer = a->shard_n > 0 && first == last && r->end > r->begin;
-    return golden_layer_inputs(&r->inputs, c, a->shard_n > 0 ? first : 0,
-                               a->shard_n > 0 ? last : c->cfg.n_layers - 1,
-                               one_layer ? r->begin - first * c->B : 0, one_layer ? r->end - first * c->B : c->B,
-                               err);
-}
-
-/* The bytes of a part's slices, for the oracle's progress and memory report. */
-static double part_bytes(const golden_part_set *ps)
-{
-    double bytes = 0;
-    for (size_t i = 0; i < ps->n; i++)
-        bytes += 8.0 * (double)(ps->slice[i].hi - ps->slice[i].lo) * (double)ps->slice[i].shape[1] *
-                 (double)ps->slice[i].shape[2] * (ps->slice[i].ndim == 4 ? (double)ps->slice[i].shape[3] : 1);
-    return bytes;
-}
-
-/* A part: computes the units' slices and writes the part file. */
-static int make_part(golden_run *r, const golden_args *a, refenc_error *err)
-{
-    const golden_source *s = &r->s;
-    char tmp[4096] = "";
-    long prec = 0, prec_check = 0;
-    int st = golden_part_set_init(&r->ps, &s->c, &r->steps, a->per_layer, (const double *const *)r->inputs,
-                                  r->begin, r->end, err);
-    const golden_run_options ro = {.threads = (int)a->threads, .quiet = a->quiet,
-                                   .layer_inputs = (const double *const *)r->inputs,
-                                   .unit_begin = r->begin, .unit_end = r->end, .output_bytes = part_bytes(&r->ps),
-                                   .prec = (long)a->prec};
-    if (st == REFENC_OK && r->end > r->begin)
-        st = golden_encoder_run(&s->c, &ro, &r->steps, golden_part_set_emit, &r->ps, r->engine_desc,
-                                sizeof r->engine_desc, &prec, &prec_check, err);
-    if (st == REFENC_OK && r->end == r->begin)
-        prec = prec_check = 0;
-    const golden_file g = {.c = &s->c, .name = s->name, .description = s->description,
-                           .bug_classes = s->bug_classes, .tolerance = s->tolerance,
-                           .float32_hazard = s->hazard};
-    const golden_part_info pi = {.k = a->shard_k, .n = a->shard_n, .unit_begin = r->begin, .unit_end = r->end,
-                                 .units = r->units, .per_layer = a->per_layer, .final_only = a->final_only,
-                                 .prec = prec, .prec_check = prec_check,
-                                 .first_prec = (long)a->prec, /* set by golden_main: 128 or 192 */
-                                 .n_slices = r->ps.n, .slices = r->ps.slice};
-    if (st == REFENC_OK)
-        st = part_path(tmp, sizeof tmp, a, s->name, err);
-    if (st == REFENC_OK)
-        st = golden_part_write(&g, &pi, tmp, err);
-    if (st == REFENC_OK && !a->quiet)
-        printf("refenc golden: case %s: shard %zu/%zu (units %zu to %zu of %zu) written to %s\n", s->name,
-               a->shard_k, a->shard_n, r->begin, r->end, r->units, tmp);
-    return st;
-}
-
-/* An encoder case: the oracle's steps become the case's outputs (taken over, not copied). */
-static int encoder_outputs(golden_run *r, const golden_args *a, refenc_error *err)
-{
-    const refenc_case *c = &r->s.c;
-    int st = REFENC_OK;
-    if (!a->per_layer)
-        st = golden_steps_init(&r->steps, c, a->final_only ? final_step : NULL, NULL, 1);
-    const golden_run_options ro = {.threads = (int)a->threads, .quiet = a->quiet,
-                                   .layer_inputs = (const double *const *)r->inputs, .prec = (long)a->prec};
-    if (st == REFENC_OK)
-        st = golden_encoder_run(c, &ro, &r->steps, NULL, NULL, r->engine_desc, sizeof r->engine_desc, NULL,
-                                NULL, err);
-    for (size_t i = 0; i < r->steps.n && st == REFENC_OK; i++) {
-        golden_step *gs = &r->steps.step[i];
-        golden_set_adopt(&r->golden, gs->name, gs->data, gs->ndim, gs->shape);
-        gs->data = NULL;
-    }
-    if (st == REFENC_OK && a->per_layer && !layer_entries_make(&r->le, c, r->inputs))
-        st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");
-    return st;
-}
-
-/* The case's outputs from the oracle: the encoder's steps, or a component's trace. */
-static int case_outputs(golden_run *r, const golden_args *a, refenc_error *err)
-{
-    int st = golden_set_init(&r->golden, &r->s.c, 1, a->final_only, err);
-    if (st == REFENC_OK && r->s.c.component == REFENC_COMP_ENCODER) {
-        st = encoder_outputs(r, a, err);
-    } else if (st == REFENC_OK) {
-        const refenc_trace tr = {golden_set_collect, &r->golden};
-        const golden_engine_options eo = {.threads = (int)a->threads, .quiet = a->quiet,
-                                          .wanted = a->final_only ? final_step : NULL};
-        st = golden_engine_run(&r->s.c, NULL, 1, &eo, &tr, r->engine_desc, sizeof r->engine_desc, err);
-    }
-    if (st == REFENC_OK && r->golden.failed)
-        st = refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", r->s.name);
-    return st;
-}
-
-/* Writes the case file (and adds it to the directory's manifest) and reports it unless quiet. */
-static int write_case(golden_run *r, const golden_args *a, refenc_error *err)
-{
-    const golden_source *s = &r->s;
-    const variant_sets *v = &r->v;
-    char tmp[4096] = "";
-    int st;
-    json_t *per_layer_meta = a->per_layer ? json_pack("{s:s}", "per_layer", "true") : NULL;
-    const golden_file g = {
-        .c = &s->c, .name = s->name, .description = s->description,
-        .bug_classes = s->all_variants ? v->classes : s->bug_classes, .tolerance = s->tolerance,
-        .float32_hazard = s->hazard, .oracle = r->engine_desc,
-        .variant_oracle = v->n > 0 ? v->desc : NULL, .golden = &r->golden, .n_alt = v->n,
-        .alt = v->set, .alt_names = v->names, .alt_keep = (const int *const *)v->keep,
-        .variants = v->meta ? v->meta : json_array(), .extra_meta = per_layer_meta,
-        .n_extra = a->per_layer ? s->c.cfg.n_layers : 0, .extra = r->le.e};
-    if (a->out_file != NULL) {
-        st = golden_file_write(&g, a->out_file, err);
-    } else if ((st = golden_mkdirs(a->out_dir, "cases", err)) == REFENC_OK) {
-        snprintf(tmp, sizeof tmp, "%s/cases/%s.safetensors.new", a->out_dir, s->name);
-        if ((st = golden_file_write(&g, tmp, err)) == REFENC_OK)
-            st = golden_dir_add(a->out_dir, s->name, tmp, err);
-    }
-    if (v->meta == NULL)
-        json_decref((json_t *)g.variants);
-    json_decref(per_layer_meta);
-    if (st == REFENC_OK && !a->quiet)
-        printf("refenc golden: case %s: %zu outputs%s, %s; written to %s%s%s%s\n", s->name, r->golden.n,
-               v->n ? " and bug variants" : "", r->engine_desc,
-               a->out_file ? a->out_file : a->out_dir, a->out_file ? "" : "/cases/",
-               a->out_file ? "" : s->name, a->out_file ? "" : ".safetensors");
-    return st;
-}
-
-/* Frees everything a run made, its source last. */
-static void golden_run_free(golden_run *r)
-{
-    free(r->le.e);
-    free(r->le.names);
-    golden_part_set_free(&r->ps);
-    golden_steps_free(&r->steps);
-    golden_layer_inputs_free(r->inputs, r->s.c.cfg.n_layers);
-    variants_free(&r->v);
-    golden_set_free(&r->golden);
-    source_free(&r->s);
-}
-
-/* Makes the case, or one part of it, and writes it; returns the exit code. */
-static int golden_make(const golden_args *a)
-{
-    refenc_error err;
-    refenc_error_clear(&err);
-    golden_run r;
-    memset(&r, 0, sizeof r);
-    char *report = NULL;
-
-    int st = source_build(&r.s, a, &report, &err);
-    if (st != REFENC_OK) {
-        source_free(&r.s);
-        return cli_load_error("golden", report, &err);
-    }
-    st = plan_units(&r, a, &err);
-    if (st == REFENC_OK && a->per_layer)
-        st = stored_layer_inputs(&r, a, &err);
-    if (st == REFENC_OK && r.in_parts)
-        st = golden_steps_init(&r.steps, &r.s.c, a->final_only ? final_step : NULL, NULL, a->shard_n == 0);
-    if (st == REFENC_OK && a->shard_n > 0) {
-        st = make_part(&r, a, &err);
-    } else if (st == REFENC_OK) {
-        st = case_outputs(&r, a, &err);
-        if (st == REFENC_OK && !r.in_parts && (r.s.all_variants || (a->catalogue_path != NULL && !a->no_variants)))
-            st = run_variants(&r.v, &r.s, &r.golden, a, &err);
-        if (st == REFENC_OK)
-            st = write_case(&r, a, &err);
-    }
-    golden_run_free(&r);
-    return st == REFENC_OK ? REFENC_EXIT_OK : cli_error("golden", "%s", err.message);
-}
 
 /* ---- verbs ------------------------------------------------------------------------ */
 
@@ -802,7 +152,7 @@ static int golden_merge_cmd(int argc, char **argv)
 }
 
 /* Sets the flag s names; returns 0 when s is not a flag. */
-static int golden_flag(golden_args *a, const char *s)
+static int golden_flag(golden_request *a, const char *s)
 {
     int *flag = strcmp(s, "--variants") == 0      ? &a->variants
                 : strcmp(s, "--quiet") == 0       ? &a->quiet
@@ -815,7 +165,7 @@ static int golden_flag(golden_args *a, const char *s)
 }
 
 /* Where the value of a string option goes, or NULL when s is not one. */
-static const char **golden_slot(golden_args *a, const char *s)
+static const char **golden_slot(golden_request *a, const char *s)
 {
     return strcmp(s, "--config") == 0        ? &a->config_path
            : strcmp(s, "--catalogue") == 0   ? &a->catalogue_path
@@ -830,7 +180,7 @@ static const char **golden_slot(golden_args *a, const char *s)
 }
 
 /* Parses the value v of the numeric or --outputs option s. */
-static int golden_value(golden_args *a, const char *s, const char *v)
+static int golden_value(golden_request *a, const char *s, const char *v)
 {
     if (strcmp(s, "--seed") == 0) {
         if (!cli_parse_u64(&a->seed, v) || a->seed > 0xffffffffu)
@@ -854,7 +204,7 @@ static int golden_value(golden_args *a, const char *s, const char *v)
 }
 
 /* Parses the options of a run into a; *help is set when the usage was printed. */
-static int golden_args_parse(golden_args *a, int argc, char **argv, int *help)
+static int golden_request_parse(golden_request *a, int argc, char **argv, int *help)
 {
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
@@ -900,9 +250,9 @@ int cmd_golden(int argc, char **argv)
         return golden_manifest(argv[2], argv[3], argv[4]);
     }
 
-    golden_args a = {0};
+    golden_request a = {0};
     int help = 0;
-    int rc = golden_args_parse(&a, argc, argv, &help);
+    int rc = golden_request_parse(&a, argc, argv, &help);
     if (rc != REFENC_EXIT_OK || help)
         return rc;
     if ((a.config_path != NULL) == (a.catalogue_path != NULL))
@@ -912,11 +262,17 @@ int cmd_golden(int argc, char **argv)
         return cli_error("golden", "--catalogue and --case go together");
     if ((a.out_dir != NULL) == (a.out_file != NULL))
         return cli_error("golden", "give one of --out DIR and --out-file FILE");
-    /* The first precision of the certification: 128 bits for a config of the
-     * user's (the outputs are the same certified doubles at any precision, and
-     * 128 bits costs about a fifth less than 192 at BERT-base size), 192 for a
-     * catalogue entry, the precision the committed cases record. */
+    /* the first precision of the certification (golden/make.h): the outputs
+     * are the same certified doubles at any precision */
     if (a.prec == 0)
-        a.prec = a.config_path != NULL ? GOLDEN_CONFIG_PREC : (uint64_t)REFENC_MP_PREC_DEFAULT;
-    return golden_make(&a);
+        a.prec = golden_default_prec(&a);
+    golden_outcome out;
+    char *report = NULL;
+    refenc_error err;
+    refenc_error_clear(&err);
+    if (golden_make(&a, &out, &report, &err) != REFENC_OK)
+        return report != NULL ? cli_load_error("golden", report, &err) : cli_error("golden", "%s", err.message);
+    if (!a.quiet)
+        printf("refenc golden: %s\n", out.summary);
+    return REFENC_EXIT_OK;
 }

@@ -12,9 +12,9 @@
 
 #include "../refenc.h"
 #include "cli.h"
-#include "model_sources.h"
+#include "../io/model_sources.h"
 #include "results.h"
-#include "run_config.h"
+#include "../io/run_config.h"
 #include "../tool/random_params.h"
 
 #define DEFAULT_SEED 20240521u
@@ -282,12 +282,12 @@ static int model_load(refenc_case *c, const refenc_config *cfg, const run_input 
 {
     int st;
     if (a->inputs_path != NULL)
-        st = cli_case_from_inputs(c, cfg, spec, a->config_path, a->inputs_path, report, err);
+        st = model_case_from_inputs(c, cfg, spec, a->config_path, a->inputs_path, report, err);
     else
         st = refenc_case_alloc(c, REFENC_COMP_ENCODER, cfg, spec->batch, spec->seq_len,
                                cfg->vocab_size > 0, spec->padding != NULL, 0, err);
     if (st == REFENC_OK && a->weights_path != NULL)
-        st = cli_params_from_checkpoint(&c->params, cfg, a->weights_path, summary, summary_size, report, err);
+        st = model_params_from_checkpoint(&c->params, cfg, a->weights_path, summary, summary_size, report, err);
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
     if (st == REFENC_OK && rng == NULL)
         st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");

@@ -12,7 +12,7 @@ DATADIR    ?= $(PREFIX)/share
 DOCDIR     ?= $(DATADIR)/doc/refenc
 GOLDENDIR  ?= $(DATADIR)/refenc/golden
 
-VERSION   := $(shell sed -n 's/^\#define REFENC_VERSION "\(.*\)"/\1/p' ref/refenc.h)
+VERSION   := $(shell sed -n 's/^\#define REFENC_VERSION "\(.*\)"/\1/p' ref/core/version.h)
 SO_NAME   := librefenc.so.$(SO_MAJOR)
 SO_FILE   := librefenc.so.$(VERSION)
 PC        := $(BUILD)/refenc.pc

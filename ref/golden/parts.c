@@ -1,4 +1,4 @@
-#include "golden_parts.h"
+#include "parts.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,8 +9,13 @@
 #include "../core/alloc.h"
 #include "../io/case_file.h"
 #include "../io/golden_names.h"
-#include "../refenc.h"
-#include "golden_manifest.h"
+#include "../encoder.h"
+#include "../io/case_file.h"
+#include "../io/config_json.h"
+#include "../io/safetensors.h"
+#include "../io/manifest.h"
+#include "../tool/certify.h"
+#include "manifest.h"
 
 int golden_parse_shard(const char *s, size_t *k, size_t *n)
 {

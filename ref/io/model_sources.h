@@ -1,8 +1,8 @@
 /* Where a model's parameters and inputs come from, for `refenc run
  * --config` and `refenc golden`: the user's own files (--weights,
  * --inputs; io/model_file.h), checked against the config. */
-#ifndef REFENC_CLI_MODEL_SOURCES_H
-#define REFENC_CLI_MODEL_SOURCES_H
+#ifndef REFENC_IO_MODEL_SOURCES_H
+#define REFENC_IO_MODEL_SOURCES_H
 
 #include "../core/case.h"
 #include "../core/status.h"
@@ -14,23 +14,19 @@
  * file's key padding mask says which positions are padding).  *report as in
  * io/model_file.h.  Errors: those of refenc_case_from_inputs_file,
  * REFENC_EIO, REFENC_EINVAL (a disagreement). */
-int cli_case_from_inputs(refenc_case *c, const refenc_config *cfg, const run_input *spec,
+int model_case_from_inputs(refenc_case *c, const refenc_config *cfg, const run_input *spec,
                          const char *config_path, const char *path, char **report,
                          refenc_error *err);
 
 /* Fills p (allocated for its config) from the weights file at path.
  * Errors: those of refenc_params_from_file, REFENC_EIO. */
-int cli_params_from_weights(refenc_params *p, const char *path, char **report, refenc_error *err);
+int model_params_from_weights(refenc_params *p, const char *path, char **report, refenc_error *err);
 
 /* The parameters from a checkpoint: for the vaswani family under refenc's
- * names (cli_params_from_weights), for any other family as its Hugging Face
+ * names (model_params_from_weights), for any other family as its Hugging Face
  * checkpoint holds them (run_weights.h, docs/families.md); summary (cap
  * bytes) then says what was read.  Errors: as those two. */
-int cli_params_from_checkpoint(refenc_params *p, const refenc_config *cfg, const char *path, char *summary,
+int model_params_from_checkpoint(refenc_params *p, const refenc_config *cfg, const char *path, char *summary,
                                size_t cap, char **report, refenc_error *err);
-
-/* Prints the error of a failed load: the whole report when there is one,
- * else err's message; frees the report; returns REFENC_EXIT_USAGE. */
-int cli_load_error(const char *cmd, char *report, const refenc_error *err);
 
 #endif

@@ -1,4 +1,4 @@
-#include "golden_catalogue.h"
+#include "catalogue.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-#include "golden_file.h"
+#include "file.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -7,7 +7,13 @@
 #include "../core/alloc.h"
 #include "../io/config_json.h"
 #include "../io/half.h"
-#include "../refenc.h"
+#include "../core/version.h"
+#include "../encoder.h"
+#include "../io/case_file.h"
+#include "../io/config_json.h"
+#include "../io/safetensors.h"
+#include "../io/manifest.h"
+#include "../tool/certify.h"
 
 #include <nettle/sha2.h>
 

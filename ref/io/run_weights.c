@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../io/checkpoint_names.h"
-#include "../io/safetensors.h"
+#include "checkpoint_names.h"
+#include "safetensors.h"
 
 int run_load_weights(refenc_params *p, const refenc_config *cfg, const char *path,
                      char *summary, size_t cap, refenc_error *err)

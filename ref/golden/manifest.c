@@ -1,4 +1,4 @@
-#include "golden_manifest.h"
+#include "manifest.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,9 +12,14 @@
 #include "../io/atomic_write.h"
 #include "../io/golden_names.h"
 #include "../io/manifest.h"
-#include "golden_catalogue.h"
+#include "catalogue.h"
 #include "../io/safetensors.h"
-#include "../refenc.h"
+#include "../encoder.h"
+#include "../io/case_file.h"
+#include "../io/config_json.h"
+#include "../io/safetensors.h"
+#include "../io/manifest.h"
+#include "../tool/certify.h"
 
 int golden_manifest_entry(json_t **entry, const char *path, const char *file, refenc_error *err)
 {

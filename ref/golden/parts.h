@@ -12,8 +12,8 @@
 
 #include "../core/case.h"
 #include "../core/status.h"
-#include "golden_engine.h"
-#include "golden_file.h"
+#include "engine.h"
+#include "file.h"
 
 /* Parses "K/N" (1 <= K <= N); returns 0 if it is not one. */
 int golden_parse_shard(const char *s, size_t *k, size_t *n);

@@ -5,11 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../io/model_file.h"
-#include "../io/safetensors.h"
-#include "cli.h"
+#include "model_file.h"
+#include "safetensors.h"
 
-int cli_case_from_inputs(refenc_case *c, const refenc_config *cfg, const run_input *spec,
+int model_case_from_inputs(refenc_case *c, const refenc_config *cfg, const run_input *spec,
                          const char *config_path, const char *path, char **report,
                          refenc_error *err)
 {
@@ -35,7 +34,7 @@ int cli_case_from_inputs(refenc_case *c, const refenc_config *cfg, const run_inp
     return st;
 }
 
-int cli_params_from_weights(refenc_params *p, const char *path, char **report, refenc_error *err)
+int model_params_from_weights(refenc_params *p, const char *path, char **report, refenc_error *err)
 {
     refenc_st_file f;
     int st = refenc_st_read(&f, path, err);
@@ -46,22 +45,12 @@ int cli_params_from_weights(refenc_params *p, const char *path, char **report, r
     return st;
 }
 
-int cli_params_from_checkpoint(refenc_params *p, const refenc_config *cfg, const char *path, char *summary,
+int model_params_from_checkpoint(refenc_params *p, const refenc_config *cfg, const char *path, char *summary,
                                size_t cap, char **report, refenc_error *err)
 {
     if (cap > 0)
         summary[0] = '\0';
     if (cfg->family != REFENC_FAMILY_VASWANI) /* the family's Hugging Face names */
         return run_load_weights(p, cfg, path, summary, cap, err);
-    return cli_params_from_weights(p, path, report, err);
-}
-
-int cli_load_error(const char *cmd, char *report, const refenc_error *err)
-{
-    if (report != NULL) {
-        cli_error(cmd, "%s", report);
-        free(report);
-        return REFENC_EXIT_USAGE;
-    }
-    return cli_error(cmd, "%s", err->message);
+    return model_params_from_weights(p, path, report, err);
 }

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../io/config_json.h"
-#include "../io/file_read.h"
+#include "config_json.h"
+#include "file_read.h"
 
 /* The keys of "input" (the model's are refenc_config_from_json's). */
 static const char *const input_keys[] = {"batch", "seq_len", "padding", NULL};

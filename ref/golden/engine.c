@@ -1,4 +1,4 @@
-#include "golden_engine.h"
+#include "engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
