@@ -1,6 +1,9 @@
-/* The rules between the rooms of ref/ (docs/architecture.md), enforced by
- * scripts/check-layering.sh: the real tree obeys them, and each rule catches a
- * violation planted in a small tree of its own (the negative controls). */
+/* The house rules of ref/ (docs/architecture.md), each enforced by a script:
+ * the rules between the rooms (scripts/check-layering.sh), no circle between
+ * modules (scripts/check-include-cycles.sh) and functions at kernel size
+ * (scripts/check-function-size.sh).  The real tree obeys them, and each rule
+ * catches a violation planted in a small tree of its own (the negative
+ * controls). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,11 +21,11 @@ static const char *source_root(void)
     return r;
 }
 
-/* Runs the checker on root; returns its exit status and its output in out. */
-static int run_checker(const char *root, char *out, size_t cap)
+/* Runs scripts/<script> on root; returns its exit status and its output in out. */
+static int run_script(const char *script, const char *root, char *out, size_t cap)
 {
     char cmd[3 * PATH_CAP];
-    snprintf(cmd, sizeof cmd, "sh '%s/scripts/check-layering.sh' '%s' 2>&1", source_root(), root);
+    snprintf(cmd, sizeof cmd, "sh '%s/scripts/%s' '%s' 2>&1", source_root(), script, root);
     FILE *p = popen(cmd, "r");
     cr_assert(p != NULL, "cannot run %s", cmd);
     size_t n = fread(out, 1, cap - 1, p);
@@ -30,6 +33,11 @@ static int run_checker(const char *root, char *out, size_t cap)
     const int st = pclose(p);
     cr_assert(WIFEXITED(st), "the checker did not exit normally: %s", out);
     return WEXITSTATUS(st);
+}
+
+static int run_checker(const char *root, char *out, size_t cap)
+{
+    return run_script("check-layering.sh", root, out, cap);
 }
 
 static void write_file(const char *root, const char *rel, const char *text)
@@ -127,6 +135,151 @@ Test(layering, each_rule_catches_a_planted_violation)
         cr_expect(strstr(out, planted[i].message) != NULL,
                   "planted %s in %s: the output does not say \"%s\":\n%s", planted[i].text,
                   planted[i].file, planted[i].message, out);
+        remove_tree(root);
+    }
+}
+
+/* ---- no circle between modules (scripts/check-include-cycles.sh) ---------- */
+
+static int run_cycles(const char *root, char *out, size_t cap)
+{
+    return run_script("check-include-cycles.sh", root, out, cap);
+}
+
+Test(layering, the_source_tree_has_no_include_circle)
+{
+    char out[16384];
+    const int rc = run_cycles(source_root(), out, sizeof out);
+    cr_expect_eq(rc, 0, "check-include-cycles failed on the source tree (exit %d):\n%s", rc, out);
+    cr_expect_str_empty(out, "check-include-cycles printed on the source tree:\n%s", out);
+}
+
+/* The clean tree (each .c includes its own header, which is no circle) and a
+ * diamond (a uses b and c, both use d) have no circle. */
+Test(layering, a_tree_without_circles_passes)
+{
+    char root[PATH_CAP], out[4096];
+    make_clean_tree(root);
+    write_file(root, "ref/tool/a.c", "#include \"a.h\"\n#include \"b.h\"\n#include \"c.h\"\n");
+    write_file(root, "ref/tool/b.h", "#include \"d.h\"\n");
+    write_file(root, "ref/tool/c.c", "#include \"c.h\"\n#include \"d.h\"\n");
+    write_file(root, "ref/tool/d.h", "#include \"../core/status.h\"\n");
+    const int rc = run_cycles(root, out, sizeof out);
+    cr_expect_eq(rc, 0, "exit %d on a tree without circles:\n%s", rc, out);
+    cr_expect_str_empty(out, "printed on a tree without circles:\n%s", out);
+    remove_tree(root);
+}
+
+/* Each planted set of includes closes one circle; the checker must exit 1,
+ * name the circle and each include on it. */
+static const struct {
+    const char *file[3], *text[3], *message[3];
+} circles[] = {
+    /* the circle ref/tool had: the kernels' header used the file that defined them */
+    {{"ref/tool/emulate.c", "ref/tool/emulate_kernels.h"},
+     {"#include \"emulate_kernels.h\"\n", "#include <stddef.h>\n#include \"emulate.h\"\n"},
+     {"ref/tool: include circle: emulate -> emulate_kernels -> emulate",
+      "ref/tool/emulate.c:1 includes emulate_kernels.h", "ref/tool/emulate_kernels.h:2 includes emulate.h"}},
+    /* three headers, no source */
+    {{"ref/io/a.h", "ref/io/b.h", "ref/io/c.h"},
+     {"#include \"b.h\"\n", "#include \"c.h\"\n", "#include \"a.h\"\n"},
+     {"ref/io: include circle: a -> b -> c -> a", "ref/io/c.h:1 includes a.h", "ref/io/a.h:1 includes b.h"}},
+    /* across rooms (check-layering.sh refuses io -> tool as well) */
+    {{"ref/io/case_file.h", "ref/tool/certify.h"},
+     {"#include \"../tool/certify.h\"\n", "#include \"../io/case_file.h\"\n"},
+     {"include circle: case_file -> ref/tool/certify -> case_file",
+      "ref/tool/certify.h:1 includes ../io/case_file.h", "ref/io/case_file.h:1 includes ../tool/certify.h"}},
+};
+
+Test(layering, each_planted_circle_is_caught)
+{
+    for (size_t i = 0; i < sizeof circles / sizeof circles[0]; i++) {
+        char root[PATH_CAP], out[4096];
+        make_clean_tree(root);
+        for (size_t f = 0; f < 3 && circles[i].file[f] != NULL; f++)
+            write_file(root, circles[i].file[f], circles[i].text[f]);
+        const int rc = run_cycles(root, out, sizeof out);
+        cr_expect_eq(rc, 1, "circle %zu: exit %d, want 1:\n%s", i, rc, out);
+        for (size_t m = 0; m < 3 && circles[i].message[m] != NULL; m++)
+            cr_expect(strstr(out, circles[i].message[m]) != NULL,
+                      "circle %zu: the output does not say \"%s\":\n%s", i, circles[i].message[m], out);
+        remove_tree(root);
+    }
+}
+
+/* ---- functions at kernel size (scripts/check-function-size.sh) ------------- */
+
+static int run_sizes(const char *root, char *out, size_t cap)
+{
+    return run_script("check-function-size.sh", root, out, cap);
+}
+
+/* A definition `lines` lines long from its signature (two lines) to its
+ * closing brace, appended to text. */
+static void append_function(char *text, size_t cap, const char *name, int lines)
+{
+    size_t n = strlen(text);
+    n += (size_t)snprintf(text + n, cap - n, "static int %s(int a,\n                  int b)\n{\n", name);
+    for (int i = 0; i < lines - 4; i++)
+        n += (size_t)snprintf(text + n, cap - n, "    a += b;\n");
+    snprintf(text + n, cap - n, "}\n\n");
+}
+
+Test(layering, the_source_tree_has_its_functions_at_kernel_size)
+{
+    char out[16384];
+    const int rc = run_sizes(source_root(), out, sizeof out);
+    cr_expect_eq(rc, 0, "check-function-size failed on the source tree (exit %d):\n%s", rc, out);
+    cr_expect_str_empty(out, "check-function-size printed on the source tree:\n%s", out);
+}
+
+/* 60 lines pass, 61 do not; a static table's braces are not a function. */
+Test(layering, a_function_over_60_lines_is_caught)
+{
+    char root[PATH_CAP], out[4096], text[8192] = "/* a table */\nstatic const int t[] = {\n    1,\n};\n\n";
+    make_clean_tree(root);
+    append_function(text, sizeof text, "at_limit", 60);
+    write_file(root, "ref/tool/sizes.c", text);
+    int rc = run_sizes(root, out, sizeof out);
+    cr_expect_eq(rc, 0, "exit %d with a function of 60 lines:\n%s", rc, out);
+    cr_expect_str_empty(out, "printed with a function of 60 lines:\n%s", out);
+
+    append_function(text, sizeof text, "over_limit", 61); /* its signature is line 67 */
+    write_file(root, "ref/tool/sizes.c", text);
+    rc = run_sizes(root, out, sizeof out);
+    cr_expect_eq(rc, 1, "exit %d with a function of 61 lines, want 1:\n%s", rc, out);
+    cr_expect(strstr(out, "ref/tool/sizes.c:67: over_limit is 61 lines, over the limit of 60") != NULL,
+              "the output does not name the function, its line and its length:\n%s", out);
+    cr_expect(strstr(out, "at_limit") == NULL, "the function of 60 lines is named:\n%s", out);
+    remove_tree(root);
+}
+
+/* A listed function with a reason passes; an entry without a reason, or for a
+ * function no longer over the limit, is an error. */
+Test(layering, the_allowlist_needs_a_reason_and_a_long_function)
+{
+    static const struct {
+        const char *list, *message;
+    } lists[] = {
+        {"# comment\n\nref/tool/sizes.c long_one  the reason\n", NULL},
+        {"ref/tool/sizes.c long_one\n", "function-size-allowlist.txt:1: ref/tool/sizes.c long_one: no reason given"},
+        {"ref/tool/sizes.c long_one  the reason\nref/tool/sizes.c short_one  a reason\n",
+         "function-size-allowlist.txt:2: ref/tool/sizes.c short_one is listed but not over 60 lines"},
+    };
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        char root[PATH_CAP], out[4096], text[8192] = "";
+        make_clean_tree(root);
+        append_function(text, sizeof text, "long_one", 75);
+        append_function(text, sizeof text, "short_one", 20);
+        write_file(root, "ref/tool/sizes.c", text);
+        write_file(root, "scripts/function-size-allowlist.txt", lists[i].list);
+        const int rc = run_sizes(root, out, sizeof out);
+        cr_expect_eq(rc, lists[i].message ? 1 : 0, "list %zu: exit %d:\n%s", i, rc, out);
+        if (lists[i].message != NULL)
+            cr_expect(strstr(out, lists[i].message) != NULL, "list %zu: the output does not say \"%s\":\n%s", i,
+                      lists[i].message, out);
+        else
+            cr_expect_str_empty(out, "list %zu: printed:\n%s", i, out);
         remove_tree(root);
     }
 }

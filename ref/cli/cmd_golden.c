@@ -13,8 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-
 #include "../golden/catalogue.h"
 #include "../golden/make.h"
 #include "../golden/manifest.h"
@@ -83,8 +81,6 @@ static const char golden_usage[] =
     "exit codes: 0 success, 2 usage or input error (one message on stderr; nothing\n"
     "is written)\n";
 
-
-
 /* ---- verbs ------------------------------------------------------------------------ */
 
 static int golden_list(const char *catalogue)
@@ -94,10 +90,9 @@ static int golden_list(const char *catalogue)
     json_t *cat = catalogue_load(catalogue, &err);
     if (cat == NULL)
         return cli_error("golden", "%s", err.message);
-    size_t i;
-    json_t *e;
-    json_array_foreach(json_object_get(cat, "cases"), i, e)
-        printf("%s\n", json_string_value(json_object_get(e, "case")));
+    const char *name;
+    for (size_t i = 0; (name = catalogue_case_name(cat, i)) != NULL; i++)
+        printf("%s\n", name);
     json_decref(cat);
     return REFENC_EXIT_OK;
 }

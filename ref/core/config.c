@@ -111,7 +111,8 @@ static int check_size(const char *field, size_t v, size_t limit, refenc_error *e
     return REFENC_OK;
 }
 
-int refenc_config_validate(const refenc_config *c, refenc_error *err)
+/* Each dimension at least 1 and within its limit; the vocabularies within theirs. */
+static int validate_sizes(const refenc_config *c, refenc_error *err)
 {
     int st;
     if ((st = check_size("d_model", c->d_model, REFENC_MAX_DIM, err)) ||
@@ -127,7 +128,12 @@ int refenc_config_validate(const refenc_config *c, refenc_error *err)
         return refenc_error_set(err, REFENC_ELIMIT,
                                 "config: type_vocab_size = %zu exceeds the limit %zu",
                                 c->type_vocab_size, REFENC_MAX_VOCAB);
+    return REFENC_OK;
+}
 
+/* Each enumeration one of its values, each flag 0 or 1. */
+static int validate_choices(const refenc_config *c, refenc_error *err)
+{
     if ((unsigned)c->norm > REFENC_NORM_POST)
         return refenc_error_set(err, REFENC_EINVAL, "config: norm is not 'pre' or 'post'");
     if ((unsigned)c->activation > REFENC_ACT_QUICK_GELU)
@@ -150,7 +156,13 @@ int refenc_config_validate(const refenc_config *c, refenc_error *err)
         return refenc_error_set(err, REFENC_EINVAL, "config: scale_embedding must be true or false");
     if (c->embedding_norm != 0 && c->embedding_norm != 1)
         return refenc_error_set(err, REFENC_EINVAL, "config: embedding_norm must be true or false");
+    return REFENC_OK;
+}
 
+/* The widths the heads and the positional schemes need: Dh = D/H whole,
+ * RoPE's Dh and the sinusoidal D even (they work on pairs). */
+static int validate_widths(const refenc_config *c, refenc_error *err)
+{
     if (c->d_model % c->n_heads != 0)
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: d_model = %zu is not divisible by n_heads = %zu",
@@ -163,7 +175,12 @@ int refenc_config_validate(const refenc_config *c, refenc_error *err)
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: positional 'sinusoidal' needs an even d_model, got %zu",
                                 c->d_model);
+    return REFENC_OK;
+}
 
+/* The real hyper-parameters: finite, and in the range their formula needs. */
+static int validate_reals(const refenc_config *c, refenc_error *err)
+{
     if (!isfinite(c->layer_norm_eps) || c->layer_norm_eps < 0)
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: layer_norm_eps must be finite and >= 0, got %.17g",
@@ -179,7 +196,13 @@ int refenc_config_validate(const refenc_config *c, refenc_error *err)
     if (!isfinite(c->rope_base) || !(c->rope_base > 1))
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: rope_base must be finite and > 1, got %.17g", c->rope_base);
+    return REFENC_OK;
+}
 
+/* The token side: padding_idx a row of the table (or -1), token types only
+ * with tokens, RoBERTa's positions inside the learned PE table. */
+static int validate_tokens(const refenc_config *c, refenc_error *err)
+{
     if (c->padding_idx < -1 || (c->padding_idx >= 0 && (uint64_t)c->padding_idx >= c->vocab_size))
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: padding_idx = %lld must be -1 or in [0, vocab_size = %zu)",
@@ -188,22 +211,33 @@ int refenc_config_validate(const refenc_config *c, refenc_error *err)
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: type_vocab_size = %zu needs token inputs (vocab_size > 0)",
                                 c->type_vocab_size);
-    if (c->position_ids == REFENC_POSIDS_ROBERTA) {
-        if (c->positional != REFENC_POS_LEARNED)
-            return refenc_error_set(err, REFENC_EINVAL,
-                                    "config: position_ids 'roberta' index the learned PE table, but "
-                                    "positional is '%s'", refenc_positional_name(c->positional));
-        if (c->padding_idx < 0)
-            return refenc_error_set(err, REFENC_EINVAL,
-                                    "config: position_ids 'roberta' count from padding_idx, which is -1 "
-                                    "(needs token inputs and a padding token)");
-        if ((uint64_t)c->padding_idx + 1 >= c->max_len)
-            return refenc_error_set(err, REFENC_EINVAL,
-                                    "config: position_ids 'roberta' start at padding_idx + 1 = %lld, "
-                                    "outside the max_len = %zu rows of the learned PE table",
-                                    (long long)c->padding_idx + 1, c->max_len);
-    }
+    if (c->position_ids != REFENC_POSIDS_ROBERTA)
+        return REFENC_OK;
+    if (c->positional != REFENC_POS_LEARNED)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: position_ids 'roberta' index the learned PE table, but "
+                                "positional is '%s'", refenc_positional_name(c->positional));
+    if (c->padding_idx < 0)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: position_ids 'roberta' count from padding_idx, which is -1 "
+                                "(needs token inputs and a padding token)");
+    if ((uint64_t)c->padding_idx + 1 >= c->max_len)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: position_ids 'roberta' start at padding_idx + 1 = %lld, "
+                                "outside the max_len = %zu rows of the learned PE table",
+                                (long long)c->padding_idx + 1, c->max_len);
+    return REFENC_OK;
+}
 
+/* The checks run in this order and the first failure is the message (the
+ * parameter count needs the sizes checked first). */
+int refenc_config_validate(const refenc_config *c, refenc_error *err)
+{
+    int st;
+    if ((st = validate_sizes(c, err)) || (st = validate_choices(c, err)) ||
+        (st = validate_widths(c, err)) || (st = validate_reals(c, err)) ||
+        (st = validate_tokens(c, err)))
+        return st;
     size_t params = refenc_config_param_count(c), bytes;
     if (params == 0 || !refenc_size_mul(&bytes, params, sizeof(double)) || bytes > REFENC_MAX_BYTES)
         return refenc_error_set(err, REFENC_ELIMIT,

@@ -5,69 +5,87 @@
 /* Positions are integers that convert exactly to double. */
 #define MAX_POSITION ((int64_t)1 << 53)
 
-int refenc_input_validate(const refenc_input *in, const refenc_config *cfg, refenc_error *err)
+/* Tokens when the model has a vocabulary (each in [0, V)), x otherwise. */
+static int validate_tokens(const refenc_input *in, const refenc_config *cfg, refenc_error *err)
 {
-    int st = refenc_config_validate_shape(cfg, in->B, in->L, err);
-    if (st)
-        return st;
     const size_t B = in->B, L = in->L;
-
-    if (cfg->vocab_size > 0) {
-        if (in->tokens == NULL)
-            return refenc_error_set(err, REFENC_EINVAL,
-                                    "input: in.tokens is required (vocab_size = %zu)", cfg->vocab_size);
-        if (in->x != NULL)
-            return refenc_error_set(err, REFENC_EINVAL,
-                                    "input: in.x is given but vocab_size = %zu expects in.tokens",
-                                    cfg->vocab_size);
-        for (size_t i = 0; i < B * L; i++)
-            if (in->tokens[i] < 0 || (uint64_t)in->tokens[i] >= cfg->vocab_size)
-                return refenc_error_set(err, REFENC_EINVAL,
-                                        "input: in.tokens[%zu][%zu] = %lld is outside [0, vocab_size = %zu)",
-                                        i / L, i % L, (long long)in->tokens[i], cfg->vocab_size);
-    } else {
+    if (cfg->vocab_size == 0) {
         if (in->x == NULL)
             return refenc_error_set(err, REFENC_EINVAL, "input: in.x is required (vocab_size = 0)");
         if (in->tokens != NULL)
             return refenc_error_set(err, REFENC_EINVAL,
                                     "input: in.tokens is given but vocab_size = 0 expects in.x");
+        return REFENC_OK;
     }
-
-    if (in->token_types != NULL) {
-        if (cfg->type_vocab_size == 0)
+    if (in->tokens == NULL)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "input: in.tokens is required (vocab_size = %zu)", cfg->vocab_size);
+    if (in->x != NULL)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "input: in.x is given but vocab_size = %zu expects in.tokens",
+                                cfg->vocab_size);
+    for (size_t i = 0; i < B * L; i++)
+        if (in->tokens[i] < 0 || (uint64_t)in->tokens[i] >= cfg->vocab_size)
             return refenc_error_set(err, REFENC_EINVAL,
-                                    "input: in.token_type_ids is given but type_vocab_size = 0");
-        for (size_t i = 0; i < B * L; i++)
-            if (in->token_types[i] < 0 || (uint64_t)in->token_types[i] >= cfg->type_vocab_size)
-                return refenc_error_set(err, REFENC_EINVAL,
-                                        "input: in.token_type_ids[%zu][%zu] = %lld is outside "
-                                        "[0, type_vocab_size = %zu)", i / L, i % L,
-                                        (long long)in->token_types[i], cfg->type_vocab_size);
-    }
+                                    "input: in.tokens[%zu][%zu] = %lld is outside [0, vocab_size = %zu)",
+                                    i / L, i % L, (long long)in->tokens[i], cfg->vocab_size);
+    return REFENC_OK;
+}
 
+/* Token types (optional): only with a token-type table, each in [0, T). */
+static int validate_token_types(const refenc_input *in, const refenc_config *cfg, refenc_error *err)
+{
+    const size_t B = in->B, L = in->L;
+    if (in->token_types == NULL)
+        return REFENC_OK;
+    if (cfg->type_vocab_size == 0)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "input: in.token_type_ids is given but type_vocab_size = 0");
+    for (size_t i = 0; i < B * L; i++)
+        if (in->token_types[i] < 0 || (uint64_t)in->token_types[i] >= cfg->type_vocab_size)
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "input: in.token_type_ids[%zu][%zu] = %lld is outside "
+                                    "[0, type_vocab_size = %zu)", i / L, i % L,
+                                    (long long)in->token_types[i], cfg->type_vocab_size);
+    return REFENC_OK;
+}
+
+/* Positions (optional): not with RoBERTa's derived ones; each a row of the
+ * learned table, or below 2^53 (exact in double) for the other schemes. */
+static int validate_positions(const refenc_input *in, const refenc_config *cfg, refenc_error *err)
+{
+    if (in->positions != NULL && cfg->position_ids == REFENC_POSIDS_ROBERTA)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "input: in.positions is given but position_ids 'roberta' derives the "
+                                "positions from in.tokens");
+    if (in->positions == NULL)
+        return REFENC_OK;
+    const int64_t limit = cfg->positional == REFENC_POS_LEARNED ? (int64_t)cfg->max_len : MAX_POSITION;
+    for (size_t l = 0; l < in->L; l++)
+        if (in->positions[l] < 0 || in->positions[l] >= limit)
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "input: in.positions[%zu] = %lld is outside [0, %lld)%s",
+                                    l, (long long)in->positions[l], (long long)limit,
+                                    cfg->positional == REFENC_POS_LEARNED
+                                        ? " (the rows of the learned PE table, max_len)" : "");
+    return REFENC_OK;
+}
+
+/* The checks run in this order and the first failure is the message. */
+int refenc_input_validate(const refenc_input *in, const refenc_config *cfg, refenc_error *err)
+{
+    int st = refenc_config_validate_shape(cfg, in->B, in->L, err);
+    if (st || (st = validate_tokens(in, cfg, err)) || (st = validate_token_types(in, cfg, err)))
+        return st;
+    const size_t B = in->B, L = in->L;
     if (in->key_padding_mask != NULL)
         for (size_t i = 0; i < B * L; i++)
             if (in->key_padding_mask[i] > 1)
                 return refenc_error_set(err, REFENC_EINVAL,
                                         "input: in.key_padding_mask[%zu][%zu] = %u is not 0 or 1",
                                         i / L, i % L, (unsigned)in->key_padding_mask[i]);
-
-    if (in->positions != NULL && cfg->position_ids == REFENC_POSIDS_ROBERTA)
-        return refenc_error_set(err, REFENC_EINVAL,
-                                "input: in.positions is given but position_ids 'roberta' derives the "
-                                "positions from in.tokens");
-    if (in->positions != NULL) {
-        const int64_t limit = cfg->positional == REFENC_POS_LEARNED ? (int64_t)cfg->max_len
-                                                                    : MAX_POSITION;
-        for (size_t l = 0; l < L; l++)
-            if (in->positions[l] < 0 || in->positions[l] >= limit)
-                return refenc_error_set(err, REFENC_EINVAL,
-                                        "input: in.positions[%zu] = %lld is outside [0, %lld)%s",
-                                        l, (long long)in->positions[l], (long long)limit,
-                                        cfg->positional == REFENC_POS_LEARNED
-                                            ? " (the rows of the learned PE table, max_len)" : "");
-    }
-
+    if ((st = validate_positions(in, cfg, err)))
+        return st;
     if (in->attn_mask != NULL)
         for (size_t i = 0; i < L * L; i++)
             if (isnan(in->attn_mask[i]) || in->attn_mask[i] == INFINITY)

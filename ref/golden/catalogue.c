@@ -56,6 +56,11 @@ json_t *catalogue_load(const char *path, refenc_error *err)
     return doc;
 }
 
+const char *catalogue_case_name(const json_t *catalogue, size_t i)
+{
+    return json_string_value(json_object_get(json_array_get(json_object_get(catalogue, "cases"), i), "case"));
+}
+
 int catalogue_find(catalogue_case *cc, const json_t *catalogue, const char *name, refenc_error *err)
 {
     const json_t *cases = json_object_get(catalogue, "cases");

@@ -23,6 +23,9 @@ typedef struct {
  * "case" name; unknown keys are errors). */
 json_t *catalogue_load(const char *path, refenc_error *err);
 
+/* The name of the catalogue's i-th case (in its order), or NULL past the last. */
+const char *catalogue_case_name(const json_t *catalogue, size_t i);
+
 /* The entry for name.  Errors: REFENC_EINVAL (absent or malformed). */
 int catalogue_find(catalogue_case *cc, const json_t *catalogue, const char *name, refenc_error *err);
 

@@ -101,6 +101,35 @@ static const char *const model_keys[] = {
             return st;                                                              \
     } while (0)
 
+/* The choices read after norm: activation, positional, rope_layout,
+ * position_ids, mask_value (absent: the family's or the default). */
+static int read_choices(refenc_config *c, const json_t *obj, const char *where, refenc_error *err)
+{
+    char field[128];
+    const char *s;
+    int st;
+    GET_ENUM(refenc_activation_parse, &c->activation, "activation");
+    GET_ENUM(refenc_positional_parse, &c->positional, "positional");
+    GET_ENUM(refenc_rope_layout_parse, &c->rope_layout, "rope_layout");
+    GET_ENUM(refenc_position_ids_parse, &c->position_ids, "position_ids");
+    GET_ENUM(refenc_mask_value_parse, &c->mask_value, "mask_value");
+    return REFENC_OK;
+}
+
+/* refenc_config_validate, its message's "config: <field> ..." becoming
+ * "<where>: <field> ...". */
+static int validate_at(const refenc_config *c, const char *where, refenc_error *err)
+{
+    const int st = refenc_config_validate(c, err);
+    if (st && err != NULL) {
+        char msg[REFENC_ERRMSG_MAX];
+        const char *rest = strncmp(err->message, "config: ", 8) == 0 ? err->message + 8 : err->message;
+        snprintf(msg, sizeof msg, "%s", rest);
+        refenc_error_set(err, st, "%s: %s", where, msg);
+    }
+    return st;
+}
+
 int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *where,
                             refenc_error *err)
 {
@@ -142,11 +171,8 @@ int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *whe
     if ((st = get_double(&c->embedding_norm_eps, obj, "embedding_norm_eps", where, err)))
         return st;
 
-    GET_ENUM(refenc_activation_parse, &c->activation, "activation");
-    GET_ENUM(refenc_positional_parse, &c->positional, "positional");
-    GET_ENUM(refenc_rope_layout_parse, &c->rope_layout, "rope_layout");
-    GET_ENUM(refenc_position_ids_parse, &c->position_ids, "position_ids");
-    GET_ENUM(refenc_mask_value_parse, &c->mask_value, "mask_value");
+    if ((st = read_choices(c, obj, where, err)))
+        return st;
 
     const json_t *pi = json_object_get(obj, "padding_idx");
     if (pi != NULL) {
@@ -155,14 +181,7 @@ int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *whe
         c->padding_idx = json_integer_value(pi);
     }
 
-    st = refenc_config_validate(c, err);
-    if (st && err != NULL) { /* "config: <field> ..." becomes "<where>: <field> ..." */
-        char msg[REFENC_ERRMSG_MAX];
-        const char *rest = strncmp(err->message, "config: ", 8) == 0 ? err->message + 8 : err->message;
-        snprintf(msg, sizeof msg, "%s", rest);
-        refenc_error_set(err, st, "%s: %s", where, msg);
-    }
-    return st;
+    return validate_at(c, where, err);
 }
 
 json_t *refenc_config_to_json(const refenc_config *c)

@@ -458,70 +458,84 @@ static int check_tiling(const slot *s, size_t n, const parse_ctx *c, refenc_erro
     return REFENC_OK;
 }
 
+/* The file offset of each key of the header, for the messages: jansson keeps
+ * keys in insertion (= file) order, so the k-th key of the scan is the k-th of
+ * json_object_foreach.  cx->entry_at stays unset when the scan does not find
+ * every key. */
+static void locate_entries(parse_ctx *cx, size_t *entry_at, size_t n_keys)
+{
+    size_t ls, le;
+    int depth;
+    if (scan_keys(cx->hdr, cx->hdr_len, entry_at, n_keys, &ls, &le, &depth) != n_keys)
+        return;
+    for (size_t k = 0; k < n_keys; k++)
+        entry_at[k] += 8;
+    cx->entry_at = entry_at;
+}
+
+/* Checks the header's entries in file order: the metadata (kept in f) and
+ * each tensor, into slots[0, *n) (*n counts the names to free on failure). */
+static int read_entries(refenc_st_file *f, const parse_ctx *cx, json_t *root, slot *slots, size_t *n,
+                        refenc_error *err)
+{
+    const char *key;
+    json_t *val;
+    size_t k = 0;
+    json_object_foreach(root, key, val) {
+        int st;
+        if (strcmp(key, "__metadata__") == 0) {
+            if ((st = check_metadata(cx, k, val, err)))
+                return st;
+            f->metadata = json_incref(val);
+        } else {
+            slot *s = &slots[*n];
+            if ((s->t.name = strdup(key)) == NULL)
+                return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", cx->file);
+            (*n)++;
+            if ((st = check_entry(s, cx, k, val, err)))
+                return st;
+        }
+        k++;
+    }
+    return REFENC_OK;
+}
+
+/* Hands the n checked tensors, in data order, to f; their data point into f->buf. */
+static int adopt_tensors(refenc_st_file *f, const slot *slots, size_t n, const char *file, refenc_error *err)
+{
+    if (n > 0 && (f->tensors = malloc(n * sizeof *f->tensors)) == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", file);
+    for (size_t i = 0; i < n; i++) {
+        f->tensors[i] = slots[i].t;
+        f->tensors[i].data = f->buf + f->tensors[i].file_offset;
+    }
+    f->n_tensors = n;
+    return REFENC_OK;
+}
+
+/* The header's entries checked one by one, then together (they tile the data
+ * buffer); on success f holds the tensors and the metadata. */
 static int parse_header(refenc_st_file *f, const parse_ctx *c, json_t *root, refenc_error *err)
 {
     const size_t n_keys = json_object_size(root);
     size_t *entry_at = refenc_alloc_array(n_keys, sizeof *entry_at);
     slot *slots = calloc(n_keys ? n_keys : 1, sizeof *slots);
     parse_ctx cx = *c;
-    size_t ls, le, n = 0;
-    int depth, st = REFENC_OK;
+    size_t n = 0;
+    int st;
     if (entry_at == NULL || slots == NULL) {
         st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory for %zu header entries",
                               c->file, n_keys);
-        goto out;
+    } else {
+        locate_entries(&cx, entry_at, n_keys);
+        st = read_entries(f, &cx, root, slots, &n, err);
     }
-    /* jansson keeps keys in insertion (= file) order, so the k-th key of the
-     * scan is the k-th of json_object_foreach. */
-    if (scan_keys(c->hdr, c->hdr_len, entry_at, n_keys, &ls, &le, &depth) == n_keys) {
-        for (size_t k = 0; k < n_keys; k++)
-            entry_at[k] += 8;
-        cx.entry_at = entry_at;
+    if (st == REFENC_OK) {
+        qsort(slots, n, sizeof *slots, slot_cmp);
+        st = check_tiling(slots, n, &cx, err);
     }
-
-    const char *key;
-    json_t *val;
-    size_t k = 0;
-    json_object_foreach(root, key, val) {
-        if (strcmp(key, "__metadata__") == 0) {
-            st = check_metadata(&cx, k, val, err);
-            if (st)
-                goto out;
-            f->metadata = json_incref(val);
-        } else {
-            slot *s = &slots[n];
-            s->t.name = strdup(key);
-            if (s->t.name == NULL) {
-                st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", c->file);
-                goto out;
-            }
-            n++;
-            st = check_entry(s, &cx, k, val, err);
-            if (st)
-                goto out;
-        }
-        k++;
-    }
-
-    qsort(slots, n, sizeof *slots, slot_cmp);
-    st = check_tiling(slots, n, &cx, err);
-    if (st)
-        goto out;
-
-    if (n > 0) {
-        f->tensors = malloc(n * sizeof *f->tensors);
-        if (f->tensors == NULL) {
-            st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", c->file);
-            goto out;
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        f->tensors[i] = slots[i].t;
-        f->tensors[i].data = f->buf + f->tensors[i].file_offset;
-    }
-    f->n_tensors = n;
-    n = 0; /* the names now belong to f */
-out:
+    if (st == REFENC_OK && (st = adopt_tensors(f, slots, n, c->file, err)) == REFENC_OK)
+        n = 0; /* the names now belong to f */
     for (size_t i = 0; i < n; i++)
         free(slots[i].t.name);
     free(slots);

@@ -1,342 +1,280 @@
-/* The emulation's number formats and kernels (emulate.h, emulate_kernels.h).
- * Each kernel follows its reference twin (ref/<name>.c) operation for
- * operation; the comments say only where a rounding goes and why. */
-#include "emulate_kernels.h"
+/* A golden case run in emulated precision (emulate.h): the structure of
+ * refenc_case_run_reference (run_case.c), refenc_encoder_forward,
+ * refenc_layer_forward and refenc_mha_forward on the emulation's kernels. */
+#include "emulate.h"
 
-#include <float.h>
-#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../alibi.h"
-#include "../io/half.h"
+#include "../core/alloc.h"
+#include "../encoder.h"
+#include "../mha.h"
+#include "../position_ids.h"
+#include "emulate_kernels.h"
 
-const char *refenc_format_name(refenc_format f)
+void refenc_emulation_round_case(refenc_case *c, refenc_format f)
 {
-    static const char *const names[REFENC_FMT_COUNT] = {"F64", "F32", "F16", "BF16"};
-    return (unsigned)f < REFENC_FMT_COUNT ? names[f] : "?";
+    for (size_t i = 0; c->x != NULL && i < c->x_numel; i++)
+        c->x[i] = refenc_round(f, c->x[i]);
+    for (size_t i = 0; c->attn_mask != NULL && i < c->L * c->L; i++)
+        c->attn_mask[i] = refenc_round(f, c->attn_mask[i]);
+    for (size_t i = 0; i < c->params.n_values; i++)
+        c->params.block[i] = refenc_round(f, c->params.block[i]);
 }
 
-double refenc_round(refenc_format f, double x)
+/* Everything one run needs besides the case. */
+typedef struct {
+    const refenc_emulation *e;
+    const refenc_variant_hooks *hooks;
+    const refenc_trace *trace;
+} emu_run;
+
+static void emit(const emu_run *r, const char *name, const double *data, size_t ndim, size_t d0, size_t d1,
+                 size_t d2, size_t d3)
 {
-    switch (f) {
-    case REFENC_FMT_F32: return (double)(float)x; /* C's conversion: round to nearest even */
-    case REFENC_FMT_F16: return refenc_f16_to_double(refenc_double_to_f16(x));
-    case REFENC_FMT_BF16: return refenc_bf16_to_double(refenc_double_to_bf16(x));
-    default: return x;
+    const size_t shape[4] = {d0, d1, d2, d3};
+    refenc_trace_emit(r->trace, name, data, ndim, shape);
+}
+
+/* refenc_mha_forward with the emulation's kernels; the merge honours the
+ * variant that reads (B, H, L, Dh) as (B, L, D). */
+static void mha(const emu_run *r, double *y, refenc_mha_work *w, const double *x, const refenc_layer_params *lp,
+                const refenc_attn_options *opt, const refenc_rope_options *rope, size_t B, size_t L, size_t D,
+                size_t H)
+{
+    const refenc_emulation *e = r->e;
+    const size_t Dh = D / H, BL = B * L;
+    emu_linear(e, w->q, x, lp->in_proj_weight, lp->in_proj_bias, BL, D, D);
+    emu_linear(e, w->k, x, lp->in_proj_weight + D * D, lp->in_proj_bias + D, BL, D, D);
+    emu_linear(e, w->v, x, lp->in_proj_weight + 2 * D * D, lp->in_proj_bias + 2 * D, BL, D, D);
+    refenc_heads_split(w->qh, w->q, B, L, H, Dh);
+    refenc_heads_split(w->kh, w->k, B, L, H, Dh);
+    refenc_heads_split(w->vh, w->v, B, L, H, Dh);
+    if (rope != NULL) {
+        emu_rope(e, w->qh, w->qh, rope->positions, B * H, L, Dh, rope->base, rope->layout);
+        emu_rope(e, w->kh, w->kh, rope->positions, B * H, L, Dh, rope->base, rope->layout);
     }
-}
-
-refenc_emulation refenc_emulation_baseline(refenc_format f)
-{
-    return (refenc_emulation){.value = f, .acc = f == REFENC_FMT_F64 ? REFENC_FMT_F64 : REFENC_FMT_F32};
-}
-
-refenc_emulation refenc_emulation_pure(refenc_format f)
-{
-    return (refenc_emulation){.value = f, .acc = f};
-}
-
-/* ---- building blocks ---------------------------------------------------------- */
-
-/* The k-th index of an accumulation over n terms, in the emulation's order. */
-static size_t at(const refenc_emulation *e, size_t k, size_t n)
-{
-    return e->reverse_sums ? n - 1 - k : k;
-}
-
-/* Elementary functions: double libm, or the float versions of another
- * implementation (then rounded like any op by the caller). */
-static double f_exp(const refenc_emulation *e, double x)
-{
-    return e->float_functions ? (double)expf((float)x) : exp(x);
-}
-
-static double f_erfc(const refenc_emulation *e, double x)
-{
-    return e->float_functions ? (double)erfcf((float)x) : erfc(x);
-}
-
-static double f_sqrt(const refenc_emulation *e, double x)
-{
-    return e->float_functions ? (double)sqrtf((float)x) : sqrt(x);
-}
-
-static double f_pow(const refenc_emulation *e, double x, double y)
-{
-    return e->float_functions ? (double)powf((float)x, (float)y) : pow(x, y);
-}
-
-static double f_sin(const refenc_emulation *e, double x)
-{
-    return e->float_functions ? (double)sinf((float)x) : sin(x);
-}
-
-static double f_cos(const refenc_emulation *e, double x)
-{
-    return e->float_functions ? (double)cosf((float)x) : cos(x);
-}
-
-/* sum_k a[k] b[k*stride] in the acc format: every product and every partial
- * sum rounded (the products of two float16 or bfloat16 values are exact in
- * float32, so in the float32-accumulation model only the sums round). */
-static double dot(const refenc_emulation *e, const double *a, const double *b, size_t stride, size_t n)
-{
-    double acc = 0.0;
-    for (size_t k = 0; k < n; k++) {
-        const size_t i = at(e, k, n);
-        acc = emu_a(e, acc + emu_a(e, a[i] * b[i * stride]));
-    }
-    return acc;
-}
-
-/* The angle pos * base^(-two_i / width) of a PE or RoPE pair.  Positions are
- * index arithmetic: implementations form the frequency table and the angle
- * in float32 (or wider) and round only the sin and cos, so the angle is in
- * the acc format. */
-static double angle(const refenc_emulation *e, int64_t pos, size_t two_i, size_t width, double base)
-{
-    const double ex = emu_a(e, (double)two_i / (double)width);
-    const double freq = emu_a(e, f_pow(e, base, -ex));
-    return emu_a(e, (double)pos * freq);
-}
-
-/* ---- kernels ---------------------------------------------------------------------- */
-
-void emu_linear(const refenc_emulation *e, double *y, const double *x, const double *W, const double *b,
-                size_t N, size_t in, size_t out)
-{
-    for (size_t n = 0; n < N; n++)
-        for (size_t o = 0; o < out; o++) {
-            const double acc = dot(e, x + n * in, W + o * in, 1, in);
-            /* the matmul's output, then the bias add (fused: one rounding) */
-            y[n * out + o] = b != NULL ? emu_v(e, emu_m(e, acc) + b[o]) : emu_v(e, acc);
-        }
-}
-
-void emu_add(const refenc_emulation *e, double *y, const double *a, const double *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        y[i] = emu_v(e, a[i] + b[i]);
-}
-
-void emu_layernorm(const refenc_emulation *e, double *y, const double *x, const double *gamma,
-                   const double *beta, size_t N, size_t D, double eps)
-{
-    for (size_t n = 0; n < N; n++) {
-        const double *x_n = x + n * D;
-        double *y_n = y + n * D;
-        /* the statistics: acc format */
-        double sum = 0.0;
-        for (size_t k = 0; k < D; k++)
-            sum = emu_a(e, sum + x_n[at(e, k, D)]);
-        const double mu = emu_a(e, sum / (double)D);
-        double ss = 0.0;
-        for (size_t k = 0; k < D; k++) {
-            const double dev = emu_a(e, x_n[at(e, k, D)] - mu);
-            ss = emu_a(e, ss + emu_a(e, dev * dev));
-        }
-        const double var = emu_a(e, ss / (double)D);
-        const double sd = emu_a(e, f_sqrt(e, emu_a(e, var + eps)));
-        /* the normalisation: elementwise steps, then the output */
-        for (size_t d = 0; d < D; d++) {
-            const double z = emu_m(e, emu_m(e, x_n[d] - mu) / sd);
-            y_n[d] = emu_v(e, emu_m(e, z * gamma[d]) + beta[d]);
-        }
-    }
-}
-
-void emu_softmax(const refenc_emulation *e, double *y, const double *s, size_t R, size_t n, double tau,
-                 int inner)
-{
-    for (size_t r = 0; r < R; r++) {
-        const double *s_r = s + r * n;
-        double *y_r = y + r * n;
-        double m = -INFINITY;
-        for (size_t i = 0; i < n; i++) {
-            const double z = emu_m(e, s_r[i] / tau);
-            if (z > m || isnan(z))
-                m = z;
-        }
-        if (m == -INFINITY) {
-            for (size_t i = 0; i < n; i++)
-                y_r[i] = 0.0;
-            continue;
-        }
-        for (size_t i = 0; i < n; i++) /* y_r may alias s_r: each entry read before written */
-            y_r[i] = emu_m(e, f_exp(e, emu_m(e, emu_m(e, s_r[i] / tau) - m)));
-        double sum = 0.0; /* the denominator: acc format */
-        for (size_t k = 0; k < n; k++)
-            sum = emu_a(e, sum + y_r[at(e, k, n)]);
-        for (size_t i = 0; i < n; i++)
-            y_r[i] = inner ? emu_m(e, y_r[i] / sum) : emu_v(e, y_r[i] / sum);
-    }
-}
-
-/* The scores of one (b, h) into w (L, L): q.k / divisor + ALiBi + mask. */
-static void scores(const refenc_emulation *e, double *w, const double *q, const double *k,
-                   const refenc_attn_options *opt, const uint8_t *pad, size_t h, size_t L, size_t Dh,
-                   double divisor)
-{
-    for (size_t i = 0; i < L; i++)
-        for (size_t j = 0; j < L; j++) {
-            double s = emu_m(e, emu_m(e, dot(e, q + i * Dh, k + j * Dh, 1, Dh)) / divisor);
-            if (opt->alibi_slopes != NULL)
-                s = emu_m(e, s + emu_m(e, refenc_alibi_bias(opt->alibi_slopes[h], opt->positions[i],
-                                                             opt->positions[j])));
-            if (opt->attn_mask != NULL)
-                s = emu_m(e, s + opt->attn_mask[i * L + j]);
-            if ((pad != NULL && pad[j]) || (opt->causal && j > i)) /* the model's mask value */
-                s = opt->mask_value == REFENC_MASK_FINFO_MIN ? -DBL_MAX : -INFINITY;
-            w[i * L + j] = s;
-        }
-}
-
-void emu_attention(const refenc_emulation *e, double *out, double *weights, const double *q,
-                   const double *k, const double *v, const refenc_attn_options *opt, size_t B, size_t H,
-                   size_t L, size_t Dh)
-{
-    const double divisor = sqrt((double)Dh) * opt->temperature; /* a scalar, formed in double */
-    for (size_t b = 0; b < B; b++) {
-        const uint8_t *pad_b = opt->key_padding_mask ? opt->key_padding_mask + b * L : NULL;
-        for (size_t h = 0; h < H; h++) {
-            const size_t bh = b * H + h;
-            double *w_bh = weights + bh * L * L;
-            const double *v_bh = v + bh * L * Dh;
-            scores(e, w_bh, q + bh * L * Dh, k + bh * L * Dh, opt, pad_b, h, L, Dh, divisor);
-            emu_softmax(e, w_bh, w_bh, L, L, 1.0, 1);
-            for (size_t i = 0; i < L; i++)
-                for (size_t d = 0; d < Dh; d++)
-                    out[(bh * L + i) * Dh + d] = emu_v(e, dot(e, w_bh + i * L, v_bh + d, Dh, L));
-            for (size_t i = 0; i < L * L; i++) /* the stored weights: the value format */
-                w_bh[i] = emu_v(e, w_bh[i]);
-        }
-    }
-}
-
-/* GELU exact, x Phi(x) = x (0.5 erfc(-x / sqrt 2)), and tanh, x / (1 + exp(-2z)):
- * ref/activation.c's operations, each step rounded. */
-static double gelu(const refenc_emulation *e, double x)
-{
-    const double phi = emu_m(e, 0.5 * emu_m(e, f_erfc(e, emu_m(e, -x * M_SQRT1_2))));
-    return emu_v(e, x * phi);
-}
-
-static double gelu_tanh(const refenc_emulation *e, double x)
-{
-    static const double SQRT_2_OVER_PI = 0.7978845608028654; /* as ref/activation.c */
-    const double x3 = emu_m(e, emu_m(e, x * x) * x);
-    const double z = emu_m(e, SQRT_2_OVER_PI * emu_m(e, x + emu_m(e, 0.044715 * x3)));
-    return emu_v(e, x / emu_m(e, 1.0 + emu_m(e, f_exp(e, emu_m(e, -2.0 * z)))));
-}
-
-/* Quick GELU, x sigma(1.702 x) = x / (1 + exp(-1.702 x)): ref/activation.c's
- * operations, each step rounded. */
-static double quick_gelu(const refenc_emulation *e, double x)
-{
-    const double t = emu_m(e, 1.702 * x);
-    return emu_v(e, x / emu_m(e, 1.0 + emu_m(e, f_exp(e, -t))));
-}
-
-void emu_activation(const refenc_emulation *e, double *y, const double *x, size_t n, refenc_activation act)
-{
-    for (size_t i = 0; i < n; i++) {
-        switch (act) {
-        case REFENC_ACT_RELU: y[i] = x[i] > 0.0 || isnan(x[i]) ? x[i] : 0.0; break; /* exact */
-        case REFENC_ACT_GELU: y[i] = gelu(e, x[i]); break;
-        case REFENC_ACT_GELU_TANH: y[i] = gelu_tanh(e, x[i]); break;
-        case REFENC_ACT_QUICK_GELU: y[i] = quick_gelu(e, x[i]); break;
-        }
-    }
-}
-
-void emu_rope(const refenc_emulation *e, double *y, const double *x, const int64_t *pos, size_t N, size_t L,
-              size_t Dh, double base, refenc_rope_layout layout)
-{
-    const size_t half = Dh / 2;
-    for (size_t n = 0; n < N; n++)
-        for (size_t l = 0; l < L; l++) {
-            const double *x_nl = x + (n * L + l) * Dh;
-            double *y_nl = y + (n * L + l) * Dh;
-            for (size_t j = 0; j < half; j++) {
-                const size_t ia = layout == REFENC_ROPE_HALF ? j : 2 * j;
-                const size_t ib = layout == REFENC_ROPE_HALF ? j + half : 2 * j + 1;
-                const double t = angle(e, pos[l], 2 * j, Dh, base);
-                /* the cos and sin tables are stored in the value format */
-                const double c = emu_m(e, f_cos(e, t)), s = emu_m(e, f_sin(e, t));
-                const double a = x_nl[ia], b = x_nl[ib];
-                y_nl[ia] = emu_v(e, emu_m(e, a * c) - emu_m(e, b * s));
-                y_nl[ib] = emu_v(e, emu_m(e, b * c) + emu_m(e, a * s));
-            }
-        }
-}
-
-void emu_sinusoidal_table(const refenc_emulation *e, double *pe, const int64_t *pos, size_t L, size_t D)
-{
-    for (size_t l = 0; l < L; l++)
-        for (size_t i = 0; i < D / 2; i++) {
-            const double t = angle(e, pos[l], 2 * i, D, 10000.0);
-            pe[l * D + 2 * i] = emu_v(e, f_sin(e, t));
-            pe[l * D + 2 * i + 1] = emu_v(e, f_cos(e, t));
-        }
-}
-
-void emu_sinusoidal_forward(const refenc_emulation *e, double *y, const double *x, const int64_t *pos,
-                            size_t B, size_t L, size_t D)
-{
-    for (size_t b = 0; b < B; b++)
-        for (size_t l = 0; l < L; l++) {
-            const double *x_bl = x + (b * L + l) * D;
-            double *y_bl = y + (b * L + l) * D;
-            for (size_t i = 0; i < D / 2; i++) {
-                const double t = angle(e, pos[l], 2 * i, D, 10000.0);
-                y_bl[2 * i] = emu_v(e, x_bl[2 * i] + emu_m(e, f_sin(e, t)));
-                y_bl[2 * i + 1] = emu_v(e, x_bl[2 * i + 1] + emu_m(e, f_cos(e, t)));
-            }
-        }
-}
-
-void emu_embedding(const refenc_emulation *e, double *x, const int64_t *tokens, const double *table,
-                   size_t B, size_t L, size_t D)
-{
-    const double scale = sqrt((double)D); /* a scalar, formed in double */
-    for (size_t bl = 0; bl < B * L; bl++)
-        for (size_t d = 0; d < D; d++)
-            x[bl * D + d] = emu_v(e, table[(size_t)tokens[bl] * D + d] * scale);
-}
-
-void emu_embedding_lookup(const refenc_emulation *e, double *x, const int64_t *tokens, const double *table,
-                          size_t B, size_t L, size_t D)
-{
-    for (size_t bl = 0; bl < B * L; bl++)
-        for (size_t d = 0; d < D; d++)
-            x[bl * D + d] = emu_v(e, table[(size_t)tokens[bl] * D + d]);
-}
-
-void emu_embedding_add(const refenc_emulation *e, double *y, const double *x, const int64_t *ids,
-                       const double *table, size_t B, size_t L, size_t D)
-{
-    for (size_t bl = 0; bl < B * L; bl++)
-        for (size_t d = 0; d < D; d++)
-            y[bl * D + d] = emu_v(e, x[bl * D + d] + table[(size_t)ids[bl] * D + d]);
-}
-
-void emu_learned_pe(const refenc_emulation *e, double *y, const double *x, const int64_t *pos,
-                    const double *table, size_t B, size_t L, size_t D)
-{
-    for (size_t b = 0; b < B; b++)
-        for (size_t l = 0; l < L; l++)
-            for (size_t d = 0; d < D; d++)
-                y[(b * L + l) * D + d] = emu_v(e, x[(b * L + l) * D + d] + table[(size_t)pos[l] * D + d]);
-}
-
-void emu_alibi_slopes(const refenc_emulation *e, double *slopes, size_t H, int pow2)
-{
-    /* computed in double (as implementations do, in Python), stored in the value format */
-    if (pow2)
-        for (size_t h = 0; h < H; h++)
-            slopes[h] = exp2(-8.0 * (double)(h + 1) / (double)H);
+    emu_attention(e, w->ctxh, w->weights, w->qh, w->kh, w->vh, opt, B, H, L, Dh);
+    if (r->hooks != NULL && r->hooks->merge_without_transpose)
+        memcpy(w->ctx, w->ctxh, BL * D * sizeof(double));
     else
-        refenc_alibi_slopes(slopes, H);
-    for (size_t h = 0; h < H; h++)
-        slopes[h] = emu_v(e, slopes[h]);
+        refenc_heads_merge(w->ctx, w->ctxh, B, L, H, Dh);
+    emu_linear(e, y, w->ctx, lp->out_proj_weight, lp->out_proj_bias, BL, D, D);
+}
+
+static void emit_layer(const emu_run *r, size_t index, const char *step, const double *data, size_t ndim,
+                       size_t d0, size_t d1, size_t d2, size_t d3)
+{
+    char name[64];
+    snprintf(name, sizeof name, "layers.%zu.%s", index, step);
+    emit(r, name, data, ndim, d0, d1, d2, d3);
+}
+
+static void ffn(const emu_run *r, double *y, double *hidden, const double *x, const refenc_layer_params *lp,
+                size_t N, size_t D, size_t F, refenc_activation act)
+{
+    emu_linear(r->e, hidden, x, lp->linear1_weight, lp->linear1_bias, N, D, F);
+    emu_activation(r->e, hidden, hidden, N * F, act);
+    emu_linear(r->e, y, hidden, lp->linear2_weight, lp->linear2_bias, N, F, D);
+}
+
+/* The attention block of a layer on `in`, its trace steps, and the residual
+ * w->resid = x + attention. */
+static void attention_residual(const emu_run *r, refenc_layer_work *w, const double *in, const double *x,
+                               const refenc_layer_params *lp, const refenc_attn_options *opt,
+                               const refenc_rope_options *rope, size_t B, size_t L, size_t D, size_t H, size_t i)
+{
+    mha(r, w->attn, &w->mha, in, lp, opt, rope, B, L, D, H);
+    emit_layer(r, i, "self_attn.weights", w->mha.weights, 4, B, H, L, L);
+    emit_layer(r, i, "self_attn", w->attn, 3, B, L, D, 0);
+    emu_add(r->e, w->resid, x, w->attn, B * L * D);
+}
+
+/* refenc_layer_forward: Pre-LN or Post-LN, the same trace steps. */
+static void layer(const emu_run *r, double *y, refenc_layer_work *w, const double *x,
+                  const refenc_layer_params *lp, const refenc_config *cfg, const refenc_attn_options *opt,
+                  const refenc_rope_options *rope, size_t B, size_t L, size_t i)
+{
+    const refenc_emulation *e = r->e;
+    const size_t D = cfg->d_model, F = cfg->d_ff, H = cfg->n_heads, BL = B * L;
+    const double eps = cfg->layer_norm_eps;
+    if (cfg->norm == REFENC_NORM_PRE) {
+        emu_layernorm(e, w->ln, x, lp->norm1_weight, lp->norm1_bias, BL, D, eps);
+        emit_layer(r, i, "norm1", w->ln, 3, B, L, D, 0);
+        attention_residual(r, w, w->ln, x, lp, opt, rope, B, L, D, H, i);
+        emu_layernorm(e, w->ln, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps);
+        emit_layer(r, i, "norm2", w->ln, 3, B, L, D, 0);
+        ffn(r, w->ffn, w->hidden, w->ln, lp, BL, D, F, cfg->activation);
+        emit_layer(r, i, "ffn", w->ffn, 3, B, L, D, 0);
+        emu_add(e, y, w->resid, w->ffn, BL * D);
+    } else {
+        attention_residual(r, w, x, x, lp, opt, rope, B, L, D, H, i);
+        emu_layernorm(e, w->ln, w->resid, lp->norm1_weight, lp->norm1_bias, BL, D, eps);
+        emit_layer(r, i, "norm1", w->ln, 3, B, L, D, 0);
+        ffn(r, w->ffn, w->hidden, w->ln, lp, BL, D, F, cfg->activation);
+        emit_layer(r, i, "ffn", w->ffn, 3, B, L, D, 0);
+        emu_add(e, w->resid, w->ln, w->ffn, BL * D);
+        emu_layernorm(e, y, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps);
+        emit_layer(r, i, "norm2", y, 3, B, L, D, 0);
+    }
+    emit_layer(r, i, "output", y, 3, B, L, D, 0);
+}
+
+/* The attention options of the case. */
+static refenc_attn_options attn_options(const refenc_case *c, const double *slopes)
+{
+    return (refenc_attn_options){
+        .key_padding_mask = c->key_padding_mask, .causal = c->cfg.causal, .attn_mask = c->attn_mask,
+        .alibi_slopes = c->cfg.positional == REFENC_POS_ALIBI ? slopes : NULL,
+        .positions = c->positions, .temperature = c->cfg.temperature, .mask_value = c->cfg.mask_value};
+}
+
+/* refenc_encoder_forward: embedding (scaled or not) or x, token types,
+ * additive PE (RoBERTa's positions from the tokens), embedding LayerNorm,
+ * the layers, the final norm. */
+static void encoder(const emu_run *r, double *y, refenc_workspace *ws, const double *slopes,
+                    const refenc_case *c)
+{
+    const refenc_emulation *e = r->e;
+    const refenc_config *cfg = &c->cfg;
+    const refenc_params *p = &c->params;
+    const size_t B = c->B, L = c->L, D = cfg->d_model;
+    double *h = ws->h0, *next = ws->h1;
+    if (cfg->vocab_size > 0 && cfg->scale_embedding)
+        emu_embedding(e, h, c->tokens, p->embedding, B, L, D);
+    else if (cfg->vocab_size > 0)
+        emu_embedding_lookup(e, h, c->tokens, p->embedding, B, L, D);
+    else
+        memcpy(h, c->x, B * L * D * sizeof(double));
+    if (cfg->type_vocab_size > 0) {
+        const int64_t *types = c->token_types;
+        if (types == NULL) { /* HF's default token_type_ids: all 0 */
+            memset(ws->ids, 0, B * L * sizeof(int64_t));
+            types = ws->ids;
+        }
+        emu_embedding_add(e, h, h, types, p->token_type_embedding, B, L, D);
+    }
+    if (cfg->positional == REFENC_POS_SINUSOIDAL) {
+        emu_sinusoidal_forward(e, h, h, c->positions, B, L, D);
+    } else if (cfg->positional == REFENC_POS_LEARNED && cfg->position_ids == REFENC_POSIDS_ROBERTA) {
+        refenc_position_ids_roberta(ws->ids, c->tokens, B, L, cfg->padding_idx); /* integers: exact */
+        emu_embedding_add(e, h, h, ws->ids, p->pos_embedding, B, L, D);
+    } else if (cfg->positional == REFENC_POS_LEARNED) {
+        emu_learned_pe(e, h, h, c->positions, p->pos_embedding, B, L, D);
+    }
+    if (cfg->embedding_norm)
+        emu_layernorm(e, h, h, p->embedding_norm_weight, p->embedding_norm_bias, B * L, D,
+                      cfg->embedding_norm_eps);
+    emit(r, "embed", h, 3, B, L, D, 0);
+    const refenc_attn_options opt = attn_options(c, slopes);
+    const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions};
+    for (size_t i = 0; i < cfg->n_layers; i++) {
+        layer(r, next, &ws->layer, h, &p->layers[i], cfg, &opt,
+              cfg->positional == REFENC_POS_ROPE ? &rope : NULL, B, L, i);
+        double *t = h;
+        h = next;
+        next = t;
+    }
+    if (cfg->final_norm) {
+        emu_layernorm(e, y, h, p->norm_weight, p->norm_bias, B * L, D, cfg->layer_norm_eps);
+        emit(r, "norm", y, 3, B, L, D, 0);
+    } else {
+        memcpy(y, h, B * L * D * sizeof(double));
+    }
+    emit(r, "output", y, 3, B, L, D, 0);
+}
+
+/* The components without a workspace of their own. */
+static void component(const emu_run *r, double *y, double *y2, refenc_workspace *ws, const double *slopes,
+                      const refenc_case *c)
+{
+    const refenc_emulation *e = r->e;
+    const refenc_config *cfg = &c->cfg;
+    const size_t B = c->B, L = c->L, D = cfg->d_model, H = cfg->n_heads, Dh = D / H;
+    const refenc_layer_params *lp = &c->params.layers[0];
+    switch (c->component) {
+    case REFENC_COMP_ATTENTION: {
+        const refenc_attn_options opt = attn_options(c, slopes);
+        const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions};
+        mha(r, y, &ws->layer.mha, c->x, lp, &opt, cfg->positional == REFENC_POS_ROPE ? &rope : NULL, B, L, D, H);
+        emit(r, "weights", ws->layer.mha.weights, 4, B, H, L, L);
+        emit(r, "output", y, 3, B, L, D, 0);
+        break;
+    }
+    case REFENC_COMP_FFN:
+        ffn(r, y, ws->layer.hidden, c->x, lp, B * L, D, cfg->d_ff, cfg->activation);
+        emit(r, "output", y, 3, B, L, D, 0);
+        break;
+    case REFENC_COMP_LAYERNORM:
+        emu_layernorm(e, y, c->x, lp->norm1_weight, lp->norm1_bias, B * L, D, cfg->layer_norm_eps);
+        emit(r, "output", y, 3, B, L, D, 0);
+        break;
+    case REFENC_COMP_SOFTMAX:
+        emu_softmax(e, y, c->x, B, L, cfg->temperature, 0);
+        emit(r, "output", y, 2, B, L, 0, 0);
+        break;
+    case REFENC_COMP_ACTIVATION:
+        emu_activation(e, y, c->x, B * L, cfg->activation);
+        emit(r, "output", y, 2, B, L, 0, 0);
+        break;
+    case REFENC_COMP_SINUSOIDAL_PE:
+        emu_sinusoidal_table(e, y, c->positions, L, D);
+        emit(r, "output", y, 2, L, D, 0, 0);
+        break;
+    case REFENC_COMP_ROPE:
+        emu_rope(e, y, c->x, c->positions, B * H, L, Dh, cfg->rope_base, cfg->rope_layout);
+        emit(r, "output", y, 4, B, H, L, Dh);
+        break;
+    case REFENC_COMP_ALIBI:
+        memcpy(y, slopes, H * sizeof *y);
+        for (size_t h = 0; h < H; h++)
+            for (size_t i = 0; i < L * L; i++)
+                y2[h * L * L + i] = emu_v(e, refenc_alibi_bias(y[h], c->positions[i / L], c->positions[i % L]));
+        emit(r, "slopes", y, 1, H, 0, 0, 0);
+        emit(r, "bias", y2, 3, H, L, L, 0);
+        break;
+    default:
+        break;
+    }
+}
+
+int refenc_emulation_run_case(const refenc_case *c, const refenc_emulation *e,
+                              const refenc_variant_hooks *hooks, const refenc_trace *trace,
+                              refenc_error *err)
+{
+    int st = refenc_case_validate(c, err);
+    if (st)
+        return st;
+    const refenc_config *cfg = &c->cfg;
+    const size_t B = c->B, L = c->L, D = cfg->d_model, H = cfg->n_heads;
+    const refenc_component k = c->component;
+    refenc_workspace ws;
+    memset(&ws, 0, sizeof ws);
+    if ((k == REFENC_COMP_ENCODER || k == REFENC_COMP_ATTENTION || k == REFENC_COMP_FFN) &&
+        (st = refenc_workspace_alloc(&ws, cfg, B, L, err)))
+        return st;
+    /* the output's size, as refenc_case_run_reference allocates it */
+    const size_t n_y = k == REFENC_COMP_ALIBI ? H : k == REFENC_COMP_SINUSOIDAL_PE ? L * D
+                       : k == REFENC_COMP_ENCODER || k == REFENC_COMP_ATTENTION || k == REFENC_COMP_FFN
+                           ? B * L * D : c->x_numel;
+    double *y = refenc_alloc_array(n_y, sizeof *y);
+    double *slopes = refenc_alloc_array(H, sizeof *slopes);
+    double *y2 = k == REFENC_COMP_ALIBI ? refenc_alloc_array(H * L * L, sizeof *y2) : NULL;
+    if (y == NULL || slopes == NULL || (k == REFENC_COMP_ALIBI && y2 == NULL)) {
+        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory for the emulation", c->name);
+    } else {
+        const emu_run r = {e, hooks, trace};
+        emu_alibi_slopes(e, slopes, H, hooks != NULL && hooks->alibi_slopes_pow2);
+        if (k == REFENC_COMP_ENCODER)
+            encoder(&r, y, &ws, slopes, c);
+        else
+            component(&r, y, y2, &ws, slopes, c);
+    }
+    free(y);
+    free(y2);
+    free(slopes);
+    refenc_workspace_free(&ws);
+    return st;
 }

@@ -1,7 +1,6 @@
-/* The kernels of the emulation (emulate.h), shared by emulate.c, which
- * defines them, and emulate_case.c, which runs a case on them.  Each is the
- * reference kernel of the same name (ref/<name>.c) with an explicit rounding
- * after every operation:
+/* The kernels of the emulation (emulate.h): emulate_kernels.c defines them,
+ * emulate.c runs a case on them.  Each is the reference kernel of the same
+ * name (ref/<name>.c) with an explicit rounding after every operation:
  *   emu_v  the output of an op (a tensor an implementation stores): value format
  *   emu_m  a step inside one kernel: value format, or acc when fused
  *   emu_a  an accumulation or a statistic: acc format
@@ -14,7 +13,7 @@
 
 #include "../core/config.h"
 #include "../core/options.h"
-#include "emulate.h"
+#include "precision.h"
 
 static inline double emu_v(const refenc_emulation *e, double x)
 {

@@ -613,15 +613,12 @@ static const char *badge(const char *verdict)
     return strcmp(verdict, "FAIL") == 0 ? "fail" : strcmp(verdict, "XFAIL") == 0 ? "xfail" : "error";
 }
 
-/* One case's section: its figures, its graph, and per output compared its
- * pictures (heatmaps when draw_maps). */
-static int case_section(FILE *o, const json_t *c, const refenc_case_report *rep, const refenc_st_file *golden,
-                        const refenc_st_file *results, int draw_maps, refenc_error *err)
+/* The case's heading: its name, its verdict, and what it is (the golden's
+ * component and description). */
+static void case_heading(FILE *o, const json_t *c, const refenc_st_file *golden, const char *path)
 {
     const char *name = json_string_value(json_object_get(c, "case"));
     const char *verdict = json_string_value(json_object_get(c, "verdict"));
-    char path[512];
-    snprintf(path, sizeof path, "cases/%s", name);
     fputs("<section class=\"case\" id=\"case-", o);
     esc(o, name);
     fputs("\">\n<h2>", o);
@@ -638,6 +635,48 @@ static int case_section(FILE *o, const json_t *c, const refenc_case_report *rep,
         esc(o, desc);
         fputs("</p>\n", o);
     }
+}
+
+/* Output i of the case `name`, compared: its badge, its heatmap (when
+ * draw_maps) and its histogram. */
+static int output_block(FILE *o, const char *name, const refenc_case_report *rep, size_t i,
+                        const refenc_st_file *golden, const refenc_st_file *results, int draw_maps,
+                        refenc_error *err)
+{
+    const refenc_output_report *r = &rep->outputs[i];
+    const char *component = golden ? refenc_st_metadata(golden, "component") : NULL;
+    signed char *cl = refenc_alloc_array(r->numel, 1);
+    if (cl == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory for '%s'", results->path, r->name);
+    int st = output_classes(cl, golden, results, r, err);
+    if (st == REFENC_OK) {
+        fputs("<div class=\"output\" id=\"", o);
+        esc(o, name);
+        fputc('/', o);
+        esc(o, r->name);
+        fprintf(o, "\"><h3>");
+        esc(o, r->name);
+        fprintf(o, " <span class=\"badge %s\">%s</span>", r->status == REFENC_OUT_PASS ? "pass" : "fail",
+                refenc_output_status_name(r->status));
+        fprintf(o, "%s</h3>\n", (int)i == rep->first_divergence ? " <span class=\"fdl\">first divergence</span>" : "");
+        if (draw_maps)
+            st = heatmap(o, component ? component : "", r, cl, err);
+        histogram(o, r, cl);
+        fputs("</div>\n", o);
+    }
+    free(cl);
+    return st;
+}
+
+/* One case's section: its figures, its graph, and per output compared its
+ * pictures (heatmaps when draw_maps). */
+static int case_section(FILE *o, const json_t *c, const refenc_case_report *rep, const refenc_st_file *golden,
+                        const refenc_st_file *results, int draw_maps, refenc_error *err)
+{
+    const char *name = json_string_value(json_object_get(c, "case"));
+    char path[512];
+    snprintf(path, sizeof path, "cases/%s", name);
+    case_heading(o, c, golden, path);
     case_figures(o, path, c);
     if (rep == NULL) { /* the case could not be read */
         fputs("</section>\n", o);
@@ -647,32 +686,9 @@ static int case_section(FILE *o, const json_t *c, const refenc_case_report *rep,
     if (st != REFENC_OK)
         return st;
     figures_table(o, path, json_object_get(c, "outputs"));
-
-    for (size_t i = 0; i < rep->n_outputs && st == REFENC_OK; i++) {
-        const refenc_output_report *r = &rep->outputs[i];
-        if (r->status != REFENC_OUT_PASS && r->status != REFENC_OUT_FAIL)
-            continue;
-        signed char *cl = refenc_alloc_array(r->numel, 1);
-        if (cl == NULL)
-            return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory for '%s'", results->path, r->name);
-        st = output_classes(cl, golden, results, r, err);
-        if (st == REFENC_OK) {
-            fputs("<div class=\"output\" id=\"", o);
-            esc(o, name);
-            fputc('/', o);
-            esc(o, r->name);
-            fprintf(o, "\"><h3>");
-            esc(o, r->name);
-            fprintf(o, " <span class=\"badge %s\">%s</span>", r->status == REFENC_OUT_PASS ? "pass" : "fail",
-                    refenc_output_status_name(r->status));
-            fprintf(o, "%s</h3>\n", (int)i == rep->first_divergence ? " <span class=\"fdl\">first divergence</span>" : "");
-            if (draw_maps)
-                st = heatmap(o, component ? component : "", r, cl, err);
-            histogram(o, r, cl);
-            fputs("</div>\n", o);
-        }
-        free(cl);
-    }
+    for (size_t i = 0; i < rep->n_outputs && st == REFENC_OK; i++)
+        if (rep->outputs[i].status == REFENC_OUT_PASS || rep->outputs[i].status == REFENC_OUT_FAIL)
+            st = output_block(o, name, rep, i, golden, results, draw_maps, err);
     fputs("</section>\n", o);
     return st;
 }

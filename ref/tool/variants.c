@@ -312,21 +312,48 @@ static void transpose_out_proj(refenc_case *c)
     }
 }
 
+/* eps x 10 (up) or eps / 10: the layers' and, when present, the embedding's */
+static void scale_eps(refenc_config *cfg, int up)
+{
+    if (up) {
+        cfg->layer_norm_eps *= 10;
+        if (cfg->embedding_norm)
+            cfg->embedding_norm_eps *= 10;
+    } else {
+        cfg->layer_norm_eps /= 10;
+        if (cfg->embedding_norm)
+            cfg->embedding_norm_eps /= 10;
+    }
+}
+
+/* The embedding table (V, D) multiplied (up) or divided by sqrt(D): the
+ * scaling moved from the lookup into the table, where the bug puts it. */
+static void rescale_embedding(refenc_case *c, int up)
+{
+    const refenc_config *cfg = &c->cfg;
+    const double s = sqrt((double)cfg->d_model);
+    for (size_t i = 0; i < cfg->vocab_size * cfg->d_model; i++) {
+        if (up)
+            c->params.embedding[i] *= s;
+        else
+            c->params.embedding[i] /= s;
+    }
+}
+
+/* 1 = padding read as 1 = attend: every entry of the key padding mask flipped */
+static void invert_padding_mask(refenc_case *c)
+{
+    for (size_t i = 0; i < c->B * c->L; i++)
+        c->key_padding_mask[i] = !c->key_padding_mask[i];
+}
+
 void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks *hooks)
 {
     refenc_config *cfg = &c->cfg;
     memset(hooks, 0, sizeof *hooks);
     switch (v) {
-    case REFENC_VAR_LAYERNORM_EPS_X10:
-        cfg->layer_norm_eps *= 10;
-        if (cfg->embedding_norm)
-            cfg->embedding_norm_eps *= 10;
-        break;
-    case REFENC_VAR_LAYERNORM_EPS_DIV10:
-        cfg->layer_norm_eps /= 10;
-        if (cfg->embedding_norm)
-            cfg->embedding_norm_eps /= 10;
-        break;
+    case REFENC_VAR_LAYERNORM_EPS_X10: scale_eps(cfg, 1); break;
+    case REFENC_VAR_LAYERNORM_EPS_DIV10: scale_eps(cfg, 0); break;
     case REFENC_VAR_UNBIASED_VARIANCE: unbiased(c); break;
     case REFENC_VAR_GELU_TANH_FOR_EXACT: cfg->activation = REFENC_ACT_GELU_TANH; break;
     case REFENC_VAR_GELU_EXACT_FOR_TANH: cfg->activation = REFENC_ACT_GELU; break;
@@ -341,17 +368,9 @@ void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks
         cfg->temperature /= sqrt((double)(cfg->d_model / cfg->n_heads));
         break;
     case REFENC_VAR_MISSING_FINAL_NORM: cfg->final_norm = 0; break;
-    case REFENC_VAR_EMBEDDING_UNSCALED: {
-        const double s = sqrt((double)cfg->d_model);
-        for (size_t i = 0; i < cfg->vocab_size * cfg->d_model; i++)
-            c->params.embedding[i] /= s;
-        break;
-    }
+    case REFENC_VAR_EMBEDDING_UNSCALED: rescale_embedding(c, 0); break;
     case REFENC_VAR_ALIBI_SLOPES_POW2: hooks->alibi_slopes_pow2 = 1; break;
-    case REFENC_VAR_PADDING_MASK_INVERTED:
-        for (size_t i = 0; i < c->B * c->L; i++)
-            c->key_padding_mask[i] = !c->key_padding_mask[i];
-        break;
+    case REFENC_VAR_PADDING_MASK_INVERTED: invert_padding_mask(c); break;
     case REFENC_VAR_PRE_POST_SWAPPED:
         cfg->norm = cfg->norm == REFENC_NORM_PRE ? REFENC_NORM_POST : REFENC_NORM_PRE;
         break;
@@ -367,12 +386,7 @@ void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks
     case REFENC_VAR_CONV1D_NOT_TRANSPOSED: transpose_out_proj(c); break;
     case REFENC_VAR_QUICK_GELU_FOR_GELU: cfg->activation = REFENC_ACT_QUICK_GELU; break;
     case REFENC_VAR_GELU_FOR_QUICK_GELU: cfg->activation = REFENC_ACT_GELU; break;
-    case REFENC_VAR_EMBEDDING_SCALED: {
-        const double s = sqrt((double)cfg->d_model);
-        for (size_t i = 0; i < cfg->vocab_size * cfg->d_model; i++)
-            c->params.embedding[i] *= s;
-        break;
-    }
+    case REFENC_VAR_EMBEDDING_SCALED: rescale_embedding(c, 1); break;
     default: break;
     }
 }

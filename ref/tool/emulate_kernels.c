@@ -1,0 +1,315 @@
+/* The emulation's kernels (emulate_kernels.h).  Each follows its reference
+ * twin (ref/<name>.c) operation for operation; the comments say only where a
+ * rounding goes and why. */
+#include "emulate_kernels.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "../alibi.h"
+
+/* ---- building blocks ---------------------------------------------------------- */
+
+/* The k-th index of an accumulation over n terms, in the emulation's order. */
+static size_t at(const refenc_emulation *e, size_t k, size_t n)
+{
+    return e->reverse_sums ? n - 1 - k : k;
+}
+
+/* Elementary functions: double libm, or the float versions of another
+ * implementation (then rounded like any op by the caller). */
+static double f_exp(const refenc_emulation *e, double x)
+{
+    return e->float_functions ? (double)expf((float)x) : exp(x);
+}
+
+static double f_erfc(const refenc_emulation *e, double x)
+{
+    return e->float_functions ? (double)erfcf((float)x) : erfc(x);
+}
+
+static double f_sqrt(const refenc_emulation *e, double x)
+{
+    return e->float_functions ? (double)sqrtf((float)x) : sqrt(x);
+}
+
+static double f_pow(const refenc_emulation *e, double x, double y)
+{
+    return e->float_functions ? (double)powf((float)x, (float)y) : pow(x, y);
+}
+
+static double f_sin(const refenc_emulation *e, double x)
+{
+    return e->float_functions ? (double)sinf((float)x) : sin(x);
+}
+
+static double f_cos(const refenc_emulation *e, double x)
+{
+    return e->float_functions ? (double)cosf((float)x) : cos(x);
+}
+
+/* sum_k a[k] b[k*stride] in the acc format: every product and every partial
+ * sum rounded (the products of two float16 or bfloat16 values are exact in
+ * float32, so in the float32-accumulation model only the sums round). */
+static double dot(const refenc_emulation *e, const double *a, const double *b, size_t stride, size_t n)
+{
+    double acc = 0.0;
+    for (size_t k = 0; k < n; k++) {
+        const size_t i = at(e, k, n);
+        acc = emu_a(e, acc + emu_a(e, a[i] * b[i * stride]));
+    }
+    return acc;
+}
+
+/* The angle pos * base^(-two_i / width) of a PE or RoPE pair.  Positions are
+ * index arithmetic: implementations form the frequency table and the angle
+ * in float32 (or wider) and round only the sin and cos, so the angle is in
+ * the acc format. */
+static double angle(const refenc_emulation *e, int64_t pos, size_t two_i, size_t width, double base)
+{
+    const double ex = emu_a(e, (double)two_i / (double)width);
+    const double freq = emu_a(e, f_pow(e, base, -ex));
+    return emu_a(e, (double)pos * freq);
+}
+
+/* ---- kernels ---------------------------------------------------------------------- */
+
+void emu_linear(const refenc_emulation *e, double *y, const double *x, const double *W, const double *b,
+                size_t N, size_t in, size_t out)
+{
+    for (size_t n = 0; n < N; n++)
+        for (size_t o = 0; o < out; o++) {
+            const double acc = dot(e, x + n * in, W + o * in, 1, in);
+            /* the matmul's output, then the bias add (fused: one rounding) */
+            y[n * out + o] = b != NULL ? emu_v(e, emu_m(e, acc) + b[o]) : emu_v(e, acc);
+        }
+}
+
+void emu_add(const refenc_emulation *e, double *y, const double *a, const double *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = emu_v(e, a[i] + b[i]);
+}
+
+void emu_layernorm(const refenc_emulation *e, double *y, const double *x, const double *gamma,
+                   const double *beta, size_t N, size_t D, double eps)
+{
+    for (size_t n = 0; n < N; n++) {
+        const double *x_n = x + n * D;
+        double *y_n = y + n * D;
+        /* the statistics: acc format */
+        double sum = 0.0;
+        for (size_t k = 0; k < D; k++)
+            sum = emu_a(e, sum + x_n[at(e, k, D)]);
+        const double mu = emu_a(e, sum / (double)D);
+        double ss = 0.0;
+        for (size_t k = 0; k < D; k++) {
+            const double dev = emu_a(e, x_n[at(e, k, D)] - mu);
+            ss = emu_a(e, ss + emu_a(e, dev * dev));
+        }
+        const double var = emu_a(e, ss / (double)D);
+        const double sd = emu_a(e, f_sqrt(e, emu_a(e, var + eps)));
+        /* the normalisation: elementwise steps, then the output */
+        for (size_t d = 0; d < D; d++) {
+            const double z = emu_m(e, emu_m(e, x_n[d] - mu) / sd);
+            y_n[d] = emu_v(e, emu_m(e, z * gamma[d]) + beta[d]);
+        }
+    }
+}
+
+void emu_softmax(const refenc_emulation *e, double *y, const double *s, size_t R, size_t n, double tau,
+                 int inner)
+{
+    for (size_t r = 0; r < R; r++) {
+        const double *s_r = s + r * n;
+        double *y_r = y + r * n;
+        double m = -INFINITY;
+        for (size_t i = 0; i < n; i++) {
+            const double z = emu_m(e, s_r[i] / tau);
+            if (z > m || isnan(z))
+                m = z;
+        }
+        if (m == -INFINITY) {
+            for (size_t i = 0; i < n; i++)
+                y_r[i] = 0.0;
+            continue;
+        }
+        for (size_t i = 0; i < n; i++) /* y_r may alias s_r: each entry read before written */
+            y_r[i] = emu_m(e, f_exp(e, emu_m(e, emu_m(e, s_r[i] / tau) - m)));
+        double sum = 0.0; /* the denominator: acc format */
+        for (size_t k = 0; k < n; k++)
+            sum = emu_a(e, sum + y_r[at(e, k, n)]);
+        for (size_t i = 0; i < n; i++)
+            y_r[i] = inner ? emu_m(e, y_r[i] / sum) : emu_v(e, y_r[i] / sum);
+    }
+}
+
+/* The scores of one (b, h) into w (L, L): q.k / divisor + ALiBi + mask. */
+static void scores(const refenc_emulation *e, double *w, const double *q, const double *k,
+                   const refenc_attn_options *opt, const uint8_t *pad, size_t h, size_t L, size_t Dh,
+                   double divisor)
+{
+    for (size_t i = 0; i < L; i++)
+        for (size_t j = 0; j < L; j++) {
+            double s = emu_m(e, emu_m(e, dot(e, q + i * Dh, k + j * Dh, 1, Dh)) / divisor);
+            if (opt->alibi_slopes != NULL)
+                s = emu_m(e, s + emu_m(e, refenc_alibi_bias(opt->alibi_slopes[h], opt->positions[i],
+                                                             opt->positions[j])));
+            if (opt->attn_mask != NULL)
+                s = emu_m(e, s + opt->attn_mask[i * L + j]);
+            if ((pad != NULL && pad[j]) || (opt->causal && j > i)) /* the model's mask value */
+                s = opt->mask_value == REFENC_MASK_FINFO_MIN ? -DBL_MAX : -INFINITY;
+            w[i * L + j] = s;
+        }
+}
+
+void emu_attention(const refenc_emulation *e, double *out, double *weights, const double *q,
+                   const double *k, const double *v, const refenc_attn_options *opt, size_t B, size_t H,
+                   size_t L, size_t Dh)
+{
+    const double divisor = sqrt((double)Dh) * opt->temperature; /* a scalar, formed in double */
+    for (size_t b = 0; b < B; b++) {
+        const uint8_t *pad_b = opt->key_padding_mask ? opt->key_padding_mask + b * L : NULL;
+        for (size_t h = 0; h < H; h++) {
+            const size_t bh = b * H + h;
+            double *w_bh = weights + bh * L * L;
+            const double *v_bh = v + bh * L * Dh;
+            scores(e, w_bh, q + bh * L * Dh, k + bh * L * Dh, opt, pad_b, h, L, Dh, divisor);
+            emu_softmax(e, w_bh, w_bh, L, L, 1.0, 1);
+            for (size_t i = 0; i < L; i++)
+                for (size_t d = 0; d < Dh; d++)
+                    out[(bh * L + i) * Dh + d] = emu_v(e, dot(e, w_bh + i * L, v_bh + d, Dh, L));
+            for (size_t i = 0; i < L * L; i++) /* the stored weights: the value format */
+                w_bh[i] = emu_v(e, w_bh[i]);
+        }
+    }
+}
+
+/* GELU exact, x Phi(x) = x (0.5 erfc(-x / sqrt 2)), and tanh, x / (1 + exp(-2z)):
+ * ref/activation.c's operations, each step rounded. */
+static double gelu(const refenc_emulation *e, double x)
+{
+    const double phi = emu_m(e, 0.5 * emu_m(e, f_erfc(e, emu_m(e, -x * M_SQRT1_2))));
+    return emu_v(e, x * phi);
+}
+
+static double gelu_tanh(const refenc_emulation *e, double x)
+{
+    static const double SQRT_2_OVER_PI = 0.7978845608028654; /* as ref/activation.c */
+    const double x3 = emu_m(e, emu_m(e, x * x) * x);
+    const double z = emu_m(e, SQRT_2_OVER_PI * emu_m(e, x + emu_m(e, 0.044715 * x3)));
+    return emu_v(e, x / emu_m(e, 1.0 + emu_m(e, f_exp(e, emu_m(e, -2.0 * z)))));
+}
+
+/* Quick GELU, x sigma(1.702 x) = x / (1 + exp(-1.702 x)): ref/activation.c's
+ * operations, each step rounded. */
+static double quick_gelu(const refenc_emulation *e, double x)
+{
+    const double t = emu_m(e, 1.702 * x);
+    return emu_v(e, x / emu_m(e, 1.0 + emu_m(e, f_exp(e, -t))));
+}
+
+void emu_activation(const refenc_emulation *e, double *y, const double *x, size_t n, refenc_activation act)
+{
+    for (size_t i = 0; i < n; i++) {
+        switch (act) {
+        case REFENC_ACT_RELU: y[i] = x[i] > 0.0 || isnan(x[i]) ? x[i] : 0.0; break; /* exact */
+        case REFENC_ACT_GELU: y[i] = gelu(e, x[i]); break;
+        case REFENC_ACT_GELU_TANH: y[i] = gelu_tanh(e, x[i]); break;
+        case REFENC_ACT_QUICK_GELU: y[i] = quick_gelu(e, x[i]); break;
+        }
+    }
+}
+
+void emu_rope(const refenc_emulation *e, double *y, const double *x, const int64_t *pos, size_t N, size_t L,
+              size_t Dh, double base, refenc_rope_layout layout)
+{
+    const size_t half = Dh / 2;
+    for (size_t n = 0; n < N; n++)
+        for (size_t l = 0; l < L; l++) {
+            const double *x_nl = x + (n * L + l) * Dh;
+            double *y_nl = y + (n * L + l) * Dh;
+            for (size_t j = 0; j < half; j++) {
+                const size_t ia = layout == REFENC_ROPE_HALF ? j : 2 * j;
+                const size_t ib = layout == REFENC_ROPE_HALF ? j + half : 2 * j + 1;
+                const double t = angle(e, pos[l], 2 * j, Dh, base);
+                /* the cos and sin tables are stored in the value format */
+                const double c = emu_m(e, f_cos(e, t)), s = emu_m(e, f_sin(e, t));
+                const double a = x_nl[ia], b = x_nl[ib];
+                y_nl[ia] = emu_v(e, emu_m(e, a * c) - emu_m(e, b * s));
+                y_nl[ib] = emu_v(e, emu_m(e, b * c) + emu_m(e, a * s));
+            }
+        }
+}
+
+void emu_sinusoidal_table(const refenc_emulation *e, double *pe, const int64_t *pos, size_t L, size_t D)
+{
+    for (size_t l = 0; l < L; l++)
+        for (size_t i = 0; i < D / 2; i++) {
+            const double t = angle(e, pos[l], 2 * i, D, 10000.0);
+            pe[l * D + 2 * i] = emu_v(e, f_sin(e, t));
+            pe[l * D + 2 * i + 1] = emu_v(e, f_cos(e, t));
+        }
+}
+
+void emu_sinusoidal_forward(const refenc_emulation *e, double *y, const double *x, const int64_t *pos,
+                            size_t B, size_t L, size_t D)
+{
+    for (size_t b = 0; b < B; b++)
+        for (size_t l = 0; l < L; l++) {
+            const double *x_bl = x + (b * L + l) * D;
+            double *y_bl = y + (b * L + l) * D;
+            for (size_t i = 0; i < D / 2; i++) {
+                const double t = angle(e, pos[l], 2 * i, D, 10000.0);
+                y_bl[2 * i] = emu_v(e, x_bl[2 * i] + emu_m(e, f_sin(e, t)));
+                y_bl[2 * i + 1] = emu_v(e, x_bl[2 * i + 1] + emu_m(e, f_cos(e, t)));
+            }
+        }
+}
+
+void emu_embedding(const refenc_emulation *e, double *x, const int64_t *tokens, const double *table,
+                   size_t B, size_t L, size_t D)
+{
+    const double scale = sqrt((double)D); /* a scalar, formed in double */
+    for (size_t bl = 0; bl < B * L; bl++)
+        for (size_t d = 0; d < D; d++)
+            x[bl * D + d] = emu_v(e, table[(size_t)tokens[bl] * D + d] * scale);
+}
+
+void emu_embedding_lookup(const refenc_emulation *e, double *x, const int64_t *tokens, const double *table,
+                          size_t B, size_t L, size_t D)
+{
+    for (size_t bl = 0; bl < B * L; bl++)
+        for (size_t d = 0; d < D; d++)
+            x[bl * D + d] = emu_v(e, table[(size_t)tokens[bl] * D + d]);
+}
+
+void emu_embedding_add(const refenc_emulation *e, double *y, const double *x, const int64_t *ids,
+                       const double *table, size_t B, size_t L, size_t D)
+{
+    for (size_t bl = 0; bl < B * L; bl++)
+        for (size_t d = 0; d < D; d++)
+            y[bl * D + d] = emu_v(e, x[bl * D + d] + table[(size_t)ids[bl] * D + d]);
+}
+
+void emu_learned_pe(const refenc_emulation *e, double *y, const double *x, const int64_t *pos,
+                    const double *table, size_t B, size_t L, size_t D)
+{
+    for (size_t b = 0; b < B; b++)
+        for (size_t l = 0; l < L; l++)
+            for (size_t d = 0; d < D; d++)
+                y[(b * L + l) * D + d] = emu_v(e, x[(b * L + l) * D + d] + table[(size_t)pos[l] * D + d]);
+}
+
+void emu_alibi_slopes(const refenc_emulation *e, double *slopes, size_t H, int pow2)
+{
+    /* computed in double (as implementations do, in Python), stored in the value format */
+    if (pow2)
+        for (size_t h = 0; h < H; h++)
+            slopes[h] = exp2(-8.0 * (double)(h + 1) / (double)H);
+    else
+        refenc_alibi_slopes(slopes, H);
+    for (size_t h = 0; h < H; h++)
+        slopes[h] = emu_v(e, slopes[h]);
+}
