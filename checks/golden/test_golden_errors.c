@@ -14,7 +14,9 @@
 
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <nettle/sha2.h>
 
+#include "../../ref/core/version.h"
 #include "../../ref/io/safetensors.h"
 #include "../robustness/robust.h"
 
@@ -463,7 +465,7 @@ Test(golden_errors, parts_that_do_not_make_a_case_are_not_merged, .timeout = 60)
         {"merge with --out-file last", {"refenc", "golden", "merge", p1, p2, "--out-file", NULL},
          {"--out-file needs a value", NULL}},
         {"parts of different shard counts", {"refenc", "golden", "merge", "--out-file", out, p1, q2, NULL},
-         {"q2.safetensors is shard 2/4 of 4 units", "p1.safetensors shard 1/2 of 4 units", NULL}},
+         {"q2.safetensors: its plan's 'shards' is 4,", "p1.safetensors's is 2: parts of different plans", NULL}},
         {"a part that is no file", {"refenc", "golden", "merge", "--out-file", out, p1, cfg, NULL},
          {"config.json", NULL}},
         {"merged into a missing directory", {"refenc", "golden", "merge", "--out-file", plain, p1, p2, NULL},
@@ -514,22 +516,33 @@ Test(golden_errors, a_part_with_edited_metadata_is_named, .timeout = 60)
         const char *key, *value, *fragment[3];
     } bad[] = {
         {"a case file for a part", 1, 0, "format", "refenc-golden", {"e1.safetensors: not a part of a golden case", NULL}},
-        {"no shard", 2, 0, "shard", NULL, {"e2.safetensors: __metadata__: shard, units, total_units", NULL}},
+        {"a part of format version 1", 2, 0, "format_version", "1",
+         {"e2.safetensors: a part of format version '1'; this refenc merges version 2 only",
+          "make the parts again with this refenc", NULL}},
+        {"no format version", 2, 0, "format_version", NULL, {"e2.safetensors: a part of format version ''", NULL}},
+        {"no plan", 2, 0, "plan", NULL, {"e2.safetensors: __metadata__.plan is not a JSON object", NULL}},
+        {"no shard", 2, 0, "shard", NULL, {"e2.safetensors: __metadata__: shard, units, prec or prec_check", NULL}},
         {"a malformed prec", 2, 0, "prec", "high", {"e2.safetensors: __metadata__: shard, units", NULL}},
         {"malformed units", 2, 0, "units", "two", {"e2.safetensors: __metadata__: shard, units", NULL}},
-        {"malformed total units", 2, 0, "total_units", "four", {"e2.safetensors: __metadata__: shard, units", NULL}},
         {"a malformed prec_check", 2, 0, "prec_check", "", {"e2.safetensors: __metadata__: shard, units", NULL}},
         {"units ending elsewhere", 2, 0, "units", "2-3",
          {"e2.safetensors: shard 2/2 of 4 units should hold units 2-4, not 2-3", NULL}},
         {"units of another shard", 2, 0, "units", "0-2",
          {"e2.safetensors: shard 2/2 of 4 units should hold units 2-4, not 0-2", NULL}},
+        {"a shard of another count", 2, 0, "shard", "2/3", {"e2.safetensors: shard 2/3 of a plan of 2 shards", NULL}},
         {"slices not an object", 2, 0, "slices", "[]", {"e2.safetensors: __metadata__.slices is not a JSON object", NULL}},
         {"a slice of no output", 2, 0, "slices", "{\"out.colour\": [2, 4]}",
          {"e2.safetensors: slice 'out.colour' (items 2 to 4) is not one of the case's outputs", NULL}},
+        {"another case name than the plan's", 2, 0, "case", "other",
+         {"e2.safetensors: __metadata__.case or component ('other', 'encoder') is not its plan's", NULL}},
         {"no bug classes in part 1", 1, 0, "bug_classes", NULL,
          {"e1.safetensors: __metadata__ of part 1 lacks the case's bug_classes or tolerance", NULL}},
         {"another fingerprint in both", 1, 1, "fingerprint", zeros,
-         {"e1.safetensors: the case it holds does not have the fingerprint its parts name", NULL}},
+         {"e1.safetensors: __metadata__.fingerprint 0000000000000000... is not the sha256 of its plan", NULL}},
+        {"another tensors_sha256", 2, 0, "tensors_sha256", zeros,
+         {"e2.safetensors: its tensors do not have the sha256 its metadata records", NULL}},
+        {"another description in part 1", 1, 0, "description", "edited",
+         {"e1.safetensors: the case it holds does not match the plan's 'case_meta_sha256'", NULL}},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const int one = bad[i].part == 1 || bad[i].both, two = bad[i].part == 2 || bad[i].both;
@@ -549,7 +562,8 @@ Test(golden_errors, a_part_with_edited_metadata_is_named, .timeout = 60)
     rb_copy_file(p1, e1);
     part_with_meta(p2, e2, "slices", slices1);
     const refusal twice = {"an item in two parts", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
-                           {"e2.safetensors: item 0 of", "is also in another part", NULL}};
+                           {"e2.safetensors: slice '", "' holds items 0 to 2, but shard 2/2 (units 2-4) holds "
+                            "items 2 to 4 of it", NULL}};
     expect_refusals(&twice, 1, dir, 5);
     part_with_meta(p2, e2, "slices", slices2_less);
     const refusal never = {"an item in no part", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
@@ -561,6 +575,230 @@ Test(golden_errors, a_part_with_edited_metadata_is_named, .timeout = 60)
     cr_expect(rb_exists(out));
     free(slices1);
     free(slices2_less);
+    rb_tmpdir_remove(dir);
+}
+
+/* The sha256 of n bytes as hex, computed here with nettle (not refenc's). */
+static void sha256_hex(char hex[65], const void *p, size_t n)
+{
+    struct sha256_ctx h;
+    uint8_t d[SHA256_DIGEST_SIZE];
+    sha256_init(&h);
+    sha256_update(&h, n, p);
+    sha256_digest(&h, sizeof d, d);
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
+        snprintf(hex + 2 * i, 3, "%02x", d[i]);
+}
+
+static int entry_by_name(const void *a, const void *b)
+{
+    return strcmp(((const refenc_st_entry *)a)->name, ((const refenc_st_entry *)b)->name);
+}
+
+/* The tensors_sha256 of a part's entries as docs/golden-format.md defines it, computed here: in
+ * the order of their names, each tensor's dtype name and name (with their NULs), then its
+ * (ndim, shape...) and its bytes, each of those two as a 64-bit little-endian byte count and
+ * the bytes. */
+static void tensors_sha256(char hex[65], const rb_golden *g)
+{
+    refenc_st_entry e[RB_MAX_TENSORS];
+    memcpy(e, g->e, g->n * sizeof *e);
+    qsort(e, g->n, sizeof *e, entry_by_name);
+    struct sha256_ctx h;
+    uint8_t d[SHA256_DIGEST_SIZE];
+    sha256_init(&h);
+    for (size_t i = 0; i < g->n; i++) {
+        const char *dt = refenc_st_dtype_name(e[i].dtype);
+        sha256_update(&h, strlen(dt) + 1, (const uint8_t *)dt);
+        sha256_update(&h, strlen(e[i].name) + 1, (const uint8_t *)e[i].name);
+        uint64_t dims[REFENC_ST_MAX_NDIM + 2] = {(e[i].ndim + 1) * 8, e[i].ndim};
+        size_t numel = 1;
+        for (size_t k = 0; k < e[i].ndim; k++)
+            dims[k + 2] = e[i].shape[k], numel *= e[i].shape[k];
+        sha256_update(&h, (e[i].ndim + 2) * 8, (const uint8_t *)dims);
+        const uint64_t nbytes = numel * refenc_st_dtype_size(e[i].dtype);
+        sha256_update(&h, 8, (const uint8_t *)&nbytes);
+        sha256_update(&h, nbytes, e[i].data);
+    }
+    sha256_digest(&h, sizeof d, d);
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
+        snprintf(hex + 2 * i, 3, "%02x", d[i]);
+}
+
+/* A copy of part `from` at `to` with the first value of tensor `name` changed (1 added: F64 or
+ * F32), and its tensors_sha256 recomputed when rehash (an edit the part's checksum cannot see). */
+static void part_with_value(const char *from, const char *to, const char *name, int rehash)
+{
+    rb_golden g;
+    rb_golden_load_file(&g, from);
+    const refenc_st_entry *e = rb_golden_entry(&g, name);
+    if (e->dtype == REFENC_ST_F64)
+        ((double *)rb_golden_data(&g, name))[0] += 1;
+    else if (e->dtype == REFENC_ST_F32)
+        ((float *)rb_golden_data(&g, name))[0] += 1;
+    else
+        ((int64_t *)rb_golden_data(&g, name))[0] ^= 1;
+    if (rehash) {
+        char hex[65];
+        tensors_sha256(hex, &g);
+        rb_golden_set_meta(&g, "tensors_sha256", hex);
+    }
+    rb_golden_write(&g, to);
+    rb_golden_free(&g);
+}
+
+/* A copy of part `from` at `to` whose plan has `field` set to the JSON text `value` (NULL:
+ * removed), written as the canonical text, and its fingerprint recomputed when refingerprint;
+ * with case_too, __metadata__.case is set to the same string. */
+static void part_with_plan(const char *from, const char *to, const char *field, const char *value,
+                           int refingerprint, int case_too)
+{
+    rb_golden g;
+    rb_golden_load_file(&g, from);
+    json_t *plan = json_loads(json_string_value(json_object_get(g.meta, "plan")), 0, NULL);
+    cr_assert(json_is_object(plan), "%s has no plan", from);
+    if (value != NULL)
+        json_object_set_new(plan, field, json_loads(value, JSON_DECODE_ANY, NULL));
+    else
+        json_object_del(plan, field);
+    char *text = json_dumps(plan, JSON_COMPACT | JSON_SORT_KEYS);
+    rb_golden_set_meta(&g, "plan", text);
+    if (refingerprint) {
+        char hex[65];
+        sha256_hex(hex, text, strlen(text));
+        rb_golden_set_meta(&g, "fingerprint", hex);
+    }
+    if (case_too)
+        rb_golden_set_meta(&g, "case", json_string_value(json_object_get(plan, field)));
+    rb_golden_write(&g, to);
+    free(text);
+    json_decref(plan);
+    rb_golden_free(&g);
+}
+
+/* A copy of `from` at `to` with only its first half of bytes: a file no reader takes. */
+static void truncated_copy(const char *from, const char *to)
+{
+    size_t n;
+    unsigned char *b = rb_read_file(from, &n);
+    rb_write_file(to, b, n / 2);
+    free(b);
+}
+
+/* A part is verified, not trusted (docs/certify.md, the trust model): values changed after it
+ * was made, a part of another config, weights or inputs even with the fingerprint string copied,
+ * parts of another plan or of mixed versions, a case that is not the plan's, and a later part
+ * that cannot be read: each is refused, naming the part and the field, and nothing is written. */
+Test(golden_errors, a_part_that_is_not_what_its_plan_says_is_refused, .timeout = 90)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], p1[RB_PATH_MAX + 32], p2[RB_PATH_MAX + 32];
+    char q2[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32], e1[RB_PATH_MAX + 32], e2[RB_PATH_MAX + 32];
+    char cfg2[RB_PATH_MAX + 32], s2[RB_PATH_MAX + 32], c2[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    make_parts(dir, cfg, p1, p2, q2, sizeof cfg);
+    remove(q2);
+    snprintf(out, sizeof out, "%s/merged.safetensors", dir);
+    snprintf(e1, sizeof e1, "%s/e1.safetensors", dir);
+    snprintf(e2, sizeof e2, "%s/e2.safetensors", dir);
+    snprintf(s2, sizeof s2, "%s/s2.safetensors", dir);
+    snprintf(c2, sizeof c2, "%s/c2.safetensors", dir);
+    /* shard 2/2 of the same config with another seed (other weights and inputs), and of another
+     * config (d_ff 16): their values are of the same shapes */
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--seed", "9", "--shard", "2/2", "--out-file", s2,
+                            "--quiet", NULL});
+    text_file(cfg2, sizeof cfg2, dir, "config2.json",
+              "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1}, "
+              "\"input\": {\"batch\": 4, \"seq_len\": 3}}");
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg2, "--name", "config", "--description", "d",
+                            "--shard", "2/2", "--out-file", c2, "--quiet", NULL});
+    rb_golden g;
+    rb_golden_load_file(&g, p2);
+    const char *fp2 = json_string_value(json_object_get(g.meta, "fingerprint"));
+    char fingerprint[65];
+    cr_assert(fp2 != NULL && strlen(fp2) == 64);
+    memcpy(fingerprint, fp2, 65);
+    rb_golden_free(&g);
+    const int files = 8; /* config.json, config2.json, p1, p2, s2, c2, e1, e2 */
+
+    /* values changed after the part was made: a slice of part 2, a weight of part 1 */
+    rb_copy_file(p1, e1);
+    part_with_value(p2, e2, "slice.out.output", 0);
+    const refusal changed2 = {"a changed value", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
+                              {"e2.safetensors: its tensors do not have the sha256 its metadata records",
+                               "values were changed after the part was made", NULL}};
+    expect_refusals(&changed2, 1, dir, files);
+    rb_copy_file(p2, e2);
+    part_with_value(p1, e1, "layers.0.linear1.weight", 0);
+    const refusal changed1 = {"a changed weight", {"refenc", "golden", "merge", "--out-file", out, e2, e1, NULL},
+                              {"e1.safetensors: its tensors do not have the sha256", NULL}};
+    expect_refusals(&changed1, 1, dir, files);
+    /* the same with the tensors' checksum recomputed: part 1's case is checked against the plan */
+    part_with_value(p1, e1, "layers.0.linear1.weight", 1);
+    const refusal weights = {"a changed weight, rehashed", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
+                             {"e1.safetensors: the case it holds does not match the plan's 'weights_sha256'", NULL}};
+    expect_refusals(&weights, 1, dir, files);
+    part_with_value(p1, e1, "in.x", 1);
+    const refusal inputs = {"a changed input, rehashed", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
+                            {"e1.safetensors: the case it holds does not match the plan's 'inputs_sha256'", NULL}};
+    expect_refusals(&inputs, 1, dir, files);
+
+    /* parts of another seed or config with part 2's fingerprint string copied */
+    rb_copy_file(p1, e1);
+    part_with_meta(s2, e2, "fingerprint", fingerprint);
+    const refusal seed = {"another seed, fingerprint copied", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
+                          {"e2.safetensors: __metadata__.fingerprint", "is not the sha256 of its plan", NULL}};
+    expect_refusals(&seed, 1, dir, files);
+    part_with_meta(c2, e2, "fingerprint", fingerprint);
+    const refusal config = {"another config, fingerprint copied",
+                            {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
+                            {"e2.safetensors: __metadata__.fingerprint", "is not the sha256 of its plan", NULL}};
+    expect_refusals(&config, 1, dir, files);
+    /* as made, they are parts of another plan, named by the first field that differs */
+    const refusal seed_plan = {"another seed", {"refenc", "golden", "merge", "--out-file", out, e1, s2, NULL},
+                               {"s2.safetensors: its plan's 'weights_sha256' is", "parts of different plans", NULL}};
+    expect_refusals(&seed_plan, 1, dir, files);
+    const refusal config_plan = {"another config", {"refenc", "golden", "merge", "--out-file", out, e1, c2, NULL},
+                                 {"c2.safetensors: its plan's 'config' is", "parts of different plans", NULL}};
+    expect_refusals(&config_plan, 1, dir, files);
+
+    /* mixed versions, and a version other than this refenc's */
+    part_with_plan(p2, e2, "refenc_version", "\"0.0.9\"", 1, 0);
+    const refusal mixed = {"mixed versions", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
+                           {"e2.safetensors: its plan's 'refenc_version' is \"0.0.9\"",
+                            "parts made by different refenc versions do not merge", NULL}};
+    expect_refusals(&mixed, 1, dir, files);
+    part_with_plan(p1, e1, "refenc_version", "\"0.0.9\"", 1, 0);
+    const refusal other = {"another version", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
+                           {"e1.safetensors: made by refenc 0.0.9; this is refenc " REFENC_VERSION, NULL}};
+    expect_refusals(&other, 1, dir, files);
+    /* a plan's field missing, and a case name certify refuses, each with a fingerprint to match */
+    rb_copy_file(p1, e1);
+    part_with_plan(p2, e2, "units", NULL, 1, 0);
+    const refusal units = {"a plan without units", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
+                           {"e2.safetensors: __metadata__.plan: 'units' is missing", NULL}};
+    expect_refusals(&units, 1, dir, files);
+    part_with_plan(p2, e2, "case", "\"a..b\"", 1, 1);
+    const refusal name = {"a case name with ..", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
+                          {"e2.safetensors: __metadata__.plan: case 'a..b' is not a case name certify accepts", NULL}};
+    expect_refusals(&name, 1, dir, files);
+
+    /* a later part that cannot be read: its own error, never another part's */
+    truncated_copy(p2, e2);
+    const refusal later = {"a later part unreadable", {"refenc", "golden", "merge", "--out-file", out, p1, e2, NULL},
+                           {"e2.safetensors", NULL}};
+    expect_refusals(&later, 1, dir, files);
+    rb_result r = rb_run((const char *[]){"refenc", "golden", "merge", "--out-file", out, p1, p2, e2, NULL});
+    rb_expect_error(&r, 2, "golden", "a third part unreadable", (const char *[]){"e2.safetensors", NULL});
+    cr_expect(strstr(r.err, "both shard") == NULL && strstr(r.err, "plan") == NULL,
+              "the unreadable part is not what the message names: %s", r.err);
+    rb_result_free(&r);
+    cr_expect(!rb_exists(out));
+
+    /* negative control: the parts as made merge, also from copies */
+    rb_copy_file(p1, e1);
+    rb_copy_file(p2, e2);
+    run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", out, e2, e1, "--quiet", NULL});
+    cr_expect(rb_exists(out));
     rb_tmpdir_remove(dir);
 }
 

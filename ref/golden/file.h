@@ -106,19 +106,15 @@ typedef struct {
     int per_layer, final_only;
     long prec, prec_check;       /* what the part's oracle run needed     */
     long first_prec;             /* the run's first working precision     */
+    /* k, n, units, per_layer, final_only and first_prec make the plan (plan.h) */
     size_t n_slices;
     const golden_slice *slices;
 } golden_part_info;
 
-/* The SHA-256 of everything that defines the case a part belongs to: its
- * name, description, metadata, config, inputs, parameters, and how it is
- * made (per layer, final outputs only). */
-void golden_fingerprint(char hex[65], const golden_file *g, int per_layer, int final_only,
-                        long first_prec);
-
 /* Writes a part file: the slices under "slice.<name>", and the metadata
- * that lets refenc golden merge check and join the parts; part 1 also
- * holds the case's inputs, parameters and metadata.  g->golden is unused.
+ * that lets refenc golden merge check and join the parts (the plan, its
+ * fingerprint and the tensors' sha256: plan.h); part 1 also holds the case's
+ * inputs, parameters and metadata.  g->golden is unused.
  * Errors: those of refenc_st_write, REFENC_ENOMEM. */
 int golden_part_write(const golden_file *g, const golden_part_info *pi, const char *path,
                       refenc_error *err);
