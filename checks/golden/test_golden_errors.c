@@ -6,6 +6,7 @@
  * Every group has a negative control: the same command with the one wrong
  * thing put right succeeds, so a refusal is the wrong thing's doing. */
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,10 +296,16 @@ Test(golden_errors, a_bad_option_is_refused_before_any_work)
         {"an empty --name", {MAKE, "--name", "", NULL}, {"--name: '' is not a case name", NULL}},
         {"a hidden --name", {MAKE, "--name", ".t", NULL}, {"--name: '.t' is not a case name", NULL}},
         {"a --name with a space", {MAKE, "--name", "t 2", NULL}, {"--name: 't 2' is not a case name", NULL}},
-        {"a --name of 101 characters",
-         {MAKE, "--name", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        {"a --name with '..'", {MAKE, "--name", "a..b", NULL},
+         {"--name: 'a..b' is not a case name certify accepts", "no '..'", NULL}},
+        {"a --name ending in '..'", {MAKE, "--name", "t..", NULL}, {"--name: 't..' is not a case name", NULL}},
+        {"a --name with a slash", {MAKE, "--name", "a/b", NULL}, {"--name: 'a/b' is not a case name", NULL}},
+        {"a --name of 116 characters (its file name 128)",
+         {MAKE, "--name",
+          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
           NULL},
-         {"is not a case name", "at most 100 characters", NULL}},
+         {"is not a case name", "1 to 115 characters", NULL}},
     };
 #undef MAKE
     expect_refusals(cases, sizeof cases / sizeof cases[0], dir, 1);
@@ -975,5 +982,159 @@ Test(golden_errors, a_config_case_is_named_after_its_file)
                   "description '%s', want '%s...'", refenc_st_metadata(&f, "description"), runs[i].want_desc);
         refenc_st_free(&f);
     }
+    rb_tmpdir_remove(dir);
+}
+
+/* ---- ground truth from good input only -------------------------------------------------------- */
+
+#define BI_CONFIG "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1}, " \
+                  "\"input\": {\"batch\": 2, \"seq_len\": 3}}"
+
+/* dir/w.safetensors: the parameters of a case made from BI_CONFIG, under their state_dict names,
+ * with element `at` of `bad` (a parameter, or NULL) set to v. */
+static void weights_file(const char *dir, const char *bad, size_t at, float v)
+{
+    char cfg[RB_PATH_MAX + 32], whole[RB_PATH_MAX + 32], w[RB_PATH_MAX + 32];
+    snprintf(cfg, sizeof cfg, "%s/bi.json", dir);
+    snprintf(whole, sizeof whole, "%s/whole.tmp", dir);
+    snprintf(w, sizeof w, "%s/w.safetensors", dir);
+    rb_write_file(cfg, BI_CONFIG, strlen(BI_CONFIG));
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--outputs", "final", "--out-file", whole, "--quiet",
+                            NULL});
+    rb_golden g;
+    rb_golden_load_file(&g, whole);
+    refenc_st_entry e[RB_MAX_TENSORS];
+    size_t n = 0;
+    for (size_t i = 0; i < g.n; i++)
+        if (strncmp(g.e[i].name, "in.", 3) != 0 && strncmp(g.e[i].name, "out.", 4) != 0 &&
+            strncmp(g.e[i].name, "dontcare.", 9) != 0)
+            e[n++] = g.e[i];
+    if (bad != NULL) {
+        cr_assert_eq(rb_golden_entry(&g, bad)->dtype, REFENC_ST_F32);
+        float *d = rb_golden_data(&g, bad);
+        d[at] = v;
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(e[i].name, bad) == 0)
+                e[i].data = d;
+    }
+    refenc_error err;
+    cr_assert_eq(refenc_st_write(w, e, n, NULL, &err), REFENC_OK, "%s", err.message);
+    rb_golden_free(&g);
+    remove(whole);
+    remove(cfg);
+}
+
+/* dir/i.safetensors: in.x (2, 3, 8) of finite values but element x_at set to x_v (x_at >= 48:
+ * none), and, when given, in.key_padding_mask (2, 3) and in.attn_mask (3, 3). */
+static void inputs_file(const char *dir, size_t x_at, double x_v, const uint8_t *pad, const double *attn)
+{
+    double x[48];
+    for (size_t i = 0; i < 48; i++)
+        x[i] = 0.375 * (double)((i * 7) % 11) - 1.5;
+    if (x_at < 48)
+        x[x_at] = x_v;
+    refenc_st_entry e[3] = {{.name = "in.x", .dtype = REFENC_ST_F64, .ndim = 3, .shape = {2, 3, 8}, .data = x}};
+    size_t n = 1;
+    if (pad != NULL)
+        e[n++] = (refenc_st_entry){.name = "in.key_padding_mask", .dtype = REFENC_ST_BOOL, .ndim = 2,
+                                   .shape = {2, 3}, .data = pad};
+    if (attn != NULL)
+        e[n++] = (refenc_st_entry){.name = "in.attn_mask", .dtype = REFENC_ST_F64, .ndim = 2, .shape = {3, 3},
+                                   .data = attn};
+    char path[RB_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/i.safetensors", dir);
+    refenc_error err;
+    cr_assert_eq(refenc_st_write(path, e, n, NULL, &err), REFENC_OK, "%s", err.message);
+}
+
+/* Non-finite weights or inputs are refused before the oracle runs, naming the tensor and the flat
+ * index; so are inputs under which the required output keeps no compared element (every query
+ * row padded or seeing no key), naming the input field.  Before, each made a golden whose
+ * expected values were NaN, or one certify passed on any results having compared nothing. */
+Test(golden_errors, ground_truth_is_never_made_from_bad_input, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], pad_cfg[RB_PATH_MAX + 32], w[RB_PATH_MAX + 32];
+    char in[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    text_file(cfg, sizeof cfg, dir, "c.json", BI_CONFIG);
+    text_file(pad_cfg, sizeof pad_cfg, dir, "padded.json",
+              "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1}, "
+              "\"input\": {\"batch\": 2, \"seq_len\": 3, \"padding\": [3, 3]}}");
+    snprintf(w, sizeof w, "%s/w.safetensors", dir);
+    snprintf(in, sizeof in, "%s/i.safetensors", dir);
+    snprintf(out, sizeof out, "%s/case.safetensors", dir);
+    const int files = 4; /* c.json, padded.json, w, i */
+#define GOLD(...) {"refenc", "golden", "--config", cfg, __VA_ARGS__, "--out-file", out, NULL}
+    const uint8_t no_pad[6] = {0}, all_pad[6] = {1, 1, 1, 1, 1, 1};
+    const double minus_inf = -INFINITY;
+    const double all_masked[9] = {minus_inf, minus_inf, minus_inf, minus_inf, minus_inf, minus_inf,
+                                  minus_inf, minus_inf, minus_inf};
+    /* each query sees key 0 only: item 1 with key 0 padded sees nothing; item 0 is all padding */
+    const double only_key0[9] = {0.5, minus_inf, minus_inf, 0.25, minus_inf, minus_inf, 0.125, minus_inf, minus_inf};
+    const uint8_t pad_item0_and_key0[6] = {1, 1, 1, 1, 0, 0};
+    const double nan_mask[9] = {0, 0, 0, 0, NAN, 0, 0, 0, 0};
+
+    /* weights: NaN, +inf and -inf, each named with its index */
+    static const struct {
+        const char *what, *param;
+        size_t at;
+        float v;
+        const char *fragment;
+    } bad_w[] = {
+        {"a NaN weight", "layers.0.linear1.weight", 29, NAN,
+         "parameter 'layers.0.linear1.weight' element 29 (row 3, column 5) is nan"},
+        {"an infinite bias", "layers.0.norm2.bias", 6, INFINITY, "parameter 'layers.0.norm2.bias' element 6 is inf"},
+        {"a -inf weight", "layers.0.self_attn.in_proj_weight", 0, -INFINITY,
+         "parameter 'layers.0.self_attn.in_proj_weight' element 0 (row 0, column 0) is -inf"},
+    };
+    for (size_t i = 0; i < sizeof bad_w / sizeof bad_w[0]; i++) {
+        weights_file(dir, bad_w[i].param, bad_w[i].at, bad_w[i].v);
+        const refusal r = {bad_w[i].what, GOLD("--weights", w), {"--weights", bad_w[i].fragment, NULL}};
+        expect_refusals(&r, 1, dir, files - 1);
+    }
+    weights_file(dir, NULL, 0, 0);
+    inputs_file(dir, 13, NAN, NULL, NULL);
+    const refusal x_nan = {"a NaN input", GOLD("--inputs", in), {"i.safetensors: in.x element 13 (of item 0) is nan", NULL}};
+    expect_refusals(&x_nan, 1, dir, files);
+    inputs_file(dir, 30, -INFINITY, NULL, NULL);
+    const refusal x_inf = {"a -inf input", GOLD("--inputs", in), {"in.x element 30 (of item 1) is -inf", NULL}};
+    expect_refusals(&x_inf, 1, dir, files);
+    inputs_file(dir, 99, 0, NULL, nan_mask);
+    const refusal m_nan = {"a NaN in the additive mask", GOLD("--inputs", in),
+                           {"i.safetensors: input: in.attn_mask[1][1] = nan", NULL}};
+    expect_refusals(&m_nan, 1, dir, files);
+
+    /* nothing compared: every position padded (config and file), every key masked, both together */
+    const refusal pad_all = {"padding [3, 3]", {"refenc", "golden", "--config", pad_cfg, "--out-file", out, NULL},
+                             {"padded.json: in.key_padding_mask (input.padding) leaves no element of the required "
+                              "output compared", NULL}};
+    expect_refusals(&pad_all, 1, dir, files);
+    inputs_file(dir, 99, 0, all_pad, NULL);
+    const refusal ones = {"an all-ones padding mask", GOLD("--inputs", in),
+                          {"i.safetensors: in.key_padding_mask leaves no element of the required output compared",
+                           NULL}};
+    expect_refusals(&ones, 1, dir, files);
+    inputs_file(dir, 99, 0, NULL, all_masked);
+    const refusal masked = {"an all -inf attention mask", GOLD("--inputs", in),
+                            {"i.safetensors: in.attn_mask leaves no element of the required output compared", NULL}};
+    expect_refusals(&masked, 1, dir, files);
+    inputs_file(dir, 99, 0, pad_item0_and_key0, only_key0);
+    const refusal both = {"padding and mask together", GOLD("--inputs", in),
+                          {"in.key_padding_mask and in.attn_mask leaves no element", NULL}};
+    expect_refusals(&both, 1, dir, files);
+#undef GOLD
+
+    /* negative controls: finite weights and inputs with -inf in the mask, one query that sees a
+     * key (item 1's query 0 with key 0 unpadded), an unpadded position under the config */
+    inputs_file(dir, 99, 0, no_pad, only_key0);
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--weights", w, "--inputs", in, "--out-file", out,
+                            "--quiet", NULL});
+    cr_expect(rb_exists(out));
+    remove(out);
+    const uint8_t one_open[6] = {1, 1, 1, 0, 1, 1};
+    inputs_file(dir, 99, 0, one_open, NULL);
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--inputs", in, "--out-file", out, "--quiet", NULL});
+    cr_expect(rb_exists(out));
+    remove(out);
     rb_tmpdir_remove(dir);
 }

@@ -48,6 +48,13 @@ void golden_set_collect(void *ctx, const char *name, const double *data, size_t 
 /* The same, taking data (malloc'ed) over instead of copying it. */
 void golden_set_adopt(golden_set *s, const char *name, double *data, size_t ndim, const size_t *shape);
 
+/* The inputs that leave the case's required output with no element compared
+ * (every element don't-care by the rules golden_set_init applies): NULL
+ * when it keeps at least one, else "in.key_padding_mask" or "in.attn_mask"
+ * (either alone), "in.key_padding_mask and in.attn_mask" (together), or
+ * "in.x" (every softmax row -inf).  *failed: out of memory. */
+const char *golden_uncompared_inputs(const refenc_case *c, int *failed);
+
 /* Whether an output is required of every implementation (out.output; every
  * output of an alibi case). */
 int golden_is_required(const refenc_case *c, const char *out_name);
