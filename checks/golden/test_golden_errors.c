@@ -789,6 +789,16 @@ Test(golden_errors, a_part_that_is_not_what_its_plan_says_is_refused, .timeout =
                           {"e2.safetensors: __metadata__.plan: case 'a..b' is not a case name certify accepts", NULL}};
     expect_refusals(&name, 1, dir, files);
 
+    /* a plan of 6 units for a case of 4 items, consistent in both parts (units 0-3 and 3-6) */
+    part_with_plan(p1, e1, "units", "6", 1, 0);
+    part_with_meta(e1, e1, "units", "0-3");
+    part_with_plan(p2, e2, "units", "6", 1, 0);
+    part_with_meta(e2, e2, "units", "3-6");
+    const refusal six = {"a plan of other units", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
+                         {"e1.safetensors: its plan's units (6) are not the case's: 4 (batch items)", NULL}};
+    expect_refusals(&six, 1, dir, files);
+    rb_copy_file(p1, e1);
+
     /* a later part that cannot be read: its own error, never another part's */
     truncated_copy(p2, e2);
     const refusal later = {"a later part unreadable", {"refenc", "golden", "merge", "--out-file", out, p1, e2, NULL},

@@ -14,6 +14,7 @@
 #include "../io/safetensors.h"
 #include "../io/manifest.h"
 #include "../core/version.h"
+#include "../oracle/oracle.h"
 #include "../tool/certify.h"
 #include "manifest.h"
 #include "plan.h"
@@ -456,6 +457,17 @@ static int read_case_meta(merge *m, refenc_error *err)
     return REFENC_OK;
 }
 
+/* Checks that the plan's units are the case's: its batch items, or layers x items per layer. */
+static int check_units(const merge *m, refenc_error *err)
+{
+    const size_t want = refenc_mp_encoder_units(&m->c.cfg, m->c.B, m->per_layer);
+    if (plan_size(m->first, "units") != want)
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: its plan's units (%zu) are not the case's: %zu (%s)",
+                                m->first->f.path, plan_size(m->first, "units"), want,
+                                m->per_layer ? "layers x batch items" : "batch items");
+    return REFENC_OK;
+}
+
 /* Allocates the merged layer inputs and the record of which items are placed. */
 static int alloc_merged(merge *m, refenc_error *err)
 {
@@ -673,6 +685,8 @@ int golden_merge(const char *const *paths, size_t n_parts, const char *out_dir, 
                           .float32_hazard = refenc_st_metadata(&m.first->f, "float32_hazard")};
         st = golden_plan_verify_case(m.first->plan, &g, m.first->f.path, err);
     }
+    if (st == REFENC_OK)
+        st = check_units(&m, err);
     if (st == REFENC_OK)
         st = golden_steps_init(&m.steps, &m.c, m.final_only ? final_step : NULL, NULL, 1);
     if (st == REFENC_OK)
