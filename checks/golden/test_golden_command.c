@@ -426,6 +426,46 @@ Test(golden_command, shards_merge_into_the_unsharded_file, .timeout = 90)
     rb_tmpdir_remove(dir);
 }
 
+/* Per layer, shards that start inside a layer take their layer inputs from
+ * the reference run on their own items alone: the token ids and token types
+ * of those items must be theirs.  A BERT-style model (tokens, token types,
+ * learned positions), 2 layers x 3 items = 6 units in 4 shards: [0, 1),
+ * [1, 3) (layer 0, items 1-2: the embedding of items 1 and 2 only), [3, 4),
+ * [4, 6) (layer 1, items 1-2: the stack's first layer on items 1 and 2
+ * only).  The merged case must be the unsharded one byte for byte. */
+Test(golden_command, per_layer_shards_inside_a_layer_take_their_own_tokens, .timeout = 90)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], whole[RB_PATH_MAX + 32], merged[RB_PATH_MAX + 32];
+    char part[5][RB_PATH_MAX + 32], spec[16];
+    rb_tmpdir(dir);
+    const char *text = "{\"model\": {\"family\": \"bert\", \"d_model\": 16, \"n_heads\": 2, \"d_ff\": 24,"
+                       " \"n_layers\": 2, \"vocab_size\": 37, \"type_vocab_size\": 3, \"max_len\": 8},"
+                       " \"input\": {\"batch\": 3, \"seq_len\": 5, \"padding\": [0, 2, 1]}}";
+    config_file(cfg, sizeof cfg, dir, text);
+    snprintf(whole, sizeof whole, "%s/whole.safetensors", dir);
+    snprintf(merged, sizeof merged, "%s/merged.safetensors", dir);
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--out-file", whole, "--quiet", NULL});
+    /* the case has token ids and token types that differ between items */
+    size_t nt = 0, ny = 0;
+    unsigned char *tok = tensor_bytes(whole, "in.tokens", &nt), *typ = tensor_bytes(whole, "in.token_type_ids", &ny);
+    cr_assert(tok != NULL && typ != NULL && nt == 15 * 8 && ny == 15 * 8, "the case has no tokens or token types");
+    cr_assert(memcmp(tok, tok + 5 * 8, 5 * 8) != 0 && memcmp(typ + 5 * 8, typ + 10 * 8, 5 * 8) != 0,
+              "items with the same tokens or types would hide a wrong offset");
+    free(tok);
+    free(typ);
+    for (int k = 1; k <= 4; k++) {
+        snprintf(part[k], sizeof part[k], "%s/part%d.safetensors", dir, k);
+        snprintf(spec, sizeof spec, "%d/4", k);
+        run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--shard", spec, "--threads", "1",
+                                "--out-file", part[k], "--quiet", NULL});
+    }
+    run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", merged, part[4], part[2], part[3], part[1],
+                            "--quiet", NULL});
+    cr_expect(rb_same_file(whole, merged), "per-layer shards starting inside a layer merge to other bytes than the "
+              "unsharded run");
+    rb_tmpdir_remove(dir);
+}
+
 Test(golden_command, bad_shards_and_merges_are_refused, .timeout = 60)
 {
     char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], p1[RB_PATH_MAX + 32], p2[RB_PATH_MAX + 32];
@@ -449,8 +489,8 @@ Test(golden_command, bad_shards_and_merges_are_refused, .timeout = 60)
          "--shard: '0/2' is not K/N"},
         {"more shards than units", {"refenc", "golden", "--config", cfg, "--shard", "1/3", "--out-file", out, NULL},
          "has only 2 units"},
-        {"parts of two cases", {"refenc", "golden", "merge", "--out-file", out, p1, q2, NULL},
-         "parts of different cases do not merge"},
+        {"parts of two seeds", {"refenc", "golden", "merge", "--out-file", out, p1, q2, NULL},
+         "q2.safetensors: its plan's 'weights_sha256' is"},
         {"a missing part", {"refenc", "golden", "merge", "--out-file", out, p1, NULL}, "missing: 2/2"},
         {"a part twice", {"refenc", "golden", "merge", "--out-file", out, p1, p1, NULL}, "are both shard 1/2"},
         {"a case file for a part", {"refenc", "golden", "merge", "--out-file", out, "golden/cases/encoder_pre.safetensors", NULL},

@@ -6,6 +6,7 @@
  * Every group has a negative control: the same command with the one wrong
  * thing put right succeeds, so a refusal is the wrong thing's doing. */
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,9 @@
 
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <nettle/sha2.h>
 
+#include "../../ref/core/version.h"
 #include "../../ref/io/safetensors.h"
 #include "../robustness/robust.h"
 
@@ -293,10 +296,16 @@ Test(golden_errors, a_bad_option_is_refused_before_any_work)
         {"an empty --name", {MAKE, "--name", "", NULL}, {"--name: '' is not a case name", NULL}},
         {"a hidden --name", {MAKE, "--name", ".t", NULL}, {"--name: '.t' is not a case name", NULL}},
         {"a --name with a space", {MAKE, "--name", "t 2", NULL}, {"--name: 't 2' is not a case name", NULL}},
-        {"a --name of 101 characters",
-         {MAKE, "--name", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        {"a --name with '..'", {MAKE, "--name", "a..b", NULL},
+         {"--name: 'a..b' is not a case name certify accepts", "no '..'", NULL}},
+        {"a --name ending in '..'", {MAKE, "--name", "t..", NULL}, {"--name: 't..' is not a case name", NULL}},
+        {"a --name with a slash", {MAKE, "--name", "a/b", NULL}, {"--name: 'a/b' is not a case name", NULL}},
+        {"a --name of 116 characters (its file name 128)",
+         {MAKE, "--name",
+          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
           NULL},
-         {"is not a case name", "at most 100 characters", NULL}},
+         {"is not a case name", "1 to 115 characters", NULL}},
     };
 #undef MAKE
     expect_refusals(cases, sizeof cases / sizeof cases[0], dir, 1);
@@ -463,7 +472,7 @@ Test(golden_errors, parts_that_do_not_make_a_case_are_not_merged, .timeout = 60)
         {"merge with --out-file last", {"refenc", "golden", "merge", p1, p2, "--out-file", NULL},
          {"--out-file needs a value", NULL}},
         {"parts of different shard counts", {"refenc", "golden", "merge", "--out-file", out, p1, q2, NULL},
-         {"q2.safetensors is shard 2/4 of 4 units", "p1.safetensors shard 1/2 of 4 units", NULL}},
+         {"q2.safetensors: its plan's 'shards' is 4,", "p1.safetensors's is 2: parts of different plans", NULL}},
         {"a part that is no file", {"refenc", "golden", "merge", "--out-file", out, p1, cfg, NULL},
          {"config.json", NULL}},
         {"merged into a missing directory", {"refenc", "golden", "merge", "--out-file", plain, p1, p2, NULL},
@@ -514,22 +523,33 @@ Test(golden_errors, a_part_with_edited_metadata_is_named, .timeout = 60)
         const char *key, *value, *fragment[3];
     } bad[] = {
         {"a case file for a part", 1, 0, "format", "refenc-golden", {"e1.safetensors: not a part of a golden case", NULL}},
-        {"no shard", 2, 0, "shard", NULL, {"e2.safetensors: __metadata__: shard, units, total_units", NULL}},
+        {"a part of format version 1", 2, 0, "format_version", "1",
+         {"e2.safetensors: a part of format version '1'; this refenc merges version 2 only",
+          "make the parts again with this refenc", NULL}},
+        {"no format version", 2, 0, "format_version", NULL, {"e2.safetensors: a part of format version ''", NULL}},
+        {"no plan", 2, 0, "plan", NULL, {"e2.safetensors: __metadata__.plan is not a JSON object", NULL}},
+        {"no shard", 2, 0, "shard", NULL, {"e2.safetensors: __metadata__: shard, units, prec or prec_check", NULL}},
         {"a malformed prec", 2, 0, "prec", "high", {"e2.safetensors: __metadata__: shard, units", NULL}},
         {"malformed units", 2, 0, "units", "two", {"e2.safetensors: __metadata__: shard, units", NULL}},
-        {"malformed total units", 2, 0, "total_units", "four", {"e2.safetensors: __metadata__: shard, units", NULL}},
         {"a malformed prec_check", 2, 0, "prec_check", "", {"e2.safetensors: __metadata__: shard, units", NULL}},
         {"units ending elsewhere", 2, 0, "units", "2-3",
          {"e2.safetensors: shard 2/2 of 4 units should hold units 2-4, not 2-3", NULL}},
         {"units of another shard", 2, 0, "units", "0-2",
          {"e2.safetensors: shard 2/2 of 4 units should hold units 2-4, not 0-2", NULL}},
+        {"a shard of another count", 2, 0, "shard", "2/3", {"e2.safetensors: shard 2/3 of a plan of 2 shards", NULL}},
         {"slices not an object", 2, 0, "slices", "[]", {"e2.safetensors: __metadata__.slices is not a JSON object", NULL}},
         {"a slice of no output", 2, 0, "slices", "{\"out.colour\": [2, 4]}",
          {"e2.safetensors: slice 'out.colour' (items 2 to 4) is not one of the case's outputs", NULL}},
+        {"another case name than the plan's", 2, 0, "case", "other",
+         {"e2.safetensors: __metadata__.case or component ('other', 'encoder') is not its plan's", NULL}},
         {"no bug classes in part 1", 1, 0, "bug_classes", NULL,
          {"e1.safetensors: __metadata__ of part 1 lacks the case's bug_classes or tolerance", NULL}},
         {"another fingerprint in both", 1, 1, "fingerprint", zeros,
-         {"e1.safetensors: the case it holds does not have the fingerprint its parts name", NULL}},
+         {"e1.safetensors: __metadata__.fingerprint 0000000000000000... is not the sha256 of its plan", NULL}},
+        {"another tensors_sha256", 2, 0, "tensors_sha256", zeros,
+         {"e2.safetensors: its tensors do not have the sha256 its metadata records", NULL}},
+        {"another description in part 1", 1, 0, "description", "edited",
+         {"e1.safetensors: the case it holds does not match the plan's 'case_meta_sha256'", NULL}},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const int one = bad[i].part == 1 || bad[i].both, two = bad[i].part == 2 || bad[i].both;
@@ -549,7 +569,8 @@ Test(golden_errors, a_part_with_edited_metadata_is_named, .timeout = 60)
     rb_copy_file(p1, e1);
     part_with_meta(p2, e2, "slices", slices1);
     const refusal twice = {"an item in two parts", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
-                           {"e2.safetensors: item 0 of", "is also in another part", NULL}};
+                           {"e2.safetensors: slice '", "' holds items 0 to 2, but shard 2/2 (units 2-4) holds "
+                            "items 2 to 4 of it", NULL}};
     expect_refusals(&twice, 1, dir, 5);
     part_with_meta(p2, e2, "slices", slices2_less);
     const refusal never = {"an item in no part", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
@@ -561,6 +582,240 @@ Test(golden_errors, a_part_with_edited_metadata_is_named, .timeout = 60)
     cr_expect(rb_exists(out));
     free(slices1);
     free(slices2_less);
+    rb_tmpdir_remove(dir);
+}
+
+/* The sha256 of n bytes as hex, computed here with nettle (not refenc's). */
+static void sha256_hex(char hex[65], const void *p, size_t n)
+{
+    struct sha256_ctx h;
+    uint8_t d[SHA256_DIGEST_SIZE];
+    sha256_init(&h);
+    sha256_update(&h, n, p);
+    sha256_digest(&h, sizeof d, d);
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
+        snprintf(hex + 2 * i, 3, "%02x", d[i]);
+}
+
+static int entry_by_name(const void *a, const void *b)
+{
+    return strcmp(((const refenc_st_entry *)a)->name, ((const refenc_st_entry *)b)->name);
+}
+
+/* The tensors_sha256 of a part's entries as docs/golden-format.md defines it, computed here: in
+ * the order of their names, each tensor's dtype name and name (with their NULs), then its
+ * (ndim, shape...) and its bytes, each of those two as a 64-bit little-endian byte count and
+ * the bytes. */
+static void tensors_sha256(char hex[65], const rb_golden *g)
+{
+    refenc_st_entry e[RB_MAX_TENSORS];
+    memcpy(e, g->e, g->n * sizeof *e);
+    qsort(e, g->n, sizeof *e, entry_by_name);
+    struct sha256_ctx h;
+    uint8_t d[SHA256_DIGEST_SIZE];
+    sha256_init(&h);
+    for (size_t i = 0; i < g->n; i++) {
+        const char *dt = refenc_st_dtype_name(e[i].dtype);
+        sha256_update(&h, strlen(dt) + 1, (const uint8_t *)dt);
+        sha256_update(&h, strlen(e[i].name) + 1, (const uint8_t *)e[i].name);
+        uint64_t dims[REFENC_ST_MAX_NDIM + 2] = {(e[i].ndim + 1) * 8, e[i].ndim};
+        size_t numel = 1;
+        for (size_t k = 0; k < e[i].ndim; k++)
+            dims[k + 2] = e[i].shape[k], numel *= e[i].shape[k];
+        sha256_update(&h, (e[i].ndim + 2) * 8, (const uint8_t *)dims);
+        const uint64_t nbytes = numel * refenc_st_dtype_size(e[i].dtype);
+        sha256_update(&h, 8, (const uint8_t *)&nbytes);
+        sha256_update(&h, nbytes, e[i].data);
+    }
+    sha256_digest(&h, sizeof d, d);
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
+        snprintf(hex + 2 * i, 3, "%02x", d[i]);
+}
+
+/* A copy of part `from` at `to` with the first value of tensor `name` changed (1 added: F64 or
+ * F32), and its tensors_sha256 recomputed when rehash (an edit the part's checksum cannot see). */
+static void part_with_value(const char *from, const char *to, const char *name, int rehash)
+{
+    rb_golden g;
+    rb_golden_load_file(&g, from);
+    const refenc_st_entry *e = rb_golden_entry(&g, name);
+    if (e->dtype == REFENC_ST_F64)
+        ((double *)rb_golden_data(&g, name))[0] += 1;
+    else if (e->dtype == REFENC_ST_F32)
+        ((float *)rb_golden_data(&g, name))[0] += 1;
+    else
+        ((int64_t *)rb_golden_data(&g, name))[0] ^= 1;
+    if (rehash) {
+        char hex[65];
+        tensors_sha256(hex, &g);
+        rb_golden_set_meta(&g, "tensors_sha256", hex);
+    }
+    rb_golden_write(&g, to);
+    rb_golden_free(&g);
+}
+
+/* A copy of part `from` at `to` whose plan has `field` set to the JSON text `value` (NULL:
+ * removed), written as the canonical text, and its fingerprint recomputed when refingerprint;
+ * with case_too, __metadata__.case is set to the same string. */
+static void part_with_plan(const char *from, const char *to, const char *field, const char *value,
+                           int refingerprint, int case_too)
+{
+    rb_golden g;
+    rb_golden_load_file(&g, from);
+    json_t *plan = json_loads(json_string_value(json_object_get(g.meta, "plan")), 0, NULL);
+    cr_assert(json_is_object(plan), "%s has no plan", from);
+    if (value != NULL)
+        json_object_set_new(plan, field, json_loads(value, JSON_DECODE_ANY, NULL));
+    else
+        json_object_del(plan, field);
+    char *text = json_dumps(plan, JSON_COMPACT | JSON_SORT_KEYS);
+    rb_golden_set_meta(&g, "plan", text);
+    if (refingerprint) {
+        char hex[65];
+        sha256_hex(hex, text, strlen(text));
+        rb_golden_set_meta(&g, "fingerprint", hex);
+    }
+    if (case_too)
+        rb_golden_set_meta(&g, "case", json_string_value(json_object_get(plan, field)));
+    rb_golden_write(&g, to);
+    free(text);
+    json_decref(plan);
+    rb_golden_free(&g);
+}
+
+/* A copy of `from` at `to` with only its first half of bytes: a file no reader takes. */
+static void truncated_copy(const char *from, const char *to)
+{
+    size_t n;
+    unsigned char *b = rb_read_file(from, &n);
+    rb_write_file(to, b, n / 2);
+    free(b);
+}
+
+/* A part is verified, not trusted (docs/certify.md, the trust model): values changed after it
+ * was made, a part of another config, weights or inputs even with the fingerprint string copied,
+ * parts of another plan or of mixed versions, a case that is not the plan's, and a later part
+ * that cannot be read: each is refused, naming the part and the field, and nothing is written. */
+Test(golden_errors, a_part_that_is_not_what_its_plan_says_is_refused, .timeout = 90)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], p1[RB_PATH_MAX + 32], p2[RB_PATH_MAX + 32];
+    char q2[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32], e1[RB_PATH_MAX + 32], e2[RB_PATH_MAX + 32];
+    char cfg2[RB_PATH_MAX + 32], s2[RB_PATH_MAX + 32], c2[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    make_parts(dir, cfg, p1, p2, q2, sizeof cfg);
+    remove(q2);
+    snprintf(out, sizeof out, "%s/merged.safetensors", dir);
+    snprintf(e1, sizeof e1, "%s/e1.safetensors", dir);
+    snprintf(e2, sizeof e2, "%s/e2.safetensors", dir);
+    snprintf(s2, sizeof s2, "%s/s2.safetensors", dir);
+    snprintf(c2, sizeof c2, "%s/c2.safetensors", dir);
+    /* shard 2/2 of the same config with another seed (other weights and inputs), and of another
+     * config (d_ff 16): their values are of the same shapes */
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--seed", "9", "--shard", "2/2", "--out-file", s2,
+                            "--quiet", NULL});
+    text_file(cfg2, sizeof cfg2, dir, "config2.json",
+              "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1}, "
+              "\"input\": {\"batch\": 4, \"seq_len\": 3}}");
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg2, "--name", "config", "--description", "d",
+                            "--shard", "2/2", "--out-file", c2, "--quiet", NULL});
+    rb_golden g;
+    rb_golden_load_file(&g, p2);
+    const char *fp2 = json_string_value(json_object_get(g.meta, "fingerprint"));
+    char fingerprint[65];
+    cr_assert(fp2 != NULL && strlen(fp2) == 64);
+    memcpy(fingerprint, fp2, 65);
+    rb_golden_free(&g);
+    const int files = 8; /* config.json, config2.json, p1, p2, s2, c2, e1, e2 */
+
+    /* values changed after the part was made: a slice of part 2, a weight of part 1 */
+    rb_copy_file(p1, e1);
+    part_with_value(p2, e2, "slice.out.output", 0);
+    const refusal changed2 = {"a changed value", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
+                              {"e2.safetensors: its tensors do not have the sha256 its metadata records",
+                               "values were changed after the part was made", NULL}};
+    expect_refusals(&changed2, 1, dir, files);
+    rb_copy_file(p2, e2);
+    part_with_value(p1, e1, "layers.0.linear1.weight", 0);
+    const refusal changed1 = {"a changed weight", {"refenc", "golden", "merge", "--out-file", out, e2, e1, NULL},
+                              {"e1.safetensors: its tensors do not have the sha256", NULL}};
+    expect_refusals(&changed1, 1, dir, files);
+    /* the same with the tensors' checksum recomputed: part 1's case is checked against the plan */
+    part_with_value(p1, e1, "layers.0.linear1.weight", 1);
+    const refusal weights = {"a changed weight, rehashed", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
+                             {"e1.safetensors: the case it holds does not match the plan's 'weights_sha256'", NULL}};
+    expect_refusals(&weights, 1, dir, files);
+    part_with_value(p1, e1, "in.x", 1);
+    const refusal inputs = {"a changed input, rehashed", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
+                            {"e1.safetensors: the case it holds does not match the plan's 'inputs_sha256'", NULL}};
+    expect_refusals(&inputs, 1, dir, files);
+
+    /* parts of another seed or config with part 2's fingerprint string copied */
+    rb_copy_file(p1, e1);
+    part_with_meta(s2, e2, "fingerprint", fingerprint);
+    const refusal seed = {"another seed, fingerprint copied", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
+                          {"e2.safetensors: __metadata__.fingerprint", "is not the sha256 of its plan", NULL}};
+    expect_refusals(&seed, 1, dir, files);
+    part_with_meta(c2, e2, "fingerprint", fingerprint);
+    const refusal config = {"another config, fingerprint copied",
+                            {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
+                            {"e2.safetensors: __metadata__.fingerprint", "is not the sha256 of its plan", NULL}};
+    expect_refusals(&config, 1, dir, files);
+    /* as made, they are parts of another plan, named by the first field that differs */
+    const refusal seed_plan = {"another seed", {"refenc", "golden", "merge", "--out-file", out, e1, s2, NULL},
+                               {"s2.safetensors: its plan's 'weights_sha256' is", "parts of different plans", NULL}};
+    expect_refusals(&seed_plan, 1, dir, files);
+    const refusal config_plan = {"another config", {"refenc", "golden", "merge", "--out-file", out, e1, c2, NULL},
+                                 {"c2.safetensors: its plan's 'config' is", "parts of different plans", NULL}};
+    expect_refusals(&config_plan, 1, dir, files);
+
+    /* mixed versions, and a version other than this refenc's */
+    part_with_plan(p2, e2, "refenc_version", "\"0.0.9\"", 1, 0);
+    const refusal mixed = {"mixed versions", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
+                           {"e2.safetensors: its plan's 'refenc_version' is \"0.0.9\"",
+                            "parts made by different refenc versions do not merge", NULL}};
+    expect_refusals(&mixed, 1, dir, files);
+    part_with_plan(p1, e1, "refenc_version", "\"0.0.9\"", 1, 0);
+    const refusal other = {"another version", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
+                           {"e1.safetensors: made by refenc 0.0.9; this is refenc " REFENC_VERSION, NULL}};
+    expect_refusals(&other, 1, dir, files);
+    /* a plan's field missing, and a case name certify refuses, each with a fingerprint to match */
+    rb_copy_file(p1, e1);
+    part_with_plan(p2, e2, "units", NULL, 1, 0);
+    const refusal units = {"a plan without units", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
+                           {"e2.safetensors: __metadata__.plan: 'units' is missing", NULL}};
+    expect_refusals(&units, 1, dir, files);
+    part_with_plan(p2, e2, "case", "\"a..b\"", 1, 1);
+    const refusal name = {"a case name with ..", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
+                          {"e2.safetensors: __metadata__.plan: case 'a..b' is not a case name certify accepts", NULL}};
+    expect_refusals(&name, 1, dir, files);
+
+    /* a plan of 6 units for a case of 4 items, consistent in both parts (units 0-3 and 3-6) */
+    part_with_plan(p1, e1, "units", "6", 1, 0);
+    part_with_meta(e1, e1, "units", "0-3");
+    part_with_plan(p2, e2, "units", "6", 1, 0);
+    part_with_meta(e2, e2, "units", "3-6");
+    const refusal six = {"a plan of other units", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
+                         {"e1.safetensors: its plan's units (6) are not the case's: 4 (batch items)", NULL}};
+    expect_refusals(&six, 1, dir, files);
+    rb_copy_file(p1, e1);
+
+    /* a later part that cannot be read: its own error, never another part's */
+    truncated_copy(p2, e2);
+    const refusal later = {"a later part unreadable", {"refenc", "golden", "merge", "--out-file", out, p1, e2, NULL},
+                           {"e2.safetensors", NULL}};
+    expect_refusals(&later, 1, dir, files);
+    rb_result r = rb_run((const char *[]){"refenc", "golden", "merge", "--out-file", out, p1, p2, e2, NULL});
+    rb_expect_error(&r, 2, "golden", "a third part unreadable", (const char *[]){"e2.safetensors", NULL});
+    cr_expect(strstr(r.err, "both shard") == NULL && strstr(r.err, "plan") == NULL,
+              "the unreadable part is not what the message names: %s", r.err);
+    rb_result_free(&r);
+    cr_expect(!rb_exists(out));
+
+    /* negative control: the parts as made merge, also from copies */
+    rb_copy_file(p1, e1);
+    rb_copy_file(p2, e2);
+    run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", out, e2, e1, "--quiet", NULL});
+    cr_expect(rb_exists(out));
     rb_tmpdir_remove(dir);
 }
 
@@ -737,5 +992,159 @@ Test(golden_errors, a_config_case_is_named_after_its_file)
                   "description '%s', want '%s...'", refenc_st_metadata(&f, "description"), runs[i].want_desc);
         refenc_st_free(&f);
     }
+    rb_tmpdir_remove(dir);
+}
+
+/* ---- ground truth from good input only -------------------------------------------------------- */
+
+#define BI_CONFIG "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1}, " \
+                  "\"input\": {\"batch\": 2, \"seq_len\": 3}}"
+
+/* dir/w.safetensors: the parameters of a case made from BI_CONFIG, under their state_dict names,
+ * with element `at` of `bad` (a parameter, or NULL) set to v. */
+static void weights_file(const char *dir, const char *bad, size_t at, float v)
+{
+    char cfg[RB_PATH_MAX + 32], whole[RB_PATH_MAX + 32], w[RB_PATH_MAX + 32];
+    snprintf(cfg, sizeof cfg, "%s/bi.json", dir);
+    snprintf(whole, sizeof whole, "%s/whole.tmp", dir);
+    snprintf(w, sizeof w, "%s/w.safetensors", dir);
+    rb_write_file(cfg, BI_CONFIG, strlen(BI_CONFIG));
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--outputs", "final", "--out-file", whole, "--quiet",
+                            NULL});
+    rb_golden g;
+    rb_golden_load_file(&g, whole);
+    refenc_st_entry e[RB_MAX_TENSORS];
+    size_t n = 0;
+    for (size_t i = 0; i < g.n; i++)
+        if (strncmp(g.e[i].name, "in.", 3) != 0 && strncmp(g.e[i].name, "out.", 4) != 0 &&
+            strncmp(g.e[i].name, "dontcare.", 9) != 0)
+            e[n++] = g.e[i];
+    if (bad != NULL) {
+        cr_assert_eq(rb_golden_entry(&g, bad)->dtype, REFENC_ST_F32);
+        float *d = rb_golden_data(&g, bad);
+        d[at] = v;
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(e[i].name, bad) == 0)
+                e[i].data = d;
+    }
+    refenc_error err;
+    cr_assert_eq(refenc_st_write(w, e, n, NULL, &err), REFENC_OK, "%s", err.message);
+    rb_golden_free(&g);
+    remove(whole);
+    remove(cfg);
+}
+
+/* dir/i.safetensors: in.x (2, 3, 8) of finite values but element x_at set to x_v (x_at >= 48:
+ * none), and, when given, in.key_padding_mask (2, 3) and in.attn_mask (3, 3). */
+static void inputs_file(const char *dir, size_t x_at, double x_v, const uint8_t *pad, const double *attn)
+{
+    double x[48];
+    for (size_t i = 0; i < 48; i++)
+        x[i] = 0.375 * (double)((i * 7) % 11) - 1.5;
+    if (x_at < 48)
+        x[x_at] = x_v;
+    refenc_st_entry e[3] = {{.name = "in.x", .dtype = REFENC_ST_F64, .ndim = 3, .shape = {2, 3, 8}, .data = x}};
+    size_t n = 1;
+    if (pad != NULL)
+        e[n++] = (refenc_st_entry){.name = "in.key_padding_mask", .dtype = REFENC_ST_BOOL, .ndim = 2,
+                                   .shape = {2, 3}, .data = pad};
+    if (attn != NULL)
+        e[n++] = (refenc_st_entry){.name = "in.attn_mask", .dtype = REFENC_ST_F64, .ndim = 2, .shape = {3, 3},
+                                   .data = attn};
+    char path[RB_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/i.safetensors", dir);
+    refenc_error err;
+    cr_assert_eq(refenc_st_write(path, e, n, NULL, &err), REFENC_OK, "%s", err.message);
+}
+
+/* Non-finite weights or inputs are refused before the oracle runs, naming the tensor and the flat
+ * index; so are inputs under which the required output keeps no compared element (every query
+ * row padded or seeing no key), naming the input field.  Before, each made a golden whose
+ * expected values were NaN, or one certify passed on any results having compared nothing. */
+Test(golden_errors, ground_truth_is_never_made_from_bad_input, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], pad_cfg[RB_PATH_MAX + 32], w[RB_PATH_MAX + 32];
+    char in[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    text_file(cfg, sizeof cfg, dir, "c.json", BI_CONFIG);
+    text_file(pad_cfg, sizeof pad_cfg, dir, "padded.json",
+              "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1}, "
+              "\"input\": {\"batch\": 2, \"seq_len\": 3, \"padding\": [3, 3]}}");
+    snprintf(w, sizeof w, "%s/w.safetensors", dir);
+    snprintf(in, sizeof in, "%s/i.safetensors", dir);
+    snprintf(out, sizeof out, "%s/case.safetensors", dir);
+    const int files = 4; /* c.json, padded.json, w, i */
+#define GOLD(...) {"refenc", "golden", "--config", cfg, __VA_ARGS__, "--out-file", out, NULL}
+    const uint8_t no_pad[6] = {0}, all_pad[6] = {1, 1, 1, 1, 1, 1};
+    const double minus_inf = -INFINITY;
+    const double all_masked[9] = {minus_inf, minus_inf, minus_inf, minus_inf, minus_inf, minus_inf,
+                                  minus_inf, minus_inf, minus_inf};
+    /* each query sees key 0 only: item 1 with key 0 padded sees nothing; item 0 is all padding */
+    const double only_key0[9] = {0.5, minus_inf, minus_inf, 0.25, minus_inf, minus_inf, 0.125, minus_inf, minus_inf};
+    const uint8_t pad_item0_and_key0[6] = {1, 1, 1, 1, 0, 0};
+    const double nan_mask[9] = {0, 0, 0, 0, NAN, 0, 0, 0, 0};
+
+    /* weights: NaN, +inf and -inf, each named with its index */
+    static const struct {
+        const char *what, *param;
+        size_t at;
+        float v;
+        const char *fragment;
+    } bad_w[] = {
+        {"a NaN weight", "layers.0.linear1.weight", 29, NAN,
+         "parameter 'layers.0.linear1.weight' element 29 (row 3, column 5) is nan"},
+        {"an infinite bias", "layers.0.norm2.bias", 6, INFINITY, "parameter 'layers.0.norm2.bias' element 6 is inf"},
+        {"a -inf weight", "layers.0.self_attn.in_proj_weight", 0, -INFINITY,
+         "parameter 'layers.0.self_attn.in_proj_weight' element 0 (row 0, column 0) is -inf"},
+    };
+    for (size_t i = 0; i < sizeof bad_w / sizeof bad_w[0]; i++) {
+        weights_file(dir, bad_w[i].param, bad_w[i].at, bad_w[i].v);
+        const refusal r = {bad_w[i].what, GOLD("--weights", w), {"--weights", bad_w[i].fragment, NULL}};
+        expect_refusals(&r, 1, dir, files - 1);
+    }
+    weights_file(dir, NULL, 0, 0);
+    inputs_file(dir, 13, NAN, NULL, NULL);
+    const refusal x_nan = {"a NaN input", GOLD("--inputs", in), {"i.safetensors: in.x element 13 (of item 0) is nan", NULL}};
+    expect_refusals(&x_nan, 1, dir, files);
+    inputs_file(dir, 30, -INFINITY, NULL, NULL);
+    const refusal x_inf = {"a -inf input", GOLD("--inputs", in), {"in.x element 30 (of item 1) is -inf", NULL}};
+    expect_refusals(&x_inf, 1, dir, files);
+    inputs_file(dir, 99, 0, NULL, nan_mask);
+    const refusal m_nan = {"a NaN in the additive mask", GOLD("--inputs", in),
+                           {"i.safetensors: input: in.attn_mask[1][1] = nan", NULL}};
+    expect_refusals(&m_nan, 1, dir, files);
+
+    /* nothing compared: every position padded (config and file), every key masked, both together */
+    const refusal pad_all = {"padding [3, 3]", {"refenc", "golden", "--config", pad_cfg, "--out-file", out, NULL},
+                             {"padded.json: in.key_padding_mask (input.padding) leaves no element of the required "
+                              "output compared", NULL}};
+    expect_refusals(&pad_all, 1, dir, files);
+    inputs_file(dir, 99, 0, all_pad, NULL);
+    const refusal ones = {"an all-ones padding mask", GOLD("--inputs", in),
+                          {"i.safetensors: in.key_padding_mask leaves no element of the required output compared",
+                           NULL}};
+    expect_refusals(&ones, 1, dir, files);
+    inputs_file(dir, 99, 0, NULL, all_masked);
+    const refusal masked = {"an all -inf attention mask", GOLD("--inputs", in),
+                            {"i.safetensors: in.attn_mask leaves no element of the required output compared", NULL}};
+    expect_refusals(&masked, 1, dir, files);
+    inputs_file(dir, 99, 0, pad_item0_and_key0, only_key0);
+    const refusal both = {"padding and mask together", GOLD("--inputs", in),
+                          {"in.key_padding_mask and in.attn_mask leaves no element", NULL}};
+    expect_refusals(&both, 1, dir, files);
+#undef GOLD
+
+    /* negative controls: finite weights and inputs with -inf in the mask, one query that sees a
+     * key (item 1's query 0 with key 0 unpadded), an unpadded position under the config */
+    inputs_file(dir, 99, 0, no_pad, only_key0);
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--weights", w, "--inputs", in, "--out-file", out,
+                            "--quiet", NULL});
+    cr_expect(rb_exists(out));
+    remove(out);
+    const uint8_t one_open[6] = {1, 1, 1, 0, 1, 1};
+    inputs_file(dir, 99, 0, one_open, NULL);
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--inputs", in, "--out-file", out, "--quiet", NULL});
+    cr_expect(rb_exists(out));
+    remove(out);
     rb_tmpdir_remove(dir);
 }

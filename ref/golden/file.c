@@ -14,8 +14,7 @@
 #include "../io/safetensors.h"
 #include "../io/manifest.h"
 #include "../tool/certify.h"
-
-#include <nettle/sha2.h>
+#include "plan.h"
 
 /* ---- outputs and don't-care masks ------------------------------------------ */
 
@@ -24,7 +23,8 @@
  * additive mask), and, with padded_queries, padded queries.  A bug variant's
  * outputs leave padded queries in: an implementation that inverts the mask
  * computes real values at the real tokens it believes are padding. */
-static uint8_t *dead_rows(const refenc_case *c, int padded_queries, int *failed)
+static uint8_t *dead_rows_of(const refenc_case *c, int padded_queries, const uint8_t *pad, const double *attn,
+                             int *failed)
 {
     const size_t B = c->B, L = c->L;
     *failed = 0;
@@ -39,13 +39,55 @@ static uint8_t *dead_rows(const refenc_case *c, int padded_queries, int *failed)
         for (size_t i = 0; i < L; i++) {
             int sees_a_key = 0;
             for (size_t j = 0; j < L && !sees_a_key; j++)
-                sees_a_key |= !(c->key_padding_mask && c->key_padding_mask[b * L + j]) &&
-                              !(c->cfg.causal && j > i) &&
-                              !(c->attn_mask && c->attn_mask[i * L + j] == -INFINITY);
-            dead[b * L + i] = !sees_a_key ||
-                              (padded_queries && c->key_padding_mask && c->key_padding_mask[b * L + i]);
+                sees_a_key |= !(pad && pad[b * L + j]) && !(c->cfg.causal && j > i) &&
+                              !(attn && attn[i * L + j] == -INFINITY);
+            dead[b * L + i] = !sees_a_key || (padded_queries && pad && pad[b * L + i]);
         }
     return dead;
+}
+
+static uint8_t *dead_rows(const refenc_case *c, int padded_queries, int *failed)
+{
+    return dead_rows_of(c, padded_queries, c->key_padding_mask, c->attn_mask, failed);
+}
+
+/* 1 when every query row is dead with these masks (the golden's rule: padded queries too). */
+static int every_row_dead(const refenc_case *c, const uint8_t *pad, const double *attn, int *failed)
+{
+    uint8_t *dead = dead_rows_of(c, 1, pad, attn, failed);
+    int all = dead != NULL;
+    for (size_t r = 0; dead != NULL && r < c->B * c->L && all; r++)
+        all = dead[r];
+    free(dead);
+    return all;
+}
+
+static size_t masked_softmax_elements(const refenc_case *c, uint8_t *dc);
+
+/* 1 when every softmax row of the case is all -inf (every element don't-care). */
+static int every_softmax_row_masked(const refenc_case *c, int *failed)
+{
+    const size_t n = c->B * c->L;
+    uint8_t *dc = calloc(n ? n : 1, 1);
+    *failed = dc == NULL;
+    const int all = dc != NULL && c->x != NULL && masked_softmax_elements(c, dc) == n;
+    free(dc);
+    return all;
+}
+
+const char *golden_uncompared_inputs(const refenc_case *c, int *failed)
+{
+    *failed = 0;
+    if (c->component == REFENC_COMP_SOFTMAX)
+        return every_softmax_row_masked(c, failed) ? "in.x" : NULL;
+    if (!every_row_dead(c, c->key_padding_mask, c->attn_mask, failed))
+        return NULL;
+    /* which of the two does it alone; else both together */
+    if (c->key_padding_mask != NULL && every_row_dead(c, c->key_padding_mask, NULL, failed))
+        return "in.key_padding_mask";
+    if (c->attn_mask != NULL && every_row_dead(c, NULL, c->attn_mask, failed))
+        return "in.attn_mask";
+    return "in.key_padding_mask and in.attn_mask";
 }
 
 int golden_set_init(golden_set *s, const refenc_case *c, int padded_queries, int final_only,
@@ -449,86 +491,30 @@ int golden_file_write(const golden_file *g, const char *path, refenc_error *err)
 
 /* ---- parts ------------------------------------------------------------------------ */
 
-static void hash_str(struct sha256_ctx *h, const char *s)
+/* The metadata every part carries: the format, its shard and units, the
+ * precisions its oracle run needed, its slices, the plan and its hash (the
+ * fingerprint), and the hash of its tensors; NULL when out of memory. */
+static json_t *part_meta(const golden_file *g, const golden_part_info *pi, const char *slices_s,
+                         const char *tensors_sha)
 {
-    const char *v = s != NULL ? s : "";
-    sha256_update(h, strlen(v) + 1, (const uint8_t *)v); /* with its NUL: a separator */
-}
-
-static void hash_json(struct sha256_ctx *h, const json_t *j)
-{
-    char *s = json_string_of(j);
-    hash_str(h, s != NULL ? s : "?");
-    free(s);
-}
-
-static void hash_bytes(struct sha256_ctx *h, const void *p, size_t n)
-{
-    const uint64_t len = n;
-    sha256_update(h, sizeof len, (const uint8_t *)&len);
-    if (p != NULL && n > 0)
-        sha256_update(h, n, p);
-}
-
-void golden_fingerprint(char hex[65], const golden_file *g, int per_layer, int final_only,
-                        long first_prec)
-{
-    const refenc_case *c = g->c;
-    struct sha256_ctx h;
-    sha256_init(&h);
-    hash_str(&h, g->name);
-    hash_str(&h, g->description);
-    hash_str(&h, refenc_component_name(c->component));
-    json_t *config = refenc_config_to_json(&c->cfg);
-    hash_json(&h, config);
-    json_decref(config);
-    hash_json(&h, g->bug_classes);
-    hash_json(&h, g->tolerance);
-    hash_str(&h, g->float32_hazard);
-    hash_str(&h, per_layer ? "per layer" : "whole stack");
-    hash_str(&h, final_only ? "final" : "all");
-    char prec[32];
-    snprintf(prec, sizeof prec, "first precision %ld", first_prec);
-    hash_str(&h, prec);
-    const uint64_t shape[2] = {c->B, c->L};
-    hash_bytes(&h, shape, sizeof shape);
-    hash_bytes(&h, c->x, c->x ? c->x_numel * sizeof *c->x : 0);
-    hash_bytes(&h, c->tokens, c->tokens ? c->B * c->L * sizeof *c->tokens : 0);
-    hash_bytes(&h, c->token_types, c->token_types ? c->B * c->L * sizeof *c->token_types : 0);
-    hash_bytes(&h, c->key_padding_mask, c->key_padding_mask ? c->B * c->L : 0);
-    hash_bytes(&h, c->positions, c->has_positions ? c->L * sizeof *c->positions : 0);
-    hash_bytes(&h, c->attn_mask, c->attn_mask ? c->L * c->L * sizeof *c->attn_mask : 0);
-    hash_bytes(&h, c->params.block, c->params.n_values * sizeof *c->params.block);
-    uint8_t digest[SHA256_DIGEST_SIZE];
-    sha256_digest(&h, sizeof digest, digest);
-    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
-        snprintf(hex + 2 * i, 3, "%02x", digest[i]);
-}
-
-/* The metadata every part carries: the shard, its units, the fingerprint and precisions, the slices. */
-static json_t *part_meta(const golden_file *g, const golden_part_info *pi, const char *slices_s)
-{
-    char fp[65], shard[64], units[64], prec[32], check[32], total[32];
-    golden_fingerprint(fp, g, pi->per_layer, pi->final_only, pi->first_prec);
+    json_t *plan = golden_plan_make(g, pi->per_layer, pi->final_only, pi->first_prec, pi->units, pi->n);
+    char *plan_s = golden_plan_text(plan);
+    json_decref(plan);
+    char fp[65], shard[64], units[64], prec[32], check[32];
+    if (plan_s != NULL)
+        refenc_sha256_hex(fp, plan_s, strlen(plan_s));
     snprintf(shard, sizeof shard, "%zu/%zu", pi->k, pi->n);
     snprintf(units, sizeof units, "%zu-%zu", pi->unit_begin, pi->unit_end);
-    snprintf(total, sizeof total, "%zu", pi->units);
     snprintf(prec, sizeof prec, "%ld", pi->prec);
     snprintf(check, sizeof check, "%ld", pi->prec_check);
-    json_t *meta = slices_s == NULL ? NULL
+    json_t *meta = slices_s == NULL || plan_s == NULL ? NULL
                    : json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
-                               "format", GOLDEN_PART_FORMAT, "format_version", REFENC_GOLDEN_FORMAT_VERSION,
+                               "format", GOLDEN_PART_FORMAT, "format_version", GOLDEN_PART_FORMAT_VERSION,
                                "case", g->name, "component", refenc_component_name(g->c->component),
-                               "shard", shard, "units", units, "total_units", total,
-                               "per_layer", pi->per_layer ? "true" : "false", "outputs_kept",
-                               pi->final_only ? "final" : "all", "fingerprint", fp, "prec", prec,
-                               "prec_check", check);
-    if (meta != NULL) {
-        char first[32];
-        snprintf(first, sizeof first, "%ld", pi->first_prec);
-        json_object_set_new(meta, "slices", json_string(slices_s));
-        json_object_set_new(meta, "first_prec", json_string(first));
-    }
+                               "shard", shard, "units", units, "prec", prec, "prec_check", check,
+                               "slices", slices_s, "plan", plan_s, "fingerprint", fp,
+                               "tensors_sha256", tensors_sha);
+    free(plan_s);
     return meta;
 }
 
@@ -569,8 +555,10 @@ int golden_part_write(const golden_file *g, const golden_part_info *pi, const ch
         add(&es, name, REFENC_ST_F64, sl->ndim, sl->shape, sl->data);
         json_object_set_new(slices, sl->name, json_pack("[I, I]", (json_int_t)sl->lo, (json_int_t)sl->hi));
     }
-    char *slices_s = json_string_of(slices);
-    json_t *meta = part_meta(g, pi, slices_s);
+    char *slices_s = json_string_of(slices), tensors_sha[65];
+    json_t *meta = NULL;
+    if (!es.failed && golden_entries_sha256(tensors_sha, es.e, es.n))
+        meta = part_meta(g, pi, slices_s, tensors_sha);
     if (meta != NULL && pi->k == 1 && !part_case_meta(meta, g))
         es.failed = 1;
     const int st = entries_write(&es, path, meta, g->name, err);

@@ -48,6 +48,13 @@ void golden_set_collect(void *ctx, const char *name, const double *data, size_t 
 /* The same, taking data (malloc'ed) over instead of copying it. */
 void golden_set_adopt(golden_set *s, const char *name, double *data, size_t ndim, const size_t *shape);
 
+/* The inputs that leave the case's required output with no element compared
+ * (every element don't-care by the rules golden_set_init applies): NULL
+ * when it keeps at least one, else "in.key_padding_mask" or "in.attn_mask"
+ * (either alone), "in.key_padding_mask and in.attn_mask" (together), or
+ * "in.x" (every softmax row -inf).  *failed: out of memory. */
+const char *golden_uncompared_inputs(const refenc_case *c, int *failed);
+
 /* Whether an output is required of every implementation (out.output; every
  * output of an alibi case). */
 int golden_is_required(const refenc_case *c, const char *out_name);
@@ -106,19 +113,15 @@ typedef struct {
     int per_layer, final_only;
     long prec, prec_check;       /* what the part's oracle run needed     */
     long first_prec;             /* the run's first working precision     */
+    /* k, n, units, per_layer, final_only and first_prec make the plan (plan.h) */
     size_t n_slices;
     const golden_slice *slices;
 } golden_part_info;
 
-/* The SHA-256 of everything that defines the case a part belongs to: its
- * name, description, metadata, config, inputs, parameters, and how it is
- * made (per layer, final outputs only). */
-void golden_fingerprint(char hex[65], const golden_file *g, int per_layer, int final_only,
-                        long first_prec);
-
 /* Writes a part file: the slices under "slice.<name>", and the metadata
- * that lets refenc golden merge check and join the parts; part 1 also
- * holds the case's inputs, parameters and metadata.  g->golden is unused.
+ * that lets refenc golden merge check and join the parts (the plan, its
+ * fingerprint and the tensors' sha256: plan.h); part 1 also holds the case's
+ * inputs, parameters and metadata.  g->golden is unused.
  * Errors: those of refenc_st_write, REFENC_ENOMEM. */
 int golden_part_write(const golden_file *g, const golden_part_info *pi, const char *path,
                       refenc_error *err);

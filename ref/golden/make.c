@@ -5,7 +5,6 @@
  * Generation is deterministic: the same sources give byte-identical files. */
 #include "make.h"
 
-#include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 
 #include "../core/alloc.h"
 #include "../io/config_json.h"
+#include "../io/manifest.h"
 #include "../io/model_sources.h"
 #include "../io/run_config.h"
 #include "../oracle/oracle.h"
@@ -25,6 +25,7 @@
 #include "file.h"
 #include "manifest.h"
 #include "parts.h"
+#include "validate.h"
 
 #define DEFAULT_SEED 20240521u
 
@@ -48,16 +49,13 @@ static void source_free(golden_source *s)
     memset(s, 0, sizeof *s);
 }
 
-/* A case name is also a file name: letters, digits, '.', '_', '-', not
- * starting with '.'. */
+/* A case name is also its file name, NAME.safetensors: both must be names
+ * certify accepts (refenc_manifest_name_ok, the one rule for both). */
 static int valid_name(const char *n)
 {
-    if (n[0] == '\0' || n[0] == '.' || strlen(n) > 100)
-        return 0;
-    for (const char *p = n; *p; p++)
-        if (!isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-')
-            return 0;
-    return 1;
+    char file[REFENC_CASE_NAME_MAX + 16];
+    snprintf(file, sizeof file, "%s.safetensors", n);
+    return refenc_manifest_name_ok(n) && refenc_manifest_name_ok(file);
 }
 
 /* The catalogue entry that describes a config file's case. */
@@ -192,8 +190,9 @@ static int source_build(golden_source *s, const golden_request *a, char **report
     }
     if (!valid_name(s->name))
         st = refenc_error_set(err, REFENC_EINVAL,
-                              "--name: '%s' is not a case name (letters, digits, '.', '_', '-'; not "
-                              "starting with '.'; at most 100 characters)", s->name);
+                              "--name: '%s' is not a case name certify accepts (1 to %zu characters of "
+                              "letters, digits, '.', '_', '-'; not starting with '.'; no '..')", s->name,
+                              (size_t)REFENC_CASE_NAME_MAX - 1 - strlen(".safetensors"));
     else if (s->description == NULL)
         st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");
     else
@@ -633,6 +632,11 @@ int golden_make(const golden_request *a, golden_outcome *out, char **report, ref
     *report = NULL;
 
     int st = source_build(&r.s, a, report, err);
+    /* ground truth from good input only, before any work (validate.h) */
+    const golden_sources src = {a->inputs_path, a->weights_path,
+                                a->config_path ? a->config_path : a->catalogue_path};
+    if (st == REFENC_OK)
+        st = golden_validate_case(&r.s.c, r.s.name, &src, err);
     if (st != REFENC_OK) {
         source_free(&r.s);
         return st;

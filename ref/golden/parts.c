@@ -10,12 +10,14 @@
 #include "../io/case_file.h"
 #include "../io/golden_names.h"
 #include "../encoder.h"
-#include "../io/case_file.h"
 #include "../io/config_json.h"
 #include "../io/safetensors.h"
 #include "../io/manifest.h"
+#include "../core/version.h"
+#include "../oracle/oracle.h"
 #include "../tool/certify.h"
 #include "manifest.h"
+#include "plan.h"
 
 int golden_parse_shard(const char *s, size_t *k, size_t *n)
 {
@@ -240,7 +242,7 @@ typedef struct {
     refenc_st_file f;
     size_t k, n, begin, end, units;
     long prec, prec_check;
-    json_t *slices;
+    json_t *slices, *plan;
 } part;
 
 static int final_step(void *ctx, const char *step)
@@ -255,24 +257,84 @@ static const char *meta(const part *p, const char *key)
     return v != NULL ? v : "";
 }
 
-static int read_part(part *p, const char *path, refenc_error *err)
+static const char *plan_str(const part *p, const char *key)
 {
-    memset(p, 0, sizeof *p);
-    int st = refenc_st_read(&p->f, path, err);
-    if (st != REFENC_OK)
-        return st;
+    const char *v = json_string_value(json_object_get(p->plan, key));
+    return v != NULL ? v : "";
+}
+
+static size_t plan_size(const part *p, const char *key)
+{
+    return (size_t)json_integer_value(json_object_get(p->plan, key));
+}
+
+/* The format and its version: a part of another format, or of version 1
+ * (no plan, no checksums), is refused with what to do. */
+static int check_format(const part *p, const char *path, refenc_error *err)
+{
     if (strcmp(meta(p, "format"), GOLDEN_PART_FORMAT) != 0)
         return refenc_error_set(err, REFENC_EFORMAT,
                                 "%s: not a part of a golden case (__metadata__.format is '%s', not '%s'): "
                                 "parts are made by refenc golden --shard K/N",
                                 path, meta(p, "format"), GOLDEN_PART_FORMAT);
-    unsigned long b, e, u;
-    if (!golden_parse_shard(meta(p, "shard"), &p->k, &p->n) ||
-        sscanf(meta(p, "units"), "%lu-%lu", &b, &e) != 2 || sscanf(meta(p, "total_units"), "%lu", &u) != 1 ||
+    if (strcmp(meta(p, "format_version"), GOLDEN_PART_FORMAT_VERSION) != 0)
+        return refenc_error_set(err, REFENC_EFORMAT,
+                                "%s: a part of format version '%s'; this refenc merges version %s only: "
+                                "earlier parts carry neither their plan (config, weights and inputs sha256, "
+                                "units) nor a sha256 of their values, so their merge cannot be verified; make "
+                                "the parts again with this refenc (refenc golden ... --shard K/N)",
+                                path, meta(p, "format_version"), GOLDEN_PART_FORMAT_VERSION);
+    return REFENC_OK;
+}
+
+/* The plan, its fingerprint and the tensors' sha256: the part is what it
+ * was made as, and says which plan it belongs to (plan.h). */
+static int check_integrity(part *p, const char *path, refenc_error *err)
+{
+    const char *plan_s = refenc_st_metadata(&p->f, "plan");
+    p->plan = plan_s != NULL ? json_loads(plan_s, JSON_REJECT_DUPLICATES, NULL) : NULL;
+    int st = golden_plan_check(p->plan, path, err);
+    if (st != REFENC_OK)
+        return st;
+    char have[65];
+    refenc_sha256_hex(have, plan_s, strlen(plan_s));
+    if (strcmp(have, meta(p, "fingerprint")) != 0)
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: __metadata__.fingerprint %.16s... is not the sha256 "
+                                "of its plan (%.16s...): the fingerprint or the plan was edited", path,
+                                meta(p, "fingerprint"), have);
+    if (!golden_file_sha256(have, &p->f))
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", path);
+    if (strcmp(have, meta(p, "tensors_sha256")) != 0)
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: its tensors do not have the sha256 its metadata "
+                                "records (tensors_sha256 %.16s..., the file's %.16s...): values were changed "
+                                "after the part was made", path, meta(p, "tensors_sha256"), have);
+    if (strcmp(meta(p, "case"), plan_str(p, "case")) != 0 ||
+        strcmp(meta(p, "component"), plan_str(p, "component")) != 0)
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: __metadata__.case or component ('%s', '%s') is not "
+                                "its plan's ('%s', '%s')", path, meta(p, "case"), meta(p, "component"),
+                                plan_str(p, "case"), plan_str(p, "component"));
+    return REFENC_OK;
+}
+
+static int read_part(part *p, const char *path, refenc_error *err)
+{
+    memset(p, 0, sizeof *p);
+    int st = refenc_st_read(&p->f, path, err);
+    if (st == REFENC_OK)
+        st = check_format(p, path, err);
+    if (st == REFENC_OK)
+        st = check_integrity(p, path, err);
+    if (st != REFENC_OK)
+        return st;
+    unsigned long b, e;
+    if (!golden_parse_shard(meta(p, "shard"), &p->k, &p->n) || sscanf(meta(p, "units"), "%lu-%lu", &b, &e) != 2 ||
         sscanf(meta(p, "prec"), "%ld", &p->prec) != 1 || sscanf(meta(p, "prec_check"), "%ld", &p->prec_check) != 1)
-        return refenc_error_set(err, REFENC_EFORMAT, "%s: __metadata__: shard, units, total_units, prec or "
-                                "prec_check missing or malformed", path);
-    p->begin = b, p->end = e, p->units = u;
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: __metadata__: shard, units, prec or prec_check "
+                                "missing or malformed", path);
+    p->begin = b, p->end = e, p->units = plan_size(p, "units");
+    if (p->n != plan_size(p, "shards"))
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: shard %zu/%zu of a plan of %zu shards", path, p->k,
+                                p->n, plan_size(p, "shards"));
     size_t want_b, want_e;
     golden_shard_units(p->k, p->n, p->units, &want_b, &want_e);
     if (want_b != p->begin || want_e != p->end)
@@ -288,6 +350,7 @@ static void part_free(part *p)
 {
     refenc_st_free(&p->f);
     json_decref(p->slices);
+    json_decref(p->plan);
 }
 
 /* The state of one merge: the parts, the case they hold, and what is joined so far. */
@@ -324,24 +387,32 @@ static int missing_shards(const merge *m, refenc_error *err)
                             meta(&p[0], "case"), p[0].n, m->n_parts, m->n_parts == 1 ? "" : "s", missing);
 }
 
-/* Checks that the parts are of the same case, every shard once, and finds shard 1. */
+/* Names the field where part i's plan differs from part 0's. */
+static int plans_differ(const merge *m, size_t i, const char *field, refenc_error *err)
+{
+    char *a = json_dumps(json_object_get(m->p[i].plan, field), JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    char *b = json_dumps(json_object_get(m->p[0].plan, field), JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    const int version = strcmp(field, "refenc_version") == 0;
+    int st = refenc_error_set(err, REFENC_EFORMAT, "%s: its plan's '%s' is %.80s, %s's is %.80s: %s", m->paths[i],
+                              field, a ? a : "?", m->paths[0], b ? b : "?",
+                              version ? "parts made by different refenc versions do not merge"
+                                      : "parts of different plans do not merge");
+    free(a);
+    free(b);
+    return st;
+}
+
+/* Checks that the parts are of one plan, made by this refenc, every shard
+ * once, and finds shard 1. */
 static int check_shards(merge *m, refenc_error *err)
 {
     const part *p = m->p;
     const char *const *paths = m->paths;
     int st = REFENC_OK;
     for (size_t i = 0; i < m->n_parts && st == REFENC_OK; i++) {
-        if (strcmp(meta(&p[i], "case"), meta(&p[0], "case")) != 0 ||
-            strcmp(meta(&p[i], "fingerprint"), meta(&p[0], "fingerprint")) != 0)
-            st = refenc_error_set(err, REFENC_EFORMAT,
-                                  "%s is a part of case '%s' (fingerprint %.16s...), %s of case '%s' "
-                                  "(fingerprint %.16s...): parts of different cases do not merge",
-                                  paths[i], meta(&p[i], "case"), meta(&p[i], "fingerprint"), paths[0],
-                                  meta(&p[0], "case"), meta(&p[0], "fingerprint"));
-        else if (p[i].n != p[0].n || p[i].units != p[0].units)
-            st = refenc_error_set(err, REFENC_EFORMAT, "%s is shard %zu/%zu of %zu units, %s shard %zu/%zu of "
-                                  "%zu units", paths[i], p[i].k, p[i].n, p[i].units, paths[0], p[0].k, p[0].n,
-                                  p[0].units);
+        const char *field = golden_plan_differs(p[i].plan, p[0].plan);
+        if (field != NULL)
+            st = plans_differ(m, i, field, err);
         for (size_t j = 0; j < i && st == REFENC_OK; j++)
             if (p[j].k == p[i].k)
                 st = refenc_error_set(err, REFENC_EFORMAT, "%s and %s are both shard %zu/%zu", paths[j],
@@ -351,6 +422,10 @@ static int check_shards(merge *m, refenc_error *err)
     }
     if (st == REFENC_OK && m->n_parts != p[0].n)
         st = missing_shards(m, err);
+    if (st == REFENC_OK && strcmp(plan_str(&p[0], "refenc_version"), REFENC_VERSION) != 0)
+        st = refenc_error_set(err, REFENC_EFORMAT, "%s: made by refenc %s; this is refenc %s: merge the parts "
+                              "with the refenc that made them (the case records its maker)", paths[0],
+                              plan_str(&p[0], "refenc_version"), REFENC_VERSION);
     return st;
 }
 
@@ -382,18 +457,14 @@ static int read_case_meta(merge *m, refenc_error *err)
     return REFENC_OK;
 }
 
-/* Checks that the case part 1 holds has the fingerprint its parts name. */
-static int check_fingerprint(const merge *m, const golden_file *g, refenc_error *err)
+/* Checks that the plan's units are the case's: its batch items, or layers x items per layer. */
+static int check_units(const merge *m, refenc_error *err)
 {
-    const part *first = m->first;
-    char fp[65];
-    long first_prec = 0;
-    sscanf(meta(first, "first_prec"), "%ld", &first_prec);
-    golden_fingerprint(fp, g, m->per_layer, m->final_only, first_prec);
-    if (strcmp(fp, meta(first, "fingerprint")) != 0)
-        return refenc_error_set(err, REFENC_EFORMAT, "%s: the case it holds does not have the fingerprint "
-                                "its parts name (%.16s..., not %.16s...)", first->f.path, fp,
-                                meta(first, "fingerprint"));
+    const size_t want = refenc_mp_encoder_units(&m->c.cfg, m->c.B, m->per_layer);
+    if (plan_size(m->first, "units") != want)
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: its plan's units (%zu) are not the case's: %zu (%s)",
+                                m->first->f.path, plan_size(m->first, "units"), want,
+                                m->per_layer ? "layers x batch items" : "batch items");
     return REFENC_OK;
 }
 
@@ -428,13 +499,14 @@ static int place_slice(merge *m, size_t i, const char *key, json_t *range, refen
     const json_int_t hi = json_integer_value(json_array_get(range, 1));
     /* where it goes: a step's tensor, or a layer input */
     double *full = NULL;
-    size_t per_item = 0, which = 0, layer;
+    size_t per_item = 0, which = 0, layer = 0;
     if (strncmp(key, REFENC_NAME_OUTPUT, strlen(REFENC_NAME_OUTPUT)) == 0) {
         golden_step *gst = golden_steps_find(&m->steps, key + strlen(REFENC_NAME_OUTPUT));
         if (gst != NULL) {
             full = gst->data;
             per_item = gst->numel / c->B;
             which = (size_t)(gst - m->steps.step);
+            layer = step_layer(gst->name, m->n_layers);
         }
     } else if (m->per_layer && refenc_name_is_layer_input(key, &layer) && layer < m->n_layers) {
         full = m->layer_inputs[layer];
@@ -446,6 +518,14 @@ static int place_slice(merge *m, size_t i, const char *key, json_t *range, refen
         return refenc_error_set(err, REFENC_EFORMAT, "%s: slice '%s' (items %lld to %lld) is not one of "
                                 "the case's outputs, or does not have its shape", m->paths[i], key,
                                 (long long)lo, (long long)hi);
+    /* the items its units give, no other */
+    const part *p = &m->p[i];
+    size_t want_lo, want_hi;
+    layer_items(layer, c->B, m->per_layer, p->begin, p->end, &want_lo, &want_hi);
+    if ((size_t)lo != want_lo || (size_t)hi != want_hi)
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: slice '%s' holds items %lld to %lld, but shard "
+                                "%zu/%zu (units %zu-%zu) holds items %zu to %zu of it", m->paths[i], key,
+                                (long long)lo, (long long)hi, p->k, p->n, p->begin, p->end, want_lo, want_hi);
     int st = REFENC_OK;
     for (size_t b = (size_t)lo; b < (size_t)hi && st == REFENC_OK; b++)
         if (m->seen[which][b]++)
@@ -591,8 +671,8 @@ int golden_merge(const char *const *paths, size_t n_parts, const char *out_dir, 
     if (st == REFENC_OK)
         st = check_shards(&m, err);
     if (st == REFENC_OK) {
-        m.per_layer = strcmp(meta(m.first, "per_layer"), "true") == 0;
-        m.final_only = strcmp(meta(m.first, "outputs_kept"), "final") == 0;
+        m.per_layer = json_is_true(json_object_get(m.first->plan, "per_layer"));
+        m.final_only = strcmp(plan_str(m.first, "outputs"), "final") == 0;
         st = case_from_first(&m, err);
     }
     if (st == REFENC_OK)
@@ -603,8 +683,10 @@ int golden_merge(const char *const *paths, size_t n_parts, const char *out_dir, 
         g = (golden_file){.c = &m.c, .name = meta(m.first, "case"), .description = meta(m.first, "description"),
                           .bug_classes = m.bugs, .tolerance = json_object_size(m.tol) ? m.tol : NULL,
                           .float32_hazard = refenc_st_metadata(&m.first->f, "float32_hazard")};
-        st = check_fingerprint(&m, &g, err);
+        st = golden_plan_verify_case(m.first->plan, &g, m.first->f.path, err);
     }
+    if (st == REFENC_OK)
+        st = check_units(&m, err);
     if (st == REFENC_OK)
         st = golden_steps_init(&m.steps, &m.c, m.final_only ? final_step : NULL, NULL, 1);
     if (st == REFENC_OK)

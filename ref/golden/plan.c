@@ -1,0 +1,286 @@
+/* The plan of a case made in parts and its checksums (plan.h). */
+#include "plan.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nettle/sha2.h>
+
+#include "../core/version.h"
+#include "../io/case_file.h"
+#include "../io/config_json.h"
+#include "../io/manifest.h"
+
+/* ---- hashing ------------------------------------------------------------------------ */
+
+static void hash_str(struct sha256_ctx *h, const char *s)
+{
+    const char *v = s != NULL ? s : "";
+    sha256_update(h, strlen(v) + 1, (const uint8_t *)v); /* with its NUL: a separator */
+}
+
+/* n bytes, after their count: two fields never run into each other */
+static void hash_bytes(struct sha256_ctx *h, const void *p, size_t n)
+{
+    const uint64_t len = n;
+    sha256_update(h, sizeof len, (const uint8_t *)&len);
+    if (p != NULL && n > 0)
+        sha256_update(h, n, p);
+}
+
+/* A named tensor: its name, shape and bytes. */
+static void hash_tensor(struct sha256_ctx *h, const char *name, size_t ndim, const size_t *shape, const void *p,
+                        size_t nbytes)
+{
+    hash_str(h, name);
+    uint64_t dims[REFENC_ST_MAX_NDIM + 1] = {ndim};
+    for (size_t d = 0; d < ndim && d < REFENC_ST_MAX_NDIM; d++)
+        dims[d + 1] = shape[d];
+    hash_bytes(h, dims, (ndim + 1) * sizeof *dims);
+    hash_bytes(h, p, nbytes);
+}
+
+static void hex_digest(char hex[65], struct sha256_ctx *h)
+{
+    uint8_t digest[SHA256_DIGEST_SIZE];
+    sha256_digest(h, sizeof digest, digest);
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++) {
+        hex[2 * i] = digits[digest[i] >> 4];
+        hex[2 * i + 1] = digits[digest[i] & 15];
+    }
+    hex[64] = '\0';
+}
+
+static char *canonical(const json_t *j)
+{
+    return j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY) : strdup("null");
+}
+
+/* The parameters as used, under the case file's names. */
+static void weights_sha256(char hex[65], const refenc_case *c)
+{
+    struct sha256_ctx h;
+    sha256_init(&h);
+    for (size_t t = 0; t < c->params.n_tensors; t++) {
+        const refenc_tensor *p = &c->params.tensors[t];
+        const char *name = refenc_case_param_name(c->component, p->name);
+        if (name != NULL)
+            hash_tensor(&h, name, p->ndim, p->shape, p->data, p->size * sizeof *p->data);
+    }
+    hex_digest(hex, &h);
+}
+
+/* The inputs as used: the shape, then each input tensor, absent ones as empty. */
+static void inputs_sha256(char hex[65], const refenc_case *c)
+{
+    const size_t B = c->B, L = c->L, bl[2] = {B, L}, ll[2] = {L, L}, l1[1] = {L}, x1[1] = {c->x_numel};
+    struct sha256_ctx h;
+    sha256_init(&h);
+    hash_tensor(&h, "in.x", 1, x1, c->x, c->x ? c->x_numel * sizeof *c->x : 0);
+    hash_tensor(&h, "in.tokens", 2, bl, c->tokens, c->tokens ? B * L * sizeof *c->tokens : 0);
+    hash_tensor(&h, "in.token_type_ids", 2, bl, c->token_types,
+                c->token_types ? B * L * sizeof *c->token_types : 0);
+    hash_tensor(&h, "in.key_padding_mask", 2, bl, c->key_padding_mask, c->key_padding_mask ? B * L : 0);
+    hash_tensor(&h, "in.positions", 1, l1, c->positions, c->has_positions ? L * sizeof *c->positions : 0);
+    hash_tensor(&h, "in.attn_mask", 2, ll, c->attn_mask, c->attn_mask ? L * L * sizeof *c->attn_mask : 0);
+    hex_digest(hex, &h);
+}
+
+/* The case's metadata: description, bug classes, tolerance, hazard. */
+static int case_meta_sha256(char hex[65], const golden_file *g)
+{
+    char *bugs = canonical(g->bug_classes), *tol = canonical(g->tolerance);
+    struct sha256_ctx h;
+    sha256_init(&h);
+    hash_str(&h, g->description);
+    hash_str(&h, bugs);
+    hash_str(&h, tol);
+    hash_str(&h, g->float32_hazard != NULL ? g->float32_hazard : "(none)");
+    hex_digest(hex, &h);
+    const int ok = bugs != NULL && tol != NULL;
+    free(bugs);
+    free(tol);
+    return ok;
+}
+
+/* ---- the plan ----------------------------------------------------------------------- */
+
+/* The fields in the order a difference is named: a version first, then what
+ * the case is, then how it is cut. */
+static const struct {
+    const char *key;
+    json_type type;
+} fields[] = {
+    {"refenc_version", JSON_STRING}, {"case", JSON_STRING},           {"component", JSON_STRING},
+    {"config", JSON_OBJECT},         {"weights_sha256", JSON_STRING}, {"inputs_sha256", JSON_STRING},
+    {"case_meta_sha256", JSON_STRING}, {"per_layer", JSON_TRUE},      {"outputs", JSON_STRING},
+    {"first_prec", JSON_INTEGER},    {"units", JSON_INTEGER},         {"shards", JSON_INTEGER},
+};
+#define N_FIELDS (sizeof fields / sizeof fields[0])
+
+json_t *golden_plan_make(const golden_file *g, int per_layer, int final_only, long first_prec, size_t units,
+                         size_t shards)
+{
+    const refenc_case *c = g->c;
+    char w[65], in[65], cm[65];
+    weights_sha256(w, c);
+    inputs_sha256(in, c);
+    if (!case_meta_sha256(cm, g))
+        return NULL;
+    json_t *config = refenc_config_to_json(&c->cfg);
+    if (config == NULL)
+        return NULL;
+    return json_pack("{s:s, s:s, s:s, s:o, s:s, s:s, s:s, s:b, s:s, s:I, s:I, s:I}", "refenc_version",
+                     REFENC_VERSION, "case", g->name, "component", refenc_component_name(c->component), "config",
+                     config, "weights_sha256", w, "inputs_sha256", in, "case_meta_sha256", cm, "per_layer",
+                     per_layer, "outputs", final_only ? "final" : "all", "first_prec", (json_int_t)first_prec,
+                     "units", (json_int_t)units, "shards", (json_int_t)shards);
+}
+
+char *golden_plan_text(const json_t *plan)
+{
+    return plan != NULL ? json_dumps(plan, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+}
+
+static int is_hex64(const char *s)
+{
+    if (s == NULL || strlen(s) != 64)
+        return 0;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return 0;
+    return 1;
+}
+
+int golden_plan_check(const json_t *plan, const char *path, refenc_error *err)
+{
+    if (!json_is_object(plan))
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: __metadata__.plan is not a JSON object", path);
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        const json_t *v = json_object_get(plan, fields[i].key);
+        const int ok = fields[i].type == JSON_TRUE ? json_is_boolean(v)
+                       : fields[i].type == JSON_INTEGER ? json_is_integer(v) && json_integer_value(v) >= 0
+                                                        : v != NULL && json_typeof(v) == fields[i].type;
+        if (!ok)
+            return refenc_error_set(err, REFENC_EFORMAT, "%s: __metadata__.plan: '%s' is missing or not a%s %s",
+                                    path, fields[i].key, fields[i].type == JSON_OBJECT ? "n" : "",
+                                    fields[i].type == JSON_TRUE      ? "boolean"
+                                    : fields[i].type == JSON_INTEGER ? "non-negative integer"
+                                    : fields[i].type == JSON_OBJECT  ? "object"
+                                                                     : "string");
+    }
+    if (json_object_size(plan) != N_FIELDS)
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: __metadata__.plan has %zu fields, not the %zu of "
+                                "part format version " GOLDEN_PART_FORMAT_VERSION, path, json_object_size(plan),
+                                N_FIELDS);
+    const char *name = json_string_value(json_object_get(plan, "case"));
+    if (!refenc_manifest_name_ok(name))
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: __metadata__.plan: case '%s' is not a case name "
+                                "certify accepts (A-Z a-z 0-9 . _ -, not starting with '.', without '..')",
+                                path, name);
+    static const char *const sums[] = {"weights_sha256", "inputs_sha256", "case_meta_sha256"};
+    for (size_t i = 0; i < 3; i++)
+        if (!is_hex64(json_string_value(json_object_get(plan, sums[i]))))
+            return refenc_error_set(err, REFENC_EFORMAT, "%s: __metadata__.plan: '%s' is not 64 lower-case hex "
+                                    "digits", path, sums[i]);
+    const char *outs = json_string_value(json_object_get(plan, "outputs"));
+    if (strcmp(outs, "all") != 0 && strcmp(outs, "final") != 0)
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: __metadata__.plan: outputs '%s' is neither 'all' nor "
+                                "'final'", path, outs);
+    return REFENC_OK;
+}
+
+const char *golden_plan_differs(const json_t *a, const json_t *b)
+{
+    for (size_t i = 0; i < N_FIELDS; i++)
+        if (!json_equal(json_object_get(a, fields[i].key), json_object_get(b, fields[i].key)))
+            return fields[i].key;
+    return NULL;
+}
+
+/* Names the first field of the plan that the case read back does not have. */
+int golden_plan_verify_case(const json_t *plan, const golden_file *g, const char *path, refenc_error *err)
+{
+    json_t *have = golden_plan_make(g, json_is_true(json_object_get(plan, "per_layer")),
+                                    strcmp(json_string_value(json_object_get(plan, "outputs")), "final") == 0,
+                                    (long)json_integer_value(json_object_get(plan, "first_prec")),
+                                    (size_t)json_integer_value(json_object_get(plan, "units")),
+                                    (size_t)json_integer_value(json_object_get(plan, "shards")));
+    if (have == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM, "out of memory");
+    const char *field = golden_plan_differs(plan, have);
+    int st = REFENC_OK;
+    if (field != NULL) {
+        char *want = canonical(json_object_get(plan, field)), *got = canonical(json_object_get(have, field));
+        st = refenc_error_set(err, REFENC_EFORMAT, "%s: the case it holds does not match the plan's '%s' "
+                              "(the plan: %.80s; the case: %.80s): its inputs, parameters or metadata were "
+                              "changed, or the plan was", path, field, want ? want : "?", got ? got : "?");
+        free(want);
+        free(got);
+    }
+    json_decref(have);
+    return st;
+}
+
+/* ---- the tensors of a part ------------------------------------------------------------ */
+
+typedef struct {
+    const char *name;
+    refenc_st_dtype dtype;
+    size_t ndim;
+    const size_t *shape;
+    const void *data;
+    size_t nbytes;
+} tensor_view;
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const tensor_view *)a)->name, ((const tensor_view *)b)->name);
+}
+
+/* Sorts the views by name (names are unique in a file) and hashes them;
+ * 0 when there was no memory for the views. */
+static int views_sha256(char hex[65], tensor_view *v, size_t n)
+{
+    if (v == NULL)
+        return 0;
+    struct sha256_ctx h;
+    sha256_init(&h);
+    qsort(v, n, sizeof *v, by_name);
+    for (size_t i = 0; i < n; i++) {
+        hash_str(&h, refenc_st_dtype_name(v[i].dtype));
+        hash_tensor(&h, v[i].name, v[i].ndim, v[i].shape, v[i].data, v[i].nbytes);
+    }
+    hex_digest(hex, &h);
+    return 1;
+}
+
+int golden_entries_sha256(char hex[65], const refenc_st_entry *e, size_t n)
+{
+    tensor_view *v = calloc(n ? n : 1, sizeof *v);
+    for (size_t i = 0; v != NULL && i < n; i++) {
+        size_t numel = 1;
+        for (size_t d = 0; d < e[i].ndim; d++)
+            numel *= e[i].shape[d];
+        v[i] = (tensor_view){e[i].name, e[i].dtype, e[i].ndim, e[i].shape, e[i].data,
+                             numel * refenc_st_dtype_size(e[i].dtype)};
+    }
+    const int ok = views_sha256(hex, v, n);
+    free(v);
+    return ok;
+}
+
+int golden_file_sha256(char hex[65], const refenc_st_file *f)
+{
+    tensor_view *v = calloc(f->n_tensors ? f->n_tensors : 1, sizeof *v);
+    for (size_t i = 0; v != NULL && i < f->n_tensors; i++) {
+        const refenc_st_tensor *t = &f->tensors[i];
+        v[i] = (tensor_view){t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes};
+    }
+    const int ok = views_sha256(hex, v, f->n_tensors);
+    free(v);
+    return ok;
+}
