@@ -14,7 +14,7 @@
 #include "../io/safetensors.h"
 #include "../io/manifest.h"
 #include "../tool/certify.h"
-#include "plan.h"
+#include "digest.h"
 
 /* ---- outputs and don't-care masks ------------------------------------------ */
 
@@ -497,9 +497,7 @@ int golden_file_write(const golden_file *g, const char *path, refenc_error *err)
 static json_t *part_meta(const golden_file *g, const golden_part_info *pi, const char *slices_s,
                          const char *tensors_sha)
 {
-    json_t *plan = golden_plan_make(g, pi->per_layer, pi->final_only, pi->first_prec, pi->units, pi->n);
-    char *plan_s = golden_plan_text(plan);
-    json_decref(plan);
+    const char *plan_s = pi->plan_text;
     char fp[65], shard[64], units[64], prec[32], check[32];
     if (plan_s != NULL)
         refenc_sha256_hex(fp, plan_s, strlen(plan_s));
@@ -514,7 +512,6 @@ static json_t *part_meta(const golden_file *g, const golden_part_info *pi, const
                                "shard", shard, "units", units, "prec", prec, "prec_check", check,
                                "slices", slices_s, "plan", plan_s, "fingerprint", fp,
                                "tensors_sha256", tensors_sha);
-    free(plan_s);
     return meta;
 }
 

@@ -96,6 +96,9 @@ int golden_file_write(const golden_file *g, const char *path, refenc_error *err)
 /* ---- parts of a case computed apart (refenc golden --shard K/N) ----------------- */
 
 #define GOLDEN_PART_FORMAT "refenc-golden-part"
+/* The part format's version (the "format_version" of a part file); version 1
+ * parts carried neither the plan nor tensors_sha256 and are refused. */
+#define GOLDEN_PART_FORMAT_VERSION "2"
 #define GOLDEN_SLICE_PREFIX "slice."
 
 /* A contiguous run of batch items of one tensor of the case: items
@@ -114,6 +117,7 @@ typedef struct {
     long prec, prec_check;       /* what the part's oracle run needed     */
     long first_prec;             /* the run's first working precision     */
     /* k, n, units, per_layer, final_only and first_prec make the plan (plan.h) */
+    const char *plan_text;       /* its canonical text (golden_plan_text) */
     size_t n_slices;
     const golden_slice *slices;
 } golden_part_info;

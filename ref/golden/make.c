@@ -25,6 +25,7 @@
 #include "file.h"
 #include "manifest.h"
 #include "parts.h"
+#include "plan.h"
 #include "validate.h"
 
 #define DEFAULT_SEED 20240521u
@@ -517,15 +518,21 @@ static int make_part(golden_run *r, const golden_request *a, golden_outcome *out
     const golden_file g = {.c = &s->c, .name = s->name, .description = s->description,
                            .bug_classes = s->bug_classes, .tolerance = s->tolerance,
                            .float32_hazard = s->hazard};
+    json_t *plan = golden_plan_make(&g, a->per_layer, a->final_only, (long)a->prec, r->units, a->shard_n);
+    char *plan_text = golden_plan_text(plan);
+    json_decref(plan);
     const golden_part_info pi = {.k = a->shard_k, .n = a->shard_n, .unit_begin = r->begin, .unit_end = r->end,
                                  .units = r->units, .per_layer = a->per_layer, .final_only = a->final_only,
                                  .prec = prec, .prec_check = prec_check,
-                                 .first_prec = (long)a->prec, /* set by golden_main: 128 or 192 */
-                                 .n_slices = r->ps.n, .slices = r->ps.slice};
+                                 .first_prec = (long)a->prec, /* golden_default_prec unless --prec */
+                                 .plan_text = plan_text, .n_slices = r->ps.n, .slices = r->ps.slice};
+    if (st == REFENC_OK && plan_text == NULL)
+        st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");
     if (st == REFENC_OK)
         st = part_path(tmp, sizeof tmp, a, s->name, err);
     if (st == REFENC_OK)
         st = golden_part_write(&g, &pi, tmp, err);
+    free(plan_text);
     if (st == REFENC_OK)
         snprintf(out->summary, sizeof out->summary, "case %s: shard %zu/%zu (units %zu to %zu of %zu) written to %s", s->name,
                a->shard_k, a->shard_n, r->begin, r->end, r->units, tmp);

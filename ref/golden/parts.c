@@ -16,6 +16,7 @@
 #include "../core/version.h"
 #include "../oracle/oracle.h"
 #include "../tool/certify.h"
+#include "digest.h"
 #include "manifest.h"
 #include "plan.h"
 

@@ -6,53 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <nettle/sha2.h>
 
 #include "../core/version.h"
 #include "../io/case_file.h"
 #include "../io/config_json.h"
 #include "../io/manifest.h"
-
-/* ---- hashing ------------------------------------------------------------------------ */
-
-static void hash_str(struct sha256_ctx *h, const char *s)
-{
-    const char *v = s != NULL ? s : "";
-    sha256_update(h, strlen(v) + 1, (const uint8_t *)v); /* with its NUL: a separator */
-}
-
-/* n bytes, after their count: two fields never run into each other */
-static void hash_bytes(struct sha256_ctx *h, const void *p, size_t n)
-{
-    const uint64_t len = n;
-    sha256_update(h, sizeof len, (const uint8_t *)&len);
-    if (p != NULL && n > 0)
-        sha256_update(h, n, p);
-}
-
-/* A named tensor: its name, shape and bytes. */
-static void hash_tensor(struct sha256_ctx *h, const char *name, size_t ndim, const size_t *shape, const void *p,
-                        size_t nbytes)
-{
-    hash_str(h, name);
-    uint64_t dims[REFENC_ST_MAX_NDIM + 1] = {ndim};
-    for (size_t d = 0; d < ndim && d < REFENC_ST_MAX_NDIM; d++)
-        dims[d + 1] = shape[d];
-    hash_bytes(h, dims, (ndim + 1) * sizeof *dims);
-    hash_bytes(h, p, nbytes);
-}
-
-static void hex_digest(char hex[65], struct sha256_ctx *h)
-{
-    uint8_t digest[SHA256_DIGEST_SIZE];
-    sha256_digest(h, sizeof digest, digest);
-    static const char digits[] = "0123456789abcdef";
-    for (int i = 0; i < SHA256_DIGEST_SIZE; i++) {
-        hex[2 * i] = digits[digest[i] >> 4];
-        hex[2 * i + 1] = digits[digest[i] & 15];
-    }
-    hex[64] = '\0';
-}
+#include "digest.h"
 
 static char *canonical(const json_t *j)
 {
@@ -68,9 +27,9 @@ static void weights_sha256(char hex[65], const refenc_case *c)
         const refenc_tensor *p = &c->params.tensors[t];
         const char *name = refenc_case_param_name(c->component, p->name);
         if (name != NULL)
-            hash_tensor(&h, name, p->ndim, p->shape, p->data, p->size * sizeof *p->data);
+            golden_digest_tensor(&h, name, p->ndim, p->shape, p->data, p->size * sizeof *p->data);
     }
-    hex_digest(hex, &h);
+    golden_digest_hex(hex, &h);
 }
 
 /* The inputs as used: the shape, then each input tensor, absent ones as empty. */
@@ -79,14 +38,14 @@ static void inputs_sha256(char hex[65], const refenc_case *c)
     const size_t B = c->B, L = c->L, bl[2] = {B, L}, ll[2] = {L, L}, l1[1] = {L}, x1[1] = {c->x_numel};
     struct sha256_ctx h;
     sha256_init(&h);
-    hash_tensor(&h, "in.x", 1, x1, c->x, c->x ? c->x_numel * sizeof *c->x : 0);
-    hash_tensor(&h, "in.tokens", 2, bl, c->tokens, c->tokens ? B * L * sizeof *c->tokens : 0);
-    hash_tensor(&h, "in.token_type_ids", 2, bl, c->token_types,
+    golden_digest_tensor(&h, "in.x", 1, x1, c->x, c->x ? c->x_numel * sizeof *c->x : 0);
+    golden_digest_tensor(&h, "in.tokens", 2, bl, c->tokens, c->tokens ? B * L * sizeof *c->tokens : 0);
+    golden_digest_tensor(&h, "in.token_type_ids", 2, bl, c->token_types,
                 c->token_types ? B * L * sizeof *c->token_types : 0);
-    hash_tensor(&h, "in.key_padding_mask", 2, bl, c->key_padding_mask, c->key_padding_mask ? B * L : 0);
-    hash_tensor(&h, "in.positions", 1, l1, c->positions, c->has_positions ? L * sizeof *c->positions : 0);
-    hash_tensor(&h, "in.attn_mask", 2, ll, c->attn_mask, c->attn_mask ? L * L * sizeof *c->attn_mask : 0);
-    hex_digest(hex, &h);
+    golden_digest_tensor(&h, "in.key_padding_mask", 2, bl, c->key_padding_mask, c->key_padding_mask ? B * L : 0);
+    golden_digest_tensor(&h, "in.positions", 1, l1, c->positions, c->has_positions ? L * sizeof *c->positions : 0);
+    golden_digest_tensor(&h, "in.attn_mask", 2, ll, c->attn_mask, c->attn_mask ? L * L * sizeof *c->attn_mask : 0);
+    golden_digest_hex(hex, &h);
 }
 
 /* The case's metadata: description, bug classes, tolerance, hazard. */
@@ -95,11 +54,11 @@ static int case_meta_sha256(char hex[65], const golden_file *g)
     char *bugs = canonical(g->bug_classes), *tol = canonical(g->tolerance);
     struct sha256_ctx h;
     sha256_init(&h);
-    hash_str(&h, g->description);
-    hash_str(&h, bugs);
-    hash_str(&h, tol);
-    hash_str(&h, g->float32_hazard != NULL ? g->float32_hazard : "(none)");
-    hex_digest(hex, &h);
+    golden_digest_str(&h, g->description);
+    golden_digest_str(&h, bugs);
+    golden_digest_str(&h, tol);
+    golden_digest_str(&h, g->float32_hazard != NULL ? g->float32_hazard : "(none)");
+    golden_digest_hex(hex, &h);
     const int ok = bugs != NULL && tol != NULL;
     free(bugs);
     free(tol);
@@ -223,64 +182,4 @@ int golden_plan_verify_case(const json_t *plan, const golden_file *g, const char
     }
     json_decref(have);
     return st;
-}
-
-/* ---- the tensors of a part ------------------------------------------------------------ */
-
-typedef struct {
-    const char *name;
-    refenc_st_dtype dtype;
-    size_t ndim;
-    const size_t *shape;
-    const void *data;
-    size_t nbytes;
-} tensor_view;
-
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(((const tensor_view *)a)->name, ((const tensor_view *)b)->name);
-}
-
-/* Sorts the views by name (names are unique in a file) and hashes them;
- * 0 when there was no memory for the views. */
-static int views_sha256(char hex[65], tensor_view *v, size_t n)
-{
-    if (v == NULL)
-        return 0;
-    struct sha256_ctx h;
-    sha256_init(&h);
-    qsort(v, n, sizeof *v, by_name);
-    for (size_t i = 0; i < n; i++) {
-        hash_str(&h, refenc_st_dtype_name(v[i].dtype));
-        hash_tensor(&h, v[i].name, v[i].ndim, v[i].shape, v[i].data, v[i].nbytes);
-    }
-    hex_digest(hex, &h);
-    return 1;
-}
-
-int golden_entries_sha256(char hex[65], const refenc_st_entry *e, size_t n)
-{
-    tensor_view *v = calloc(n ? n : 1, sizeof *v);
-    for (size_t i = 0; v != NULL && i < n; i++) {
-        size_t numel = 1;
-        for (size_t d = 0; d < e[i].ndim; d++)
-            numel *= e[i].shape[d];
-        v[i] = (tensor_view){e[i].name, e[i].dtype, e[i].ndim, e[i].shape, e[i].data,
-                             numel * refenc_st_dtype_size(e[i].dtype)};
-    }
-    const int ok = views_sha256(hex, v, n);
-    free(v);
-    return ok;
-}
-
-int golden_file_sha256(char hex[65], const refenc_st_file *f)
-{
-    tensor_view *v = calloc(f->n_tensors ? f->n_tensors : 1, sizeof *v);
-    for (size_t i = 0; v != NULL && i < f->n_tensors; i++) {
-        const refenc_st_tensor *t = &f->tensors[i];
-        v[i] = (tensor_view){t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes};
-    }
-    const int ok = views_sha256(hex, v, f->n_tensors);
-    free(v);
-    return ok;
 }

@@ -17,7 +17,7 @@
  *   units, shards         the case's units and the number of shards N
  * The part's fingerprint is the sha256 of that text; its own shard K/N and
  * units [begin, end) are in its metadata beside it, and tensors_sha256 is
- * the sha256 of every tensor the part holds (golden_tensors_sha256).
+ * the sha256 of every tensor the part holds (golden_entries_sha256, digest.h).
  *
  * What this proves (docs/certify.md, the trust model): that the parts were
  * made by one plan and not changed since, against accidents and mix-ups.  It
@@ -33,10 +33,6 @@
 #include "../core/status.h"
 #include "../io/safetensors.h"
 #include "file.h"
-
-/* The part format's version (the "format_version" of a part file); version 1
- * parts carried neither the plan nor tensors_sha256 and are refused. */
-#define GOLDEN_PART_FORMAT_VERSION "2"
 
 /* The plan of case g made in `shards` parts of `units` units; NULL when out
  * of memory. */
@@ -59,12 +55,5 @@ const char *golden_plan_differs(const json_t *a, const json_t *b);
  * plan describes: its config, its weights, its inputs and its metadata.
  * Errors: REFENC_EFORMAT, naming path and the field, REFENC_ENOMEM. */
 int golden_plan_verify_case(const json_t *plan, const golden_file *g, const char *path, refenc_error *err);
-
-/* The sha256 of tensors, in the order of their names: each tensor's name,
- * dtype, shape and bytes as they are in the file.  The entries about to be
- * written and the file read back give the same hash.  Return 0 when out of
- * memory (hex is then not set). */
-int golden_entries_sha256(char hex[65], const refenc_st_entry *e, size_t n);
-int golden_file_sha256(char hex[65], const refenc_st_file *f);
 
 #endif

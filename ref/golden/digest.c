@@ -1,0 +1,105 @@
+/* sha256 digests of a golden part's plan and tensors (digest.h). */
+#include "digest.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+void golden_digest_str(struct sha256_ctx *h, const char *s)
+{
+    const char *v = s != NULL ? s : "";
+    sha256_update(h, strlen(v) + 1, (const uint8_t *)v); /* with its NUL: a separator */
+}
+
+/* n bytes, after their count: two fields never run into each other */
+void golden_digest_bytes(struct sha256_ctx *h, const void *p, size_t n)
+{
+    const uint64_t len = n;
+    sha256_update(h, sizeof len, (const uint8_t *)&len);
+    if (p != NULL && n > 0)
+        sha256_update(h, n, p);
+}
+
+/* A named tensor: its name, shape and bytes. */
+void golden_digest_tensor(struct sha256_ctx *h, const char *name, size_t ndim, const size_t *shape, const void *p,
+                        size_t nbytes)
+{
+    golden_digest_str(h, name);
+    uint64_t dims[REFENC_ST_MAX_NDIM + 1] = {ndim};
+    for (size_t d = 0; d < ndim && d < REFENC_ST_MAX_NDIM; d++)
+        dims[d + 1] = shape[d];
+    golden_digest_bytes(h, dims, (ndim + 1) * sizeof *dims);
+    golden_digest_bytes(h, p, nbytes);
+}
+
+void golden_digest_hex(char hex[65], struct sha256_ctx *h)
+{
+    uint8_t digest[SHA256_DIGEST_SIZE];
+    sha256_digest(h, sizeof digest, digest);
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++) {
+        hex[2 * i] = digits[digest[i] >> 4];
+        hex[2 * i + 1] = digits[digest[i] & 15];
+    }
+    hex[64] = '\0';
+}
+
+/* ---- the tensors of a part ------------------------------------------------------------ */
+
+typedef struct {
+    const char *name;
+    refenc_st_dtype dtype;
+    size_t ndim;
+    const size_t *shape;
+    const void *data;
+    size_t nbytes;
+} tensor_view;
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const tensor_view *)a)->name, ((const tensor_view *)b)->name);
+}
+
+/* Sorts the views by name (names are unique in a file) and hashes them;
+ * 0 when there was no memory for the views. */
+static int views_sha256(char hex[65], tensor_view *v, size_t n)
+{
+    if (v == NULL)
+        return 0;
+    struct sha256_ctx h;
+    sha256_init(&h);
+    qsort(v, n, sizeof *v, by_name);
+    for (size_t i = 0; i < n; i++) {
+        golden_digest_str(&h, refenc_st_dtype_name(v[i].dtype));
+        golden_digest_tensor(&h, v[i].name, v[i].ndim, v[i].shape, v[i].data, v[i].nbytes);
+    }
+    golden_digest_hex(hex, &h);
+    return 1;
+}
+
+int golden_entries_sha256(char hex[65], const refenc_st_entry *e, size_t n)
+{
+    tensor_view *v = calloc(n ? n : 1, sizeof *v);
+    for (size_t i = 0; v != NULL && i < n; i++) {
+        size_t numel = 1;
+        for (size_t d = 0; d < e[i].ndim; d++)
+            numel *= e[i].shape[d];
+        v[i] = (tensor_view){e[i].name, e[i].dtype, e[i].ndim, e[i].shape, e[i].data,
+                             numel * refenc_st_dtype_size(e[i].dtype)};
+    }
+    const int ok = views_sha256(hex, v, n);
+    free(v);
+    return ok;
+}
+
+int golden_file_sha256(char hex[65], const refenc_st_file *f)
+{
+    tensor_view *v = calloc(f->n_tensors ? f->n_tensors : 1, sizeof *v);
+    for (size_t i = 0; v != NULL && i < f->n_tensors; i++) {
+        const refenc_st_tensor *t = &f->tensors[i];
+        v[i] = (tensor_view){t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes};
+    }
+    const int ok = views_sha256(hex, v, f->n_tensors);
+    free(v);
+    return ok;
+}
