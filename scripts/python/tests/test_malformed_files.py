@@ -189,3 +189,20 @@ def test_no_other_exception_on_damaged_files(tmp_path, seed):
         except Exception as e:  # noqa: BLE001 - the point of the test
             pytest.fail(f"seed {seed}: {type(e).__name__}: {e} on bytes {v!r}")
     assert refused >= len(raw), f"seed {seed}: only {refused} of {len(variants)} damaged files refused"
+
+
+@pytest.mark.parametrize("meta", [
+    {"case": "x", "component": "ffn", "config": "{", "outputs": "[]"},            # config not JSON
+    {"component": "ffn", "config": "{}", "outputs": "[]"},                         # no case name
+    {"case": "x", "component": "ffn", "config": "{}", "outputs": '[{"name": 1}]'},  # outputs malformed
+    {"case": "x", "component": "ffn", "config": "[" * 100000, "outputs": "[]"},    # config nested deep
+], ids=["config not JSON", "no case", "outputs malformed", "config nested deep"])
+def test_a_malformed_golden_case_raises_format_error(meta, tmp_path):
+    """Case() on a safetensors file whose golden metadata is malformed:
+    FormatError naming the file (before: KeyError, JSONDecodeError...)."""
+    from refenc import Case
+    p = tmp_path / "case.safetensors"
+    st.write(p, {"in.x": np.zeros(2)}, dict(meta, format="refenc-golden"))
+    with pytest.raises(FormatError, match="golden metadata or tensors are malformed") as e:
+        Case(p)
+    assert str(p) in str(e.value)
