@@ -30,6 +30,7 @@ import secrets
 import signal
 import stat
 import struct
+import threading
 
 import numpy as np
 
@@ -475,20 +476,46 @@ def _write_all(fd, chunks):
             view = view[os.write(fd, view):]
 
 
+def _hold_signals():
+    """Holds SIGHUP, SIGINT, SIGQUIT and SIGTERM until the returned function
+    is called, which then lets each one that arrived take effect.  In the
+    main thread: handlers that only record the signal, whichever thread the
+    kernel delivers it to (a process-directed signal may land on any thread
+    that does not block it: torch's or numpy's workers), then the previous
+    handlers restored and each recorded signal raised again.  In another
+    thread (Python handlers can only be set from the main one): the signals
+    blocked in this thread."""
+    if threading.current_thread() is threading.main_thread():
+        caught, saved = [], {}
+        for s in _TERMINATION:
+            old = signal.getsignal(s)
+            if old is not None:  # None: a handler set outside Python, left alone
+                saved[s] = signal.signal(s, lambda sig, frame: caught.append(sig))
+
+        def release():
+            for s, old in saved.items():
+                signal.signal(s, old)
+            for sig in dict.fromkeys(caught):
+                signal.raise_signal(sig)
+        return release
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _TERMINATION)
+    return lambda: signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
 def _atomic_write(dirfd, base, shown, chunks):
     """Writes the chunks to base in the directory dirfd: a temporary file,
     fsync, rename over base, fsync of the directory.  base must be absent or a
     regular file (a directory, a link, a FIFO, a device is refused).  The
-    termination signals are blocked meanwhile: one that arrives takes effect
-    once the temporary file is renamed or removed; any exception
-    (KeyboardInterrupt included) removes it and leaves base as it was."""
+    termination signals are held meanwhile (_hold_signals): one that arrives
+    takes effect once the temporary file is renamed or removed; any exception
+    removes it and leaves base as it was."""
     try:
         st = os.stat(base, dir_fd=dirfd, follow_symlinks=False)
     except FileNotFoundError:
         st = None
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise ValueError(f"{shown}: is {_file_kind(st.st_mode)}, not a regular file: refusing to replace it")
-    saved = signal.pthread_sigmask(signal.SIG_BLOCK, _TERMINATION)
+    release = _hold_signals()
     tmp = None
     try:
         # a new file gets 0666 less the umask, as the target itself would; a
@@ -513,7 +540,7 @@ def _atomic_write(dirfd, base, shown, chunks):
                 os.unlink(tmp, dir_fd=dirfd)
             except OSError:
                 pass
-        signal.pthread_sigmask(signal.SIG_SETMASK, saved)
+        release()
 
 
 def write_in(directory, name, tensors, metadata=None):
