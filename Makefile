@@ -74,7 +74,8 @@ all: $(LIB) $(LIB_SO) $(CLI)
 help:
 	@echo "make            build the libraries ($(LIB), $(LIB_SO)) and the CLI ($(CLI)); V=1: full commands"
 	@echo "make install    PREFIX=/usr/local (DESTDIR honoured): program, libraries, headers, refenc.pc, golden cases, docs"
-	@echo "make uninstall  remove what make install wrote; make check-install: install + example peer out of tree, certified"
+	@echo "make uninstall  remove what make install wrote (its manifest); make check-install: install + example peer out of tree, certified, + check-install-paths"
+	@echo "make check-install-paths  install and uninstall with spaces, quotes and newlines in PREFIX and DESTDIR; user files kept"
 	@echo "make check      build and run every test suite (Criterion); JUnit XML in $(REPORTS)/"
 	@echo "make demo       trace a 2-layer encoder, then certify the reference on every golden case"
 	@echo "make golden     regenerate the golden cases from the oracle; golden-verify compares"

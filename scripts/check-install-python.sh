@@ -3,7 +3,8 @@
 # /usr the module lands in /usr/lib/python3/dist-packages, for /usr/local in
 # /usr/local/lib/python3.X/dist-packages (both on Debian's /usr/bin/python3
 # path); the installed module imports from there and finds the installed
-# program and golden cases; uninstall leaves nothing behind.
+# program and golden cases; uninstall leaves nothing behind, not even the
+# directories install created.
 #
 # usage: scripts/check-install-python.sh STAGE_DIR
 set -eu
@@ -29,7 +30,7 @@ assert _paths.CLI == prefix + "/bin/refenc", _paths.CLI
 assert _paths.GOLDEN == prefix + "/share/refenc/golden", _paths.GOLDEN
 PY
     make --no-print-directory -s uninstall-python DESTDIR="$stage" PREFIX=$prefix >/dev/null
-    left=$(find "$stage" -type f | head -n 3)
+    left=$(find "$stage" -mindepth 1 | head -n 3)
     [ -z "$left" ] || { echo "check-install-python: uninstall left $left" >&2; exit 1; }
 done
 rm -rf "$stage"

@@ -27,8 +27,8 @@ PREFIX      ?= /usr/local
 BINDIR      ?= $(PREFIX)/bin
 DATADIR     ?= $(PREFIX)/share
 GOLDENDIR   ?= $(DATADIR)/refenc/golden
-PY_VERSION   = $(shell $(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-PYTHONDIR   ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(PY_VERSION)/dist-packages)
+# empty: scripts/install.sh takes the directory above for PREFIX
+PYTHONDIR   ?=
 PY_ENV       = PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$(abspath scripts/python) REFENC_CLI=$(abspath $(CLI)) \
                REFENC_LIB=$(abspath $(LIB_SO)) REFENC_GOLDEN=$(abspath golden)
 PY_EXAMPLE  := $(BUILD)/python-example
@@ -52,17 +52,13 @@ check-python: $(CLI) $(LIB_SO)
 	sh scripts/check-install-python.sh $(BUILD)/python-stage
 
 # The module, with the installed program's and golden cases' paths recorded
-# in refenc/_paths.py (locate.py looks there first).
+# in refenc/_paths.py (locate.py looks there first); scripts/install.sh
+# (scripts/make/install.mk says how the paths reach it).
 install-python:
-	install -d $(DESTDIR)$(PYTHONDIR)/refenc
-	install -m 644 $(filter-out %/_paths.py,$(wildcard scripts/python/refenc/*.py)) $(DESTDIR)$(PYTHONDIR)/refenc/
-	printf '%s\n' '# Written by make install-python: where this installation keeps them.' \
-	    'CLI = "$(BINDIR)/refenc"' 'GOLDEN = "$(GOLDENDIR)"' > $(DESTDIR)$(PYTHONDIR)/refenc/_paths.py
-	@echo "installed the refenc Python module in $(DESTDIR)$(PYTHONDIR)/refenc"
+	sh scripts/install.sh install-python $(PY)
 
 uninstall-python:
-	rm -rf $(DESTDIR)$(PYTHONDIR)/refenc
-	@echo "uninstalled the refenc Python module from $(DESTDIR)$(PYTHONDIR)"
+	sh scripts/install.sh uninstall-python $(PY)
 
 check-report: $(CLI)
 	@sh scripts/install-deps.sh python3-numpy python3-pil chromium

@@ -3,12 +3,25 @@ files (docs/golden-format.md is the contract; docs/python.md the guide)."""
 import fnmatch
 import json
 import os
+import re
 
 import numpy as np
 
 from . import locate, safetensors
 
 OUT = "out."
+# refenc's rule for case names (ref/io/manifest.h): 1 to 127 of A-Z a-z 0-9 . _ -,
+# not starting with '.', without '..'
+_CASE_NAME = re.compile(r"[A-Za-z0-9._-]{1,127}")
+
+
+def check_case_name(name):
+    """name, if it is a case name refenc accepts, else ValueError: a results
+    file is named after its case, and must land in the results directory."""
+    if not isinstance(name, str) or not _CASE_NAME.fullmatch(name) or name.startswith(".") or ".." in name:
+        raise ValueError(f"case name {name!r}: a name must be 1 to 127 characters of A-Z a-z 0-9 . _ -, "
+                         f"not start with '.' and not contain '..' (refenc's rule)")
+    return name
 
 
 class Case:
@@ -34,6 +47,15 @@ class Case:
             raise safetensors.FormatError(f"{self.path}: not a refenc golden case (metadata format is "
                                           f"{meta.get('format')!r}, not 'refenc-golden')")
         self.metadata = meta
+        try:
+            self._parse(meta, tensors)
+        except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as e:
+            if isinstance(e, safetensors.FormatError):
+                raise
+            raise safetensors.FormatError(f"{self.path}: the golden metadata or tensors are malformed: "
+                                          f"{type(e).__name__}: {e}") from None
+
+    def _parse(self, meta, tensors):
         self.name = meta["case"]
         self.component = meta["component"]
         self.description = meta.get("description", "")
@@ -72,7 +94,9 @@ class Case:
         """Writes RESULTS_DIR/<case>.safetensors: `outputs` maps step or output
         names to arrays or torch tensors (each the golden's shape), written in
         `dtype` (F64, F32, F16 or BF16, or an alias: "bfloat16", torch.float32,
-        ...).  Returns the path."""
+        ...).  Returns the path.  The file is RESULTS_DIR/<case>.safetensors
+        and nowhere else: a case name outside refenc's rule (a '/', a '..')
+        is refused, and the file rules are safetensors.write's."""
         dt = safetensors.dtype_name(dtype)
         tensors = {}
         for step, value in outputs.items():
@@ -82,12 +106,12 @@ class Case:
                 raise ValueError(f"case {self.name}: {name} has shape {tuple(a.shape)}, "
                                  f"the golden {self.expected[name].shape}")
             tensors[name] = (dt, a)
+        check_case_name(self.name)
         os.makedirs(results_dir, exist_ok=True)
-        path = os.path.join(results_dir, self.name + ".safetensors")
         meta = {"case": self.name}
         meta.update(metadata or {})
-        safetensors.write(path, tensors, meta)
-        return path
+        # created inside results_dir itself, by name (safetensors.write_in)
+        return safetensors.write_in(results_dir, self.name + ".safetensors", tensors, meta)
 
 
 def features_of(case):
