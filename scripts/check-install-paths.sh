@@ -31,7 +31,7 @@ nl='
 '
 fail() { printf 'check-install-paths: %s\n' "$*" >&2; exit 1; }
 ver=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-version=$(sed -n 's/^#define REFENC_VERSION "\(.*\)"/\1/p' ref/refenc.h)
+version=$(sed -n 's/^#define REFENC_VERSION "\(.*\)"/\1/p' ref/core/version.h)
 
 # The files install writes, relative to PREFIX, one a line (none has a newline).
 expected() {
