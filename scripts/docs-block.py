@@ -4,6 +4,9 @@
 
     docs-block.py check FILE NAME GENERATED   exit 1 if the block differs from GENERATED
     docs-block.py write FILE NAME GENERATED   replace the block with GENERATED
+    docs-block.py extract FILE NAME           print the block: the code inside its
+                                              one fenced block (```sh ... ```), for a
+                                              check that runs a documented recipe
 """
 import sys
 
@@ -16,7 +19,19 @@ def split(text, name):
     return text[:i + len(begin)], text[i + len(begin):j], text[j:]
 
 
+def extract(path, name):
+    """The code of the block's one fenced code block, fences removed."""
+    lines = split(open(path).read(), name)[1].splitlines(keepends=True)
+    if len(lines) < 2 or not lines[0].startswith("```") or lines[-1].rstrip("\n") != "```" or \
+            any(line.startswith("```") for line in lines[1:-1]):
+        sys.exit(f"docs-block: {path}'s block '{name}' is not one fenced code block")
+    return "".join(lines[1:-1])
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "extract":
+        sys.stdout.write(extract(sys.argv[2], sys.argv[3]))
+        return 0
     if len(sys.argv) != 5 or sys.argv[1] not in ("check", "write"):
         sys.exit(__doc__)
     mode, path, name, generated = sys.argv[1:]

@@ -23,7 +23,7 @@ static const char golden_usage[] =
     "usage: refenc golden (--config FILE.json | --catalogue CAT.json --case NAME)\n"
     "                     [--weights W.safetensors] [--inputs I.safetensors] [--seed N]\n"
     "                     [--name NAME] [--description TEXT] [--outputs all|final]\n"
-    "                     [--variants | --no-variants] [--per-layer] [--shard K/N]\n"
+    "                     [--variants | --no-variants] [--per-layer] [--shard K/N|auto]\n"
     "                     [--threads N] [--prec P] [--quiet] (--out DIR | --out-file FILE)\n"
     "       refenc golden merge (--out DIR | --out-file FILE) PART.safetensors...\n"
     "       refenc golden list CATALOGUE.json\n"
@@ -59,6 +59,10 @@ static const char golden_usage[] =
     "  --shard K/N          compute part K of N of the units (batch items, or layers\n"
     "                       x batch items with --per-layer) and write a part file:\n"
     "                       DIR/parts/NAME.part-K-of-N.safetensors, or --out-file\n"
+    "  --shard auto         in a task of a Slurm job array --array=1-N: K is the\n"
+    "                       task's index (SLURM_ARRAY_TASK_ID), N the array's size\n"
+    "                       (SLURM_ARRAY_TASK_COUNT); --shard auto/N gives N, to run\n"
+    "                       some tasks again (sbatch --array=3 ...)\n"
     "how:\n"
     "  --threads N          oracle threads (default: every core); any N gives the\n"
     "                       same bytes\n"
@@ -174,6 +178,76 @@ static const char **golden_slot(golden_request *a, const char *s)
                                              : NULL;
 }
 
+/* ---- --shard auto: the shard from the Slurm job array ----------------------------- */
+
+/* The Slurm array variable `name` as a whole number into *v, left as it is
+ * when the variable is unset (an error only when required). */
+static int slurm_var(const char *name, int required, uint64_t *v)
+{
+    const char *s = getenv(name);
+    if (s == NULL)
+        return required ? cli_error("golden", "--shard auto: %s is not set: auto is for a task of a Slurm "
+                                              "job array (sbatch --array=1-N); elsewhere give --shard K/N",
+                                    name)
+                        : REFENC_EXIT_OK;
+    if (!cli_parse_u64(v, s))
+        return cli_error("golden", "--shard auto: %s is '%s', not a whole number", name, s);
+    return REFENC_EXIT_OK;
+}
+
+/* The array's indices (SLURM_ARRAY_TASK_MIN, _MAX, _STEP), checked against N,
+ * the number of shards: from 1, none past N, and with plain auto (whole)
+ * exactly 1..N. */
+static int slurm_array_fits(uint64_t n, int whole)
+{
+    uint64_t min = 1, max = n, step = 1;
+    int rc = slurm_var("SLURM_ARRAY_TASK_MIN", whole, &min);
+    if (rc == REFENC_EXIT_OK)
+        rc = slurm_var("SLURM_ARRAY_TASK_MAX", 0, &max);
+    if (rc == REFENC_EXIT_OK)
+        rc = slurm_var("SLURM_ARRAY_TASK_STEP", 0, &step);
+    if (rc != REFENC_EXIT_OK)
+        return rc;
+    if (min < 1)
+        return cli_error("golden", "--shard auto: the array starts at 0 (SLURM_ARRAY_TASK_MIN): array task K "
+                                   "computes shard K, so number the array from 1 (--array=1-N)");
+    if (whole && (min != 1 || max != n || step != 1))
+        return cli_error("golden", "--shard auto: the array is not 1-N: SLURM_ARRAY_TASK_MIN %llu, _MAX %llu, "
+                                   "_STEP %llu, _COUNT %llu; auto needs a whole array (--array=1-N); to run some "
+                                   "tasks of an array of N again, give --shard auto/N", (unsigned long long)min,
+                         (unsigned long long)max, (unsigned long long)step, (unsigned long long)n);
+    if (max > n)
+        return cli_error("golden", "--shard auto/%llu: the array goes to %llu (SLURM_ARRAY_TASK_MAX), past the "
+                                   "%llu shards", (unsigned long long)n, (unsigned long long)max,
+                         (unsigned long long)n);
+    return REFENC_EXIT_OK;
+}
+
+/* --shard auto (N: SLURM_ARRAY_TASK_COUNT) or auto/N: shard K of N, K the
+ * array task's index SLURM_ARRAY_TASK_ID (docs/cli.md has the rule). */
+static int golden_shard_auto(golden_request *a, const char *v)
+{
+    const int whole = strcmp(v, "auto") == 0;
+    uint64_t n = 0, id = 0;
+    if (!whole && (strncmp(v, "auto/", 5) != 0 || !cli_parse_u64(&n, v + 5) || n < 1))
+        return cli_error("golden", "--shard: '%s' is not K/N with 1 <= K <= N, auto or auto/N", v);
+    int rc = slurm_var("SLURM_ARRAY_TASK_ID", 1, &id);
+    if (rc == REFENC_EXIT_OK && whole)
+        rc = slurm_var("SLURM_ARRAY_TASK_COUNT", 1, &n);
+    if (rc == REFENC_EXIT_OK && whole && n < 1)
+        rc = cli_error("golden", "--shard auto: SLURM_ARRAY_TASK_COUNT is 0");
+    if (rc == REFENC_EXIT_OK)
+        rc = slurm_array_fits(n, whole);
+    if (rc == REFENC_EXIT_OK && (id < 1 || id > n))
+        rc = cli_error("golden", "--shard %s: SLURM_ARRAY_TASK_ID %llu is not a shard 1..%llu", v,
+                       (unsigned long long)id, (unsigned long long)n);
+    if (rc == REFENC_EXIT_OK) {
+        a->shard_k = (size_t)id;
+        a->shard_n = (size_t)n;
+    }
+    return rc;
+}
+
 /* Parses the value v of the numeric or --outputs option s. */
 static int golden_value(golden_request *a, const char *s, const char *v)
 {
@@ -182,6 +256,8 @@ static int golden_value(golden_request *a, const char *s, const char *v)
             return cli_error("golden", "--seed: '%s' is not an integer in [0, 4294967295]", v);
         a->have_seed = 1;
     } else if (strcmp(s, "--shard") == 0) {
+        if (strncmp(v, "auto", 4) == 0)
+            return golden_shard_auto(a, v);
         if (!golden_parse_shard(v, &a->shard_k, &a->shard_n))
             return cli_error("golden", "--shard: '%s' is not K/N with 1 <= K <= N (shard K of N)", v);
     } else if (strcmp(s, "--prec") == 0) {
