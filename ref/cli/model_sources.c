@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../io/model_file.h"
 #include "../io/safetensors.h"
@@ -13,6 +14,7 @@ int cli_case_from_inputs(refenc_case *c, const refenc_config *cfg, const run_inp
                          const char *config_path, const char *path, char **report,
                          refenc_error *err)
 {
+    memset(c, 0, sizeof *c); /* freeable whatever fails, the read included */
     refenc_st_file f;
     int st = refenc_st_read(&f, path, err);
     if (st != REFENC_OK)
