@@ -19,6 +19,7 @@
 #include <jansson.h>
 
 #include "../core/alloc.h"
+#include "../core/text.h"
 #include "../io/config_json.h"
 #include "../refenc.h"
 #include "cli.h"
@@ -81,9 +82,9 @@ static const char golden_usage[] =
     "how:\n"
     "  --threads N          oracle threads (default: every core); any N gives the\n"
     "                       same bytes\n"
-    "  --prec P             the oracle's first working precision in bits (default\n"
-    "                       128 for --config, 192 for a catalogue entry; the check\n"
-    "                       is at P + 64): the outputs are the same certified\n"
+    "  --prec P             the oracle's first working precision in bits, 64 to 65472\n"
+    "                       (default 96 for --config, 192 for a catalogue entry; the\n"
+    "                       check is at P + 64): the outputs are the same certified\n"
     "                       values, only the cost and the metadata change\n"
     "  --quiet              no progress, no summary line\n"
     "where:\n"
@@ -134,6 +135,9 @@ static void source_free(golden_source *s)
 
 /* A case name is also a file name: letters, digits, '.', '_', '-', not
  * starting with '.'. */
+#define NAME_REFUSED "--name: '%s' is not a case name (letters, digits, '.', '_', '-'; not starting with '.'; " \
+                     "at most 100 characters)"
+
 static int valid_name(const char *n)
 {
     if (n[0] == '\0' || n[0] == '.' || strlen(n) > 100)
@@ -169,14 +173,19 @@ static json_t *entry_for_config(const refenc_config *cfg, const run_input *spec,
 
 static char *describe_config(const refenc_config *c, const golden_args *a, uint64_t seed)
 {
-    char buf[1024], w[300], in[300];
-    const char *base = strrchr(a->config_path, '/') ? strrchr(a->config_path, '/') + 1 : a->config_path;
+    /* file names are bytes: quoted as valid UTF-8 (\xNN), cut between characters, for the JSON
+     * metadata; the parts fit buf whole */
+    char buf[1200], w[300], in[300], base[280], qw[280], qi[280];
+    const char *b = strrchr(a->config_path, '/') ? strrchr(a->config_path, '/') + 1 : a->config_path;
+    refenc_text_escape(base, sizeof base, b);
+    refenc_text_escape(qw, sizeof qw, a->weights_path ? a->weights_path : "");
+    refenc_text_escape(qi, sizeof qi, a->inputs_path ? a->inputs_path : "");
     if (a->weights_path)
-        snprintf(w, sizeof w, "weights from %s", a->weights_path);
+        snprintf(w, sizeof w, "weights from %s", qw);
     else
         snprintf(w, sizeof w, "seeded weights (seed %" PRIu64 ")", seed);
     if (a->inputs_path)
-        snprintf(in, sizeof in, "inputs from %s", a->inputs_path);
+        snprintf(in, sizeof in, "inputs from %s", qi);
     else
         snprintf(in, sizeof in, "seeded inputs");
     snprintf(buf, sizeof buf,
@@ -230,6 +239,8 @@ static int source_from_config(golden_source *s, const golden_args *a, catalogue_
         if (dot != NULL && strcmp(dot, ".json") == 0)
             *dot = '\0';
     }
+    if (!valid_name(s->name)) /* before it goes into JSON, which takes UTF-8 only */
+        return refenc_error_set(err, REFENC_EINVAL, NAME_REFUSED, s->name);
     const uint64_t seed = a->have_seed ? a->seed : DEFAULT_SEED;
     s->doc = entry_for_config(&cfg, spec, s->name, seed);
     s->description = a->description ? strdup(a->description) : describe_config(&cfg, a, seed);
@@ -275,9 +286,7 @@ static int source_build(golden_source *s, const golden_args *a, char **report, r
         return st;
     }
     if (!valid_name(s->name))
-        st = refenc_error_set(err, REFENC_EINVAL,
-                              "--name: '%s' is not a case name (letters, digits, '.', '_', '-'; not "
-                              "starting with '.'; at most 100 characters)", s->name);
+        st = refenc_error_set(err, REFENC_EINVAL, NAME_REFUSED, s->name);
     else if (s->description == NULL)
         st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");
     else
@@ -840,8 +849,10 @@ static int golden_value(golden_args *a, const char *s, const char *v)
         if (!golden_parse_shard(v, &a->shard_k, &a->shard_n))
             return cli_error("golden", "--shard: '%s' is not K/N with 1 <= K <= N (shard K of N)", v);
     } else if (strcmp(s, "--prec") == 0) {
-        if (!cli_parse_u64(&a->prec, v) || a->prec < 64 || a->prec > 65536)
-            return cli_error("golden", "--prec: '%s' is not an integer in [64, 65536]", v);
+        /* Ziv's check runs at P + 64 and the oracle stops above REFENC_MP_PREC_MAX */
+        if (!cli_parse_u64(&a->prec, v) || a->prec < 64 || a->prec > (uint64_t)REFENC_MP_PREC_MAX - 64)
+            return cli_error("golden", "--prec: '%s' is not an integer in [64, %ld] (the check runs at P + 64 "
+                             "bits, at most %ld)", v, (long)REFENC_MP_PREC_MAX - 64, (long)REFENC_MP_PREC_MAX);
     } else if (strcmp(s, "--threads") == 0) {
         if (!cli_parse_u64(&a->threads, v) || a->threads < 1 || a->threads > 4096)
             return cli_error("golden", "--threads: '%s' is not an integer in [1, 4096]", v);
@@ -912,6 +923,11 @@ int cmd_golden(int argc, char **argv)
         return cli_error("golden", "--catalogue and --case go together");
     if ((a.out_dir != NULL) == (a.out_file != NULL))
         return cli_error("golden", "give one of --out DIR and --out-file FILE");
+    const size_t dlen = a.description ? strlen(a.description) : 0, dbad = dlen ? refenc_utf8_invalid_at(
+                                        (const unsigned char *)a.description, dlen) : 0;
+    if (dbad < dlen) /* it goes into the case's JSON metadata, which is UTF-8 */
+        return cli_error("golden", "--description: not valid UTF-8 (byte 0x%02x at byte %zu)",
+                         (unsigned char)a.description[dbad], dbad);
     /* The first precision of the certification: 128 bits for a config of the
      * user's (the outputs are the same certified doubles at any precision, and
      * 128 bits costs about a fifth less than 192 at BERT-base size), 192 for a
