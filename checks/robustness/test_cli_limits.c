@@ -65,7 +65,8 @@ Test(cli_limits, prec_is_refused_where_the_check_would_pass_the_oracle_limit)
 
 /* 4096 threads, each with its stack (8 MiB by default), do not fit in 2 GiB
  * of address space: refused before the oracle starts, naming --threads;
- * 2 threads in the same space run. */
+ * 2 threads in the same space run, and so do 4096 with 64 KiB stacks
+ * (OMP_STACKSIZE, which libgomp and the check both honour). */
 Test(cli_limits, threads_that_cannot_start_are_refused_with_a_message)
 {
     if (RB_UNDER_ASAN)
@@ -81,6 +82,14 @@ Test(cli_limits, threads_that_cannot_start_are_refused_with_a_message)
     cr_expect(!rb_exists(t.out));
     r = golden_with(&t, "--threads", "2", &lim);
     cr_expect_eq(r.status, 0, "--threads 2 in 2 GiB: exit %d: %s", r.status, r.err);
+    rb_result_free(&r);
+    cr_expect(rb_exists(t.out));
+    /* the check gives its threads the stack libgomp will: with OMP_STACKSIZE=64K, 4096 fit in 2 GiB */
+    unlink(t.out);
+    const rb_run_options small = {.address_space = (uint64_t)2 << 30, .env_name = "OMP_STACKSIZE",
+                                  .env_value = "64K"};
+    r = golden_with(&t, "--threads", "4096", &small);
+    cr_expect_eq(r.status, 0, "--threads 4096 with 64 KiB stacks in 2 GiB: exit %d: %s", r.status, r.err);
     rb_result_free(&r);
     cr_expect(rb_exists(t.out));
     rb_tmpdir_remove(t.dir);
