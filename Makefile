@@ -76,6 +76,7 @@ help:
 	@echo "make install    PREFIX=/usr/local (DESTDIR honoured): program, libraries, headers, refenc.pc, golden cases, docs"
 	@echo "make uninstall  remove what make install wrote; make check-install: install + example peer out of tree, certified"
 	@echo "make check      build and run every test suite (Criterion); JUnit XML in $(REPORTS)/"
+	@echo "make check-seeds  the suites of make check under REFENC_SEED = each of SEEDS (default 1 2 3)"
 	@echo "make demo       trace a 2-layer encoder, then certify the reference on every golden case"
 	@echo "make golden     regenerate the golden cases from the oracle; golden-verify compares"
 	@echo "make certify-torch  certify PyTorch (float64 to bfloat16) against the golden cases"
