@@ -77,6 +77,7 @@ help:
 	@echo "make uninstall  remove what make install wrote (its manifest); make check-install: install + example peer out of tree, certified, + check-install-paths"
 	@echo "make check-install-paths  install and uninstall with spaces, quotes and newlines in PREFIX and DESTDIR; user files kept"
 	@echo "make check      build and run every test suite (Criterion); JUnit XML in $(REPORTS)/"
+	@echo "make check-seeds  the suites of make check under REFENC_SEED = each of SEEDS (default 1 2 3)"
 	@echo "make demo       trace a 2-layer encoder, then certify the reference on every golden case"
 	@echo "make golden     regenerate the golden cases from the oracle; golden-verify compares"
 	@echo "make certify-torch  certify PyTorch (float64 to bfloat16) against the golden cases"

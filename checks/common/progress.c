@@ -15,7 +15,16 @@
  * The time is wall-clock time from the suite's start to its last test:
  * suites overlap under --jobs, so the figures do not add up to the total.
  * A suite whose every test is filtered out (--filter) prints nothing.
- * REFENC_CHECK_PROGRESS=0 silences the lines. */
+ * REFENC_CHECK_PROGRESS=0 silences the lines.
+ *
+ * Every failed or crashed test is also named with the seed the randomised
+ * suites drew from (REFENC_SEED, or the default: testutil.h) and the command
+ * that replays it, whatever the test printed itself:
+ *
+ *     FAILED rope/relative_property under REFENC_SEED=7; replay: REFENC_SEED=7
+ *         build/checks/refenc-checks --filter 'rope/relative_property'
+ *
+ * These lines are printed even with REFENC_CHECK_PROGRESS=0. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +33,8 @@
 
 #include <criterion/criterion.h>
 #include <criterion/hooks.h>
+
+#include "testutil.h"
 
 struct progress_suite {
     const char *name;
@@ -77,6 +88,29 @@ static void report(struct progress_suite *s, bool force)
     fflush(stderr);
 }
 
+/* The seed as the suites read it (test_seed, which may not be called outside a test). */
+static const char *seed_text(void)
+{
+    const char *s = getenv("REFENC_SEED");
+    static char buf[32];
+    if (s == NULL || *s == '\0') {
+        snprintf(buf, sizeof buf, "%lu", TEST_DEFAULT_SEED);
+        return buf;
+    }
+    return s;
+}
+
+static void report_failure(const struct criterion_test_stats *t)
+{
+    if (t->test_status != CR_STATUS_FAILED && !t->crashed)
+        return;
+    const char *seed = seed_text();
+    fprintf(stderr, "%s %s/%s under REFENC_SEED=%s; replay: REFENC_SEED=%s build/checks/refenc-checks "
+            "--filter '%s/%s'\n", t->crashed ? "CRASHED" : "FAILED", t->test->category, t->test->name, seed,
+            seed, t->test->category, t->test->name);
+    fflush(stderr);
+}
+
 static void report_category(const char *name)
 {
     struct progress_suite *s = find(name);
@@ -122,11 +156,14 @@ ReportHook(POST_SUITE)(struct criterion_suite_stats *stats)
 
 ReportHook(POST_TEST)(struct criterion_test_stats *t)
 {
+    if (!t->crashed) /* a crash is reported by TEST_CRASH */
+        report_failure(t);
     report_category(t->test->category);
 }
 
 ReportHook(TEST_CRASH)(struct criterion_test_stats *t)
 {
+    report_failure(t);
     report_category(t->test->category);
 }
 

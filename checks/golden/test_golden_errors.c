@@ -272,7 +272,7 @@ Test(golden_errors, a_bad_option_is_refused_before_any_work)
         {"--seed not a number", {MAKE, "--seed", "x", NULL}, {"--seed: 'x' is not an integer", NULL}},
         {"--shard without a slash", {MAKE, "--shard", "2", NULL}, {"--shard: '2' is not K/N", NULL}},
         {"--shard 1/0", {MAKE, "--shard", "1/0", NULL}, {"--shard: '1/0' is not K/N", NULL}},
-        {"--prec 63", {MAKE, "--prec", "63", NULL}, {"--prec: '63' is not an integer in [64, 65536]", NULL}},
+        {"--prec 63", {MAKE, "--prec", "63", NULL}, {"--prec: '63' is not an integer in [64, 65472]", NULL}},
         {"--prec 65537", {MAKE, "--prec", "65537", NULL}, {"--prec: '65537' is not an integer", NULL}},
         {"--threads 4097", {MAKE, "--threads", "4097", NULL}, {"--threads: '4097' is not an integer", NULL}},
         {"an unknown option", {MAKE, "--colour", NULL}, {"unknown option '--colour'", NULL}},

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -146,5 +148,143 @@ Test(bad_inputs_file, a_file_that_is_not_safetensors_is_named)
         rb_result_free(&r);
     }
     cr_expect(!rb_exists(out));
+    rb_tmpdir_remove(dir);
+}
+
+/* An inputs file that cannot be read, or holds token ids in an integer dtype
+ * refenc does not read (docs/golden-format.md: I32, I16, I8 are valid
+ * safetensors but refused): through `refenc run` and `refenc golden`, one
+ * message naming the file (and the tensor and its header offset where one is
+ * at fault), exit 2, never a crash and never a wait for a FIFO's writer.
+ * The headers are written here by hand; the expected offsets follow from them. */
+Test(bad_inputs_file, an_unreadable_inputs_file_is_named_never_a_crash)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], in[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32];
+    char missing[RB_PATH_MAX + 32], fifo[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(cfg, sizeof cfg, "%s/tokens.json", dir);
+    snprintf(in, sizeof in, "%s/inputs.safetensors", dir);
+    snprintf(out, sizeof out, "%s/case.safetensors", dir);
+    snprintf(missing, sizeof missing, "%s/missing.safetensors", dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo.safetensors", dir);
+    rb_write_file(cfg, TOKEN_CONFIG, strlen(TOKEN_CONFIG));
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    struct {
+        const char *what, *path, *fragment[3];
+    } unreadable[] = {
+        {"a missing file", missing, {"missing.safetensors: cannot open: No such file or directory", NULL}},
+        {"a directory", dir, {": is a directory, not a file", NULL}},
+        {"a FIFO", fifo, {"fifo.safetensors: not a regular file", NULL}},
+        {"garbage", in, {"inputs.safetensors: ", "header length", NULL}},
+    };
+    rb_write_file(in, "not a tensor file at all", 24);
+    for (size_t i = 0; i < sizeof unreadable / sizeof unreadable[0]; i++)
+        for (int k = 0; k < 2; k++) {
+            const char *golden[] = {"refenc", "golden", "--config", cfg, "--inputs", unreadable[i].path,
+                                    "--out-file", out, "--quiet", NULL};
+            const char *run[] = {"refenc", "run", "--config", cfg, "--inputs", unreadable[i].path, NULL};
+            rb_result r = rb_run(k == 0 ? golden : run);
+            rb_expect_error(&r, 2, k == 0 ? "golden" : "run", unreadable[i].what, unreadable[i].fragment);
+            rb_result_free(&r);
+        }
+    /* in.tokens (2, 3) as I32, I16, I8: the header entry of 'in.tokens' starts at byte 9 */
+    static const char *const dtypes[] = {"I32", "I16", "I8"};
+    static const size_t sizes[] = {4, 2, 1};
+    static const unsigned char zeros[24] = {0};
+    for (size_t i = 0; i < 3; i++) {
+        char header[160], frag0[128];
+        snprintf(header, sizeof header,
+                 "{\"in.tokens\":{\"dtype\":\"%s\",\"shape\":[2,3],\"data_offsets\":[0,%zu]}}", dtypes[i],
+                 6 * sizes[i]);
+        rb_write_safetensors(in, header, zeros, 6 * sizes[i]);
+        snprintf(frag0, sizeof frag0, "tensor 'in.tokens' (header entry at byte 9): unknown dtype '%s'", dtypes[i]);
+        for (int k = 0; k < 2; k++) {
+            const char *golden[] = {"refenc", "golden", "--config", cfg, "--inputs", in, "--out-file", out,
+                                    "--quiet", NULL};
+            const char *run[] = {"refenc", "run", "--config", cfg, "--inputs", in, NULL};
+            rb_result r = rb_run(k == 0 ? golden : run);
+            rb_expect_error(&r, 2, k == 0 ? "golden" : "run", dtypes[i],
+                            (const char *[]){"inputs.safetensors: ", frag0, NULL});
+            rb_result_free(&r);
+        }
+    }
+    cr_expect(!rb_exists(out), "%s was written", out);
+    /* negative control: the same tokens as I64 run */
+    static const int64_t zeros64[6] = {0};
+    rb_write_safetensors(in, "{\"in.tokens\":{\"dtype\":\"I64\",\"shape\":[2,3],\"data_offsets\":[0,48]}}", zeros64,
+                         48);
+    rb_result r = rb_run((const char *[]){"refenc", "run", "--config", cfg, "--inputs", in, NULL});
+    cr_expect_eq(r.status, 0, "the I64 tokens were refused: %s", r.err);
+    rb_result_free(&r);
+    unlink(fifo);
+    rb_tmpdir_remove(dir);
+}
+
+/* RoBERTa derives its positions from in.tokens (position_ids "roberta"), so
+ * an inputs file without in.positions must be taken, by run and by golden,
+ * and give what the same tokens give when seeded: the case made from the
+ * seeded case's own tokens, as an inputs file, has the same out.output, bit
+ * for bit (the parameters are the seed's in both).  An inputs file that does
+ * give in.positions stays refused (the negative control of the refusal). */
+#define ROBERTA "{\"model\": {\"family\": \"roberta\", \"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, " \
+                "\"n_layers\": 1, \"vocab_size\": 10, \"max_len\": 8}, \"input\": {\"batch\": 2, \"seq_len\": 3}}"
+
+static void read_tensor(const char *path, const char *name, void *out, int integers)
+{
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, path, &err), REFENC_OK, "%s", err.message);
+    const refenc_st_tensor *t = refenc_st_find(&f, name);
+    cr_assert_not_null(t, "%s: no %s", path, name);
+    const int st = integers ? refenc_st_to_i64(out, &f, t, &err) : refenc_st_to_f64(out, &f, t, &err);
+    cr_assert_eq(st, REFENC_OK, "%s", err.message);
+    refenc_st_free(&f);
+}
+
+Test(bad_inputs_file, roberta_takes_an_inputs_file_and_derives_its_positions)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], in[RB_PATH_MAX + 32], seeded[RB_PATH_MAX + 32];
+    char from_file[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(cfg, sizeof cfg, "%s/roberta.json", dir);
+    snprintf(in, sizeof in, "%s/inputs.safetensors", dir);
+    snprintf(seeded, sizeof seeded, "%s/seeded.safetensors", dir);
+    snprintf(from_file, sizeof from_file, "%s/from_file.safetensors", dir);
+    rb_write_file(cfg, ROBERTA, strlen(ROBERTA));
+    rb_result r = rb_run((const char *[]){"refenc", "golden", "--config", cfg, "--outputs", "final", "--out-file",
+                                          seeded, "--quiet", NULL});
+    cr_assert_eq(r.status, 0, "the seeded case: %s", r.err);
+    rb_result_free(&r);
+    int64_t tok[6];
+    read_tensor(seeded, "in.tokens", tok, 1);
+    const refenc_st_entry e[] = {{"in.tokens", REFENC_ST_I64, 2, {2, 3}, tok}};
+    refenc_error err;
+    cr_assert_eq(refenc_st_write(in, e, 1, NULL, &err), REFENC_OK, "%s", err.message);
+
+    r = rb_run((const char *[]){"refenc", "run", "--config", cfg, "--inputs", in, NULL});
+    cr_expect_eq(r.status, 0, "run --inputs: exit %d: %s", r.status, r.err);
+    rb_result_free(&r);
+    r = rb_run((const char *[]){"refenc", "golden", "--config", cfg, "--inputs", in, "--outputs", "final",
+                                "--out-file", from_file, "--quiet", NULL});
+    cr_assert_eq(r.status, 0, "golden --inputs: exit %d: %s", r.status, r.err);
+    rb_result_free(&r);
+    double y0[48], y1[48];
+    read_tensor(seeded, "out.output", y0, 0);
+    read_tensor(from_file, "out.output", y1, 0);
+    cr_expect(memcmp(y0, y1, sizeof y0) == 0, "the same tokens from a file give another out.output");
+
+    /* given positions are refused under position_ids "roberta" */
+    const refenc_st_entry ep[] = {{"in.tokens", REFENC_ST_I64, 2, {2, 3}, tok},
+                                  {"in.positions", REFENC_ST_I64, 1, {3}, positions}};
+    cr_assert_eq(refenc_st_write(in, ep, 2, NULL, &err), REFENC_OK, "%s", err.message);
+    for (int k = 0; k < 2; k++) {
+        const char *golden[] = {"refenc", "golden", "--config", cfg, "--inputs", in, "--out-file", from_file,
+                                "--quiet", NULL};
+        const char *run[] = {"refenc", "run", "--config", cfg, "--inputs", in, NULL};
+        r = rb_run(k == 0 ? golden : run);
+        rb_expect_error(&r, 2, k == 0 ? "golden" : "run", "in.positions under roberta",
+                        (const char *[]){"inputs.safetensors: ", "in.positions is given", NULL});
+        rb_result_free(&r);
+    }
     rb_tmpdir_remove(dir);
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/text.h"
 #include "../golden/catalogue.h"
 #include "../golden/make.h"
 #include "../golden/manifest.h"
@@ -66,9 +67,9 @@ static const char golden_usage[] =
     "how:\n"
     "  --threads N          oracle threads (default: every core); any N gives the\n"
     "                       same bytes\n"
-    "  --prec P             the oracle's first working precision in bits (default\n"
-    "                       128 for --config, 192 for a catalogue entry; the check\n"
-    "                       is at P + 64): the outputs are the same certified\n"
+    "  --prec P             the oracle's first working precision in bits, 64 to 65472\n"
+    "                       (default 96 for --config, 192 for a catalogue entry; the\n"
+    "                       check is at P + 64): the outputs are the same certified\n"
     "                       values, only the cost and the metadata change\n"
     "  --quiet              no progress, no summary line\n"
     "where:\n"
@@ -261,8 +262,10 @@ static int golden_value(golden_request *a, const char *s, const char *v)
         if (!golden_parse_shard(v, &a->shard_k, &a->shard_n))
             return cli_error("golden", "--shard: '%s' is not K/N with 1 <= K <= N (shard K of N)", v);
     } else if (strcmp(s, "--prec") == 0) {
-        if (!cli_parse_u64(&a->prec, v) || a->prec < 64 || a->prec > 65536)
-            return cli_error("golden", "--prec: '%s' is not an integer in [64, 65536]", v);
+        if (!cli_parse_u64(&a->prec, v) || a->prec < 64 || a->prec > golden_prec_max())
+            return cli_error("golden", "--prec: '%s' is not an integer in [64, %llu] (the check runs at P + 64 "
+                             "bits, at most %llu)", v, (unsigned long long)golden_prec_max(),
+                             (unsigned long long)golden_prec_max() + 64);
     } else if (strcmp(s, "--threads") == 0) {
         if (!cli_parse_u64(&a->threads, v) || a->threads < 1 || a->threads > 4096)
             return cli_error("golden", "--threads: '%s' is not an integer in [1, 4096]", v);
@@ -333,6 +336,11 @@ int cmd_golden(int argc, char **argv)
         return cli_error("golden", "--catalogue and --case go together");
     if ((a.out_dir != NULL) == (a.out_file != NULL))
         return cli_error("golden", "give one of --out DIR and --out-file FILE");
+    const size_t dlen = a.description ? strlen(a.description) : 0,
+                 dbad = dlen ? refenc_utf8_invalid_at((const unsigned char *)a.description, dlen) : 0;
+    if (dbad < dlen) /* it goes into the case's JSON metadata, which is UTF-8 */
+        return cli_error("golden", "--description: not valid UTF-8 (byte 0x%02x at byte %zu)",
+                         (unsigned char)a.description[dbad], dbad);
     /* the first precision of the certification (golden/make.h): the outputs
      * are the same certified doubles at any precision */
     if (a.prec == 0)

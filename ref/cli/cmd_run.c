@@ -10,6 +10,7 @@
 #include <gsl/gsl_statistics_double.h>
 #include <jansson.h>
 
+#include "../core/text.h"
 #include "../refenc.h"
 #include "cli.h"
 #include "../io/model_sources.h"
@@ -320,11 +321,20 @@ static int write_results(const results *keep, const refenc_config *cfg, const ru
     char *cs = cj ? json_dumps(cj, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     char source[64];
     snprintf(source, sizeof source, "seed %" PRIu64, a->seed);
-    json_t *meta = cs == NULL ? NULL
-                   : json_pack("{s:s, s:s, s:s, s:s}", "implementation",
-                               "refenc reference " REFENC_VERSION " (double)", "config", cs,
-                               "weights", a->weights_path ? a->weights_path : source,
-                               "inputs", a->inputs_path ? a->inputs_path : source);
+    /* file names are bytes, JSON strings UTF-8: quoted \xNN (4 bytes per byte at most) */
+    const char *wp = a->weights_path ? a->weights_path : source, *ip = a->inputs_path ? a->inputs_path : source;
+    char *wq = malloc(4 * strlen(wp) + 1), *iq = malloc(4 * strlen(ip) + 1);
+    if (wq != NULL && iq != NULL) {
+        refenc_text_escape(wq, 4 * strlen(wp) + 1, wp);
+        refenc_text_escape(iq, 4 * strlen(ip) + 1, ip);
+    }
+    json_t *meta = cs == NULL || wq == NULL || iq == NULL
+                       ? NULL
+                       : json_pack("{s:s, s:s, s:s, s:s}", "implementation",
+                                   "refenc reference " REFENC_VERSION " (double)", "config", cs, "weights", wq,
+                                   "inputs", iq);
+    free(wq);
+    free(iq);
     const int st = meta == NULL ? refenc_error_set(err, REFENC_ENOMEM, "out of memory")
                                 : results_write(keep, a->out_path, meta, err);
     if (st == REFENC_OK)

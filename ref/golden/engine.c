@@ -8,6 +8,7 @@
 
 #include "../core/alloc.h"
 #include "../oracle/oracle.h"
+#include "threads.h"
 
 /* A bug variant's outputs: one evaluation at 128 bits (oracle.h). */
 #define VARIANT_PREC ((mpfr_prec_t)128)
@@ -200,6 +201,9 @@ int golden_encoder_run(const refenc_case *c, const golden_run_options *opt, gold
                 (double)refenc_mp_encoder_run_bytes(&c->cfg, c->L, threads, run.prec) / 1048576.0,
                 out_bytes / 1048576.0, work);
     }
+    const int ts = golden_threads_check(threads, err); /* before libgomp, which exits if it cannot */
+    if (ts != REFENC_OK)
+        return ts;
     refenc_mp_report rep;
     const int st = refenc_mp_encoder_run(&run, &rep);
     if (pc.shown)

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "../core/alloc.h"
+#include "../core/text.h"
 #include "../io/config_json.h"
 #include "../io/manifest.h"
 #include "../io/model_sources.h"
@@ -59,6 +60,14 @@ static int valid_name(const char *n)
     return refenc_manifest_name_ok(n) && refenc_manifest_name_ok(file);
 }
 
+static int name_refused(const char *n, refenc_error *err)
+{
+    return refenc_error_set(err, REFENC_EINVAL,
+                            "--name: '%s' is not a case name certify accepts (1 to %zu characters of "
+                            "letters, digits, '.', '_', '-'; not starting with '.'; no '..')", n,
+                            (size_t)REFENC_CASE_NAME_MAX - 1 - strlen(".safetensors"));
+}
+
 /* The catalogue entry that describes a config file's case. */
 static json_t *entry_for_config(const refenc_config *cfg, const run_input *spec, const char *name,
                                 uint64_t seed)
@@ -84,14 +93,19 @@ static json_t *entry_for_config(const refenc_config *cfg, const run_input *spec,
 
 static char *describe_config(const refenc_config *c, const golden_request *a, uint64_t seed)
 {
-    char buf[1024], w[300], in[300];
-    const char *base = strrchr(a->config_path, '/') ? strrchr(a->config_path, '/') + 1 : a->config_path;
+    /* file names are bytes: quoted as valid UTF-8 (\xNN), cut between characters, for the JSON
+     * metadata; the parts fit buf whole */
+    char buf[1200], w[300], in[300], base[280], qw[280], qi[280];
+    const char *b = strrchr(a->config_path, '/') ? strrchr(a->config_path, '/') + 1 : a->config_path;
+    refenc_text_escape(base, sizeof base, b);
+    refenc_text_escape(qw, sizeof qw, a->weights_path ? a->weights_path : "");
+    refenc_text_escape(qi, sizeof qi, a->inputs_path ? a->inputs_path : "");
     if (a->weights_path)
-        snprintf(w, sizeof w, "weights from %s", a->weights_path);
+        snprintf(w, sizeof w, "weights from %s", qw);
     else
         snprintf(w, sizeof w, "seeded weights (seed %" PRIu64 ")", seed);
     if (a->inputs_path)
-        snprintf(in, sizeof in, "inputs from %s", a->inputs_path);
+        snprintf(in, sizeof in, "inputs from %s", qi);
     else
         snprintf(in, sizeof in, "seeded inputs");
     snprintf(buf, sizeof buf,
@@ -145,6 +159,8 @@ static int source_from_config(golden_source *s, const golden_request *a, catalog
         if (dot != NULL && strcmp(dot, ".json") == 0)
             *dot = '\0';
     }
+    if (!valid_name(s->name)) /* before it goes into JSON, which takes UTF-8 only */
+        return name_refused(s->name, err);
     const uint64_t seed = a->have_seed ? a->seed : DEFAULT_SEED;
     s->doc = entry_for_config(&cfg, spec, s->name, seed);
     s->description = a->description ? strdup(a->description) : describe_config(&cfg, a, seed);
@@ -190,10 +206,7 @@ static int source_build(golden_source *s, const golden_request *a, char **report
         return st;
     }
     if (!valid_name(s->name))
-        st = refenc_error_set(err, REFENC_EINVAL,
-                              "--name: '%s' is not a case name certify accepts (1 to %zu characters of "
-                              "letters, digits, '.', '_', '-'; not starting with '.'; no '..')", s->name,
-                              (size_t)REFENC_CASE_NAME_MAX - 1 - strlen(".safetensors"));
+        st = name_refused(s->name, err);
     else if (s->description == NULL)
         st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");
     else
@@ -623,6 +636,11 @@ static void golden_run_free(golden_run *r)
     variants_free(&r->v);
     golden_set_free(&r->golden);
     source_free(&r->s);
+}
+
+uint64_t golden_prec_max(void)
+{
+    return (uint64_t)REFENC_MP_PREC_MAX - 64; /* Ziv's check runs at P + 64 */
 }
 
 uint64_t golden_default_prec(const golden_request *a)

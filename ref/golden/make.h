@@ -43,6 +43,10 @@ typedef struct {
  * for a config, the oracle's default for a catalogue entry. */
 uint64_t golden_default_prec(const golden_request *a);
 
+/* The largest first precision a request may give: Ziv's check runs at
+ * P + 64 bits and the oracle stops above its own maximum. */
+uint64_t golden_prec_max(void);
+
 /* Makes the case, or one part of it, and writes it.  Notices (a checkpoint's
  * summary, variants not stored) and the oracle's progress go to stderr unless
  * a->quiet.  On a load error *report may hold the whole report (the caller

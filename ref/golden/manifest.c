@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../io/atomic_write.h"
+#include "../io/file_read.h"
 #include "../io/golden_names.h"
 #include "../io/manifest.h"
 #include "catalogue.h"
@@ -137,8 +138,15 @@ static int read_cases(json_t **cases, const char *path, refenc_error *err)
         *cases = json_array();
         return *cases ? REFENC_OK : refenc_error_set(err, REFENC_ENOMEM, "out of memory");
     }
+    /* read as every input is (io/file_read.h): a FIFO is refused, never waited on */
+    char *text;
+    size_t n;
+    int st = refenc_read_file(&text, &n, path, REFENC_MANIFEST_MAX_BYTES, err);
+    if (st != REFENC_OK)
+        return st;
     json_error_t jerr;
-    json_t *doc = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *doc = json_loadb(text, n, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
     const json_t *list = json_object_get(doc, "cases");
     if (doc == NULL || !json_is_array(list)) {
         json_decref(doc);

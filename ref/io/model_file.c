@@ -221,7 +221,10 @@ static int read_mask(refenc_case *c, const refenc_st_file *f, const input_tensor
 static int read_inputs(refenc_case *c, const refenc_config *cfg, const refenc_st_file *f,
                        const input_tensors *in, refenc_error *err)
 {
-    c->has_positions = in->pos != NULL || cfg->positional != REFENC_POS_NONE;
+    /* given, or the defaults 0 ... L-1 for a positional scheme; never under position_ids
+     * "roberta", which derives them from the tokens (and refuses given ones) */
+    c->has_positions = in->pos != NULL ||
+                       (cfg->positional != REFENC_POS_NONE && cfg->position_ids != REFENC_POSIDS_ROBERTA);
     int st = in->tokens ? refenc_st_to_i64(c->tokens, f, in->lead, err) : refenc_st_to_f64(c->x, f, in->lead, err);
     if (st == REFENC_OK && in->pos != NULL)
         st = refenc_st_to_i64(c->positions, f, in->pos, err);

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "model_file.h"
 #include "safetensors.h"
@@ -12,6 +13,7 @@ int model_case_from_inputs(refenc_case *c, const refenc_config *cfg, const run_i
                          const char *config_path, const char *path, char **report,
                          refenc_error *err)
 {
+    memset(c, 0, sizeof *c); /* freeable whatever fails, the read included */
     refenc_st_file f;
     int st = refenc_st_read(&f, path, err);
     if (st != REFENC_OK)

@@ -12,7 +12,8 @@
  * config file's "input" object (spec, from config_path), when it is given,
  * must agree with the file on batch and seq_len and give no padding (the
  * file's key padding mask says which positions are padding).  *report as in
- * io/model_file.h.  Errors: those of refenc_case_from_inputs_file,
+ * io/model_file.h.  On any error *c is left empty (all zero: refenc_case_free
+ * may be called on it).  Errors: those of refenc_case_from_inputs_file,
  * REFENC_EIO, REFENC_EINVAL (a disagreement). */
 int model_case_from_inputs(refenc_case *c, const refenc_config *cfg, const run_input *spec,
                          const char *config_path, const char *path, char **report,
