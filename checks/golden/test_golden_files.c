@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -510,5 +511,84 @@ Test(golden_files, two_runs_with_one_name_each_store_their_own_case, .timeout = 
     cr_expect(m.n_cases == 1 && strcmp(m.cases[0].sha256, hex) == 0, "the manifest lists another file than cases/m");
     free(bytes);
     refenc_manifest_free(&m);
+    remove_tree(dir);
+}
+
+/* ---- a termination signal while a threaded run writes ------------------------------------ */
+
+#define THREADED_CONFIG "{\"model\": {\"d_model\": 64, \"n_heads\": 4, \"d_ff\": 96, \"n_layers\": 2}, " \
+                        "\"input\": {\"batch\": 4, \"seq_len\": 32}}"
+
+/* Runs `refenc golden --config cfg --threads 2 --out-file out`, stops it
+ * (SIGSTOP) as soon as a temporary file appears in dir (inotify), sends
+ * SIGTERM and lets it go on: its main thread blocks the signal while it
+ * writes, so one of the oracle's OpenMP workers, idle since the oracle's
+ * run, takes it.  Returns the wait status; *caught = 1 when the temporary
+ * was seen (and the signal sent mid-write). */
+static int signal_threaded_write(const char *cfg, const char *dir, const char *out, int *caught)
+{
+    *caught = 0;
+    const int in = inotify_init1(IN_CLOEXEC);
+    cr_assert_geq(in, 0, "inotify: %s", strerror(errno));
+    cr_assert_geq(inotify_add_watch(in, dir, IN_CREATE), 0);
+    fflush(NULL);
+    const pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        const int null = open("/dev/null", O_RDWR);
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(null, 2);
+        signal(SIGTERM, SIG_DFL);
+        execl(rb_cli(), "refenc", "golden", "--config", cfg, "--threads", "2", "--out-file", out, "--quiet",
+              (char *)NULL);
+        _exit(127);
+    }
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    while (!*caught) {
+        const ssize_t n = read(in, buf, sizeof buf);
+        if (n <= 0)
+            break;
+        for (char *p = buf; p < buf + n; p += sizeof(struct inotify_event) + ((struct inotify_event *)p)->len) {
+            const struct inotify_event *e = (const struct inotify_event *)p;
+            if (e->len > 0 && strstr(e->name, ".tmp.") != NULL && !*caught) {
+                kill(pid, SIGSTOP);
+                *caught = 1;
+            }
+        }
+    }
+    close(in);
+    kill(pid, SIGTERM);
+    kill(pid, SIGCONT);
+    int ws;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    return ws;
+}
+
+Test(golden_files, a_termination_signal_during_a_threaded_write_leaves_no_temporary, .timeout = 300)
+{
+    char dir[RB_PATH_MAX], cfg[PATH_MAX], outdir[PATH_MAX], out[PATH_MAX];
+    rb_tmpdir(dir);
+    text_file(cfg, dir, "config.json", THREADED_CONFIG);
+    pf(outdir, "%s/out", dir);
+    pf(out, "%s/case.safetensors", outdir);
+    /* a round counts when the signal came before the rename: the case is
+     * then absent; a run that ended before it was stopped proves nothing
+     * either way; up to 8 rounds to see one */
+    int mid_write = 0;
+    for (int round = 0; round < 8 && mid_write == 0; round++) {
+        cr_assert_eq(mkdir(outdir, 0700), 0);
+        int caught;
+        const int ws = signal_threaded_write(cfg, outdir, out, &caught);
+        cr_expect(caught, "round %d: no temporary file appeared", round);
+        const int too_late = WIFEXITED(ws) && WEXITSTATUS(ws) == 0 && rb_exists(out);
+        cr_expect(too_late || (WIFSIGNALED(ws) && WTERMSIG(ws) == SIGTERM), "round %d: status %#x, not ended by "
+                  "SIGTERM", round, ws);
+        cr_expect(!rb_has_temporary_file(outdir), "round %d: SIGTERM taken by an OpenMP worker mid-write left a "
+                  "temporary file", round);
+        mid_write += !rb_exists(out);
+        remove_tree(outdir);
+    }
+    cr_expect_gt(mid_write, 0, "the signal never came before the rename: the test tested nothing");
     remove_tree(dir);
 }

@@ -202,8 +202,7 @@ int refenc_atomic_commit(refenc_atomic_file *a, refenc_error *err)
         return refenc_error_set(err, REFENC_EIO, "%s: cannot %s it: %s", a->path, step, strerror(e));
     }
     a->tmp[0] = '\0'; /* renamed: nothing to remove */
-    if (!refenc_temporaries_remove(a->reg))
-        a->dirfd = -1; /* a signal handler is using it: the process is ending */
+    refenc_temporaries_remove(a->reg);
     a->reg = -1;
     /* the rename itself durable; the file is complete and in place whatever
      * this says, so a failure here is not an error of the write */
@@ -222,8 +221,7 @@ void refenc_atomic_abort(refenc_atomic_file *a)
     if (a->tmp[0] != '\0' && a->dirfd >= 0)
         unlinkat(a->dirfd, a->tmp, 0);
     a->tmp[0] = '\0';
-    if (a->reg >= 0 && !refenc_temporaries_remove(a->reg))
-        a->dirfd = -1; /* a signal handler is using it: the process is ending */
+    refenc_temporaries_remove(a->reg);
     a->reg = -1;
     if (a->dirfd >= 0)
         close(a->dirfd);

@@ -34,12 +34,18 @@ void refenc_temporaries_unlink_all(void)
 }
 
 /* Unlinks the temporaries, then ends the process by the same signal: the
- * disposition is back to the default (SA_RESETHAND) and the signal, blocked
- * while this handler runs, is delivered when it returns. */
+ * disposition is back to the default (SA_RESETHAND); unblocked in this
+ * thread, the signal raised again is delivered before raise returns.  (A
+ * writer whose entry was taken waits in refenc_temporaries_remove: it never
+ * reports the vanished file as an error of its own.) */
 static void on_termination(int sig)
 {
     const int saved = errno;
     refenc_temporaries_unlink_all();
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
     raise(sig);
     errno = saved;
 }
@@ -83,10 +89,16 @@ int refenc_temporaries_add(int dirfd, const char *name)
     return -1;
 }
 
-int refenc_temporaries_remove(int i)
+void refenc_temporaries_remove(int i)
 {
     if (i < 0 || i >= REFENC_TEMPORARIES_MAX)
-        return 1;
+        return;
     int live = LIVE;
-    return __atomic_compare_exchange_n(&table[i].state, &live, FREE, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    if (__atomic_compare_exchange_n(&table[i].state, &live, FREE, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return;
+    /* a handler took it: it has unlinked the file (or is unlinking it, with
+     * this entry's descriptor) and the process ends by its signal; going on
+     * would report a vanished temporary as an error, or close the descriptor */
+    for (;;)
+        pause();
 }

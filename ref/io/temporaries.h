@@ -15,7 +15,7 @@
  * A program with its own handlers calls refenc_temporaries_unlink_all from
  * them.  The registry is a fixed table without locks: an entry is claimed
  * and released with atomic compare-and-swap, and one the handler took is
- * never reused nor its directory closed (the process is ending). */
+ * never reused nor its directory closed (its owner waits for the end). */
 #ifndef REFENC_TEMPORARIES_H
 #define REFENC_TEMPORARIES_H
 
@@ -28,10 +28,11 @@
  * when every entry is taken. */
 int refenc_temporaries_add(int dirfd, const char *name);
 
-/* Takes entry i out (i < 0: nothing).  Returns 1, or 0 when a signal
- * handler has taken it (it unlinks the file and ends the process: the
- * caller must then leave dirfd open). */
-int refenc_temporaries_remove(int i);
+/* Takes entry i out (i < 0: nothing).  When a signal handler has taken it
+ * (it unlinks the file and ends the process by its signal), never returns:
+ * the calling thread waits for the end, so that the process ends by the
+ * signal, not by an error about its vanished temporary file. */
+void refenc_temporaries_remove(int i);
 
 /* Unlinks every registered temporary file.  Async-signal-safe. */
 void refenc_temporaries_unlink_all(void);
