@@ -26,6 +26,7 @@
 #   and a failure names the round, so any failure replays.
 set -u
 cli=$1 golden=$2 rounds=${3:-200} seed=${4:-${REFENC_FAULT_SEED:-20240521}}
+cli_exe=$(readlink -f "$cli")
 RANDOM=$seed
 work=$(mktemp -d "${TMPDIR:-/tmp}/refenc-fault-XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -108,6 +109,14 @@ for round in $(seq 1 "$rounds"); do
         what="$what SIG$sig after ${delay} s"
         "${cmd[@]}" >/dev/null 2>"$work/err" &
         pid=$!
+        # the delay counts from the exec: a signal that reaches the forked
+        # shell before it runs the program would run this shell's EXIT trap
+        # there (rm -rf of the work directory), not test the program
+        for _ in $(seq 1 2000); do
+            [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$cli_exe" ] && break
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.001
+        done
         sleep "$delay"
         kill -s "$sig" "$pid" 2>/dev/null
         wait "$pid" 2>/dev/null
