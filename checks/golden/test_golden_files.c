@@ -9,8 +9,8 @@
  *     one: --name 'a..b', a config file's name, a case name inside part
  *     files (recomputed fingerprint included) that would take merge --out
  *     DIR outside DIR;
- *   - a FIFO, a symbolic link at the golden directory's manifest.json or
- *     cases/ is refused at once, never waited on nor followed;
+ *   - a FIFO, a symbolic link at the golden directory's manifest.json,
+ *     cases/ or parts/ is refused at once, never waited on nor followed;
  *   - a path over PATH_MAX is an error, never a shorter path;
  *   - two runs with one --name into one directory: each stores its own case
  *     (the directory lock covers the case and the manifest).
@@ -346,6 +346,18 @@ Test(golden_files, a_fifo_or_a_link_in_the_golden_directory_is_refused_at_once, 
     cr_expect_eq(entries(elsewhere), 0, "a case was written through the link");
     cr_expect(!rb_exists(man));
     unlink(cases);
+
+    /* a symbolic link as parts/: no part written through it */
+    char parts[PATH_MAX];
+    pf(parts, "%s/parts", gold);
+    cr_assert_eq(symlink(elsewhere, parts), 0);
+    r = rb_run((const char *[]){"refenc", "golden", "--config", cfg, "--name", "m", "--shard", "1/2", "--out", gold,
+                                "--quiet", NULL});
+    rb_expect_error(&r, 2, "golden", "a link as parts/",
+                    (const char *[]){"gold/parts: is a symbolic link, not a directory", NULL});
+    rb_result_free(&r);
+    cr_expect_eq(entries(elsewhere), 0, "a part was written through the link");
+    unlink(parts);
 
     /* control: a plain directory takes the case and the manifest */
     run_ok(make);
