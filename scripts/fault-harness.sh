@@ -1,7 +1,10 @@
 #!/bin/bash
 # The CLI under faults while it writes its outputs (docs/hardening.md): runs
-# `refenc run --case CASE --out OUT` and `refenc certify ... --json OUT` over
-# an old file at OUT, ROUNDS times, each time with one fault drawn at random:
+# `refenc run --case CASE --out OUT`, `refenc certify ... --json OUT` and
+# `refenc golden --config CFG --threads 2 --out-file OUT` (the oracle's
+# OpenMP workers alive while the case is written: a signal may reach one of
+# them) over an old file at OUT, ROUNDS times, each time with one fault drawn
+# at random:
 #
 #   fsize    a file-size limit (ulimit -f, SIGXFSZ left at its default) drawn
 #            between 0 and the output's size
@@ -23,6 +26,7 @@
 #   and a failure names the round, so any failure replays.
 set -u
 cli=$1 golden=$2 rounds=${3:-200} seed=${4:-${REFENC_FAULT_SEED:-20240521}}
+cli_exe=$(readlink -f "$cli")
 RANDOM=$seed
 work=$(mktemp -d "${TMPDIR:-/tmp}/refenc-fault-XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -39,6 +43,10 @@ case_file=$golden/cases/$file
 mkdir -p "$work/results" "$work/expect"
 "$cli" run --case "$case_file" --out "$work/results/$name.safetensors" >/dev/null || exit 2
 cp "$work/results/$name.safetensors" "$work/expect/run"
+# a small config for golden: the same bytes at any thread count
+gcfg=$work/golden.json
+printf '%s' '{"model": {"d_model": 16, "n_heads": 2, "d_ff": 24, "n_layers": 1}, "input": {"batch": 2, "seq_len": 4}}' >"$gcfg"
+"$cli" golden --config "$gcfg" --name g --threads 2 --out-file "$work/expect/golden" --quiet || exit 2
 # the certificate names its paths: made for each directory below, once
 long=$work/long
 while [ ${#long} -lt $((4095 - 1 - 200 - 1 - 200)) ]; do long=$long/$(printf '%0200d' 0); done
@@ -59,7 +67,8 @@ for dir in "$work/short" "$long"; do
 done
 
 for round in $(seq 1 "$rounds"); do
-    op=$([ $((RANDOM % 2)) = 0 ] && echo run || echo certify)
+    ops=(run certify golden)
+    op=${ops[$((RANDOM % 3))]}
     where=$([ $((RANDOM % 3)) = 0 ] && echo long || echo short)
     dir=$work/short
     [ "$where" = long ] && dir=$long
@@ -68,6 +77,11 @@ for round in $(seq 1 "$rounds"); do
         [ "$where" = long ] && out=$dir/$(printf 'r%.0s' $(seq 1 188)).safetensors
         expect=$work/expect/run
         cmd=("$cli" run --case "$case_file" --out "$out")
+    elif [ "$op" = golden ]; then
+        out=$dir/case.safetensors
+        [ "$where" = long ] && out=$dir/$(printf 'g%.0s' $(seq 1 188)).safetensors
+        expect=$work/expect/golden
+        cmd=("$cli" golden --config "$gcfg" --name g --threads 2 --out-file "$out" --quiet)
     else
         out=$dir/cert.json
         [ "$where" = long ] && out=$dir/$(printf 'j%.0s' $(seq 1 195)).json
@@ -95,6 +109,14 @@ for round in $(seq 1 "$rounds"); do
         what="$what SIG$sig after ${delay} s"
         "${cmd[@]}" >/dev/null 2>"$work/err" &
         pid=$!
+        # the delay counts from the exec: a signal that reaches the forked
+        # shell before it runs the program would run this shell's EXIT trap
+        # there (rm -rf of the work directory), not test the program
+        for _ in $(seq 1 2000); do
+            [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$cli_exe" ] && break
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.001
+        done
         sleep "$delay"
         kill -s "$sig" "$pid" 2>/dev/null
         wait "$pid" 2>/dev/null

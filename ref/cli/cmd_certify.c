@@ -173,7 +173,7 @@ static int parse_args(certify_args *a, int argc, char **argv, int *done)
 /* The golden set, as far as it can be trusted before any case is read
  * (docs/certify.md, the trust model): --golden and --results searchable
  * directories, the manifest's entries checked, and neither --json nor
- * --junit one of the inputs.  Fills m; prints the message and returns
+ * --junit one of the inputs, nor one the other.  Fills m; prints the message and returns
  * REFENC_EXIT_USAGE on error. */
 static int open_golden_set(refenc_manifest *m, const certify_args *a)
 {
@@ -189,6 +189,9 @@ static int open_golden_set(refenc_manifest *m, const certify_args *a)
         st = refenc_certify_refuse_output(a->json_path, m, a->golden_dir, a->results_dir, NULL, &err);
     if (st == REFENC_OK && a->junit_path != NULL)
         st = refenc_certify_refuse_output(a->junit_path, m, a->golden_dir, a->results_dir, NULL, &err);
+    /* two outputs of one run are two files: one must not replace the other */
+    if (st == REFENC_OK && a->json_path != NULL && a->junit_path != NULL)
+        st = refenc_refuse_same_file(a->junit_path, a->json_path, "--json certificate", &err);
     if (st == REFENC_OK)
         return REFENC_EXIT_OK;
     refenc_manifest_free(m);

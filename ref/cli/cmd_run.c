@@ -16,6 +16,7 @@
 #include "../io/model_sources.h"
 #include "results.h"
 #include "../io/run_config.h"
+#include "../io/same_file.h"
 #include "../tool/random_params.h"
 
 #define DEFAULT_SEED 20240521u
@@ -404,6 +405,12 @@ int cmd_run(int argc, char **argv)
     run_input spec;
     refenc_error err;
     refenc_error_clear(&err);
+    /* --out must not replace one of the run's inputs (io/same_file.h) */
+    const char *const inputs[] = {a.config_path, a.weights_path, a.inputs_path};
+    static const char *const what[] = {"--config", "--weights", "--inputs"};
+    for (size_t i = 0; i < 3 && a.out_path != NULL; i++)
+        if (inputs[i] != NULL && refenc_refuse_same_file(a.out_path, inputs[i], what[i], &err) != REFENC_OK)
+            return cli_error("run", "%s", err.message);
     if (run_config_load(&cfg, &spec, a.config_path, &err) != REFENC_OK) {
         free(spec.padding);
         return cli_error("run", "%s", err.message);

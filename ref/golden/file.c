@@ -1,5 +1,6 @@
 #include "file.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -382,22 +383,28 @@ static void add_outputs(entries *es, const golden_set *s, const char *variant, c
     }
 }
 
-/* Writes the entries with the metadata (NULL: out of memory) and frees
- * what they own. */
-static int entries_write(entries *es, const char *path, const json_t *meta, const char *name,
-                         refenc_error *err)
+/* Writes the entries with the metadata (NULL: out of memory) to path
+ * relative to `at` (display in messages) and frees what they own. */
+static int entries_write_at(entries *es, int at, const char *path, const char *display, const json_t *meta,
+                            const char *name, refenc_error *err)
 {
     int st;
     if (es->failed || meta == NULL)
         st = refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", name);
     else
-        st = refenc_st_write(path, es->e, es->n, meta, err);
+        st = refenc_st_write_at(at, path, display, es->e, es->n, meta, err);
     for (size_t i = 0; i < es->n_owned; i++)
         free(es->owned[i]);
     free(es->owned);
     free(es->e);
     memset(es, 0, sizeof *es);
     return st;
+}
+
+static int entries_write(entries *es, const char *path, const json_t *meta, const char *name,
+                         refenc_error *err)
+{
+    return entries_write_at(es, AT_FDCWD, path, path, meta, name, err);
 }
 
 static char *json_string_of(const json_t *j)
@@ -441,6 +448,12 @@ static void add_case(entries *es, const refenc_case *c)
 
 int golden_file_write(const golden_file *g, const char *path, refenc_error *err)
 {
+    return golden_file_write_at(g, AT_FDCWD, path, path, err);
+}
+
+int golden_file_write_at(const golden_file *g, int at, const char *path, const char *display,
+                         refenc_error *err)
+{
     const refenc_case *c = g->c;
     entries es = {0};
     add_case(&es, c);
@@ -477,7 +490,7 @@ int golden_file_write(const golden_file *g, const char *path, refenc_error *err)
         json_object_set_new(meta, "variant_oracle", json_string(g->variant_oracle));
     if (meta != NULL && g->extra_meta != NULL)
         json_object_update(meta, (json_t *)g->extra_meta);
-    const int st = entries_write(&es, path, meta, g->name, err);
+    const int st = entries_write_at(&es, at, path, display, meta, g->name, err);
     free(cfg_s);
     free(outs_s);
     free(bugs_s);

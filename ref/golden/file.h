@@ -93,6 +93,11 @@ typedef struct {
  * Errors: REFENC_ENOMEM, those of refenc_st_write. */
 int golden_file_write(const golden_file *g, const char *path, refenc_error *err);
 
+/* The same for path relative to the directory descriptor `at`, display in
+ * messages (io/atomic_write.h, refenc_atomic_openat). */
+int golden_file_write_at(const golden_file *g, int at, const char *path, const char *display,
+                         refenc_error *err);
+
 /* ---- parts of a case computed apart (refenc golden --shard K/N) ----------------- */
 
 #define GOLDEN_PART_FORMAT "refenc-golden-part"

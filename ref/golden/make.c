@@ -6,6 +6,7 @@
 #include "make.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "../core/text.h"
 #include "../io/config_json.h"
 #include "../io/manifest.h"
+#include "../io/file_names.h"
 #include "../io/model_sources.h"
 #include "../io/run_config.h"
 #include "../oracle/oracle.h"
@@ -28,6 +30,7 @@
 #include "parts.h"
 #include "plan.h"
 #include "validate.h"
+#include "places.h"
 
 #define DEFAULT_SEED 20240521u
 
@@ -435,17 +438,29 @@ static int layer_entries_make(layer_entries *le, const refenc_case *c, double *c
     return 1;
 }
 
+/* Where a run writes (places.h). */
+static golden_places places_of(const golden_request *a, const char *name)
+{
+    return (golden_places){.out_dir = a->out_dir, .out_file = a->out_file, .name = name,
+                           .shard_k = a->shard_k, .shard_n = a->shard_n};
+}
+
 /* Where a part goes: the --out-file, or DIR/parts/<case>.part-K-of-N.safetensors. */
 static int part_path(char *path, size_t n, const golden_request *a, const char *name, refenc_error *err)
 {
-    if (a->out_file != NULL) {
-        snprintf(path, n, "%s", a->out_file);
-        return REFENC_OK;
-    }
-    int st = golden_mkdirs(a->out_dir, "parts", err);
-    if (st == REFENC_OK)
-        snprintf(path, n, "%s/parts/%s.part-%zu-of-%zu.safetensors", a->out_dir, name, a->shard_k, a->shard_n);
-    return st;
+    if (a->out_file != NULL)
+        return refenc_path_format(path, n, err, "%s", a->out_file);
+    const golden_places p = places_of(a, name);
+    return golden_part_path(path, n, &p, err);
+}
+
+/* No file the run writes may be one of its inputs. */
+static int refuse_inputs(const golden_request *a, const char *name, refenc_error *err)
+{
+    const char *const inputs[] = {a->config_path, a->catalogue_path, a->weights_path, a->inputs_path};
+    static const char *const what[] = {"--config", "--catalogue", "--weights", "--inputs"};
+    const golden_places p = places_of(a, name);
+    return golden_refuse_inputs(&p, inputs, what, 4, err);
 }
 
 /* Everything one run of refenc golden makes, freed together. */
@@ -515,7 +530,7 @@ static double part_bytes(const golden_part_set *ps)
 static int make_part(golden_run *r, const golden_request *a, golden_outcome *out, refenc_error *err)
 {
     const golden_source *s = &r->s;
-    char tmp[4096] = "";
+    char tmp[PATH_MAX] = "";
     long prec = 0, prec_check = 0;
     int st = golden_part_set_init(&r->ps, &s->c, &r->steps, a->per_layer, (const double *const *)r->inputs,
                                   r->begin, r->end, err);
@@ -596,7 +611,6 @@ static int write_case(golden_run *r, const golden_request *a, golden_outcome *ou
 {
     const golden_source *s = &r->s;
     const variant_sets *v = &r->v;
-    char tmp[4096] = "";
     int st;
     json_t *per_layer_meta = a->per_layer ? json_pack("{s:s}", "per_layer", "true") : NULL;
     const golden_file g = {
@@ -607,13 +621,10 @@ static int write_case(golden_run *r, const golden_request *a, golden_outcome *ou
         .alt = v->set, .alt_names = v->names, .alt_keep = (const int *const *)v->keep,
         .variants = v->meta ? v->meta : json_array(), .extra_meta = per_layer_meta,
         .n_extra = a->per_layer ? s->c.cfg.n_layers : 0, .extra = r->le.e};
-    if (a->out_file != NULL) {
+    if (a->out_file != NULL)
         st = golden_file_write(&g, a->out_file, err);
-    } else if ((st = golden_mkdirs(a->out_dir, "cases", err)) == REFENC_OK) {
-        snprintf(tmp, sizeof tmp, "%s/cases/%s.safetensors.new", a->out_dir, s->name);
-        if ((st = golden_file_write(&g, tmp, err)) == REFENC_OK)
-            st = golden_dir_add(a->out_dir, s->name, tmp, err);
-    }
+    else
+        st = golden_dir_add(a->out_dir, &g, err);
     if (v->meta == NULL)
         json_decref((json_t *)g.variants);
     json_decref(per_layer_meta);
@@ -656,7 +667,11 @@ int golden_make(const golden_request *a, golden_outcome *out, char **report, ref
     memset(out, 0, sizeof *out);
     *report = NULL;
 
-    int st = source_build(&r.s, a, report, err);
+    /* --out-file is refused before any input is read; the files under --out
+     * DIR are named after the case, known once its source is */
+    int st = a->out_file != NULL ? refuse_inputs(a, NULL, err) : REFENC_OK;
+    if (st == REFENC_OK)
+        st = source_build(&r.s, a, report, err);
     /* ground truth from good input only, before any work (validate.h) */
     const golden_sources src = {a->inputs_path, a->weights_path,
                                 a->config_path ? a->config_path : a->catalogue_path};
@@ -666,7 +681,10 @@ int golden_make(const golden_request *a, golden_outcome *out, char **report, ref
         source_free(&r.s);
         return st;
     }
-    st = plan_units(&r, a, err);
+    if (a->out_file == NULL)
+        st = refuse_inputs(a, r.s.name, err);
+    if (st == REFENC_OK)
+        st = plan_units(&r, a, err);
     if (st == REFENC_OK && a->per_layer)
         st = stored_layer_inputs(&r, a, err);
     if (st == REFENC_OK && r.in_parts)

@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "../core/status.h"
+#include "file.h"
 
 
 /* The manifest entry of the case file at path, listed as `file` (a name in
@@ -24,23 +25,35 @@ int golden_manifest_entry(json_t **entry, const char *path, const char *file, re
 int golden_manifest_write(const char *path, const json_t *cases, refenc_error *err);
 
 /* Rebuilds a manifest for the cases a catalogue lists, in its order, from
- * the files CASES_DIR/<case>.safetensors.  Errors: as above, and
- * REFENC_EINVAL for a malformed catalogue. */
+ * the files CASES_DIR/<case>.safetensors.  out must be neither the
+ * catalogue nor one of those files; every case name must be a file name.
+ * Errors: as above, and REFENC_EINVAL for a malformed catalogue, a bad
+ * name, out being an input; REFENC_ELIMIT for a path over PATH_MAX. */
 int golden_manifest_for_catalogue(const char *catalogue, const char *cases_dir, const char *out,
                                   refenc_error *err);
 
-/* Puts the case file `tmp_path` into the golden directory dir as
- * dir/cases/<name>.safetensors and its entry into dir/manifest.json (added,
- * or replacing the entry of the same name in place), under a lock on dir, so
- * that concurrent runs into one directory each keep their entry.  The case
- * file and the manifest change together or not at all: on any error the
- * temporary file is removed and dir is left as it was.
- * Errors: REFENC_EIO, REFENC_EFORMAT (an existing manifest that is not one),
- * REFENC_ENOMEM. */
-int golden_dir_add(const char *dir, const char *name, const char *tmp_path, refenc_error *err);
+/* Writes the case g as dir/cases/<g->name>.safetensors and puts its entry
+ * into dir/manifest.json (added, or replacing the entry of the same name in
+ * place), all under the directory's lock (io/out_dir.h), so that of
+ * concurrent runs into one directory each stores its own case and entry,
+ * one after the other.  The manifest is read first, relative to dir and
+ * without following a link or blocking (a FIFO, a link, a directory or a
+ * malformed manifest is refused and left as it is, nothing written); the
+ * case is written atomically into cases/ (opened with O_NOFOLLOW: a link
+ * there is refused); a case that was new is taken back if the manifest
+ * cannot be written.  g->name must be a case name (golden_check_case_name).
+ * Errors: REFENC_EINVAL (the name), REFENC_ELIMIT (a path longer than
+ * PATH_MAX), REFENC_EIO, REFENC_EFORMAT (an existing manifest that is not
+ * one), REFENC_ENOMEM, those of golden_file_write. */
+int golden_dir_add(const char *dir, const golden_file *g, refenc_error *err);
 
-/* Creates dir and dir/SUB (SUB may be NULL) if they do not exist.
- * Errors: REFENC_EIO. */
+/* REFENC_EINVAL unless name, and name + ".safetensors", follow the rule of
+ * names that become file names (io/file_names.h): no '/', no "..", not
+ * starting with '.'.  where starts the message. */
+int golden_check_case_name(const char *name, const char *where, refenc_error *err);
+
+/* Creates dir and dir/SUB (SUB may be NULL) if they do not exist; SUB is
+ * never a symbolic link (io/out_dir.h).  Errors: REFENC_EIO. */
 int golden_mkdirs(const char *dir, const char *sub, refenc_error *err);
 
 #endif

@@ -19,6 +19,7 @@
 #include "digest.h"
 #include "manifest.h"
 #include "plan.h"
+#include "places.h"
 
 int golden_parse_shard(const char *s, size_t *k, size_t *n)
 {
@@ -430,6 +431,24 @@ static int check_shards(merge *m, refenc_error *err)
     return st;
 }
 
+/* The case's name becomes a file name, and no file the merge writes may be
+ * one of its parts (places.h). */
+static int check_places(const merge *m, const char *out_dir, const char *out_file, refenc_error *err)
+{
+    const char *name = meta(&m->p[0], "case");
+    int st = golden_check_case_name(name, m->paths[0], err);
+    const char **what = st == REFENC_OK ? malloc(m->n_parts * sizeof *what) : NULL;
+    if (st == REFENC_OK && what == NULL)
+        st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");
+    for (size_t i = 0; what != NULL && i < m->n_parts; i++)
+        what[i] = "part";
+    const golden_places p = {.out_dir = out_dir, .out_file = out_file, .name = name};
+    if (st == REFENC_OK)
+        st = golden_refuse_inputs(&p, m->paths, what, m->n_parts, err);
+    free(what);
+    return st;
+}
+
 /* Reads the case from part 1: its tensors but the slices. */
 static int case_from_first(merge *m, refenc_error *err)
 {
@@ -604,7 +623,6 @@ static int write_merged(const merge *m, golden_file *g, const char *out_dir, con
                         refenc_error *err)
 {
     const char *name = g->name;
-    char tmp[4096] = "";
     long prec = 0, check = 0;
     for (size_t i = 0; i < m->n_parts; i++) {
         prec = m->p[i].prec > prec ? m->p[i].prec : prec;
@@ -620,13 +638,10 @@ static int write_merged(const merge *m, golden_file *g, const char *out_dir, con
     g->n_extra = m->per_layer ? m->n_layers : 0;
     g->extra = m->extra;
     int st;
-    if (out_file != NULL) {
+    if (out_file != NULL)
         st = golden_file_write(g, out_file, err);
-    } else if ((st = golden_mkdirs(out_dir, "cases", err)) == REFENC_OK) {
-        snprintf(tmp, sizeof tmp, "%s/cases/%s.safetensors.new", out_dir, name);
-        if ((st = golden_file_write(g, tmp, err)) == REFENC_OK)
-            st = golden_dir_add(out_dir, name, tmp, err);
-    }
+    else
+        st = golden_dir_add(out_dir, g, err);
     json_decref(variants);
     if (st == REFENC_OK && !quiet)
         printf("refenc golden merge: case %s: %zu parts joined into %s%s%s%s\n", name, m->n_parts,
@@ -671,6 +686,8 @@ int golden_merge(const char *const *paths, size_t n_parts, const char *out_dir, 
         st = read_part(&m.p[i], paths[i], err);
     if (st == REFENC_OK)
         st = check_shards(&m, err);
+    if (st == REFENC_OK)
+        st = check_places(&m, out_dir, out_file, err);
     if (st == REFENC_OK) {
         m.per_layer = json_is_true(json_object_get(m.first->plan, "per_layer"));
         m.final_only = strcmp(plan_str(m.first, "outputs"), "final") == 0;

@@ -1,5 +1,6 @@
 /* Atomic output files (atomic_write.h). */
 #include "atomic_write.h"
+#include "temporaries.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -58,31 +59,33 @@ static void block_signals(refenc_atomic_file *a)
     a->blocked = pthread_sigmask(SIG_BLOCK, &set, &a->saved) == 0;
 }
 
-/* Splits path into its directory (opened as a->dirfd) and its name (a->base). */
-static int open_directory(refenc_atomic_file *a, const char *path, refenc_error *err)
+/* Splits path into its directory (opened relative to `at` as a->dirfd) and
+ * its name (a->base).  The directory part is the caller's to choose: it is
+ * resolved as given, symbolic links included; the name never is. */
+static int open_directory(refenc_atomic_file *a, int at, const char *path, refenc_error *err)
 {
     const char *slash = strrchr(path, '/');
     const char *base = slash != NULL ? slash + 1 : path;
     if (*base == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
-        return refenc_error_set(err, REFENC_EINVAL, "%s: names a directory, not a file", path);
+        return refenc_error_set(err, REFENC_EINVAL, "%s: names a directory, not a file", a->path);
     if (strlen(base) > REFENC_FILE_NAME_MAX)
-        return refenc_error_set(err, REFENC_EIO, "%s: cannot write: %s", path, strerror(ENAMETOOLONG));
+        return refenc_error_set(err, REFENC_EIO, "%s: cannot write: %s", a->path, strerror(ENAMETOOLONG));
     memcpy(a->base, base, strlen(base) + 1);
     const size_t dir_len = slash == NULL ? 0 : slash == path ? 1 : (size_t)(slash - path);
     char *dir = malloc(dir_len + 2);
     if (dir == NULL)
-        return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", path);
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", a->path);
     if (dir_len == 0)
         strcpy(dir, ".");
     else {
         memcpy(dir, path, dir_len);
         dir[dir_len] = '\0';
     }
-    a->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    a->dirfd = openat(at, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     const int e = errno;
     free(dir);
     if (a->dirfd < 0)
-        return refenc_error_set(err, REFENC_EIO, "%s: cannot write into its directory: %s", path,
+        return refenc_error_set(err, REFENC_EIO, "%s: cannot write into its directory: %s", a->path,
                                 strerror(e));
     return REFENC_OK;
 }
@@ -114,6 +117,10 @@ static int create_temporary(refenc_atomic_file *a, int replaces, mode_t mode, re
         return refenc_error_set(err, REFENC_EIO, "%s: cannot create a temporary file: 100 names taken",
                                 a->path);
     }
+    /* from here on a termination signal in any thread removes it */
+    if ((a->reg = refenc_temporaries_add(a->dirfd, a->tmp)) < 0)
+        return refenc_error_set(err, REFENC_EIO, "%s: cannot create a temporary file: %d already open",
+                                a->path, REFENC_TEMPORARIES_MAX);
     if (replaces && fchmod(a->fd, mode) != 0)
         return refenc_error_set(err, REFENC_EIO, "%s: cannot set the mode of the temporary file: %s",
                                 a->path, strerror(errno));
@@ -122,25 +129,31 @@ static int create_temporary(refenc_atomic_file *a, int replaces, mode_t mode, re
 
 int refenc_atomic_open(refenc_atomic_file *a, const char *path, refenc_error *err)
 {
+    return refenc_atomic_openat(a, AT_FDCWD, path, path, err);
+}
+
+int refenc_atomic_openat(refenc_atomic_file *a, int at, const char *path, const char *display,
+                         refenc_error *err)
+{
     memset(a, 0, sizeof *a);
-    a->path = path;
-    a->dirfd = a->fd = -1;
+    a->path = display != NULL ? display : path;
+    a->dirfd = a->fd = a->reg = -1;
     if (path == NULL || *path == '\0') {
         a->path = "";
         return refenc_error_set(err, REFENC_EINVAL, "an output file name is empty");
     }
-    int st = open_directory(a, path, err);
+    int st = open_directory(a, at, path, err);
     struct stat sb;
     int exists = 0;
     if (st == REFENC_OK) {
         if (fstatat(a->dirfd, a->base, &sb, AT_SYMLINK_NOFOLLOW) == 0)
             exists = 1;
         else if (errno != ENOENT)
-            st = refenc_error_set(err, REFENC_EIO, "%s: cannot write: %s", path, strerror(errno));
+            st = refenc_error_set(err, REFENC_EIO, "%s: cannot write: %s", a->path, strerror(errno));
     }
     if (st == REFENC_OK && exists && !S_ISREG(sb.st_mode))
         st = refenc_error_set(err, REFENC_EINVAL, "%s: is %s, not a regular file: refusing to replace it",
-                              path, file_kind(sb.st_mode));
+                              a->path, file_kind(sb.st_mode));
     if (st == REFENC_OK) {
         block_signals(a);
         st = create_temporary(a, exists, exists ? sb.st_mode & 0777 : 0, err);
@@ -189,6 +202,8 @@ int refenc_atomic_commit(refenc_atomic_file *a, refenc_error *err)
         return refenc_error_set(err, REFENC_EIO, "%s: cannot %s it: %s", a->path, step, strerror(e));
     }
     a->tmp[0] = '\0'; /* renamed: nothing to remove */
+    refenc_temporaries_remove(a->reg);
+    a->reg = -1;
     /* the rename itself durable; the file is complete and in place whatever
      * this says, so a failure here is not an error of the write */
     (void)fsync(a->dirfd);
@@ -201,9 +216,13 @@ void refenc_atomic_abort(refenc_atomic_file *a)
     if (a->fd >= 0)
         close(a->fd);
     a->fd = -1;
+    /* unlinked before it leaves the registry: a signal in between finds a
+     * name already gone, never a file it does not know */
     if (a->tmp[0] != '\0' && a->dirfd >= 0)
         unlinkat(a->dirfd, a->tmp, 0);
     a->tmp[0] = '\0';
+    refenc_temporaries_remove(a->reg);
+    a->reg = -1;
     if (a->dirfd >= 0)
         close(a->dirfd);
     a->dirfd = -1;
@@ -228,24 +247,21 @@ static int json_sink_write(const char *bytes, size_t n, void *data)
 
 int refenc_atomic_write_json(const char *path, const json_t *doc, size_t flags, refenc_error *err)
 {
+    return refenc_atomic_write_json_at(AT_FDCWD, path, path, doc, flags, err);
+}
+
+int refenc_atomic_write_json_at(int at, const char *path, const char *display, const json_t *doc,
+                                size_t flags, refenc_error *err)
+{
     refenc_atomic_file a;
-    int st = refenc_atomic_open(&a, path, err);
+    int st = refenc_atomic_openat(&a, at, path, display, err);
     if (st)
         return st;
     json_sink s = {&a, err, 0};
     if (json_dump_callback(doc, json_sink_write, &s, flags) != 0) {
         refenc_atomic_abort(&a);
         return s.failed ? REFENC_EIO
-                        : refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory writing the JSON", path);
+                        : refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory writing the JSON", a.path);
     }
     return refenc_atomic_commit(&a, err);
-}
-
-int refenc_refuse_same_file(const char *out, const char *in, const char *what, refenc_error *err)
-{
-    struct stat so, si;
-    if (stat(out, &so) == 0 && stat(in, &si) == 0 && so.st_dev == si.st_dev && so.st_ino == si.st_ino)
-        return refenc_error_set(err, REFENC_EINVAL, "%s: is the same file as the %s %s: refusing to "
-                                "overwrite it", out, what, in);
-    return REFENC_OK;
 }

@@ -23,8 +23,10 @@
  * Between open and commit or abort, the termination signals (SIGHUP, SIGINT,
  * SIGQUIT, SIGTERM) are blocked in the calling thread: one that arrives
  * mid-write takes effect once the temporary file is renamed or removed.
- * SIGKILL cannot be blocked: it may leave the temporary file, never a
- * changed target.  A file-size limit (RLIMIT_FSIZE) kills a process with
+ * Another thread (an OpenMP worker) may still take it: the temporary file is
+ * registered (temporaries.h), and the handler installed there removes it
+ * before the process ends by the signal.  SIGKILL can neither be blocked
+ * nor handled: it may leave the temporary file, never a changed target.  A file-size limit (RLIMIT_FSIZE) kills a process with
  * SIGXFSZ unless the process ignores that signal: programs should ignore it
  * (refenc and refenc-golden do), and a write past the limit then fails with
  * EFBIG and is reported like a full disk.
@@ -41,6 +43,7 @@
 #include <jansson.h>
 
 #include "../core/status.h"
+#include "same_file.h"
 
 /* The longest file name in a directory (Linux's NAME_MAX). */
 #define REFENC_FILE_NAME_MAX 255
@@ -51,6 +54,7 @@ typedef struct {
     int fd;                               /* the temporary file, or -1              */
     char base[REFENC_FILE_NAME_MAX + 1]; /* the target's name in its directory     */
     char tmp[REFENC_FILE_NAME_MAX + 1];  /* the temporary's name, "" when none     */
+    int reg;                              /* its entry in temporaries.h, or -1      */
     sigset_t saved;                       /* the signal mask before open            */
     int blocked;                          /* the termination signals are blocked    */
 } refenc_atomic_file;
@@ -61,6 +65,14 @@ typedef struct {
  * temporary file can be created: the message gives the system's reason).
  * On error nothing is left open or created. */
 int refenc_atomic_open(refenc_atomic_file *a, const char *path, refenc_error *err);
+
+/* The same with path relative to the directory descriptor `at` (AT_FDCWD:
+ * the working directory), and `display` (NULL: path; borrowed like path)
+ * as the target's name in every message.  A name without '/' under a
+ * directory the caller opened with O_NOFOLLOW is written exactly there,
+ * whatever happens to the paths above it, at any length of display. */
+int refenc_atomic_openat(refenc_atomic_file *a, int at, const char *path, const char *display,
+                         refenc_error *err);
 
 /* Appends n bytes.  Errors: REFENC_EIO (the temporary file is then removed). */
 int refenc_atomic_write(refenc_atomic_file *a, const void *buf, size_t n, refenc_error *err);
@@ -78,11 +90,8 @@ void refenc_atomic_abort(refenc_atomic_file *a);
 int refenc_atomic_write_json(const char *path, const json_t *doc, size_t flags,
                              refenc_error *err);
 
-/* REFENC_EINVAL when `out` names the same file as `in` (same device and
- * inode; both must exist for that), with the message "OUT: is the same file
- * as the WHAT IN: refusing to overwrite it".  An output must never replace
- * an input, whatever the path says (a link, "./x" for "x"). */
-int refenc_refuse_same_file(const char *out, const char *in, const char *what,
-                            refenc_error *err);
+/* The same relative to `at`, display in messages (refenc_atomic_openat). */
+int refenc_atomic_write_json_at(int at, const char *path, const char *display, const json_t *doc,
+                                size_t flags, refenc_error *err);
 
 #endif

@@ -9,14 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int refenc_open_regular(int *fd, size_t *size, const char *path, refenc_error *err)
+/* Checks the open descriptor *fd is a regular file and finds its size; closes it if not. */
+static int check_regular(int *fd, size_t *size, const char *path, refenc_error *err)
 {
-    *size = 0;
-    /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused
-     * below); it changes nothing for a regular file */
-    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (*fd < 0)
-        return refenc_error_set(err, REFENC_EIO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     int st = REFENC_OK;
     if (fstat(*fd, &sb) != 0)
@@ -34,6 +29,39 @@ int refenc_open_regular(int *fd, size_t *size, const char *path, refenc_error *e
     }
     *size = (size_t)sb.st_size;
     return REFENC_OK;
+}
+
+int refenc_open_regular(int *fd, size_t *size, const char *path, refenc_error *err)
+{
+    *size = 0;
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused
+     * below); it changes nothing for a regular file */
+    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (*fd < 0)
+        return refenc_error_set(err, REFENC_EIO, "%s: cannot open: %s", path, strerror(errno));
+    return check_regular(fd, size, path, err);
+}
+
+int refenc_open_regular_at(int *fd, size_t *size, int at, const char *path, const char *display,
+                           int *absent, refenc_error *err)
+{
+    *size = 0;
+    if (absent != NULL)
+        *absent = 0;
+    if (display == NULL)
+        display = path;
+    *fd = openat(at, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (*fd < 0) {
+        const int e = errno;
+        struct stat sb;
+        if (e == ENOENT && absent != NULL)
+            *absent = 1;
+        if (e == ELOOP && fstatat(at, path, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode))
+            return refenc_error_set(err, REFENC_EIO, "%s: is a symbolic link, not a regular file: refusing "
+                                    "to read it", display);
+        return refenc_error_set(err, REFENC_EIO, "%s: cannot open: %s", display, strerror(e));
+    }
+    return check_regular(fd, size, display, err);
 }
 
 int refenc_read_at(int fd, void *buf, size_t n, size_t off, const char *path, refenc_error *err)
@@ -57,16 +85,12 @@ int refenc_read_at(int fd, void *buf, size_t n, size_t off, const char *path, re
     return REFENC_OK;
 }
 
-int refenc_read_file(char **buf, size_t *n, const char *path, size_t max, refenc_error *err)
+/* The whole of the open regular file fd of `size` bytes (read_file's contract); closes fd. */
+static int read_whole(char **buf, size_t *n, int fd, size_t size, const char *path, size_t max,
+                      refenc_error *err)
 {
-    *buf = NULL;
-    *n = 0;
-    int fd;
-    size_t size;
-    int st = refenc_open_regular(&fd, &size, path, err);
-    if (st)
-        return st;
     char *b = NULL;
+    int st;
     if (size > max)
         st = refenc_error_set(err, REFENC_ELIMIT, "%s: %zu bytes, more than the limit of %zu", path,
                               size, max);
@@ -83,4 +107,25 @@ int refenc_read_file(char **buf, size_t *n, const char *path, size_t max, refenc
     *buf = b;
     *n = size;
     return REFENC_OK;
+}
+
+int refenc_read_file(char **buf, size_t *n, const char *path, size_t max, refenc_error *err)
+{
+    *buf = NULL;
+    *n = 0;
+    int fd;
+    size_t size;
+    int st = refenc_open_regular(&fd, &size, path, err);
+    return st ? st : read_whole(buf, n, fd, size, path, max, err);
+}
+
+int refenc_read_file_at(char **buf, size_t *n, int at, const char *path, const char *display, size_t max,
+                        int *absent, refenc_error *err)
+{
+    *buf = NULL;
+    *n = 0;
+    int fd;
+    size_t size;
+    int st = refenc_open_regular_at(&fd, &size, at, path, display, absent, err);
+    return st ? st : read_whole(buf, n, fd, size, display != NULL ? display : path, max, err);
 }

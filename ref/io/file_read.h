@@ -16,6 +16,16 @@
  * On error *fd is -1. */
 int refenc_open_regular(int *fd, size_t *size, const char *path, refenc_error *err);
 
+/* The same for the name `path` relative to the directory descriptor `at`
+ * (AT_FDCWD: the working directory), named `display` in messages, and
+ * opened with O_NOFOLLOW: a symbolic link at the name is refused ("is a
+ * symbolic link, not a regular file"), never followed.  For files inside a
+ * directory refenc writes (a golden directory's manifest.json), where a
+ * planted link must not redirect the read.  absent (may be NULL): set to 1,
+ * with REFENC_EIO, when nothing exists at the name. */
+int refenc_open_regular_at(int *fd, size_t *size, int at, const char *path, const char *display,
+                           int *absent, refenc_error *err);
+
 /* Reads exactly n bytes from offset off of fd into buf, retrying after
  * interruptions.  Errors: REFENC_EIO (a read error, or the end of the file
  * before n bytes: the file changed while it was read). */
@@ -25,5 +35,9 @@ int refenc_read_at(int fd, void *buf, size_t n, size_t off, const char *path, re
  * NUL after the n bytes (free it).  Errors: as above, and REFENC_ELIMIT (more
  * than max bytes: nothing is read), REFENC_ENOMEM. */
 int refenc_read_file(char **buf, size_t *n, const char *path, size_t max, refenc_error *err);
+
+/* The same through refenc_open_regular_at (absent as there). */
+int refenc_read_file_at(char **buf, size_t *n, int at, const char *path, const char *display, size_t max,
+                        int *absent, refenc_error *err);
 
 #endif

@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <nettle/sha2.h>
 
+#include "file_names.h"
 #include "file_read.h"
 
 void refenc_sha256_hex(char hex[65], const void *bytes, size_t n)
@@ -27,16 +28,8 @@ void refenc_sha256_hex(char hex[65], const void *bytes, size_t n)
 
 int refenc_manifest_name_ok(const char *s)
 {
-    const size_t n = s != NULL ? strlen(s) : 0;
-    if (n == 0 || n >= REFENC_CASE_NAME_MAX || s[0] == '.' || strstr(s, "..") != NULL)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        const char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-              c == '-' || c == '.'))
-            return 0;
-    }
-    return 1;
+    /* the one rule of names that become file names (file_names.h) */
+    return refenc_file_name_ok(s) && strlen(s) < REFENC_CASE_NAME_MAX;
 }
 
 static int is_sha256_hex(const char *s)

@@ -765,6 +765,19 @@ int refenc_st_read(refenc_st_file *f, const char *path, refenc_error *err)
     return st;
 }
 
+int refenc_st_read_at(refenc_st_file *f, int at, const char *path, const char *display, refenc_error *err)
+{
+    memset(f, 0, sizeof *f);
+    int fd;
+    size_t size;
+    int st = refenc_open_regular_at(&fd, &size, at, path, display, NULL, err);
+    if (st)
+        return st;
+    st = read_checked(f, fd, size, display, err);
+    close(fd);
+    return st;
+}
+
 const refenc_st_tensor *refenc_st_find(const refenc_st_file *f, const char *name)
 {
     for (size_t i = 0; i < f->n_tensors; i++)
@@ -1121,14 +1134,14 @@ static int padded_header(char **out, size_t *len, const write_plan *p, const jso
 
 /* The file's bytes, written atomically (atomic_write.h): the 8-byte header
  * length, the header, then each tensor's data in layout order. */
-static int write_file(const char *path, const char *header, size_t len, const write_plan *p,
-                      refenc_error *err)
+static int write_file(int at, const char *path, const char *display, const char *header, size_t len,
+                      const write_plan *p, refenc_error *err)
 {
     unsigned char prefix[8];
     for (int i = 0; i < 8; i++)
         prefix[i] = (unsigned char)((uint64_t)len >> (8 * i));
     refenc_atomic_file a;
-    int st = refenc_atomic_open(&a, path, err);
+    int st = refenc_atomic_openat(&a, at, path, display, err);
     if (st == REFENC_OK)
         st = refenc_atomic_write(&a, prefix, 8, err);
     if (st == REFENC_OK)
@@ -1141,14 +1154,22 @@ static int write_file(const char *path, const char *header, size_t len, const wr
 int refenc_st_write(const char *path, const refenc_st_entry *entries, size_t n,
                     const json_t *metadata, refenc_error *err)
 {
+    return refenc_st_write_at(AT_FDCWD, path, path, entries, n, metadata, err);
+}
+
+int refenc_st_write_at(int at, const char *path, const char *display, const refenc_st_entry *entries,
+                       size_t n, const json_t *metadata, refenc_error *err)
+{
     write_plan p;
-    int st = plan_write(&p, path, entries, n, metadata, err);
+    if (display == NULL)
+        display = path;
+    int st = plan_write(&p, display, entries, n, metadata, err);
     if (st == REFENC_OK) {
         char *header;
         size_t len = 0;
-        st = padded_header(&header, &len, &p, metadata, path, err);
+        st = padded_header(&header, &len, &p, metadata, display, err);
         if (st == REFENC_OK)
-            st = write_file(path, header, len, &p, err);
+            st = write_file(at, path, display, header, len, &p, err);
         free(header);
     }
     plan_free(&p);

@@ -100,6 +100,11 @@ typedef struct {
  * (safe to free). */
 int refenc_st_read(refenc_st_file *f, const char *path, refenc_error *err);
 
+/* The same for `path` relative to the directory descriptor `at`, opened
+ * with O_NOFOLLOW (file_read.h, refenc_open_regular_at), `display` in
+ * messages and as f->path. */
+int refenc_st_read_at(refenc_st_file *f, int at, const char *path, const char *display, refenc_error *err);
+
 /* Validates a buffer already in memory (the fuzzing entry point): never
  * reads outside buf[0..size), never leaks, whatever the bytes.  `name` is
  * used in messages.  The buffer is borrowed: it must outlive f.
@@ -159,5 +164,10 @@ typedef struct {
  * REFENC_ENOMEM. */
 int refenc_st_write(const char *path, const refenc_st_entry *entries, size_t n,
                     const json_t *metadata, refenc_error *err);
+
+/* The same for `path` relative to the directory descriptor `at`, `display`
+ * (NULL: path) in messages (atomic_write.h, refenc_atomic_openat). */
+int refenc_st_write_at(int at, const char *path, const char *display, const refenc_st_entry *entries,
+                       size_t n, const json_t *metadata, refenc_error *err);
 
 #endif

@@ -1,0 +1,104 @@
+/* The registry of temporary files and the termination handler (temporaries.h). */
+#include "temporaries.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "atomic_write.h"
+
+/* An entry's state: FREE, then FILLING while its owner writes it, LIVE once
+ * the handler may read it, TAKEN when the handler has claimed it. */
+enum { FREE, FILLING, LIVE, TAKEN };
+
+typedef struct {
+    int state; /* accessed with __atomic builtins only */
+    int dirfd;
+    char name[REFENC_FILE_NAME_MAX + 1];
+} entry;
+
+static entry table[REFENC_TEMPORARIES_MAX];
+static int installed; /* the handlers: 0 not yet, 1 being installed or done */
+
+static const int termination[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+
+void refenc_temporaries_unlink_all(void)
+{
+    for (int i = 0; i < REFENC_TEMPORARIES_MAX; i++) {
+        int live = LIVE;
+        if (__atomic_compare_exchange_n(&table[i].state, &live, TAKEN, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            unlinkat(table[i].dirfd, table[i].name, 0);
+    }
+}
+
+/* Unlinks the temporaries, then ends the process by the same signal: the
+ * disposition is back to the default (SA_RESETHAND); unblocked in this
+ * thread, the signal raised again is delivered before raise returns.  (A
+ * writer whose entry was taken waits in refenc_temporaries_remove: it never
+ * reports the vanished file as an error of its own.) */
+static void on_termination(int sig)
+{
+    const int saved = errno;
+    refenc_temporaries_unlink_all();
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    raise(sig);
+    errno = saved;
+}
+
+/* Installs on_termination for each termination signal left at its default. */
+static void install_handlers(void)
+{
+    int expected = 0;
+    if (!__atomic_compare_exchange_n(&installed, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return;
+    for (size_t k = 0; k < sizeof termination / sizeof termination[0]; k++) {
+        struct sigaction old, sa;
+        if (sigaction(termination[k], NULL, &old) != 0 || old.sa_handler != SIG_DFL ||
+            (old.sa_flags & SA_SIGINFO))
+            continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_termination;
+        sigemptyset(&sa.sa_mask);
+        for (size_t j = 0; j < sizeof termination / sizeof termination[0]; j++)
+            sigaddset(&sa.sa_mask, termination[j]); /* one handler at a time per thread */
+        sa.sa_flags = SA_RESETHAND;
+        sigaction(termination[k], &sa, NULL);
+    }
+}
+
+int refenc_temporaries_add(int dirfd, const char *name)
+{
+    install_handlers();
+    if (strlen(name) > REFENC_FILE_NAME_MAX)
+        return -1;
+    for (int i = 0; i < REFENC_TEMPORARIES_MAX; i++) {
+        int free_ = FREE;
+        if (!__atomic_compare_exchange_n(&table[i].state, &free_, FILLING, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE))
+            continue;
+        table[i].dirfd = dirfd;
+        memcpy(table[i].name, name, strlen(name) + 1);
+        __atomic_store_n(&table[i].state, LIVE, __ATOMIC_RELEASE);
+        return i;
+    }
+    return -1;
+}
+
+void refenc_temporaries_remove(int i)
+{
+    if (i < 0 || i >= REFENC_TEMPORARIES_MAX)
+        return;
+    int live = LIVE;
+    if (__atomic_compare_exchange_n(&table[i].state, &live, FREE, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return;
+    /* a handler took it: it has unlinked the file (or is unlinking it, with
+     * this entry's descriptor) and the process ends by its signal; going on
+     * would report a vanished temporary as an error, or close the descriptor */
+    for (;;)
+        pause();
+}
