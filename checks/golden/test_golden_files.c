@@ -37,6 +37,7 @@
 #include <jansson.h>
 
 #include "../../ref/golden/file.h"
+#include "../../ref/golden/plan.h"
 #include "../../ref/io/case_file.h"
 #include "../../ref/io/manifest.h"
 #include "../../ref/io/safetensors.h"
@@ -202,45 +203,30 @@ Test(golden_files, an_output_that_is_an_input_of_the_same_command_is_refused, .t
 
 /* ---- names that become file names ---------------------------------------------------------- */
 
-/* Part files whose case is renamed to `name`, with the fingerprint merge
- * recomputes for that name (an attacker can: it is an unkeyed hash of the
- * part's own claims), from the parts p1 (shard 1/2) and p2 into q1, q2. */
+/* Part files whose case is renamed to `name`, with the plan and fingerprint
+ * merge checks rewritten to match (an attacker can: they are unkeyed hashes
+ * of the part's own claims, docs/certify.md), from the parts p1 (shard 1/2)
+ * and p2 into q1, q2. */
 static void rename_parts(const char *p1, const char *p2, const char *q1, const char *q2, const char *name)
 {
-    refenc_st_file f;
-    refenc_error err;
-    cr_assert_eq(refenc_st_read(&f, p1, &err), REFENC_OK, "%s", err.message);
-    refenc_st_file view = f;
-    refenc_st_tensor *kept = malloc(f.n_tensors * sizeof *kept);
-    cr_assert_not_null(kept);
-    view.tensors = kept;
-    view.n_tensors = 0;
-    for (size_t t = 0; t < f.n_tensors; t++)
-        if (strncmp(f.tensors[t].name, GOLDEN_SLICE_PREFIX, strlen(GOLDEN_SLICE_PREFIX)) != 0)
-            kept[view.n_tensors++] = f.tensors[t];
-    refenc_case c;
-    cr_assert_eq(refenc_case_from_file(&c, &view, &err), REFENC_OK, "%s", err.message);
-    json_t *bugs = json_loads(refenc_st_metadata(&f, "bug_classes"), 0, NULL);
-    json_t *tol = json_loads(refenc_st_metadata(&f, "tolerance"), 0, NULL);
-    const golden_file g = {.c = &c, .name = name, .description = refenc_st_metadata(&f, "description"),
-                           .bug_classes = bugs, .tolerance = json_object_size(tol) ? tol : NULL,
-                           .float32_hazard = refenc_st_metadata(&f, "float32_hazard")};
-    char fp[65];
-    golden_fingerprint(fp, &g, 0, 0, atol(refenc_st_metadata(&f, "first_prec")));
     const char *from[2] = {p1, p2}, *to[2] = {q1, q2};
     for (int k = 0; k < 2; k++) {
         rb_golden part;
         rb_golden_load_file(&part, from[k]);
+        json_t *plan = json_loads(json_string_value(json_object_get(part.meta, "plan")), 0, NULL);
+        cr_assert_not_null(plan, "%s: no plan", from[k]);
+        json_object_set_new(plan, "case", json_string(name));
+        char *text = golden_plan_text(plan), fp[65];
+        cr_assert_not_null(text);
+        refenc_sha256_hex(fp, text, strlen(text));
         rb_golden_set_meta(&part, "case", name);
+        rb_golden_set_meta(&part, "plan", text);
         rb_golden_set_meta(&part, "fingerprint", fp);
         rb_golden_write(&part, to[k]);
         rb_golden_free(&part);
+        free(text);
+        json_decref(plan);
     }
-    json_decref(bugs);
-    json_decref(tol);
-    refenc_case_free(&c);
-    free(kept);
-    refenc_st_free(&f);
 }
 
 Test(golden_files, a_case_name_that_is_not_a_file_name_is_refused_where_it_becomes_one, .timeout = 120)
@@ -282,7 +268,7 @@ Test(golden_files, a_case_name_that_is_not_a_file_name_is_refused_where_it_becom
     pf(escaped, "%s/one/x.safetensors", dir);
     rb_result r = rb_run((const char *[]){"refenc", "golden", "merge", "--out", deep, q1, q2, NULL});
     rb_expect_error(&r, 2, "golden", "a part naming its case ../../../x",
-                    (const char *[]){"q1.safetensors: case name '../../../x' cannot be a file name", NULL});
+                    (const char *[]){"q1.safetensors: __metadata__.plan: case '../../../x' is not a case name", NULL});
     rb_result_free(&r);
     cr_expect(!rb_exists(escaped), "merge --out wrote %s, outside its directory", escaped);
     cr_expect(!rb_exists(deep), "merge made its output directory for a case it refuses");

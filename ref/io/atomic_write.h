@@ -43,10 +43,8 @@
 #include <jansson.h>
 
 #include "../core/status.h"
+#include "file_names.h"
 #include "same_file.h"
-
-/* The longest file name in a directory (Linux's NAME_MAX). */
-#define REFENC_FILE_NAME_MAX 255
 
 typedef struct {
     const char *path;                     /* the target, as given (borrowed)       */

@@ -17,6 +17,9 @@
 
 #include "../core/status.h"
 
+/* The longest file name in a directory (Linux's NAME_MAX). */
+#define REFENC_FILE_NAME_MAX 255
+
 #define REFENC_SAFE_NAME_MAX 127
 #define REFENC_SAFE_NAME_RULE                                                                  \
     "1 to 127 characters of A-Z a-z 0-9 . _ -, not starting with '.' and without '..'"

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "atomic_write.h"
+#include "file_names.h"
 
 /* An entry's state: FREE, then FILLING while its owner writes it, LIVE once
  * the handler may read it, TAKEN when the handler has claimed it. */
