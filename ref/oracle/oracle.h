@@ -559,8 +559,10 @@ double refenc_mp_encoder_unit_work(const refenc_config *cfg, size_t L, int per_l
 /* The outputs of a golden case (golden_case.h), from the oracle: every output
  * the reference reports for the case (refenc_case_run_reference), with the
  * same names, in the same order.  hooks: NULL for the case as specified, or a
- * bug variant's (variants.h).  certify: 1 for the golden outputs, each the
- * certified correctly rounded double (refenc_mp_certify, starting at prec);
+ * bug variant's (variants.h).  The encoder, attention and FFN cases run on
+ * the engine (refenc_mp_encoder_run, one thread), the others on their
+ * kernels.  certify: 1 for the golden outputs, each the certified correctly
+ * rounded double (Ziv's test, starting at prec);
  * 0 for one evaluation at prec, every value rounded once to double (a bug
  * variant's outputs, which only need to be far more accurate than any
  * tolerance: at 128 bits they are within 2^-70 relative of the exact ones,
