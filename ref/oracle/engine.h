@@ -89,8 +89,10 @@ void refenc_mpe_rows(refenc_mpe_unit *u, size_t n, refenc_mpe_row_fn fn, const v
 typedef void (*refenc_mpe_head_fn)(refenc_mpe_unit *u, size_t h, refenc_mpe_worker *w, void *arg);
 void refenc_mpe_heads(refenc_mpe_unit *u, refenc_mpe_head_fn fn, void *arg);
 
-/* Runs fn on lane li with the MPFR inexact flag gathered into the lane. */
+/* for every lane li of the unit (one thread: the embedding's steps) */
 #define REFENC_MPE_LANES(u, li) for (int li = 0; li < (u)->lanes_n; li++)
+/* Work on lane li between these two: MPFR's inexact flag, cleared by
+ * begin, is gathered into the lane's by end. */
 void refenc_mpe_inexact_begin(void);
 void refenc_mpe_inexact_end(refenc_mpe_unit *u, int li);
 

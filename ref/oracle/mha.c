@@ -41,7 +41,7 @@ static void out_proj_row(refenc_mpe_unit *u, int li, size_t r, refenc_mpe_worker
                             &u->lm->out_span, &w->ws[li]);
 }
 
-/* RoPE on q (task 0) and k (task 1) of row-block... of every lane. */
+/* RoPE on every head of q (task 0) or k (task 1) of lane li. */
 static void rope_row(refenc_mpe_unit *u, int li, size_t task, refenc_mpe_worker *w, const void *arg)
 {
     (void)arg;
@@ -50,7 +50,8 @@ static void rope_row(refenc_mpe_unit *u, int li, size_t task, refenc_mpe_worker 
     refenc_mpk_rope_forward(x, x, u->pos, u->H, u->L, u->Dh, u->base, u->cfg->rope_layout, &w->ws[li]);
 }
 
-/* The first weight of the item not certified (SIZE_MAX: none), per head. */
+/* What the heads report: the first weight of the item not certified
+ * (SIZE_MAX: none), and which lanes saw an inexact operation. */
 typedef struct {
     const char *step;
     int want, was_inexact;
