@@ -73,6 +73,28 @@ int refenc_workspace_alloc(refenc_workspace *ws, const refenc_config *cfg, size_
     return REFENC_OK;
 }
 
+int refenc_workspace_alloc_embed(refenc_workspace *ws, const refenc_config *cfg, size_t B, size_t L,
+                                 refenc_error *err)
+{
+    memset(ws, 0, sizeof *ws);
+    int st = refenc_config_validate_shape(cfg, B, L, err);
+    if (st)
+        return st;
+    const int need_ids = cfg->type_vocab_size > 0 || cfg->position_ids == REFENC_POSIDS_ROBERTA;
+    ws->positions = malloc(L * sizeof(int64_t));
+    ws->ids = need_ids ? malloc(B * L * sizeof(int64_t)) : NULL;
+    if (ws->positions == NULL || (need_ids && ws->ids == NULL)) {
+        refenc_workspace_free(ws);
+        return refenc_error_set(err, REFENC_ENOMEM, "workspace: cannot allocate the positions for batch %zu x "
+                                "seq_len %zu", B, L);
+    }
+    ws->B = B;
+    ws->L = L;
+    for (size_t l = 0; l < L; l++)
+        ws->positions[l] = (int64_t)l;
+    return REFENC_OK;
+}
+
 void refenc_workspace_free(refenc_workspace *ws)
 {
     if (ws == NULL)
@@ -147,6 +169,9 @@ int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params 
     int st = check_call(ws, cfg, in, err);
     if (st)
         return st;
+    if (ws->block == NULL)
+        return refenc_error_set(err, REFENC_EINVAL, "workspace: allocated for the embedding alone "
+                                "(refenc_workspace_alloc_embed), not for the layers");
 
     const size_t B = in->B, L = in->L, D = cfg->d_model, BLD = B * L * D;
     const size_t bld[3] = {B, L, D};

@@ -31,6 +31,12 @@ int refenc_workspace_alloc(refenc_workspace *ws, const refenc_config *cfg, size_
                            refenc_error *err);
 void refenc_workspace_free(refenc_workspace *ws);
 
+/* A workspace for refenc_encoder_embed alone: the positions and ids, no
+ * layer buffers (refenc_encoder_forward refuses it with REFENC_EINVAL).
+ * Errors: as refenc_workspace_alloc. */
+int refenc_workspace_alloc_embed(refenc_workspace *ws, const refenc_config *cfg, size_t B, size_t L,
+                                 refenc_error *err);
+
 /* The encoder stack.
  * y: (B, L, D).
  *   h = E[tokens] * sqrt(D)              if vocab_size > 0 and scale_embedding,

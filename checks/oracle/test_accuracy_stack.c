@@ -228,28 +228,3 @@ Test(accuracy_stack, family_distilbert) { run_family(&FAMILIES[2], 262); }
 Test(accuracy_stack, family_gpt2_fully_masked_rows_finfo_min) { run_family(&FAMILIES[3], 263); }
 Test(accuracy_stack, family_gpt2_fully_masked_rows_minus_inf) { run_family(&FAMILIES[4], 264); }
 Test(accuracy_stack, family_clip_text) { run_family(&FAMILIES[5], 265); }
-
-Test(accuracy_stack, the_layer_twin_matches_the_stack)
-{
-    /* refenc_mp_layer_forward on the stack's input gives the stack's first
-     * layer output: one API, one computation */
-    refenc_config cfg;
-    refenc_config_default(&cfg);
-    cfg.d_model = 12, cfg.n_heads = 3, cfg.d_ff = 20, cfg.n_layers = 1, cfg.final_norm = 0;
-    refenc_params p;
-    refenc_error err;
-    cr_assert_eq(refenc_params_alloc(&p, &cfg, &err), REFENC_OK);
-    gsl_rng *r = test_rng(250);
-    refenc_params_init_random(&p, &cfg, r);
-    const size_t B = 2, L = 4, n = B * L * 12;
-    double *x = acc_randn(n, 0, 1, r), *y1 = acc_zeros(n), *y2 = acc_zeros(n);
-    const int64_t pos[4] = {0, 1, 2, 3};
-    refenc_attn_options opt = {.positions = pos, .temperature = 1.0};
-    refenc_input in = {.B = B, .L = L, .x = x};
-    MP_OK(refenc_mp_layer_forward(y1, x, &p.layers[0], &cfg, &opt, NULL, B, L, 0, NULL, P0, REP));
-    MP_OK(refenc_mp_encoder_forward(y2, &p, &cfg, &in, NULL, P0, REP));
-    cr_assert(memcmp(y1, y2, n * sizeof(double)) == 0);
-    free(x), free(y1), free(y2);
-    gsl_rng_free(r);
-    refenc_params_free(&p);
-}

@@ -120,7 +120,7 @@ static void check(dot_case *c, const char *where)
             refenc_mp_dot_portable(kernel == 4);
             refenc_mp_row_load(&ws, x, c->n);
             mpfr_clear_flags();
-            refenc_mp_dot_row_d(c->got, x, c->y, c->has_extra ? &c->extra : NULL, &span, &ws);
+            refenc_mp_dot_row_d(c->got, x, c->y, c->has_extra ? &c->extra : NULL, 0, &span, &ws);
             refenc_mp_wspan_unfix(&span);
         }
         refenc_mp_dot_portable(0);
@@ -458,8 +458,9 @@ Test(oracle_dot, fixed_point_weights_outliers_groups_and_long_rows_equal_mpfr_su
             cr_assert_eq(refenc_mp_ws_alloc(&ws, prec, 4, in + 1), REFENC_OK);
             for (size_t n = 0; n < ROWS; n++) {
                 refenc_mp_row_load(&ws, x + n * in, in);
-                cr_expect(ws.row.nnz == 0 || (ws.row.fx_n != 0) == (prec <= 256),
-                          "the fixed-point path %s at %ld bits", ws.row.fx_n ? "taken" : "not taken", (long)prec);
+                /* which rows take the fixed-point path depends on the values'
+                 * lengths and spans (random here): the path is checked on
+                 * constructed rows, the_fixed_point_path_is_taken_exactly_where_the_values_fit */
                 for (size_t o = 0; o < OUT; o++) {
                     for (size_t k = 0; k < in; k++) {
                         mpfr_set_prec(prod + k, 2 * prec + 53);
@@ -473,7 +474,7 @@ Test(oracle_dot, fixed_point_weights_outliers_groups_and_long_rows_equal_mpfr_su
                     mpfr_sum(want, pp, in + 1, MPFR_RNDN);
                     const int want_inexact = mpfr_inexflag_p();
                     mpfr_clear_flags();
-                    refenc_mp_dot_row_d(y + n * OUT + o, x + n * in, W + o * in, b + o, &span, &ws);
+                    refenc_mp_dot_row_d(y + n * OUT + o, x + n * in, W + o * in, b + o, o, &span, &ws);
                     const int inexact = mpfr_inexflag_p();
                     snprintf(where, sizeof where, "seed %lu, n %zu, %ld bits, x row %zu, weight row %zu", test_seed(),
                              in, (long)prec, n, o);
@@ -485,7 +486,7 @@ Test(oracle_dot, fixed_point_weights_outliers_groups_and_long_rows_equal_mpfr_su
                     /* the portable group sums, where x86-64's ADX code ran: the same */
                     refenc_mp_dot_portable(1);
                     mpfr_clear_flags();
-                    refenc_mp_dot_row_d(alt, x + n * in, W + o * in, b + o, &span, &ws);
+                    refenc_mp_dot_row_d(alt, x + n * in, W + o * in, b + o, o, &span, &ws);
                     cr_expect(same(alt, want) && mpfr_inexflag_p() == want_inexact, "%s, portable: got %a",
                               where, mpfr_get_d(alt, MPFR_RNDN));
                     refenc_mp_dot_portable(0);
@@ -506,6 +507,138 @@ Test(oracle_dot, fixed_point_weights_outliers_groups_and_long_rows_equal_mpfr_su
         refenc_mp_wspan_unfix(&span);
         cr_expect(span.fix == NULL);
         free(W);
+    }
+    gsl_rng_free(r);
+}
+
+/* ---- the fixed-point path: where it is taken, and wide exponent spreads ---------------- */
+
+/* want = mpfr_sum of the exact products x[k] w[k] and the bias b */
+static void row_want(mpfr_ptr want, mpfr_srcptr x, const double *w, double b, size_t in)
+{
+    mpfr_t prod[N_MAX + 1];
+    mpfr_ptr pp[N_MAX + 1];
+    for (size_t k = 0; k < in; k++) {
+        mpfr_init2(prod[k], mpfr_get_prec(x + k) + 53);
+        cr_assert_eq(mpfr_mul_d(prod[k], x + k, w[k], MPFR_RNDN), 0, "a product was not exact");
+        pp[k] = prod[k];
+    }
+    mpfr_init2(prod[in], 53);
+    mpfr_set_d(prod[in], b, MPFR_RNDN);
+    pp[in] = prod[in];
+    mpfr_sum(want, pp, in + 1, MPFR_RNDN);
+    for (size_t k = 0; k <= in; k++)
+        mpfr_clear(prod[k]);
+}
+
+/* Every row o of W (OUT, in) and b against x: refenc_mp_dot_row_d with W in
+ * fixed point (fix) or not, equal to mpfr_sum; returns how many sums took
+ * the fixed-point path. */
+static size_t rows_check(mpfr_srcptr x, const double *W, const double *b, size_t out, size_t in, int fix,
+                         const char *what)
+{
+    const mpfr_prec_t prec = mpfr_get_prec(x);
+    refenc_mp_wspan span;
+    refenc_mp_wspan_of(&span, W, out * in, b, out);
+    if (fix)
+        cr_assert_eq(refenc_mp_wspan_fix(&span, W, out, in), REFENC_OK);
+    refenc_mp_ws ws;
+    cr_assert_eq(refenc_mp_ws_alloc(&ws, prec, 4, in + 1), REFENC_OK);
+    mpfr_t got, want;
+    mpfr_inits2(prec, got, want, (mpfr_ptr)0);
+    refenc_mp_row_load(&ws, x, in);
+    for (size_t o = 0; o < out; o++) {
+        refenc_mp_dot_row_d(got, x, W + o * in, b + o, o, &span, &ws);
+        row_want(want, x, W + o * in, b[o], in);
+        cr_expect(same(got, want), "seed %lu, %s, %ld bits, %s, row %zu: got %a, want %a", test_seed(), what,
+                  (long)prec, fix ? "fixed point" : "general", o, mpfr_get_d(got, MPFR_RNDN),
+                  mpfr_get_d(want, MPFR_RNDN));
+    }
+    const size_t fixed = ws.fixed_rows;
+    mpfr_clears(got, want, (mpfr_ptr)0);
+    refenc_mp_ws_free(&ws);
+    refenc_mp_wspan_unfix(&span);
+    return fixed;
+}
+
+/* The path is a matter of the values' lengths, and deterministic: doubles
+ * (one limb once their zero low limbs are dropped) and values of 256 bits
+ * take it at every precision; values that fill 5 limbs (320 bits of ones)
+ * do not.  The same sums either way (mpfr_sum's).  Negative control: the
+ * same rows without fixed-point weights take it nowhere. */
+Test(oracle_dot, the_fixed_point_path_is_taken_exactly_where_the_values_fit)
+{
+    enum { OUT = 5, IN = 24 };
+    gsl_rng *r = test_rng(77);
+    double W[OUT * IN], b[OUT];
+    for (size_t i = 0; i < OUT * IN; i++)
+        W[i] = gsl_ran_gaussian(r, 0.2);
+    for (size_t o = 0; o < OUT; o++)
+        b[o] = gsl_ran_gaussian(r, 0.1);
+    const mpfr_prec_t precs[] = {192, 256, 320, 640};
+    for (size_t pi = 0; pi < sizeof precs / sizeof precs[0]; pi++) {
+        const mpfr_prec_t p = precs[pi];
+        mpfr_ptr dbl = refenc_mp_alloc(IN, p), w256 = refenc_mp_alloc(IN, p), ones = refenc_mp_alloc(IN, p);
+        cr_assert(dbl && w256 && ones);
+        for (size_t k = 0; k < IN; k++) {
+            mpfr_set_d(dbl + k, gsl_ran_gaussian(r, 1.0), MPFR_RNDN);  /* a double at p bits */
+            mpfr_set_ui_2exp(w256 + k, 1, (long)(k % 7), MPFR_RNDN);    /* 2^e (1 - 2^-256): 4 full limbs */
+            mpfr_sub_ui(w256 + k, w256 + k, 0, MPFR_RNDN);
+            mpfr_nextbelow(w256 + k);
+            mpfr_prec_round(w256 + k, 256 < p ? 256 : p, MPFR_RNDD);
+            mpfr_prec_round(w256 + k, p, MPFR_RNDN);
+            mpfr_set_ui(ones + k, 1, MPFR_RNDN);                        /* 1 - 2^-p: p bits of ones */
+            mpfr_nextbelow(ones + k);
+            if (k % 3 == 1)
+                mpfr_neg(ones + k, ones + k, MPFR_RNDN);
+        }
+        cr_expect_eq(rows_check(dbl, W, b, OUT, IN, 1, "doubles"), OUT, "doubles at %ld bits: not every sum took "
+                     "the fixed-point path", (long)p);
+        cr_expect_eq(rows_check(w256, W, b, OUT, IN, 1, "256-bit values"), OUT, "256-bit values at %ld bits",
+                     (long)p);
+        cr_expect_eq(rows_check(ones, W, b, OUT, IN, 1, "ones"), p <= 256 ? OUT : 0,
+                     "%ld bits of ones: the path %s", (long)p, p <= 256 ? "not taken" : "taken");
+        cr_expect_eq(rows_check(dbl, W, b, OUT, IN, 0, "doubles"), 0, "taken without fixed-point weights");
+        refenc_mp_free(dbl, IN), refenc_mp_free(w256, IN), refenc_mp_free(ones, IN);
+    }
+    gsl_rng_free(r);
+}
+
+/* Weights, biases and inputs whose magnitudes lie far apart (2^200 to
+ * 2^1200): the accumulator must be sized from the highest of the weights'
+ * and the bias's top exponents, each of its own.  Weights near 2^200 with a
+ * bias near 1 and the reverse, inputs near 1 or spread over 2^-150 ..
+ * 2^150, at 192 and 256 bits (where both Ziv precisions would agree on a
+ * wrong sum), fixed point and general: every sum mpfr_sum's. */
+Test(oracle_dot, weights_bias_and_inputs_far_apart_equal_mpfr_sum)
+{
+    enum { OUT = 6, IN = 40 };
+    gsl_rng *r = test_rng(78);
+    const int scales[][3] = { /* weights, bias, inputs' spread */
+        {200, 0, 0}, {0, 200, 0}, {-200, 0, 0}, {0, -200, 0}, {200, -200, 150}, {-200, 200, 150}, {100, 100, 150},
+        {400, -400, 400}, {-400, 400, 400}, {0, 600, 600}, {600, 0, 600},
+    };
+    const mpfr_prec_t precs[] = {192, 256};
+    for (size_t si = 0; si < sizeof scales / sizeof scales[0]; si++) {
+        double W[OUT * IN], b[OUT];
+        for (size_t i = 0; i < OUT * IN; i++)
+            W[i] = ldexp(gsl_ran_gaussian(r, 1.0), scales[si][0] + (int)(i % 3));
+        for (size_t o = 0; o < OUT; o++)
+            b[o] = ldexp(gsl_ran_gaussian(r, 1.0), scales[si][1] - (int)o);
+        for (size_t pi = 0; pi < 2; pi++) {
+            mpfr_ptr x = refenc_mp_alloc(IN, precs[pi]);
+            cr_assert(x != NULL);
+            for (size_t k = 0; k < IN; k++) {
+                const int spread = scales[si][2];
+                random_x(x + k, r, spread ? (long)gsl_rng_uniform_int(r, 2 * (unsigned long)spread + 1) - spread : 0);
+            }
+            char what[64];
+            snprintf(what, sizeof what, "weights 2^%d, bias 2^%d, inputs 2^+-%d", scales[si][0], scales[si][1],
+                     scales[si][2]);
+            rows_check(x, W, b, OUT, IN, 1, what);
+            rows_check(x, W, b, OUT, IN, 0, what);
+            refenc_mp_free(x, IN);
+        }
     }
     gsl_rng_free(r);
 }

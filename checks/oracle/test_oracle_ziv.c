@@ -73,27 +73,25 @@ Test(oracle_ziv, a_layernorm_row_with_a_huge_mean_escalates)
     refenc_config cfg;
     refenc_config_default(&cfg);
     cfg.d_model = 8, cfg.n_heads = 2, cfg.d_ff = 12, cfg.norm = REFENC_NORM_POST;
-    cfg.activation = REFENC_ACT_RELU;
+    cfg.activation = REFENC_ACT_RELU, cfg.n_layers = 1, cfg.final_norm = 0;
+    cfg.positional = REFENC_POS_NONE;
     refenc_params p;
     refenc_error err;
     cr_assert_eq(refenc_params_alloc(&p, &cfg, &err), REFENC_OK);
     gsl_rng *r = test_rng(11);
     refenc_params_init_random(&p, &cfg, r);
-    const size_t B = 1, L = 3, D = cfg.d_model, H = cfg.n_heads;
+    const size_t B = 1, L = 3, D = cfg.d_model;
     double x[24], y[24];
     for (size_t i = 0; i < 24; i++)
         x[i] = 0x1p180; /* the spread of norm1's row comes from MHA(x) alone */
-    double slopes[2];
-    refenc_alibi_slopes(slopes, H);
-    const int64_t pos[3] = {0, 1, 2};
-    refenc_attn_options opt = {.positions = pos, .temperature = 1.0};
     refenc_mp_report rep;
     /* in_proj maps x to huge q, k: scale the weights down so that the
      * attention output is of order 1 while x is of order 2^180 */
     for (size_t i = 0; i < 3 * D * D; i++)
         p.layers[0].in_proj_weight[i] = ldexp(p.layers[0].in_proj_weight[i], -180);
-    const int st = refenc_mp_layer_forward(y, x, &p.layers[0], &cfg, &opt, NULL, B, L, 0, NULL,
-                                           P0, &rep);
+    /* one layer on x itself: no embedding scale, no positional encoding, no final norm */
+    const refenc_input in = {.B = B, .L = L, .x = x};
+    const int st = refenc_mp_encoder_forward(y, &p, &cfg, &in, NULL, P0, &rep);
     cr_assert_eq(st, REFENC_OK, "%s", rep.error.message);
     cr_assert_gt(rep.prec, P0, "no escalation: certified at %ld bits", (long)rep.prec);
     (void)D;

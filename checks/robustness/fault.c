@@ -13,6 +13,7 @@ void *__real_realloc(void *p, size_t n);
 char *__real_strdup(const char *s);
 
 static long countdown; /* 0: disarmed; else allocations left before the failing one */
+static size_t largest;  /* the largest allocation since fault_largest_reset */
 static int fired;
 static int jansson_redirected;
 
@@ -28,19 +29,38 @@ static int fail_now(void)
     return 0;
 }
 
+static void record(size_t n)
+{
+    if (n > largest)
+        largest = n;
+}
+
 void *__wrap_malloc(size_t n)
 {
+    record(n);
     return fail_now() ? NULL : __real_malloc(n);
 }
 
 void *__wrap_calloc(size_t n, size_t size)
 {
+    record(size != 0 && n > (size_t)-1 / size ? (size_t)-1 : n * size);
     return fail_now() ? NULL : __real_calloc(n, size);
 }
 
 void *__wrap_realloc(void *p, size_t n)
 {
+    record(n);
     return fail_now() ? NULL : __real_realloc(p, n);
+}
+
+void fault_largest_reset(void)
+{
+    largest = 0;
+}
+
+size_t fault_largest(void)
+{
+    return largest;
 }
 
 char *__wrap_strdup(const char *s)

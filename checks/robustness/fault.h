@@ -17,6 +17,8 @@
 #ifndef REFENC_FAULT_H
 #define REFENC_FAULT_H
 
+#include <stddef.h>
+
 /* The n-th allocation from now (n >= 1) fails, and none other; jansson's
  * allocations count (and may fail) if `jansson`. */
 void fault_arm(long n, int jansson);
@@ -30,5 +32,11 @@ int fault_disarm(void);
  * number of allocations of the run that did not fail. */
 long fault_run(int (*call)(void *ctx), void (*check)(void *ctx, int status, int failed), void *ctx,
                int jansson);
+
+/* The largest single allocation (in bytes) through the wrappers since
+ * fault_largest_reset: a test's check that a function does not allocate
+ * what it does not need. */
+void fault_largest_reset(void);
+size_t fault_largest(void);
 
 #endif

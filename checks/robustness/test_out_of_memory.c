@@ -445,3 +445,36 @@ Test(out_of_memory, oracle_on_every_component, .timeout = 600)
         }
     }
 }
+
+/* ---- what the golden maker allocates ------------------------------------------------- */
+
+#include "../../ref/golden/parts.h"
+
+/* The input of layer 0 (the embedding) for a per-layer golden takes the
+ * reference's embedding, not a whole layer's workspace: its largest
+ * allocation stays far below the (B, H, L, L) attention weights embed never
+ * touches (2 MiB here), while layer 1's input, which runs layer 0, needs
+ * them (the negative control). */
+Test(out_of_memory, the_embedding_layer_input_allocates_no_attention_buffer)
+{
+    refenc_config cfg;
+    refenc_config_default(&cfg);
+    cfg.d_model = 8, cfg.n_heads = 4, cfg.d_ff = 8, cfg.n_layers = 2;
+    refenc_case c;
+    refenc_error err;
+    const size_t B = 1, L = 256, weights = B * cfg.n_heads * L * L * sizeof(double);
+    cr_assert_eq(refenc_case_alloc(&c, REFENC_COMP_ENCODER, &cfg, B, L, 0, 0, 0, &err), REFENC_OK, "%s",
+                 err.message);
+    double **inputs = NULL;
+    fault_largest_reset();
+    cr_assert_eq(golden_layer_inputs(&inputs, &c, 0, 0, 0, B, &err), REFENC_OK, "%s", err.message);
+    const size_t embed_largest = fault_largest();
+    golden_layer_inputs_free(inputs, cfg.n_layers);
+    fault_largest_reset();
+    cr_assert_eq(golden_layer_inputs(&inputs, &c, 1, 1, 0, B, &err), REFENC_OK, "%s", err.message);
+    const size_t layer_largest = fault_largest();
+    golden_layer_inputs_free(inputs, cfg.n_layers);
+    cr_expect_lt(embed_largest, weights, "the embedding's input allocated %zu bytes at once", embed_largest);
+    cr_expect_geq(layer_largest, weights, "layer 1's input allocated %zu bytes at most", layer_largest);
+    refenc_case_free(&c);
+}

@@ -480,6 +480,18 @@ static void embed_of(double *embed, encoder_fixture *f, const refenc_input *in)
     cr_assert_eq(refenc_encoder_embed(alone, &f->ws, &f->p, &f->cfg, in, &err), REFENC_OK, "%s", err.message);
     cr_expect(memcmp(alone, embed, in->B * in->L * 4 * sizeof(double)) == 0,
               "refenc_encoder_embed differs from the stack's embed step");
+    /* and so it is on a workspace for the embedding alone, which the whole
+     * stack refuses (it has no layer buffers) */
+    refenc_workspace small;
+    cr_assert_eq(refenc_workspace_alloc_embed(&small, &f->cfg, in->B, in->L, &err), REFENC_OK, "%s", err.message);
+    cr_expect_null(small.block);
+    memset(alone, 0, sizeof alone);
+    cr_assert_eq(refenc_encoder_embed(alone, &small, &f->p, &f->cfg, in, &err), REFENC_OK, "%s", err.message);
+    cr_expect(memcmp(alone, embed, in->B * in->L * 4 * sizeof(double)) == 0,
+              "refenc_encoder_embed on the embedding's workspace differs");
+    cr_expect_eq(refenc_encoder_forward(y, &small, &f->p, &f->cfg, in, NULL, &err), REFENC_EINVAL);
+    cr_expect(strstr(err.message, "embedding alone") != NULL, "%s", err.message);
+    refenc_workspace_free(&small);
 }
 
 Test(encoder, embed_step_adds_token_types_and_positions_then_the_embedding_layernorm)

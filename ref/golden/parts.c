@@ -111,9 +111,10 @@ int golden_layer_inputs(double ***inputs, const refenc_case *c, size_t first, si
      * for last = 0, the embedding alone */
     refenc_config cfg = c->cfg;
     cfg.n_layers = last == 0 ? 1 : last < N ? last : N;
-    refenc_workspace ws;
+    refenc_workspace ws; /* the embedding alone needs no layer's buffers */
     double *y = refenc_alloc_array(items * LD, sizeof *y);
-    int st = refenc_workspace_alloc(&ws, &cfg, items, c->L, err);
+    int st = last > 0 ? refenc_workspace_alloc(&ws, &cfg, items, c->L, err)
+                      : refenc_workspace_alloc_embed(&ws, &cfg, items, c->L, err);
     if (st == REFENC_OK && y == NULL)
         st = refenc_error_set(err, REFENC_ENOMEM, "out of memory for the reference's run");
     if (st == REFENC_OK) {

@@ -451,6 +451,55 @@ void refenc_mp_wspan_of(refenc_mp_wspan *s, const double *W, size_t n_w, const d
  * < 2^63 is exact in an int64 M, with the weight's sign, stored as
  * M + 2^63 >= 0 (refenc_mp_dot_row_d's products are then unsigned, and
  * the bias times the sum of the values is taken off once per group). */
+/* Row w's window: base = (its largest weight's top bit) - 63, not below lo. */
+static long row_window(const double *w, size_t in, long lo)
+{
+    long top = lo;
+    for (size_t k = 0; k < in; k++) {
+        mp_limb_t m;
+        long lsb;
+        int neg;
+        if (decode_double(w[k], &m, &lsb, &neg) == OP_REGULAR && lsb + 64 - __builtin_clzll(m) > top)
+            top = lsb + 64 - __builtin_clzll(m);
+    }
+    return top - 63 > lo ? top - 63 : lo;
+}
+
+/* Row o of f: its weights biased in U, its outliers appended to out_idx
+ * (n_out of cap).  0 on allocation failure. */
+static int row_fix(refenc_mp_wfix *f, size_t o, size_t *n_out, size_t *cap)
+{
+    const size_t in = f->in;
+    const double *w = f->W + o * in;
+    const long base = f->base[o];
+    for (size_t k = 0; k < in; k++) {
+        mp_limb_t m;
+        long lsb;
+        int neg;
+        int64_t M = 0;
+        if (decode_double(w[k], &m, &lsb, &neg) == OP_REGULAR) {
+            const int tz = __builtin_ctzll(m);
+            m >>= tz;
+            lsb += tz;
+            if (lsb >= base) { /* in the window: m 2^(lsb - base) < 2^63 */
+                M = (int64_t)(m << (lsb - base));
+                M = neg ? -M : M;
+            } else { /* an outlier */
+                if (*n_out == *cap) {
+                    size_t *t = realloc(f->out_idx, 2 * *cap * sizeof *t);
+                    if (t == NULL)
+                        return 0;
+                    f->out_idx = t;
+                    *cap *= 2;
+                }
+                f->out_idx[(*n_out)++] = k;
+            }
+        }
+        f->U[o * in + k] = (uint64_t)M ^ (uint64_t)1 << 63; /* M + 2^63 */
+    }
+    return 1;
+}
+
 int refenc_mp_wspan_fix(refenc_mp_wspan *s, const double *W, size_t out, size_t in)
 {
     s->fix = NULL;
@@ -465,52 +514,18 @@ int refenc_mp_wspan_fix(refenc_mp_wspan *s, const double *W, size_t out, size_t 
     f->out_off = malloc((out + 1) * sizeof *f->out_off);
     size_t cap = 64, n_out = 0;
     f->out_idx = malloc(cap * sizeof *f->out_idx);
+    s->fix = f;
     if (f->U == NULL || f->base == NULL || f->out_off == NULL || f->out_idx == NULL)
         goto fail;
     for (size_t o = 0; o < out; o++) {
-        const double *w = W + o * in;
-        long top = s->w_lo;
-        for (size_t k = 0; k < in; k++) {
-            mp_limb_t m;
-            long lsb;
-            int neg;
-            if (decode_double(w[k], &m, &lsb, &neg) == OP_REGULAR && lsb + 64 - __builtin_clzll(m) > top)
-                top = lsb + 64 - __builtin_clzll(m);
-        }
-        const long base = top - 63 > s->w_lo ? top - 63 : s->w_lo;
-        f->base[o] = base;
+        f->base[o] = row_window(W + o * in, in, s->w_lo);
         f->out_off[o] = n_out;
-        for (size_t k = 0; k < in; k++) {
-            mp_limb_t m;
-            long lsb;
-            int neg;
-            int64_t M = 0;
-            if (decode_double(w[k], &m, &lsb, &neg) == OP_REGULAR) {
-                const int tz = __builtin_ctzll(m);
-                m >>= tz;
-                lsb += tz;
-                if (lsb >= base) { /* in the window: m 2^(lsb - base) < 2^63 */
-                    M = (int64_t)(m << (lsb - base));
-                    M = neg ? -M : M;
-                } else { /* an outlier */
-                    if (n_out == cap) {
-                        size_t *t = realloc(f->out_idx, 2 * cap * sizeof *t);
-                        if (t == NULL)
-                            goto fail;
-                        f->out_idx = t;
-                        cap *= 2;
-                    }
-                    f->out_idx[n_out++] = k;
-                }
-            }
-            f->U[o * in + k] = (uint64_t)M ^ (uint64_t)1 << 63; /* M + 2^63 */
-        }
+        if (!row_fix(f, o, &n_out, &cap))
+            goto fail;
     }
     f->out_off[out] = n_out;
-    s->fix = f;
     return REFENC_OK;
 fail:
-    s->fix = f;
     refenc_mp_wspan_unfix(s);
     return REFENC_ENOMEM;
 }
@@ -593,6 +608,17 @@ static void row_load_fixed(refenc_mp_row *row)
     row->fx_n = N;
 }
 
+/* Drops an operand's low limbs that are zero (a double at p bits: all but
+ * the top one), raising its last bit: the same value in fewer limbs. */
+static void trim_low_limbs(refenc_mp_operand *o)
+{
+    while (o->d[0] == 0) {
+        o->d++;
+        o->n--;
+        o->lsb += 64;
+    }
+}
+
 void refenc_mp_row_load(refenc_mp_ws *ws, mpfr_srcptr x, size_t n)
 {
     refenc_mp_row *row = &ws->row;
@@ -608,11 +634,7 @@ void refenc_mp_row_load(refenc_mp_ws *ws, mpfr_srcptr x, size_t n)
             row->special = 1;
         if (kind != OP_REGULAR)
             continue;
-        while (o.d[0] == 0) { /* low limbs that are zero (a double at p bits: all but the top one) */
-            o.d++;
-            o.n--;
-            o.lsb += 64;
-        }
+        trim_low_limbs(&o);
         const size_t j = row->nnz++;
         row->idx[j] = k;
         row->op[j] = o;
@@ -797,15 +819,14 @@ static void row_general(mpfr_ptr r, mpfr_srcptr x, size_t n, const double *w, co
     mpfr_sum(r, ws->pprod, n, MPFR_RNDN);
 }
 
-/* The row of span's fixed-point weights that w is (w = W + o in), or
- * SIZE_MAX: no fixed-point weights, or the loaded row does not take them. */
-static size_t fixed_row_of(const refenc_mp_wspan *span, const refenc_mp_row *row, const double *w)
+/* Row o of span's fixed-point weights, when the loaded row takes them, else
+ * SIZE_MAX (no fixed-point weights, a row of another length, or none). */
+static size_t fixed_row_of(const refenc_mp_wspan *span, const refenc_mp_row *row, size_t o)
 {
     const refenc_mp_wfix *fx = span->fix;
-    if (fx == NULL || row->fx_n == 0 || row->nnz == 0 || fx->in != row->n)
+    if (fx == NULL || row->fx_n == 0 || row->nnz == 0 || fx->in != row->n || o >= fx->out)
         return SIZE_MAX;
-    const uintptr_t d = (uintptr_t)w - (uintptr_t)fx->W, stride = fx->in * sizeof *w;
-    return d % stride == 0 && d / stride < fx->out ? d / stride : SIZE_MAX;
+    return o;
 }
 
 /* The outliers of fixed-point weight row o (the weights outside its window)
@@ -821,11 +842,7 @@ static void add_outliers(mp_limb_t *res, size_t stride, uint64_t used[2], long l
         int neg;
         if (from_mpfr(&xo, x + k) != OP_REGULAR || decode_double(w[k], &m, &lsb, &neg) != OP_REGULAR)
             continue;
-        while (xo.d[0] == 0) { /* as refenc_mp_row_load: the span is of the trimmed values */
-            xo.d++;
-            xo.n--;
-            xo.lsb += 64;
-        }
+        trim_low_limbs(&xo); /* as refenc_mp_row_load: the span is of the trimmed values */
         const size_t off = (size_t)(xo.lsb + lsb - lo), r = off % 64;
         const int sgn = xo.neg ^ neg;
         used[sgn] |= (uint64_t)1 << r;
@@ -891,7 +908,49 @@ static int row_span(long *lo, long *hi, const refenc_mp_row *row, const double *
     return any;
 }
 
-void refenc_mp_dot_row_d(mpfr_ptr r, mpfr_srcptr x, const double *w, const double *extra,
+/* Every term x[k] w[k] of the loaded row (w's zeros skipped), unshifted,
+ * into the residue sums res (stride limbs each) of its sign and of its
+ * offset from lo modulo 64, at limb offset / 64; used marks the residues. */
+#define ROW_TERMS(NX)                                                                   \
+    for (size_t j = 0; j < row->nnz; j++) {                                             \
+        const refenc_mp_operand *o = &row->op[j];                                       \
+        mp_limb_t m;                                                                    \
+        long lsb;                                                                       \
+        int neg;                                                                        \
+        if (decode_double(w[row->idx[j]], &m, &lsb, &neg) != OP_REGULAR)                \
+            continue; /* a zero (specials were excluded) */                             \
+        const size_t off = (size_t)(o->lsb + lsb - lo), r = off % 64;                   \
+        const int sgn = o->neg ^ neg;                                                   \
+        used[sgn] |= (uint64_t)1 << r;                                                  \
+        add_unshifted(res + (sgn * 64 + r) * stride + off / 64, o->d, (NX), m);         \
+    }
+static void add_terms(mp_limb_t *res, size_t stride, uint64_t used[2], long lo, const refenc_mp_row *row,
+                      const double *w)
+{
+    switch (row->nx) { /* constant limb counts: straight code */
+    case 1: ROW_TERMS(1); break;
+    case 2: ROW_TERMS(2); break;
+    case 3: ROW_TERMS(3); break;
+    case 4: ROW_TERMS(4); break;
+    default: ROW_TERMS(o->n); /* mixed or longer operands */
+    }
+}
+#undef ROW_TERMS
+
+/* The bias *extra into the residue sums, as a term (add_terms). */
+static void add_extra(mp_limb_t *res, size_t stride, uint64_t used[2], long lo, const double *extra)
+{
+    mp_limb_t m;
+    long lsb;
+    int neg;
+    if (extra == NULL || decode_double(*extra, &m, &lsb, &neg) != OP_REGULAR)
+        return;
+    const size_t off = (size_t)(lsb - lo), r = off % 64;
+    used[neg] |= (uint64_t)1 << r;
+    add_unshifted(res + (neg * 64 + r) * stride + off / 64, &m, 1, 1);
+}
+
+void refenc_mp_dot_row_d(mpfr_ptr r, mpfr_srcptr x, const double *w, const double *extra, size_t w_row,
                          const refenc_mp_wspan *span, refenc_mp_ws *ws)
 {
     const refenc_mp_row *row = &ws->row;
@@ -911,50 +970,22 @@ void refenc_mp_dot_row_d(mpfr_ptr r, mpfr_srcptr x, const double *w, const doubl
      * residue r modulo 64, at limb offset / 64: no term is shifted.  The
      * (at most 64) residues' sums are shifted by r and added once at the
      * end, and their accumulators zeroed again.  With fixed-point weights
-     * (w = W + o in), the terms go into register sums per group of values
-     * (add_groups) and only the outliers take the residues. */
+     * (w = W + w_row in), the terms go into register sums per group of
+     * values (add_groups) and only the outliers take the residues. */
     mp_limb_t *res = ws->acc + 2 * ws->acc_limbs; /* (2, 64, acc_limbs), kept zero */
     uint64_t used[2] = {0, 0};
-    const size_t o_fx = fixed_row_of(span, row, w);
-#define ROW_TERMS(NX)                                                                   \
-    for (size_t j = 0; j < row->nnz; j++) {                                             \
-        const refenc_mp_operand *o = &row->op[j];                                       \
-        mp_limb_t m;                                                                    \
-        long lsb;                                                                       \
-        int neg;                                                                        \
-        if (decode_double(w[row->idx[j]], &m, &lsb, &neg) != OP_REGULAR)                \
-            continue; /* a zero (specials were excluded) */                             \
-        const size_t off = (size_t)(o->lsb + lsb - lo), r = off % 64;                   \
-        const int sgn = o->neg ^ neg;                                                   \
-        used[sgn] |= (uint64_t)1 << r;                                                  \
-        add_unshifted(res + (sgn * 64 + r) * ws->acc_limbs + off / 64, o->d, (NX), m);  \
-    }
-    if (o_fx != SIZE_MAX) {
+    const size_t o_fx = fixed_row_of(span, row, w_row);
+    if (o_fx != SIZE_MAX)
         add_outliers(res, ws->acc_limbs, used, lo, x, w, span->fix, o_fx);
-    } else {
-        switch (row->nx) {
-        case 1: ROW_TERMS(1); break;
-        case 2: ROW_TERMS(2); break;
-        case 3: ROW_TERMS(3); break;
-        case 4: ROW_TERMS(4); break;
-        default: ROW_TERMS(o->n); /* mixed or longer operands */
-        }
-    }
-#undef ROW_TERMS
-    if (extra != NULL) {
-        mp_limb_t m;
-        long lsb;
-        int neg;
-        if (decode_double(*extra, &m, &lsb, &neg) == OP_REGULAR) {
-            const size_t off = (size_t)(lsb - lo), r = off % 64;
-            used[neg] |= (uint64_t)1 << r;
-            add_unshifted(res + (neg * 64 + r) * ws->acc_limbs + off / 64, &m, 1, 1);
-        }
-    }
+    else
+        add_terms(res, ws->acc_limbs, used, lo, row, w);
+    add_extra(res, ws->acc_limbs, used, lo, extra);
     mp_limb_t *acc[2] = {ws->acc, ws->acc + ws->acc_limbs};
     residues_gather(acc, res, ws->acc_limbs, used, limbs, ws->acc + (2 + 128) * ws->acc_limbs);
-    if (o_fx != SIZE_MAX)
+    if (o_fx != SIZE_MAX) {
         add_groups(acc, lo, row, span->fix, o_fx);
+        ws->fixed_rows++;
+    }
     if (!refenc_mp_acc_finish(r, acc[0], acc[1], limbs, lo))
         row_zero(r, x, n, w, extra);
 }

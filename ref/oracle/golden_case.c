@@ -1,5 +1,7 @@
 /* A golden case's outputs from the oracle (golden_case.h): the twin of
- * refenc_case_run_reference, component by component, on the kernels. */
+ * refenc_case_run_reference.  The encoder and the blocks (attention, FFN)
+ * run on the engine (engine.c); the one-kernel components on their kernels
+ * under Ziv's loop (refenc_mp_certify). */
 #include "internal.h"
 
 #include <math.h>
@@ -11,7 +13,6 @@
 typedef struct {
     const refenc_case *c;
     const refenc_mp_hooks *hooks;
-    const refenc_mp_params *mp;
 } case_args;
 
 /* The ALiBi slopes, as specified or as the bug variant computes them. */
@@ -32,54 +33,6 @@ typedef struct {
     refenc_mp_ws ws;
     mpfr_ptr x, eps, tau, base;
 } component_state;
-
-/* Attention: y (B, L, D) and the weights (B, H, L, L), with the case's masks, ALiBi or RoPE. */
-static int attention_eval(component_state *s, const refenc_mp_sink *sink, refenc_error *err)
-{
-    const refenc_case *c = s->a->c;
-    const refenc_config *cfg = &c->cfg;
-    const size_t B = c->B, L = c->L, D = cfg->d_model, H = cfg->n_heads;
-    const refenc_mp_layer_params *lp = &s->a->mp->layers[0];
-    mpfr_ptr y = refenc_mp_arena_alloc(&s->ar, B * L * D, s->prec);
-    mpfr_ptr m = refenc_mp_arena_alloc(&s->ar, H, s->prec);
-    mpfr_ptr mask = c->attn_mask ? refenc_mp_arena_from_d(&s->ar, c->attn_mask, L * L, 53) : NULL;
-    refenc_mp_mha_work w;
-    refenc_mp_mha_work_alloc(&w, &s->ar, B, L, D, H, s->prec);
-    if (s->ar.failed)
-        return refenc_mp_enomem(err, c->name, s->prec);
-    slopes(m, H, s->a->hooks, &s->ws);
-    const refenc_mp_attn_options opt = {
-        .key_padding_mask = c->key_padding_mask, .causal = cfg->causal, .attn_mask = mask,
-        .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? m : NULL,
-        .positions = c->positions, .temperature = s->tau, .mask_value = cfg->mask_value,
-        .merge_without_transpose = s->a->hooks != NULL && s->a->hooks->merge_without_transpose};
-    const refenc_mp_rope_options rope = {cfg->rope_layout, s->base, c->positions};
-    refenc_mpk_mha_forward(y, &w, s->x, lp->in_proj_weight, lp->in_proj_bias, lp->out_proj_weight,
-                           lp->out_proj_bias, &opt,
-                           cfg->positional == REFENC_POS_ROPE ? &rope : NULL, B, L, D, H, &s->ws);
-    const size_t sw[4] = {B, H, L, L}, sy[3] = {B, L, D};
-    int st = refenc_mp_sink_emit(sink, "weights", w.weights, 4, sw);
-    if (st == REFENC_OK)
-        st = refenc_mp_sink_emit(sink, "output", y, 3, sy);
-    return st;
-}
-
-/* Feed-forward: y (B, L, D) through the hidden layer (B, L, F). */
-static int ffn_eval(component_state *s, const refenc_mp_sink *sink, refenc_error *err)
-{
-    const refenc_case *c = s->a->c;
-    const refenc_config *cfg = &c->cfg;
-    const size_t B = c->B, L = c->L, D = cfg->d_model, F = cfg->d_ff;
-    const refenc_mp_layer_params *lp = &s->a->mp->layers[0];
-    mpfr_ptr y = refenc_mp_arena_alloc(&s->ar, B * L * D, s->prec);
-    mpfr_ptr hidden = refenc_mp_arena_alloc(&s->ar, B * L * F, s->prec);
-    if (s->ar.failed)
-        return refenc_mp_enomem(err, c->name, s->prec);
-    refenc_mpk_ffn_forward(y, hidden, s->x, lp->linear1_weight, lp->linear1_bias, lp->linear2_weight,
-                           lp->linear2_bias, B * L, D, F, cfg->activation, &s->ws);
-    const size_t sy[3] = {B, L, D};
-    return refenc_mp_sink_emit(sink, "output", y, 3, sy);
-}
 
 /* The sinusoidal table (L, D) at the case's positions. */
 static int sinusoidal_eval(component_state *s, const refenc_mp_sink *sink, refenc_error *err)
@@ -127,11 +80,15 @@ static int in_place_eval(component_state *s, const refenc_mp_sink *sink, refenc_
     const refenc_case *c = s->a->c;
     const refenc_config *cfg = &c->cfg;
     const size_t B = c->B, L = c->L, D = cfg->d_model, H = cfg->n_heads, Dh = D / H;
-    const refenc_mp_layer_params *lp = &s->a->mp->layers[0];
+    const refenc_layer_params *lp = &c->params.layers[0];
     mpfr_ptr x = s->x;
     switch (c->component) {
     case REFENC_COMP_LAYERNORM: {
-        refenc_mpk_layernorm_forward(x, x, lp->norm1_weight, lp->norm1_bias, B * L, D, s->eps, &s->ws);
+        mpfr_ptr g = refenc_mp_arena_from_d(&s->ar, lp->norm1_weight, D, 53);
+        mpfr_ptr b = refenc_mp_arena_from_d(&s->ar, lp->norm1_bias, D, 53);
+        if (s->ar.failed)
+            return refenc_mp_enomem(err, c->name, s->prec);
+        refenc_mpk_layernorm_forward(x, x, g, b, B * L, D, s->eps, &s->ws);
         const size_t sy[3] = {B, L, D};
         return refenc_mp_sink_emit(sink, "output", x, 3, sy);
     }
@@ -171,10 +128,6 @@ static int component_eval(const case_args *a, mpfr_prec_t prec, const refenc_mp_
     s.base = refenc_mp_arena_from_d(&s.ar, &cfg->rope_base, 1, 53);
     if (st || s.ar.failed)
         st = refenc_mp_enomem(err, c->name, prec);
-    else if (c->component == REFENC_COMP_ATTENTION)
-        st = attention_eval(&s, sink, err);
-    else if (c->component == REFENC_COMP_FFN)
-        st = ffn_eval(&s, sink, err);
     else if (c->component == REFENC_COMP_SINUSOIDAL_PE)
         st = sinusoidal_eval(&s, sink, err);
     else if (c->component == REFENC_COMP_ALIBI)
@@ -188,18 +141,28 @@ static int component_eval(const case_args *a, mpfr_prec_t prec, const refenc_mp_
 
 static int case_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, refenc_error *err)
 {
-    const case_args *a = ctx;
-    const refenc_case *c = a->c;
-    if (c->component != REFENC_COMP_ENCODER)
-        return component_eval(a, prec, sink, err);
-    const size_t n = c->B * c->L * c->cfg.d_model;
-    mpfr_ptr y = refenc_mp_alloc(n, prec);
-    if (y == NULL)
-        return refenc_mp_enomem(err, "encoder output", prec);
+    return component_eval(ctx, prec, sink, err);
+}
+
+/* The FFN case reports its output only, not the activations. */
+static int not_hidden(void *ctx, const char *step)
+{
+    (void)ctx;
+    return strcmp(step, "hidden") != 0;
+}
+
+/* The encoder, attention and FFN cases: on the engine, one thread. */
+static int engine_case(const refenc_case *c, const refenc_mp_hooks *hooks, int certify,
+                       const refenc_trace *trace, mpfr_prec_t prec, refenc_mp_report *rep)
+{
     const refenc_input in = refenc_case_input(c);
-    const int st = refenc_mpk_encoder_forward(y, a->mp, &c->cfg, &in, prec, a->hooks, sink, err);
-    refenc_mp_free(y, n);
-    return st;
+    const refenc_mp_block block = c->component == REFENC_COMP_ATTENTION ? REFENC_MP_BLOCK_MHA
+                                  : c->component == REFENC_COMP_FFN     ? REFENC_MP_BLOCK_FFN
+                                                                        : REFENC_MP_BLOCK_ENCODER;
+    const refenc_mp_run run = {.cfg = &c->cfg, .params = &c->params, .in = &in, .unit_end = c->B,
+                               .prec = prec, .threads = 1, .block = block, .hooks = hooks,
+                               .one_evaluation = !certify, .wanted = not_hidden};
+    return refenc_mp_run_collect(&run, trace, rep, NULL, 0);
 }
 
 /* One evaluation, every value rounded once to double and passed on. */
@@ -234,21 +197,20 @@ int refenc_mp_case_run(const refenc_case *c, const refenc_mp_hooks *hooks, int c
     int st = refenc_case_validate(c, &rep->error);
     if (st != REFENC_OK)
         return st;
-    refenc_mp_params mp;
-    if ((st = refenc_mp_params_alloc(&mp, &c->params, &rep->error)) != REFENC_OK)
-        return st;
-    case_args a = {c, hooks, &mp};
-    if (certify) {
+    case_args a = {c, hooks};
+    if (c->component == REFENC_COMP_ENCODER || c->component == REFENC_COMP_ATTENTION ||
+        c->component == REFENC_COMP_FFN) {
+        st = engine_case(c, hooks, certify, trace, prec, rep);
+    } else if (certify) {
         st = refenc_mp_certify(case_eval, &a, prec, trace, rep);
     } else {
         round_once r = {trace};
         const refenc_mp_sink sink = {round_once_fn, &r};
         st = case_eval(&a, prec, &sink, &rep->error);
-        if (st == REFENC_ENOMEM && rep->error.message[0] == '\0')
-            refenc_error_set(&rep->error, st, "%s: out of memory", c->name);
         rep->prec = prec;
         rep->evaluations = 1;
     }
-    refenc_mp_params_free(&mp);
+    if (st == REFENC_ENOMEM && rep->error.message[0] == '\0')
+        refenc_error_set(&rep->error, st, "%s: out of memory", c->name);
     return st;
 }

@@ -60,12 +60,17 @@ mpfr_ptr refenc_mp_arena_alloc(refenc_mp_arena *ar, size_t n, mpfr_prec_t prec);
 mpfr_ptr refenc_mp_arena_from_d(refenc_mp_arena *ar, const double *x, size_t n, mpfr_prec_t prec);
 void refenc_mp_arena_free(refenc_mp_arena *ar);
 
-/* The buffers of multi-head attention, allocated in ar (mha.c). */
-void refenc_mp_mha_work_alloc(refenc_mp_mha_work *w, refenc_mp_arena *ar, size_t B, size_t L,
-                              size_t D, size_t H, mpfr_prec_t prec);
+/* An engine run (refenc_mp_encoder_run, whose emit this sets) with its
+ * steps gathered into whole tensors (B, ...) (collect.c): each goes to trace
+ * in forward order, and into outs[k].dst for the step named outs[k].name.
+ * Errors: those of the run, REFENC_ENOMEM. */
+int refenc_mp_run_collect(const refenc_mp_run *run, const refenc_trace *trace, refenc_mp_report *rep,
+                          const refenc_mp_output *outs, size_t n_outs);
 
-/* The buffers of one layer, allocated in ar (layer.c). */
-void refenc_mp_layer_work_alloc(refenc_mp_layer_work *w, refenc_mp_arena *ar, size_t B,
-                                size_t L, const refenc_config *cfg, mpfr_prec_t prec);
+/* A twin's run of one block (mha.c, ffn.c): the steps of outs (those with
+ * a dst) certified, starting at prec, copied into outs. */
+int refenc_mp_run_block(const refenc_config *cfg, const refenc_params *p, const refenc_input *in,
+                        refenc_mp_block block, const double *alibi_slopes, mpfr_prec_t prec,
+                        refenc_mp_report *rep, const refenc_mp_output *outs, size_t n_outs);
 
 #endif

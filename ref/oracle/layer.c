@@ -1,176 +1,164 @@
-/* One encoder layer in MPFR (layer.h), nothing rounded between steps:
+/* One encoder layer in MPFR (layer.h), on the engine (engine.h), nothing
+ * rounded between steps:
  *   Pre-LN:   h = x + MHA(LN1(x));   y = h + FFN(LN2(h))
  *   Post-LN:  h = LN1(x + MHA(x));   y = LN2(h + FFN(h))
- * with the reference's trace steps, emitted in MPFR. */
-#include "internal.h"
+ * Both are two residual sublayers, written once (sublayer): the placement
+ * only decides whether the LayerNorm comes before the block or after the
+ * residual sum.  Trace steps, in forward order:
+ *   Pre-LN:   norm1, self_attn.weights, self_attn, norm2, ffn, output
+ *   Post-LN:  self_attn.weights, self_attn, norm1, ffn, norm2, output */
+#include "engine.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static int emit(const refenc_mp_sink *sink, size_t index, const char *step, mpfr_srcptr data,
-                size_t ndim, const size_t *shape)
-{
-    char name[64];
-    snprintf(name, sizeof name, "layers.%zu.%s", index, step);
-    return refenc_mp_sink_emit(sink, name, data, ndim, shape);
-}
-
-static void add(mpfr_ptr y, mpfr_srcptr a, mpfr_srcptr b, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        mpfr_add(y + i, a + i, b + i, MPFR_RNDN);
-}
-
-int refenc_mpk_layer_forward(mpfr_ptr y, refenc_mp_layer_work *w, mpfr_srcptr x,
-                             const refenc_mp_layer_params *lp, const refenc_config *cfg,
-                             mpfr_srcptr eps, const refenc_mp_attn_options *opt,
-                             const refenc_mp_rope_options *rope, size_t B, size_t L,
-                             size_t index, const refenc_mp_sink *sink, refenc_mp_ws *ws)
-{
-    const size_t D = cfg->d_model, F = cfg->d_ff, H = cfg->n_heads, BL = B * L;
-    const size_t bld[3] = {B, L, D}, bhll[4] = {B, H, L, L};
-    int st = REFENC_OK;
-#define EMIT(step, data, nd, shape)                                   \
-    do {                                                              \
-        if ((st = emit(sink, index, step, data, nd, shape)) != 0)     \
-            return st;                                                \
-    } while (0)
-
-    if (cfg->norm == REFENC_NORM_PRE) {
-        refenc_mpk_layernorm_forward(w->ln, x, lp->norm1_weight, lp->norm1_bias, BL, D, eps, ws);
-        EMIT("norm1", w->ln, 3, bld);
-        refenc_mpk_mha_forward(w->attn, &w->mha, w->ln, lp->in_proj_weight, lp->in_proj_bias,
-                               lp->out_proj_weight, lp->out_proj_bias, opt, rope, B, L, D, H, ws);
-        EMIT("self_attn.weights", w->mha.weights, 4, bhll);
-        EMIT("self_attn", w->attn, 3, bld);
-        add(w->resid, x, w->attn, BL * D);
-        refenc_mpk_layernorm_forward(w->ln, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D,
-                                     eps, ws);
-        EMIT("norm2", w->ln, 3, bld);
-        refenc_mpk_ffn_forward(w->ffn, w->hidden, w->ln, lp->linear1_weight, lp->linear1_bias,
-                               lp->linear2_weight, lp->linear2_bias, BL, D, F, cfg->activation,
-                               ws);
-        EMIT("ffn", w->ffn, 3, bld);
-        add(y, w->resid, w->ffn, BL * D);
-    } else {
-        refenc_mpk_mha_forward(w->attn, &w->mha, x, lp->in_proj_weight, lp->in_proj_bias,
-                               lp->out_proj_weight, lp->out_proj_bias, opt, rope, B, L, D, H, ws);
-        EMIT("self_attn.weights", w->mha.weights, 4, bhll);
-        EMIT("self_attn", w->attn, 3, bld);
-        add(w->resid, x, w->attn, BL * D);
-        refenc_mpk_layernorm_forward(w->ln, w->resid, lp->norm1_weight, lp->norm1_bias, BL, D,
-                                     eps, ws);
-        EMIT("norm1", w->ln, 3, bld);
-        refenc_mpk_ffn_forward(w->ffn, w->hidden, w->ln, lp->linear1_weight, lp->linear1_bias,
-                               lp->linear2_weight, lp->linear2_bias, BL, D, F, cfg->activation,
-                               ws);
-        EMIT("ffn", w->ffn, 3, bld);
-        add(w->resid, w->ln, w->ffn, BL * D);
-        refenc_mpk_layernorm_forward(y, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps,
-                                     ws);
-        EMIT("norm2", y, 3, bld);
-    }
-    EMIT("output", y, 3, bld);
-#undef EMIT
-    return REFENC_OK;
-}
-
-void refenc_mp_layer_work_alloc(refenc_mp_layer_work *w, refenc_mp_arena *ar, size_t B,
-                                size_t L, const refenc_config *cfg, mpfr_prec_t prec)
-{
-    const size_t BLD = B * L * cfg->d_model;
-    w->ln = refenc_mp_arena_alloc(ar, BLD, prec);
-    w->attn = refenc_mp_arena_alloc(ar, BLD, prec);
-    w->resid = refenc_mp_arena_alloc(ar, BLD, prec);
-    w->ffn = refenc_mp_arena_alloc(ar, BLD, prec);
-    w->hidden = refenc_mp_arena_alloc(ar, B * L * cfg->d_ff, prec);
-    refenc_mp_mha_work_alloc(&w->mha, ar, B, L, cfg->d_model, cfg->n_heads, prec);
-}
+/* ---- LayerNorm, row by row ------------------------------------------------------------------- */
 
 typedef struct {
-    const double *x;
-    const refenc_layer_params *lp;
-    const refenc_config *cfg;
-    const refenc_attn_options *opt;
-    const refenc_rope_options *rope;
-    size_t B, L, index;
-} layer_args;
+    int dst, src;
+    mpfr_srcptr gamma, beta, eps;
+} ln_arg;
 
-static int layer_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, refenc_error *err)
+static void layernorm_row(refenc_mpe_unit *u, int li, size_t r, refenc_mpe_worker *w, const void *arg)
 {
-    const layer_args *a = ctx;
-    const refenc_config *cfg = a->cfg;
-    const size_t D = cfg->d_model, F = cfg->d_ff, H = cfg->n_heads, BLD = a->B * a->L * D;
-    const refenc_layer_params *lp = a->lp;
-    refenc_mp_arena ar = {0};
-    refenc_mp_ws ws;
-    void *oh = NULL;
-    const refenc_mp_attn_options *opt = NULL;
-    int st = refenc_mp_ws_alloc(&ws, prec, refenc_mpk_ws_tmp(D, F, a->L, D / H),
-                                refenc_mpk_ws_ptr(D, F, a->L, D / H));
-    const int ok = refenc_mp_attn_options_from_d(&oh, &opt, a->opt, H, a->L);
-    refenc_mp_layer_params mlp = {
-        refenc_mp_arena_from_d(&ar, lp->in_proj_weight, 3 * D * D, 53),
-        refenc_mp_arena_from_d(&ar, lp->in_proj_bias, 3 * D, 53),
-        refenc_mp_arena_from_d(&ar, lp->out_proj_weight, D * D, 53),
-        refenc_mp_arena_from_d(&ar, lp->out_proj_bias, D, 53),
-        refenc_mp_arena_from_d(&ar, lp->linear1_weight, F * D, 53),
-        refenc_mp_arena_from_d(&ar, lp->linear1_bias, F, 53),
-        refenc_mp_arena_from_d(&ar, lp->linear2_weight, D * F, 53),
-        refenc_mp_arena_from_d(&ar, lp->linear2_bias, D, 53),
-        refenc_mp_arena_from_d(&ar, lp->norm1_weight, D, 53),
-        refenc_mp_arena_from_d(&ar, lp->norm1_bias, D, 53),
-        refenc_mp_arena_from_d(&ar, lp->norm2_weight, D, 53),
-        refenc_mp_arena_from_d(&ar, lp->norm2_bias, D, 53),
-    };
-    mpfr_ptr x = refenc_mp_arena_from_d(&ar, a->x, BLD, 53);
-    mpfr_ptr eps = refenc_mp_arena_from_d(&ar, &cfg->layer_norm_eps, 1, 53);
-    mpfr_ptr base = a->rope ? refenc_mp_arena_from_d(&ar, &a->rope->base, 1, 53) : NULL;
-    mpfr_ptr y = refenc_mp_arena_alloc(&ar, BLD, prec);
-    refenc_mp_layer_work w;
-    refenc_mp_layer_work_alloc(&w, &ar, a->B, a->L, cfg, prec);
-    if (st || !ok || ar.failed) {
-        st = refenc_mp_enomem(err, "layer", prec);
-    } else {
-        refenc_mp_rope_options rope = {a->rope ? a->rope->layout : REFENC_ROPE_HALF, base,
-                                       a->rope ? a->rope->positions : NULL};
-        st = refenc_mpk_layer_forward(y, &w, x, &mlp, cfg, eps, opt, a->rope ? &rope : NULL,
-                                      a->B, a->L, a->index, sink, &ws);
-    }
-    refenc_mp_arena_free(&ar);
-    refenc_mp_attn_options_free(oh);
-    refenc_mp_ws_free(&ws);
-    return st;
+    const ln_arg *a = arg;
+    const size_t D = u->D;
+    refenc_mpk_layernorm_forward(refenc_mpe_buf(u, li, a->dst) + r * D, refenc_mpe_buf(u, li, a->src) + r * D,
+                                 a->gamma, a->beta, 1, D, a->eps, &w->ws[li]);
 }
 
-/* Certified steps go to the caller's trace; the one named `name` also into y. */
+void refenc_mpe_layernorm(refenc_mpe_unit *u, int dst, int src, mpfr_srcptr gamma, mpfr_srcptr beta,
+                          mpfr_srcptr eps)
+{
+    const ln_arg a = {dst, src, gamma, beta, eps};
+    refenc_mpe_rows(u, u->L, layernorm_row, &a, NULL, 0);
+}
+
+/* dst[r,:] = a[r,:] + b[r,:] */
 typedef struct {
-    const char *name;
-    double *y;
-    const refenc_trace *user;
-} tee_ctx;
+    int dst, a, b;
+} add_arg;
 
-static void tee(void *ctx, const char *name, const double *data, size_t ndim, const size_t *shape)
+static void add_row(refenc_mpe_unit *u, int li, size_t r, refenc_mpe_worker *w, const void *arg)
 {
-    const tee_ctx *t = ctx;
-    if (strcmp(name, t->name) == 0) {
-        size_t n = 1;
-        for (size_t d = 0; d < ndim; d++)
-            n *= shape[d];
-        memcpy(t->y, data, n * sizeof(double));
-    }
-    refenc_trace_emit(t->user, name, data, ndim, shape);
+    (void)w;
+    const add_arg *s = arg;
+    const size_t D = u->D;
+    mpfr_ptr y = refenc_mpe_buf(u, li, s->dst) + r * D;
+    mpfr_srcptr a = refenc_mpe_buf(u, li, s->a) + r * D, b = refenc_mpe_buf(u, li, s->b) + r * D;
+    for (size_t d = 0; d < D; d++)
+        mpfr_add(y + d, a + d, b + d, MPFR_RNDN);
 }
 
-int refenc_mp_layer_forward(double *y, const double *x, const refenc_layer_params *lp,
-                            const refenc_config *cfg, const refenc_attn_options *opt,
-                            const refenc_rope_options *rope, size_t B, size_t L, size_t index,
-                            const refenc_trace *trace, mpfr_prec_t prec, refenc_mp_report *rep)
+/* ---- the layer ------------------------------------------------------------------------------- */
+
+double refenc_mpe_layer_work(const refenc_config *c, size_t L)
 {
-    layer_args a = {x, lp, cfg, opt, rope, B, L, index};
+    const double D = (double)c->d_model, F = (double)c->d_ff, H = (double)c->n_heads, Dh = D / H;
+    const double act = c->activation == REFENC_ACT_RELU ? 0 : 600; /* erfc, tanh: about 600 multiply-adds */
+    return 4 * L * D + 3 * L * D * D + 2 * H * L * L * Dh + 60 * H * L * L + L * D * D +
+           2 * L * D * F + act * L * F;
+}
+
+/* The span of W (out, in) and b, and W in fixed point, for all the rows'
+ * dot products (the memory estimate counts it).  A block's twin leaves the
+ * other blocks' W NULL.  0 on allocation failure. */
+static int span_init(refenc_mp_wspan *s, const double *W, const double *b, size_t out, size_t in)
+{
+    memset(s, 0, sizeof *s);
+    if (W == NULL)
+        return 1;
+    refenc_mp_wspan_of(s, W, out * in, b, out);
+    return refenc_mp_wspan_fix(s, W, out, in) == REFENC_OK;
+}
+
+int refenc_mpe_layer_init(refenc_mpe_layer *lm, const refenc_layer_params *lp, size_t D, size_t F)
+{
+    const double *ln[4] = {lp->norm1_weight, lp->norm1_bias, lp->norm2_weight, lp->norm2_bias};
+    memset(lm, 0, sizeof *lm);
+    lm->lp = lp;
+    lm->ln = refenc_mp_alloc(4 * D, 53);
+    int ok = lm->ln != NULL;
+    for (size_t k = 0; ok && k < 4; k++)
+        if (ln[k] != NULL)
+            refenc_mp_set_d(lm->ln + k * D, ln[k], D);
+    ok = ok && span_init(&lm->in_span, lp->in_proj_weight, lp->in_proj_bias, 3 * D, D);
+    ok = ok && span_init(&lm->out_span, lp->out_proj_weight, lp->out_proj_bias, D, D);
+    ok = ok && span_init(&lm->l1_span, lp->linear1_weight, lp->linear1_bias, F, D);
+    ok = ok && span_init(&lm->l2_span, lp->linear2_weight, lp->linear2_bias, D, F);
+    if (!ok)
+        refenc_mpe_layer_free(lm, D);
+    return ok;
+}
+
+void refenc_mpe_layer_free(refenc_mpe_layer *lm, size_t D)
+{
+    refenc_mp_free(lm->ln, 4 * D);
+    lm->ln = NULL;
+    refenc_mp_wspan_unfix(&lm->in_span);
+    refenc_mp_wspan_unfix(&lm->out_span);
+    refenc_mp_wspan_unfix(&lm->l1_span);
+    refenc_mp_wspan_unfix(&lm->l2_span);
+}
+
+/* A residual sublayer's block: t = block(src), its steps certified. */
+typedef int (*block_fn)(refenc_mpe_unit *u, int src, size_t i);
+
+static int attention_block(refenc_mpe_unit *u, int src, size_t i)
+{
+    char w[64], o[64];
+    snprintf(w, sizeof w, "layers.%zu.self_attn.weights", i);
+    snprintf(o, sizeof o, "layers.%zu.self_attn", i);
+    return refenc_mpe_mha(u, src, w, o);
+}
+
+static int ffn_block(refenc_mpe_unit *u, int src, size_t i)
+{
+    char o[64];
+    snprintf(o, sizeof o, "layers.%zu.ffn", i);
+    return refenc_mpe_ffn(u, src, NULL, o);
+}
+
+/* h = h + block(LN(h)) (Pre-LN), or h = LN(h + block(h)) (Post-LN), the
+ * LayerNorm (gamma, beta) certified as layers.{i}.{norm}. */
+static int sublayer(refenc_mpe_unit *u, size_t i, block_fn block, const char *norm, mpfr_srcptr gamma,
+                    mpfr_srcptr beta)
+{
+    const int pre = u->cfg->norm == REFENC_NORM_PRE;
+    const double w_ln = 2.0 * (double)u->L * (double)u->D;
     char name[64];
-    snprintf(name, sizeof name, "layers.%zu.output", index);
-    tee_ctx t = {name, y, trace};
-    const refenc_trace tr = {tee, &t};
-    return refenc_mp_certify(layer_eval, &a, prec, &tr, rep);
+    snprintf(name, sizeof name, "layers.%zu.%s", i, norm);
+    if (pre) {
+        refenc_mpe_layernorm(u, MPE_A, MPE_H, gamma, beta, u->eps);
+        refenc_mpe_progress(u, name, w_ln);
+        if (!refenc_mpe_step_buf(u, name, MPE_A))
+            return 0;
+    }
+    if (!block(u, pre ? MPE_A : MPE_H, i))
+        return 0;
+    const add_arg sum = {MPE_H, MPE_H, MPE_T};
+    refenc_mpe_rows(u, u->L, add_row, &sum, NULL, 0);
+    if (!pre) {
+        refenc_mpe_layernorm(u, MPE_H, MPE_H, gamma, beta, u->eps);
+        refenc_mpe_progress(u, name, w_ln);
+        if (!refenc_mpe_step_buf(u, name, MPE_H))
+            return 0;
+    }
+    return 1;
+}
+
+int refenc_mpe_layer_run(refenc_mpe_unit *u, const refenc_mpe_layer *lm, size_t i)
+{
+    const size_t D = u->D;
+    char name[64];
+    u->lm = lm;
+    u->layer = i;
+    if (!sublayer(u, i, attention_block, "norm1", lm->ln, lm->ln + D) ||
+        !sublayer(u, i, ffn_block, "norm2", lm->ln + 2 * D, lm->ln + 3 * D))
+        return 0;
+    snprintf(name, sizeof name, "layers.%zu.output", i);
+    if (!refenc_mpe_step_buf(u, name, MPE_H))
+        return 0;
+    refenc_mpe_progress(u, name, 0);
+    return 1;
 }

@@ -26,7 +26,8 @@ void refenc_mpk_linear_d(mpfr_ptr y, mpfr_srcptr x, const double *W, const doubl
     for (size_t n = 0; n < N; n++) {
         refenc_mp_row_load(ws, x + n * in, in); /* x[n,:], decoded once */
         for (size_t o = 0; o < out; o++)        /* x[n,:] . W[o,:] + b[o] */
-            refenc_mp_dot_row_d(y + n * out + o, x + n * in, W + o * in, b != NULL ? b + o : NULL, span, ws);
+            refenc_mp_dot_row_d(y + n * out + o, x + n * in, W + o * in, b != NULL ? b + o : NULL, o,
+                                span, ws);
     }
     if (span == &own)
         refenc_mp_wspan_unfix(&own);

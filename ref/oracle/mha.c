@@ -1,112 +1,143 @@
-/* Multi-head self-attention in MPFR (mha.h), nn.MultiheadAttention layouts:
+/* Multi-head self-attention in MPFR (mha.h), nn.MultiheadAttention layouts,
+ * one batch item on the engine (engine.h):
  *   q = x W_q^T + b_q, k = x W_k^T + b_k, v = x W_v^T + b_v   (in_proj blocks)
- *   q, k rotated by RoPE if given;  ctx_h = attention(q_h, k_h, v_h)
- *   y = concat_h(ctx_h) W_o^T + b_o */
-#include "internal.h"
+ *   q, k rotated by RoPE (scheme rope);  ctx_h = attention(q_h, k_h, v_h)
+ *   y = concat_h(ctx_h) W_o^T + b_o
+ * Rows go to the threads for the projections, heads for the attention. */
+#include "engine.h"
 
-void refenc_mpk_heads_split(mpfr_ptr xh, mpfr_srcptr x, size_t B, size_t L, size_t H, size_t Dh)
-{
-    for (size_t b = 0; b < B; b++)
-        for (size_t h = 0; h < H; h++)
-            for (size_t l = 0; l < L; l++)
-                for (size_t d = 0; d < Dh; d++) /* xh[b,h,l,d] = x[b,l,h*Dh+d] */
-                    mpfr_set(xh + ((b * H + h) * L + l) * Dh + d,
-                             x + (b * L + l) * H * Dh + h * Dh + d, MPFR_RNDN);
-}
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
-void refenc_mpk_heads_merge(mpfr_ptr x, mpfr_srcptr xh, size_t B, size_t L, size_t H, size_t Dh)
+/* q, k, v of row r: x[r,:] (in_proj_weight)^T + in_proj_bias, split into
+ * heads: q[h, r, d] = (x W_q^T + b_q)[r, h Dh + d]. */
+static void qkv_row(refenc_mpe_unit *u, int li, size_t r, refenc_mpe_worker *w, const void *arg)
 {
-    for (size_t b = 0; b < B; b++)
-        for (size_t h = 0; h < H; h++)
-            for (size_t l = 0; l < L; l++)
-                for (size_t d = 0; d < Dh; d++)
-                    mpfr_set(x + (b * L + l) * H * Dh + h * Dh + d,
-                             xh + ((b * H + h) * L + l) * Dh + d, MPFR_RNDN);
-}
-
-void refenc_mpk_mha_forward(mpfr_ptr y, refenc_mp_mha_work *w, mpfr_srcptr x,
-                            mpfr_srcptr in_proj_weight, mpfr_srcptr in_proj_bias,
-                            mpfr_srcptr out_proj_weight, mpfr_srcptr out_proj_bias,
-                            const refenc_mp_attn_options *opt, const refenc_mp_rope_options *rope,
-                            size_t B, size_t L, size_t D, size_t H, refenc_mp_ws *ws)
-{
-    const size_t Dh = D / H, BL = B * L;
-    refenc_mpk_linear_forward(w->q, x, in_proj_weight, in_proj_bias, BL, D, D, ws);
-    refenc_mpk_linear_forward(w->k, x, in_proj_weight + D * D, in_proj_bias + D, BL, D, D, ws);
-    refenc_mpk_linear_forward(w->v, x, in_proj_weight + 2 * D * D, in_proj_bias + 2 * D, BL, D, D,
-                              ws);
-    refenc_mpk_heads_split(w->qh, w->q, B, L, H, Dh);
-    refenc_mpk_heads_split(w->kh, w->k, B, L, H, Dh);
-    refenc_mpk_heads_split(w->vh, w->v, B, L, H, Dh);
-    if (rope != NULL) {
-        refenc_mpk_rope_forward(w->qh, w->qh, rope->positions, B * H, L, Dh, rope->base,
-                                rope->layout, ws);
-        refenc_mpk_rope_forward(w->kh, w->kh, rope->positions, B * H, L, Dh, rope->base,
-                                rope->layout, ws);
+    refenc_mpe_lane *ln = &u->lanes[li];
+    const size_t D = u->D, L = u->L, Dh = u->Dh;
+    const refenc_layer_params *lp = u->lm->lp;
+    mpfr_srcptr x_r = refenc_mpe_buf(u, li, *(const int *)arg) + r * D;
+    refenc_mp_row_load(&w->ws[li], x_r, D);
+    for (size_t o = 0; o < 3 * D; o++) {
+        const size_t which = o / D, j = o % D, h = j / Dh, d = j % Dh;
+        mpfr_ptr dest = (which == 0 ? ln->q : which == 1 ? ln->k : ln->v) + (h * L + r) * Dh + d;
+        refenc_mp_dot_row_d(dest, x_r, lp->in_proj_weight + o * D, lp->in_proj_bias + o, o,
+                            &u->lm->in_span, &w->ws[li]);
     }
-    refenc_mpk_attention_forward(w->ctxh, w->weights, w->qh, w->kh, w->vh, opt, B, H, L, Dh, ws);
-    if (opt->merge_without_transpose) /* bug variant: the memory of (B, H, L, Dh) read as (B, L, D) */
-        for (size_t i = 0; i < BL * D; i++)
-            mpfr_set(w->ctx + i, w->ctxh + i, MPFR_RNDN);
-    else
-        refenc_mpk_heads_merge(w->ctx, w->ctxh, B, L, H, Dh);
-    refenc_mpk_linear_forward(y, w->ctx, out_proj_weight, out_proj_bias, BL, D, D, ws);
 }
 
-void refenc_mp_mha_work_alloc(refenc_mp_mha_work *w, refenc_mp_arena *ar, size_t B, size_t L,
-                              size_t D, size_t H, mpfr_prec_t prec)
+/* t[r,:] = ctx[r,:] (out_proj.weight)^T + out_proj.bias */
+static void out_proj_row(refenc_mpe_unit *u, int li, size_t r, refenc_mpe_worker *w, const void *arg)
 {
-    const size_t BLD = B * L * D;
-    mpfr_ptr *bufs[] = {&w->q, &w->k, &w->v, &w->qh, &w->kh, &w->vh, &w->ctxh, &w->ctx};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        *bufs[i] = refenc_mp_arena_alloc(ar, BLD, prec);
-    w->weights = refenc_mp_arena_alloc(ar, B * H * L * L, prec);
+    (void)arg;
+    refenc_mpe_lane *ln = &u->lanes[li];
+    const size_t D = u->D;
+    const refenc_layer_params *lp = u->lm->lp;
+    mpfr_srcptr x_r = ln->ctx + r * D;
+    refenc_mp_row_load(&w->ws[li], x_r, D);
+    for (size_t o = 0; o < D; o++)
+        refenc_mp_dot_row_d(ln->t + r * D + o, x_r, lp->out_proj_weight + o * D, lp->out_proj_bias + o, o,
+                            &u->lm->out_span, &w->ws[li]);
 }
 
+/* RoPE on every head of q (task 0) or k (task 1) of lane li. */
+static void rope_row(refenc_mpe_unit *u, int li, size_t task, refenc_mpe_worker *w, const void *arg)
+{
+    (void)arg;
+    refenc_mpe_lane *ln = &u->lanes[li];
+    mpfr_ptr x = task ? ln->k : ln->q;
+    refenc_mpk_rope_forward(x, x, u->pos, u->H, u->L, u->Dh, u->base, u->cfg->rope_layout, &w->ws[li]);
+}
+
+/* What the heads report: the first weight of the item not certified
+ * (SIZE_MAX: none), and which lanes saw an inexact operation. */
 typedef struct {
-    const double *x, *ipw, *ipb, *opw, *opb;
-    const refenc_attn_options *opt;
-    const refenc_rope_options *rope;
-    size_t B, L, D, H;
-} mha_args;
+    const char *step;
+    int want, was_inexact;
+    int inexact[2];    /* per lane: an inexact operation in some head */
+    size_t first;
+} heads_arg;
 
-static int mha_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, refenc_error *err)
+/* Head h of every lane: its scores, weights and context (attention.c),
+ * moved into ctx -- at ctx[l, h Dh + d], or, for the bug variant
+ * merge_without_transpose, where the memory of (H, L, Dh) read as (L, D)
+ * puts it -- and its weights certified into the step's doubles. */
+static void head(refenc_mpe_unit *u, size_t h, refenc_mpe_worker *w, void *arg)
 {
-    const mha_args *a = ctx;
-    const size_t D = a->D, H = a->H, BLD = a->B * a->L * D, Dh = D / H;
-    refenc_mp_arena ar = {0};
-    refenc_mp_ws ws;
-    void *oh = NULL;
-    const refenc_mp_attn_options *opt = NULL;
-    int st = refenc_mp_ws_alloc(&ws, prec, refenc_mpk_ws_tmp(D, 1, a->L, Dh),
-                                refenc_mpk_ws_ptr(D, 1, a->L, Dh));
-    const int ok = refenc_mp_attn_options_from_d(&oh, &opt, a->opt, H, a->L);
-    mpfr_ptr x = refenc_mp_arena_from_d(&ar, a->x, BLD, 53);
-    mpfr_ptr ipw = refenc_mp_arena_from_d(&ar, a->ipw, 3 * D * D, 53);
-    mpfr_ptr ipb = refenc_mp_arena_from_d(&ar, a->ipb, 3 * D, 53);
-    mpfr_ptr opw = refenc_mp_arena_from_d(&ar, a->opw, D * D, 53);
-    mpfr_ptr opb = refenc_mp_arena_from_d(&ar, a->opb, D, 53);
-    mpfr_ptr base = a->rope ? refenc_mp_arena_from_d(&ar, &a->rope->base, 1, 53) : NULL;
-    mpfr_ptr y = refenc_mp_arena_alloc(&ar, BLD, prec);
-    refenc_mp_mha_work w;
-    refenc_mp_mha_work_alloc(&w, &ar, a->B, a->L, D, H, prec);
-    if (st || !ok || ar.failed) {
-        st = refenc_mp_enomem(err, "multi-head attention", prec);
-    } else {
-        refenc_mp_rope_options rope = {a->rope ? a->rope->layout : REFENC_ROPE_HALF, base,
-                                       a->rope ? a->rope->positions : NULL};
-        refenc_mpk_mha_forward(y, &w, x, ipw, ipb, opw, opb, opt, a->rope ? &rope : NULL, a->B,
-                               a->L, D, H, &ws);
-        const size_t sw[4] = {a->B, H, a->L, a->L}, sy[3] = {a->B, a->L, D};
-        st = refenc_mp_sink_emit(sink, "weights", w.weights, 4, sw);
-        if (st == REFENC_OK)
-            st = refenc_mp_sink_emit(sink, "y", y, 3, sy);
+    heads_arg *a = arg;
+    const size_t L = u->L, Dh = u->Dh, D = u->D;
+    const refenc_input *in = u->run->in;
+    const int flat = u->run->hooks != NULL && u->run->hooks->merge_without_transpose;
+    int inexact[2] = {0, 0};
+    REFENC_MPE_LANES(u, li) {
+        refenc_mpe_lane *ln = &u->lanes[li];
+        const refenc_mp_attn_options opt = {
+            .key_padding_mask = in->key_padding_mask ? in->key_padding_mask + u->item * L : NULL,
+            .causal = u->cfg->causal, .attn_mask = u->mask,
+            .alibi_slopes = u->cfg->positional == REFENC_POS_ALIBI ? ln->slopes + h : NULL,
+            .positions = u->pos, .temperature = u->tau, .mask_value = u->cfg->mask_value};
+        mpfr_clear_inexflag();
+        refenc_mpk_attention_forward(w->out[li], w->weights[li], ln->q + h * L * Dh, ln->k + h * L * Dh,
+                                     ln->v + h * L * Dh, &opt, 1, 1, L, Dh, &w->ws[li]);
+        inexact[li] = mpfr_inexflag_p() != 0;
+        for (size_t l = 0; l < L; l++) /* moved, not copied */
+            for (size_t d = 0; d < Dh; d++)
+                mpfr_swap(ln->ctx + (flat ? (h * L + l) * Dh + d : l * D + h * Dh + d), w->out[li] + l * Dh + d);
     }
-    refenc_mp_arena_free(&ar);
-    refenc_mp_attn_options_free(oh);
-    refenc_mp_ws_free(&ws);
-    return st;
+    const int exact = !a->was_inexact && !inexact[u->lanes_n - 1];
+    for (size_t i = 0; a->want && i < L * L; i++) {
+        mpfr_srcptr v[2] = {w->weights[0] + i, w->weights[u->lanes_n - 1] + i};
+        if (!refenc_mpe_value(u, w, v, exact, u->dbl + h * L * L + i)) {
+#pragma omp critical(refenc_mpe_heads_first)
+            a->first = h * L * L + i < a->first ? h * L * L + i : a->first;
+            break;
+        }
+    }
+#pragma omp critical(refenc_mpe_heads_inexact)
+    a->inexact[0] |= inexact[0], a->inexact[1] |= inexact[1];
 }
+
+/* Every head; the weights certified as `step`.  0 if one is not. */
+static int heads(refenc_mpe_unit *u, const char *step)
+{
+    const size_t L = u->L, H = u->H;
+    heads_arg a = {step, refenc_mpe_wanted(u, step), u->lanes[u->lanes_n - 1].inexact, {0, 0}, SIZE_MAX};
+    refenc_mpe_heads(u, head, &a);
+    u->lanes[0].inexact |= a.inexact[0];
+    u->lanes[1].inexact |= a.inexact[1];
+    if (a.first != SIZE_MAX) {
+        u->failed = 1;
+        snprintf(u->fail, sizeof u->fail,
+                 "oracle: the rounding of %s[%zu] of batch item %zu is not certified at %ld and %ld "
+                 "bits; no precision up to %ld bits certified it",
+                 step, a.first, u->item, (long)u->lanes[0].p, (long)u->lanes[1].p, (long)REFENC_MP_PREC_MAX);
+        return 0;
+    }
+    if (a.want) {
+        const size_t shape[3] = {H, L, L};
+        u->run->emit(u->run->emit_ctx, step, u->item, u->dbl, 3, shape);
+    }
+    return 1;
+}
+
+int refenc_mpe_mha(refenc_mpe_unit *u, int src, const char *weights_step, const char *out_step)
+{
+    const double L = (double)u->L, D = (double)u->D, H = (double)u->H, Dh = (double)u->Dh;
+    refenc_mpe_rows(u, u->L, qkv_row, &src, "q, k, v", 3 * L * D * D);
+    if (u->cfg->positional == REFENC_POS_ROPE)
+        refenc_mpe_rows(u, 2, rope_row, NULL, NULL, 0);
+    if (!heads(u, weights_step))
+        return 0;
+    refenc_mpe_progress(u, weights_step, 2 * H * L * L * Dh + 60 * H * L * L);
+    refenc_mpe_rows(u, u->L, out_proj_row, NULL, "out_proj", L * D * D);
+    if (!refenc_mpe_step_buf(u, out_step, MPE_T))
+        return 0;
+    refenc_mpe_progress(u, out_step, 0);
+    return 1;
+}
+
+/* ---- the twin ------------------------------------------------------------------------------- */
 
 int refenc_mp_mha_forward(double *y, double *weights, const double *x,
                           const double *in_proj_weight, const double *in_proj_bias,
@@ -115,8 +146,20 @@ int refenc_mp_mha_forward(double *y, double *weights, const double *x,
                           size_t B, size_t L, size_t D, size_t H,
                           mpfr_prec_t prec, refenc_mp_report *rep)
 {
-    mha_args a = {x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, opt, rope,
-                  B, L, D, H};
-    const refenc_mp_output outs[] = {{"weights", weights}, {"y", y}};
-    return refenc_mp_run_twin(mha_eval, &a, prec, rep, outs, 2);
+    refenc_config cfg;
+    refenc_config_default(&cfg);
+    cfg.d_model = D, cfg.n_heads = H, cfg.d_ff = 1, cfg.n_layers = 1;
+    cfg.causal = opt->causal, cfg.temperature = opt->temperature, cfg.mask_value = opt->mask_value;
+    cfg.positional = rope != NULL ? REFENC_POS_ROPE : opt->alibi_slopes != NULL ? REFENC_POS_ALIBI : REFENC_POS_NONE;
+    if (rope != NULL)
+        cfg.rope_layout = rope->layout, cfg.rope_base = rope->base;
+    refenc_layer_params lp = {.in_proj_weight = (double *)in_proj_weight, .in_proj_bias = (double *)in_proj_bias,
+                              .out_proj_weight = (double *)out_proj_weight,
+                              .out_proj_bias = (double *)out_proj_bias};
+    const refenc_params p = {.n_layers = 1, .layers = &lp};
+    const refenc_input in = {.B = B, .L = L, .x = x, .key_padding_mask = opt->key_padding_mask,
+                             .positions = rope != NULL ? rope->positions : opt->positions,
+                             .attn_mask = opt->attn_mask};
+    const refenc_mp_output outs[] = {{"weights", weights}, {"output", y}};
+    return refenc_mp_run_block(&cfg, &p, &in, REFENC_MP_BLOCK_MHA, opt->alibi_slopes, prec, rep, outs, 2);
 }

@@ -9,9 +9,10 @@
  * Two levels.
  *
  * 1. Kernels, refenc_mpk_<module>_<verb>: the same computation on arrays of
- *    MPFR numbers at a working precision p.  Nothing is rounded to double; a
- *    stack of kernels (refenc_mpk_encoder_forward) keeps every intermediate
- *    in MPFR.  Outputs are caller-initialised arrays at precision p; inputs
+ *    MPFR numbers at a working precision p.  Nothing is rounded to double.
+ *    The blocks built from them (multi-head attention, the FFN, a layer,
+ *    the encoder) run on one engine (refenc_mp_encoder_run, engine.c), item
+ *    by item, every intermediate in MPFR.  Outputs are caller-initialised arrays at precision p; inputs
  *    may have any precision (parameters are kept at 53 bits, where doubles are
  *    exact, so that converting them does not depend on p).  Temporaries come
  *    from a workspace (refenc_mp_ws): kernels never allocate.
@@ -197,6 +198,8 @@ typedef struct {
     mpfr_ptr wconv;   /* one value at 53 bits: a double, converted          */
     refenc_mp_row row;/* a row being multiplied by doubles (n_ptr values)   */
     refenc_mp_operand *dx, *dy; /* (n_ptr) refenc_mp_dot's nonzero terms, decoded */
+    size_t fixed_rows; /* dot products that took the fixed-point weights (dot.c:
+                          add_groups); counted so that a test sees the path taken */
 } refenc_mp_ws;
 
 /* r = sum_{k<n} x[k sx] y[k sy] (+ extra, if not NULL), correctly rounded
@@ -230,7 +233,7 @@ typedef struct {
 } refenc_mp_wspan;
 void refenc_mp_wspan_of(refenc_mp_wspan *s, const double *W, size_t n_w, const double *b, size_t n_b);
 /* After refenc_mp_wspan_of(s, W, out * in, ...): W's rows in fixed point,
- * which refenc_mp_dot_row_d then uses for w = W + o in (same sums, faster).
+ * which refenc_mp_dot_row_d then uses for row o (same sums, faster).
  * Errors: REFENC_ENOMEM (s->fix stays NULL: the sums are the same, slower).
  * W must outlive s->fix; refenc_mp_wspan_unfix frees it. */
 int refenc_mp_wspan_fix(refenc_mp_wspan *s, const double *W, size_t out, size_t in);
@@ -238,11 +241,14 @@ void refenc_mp_wspan_unfix(refenc_mp_wspan *s);
 
 /* Dot products of one row x (n values of at most ws->prec bits) with rows
  * of doubles: refenc_mp_row_load decodes x into ws->row; then each
- * refenc_mp_dot_row_d(r, x, w, extra, span, ws) is
+ * refenc_mp_dot_row_d(r, x, w, extra, w_row, span, ws) is
  * r = sum_k x[k] w[k] (+ *extra), correctly rounded as refenc_mp_dot, with
- * span covering w and extra.  ws: n_ptr >= n + 1. */
+ * span covering w and extra.  w_row: w is row w_row of the matrix span was
+ * made of (w = W + w_row n), which lets the sum use span's fixed-point
+ * weights (refenc_mp_wspan_fix); SIZE_MAX when w is not such a row.
+ * ws: n_ptr >= n + 1. */
 void refenc_mp_row_load(refenc_mp_ws *ws, mpfr_srcptr x, size_t n);
-void refenc_mp_dot_row_d(mpfr_ptr r, mpfr_srcptr x, const double *w, const double *extra,
+void refenc_mp_dot_row_d(mpfr_ptr r, mpfr_srcptr x, const double *w, const double *extra, size_t w_row,
                          const refenc_mp_wspan *span, refenc_mp_ws *ws);
 
 /* Errors: REFENC_ENOMEM.  On error *ws is empty (safe to free). */
@@ -359,9 +365,6 @@ typedef struct {
     const int64_t *positions;        /* (L); required with ALiBi                  */
     mpfr_srcptr temperature;         /* tau > 0                                   */
     refenc_mask_value mask_value;    /* a masked key's score: -inf or -DBL_MAX     */
-    int merge_without_transpose;     /* a bug variant (variants.h) for the golden
-                                        generator: multi-head attention reads
-                                        (B, H, L, Dh) as (B, L, D); 0 otherwise  */
 } refenc_mp_attn_options;
 
 /* Scaled dot-product attention, masked-row policy of attention.h (a masked
@@ -371,87 +374,6 @@ typedef struct {
 void refenc_mpk_attention_forward(mpfr_ptr out, mpfr_ptr weights, mpfr_srcptr q, mpfr_srcptr k,
                                   mpfr_srcptr v, const refenc_mp_attn_options *opt, size_t B,
                                   size_t H, size_t L, size_t Dh, refenc_mp_ws *ws);
-
-/* (B, L, H*Dh) <-> (B, H, L, Dh), exact copies.  mha.h */
-void refenc_mpk_heads_split(mpfr_ptr xh, mpfr_srcptr x, size_t B, size_t L, size_t H, size_t Dh);
-void refenc_mpk_heads_merge(mpfr_ptr x, mpfr_srcptr xh, size_t B, size_t L, size_t H, size_t Dh);
-
-typedef struct {
-    refenc_rope_layout layout;
-    mpfr_srcptr base;
-    const int64_t *positions; /* (L) */
-} refenc_mp_rope_options;
-
-/* Buffers of multi-head attention, at the working precision. */
-typedef struct {
-    mpfr_ptr q, k, v;      /* (B, L, D)     */
-    mpfr_ptr qh, kh, vh;   /* (B, H, L, Dh) */
-    mpfr_ptr ctxh;         /* (B, H, L, Dh) */
-    mpfr_ptr ctx;          /* (B, L, D)     */
-    mpfr_ptr weights;      /* (B, H, L, L)  */
-} refenc_mp_mha_work;
-
-/* Multi-head self-attention, nn.MultiheadAttention layouts (mha.h). */
-void refenc_mpk_mha_forward(mpfr_ptr y, refenc_mp_mha_work *w, mpfr_srcptr x,
-                            mpfr_srcptr in_proj_weight, mpfr_srcptr in_proj_bias,
-                            mpfr_srcptr out_proj_weight, mpfr_srcptr out_proj_bias,
-                            const refenc_mp_attn_options *opt, const refenc_mp_rope_options *rope,
-                            size_t B, size_t L, size_t D, size_t H, refenc_mp_ws *ws);
-
-/* y = act(x W1^T + b1) W2^T + b2; hidden (N, F) keeps the activations. */
-void refenc_mpk_ffn_forward(mpfr_ptr y, mpfr_ptr hidden, mpfr_srcptr x, mpfr_srcptr W1,
-                            mpfr_srcptr b1, mpfr_srcptr W2, mpfr_srcptr b2, size_t N, size_t D,
-                            size_t F, refenc_activation act, refenc_mp_ws *ws);
-
-/* Parameters of one layer in MPFR (views, nn.TransformerEncoderLayer layouts). */
-typedef struct {
-    mpfr_srcptr in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias;
-    mpfr_srcptr linear1_weight, linear1_bias, linear2_weight, linear2_bias;
-    mpfr_srcptr norm1_weight, norm1_bias, norm2_weight, norm2_bias;
-} refenc_mp_layer_params;
-
-/* Buffers of one layer, at the working precision. */
-typedef struct {
-    mpfr_ptr ln, attn, resid, ffn; /* (B, L, D) */
-    mpfr_ptr hidden;               /* (B, L, F) */
-    refenc_mp_mha_work mha;
-} refenc_mp_layer_work;
-
-/* One encoder layer (layer.h): Pre-LN or Post-LN, with the same trace steps,
- * "layers.{index}.norm1" ..., emitted in MPFR through sink.  eps: the
- * LayerNorm epsilon.  Returns the first non-OK status of sink, else REFENC_OK. */
-int refenc_mpk_layer_forward(mpfr_ptr y, refenc_mp_layer_work *w, mpfr_srcptr x,
-                             const refenc_mp_layer_params *lp, const refenc_config *cfg,
-                             mpfr_srcptr eps, const refenc_mp_attn_options *opt,
-                             const refenc_mp_rope_options *rope, size_t B, size_t L,
-                             size_t index, const refenc_mp_sink *sink, refenc_mp_ws *ws);
-
-/* All parameters of an encoder in MPFR: one array at 53 bits holding
- * refenc_params' block exactly, and views in the same places. */
-typedef struct {
-    size_t n_values;
-    mpfr_ptr block;
-    mpfr_srcptr embedding, pos_embedding, norm_weight, norm_bias; /* NULL when absent */
-    mpfr_srcptr token_type_embedding, embedding_norm_weight, embedding_norm_bias;
-    size_t n_layers;
-    refenc_mp_layer_params *layers;
-} refenc_mp_params;
-
-/* Converts p exactly.  Errors: REFENC_ENOMEM.  On error *mp is empty. */
-int refenc_mp_params_alloc(refenc_mp_params *mp, const refenc_params *p, refenc_error *err);
-void refenc_mp_params_free(refenc_mp_params *mp);
-
-/* The encoder stack (encoder.h) at working precision prec, every
- * intermediate in MPFR, steps "embed", "layers.{i}.*", "norm", "output"
- * emitted through sink; y (B, L, D) at prec receives the output.  The input
- * must have been validated (refenc_input_validate).  hooks: NULL for the
- * encoder as specified; the golden generator passes a bug variant's hooks
- * (variants.h) to compute what a buggy implementation computes.
- * Errors: REFENC_ENOMEM, or the status of sink. */
-int refenc_mpk_encoder_forward(mpfr_ptr y, const refenc_mp_params *p, const refenc_config *cfg,
-                               const refenc_input *in, mpfr_prec_t prec,
-                               const refenc_mp_hooks *hooks,
-                               const refenc_mp_sink *sink, refenc_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Twins of the double functions: same arguments, plus the first working     */
@@ -530,12 +452,6 @@ int refenc_mp_ffn_forward(double *y, double *hidden, const double *x,
                           size_t N, size_t D, size_t F, refenc_activation act,
                           mpfr_prec_t prec, refenc_mp_report *rep);
 
-/* The layer's trace steps (layer.h) go to trace, certified, like y. */
-int refenc_mp_layer_forward(double *y, const double *x, const refenc_layer_params *lp,
-                            const refenc_config *cfg, const refenc_attn_options *opt,
-                            const refenc_rope_options *rope, size_t B, size_t L, size_t index,
-                            const refenc_trace *trace, mpfr_prec_t prec, refenc_mp_report *rep);
-
 /* The whole encoder (encoder.h), on the same config, parameters and input
  * as refenc_encoder_forward; every trace step of the reference ("embed",
  * "layers.{i}.norm1", ..., "norm", "output") goes to trace, each value the
@@ -560,7 +476,15 @@ typedef struct {
     mpfr_prec_t prec;        /* the precision of the unit's first evaluation   */
 } refenc_mp_progress;
 
-/* A run of the encoder on the oracle, item by item (encoder_run.c).
+/* What a run computes: the encoder, or one block of layer 0 on in->x (the
+ * golden cases of one component, and the twins of mha.h and ffn.h). */
+typedef enum {
+    REFENC_MP_BLOCK_ENCODER = 0, /* embed, the layers, norm, output              */
+    REFENC_MP_BLOCK_MHA,         /* steps "weights" (H, L, L), "output" (L, D)   */
+    REFENC_MP_BLOCK_FFN,         /* steps "hidden" (L, F), "output" (L, D)       */
+} refenc_mp_block;
+
+/* A run of the oracle's one forward engine, item by item (engine.c).
  *
  * The work is cut into units: a batch item of the whole stack, or, with
  * layer_inputs (per layer), a (layer l, item b) pair, unit l B + b, whose
@@ -572,13 +496,14 @@ typedef struct {
  * Each unit is evaluated at two precisions in lockstep, step by step, and
  * every value of every wanted step is certified with Ziv's test (as
  * refenc_mp_certify); a unit with a value not certified is evaluated again
- * at the next pair of precisions.  Within a step the work is shared by
- * `threads` threads (OpenMP) over rows and heads, each with its own MPFR
- * workspace; every value is computed by the same operations whatever the
- * thread, so the output is bit-identical for any thread count.  Parameters
- * stay doubles; the MPFR storage is that of one item at two precisions
- * plus each thread's workspace (refenc_mp_encoder_run_bytes).  The values
- * are the same doubles refenc_mp_case_run gives for the encoder. */
+ * at the next pair of precisions.  With one_evaluation, a unit is evaluated
+ * once at prec and every value rounded once to double (a bug variant's
+ * outputs).  Within a step the work is shared by `threads` threads (OpenMP)
+ * over rows and heads, each with its own MPFR workspace; every value is
+ * computed by the same operations whatever the thread, so the output is
+ * bit-identical for any thread count.  Parameters stay doubles; the MPFR
+ * storage is that of one item at two precisions plus each thread's
+ * workspace (refenc_mp_encoder_run_bytes). */
 typedef struct {
     const refenc_config *cfg;
     const refenc_params *params;
@@ -598,6 +523,11 @@ typedef struct {
     void *progress_ctx;
     mpfr_prec_t prec;                  /* first working precision                        */
     int threads;                       /* >= 1                                           */
+    refenc_mp_block block;             /* 0: the encoder                                 */
+    const refenc_mp_hooks *hooks;      /* NULL, or a bug variant's (variants.h)          */
+    int one_evaluation;                /* 1: evaluated once at prec, rounded, not certified */
+    const double *alibi_slopes;        /* (H) ALiBi's slopes as given doubles (a twin's
+                                          inputs); NULL: the exact slopes               */
 } refenc_mp_run;
 
 /* Runs the units; rep gives the highest precisions any unit needed.
@@ -610,9 +540,12 @@ int refenc_mp_encoder_run(const refenc_mp_run *run, refenc_mp_report *rep);
 /* Units of a run: B for the whole stack, N B per layer. */
 size_t refenc_mp_encoder_units(const refenc_config *cfg, size_t B, int per_layer);
 
-/* An estimate of the memory a run needs besides the parameters and what
- * emit keeps: one item's values at the first two precisions, and each
- * thread's workspace.  0 if it overflows. */
+/* An estimate of the memory a certified encoder run needs besides the
+ * parameters and what emit keeps: one item's values at the first two
+ * precisions, each thread's workspace, a layer's weights in fixed point.
+ * An upper bound of what the run allocates (checked by
+ * oracle_engine/the_memory_estimate_bounds_what_a_run_allocates).
+ * 0 if it overflows. */
 size_t refenc_mp_encoder_run_bytes(const refenc_config *cfg, size_t L, int threads,
                                    mpfr_prec_t prec);
 
@@ -626,8 +559,10 @@ double refenc_mp_encoder_unit_work(const refenc_config *cfg, size_t L, int per_l
 /* The outputs of a golden case (golden_case.h), from the oracle: every output
  * the reference reports for the case (refenc_case_run_reference), with the
  * same names, in the same order.  hooks: NULL for the case as specified, or a
- * bug variant's (variants.h).  certify: 1 for the golden outputs, each the
- * certified correctly rounded double (refenc_mp_certify, starting at prec);
+ * bug variant's (variants.h).  The encoder, attention and FFN cases run on
+ * the engine (refenc_mp_encoder_run, one thread), the others on their
+ * kernels.  certify: 1 for the golden outputs, each the certified correctly
+ * rounded double (Ziv's test, starting at prec);
  * 0 for one evaluation at prec, every value rounded once to double (a bug
  * variant's outputs, which only need to be far more accurate than any
  * tolerance: at 128 bits they are within 2^-70 relative of the exact ones,

@@ -241,7 +241,7 @@ static int past_overflow(mpfr_srcptr x)
 
 /* Is the rounding of b (at precision p_hi) to the nearest double certified
  * by a (at the lower precision)?  t, u: scratch at 64 bits.  (internal.h:
- * the encoder's item-by-item run, encoder_run.c, certifies with it too.) */
+ * the engine, engine.c, certifies with it too.) */
 int refenc_mp_certified(mpfr_srcptr a, mpfr_srcptr b, mpfr_prec_t p_hi, int exact,
                      mpfr_ptr t, mpfr_ptr u)
 {

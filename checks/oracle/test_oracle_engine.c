@@ -1,9 +1,14 @@
-/* The encoder run item by item (refenc_mp_encoder_run, ref/oracle/encoder_run.c)
- * against the whole-tensor certified stack (refenc_mp_encoder_forward): every
- * step of every item the same doubles, for every norm placement, positional
- * scheme, mask and input kind, with 1 and 3 threads; per layer, each layer's
- * outputs are the whole stack's outputs of a one-layer encoder run on the
- * stored input; units run apart give what they give together. */
+/* The oracle's one forward engine (refenc_mp_encoder_run, ref/oracle/engine.c):
+ * the threads and the cut into units change no bit, for every norm
+ * placement, positional scheme, mask, input kind and family; per layer, each
+ * layer's outputs are those of a one-layer encoder run on the stored input;
+ * an item that needs more precision escalates alone; the bug variants'
+ * hooks change what they should and nothing else; one evaluation at a high
+ * precision rounds to the certified doubles; the memory estimate bounds
+ * what a run allocates.  (The values themselves are checked against the
+ * reference's running error bounds in accuracy_stack, and against the
+ * committed golden files by golden-verify.) */
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,7 +144,7 @@ static void model_free(model *m)
     free(m->x), free(m->attn_mask), free(m->tokens), free(m->positions), free(m->mask);
 }
 
-/* The whole-tensor run: every step, certified. */
+/* The certified run of refenc_mp_encoder_forward (one thread, every unit): every step. */
 static void reference_steps(steps *s, const model *m)
 {
     memset(s, 0, sizeof *s);
@@ -165,7 +170,7 @@ static void run_steps(steps *s, const model *m, int threads, const double *const
     cr_assert_eq(st, REFENC_OK, "%s", rep->error.message);
 }
 
-Test(oracle_encoder_run, every_step_equals_the_whole_tensor_oracle, .timeout = 120)
+Test(oracle_engine, threads_and_units_change_no_bit, .timeout = 120)
 {
     struct {
         const char *what;
@@ -208,8 +213,8 @@ Test(oracle_encoder_run, every_step_equals_the_whole_tensor_oracle, .timeout = 1
 }
 
 /* The model families' embedding paths and mask (docs/families.md): every
- * step of the item-by-item run equals the whole-tensor oracle's. */
-Test(oracle_encoder_run, the_families_steps_equal_the_whole_tensor_oracle, .timeout = 120)
+ * step on two threads equals the one-thread run's. */
+Test(oracle_engine, the_families_steps_do_not_depend_on_the_threads, .timeout = 120)
 {
     enum { BERT, ROBERTA, GPT2, CLIP };
     const char *what[] = {"BERT: unscaled tokens, token types, learned PE, embedding norm",
@@ -265,7 +270,7 @@ Test(oracle_encoder_run, the_families_steps_equal_the_whole_tensor_oracle, .time
     }
 }
 
-Test(oracle_encoder_run, the_comparison_sees_one_changed_step)
+Test(oracle_engine, the_comparison_sees_one_changed_step)
 {
     /* negative control: a run of a different model differs */
     refenc_config cfg;
@@ -288,7 +293,7 @@ Test(oracle_encoder_run, the_comparison_sees_one_changed_step)
     model_free(&a), model_free(&b);
 }
 
-Test(oracle_encoder_run, per_layer_outputs_are_functions_of_the_stored_inputs, .timeout = 60)
+Test(oracle_engine, per_layer_outputs_are_functions_of_the_stored_inputs, .timeout = 60)
 {
     refenc_config cfg;
     refenc_config_default(&cfg);
@@ -354,7 +359,7 @@ Test(oracle_encoder_run, per_layer_outputs_are_functions_of_the_stored_inputs, .
 
 /* An item that needs more precision is evaluated again, alone: the values
  * are still the whole-tensor oracle's, and only that item pays. */
-Test(oracle_encoder_run, an_item_that_needs_precision_escalates_alone, .timeout = 60)
+Test(oracle_engine, an_item_that_needs_precision_escalates_alone, .timeout = 60)
 {
     /* Post-LN: item 0's rows are 2^180 + MHA(x) (the huge-mean LayerNorm of
      * oracle_ziv), item 1's ordinary. */
@@ -384,7 +389,7 @@ Test(oracle_encoder_run, an_item_that_needs_precision_escalates_alone, .timeout 
 
 /* A run outside its bounds is refused with a message naming the bound, before any work; the
  * same run inside them succeeds (the negative control). */
-Test(oracle_encoder_run, a_run_outside_its_bounds_is_refused)
+Test(oracle_engine, a_run_outside_its_bounds_is_refused)
 {
     refenc_config cfg;
     refenc_config_default(&cfg);
@@ -425,7 +430,7 @@ Test(oracle_encoder_run, a_run_outside_its_bounds_is_refused)
 
 /* The memory estimate grows with the sequence, the threads and the precision, and says 0 when it
  * overflows. */
-Test(oracle_encoder_run, the_memory_estimate_grows_with_the_run)
+Test(oracle_engine, the_memory_estimate_grows_with_the_run)
 {
     refenc_config cfg;
     refenc_config_default(&cfg);
@@ -436,4 +441,175 @@ Test(oracle_encoder_run, the_memory_estimate_grows_with_the_run)
     cr_expect_gt(refenc_mp_encoder_run_bytes(&cfg, 5, 2, 128), base);
     cr_expect_gt(refenc_mp_encoder_run_bytes(&cfg, 5, 1, 1024), base);
     cr_expect_eq(refenc_mp_encoder_run_bytes(&cfg, (size_t)1 << 40, 4096, 65536), 0, "no overflow reported");
+}
+
+/* ---- one evaluation, the bug variants' hooks ------------------------------------------ */
+
+/* Every step of a one-evaluation run (no certification, each value rounded once) at prec,
+ * with hooks. */
+static void once_steps(steps *s, const model *m, mpfr_prec_t prec, const refenc_mp_hooks *hooks)
+{
+    memset(s, 0, sizeof *s);
+    s->B = m->B;
+    const refenc_mp_run run = {.cfg = &m->cfg, .params = &m->p, .in = &m->in, .unit_end = m->B, .emit = from_emit,
+                               .emit_ctx = s, .prec = prec, .threads = 2, .hooks = hooks, .one_evaluation = 1};
+    refenc_mp_report rep;
+    cr_assert_eq(refenc_mp_encoder_run(&run, &rep), REFENC_OK, "%s", rep.error.message);
+    cr_expect_eq(rep.prec, prec);
+    cr_expect_eq(rep.evaluations, 1);
+}
+
+/* Steps of a and b that differ, of those compared. */
+static size_t differing_steps(steps *a, steps *b)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < a->n; i++) {
+        const double *w = find(b, a->name[i], a->numel[i]);
+        n += memcmp(a->data[i], w, a->numel[i] * sizeof(double)) != 0;
+    }
+    return n;
+}
+
+/* At 1000 bits an ordinary encoder's values round to the certified doubles
+ * (their error, 2^-990 relative, is far below the distance of these values
+ * to a rounding boundary): the one-lane evaluation computes the same
+ * function as the certified one. */
+Test(oracle_engine, one_evaluation_at_1000_bits_rounds_to_the_certified_doubles, .timeout = 60)
+{
+    refenc_config cfg;
+    refenc_config_default(&cfg);
+    cfg.d_model = 12, cfg.n_heads = 3, cfg.d_ff = 18, cfg.n_layers = 2, cfg.positional = REFENC_POS_ALIBI;
+    cfg.norm = REFENC_NORM_POST, cfg.final_norm = 1;
+    model m;
+    model_make(&m, &cfg, 2, 5, 1, 1, 50);
+    steps want, once;
+    reference_steps(&want, &m);
+    once_steps(&once, &m, 1000, NULL);
+    cr_expect_eq(once.n, want.n);
+    cr_expect_eq(same_steps(&once, &want, "one evaluation at 1000 bits"), want.n);
+    /* negative control: at 64 bits the rounding is off somewhere */
+    steps low;
+    once_steps(&low, &m, 64, NULL);
+    cr_expect_gt(differing_steps(&low, &want), 0, "64 bits gave every certified double");
+    steps_free(&want), steps_free(&once), steps_free(&low);
+    model_free(&m);
+}
+
+/* The hooks of the bug variants (variants.h) do what the variant does:
+ * ALiBi's power-of-two slopes change nothing for 4 heads and the attention
+ * of 3 heads; merging the heads without the transpose changes nothing for
+ * one head (its (1, L, Dh) is (L, D)) and the output of 3. */
+Test(oracle_engine, the_bug_variants_hooks_change_what_they_should, .timeout = 60)
+{
+    const refenc_mp_hooks pow2 = {.alibi_slopes_pow2 = 1}, flat = {.merge_without_transpose = 1};
+    const struct {
+        const refenc_mp_hooks *hooks;
+        size_t H;
+        int changes;
+    } cases[] = {{&pow2, 4, 0}, {&pow2, 3, 1}, {&flat, 1, 0}, {&flat, 3, 1}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        refenc_config cfg;
+        refenc_config_default(&cfg);
+        cfg.d_model = 12, cfg.n_heads = cases[k].H, cfg.d_ff = 18, cfg.n_layers = 1;
+        cfg.positional = REFENC_POS_ALIBI;
+        model m;
+        model_make(&m, &cfg, 2, 5, 0, 0, 60 + k);
+        steps plain, hooked;
+        once_steps(&plain, &m, 128, NULL);
+        once_steps(&hooked, &m, 128, cases[k].hooks);
+        const size_t d = differing_steps(&hooked, &plain);
+        double *w0 = find(&plain, "layers.0.self_attn.weights", 0), *w1 = find(&hooked, "layers.0.self_attn.weights", 0);
+        const int weights_differ = memcmp(w0, w1, plain.numel[1] * sizeof(double)) != 0;
+        if (cases[k].changes)
+            cr_expect(d > 0 && weights_differ == (cases[k].hooks == &pow2), "case %zu: %zu steps differ, weights %s",
+                      k, d, weights_differ ? "differ" : "do not");
+        else
+            cr_expect_eq(d, 0, "case %zu: %zu steps differ", k, d);
+        steps_free(&plain), steps_free(&hooked);
+        model_free(&m);
+    }
+}
+
+/* ---- memory ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    size_t base, peak;
+} heap_watch;
+
+/* glibc's count of the bytes in use: in the heap's chunks and in mmapped ones */
+static size_t heap_in_use(void)
+{
+    const struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+/* Whether heap_in_use sees a 1 MiB allocation (not under a sanitizer's own allocator). */
+static int heap_measurable(void)
+{
+    const size_t before = heap_in_use();
+    char *volatile p = malloc((size_t)1 << 20);
+    const int seen = p != NULL && heap_in_use() >= before + ((size_t)1 << 20);
+    free(p);
+    return seen;
+}
+
+/* sampled after every step, when the lanes, the workers and the layer's
+ * fixed-point weights are allocated */
+static void watch(void *ctx, const refenc_mp_progress *p)
+{
+    (void)p;
+    heap_watch *w = ctx;
+    const size_t now = heap_in_use();
+    if (now > w->base && now - w->base > w->peak)
+        w->peak = now - w->base;
+}
+
+static void discard(void *ctx, const char *step, size_t item, const double *data, size_t ndim, const size_t *shape)
+{
+    (void)ctx, (void)step, (void)item, (void)data, (void)ndim, (void)shape;
+}
+
+/* The peak of the heap (malloc's, where MPFR's limbs also live) during a
+ * one-thread certified run, above what was in use before it. */
+static size_t run_peak(const model *m, mpfr_prec_t prec)
+{
+    heap_watch w = {heap_in_use(), 0};
+    const refenc_mp_run run = {.cfg = &m->cfg, .params = &m->p, .in = &m->in, .unit_end = m->B, .emit = discard,
+                               .progress = watch, .progress_ctx = &w, .prec = prec, .threads = 1};
+    refenc_mp_report rep;
+    cr_assert_eq(refenc_mp_encoder_run(&run, &rep), REFENC_OK, "%s", rep.error.message);
+    return w.peak;
+}
+
+/* refenc_mp_encoder_run_bytes is an upper bound of what a run allocates, at
+ * several sizes and precisions; and no more than 4 times it (an estimate
+ * that reports memory a run does not use would refuse runs that fit).
+ * Negative control: the estimate for a quarter of the sequence lies below
+ * the peak measured, so the measurement can see an estimate too small. */
+Test(oracle_engine, the_memory_estimate_bounds_what_a_run_allocates, .timeout = 60)
+{
+    const struct {
+        size_t D, H, F, L;
+        mpfr_prec_t prec;
+        refenc_positional pos;
+    } cases[] = {{12, 3, 20, 16, REFENC_MP_PREC_DEFAULT, REFENC_POS_ROPE},
+                 {24, 4, 40, 24, 96, REFENC_POS_ALIBI},
+                 {16, 2, 64, 40, 320, REFENC_POS_SINUSOIDAL}};
+    if (!heap_measurable())
+        cr_skip_test("malloc's statistics do not count this allocator's memory");
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        refenc_config cfg;
+        refenc_config_default(&cfg);
+        cfg.d_model = cases[k].D, cfg.n_heads = cases[k].H, cfg.d_ff = cases[k].F, cfg.n_layers = 2;
+        cfg.positional = cases[k].pos;
+        model m;
+        model_make(&m, &cfg, 2, cases[k].L, 1, 1, 70 + k);
+        const size_t peak = run_peak(&m, cases[k].prec);
+        const size_t est = refenc_mp_encoder_run_bytes(&cfg, cases[k].L, 1, cases[k].prec);
+        cr_expect_leq(peak, est, "case %zu: %zu bytes allocated, %zu estimated", k, peak, est);
+        cr_expect_geq(4 * peak, est, "case %zu: %zu bytes allocated, %zu estimated", k, peak, est);
+        cr_expect_gt(peak, refenc_mp_encoder_run_bytes(&cfg, cases[k].L / 4, 1, cases[k].prec),
+                     "case %zu: the measurement cannot see a smaller estimate", k);
+        model_free(&m);
+    }
 }
