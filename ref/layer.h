@@ -25,7 +25,7 @@ typedef struct {
  * Post-LN (norm_first=False):  h = LN1(x + MHA(x));   y = LN2(h + FFN(h))
  *
  * opt carries the masks, ALiBi slopes and temperature; rope is NULL unless
- * the positional scheme is RoPE.  Inference only: no dropout.
+ * the positional scheme is RoPE.  No dropout (refenc_layer_backward below).
  * Trace steps, in forward order, with prefix "layers.{index}.":
  *   Pre-LN:  norm1, self_attn.weights, self_attn, norm2, ffn, output
  *   Post-LN: self_attn.weights, self_attn, norm1, ffn, norm2, output

@@ -67,8 +67,9 @@ void gc_central(gc_fd *r, gc_phi phi, void *ctx, double h);
 /* The step every suite uses: 2^-17, near (3 eps / M3)^(1/3) for eps ~ 1e-14,
  * M3 ~ 1 (docs/gradients.md). */
 #define GC_STEP 0x1p-17
-/* Inputs, parameters and directions live on grids of 2^-30 and 2^-12 with
- * magnitudes below 2^5: x + t v at t = +-h, +-h/2 is then exact. */
+/* Inputs and parameters live on a grid of 2^-30 (magnitudes below 2^22),
+ * directions on a grid of 2^-12 clamped to +-8: at t = +-h, +-h/2, t v is a
+ * multiple of 2^-30 and x + t v, below 2^23, has at most 53 bits: exact. */
 #define GC_GRID_X 0x1p-30
 #define GC_GRID_V 0x1p-12
 

@@ -26,6 +26,9 @@
 
 /* the shortest sequence a case draws (the controls ask for 4) */
 static size_t st_min_len = 2;
+/* 1: vaswani's case takes tokens through E[token] sqrt(D), two token types
+ * and the embedding LayerNorm */
+static int st_vaswani_tokens;
 
 typedef struct {
     prop_case c;
@@ -85,6 +88,10 @@ static void st_case_make(st_case *s, gsl_rng *r, size_t t, refenc_family fam,
     g->n_layers = 1 + t % 2;
     if (g->activation == REFENC_ACT_RELU)
         g->activation = REFENC_ACT_GELU;
+    if (fam == REFENC_FAMILY_VASWANI && st_vaswani_tokens) {
+        g->vocab_size = 9, g->padding_idx = 0, g->scale_embedding = 1, g->type_vocab_size = 2;
+        g->embedding_norm = 1, g->embedding_norm_eps = 1e-5;
+    }
     prop_case_redraw(c, r);
     gc_quantize(c->p.block, c->p.n_values, GC_GRID_X);
     const size_t BLD = c->B * c->L * g->d_model;
@@ -92,7 +99,7 @@ static void st_case_make(st_case *s, gsl_rng *r, size_t t, refenc_family fam,
     c->x = prop_calloc(BLD, sizeof(double));
     test_fill_gaussian(c->x, BLD, 0.2, 1.0, r);
     gc_quantize(c->x, BLD, GC_GRID_X);
-    if (fam != REFENC_FAMILY_VASWANI)
+    if (g->vocab_size > 0)
         st_tokens(s, r);
     s->family = fam;
     s->in = (refenc_input){.B = c->B, .L = c->L, .tokens = c->tokens, .x = c->tokens ? NULL : c->x,
@@ -259,6 +266,15 @@ Test(grad_stack, finite_differences_for_every_positional_scheme_and_mask)
         bad += st_fd(&w, &s, r);
         st_case_free(&s);
     }
+    /* and tokens through the scaled embedding, token types, LN_emb */
+    st_vaswani_tokens = 1;
+    for (size_t t = 0; t < 2; t++) {
+        st_case s;
+        st_case_make(&s, r, t, REFENC_FAMILY_VASWANI, t ? REFENC_POS_SINUSOIDAL : REFENC_POS_LEARNED, 0, 0);
+        bad += st_fd(&w, &s, r);
+        st_case_free(&s);
+    }
+    st_vaswani_tokens = 0;
     gsl_rng_free(r);
     report(&w, bad);
 }
