@@ -608,3 +608,97 @@ Test(grad_stack, control_adjoint_flags_the_other_rope_layout)
     gsl_rng_free(r);
     cr_assert(bad > 0);
 }
+
+/* ---- permutation equivariance of the gradients without positions ---- */
+
+/* Swaps tokens 0 and 1 of a one-item case (x or tokens, types, padding) and
+ * of dY, runs the backward on both and counts the values of dx (swapped
+ * back) and of every parameter gradient that differ.  Exact equality is the
+ * property: without positional information the encoder is equivariant,
+ * f(P X) = P f(X), so the gradient of <P dY, f(P X)> is P dx and the same
+ * parameter gradients; and in double every sum over tokens starts from 0.0
+ * with token 0 then token 1 (softmax and attention over keys, dW, db,
+ * dgamma, the tables' rows), where swapping the first two terms of
+ * ((0 + a) + b) + ... changes nothing (IEEE addition is commutative). */
+static size_t swapped_differences(st_case *s, gsl_rng *r, char *msg, size_t len)
+{
+    prop_case *c = &s->c;
+    const size_t L = c->L, D = c->cfg.d_model, LD = L * D;
+    double *dY = prop_calloc(LD, sizeof(double)), *dYs = prop_calloc(LD, sizeof(double));
+    double *dx = prop_calloc(LD, sizeof(double)), *dxs = prop_calloc(LD, sizeof(double));
+    double *xs = prop_calloc(LD, sizeof(double));
+    uint8_t pads[8] = {0};
+    int64_t toks[8] = {0}, typs[8] = {0};
+    test_fill_gaussian(dY, LD, 0.0, 1.0, r);
+    for (size_t l = 0; l < L; l++) { /* (P X)[l] = X[perm l], perm = (0 1) */
+        const size_t src = l == 0 ? 1 : l == 1 ? 0 : l;
+        memcpy(dYs + l * D, dY + src * D, D * sizeof(double));
+        if (!c->tokens)
+            memcpy(xs + l * D, c->x + src * D, D * sizeof(double));
+        pads[l] = c->pad ? c->pad[src] : 0;
+        toks[l] = c->tokens ? c->tokens[src] : 0;
+        typs[l] = c->types ? c->types[src] : 0;
+    }
+    refenc_params g0, g1;
+    st_backward(dx, &g0, s, dY);
+    st_case sw = *s;
+    sw.in.x = c->tokens ? NULL : xs;
+    sw.in.key_padding_mask = c->pad ? pads : NULL;
+    sw.in.tokens = c->tokens ? toks : NULL;
+    sw.in.token_types = c->types ? typs : NULL;
+    st_backward(dxs, &g1, &sw, dYs);
+    double *back = prop_calloc(LD, sizeof(double));
+    for (size_t l = 0; l < L; l++)
+        memcpy(back + (l == 0 ? 1 : l == 1 ? 0 : l) * D, dxs + l * D, D * sizeof(double));
+    const size_t n = prop_count_unequal(back, dx, LD, msg, len) +
+                     prop_count_unequal(g1.block, g0.block, g0.n_values, NULL, 0);
+    refenc_params_free(&g0), refenc_params_free(&g1);
+    free(dY), free(dYs), free(dx), free(dxs), free(xs), free(back);
+    return n;
+}
+
+/* one-item cases without positions, not causal: x or tokens (scaled, types,
+ * LN_emb), padding on some */
+static void swap_case(st_case *s, gsl_rng *r, size_t t, refenc_positional pos, int causal)
+{
+    st_min_len = 3;
+    st_vaswani_tokens = t % 2;
+    st_case_make(s, r, t, REFENC_FAMILY_VASWANI, pos, causal, 0);
+    st_vaswani_tokens = 0;
+    st_min_len = 2;
+    s->c.B = 1, s->in.B = 1; /* item 0 alone: its inputs are the first L rows */
+}
+
+Test(grad_stack, swapping_two_tokens_without_positions_swaps_dx_and_keeps_parameter_gradients)
+{
+    gsl_rng *r = test_rng(2707);
+    for (size_t t = 0; t < 8; t++) {
+        st_case s;
+        swap_case(&s, r, t, REFENC_POS_NONE, 0);
+        char msg[256] = "";
+        const size_t n = swapped_differences(&s, r, msg, sizeof msg);
+        cr_assert(n == 0, "%s: %zu values differ; %s", s.c.desc, n, msg);
+        st_case_free(&s);
+    }
+    gsl_rng_free(r);
+}
+
+/* The control: positions (each scheme) or the causal mask tie a token to
+ * its place, and the same comparison must see it. */
+Test(grad_stack, control_swapping_two_tokens_with_positions_or_causal_changes_gradients)
+{
+    static const refenc_positional schemes[] = {REFENC_POS_SINUSOIDAL, REFENC_POS_LEARNED,
+                                                REFENC_POS_ROPE, REFENC_POS_ALIBI, REFENC_POS_NONE};
+    gsl_rng *r = test_rng(2708);
+    for (size_t t = 0; t < 5; t++) {
+        st_case s;
+        swap_case(&s, r, t, schemes[t], t == 4);
+        s.in.key_padding_mask = NULL; /* a padded token 0 or 1 could hide the swap */
+        free(s.c.pad);
+        s.c.pad = NULL;
+        const size_t n = swapped_differences(&s, r, NULL, 0);
+        cr_assert(n > 0, "%s: the swap went unseen", s.c.desc);
+        st_case_free(&s);
+    }
+    gsl_rng_free(r);
+}
