@@ -4,7 +4,10 @@
  *            M = -inf or -DBL_MAX (mask_value)
  *   weights[i,:] = softmax(s[i,:]);  out_i = sum_j weights[i,j] v_j
  * A query whose every score is -inf gets weights 0 and output 0; with
- * M = -DBL_MAX a query whose every key is masked gets weights 1/L. */
+ * M = -DBL_MAX a query whose every key is masked gets weights 1/L.
+ * Backward (below): dS_ij = P_ij (dO_i . v_j - D_i), D_i = dO_i . O_i, 0 where
+ * the mask replaced the score; dq = dS k / divisor, dk = dS^T q / divisor,
+ * dv = P^T dO. */
 #include "attention.h"
 
 #include <float.h>

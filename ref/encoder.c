@@ -2,7 +2,10 @@
  *   h = E[tokens] (sqrt(D))  or  h = x;   h = h + TT[types];   h = h + PE (sinusoidal, learned)
  *   h = LN_emb(h) if embedding_norm
  *   h = layer_i(h), i = 0 .. N-1   (RoPE / ALiBi inside every attention)
- *   y = LN(h) if final_norm, else h */
+ *   y = LN(h) if final_norm, else h
+ * Backward (refenc_encoder_backward, below): the forward recomputed keeping each
+ * layer's input, then LN^T, layer_i^T for i = N-1 .. 0, LN_emb^T and the
+ * scatter-adds into the tables (docs/gradients.md). */
 #include "encoder.h"
 
 #include <math.h>

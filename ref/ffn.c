@@ -1,4 +1,5 @@
-/* Position-wise FFN in double (ffn.h): y = act(x W1^T + b1) W2^T + b2. */
+/* Position-wise FFN in double (ffn.h): y = act(x W1^T + b1) W2^T + b2;
+ * backward: da = (dy W2) * act'(a), dx = da W1 (below). */
 #include "ffn.h"
 
 #include "activation.h"

@@ -1,6 +1,9 @@
 /* One encoder layer in double (layer.h):
  *   Pre-LN:   h = x + MHA(LN1(x));   y = h + FFN(LN2(h))
- *   Post-LN:  h = LN1(x + MHA(x));   y = LN2(h + FFN(h)) */
+ *   Post-LN:  h = LN1(x + MHA(x));   y = LN2(h + FFN(h))
+ * Backward (below), the residuals adding their two paths' gradients:
+ *   Pre-LN:   dh = dy + LN2^T FFN^T dy;   dx = dh + LN1^T MHA^T dh
+ *   Post-LN:  dr2 = LN2^T dy;  dh = dr2 + FFN^T dr2;  dr1 = LN1^T dh;  dx = dr1 + MHA^T dr1 */
 #include "layer.h"
 
 #include <stdio.h>

@@ -1,7 +1,9 @@
 /* Multi-head self-attention in double (mha.h), nn.MultiheadAttention layouts:
  *   q = x W_q^T + b_q, k = x W_k^T + b_k, v = x W_v^T + b_v   (in_proj blocks)
  *   q, k rotated by RoPE if given;  ctx_h = attention(q_h, k_h, v_h)
- *   y = concat_h(ctx_h) W_o^T + b_o */
+ *   y = concat_h(ctx_h) W_o^T + b_o
+ * Backward (below): dctx = dy W_o, per head attention^T, dq and dk rotated by
+ * -theta, dx = dq W_q + dk W_k + dv W_v. */
 #include "mha.h"
 
 #include <string.h>
