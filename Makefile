@@ -53,7 +53,8 @@ INT_SRC    := $(wildcard ref/oracle/*.c ref/golden/*.c) ref/tool/random_params.c
 CLI_SRC    := $(wildcard ref/cli/*.c)
 # make check: every suite under checks/ except the heavy ones in checks/slow/
 CHECK_SRC  := $(sort $(wildcard checks/common/*.c checks/unit/*.c checks/properties/*.c \
-                      checks/oracle/*.c checks/golden/*.c checks/robustness/*.c))
+                      checks/oracle/*.c checks/golden/*.c checks/robustness/*.c \
+                      checks/gradients/*.c))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 

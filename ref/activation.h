@@ -37,4 +37,19 @@ double refenc_quick_gelu(double x);
 /* y, x: (n); y may alias x.  y[i] = act(x[i]).  Never fails. */
 void refenc_activation_forward(double *y, const double *x, size_t n, refenc_activation act);
 
+/* act'(x), the derivative (docs/gradients.md):
+ *   ReLU        1 for x > 0, else 0 (0 at x = 0, as PyTorch)
+ *   GELU        Phi(x) + x phi(x),  phi(x) = exp(-x^2/2)/sqrt(2 pi)
+ *   GELU-tanh   s + 2 x s (1 - s) sqrt(2/pi) (1 + 3 * 0.044715 x^2),  s = sigma(2z)
+ *   quick GELU  s + 1.702 x s (1 - s),  s = sigma(1.702 x)
+ * (1 - s is computed as sigma(-t), without cancellation.)  NaN for a NaN
+ * x except ReLU (0 for NaN <= 0 is false: 1, as PyTorch passes dy). */
+double refenc_activation_derivative(double x, refenc_activation act);
+
+/* Backward: dx[i] = dy[i] act'(x[i]).  dx, dy, x: (n); x is the forward's
+ * input (the pre-activation, saved or recomputed by the caller); dx is
+ * written and may alias dy, not x.  Never fails. */
+void refenc_activation_backward(double *dx, const double *dy, const double *x, size_t n,
+                                refenc_activation act);
+
 #endif

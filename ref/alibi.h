@@ -19,7 +19,12 @@
  *
  * Bias.  For the encoder (no causality assumed) the bias is symmetric:
  *     bias[h, i, j] = -m_h * |pos_i - pos_j|,
- * added to the scores after the 1/sqrt(Dh) scaling (attention.h). */
+ * added to the scores after the 1/sqrt(Dh) scaling (attention.h).
+ *
+ * Backward.  ALiBi has no parameters: the bias is a constant added to the
+ * scores, so the scores' gradient dS flows to q and k unchanged
+ * (refenc_attention_backward) and nothing flows to the slopes
+ * (docs/gradients.md). */
 
 /* slopes: (H).  Precondition: H >= 1.  Never fails. */
 void refenc_alibi_slopes(double *slopes, size_t H);

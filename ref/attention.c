@@ -4,7 +4,10 @@
  *            M = -inf or -DBL_MAX (mask_value)
  *   weights[i,:] = softmax(s[i,:]);  out_i = sum_j weights[i,j] v_j
  * A query whose every score is -inf gets weights 0 and output 0; with
- * M = -DBL_MAX a query whose every key is masked gets weights 1/L. */
+ * M = -DBL_MAX a query whose every key is masked gets weights 1/L.
+ * Backward (below): dS_ij = P_ij (dO_i . v_j - D_i), D_i = dO_i . O_i, 0 where
+ * the mask replaced the score; dq = dS k / divisor, dk = dS^T q / divisor,
+ * dv = P^T dO. */
 #include "attention.h"
 
 #include <float.h>
@@ -66,6 +69,71 @@ void refenc_attention_forward(double *out, double *weights,
                     o_i[d] = acc;
                 }
             }
+        }
+    }
+}
+
+/* Backward of one head (b, h); the slices are (L, Dh) and (L, L):
+ *   dv_j = sum_i P_ij dO_i;   dP_ij = dO_i . v_j;   D_i = dO_i . O_i
+ *   dS_ij = P_ij (dP_ij - D_i), 0 where the mask replaced the score
+ *   dq_i = sum_j dS_ij k_j / divisor;   dk_j = sum_i dS_ij q_i / divisor */
+static void head_backward(double *dq, double *dk, double *dv, double *dP, double *dS,
+                          double *Drow, const double *dO, const double *q, const double *k,
+                          const double *v, const double *P, const double *O,
+                          const uint8_t *pad, int causal, size_t L, size_t Dh, double divisor)
+{
+    for (size_t i = 0; i < L; i++) {
+        const double *dO_i = dO + i * Dh;
+        double Di = 0.0;
+        for (size_t d = 0; d < Dh; d++)
+            Di += dO_i[d] * O[i * Dh + d];
+        Drow[i] = Di;
+        for (size_t j = 0; j < L; j++) {
+            double dp = 0.0;
+            for (size_t d = 0; d < Dh; d++)
+                dp += dO_i[d] * v[j * Dh + d];
+            dP[i * L + j] = dp;
+            /* a replaced score is the constant M: no gradient reaches q or k */
+            const int replaced = (pad != NULL && pad[j]) || (causal && j > i);
+            dS[i * L + j] = replaced ? 0.0 : P[i * L + j] * (dp - Di);
+        }
+    }
+    for (size_t j = 0; j < L; j++) {
+        for (size_t d = 0; d < Dh; d++) {
+            double av = 0.0, ak = 0.0;
+            for (size_t i = 0; i < L; i++) {
+                av += P[i * L + j] * dO[i * Dh + d];
+                ak += dS[i * L + j] * q[i * Dh + d];
+            }
+            dv[j * Dh + d] = av;
+            dk[j * Dh + d] = ak / divisor;
+        }
+    }
+    for (size_t i = 0; i < L; i++) {
+        for (size_t d = 0; d < Dh; d++) {
+            double aq = 0.0;
+            for (size_t j = 0; j < L; j++)
+                aq += dS[i * L + j] * k[j * Dh + d];
+            dq[i * Dh + d] = aq / divisor;
+        }
+    }
+}
+
+void refenc_attention_backward(double *dq, double *dk, double *dv,
+                               double *dP, double *dS, double *Drow,
+                               const double *dout, const double *q, const double *k,
+                               const double *v, const double *weights, const double *out,
+                               const refenc_attn_options *opt,
+                               size_t B, size_t H, size_t L, size_t Dh)
+{
+    const double divisor = sqrt((double)Dh) * opt->temperature; /* as the forward */
+    for (size_t b = 0; b < B; b++) {
+        const uint8_t *pad_b = opt->key_padding_mask ? opt->key_padding_mask + b * L : NULL;
+        for (size_t h = 0; h < H; h++) {
+            const size_t bh = b * H + h, hd = bh * L * Dh, ll = bh * L * L;
+            head_backward(dq + hd, dk + hd, dv + hd, dP + ll, dS + ll, Drow + bh * L,
+                          dout + hd, q + hd, k + hd, v + hd, weights + ll, out + hd,
+                          pad_b, opt->causal, L, Dh, divisor);
         }
     }
 }

@@ -34,4 +34,28 @@ void refenc_attention_forward(double *out, double *weights,
                               const refenc_attn_options *opt,
                               size_t B, size_t H, size_t L, size_t Dh);
 
+/* Backward (docs/gradients.md), FlashAttention's formulation.
+ * dout: (B, H, L, Dh), the gradient with respect to out.  Saved from the
+ * forward: q, k, v (as the forward read them, RoPE applied), weights P and
+ * out O.  Per head, with divisor = sqrt(Dh) tau formed as the forward does:
+ *   dv_j  = sum_i P_ij dO_i                        dv: (B, H, L, Dh)
+ *   dP_ij = dO_i . v_j                             dP: (B, H, L, L)
+ *   D_i   = dO_i . O_i   (= sum_j P_ij dP_ij)      Drow: (B, H, L)
+ *   dS_ij = P_ij (dP_ij - D_i)                     dS: (B, H, L, L), the
+ *           gradient of the scores (after ALiBi and attn_mask, which are
+ *           constants: no gradient flows to them)
+ *   dq_i  = sum_j dS_ij k_j / divisor,   dk_j = sum_i dS_ij q_i / divisor
+ * Masks: a score the key padding or causal mask replaced by M is a constant,
+ * so dS_ij = 0 there (also with M = -DBL_MAX in a fully masked row, whose
+ * uniform weights are constants); an additive -inf gives P_ij = 0 and so
+ * dS_ij = 0.  Masked keys get dk = dv = 0 from every query.  A fully masked
+ * row (P = 0, O = 0 under M = -inf) has D_i = 0 and contributes nothing.
+ * Every output is written.  None may alias an input.  Never fails. */
+void refenc_attention_backward(double *dq, double *dk, double *dv,
+                               double *dP, double *dS, double *Drow,
+                               const double *dout, const double *q, const double *k,
+                               const double *v, const double *weights, const double *out,
+                               const refenc_attn_options *opt,
+                               size_t B, size_t H, size_t L, size_t Dh);
+
 #endif

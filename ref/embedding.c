@@ -40,3 +40,38 @@ void refenc_embedding_add(double *y, const double *x, const int64_t *ids, const 
             y_bl[d] = x_bl[d] + row[d];
     }
 }
+
+/* Backward of the three: scatter-add into the table's rows,
+ *   dtable[tokens[b,l],:] += dx[b,l,:] s   (s = sqrt(D), or 1 for the lookup)
+ * so a token that occurs k times receives the sum of its k gradients. */
+static void scatter_add(double *dtable, const double *dx, const int64_t *ids, size_t BL,
+                        size_t D, double scale)
+{
+    for (size_t bl = 0; bl < BL; bl++) {
+        double *row = dtable + (size_t)ids[bl] * D; /* dtable[ids[b,l], :] */
+        const double *dx_bl = dx + bl * D;           /* dx[b,l,:] */
+        for (size_t d = 0; d < D; d++)
+            row[d] += dx_bl[d] * scale;
+    }
+}
+
+void refenc_embedding_backward(double *dtable, const double *dx, const int64_t *tokens,
+                               size_t B, size_t L, size_t V, size_t D)
+{
+    (void)V;
+    scatter_add(dtable, dx, tokens, B * L, D, sqrt((double)D));
+}
+
+void refenc_embedding_lookup_backward(double *dtable, const double *dx, const int64_t *tokens,
+                                      size_t B, size_t L, size_t V, size_t D)
+{
+    (void)V;
+    scatter_add(dtable, dx, tokens, B * L, D, 1.0);
+}
+
+void refenc_embedding_add_backward(double *dtable, const double *dy, const int64_t *ids,
+                                   size_t B, size_t L, size_t R, size_t D)
+{
+    (void)R;
+    scatter_add(dtable, dy, ids, B * L, D, 1.0);
+}

@@ -34,4 +34,20 @@ void refenc_embedding_lookup(double *x, const int64_t *tokens, const double *tab
 void refenc_embedding_add(double *y, const double *x, const int64_t *ids, const double *table,
                           size_t B, size_t L, size_t R, size_t D);
 
+/* Backwards (docs/gradients.md): scatter-add of the gradient into the
+ * table's rows, accumulated (+=), b and l upward:
+ *   refenc_embedding_backward          dtable[tokens[b,l],:] += dx[b,l,:] * sqrt(D)
+ *   refenc_embedding_lookup_backward   dtable[tokens[b,l],:] += dx[b,l,:]
+ *   refenc_embedding_add_backward      dtable[ids[b,l],:]    += dy[b,l,:]
+ *                                      (and dx = dy: the identity, nothing to compute)
+ * A token that occurs k times receives the sum of its k gradients; rows of
+ * tokens that do not occur are unchanged.  dtable: (V, D) or (R, D);
+ * dx, dy: (B, L, D).  Preconditions as the forwards.  Never fail. */
+void refenc_embedding_backward(double *dtable, const double *dx, const int64_t *tokens,
+                               size_t B, size_t L, size_t V, size_t D);
+void refenc_embedding_lookup_backward(double *dtable, const double *dx, const int64_t *tokens,
+                                      size_t B, size_t L, size_t V, size_t D);
+void refenc_embedding_add_backward(double *dtable, const double *dy, const int64_t *ids,
+                                   size_t B, size_t L, size_t R, size_t D);
+
 #endif

@@ -2,13 +2,17 @@
  *   h = E[tokens] (sqrt(D))  or  h = x;   h = h + TT[types];   h = h + PE (sinusoidal, learned)
  *   h = LN_emb(h) if embedding_norm
  *   h = layer_i(h), i = 0 .. N-1   (RoPE / ALiBi inside every attention)
- *   y = LN(h) if final_norm, else h */
+ *   y = LN(h) if final_norm, else h
+ * Backward (refenc_encoder_backward, below): the forward recomputed keeping each
+ * layer's input, then LN^T, layer_i^T for i = N-1 .. 0, LN_emb^T and the
+ * scatter-adds into the tables (docs/gradients.md). */
 #include "encoder.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "alibi.h"
 #include "embedding.h"
 #include "layernorm.h"
@@ -105,10 +109,21 @@ void refenc_workspace_free(refenc_workspace *ws)
     memset(ws, 0, sizeof *ws);
 }
 
+/* The token types: the input's, or HF's default token_type_ids, all 0
+ * (written into ws->ids) */
+static const int64_t *token_types(refenc_workspace *ws, const refenc_input *in)
+{
+    if (in->token_types != NULL)
+        return in->token_types;
+    memset(ws->ids, 0, in->B * in->L * sizeof(int64_t));
+    return ws->ids;
+}
+
 /* h (B, L, D): the embedding or the given x, the token types, the
- * additive PE, the embedding LayerNorm (in and ws checked by the caller) */
-static void embed(double *h, refenc_workspace *ws, const refenc_params *p, const refenc_config *cfg,
-                  const refenc_input *in)
+ * additive PE, before the embedding LayerNorm (in and ws checked by the
+ * caller) */
+static void embed_sum(double *h, refenc_workspace *ws, const refenc_params *p,
+                      const refenc_config *cfg, const refenc_input *in)
 {
     const size_t B = in->B, L = in->L, D = cfg->d_model, BLD = B * L * D;
     const int64_t *pos = in->positions != NULL ? in->positions : ws->positions;
@@ -118,14 +133,9 @@ static void embed(double *h, refenc_workspace *ws, const refenc_params *p, const
         refenc_embedding_lookup(h, in->tokens, p->embedding, B, L, cfg->vocab_size, D);
     else
         memcpy(h, in->x, BLD * sizeof(double));
-    if (cfg->type_vocab_size > 0) {
-        const int64_t *types = in->token_types;
-        if (types == NULL) { /* HF's default token_type_ids: all 0 */
-            memset(ws->ids, 0, B * L * sizeof(int64_t));
-            types = ws->ids;
-        }
-        refenc_embedding_add(h, h, types, p->token_type_embedding, B, L, cfg->type_vocab_size, D);
-    }
+    if (cfg->type_vocab_size > 0)
+        refenc_embedding_add(h, h, token_types(ws, in), p->token_type_embedding, B, L,
+                             cfg->type_vocab_size, D);
     if (cfg->positional == REFENC_POS_SINUSOIDAL) {
         refenc_sinusoidal_forward(h, h, pos, B, L, D);
     } else if (cfg->positional == REFENC_POS_LEARNED && cfg->position_ids == REFENC_POSIDS_ROBERTA) {
@@ -134,9 +144,46 @@ static void embed(double *h, refenc_workspace *ws, const refenc_params *p, const
     } else if (cfg->positional == REFENC_POS_LEARNED) {
         refenc_learned_pe_forward(h, h, pos, p->pos_embedding, B, L, cfg->max_len, D);
     }
+}
+
+/* h (B, L, D) = LN_emb(e) when embedding_norm, else e (h may alias e) */
+static void embed_norm(double *h, const double *e, const refenc_params *p,
+                       const refenc_config *cfg, size_t BL)
+{
+    const size_t D = cfg->d_model;
     if (cfg->embedding_norm)
-        refenc_layernorm_forward(h, h, p->embedding_norm_weight, p->embedding_norm_bias, B * L, D,
+        refenc_layernorm_forward(h, e, p->embedding_norm_weight, p->embedding_norm_bias, BL, D,
                                  cfg->embedding_norm_eps);
+    else if (h != e)
+        memcpy(h, e, BL * D * sizeof(double));
+}
+
+/* h (B, L, D): the embedding module's output, the input of layer 0 */
+static void embed(double *h, refenc_workspace *ws, const refenc_params *p, const refenc_config *cfg,
+                  const refenc_input *in)
+{
+    embed_sum(h, ws, p, cfg, in);
+    embed_norm(h, h, p, cfg, in->B * in->L);
+}
+
+/* The masks, ALiBi and temperature every attention of the stack uses, and
+ * RoPE's options (*rope_p NULL unless the scheme is RoPE). */
+static void attention_setup(refenc_attn_options *opt, refenc_rope_options *rope,
+                            const refenc_rope_options **rope_p, const refenc_workspace *ws,
+                            const refenc_config *cfg, const refenc_input *in)
+{
+    const int64_t *pos = in->positions != NULL ? in->positions : ws->positions;
+    *opt = (refenc_attn_options){
+        .key_padding_mask = in->key_padding_mask,
+        .causal = cfg->causal,
+        .attn_mask = in->attn_mask,
+        .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? ws->alibi_slopes : NULL,
+        .positions = pos,
+        .temperature = cfg->temperature,
+        .mask_value = cfg->mask_value,
+    };
+    *rope = (refenc_rope_options){cfg->rope_layout, cfg->rope_base, pos};
+    *rope_p = cfg->positional == REFENC_POS_ROPE ? rope : NULL;
 }
 
 static int check_call(const refenc_workspace *ws, const refenc_config *cfg, const refenc_input *in,
@@ -175,23 +222,15 @@ int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params 
 
     const size_t B = in->B, L = in->L, D = cfg->d_model, BLD = B * L * D;
     const size_t bld[3] = {B, L, D};
-    const int64_t *pos = in->positions != NULL ? in->positions : ws->positions;
 
     double *h = ws->h0, *next = ws->h1;
     embed(h, ws, p, cfg, in);
     refenc_trace_emit(trace, "embed", h, 3, bld);
 
-    const refenc_attn_options opt = {
-        .key_padding_mask = in->key_padding_mask,
-        .causal = cfg->causal,
-        .attn_mask = in->attn_mask,
-        .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? ws->alibi_slopes : NULL,
-        .positions = pos,
-        .temperature = cfg->temperature,
-        .mask_value = cfg->mask_value,
-    };
-    const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, pos};
-    const refenc_rope_options *rope_p = cfg->positional == REFENC_POS_ROPE ? &rope : NULL;
+    refenc_attn_options opt;
+    refenc_rope_options rope;
+    const refenc_rope_options *rope_p;
+    attention_setup(&opt, &rope, &rope_p, ws, cfg, in);
 
     for (size_t i = 0; i < cfg->n_layers; i++) {
         refenc_layer_forward(next, &ws->layer, h, &p->layers[i], cfg, &opt, rope_p, B, L, i, trace);
@@ -207,5 +246,163 @@ int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params 
         memcpy(y, h, BLD * sizeof(double));
     }
     refenc_trace_emit(trace, "output", y, 3, bld);
+    return REFENC_OK;
+}
+
+/* ---- backward (docs/gradients.md) ----------------------------------------- */
+
+/* The number of doubles of a gradient workspace: (N + 1) layer inputs, 16
+ * (B, L, D) buffers (e, dh0, dh1; the layer's y, a, d1, d2, d3; MHA's dctx,
+ * dctxh, dqh, dkh, dvh, dq, dk, dv), 2 (B, L, F), 2 (B, H, L, L), (B, H, L).
+ * 0 on overflow. */
+static size_t grad_count(const refenc_config *cfg, size_t B, size_t L)
+{
+    size_t BL, BLD, BLF, BHL, BHLL, n_bld, t1, t2, t3, total;
+    int ok = refenc_size_mul(&BL, B, L) && refenc_size_mul(&BLD, BL, cfg->d_model) &&
+             refenc_size_mul(&BLF, BL, cfg->d_ff) && refenc_size_mul(&BHL, BL, cfg->n_heads) &&
+             refenc_size_mul(&BHLL, BHL, L) && refenc_size_add(&n_bld, cfg->n_layers, 17) &&
+             refenc_size_mul(&t1, n_bld, BLD) && refenc_size_mul(&t2, 2, BLF) &&
+             refenc_size_mul(&t3, 2, BHLL) && refenc_size_add(&total, t1, t2) &&
+             refenc_size_add(&total, total, t3) && refenc_size_add(&total, total, BHL);
+    return ok ? total : 0;
+}
+
+static void grad_carve(refenc_grad_workspace *g, const refenc_config *cfg, size_t B, size_t L)
+{
+    const size_t BLD = B * L * cfg->d_model, BLF = B * L * cfg->d_ff;
+    const size_t BHL = B * L * cfg->n_heads, BHLL = BHL * L;
+    double *cur = g->block;
+    g->acts = cur;
+    cur += (cfg->n_layers + 1) * BLD;
+    refenc_layer_grad_work *lw = &g->layer;
+    double **bld[] = {&g->e, &g->dh0, &g->dh1, &lw->y, &lw->a, &lw->d1, &lw->d2, &lw->d3,
+                      &lw->mha.dctx, &lw->mha.dctxh, &lw->mha.dqh, &lw->mha.dkh, &lw->mha.dvh,
+                      &lw->mha.dq, &lw->mha.dk, &lw->mha.dv};
+    for (size_t i = 0; i < sizeof bld / sizeof bld[0]; i++, cur += BLD)
+        *bld[i] = cur;
+    lw->pre = cur;
+    lw->dpre = cur + BLF;
+    lw->mha.dP = cur + 2 * BLF;
+    lw->mha.dS = cur + 2 * BLF + BHLL;
+    lw->mha.Drow = cur + 2 * BLF + 2 * BHLL;
+}
+
+int refenc_grad_workspace_alloc(refenc_grad_workspace *g, const refenc_config *cfg, size_t B,
+                                size_t L, refenc_error *err)
+{
+    memset(g, 0, sizeof *g);
+    int st = refenc_config_validate_shape(cfg, B, L, err);
+    if (st)
+        return st;
+    const size_t n = grad_count(cfg, B, L), params = refenc_config_param_count(cfg);
+    size_t total, bytes;
+    if (n == 0 || !refenc_size_add(&total, n, params) ||
+        !refenc_size_mul(&bytes, total, sizeof(double)) || bytes > REFENC_MAX_BYTES)
+        return refenc_error_set(err, REFENC_ELIMIT,
+                                "config: a backward pass on batch %zu x seq_len %zu needs more "
+                                "than the limit of %zu bytes", B, L, REFENC_MAX_BYTES);
+    g->block = refenc_alloc_array(n, sizeof(double));
+    if (g->block == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM,
+                                "gradient workspace: cannot allocate %zu values for batch %zu x "
+                                "seq_len %zu", n, B, L);
+    g->B = B;
+    g->L = L;
+    g->n_layers = cfg->n_layers;
+    grad_carve(g, cfg, B, L);
+    return REFENC_OK;
+}
+
+void refenc_grad_workspace_free(refenc_grad_workspace *g)
+{
+    if (g == NULL)
+        return;
+    free(g->block);
+    memset(g, 0, sizeof *g);
+}
+
+/* The embedding's backward, dh (B, L, D) the gradient of its output (it is
+ * overwritten): LN_emb, then the scatter-adds into the tables; dx (if not
+ * NULL) gets the gradient of the first term, E[tokens] (s) or x. */
+static void embed_backward(refenc_params *grad, double *dx, double *dh, refenc_workspace *ws,
+                           const refenc_grad_workspace *g, const refenc_params *p,
+                           const refenc_config *cfg, const refenc_input *in)
+{
+    const size_t B = in->B, L = in->L, D = cfg->d_model, V = cfg->vocab_size;
+    const int64_t *pos = in->positions != NULL ? in->positions : ws->positions;
+    if (cfg->embedding_norm)
+        refenc_layernorm_backward(dh, grad->embedding_norm_weight, grad->embedding_norm_bias, dh,
+                                  g->e, p->embedding_norm_weight, B * L, D,
+                                  cfg->embedding_norm_eps);
+    /* the additive terms pass dh through (dx = dy) and take a scatter-add */
+    if (cfg->positional == REFENC_POS_LEARNED && cfg->position_ids == REFENC_POSIDS_ROBERTA) {
+        refenc_position_ids_roberta(ws->ids, in->tokens, B, L, cfg->padding_idx);
+        refenc_embedding_add_backward(grad->pos_embedding, dh, ws->ids, B, L, cfg->max_len, D);
+    } else if (cfg->positional == REFENC_POS_LEARNED) {
+        refenc_learned_pe_backward(grad->pos_embedding, dh, pos, B, L, cfg->max_len, D);
+    }
+    if (cfg->type_vocab_size > 0)
+        refenc_embedding_add_backward(grad->token_type_embedding, dh, token_types(ws, in), B, L,
+                                      cfg->type_vocab_size, D);
+    if (V > 0 && cfg->scale_embedding)
+        refenc_embedding_backward(grad->embedding, dh, in->tokens, B, L, V, D);
+    else if (V > 0)
+        refenc_embedding_lookup_backward(grad->embedding, dh, in->tokens, B, L, V, D);
+    if (dx != NULL)
+        memcpy(dx, dh, B * L * D * sizeof(double));
+}
+
+static int check_backward(const refenc_params *grad, const refenc_grad_workspace *g,
+                          const refenc_config *cfg, const refenc_input *in, refenc_error *err)
+{
+    if (g->B != in->B || g->L != in->L || g->n_layers != cfg->n_layers)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "input: shape (%zu, %zu) with %zu layers but the gradient "
+                                "workspace is for (%zu, %zu) with %zu", in->B, in->L,
+                                cfg->n_layers, g->B, g->L, g->n_layers);
+    if (grad->n_layers != cfg->n_layers || grad->n_values != refenc_config_param_count(cfg))
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "gradients: allocated for another config (%zu values, want %zu)",
+                                grad->n_values, refenc_config_param_count(cfg));
+    return REFENC_OK;
+}
+
+int refenc_encoder_backward(refenc_params *grad, double *dx, refenc_grad_workspace *g,
+                            refenc_workspace *ws, const refenc_params *p,
+                            const refenc_config *cfg, const refenc_input *in, const double *dy,
+                            refenc_error *err)
+{
+    int st = check_call(ws, cfg, in, err);
+    if (st == REFENC_OK)
+        st = check_backward(grad, g, cfg, in, err);
+    if (st)
+        return st;
+    const size_t B = in->B, L = in->L, D = cfg->d_model, BLD = B * L * D, N = cfg->n_layers;
+    refenc_attn_options opt;
+    refenc_rope_options rope;
+    const refenc_rope_options *rope_p;
+    attention_setup(&opt, &rope, &rope_p, ws, cfg, in);
+
+    /* the forward again, keeping each layer's input: acts[i] (B, L, D) */
+    embed_sum(g->e, ws, p, cfg, in);
+    embed_norm(g->acts, g->e, p, cfg, B * L);
+    for (size_t i = 0; i < N; i++)
+        refenc_layer_forward(g->acts + (i + 1) * BLD, &ws->layer, g->acts + i * BLD,
+                             &p->layers[i], cfg, &opt, rope_p, B, L, i, NULL);
+
+    double *dh = g->dh0, *dnext = g->dh1;
+    if (cfg->final_norm)
+        refenc_layernorm_backward(dh, grad->norm_weight, grad->norm_bias, dy, g->acts + N * BLD,
+                                  p->norm_weight, B * L, D, cfg->layer_norm_eps);
+    else
+        memcpy(dh, dy, BLD * sizeof(double));
+    for (size_t i = N; i-- > 0;) {
+        refenc_layer_backward(dnext, &grad->layers[i], &g->layer, &ws->layer, dh,
+                              g->acts + i * BLD, &p->layers[i], cfg, &opt, rope_p, B, L);
+        double *t = dh;
+        dh = dnext;
+        dnext = t;
+    }
+    embed_backward(grad, dx, dh, ws, g, p, cfg, in);
     return REFENC_OK;
 }

@@ -65,4 +65,50 @@ int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params 
 int refenc_encoder_embed(double *h, refenc_workspace *ws, const refenc_params *p,
                          const refenc_config *cfg, const refenc_input *in, refenc_error *err);
 
+/* ---- backward (docs/gradients.md) ---- */
+
+/* Everything refenc_encoder_backward writes besides the gradients: one
+ * allocation, carved into named buffers. */
+typedef struct {
+    size_t B, L, n_layers;
+    double *block;
+    double *acts;             /* (N + 1, B, L, D): acts[i] the input of layer i,  *
+                               * acts[N] the last layer's output                   */
+    double *e;                /* (B, L, D) the embedding sum, LN_emb's input        */
+    double *dh0, *dh1;        /* (B, L, D) the gradient between layers (ping-pong)  */
+    refenc_layer_grad_work layer; /* the layer's backward buffers: after the call,  *
+                               * those of layer 0 (dP, dS, D_i of its attention)    */
+} refenc_grad_workspace;
+
+/* Errors: REFENC_EINVAL / REFENC_ELIMIT (config or shape invalid, or the
+ * gradients plus this workspace above REFENC_MAX_BYTES), REFENC_ENOMEM.
+ * On error *g is empty. */
+int refenc_grad_workspace_alloc(refenc_grad_workspace *g, const refenc_config *cfg, size_t B,
+                                size_t L, refenc_error *err);
+void refenc_grad_workspace_free(refenc_grad_workspace *g);
+
+/* The stack's backward: the gradients of a loss whose gradient with respect
+ * to the output y is dy (B, L, D) — the upstream gradient, an input (seeded
+ * or the user's).  Nothing is saved between the calls: the backward
+ * recomputes the forward (bit for bit: the same kernels on the same inputs),
+ * keeping each layer's input in g->acts, then runs back:
+ *   final norm (if any), layer N-1 .. 0 (refenc_layer_backward, which
+ *   recomputes its layer's forward), LN_emb, then the scatter-adds:
+ *   learned positions (summed over the batch; RoBERTa's ids from the tokens),
+ *   token types (types 0 when the input has none), the token embedding
+ *   (times sqrt(D) when scale_embedding).  Sinusoidal PE, ALiBi and RoPE
+ *   have no parameters.
+ * grad: the parameters' gradients, a refenc_params of the same config
+ *   (refenc_params_alloc gives it zeroed): every gradient is accumulated
+ *   (+=), so a zeroed grad receives dL/dparam, each a sum over the B*L tokens.
+ * dx: NULL, or (B, L, D): the gradient with respect to the stack's input x
+ *   (vocab_size = 0), or to the token embedding's output E[tokens] (s)
+ *   (vocab_size > 0).  Written.
+ * Errors: REFENC_EINVAL (input invalid, ws or g allocated for another
+ * shape, grad for another config).  On error nothing is written. */
+int refenc_encoder_backward(refenc_params *grad, double *dx, refenc_grad_workspace *g,
+                            refenc_workspace *ws, const refenc_params *p,
+                            const refenc_config *cfg, const refenc_input *in, const double *dy,
+                            refenc_error *err);
+
 #endif

@@ -1,4 +1,5 @@
-/* Position-wise FFN in double (ffn.h): y = act(x W1^T + b1) W2^T + b2. */
+/* Position-wise FFN in double (ffn.h): y = act(x W1^T + b1) W2^T + b2;
+ * backward: da = (dy W2) * act'(a), dx = da W1 (below). */
 #include "ffn.h"
 
 #include "activation.h"
@@ -12,4 +13,19 @@ void refenc_ffn_forward(double *y, double *hidden, const double *x,
     refenc_linear_forward(hidden, x, W1, b1, N, D, F);   /* (N, D) -> (N, F) */
     refenc_activation_forward(hidden, hidden, N * F, act);
     refenc_linear_forward(y, hidden, W2, b2, N, F, D);   /* (N, F) -> (N, D) */
+}
+
+/* Backward: with a = x W1^T + b1 (recomputed), hidden = act(a):
+ *   d hidden = dy W2;  da = d hidden * act'(a);  dx = da W1
+ *   dW2 += dy^T hidden, db2 += sum dy;  dW1 += da^T x, db1 += sum da */
+void refenc_ffn_backward(double *dx, double *dW1, double *db1, double *dW2, double *db2,
+                         double *pre, double *dpre,
+                         const double *dy, const double *x, const double *hidden,
+                         const double *W1, const double *b1, const double *W2,
+                         size_t N, size_t D, size_t F, refenc_activation act)
+{
+    refenc_linear_backward(dpre, dW2, db2, dy, hidden, W2, N, F, D); /* (N, D) -> (N, F) */
+    refenc_linear_forward(pre, x, W1, b1, N, D, F);                  /* a, as the forward */
+    refenc_activation_backward(dpre, dpre, pre, N * F, act);
+    refenc_linear_backward(dx, dW1, db1, dpre, x, W1, N, D, F);       /* (N, F) -> (N, D) */
 }

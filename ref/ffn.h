@@ -16,4 +16,19 @@ void refenc_ffn_forward(double *y, double *hidden, const double *x,
                         const double *W2, const double *b2,
                         size_t N, size_t D, size_t F, refenc_activation act);
 
+/* Backward (docs/gradients.md).  dy: (N, D), the gradient with respect to
+ * y.  Saved from the forward: x (N, D) and hidden (N, F), the activations
+ * act(a) it left; the pre-activation a = x W1^T + b1 is recomputed (the
+ * forward's own arithmetic) into pre (N, F).  With a:
+ *   dh = dy W2 (N, F);  da = dh * act'(a);  dx = da W1        dx: (N, D), written
+ *   dW2 += dy^T hidden,  db2 += sum_n dy[n,:]                 accumulated
+ *   dW1 += da^T x,       db1 += sum_n da[n,:]                 accumulated
+ * pre and dpre (N, F) are caller-owned work buffers, left holding a and da.
+ * dx must not alias any input.  Never fails. */
+void refenc_ffn_backward(double *dx, double *dW1, double *db1, double *dW2, double *db2,
+                         double *pre, double *dpre,
+                         const double *dy, const double *x, const double *hidden,
+                         const double *W1, const double *b1, const double *W2,
+                         size_t N, size_t D, size_t F, refenc_activation act);
+
 #endif

@@ -1,6 +1,9 @@
 /* One encoder layer in double (layer.h):
  *   Pre-LN:   h = x + MHA(LN1(x));   y = h + FFN(LN2(h))
- *   Post-LN:  h = LN1(x + MHA(x));   y = LN2(h + FFN(h)) */
+ *   Post-LN:  h = LN1(x + MHA(x));   y = LN2(h + FFN(h))
+ * Backward (below), the residuals adding their two paths' gradients:
+ *   Pre-LN:   dh = dy + LN2^T FFN^T dy;   dx = dh + LN1^T MHA^T dh
+ *   Post-LN:  dr2 = LN2^T dy;  dh = dr2 + FFN^T dr2;  dr1 = LN1^T dh;  dx = dr1 + MHA^T dr1 */
 #include "layer.h"
 
 #include <stdio.h>
@@ -71,4 +74,81 @@ void refenc_layer_forward(double *y, refenc_layer_work *w, const double *x,
         emit(trace, index, "norm2", y, 3, bld);
     }
     emit(trace, index, "output", y, 3, bld);
+}
+
+/* Pre-LN backward: y = h + FFN(c), c = LN2(h);  h = x + MHA(a), a = LN1(x).
+ * The forward (just recomputed into w) left c in w->ln, h in w->resid, the
+ * activations in w->hidden and MHA's saved buffers in w->mha; a = LN1(x) is
+ * recomputed into g->a. */
+static void pre_ln_backward(double *dx, const refenc_layer_params *dlp, refenc_layer_grad_work *g,
+                            const refenc_layer_work *w, const double *dy, const double *x,
+                            const refenc_layer_params *lp, const refenc_config *cfg,
+                            const refenc_attn_options *opt, const refenc_rope_options *rope,
+                            size_t B, size_t L)
+{
+    const size_t D = cfg->d_model, F = cfg->d_ff, H = cfg->n_heads, BL = B * L;
+    const double eps = cfg->layer_norm_eps;
+    refenc_layernorm_forward(g->a, x, lp->norm1_weight, lp->norm1_bias, BL, D, eps);
+
+    /* dc = FFN^T dy;  dh = dy + LN2^T dc */
+    refenc_ffn_backward(g->d1, dlp->linear1_weight, dlp->linear1_bias, dlp->linear2_weight,
+                        dlp->linear2_bias, g->pre, g->dpre, dy, w->ln, w->hidden,
+                        lp->linear1_weight, lp->linear1_bias, lp->linear2_weight, BL, D, F,
+                        cfg->activation);
+    refenc_layernorm_backward(g->d1, dlp->norm2_weight, dlp->norm2_bias, g->d1, w->resid,
+                              lp->norm2_weight, BL, D, eps);
+    add(g->d1, dy, g->d1, BL * D);
+
+    /* da = MHA^T dh;  dx = dh + LN1^T da */
+    refenc_mha_backward(g->d2, dlp->in_proj_weight, dlp->in_proj_bias, dlp->out_proj_weight,
+                        dlp->out_proj_bias, &g->mha, g->d1, g->a, &w->mha, lp->in_proj_weight,
+                        lp->out_proj_weight, opt, rope, B, L, D, H);
+    refenc_layernorm_backward(g->d2, dlp->norm1_weight, dlp->norm1_bias, g->d2, x,
+                              lp->norm1_weight, BL, D, eps);
+    add(dx, g->d1, g->d2, BL * D);
+}
+
+/* Post-LN backward: y = LN2(r2), r2 = h + FFN(h);  h = LN1(r1), r1 = x + MHA(x).
+ * The forward left MHA(x) in w->attn, h in w->ln, r2 in w->resid; r1 is
+ * recomputed into g->a (the same addition, the same bits). */
+static void post_ln_backward(double *dx, const refenc_layer_params *dlp, refenc_layer_grad_work *g,
+                             const refenc_layer_work *w, const double *dy, const double *x,
+                             const refenc_layer_params *lp, const refenc_config *cfg,
+                             const refenc_attn_options *opt, const refenc_rope_options *rope,
+                             size_t B, size_t L)
+{
+    const size_t D = cfg->d_model, F = cfg->d_ff, H = cfg->n_heads, BL = B * L;
+    const double eps = cfg->layer_norm_eps;
+    add(g->a, x, w->attn, BL * D);
+
+    /* dr2 = LN2^T dy;  dh = dr2 + FFN^T dr2 */
+    refenc_layernorm_backward(g->d1, dlp->norm2_weight, dlp->norm2_bias, dy, w->resid,
+                              lp->norm2_weight, BL, D, eps);
+    refenc_ffn_backward(g->d2, dlp->linear1_weight, dlp->linear1_bias, dlp->linear2_weight,
+                        dlp->linear2_bias, g->pre, g->dpre, g->d1, w->ln, w->hidden,
+                        lp->linear1_weight, lp->linear1_bias, lp->linear2_weight, BL, D, F,
+                        cfg->activation);
+    add(g->d2, g->d1, g->d2, BL * D);
+
+    /* dr1 = LN1^T dh;  dx = dr1 + MHA^T dr1 */
+    refenc_layernorm_backward(g->d2, dlp->norm1_weight, dlp->norm1_bias, g->d2, g->a,
+                              lp->norm1_weight, BL, D, eps);
+    refenc_mha_backward(g->d3, dlp->in_proj_weight, dlp->in_proj_bias, dlp->out_proj_weight,
+                        dlp->out_proj_bias, &g->mha, g->d2, x, &w->mha, lp->in_proj_weight,
+                        lp->out_proj_weight, opt, rope, B, L, D, H);
+    add(dx, g->d2, g->d3, BL * D);
+}
+
+void refenc_layer_backward(double *dx, const refenc_layer_params *dlp, refenc_layer_grad_work *g,
+                           refenc_layer_work *w, const double *dy, const double *x,
+                           const refenc_layer_params *lp, const refenc_config *cfg,
+                           const refenc_attn_options *opt, const refenc_rope_options *rope,
+                           size_t B, size_t L)
+{
+    /* recompute the forward: it leaves what the backward reads in w */
+    refenc_layer_forward(g->y, w, x, lp, cfg, opt, rope, B, L, 0, NULL);
+    if (cfg->norm == REFENC_NORM_PRE)
+        pre_ln_backward(dx, dlp, g, w, dy, x, lp, cfg, opt, rope, B, L);
+    else
+        post_ln_backward(dx, dlp, g, w, dy, x, lp, cfg, opt, rope, B, L);
 }

@@ -25,7 +25,7 @@ typedef struct {
  * Post-LN (norm_first=False):  h = LN1(x + MHA(x));   y = LN2(h + FFN(h))
  *
  * opt carries the masks, ALiBi slopes and temperature; rope is NULL unless
- * the positional scheme is RoPE.  Inference only: no dropout.
+ * the positional scheme is RoPE.  No dropout (refenc_layer_backward below).
  * Trace steps, in forward order, with prefix "layers.{index}.":
  *   Pre-LN:  norm1, self_attn.weights, self_attn, norm2, ffn, output
  *   Post-LN: self_attn.weights, self_attn, norm1, ffn, norm2, output
@@ -36,5 +36,33 @@ void refenc_layer_forward(double *y, refenc_layer_work *work, const double *x,
                           const refenc_layer_params *lp, const refenc_config *cfg,
                           const refenc_attn_options *opt, const refenc_rope_options *rope,
                           size_t B, size_t L, size_t index, const refenc_trace *trace);
+
+/* Buffers the layer's backward writes; the caller owns them
+ * (refenc_grad_workspace provides them). */
+typedef struct {
+    double *y;         /* (B, L, D)  the recomputed output (unused after)            */
+    double *a;         /* (B, L, D)  Pre-LN: LN1(x); Post-LN: x + MHA(x), LN1's input */
+    double *pre;       /* (B, L, F)  the FFN's pre-activation, recomputed             */
+    double *dpre;      /* (B, L, F)  its gradient                                     */
+    double *d1, *d2, *d3; /* (B, L, D) gradients inside the layer                     */
+    refenc_mha_grad_work mha;
+} refenc_layer_grad_work;
+
+/* Backward of one layer (docs/gradients.md).  dy: (B, L, D), the gradient
+ * with respect to y; x: (B, L, D), the layer's input (the only thing saved:
+ * the backward first recomputes the forward from x into w, bit for bit,
+ * then LN1(x) (Pre-LN) or x + MHA(x) (Post-LN) into g->a).
+ *   Pre-LN:  dh = dy + LN2^T(FFN^T dy);   dx = dh + LN1^T(MHA^T dh)
+ *   Post-LN: dr2 = LN2^T dy;  dh = dr2 + FFN^T dr2;  dr1 = LN1^T dh;
+ *            dx = dr1 + MHA^T dr1
+ * dx: (B, L, D), written.  dlp: the gradients of the layer's parameters,
+ * the same layouts as lp, accumulated (+=).  After the call g->mha holds
+ * the attention intermediates dP, dS, D_i and w the forward's buffers.
+ * dx must not alias dy, x or any buffer of g or w.  Never fails. */
+void refenc_layer_backward(double *dx, const refenc_layer_params *dlp, refenc_layer_grad_work *g,
+                           refenc_layer_work *w, const double *dy, const double *x,
+                           const refenc_layer_params *lp, const refenc_config *cfg,
+                           const refenc_attn_options *opt, const refenc_rope_options *rope,
+                           size_t B, size_t L);
 
 #endif

@@ -30,3 +30,45 @@ void refenc_layernorm_forward(double *y, const double *x,
             y_n[d] = (x_n[d] - mu) / sd * gamma[d] + beta[d];
     }
 }
+
+/* Backward, per row (x^ = (x - mu)/sd, sd = sqrt(var + eps), g = dy * gamma):
+ *   dx_d     = (g_d - mean(g) - x^_d mean(g x^)) / sd
+ *   dgamma_d += sum_n dy[n,d] x^[n,d],    dbeta_d += sum_n dy[n,d]
+ * mu and sd are recomputed from x exactly as the forward computes them. */
+void refenc_layernorm_backward(double *dx, double *dgamma, double *dbeta,
+                               const double *dy, const double *x, const double *gamma,
+                               size_t N, size_t D, double eps)
+{
+    for (size_t n = 0; n < N; n++) {
+        const double *x_n = x + n * D;   /* x[n,:]  */
+        const double *dy_n = dy + n * D; /* dy[n,:] */
+        double *dx_n = dx + n * D;       /* dx[n,:] */
+
+        double sum = 0.0;
+        for (size_t d = 0; d < D; d++)
+            sum += x_n[d];
+        const double mu = sum / (double)D;
+        double ss = 0.0;
+        for (size_t d = 0; d < D; d++) {
+            const double dev = x_n[d] - mu;
+            ss += dev * dev;
+        }
+        const double sd = sqrt(ss / (double)D + eps);
+
+        /* mean(g) and mean(g x^), read before dx is written: dx may alias dy */
+        double sg = 0.0, sgx = 0.0;
+        for (size_t d = 0; d < D; d++) {
+            const double xhat = (x_n[d] - mu) / sd;
+            const double g = dy_n[d] * gamma[d];
+            sg += g;
+            sgx += g * xhat;
+            dgamma[d] += dy_n[d] * xhat;
+            dbeta[d] += dy_n[d];
+        }
+        const double mg = sg / (double)D, mgx = sgx / (double)D;
+        for (size_t d = 0; d < D; d++) {
+            const double xhat = (x_n[d] - mu) / sd;
+            dx_n[d] = (dy_n[d] * gamma[d] - mg - xhat * mgx) / sd;
+        }
+    }
+}

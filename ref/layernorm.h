@@ -17,4 +17,18 @@ void refenc_layernorm_forward(double *y, const double *x,
                               const double *gamma, const double *beta,
                               size_t N, size_t D, double eps);
 
+/* Backward (docs/gradients.md).  dy: (N, D), the gradient with respect to
+ * y; x: (N, D), the forward's input (mu and sd are recomputed from it, with
+ * the forward's own arithmetic); with x^ = (x - mu)/sd, g = dy * gamma:
+ *   dx[n,d]    = (g[n,d] - mean_d g[n,:] - x^[n,d] mean_d (g x^)[n,:]) / sd_n
+ *                (biased variance, as the forward: the D in the means is D)
+ *   dgamma[d] += sum_n dy[n,d] x^[n,d]       accumulated (+=)
+ *   dbeta[d]  += sum_n dy[n,d]               accumulated (+=)
+ * Each row of dx sums to zero and is orthogonal to x^ (exactly; in double
+ * within rounding).  dx: (N, D), written; it may alias dy, not x.
+ * Preconditions as the forward.  Never fails. */
+void refenc_layernorm_backward(double *dx, double *dgamma, double *dbeta,
+                               const double *dy, const double *x, const double *gamma,
+                               size_t N, size_t D, double eps);
+
 #endif

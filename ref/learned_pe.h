@@ -13,4 +13,13 @@
 void refenc_learned_pe_forward(double *y, const double *x, const int64_t *pos,
                                const double *table, size_t B, size_t L, size_t P, size_t D);
 
+/* Backward (docs/gradients.md): the gradient of the table, a scatter-add
+ * over positions, summed over the batch, accumulated (+=):
+ *   dtable[pos[l],:] += sum_b dy[b,l,:]      (b upward)
+ * A position that occurs twice in pos receives both sums.  The input's
+ * gradient is dx = dy (the identity: nothing to compute).
+ * dtable: (P, D)   dy: (B, L, D)   pos: (L).  Never fails. */
+void refenc_learned_pe_backward(double *dtable, const double *dy, const int64_t *pos,
+                                size_t B, size_t L, size_t P, size_t D);
+
 #endif

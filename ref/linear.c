@@ -17,3 +17,36 @@ void refenc_linear_forward(double *y, const double *x, const double *W, const do
         }
     }
 }
+
+/* Backward of y = x W^T + b, given dy = dL/dy (N, out):
+ *   dx[n,k]  = sum_o dy[n,o] W[o,k]          dx (N, in), written
+ *   dW[o,k] += sum_n dy[n,o] x[n,k]          dW (out, in), accumulated: the
+ *                                            sum over the N tokens of the
+ *                                            outer products dy[n,:] x[n,:]^T
+ *   db[o]   += sum_n dy[n,o]                 db (out), accumulated
+ * Saved: x, the forward's input (nothing else). */
+void refenc_linear_backward(double *dx, double *dW, double *db,
+                            const double *dy, const double *x, const double *W,
+                            size_t N, size_t in, size_t out)
+{
+    for (size_t n = 0; n < N; n++) {
+        const double *dy_n = dy + n * out; /* dy[n,:] */
+        const double *x_n = x + n * in;    /* x[n,:]  */
+        if (dx != NULL) {
+            double *dx_n = dx + n * in;    /* dx[n,:] */
+            for (size_t k = 0; k < in; k++) {
+                double acc = 0.0;
+                for (size_t o = 0; o < out; o++)
+                    acc += dy_n[o] * W[o * in + k];
+                dx_n[k] = acc;
+            }
+        }
+        for (size_t o = 0; o < out; o++) {
+            double *dw_o = dW + o * in;    /* dW[o,:] */
+            for (size_t k = 0; k < in; k++)
+                dw_o[k] += dy_n[o] * x_n[k];
+            if (db != NULL)
+                db[o] += dy_n[o];
+        }
+    }
+}

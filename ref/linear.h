@@ -14,4 +14,16 @@
 void refenc_linear_forward(double *y, const double *x, const double *W, const double *b,
                            size_t N, size_t in, size_t out);
 
+/* Backward (docs/gradients.md).  dy: (N, out), the gradient of the loss
+ * with respect to y; x: (N, in), the forward's input; W: (out, in).
+ *   dx[n,k]  = sum_o dy[n,o] W[o,k]        dx: (N, in), written; NULL: not computed
+ *   dW[o,k] += sum_n dy[n,o] x[n,k]        dW: (out, in), accumulated (+=)
+ *   db[o]   += sum_n dy[n,o]               db: (out), accumulated; NULL: no bias
+ * dW is the sum over the N tokens of the outer products dy[n,:] x[n,:]^T,
+ * in nn.Linear's (out, in) layout.  Sums run n = 0 upward (o = 0 upward for
+ * dx).  dx must not alias dy or x.  Never fails. */
+void refenc_linear_backward(double *dx, double *dW, double *db,
+                            const double *dy, const double *x, const double *W,
+                            size_t N, size_t in, size_t out);
+
 #endif

@@ -1,7 +1,9 @@
 /* Multi-head self-attention in double (mha.h), nn.MultiheadAttention layouts:
  *   q = x W_q^T + b_q, k = x W_k^T + b_k, v = x W_v^T + b_v   (in_proj blocks)
  *   q, k rotated by RoPE if given;  ctx_h = attention(q_h, k_h, v_h)
- *   y = concat_h(ctx_h) W_o^T + b_o */
+ *   y = concat_h(ctx_h) W_o^T + b_o
+ * Backward (below): dctx = dy W_o, per head attention^T, dq and dk rotated by
+ * -theta, dx = dq W_q + dk W_k + dv W_v. */
 #include "mha.h"
 
 #include <string.h>
@@ -63,4 +65,50 @@ void refenc_mha_forward(double *y, refenc_mha_work *w, const double *x,
 
     refenc_heads_merge(w->ctx, w->ctxh, B, L, H, Dh);
     refenc_linear_forward(y, w->ctx, out_proj_weight, out_proj_bias, BL, D, D);
+}
+
+/* dx = sum over the three projections p of dp W_p; dW_p, db_p += (linear.h).
+ * tmp (B*L, D) is scratch. */
+static void projections_backward(double *dx, double *tmp, double *d_in_w, double *d_in_b,
+                                 const refenc_mha_grad_work *g, const double *x,
+                                 const double *in_proj_weight, size_t BL, size_t D)
+{
+    const double *dp[3] = {g->dq, g->dk, g->dv};
+    for (size_t p = 0; p < 3; p++) {   /* rows [pD, (p+1)D) of in_proj: W_q, W_k, W_v */
+        refenc_linear_backward(p == 0 ? dx : tmp, d_in_w + p * D * D, d_in_b + p * D,
+                               dp[p], x, in_proj_weight + p * D * D, BL, D, D);
+        if (p > 0)
+            for (size_t i = 0; i < BL * D; i++)
+                dx[i] += tmp[i];
+    }
+}
+
+void refenc_mha_backward(double *dx, double *d_in_proj_weight, double *d_in_proj_bias,
+                         double *d_out_proj_weight, double *d_out_proj_bias,
+                         refenc_mha_grad_work *g, const double *dy, const double *x,
+                         const refenc_mha_work *w,
+                         const double *in_proj_weight, const double *out_proj_weight,
+                         const refenc_attn_options *opt, const refenc_rope_options *rope,
+                         size_t B, size_t L, size_t D, size_t H)
+{
+    const size_t Dh = D / H, BL = B * L;
+
+    /* y = ctx W_o^T + b_o */
+    refenc_linear_backward(g->dctx, d_out_proj_weight, d_out_proj_bias, dy, w->ctx,
+                           out_proj_weight, BL, D, D);
+    refenc_heads_split(g->dctxh, g->dctx, B, L, H, Dh);
+
+    refenc_attention_backward(g->dqh, g->dkh, g->dvh, g->dP, g->dS, g->Drow, g->dctxh,
+                              w->qh, w->kh, w->vh, w->weights, w->ctxh, opt, B, H, L, Dh);
+
+    if (rope != NULL) { /* q and k were rotated by +theta: their gradients by -theta */
+        refenc_rope_backward(g->dqh, g->dqh, rope->positions, B * H, L, Dh, rope->base, rope->layout);
+        refenc_rope_backward(g->dkh, g->dkh, rope->positions, B * H, L, Dh, rope->base, rope->layout);
+    }
+    refenc_heads_merge(g->dq, g->dqh, B, L, H, Dh);
+    refenc_heads_merge(g->dk, g->dkh, B, L, H, Dh);
+    refenc_heads_merge(g->dv, g->dvh, B, L, H, Dh);
+
+    projections_backward(dx, g->dctx, d_in_proj_weight, d_in_proj_bias, g, x, in_proj_weight,
+                         BL, D);
 }

@@ -43,4 +43,34 @@ void refenc_mha_forward(double *y, refenc_mha_work *work, const double *x,
                         const refenc_attn_options *opt, const refenc_rope_options *rope,
                         size_t B, size_t L, size_t D, size_t H);
 
+/* Buffers the backward writes; the caller owns them (refenc_grad_workspace
+ * provides them).  After refenc_mha_backward they hold the intermediates. */
+typedef struct {
+    double *dctx;          /* (B, L, D)      d of the merged heads (then scratch) */
+    double *dctxh;         /* (B, H, L, Dh)  dO, the attention output's gradient  */
+    double *dqh, *dkh, *dvh; /* (B, H, L, Dh) dq, dk (un-rotated), dv per head     */
+    double *dq, *dk, *dv;  /* (B, L, D)      the projections' gradients           */
+    double *dP, *dS;       /* (B, H, L, L)   d weights, d scores                  */
+    double *Drow;          /* (B, H, L)      D_i = rowsum(dO * O)                 */
+} refenc_mha_grad_work;
+
+/* Backward of refenc_mha_forward (docs/gradients.md).  dy: (B, L, D), the
+ * gradient with respect to y; x: (B, L, D), the forward's input; w: the
+ * forward's work buffers as it left them (saved: ctx, the heads qh, kh
+ * after RoPE, vh, weights, ctxh).
+ *   dctx = dy W_o  -> heads dO;   (dq, dk, dv) = attention_backward (attention.h)
+ *   dq, dk rotated back by -theta (rope.h) when rope != NULL
+ *   dx = dq W_q + dk W_k + dv W_v       dx: (B, L, D), written
+ *   d_out_proj_weight += dy^T ctx, d_out_proj_bias += sum dy   accumulated
+ *   d_in_proj_weight rows [0,D) += dq^T x, [D,2D) dk^T x, [2D,3D) dv^T x;
+ *   d_in_proj_bias the same blocks                             accumulated
+ * dx must not alias dy, x or g's buffers.  Never fails. */
+void refenc_mha_backward(double *dx, double *d_in_proj_weight, double *d_in_proj_bias,
+                         double *d_out_proj_weight, double *d_out_proj_bias,
+                         refenc_mha_grad_work *g, const double *dy, const double *x,
+                         const refenc_mha_work *w,
+                         const double *in_proj_weight, const double *out_proj_weight,
+                         const refenc_attn_options *opt, const refenc_rope_options *rope,
+                         size_t B, size_t L, size_t D, size_t H);
+
 #endif

@@ -30,4 +30,12 @@ void refenc_rope_forward(double *y, const double *x, const int64_t *pos,
                          size_t N, size_t L, size_t Dh, double base,
                          refenc_rope_layout layout);
 
+/* Backward (docs/gradients.md): the rotation by -theta, R(pos)^T = R(-pos):
+ *   dx[n,l,:] = R(pos[l])^T dy[n,l,:],  pair (ga, gb) -> (ga cos + gb sin, gb cos - ga sin)
+ * with the forward's angles (same arithmetic).  No parameters.  dx, dy:
+ * (N, L, Dh); dx is written and may alias dy.  Never fails. */
+void refenc_rope_backward(double *dx, const double *dy, const int64_t *pos,
+                          size_t N, size_t L, size_t Dh, double base,
+                          refenc_rope_layout layout);
+
 #endif

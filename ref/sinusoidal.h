@@ -40,4 +40,8 @@ void refenc_sinusoidal_table(double *pe, const int64_t *pos, size_t L, size_t D)
 void refenc_sinusoidal_forward(double *y, const double *x, const int64_t *pos,
                                size_t B, size_t L, size_t D);
 
+/* Backward: PE has no parameters and is added, so dx = dy (the identity;
+ * refenc_encoder_backward passes the gradient through unchanged and there
+ * is no function to call).  docs/gradients.md. */
+
 #endif

@@ -36,3 +36,20 @@ void refenc_softmax_forward(double *y, const double *s, size_t R, size_t n, doub
             y_r[i] = y_r[i] / sum;
     }
 }
+
+/* Backward of y = softmax(s/tau):  ds_i = y_i (dy_i - D) / tau,  D = sum_j y_j dy_j.
+ * A fully masked row (y all 0) gets ds = 0. */
+void refenc_softmax_backward(double *ds, const double *dy, const double *y,
+                             size_t R, size_t n, double tau)
+{
+    for (size_t r = 0; r < R; r++) {
+        const double *y_r = y + r * n;   /* y[r,:]  */
+        const double *dy_r = dy + r * n; /* dy[r,:] */
+        double *ds_r = ds + r * n;       /* ds[r,:] */
+        double dot = 0.0;                /* D = sum_j y_j dy_j, read before ds is written */
+        for (size_t j = 0; j < n; j++)
+            dot += y_r[j] * dy_r[j];
+        for (size_t i = 0; i < n; i++)
+            ds_r[i] = y_r[i] * (dy_r[i] - dot) / tau;
+    }
+}

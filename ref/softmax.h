@@ -16,4 +16,13 @@
  * Never fails. */
 void refenc_softmax_forward(double *y, const double *s, size_t R, size_t n, double tau);
 
+/* Backward (docs/gradients.md).  dy: (R, n), the gradient with respect to y;
+ * y: (R, n), the forward's output (saved):
+ *   ds[r,i] = y[r,i] (dy[r,i] - D_r) / tau,    D_r = sum_j y[r,j] dy[r,j]
+ * Each row of ds sums to zero (sum_i y_i = 1) and ds = dy J^T with J the
+ * softmax Jacobian.  A masked entry (y = 0) gets 0; a fully masked row gets
+ * 0.  ds: (R, n), written; it may alias dy, not y.  Never fails. */
+void refenc_softmax_backward(double *ds, const double *dy, const double *y,
+                             size_t R, size_t n, double tau);
+
 #endif

@@ -145,3 +145,24 @@ Test(activation, quick_gelu_by_closed_form)
     for (int i = 0; i < 3; i++)
         EXPECT_EXACT(z[i], refenc_quick_gelu(x[i]), "activation_forward[%d]", i);
 }
+
+/* The derivatives at 0, where each closed form is exact: GELU'(0) = Phi(0)
+ * = 1/2 (erfc(0) = 1, the phi term is 0 x), GELU-tanh'(0) = sigma(0) = 1/2,
+ * quick GELU'(0) = 1/2, ReLU'(0) = 0 (PyTorch); and the backward is dy
+ * times the derivative, bit for bit. */
+Test(activation, derivatives_at_zero_and_the_backward)
+{
+    const refenc_activation acts[] = {REFENC_ACT_RELU, REFENC_ACT_GELU, REFENC_ACT_GELU_TANH,
+                                      REFENC_ACT_QUICK_GELU};
+    const double want[] = {0.0, 0.5, 0.5, 0.5};
+    for (size_t a = 0; a < 4; a++) {
+        cr_assert(refenc_activation_derivative(0.0, acts[a]) == want[a], "activation %zu", a);
+        const double x[3] = {-1.25, 0.375, 2.385}, dy[3] = {0.5, -3.0, 1.75};
+        double dx[3];
+        refenc_activation_backward(dx, dy, x, 3, acts[a]);
+        for (size_t i = 0; i < 3; i++)
+            cr_assert(dx[i] == dy[i] * refenc_activation_derivative(x[i], acts[a]));
+    }
+    cr_assert(refenc_activation_derivative(2.385, REFENC_ACT_RELU) == 1.0);
+    cr_assert(refenc_activation_derivative(-2.385, REFENC_ACT_RELU) == 0.0);
+}
