@@ -692,6 +692,88 @@ def coverage_control(cli, options, rows):
     return 1
 
 
+FAKE_CLI = r"""#!/usr/bin/python3
+# A stand-in for refenc that misbehaves as REDTEAM_FAKE says (redteam.py --runner-control).
+import os, signal, sys
+args, mode = sys.argv[1:], os.environ["REDTEAM_FAKE"]
+out = args[args.index("--out") + 1] if "--out" in args else None
+cfg = args[args.index("--config") + 1] if "--config" in args else None
+ok = cfg is not None and os.path.isfile(cfg) and os.path.getsize(cfg) > 0 and open(cfg, "rb").read(1) == b"{"
+if mode == "good":                      # refuses what is bad, writes what it must, atomically
+    if not ok:
+        sys.exit(print("refenc run: %s: cannot read it" % cfg, file=sys.stderr) or 2)
+    if out and (os.path.lexists(out) and not os.path.isfile(out) or os.path.islink(out)):
+        sys.exit(print("refenc run: %s: not a regular file" % out, file=sys.stderr) or 2)
+    if out:
+        open(out + ".tmp.fake", "w").write("results")
+        os.rename(out + ".tmp.fake", out)
+    sys.exit(0)
+if mode == "follow":                    # writes through whatever is at the output
+    open(out, "w").write("results")
+elif mode == "temp":                    # leaves its temporary file
+    open(out, "w").write("results")
+    open(out + ".tmp.fake", "w").write("res")
+elif mode == "escape":                  # writes outside its output's directory
+    open(out, "w").write("results")
+    open("../../escaped", "w").write("x")
+elif mode == "hang":
+    open(out).read()
+elif mode == "segv":
+    os.kill(os.getpid(), signal.SIGSEGV)
+elif mode == "silent":
+    sys.exit(2)
+elif mode == "oom":
+    sys.exit(print("refenc run: out of memory", file=sys.stderr) or 2)
+sys.exit(0)                             # "accept": takes anything
+"""
+
+CONTROL_MODES = {"good": "behaves", "follow": "follows the link", "temp": "leaves a temporary",
+                 "escape": "writes outside", "hang": "hangs", "segv": "crashes", "silent": "exits 2 silently",
+                 "oom": "says out of memory", "accept": "accepts bad input"}
+
+# (row, mode of the fake program, must the row pass?)
+RUNNER_CONTROLS = [("run.out.valid", "good", True), ("run.config.missing", "good", True),
+                   ("run.out.symlink", "good", True), ("run.out.fifo", "good", True),
+                   ("run.out.symlink", "follow", False), ("run.out.valid", "temp", False),
+                   ("run.out.valid", "escape", False), ("run.out.fifo", "hang", False),
+                   ("run.config.garbage", "segv", False), ("run.config.missing", "silent", False),
+                   ("run.config.missing", "oom", False), ("run.config.garbage", "accept", False)]
+
+
+def runner_control(rows, work):
+    """The runner's own negative control: rows judged on a fake program that
+    misbehaves in one way each must fail, and pass on one that behaves."""
+    remove(work)
+    os.makedirs(work)
+    fake = os.path.join(work, "fake-refenc")
+    with open(fake, "w") as f:
+        f.write(FAKE_CLI)
+    os.chmod(fake, 0o755)
+    base = os.path.join(work, "base")
+    os.makedirs(os.path.join(base, "sub"))
+    with open(os.path.join(base, "cfg.json"), "w") as f:
+        f.write('{"model": {}}\n')
+    by_id = {r.id: r for r in rows}
+    bad = 0
+    for i, (rid, mode, should_pass) in enumerate(RUNNER_CONTROLS):
+        row = by_id[rid]
+        saved = row.timeout
+        row.timeout = 2.0  # the hang is the fake's: no need to wait 10 s
+        os.environ["REDTEAM_FAKE"] = mode
+        why, argv = run_row_in(fake, base, work, row, i)
+        row.timeout = saved
+        good = (why is None) == should_pass
+        bad += not good
+        print("runner control: %-20s on a program that %-22s %s (%s)" % (
+            rid, CONTROL_MODES[mode],
+            "passes" if why is None else "fails", "right" if good else "WRONG") + ("" if why is None else ": " + why))
+    del os.environ["REDTEAM_FAKE"]
+    remove(work)
+    if bad:
+        print("runner control FAILED: %d judgement%s wrong" % (bad, "" if bad == 1 else "s"))
+    return 1 if bad else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cli", default=os.path.join(ROOT, "build", "refenc"))
@@ -701,7 +783,10 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", help="run only the rows whose id matches this regex (no coverage check)")
     ap.add_argument("--list", action="store_true", help="print the row ids and exit")
-    ap.add_argument("--coverage-control", action="store_true")
+    ap.add_argument("--coverage-control", action="store_true",
+                    help="the coverage check's negative control, instead of the rows")
+    ap.add_argument("--runner-control", action="store_true",
+                    help="the runner's negative control (a fake program misbehaving), instead of the rows")
     ap.add_argument("--verbose", action="store_true", help="print every row's result")
     a = ap.parse_args()
     cli = os.path.abspath(a.cli)
@@ -710,8 +795,9 @@ def main():
         for r in rows:
             print(r.id)
         return 0
-    if a.coverage_control:
-        return coverage_control(cli, options, rows)
+    if a.coverage_control or a.runner_control:
+        rc = coverage_control(cli, options, rows) if a.coverage_control else 0
+        return rc | (runner_control(rows, os.path.abspath(a.work) + "-control") if a.runner_control else 0)
 
     t0 = time.monotonic()
     known = read_known(a.known)
