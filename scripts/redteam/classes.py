@@ -85,7 +85,7 @@ def _valid_copy(data):
 def input_file_classes(json_file):
     """name -> prepare(sb, slot, ctx) returning (H, outcomes builder key)."""
     classes = ["valid", "missing", "dir", "fifo", "device", "loop", "empty", "garbage", "trunc",
-               "nonutf8", "long", "dotdot"]
+               "badutf8", "nonutf8", "long", "dotdot"]
     classes += ["deep"] if json_file else ["hugehdr", "bighdr"]
     return classes
 
@@ -118,6 +118,14 @@ def prepare_input(cls, sb, slot):
         replace_with(p, "file", (2**63 - 1).to_bytes(8, "little") + data[8:])
     elif cls == "bighdr":   # a header length just past the end of the file
         replace_with(p, "file", (len(data) - 7).to_bytes(8, "little") + data[8:])
+    elif cls == "badutf8":  # a byte that is not UTF-8 in a JSON key: the file's text, or its header
+        if data[:1] == b"{":
+            replace_with(p, "file", b'{"\xff": 1, ' + data[1:])
+        else:
+            n = int.from_bytes(data[:8], "little")
+            extra = b'"\xff":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},'
+            header = b"{" + extra + data[9:8 + n]
+            replace_with(p, "file", len(header).to_bytes(8, "little") + header + data[8 + n:])
     elif cls == "deep":     # JSON nested 100000 deep
         replace_with(p, "file", b"[" * 100000 + b"]" * 100000)
     elif cls == "nonutf8":

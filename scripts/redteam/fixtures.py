@@ -168,6 +168,16 @@ def build(cli, base, source_root):
         nan_results(j("results-lp-nan", "encoder_large_positions.safetensors"), lp, "F32",
                     outputs=["out.output"], keep=["out.embed"])
     evil_parts(j("parts"), j("parts-evil"), "../../../x")
+    # manifests whose entries name paths outside DIR/cases/ and the results directory
+    for tag, field, value in (("case-dotdot", "case", "../tiny"), ("case-slash", "case", "cases/tiny"),
+                              ("file-dotdot", "file", "../../golden/cases/tiny.safetensors"),
+                              ("file-absolute", "file", "/dev/zero")):
+        d = j("golden-" + tag)
+        shutil.copytree(j("golden"), d)
+        with open(os.path.join(d, "manifest.json")) as f:
+            man = json.load(f)
+        man["cases"][0][field] = value
+        _dump(os.path.join(d, "manifest.json"), man)
 
 
 # ---- parts whose case name leaves the output directory -----------------------------------

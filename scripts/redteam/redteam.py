@@ -29,6 +29,7 @@ import concurrent.futures
 import hashlib
 import os
 import re
+import resource
 import shlex
 import shutil
 import signal
@@ -59,6 +60,8 @@ def decode_value(v):
     when NN >= 0x80, kept as os.fsencode's surrogate), @long is 5000 'a'."""
     if v == "@long":
         return "a" * 5000
+    if v == "@65patterns":  # one more than certify's --case takes
+        return ",".join(["t*"] * 65)
     return re.sub(r"\\x([0-9a-fA-F]{2})",
                   lambda m: chr(int(m.group(1), 16)) if int(m.group(1), 16) < 0x80
                   else chr(0xdc00 + int(m.group(1), 16)), v)
@@ -112,6 +115,7 @@ class Row:
         self.cls = None                        # the class, for the coverage check
         self.value = None
         self.needs = []                        # more paths it uses than its argv names (its slot)
+        self.address_space = None              # RLIMIT_AS in MiB, for rows under a memory limit
 
 
 def subst(argv, subs):
@@ -228,6 +232,8 @@ def float_values():
 def value_label(v):
     if v == "":
         return "empty"
+    if v.startswith("t*,t*"):
+        return "65-patterns"
     if len(v) > 200:
         return "long"
     return printable(v, 30)
@@ -270,7 +276,27 @@ def fields_of(line):
 
 
 def command(text):
-    return [decode_value(t) if t != "@long" else t for t in shlex.split(text)]
+    return [decode_value(t) for t in shlex.split(text)]
+
+
+def generated_rows(options):
+    """For every option that takes a value, the option last with no value; for
+    every command, an option it does not know: exit 2 naming the option."""
+    rows = []
+    for (cmd, opt), (kind, *flags) in sorted(options.items()):
+        if cmd == "refenc" or kind == "flag" or not opt.startswith("--"):
+            continue
+        r = Row("%s.no-value" % id_base("%s %s" % (cmd, opt)), "%s %s" % (cmd, opt), cmd.split() + [opt])
+        r.cls = "no-value"
+        r.outcomes = lambda subs, opt=opt: [refused(re.escape(opt))]
+        rows.append(r)
+    for cmd in sorted({c for c, o in options}):
+        words = [] if cmd == "refenc" else cmd.split()
+        r = Row("%s.unknown-option" % (cmd.replace(" ", ".")), "%s --help" % cmd, words + ["--redteam-nosuch"])
+        r.cls = "unknown-option"
+        r.outcomes = lambda subs: [refused(r"--redteam-nosuch|usage:")]
+        rows.append(r)
+    return rows
 
 
 def parse_table(path):
@@ -316,6 +342,7 @@ def parse_table(path):
                 err = k.get("err") or None
                 cr = k.get("creates", "")
                 r.prepare = lambda sb, victim: {}
+                r.address_space = int(k["as"]) if "as" in k else None
                 r.outcomes = lambda subs, ex=ex, err=err, cr=cr: [
                     (ex, err, [p for p, _ in listed(cr, subs)], [p for p, q in listed(cr, subs) if q])]
                 if kind == "signal":
@@ -326,6 +353,7 @@ def parse_table(path):
                 raise ValueError("unknown line type '%s'" % kind)
         except (ValueError, KeyError, IndexError) as e:
             raise SystemExit("redteam: %s:%d: %s: %r" % (path, n, type(e).__name__, e))
+    rows += generated_rows(options)
     ids = [r.id for r in rows]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
@@ -506,6 +534,9 @@ def execute(cli, argv, sb, row):
     kw = {}
     if row.nobody and os.geteuid() == 0:   # root writes into read-only directories: run as nobody
         kw = {"user": NOBODY, "group": NOBODY, "extra_groups": []}
+    if row.address_space:
+        mib = row.address_space << 20
+        kw["preexec_fn"] = lambda: resource.setrlimit(resource.RLIMIT_AS, (mib, mib))
     p = subprocess.Popen([os.fsencode(cli)] + [os.fsencode(a) for a in argv], cwd=sb, stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **kw)
     if row.signal:
