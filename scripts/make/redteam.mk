@@ -3,7 +3,7 @@
 # hostile inputs, each row in its own sandbox under a timeout.  First the
 # negative controls (an option added to a --help must be reported; rows run
 # on a fake program that misbehaves must fail), then the rows; ends with
-# "N passed, N failed".  About a minute on 2 cores.  REDTEAM_ARGS passes
+# "N passed, N failed".  About 30 s on 2 cores (a minute when they are busy).  REDTEAM_ARGS passes
 # options (--only REGEX, --verbose, --jobs N).
 .PHONY: redteam
 redteam: $(CLI)

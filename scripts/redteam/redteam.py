@@ -820,6 +820,7 @@ def main():
                     help="the runner's negative control (a fake program misbehaving), instead of the rows")
     ap.add_argument("--verbose", action="store_true", help="print every row's result")
     a = ap.parse_args()
+    os.umask(0o022)  # the sandboxes readable by 'nobody', who runs the read-only-directory rows as root
     cli = os.path.abspath(a.cli)
     options, rows = parse_table(a.table)
     if a.list:
