@@ -15,6 +15,7 @@ its hostile input, not a broken command line."""
 import os
 import random
 import re
+import shutil
 
 LONG_PREFIX = "./" * 2100          # a path of over 4200 bytes: ENAMETOOLONG, never a truncation
 NONUTF8 = "\udcff\udcfe"           # the bytes 0xff 0xfe (os.fsencode's surrogateescape)
@@ -42,7 +43,6 @@ def replace_with(path, kind, target=None):
     if os.path.islink(path) or os.path.isfile(path):
         os.unlink(path)
     elif os.path.isdir(path):
-        import shutil
         shutil.rmtree(path)
     if kind == "dir":
         os.mkdir(path)
@@ -78,12 +78,8 @@ def make_deep(sb, length, leaf):
 
 # ---- input files ------------------------------------------------------------------------
 
-def _valid_copy(data):
-    return data
-
-
 def input_file_classes(json_file):
-    """name -> prepare(sb, slot, ctx) returning (H, outcomes builder key)."""
+    """The classes of an input file: a JSON file's, or a safetensors file's."""
     classes = ["valid", "missing", "dir", "fifo", "device", "loop", "empty", "garbage", "trunc",
                "badutf8", "nonutf8", "long", "dotdot"]
     classes += ["deep"] if json_file else ["hugehdr", "bighdr"]
@@ -254,7 +250,6 @@ def prepare_out_file(cls, sb, slot, victim):
 def prepare_out_dir(cls, sb, slot, victim, valid_dir):
     """valid_dir: a valid directory of the same kind in the sandbox, to copy
     where the class needs one already there.  Returns (H, expectation)."""
-    import shutil
     p = os.path.join(sb, slot)
     if cls == "valid":
         return slot, "ok"

@@ -871,8 +871,8 @@ def main():
         print("slowest rows: " + ", ".join("%s %.1f s" % (i, t) for t, i in sorted(times)[::-1][:12]))
     for f in failed:
         print("FAIL %s" % f)
-    print("(%d rows in %.0f s; %d known failures not counted: scripts/redteam/known-failing.txt)"
-          % (len(rows), time.monotonic() - t0, known_hits))
+    print("(%d rows in %.0f s; %d known failures not counted: %s)"
+          % (len(rows), time.monotonic() - t0, known_hits, os.path.relpath(a.known)))
     print("%d passed, %d failed" % (passed, len(failed)))
     return 1 if failed else 0
 
