@@ -81,7 +81,7 @@ def make_deep(sb, length, leaf):
 def input_file_classes(json_file):
     """The classes of an input file: a JSON file's, or a safetensors file's."""
     classes = ["valid", "missing", "dir", "fifo", "device", "loop", "empty", "garbage", "trunc",
-               "badutf8", "nonutf8", "long", "dotdot"]
+               "badutf8", "nonutf8", "long", "dotdot", "slash"]
     classes += ["deep"] if json_file else ["hugehdr", "bighdr"]
     return classes
 
@@ -133,6 +133,8 @@ def prepare_input(cls, sb, slot):
         return LONG_PREFIX + slot, "long"
     elif cls == "dotdot":
         return "sub/../" + slot, "ok"
+    elif cls == "slash":    # the file named as a directory: ENOTDIR
+        return slot + "/", "refused"
     else:
         raise ValueError(cls)
     return slot, "refused"
@@ -210,7 +212,7 @@ def prepare_dir(cls, kind, sb, slot):
 # ---- outputs --------------------------------------------------------------------------
 
 OUT_FILE_CLASSES = ["valid", "exists", "fifo", "symlink", "dir", "rodir", "noparent", "long", "nearlong",
-                    "nonutf8", "dotdot"]
+                    "nonutf8", "dotdot", "slash"]
 OUT_DIR_CLASSES = ["valid", "exists", "file", "fifo", "loop", "rodir", "long", "nearlong", "nonutf8", "dotdot",
                    "manifest-fifo", "manifest-symlink", "manifest-garbage", "case-symlink", "cases-file"]
 
@@ -244,6 +246,8 @@ def prepare_out_file(cls, sb, slot, victim):
         return os.path.join(d, "o" + NONUTF8 + b), "ok-or-refused"
     if cls == "dotdot":
         return "sub/../" + slot, "ok-at-slot"
+    if cls == "slash":      # a file's name ending in '/': refused, nothing written
+        return slot + "/", "refused"
     raise ValueError(cls)
 
 
