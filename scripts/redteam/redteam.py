@@ -26,7 +26,9 @@ on help texts with an option added that the table does not know; it exits 0
 when the check reports that option, 1 when it does not."""
 import argparse
 import concurrent.futures
+import fcntl
 import hashlib
+import json
 import os
 import re
 import resource
@@ -116,6 +118,7 @@ class Row:
         self.value = None
         self.needs = []                        # more paths it uses than its argv names (its slot)
         self.address_space = None              # RLIMIT_AS in MiB, for rows under a memory limit
+        self.race = None                       # the watched directory of a race row
 
 
 def subst(argv, subs):
@@ -332,7 +335,7 @@ def parse_table(path):
                 k = parse_keys(keys)
                 rows += value_rows(target, k, command("|".join(fields[3:])), k.get("oks", []),
                                    k.get("bads", []), k.get("anys", []))
-            elif kind in ("row", "signal"):
+            elif kind in ("row", "signal", "race"):
                 _, rid, target, keys = fields[:4]
                 k = parse_keys(keys)
                 r = Row(rid, target, command("|".join(fields[4:])), float(k.get("timeout", DEFAULT_TIMEOUT)))
@@ -348,6 +351,9 @@ def parse_table(path):
                 if kind == "signal":
                     r.signal = (getattr(signal, "SIG" + k["sig"]), k.get("watch", "."))
                     r.cls = "signal"
+                if kind == "race":
+                    r.race, r.cls, r.creates_text = k["watch"], "race", cr
+                    r.outcomes = lambda subs, cr=cr: [({0}, None, [p for p, _ in listed(cr, subs)], [])]
                 rows.append(r)
             else:
                 raise ValueError("unknown line type '%s'" % kind)
@@ -537,10 +543,13 @@ def execute(cli, argv, sb, row):
     if row.address_space:
         mib = row.address_space << 20
         kw["preexec_fn"] = lambda: resource.setrlimit(resource.RLIMIT_AS, (mib, mib))
-    p = subprocess.Popen([os.fsencode(cli)] + [os.fsencode(a) for a in argv], cwd=sb, stdin=subprocess.DEVNULL,
+    first = argv[:argv.index(";;")] if row.race else argv
+    p = subprocess.Popen([os.fsencode(cli)] + [os.fsencode(a) for a in first], cwd=sb, stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **kw)
     if row.signal:
         return signal_run(p, sb, row)
+    if row.race:
+        return race_run(p, cli, argv, sb, row, kw)
     try:
         out, err = p.communicate(timeout=row.timeout)
         return p.returncode, err, None
@@ -582,6 +591,152 @@ def signal_run(p, sb, row):
     return p.returncode, err, None if hit else "missed"
 
 
+def transient(d, finals):
+    """The files under d that are not among its final outputs: (path, inode)."""
+    out = set()
+    if not os.path.isdir(d):
+        return out
+    for dirpath, dirnames, filenames, dirfd in os.fwalk(d):
+        for n in filenames:
+            rel = os.path.normpath(os.path.join(os.path.relpath(dirpath, d), n))
+            if rel not in finals:
+                try:
+                    out.add((rel, os.stat(n, dir_fd=dirfd, follow_symlinks=False).st_ino))
+                except FileNotFoundError:
+                    pass
+    return out
+
+
+def blocked_on_lock(p):
+    """The process sleeps waiting for a file lock (Linux: its wchan)."""
+    try:
+        with open("/proc/%d/wchan" % p.pid) as f:
+            return "lock" in f.read()
+    except OSError:
+        return False
+
+
+def stopped(p):
+    try:
+        with open("/proc/%d/stat" % p.pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except OSError:
+        return False
+
+
+def race_run(a, cli, argv, sb, row, kw):
+    """Two runs into one output directory, interleaved where a lock must
+    serialise them.  A is stopped as soon as it has a file in the watched
+    directory that is neither a final output nor a temporary (the '.new' of a
+    case awaiting the manifest, where runs of one name collide); the runner
+    takes the directory's lock if it is free (flock, as refenc does) and
+    starts B, which runs until it waits for a lock (or ends, or 3 s) and is
+    stopped; the runner's lock is released, A goes on to its end (or 5 s,
+    when it waits for B), then B.
+    Then for each case name the case stored must be the one of the last run
+    of it to exit 0, and the manifest must give its sha256.  Returns (code,
+    stderr, note) as execute does: 0 when all that held."""
+    watch = os.path.join(sb, row.race)
+    finals = {os.path.relpath(os.path.normpath(os.path.join(sb, p)), watch)
+              for p, _ in listed(row.creates_text, {})}
+    a_argv, b_argv = argv[:argv.index(";;")], argv[argv.index(";;") + 1:]
+    # (after two tries without such a file, at any file: a writer may have none)
+    settled = lambda files: [f for f in files if ".tmp." not in f[0] or row.race_loose]
+    deadline = time.monotonic() + row.timeout
+    while a.poll() is None and not settled(transient(watch, finals)) and time.monotonic() < deadline:
+        time.sleep(0.0002)
+    try:
+        os.kill(a.pid, signal.SIGSTOP)
+    except ProcessLookupError:
+        pass
+    if a.poll() is not None or not settled(transient(watch, finals)):
+        if a.poll() is None:
+            os.kill(a.pid, signal.SIGCONT)
+        a.communicate()
+        return None, b"", "missed"
+    lock = os.open(watch, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:  # A holds it: B waits for A's
+        pass
+    b = subprocess.Popen([os.fsencode(cli)] + [os.fsencode(x) for x in b_argv], cwd=sb, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **kw)
+    t = time.monotonic() + 3
+    while b.poll() is None and not blocked_on_lock(b) and time.monotonic() < t:
+        time.sleep(0.0005)
+    if b.poll() is None:
+        os.kill(b.pid, signal.SIGSTOP)
+        t = time.monotonic() + 2  # stopped for sure before the lock is freed, or B could take it first
+        while b.poll() is None and not stopped(b) and time.monotonic() < t:
+            time.sleep(0.0005)
+    os.close(lock)  # released: B, stopped, cannot take it before A
+    os.kill(a.pid, signal.SIGCONT)
+    t = time.monotonic() + 5  # A to its end, unless it waits for B (then B goes on too)
+    while a.poll() is None and time.monotonic() < t:
+        time.sleep(0.001)
+    if b.poll() is None:
+        os.kill(b.pid, signal.SIGCONT)
+    res, order = {}, []
+    t = time.monotonic() + row.timeout
+    while len(res) < 2 and time.monotonic() < t:
+        for p in (a, b):
+            if p not in res and p.poll() is not None:
+                res[p] = (p.communicate()[1], p.returncode)
+                order.append(p)
+        time.sleep(0.001)
+    if len(res) < 2:
+        for q in (a, b):
+            if q.poll() is None:
+                os.killpg(q.pid, signal.SIGCONT)
+                os.killpg(q.pid, signal.SIGKILL)
+                q.communicate()
+        return None, b"", "no exit within %g s (a deadlock)" % row.timeout
+    why = []
+    for p, name in ((a, "A"), (b, "B")):
+        err, code = res[p]
+        if code < 0:
+            why.append("run %s killed by signal %s" % (name, signal.Signals(-code).name))
+        elif code not in (0, 2) or (code == 2 and not err.strip()):
+            why.append("run %s exit %d%s" % (name, code, "" if err.strip() else " with no message"))
+    winners = [{a: a_argv, b: b_argv}[p] for p in order if res[p][1] == 0]  # in the order they ended
+    if not why and not winners:
+        why.append("both runs failed: %s" % printable(res[b][0].decode(errors="replace").strip(), 120))
+    last = {}  # for each case name, the last run of it to exit 0
+    for w in winners:
+        last[w[w.index("--name") + 1]] = w
+    for w in ([] if why else last.values()):
+        why += stored_case_check(sb, w, "A exits %d, B %d, %s ending first" % (
+            res[a][1], res[b][1], "A" if order[0] is a else "B"))
+    return (0 if not why else 1), "; ".join(why).encode(), None
+
+
+def stored_case_check(sb, winner, exits):
+    """The case stored under the winner's name is the winner's (its --seed in
+    the description), and the manifest lists its sha256."""
+    out_dir = os.path.join(sb, winner[winner.index("--out") + 1])
+    name = winner[winner.index("--name") + 1]
+    case = os.path.join(out_dir, "cases", name + ".safetensors")
+    try:
+        meta, _ = st.read(case)
+        with open(case, "rb") as f:
+            sha = hashlib.sha256(f.read()).hexdigest()
+        with open(os.path.join(out_dir, "manifest.json")) as f:
+            listed_sha = [e.get("sha256") for e in json.load(f)["cases"] if e.get("case") == name]
+    except Exception as e:
+        return ["the stored case or manifest cannot be read: %s" % e]
+    why = []
+    if listed_sha != [sha]:
+        why.append("the manifest lists %s for %s, the file's sha256 is %s" % (
+            [x[:16] for x in listed_sha], name, sha[:16]))
+    m = re.search(r"seed (\d+)", meta.get("description", ""))
+    stored = m.group(1) if m else None
+    seed = winner[winner.index("--seed") + 1]
+    if stored != seed:
+        why.append("%s: the last run of %s to exit 0 (seed %s) finds the case of seed %s stored" % (
+            exits, name, seed, stored))
+    return why
+
+
 def readable(path):
     """A whole safetensors file: its header parses and its data ends where the header says."""
     try:
@@ -602,6 +757,8 @@ def judge(row, code, err, note, before, after, sb_rel, subs, sb):
         return "killed by signal %s" % signal.Signals(-code).name
     signalled = bool(row.signal) and code in (-row.signal[0], 128 + row.signal[0])
     text = err.decode("utf-8", "backslashreplace")
+    if row.race and code != 0:
+        return text
     changed = changes(before, after)
     why = []
     for exits, regex, allowed, must in row.outcomes(subs):
@@ -674,8 +831,9 @@ def run_row_in(cli, base, work, row, index):
     victim = os.path.join(root, "victim")
     with open(victim, "w") as f:
         f.write("a file outside the sandbox: never to be written\n")
-    attempts = 5 if row.signal else 1
+    attempts = 5 if row.signal or row.race else 1
     for attempt in range(attempts):
+        row.race_loose = attempt >= 2
         subs = row.prepare(sb, victim)
         argv = subst(row.argv, subs)
         before = snapshot(root)
@@ -685,7 +843,10 @@ def run_row_in(cli, base, work, row, index):
             break
         remove(sb)
         sandbox(base, sb, row)
-    if note == "missed":
+    if note == "missed" and row.race:
+        note = "no file but its outputs ever appeared in %s: the runs could not be interleaved (%d tries)" % (
+            row.race, attempts)
+    elif note == "missed":
         note = "the program finished before its write could be signalled (%d tries)" % attempts
     why = judge(row, code, err, note, before, after, sb_rel, subs, sb)
     remove(root)
