@@ -95,6 +95,7 @@ help:
 	@echo "make fuzz       the libFuzzer targets, FUZZ_SECONDS (default 60) each"
 	@echo "make check-determinism     gcc and clang, -O0 and -O2: bit-identical outputs on every golden case"
 	@echo "                (the five targets above: docs/hardening.md)"
+	@echo "make redteam    every command and option against tables of hostile inputs (scripts/redteam/)"
 	@echo "make certify-ort           certify ONNX Runtime (float32, optimisation off and on), outcomes pinned"
 	@echo "make check-python          the Python module's tests and the pytest example's pinned outcomes"
 	@echo "make check-report          the HTML report of a planted bug, rendered by headless chromium"

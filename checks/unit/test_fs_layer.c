@@ -240,7 +240,7 @@ Test(file_names, a_path_that_does_not_fit_is_an_error_not_a_shorter_path)
     cr_expect_eq(refenc_path_format(path, sizeof path, &err, "%s/manifest.json", dir), REFENC_ELIMIT);
     cr_expect_str_eq(path, "", "a cut path is left in the buffer");
     char want[64];
-    snprintf(want, sizeof want, "a path of %zu bytes, longer than the limit of %d", sizeof dir - 1 + 14,
+    snprintf(want, sizeof want, "path too long (%zu bytes, longer than the limit of %d)", sizeof dir - 1 + 14,
              PATH_MAX - 1);
     cr_expect(strstr(err.message, want), "%s", err.message);
 }
