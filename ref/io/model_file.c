@@ -8,6 +8,7 @@
 
 #include "../core/alloc.h"
 #include "../core/text.h"
+#include "name_prefix.h"
 
 int refenc_st_dtype_is_float(refenc_st_dtype d)
 {
@@ -114,9 +115,31 @@ static int check_tensor(problems *pr, const refenc_st_tensor *t, size_t ndim, co
 
 #define FLOAT_DTYPES "F64, F32, F16 or BF16"
 
+/* A prefix every name carries, as the problem: when no name is a parameter's as it is and some
+ * are without the prefix.  Returns REFENC_OK when that is not the case. */
+static int foreign_prefix(const refenc_params *p, const refenc_st_file *f, refenc_error *err)
+{
+    const size_t plen = name_prefix_common(f);
+    const char *stripped = NULL;
+    for (size_t i = 0; i < f->n_tensors && plen > 0; i++) {
+        if (refenc_params_find(p, f->tensors[i].name) != NULL)
+            return REFENC_OK;
+        if (stripped == NULL && refenc_params_find(p, f->tensors[i].name + plen) != NULL)
+            stripped = f->tensors[i].name;
+    }
+    if (stripped == NULL)
+        return REFENC_OK;
+    return name_prefix_refuse(f, plen, "nn.TransformerEncoder's state_dict", stripped, err);
+}
+
 int refenc_params_from_file(refenc_params *p, const refenc_st_file *f, char **report,
                             refenc_error *err)
 {
+    if (report != NULL)
+        *report = NULL;
+    const int foreign = foreign_prefix(p, f, err);
+    if (foreign != REFENC_OK)
+        return foreign;
     problems pr = {0};
     char q[512], want[128];
     for (size_t k = 0; k < p->n_tensors; k++) {
