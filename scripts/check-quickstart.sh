@@ -22,7 +22,7 @@ awk '/^## Set-up and use/ {found=1} found && /^```sh/ {inblock=1; next} inblock 
      inblock {sub(/ *#.*/, ""); print}' README.md > "$out/readme.sh"
 cmp -s "$out/install.sh" "$out/readme.sh" || fail "the install block is not the README's commands: $(cat "$out/readme.sh")"
 
-for e in Makefile ref scripts golden docs checks build; do ln -s "$tree/$e" "$out/$e"; done
+for e in "$tree"/*; do ln -s "$e" "$out/${e##*/}"; done
 # the files the page says to save
 $py - "$tree/docs/python.md" "$out/certify_torch.py" <<'PY'
 import re, sys
