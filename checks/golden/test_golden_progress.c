@@ -78,3 +78,37 @@ Test(golden_progress, lines_off_a_terminal_none_with_quiet_and_the_same_bytes)
     free(fq);
     rb_tmpdir_remove(dir);
 }
+
+/* The bug variants of --variants, each its own oracle run: a line before
+ * each one at interval 0 (the variant, how many of how many are done, the
+ * time elapsed), none with --quiet, and the same bytes as the default
+ * interval writes. */
+Test(golden_progress, the_variants_runs_report_off_a_terminal)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], a[RB_PATH_MAX + 32], b[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(cfg, sizeof cfg, "%s/c.json", dir);
+    snprintf(a, sizeof a, "%s/a.safetensors", dir);
+    snprintf(b, sizeof b, "%s/b.safetensors", dir);
+    rb_write_file(cfg, CONFIG, strlen(CONFIG));
+    const rb_run_options every = {.env_name = "REFENC_PROGRESS_INTERVAL", .env_value = "0"};
+    rb_result r = rb_run_with((const char *[]){"refenc", "golden", "--config", cfg, "--variants", "--out-file", a,
+                                               NULL}, &every);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "refenc golden: c: bug variants: 0/") != NULL, "no line before the first variant: %s",
+              r.err);
+    cr_expect(count(r.err, ": bug variants: ") >= 2 && count(r.err, ", elapsed ") >= count(r.err, ": bug variants: "),
+              "the variants' lines: %s", r.err);
+    rb_result_free(&r);
+    r = rb_run_with((const char *[]){"refenc", "golden", "--config", cfg, "--variants", "--out-file", b, "--quiet",
+                                     NULL}, &every);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "bug variants:") == NULL, "a variants line with --quiet: %s", r.err);
+    rb_result_free(&r);
+    size_t na, nb;
+    char *fa = slurp(a, &na), *fb = slurp(b, &nb);
+    cr_expect(na == nb && memcmp(fa, fb, na) == 0, "the progress lines changed the case's bytes");
+    free(fa);
+    free(fb);
+    rb_tmpdir_remove(dir);
+}

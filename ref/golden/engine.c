@@ -177,6 +177,23 @@ static void show_progress(void *ctx, const refenc_mp_progress *p)
     fflush(stderr);
 }
 
+void golden_log_start(golden_log *g, int quiet)
+{
+    g->on = !quiet && !isatty(2);
+    g->start = g->last = now();
+    g->interval = log_interval();
+}
+
+int golden_log_due(golden_log *g, char *elapsed, size_t n)
+{
+    const double t = now();
+    if (!g->on || t - g->last < g->interval)
+        return 0;
+    g->last = t;
+    format_duration(elapsed, n, t - g->start);
+    return 1;
+}
+
 /* ---- the engine ------------------------------------------------------------------- */
 
 static int wanted_step(void *ctx, const char *step)
