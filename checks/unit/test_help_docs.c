@@ -108,3 +108,30 @@ Test(help_docs, a_planted_or_missing_option_is_named)
     free(text);
     free(out);
 }
+
+/* `refenc golden --help` states the --prec default a --config run uses:
+ * the one a run without --prec reports ("computed at P bits"). */
+Test(help_docs, golden_help_gives_the_prec_default_a_run_uses)
+{
+    char dir[] = "/tmp/refenc-help-prec-XXXXXX", cmd[3 * PATH_CAP], *out = malloc(OUT_CAP);
+    cr_assert(out != NULL && mkdtemp(dir) != NULL);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && printf '%%s' '{\"model\": {\"d_model\": 4, \"n_heads\": 2, \"d_ff\": 6, \"n_layers\": 1}, "
+             "\"input\": {\"batch\": 1, \"seq_len\": 2}}' > c.json && '%s' golden --config c.json --out-file c.st 2>&1 "
+             "&& '%s' golden --help",
+             dir, env("REFENC_CLI"), env("REFENC_CLI"));
+    FILE *p = popen(cmd, "r");
+    cr_assert(p != NULL);
+    size_t n = fread(out, 1, OUT_CAP - 1, p);
+    out[n] = '\0';
+    cr_assert_eq(pclose(p), 0, "%s", out);
+    const char *at = strstr(out, "(computed at ");
+    cr_assert(at != NULL, "no precision in the summary: %s", out);
+    const long prec = strtol(at + strlen("(computed at "), NULL, 10);
+    char want[64];
+    snprintf(want, sizeof want, "(default %ld for --config", prec);
+    cr_expect(strstr(out, want) != NULL, "the help does not say '%s': %s", want, out);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+    free(out);
+}
