@@ -166,18 +166,84 @@ Test(temporaries, a_disposition_the_program_chose_is_left_to_it)
     remove_dir(dir);
 }
 
+static int add(const char *name)
+{
+    const int i = refenc_temporaries_reserve();
+    if (i >= 0)
+        refenc_temporaries_publish(i, AT_FDCWD, name);
+    return i;
+}
+
 Test(temporaries, the_registry_takes_entries_back_and_is_bounded)
 {
     int idx[REFENC_TEMPORARIES_MAX];
     for (int i = 0; i < REFENC_TEMPORARIES_MAX; i++)
-        cr_assert_geq(idx[i] = refenc_temporaries_add(AT_FDCWD, "never-created.tmp.x"), 0, "entry %d", i);
-    cr_expect_eq(refenc_temporaries_add(AT_FDCWD, "one-too-many"), -1);
+        cr_assert_geq(idx[i] = add("never-created.tmp.x"), 0, "entry %d", i);
+    cr_expect_eq(add("one-too-many"), -1);
     for (int i = 0; i < REFENC_TEMPORARIES_MAX; i++)
         refenc_temporaries_remove(idx[i]);
     /* every entry free again */
-    const int again = refenc_temporaries_add(AT_FDCWD, "x");
+    const int again = add("x");
     cr_expect_geq(again, 0);
     refenc_temporaries_remove(again);
+    /* a reservation given back without a file frees its entry too */
+    const int r = refenc_temporaries_reserve();
+    cr_assert_geq(r, 0);
+    refenc_temporaries_release(r);
+    for (int i = 0; i < REFENC_TEMPORARIES_MAX; i++)
+        cr_assert_geq(idx[i] = add("y"), 0, "entry %d after a release", i);
+    for (int i = 0; i < REFENC_TEMPORARIES_MAX; i++)
+        refenc_temporaries_remove(idx[i]);
+}
+
+/* The window the threaded golden test hit under load: a worker takes the
+ * signal after the writer created its temporary file and before it
+ * published the name.  The handler waits for the reserved entry, so the file
+ * is still removed.  Control: unlinking before the reservation is published
+ * and without waiting (the old order, create then add) leaves it. */
+typedef struct {
+    int started;
+} race;
+
+static void *handler_thread(void *arg)
+{
+    race *r = arg;
+    __atomic_store_n(&r->started, 1, __ATOMIC_RELEASE);
+    refenc_temporaries_unlink_all();
+    return NULL;
+}
+
+Test(temporaries, a_signal_between_creation_and_publication_still_removes_the_file)
+{
+    char dir[PATH_MAX], file[PATH_MAX];
+    make_dir(dir);
+    join(file, dir, "case.tmp.race");
+    const int dirfd = open(dir, O_RDONLY | O_DIRECTORY);
+    cr_assert_geq(dirfd, 0);
+    const int i = refenc_temporaries_reserve();
+    cr_assert_geq(i, 0);
+    const int fd = openat(dirfd, "case.tmp.race", O_WRONLY | O_CREAT | O_EXCL, 0600);
+    cr_assert_geq(fd, 0);
+    race r = {0};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, handler_thread, &r), 0);
+    while (!__atomic_load_n(&r.started, __ATOMIC_ACQUIRE))
+        ;
+    usleep(50000); /* the "handler" is now waiting for the entry */
+    refenc_temporaries_publish(i, dirfd, "case.tmp.race");
+    pthread_join(t, NULL);
+    cr_expect(access(file, F_OK) != 0, "the temporary created before its publication was left");
+    close(fd);
+    /* control: a file created and not yet in the registry at all is left
+     * (what the old order, create then add, gave a handler in that window) */
+    const int fd2 = openat(dirfd, "case.tmp.late", O_WRONLY | O_CREAT | O_EXCL, 0600);
+    cr_assert_geq(fd2, 0);
+    refenc_temporaries_unlink_all();
+    join(file, dir, "case.tmp.late");
+    cr_expect(access(file, F_OK) == 0, "control: an unregistered file was removed: the test cannot tell");
+    close(fd2);
+    close(dirfd);
+    remove_dir(dir);
 }
 
 /* ---- outputs compared with inputs and with each other ------------------------------------ */
