@@ -2,6 +2,8 @@
  * cases and report, per case and output, whether they pass, by how much they
  * differ, and where a failing implementation first diverges. */
 #include <fnmatch.h>
+#include <libgen.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,6 +142,34 @@ static int value_option(certify_args *a, const char *s, const char *v)
     return REFENC_EXIT_OK;
 }
 
+/* The directory part of path resolved (realpath) and its last component,
+ * in out; 0 when the directory cannot be resolved. */
+static int resolved_destination(char *out, size_t cap, const char *path)
+{
+    char dcopy[PATH_MAX], bcopy[PATH_MAX], dir[PATH_MAX];
+    if (strlen(path) >= sizeof dcopy)
+        return 0;
+    snprintf(dcopy, sizeof dcopy, "%s", path);
+    snprintf(bcopy, sizeof bcopy, "%s", path);
+    if (realpath(dirname(dcopy), dir) == NULL)
+        return 0;
+    return snprintf(out, cap, "%s/%s", dir, basename(bcopy)) < (int)cap;
+}
+
+/* Whether two output paths name the same file: the same string, the same
+ * existing file (a link, another spelling), or the same name in the same
+ * resolved directory.  One would silently replace the other. */
+static int same_destination(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    char ra[PATH_MAX + 256], rb[PATH_MAX + 256];
+    if (strcmp(a, b) == 0)
+        return 1;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return resolved_destination(ra, sizeof ra, a) && resolved_destination(rb, sizeof rb, b) && strcmp(ra, rb) == 0;
+}
+
 /* Parses argv; *done = 1 when the command is complete (help, list). */
 static int parse_args(certify_args *a, int argc, char **argv, int *done)
 {
@@ -166,6 +196,9 @@ static int parse_args(certify_args *a, int argc, char **argv, int *done)
         return cli_error("certify", "--golden DIR and --results DIR are required (see 'refenc certify --help')");
     if (a->have_rtol != a->have_atol)
         return cli_error("certify", "--rtol and --atol go together");
+    if (a->json_path != NULL && a->junit_path != NULL && same_destination(a->json_path, a->junit_path))
+        return cli_error("certify", "--json '%s' and --junit '%s' are the same file: one would replace the "
+                         "other; give two paths", a->json_path, a->junit_path);
     a->opt.override_tolerance = a->have_rtol;
     return REFENC_EXIT_OK;
 }
@@ -296,10 +329,11 @@ static int write_outputs(const certify_args *a, const refenc_manifest *manifest,
             return cli_error("certify", "%s: out of memory building the JSON certificate", a->json_path);
         }
         refenc_certificate_summary_add(json_object_get(doc, "summary"), t);
-        json_object_set_new(doc, "selection", refenc_certificate_selection((const char *const *)a->patterns,
-                                                                           a->n_patterns, a->outputs_glob,
-                                                                           a->skip_missing));
-        if (certify_write_json(a->json_path, doc, &err) != REFENC_OK)
+        if (json_object_set_new(doc, "selection", refenc_certificate_selection((const char *const *)a->patterns,
+                                                                               a->n_patterns, a->outputs_glob,
+                                                                               a->skip_missing)) != 0)
+            rc = cli_error("certify", "%s: out of memory building the JSON certificate", a->json_path);
+        else if (certify_write_json(a->json_path, doc, &err) != REFENC_OK)
             rc = cli_error("certify", "%s", err.message);
         json_decref(doc);
     }

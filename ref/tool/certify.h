@@ -9,17 +9,23 @@
  * Two rules, by the result's dtype (docs/certify.md derives every number):
  *   policy (F64, F32): an element passes when |got - want| <= atol + rtol
  *     |want| (refenc_certify_policy, times the case's scale for the dtype from
- *     its metadata "tolerance"; for F32, plus the angle allowance of PE and
- *     RoPE outputs, budget.h);
+ *     its metadata "tolerance"); for F32 plus twice the largest error of the
+ *     emulated float32 baseline, which grows with depth (refenc_budget_f32),
+ *     and the angle allowance of PE and RoPE outputs (budget.h);
  *   budget (F16, BF16): an output passes when its largest error and its NMSE
  *     are within the budget set by the emulated baseline of the dtype
  *     (budget.h).
- * A non-finite result where the golden is finite never passes.  An output
- * passes when every element that is not don't-care passes; a case passes
- * when every output present passes and every required output is present.
- * A case the result's dtype cannot be expected to pass (a float32 hazard for
- * F32, F16 and BF16; inputs that need float32 for F16 and BF16) is an
- * expected failure: XFAIL when it fails, XPASS when it passes.
+ * The verdict rules are verdict.h's: a non-finite result where the golden
+ * is finite never passes; an output passes when at least one element is
+ * compared and every element that is not don't-care passes; a case passes
+ * when every output present passes, every required output is present and
+ * some output was compared.  A hazard is declared per dtype: inputs that the
+ * result's dtype cannot hold (input_dtype).  A case with a hazard is XPASS
+ * when it passes, XFAIL when it fails but every failing output is finite and
+ * within the budget of the hazard's own baseline (the emulation with the
+ * inputs rounded to the dtype), FAIL otherwise.  The golden's
+ * "float32_hazard" is no hazard of any dtype: the float32 baseline forms the
+ * angles and the statistics it names in float32, so every budget holds it.
  * A failing case is compared with the bug variants the golden carries
  * (alt.<variant>.<output>, with the variant's own don't-care masks), under the
  * same rule: the variant that every provided output matches is the
@@ -55,7 +61,7 @@ typedef enum {
 typedef enum {
     REFENC_VERDICT_PASS = 0,
     REFENC_VERDICT_FAIL,
-    REFENC_VERDICT_XFAIL,   /* failed, as expected for the dtype (rep->hazard says why) */
+    REFENC_VERDICT_XFAIL,   /* failed within the hazard's budget (rep->hazard says why) */
     REFENC_VERDICT_XPASS,   /* passed, though a failure was expected                  */
     REFENC_VERDICT_SKIP     /* not certified (the caller's choice, e.g. no results)   */
 } refenc_verdict;
@@ -100,6 +106,10 @@ typedef struct {
     double excess;              /* the largest error / bound of the output's rule;   */
                                 /* budget: also sqrt(nmse / its budget) (> 1: fails) */
     char note[256];             /* e.g. "shape (2, 3) but the golden is (2, 4)"     */
+    double base_allowance;      /* policy, F32: refenc_budget_f32, in every bound    */
+    double max_want;            /* the largest |want| compared                       */
+    int hazard_checked;         /* a hazard's bounds were set (below)                */
+    double hazard_max_abs, hazard_nmse; /* the budget of the hazard's baseline       */
 } refenc_output_report;
 
 typedef struct {
@@ -117,6 +127,9 @@ typedef struct {
     size_t variants_checked;        /* variants the case carries, all compared        */
     char diagnosis[64];             /* the matching variant's name, or ""            */
     double diagnosis_ratio;         /* its largest error / tolerance (<= 1)           */
+    unsigned long candidates;       /* bit v: variant v matches too (the diagnosis is */
+                                    /* the closest); two or more: indistinguishable  */
+                                    /* on this case in the result's dtype             */
 } refenc_case_report;
 
 typedef struct {
