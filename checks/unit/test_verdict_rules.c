@@ -430,3 +430,67 @@ Test(verdict_rules, the_most_likely_bug_needs_a_majority)
     t.errors = 4;
     cr_expect_str_eq(refenc_certificate_most_likely_bug(&t), "layernorm_eps_div10");
 }
+
+/* ---- float32 at depth ----------------------------------------------------------------- */
+
+/* A 12-layer GPT-2-like golden (D 64, H 4, F 256, B 2, L 64, made by
+ * `refenc golden`, about 3 s).  The float32 bound's baseline term is what
+ * depth adds: the float32 emulation's error, measured per output, grows
+ * from the first layer to the last, and correct float32 code passes within
+ * the bound (the emulation in two summation orders and libms), while the
+ * known bugs that apply fail.  Width enters the baseline term the same way
+ * as depth (longer sums, more roundings), so a narrow deep model exercises
+ * the rule a wide one needs; docs/certify.md gives the D = 768 run, where
+ * the policy alone rejects correct float32 code. */
+static void deep_golden(char gfile[2 * RB_PATH_MAX])
+{
+    char cfg[RB_PATH_MAX + 16], gdir[RB_PATH_MAX + 8];
+    snprintf(cfg, sizeof cfg, "%s/deep.json", dir);
+    const char *json = "{\"model\": {\"family\": \"gpt2\", \"d_model\": 64, \"n_heads\": 4, \"d_ff\": 256, "
+                       "\"n_layers\": 12, \"vocab_size\": 1000, \"max_len\": 128}, "
+                       "\"input\": {\"batch\": 2, \"seq_len\": 64}}";
+    rb_write_file(cfg, json, strlen(json));
+    snprintf(gdir, sizeof gdir, "%s/g", dir);
+    rb_result r = rb_run((const char *[]){"refenc", "golden", "--config", cfg, "--threads", "2", "--quiet", "--out",
+                                          gdir, NULL});
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    rb_result_free(&r);
+    snprintf(gfile, 2 * RB_PATH_MAX, "%s/cases/deep.safetensors", gdir);
+}
+
+static const refenc_output_report *find_output(const refenc_case_report *rep, const char *name)
+{
+    for (size_t i = 0; i < rep->n_outputs; i++)
+        if (strcmp(rep->outputs[i].name, name) == 0)
+            return &rep->outputs[i];
+    cr_assert_fail("no output %s", name);
+    return NULL;
+}
+
+Test(verdict_rules, float32_at_twelve_layers, .timeout = 120)
+{
+    char gfile[2 * RB_PATH_MAX];
+    deep_golden(gfile);
+    refenc_case_report rep;
+    const char *const correct[] = {"f32", "f32,reverse,float-libm"};
+    for (int k = 0; k < 2; k++) {
+        emulate_file(res, gfile, correct[k], NULL);
+        cr_expect_eq(certify_file(&rep, gfile, res), REFENC_VERDICT_PASS, "%s", correct[k]);
+        double worst = 0;
+        for (size_t i = 0; i < rep.n_outputs; i++)
+            worst = fmax(worst, rep.outputs[i].excess);
+        cr_expect(worst <= 0.75, "%s: %g of the bound", correct[k], worst);
+        const refenc_output_report *first = find_output(&rep, "out.layers.0.output"),
+                                   *last = find_output(&rep, "out.layers.11.output");
+        cr_expect(last->base_allowance > 2 * first->base_allowance, "%s: the baseline term %g at layer 12, %g at 1",
+                  correct[k], last->base_allowance, first->base_allowance);
+        refenc_case_report_free(&rep);
+    }
+    /* the smallest margin at 12 layers (10.6 bounds), an activation, a missing step */
+    static const char *const bugs[] = {"layernorm_eps_div10", "gelu_exact_for_tanh", "missing_final_norm"};
+    for (size_t k = 0; k < sizeof bugs / sizeof bugs[0]; k++) {
+        emulate_file(res, gfile, "f32", bugs[k]);
+        cr_expect_eq(certify_file(&rep, gfile, res), REFENC_VERDICT_FAIL, "%s at 12 layers", bugs[k]);
+        refenc_case_report_free(&rep);
+    }
+}
