@@ -186,18 +186,28 @@ static json_t *output_json(const refenc_output_report *r)
     return o;
 }
 
+/* The variants the case matches (refenc_case_report.candidates). */
+static json_t *candidates_json(const refenc_case_report *rep)
+{
+    json_t *a = json_array();
+    for (int k = 0; a != NULL && k < REFENC_VAR_COUNT; k++)
+        if (rep->candidates & (1UL << k))
+            json_array_append_new(a, json_string(refenc_variant_get((refenc_variant)k)->name));
+    return a;
+}
+
 static json_t *diagnosis_json(const refenc_case_report *rep)
 {
     refenc_variant v;
     if (rep->diagnosis[0] && refenc_variant_parse(&v, rep->diagnosis)) {
         const refenc_variant_info *info = refenc_variant_get(v);
-        return json_pack("{s:s, s:s, s:s, s:s, s:o, s:I}", "variant", info->name, "symptom", info->symptom,
+        return json_pack("{s:s, s:s, s:s, s:s, s:o, s:I, s:o}", "variant", info->name, "symptom", info->symptom,
                          "cause", info->cause, "fix", info->fix, "ratio",
                          refenc_certificate_number(rep->diagnosis_ratio), "variants_checked",
-                         (json_int_t)rep->variants_checked);
+                         (json_int_t)rep->variants_checked, "candidates", candidates_json(rep));
     }
-    return json_pack("{s:n, s:s, s:I}", "variant", "message", "no known variant matches", "variants_checked",
-                     (json_int_t)rep->variants_checked);
+    return json_pack("{s:n, s:s, s:I, s:o}", "variant", "message", "no known variant matches", "variants_checked",
+                     (json_int_t)rep->variants_checked, "candidates", candidates_json(rep));
 }
 
 json_t *refenc_certificate_case(const refenc_case_report *rep)

@@ -80,7 +80,8 @@ void refenc_certificate_worst_index(size_t idx[REFENC_ST_MAX_NDIM], const refenc
  * of a hazard case: what XFAIL allows), "compared", "dont_care", "out_of_tolerance",
  * "nonfinite", "max_abs_error", "max_rel_error", "max_ulp_error", "scale",
  * "nmse", "excess", "worst_index", "worst_got", "worst_want", "note"},
- * ...]}.  A new reference, or NULL when out of memory. */
+ * ...]}; the diagnosis {"variant" (or null), "symptom", "cause", "fix",
+ * "ratio", "variants_checked", "candidates" (every variant that matches)}.  A new reference, or NULL when out of memory. */
 json_t *refenc_certificate_case(const refenc_case_report *rep);
 
 /* The whole certificate: {"refenc_version", "golden", "results",
