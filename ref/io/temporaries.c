@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "file_names.h"
@@ -30,13 +31,21 @@ static const int termination[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 /* How long a handler waits for an entry being filled (its owner, with the
  * termination signals blocked, is one openat away from publishing it): a
  * bound, so that a handler in the owner's own thread (signals not blocked)
- * cannot wait for ever. */
-#define FILLING_SPINS 100000000L
+ * cannot wait for ever.  clock_gettime is async-signal-safe. */
+#define FILLING_WAIT_NS 2000000000LL
+
+static long long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
 
 void refenc_temporaries_unlink_all(void)
 {
+    const long long deadline = now_ns() + FILLING_WAIT_NS;
     for (int i = 0; i < REFENC_TEMPORARIES_MAX; i++) {
-        for (long k = 0; k < FILLING_SPINS && __atomic_load_n(&table[i].state, __ATOMIC_ACQUIRE) == FILLING; k++)
+        while (__atomic_load_n(&table[i].state, __ATOMIC_ACQUIRE) == FILLING && now_ns() < deadline)
             ;
         int live = LIVE;
         if (__atomic_compare_exchange_n(&table[i].state, &live, TAKEN, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
