@@ -102,6 +102,15 @@ static const char merge_usage[] =
     "exit codes: 0 success, 2 usage or input error (one message naming the part\n"
     "file and the field; nothing is written)\n";
 
+static const char manifest_usage[] =
+    "usage: refenc golden manifest CATALOGUE.json CASES_DIR OUT.json\n"
+    "\n"
+    "Writes OUT.json, the manifest of the catalogue's cases in its order (each\n"
+    "case file's name and sha256, from CASES_DIR), as refenc certify reads it.\n"
+    "OUT.json may not be the catalogue or a case.\n"
+    "\n"
+    "exit codes: 0 success, 2 usage or input error\n";
+
 static const char list_usage[] =
     "usage: refenc golden list CATALOGUE.json\n"
     "\n"
@@ -356,6 +365,8 @@ int cmd_golden(int argc, char **argv)
         return verb_help(argc - 1, argv + 1, merge_usage) ? REFENC_EXIT_OK
                                                           : golden_merge_cmd(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "manifest") == 0) {
+        if (verb_help(argc - 1, argv + 1, manifest_usage))
+            return REFENC_EXIT_OK;
         if (argc != 5)
             return cli_error("golden", "usage: refenc golden manifest CATALOGUE.json CASES_DIR OUT.json");
         return golden_manifest(argv[2], argv[3], argv[4]);
