@@ -430,6 +430,12 @@ Test(oracle_engine, a_run_outside_its_bounds_is_refused)
                   "case %d: the message lacks '%s': %s", k, fragment[k], rep.error.message);
     }
     cr_expect_eq(s.n, 0, "a refused run emitted steps");
+    /* an empty range [1, 1) is inside the bounds: a run of no unit, not an error */
+    refenc_mp_run empty = good;
+    empty.unit_begin = empty.unit_end = 1;
+    refenc_mp_report rep;
+    cr_expect_eq(refenc_mp_encoder_run(&empty, &rep), REFENC_OK, "%s", rep.error.message);
+    cr_expect_eq(s.n, 0, "a run of no unit emitted steps");
     cr_expect_eq(refenc_mp_encoder_run(&good, NULL), REFENC_OK);
     cr_expect_gt(s.n, 0, "the good run emitted nothing");
     steps_free(&s);
