@@ -440,6 +440,17 @@ Test(golden_command, shards_merge_into_the_unsharded_file, .timeout = 90)
     snprintf(other, sizeof other, "%s/per_layer.safetensors", dir);
     run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--out-file", other, "--quiet", NULL});
     cr_expect(!rb_same_file(whole, other), "per layer and whole stack gave the same file");
+    /* a case made per layer holds every layer's input, (B, L, D) in F64
+     * (docs/golden-format.md), the first layer's too */
+    for (int l = 0; l < 2; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "in.layers.%d.input", l);
+        size_t nb = 0;
+        unsigned char *b = tensor_bytes(other, name, &nb);
+        cr_expect(b != NULL && nb == 3 * 5 * 16 * sizeof(double), "the per-layer case has no %s of (3, 5, 16)",
+                  name);
+        free(b);
+    }
     rb_tmpdir_remove(dir);
 }
 
