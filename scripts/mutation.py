@@ -48,7 +48,8 @@ preprocessor lines):
 
 The full list of a run is deterministic; when an area has more mutants than
 its budget, a sample is drawn with a fixed seed (MUTATION_SEED overrides),
-so that `make mutation` stays within about 15 minutes on 2 cores.
+so that `make mutation` stays within about 20 to 25 minutes on 2 quiet cores
+(docs/hardening.md has the measured CPU time per area).
 
 usage: scripts/mutation.py [--areas certify,readers,kernels,oracle,golden] [--budget N]
                            [--seed S] [--list] [--only ID] [--keep]
