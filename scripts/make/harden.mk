@@ -31,9 +31,9 @@ fault-harness: $(CLI) $(FIXTURE)/manifest.json
 # Time on 2 quiet cores, bounded by the CPU time of the builds and tests
 # measured per mutant on a shared machine (docs/hardening.md): certify,
 # readers and kernels about 12 min together (280 mutants), oracle about 4 min
-# (60 mutants, 3.8 s of CPU each), golden at most 10 min (50 mutants, 601 s
-# of CPU measured with 10 survivors run through both stages, the sanitized
-# tree built once), so 22 to 26 min in all.
+# (60 mutants, 3.8 s of CPU each), golden about 5 min (50 mutants, 5.4 s of
+# CPU each measured at load 6; 601 s for the 50 at load 50-130 when 10 of
+# them survived through both stages), so about 21 to 26 min in all.
 # MUTATION_ARGS passes options (--areas, --budget, --only ID[,ID...]).
 .PHONY: mutation
 mutation: $(CHECKS) $(CLI) $(FIXTURE)/manifest.json
