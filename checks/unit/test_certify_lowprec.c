@@ -723,3 +723,47 @@ Test(certify_lowprec, the_diagnosis_of_float32_angles_counts_the_allowance)
     refenc_case_free(&c);
     refenc_st_free(&g);
 }
+
+/* Writes v at element i of the F64 tensor name of f, in memory. */
+static void set_element(refenc_st_file *f, const char *name, size_t i, double v)
+{
+    const refenc_st_tensor *t = refenc_st_find(f, name);
+    cr_assert(t != NULL && t->dtype == REFENC_ST_F64 && i < t->numel, "%s: no F64 element %zu", name, i);
+    memcpy((unsigned char *)t->data + 8 * i, &v, sizeof v); /* the file's buffer, ours to change */
+}
+
+/* The baseline's error counts every compared element, the first included:
+ * a golden whose element 0 is moved by 1000 gives a largest error of at
+ * least 999 (the emulation's value there is within 1 of the old golden's).
+ * And an output whose golden is all zero has a finite NMSE (the plain sum
+ * of squares, between max_abs^2 and n max_abs^2), not a division by zero.
+ * (Mutants: the loop from element 1; the NMSE divided when sum_w2 >= 0.) */
+Test(certify_lowprec, the_baseline_measures_every_element_and_a_zero_golden)
+{
+    refenc_st_file g;
+    read_golden(&g, "activation_gelu");
+    const refenc_st_tensor *t = refenc_st_find(&g, "out.output");
+    cr_assert_not_null(t);
+    double w0;
+    memcpy(&w0, t->data, sizeof w0);
+    cr_assert(fabs(w0) < 1, "the case's first output %g is not small", w0);
+    set_element(&g, "out.output", 0, w0 + 1000);
+    refenc_baseline b;
+    refenc_error err;
+    cr_assert_eq(refenc_baseline_measure(&b, &g, REFENC_FMT_BF16, &err), REFENC_OK, "%s", err.message);
+    const refenc_baseline_error *e = refenc_baseline_find(&b, "out.output");
+    cr_assert_not_null(e);
+    cr_expect_geq(e->max_abs, 999, "element 0 was not measured: largest error %g", e->max_abs);
+    refenc_baseline_free(&b);
+    for (size_t i = 0; i < t->numel; i++)
+        set_element(&g, "out.output", i, 0);
+    cr_assert_eq(refenc_baseline_measure(&b, &g, REFENC_FMT_BF16, &err), REFENC_OK, "%s", err.message);
+    e = refenc_baseline_find(&b, "out.output");
+    cr_assert_not_null(e);
+    cr_expect(isfinite(e->nmse), "an all-zero golden gave the NMSE %g", e->nmse);
+    cr_expect(e->max_abs > 0 && e->nmse >= e->max_abs * e->max_abs * (1 - 1e-12) &&
+                  e->nmse <= (double)t->numel * e->max_abs * e->max_abs * (1 + 1e-12),
+              "NMSE %g against max_abs %g over %zu elements", e->nmse, e->max_abs, t->numel);
+    refenc_baseline_free(&b);
+    refenc_st_free(&g);
+}
