@@ -494,3 +494,42 @@ Test(verdict_rules, float32_at_twelve_layers, .timeout = 120)
         refenc_case_report_free(&rep);
     }
 }
+
+/* The hazard's excuse at its edges, on reports built by hand: a failing
+ * output is excused only when compared (one element is enough) and with no
+ * element not finite (one is too many); the case's note then says why it
+ * is not excused.  (Mutants: compared == 1 for == 0, nonfinite > 1 for > 0,
+ * and the note's || for &&.) */
+Test(verdict_rules, the_hazard_excuses_one_compared_finite_output_and_not_one_nan)
+{
+    refenc_output_report r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.name, sizeof r.name, "out.output");
+    r.status = REFENC_OUT_FAIL;
+    r.rule = REFENC_RULE_POLICY;
+    r.hazard_checked = 1;
+    r.compared = 1;
+    r.max_abs = 1;
+    r.hazard_max_abs = 2;
+    cr_expect(refenc_verdict_within_hazard(&r), "one compared finite element within the bound is not excused");
+    r.compared = 0;
+    cr_expect_not(refenc_verdict_within_hazard(&r), "nothing compared is excused");
+    r.compared = 5;
+    r.nonfinite = 1;
+    cr_expect_not(refenc_verdict_within_hazard(&r), "one element not finite is excused");
+    refenc_case_report rep;
+    memset(&rep, 0, sizeof rep);
+    rep.n_outputs = 1;
+    rep.outputs = &r;
+    rep.first_divergence = 0;
+    refenc_verdict_hazard(&rep, "inputs the dtype cannot hold");
+    cr_expect_eq(rep.verdict, REFENC_VERDICT_FAIL);
+    cr_expect(strstr(rep.note, "not finite, or nothing compared") != NULL, "note: %s", rep.note);
+    /* control: finite and beyond the bound says so */
+    r.nonfinite = 0;
+    r.max_abs = 3;
+    memset(&rep.note, 0, sizeof rep.note);
+    refenc_verdict_hazard(&rep, "inputs the dtype cannot hold");
+    cr_expect_eq(rep.verdict, REFENC_VERDICT_FAIL);
+    cr_expect(strstr(rep.note, "outside the hazard's budget") != NULL, "note: %s", rep.note);
+}
