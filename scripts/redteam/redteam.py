@@ -536,13 +536,26 @@ def shown_argv(argv):
     return "refenc " + " ".join(shlex.quote(printable(a)) for a in argv)
 
 
+def default_signals():
+    """The termination signals at their defaults in the child, whatever this
+    runner inherited (a job started in the background by a shell without job
+    control ignores SIGINT and SIGQUIT, and refenc leaves an ignored signal
+    ignored)."""
+    for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_DFL)
+
+
 def execute(cli, argv, sb, row):
-    kw = {}
+    kw = {"preexec_fn": default_signals}
     if row.nobody and os.geteuid() == 0:   # root writes into read-only directories: run as nobody
-        kw = {"user": NOBODY, "group": NOBODY, "extra_groups": []}
+        kw.update({"user": NOBODY, "group": NOBODY, "extra_groups": []})
     if row.address_space:
         mib = row.address_space << 20
-        kw["preexec_fn"] = lambda: resource.setrlimit(resource.RLIMIT_AS, (mib, mib))
+
+        def limited():
+            default_signals()
+            resource.setrlimit(resource.RLIMIT_AS, (mib, mib))
+        kw["preexec_fn"] = limited
     first = argv[:argv.index(";;")] if row.race else argv
     p = subprocess.Popen([os.fsencode(cli)] + [os.fsencode(a) for a in first], cwd=sb, stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **kw)
