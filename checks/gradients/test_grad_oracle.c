@@ -1,0 +1,74 @@
+/* The reference's backward against the oracle's correctly rounded backward
+ * (oracle_compare.c): on the reference every element lies within its
+ * derived bound; negative controls: each named backward bug (mutants.c)
+ * puts some element of its kernel outside. */
+#include <stdlib.h>
+
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+
+#include "oracle_compare.h"
+
+static void holds(gc_property run, unsigned long stream)
+{
+    gsl_rng *r = test_rng(stream);
+    test_worst w;
+    test_worst_init(&w);
+    const size_t bad = run(&gc_reference, r, &w);
+    gsl_rng_free(r);
+    char msg[512];
+    cr_log_info("%s", test_worst_describe(&w, msg, sizeof msg));
+    cr_assert(w.checked > 0, "nothing was checked");
+    cr_assert(bad == 0, "%zu violations; %s", bad, test_worst_describe(&w, msg, sizeof msg));
+}
+
+Test(grad_oracle, linear_dx_dW_db_within_the_derived_bound) { holds(go_linear, 2601); }
+Test(grad_oracle, layernorm_dx_dgamma_dbeta_within_the_derived_bound) { holds(go_layernorm, 2602); }
+Test(grad_oracle, softmax_with_masks_within_the_derived_bound) { holds(go_softmax, 2603); }
+Test(grad_oracle, attention_every_mask_kind_within_the_derived_bound) { holds(go_attention, 2604); }
+Test(grad_oracle, rope_both_layouts_within_the_derived_bound) { holds(go_rope, 2605); }
+Test(grad_oracle, relu_agrees_bit_for_bit) { holds(go_activation_relu, 2606); }
+Test(grad_oracle, embedding_scatter_add_within_the_derived_bound) { holds(go_embedding, 2607); }
+
+/* The comparison of the kernel a mutant replaces (NULL: none here). */
+static gc_property comparison_of(const gc_kernels *m)
+{
+    const gc_kernels *R = &gc_reference;
+    if (m->linear != R->linear)
+        return go_linear;
+    if (m->layernorm != R->layernorm)
+        return go_layernorm;
+    if (m->softmax != R->softmax)
+        return go_softmax;
+    if (m->attention != R->attention)
+        return go_attention;
+    if (m->rope != R->rope)
+        return go_rope;
+    if (m->embedding != R->embedding)
+        return go_embedding;
+    return NULL;
+}
+
+/* Negative controls: every named bug whose kernel has a comparison here
+ * fails it.  (The GELU-family mutant has none: see docs/gradients.md.) */
+Test(grad_oracle, every_named_backward_bug_falls_outside_the_bound)
+{
+    size_t controls = 0;
+    for (size_t i = 0; i < gc_n_mutants; i++) {
+        const gc_property run = comparison_of(&gc_mutants[i]);
+        if (run == NULL)
+            continue;
+        gsl_rng *r = test_rng(2690 + i);
+        test_worst w;
+        test_worst_init(&w);
+        const size_t bad = run(&gc_mutants[i], r, &w);
+        gsl_rng_free(r);
+        char msg[512];
+        cr_log_info("%s: %zu outside; %s", gc_mutants[i].name, bad,
+                    test_worst_describe(&w, msg, sizeof msg));
+        cr_expect(bad > 0, "the named bug %s passes the comparison with the oracle",
+                  gc_mutants[i].name);
+        controls++;
+    }
+    cr_assert_eq(controls, gc_n_mutants - 1, "%zu controls ran", controls);
+}

@@ -1,0 +1,145 @@
+/* The oracle's backward: MPFR twins of the reference's backward kernels
+ * (docs/gradients.md, "The oracle's backward").  Each is written from the
+ * formula of the double kernel's header, never from its code: the oracle
+ * includes nothing of ref/ but core/ (scripts/check-layering.sh).
+ *
+ * Two levels, as the forward (oracle.h):
+ *   refenc_mpk_<kernel>_backward   MPFR arrays at a working precision p;
+ *                                  nothing rounded to double; never allocate
+ *   refenc_mp_<kernel>_backward    the double kernel's arguments, every
+ *                                  output the correctly rounded double of the
+ *                                  exact gradient, certified by Ziv's loop
+ *                                  (refenc_mp_certify: evaluated at p and at a
+ *                                  higher precision, accepted when both round
+ *                                  to the same double, else the precision is
+ *                                  raised), plus prec and a report.
+ *
+ * What the twins compute is the exact gradient of the exact forward at the
+ * given double inputs.  Where the double kernel reads what its forward saved
+ * (softmax: y; attention: P and O), the twin takes the forward's inputs
+ * instead (the logits s; q, k, v) and recomputes the forward exactly: its
+ * outputs are the gradients of the function, not of the reference's rounded
+ * intermediates.  Accumulated outputs (dW, db, dgamma, dbeta, the tables'
+ * gradients) keep the double kernel's convention: on entry they hold a
+ * starting value, on return the correctly rounded double of that value plus
+ * the exact sum (one rounding).  Written outputs (dx, dq, dP, ...) are
+ * overwritten; NULL where the double kernel allows NULL.
+ *
+ * Return REFENC_OK, or REFENC_EINVAL / REFENC_ENOMEM / REFENC_ELIMIT as
+ * refenc_mp_certify, the message in rep->error. */
+#ifndef REFENC_ORACLE_BACKWARD_H
+#define REFENC_ORACLE_BACKWARD_H
+
+#include "oracle.h"
+
+/* ---- kernels (MPFR arrays) ----------------------------------------------- */
+
+/* A sum of exact products of doubles can be exact and lie on a rounding
+ * boundary of double (a midpoint), where Ziv's test can only certify it as
+ * known to be exact.  The kernels that compute such sums record, when given
+ * an array ex (NULL: not recorded), which of those values are exact:
+ * refenc_mpb_exact_begin before the value, refenc_mpb_exact_end after
+ * (which leaves MPFR's inexact flag set if it was set before or is now, so
+ * that the evaluation's own exactness tracking is unchanged). */
+static inline int refenc_mpb_exact_begin(void)
+{
+    const int was = mpfr_inexflag_p();
+    mpfr_clear_inexflag();
+    return was;
+}
+static inline unsigned char refenc_mpb_exact_end(int was)
+{
+    const int exact = !mpfr_inexflag_p();
+    if (was)
+        mpfr_set_inexflag();
+    return (unsigned char)exact;
+}
+
+/* dx = dy W (dx may be NULL), dW = dW0 + dy^T x, db = db0 + sum_n dy_n (db may
+ * be NULL); dW and db hold dW0 and db0 on entry.
+ * ws: n_tmp >= 1, n_ptr >= max(N, out) + 1. */
+void refenc_mpk_linear_backward(mpfr_ptr dx, mpfr_ptr dW, mpfr_ptr db, mpfr_srcptr dy,
+                                mpfr_srcptr x, mpfr_srcptr W, size_t N, size_t in, size_t out,
+                                unsigned char *ex_dx, unsigned char *ex_dW, unsigned char *ex_db,
+                                refenc_mp_ws *ws);
+
+/* LayerNorm's backward; dgamma, dbeta accumulated as above.  xhat: (N, D)
+ * scratch at p (on return, x^).  ws: n_tmp >= D + 5, n_ptr >= max(N, D) + 1. */
+void refenc_mpk_layernorm_backward(mpfr_ptr dx, mpfr_ptr dgamma, mpfr_ptr dbeta, mpfr_ptr xhat,
+                                   mpfr_srcptr dy, mpfr_srcptr x, mpfr_srcptr gamma, size_t N,
+                                   size_t D, mpfr_srcptr eps, unsigned char *ex_dbeta,
+                                   refenc_mp_ws *ws);
+
+/* ds = y (dy - D) / tau row by row, y the forward's weights (exact, at p).
+ * ws: n_tmp >= 2, n_ptr >= n + 1. */
+void refenc_mpk_softmax_backward(mpfr_ptr ds, mpfr_srcptr dy, mpfr_srcptr y, size_t R, size_t n,
+                                 mpfr_srcptr tau, refenc_mp_ws *ws);
+
+/* act'(x) into d[i].  ws: n_tmp >= 6. */
+void refenc_mpk_activation_derivative(mpfr_ptr d, mpfr_srcptr x, size_t n, refenc_activation act,
+                                      refenc_mp_ws *ws);
+
+/* dx = R(pos)^T dy per head vector (dx may alias dy).  ws: n_tmp >= L Dh + 5. */
+void refenc_mpk_rope_backward(mpfr_ptr dx, mpfr_srcptr dy, const int64_t *pos, size_t N,
+                              size_t L, size_t Dh, mpfr_srcptr base, refenc_rope_layout layout,
+                              refenc_mp_ws *ws);
+
+/* The attention backward from the forward's exact P and O (attention.c's
+ * kernel): dq, dk, dv (B, H, L, Dh), dP, dS (B, H, L, L), Drow (B, H, L).
+ * ws: n_tmp >= 4, n_ptr >= max(L, Dh) + 1. */
+void refenc_mpk_attention_backward(mpfr_ptr dq, mpfr_ptr dk, mpfr_ptr dv, mpfr_ptr dP, mpfr_ptr dS,
+                                   mpfr_ptr Drow, mpfr_srcptr dout, mpfr_srcptr q, mpfr_srcptr k,
+                                   mpfr_srcptr v, mpfr_srcptr P, mpfr_srcptr O,
+                                   const refenc_mp_attn_options *opt, size_t B, size_t H, size_t L,
+                                   size_t Dh, unsigned char *ex_dv, unsigned char *ex_dP,
+                                   refenc_mp_ws *ws);
+
+/* dtable[r,:] = dtable0[r,:] + s sum over the n with ids[n] = r of dy[n,:]
+ * (N = B L rows; s = scale, or 1 when scale is NULL); dtable holds dtable0
+ * on entry, at p.  ws: n_tmp >= 1, n_ptr >= N + 1. */
+void refenc_mpk_scatter_add_backward(mpfr_ptr dtable, mpfr_srcptr dy, const int64_t *ids,
+                                     size_t N, size_t R, size_t D, mpfr_srcptr scale,
+                                     unsigned char *ex, refenc_mp_ws *ws);
+
+/* ---- twins (doubles in, correctly rounded doubles out) -------------------- */
+
+int refenc_mp_linear_backward(double *dx, double *dW, double *db, const double *dy,
+                              const double *x, const double *W, size_t N, size_t in, size_t out,
+                              mpfr_prec_t prec, refenc_mp_report *rep);
+
+int refenc_mp_layernorm_backward(double *dx, double *dgamma, double *dbeta, const double *dy,
+                                 const double *x, const double *gamma, size_t N, size_t D,
+                                 double eps, mpfr_prec_t prec, refenc_mp_report *rep);
+
+/* s: the forward's logits (R, n) (not its output y). */
+int refenc_mp_softmax_backward(double *ds, const double *dy, const double *s, size_t R, size_t n,
+                               double tau, mpfr_prec_t prec, refenc_mp_report *rep);
+
+int refenc_mp_activation_backward(double *dx, const double *dy, const double *x, size_t n,
+                                  refenc_activation act, mpfr_prec_t prec,
+                                  refenc_mp_report *rep);
+
+int refenc_mp_rope_backward(double *dx, const double *dy, const int64_t *pos, size_t N, size_t L,
+                            size_t Dh, double base, refenc_rope_layout layout, mpfr_prec_t prec,
+                            refenc_mp_report *rep);
+
+/* q, k, v: the forward's inputs (B, H, L, Dh), RoPE applied; P and O are
+ * recomputed exactly.  Any of dP, dS, Drow may be NULL. */
+int refenc_mp_attention_backward(double *dq, double *dk, double *dv, double *dP, double *dS,
+                                 double *Drow, const double *dout, const double *q,
+                                 const double *k, const double *v, const refenc_attn_options *opt,
+                                 size_t B, size_t H, size_t L, size_t Dh, mpfr_prec_t prec,
+                                 refenc_mp_report *rep);
+
+/* refenc_embedding_backward (scale sqrt(D)), refenc_embedding_lookup_backward
+ * (scaled = 0) and refenc_embedding_add_backward (ids, R rows, scaled = 0). */
+int refenc_mp_embedding_backward(double *dtable, const double *dx, const int64_t *tokens,
+                                 size_t B, size_t L, size_t V, size_t D, int scaled,
+                                 mpfr_prec_t prec, refenc_mp_report *rep);
+
+/* dtable[pos[l],:] += sum_b dy[b,l,:], one rounding per element. */
+int refenc_mp_learned_pe_backward(double *dtable, const double *dy, const int64_t *pos, size_t B,
+                                  size_t L, size_t P, size_t D, mpfr_prec_t prec,
+                                  refenc_mp_report *rep);
+
+#endif
