@@ -370,6 +370,84 @@ size_t go_activation_relu(const gc_kernels *K, gsl_rng *r, test_worst *w)
     return bad;
 }
 
+/* ---- GELU, GELU-tanh, quick GELU ------------------------------------------- */
+/* The double derivative (activation.c) against the exact one at x; its
+ * constants (1/sqrt(2 pi), sqrt(2/pi), 0.044715, 1.702, 1/sqrt 2) are the
+ * nearest doubles, each within u relative of the oracle's.  libm: erfc within
+ * FB_ULPS_ERFC ulps, exp within FB_ULPS_EXP (fwdbound.h), an ulp <= 2u rel.
+ * Each returns e_d >= |d^ - act'(x)|, first order in u; then dx = dy d:
+ * e = |dy| e_d + u |dy d|.
+ * GELU  A = 0.5 erfc(t), t = fl(-x fl(1/sqrt 2)) within gamma_2 |t|:
+ *         e_A = 0.5 (2 FB_ULPS_ERFC u erfc(t) + (2/sqrt pi) e^{-t^2} gamma_2 |t|)
+ *       B = x (c exp(-0.5 fl(x x))): exp's argument within u x^2/2, c u,
+ *         three products: e_B = |B| (gamma_4 + 2 FB_ULPS_EXP u + u x^2/2)
+ *       e_d = e_A + e_B + u |A + B|. */
+static double gelu_d_err(double x)
+{
+    const double t = -x / sqrt(2.0);
+    const double A = 0.5 * erfc(t), B = x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+    const double eA = 0.5 * (2.0 * FB_ULPS_ERFC * U * erfc(t) + M_2_SQRTPI * exp(-t * t) * gm(2) * fabs(t));
+    const double eB = fabs(B) * (gm(4) + 2.0 * FB_ULPS_EXP * U + U * 0.5 * x * x);
+    return eA + eB + U * fabs(A + B);
+}
+
+/* s = 1/(1 + exp(-a)) with a within ea: relative errors of s and of
+ * sc = 1 - s = 1/(1 + exp(a)): sc ea + gamma_2 + 2 FB_ULPS_EXP u, and s ea + ... */
+static void sigmoid_rel(double a, double ea, double *s, double *sc, double *rs, double *rsc)
+{
+    *s = 1.0 / (1.0 + exp(-a)), *sc = 1.0 / (1.0 + exp(a));
+    *rs = *sc * ea + gm(2) + 2.0 * FB_ULPS_EXP * U;
+    *rsc = *s * ea + gm(2) + 2.0 * FB_ULPS_EXP * U;
+}
+
+/* GELU-tanh: z = c (x + k x^3) within e_z = |c| (gamma_4 |k x^3| + gamma_1 |x + k x^3|)
+ * + gamma_2 |z| (x^3 two roundings, k's and c's u, the sum, the product);
+ * s = sigma(2z), sc = sigma(-2z) with 2 e_z; dz = c (1 + 3 k x^2), every term
+ * positive: gamma_7 |dz|; T = 2 x (s sc) dz: |T| (rs + rsc + gamma_10);
+ * e_d = s rs + e_T + u |s + T|.
+ * quick GELU: t = fl(a x) within gamma_2 |t|; T = (a x)(s sc): |T| (rs + rsc
+ * + gamma_4); e_d = s rs + e_T + u |s + T|. */
+static double gelu_tanh_d_err(double x)
+{
+    const double c = sqrt(2.0 / M_PI), k = 0.044715, in = x + k * x * x * x, z = c * in;
+    const double ez = c * (gm(4) * fabs(k * x * x * x) + gm(1) * fabs(in)) + gm(2) * fabs(z);
+    double s, sc, rs, rsc;
+    sigmoid_rel(2.0 * z, 2.0 * ez, &s, &sc, &rs, &rsc);
+    const double T = 2.0 * x * s * sc * c * (1.0 + 3.0 * k * x * x);
+    return s * rs + fabs(T) * (rs + rsc + gm(10)) + U * fabs(s + T);
+}
+
+static double quick_gelu_d_err(double x)
+{
+    const double t = 1.702 * x;
+    double s, sc, rs, rsc;
+    sigmoid_rel(t, gm(2) * fabs(t), &s, &sc, &rs, &rsc);
+    const double T = t * s * sc;
+    return s * rs + fabs(T) * (rs + rsc + gm(4)) + U * fabs(s + T);
+}
+
+size_t go_activation_gelu(const gc_kernels *K, gsl_rng *r, test_worst *w)
+{
+    enum { n = 16 };
+    static const refenc_activation acts[3] = {REFENC_ACT_GELU, REFENC_ACT_GELU_TANH,
+                                              REFENC_ACT_QUICK_GELU};
+    static const char *const names[3] = {"gelu dx", "gelu_tanh dx", "quick_gelu dx"};
+    double (*const err[3])(double) = {gelu_d_err, gelu_tanh_d_err, quick_gelu_d_err};
+    double x[n], dy[n], dx[n], odx[n];
+    fill(x, n, 2, r), fill(dy, n, 1, r);
+    x[0] = 0.0, x[1] = -0.7517915241, x[2] = 5.5, x[3] = -5.5; /* GELU' near its zero; tails */
+    size_t bad = 0;
+    for (int a = 0; a < 3; a++) {
+        K->activation(dx, dy, x, n, acts[a]);
+        cr_assert_eq(refenc_mp_activation_backward(odx, dy, x, n, acts[a], PREC, NULL), 0);
+        for (size_t i = 0; i < n; i++) {
+            const double e = fabs(dy[i]) * err[a](x[i]) + U * fabs(odx[i]);
+            bad += within(w, dx[i], odx[i], e, names[a], i);
+        }
+    }
+    return bad;
+}
+
 /* ---- embedding -------------------------------------------------------------- */
 /* dtable[v] = dt0 + sum over the k tokens equal to v of fl(dx fl(sqrt D)):
  * each term within gamma_2 of dx sqrt(D), k additions:

@@ -13,6 +13,7 @@ size_t go_softmax(const gc_kernels *K, gsl_rng *r, test_worst *w);
 size_t go_attention(const gc_kernels *K, gsl_rng *r, test_worst *w);
 size_t go_rope(const gc_kernels *K, gsl_rng *r, test_worst *w);
 size_t go_activation_relu(const gc_kernels *K, gsl_rng *r, test_worst *w);
+size_t go_activation_gelu(const gc_kernels *K, gsl_rng *r, test_worst *w);
 size_t go_embedding(const gc_kernels *K, gsl_rng *r, test_worst *w);
 
 #endif
