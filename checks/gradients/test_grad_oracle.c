@@ -74,3 +74,60 @@ Test(grad_oracle, every_named_backward_bug_falls_outside_the_bound)
     }
     cr_assert_eq(controls, gc_n_mutants, "%zu controls ran", controls);
 }
+
+/* ---- the oracle's adjoint identity (oracle_adjoint.c) ---------------------- */
+
+#include "oracle_adjoint.h"
+
+static void adjoint_holds(gc_property run, unsigned long stream)
+{
+    gsl_rng *r = test_rng(stream);
+    test_worst w;
+    test_worst_init(&w);
+    const size_t bad = run(NULL, r, &w); /* NULL: the oracle's backward */
+    gsl_rng_free(r);
+    char msg[512];
+    cr_log_info("%s", test_worst_describe(&w, msg, sizeof msg));
+    cr_assert(w.checked > 0, "nothing was checked");
+    cr_assert(bad == 0, "%zu violations; %s", bad, test_worst_describe(&w, msg, sizeof msg));
+}
+
+Test(oracle_adjoint, linear) { adjoint_holds(ad_linear, 2621); }
+Test(oracle_adjoint, layernorm) { adjoint_holds(ad_layernorm, 2622); }
+Test(oracle_adjoint, softmax_with_masks) { adjoint_holds(ad_softmax, 2623); }
+Test(oracle_adjoint, attention_every_mask_kind) { adjoint_holds(ad_attention, 2624); }
+Test(oracle_adjoint, rope_both_layouts) { adjoint_holds(ad_rope, 2625); }
+Test(oracle_adjoint, every_activation) { adjoint_holds(ad_activation, 2626); }
+Test(oracle_adjoint, embedding_with_repeated_tokens) { adjoint_holds(ad_embedding, 2627); }
+
+static gc_property adjoint_of(const gc_kernels *m)
+{
+    const gc_kernels *R = &gc_reference;
+    return m->linear != R->linear         ? ad_linear
+           : m->layernorm != R->layernorm ? ad_layernorm
+           : m->softmax != R->softmax     ? ad_softmax
+           : m->attention != R->attention ? ad_attention
+           : m->rope != R->rope           ? ad_rope
+           : m->embedding != R->embedding ? ad_embedding
+           : m->activation != R->activation ? ad_activation
+                                            : NULL;
+}
+
+/* Negative controls: the identity on the oracle's forward rejects the
+ * gradient of every named backward bug (each replaces g). */
+Test(oracle_adjoint, every_named_backward_bug_breaks_the_identity)
+{
+    for (size_t i = 0; i < gc_n_mutants; i++) {
+        const gc_property run = adjoint_of(&gc_mutants[i]);
+        cr_assert_not_null(run, "%s", gc_mutants[i].name);
+        gsl_rng *r = test_rng(2680 + i);
+        test_worst w;
+        test_worst_init(&w);
+        const size_t bad = run(&gc_mutants[i], r, &w);
+        gsl_rng_free(r);
+        char msg[512];
+        cr_log_info("%s: %zu broken; %s", gc_mutants[i].name, bad,
+                    test_worst_describe(&w, msg, sizeof msg));
+        cr_expect(bad > 0, "the named bug %s keeps the oracle's adjoint identity", gc_mutants[i].name);
+    }
+}
