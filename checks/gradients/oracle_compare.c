@@ -473,3 +473,52 @@ size_t go_embedding(const gc_kernels *K, gsl_rng *r, test_worst *w)
         }
     return bad;
 }
+
+/* ---- the unscaled scatter-adds: lookup, token types, learned positions ------ */
+/* dtable[r] = dt0 + the k gradients of the rows that read r, added one by one
+ * (no product): gamma_k (|dt0| + sum |dy|).  These kernels are not in the
+ * mutants' table: called directly, on the reference for K = &gc_reference;
+ * for any other K (the negative control) with the bug "not summed over the
+ * batch": the double kernels see batch item 0 only. */
+static size_t scatter_bound(test_worst *w, const double *got, const double *want, const double *t0,
+                            const double *dy, const int64_t *ids, size_t N, size_t R, size_t D,
+                            const char *what)
+{
+    size_t bad = 0;
+    for (size_t v = 0; v < R; v++)
+        for (size_t d = 0; d < D; d++) {
+            double m = fabs(t0[v * D + d]), k = 0;
+            for (size_t n = 0; n < N; n++)
+                if (ids[n] == (int64_t)v)
+                    m += fabs(dy[n * D + d]), k++;
+            bad += within(w, got[v * D + d], want[v * D + d], gm(k) * m, what, v * D + d);
+        }
+    return bad;
+}
+
+size_t go_scatter_unscaled(const gc_kernels *K, gsl_rng *r, test_worst *w)
+{
+    enum { B = 3, L = 4, R = 5, D = 2, P = 6 };
+    const size_t Bk = K == &gc_reference ? B : 1;
+    static const int64_t ids[B * L] = {1, 3, 1, 1, 0, 3, 4, 1, 0, 1, 1, 1};
+    static const int64_t pos[L] = {2, 0, 2, 5}; /* a position read twice */
+    int64_t pids[B * L];
+    for (size_t n = 0; n < B * L; n++)
+        pids[n] = pos[n % L];
+    double dy[B * L * D], t0[P * D], dt[P * D], odt[P * D];
+    fill(dy, B * L * D, 1, r), fill(t0, P * D, 1, r);
+    size_t bad = 0;
+    memcpy(dt, t0, sizeof dt), memcpy(odt, t0, sizeof dt);
+    refenc_embedding_lookup_backward(dt, dy, ids, Bk, L, R, D);
+    cr_assert_eq(refenc_mp_embedding_backward(odt, dy, ids, B, L, R, D, 0, PREC, NULL), 0);
+    bad += scatter_bound(w, dt, odt, t0, dy, ids, B * L, R, D, "lookup dtable");
+    memcpy(dt, t0, sizeof dt), memcpy(odt, t0, sizeof dt);
+    refenc_embedding_add_backward(dt, dy, ids, Bk, L, R, D);
+    cr_assert_eq(refenc_mp_embedding_backward(odt, dy, ids, B, L, R, D, 0, PREC, NULL), 0);
+    bad += scatter_bound(w, dt, odt, t0, dy, ids, B * L, R, D, "token types dtable");
+    memcpy(dt, t0, sizeof dt), memcpy(odt, t0, sizeof dt);
+    refenc_learned_pe_backward(dt, dy, pos, Bk, L, P, D);
+    cr_assert_eq(refenc_mp_learned_pe_backward(odt, dy, pos, B, L, P, D, PREC, NULL), 0);
+    bad += scatter_bound(w, dt, odt, t0, dy, pids, B * L, P, D, "learned PE dtable");
+    return bad;
+}

@@ -15,5 +15,6 @@ size_t go_rope(const gc_kernels *K, gsl_rng *r, test_worst *w);
 size_t go_activation_relu(const gc_kernels *K, gsl_rng *r, test_worst *w);
 size_t go_activation_gelu(const gc_kernels *K, gsl_rng *r, test_worst *w);
 size_t go_embedding(const gc_kernels *K, gsl_rng *r, test_worst *w);
+size_t go_scatter_unscaled(const gc_kernels *K, gsl_rng *r, test_worst *w);
 
 #endif

@@ -30,6 +30,7 @@ Test(grad_oracle, rope_both_layouts_within_the_derived_bound) { holds(go_rope, 2
 Test(grad_oracle, relu_agrees_bit_for_bit) { holds(go_activation_relu, 2606); }
 Test(grad_oracle, gelu_gelu_tanh_quick_gelu_within_the_derived_bound) { holds(go_activation_gelu, 2608); }
 Test(grad_oracle, embedding_scatter_add_within_the_derived_bound) { holds(go_embedding, 2607); }
+Test(grad_oracle, lookup_token_types_learned_pe_within_the_derived_bound) { holds(go_scatter_unscaled, 2609); }
 
 /* The comparison of the kernel a mutant replaces (NULL: none here). */
 static gc_property comparison_of(const gc_kernels *m)
@@ -73,6 +74,18 @@ Test(grad_oracle, every_named_backward_bug_falls_outside_the_bound)
         controls++;
     }
     cr_assert_eq(controls, gc_n_mutants, "%zu controls ran", controls);
+}
+
+/* Negative control: the scatter-adds summed over batch item 0 only (each of
+ * lookup, token types, learned PE) fall outside their bound. */
+Test(grad_oracle, scatter_adds_not_summed_over_the_batch_fall_outside)
+{
+    gsl_rng *r = test_rng(2609);
+    test_worst w;
+    test_worst_init(&w);
+    const size_t bad = go_scatter_unscaled(&gc_mutants[0], r, &w);
+    gsl_rng_free(r);
+    cr_assert(bad >= 3, "only %zu outside", bad);
 }
 
 /* ---- the oracle's adjoint identity (oracle_adjoint.c) ---------------------- */
