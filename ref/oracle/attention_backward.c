@@ -36,9 +36,9 @@ static void head_dv_ds(const head_ptrs *h, const uint8_t *pad, int causal, size_
 {
     for (size_t j = 0; j < L; j++) /* dv[j,d] = P[:,j] . dO[:,d] */
         for (size_t d = 0; d < Dh; d++) {
-            const int was = refenc_mpb_exact_begin(); /* P 1/L in a fully masked row: exact */
+            const int was = refenc_mpb_exact_begin();
             refenc_mp_dot(h->dv + j * Dh + d, h->P + j, L, h->dO + d, Dh, L, NULL, ws);
-            record(h->ex_dv, j * Dh + d, was);
+            record(h->ex_dv, j * Dh + d, was); /* meaningful only if P and dO are exact */
         }
     for (size_t i = 0; i < L; i++) {
         refenc_mp_dot(h->Drow + i, h->dO + i * Dh, 1, h->O + i * Dh, 1, Dh, NULL, ws);
@@ -130,18 +130,19 @@ static int attnb_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, r
                      refenc_mp_arena_alloc(&ar, n, prec), refenc_mp_arena_alloc(&ar, nw, prec),
                      refenc_mp_arena_alloc(&ar, nw, prec),
                      refenc_mp_arena_alloc(&ar, a->B * a->H * a->L, prec)};
-    unsigned char *ex_dv = malloc(n), *ex_dP = malloc(nw); /* which values are exact */
-    unsigned char *const ex[6] = {NULL, NULL, ex_dv, ex_dP, NULL, NULL};
-    if (st || !ok || ar.failed || !ex_dv || !ex_dP) {
+    unsigned char *ex_dP = malloc(nw); /* which values of dP are exact */
+    /* dP = dO . v, both exact inputs: an exact sum is the exact value.  dv
+     * is not recorded: P is rounded, so an exact sum says nothing */
+    unsigned char *const ex[6] = {NULL, NULL, NULL, ex_dP, NULL, NULL};
+    if (st || !ok || ar.failed || !ex_dP) {
         st = refenc_mp_enomem(err, "attention backward", prec);
     } else {
         refenc_mpk_attention_forward(O, P, q, k, v, opt, a->B, a->H, a->L, a->Dh, &ws);
         refenc_mpk_attention_backward(t[0], t[1], t[2], t[3], t[4], t[5], dO, q, k, v, P, O, opt,
-                                      a->B, a->H, a->L, a->Dh, ex_dv, ex_dP, &ws);
+                                      a->B, a->H, a->L, a->Dh, NULL, ex_dP, &ws);
         st = attnb_emit(sink, t, ex, a);
     }
     free(ex_dP);
-    free(ex_dv);
     refenc_mp_arena_free(&ar);
     refenc_mp_attn_options_free(handle);
     refenc_mp_ws_free(&ws);

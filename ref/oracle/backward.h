@@ -40,7 +40,9 @@
  * an array ex (NULL: not recorded), which of those values are exact:
  * refenc_mpb_exact_begin before the value, refenc_mpb_exact_end after
  * (which leaves MPFR's inexact flag set if it was set before or is now, so
- * that the evaluation's own exactness tracking is unchanged). */
+ * that the evaluation's own exactness tracking is unchanged).  A recorded
+ * value is exact only if the sum's inputs are: the caller passes ex only
+ * where they are (exact doubles converted). */
 static inline int refenc_mpb_exact_begin(void)
 {
     const int was = mpfr_inexflag_p();
