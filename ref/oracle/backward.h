@@ -144,4 +144,16 @@ int refenc_mp_learned_pe_backward(double *dtable, const double *dy, const int64_
                                   size_t L, size_t P, size_t D, mpfr_prec_t prec,
                                   refenc_mp_report *rep);
 
+/* One layer (layer.h, refenc_layer_backward): dx (B, L, D) written, the
+ * gradients dlp (the parameters' layout) accumulated, y (B, L, D, may be
+ * NULL) the layer's forward output, certified with them.  opt's slopes
+ * and masks are inputs (converted exactly); rope NULL: no RoPE.  Every
+ * family's layer: Pre-LN and Post-LN, the four activations, the masks,
+ * ALiBi, RoPE in both layouts. */
+int refenc_mp_layer_backward(double *dx, const refenc_layer_params *dlp, double *y,
+                             const double *dy, const double *x, const refenc_layer_params *lp,
+                             const refenc_config *cfg, const refenc_attn_options *opt,
+                             const refenc_rope_options *rope, size_t B, size_t L,
+                             mpfr_prec_t prec, refenc_mp_report *rep);
+
 #endif
