@@ -156,4 +156,15 @@ int refenc_mp_layer_backward(double *dx, const refenc_layer_params *dlp, double 
                              const refenc_rope_options *rope, size_t B, size_t L,
                              mpfr_prec_t prec, refenc_mp_report *rep);
 
+/* The whole encoder (encoder.h, refenc_encoder_backward): grad (a second
+ * refenc_params of the same config, tensor for tensor) accumulated, dx
+ * (B, L, D; may be NULL) the gradient of x (V = 0) or of the token
+ * embedding's output (V > 0), y (may be NULL) the encoder's output, all
+ * certified together.  ALiBi's slopes are the exact ones, as the forward
+ * oracle's.  Errors: as refenc_input_validate; REFENC_EINVAL (grad not
+ * shaped as p); as refenc_mp_certify. */
+int refenc_mp_encoder_backward(refenc_params *grad, double *dx, double *y, const refenc_params *p,
+                               const refenc_config *cfg, const refenc_input *in, const double *dY,
+                               mpfr_prec_t prec, refenc_mp_report *rep);
+
 #endif

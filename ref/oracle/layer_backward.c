@@ -11,29 +11,11 @@
  * then the backward kernels of backward.h run on it: every output is the
  * exact gradient of the exact layer, certified by Ziv's loop.  The
  * parameter gradients are accumulated as in the double layer. */
-#include "backward.h"
-#include "internal.h"
+#include "layer_backward.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* The layer's MPFR values: parameters (53 bits) and the forward's buffers. */
-typedef struct {
-    size_t B, L, D, H, Dh, F, BL;
-    mpfr_ptr P[12];  /* the parameters, in refenc_layer_params order */
-    mpfr_ptr G[12];  /* their gradients (accumulated)               */
-    unsigned char *ex[12]; /* which gradient values are exact         */
-    mpfr_ptr eps;
-    mpfr_ptr a, qkv, q, k, v, Pw, o, ctx, t, h, a2, z, hid, f, r1, r2, y; /* forward */
-    mpfr_ptr d1, d2, d3, dh, dob, dqkv, dq, dk, dv, dP, dS, Dr, xhat, dz; /* backward */
-    const refenc_mp_attn_options *opt;
-    const refenc_rope_options *rope;
-    mpfr_ptr base;
-    refenc_activation act;
-    int pre;
-} lyr;
-
-enum { IPW, IPB, OPW, OPB, L1W, L1B, L2W, L2B, N1W, N1B, N2W, N2B };
 
 /* (BL, 3D) -> q, k, v (B, H, L, Dh) (dir 0) or back into dqkv (dir 1) */
 static void heads(lyr *m, mpfr_ptr qkv, mpfr_ptr q, mpfr_ptr k, mpfr_ptr v, int dir)
@@ -92,7 +74,7 @@ static void add(mpfr_ptr y, mpfr_srcptr a, mpfr_srcptr b, size_t n)
         mpfr_add(y + i, a + i, b + i, MPFR_RNDN);
 }
 
-static void layer_fwd(lyr *m, mpfr_srcptr x, refenc_mp_ws *ws)
+void refenc_mpb_layer_forward(lyr *m, mpfr_srcptr x, refenc_mp_ws *ws)
 {
     const size_t n = m->BL * m->D;
     if (m->pre) {
@@ -179,7 +161,7 @@ static void ln_bwd(lyr *m, mpfr_ptr dx_out, mpfr_srcptr dy, mpfr_srcptr x, int w
 }
 
 /* dx = the layer's input gradient, into d3's place (returned) */
-static mpfr_ptr layer_bwd(lyr *m, mpfr_srcptr dy, mpfr_srcptr x, refenc_mp_ws *ws)
+mpfr_ptr refenc_mpb_layer_backward(lyr *m, mpfr_srcptr dy, mpfr_srcptr x, refenc_mp_ws *ws)
 {
     const size_t n = m->BL * m->D;
     if (m->pre) {
@@ -198,6 +180,12 @@ static mpfr_ptr layer_bwd(lyr *m, mpfr_srcptr dy, mpfr_srcptr x, refenc_mp_ws *w
         add(m->d3, m->d2, m->d3, n);              /* dx = dr1 + MHA^T dr1 */
     }
     return m->d3;
+}
+
+int refenc_mpb_layer_ws(refenc_mp_ws *ws, const lyr *m, mpfr_prec_t prec)
+{
+    const size_t np = m->BL > 3 * m->D ? m->BL : 3 * m->D;
+    return refenc_mp_ws_alloc(ws, prec, m->L * m->Dh + m->D + 8, (np > m->F ? np : m->F) + m->L + 1);
 }
 
 static const char *const grad_names[12] = {
@@ -230,16 +218,8 @@ typedef struct {
     size_t B, L;
 } layb_args;
 
-/* the forward's and the backward's buffers (ar2), the parameters (ar1) */
-static void lyr_alloc(lyr *m, const layb_args *a, refenc_mp_arena *ar1, refenc_mp_arena *ar2,
-                      mpfr_prec_t p)
+void refenc_mpb_layer_buffers(lyr *m, refenc_mp_arena *ar2, mpfr_prec_t p)
 {
-    size_t n[12];
-    tensor_sizes(n, m->D, m->F);
-    for (int i = 0, off = 0; i < 12; off += (int)n[i], i++) {
-        m->P[i] = refenc_mp_arena_from_d(ar1, param_ptr(a->lp, i), n[i], 53);
-        m->G[i] = refenc_mp_arena_from_d(ar1, a->start + off, n[i], p);
-    }
     const size_t nd = m->BL * m->D, nf = m->BL * m->F, nw = m->B * m->H * m->L * m->L;
     mpfr_ptr *fd[] = {&m->a, &m->q, &m->k, &m->v, &m->o, &m->ctx, &m->t, &m->h, &m->a2, &m->f,
                       &m->r1, &m->r2, &m->y, &m->d1, &m->d2, &m->d3, &m->dh, &m->dob, &m->dq,
@@ -281,11 +261,16 @@ static int layb_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, re
     m.Dh = m.D / m.H, m.BL = m.B * m.L;
     refenc_mp_arena ar1 = {0}, ar2 = {0};
     refenc_mp_ws ws;
-    const size_t np = m.BL > 3 * m.D ? m.BL : 3 * m.D;
-    int st = refenc_mp_ws_alloc(&ws, prec, m.L * m.Dh + m.D + 8, (np > m.F ? np : m.F) + m.L + 1);
+    int st = refenc_mpb_layer_ws(&ws, &m, prec);
     void *handle = NULL;
     const int ok = refenc_mp_attn_options_from_d(&handle, &m.opt, a->opt, m.H, m.L);
-    lyr_alloc(&m, a, &ar1, &ar2, prec);
+    size_t n[12];
+    tensor_sizes(n, m.D, m.F);
+    for (int i = 0, off = 0; i < 12; off += (int)n[i], i++) {
+        m.P[i] = refenc_mp_arena_from_d(&ar1, param_ptr(a->lp, i), n[i], 53);
+        m.G[i] = refenc_mp_arena_from_d(&ar1, a->start + off, n[i], prec);
+    }
+    refenc_mpb_layer_buffers(&m, &ar2, prec);
     mpfr_ptr x = refenc_mp_arena_from_d(&ar1, a->x, m.BL * m.D, 53);
     mpfr_ptr dy = refenc_mp_arena_from_d(&ar1, a->dy, m.BL * m.D, 53);
     m.eps = refenc_mp_arena_from_d(&ar1, &c->layer_norm_eps, 1, 53);
@@ -296,8 +281,8 @@ static int layb_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, re
     if (st || !ok || ar1.failed || ar2.failed || exb == NULL) {
         st = refenc_mp_enomem(err, "layer backward", prec);
     } else {
-        layer_fwd(&m, x, &ws);
-        st = lyr_emit(&m, sink, layer_bwd(&m, dy, x, &ws));
+        refenc_mpb_layer_forward(&m, x, &ws);
+        st = lyr_emit(&m, sink, refenc_mpb_layer_backward(&m, dy, x, &ws));
     }
     free(exb);
     refenc_mp_attn_options_free(handle);
