@@ -3,6 +3,7 @@
  * derived bound; negative controls: each named backward bug (mutants.c)
  * puts some element of its kernel outside. */
 #include <stdlib.h>
+#include <string.h>
 
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
@@ -143,4 +144,57 @@ Test(oracle_adjoint, every_named_backward_bug_breaks_the_identity)
                     test_worst_describe(&w, msg, sizeof msg));
         cr_expect(bad > 0, "the named bug %s keeps the oracle's adjoint identity", gc_mutants[i].name);
     }
+}
+
+/* ---- the twins' optional outputs and refusals ------------------------------ */
+
+#include "../../ref/oracle/backward.h"
+
+/* Without dx and without a bias, the twin computes dW alone: the same dW. */
+Test(grad_oracle, linear_twin_without_dx_and_bias_gives_the_same_dW)
+{
+    enum { N = 3, IN = 2, OUT = 2 };
+    const double dy[N * OUT] = {1, -2, 0.5, 3, -1, 0.25}, x[N * IN] = {2, 1, -1, 4, 0.5, -3};
+    const double W[OUT * IN] = {1, 2, 3, 4};
+    double dx[N * IN], dW1[OUT * IN] = {0}, dW2[OUT * IN] = {0}, db[OUT] = {0};
+    cr_assert_eq(refenc_mp_linear_backward(dx, dW1, db, dy, x, W, N, IN, OUT, 192, NULL), 0);
+    cr_assert_eq(refenc_mp_linear_backward(NULL, dW2, NULL, dy, x, W, N, IN, OUT, 192, NULL), 0);
+    for (size_t i = 0; i < OUT * IN; i++)
+        cr_assert_eq(dW1[i], dW2[i], "dW[%zu]", i);
+    cr_assert_eq(dW1[0], 1 * 2 + 0.5 * -1 + -1 * 0.5); /* sum_n dy[n,0] x[n,0], exact */
+    cr_assert_eq(db[1], -2 + 3 + 0.25);
+}
+
+/* A precision outside the limits is refused with a message, nothing written. */
+Test(grad_oracle, a_precision_outside_the_limits_is_refused)
+{
+    double dx[2] = {7, 7};
+    const double dy[2] = {1, 2}, x[2] = {0.5, -0.5};
+    refenc_mp_report rep;
+    cr_assert_eq(refenc_mp_activation_backward(dx, dy, x, 2, REFENC_ACT_GELU, 8, &rep), REFENC_EINVAL);
+    cr_assert(rep.error.message[0] != '\0');
+    cr_assert(dx[0] == 7 && dx[1] == 7);
+}
+
+/* The encoder twin refuses gradients of another config and an invalid
+ * input, with a message, before computing anything. */
+Test(grad_oracle, encoder_twin_refuses_mismatched_gradients_and_bad_input)
+{
+    refenc_config a, b;
+    refenc_config_default(&a);
+    a.d_model = 4, a.n_heads = 2, a.d_ff = 4, a.n_layers = 1, a.vocab_size = 0;
+    b = a;
+    b.d_ff = 6;
+    refenc_params p, g;
+    cr_assert_eq(refenc_params_alloc(&p, &a, NULL), 0);
+    cr_assert_eq(refenc_params_alloc(&g, &b, NULL), 0);
+    double x[8] = {0}, dY[8] = {0};
+    refenc_input in = {.B = 1, .L = 2, .x = x};
+    refenc_mp_report rep;
+    cr_assert_eq(refenc_mp_encoder_backward(&g, NULL, NULL, &p, &a, &in, dY, 192, &rep), REFENC_EINVAL);
+    cr_assert(strstr(rep.error.message, "gradients") != NULL, "%s", rep.error.message);
+    in.x = NULL; /* neither tokens nor x */
+    cr_assert_eq(refenc_mp_encoder_backward(&p, NULL, NULL, &p, &a, &in, dY, 192, &rep), REFENC_EINVAL);
+    cr_assert(rep.error.message[0] != '\0');
+    refenc_params_free(&g), refenc_params_free(&p);
 }
