@@ -16,25 +16,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Whether row n is the first that reads its table row. */
+static int first_reader(const int64_t *ids, size_t n)
+{
+    for (size_t m = 0; m < n; m++)
+        if (ids[m] == ids[n])
+            return 0;
+    return 1;
+}
+
 void refenc_mpk_scatter_add_backward(mpfr_ptr dtable, mpfr_srcptr dy, const int64_t *ids,
                                      size_t N, size_t R, size_t D, mpfr_srcptr scale,
                                      unsigned char *ex, refenc_mp_ws *ws)
 {
     mpfr_ptr t = ws->tmp;
-    for (size_t r = 0; r < R; r++)
+    if (ex != NULL) /* rows no token reads keep their starting values: exact */
+        memset(ex, 1, R * D);
+    for (size_t n0 = 0; n0 < N; n0++) { /* each table row read, once: O(N^2 + N D), not O(R N D) */
+        if (!first_reader(ids, n0))
+            continue;
+        const size_t r = (size_t)ids[n0];
         for (size_t d = 0; d < D; d++) {
             size_t m = 0;
-            for (size_t n = 0; n < N; n++) /* the rows that read table row r */
-                if (ids[n] == (int64_t)r)
+            for (size_t n = n0; n < N; n++) /* the rows that read table row r */
+                if (ids[n] == ids[n0])
                     ws->pa[m++] = (mpfr_ptr)(dy + n * D + d);
             mpfr_ptr e = dtable + r * D + d;
             const int was = refenc_mpb_exact_begin();
-            if (m == 0) {
-                /* unchanged: the starting value, exact */
-            } else if (scale != NULL) { /* e + s (sum) */
+            if (scale != NULL) { /* e + s (sum) */
                 mpfr_sum(t, ws->pa, m, MPFR_RNDN);
                 mpfr_fma(e, t, scale, e, MPFR_RNDN);
-            } else {                    /* e + sum, one rounding */
+            } else {             /* e + sum, one rounding */
                 ws->pa[m++] = e;
                 mpfr_sum(t, ws->pa, m, MPFR_RNDN);
                 mpfr_set(e, t, MPFR_RNDN);
@@ -43,6 +55,7 @@ void refenc_mpk_scatter_add_backward(mpfr_ptr dtable, mpfr_srcptr dy, const int6
             if (ex != NULL)
                 ex[r * D + d] = exact;
         }
+    }
 }
 
 typedef struct {
