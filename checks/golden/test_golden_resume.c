@@ -88,7 +88,7 @@ Test(golden_resume, a_whole_part_of_the_plan_is_not_computed_again, .timeout = 6
 }
 
 /* What is in the part's place before the rerun. */
-typedef enum { TRUNCATED, EMPTY, BYTE_CHANGED, OTHER_PLAN, OTHER_SHARD, NOT_SAFETENSORS } spoil;
+typedef enum { TRUNCATED, EMPTY, BYTE_CHANGED, OTHER_PLAN, OTHER_SHARD, NOT_SAFETENSORS, A_CASE } spoil;
 
 typedef struct {
     const char *name;
@@ -115,16 +115,21 @@ static void spoil_part(const fixture *f, spoil how)
         r = shard(f, "2/4", "--outputs", "final", f->part);
     else if (how == OTHER_SHARD)
         r = shard(f, "3/4", "--quiet", NULL, f->part);
+    else if (how == A_CASE) /* the whole case: safetensors, but not a part */
+        r = rb_run((const char *[]){"refenc", "golden", "--config", f->cfg, "--per-layer", "--threads", "1",
+                                    "--quiet", "--out-file", f->part, NULL});
+    cr_assert_eq(r.status, 0, "%s", r.err);
     rb_result_free(&r);
 }
 
 static const spoiled_case spoiled[] = {
     {"truncated", TRUNCATED, "end past the data buffer"},
-    {"empty", EMPTY, "."},
+    {"empty", EMPTY, "file is 0 bytes, too short for the 8-byte header length"},
     {"a byte of a value changed", BYTE_CHANGED, "its tensors do not have the sha256 its metadata records"},
     {"another plan (--outputs final)", OTHER_PLAN, "a part of another plan (its 'outputs' differs)"},
     {"another shard (3/4)", OTHER_SHARD, "shard 3/4, not 2/4"},
-    {"not safetensors", NOT_SAFETENSORS, "."},
+    {"not safetensors", NOT_SAFETENSORS, "header length 7021147420599021422 at byte 0 exceeds"},
+    {"a golden case, not a part", A_CASE, "not a part of a golden case (__metadata__.format is 'refenc-golden', not"},
 };
 
 static void rerun_spoiled(const spoiled_case *c)
