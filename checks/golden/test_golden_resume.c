@@ -166,7 +166,7 @@ Test(golden_resume, rerunning_the_whole_array_computes_only_the_lost_part, .time
     fixture f;
     setup(&f);
     char out[RB_PATH_MAX + 32], parts[4][RB_PATH_MAX + 128], whole[RB_PATH_MAX + 32], merged[RB_PATH_MAX + 32];
-    char spec[8];
+    char spec[16];
     struct stat kept[4];
     snprintf(out, sizeof out, "%s/g", f.dir);
     for (int k = 0; k < 4; k++) {
