@@ -6,7 +6,10 @@
 # (--dependency=afterok).  The merged case must be byte for byte the
 # unsharded one, and certify must pass the reference on it.  Then the rerun
 # the page describes: a lost part computed again by its task alone, with
-# --shard auto/8, is the same bytes.
+# --shard auto/8, is the same bytes.  Last, a task killed midway (SIGKILL) on
+# a fresh run: merge names it missing, and submitting the same block again
+# is all it takes: the seven parts there are kept, not written again, and
+# the merged case is again the unsharded one and certifies.
 #
 # The cluster: munged with a key made for the run, slurmctld and slurmd with
 # a slurm.conf written here, every socket, state, spool, pid and log file in
@@ -184,8 +187,8 @@ CONF
 # dependency that can no longer be met (a task failed)
 jobs_settled() {
     scontrol -o show job >"$out/jobs.txt" 2>/dev/null || return 1
-    grep -q 'Reason=DependencyNeverSatisfied' "$out/jobs.txt" && return 0
-    ! grep -Eq 'JobState=(PENDING|CONFIGURING|RUNNING|COMPLETING|SUSPENDED|REQUEUED)' "$out/jobs.txt"
+    ! grep -E 'JobState=(PENDING|CONFIGURING|RUNNING|COMPLETING|SUSPENDED|REQUEUED)' "$out/jobs.txt" |
+        grep -vq 'Reason=DependencyNeverSatisfied'
 }
 
 # field NAME: the values of NAME= in the job lines on stdin
@@ -241,9 +244,73 @@ rerun_task() {
         cmp "$w/g/parts/bert.part-3-of-8.safetensors" "$w/part-3.saved"
 }
 
+# The job lines of the array job $1 and of the merge job $2, into
+# $out/array.txt and $out/merge.txt, from $out/jobs.txt (jobs_settled).
+array_lines() {
+    grep "ArrayJobId=$1 " "$out/jobs.txt" | grep 'ArrayTaskId=' >"$out/array.txt"
+    grep "^JobId=$2 " "$out/jobs.txt" >"$out/merge.txt"
+}
+
+# The recipe submitted again, as it stands, into $out/work; sets merge_id
+# and array_id (the job the merge waits for).  $1: a directory put first on
+# PATH, or ''.
+submit_recipe() {
+    (cd "$out/work" && PATH="${1:+$1:}$(dirname "$cli"):$PATH" sh -e "$out/recipe.sh") >"$out/recipe.log" 2>&1
+    merge_id=$(sed -n 's/^Submitted batch job \([0-9][0-9]*\)$/\1/p' "$out/recipe.log")
+    array_id=$(scontrol -o show job "$merge_id" 2>/dev/null | sed -n 's/.*Dependency=afterok:\([0-9][0-9]*\).*/\1/p')
+    check "the recipe submitted the array $array_id and the merge job $merge_id" \
+        test -n "$merge_id" -a -n "$array_id"
+}
+
+# A task killed midway, then the same recipe run again and nothing else
+# (docs/certify.md, "Long runs"): task 5 of a fresh run is killed with
+# SIGKILL while it runs; the merge job never starts, and merge by hand names
+# shard 5 as missing.  The recipe submitted again as it stands completes:
+# tasks 1-4 and 6-8 find their parts whole and keep them (not written
+# again), task 5 computes its own, the merge job joins them, and the case is
+# the unsharded one (verify_merged).  To catch task 5 while it runs, a
+# `refenc` put first on PATH for that run only stops task 5 (SIGSTOP) when
+# it starts, before it execs refenc; the check kills it there.
+kill_and_rerun() {
+    w=$out/work
+    say "a task killed midway: a fresh run of the recipe, task 5 killed with SIGKILL while it runs"
+    rm -rf "$w/g" "$w"/slurm-*.out "$w/task5.pid" "$w/shim"
+    mkdir -p "$w/shim"
+    printf '#!/bin/sh\nif [ "${SLURM_ARRAY_TASK_ID:-}" = 5 ] && [ "$1" = golden ]; then\n' >"$w/shim/refenc"
+    printf '    echo $$ >"%s/task5.pid"\n    kill -STOP $$\nfi\nexec "%s" "$@"\n' "$w" "$cli" >>"$w/shim/refenc"
+    chmod +x "$w/shim/refenc"
+    submit_recipe "$w/shim" || return 1
+    check "task 5 is running (stopped where the shim stops it)" poll 60 sh -c \
+        '[ -s "$1" ] && grep -q "^State:.*stopped" "/proc/$(cat "$1")/status"' - "$w/task5.pid" || return 1
+    kill -9 "$(cat "$w/task5.pid")"
+    check "the jobs ended within $wait_s s" poll "$wait_s" jobs_settled
+    array_lines "$array_id" "$merge_id"
+    check "task 5 failed, the 7 others completed" sh -c 'grep "ArrayTaskId=5 " "$1" | grep -q JobState=FAILED &&
+        [ "$(grep -v "ArrayTaskId=5 " "$1" | grep -c JobState=COMPLETED)" -eq 7 ]' - "$out/array.txt"
+    check "the merge job waits for good (DependencyNeverSatisfied)" \
+        grep -q 'JobState=PENDING.*Reason=DependencyNeverSatisfied' "$out/merge.txt"
+    scancel "$merge_id"
+    check "merge by hand names the missing shard 5/8 and writes nothing" sh -c 'cd "$1" && ! "$2" golden merge \
+        --out-file merged.safetensors g/parts/bert.part-*-of-8.safetensors 2>merge.err &&
+        grep -q "missing: 5/8" merge.err && [ ! -e merged.safetensors ]' - "$w" "$cli"
+    sed 's/^/    | /' "$w/merge.err"
+    stat -c '%n %i %.9Y' "$w"/g/parts/bert.part-*-of-8.safetensors >"$out/kept.txt"
+    say "the same recipe submitted again, as it stands"
+    submit_recipe '' || return 1
+    check "the jobs ended within $wait_s s" poll "$wait_s" jobs_settled
+    array_lines "$array_id" "$merge_id"
+    check "the rerun's 8 tasks completed" test "$(grep -c JobState=COMPLETED "$out/array.txt")" -eq 8
+    check "its merge job completed" grep -q JobState=COMPLETED "$out/merge.txt"
+    stat -c '%n %i %.9Y' "$w"/g/parts/bert.part-*-of-8.safetensors | grep -v part-5-of-8 >"$out/after.txt"
+    check "the 7 parts there were kept, not written again (the same inode and time)" cmp "$out/kept.txt" "$out/after.txt"
+    rm -f "$w/unsharded.safetensors" "$w/whole-stack.safetensors"
+    verify_merged "$w" 8
+}
+
 if start_cluster; then
     say "the model's files (scripts/shard-fixture.sh) in $out/work"
-    sh scripts/shard-fixture.sh "$cli" "$out/work" && run_recipe && verify_merged "$out/work" 8 && rerun_task
+    sh scripts/shard-fixture.sh "$cli" "$out/work" && run_recipe && verify_merged "$out/work" 8 && rerun_task &&
+        kill_and_rerun
 else
     dump_logs
 fi

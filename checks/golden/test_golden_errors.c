@@ -788,6 +788,24 @@ Test(golden_errors, a_part_that_is_not_what_its_plan_says_is_refused, .timeout =
     const refusal name = {"a case name with ..", {"refenc", "golden", "merge", "--out-file", out, e1, e2, NULL},
                           {"e2.safetensors: __metadata__.plan: case 'a..b' is not a case name certify accepts", NULL}};
     expect_refusals(&name, 1, dir, files);
+    /* a field of the wrong type, a negative count, a sum that is not hex: named as such */
+    part_with_plan(p2, e2, "config", "\"x\"", 1, 0);
+    const refusal config_str = {"a config that is a string", {"refenc", "golden", "merge", "--out-file", out, e1, e2,
+                                                          NULL},
+                            {"e2.safetensors: __metadata__.plan: 'config' is missing or not an object", NULL}};
+    expect_refusals(&config_str, 1, dir, files);
+    part_with_plan(p2, e2, "units", "-1", 1, 0);
+    const refusal negative = {"a negative unit count", {"refenc", "golden", "merge", "--out-file", out, e1, e2,
+                                                        NULL},
+                              {"e2.safetensors: __metadata__.plan: 'units' is missing or not a non-negative "
+                               "integer", NULL}};
+    expect_refusals(&negative, 1, dir, files);
+    part_with_plan(p2, e2, "weights_sha256", "\"abc\"", 1, 0);
+    const refusal sum = {"a weights sha256 of 3 digits", {"refenc", "golden", "merge", "--out-file", out, e1, e2,
+                                                           NULL},
+                         {"e2.safetensors: __metadata__.plan: 'weights_sha256' is not 64 lower-case hex digits",
+                          NULL}};
+    expect_refusals(&sum, 1, dir, files);
 
     /* a plan of 6 units for a case of 4 items, consistent in both parts (units 0-3 and 3-6) */
     part_with_plan(p1, e1, "units", "6", 1, 0);

@@ -535,3 +535,68 @@ Test(out_of_memory, golden_part_digests)
     refenc_st_free(&f);
     rb_tmpdir_remove(dir);
 }
+
+/* ---- a whole per-layer golden, made in the library ----------------------------------- */
+
+#include "../../ref/golden/make.h"
+
+typedef struct {
+    golden_request a;
+    const char *out;
+    unsigned char *want; /* the file without a fault */
+    size_t n_want;
+    long run;
+} make_ctx;
+
+static int make_call(void *p)
+{
+    make_ctx *m = p;
+    golden_outcome out;
+    char *report = NULL;
+    refenc_error err = {0};
+    const int st = golden_make(&m->a, &out, &report, &err);
+    free(report);
+    return st;
+}
+
+/* Each allocation of the run failing in turn: out of memory and no file, or
+ * (an allocation whose failure the run survives) the same bytes. */
+static void make_check(void *p, int status, int failed)
+{
+    make_ctx *m = p;
+    m->run++;
+    if (failed && status != REFENC_OK) {
+        cr_expect_eq(status, REFENC_ENOMEM, "allocation %ld failed: status %d", m->run, status);
+        cr_expect(!rb_exists(m->out), "allocation %ld failed: the case was written", m->run);
+    } else {
+        cr_expect_eq(status, REFENC_OK, "run %ld: status %d", m->run, status);
+        size_t n;
+        unsigned char *b = rb_read_file(m->out, &n);
+        cr_expect(n == m->n_want && memcmp(b, m->want, n) == 0, "run %ld: the case differs", m->run);
+        free(b);
+    }
+    remove(m->out);
+}
+
+/* golden --per-layer --out-file: its layer inputs stored in the case
+ * (layer_entries_make) and the file's own buffers (golden/file.c) among the
+ * allocations that fail. */
+Test(out_of_memory, golden_make_per_layer_case, .timeout = 120)
+{
+    static const char cfg_text[] = "{\"model\": {\"d_model\": 4, \"n_heads\": 2, \"d_ff\": 4, \"n_layers\": 2},"
+                                   " \"input\": {\"batch\": 1, \"seq_len\": 2}}";
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(cfg, sizeof cfg, "%s/c.json", dir);
+    snprintf(out, sizeof out, "%s/c.safetensors", dir);
+    rb_write_file(cfg, cfg_text, strlen(cfg_text));
+    make_ctx m = {.a = {.config_path = cfg, .per_layer = 1, .final_only = 1, .quiet = 1, .threads = 1,
+                        .prec = GOLDEN_CONFIG_PREC, .out_file = out},
+                  .out = out};
+    cr_assert_eq(make_call(&m), REFENC_OK);
+    m.want = rb_read_file(out, &m.n_want);
+    remove(out);
+    cr_expect_gt(fault_run(make_call, make_check, &m, 0), 0, "golden_make allocates nothing");
+    free(m.want);
+    rb_tmpdir_remove(dir);
+}

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -537,6 +538,59 @@ static double part_bytes(const golden_part_set *ps)
     return bytes;
 }
 
+/* The case as a part file describes it: no outputs (the slices hold them). */
+static golden_file part_case(const golden_source *s)
+{
+    return (golden_file){.c = &s->c, .name = s->name, .description = s->description,
+                         .bug_classes = s->bug_classes, .tolerance = s->tolerance, .float32_hazard = s->hazard};
+}
+
+/* The canonical text of the plan every part of this run shares (plan.h);
+ * NULL when out of memory. */
+static char *run_plan_text(const golden_run *r, const golden_request *a)
+{
+    const golden_file g = part_case(&r->s);
+    json_t *plan = golden_plan_make(&g, a->per_layer, a->final_only, (long)a->prec, r->units, a->shard_n);
+    char *text = plan != NULL ? golden_plan_text(plan) : NULL;
+    json_decref(plan);
+    return text;
+}
+
+/* A rerun (docs/cli.md, "Reruns"): when the file this shard writes is there
+ * already, a regular file that is this plan's shard K whole and unchanged
+ * (golden_part_verify), *done and nothing is computed: the bytes it holds
+ * are those the run would write.  Anything else there (truncated, changed,
+ * of another plan or shard, not a part) is said on stderr and computed
+ * again; the write replaces it whole (atomic_write.h).  Errors: those of
+ * the path, REFENC_ENOMEM. */
+static int part_done(const golden_run *r, const golden_request *a, golden_outcome *out, int *done,
+                     refenc_error *err)
+{
+    char path[PATH_MAX];
+    const golden_places p = places_of(a, r->s.name);
+    struct stat sb;
+    *done = 0;
+    int st = a->out_file != NULL ? refenc_path_format(path, sizeof path, err, "%s", a->out_file)
+                                 : golden_part_file(path, sizeof path, &p, err);
+    if (st != REFENC_OK || lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return st; /* nothing there (or not a file: the write says what) */
+    char *plan_text = run_plan_text(r, a);
+    refenc_error why = {0};
+    if (plan_text == NULL)
+        st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");
+    else if (golden_part_verify(path, plan_text, a->shard_k, &why) == REFENC_OK)
+        *done = 1;
+    else /* even with --quiet: a file of the user's is being replaced */
+        fprintf(stderr, "refenc golden: %s; computing shard %zu/%zu again\n", why.message, a->shard_k,
+                a->shard_n);
+    if (*done)
+        snprintf(out->summary, sizeof out->summary, "case %s: shard %zu/%zu (units %zu to %zu of %zu) is "
+                 "already in %s, whole and of this plan: nothing computed", r->s.name, a->shard_k, a->shard_n,
+                 r->begin, r->end, r->units, path);
+    free(plan_text);
+    return st;
+}
+
 /* A part: computes the units' slices and writes the part file. */
 static int make_part(golden_run *r, const golden_request *a, golden_outcome *out, refenc_error *err)
 {
@@ -554,12 +608,8 @@ static int make_part(golden_run *r, const golden_request *a, golden_outcome *out
                                 sizeof r->engine_desc, &prec, &prec_check, err);
     if (st == REFENC_OK && r->end == r->begin)
         prec = prec_check = 0;
-    const golden_file g = {.c = &s->c, .name = s->name, .description = s->description,
-                           .bug_classes = s->bug_classes, .tolerance = s->tolerance,
-                           .float32_hazard = s->hazard};
-    json_t *plan = golden_plan_make(&g, a->per_layer, a->final_only, (long)a->prec, r->units, a->shard_n);
-    char *plan_text = golden_plan_text(plan);
-    json_decref(plan);
+    const golden_file g = part_case(s);
+    char *plan_text = run_plan_text(r, a);
     const golden_part_info pi = {.k = a->shard_k, .n = a->shard_n, .unit_begin = r->begin, .unit_end = r->end,
                                  .units = r->units, .per_layer = a->per_layer, .final_only = a->final_only,
                                  .prec = prec, .prec_check = prec_check,
@@ -694,14 +744,17 @@ int golden_make(const golden_request *a, golden_outcome *out, char **report, ref
     }
     if (a->out_file == NULL)
         st = refuse_inputs(a, r.s.name, err);
+    int done = 0;
     if (st == REFENC_OK)
         st = plan_units(&r, a, err);
-    if (st == REFENC_OK && a->per_layer)
+    if (st == REFENC_OK && a->shard_n > 0)
+        st = part_done(&r, a, out, &done, err);
+    if (st == REFENC_OK && a->per_layer && !done)
         st = stored_layer_inputs(&r, a, err);
-    if (st == REFENC_OK && r.in_parts)
+    if (st == REFENC_OK && r.in_parts && !done)
         st = golden_steps_init(&r.steps, &r.s.c, a->final_only ? final_step : NULL, NULL, a->shard_n == 0);
     if (st == REFENC_OK && a->shard_n > 0) {
-        st = make_part(&r, a, out, err);
+        st = done ? REFENC_OK : make_part(&r, a, out, err);
     } else if (st == REFENC_OK) {
         st = case_outputs(&r, a, err);
         if (st == REFENC_OK && !r.in_parts && (r.s.all_variants || (a->catalogue_path != NULL && !a->no_variants)))

@@ -356,6 +356,24 @@ static void part_free(part *p)
     json_decref(p->plan);
 }
 
+/* Whether path is shard k of the plan plan_text, whole and unchanged (parts.h). */
+int golden_part_verify(const char *path, const char *plan_text, size_t k, refenc_error *err)
+{
+    part p;
+    int st = read_part(&p, path, err);
+    json_t *want = st == REFENC_OK ? json_loads(plan_text, 0, NULL) : NULL;
+    const char *field = want != NULL ? golden_plan_differs(p.plan, want) : NULL;
+    if (st == REFENC_OK && want == NULL)
+        st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");
+    else if (st == REFENC_OK && field != NULL)
+        st = refenc_error_set(err, REFENC_EFORMAT, "%s: a part of another plan (its '%s' differs)", path, field);
+    else if (st == REFENC_OK && p.k != k)
+        st = refenc_error_set(err, REFENC_EFORMAT, "%s: shard %zu/%zu, not %zu/%zu", path, p.k, p.n, k, p.n);
+    json_decref(want);
+    part_free(&p);
+    return st;
+}
+
 /* The state of one merge: the parts, the case they hold, and what is joined so far. */
 typedef struct {
     part *p;

@@ -48,6 +48,16 @@ void golden_part_set_free(golden_part_set *ps);
 void golden_part_set_emit(void *ctx, const char *step, size_t item, const double *data, size_t ndim,
                           const size_t *shape);
 
+/* Whether the file at path is shard k of the plan whose canonical text is
+ * plan_text (golden_plan_text), whole and unchanged: it reads as a part of
+ * format version 2, its fingerprint and tensors_sha256 are its own (merge's
+ * checks of one part), its plan is plan_text's and its shard is k, holding
+ * shard k's units.  A rerun skips the work of such a part (docs/cli.md,
+ * "Reruns").  REFENC_OK when it is; else why not: REFENC_EFORMAT naming
+ * path and the first thing wrong, the reader's error (a truncated or
+ * missing file), REFENC_ENOMEM. */
+int golden_part_verify(const char *path, const char *plan_text, size_t k, refenc_error *err);
+
 /* Joins part files into the case file (out_file) or into the golden
  * directory out_dir (case and manifest).  Every part must belong to the
  * same case (fingerprint), the shards 1..N present once each, and every

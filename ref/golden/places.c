@@ -8,8 +8,7 @@
 #include "../io/same_file.h"
 #include "manifest.h"
 
-/* DIR/parts/NAME.part-K-of-N.safetensors into path, without making anything. */
-static int part_file(char *path, size_t cap, const golden_places *p, refenc_error *err)
+int golden_part_file(char *path, size_t cap, const golden_places *p, refenc_error *err)
 {
     return refenc_path_format(path, cap, err, "%s/parts/%s.part-%zu-of-%zu.safetensors", p->out_dir, p->name,
                               p->shard_k, p->shard_n);
@@ -17,7 +16,7 @@ static int part_file(char *path, size_t cap, const golden_places *p, refenc_erro
 
 int golden_part_path(char *path, size_t cap, const golden_places *p, refenc_error *err)
 {
-    int st = part_file(path, cap, p, err);
+    int st = golden_part_file(path, cap, p, err);
     if (st == REFENC_OK)
         st = golden_mkdirs(p->out_dir, "parts", err);
     return st;
@@ -42,7 +41,7 @@ int golden_refuse_inputs(const golden_places *p, const char *const *inputs, cons
         return refuse(p->out_file, inputs, what, n, err);
     int st;
     if (p->shard_n > 0) {
-        st = part_file(a, sizeof a, p, err);
+        st = golden_part_file(a, sizeof a, p, err);
         return st == REFENC_OK ? refuse(a, inputs, what, n, err) : st;
     }
     st = refenc_path_format(a, sizeof a, err, "%s/cases/%s.safetensors", p->out_dir, p->name);

@@ -18,6 +18,10 @@ typedef struct {
     size_t shard_k, shard_n;        /* 0/0: a whole case */
 } golden_places;
 
+/* A part's file DIR/parts/NAME.part-K-of-N.safetensors into path (cap
+ * bytes), without making anything.  Errors: REFENC_ELIMIT. */
+int golden_part_file(char *path, size_t cap, const golden_places *p, refenc_error *err);
+
 /* A part's file under DIR/parts/ (created, never a symbolic link) into path
  * (cap bytes).  Errors: REFENC_EIO (the directories), REFENC_ELIMIT (the
  * path does not fit). */
