@@ -451,7 +451,7 @@ static int flock_waiters(pid_t a, pid_t b)
     return n;
 }
 
-Test(golden_files, two_runs_with_one_name_each_store_their_own_case, .timeout = 120)
+Test(golden_files, two_runs_with_one_name_each_store_their_own_case, .timeout = 300)
 {
     char dir[RB_PATH_MAX], cfg[PATH_MAX], gold[PATH_MAX], ref1[PATH_MAX];
     char ref2[PATH_MAX], cases[PATH_MAX], stored[PATH_MAX];
@@ -474,8 +474,10 @@ Test(golden_files, two_runs_with_one_name_each_store_their_own_case, .timeout = 
     cr_assert_geq(lock, 0);
     cr_assert_eq(flock(lock, LOCK_EX), 0);
     const pid_t a = start_golden(cfg, "1", gold), b = start_golden(cfg, "2", gold);
+    /* up to 240 s: each run computes its case before it asks for the lock,
+     * which takes well under a second alone but minutes on a loaded machine */
     int waiting = 0;
-    for (int tries = 0; tries < 600 && waiting < 2; tries++) {
+    for (int tries = 0; tries < 2400 && waiting < 2; tries++) {
         const struct timespec tick = {0, 100 * 1000 * 1000};
         nanosleep(&tick, NULL);
         waiting = flock_waiters(a, b);
