@@ -15,7 +15,7 @@
 #include "core/alloc.h"
 #include "alibi.h"
 #include "embedding.h"
-#include "layernorm.h"
+#include "norm.h"
 #include "learned_pe.h"
 #include "position_ids.h"
 #include "sinusoidal.h"
@@ -152,8 +152,8 @@ static void embed_norm(double *h, const double *e, const refenc_params *p,
 {
     const size_t D = cfg->d_model;
     if (cfg->embedding_norm)
-        refenc_layernorm_forward(h, e, p->embedding_norm_weight, p->embedding_norm_bias, BL, D,
-                                 cfg->embedding_norm_eps);
+        refenc_norm_forward(h, e, p->embedding_norm_weight, p->embedding_norm_bias, BL, D,
+                            cfg->embedding_norm_eps, cfg);
     else if (h != e)
         memcpy(h, e, BL * D * sizeof(double));
 }
@@ -240,7 +240,7 @@ int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params 
     }
 
     if (cfg->final_norm) {
-        refenc_layernorm_forward(y, h, p->norm_weight, p->norm_bias, B * L, D, cfg->layer_norm_eps);
+        refenc_norm_forward(y, h, p->norm_weight, p->norm_bias, B * L, D, cfg->layer_norm_eps, cfg);
         refenc_trace_emit(trace, "norm", y, 3, bld);
     } else {
         memcpy(y, h, BLD * sizeof(double));
@@ -331,9 +331,8 @@ static void embed_backward(refenc_params *grad, double *dx, double *dh, refenc_w
     const size_t B = in->B, L = in->L, D = cfg->d_model, V = cfg->vocab_size;
     const int64_t *pos = in->positions != NULL ? in->positions : ws->positions;
     if (cfg->embedding_norm)
-        refenc_layernorm_backward(dh, grad->embedding_norm_weight, grad->embedding_norm_bias, dh,
-                                  g->e, p->embedding_norm_weight, B * L, D,
-                                  cfg->embedding_norm_eps);
+        refenc_norm_backward(dh, grad->embedding_norm_weight, grad->embedding_norm_bias, dh,
+                             g->e, p->embedding_norm_weight, B * L, D, cfg->embedding_norm_eps, cfg);
     /* the additive terms pass dh through (dx = dy) and take a scatter-add */
     if (cfg->positional == REFENC_POS_LEARNED && cfg->position_ids == REFENC_POSIDS_ROBERTA) {
         refenc_position_ids_roberta(ws->ids, in->tokens, B, L, cfg->padding_idx);
@@ -392,8 +391,8 @@ int refenc_encoder_backward(refenc_params *grad, double *dx, refenc_grad_workspa
 
     double *dh = g->dh0, *dnext = g->dh1;
     if (cfg->final_norm)
-        refenc_layernorm_backward(dh, grad->norm_weight, grad->norm_bias, dy, g->acts + N * BLD,
-                                  p->norm_weight, B * L, D, cfg->layer_norm_eps);
+        refenc_norm_backward(dh, grad->norm_weight, grad->norm_bias, dy, g->acts + N * BLD,
+                             p->norm_weight, B * L, D, cfg->layer_norm_eps, cfg);
     else
         memcpy(dh, dy, BLD * sizeof(double));
     for (size_t i = N; i-- > 0;) {

@@ -100,6 +100,55 @@ int bnd_layernorm(double *E_y, const double *x, const double *E_x, const double 
     return applicable;
 }
 
+/* ---- RMSNorm ------------------------------------------------------------ */
+/* r^ = fl(sqrt(fl(fl(sum x^2)/D) + eps)): the sum of D squares of one sign is
+ * within gamma_D, /D and + eps add a rounding each (eps >= 0 only dilutes a
+ * relative error), sqrt halves it and rounds:  r^ = r~ (1 + theta),
+ * |theta| <= rho = gamma_{D+2}/2 + u, r~ = sqrt(|x^|^2/D + eps) on the
+ * computed input.  An input error E_x moves r~ by <= ||E_x||_2 / sqrt(D)
+ * (sqrt(a^2/D + eps) is 1/sqrt(D)-Lipschitz in ||a||_2):
+ * E_r = rho r^ + ||E_x||_2/sqrt(D).  With z^ = x^/r^ (the division rounds):
+ *   |z^_d - z_d| <= E_z,d = (E_x,d + |z^_d| E_r) / (r^ - E_r) + u |z^_d|,
+ * the scale s^ = w (exact) or fl(1 + w) (E_s = u |s^|), and the product rounds:
+ *   |y^_d - y_d| <= |s^_d| E_z,d + (|z^_d| + E_z,d) E_s,d + u |y^_d|.
+ * This is LayerNorm's bound with c = x (no mean): E_c,d = E_x,d. */
+int bnd_rmsnorm(double *E_y, const double *x, const double *E_x, const double *w, int offset,
+                const double *y, size_t N, size_t D, double eps)
+{
+    int applicable = 1;
+    const double rho = bnd_gamma((double)D + 2) / 2 + U;
+    for (size_t n = 0; n < N; n++) {
+        const double *x_n = x + n * D;
+        double ss = 0, normEx2 = 0;
+        for (size_t d = 0; d < D; d++) {
+            ss += x_n[d] * x_n[d];
+            if (E_x != NULL)
+                normEx2 += E_x[n * D + d] * E_x[n * D + d];
+        }
+        const double r = sqrt(ss / (double)D + eps);
+        const double E_r = rho * r + sqrt(normEx2 / (double)D);
+        if (!(E_r < r / 2))
+            applicable = 0;
+        for (size_t d = 0; d < D; d++) {
+            const double z = x_n[d] / r, s = offset ? 1.0 + w[d] : w[d];
+            const double E_z = ((E_x != NULL ? E_x[n * D + d] : 0) + fabs(z) * E_r) / (r - E_r) +
+                               U * fabs(z);
+            const double E_s = offset ? U * fabs(s) : 0;
+            E_y[n * D + d] = fabs(s) * E_z + (fabs(z) + E_z) * E_s + U * fabs(y[n * D + d]);
+        }
+    }
+    return applicable;
+}
+
+int bnd_norm(double *E_y, const double *x, const double *E_x, const double *weight,
+             const double *bias, const double *y, size_t N, size_t D, double eps,
+             const refenc_config *cfg)
+{
+    if (cfg->norm_type == REFENC_NORMTYPE_RMSNORM)
+        return bnd_rmsnorm(E_y, x, E_x, weight, cfg->rmsnorm_offset, y, N, D, eps);
+    return bnd_layernorm(E_y, x, E_x, weight, bias, y, N, D, eps);
+}
+
 /* ---- softmax ------------------------------------------------------------ */
 /* With k the computed argmax, y_i = exp(z_i - z_k) / sum_j exp(z_j - z_k) for
  * any k.  t^_i = fl(z^_i - z^_k) is off the exact z_i - z_k by
@@ -550,10 +599,10 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
     }
     free(ids);
     if (cfg->embedding_norm) {
-        refenc_layernorm_forward(ln, h, p->embedding_norm_weight, p->embedding_norm_bias, BL, D,
-                                 cfg->embedding_norm_eps);
-        st->applicable &= bnd_layernorm(Eln, h, Eh, p->embedding_norm_weight,
-                                        p->embedding_norm_bias, ln, BL, D, cfg->embedding_norm_eps);
+        refenc_norm_forward(ln, h, p->embedding_norm_weight, p->embedding_norm_bias, BL, D,
+                            cfg->embedding_norm_eps, cfg);
+        st->applicable &= bnd_norm(Eln, h, Eh, p->embedding_norm_weight, p->embedding_norm_bias,
+                                   ln, BL, D, cfg->embedding_norm_eps, cfg);
         memcpy(h, ln, BLD * sizeof(double));
         memcpy(Eh, Eln, BLD * sizeof(double));
     }
@@ -586,8 +635,8 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
     for (size_t i = 0; i < cfg->n_layers; i++) {
         const refenc_layer_params *lp = &p->layers[i];
         if (cfg->norm == REFENC_NORM_PRE) {
-            refenc_layernorm_forward(ln, h, lp->norm1_weight, lp->norm1_bias, BL, D, eps);
-            st->applicable &= bnd_layernorm(Eln, h, Eh, lp->norm1_weight, lp->norm1_bias, ln, BL, D, eps);
+            refenc_norm_forward(ln, h, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
+            st->applicable &= bnd_norm(Eln, h, Eh, lp->norm1_weight, lp->norm1_bias, ln, BL, D, eps, cfg);
             REC("norm1", ln, Eln, BLD);
             bnd_mha(Eattn, Ew, &run, ln, Eln, lp->in_proj_weight, lp->in_proj_bias,
                     lp->out_proj_weight, lp->out_proj_bias, &opt, rope_p, slope_err);
@@ -595,8 +644,8 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
             REC("self_attn.weights", run.w.weights, Ew, BHLL);
             REC("self_attn", attn, Eattn, BLD);
             add_bounded(resid, Eres, h, Eh, attn, Eattn, BLD);
-            refenc_layernorm_forward(ln, resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps);
-            st->applicable &= bnd_layernorm(Eln, resid, Eres, lp->norm2_weight, lp->norm2_bias, ln, BL, D, eps);
+            refenc_norm_forward(ln, resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);
+            st->applicable &= bnd_norm(Eln, resid, Eres, lp->norm2_weight, lp->norm2_bias, ln, BL, D, eps, cfg);
             REC("norm2", ln, Eln, BLD);
             bnd_ffn(Effn, Ehid, ffn, hid, ln, Eln, lp->linear1_weight, lp->linear1_bias,
                     lp->linear2_weight, lp->linear2_bias, BL, D, F, cfg->activation);
@@ -609,15 +658,15 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
             REC("self_attn.weights", run.w.weights, Ew, BHLL);
             REC("self_attn", attn, Eattn, BLD);
             add_bounded(resid, Eres, h, Eh, attn, Eattn, BLD);
-            refenc_layernorm_forward(ln, resid, lp->norm1_weight, lp->norm1_bias, BL, D, eps);
-            st->applicable &= bnd_layernorm(Eln, resid, Eres, lp->norm1_weight, lp->norm1_bias, ln, BL, D, eps);
+            refenc_norm_forward(ln, resid, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
+            st->applicable &= bnd_norm(Eln, resid, Eres, lp->norm1_weight, lp->norm1_bias, ln, BL, D, eps, cfg);
             REC("norm1", ln, Eln, BLD);
             bnd_ffn(Effn, Ehid, ffn, hid, ln, Eln, lp->linear1_weight, lp->linear1_bias,
                     lp->linear2_weight, lp->linear2_bias, BL, D, F, cfg->activation);
             REC("ffn", ffn, Effn, BLD);
             add_bounded(resid, Eres, ln, Eln, ffn, Effn, BLD);
-            refenc_layernorm_forward(out, resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps);
-            st->applicable &= bnd_layernorm(Eout, resid, Eres, lp->norm2_weight, lp->norm2_bias, out, BL, D, eps);
+            refenc_norm_forward(out, resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);
+            st->applicable &= bnd_norm(Eout, resid, Eres, lp->norm2_weight, lp->norm2_bias, out, BL, D, eps, cfg);
             REC("norm2", out, Eout, BLD);
         }
         REC("output", out, Eout, BLD);
@@ -626,8 +675,8 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
     }
 #undef REC
     if (cfg->final_norm) {
-        refenc_layernorm_forward(out, h, p->norm_weight, p->norm_bias, BL, D, eps);
-        st->applicable &= bnd_layernorm(Eout, h, Eh, p->norm_weight, p->norm_bias, out, BL, D, eps);
+        refenc_norm_forward(out, h, p->norm_weight, p->norm_bias, BL, D, eps, cfg);
+        st->applicable &= bnd_norm(Eout, h, Eh, p->norm_weight, p->norm_bias, out, BL, D, eps, cfg);
         record(st, "norm", out, Eout, BLD);
     } else {
         memcpy(out, h, BLD * sizeof(double));

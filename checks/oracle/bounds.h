@@ -53,6 +53,16 @@ void bnd_linear(double *E_y, const double *x, const double *E_x, const double *W
 int bnd_layernorm(double *E_y, const double *x, const double *E_x, const double *gamma,
                   const double *beta, const double *y, size_t N, size_t D, double eps);
 
+/* RMSNorm (rmsnorm.h), scale w or fl(1 + w) (offset); the same conditions
+ * as bnd_layernorm (input error comparable to the row's RMS: 0). */
+int bnd_rmsnorm(double *E_y, const double *x, const double *E_x, const double *w, int offset,
+                const double *y, size_t N, size_t D, double eps);
+
+/* The configured norm's bound (norm_type): bnd_layernorm or bnd_rmsnorm. */
+int bnd_norm(double *E_y, const double *x, const double *E_x, const double *weight,
+             const double *bias, const double *y, size_t N, size_t D, double eps,
+             const refenc_config *cfg);
+
 /* z: the scaled logits as computed (s/tau), E_z their error; y: the weights. */
 void bnd_softmax_scaled(double *E_y, const double *z, const double *E_z, const double *y,
                         size_t R, size_t n);

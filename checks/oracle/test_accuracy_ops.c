@@ -79,6 +79,39 @@ Test(accuracy_layernorm, large_mean_small_variance_rows)
     acc_finish(&a, "layernorm (large mean, small var)");
 }
 
+/* ---- RMSNorm ---- */
+static void rmsnorm_case(acc_stats *a, size_t N, size_t D, double mean, double sd, double eps,
+                         int offset, gsl_rng *r)
+{
+    double *x = acc_randn(N * D, mean, sd, r), *w = acc_randn(D, offset ? 0 : 1, 0.1, r);
+    double *y = acc_zeros(N * D), *yo = acc_zeros(N * D), *E = acc_zeros(N * D);
+    refenc_rmsnorm_forward(y, x, w, N, D, eps, offset);
+    MP_OK(refenc_mp_rmsnorm_forward(yo, x, w, N, D, eps, offset, P0, REP));
+    cr_assert(bnd_rmsnorm(E, x, NULL, w, offset, y, N, D, eps), "bound not applicable");
+    acc_check(a, "y", y, yo, E, N * D);
+    free(x), free(w), free(y), free(yo), free(E);
+}
+
+/* Both scales, T5's eps 1e-6, eps 0, a large mean (RMSNorm does not subtract
+ * it: no cancellation, the bound stays a few u), tiny rows where eps
+ * dominates. */
+Test(accuracy_rmsnorm, random_rows_both_scales)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(104);
+    const size_t Ds[] = {1, 2, 7, 64, 100};
+    for (size_t c = 0; c < 5; c++)
+        for (int offset = 0; offset < 2; offset++) {
+            rmsnorm_case(&a, 4, Ds[c], 0.3, 1.7, 1e-6, offset, r);
+            rmsnorm_case(&a, 4, Ds[c], -2.385, 0.01, 0.0, offset, r);
+            rmsnorm_case(&a, 4, Ds[c], 1e4, 1e-3, 1e-5, offset, r);
+            rmsnorm_case(&a, 4, Ds[c], 0.0, 1e-3, 1e-5, offset, r);
+        }
+    gsl_rng_free(r);
+    acc_finish(&a, "rmsnorm (random rows)");
+}
+
 /* ---- softmax ---- */
 static void softmax_case(acc_stats *a, size_t R, size_t n, double sd, double tau, double masked,
                          gsl_rng *r)

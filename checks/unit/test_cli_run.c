@@ -69,6 +69,10 @@ static const struct {
     {"padding_idx_real.json", "model.padding_idx: expected an integer"},
     {"norm_unknown_name.json", "model.norm: unknown name 'middle'"},
     {"activation_unknown_name.json", "model.activation: unknown name 'swish'"},
+    {"norm_type_unknown_name.json", "model.norm_type: unknown name 'rms' (expected one of 'layernorm', 'rmsnorm')"},
+    {"rmsnorm_offset_integer.json", "model.rmsnorm_offset: expected true or false"},
+    {"rmsnorm_offset_without_rmsnorm.json",
+     "model: rmsnorm_offset (the (1 + w) scale) needs norm_type 'rmsnorm', but norm_type is 'layernorm'"},
     {"positional_unknown_name.json", "model.positional: unknown name 'rotary'"},
     {"rope_layout_unknown_name.json", "model.rope_layout: unknown name 'neox'"},
     /* the families' keys */

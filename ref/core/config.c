@@ -29,6 +29,8 @@ void refenc_config_default(refenc_config *cfg)
     cfg->embedding_norm_eps = 1e-5;
     cfg->position_ids = REFENC_POSIDS_INDEX;
     cfg->mask_value = REFENC_MASK_NEG_INF;
+    cfg->norm_type = REFENC_NORMTYPE_LAYERNORM;
+    cfg->rmsnorm_offset = 0;
 }
 
 int refenc_size_mul(size_t *r, size_t a, size_t b)
@@ -58,6 +60,7 @@ static void mul_add(size_t *acc, size_t a, size_t b, int *ok)
 size_t refenc_config_param_count(const refenc_config *c)
 {
     const size_t D = c->d_model, F = c->d_ff;
+    const size_t norm = c->norm_type == REFENC_NORMTYPE_RMSNORM ? 1 : 2; /* weight (and bias) */
     size_t layer = 0, total = 0;
     int ok = 1;
 
@@ -69,7 +72,7 @@ size_t refenc_config_param_count(const refenc_config *c)
     mul_add(&layer, 1, F, &ok);                  /* linear1.bias (F)                  */
     mul_add(&layer, D, F, &ok);                  /* linear2.weight (D, F)             */
     mul_add(&layer, 1, D, &ok);                  /* linear2.bias (D)                  */
-    mul_add(&layer, 4, D, &ok);                  /* norm1, norm2 weight and bias (D)  */
+    mul_add(&layer, 2 * norm, D, &ok);           /* norm1, norm2 weight (and bias) (D) */
     mul_add(&total, c->n_layers, layer, &ok);
     if (c->vocab_size > 0)
         mul_add(&total, c->vocab_size, D, &ok);  /* embedding.weight (V, D)           */
@@ -77,9 +80,9 @@ size_t refenc_config_param_count(const refenc_config *c)
     if (c->positional == REFENC_POS_LEARNED)
         mul_add(&total, c->max_len, D, &ok);     /* pos_embedding.weight (P, D)       */
     if (c->embedding_norm)
-        mul_add(&total, 2, D, &ok);              /* embedding_norm.weight, .bias (D)  */
+        mul_add(&total, norm, D, &ok);           /* embedding_norm.weight (, .bias) (D) */
     if (c->final_norm)
-        mul_add(&total, 2, D, &ok);              /* norm.weight, norm.bias (D)        */
+        mul_add(&total, norm, D, &ok);           /* norm.weight (, norm.bias) (D)     */
     return ok ? total : 0;
 }
 
@@ -156,6 +159,14 @@ static int validate_choices(const refenc_config *c, refenc_error *err)
         return refenc_error_set(err, REFENC_EINVAL, "config: scale_embedding must be true or false");
     if (c->embedding_norm != 0 && c->embedding_norm != 1)
         return refenc_error_set(err, REFENC_EINVAL, "config: embedding_norm must be true or false");
+    if ((unsigned)c->norm_type > REFENC_NORMTYPE_RMSNORM)
+        return refenc_error_set(err, REFENC_EINVAL, "config: norm_type is not 'layernorm' or 'rmsnorm'");
+    if (c->rmsnorm_offset != 0 && c->rmsnorm_offset != 1)
+        return refenc_error_set(err, REFENC_EINVAL, "config: rmsnorm_offset must be true or false");
+    if (c->rmsnorm_offset && c->norm_type != REFENC_NORMTYPE_RMSNORM)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: rmsnorm_offset (the (1 + w) scale) needs norm_type 'rmsnorm', "
+                                "but norm_type is '%s'", refenc_norm_type_name(c->norm_type));
     return REFENC_OK;
 }
 
@@ -286,6 +297,7 @@ static const char *const pos_names[] = {"none", "sinusoidal", "learned", "rope",
 static const char *const layout_names[] = {"half", "interleaved"};
 static const char *const posids_names[] = {"index", "roberta"};
 static const char *const mask_names[] = {"-inf", "finfo_min"};
+static const char *const norm_type_names[] = {"layernorm", "rmsnorm"};
 static const char *const family_names[REFENC_FAMILY_COUNT] = {
     "vaswani", "bert", "roberta", "distilbert", "gpt2", "clip-text"};
 
@@ -298,6 +310,7 @@ const char *refenc_rope_layout_name(refenc_rope_layout v) { return NAME_OF(layou
 const char *refenc_position_ids_name(refenc_position_ids v) { return NAME_OF(posids_names, v); }
 const char *refenc_mask_value_name(refenc_mask_value v) { return NAME_OF(mask_names, v); }
 const char *refenc_family_name(refenc_family v) { return NAME_OF(family_names, v); }
+const char *refenc_norm_type_name(refenc_norm_type v) { return NAME_OF(norm_type_names, v); }
 
 static int parse_name(int *v, const char *const *names, size_t n, const char *name,
                       const char *field, refenc_error *err)
@@ -334,3 +347,4 @@ PARSE_ENUM(refenc_rope_layout_parse, refenc_rope_layout, layout_names)
 PARSE_ENUM(refenc_position_ids_parse, refenc_position_ids, posids_names)
 PARSE_ENUM(refenc_mask_value_parse, refenc_mask_value, mask_names)
 PARSE_ENUM(refenc_family_parse, refenc_family, family_names)
+PARSE_ENUM(refenc_norm_type_parse, refenc_norm_type, norm_type_names)

@@ -54,6 +54,14 @@ typedef enum {
                                * masked row gets uniform weights 1/L                */
 } refenc_mask_value;
 
+/* Which normalisation every norm of the stack computes (embedding, layers,
+ * final): LayerNorm (with its bias beta) or RMSNorm (no mean, no bias;
+ * rmsnorm.h).  With RMSNorm the parameters have no .bias tensors. */
+typedef enum {
+    REFENC_NORMTYPE_LAYERNORM = 0, /* (x - mu) / sqrt(var + eps) * gamma + beta        */
+    REFENC_NORMTYPE_RMSNORM = 1    /* x / sqrt(mean(x^2) + eps) * w, or * (1 + w)      */
+} refenc_norm_type;
+
 /* A named preset (docs/families.md): the conventions of a model family, each
  * still overridable key by key.  Set by refenc_config_family (family.h). */
 typedef enum {
@@ -91,6 +99,9 @@ typedef struct {
     double embedding_norm_eps; /* >= 0, its eps; defaults to layer_norm_eps         */
     refenc_position_ids position_ids;
     refenc_mask_value mask_value;
+    /* the normalisation (rmsnorm.h) */
+    refenc_norm_type norm_type; /* every norm of the stack; default LayerNorm      */
+    int rmsnorm_offset;         /* 1: RMSNorm scales by (1 + w) (Gemma); needs RMSNorm */
 } refenc_config;
 
 /* Documented limits.  A config or input beyond them is refused with
@@ -107,7 +118,8 @@ typedef struct {
  * LayerNorm, GELU (exact), eps 1e-5, no positional information, RoPE half
  * layout with base 10000, P 512, tau 1, not causal, V 0 (input x),
  * padding_idx -1; embeddings scaled by sqrt(D), no token types, no
- * embedding LayerNorm (its eps 1e-5), positions by index, masked scores -inf. */
+ * embedding LayerNorm (its eps 1e-5), positions by index, masked scores -inf;
+ * every norm a LayerNorm (norm_type "layernorm", rmsnorm_offset 0). */
 void refenc_config_default(refenc_config *cfg);
 
 /* Checks every field and every combination; on the first problem returns
@@ -115,7 +127,8 @@ void refenc_config_default(refenc_config *cfg);
  * Errors: REFENC_EINVAL (D % H != 0, odd Dh with RoPE, odd D with
  *         sinusoidal PE, eps < 0 or not finite, tau <= 0 or not finite,
  *         rope_base <= 1 or not finite, a zero size, an enum out of range,
- *         padding_idx outside [-1, V), token types or the RoBERTa position
+ *         padding_idx outside [-1, V), rmsnorm_offset without RMSNorm,
+ *         token types or the RoBERTa position
  *         rule without tokens, the RoBERTa rule without a learned table or a
  *         padding_idx), REFENC_ELIMIT (a size above its limit, or parameters
  *         that need more than REFENC_MAX_BYTES). */
@@ -146,6 +159,7 @@ const char *refenc_position_ids_name(refenc_position_ids v);    /* "index", "rob
 const char *refenc_mask_value_name(refenc_mask_value v);        /* "-inf", "finfo_min"         */
 const char *refenc_family_name(refenc_family v);                /* "vaswani", "bert", ...,
                                                                    "clip-text"                 */
+const char *refenc_norm_type_name(refenc_norm_type v);          /* "layernorm", "rmsnorm"      */
 
 /* Parse a name; return REFENC_EINVAL, naming `field` and listing the valid
  * names, when the name is unknown. */
@@ -156,6 +170,7 @@ int refenc_rope_layout_parse(refenc_rope_layout *v, const char *name, const char
 int refenc_position_ids_parse(refenc_position_ids *v, const char *name, const char *field, refenc_error *err);
 int refenc_mask_value_parse(refenc_mask_value *v, const char *name, const char *field, refenc_error *err);
 int refenc_family_parse(refenc_family *v, const char *name, const char *field, refenc_error *err);
+int refenc_norm_type_parse(refenc_norm_type *v, const char *name, const char *field, refenc_error *err);
 
 /* Overflow-checked size arithmetic: return 0 and leave *r unspecified on
  * overflow, 1 otherwise. */

@@ -349,7 +349,7 @@ static int unit_layers(refenc_mpe_unit *u, size_t first, size_t last)
     return ok;
 }
 
-/* The final LayerNorm (if any) and "output". */
+/* The final norm (if any) and "output". */
 static int unit_final(refenc_mpe_unit *u)
 {
     const refenc_params *p = u->run->params;
@@ -357,7 +357,8 @@ static int unit_final(refenc_mpe_unit *u)
     if (u->cfg->final_norm) {
         mpfr_ptr g = u->table, b = u->table + u->D; /* the table's first rows: free here */
         refenc_mp_set_d(g, p->norm_weight, u->D);
-        refenc_mp_set_d(b, p->norm_bias, u->D);
+        if (p->norm_bias != NULL) /* RMSNorm has none */
+            refenc_mp_set_d(b, p->norm_bias, u->D);
         refenc_mpe_layernorm(u, MPE_A, MPE_H, g, b, u->eps);
         ok = refenc_mpe_step_buf(u, "norm", MPE_A) && refenc_mpe_step_buf(u, "output", MPE_A);
     } else {

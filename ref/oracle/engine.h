@@ -117,7 +117,8 @@ void refenc_mpe_progress(refenc_mpe_unit *u, const char *step, double work);
 
 /* ---- the blocks (one concept a file) ---------------------------------------------- */
 
-/* dst = LayerNorm(src) row by row, gamma, beta (D) at 53 bits (layer.c) */
+/* dst = the configured norm of src row by row (layer.c): LayerNorm with
+ * gamma, beta (D) at 53 bits, or RMSNorm with gamma as w (beta unread) */
 void refenc_mpe_layernorm(refenc_mpe_unit *u, int dst, int src, mpfr_srcptr gamma, mpfr_srcptr beta,
                           mpfr_srcptr eps);
 

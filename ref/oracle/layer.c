@@ -2,6 +2,8 @@
  * rounded between steps:
  *   Pre-LN:   h = x + MHA(LN1(x));   y = h + FFN(LN2(h))
  *   Post-LN:  h = LN1(x + MHA(x));   y = LN2(h + FFN(h))
+ * LN is the configured norm: LayerNorm, or RMSNorm (rmsnorm.c) under
+ * norm_type "rmsnorm", whose beta is never read (the parameters have none).
  * Both are two residual sublayers, written once (sublayer): the placement
  * only decides whether the LayerNorm comes before the block or after the
  * residual sum.  Trace steps, in forward order:
@@ -12,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* ---- LayerNorm, row by row ------------------------------------------------------------------- */
+/* ---- the configured norm (LayerNorm or RMSNorm), row by row ---------------------------------- */
 
 typedef struct {
     int dst, src;
@@ -23,8 +25,12 @@ static void layernorm_row(refenc_mpe_unit *u, int li, size_t r, refenc_mpe_worke
 {
     const ln_arg *a = arg;
     const size_t D = u->D;
-    refenc_mpk_layernorm_forward(refenc_mpe_buf(u, li, a->dst) + r * D, refenc_mpe_buf(u, li, a->src) + r * D,
-                                 a->gamma, a->beta, 1, D, a->eps, &w->ws[li]);
+    mpfr_ptr y = refenc_mpe_buf(u, li, a->dst) + r * D;
+    mpfr_srcptr x = refenc_mpe_buf(u, li, a->src) + r * D;
+    if (u->cfg->norm_type == REFENC_NORMTYPE_RMSNORM) /* no beta */
+        refenc_mpk_rmsnorm_forward(y, x, a->gamma, 1, D, a->eps, u->cfg->rmsnorm_offset, &w->ws[li]);
+    else
+        refenc_mpk_layernorm_forward(y, x, a->gamma, a->beta, 1, D, a->eps, &w->ws[li]);
 }
 
 void refenc_mpe_layernorm(refenc_mpe_unit *u, int dst, int src, mpfr_srcptr gamma, mpfr_srcptr beta,

@@ -282,6 +282,12 @@ void refenc_mpk_layernorm_forward(mpfr_ptr y, mpfr_srcptr x, mpfr_srcptr gamma,
                                   mpfr_srcptr beta, size_t N, size_t D, mpfr_srcptr eps,
                                   refenc_mp_ws *ws);
 
+/* RMSNorm, no mean, no bias, eps inside the root; scale w_d, or the exact
+ * (1 + w_d) when offset (Gemma).  y may alias x.
+ * ws: n_tmp >= 2, n_ptr >= D.  rmsnorm.h */
+void refenc_mpk_rmsnorm_forward(mpfr_ptr y, mpfr_srcptr x, mpfr_srcptr w, size_t N, size_t D,
+                                mpfr_srcptr eps, int offset, refenc_mp_ws *ws);
+
 /* Softmax over rows with temperature tau (NULL: 1); -inf entries get weight
  * 0; an all -inf row gets all 0.  y may alias s.
  * ws: n_tmp >= 2, n_ptr >= n.  softmax.h */
@@ -390,6 +396,9 @@ int refenc_mp_linear_forward(double *y, const double *x, const double *W, const 
 int refenc_mp_layernorm_forward(double *y, const double *x, const double *gamma,
                                 const double *beta, size_t N, size_t D, double eps,
                                 mpfr_prec_t prec, refenc_mp_report *rep);
+
+int refenc_mp_rmsnorm_forward(double *y, const double *x, const double *w, size_t N, size_t D,
+                              double eps, int offset, mpfr_prec_t prec, refenc_mp_report *rep);
 
 int refenc_mp_softmax_forward(double *y, const double *s, size_t R, size_t n, double tau,
                               mpfr_prec_t prec, refenc_mp_report *rep);

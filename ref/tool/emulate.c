@@ -101,22 +101,22 @@ static void layer(const emu_run *r, double *y, refenc_layer_work *w, const doubl
     const size_t D = cfg->d_model, F = cfg->d_ff, H = cfg->n_heads, BL = B * L;
     const double eps = cfg->layer_norm_eps;
     if (cfg->norm == REFENC_NORM_PRE) {
-        emu_layernorm(e, w->ln, x, lp->norm1_weight, lp->norm1_bias, BL, D, eps);
+        emu_norm(e, w->ln, x, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
         emit_layer(r, i, "norm1", w->ln, 3, B, L, D, 0);
         attention_residual(r, w, w->ln, x, lp, opt, rope, B, L, D, H, i);
-        emu_layernorm(e, w->ln, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps);
+        emu_norm(e, w->ln, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);
         emit_layer(r, i, "norm2", w->ln, 3, B, L, D, 0);
         ffn(r, w->ffn, w->hidden, w->ln, lp, BL, D, F, cfg->activation);
         emit_layer(r, i, "ffn", w->ffn, 3, B, L, D, 0);
         emu_add(e, y, w->resid, w->ffn, BL * D);
     } else {
         attention_residual(r, w, x, x, lp, opt, rope, B, L, D, H, i);
-        emu_layernorm(e, w->ln, w->resid, lp->norm1_weight, lp->norm1_bias, BL, D, eps);
+        emu_norm(e, w->ln, w->resid, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
         emit_layer(r, i, "norm1", w->ln, 3, B, L, D, 0);
         ffn(r, w->ffn, w->hidden, w->ln, lp, BL, D, F, cfg->activation);
         emit_layer(r, i, "ffn", w->ffn, 3, B, L, D, 0);
         emu_add(e, w->resid, w->ln, w->ffn, BL * D);
-        emu_layernorm(e, y, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps);
+        emu_norm(e, y, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);
         emit_layer(r, i, "norm2", y, 3, B, L, D, 0);
     }
     emit_layer(r, i, "output", y, 3, B, L, D, 0);
@@ -165,8 +165,8 @@ static void encoder(const emu_run *r, double *y, refenc_workspace *ws, const dou
         emu_learned_pe(e, h, h, c->positions, p->pos_embedding, B, L, D);
     }
     if (cfg->embedding_norm)
-        emu_layernorm(e, h, h, p->embedding_norm_weight, p->embedding_norm_bias, B * L, D,
-                      cfg->embedding_norm_eps);
+        emu_norm(e, h, h, p->embedding_norm_weight, p->embedding_norm_bias, B * L, D,
+                      cfg->embedding_norm_eps, cfg);
     emit(r, "embed", h, 3, B, L, D, 0);
     const refenc_attn_options opt = attn_options(c, slopes);
     const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions};
@@ -178,7 +178,7 @@ static void encoder(const emu_run *r, double *y, refenc_workspace *ws, const dou
         next = t;
     }
     if (cfg->final_norm) {
-        emu_layernorm(e, y, h, p->norm_weight, p->norm_bias, B * L, D, cfg->layer_norm_eps);
+        emu_norm(e, y, h, p->norm_weight, p->norm_bias, B * L, D, cfg->layer_norm_eps, cfg);
         emit(r, "norm", y, 3, B, L, D, 0);
     } else {
         memcpy(y, h, B * L * D * sizeof(double));
@@ -208,7 +208,7 @@ static void component(const emu_run *r, double *y, double *y2, refenc_workspace 
         emit(r, "output", y, 3, B, L, D, 0);
         break;
     case REFENC_COMP_LAYERNORM:
-        emu_layernorm(e, y, c->x, lp->norm1_weight, lp->norm1_bias, B * L, D, cfg->layer_norm_eps);
+        emu_norm(e, y, c->x, lp->norm1_weight, lp->norm1_bias, B * L, D, cfg->layer_norm_eps, cfg);
         emit(r, "output", y, 3, B, L, D, 0);
         break;
     case REFENC_COMP_SOFTMAX:

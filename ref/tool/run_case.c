@@ -9,7 +9,7 @@
 #include "../alibi.h"
 #include "../encoder.h"
 #include "../ffn.h"
-#include "../layernorm.h"
+#include "../norm.h"
 #include "../mha.h"
 #include "../rope.h"
 #include "../sinusoidal.h"
@@ -106,7 +106,9 @@ static int run_component(double *y, double *y2, refenc_workspace *ws, const refe
         emit(trace, "output", y, 3, B, L, D, 0);
         return REFENC_OK;
     case REFENC_COMP_LAYERNORM:
-        refenc_layernorm_forward(y, c->x, lp->norm1_weight, lp->norm1_bias, B * L, D, cfg->layer_norm_eps);
+        /* the configured norm: LayerNorm, or RMSNorm under norm_type "rmsnorm" */
+        refenc_norm_forward(y, c->x, lp->norm1_weight, lp->norm1_bias, B * L, D, cfg->layer_norm_eps,
+                            cfg);
         emit(trace, "output", y, 3, B, L, D, 0);
         return REFENC_OK;
     case REFENC_COMP_SOFTMAX:

@@ -211,8 +211,8 @@ int refenc_variant_applies(refenc_variant v, const refenc_case *c)
     case REFENC_VAR_LAYERNORM_EPS_X10:
     case REFENC_VAR_LAYERNORM_EPS_DIV10:
         return has_layernorm(c) && cfg->layer_norm_eps > 0;
-    case REFENC_VAR_UNBIASED_VARIANCE:
-        return has_layernorm(c) && cfg->d_model > 1;
+    case REFENC_VAR_UNBIASED_VARIANCE: /* RMSNorm has no variance about the mean */
+        return has_layernorm(c) && cfg->norm_type == REFENC_NORMTYPE_LAYERNORM && cfg->d_model > 1;
     case REFENC_VAR_GELU_TANH_FOR_EXACT:
         return has_activation(c, REFENC_ACT_GELU);
     case REFENC_VAR_GELU_EXACT_FOR_TANH:
