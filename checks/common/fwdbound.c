@@ -269,12 +269,19 @@ static double quick_gelu_rounding(double x, double y)
     return logistic_rounding(x, y, -t, g(3) * fabs(t));
 }
 
+/* |refenc_silu(x) - x / (1 + exp(-x))| for exact x: a = -x exact, ea = 0. */
+static double silu_rounding(double x, double y)
+{
+    return logistic_rounding(x, y, -x, 0.0);
+}
+
 double fb_activation_rounding(refenc_activation act, double x, double y)
 {
     switch (act) {
     case REFENC_ACT_GELU: return gelu_rounding(x, y);
     case REFENC_ACT_GELU_TANH: return gelu_tanh_rounding(x, y);
     case REFENC_ACT_QUICK_GELU: return quick_gelu_rounding(x, y);
+    case REFENC_ACT_SILU: return silu_rounding(x, y);
     case REFENC_ACT_RELU: break;
     }
     return 0.0; /* ReLU is exact */

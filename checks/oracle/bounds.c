@@ -264,6 +264,19 @@ void bnd_activation(double *E_y, const double *x, const double *E_x, const doubl
             lip = LIP_QUICK_GELU;
             break;
         }
+        case REFENC_ACT_SILU: {
+            /* quick GELU's bound with t = x exact (dt = 0); the same derivative
+             * range, so the same Lipschitz constant (bounds.h). */
+            const double E = exp(-xi), den = 1 + E;
+            if (isinf(E)) {
+                r = 0x1p-1000; /* x < -709: y^ = -0, |y| <= 709 e^-709 */
+            } else {
+                const double rel = (E * (2 * LIBM_ULP_EXP * U) + U * den) / den + U;
+                r = rel * fabs(y[i]);
+            }
+            lip = LIP_QUICK_GELU;
+            break;
+        }
         }
         E_y[i] = r + lip * ex;
     }

@@ -34,7 +34,8 @@
  * GELU' = Phi + x phi peaks at x = sqrt 2: 1.12886; GELU-tanh' <= 1 + 0.39;
  * quick GELU (x sigma(1.702 x))' = s + u s (1 - s), s = sigma(u), u = 1.702 x,
  * whatever the factor the SiLU's derivative, which peaks at 1.099839 and
- * bottoms at -0.099839 (u = +-2.3994). */
+ * bottoms at -0.099839 (u = +-2.3994); SiLU (x sigma(x)) is that function of
+ * u = x, so LIP_QUICK_GELU bounds it too. */
 #define LIP_RELU 1.0
 #define LIP_GELU 1.1289
 #define LIP_GELU_TANH 1.4

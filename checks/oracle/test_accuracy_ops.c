@@ -207,6 +207,13 @@ Test(accuracy_activation, quick_gelu)
     activation_case(&a, REFENC_ACT_QUICK_GELU, "activation quick_gelu");
 }
 
+Test(accuracy_activation, silu)
+{
+    acc_stats a;
+    acc_init(&a);
+    activation_case(&a, REFENC_ACT_SILU, "activation silu");
+}
+
 /* ---- positional encodings, embedding ---- */
 static const int64_t POS[] = {0, 1, 2, 3, 5, 17, 31, 100, 1000, 4097, 8190, 8191};
 #define NPOS (sizeof POS / sizeof POS[0])
@@ -488,7 +495,7 @@ Test(accuracy_ffn, each_activation)
     acc_init(&a);
     gsl_rng *r = test_rng(112);
     const size_t N = 5, D = 12, F = 20;
-    for (int act = 0; act <= REFENC_ACT_QUICK_GELU; act++) {
+    for (int act = 0; act <= REFENC_ACT_SILU; act++) {
         double *x = acc_randn(N * D, 0, 1, r), *W1 = acc_randn(F * D, 0, 1 / sqrt(12.0), r);
         double *b1 = acc_randn(F, 0, 0.1, r), *W2 = acc_randn(D * F, 0, 1 / sqrt(20.0), r);
         double *b2 = acc_randn(D, 0, 0.1, r);

@@ -139,7 +139,7 @@ static int validate_choices(const refenc_config *c, refenc_error *err)
 {
     if ((unsigned)c->norm > REFENC_NORM_POST)
         return refenc_error_set(err, REFENC_EINVAL, "config: norm is not 'pre' or 'post'");
-    if ((unsigned)c->activation > REFENC_ACT_QUICK_GELU)
+    if ((unsigned)c->activation > REFENC_ACT_SILU)
         return refenc_error_set(err, REFENC_EINVAL, "config: activation is not a known activation");
     if ((unsigned)c->positional > REFENC_POS_ALIBI)
         return refenc_error_set(err, REFENC_EINVAL, "config: positional is not a known scheme");
@@ -292,7 +292,7 @@ int refenc_config_validate_shape(const refenc_config *c, size_t B, size_t L, ref
 /* ---- names ---------------------------------------------------------------- */
 
 static const char *const norm_names[] = {"pre", "post"};
-static const char *const act_names[] = {"relu", "gelu", "gelu_tanh", "quick_gelu"};
+static const char *const act_names[] = {"relu", "gelu", "gelu_tanh", "quick_gelu", "silu"};
 static const char *const pos_names[] = {"none", "sinusoidal", "learned", "rope", "alibi"};
 static const char *const layout_names[] = {"half", "interleaved"};
 static const char *const posids_names[] = {"index", "roberta"};

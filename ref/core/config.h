@@ -20,7 +20,8 @@ typedef enum {
     REFENC_ACT_RELU = 0,
     REFENC_ACT_GELU = 1,      /* exact: x * Phi(x)                              */
     REFENC_ACT_GELU_TANH = 2, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-    REFENC_ACT_QUICK_GELU = 3 /* x sigmoid(1.702 x) (CLIP's quick_gelu)             */
+    REFENC_ACT_QUICK_GELU = 3, /* x sigmoid(1.702 x) (CLIP's quick_gelu)            */
+    REFENC_ACT_SILU = 4        /* x sigmoid(x) (SiLU, swish; SwiGLU's gate)           */
 } refenc_activation;
 
 typedef enum {
@@ -152,7 +153,7 @@ size_t refenc_config_workspace_count(const refenc_config *cfg, size_t B, size_t 
 /* Names as they appear in JSON configs and golden metadata. */
 const char *refenc_norm_name(refenc_norm_placement v);          /* "pre", "post"               */
 const char *refenc_activation_name(refenc_activation v);        /* "relu", "gelu", "gelu_tanh",
-                                                                   "quick_gelu"                */
+                                                                   "quick_gelu", "silu"        */
 const char *refenc_positional_name(refenc_positional v);        /* "none", "sinusoidal", ...   */
 const char *refenc_rope_layout_name(refenc_rope_layout v);      /* "half", "interleaved"       */
 const char *refenc_position_ids_name(refenc_position_ids v);    /* "index", "roberta"          */

@@ -239,6 +239,12 @@ static double quick_gelu(const refenc_emulation *e, double x)
     return emu_v(e, x / emu_m(e, 1.0 + emu_m(e, f_exp(e, -t))));
 }
 
+/* SiLU, x / (1 + exp(-x)): ref/activation.c's operations, each step rounded. */
+static double silu(const refenc_emulation *e, double x)
+{
+    return emu_v(e, x / emu_m(e, 1.0 + emu_m(e, f_exp(e, -x))));
+}
+
 void emu_activation(const refenc_emulation *e, double *y, const double *x, size_t n, refenc_activation act)
 {
     for (size_t i = 0; i < n; i++) {
@@ -247,6 +253,7 @@ void emu_activation(const refenc_emulation *e, double *y, const double *x, size_
         case REFENC_ACT_GELU: y[i] = gelu(e, x[i]); break;
         case REFENC_ACT_GELU_TANH: y[i] = gelu_tanh(e, x[i]); break;
         case REFENC_ACT_QUICK_GELU: y[i] = quick_gelu(e, x[i]); break;
+        case REFENC_ACT_SILU: y[i] = silu(e, x[i]); break;
         }
     }
 }
