@@ -58,7 +58,7 @@ int refenc_workspace_alloc(refenc_workspace *ws, const refenc_config *cfg, size_
         cur += BLD;
     }
     ws->layer.hidden = cur;
-    cur += BLF;
+    cur += cfg->ffn_type == REFENC_FFN_GLU ? 2 * BLF : BLF; /* the gated FFN's h and b */
     ws->layer.mha.weights = cur;
     cur += BHLL;
     ws->alibi_slopes = cur;
@@ -359,6 +359,9 @@ static int check_backward(const refenc_params *grad, const refenc_grad_workspace
                                 "input: shape (%zu, %zu) with %zu layers but the gradient "
                                 "workspace is for (%zu, %zu) with %zu", in->B, in->L,
                                 cfg->n_layers, g->B, g->L, g->n_layers);
+    if (cfg->ffn_type == REFENC_FFN_GLU)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: ffn_type 'glu' has no backward yet (the gated FFN is forward only)");
     if (grad->n_layers != cfg->n_layers || grad->n_values != refenc_config_param_count(cfg))
         return refenc_error_set(err, REFENC_EINVAL,
                                 "gradients: allocated for another config (%zu values, want %zu)",

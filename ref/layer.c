@@ -1,7 +1,8 @@
 /* One encoder layer in double (layer.h):
  *   Pre-LN:   h = x + MHA(LN1(x));   y = h + FFN(LN2(h))
  *   Post-LN:  h = LN1(x + MHA(x));   y = LN2(h + FFN(h))
- * LN is the configured norm (norm.h): LayerNorm or RMSNorm.
+ * LN is the configured norm (norm.h): LayerNorm or RMSNorm; FFN the configured
+ * block (glu.h): the MLP or the gated FFN.
  * Backward (below), the residuals adding their two paths' gradients:
  *   Pre-LN:   dh = dy + LN2^T FFN^T dy;   dx = dh + LN1^T MHA^T dh
  *   Post-LN:  dr2 = LN2^T dy;  dh = dr2 + FFN^T dr2;  dr1 = LN1^T dh;  dx = dr1 + MHA^T dr1 */
@@ -10,6 +11,7 @@
 #include <stdio.h>
 
 #include "ffn.h"
+#include "glu.h"
 #include "norm.h"
 
 /* Emits "layers.{index}.{step}" with shape (B, L, width) or (B, H, L, L). */
@@ -35,7 +37,7 @@ void refenc_layer_forward(double *y, refenc_layer_work *w, const double *x,
                           const refenc_attn_options *opt, const refenc_rope_options *rope,
                           size_t B, size_t L, size_t index, const refenc_trace *trace)
 {
-    const size_t D = cfg->d_model, F = cfg->d_ff, H = cfg->n_heads, BL = B * L;
+    const size_t D = cfg->d_model, H = cfg->n_heads, BL = B * L;
     const double eps = cfg->layer_norm_eps;
     const size_t bld[3] = {B, L, D}, bhll[4] = {B, H, L, L};
 
@@ -52,8 +54,8 @@ void refenc_layer_forward(double *y, refenc_layer_work *w, const double *x,
         /* y = h + FFN(LN2(h)) */
         refenc_norm_forward(w->ln, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);
         emit(trace, index, "norm2", w->ln, 3, bld);
-        refenc_ffn_forward(w->ffn, w->hidden, w->ln, lp->linear1_weight, lp->linear1_bias,
-                           lp->linear2_weight, lp->linear2_bias, BL, D, F, cfg->activation);
+        refenc_ffn_block_forward(w->ffn, w->hidden, w->ln, lp->linear1_weight, lp->linear1_bias,
+                                 lp->linear2_weight, lp->linear2_bias, BL, cfg);
         emit(trace, index, "ffn", w->ffn, 3, bld);
         add(y, w->resid, w->ffn, BL * D);
     } else {
@@ -67,8 +69,8 @@ void refenc_layer_forward(double *y, refenc_layer_work *w, const double *x,
         emit(trace, index, "norm1", w->ln, 3, bld);
 
         /* y = LN2(h + FFN(h)) */
-        refenc_ffn_forward(w->ffn, w->hidden, w->ln, lp->linear1_weight, lp->linear1_bias,
-                           lp->linear2_weight, lp->linear2_bias, BL, D, F, cfg->activation);
+        refenc_ffn_block_forward(w->ffn, w->hidden, w->ln, lp->linear1_weight, lp->linear1_bias,
+                                 lp->linear2_weight, lp->linear2_bias, BL, cfg);
         emit(trace, index, "ffn", w->ffn, 3, bld);
         add(w->resid, w->ln, w->ffn, BL * D);
         refenc_norm_forward(y, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);

@@ -14,7 +14,7 @@ typedef struct {
     double *attn;      /* (B, L, D)  attention block output                 */
     double *resid;     /* (B, L, D)  residual stream inside the layer       */
     double *ffn;       /* (B, L, D)  FFN output                             */
-    double *hidden;    /* (B, L, F)  FFN hidden activations                 */
+    double *hidden;    /* (B, L, F)  FFN hidden activations; (B, L, 2F) gated */
     refenc_mha_work mha;
 } refenc_layer_work;
 

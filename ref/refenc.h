@@ -42,6 +42,7 @@ extern "C" {
 #include "embedding.h"
 #include "encoder.h"
 #include "ffn.h"
+#include "glu.h"
 #include "layer.h"
 #include "layernorm.h"
 #include "learned_pe.h"

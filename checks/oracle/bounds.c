@@ -514,6 +514,52 @@ void bnd_ffn(double *E_y, double *E_hidden, double *y, double *hidden, const dou
     free(E_pre);
 }
 
+/* Gated FFN (glu.h): a = x Wg^T + bg and b = x Wu^T + bu with bnd_linear's
+ * bounds, act(a) with bnd_activation's (the input error E_a through the
+ * Lipschitz constant), the product h^ = fl(act^ b^):
+ *   |h^ - h| <= |b^| E_act + |act^| E_b + E_act E_b + u |h^|,
+ * then linear2 with bnd_linear on h^ and E_h.  hidden (N, F) receives h^. */
+void bnd_glu(double *E_y, double *y, double *hidden, const double *x, const double *E_x,
+             const double *Wg, const double *bg, const double *Wu, const double *bu,
+             const double *W2, const double *b2, size_t N, size_t D, size_t F,
+             refenc_activation act)
+{
+    const size_t n = N * F;
+    double *a = dalloc(n), *Ea = dalloc(n), *b = dalloc(n), *Eb = dalloc(n);
+    double *g = dalloc(n), *Eg = dalloc(n), *Eh = dalloc(n);
+    refenc_linear_forward(a, x, Wg, bg, N, D, F);
+    bnd_linear(Ea, x, E_x, Wg, bg, a, N, D, F);
+    refenc_activation_forward(g, a, n, act);
+    bnd_activation(Eg, a, Ea, g, n, act);
+    refenc_linear_forward(b, x, Wu, bu, N, D, F);
+    bnd_linear(Eb, x, E_x, Wu, bu, b, N, D, F);
+    for (size_t i = 0; i < n; i++) {
+        hidden[i] = g[i] * b[i];
+        Eh[i] = fabs(b[i]) * Eg[i] + fabs(g[i]) * Eb[i] + Eg[i] * Eb[i] + U * fabs(hidden[i]);
+    }
+    refenc_linear_forward(y, hidden, W2, b2, N, F, D);
+    bnd_linear(E_y, hidden, Eh, W2, b2, y, N, F, D);
+    free(a), free(Ea), free(b), free(Eb), free(g), free(Eg), free(Eh);
+}
+
+/* The configured FFN's bound (ffn_type): bnd_ffn or bnd_glu on linear1's
+ * halves.  hidden: (N, F). */
+static void bnd_ffn_block(double *E_y, double *E_hidden, double *y, double *hidden, const double *x,
+                          const double *E_x, const refenc_layer_params *lp, size_t N,
+                          const refenc_config *cfg)
+{
+    const size_t D = cfg->d_model, F = cfg->d_ff;
+    if (cfg->ffn_type != REFENC_FFN_GLU) {
+        bnd_ffn(E_y, E_hidden, y, hidden, x, E_x, lp->linear1_weight, lp->linear1_bias,
+                lp->linear2_weight, lp->linear2_bias, N, D, F, cfg->activation);
+        return;
+    }
+    const double *Wg, *bg, *Wu, *bu;
+    refenc_glu_halves(&Wg, &bg, &Wu, &bu, lp->linear1_weight, lp->linear1_bias, D, F, cfg->glu_gate);
+    bnd_glu(E_y, y, hidden, x, E_x, Wg, bg, Wu, bu, lp->linear2_weight, lp->linear2_bias, N, D, F,
+            cfg->activation);
+}
+
 /* ---- layers and stacks ---------------------------------------------------- */
 static void record(bnd_steps *st, const char *name, const double *ref, const double *E, size_t n)
 {
@@ -660,8 +706,7 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
             refenc_norm_forward(ln, resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);
             st->applicable &= bnd_norm(Eln, resid, Eres, lp->norm2_weight, lp->norm2_bias, ln, BL, D, eps, cfg);
             REC("norm2", ln, Eln, BLD);
-            bnd_ffn(Effn, Ehid, ffn, hid, ln, Eln, lp->linear1_weight, lp->linear1_bias,
-                    lp->linear2_weight, lp->linear2_bias, BL, D, F, cfg->activation);
+            bnd_ffn_block(Effn, Ehid, ffn, hid, ln, Eln, lp, BL, cfg);
             REC("ffn", ffn, Effn, BLD);
             add_bounded(out, Eout, resid, Eres, ffn, Effn, BLD);
         } else {
@@ -674,8 +719,7 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
             refenc_norm_forward(ln, resid, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
             st->applicable &= bnd_norm(Eln, resid, Eres, lp->norm1_weight, lp->norm1_bias, ln, BL, D, eps, cfg);
             REC("norm1", ln, Eln, BLD);
-            bnd_ffn(Effn, Ehid, ffn, hid, ln, Eln, lp->linear1_weight, lp->linear1_bias,
-                    lp->linear2_weight, lp->linear2_bias, BL, D, F, cfg->activation);
+            bnd_ffn_block(Effn, Ehid, ffn, hid, ln, Eln, lp, BL, cfg);
             REC("ffn", ffn, Effn, BLD);
             add_bounded(resid, Eres, ln, Eln, ffn, Effn, BLD);
             refenc_norm_forward(out, resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);

@@ -109,6 +109,13 @@ void bnd_ffn(double *E_y, double *E_hidden, double *y, double *hidden, const dou
              const double *E_x, const double *W1, const double *b1, const double *W2,
              const double *b2, size_t N, size_t D, size_t F, refenc_activation act);
 
+/* The gated FFN (glu.h): y and hidden (h = act(a) * b, N x F) recomputed, E_y
+ * its bound (bounds.c). */
+void bnd_glu(double *E_y, double *y, double *hidden, const double *x, const double *E_x,
+             const double *Wg, const double *bg, const double *Wu, const double *bu,
+             const double *W2, const double *b2, size_t N, size_t D, size_t F,
+             refenc_activation act);
+
 /* One traced step of a layer or stack: the reference's values and bounds. */
 typedef struct {
     char name[64];

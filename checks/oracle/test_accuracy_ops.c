@@ -67,6 +67,32 @@ Test(accuracy_layernorm, random_rows)
     acc_finish(&a, "layernorm (random rows)");
 }
 
+/* the bias-free LayerNorm (beta NULL, ModernBERT's norm_bias=False): the same
+ * bound (bnd_layernorm reads no beta), and bit for bit the LayerNorm with
+ * beta = 0 wherever that is not -0 + 0 */
+Test(accuracy_layernorm, bias_free_rows)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(105);
+    const size_t N = 4, Ds[] = {1, 7, 64};
+    for (size_t c = 0; c < 3; c++) {
+        const size_t D = Ds[c];
+        double *x = acc_randn(N * D, 0.3, 1.7, r), *g = acc_randn(D, 1, 0.1, r), *z = acc_zeros(D);
+        double *y = acc_zeros(N * D), *yo = acc_zeros(N * D), *E = acc_zeros(N * D), *y0 = acc_zeros(N * D);
+        refenc_layernorm_forward(y, x, g, NULL, N, D, 1e-5);
+        MP_OK(refenc_mp_layernorm_forward(yo, x, g, NULL, N, D, 1e-5, P0, REP));
+        cr_assert(bnd_layernorm(E, x, NULL, g, NULL, y, N, D, 1e-5), "bound not applicable");
+        acc_check(&a, "y", y, yo, E, N * D);
+        refenc_layernorm_forward(y0, x, g, z, N, D, 1e-5);
+        for (size_t i = 0; i < N * D; i++)
+            cr_expect(y[i] == y0[i], "D %zu, y[%zu]: bias-free %.17g, beta = 0 %.17g", D, i, y[i], y0[i]);
+        free(x), free(g), free(z), free(y), free(yo), free(E), free(y0);
+    }
+    gsl_rng_free(r);
+    acc_finish(&a, "layernorm (bias-free)");
+}
+
 Test(accuracy_layernorm, large_mean_small_variance_rows)
 {
     acc_stats a;
@@ -515,3 +541,38 @@ Test(accuracy_ffn, each_activation)
     gsl_rng_free(r);
     acc_finish(&a, "ffn");
 }
+
+/* ---- gated FFN ---- */
+/* GeGLU (exact and tanh), SwiGLU, ReGLU; the gate first ([gate | up]) and
+ * second ([up | gate]); against the oracle within bnd_glu. */
+Test(accuracy_glu, each_activation_both_gates)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(113);
+    const size_t N = 5, D = 12, F = 20;
+    const refenc_activation acts[] = {REFENC_ACT_GELU, REFENC_ACT_GELU_TANH, REFENC_ACT_SILU,
+                                      REFENC_ACT_RELU};
+    for (size_t k = 0; k < 4; k++)
+        for (int gate = 0; gate < 2; gate++) {
+            double *x = acc_randn(N * D, 0, 1, r), *W1 = acc_randn(2 * F * D, 0, 1 / sqrt(12.0), r);
+            double *b1 = acc_randn(2 * F, 0, 0.1, r), *W2 = acc_randn(D * F, 0, 1 / sqrt(20.0), r);
+            double *b2 = acc_randn(D, 0, 0.1, r);
+            double *y = acc_zeros(N * D), *yo = acc_zeros(N * D), *E = acc_zeros(N * D);
+            double *h = acc_zeros(2 * N * F), *ho = acc_zeros(N * F), *hb = acc_zeros(N * F);
+            double *yb = acc_zeros(N * D);
+            const double *Wg, *bg, *Wu, *bu;
+            refenc_glu_halves(&Wg, &bg, &Wu, &bu, W1, b1, D, F, (refenc_glu_gate)gate);
+            refenc_glu_forward(y, h, h + N * F, x, Wg, bg, Wu, bu, W2, b2, N, D, F, acts[k]);
+            MP_OK(refenc_mp_glu_forward(yo, ho, x, W1, b1, W2, b2, N, D, F, acts[k],
+                                        (refenc_glu_gate)gate, P0, REP));
+            bnd_glu(E, yb, hb, x, NULL, Wg, bg, Wu, bu, W2, b2, N, D, F, acts[k]);
+            cr_assert(memcmp(y, yb, N * D * sizeof(double)) == 0, "the bound followed another computation");
+            acc_check(&a, "y", y, yo, E, N * D);
+            free(x), free(W1), free(b1), free(W2), free(b2), free(y), free(yo), free(E), free(h),
+                free(ho), free(hb), free(yb);
+        }
+    gsl_rng_free(r);
+    acc_finish(&a, "gated ffn");
+}
+

@@ -63,6 +63,20 @@ typedef enum {
     REFENC_NORMTYPE_RMSNORM = 1    /* x / sqrt(mean(x^2) + eps) * w, or * (1 + w)      */
 } refenc_norm_type;
 
+/* The feed-forward block (glu.h): act(x W1^T + b1) W2^T + b2, or gated. */
+typedef enum {
+    REFENC_FFN_MLP = 0, /* act(x W1^T + b1) W2^T + b2                           */
+    REFENC_FFN_GLU = 1  /* (act(x Wg^T + bg) * (x Wu^T + bu)) W2^T + b2: GeGLU with
+                         * gelu / gelu_tanh, SwiGLU with silu; linear1 is (2F, D) */
+} refenc_ffn_type;
+
+/* Which rows of the gated linear1 (2F, D) are the gate, the activated half. */
+typedef enum {
+    REFENC_GLU_GATE_FIRST = 0, /* [gate | up]: ModernBERT's Wi, Jina's gated_layers,
+                                * Llama's gate_proj stacked over up_proj      */
+    REFENC_GLU_GATE_SECOND = 1 /* [up | gate]: GTE's up_gate_proj               */
+} refenc_glu_gate;
+
 /* A named preset (docs/families.md): the conventions of a model family, each
  * still overridable key by key.  Set by refenc_config_family (family.h). */
 typedef enum {
@@ -103,6 +117,11 @@ typedef struct {
     /* the normalisation (rmsnorm.h) */
     refenc_norm_type norm_type; /* every norm of the stack; default LayerNorm      */
     int rmsnorm_offset;         /* 1: RMSNorm scales by (1 + w) (Gemma); needs RMSNorm */
+    int norm_bias;              /* 0: LayerNorm without beta (ModernBERT); default 1;
+                                 * RMSNorm never has one                             */
+    /* the feed-forward block (glu.h) */
+    refenc_ffn_type ffn_type;   /* default MLP                                        */
+    refenc_glu_gate glu_gate;   /* with GLU: which half of linear1 is activated       */
 } refenc_config;
 
 /* Documented limits.  A config or input beyond them is refused with
@@ -161,6 +180,8 @@ const char *refenc_mask_value_name(refenc_mask_value v);        /* "-inf", "finf
 const char *refenc_family_name(refenc_family v);                /* "vaswani", "bert", ...,
                                                                    "clip-text"                 */
 const char *refenc_norm_type_name(refenc_norm_type v);          /* "layernorm", "rmsnorm"      */
+const char *refenc_ffn_type_name(refenc_ffn_type v);            /* "mlp", "glu"                */
+const char *refenc_glu_gate_name(refenc_glu_gate v);            /* "first", "second"           */
 
 /* Parse a name; return REFENC_EINVAL, naming `field` and listing the valid
  * names, when the name is unknown. */
@@ -172,6 +193,14 @@ int refenc_position_ids_parse(refenc_position_ids *v, const char *name, const ch
 int refenc_mask_value_parse(refenc_mask_value *v, const char *name, const char *field, refenc_error *err);
 int refenc_family_parse(refenc_family *v, const char *name, const char *field, refenc_error *err);
 int refenc_norm_type_parse(refenc_norm_type *v, const char *name, const char *field, refenc_error *err);
+int refenc_ffn_type_parse(refenc_ffn_type *v, const char *name, const char *field, refenc_error *err);
+int refenc_glu_gate_parse(refenc_glu_gate *v, const char *name, const char *field, refenc_error *err);
+
+/* Whether the norms have a bias (beta): LayerNorm with norm_bias. */
+int refenc_config_norm_has_bias(const refenc_config *cfg);
+
+/* Rows of linear1: F, or 2F for a gated FFN (gate and up stacked). */
+size_t refenc_config_ffn_rows(const refenc_config *cfg);
 
 /* Overflow-checked size arithmetic: return 0 and leave *r unspecified on
  * overflow, 1 otherwise. */

@@ -32,15 +32,15 @@ static double *add_layer_tensor(refenc_params *p, double **cursor, size_t layer,
  * only under LayerNorm. */
 static void add_layer(refenc_params *p, double **cur, size_t i, const refenc_config *cfg)
 {
-    const size_t D = cfg->d_model, F = cfg->d_ff;
-    const int bias = cfg->norm_type == REFENC_NORMTYPE_LAYERNORM;
+    const size_t D = cfg->d_model, F = cfg->d_ff, F1 = refenc_config_ffn_rows(cfg);
+    const int bias = refenc_config_norm_has_bias(cfg);
     refenc_layer_params *lp = &p->layers[i];
     lp->in_proj_weight = add_layer_tensor(p, cur, i, "self_attn.in_proj_weight", 3 * D, D);
     lp->in_proj_bias = add_layer_tensor(p, cur, i, "self_attn.in_proj_bias", 3 * D, 0);
     lp->out_proj_weight = add_layer_tensor(p, cur, i, "self_attn.out_proj.weight", D, D);
     lp->out_proj_bias = add_layer_tensor(p, cur, i, "self_attn.out_proj.bias", D, 0);
-    lp->linear1_weight = add_layer_tensor(p, cur, i, "linear1.weight", F, D);
-    lp->linear1_bias = add_layer_tensor(p, cur, i, "linear1.bias", F, 0);
+    lp->linear1_weight = add_layer_tensor(p, cur, i, "linear1.weight", F1, D); /* GLU: gate and up */
+    lp->linear1_bias = add_layer_tensor(p, cur, i, "linear1.bias", F1, 0);
     lp->linear2_weight = add_layer_tensor(p, cur, i, "linear2.weight", D, F);
     lp->linear2_bias = add_layer_tensor(p, cur, i, "linear2.bias", D, 0);
     lp->norm1_weight = add_layer_tensor(p, cur, i, "norm1.weight", D, 0);
@@ -61,7 +61,7 @@ int refenc_params_alloc(refenc_params *p, const refenc_config *cfg, refenc_error
     const size_t D = cfg->d_model, N = cfg->n_layers;
     const size_t n_values = refenc_config_param_count(cfg); /* > 0: validated */
     const size_t max_tensors = 12 * N + 7;
-    const int bias = cfg->norm_type == REFENC_NORMTYPE_LAYERNORM; /* RMSNorm has no beta */
+    const int bias = refenc_config_norm_has_bias(cfg); /* RMSNorm has no beta; nor LayerNorm without norm_bias */
 
     p->block = calloc(n_values, sizeof(double));
     p->layers = calloc(N, sizeof *p->layers);

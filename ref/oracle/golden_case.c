@@ -86,7 +86,7 @@ static int in_place_eval(component_state *s, const refenc_mp_sink *sink, refenc_
     case REFENC_COMP_LAYERNORM: {
         const int rms = cfg->norm_type == REFENC_NORMTYPE_RMSNORM; /* the configured norm */
         mpfr_ptr g = refenc_mp_arena_from_d(&s->ar, lp->norm1_weight, D, 53);
-        mpfr_ptr b = rms ? NULL : refenc_mp_arena_from_d(&s->ar, lp->norm1_bias, D, 53);
+        mpfr_ptr b = rms || lp->norm1_bias == NULL ? NULL : refenc_mp_arena_from_d(&s->ar, lp->norm1_bias, D, 53);
         if (s->ar.failed)
             return refenc_mp_enomem(err, c->name, s->prec);
         if (rms)

@@ -78,7 +78,8 @@ static int span_init(refenc_mp_wspan *s, const double *W, const double *b, size_
     return refenc_mp_wspan_fix(s, W, out, in) == REFENC_OK;
 }
 
-int refenc_mpe_layer_init(refenc_mpe_layer *lm, const refenc_layer_params *lp, size_t D, size_t F)
+int refenc_mpe_layer_init(refenc_mpe_layer *lm, const refenc_layer_params *lp, size_t D, size_t F,
+                          size_t F1)
 {
     const double *ln[4] = {lp->norm1_weight, lp->norm1_bias, lp->norm2_weight, lp->norm2_bias};
     memset(lm, 0, sizeof *lm);
@@ -90,7 +91,7 @@ int refenc_mpe_layer_init(refenc_mpe_layer *lm, const refenc_layer_params *lp, s
             refenc_mp_set_d(lm->ln + k * D, ln[k], D);
     ok = ok && span_init(&lm->in_span, lp->in_proj_weight, lp->in_proj_bias, 3 * D, D);
     ok = ok && span_init(&lm->out_span, lp->out_proj_weight, lp->out_proj_bias, D, D);
-    ok = ok && span_init(&lm->l1_span, lp->linear1_weight, lp->linear1_bias, F, D);
+    ok = ok && span_init(&lm->l1_span, lp->linear1_weight, lp->linear1_bias, F1, D); /* F1 = F, gated 2F */
     ok = ok && span_init(&lm->l2_span, lp->linear2_weight, lp->linear2_bias, D, F);
     if (!ok)
         refenc_mpe_layer_free(lm, D);
@@ -159,8 +160,9 @@ int refenc_mpe_layer_run(refenc_mpe_unit *u, const refenc_mpe_layer *lm, size_t 
     char name[64];
     u->lm = lm;
     u->layer = i;
-    if (!sublayer(u, i, attention_block, "norm1", lm->ln, lm->ln + D) ||
-        !sublayer(u, i, ffn_block, "norm2", lm->ln + 2 * D, lm->ln + 3 * D))
+    const int bias = lm->lp->norm1_bias != NULL; /* none: RMSNorm, or a bias-free LayerNorm */
+    if (!sublayer(u, i, attention_block, "norm1", lm->ln, bias ? lm->ln + D : NULL) ||
+        !sublayer(u, i, ffn_block, "norm2", lm->ln + 2 * D, bias ? lm->ln + 3 * D : NULL))
         return 0;
     snprintf(name, sizeof name, "layers.%zu.output", i);
     if (!refenc_mpe_step_buf(u, name, MPE_H))

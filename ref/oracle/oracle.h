@@ -461,6 +461,14 @@ int refenc_mp_ffn_forward(double *y, double *hidden, const double *x,
                           size_t N, size_t D, size_t F, refenc_activation act,
                           mpfr_prec_t prec, refenc_mp_report *rep);
 
+/* The gated FFN (glu.h) on a fused linear1 W1 (2F, D), b1 (2F), the gate the
+ * rows glu_gate names; hidden (N, F) = act(a) * b, may be NULL. */
+int refenc_mp_glu_forward(double *y, double *hidden, const double *x,
+                          const double *W1, const double *b1,
+                          const double *W2, const double *b2,
+                          size_t N, size_t D, size_t F, refenc_activation act,
+                          refenc_glu_gate gate, mpfr_prec_t prec, refenc_mp_report *rep);
+
 /* The whole encoder (encoder.h), on the same config, parameters and input
  * as refenc_encoder_forward; every trace step of the reference ("embed",
  * "layers.{i}.norm1", ..., "norm", "output") goes to trace, each value the

@@ -113,7 +113,8 @@ void emu_layernorm(const refenc_emulation *e, double *y, const double *x, const 
         /* the normalisation: elementwise steps, then the output */
         for (size_t d = 0; d < D; d++) {
             const double z = emu_m(e, emu_m(e, x_n[d] - mu) / sd);
-            y_n[d] = emu_v(e, emu_m(e, z * gamma[d]) + beta[d]);
+            const double t = emu_m(e, z * gamma[d]);
+            y_n[d] = emu_v(e, beta != NULL ? t + beta[d] : t); /* beta NULL: bias-free */
         }
     }
 }
