@@ -478,8 +478,8 @@ void bnd_mha(double *E_y, double *E_w, bnd_mha_run *r, const double *x, const do
     double *Evh = E + 5 * BLD, *Eqr = E + 6 * BLD, *Ekr = E + 7 * BLD, *Ectxh = E + 8 * BLD;
     double *Ectx = E + 9 * BLD;
     bnd_linear(Eq, x, E_x, ipw, ipb, r->w.q, BL, D, D);
-    bnd_linear(Ek, x, E_x, ipw + D * D, ipb + D, r->w.k, BL, D, D);
-    bnd_linear(Ev, x, E_x, ipw + 2 * D * D, ipb + 2 * D, r->w.v, BL, D, D);
+    bnd_linear(Ek, x, E_x, ipw + D * D, ipb != NULL ? ipb + D : NULL, r->w.k, BL, D, D);
+    bnd_linear(Ev, x, E_x, ipw + 2 * D * D, ipb != NULL ? ipb + 2 * D : NULL, r->w.v, BL, D, D);
     refenc_heads_split(Eqh, Eq, B, L, H, Dh);
     refenc_heads_split(Ekh, Ek, B, L, H, Dh);
     refenc_heads_split(Evh, Ev, B, L, H, Dh);

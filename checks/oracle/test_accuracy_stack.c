@@ -24,7 +24,7 @@ typedef struct {
     refenc_norm_type norm_type; /* every norm: LayerNorm (0) or RMSNorm */
     int rmsnorm_offset;         /* RMSNorm's (1 + w) */
     int glu;                    /* 0: the MLP; 1: gated, gate first; 2: gate second */
-    int no_norm_bias;           /* 1: LayerNorm without beta */
+    int no_bias;                /* 1: LayerNorms without beta and bias-free linears */
 } stack_case;
 
 static const stack_case CASES[16] = {
@@ -43,7 +43,7 @@ static const stack_case CASES[16] = {
     {"rmsnorm alibi post relu tokens", REFENC_POS_ALIBI, 0, 1e4, REFENC_NORM_POST, REFENC_ACT_RELU, 0, 0, 1, 0, 13, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_RMSNORM, 0, 0, 0},
     {"swiglu (gate first) rmsnorm rope pre", REFENC_POS_ROPE, REFENC_ROPE_HALF, 1e4, REFENC_NORM_PRE, REFENC_ACT_SILU, 1, 0, 1, 0, 0, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_RMSNORM, 0, 1, 0},
     {"geglu (gate second) post alibi", REFENC_POS_ALIBI, 0, 1e4, REFENC_NORM_POST, REFENC_ACT_GELU, 0, 0, 1, 0, 0, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_LAYERNORM, 0, 2, 0},
-    {"geglu (gate first) bias-free layernorm rope pre tokens", REFENC_POS_ROPE, REFENC_ROPE_HALF, 1.6e5, REFENC_NORM_PRE, REFENC_ACT_GELU, 1, 0, 1, 0, 13, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_LAYERNORM, 0, 1, 1},
+    {"geglu (gate first) bias-free layernorm and linears rope pre tokens", REFENC_POS_ROPE, REFENC_ROPE_HALF, 1.6e5, REFENC_NORM_PRE, REFENC_ACT_GELU, 1, 0, 1, 0, 13, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_LAYERNORM, 0, 1, 1},
 };
 
 typedef struct {
@@ -133,7 +133,7 @@ static void run_case(const stack_case *c)
     cfg.norm_type = c->norm_type, cfg.rmsnorm_offset = c->rmsnorm_offset;
     if (c->glu)
         cfg.ffn_type = REFENC_FFN_GLU, cfg.glu_gate = c->glu == 1 ? REFENC_GLU_GATE_FIRST : REFENC_GLU_GATE_SECOND;
-    cfg.norm_bias = !c->no_norm_bias;
+    cfg.norm_bias = cfg.linear_bias = !c->no_bias;
     refenc_params p;
     refenc_error err;
     cr_assert_eq(refenc_params_alloc(&p, &cfg, &err), REFENC_OK, "%s", err.message);
@@ -178,7 +178,7 @@ Test(accuracy_stack, rmsnorm_offset_rope_half_pre_gelu_tanh_padding) { run_case(
 Test(accuracy_stack, rmsnorm_alibi_post_relu_tokens_padding) { run_case(&CASES[12]); }
 Test(accuracy_stack, swiglu_gate_first_rmsnorm_rope_pre_padding) { run_case(&CASES[13]); }
 Test(accuracy_stack, geglu_gate_second_post_alibi_padding) { run_case(&CASES[14]); }
-Test(accuracy_stack, geglu_gate_first_bias_free_layernorm_rope_tokens) { run_case(&CASES[15]); }
+Test(accuracy_stack, geglu_gate_first_bias_free_norms_and_linears_rope_tokens) { run_case(&CASES[15]); }
 
 /* The families (family.h): each preset at small sizes (D 12, H 3, F 20,
  * N 2, V 13, P 16), on token inputs with token types where the family has

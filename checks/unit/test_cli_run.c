@@ -74,6 +74,7 @@ static const struct {
     {"ffn_type_unknown_name.json", "model.ffn_type: unknown name 'swiglu' (expected one of 'mlp', 'glu')"},
     {"glu_gate_unknown_name.json", "model.glu_gate: unknown name 'last' (expected one of 'first', 'second')"},
     {"glu_gate_without_glu.json", "model.glu_gate: needs ffn_type 'glu' (the MLP has no gate)"},
+    {"linear_bias_integer.json", "model.linear_bias: expected true or false"},
     {"norm_bias_with_rmsnorm.json", "model.norm_bias: RMSNorm has no bias (norm_type 'rmsnorm')"},
     {"rmsnorm_offset_without_rmsnorm.json",
      "model: rmsnorm_offset (the (1 + w) scale) needs norm_type 'rmsnorm', but norm_type is 'layernorm'"},

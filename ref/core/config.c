@@ -32,6 +32,7 @@ void refenc_config_default(refenc_config *cfg)
     cfg->norm_type = REFENC_NORMTYPE_LAYERNORM;
     cfg->rmsnorm_offset = 0;
     cfg->norm_bias = 1;
+    cfg->linear_bias = 1;
     cfg->ffn_type = REFENC_FFN_MLP;
     cfg->glu_gate = REFENC_GLU_GATE_FIRST;
 }
@@ -74,17 +75,18 @@ size_t refenc_config_param_count(const refenc_config *c)
 {
     const size_t D = c->d_model, F = c->d_ff, F1 = refenc_config_ffn_rows(c);
     const size_t norm = refenc_config_norm_has_bias(c) ? 2 : 1; /* weight (and bias) */
+    const size_t lb = c->linear_bias ? 1 : 0;                    /* the linears' biases */
     size_t layer = 0, total = 0;
     int ok = 1;
 
     mul_add(&layer, 3 * D, D, &ok);              /* self_attn.in_proj_weight (3D, D); 3D <= 3 * 2^20 */
-    mul_add(&layer, 3, D, &ok);                  /* self_attn.in_proj_bias   (3D)     */
+    mul_add(&layer, 3 * lb, D, &ok);             /* self_attn.in_proj_bias   (3D)     */
     mul_add(&layer, D, D, &ok);                  /* self_attn.out_proj.weight (D, D)  */
-    mul_add(&layer, 1, D, &ok);                  /* self_attn.out_proj.bias (D)       */
+    mul_add(&layer, lb, D, &ok);                 /* self_attn.out_proj.bias (D)       */
     mul_add(&layer, F1, D, &ok);                 /* linear1.weight (F or 2F, D)       */
-    mul_add(&layer, 1, F1, &ok);                 /* linear1.bias (F or 2F)            */
+    mul_add(&layer, lb, F1, &ok);                /* linear1.bias (F or 2F)            */
     mul_add(&layer, D, F, &ok);                  /* linear2.weight (D, F)             */
-    mul_add(&layer, 1, D, &ok);                  /* linear2.bias (D)                  */
+    mul_add(&layer, lb, D, &ok);                 /* linear2.bias (D)                  */
     mul_add(&layer, 2 * norm, D, &ok);           /* norm1, norm2 weight (and bias) (D) */
     mul_add(&total, c->n_layers, layer, &ok);
     if (c->vocab_size > 0)
@@ -178,6 +180,8 @@ static int validate_choices(const refenc_config *c, refenc_error *err)
         return refenc_error_set(err, REFENC_EINVAL, "config: glu_gate is not 'first' or 'second'");
     if ((unsigned)c->norm_type > REFENC_NORMTYPE_RMSNORM)
         return refenc_error_set(err, REFENC_EINVAL, "config: norm_type is not 'layernorm' or 'rmsnorm'");
+    if (c->linear_bias != 0 && c->linear_bias != 1)
+        return refenc_error_set(err, REFENC_EINVAL, "config: linear_bias must be true or false");
     if (c->norm_bias != 0 && c->norm_bias != 1)
         return refenc_error_set(err, REFENC_EINVAL, "config: norm_bias must be true or false");
     if (c->rmsnorm_offset != 0 && c->rmsnorm_offset != 1)

@@ -117,6 +117,8 @@ typedef struct {
     /* the normalisation (rmsnorm.h) */
     refenc_norm_type norm_type; /* every norm of the stack; default LayerNorm      */
     int rmsnorm_offset;         /* 1: RMSNorm scales by (1 + w) (Gemma); needs RMSNorm */
+    int linear_bias;            /* 0: every linear map bias-free (in_proj, out_proj,
+                                 * linear1, linear2: ModernBERT, Llama); default 1  */
     int norm_bias;              /* 0: LayerNorm without beta (ModernBERT); default 1;
                                  * RMSNorm never has one                             */
     /* the feed-forward block (glu.h) */

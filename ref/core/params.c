@@ -36,13 +36,17 @@ static void add_layer(refenc_params *p, double **cur, size_t i, const refenc_con
     const int bias = refenc_config_norm_has_bias(cfg);
     refenc_layer_params *lp = &p->layers[i];
     lp->in_proj_weight = add_layer_tensor(p, cur, i, "self_attn.in_proj_weight", 3 * D, D);
-    lp->in_proj_bias = add_layer_tensor(p, cur, i, "self_attn.in_proj_bias", 3 * D, 0);
+    if (cfg->linear_bias)
+        lp->in_proj_bias = add_layer_tensor(p, cur, i, "self_attn.in_proj_bias", 3 * D, 0);
     lp->out_proj_weight = add_layer_tensor(p, cur, i, "self_attn.out_proj.weight", D, D);
-    lp->out_proj_bias = add_layer_tensor(p, cur, i, "self_attn.out_proj.bias", D, 0);
+    if (cfg->linear_bias)
+        lp->out_proj_bias = add_layer_tensor(p, cur, i, "self_attn.out_proj.bias", D, 0);
     lp->linear1_weight = add_layer_tensor(p, cur, i, "linear1.weight", F1, D); /* GLU: gate and up */
-    lp->linear1_bias = add_layer_tensor(p, cur, i, "linear1.bias", F1, 0);
+    if (cfg->linear_bias)
+        lp->linear1_bias = add_layer_tensor(p, cur, i, "linear1.bias", F1, 0);
     lp->linear2_weight = add_layer_tensor(p, cur, i, "linear2.weight", D, F);
-    lp->linear2_bias = add_layer_tensor(p, cur, i, "linear2.bias", D, 0);
+    if (cfg->linear_bias)
+        lp->linear2_bias = add_layer_tensor(p, cur, i, "linear2.bias", D, 0);
     lp->norm1_weight = add_layer_tensor(p, cur, i, "norm1.weight", D, 0);
     if (bias)
         lp->norm1_bias = add_layer_tensor(p, cur, i, "norm1.bias", D, 0);

@@ -89,7 +89,8 @@ static const char *const model_keys[] = {
     "d_model", "n_heads", "d_ff", "n_layers", "norm", "activation", "layer_norm_eps",
     "final_norm", "positional", "rope_layout", "rope_base", "max_len", "temperature",
     "causal", "vocab_size", "padding_idx", "family", "scale_embedding", "type_vocab_size",
-    "embedding_norm", "embedding_norm_eps", "position_ids", "mask_value", "norm_type", "rmsnorm_offset", "ffn_type", "glu_gate", "norm_bias", NULL};
+    "embedding_norm", "embedding_norm_eps", "position_ids", "mask_value", "norm_type", "rmsnorm_offset", "ffn_type", "glu_gate", "norm_bias", "linear_bias",
+    NULL};
 
 /* The enum-valued member `key` through its parser, if present. */
 #define GET_ENUM(parse, dst, key)                                                   \
@@ -171,7 +172,8 @@ int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *whe
         (st = get_bool(&c->scale_embedding, obj, "scale_embedding", where, err)) ||
         (st = get_bool(&c->embedding_norm, obj, "embedding_norm", where, err)) ||
         (st = get_bool(&c->rmsnorm_offset, obj, "rmsnorm_offset", where, err)) ||
-        (st = get_bool(&c->norm_bias, obj, "norm_bias", where, err)))
+        (st = get_bool(&c->norm_bias, obj, "norm_bias", where, err)) ||
+        (st = get_bool(&c->linear_bias, obj, "linear_bias", where, err)))
         return st;
 
     GET_ENUM(refenc_norm_parse, &c->norm, "norm");
@@ -239,6 +241,8 @@ json_t *refenc_config_to_json(const refenc_config *c)
         bad |= json_object_set_new(j, "norm_type", json_string(refenc_norm_type_name(c->norm_type)));
     if (c->rmsnorm_offset != d.rmsnorm_offset)
         bad |= json_object_set_new(j, "rmsnorm_offset", json_boolean(c->rmsnorm_offset));
+    if (c->linear_bias != d.linear_bias)
+        bad |= json_object_set_new(j, "linear_bias", json_boolean(c->linear_bias));
     if (c->norm_type == REFENC_NORMTYPE_LAYERNORM && c->norm_bias != d.norm_bias)
         bad |= json_object_set_new(j, "norm_bias", json_boolean(c->norm_bias));
     if (c->ffn_type != d.ffn_type)

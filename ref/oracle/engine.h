@@ -115,6 +115,9 @@ int refenc_mpe_value(refenc_mpe_unit *u, refenc_mpe_worker *w, mpfr_srcptr const
 /* Progress: step finished, `work` more multiply-adds done. */
 void refenc_mpe_progress(refenc_mpe_unit *u, const char *step, double work);
 
+/* b + o, or NULL for a bias-free linear (b NULL): the dot products' extra term */
+#define REFENC_MP_BIAS_AT(b, o) ((b) != NULL ? (b) + (o) : NULL)
+
 /* ---- the blocks (one concept a file) ---------------------------------------------- */
 
 /* dst = the configured norm of src row by row (layer.c): LayerNorm with

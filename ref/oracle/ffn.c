@@ -22,7 +22,7 @@ static void ffn_row(refenc_mpe_unit *u, int li, size_t r, refenc_mpe_worker *w, 
     const size_t g = glu && u->cfg->glu_gate == REFENC_GLU_GATE_SECOND ? F : 0; /* the gate's rows */
     refenc_mp_row_load(ws, x_r, D);
     for (size_t f = 0; f < F; f++) /* x[r,:] . W1[g+f,:] + b1[g+f]: the gate (all of W1 unless gated) */
-        refenc_mp_dot_row_d(hid + f, x_r, lp->linear1_weight + (g + f) * D, lp->linear1_bias + g + f,
+        refenc_mp_dot_row_d(hid + f, x_r, lp->linear1_weight + (g + f) * D, REFENC_MP_BIAS_AT(lp->linear1_bias, g + f),
                             g + f, &u->lm->l1_span, ws);
     refenc_mpk_activation_forward(hid, hid, F, u->cfg->activation, ws);
     if (glu) { /* h = act(a) * b, b = x . W1[up rows] + b1[up rows], in the worker's second half */
@@ -30,14 +30,14 @@ static void ffn_row(refenc_mpe_unit *u, int li, size_t r, refenc_mpe_worker *w, 
         mpfr_ptr b = w->hidden[li] + F;
         refenc_mp_row_load(ws, x_r, D); /* again: nothing between may have kept it */
         for (size_t f = 0; f < F; f++) {
-            refenc_mp_dot_row_d(b, x_r, lp->linear1_weight + (up + f) * D, lp->linear1_bias + up + f,
+            refenc_mp_dot_row_d(b, x_r, lp->linear1_weight + (up + f) * D, REFENC_MP_BIAS_AT(lp->linear1_bias, up + f),
                                 up + f, &u->lm->l1_span, ws);
             mpfr_mul(hid + f, hid + f, b, MPFR_RNDN);
         }
     }
     refenc_mp_row_load(ws, hid, F);
     for (size_t o = 0; o < D; o++) /* act[r,:] . W2[o,:] + b2[o] */
-        refenc_mp_dot_row_d(u->lanes[li].t + r * D + o, hid, lp->linear2_weight + o * F, lp->linear2_bias + o,
+        refenc_mp_dot_row_d(u->lanes[li].t + r * D + o, hid, lp->linear2_weight + o * F, REFENC_MP_BIAS_AT(lp->linear2_bias, o),
                             o, &u->lm->l2_span, ws);
 }
 

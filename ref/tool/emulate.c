@@ -48,8 +48,9 @@ static void mha(const emu_run *r, double *y, refenc_mha_work *w, const double *x
     const refenc_emulation *e = r->e;
     const size_t Dh = D / H, BL = B * L;
     emu_linear(e, w->q, x, lp->in_proj_weight, lp->in_proj_bias, BL, D, D);
-    emu_linear(e, w->k, x, lp->in_proj_weight + D * D, lp->in_proj_bias + D, BL, D, D);
-    emu_linear(e, w->v, x, lp->in_proj_weight + 2 * D * D, lp->in_proj_bias + 2 * D, BL, D, D);
+    const double *b = lp->in_proj_bias; /* NULL: bias-free (linear_bias false) */
+    emu_linear(e, w->k, x, lp->in_proj_weight + D * D, b != NULL ? b + D : NULL, BL, D, D);
+    emu_linear(e, w->v, x, lp->in_proj_weight + 2 * D * D, b != NULL ? b + 2 * D : NULL, BL, D, D);
     refenc_heads_split(w->qh, w->q, B, L, H, Dh);
     refenc_heads_split(w->kh, w->k, B, L, H, Dh);
     refenc_heads_split(w->vh, w->v, B, L, H, Dh);
