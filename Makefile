@@ -95,10 +95,12 @@ help:
 	@echo "make fuzz       the libFuzzer targets, FUZZ_SECONDS (default 60) each"
 	@echo "make check-determinism     gcc and clang, -O0 and -O2: bit-identical outputs on every golden case"
 	@echo "                (the five targets above: docs/hardening.md)"
+	@echo "make redteam    every command and option against tables of hostile inputs (scripts/redteam/)"
 	@echo "make certify-ort           certify ONNX Runtime (float32, optimisation off and on), outcomes pinned"
 	@echo "make check-python          the Python module's tests and the pytest example's pinned outcomes"
 	@echo "make check-report          the HTML report of a planted bug, rendered by headless chromium"
 	@echo "make check-ci-recipe       the CI recipe of docs/ci.md, run as written"
+	@echo "make check-quickstart      every block of docs/quickstart.md, run as written"
 	@echo "make check-slurm           a one-node Slurm cluster runs the job array of docs/certify.md: merged = unsharded"
 	@echo "make check-parallel        GNU parallel runs the recipe of docs/certify.md over 4 shards: merged = unsharded"
 

@@ -28,7 +28,7 @@ golden=$(pkg-config --variable=goldendir refenc)
 mkdir "$work/user" && cp docs/examples/peer.c "$work/user/"
 cd "$work/user"
 # shellcheck disable=SC2046
-cc -std=c11 -Wall -Wextra -Werror -O2 peer.c $(pkg-config --cflags --libs refenc) -o peer
+cc -std=c11 -Wall -Wextra -Werror -O2 peer.c $(pkg-config --cflags --libs refenc) -lm -o peer
 # shellcheck disable=SC2046
 cc -std=c11 -Wall -Wextra -Werror -O2 -static peer.c $(pkg-config --static --cflags --libs refenc) -o peer-static
 # the umbrella from C++: every public header compiles there too

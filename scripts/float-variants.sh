@@ -18,15 +18,18 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$tmp"
 jobs=$(nproc 2>/dev/null || echo 2)
 
-# name | file | exact text | replacement
+# name | file[@function] | exact text | replacement
+# With @function the text must occur exactly once in that function's body
+# (from its definition to the next "}" in column 0): the forward kernels share
+# lines with their _backward, and only the forward is under test here.
 variants='layernorm_sd|ref/layernorm.c|const double sd = sqrt(var + eps);|const double sd = (double)(float)sqrt(var + eps);
-layernorm_mean|ref/layernorm.c|const double mu = sum / (double)D;|const double mu = (double)(float)(sum / (double)D);
+layernorm_mean|ref/layernorm.c@refenc_layernorm_forward|const double mu = sum / (double)D;|const double mu = (double)(float)(sum / (double)D);
 softmax_exp|ref/softmax.c|y_r[i] = exp(s_r[i] / tau - m);|y_r[i] = (double)(float)exp(s_r[i] / tau - m);
 attention_scores|ref/attention.c|s_i[j] = s;|s_i[j] = (double)(float)s;
 ffn_activation|ref/ffn.c|refenc_activation_forward(hidden, hidden, N * F, act);|refenc_activation_forward(hidden, hidden, N * F, act); for (size_t i_ = 0; i_ < N * F; i_++) hidden[i_] = (double)(float)hidden[i_];
 gelu_output|ref/activation.c|return x * (0.5 * erfc(-x * M_SQRT1_2));|return (double)(float)(x * (0.5 * erfc(-x * M_SQRT1_2)));
 pe_angle|ref/sinusoidal.c|return (double)pos * refenc_sinusoidal_frequency(i, D);|return (double)(float)((double)pos * refenc_sinusoidal_frequency(i, D));
-rope_angle|ref/rope.c|const double angle = (double)pos[l] * refenc_rope_frequency(j, Dh, base);|const double angle = (double)(float)((double)pos[l] * refenc_rope_frequency(j, Dh, base));
+rope_angle|ref/rope.c@refenc_rope_forward|const double angle = (double)pos[l] * refenc_rope_frequency(j, Dh, base);|const double angle = (double)(float)((double)pos[l] * refenc_rope_frequency(j, Dh, base));
 linear_output|ref/linear.c|y_n[o] = b != NULL ? acc + b[o] : acc;|y_n[o] = (double)(float)(b != NULL ? acc + b[o] : acc);
 quick_gelu_output|ref/activation.c|return x / (1.0 + exp(-t));|return (double)(float)(x / (1.0 + exp(-t)));
 embedding_add|ref/embedding.c|y_bl[d] = x_bl[d] + row[d];|y_bl[d] = (double)(float)(x_bl[d] + row[d]);'
@@ -51,17 +54,28 @@ for v in $variants; do
 $v
 EOV
     total=$((total + 1))
+    func=
+    case $file in *@*) func=${file#*@}; file=${file%@*} ;; esac
     cp "$tmp/$file" "$tmp/$file.orig"
-    if ! python3 - "$tmp/$file" "$from" "$to" <<'EOPY'
-import sys
-path, old, new = sys.argv[1:4]
+    if ! python3 - "$tmp/$file" "$from" "$to" "$func" <<'EOPY'
+import re, sys
+path, old, new, func = sys.argv[1:5]
 s = open(path).read()
-if s.count(old) != 1:
+lo, hi = 0, len(s)
+if func:
+    m = re.search(r"^[^\n]*\b" + re.escape(func) + r"\(", s, re.M)
+    if m is None:
+        sys.exit(1)
+    lo = m.start()
+    end = s.find("\n}\n", lo)
+    hi = len(s) if end < 0 else end + 3
+body = s[lo:hi]
+if body.count(old) != 1:
     sys.exit(1)
-open(path, "w").write(s.replace(old, new))
+open(path, "w").write(s[:lo] + body.replace(old, new) + s[hi:])
 EOPY
     then
-        echo "float-variants: $name: the text to patch is not (exactly once) in $file" >&2
+        echo "float-variants: $name: the text to patch is not (exactly once) in $file${func:+ (function $func)}" >&2
         status=1
         continue
     fi

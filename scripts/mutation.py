@@ -11,17 +11,33 @@ UndefinedBehaviorSanitizer, as `make sanitize` runs them; a failure or any
 sanitizer report kills it there (an off-by-one that reads one byte past a
 buffer changes no result, but make sanitize would catch it).  A survivor listed in
 scripts/mutation-equivalent.txt, with the reason it cannot change any
-result, is equivalent (not counted either).  The score of an area is
+result, is equivalent (not counted either); so is a mutant whose object file
+is byte for byte the unmutated one (the compiler emitted the same code: a
+line in a branch of #if that is not compiled on this host, or a change the
+optimiser undoes), found without running a test.  The score of an area is
 killed / (killed + surviving), the surviving equivalents left out; the
 goal is >= 95% in every area.
 
-Areas (what the issue asked for: certify, the case readers, the kernels),
-each with the test suites that speak for it:
+Areas (every area that decides a verdict or a golden), each with the test
+suites that speak for it:
 
-  certify  ref/tool/certify.c, ref/tool/budget.c (the low-precision budgets)
+  certify  ref/tool/certify.c, ref/tool/budget.c (the low-precision and float32
+           budgets), ref/tool/verdict.c (the verdict rules); not yet
+           ref/tool/certificate.c (the certificate, the run's most likely
+           bug): a first sample left 10 of 21 mutants alive, which want
+           tests before it gates (docs/hardening.md)
   readers  ref/io/safetensors.c (reading), ref/io/case_file.c,
            ref/io/manifest.c, ref/io/file_read.c
   kernels  ref/*.c (the double-precision reference)
+  oracle   ref/oracle/dot.c (the exact dot products), engine.c (the one
+           engine) and the blocks it runs: encoder.c, layer.c, mha.c,
+           ffn.c, attention.c, and ziv.c (the precision loop); against the
+           oracle suites, the accuracy suites and the regeneration of the
+           smallest committed goldens byte for byte
+  golden   ref/golden/make.c, parts.c, plan.c, digest.c, validate.c and
+           file.c (the golden maker: units, shards, parts and merge, the
+           plan and its digests, input validation, the files it writes);
+           against the golden_* suites
 
 Operators (on code only: never in comments, strings, character constants or
 preprocessor lines):
@@ -36,9 +52,10 @@ preprocessor lines):
 
 The full list of a run is deterministic; when an area has more mutants than
 its budget, a sample is drawn with a fixed seed (MUTATION_SEED overrides),
-so that `make mutation` stays within about 15 minutes on 2 cores.
+so that `make mutation` stays within about 20 to 25 minutes on 2 quiet cores
+(docs/hardening.md has the measured CPU time per area).
 
-usage: scripts/mutation.py [--areas certify,readers,kernels] [--budget N]
+usage: scripts/mutation.py [--areas certify,readers,kernels,oracle,golden] [--budget N]
                            [--seed S] [--list] [--only ID] [--keep]
 Writes build/mutation/report.txt (the scores and every survivor with its
 diff) and exits 1 if an area scores under the goal.
@@ -48,6 +65,7 @@ import hashlib
 import os
 import random
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -60,10 +78,10 @@ READER_FUNCS = None  # safetensors.c: only the reading half is the readers' area
 
 AREAS = {
     "certify": {
-        "files": ["ref/tool/certify.c", "ref/tool/budget.c"],
+        "files": ["ref/tool/certify.c", "ref/tool/budget.c", "ref/tool/verdict.c"],
         "filter": "@(certify|certify_lowprec|certify_cli|out_of_memory|figures|certificate|api_edges|bad_results|nonfinite|cli_usage|golden_trust|"
-                  "bad_golden|variants|case_outputs)/*",
-        "budget": 100,
+                  "bad_golden|variants|case_outputs|verdict_rules|report)/*",
+        "budget": 120,
     },
     "readers": {
         "files": ["ref/io/safetensors.c", "ref/io/case_file.c", "ref/io/manifest.c", "ref/io/file_read.c"],
@@ -79,6 +97,20 @@ AREAS = {
                   "softmax_temperature|pe_rotation|rope_relative|layernorm_invariance|qk_variance|case_outputs|"
                   "nonfinite|run_inputs|cli_run|grad_*)/*",
         "budget": 90,
+    },
+    "oracle": {
+        # the MPFR engine and the blocks it runs, its dot products and Ziv's loop
+        "files": ["ref/oracle/dot.c", "ref/oracle/engine.c", "ref/oracle/encoder.c", "ref/oracle/layer.c",
+                  "ref/oracle/mha.c", "ref/oracle/ffn.c", "ref/oracle/attention.c", "ref/oracle/ziv.c"],
+        "filter": "@(oracle_*/*|accuracy_*/*|golden/*|out_of_memory/oracle_*)",
+        "budget": 60,
+    },
+    "golden": {
+        # the golden maker: units, parts and merge, digests, input validation, files
+        "files": ["ref/golden/make.c", "ref/golden/parts.c", "ref/golden/plan.c", "ref/golden/digest.c",
+                  "ref/golden/validate.c", "ref/golden/file.c"],
+        "filter": "@(golden*/*|out_of_memory/golden_*)",
+        "budget": 50,
     },
 }
 
@@ -241,13 +273,33 @@ def build(tree, sanitized=False):
     return run(["make", "-s", "-j2"] + extra + ["build/checks/refenc-checks", "build/refenc"], tree, timeout=900)
 
 
+def children_cpu():
+    """User and system seconds of every finished child process so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def object_digest(tree, path):
+    """The sha256 of the object file the build makes of a source file (None
+    if there is none)."""
+    obj = os.path.join(tree, "build", "obj", path[:-2] + ".o")
+    try:
+        return hashlib.sha256(open(obj, "rb").read()).hexdigest()
+    except OSError:
+        return None
+
+
 def test_env(tree, fixture, san_logs=None):
     env = dict(os.environ)
     env.update(REFENC_SOURCE_ROOT=tree, REFENC_CLI=os.path.join(tree, "build/refenc"),
                REFENC_GOLDEN_GEN=os.path.join(tree, "build/refenc-golden"), REFENC_GOLDEN_FIXTURE=fixture)
     if san_logs is not None:
+        # as make sanitize runs them: Criterion's own leaks at a worker's exit
+        # are suppressed (checks/sanitize/lsan.supp), nothing else is
         env.update(ASAN_OPTIONS="detect_leaks=1:exitcode=86:log_path=%s/asan" % san_logs,
-                   UBSAN_OPTIONS="halt_on_error=1:exitcode=87:log_path=%s/ubsan" % san_logs)
+                   UBSAN_OPTIONS="halt_on_error=1:exitcode=87:log_path=%s/ubsan" % san_logs,
+                   LSAN_OPTIONS="suppressions=%s:malloc_context_size=2:print_suppressions=0" % os.path.join(
+                       tree, "checks", "sanitize", "lsan.supp"))
     return env
 
 
@@ -265,6 +317,7 @@ class SanitizedStage:
         self.logs = os.path.join(out_dir, "sanitizer-logs")
         self.fixture = fixture
         self.ready = None
+        self.clean = {}  # filter -> the unmutated sanitized tree passes it, with no report
 
     def kills(self, m, flt, timeout):
         if self.ready is None:
@@ -275,6 +328,18 @@ class SanitizedStage:
             if not self.ready:
                 print(log[-3000:])
         if not self.ready:
+            return False
+        if flt not in self.clean:
+            # a stage whose unmutated tree fails or reports would kill every
+            # mutant it is given: it is not used for these suites then
+            shutil.rmtree(self.logs, ignore_errors=True)
+            os.makedirs(self.logs)
+            rc, log = run_tests(self.tree, self.fixture, flt, 4 * timeout, self.logs)
+            self.clean[flt] = rc == 0 and not os.listdir(self.logs)
+            if not self.clean[flt]:
+                print("mutation: the unmutated sanitized tree fails %s or reports (%s): no second stage for "
+                      "these suites\n%s" % (flt, os.listdir(self.logs), log[-2000:]), flush=True)
+        if not self.clean[flt]:
             return False
         path = os.path.join(self.tree, m["file"])
         original = open(path).read()
@@ -300,11 +365,11 @@ class SanitizedStage:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--areas", default="certify,readers,kernels")
+    ap.add_argument("--areas", default="certify,readers,kernels,oracle,golden")
     ap.add_argument("--budget", type=int, default=None, help="mutants per area (default: each area's)")
     ap.add_argument("--seed", type=int, default=int(os.environ.get("MUTATION_SEED", "20240521")))
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
-    ap.add_argument("--only", default=None, help="run the mutants whose id starts with this")
+    ap.add_argument("--only", default=None, help="run the mutants whose id starts with this (or one of these, comma-separated)")
     ap.add_argument("--keep", action="store_true", help="keep the work tree")
     args = ap.parse_args()
     areas = args.areas.split(",")
@@ -314,7 +379,7 @@ def main():
     for area in areas:
         ms = [m for f in area_files(area) for m in mutants_of(f)]
         if args.only:
-            chosen = [m for m in ms if m["id"].startswith(args.only)]
+            chosen = [m for m in ms if any(m["id"].startswith(o) for o in args.only.split(","))]
         else:
             budget = args.budget or AREAS[area]["budget"]
             rng = random.Random("%d:%s" % (args.seed, area))
@@ -341,6 +406,7 @@ def main():
         print(log[-3000:])
         return 2
 
+    unmutated = {f: object_digest(tree, f) for area in areas for f in area_files(area)}
     report = []
     ok = True
     stage2 = SanitizedStage(out_dir, fixture)
@@ -348,6 +414,7 @@ def main():
         total, chosen = plan[area]
         flt = AREAS[area]["filter"]
         t = time.time()
+        cpu0 = children_cpu()
         rc, log = run_tests(tree, fixture, flt, 1200)
         base = time.time() - t
         if rc != 0:
@@ -356,7 +423,7 @@ def main():
         timeout = 3 * base + 30
         print("mutation: %s: %d mutants, %d sampled; tests take %.1f s unmutated" % (
             area, total, len(chosen), base), flush=True)
-        counts = {"killed": 0, "killed by the sanitizers": 0, "survived": 0, "equivalent": 0, "stillborn": 0}
+        counts = {"killed": 0, "killed by the sanitizers": 0, "survived": 0, "equivalent": 0, "same code": 0, "stillborn": 0}
         survivors = []
         for m in chosen:
             path = os.path.join(tree, m["file"])
@@ -368,6 +435,8 @@ def main():
             rc, log = build(tree)
             if rc != 0:
                 status = "stillborn"
+            elif unmutated[m["file"]] is not None and object_digest(tree, m["file"]) == unmutated[m["file"]]:
+                status = "same code"
             else:
                 rc, log = run_tests(tree, fixture, flt, timeout)
                 status = "killed" if rc != 0 else "survived"
@@ -387,14 +456,20 @@ def main():
         score = 100.0 * killed / counted if counted else 100.0
         ok = ok and score >= GOAL
         line = ("%s: %d mutants (%d sampled): %d killed (%d of them by the sanitizers), %d survived, "
-                "%d equivalent, %d stillborn: %.1f%% of non-equivalent mutants killed (goal %.0f%%)" % (
+                "%d equivalent (%d of them the same code), %d stillborn: %.1f%% of non-equivalent mutants killed "
+                "(goal %.0f%%)" % (
                     area, total, len(chosen), killed, counts["killed by the sanitizers"], counts["survived"],
-                    counts["equivalent"], counts["stillborn"], score, GOAL))
+                    counts["equivalent"] + counts["same code"], counts["same code"], counts["stillborn"], score,
+                    GOAL))
         report.append(line)
         for m in survivors:
             report.append("  survived %s  %s:%d\n    - %s\n    + %s" % (
                 m["id"], m["file"], m["line"], m["old"].strip(), m["new"].strip()))
-        print("mutation: " + line, flush=True)
+        # wall time depends on what else the machine runs; the CPU time of
+        # the builds and tests does not, and bounds the time on a quiet
+        # machine (between CPU / 2 on 2 cores and CPU)
+        print("mutation: %s (%.0f s of wall time, %.0f s of CPU time for %d mutants)" % (
+            line, time.time() - t, children_cpu() - cpu0, len(chosen)), flush=True)
     stage2.close(args.keep)
     elapsed = time.time() - t0
     report.append("seed %d, %.0f s" % (args.seed, elapsed))

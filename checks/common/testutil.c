@@ -1,6 +1,7 @@
 #include "testutil.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -96,4 +97,33 @@ const char *test_worst_describe(const test_worst *w, char *buf, size_t n)
              test_seed(), test_seed(), w->checked, w->where, w->got, w->got, w->want, w->want,
              fabs(w->got - w->want), w->tol, w->worst_ratio);
     return buf;
+}
+
+void test_tmpdir(char *dir, const char *tag)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(dir, PATH_MAX, "%s/refenc-%s-XXXXXX", t != NULL && *t ? t : "/tmp", tag);
+    cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+}
+
+void test_rmdir(const char *dir)
+{
+    char cmd[PATH_MAX + 32];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+const char *test_join(char *buf, const char *dir, const char *name)
+{
+    const int n = snprintf(buf, PATH_MAX, "%s/%s", dir, name);
+    cr_assert(n > 0 && n < PATH_MAX);
+    return buf;
+}
+
+void test_put(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    fputs(text, f);
+    cr_assert_eq(fclose(f), 0);
 }

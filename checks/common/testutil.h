@@ -50,4 +50,12 @@ int test_worst_check(test_worst *w, double got, double want, double tol, const c
  * into buf. */
 const char *test_worst_describe(const test_worst *w, char *buf, size_t n);
 
+/* Files for the file-system suites (PATH_MAX buffers; each fails the test
+ * on error): a fresh directory $TMPDIR/refenc-TAG-XXXXXX, its removal, dir/name,
+ * and a small text file. */
+void test_tmpdir(char *dir, const char *tag);
+void test_rmdir(const char *dir);
+const char *test_join(char *buf, const char *dir, const char *name);
+void test_put(const char *path, const char *text);
+
 #endif

@@ -75,17 +75,34 @@ static unsigned char *tensor_bytes(const char *path, const char *name, size_t *n
     return b;
 }
 
-/* Every out.* tensor of `want` is in `got` with the same bytes.  Returns the
+static int is_output_or_mask(const char *name)
+{
+    return strncmp(name, REFENC_NAME_OUTPUT, strlen(REFENC_NAME_OUTPUT)) == 0 ||
+           strncmp(name, REFENC_NAME_DONTCARE, strlen(REFENC_NAME_DONTCARE)) == 0;
+}
+
+/* Every out.* tensor of `want` and its don't-care mask (dontcare.out.*) is
+ * in `got` with the same bytes, and `got` has no mask `want` has not (a
+ * padded query row is don't-care in every output that has it).  Returns the
  * number compared. */
 static size_t same_outputs(const char *got, const char *want)
 {
     refenc_st_file f;
     refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, got, &err), REFENC_OK, "%s", err.message);
+    for (size_t i = 0; i < f.n_tensors; i++)
+        if (strncmp(f.tensors[i].name, REFENC_NAME_DONTCARE, strlen(REFENC_NAME_DONTCARE)) == 0) {
+            size_t n = 0;
+            unsigned char *b = tensor_bytes(want, f.tensors[i].name, &n);
+            cr_expect_not_null(b, "%s has a mask %s that %s has not", got, f.tensors[i].name, want);
+            free(b);
+        }
+    refenc_st_free(&f);
     cr_assert_eq(refenc_st_read(&f, want, &err), REFENC_OK, "%s", err.message);
     size_t compared = 0;
     for (size_t i = 0; i < f.n_tensors; i++) {
         const refenc_st_tensor *t = &f.tensors[i];
-        if (strncmp(t->name, REFENC_NAME_OUTPUT, strlen(REFENC_NAME_OUTPUT)) != 0)
+        if (!is_output_or_mask(t->name))
             continue;
         size_t n = 0;
         unsigned char *b = tensor_bytes(got, t->name, &n);
@@ -423,6 +440,17 @@ Test(golden_command, shards_merge_into_the_unsharded_file, .timeout = 90)
     snprintf(other, sizeof other, "%s/per_layer.safetensors", dir);
     run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--out-file", other, "--quiet", NULL});
     cr_expect(!rb_same_file(whole, other), "per layer and whole stack gave the same file");
+    /* a case made per layer holds every layer's input, (B, L, D) in F64
+     * (docs/golden-format.md), the first layer's too */
+    for (int l = 0; l < 2; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "in.layers.%d.input", l);
+        size_t nb = 0;
+        unsigned char *b = tensor_bytes(other, name, &nb);
+        cr_expect(b != NULL && nb == 3 * 5 * 16 * sizeof(double), "the per-layer case has no %s of (3, 5, 16)",
+                  name);
+        free(b);
+    }
     rb_tmpdir_remove(dir);
 }
 

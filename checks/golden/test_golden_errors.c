@@ -1148,3 +1148,18 @@ Test(golden_errors, ground_truth_is_never_made_from_bad_input, .timeout = 60)
     remove(out);
     rb_tmpdir_remove(dir);
 }
+
+/* --shard K/N reads K and N as decimal numbers, leading zeros allowed (as
+ * a job array may format its index: 01/12 is shard 1 of 12); a sign, a
+ * space, K 0 or K > N are refused (the negative controls). */
+#include "../../ref/golden/parts.h"
+
+Test(golden_errors, a_shard_spec_is_two_decimal_numbers)
+{
+    size_t k = 0, n = 0;
+    cr_expect(golden_parse_shard("01/12", &k, &n) == 1 && k == 1 && n == 12, "01/12: %zu/%zu", k, n);
+    cr_expect(golden_parse_shard("3/3", &k, &n) == 1 && k == 3 && n == 3, "3/3: %zu/%zu", k, n);
+    const char *bad[] = {"0/2", "00/2", "+1/2", "-1/2", " 1/2", "1/+2", "1/-2", "1/ 2", "3/2", "1/2x", "1", "", "/2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_expect_eq(golden_parse_shard(bad[i], &k, &n), 0, "'%s' accepted", bad[i]);
+}

@@ -379,7 +379,7 @@ Test(golden_files, a_path_over_path_max_is_an_error_not_a_shorter_path, .timeout
     /* 4075 bytes: DIR/manifest.json (4089) fits, DIR/cases/abcdefgh.safetensors
      * (4102) does not; it was cut to .../abcdefgh.safe and reported written */
     deep_dir(deep, 4075, dir);
-    const char *frag102[] = {"a path of 4102 bytes, longer than the limit of 4095", NULL};
+    const char *frag102[] = {"path too long (4102 bytes, longer than the limit of 4095)", NULL};
     rb_result r = rb_run((const char *[]){"refenc", "golden", "--config", cfg, "--name", "abcdefgh", "--out", deep,
                                           "--quiet", NULL});
     rb_expect_error(&r, 2, "golden", "a case path of 4102 bytes", frag102);
@@ -389,7 +389,7 @@ Test(golden_files, a_path_over_path_max_is_an_error_not_a_shorter_path, .timeout
     r = rb_run((const char *[]){"refenc", "golden", "--config", cfg, "--name", "abcdefgh", "--shard", "1/2", "--out",
                                 deep, "--quiet", NULL});
     rb_expect_error(&r, 2, "golden", "a part path of 4114 bytes",
-                    (const char *[]){"a path of 4114 bytes, longer than the limit of 4095", NULL});
+                    (const char *[]){"path too long (4114 bytes, longer than the limit of 4095)", NULL});
     rb_result_free(&r);
     cr_expect_eq(entries(deep), 0, "something was written under the long directory");
     /* golden manifest: CASES_DIR/t.safetensors (4089) fits, a longer case name not */
@@ -401,7 +401,7 @@ Test(golden_files, a_path_over_path_max_is_an_error_not_a_shorter_path, .timeout
     text_file(catl, dir, "catl.json", cat_long);
     r = rb_run((const char *[]){"refenc", "golden", "manifest", catl, deep, out, NULL});
     rb_expect_error(&r, 2, "golden", "a catalogue case path of 4112 bytes",
-                    (const char *[]){"a path of 4112 bytes, longer than the limit of 4095", NULL});
+                    (const char *[]){"path too long (4112 bytes, longer than the limit of 4095)", NULL});
     rb_result_free(&r);
     cr_expect(!rb_exists(out));
     /* control: a short name fits, and is written where it says */

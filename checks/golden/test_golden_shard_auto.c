@@ -72,7 +72,7 @@ static void part(const char *cfg, const char *spec, const char *path)
 Test(golden_shard_auto, array_tasks_write_the_parts_of_their_index, .timeout = 90)
 {
     char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], whole[RB_PATH_MAX + 32], merged[RB_PATH_MAX + 32];
-    char autos[5][RB_PATH_MAX + 32], fixed[RB_PATH_MAX + 32], spec[8];
+    char autos[5][RB_PATH_MAX + 32], fixed[RB_PATH_MAX + 32], spec[16];
     setup_dir(dir, cfg, sizeof cfg);
     for (int k = 1; k <= 4; k++) {
         snprintf(autos[k], sizeof autos[k], "%s/auto%d.safetensors", dir, k);

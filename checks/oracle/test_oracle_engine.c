@@ -45,6 +45,14 @@ static double *find(steps *s, const char *name, size_t numel)
     return s->data[s->n++];
 }
 
+static size_t numel_of(const steps *s, const char *name)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->name[i], name) == 0)
+            return s->numel[i];
+    return 0;
+}
+
 static void from_trace(void *ctx, const char *name, const double *data, size_t ndim, const size_t *shape)
 {
     size_t n = 1;
@@ -422,6 +430,12 @@ Test(oracle_engine, a_run_outside_its_bounds_is_refused)
                   "case %d: the message lacks '%s': %s", k, fragment[k], rep.error.message);
     }
     cr_expect_eq(s.n, 0, "a refused run emitted steps");
+    /* an empty range [1, 1) is inside the bounds: a run of no unit, not an error */
+    refenc_mp_run empty = good;
+    empty.unit_begin = empty.unit_end = 1;
+    refenc_mp_report rep;
+    cr_expect_eq(refenc_mp_encoder_run(&empty, &rep), REFENC_OK, "%s", rep.error.message);
+    cr_expect_eq(s.n, 0, "a run of no unit emitted steps");
     cr_expect_eq(refenc_mp_encoder_run(&good, NULL), REFENC_OK);
     cr_expect_gt(s.n, 0, "the good run emitted nothing");
     steps_free(&s);
@@ -519,7 +533,10 @@ Test(oracle_engine, the_bug_variants_hooks_change_what_they_should, .timeout = 6
         once_steps(&hooked, &m, 128, cases[k].hooks);
         const size_t d = differing_steps(&hooked, &plain);
         double *w0 = find(&plain, "layers.0.self_attn.weights", 0), *w1 = find(&hooked, "layers.0.self_attn.weights", 0);
-        const int weights_differ = memcmp(w0, w1, plain.numel[1] * sizeof(double)) != 0;
+        const size_t nw = numel_of(&plain, "layers.0.self_attn.weights");
+        cr_assert(nw == 2 * cases[k].H * 5 * 5 && numel_of(&hooked, "layers.0.self_attn.weights") == nw,
+                  "case %zu: the attention weights have %zu elements", k, nw);
+        const int weights_differ = memcmp(w0, w1, nw * sizeof(double)) != 0;
         if (cases[k].changes)
             cr_expect(d > 0 && weights_differ == (cases[k].hooks == &pow2), "case %zu: %zu steps differ, weights %s",
                       k, d, weights_differ ? "differ" : "do not");

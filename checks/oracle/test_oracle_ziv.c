@@ -45,6 +45,42 @@ Test(oracle_ziv, a_dot_product_just_above_a_midpoint_escalates)
     cr_assert_eq(rep.evaluations, 2);
 }
 
+Test(oracle_ziv, ffn_hidden_and_output_steps_just_above_a_midpoint_escalate)
+{
+    /* The FFN block, ReLU, D 1, F 3: x = 1 and W1 = (1, 2^-53, 2^-300) give
+     * the hidden row itself; W2 = (1, 1, 1) sums it, 1 + 2^-53 + 2^-300 as
+     * in the dot product above: the output step is not certified at the
+     * first precisions and must be evaluated again, then emitted rounded up. */
+    const double x[1] = {1.0}, W1[3] = {1.0, 0x1p-53, 0x1p-300}, b1[3] = {0, 0, 0}, W2[3] = {1.0, 1.0, 1.0},
+                 b2[1] = {0};
+    double y[1] = {NAN}, hidden[3] = {NAN, NAN, NAN};
+    refenc_mp_report rep;
+    cr_assert_eq(refenc_mp_ffn_forward(y, hidden, x, W1, b1, W2, b2, 1, 1, 3, REFENC_ACT_RELU, P0, &rep), REFENC_OK,
+                 "%s", rep.error.message);
+    cr_expect(hidden[0] == 1.0 && hidden[1] == 0x1p-53 && hidden[2] == 0x1p-300, "hidden %a %a %a", hidden[0],
+              hidden[1], hidden[2]);
+    cr_expect(y[0] == 1.0 + 0x1p-52, "got %a", y[0]);
+    cr_expect_gt(rep.prec, P0, "no escalation: certified at %ld bits", (long)rep.prec);
+    /* negative control: W2 = (1, 1, -1), 2^-300 below the midpoint, rounds down */
+    const double W2m[3] = {1.0, 1.0, -1.0};
+    y[0] = NAN;
+    cr_assert_eq(refenc_mp_ffn_forward(y, hidden, x, W1, b1, W2m, b2, 1, 1, 3, REFENC_ACT_RELU, P0, &rep),
+                 REFENC_OK, "%s", rep.error.message);
+    cr_expect(y[0] == 1.0, "got %a", y[0]);
+    cr_expect_gt(rep.prec, P0);
+    /* the hidden step alone (D 3, F 1): h = (1, 1, 1) . (1, 2^-53, 2^-300) is
+     * not certified at the first precisions while the output, W2 = 0, is b2
+     * exactly: the hidden step must still be evaluated again and emitted */
+    const double x3[3] = {1.0, 0x1p-53, 0x1p-300}, W13[3] = {1.0, 1.0, 1.0}, b13[1] = {0}, W23[3] = {0, 0, 0},
+                 b23[3] = {0.5, 0, -1.0};
+    double y3[3] = {NAN, NAN, NAN}, h3[1] = {NAN};
+    cr_assert_eq(refenc_mp_ffn_forward(y3, h3, x3, W13, b13, W23, b23, 1, 3, 1, REFENC_ACT_RELU, P0, &rep),
+                 REFENC_OK, "%s", rep.error.message);
+    cr_expect(h3[0] == 1.0 + 0x1p-52, "hidden: got %a", h3[0]);
+    cr_expect(y3[0] == 0.5 && y3[1] == 0 && y3[2] == -1.0, "output %a %a %a", y3[0], y3[1], y3[2]);
+    cr_expect_gt(rep.prec, P0, "no escalation: certified at %ld bits", (long)rep.prec);
+}
+
 Test(oracle_ziv, a_layernorm_output_near_a_midpoint_is_not_certified_by_agreement_alone)
 {
     /* Row (-1, 1), eps = 2^-300: n_0 = -1/sqrt(1 + 2^-300) = -(1 - 2^-301 + ...).

@@ -19,6 +19,9 @@
 /* B = 2 items of L = 3 positions; the model has a vocabulary of 10 tokens. */
 #define TOKEN_CONFIG "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1, " \
                      "\"vocab_size\": 10, \"positional\": \"sinusoidal\"}}"
+/* The same with a token-type table of 2 (segment ids 0 and 1). */
+#define TYPED_CONFIG "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1, " \
+                     "\"vocab_size\": 10, \"type_vocab_size\": 2, \"positional\": \"sinusoidal\"}}"
 /* The same without a vocabulary: the input is x (B, L, D = 8). */
 #define X_CONFIG "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1}}"
 
@@ -30,13 +33,15 @@ static const float mask_f32[6] = {0}, attn[9] = {0, -1.5f, 2.25f, 0.5f, 0, 1, -2
 static const float x[48] = {0.25f, -1.5f, 3, 0.125f};
 static const float tokens_f32[6] = {3, 1, 4, 1, 5, 9};
 static const int64_t tokens_out[6] = {3, 1, 4, 1, 5, 10};
+static const int64_t types[6] = {0, 0, 1, 0, 1, 1}, types_out[6] = {0, 0, 1, 0, 2, 1};
+static const float types_f32[6] = {0, 0, 1, 0, 1, 1};
 
 #define TOK(dt, d) {"in.tokens", dt, 2, {2, 3}, d}
 #define MASK(dt, d) {"in.key_padding_mask", dt, 2, {2, 3}, d}
 
 typedef struct {
     const char *what;
-    int x_model; /* the config without a vocabulary */
+    int x_model; /* 1: the config without a vocabulary; 2: the one with token types */
     refenc_st_entry e[4];
     size_t n;
     const char *fragment[3];
@@ -64,6 +69,21 @@ static const bad_inputs bad[] = {
     {"a token outside the vocabulary", 0, {TOK(REFENC_ST_I64, tokens_out)}, 1, {"inputs.safetensors: ", "10", NULL}},
     {"a key padding mask of 2", 0, {TOK(REFENC_ST_I64, tokens), MASK(REFENC_ST_U8, mask_bad)}, 2,
      {"inputs.safetensors: ", "key_padding_mask", NULL}},
+    {"token types for a model without a token-type table", 0,
+     {TOK(REFENC_ST_I64, tokens), {"in.token_type_ids", REFENC_ST_I64, 2, {2, 3}, types}}, 2,
+     {"extra 'in.token_type_ids': the config has type_vocab_size 0", NULL}},
+    {"token types for a model without vocabulary", 1,
+     {{"in.x", REFENC_ST_F32, 3, {2, 3, 8}, x}, {"in.token_type_ids", REFENC_ST_I64, 2, {2, 3}, types}}, 2,
+     {"extra 'in.token_type_ids': the config has vocab_size 0 (the input is in.x)", NULL}},
+    {"token types of another shape", 2,
+     {TOK(REFENC_ST_I64, tokens), {"in.token_type_ids", REFENC_ST_I64, 2, {3, 2}, types}}, 2,
+     {"'in.token_type_ids' has shape (3, 2), expected (2, 3)", NULL}},
+    {"token types in F32", 2,
+     {TOK(REFENC_ST_I64, tokens), {"in.token_type_ids", REFENC_ST_F32, 2, {2, 3}, types_f32}}, 2,
+     {"'in.token_type_ids' has dtype F32, expected I64", NULL}},
+    {"a token type outside the table", 2,
+     {TOK(REFENC_ST_I64, tokens), {"in.token_type_ids", REFENC_ST_I64, 2, {2, 3}, types_out}}, 2,
+     {"inputs.safetensors: ", "in.token_type_ids[1][1] = 2 is outside [0, type_vocab_size = 2)", NULL}},
     {"no in.x for a model without vocabulary", 1, {TOK(REFENC_ST_I64, tokens)}, 1,
      {"missing 'in.x' (B, L, 8) (the config has vocab_size 0: the input is x)", NULL}},
     {"in.x of another width", 1, {{"in.x", REFENC_ST_F32, 3, {2, 3, 5}, x}}, 1,
@@ -73,8 +93,10 @@ static const bad_inputs bad[] = {
 Test(bad_inputs_file, each_fault_is_named_and_nothing_is_written)
 {
     char dir[RB_PATH_MAX], tcfg[RB_PATH_MAX + 32], xcfg[RB_PATH_MAX + 32], in[RB_PATH_MAX + 32];
-    char out[RB_PATH_MAX + 32];
+    char out[RB_PATH_MAX + 32], ycfg[RB_PATH_MAX + 32];
     rb_tmpdir(dir);
+    snprintf(ycfg, sizeof ycfg, "%s/typed.json", dir);
+    rb_write_file(ycfg, TYPED_CONFIG, strlen(TYPED_CONFIG));
     snprintf(tcfg, sizeof tcfg, "%s/tokens.json", dir);
     snprintf(xcfg, sizeof xcfg, "%s/x.json", dir);
     snprintf(in, sizeof in, "%s/inputs.safetensors", dir);
@@ -84,7 +106,7 @@ Test(bad_inputs_file, each_fault_is_named_and_nothing_is_written)
     refenc_error err;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cr_assert_eq(refenc_st_write(in, bad[i].e, bad[i].n, NULL, &err), REFENC_OK, "%s", err.message);
-        const char *cfg = bad[i].x_model ? xcfg : tcfg;
+        const char *cfg = bad[i].x_model == 1 ? xcfg : bad[i].x_model == 2 ? ycfg : tcfg;
         for (int k = 0; k < 2; k++) {
             const char *golden[] = {"refenc", "golden", "--config", cfg, "--inputs", in, "--out-file", out,
                                     "--quiet", NULL};
@@ -126,6 +148,12 @@ Test(bad_inputs_file, each_fault_is_named_and_nothing_is_written)
     cr_assert_eq(refenc_st_write(in, good_x, 1, NULL, &err), REFENC_OK, "%s", err.message);
     r = rb_run((const char *[]){"refenc", "run", "--config", xcfg, "--inputs", in, NULL});
     cr_expect_eq(r.status, 0, "the good x was refused: %s", r.err);
+    rb_result_free(&r);
+    const refenc_st_entry good_types[] = {TOK(REFENC_ST_I64, tokens),
+                                          {"in.token_type_ids", REFENC_ST_I64, 2, {2, 3}, types}};
+    cr_assert_eq(refenc_st_write(in, good_types, 2, NULL, &err), REFENC_OK, "%s", err.message);
+    r = rb_run((const char *[]){"refenc", "run", "--config", ycfg, "--inputs", in, NULL});
+    cr_expect_eq(r.status, 0, "the good token types were refused by run: %s", r.err);
     rb_result_free(&r);
     rb_tmpdir_remove(dir);
 }
@@ -286,5 +314,66 @@ Test(bad_inputs_file, roberta_takes_an_inputs_file_and_derives_its_positions)
                         (const char *[]){"inputs.safetensors: ", "in.positions is given", NULL});
         rb_result_free(&r);
     }
+    rb_tmpdir_remove(dir);
+}
+
+/* A BERT-family model takes its segment ids from an inputs file: the case
+ * made by `refenc golden --inputs` from the seeded case's own in.tokens and
+ * in.token_type_ids has the same in.token_type_ids and out.output, bit for
+ * bit, as the seeded case (the parameters are the seed's in both).  The
+ * control: the same tokens without the types (every position type 0) give
+ * another out.output, so the types were read, not defaulted. */
+#define BERT "{\"model\": {\"family\": \"bert\", \"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, " \
+             "\"n_layers\": 1, \"vocab_size\": 10, \"max_len\": 8, \"type_vocab_size\": 2}, " \
+             "\"input\": {\"batch\": 2, \"seq_len\": 4}}"
+
+Test(bad_inputs_file, bert_takes_its_token_types_from_an_inputs_file)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], in[RB_PATH_MAX + 32], seeded[RB_PATH_MAX + 32];
+    char from_file[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(cfg, sizeof cfg, "%s/bert.json", dir);
+    snprintf(in, sizeof in, "%s/inputs.safetensors", dir);
+    snprintf(seeded, sizeof seeded, "%s/seeded.safetensors", dir);
+    snprintf(from_file, sizeof from_file, "%s/from_file.safetensors", dir);
+    rb_write_file(cfg, BERT, strlen(BERT));
+    rb_result r = rb_run((const char *[]){"refenc", "golden", "--config", cfg, "--outputs", "final", "--out-file",
+                                          seeded, "--quiet", NULL});
+    cr_assert_eq(r.status, 0, "the seeded case: %s", r.err);
+    rb_result_free(&r);
+    int64_t tok[8], typ[8], typ1[8];
+    read_tensor(seeded, "in.tokens", tok, 1);
+    read_tensor(seeded, "in.token_type_ids", typ, 1);
+    int mixed = 0;
+    for (size_t i = 0; i < 8; i++)
+        mixed |= typ[i] != 0;
+    cr_assert(mixed, "the seeded case's token types are all 0: the check below could not fail");
+    const refenc_st_entry e[] = {{"in.tokens", REFENC_ST_I64, 2, {2, 4}, tok},
+                                 {"in.token_type_ids", REFENC_ST_I64, 2, {2, 4}, typ}};
+    refenc_error err;
+    cr_assert_eq(refenc_st_write(in, e, 2, NULL, &err), REFENC_OK, "%s", err.message);
+
+    r = rb_run((const char *[]){"refenc", "run", "--config", cfg, "--inputs", in, NULL});
+    cr_expect_eq(r.status, 0, "run --inputs: exit %d: %s", r.status, r.err);
+    rb_result_free(&r);
+    r = rb_run((const char *[]){"refenc", "golden", "--config", cfg, "--inputs", in, "--outputs", "final",
+                                "--out-file", from_file, "--quiet", NULL});
+    cr_assert_eq(r.status, 0, "golden --inputs: exit %d: %s", r.status, r.err);
+    rb_result_free(&r);
+    double y0[64], y1[64];
+    read_tensor(from_file, "in.token_type_ids", typ1, 1);
+    cr_expect(memcmp(typ, typ1, sizeof typ) == 0, "the case does not store the given token types");
+    read_tensor(seeded, "out.output", y0, 0);
+    read_tensor(from_file, "out.output", y1, 0);
+    cr_expect(memcmp(y0, y1, sizeof y0) == 0, "the same tokens and types from a file give another out.output");
+
+    /* control: without the types, every position is type 0 and out.output differs */
+    cr_assert_eq(refenc_st_write(in, e, 1, NULL, &err), REFENC_OK, "%s", err.message);
+    r = rb_run((const char *[]){"refenc", "golden", "--config", cfg, "--inputs", in, "--outputs", "final",
+                                "--out-file", from_file, "--quiet", NULL});
+    cr_assert_eq(r.status, 0, "golden --inputs without types: exit %d: %s", r.status, r.err);
+    rb_result_free(&r);
+    read_tensor(from_file, "out.output", y1, 0);
+    cr_expect(memcmp(y0, y1, sizeof y0) != 0, "token types 0 give the seeded case's out.output");
     rb_tmpdir_remove(dir);
 }

@@ -13,7 +13,9 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 
+#include "../../ref/tool/certificate.h"
 #include "../../ref/tool/certify.h"
+#include "../../ref/tool/variants.h"
 #include "robust.h"
 
 #define CASE "encoder_pre_rope" /* 15 outputs, don't-care masks, 4-d attention weights */
@@ -155,4 +157,33 @@ Test(certificate, every_figure_and_the_worst_index_as_certify_computed_them)
     refenc_st_free(&g);
     refenc_st_free(&res);
     rb_tmpdir_remove(dir);
+}
+
+/* The certificate lists every variant a case matches (its candidates), the
+ * first of the variant table included: a case report with candidates
+ * {0, last} gives both names, in the table's order, under a diagnosis and
+ * without one.  (Mutants: the loop started at 1, or never run.) */
+Test(certificate, a_diagnosis_lists_every_candidate_variant)
+{
+    refenc_case_report rep;
+    memset(&rep, 0, sizeof rep);
+    snprintf(rep.name, sizeof rep.name, "x");
+    rep.verdict = REFENC_VERDICT_FAIL;
+    rep.first_divergence = -1;
+    rep.variants_checked = REFENC_VAR_COUNT;
+    const int last = REFENC_VAR_COUNT - 1;
+    rep.candidates = 1UL | (1UL << last);
+    const char *first_name = refenc_variant_get((refenc_variant)0)->name;
+    const char *last_name = refenc_variant_get((refenc_variant)last)->name;
+    for (int named = 0; named < 2; named++) {
+        snprintf(rep.diagnosis, sizeof rep.diagnosis, "%s", named ? first_name : "");
+        json_t *c = refenc_certificate_case(&rep);
+        cr_assert_not_null(c);
+        const json_t *cand = json_object_get(json_object_get(c, "diagnosis"), "candidates");
+        cr_assert(json_is_array(cand), "named %d: no candidates array", named);
+        cr_expect_eq(json_array_size(cand), 2, "named %d: %zu candidates", named, json_array_size(cand));
+        cr_expect_str_eq(json_string_value(json_array_get(cand, 0)), first_name);
+        cr_expect_str_eq(json_string_value(json_array_get(cand, 1)), last_name);
+        json_decref(c);
+    }
 }

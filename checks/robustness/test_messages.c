@@ -19,6 +19,7 @@
 #include "../../ref/io/config_json.h"
 #include "../../ref/io/safetensors.h"
 #include "../../ref/core/status.h"
+#include "../../ref/core/text.h"
 #include "robust.h"
 
 /* 1 if s is valid UTF-8 without control characters. */
@@ -90,6 +91,34 @@ Test(messages, a_message_cut_to_the_limit_ends_on_a_character_boundary)
                   e.message + (n >= 4 ? n - 4 : 0));
     }
     free(long_name);
+}
+
+/* A path of 4 KiB in a message would push its reason out of the buffer: a
+ * long message keeps its head and its tail (the reason), with the count of
+ * bytes left out between them.  Cutting at the end alone (the negative
+ * control: the old behaviour) loses "File name too long". */
+Test(messages, a_long_message_keeps_its_reason)
+{
+    const size_t n = 5000;
+    char *path = malloc(n + 1);
+    cr_assert_not_null(path);
+    memset(path, 'd', n);
+    memcpy(path, "/start", 6);
+    path[n] = '\0';
+    refenc_error e;
+    refenc_error_set(&e, REFENC_EIO, "%s: cannot open (File name too long)", path);
+    const size_t len = strlen(e.message);
+    cr_expect_lt(len, (size_t)REFENC_ERRMSG_MAX);
+    cr_expect(strncmp(e.message, "/start", 6) == 0, "the head is lost: %s", e.message);
+    cr_expect(strstr(e.message, "cannot open (File name too long)") != NULL, "the reason is lost: %s",
+              e.message);
+    cr_expect(strstr(e.message, " bytes ...] ") != NULL, "no mark of what was left out: %s", e.message);
+    /* control: the same text cut at the end, as refenc_text_escape alone does */
+    char cut[REFENC_ERRMSG_MAX], raw[8192];
+    snprintf(raw, sizeof raw, "%s: cannot open (File name too long)", path);
+    refenc_text_escape(cut, sizeof cut, raw);
+    cr_expect(strstr(cut, "File name too long") == NULL, "the control keeps the reason: the test cannot fail");
+    free(path);
 }
 
 /* the library paths the fuzzers found */

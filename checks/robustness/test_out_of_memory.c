@@ -5,6 +5,7 @@
  * wrong.  Under `make sanitize` LeakSanitizer checks that every failed run
  * frees what it had allocated. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -477,4 +478,60 @@ Test(out_of_memory, the_embedding_layer_input_allocates_no_attention_buffer)
     cr_expect_lt(embed_largest, weights, "the embedding's input allocated %zu bytes at once", embed_largest);
     cr_expect_geq(layer_largest, weights, "layer 1's input allocated %zu bytes at most", layer_largest);
     refenc_case_free(&c);
+}
+
+/* The sha256 of a part's tensors, as `golden --shard` records it
+ * (golden_entries_sha256) and as merge checks it (golden_file_sha256):
+ * when the one allocation of either fails it returns 0 and leaves the
+ * digest alone (merge then says "out of memory"); otherwise both give the
+ * same digest.  (A digest claimed on a failed allocation sorts a NULL
+ * array: a crash, or a part refused as altered.) */
+#include "../../ref/golden/digest.h"
+
+typedef struct {
+    const refenc_st_entry *e;
+    const refenc_st_file *f;
+    size_t n;
+    char hex[65];
+    const char *want;
+} digest_ctx;
+
+static int digest_call(void *p)
+{
+    digest_ctx *c = p;
+    memset(c->hex, 'u', 64), c->hex[64] = '\0';
+    return c->e != NULL ? golden_entries_sha256(c->hex, c->e, c->n) : golden_file_sha256(c->hex, c->f);
+}
+
+static void digest_check(void *p, int ok, int failed)
+{
+    digest_ctx *c = p;
+    if (failed) {
+        cr_expect_eq(ok, 0, "a digest claimed on a failed allocation");
+        cr_expect(strspn(c->hex, "u") == 64, "the digest was written on a failed allocation: %s", c->hex);
+    } else {
+        cr_expect_eq(ok, 1);
+        cr_expect_str_eq(c->hex, c->want);
+    }
+}
+
+Test(out_of_memory, golden_part_digests)
+{
+    const double x[6] = {1, -2, 3.5, 0, 1e-300, 7};
+    const int64_t t[2] = {3, 1};
+    const refenc_st_entry e[2] = {{"out.y", REFENC_ST_F64, 2, {2, 3}, x}, {"in.tokens", REFENC_ST_I64, 1, {2}, t}};
+    char dir[RB_PATH_MAX], path[RB_PATH_MAX + 32], want[65];
+    rb_tmpdir(dir);
+    snprintf(path, sizeof path, "%s/part.safetensors", dir);
+    refenc_error err;
+    cr_assert_eq(refenc_st_write(path, e, 2, NULL, &err), REFENC_OK, "%s", err.message);
+    refenc_st_file f;
+    cr_assert_eq(refenc_st_read(&f, path, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(golden_entries_sha256(want, e, 2), 1);
+    digest_ctx c = {e, NULL, 2, "", want};
+    cr_expect_eq(fault_run(digest_call, digest_check, &c, 0), 1, "the entries' digest allocates once");
+    c = (digest_ctx){NULL, &f, 0, "", want};
+    cr_expect_eq(fault_run(digest_call, digest_check, &c, 0), 1, "the file's digest allocates once");
+    refenc_st_free(&f);
+    rb_tmpdir_remove(dir);
 }

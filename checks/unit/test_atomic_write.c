@@ -29,6 +29,8 @@
 
 #include <criterion/criterion.h>
 
+#include "../common/testutil.h"
+
 #include "../../ref/io/atomic_write.h"
 #include "../../ref/io/file_read.h"
 
@@ -59,35 +61,6 @@ static void name_part(char out[7], uint64_t x)
 }
 
 /* ---- helpers -------------------------------------------------------------------- */
-
-static void make_dir(char dir[PATH_MAX])
-{
-    const char *t = getenv("TMPDIR");
-    snprintf(dir, PATH_MAX, "%s/refenc-atomic-XXXXXX", t != NULL && *t ? t : "/tmp");
-    cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
-}
-
-static void remove_dir(const char *dir)
-{
-    char cmd[PATH_MAX + 32];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-}
-
-static const char *join(char *buf, const char *dir, const char *name)
-{
-    const int n = snprintf(buf, PATH_MAX, "%s/%s", dir, name);
-    cr_assert(n > 0 && n < PATH_MAX);
-    return buf;
-}
-
-static void put(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-    fputs(text, f);
-    cr_assert_eq(fclose(f), 0);
-}
 
 /* The file's text (at most 255 bytes), "" if it cannot be read. */
 static const char *get(char buf[256], const char *path)
@@ -135,8 +108,8 @@ Test(atomic_write, a_new_file_and_a_replaced_one_hold_exactly_the_bytes)
 {
     char dir[PATH_MAX], path[PATH_MAX], buf[256];
     refenc_error err;
-    make_dir(dir);
-    join(path, dir, "out.txt");
+    test_tmpdir(dir, "atomic");
+    test_join(path, dir, "out.txt");
     cr_assert_eq(write_text(path, "first version\n", &err), REFENC_OK, "%s", err.message);
     cr_expect_str_eq(get(buf, path), "first version\n");
     cr_assert_eq(write_text(path, "second\n", &err), REFENC_OK, "%s", err.message);
@@ -144,19 +117,19 @@ Test(atomic_write, a_new_file_and_a_replaced_one_hold_exactly_the_bytes)
     size_t tmps;
     cr_expect_eq(entries(dir, &tmps), 1);
     cr_expect_eq(tmps, 0, "a temporary file is left");
-    remove_dir(dir);
+    test_rmdir(dir);
 }
 
 Test(atomic_write, only_a_regular_file_or_nothing_is_replaced)
 {
     char dir[PATH_MAX], path[PATH_MAX], victim[PATH_MAX], buf[256];
     refenc_error err;
-    make_dir(dir);
-    join(victim, dir, "victim.txt");
-    put(victim, "victim\n");
+    test_tmpdir(dir, "atomic");
+    test_join(victim, dir, "victim.txt");
+    test_put(victim, "victim\n");
 
     /* a symbolic link: neither replaced nor written through */
-    join(path, dir, "link");
+    test_join(path, dir, "link");
     cr_assert_eq(symlink(victim, path), 0);
     cr_expect_eq(write_text(path, "x", &err), REFENC_EINVAL);
     cr_expect(strstr(err.message, "link: is a symbolic link, not a regular file: refusing to replace it"),
@@ -166,19 +139,19 @@ Test(atomic_write, only_a_regular_file_or_nothing_is_replaced)
     cr_expect(lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode), "the link was replaced");
 
     /* a dangling link, a directory, a FIFO, a socket */
-    join(path, dir, "dangling");
+    test_join(path, dir, "dangling");
     cr_assert_eq(symlink("/nonexistent/target", path), 0);
     cr_expect_eq(write_text(path, "x", &err), REFENC_EINVAL);
     cr_expect(strstr(err.message, "is a symbolic link"), "%s", err.message);
-    join(path, dir, "sub");
+    test_join(path, dir, "sub");
     cr_assert_eq(mkdir(path, 0700), 0);
     cr_expect_eq(write_text(path, "x", &err), REFENC_EINVAL);
     cr_expect(strstr(err.message, "sub: is a directory, not a regular file"), "%s", err.message);
-    join(path, dir, "fifo");
+    test_join(path, dir, "fifo");
     cr_assert_eq(mkfifo(path, 0600), 0);
     cr_expect_eq(write_text(path, "x", &err), REFENC_EINVAL);
     cr_expect(strstr(err.message, "fifo: is a FIFO, not a regular file"), "%s", err.message);
-    join(path, dir, "sock");
+    test_join(path, dir, "sock");
     const int s = socket(AF_UNIX, SOCK_STREAM, 0);
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     const int fits = strlen(path) < sizeof addr.sun_path;
@@ -191,7 +164,7 @@ Test(atomic_write, only_a_regular_file_or_nothing_is_replaced)
     if (s >= 0)
         close(s);
     /* a character device: made where the system lets us (root, no seccomp) */
-    join(path, dir, "null");
+    test_join(path, dir, "null");
     if (mknod(path, S_IFCHR | 0600, makedev(1, 3)) == 0) {
         cr_expect_eq(write_text(path, "x", &err), REFENC_EINVAL);
         cr_expect(strstr(err.message, "null: is a character device, not a regular file"), "%s", err.message);
@@ -203,15 +176,15 @@ Test(atomic_write, only_a_regular_file_or_nothing_is_replaced)
 
     /* names that are directories */
     cr_expect_eq(write_text("", "x", &err), REFENC_EINVAL);
-    join(path, dir, "sub/");
+    test_join(path, dir, "sub/");
     cr_expect_eq(write_text(path, "x", &err), REFENC_EINVAL);
     cr_expect(strstr(err.message, "names a directory, not a file"), "%s", err.message);
-    join(path, dir, "..");
+    test_join(path, dir, "..");
     cr_expect_eq(write_text(path, "x", &err), REFENC_EINVAL);
     size_t tmps;
     entries(dir, &tmps);
     cr_expect_eq(tmps, 0, "a temporary file is left");
-    remove_dir(dir);
+    test_rmdir(dir);
 }
 
 /* ---- the temporary file ---------------------------------------------------------- */
@@ -220,14 +193,14 @@ Test(atomic_write, a_link_planted_at_the_temporary_name_is_never_followed)
 {
     char dir[PATH_MAX], path[PATH_MAX], victim[PATH_MAX], planted[PATH_MAX], name[64], part[7], buf[256];
     refenc_error err;
-    make_dir(dir);
-    join(path, dir, "report.json");
-    join(victim, dir, "victim.txt");
-    put(victim, "victim\n");
+    test_tmpdir(dir, "atomic");
+    test_join(path, dir, "report.json");
+    test_join(victim, dir, "victim.txt");
+    test_put(victim, "victim\n");
     forced_value = 0x123456789abcdefu;
     name_part(part, forced_value);
     snprintf(name, sizeof name, "report.json.tmp.%s", part);
-    cr_assert_eq(symlink(victim, join(planted, dir, name)), 0);
+    cr_assert_eq(symlink(victim, test_join(planted, dir, name)), 0);
 
     /* the first name drawn is the planted link's: O_EXCL refuses it and
      * another name is drawn */
@@ -248,7 +221,7 @@ Test(atomic_write, a_link_planted_at_the_temporary_name_is_never_followed)
     cr_expect_eq(access(path, F_OK), -1);
     cr_expect_str_eq(get(buf, victim), "victim\n");
     cr_expect(lstat(planted, &sb) == 0 && S_ISLNK(sb.st_mode));
-    remove_dir(dir);
+    test_rmdir(dir);
 }
 
 Test(atomic_write, the_mode_is_what_the_target_would_get)
@@ -256,8 +229,8 @@ Test(atomic_write, the_mode_is_what_the_target_would_get)
     char dir[PATH_MAX], path[PATH_MAX];
     refenc_error err;
     struct stat sb;
-    make_dir(dir);
-    join(path, dir, "new.txt");
+    test_tmpdir(dir, "atomic");
+    test_join(path, dir, "new.txt");
     umask(022);
     cr_assert_eq(write_text(path, "a", &err), REFENC_OK, "%s", err.message);
     cr_assert_eq(stat(path, &sb), 0);
@@ -276,7 +249,7 @@ Test(atomic_write, the_mode_is_what_the_target_would_get)
     cr_assert_eq(write_text(path, "c", &err), REFENC_OK, "%s", err.message);
     cr_assert_eq(stat(path, &sb), 0);
     cr_expect_eq(sb.st_mode & 0777, 0444, "a replaced read-only file: mode %o", sb.st_mode & 0777);
-    remove_dir(dir);
+    test_rmdir(dir);
 }
 
 /* A path of exactly `len` bytes (PATH_MAX - 1 at most) ending in a file name
@@ -310,7 +283,7 @@ Test(atomic_write, a_path_of_path_max_minus_one_bytes_works)
 {
     char dir[PATH_MAX], path[PATH_MAX], buf[256];
     refenc_error err;
-    make_dir(dir);
+    test_tmpdir(dir, "atomic");
     long_path(path, PATH_MAX - 1, dir);
     cr_assert_eq(write_text(path, "old\n", &err), REFENC_OK, "%s", err.message);
     cr_assert_eq(write_text(path, "new\n", &err), REFENC_OK, "%s", err.message);
@@ -320,7 +293,7 @@ Test(atomic_write, a_path_of_path_max_minus_one_bytes_works)
     size_t tmps;
     cr_expect_eq(entries(parent, &tmps), 1);
     cr_expect_eq(tmps, 0);
-    remove_dir(dir);
+    test_rmdir(dir);
 }
 
 /* In a child: RLIMIT_FSIZE of 64 bytes, SIGXFSZ ignored (as refenc does),
@@ -357,24 +330,24 @@ static int write_past_a_limit(const char *path)
 Test(atomic_write, a_write_past_a_file_size_limit_keeps_the_old_file)
 {
     char dir[PATH_MAX], path[PATH_MAX], buf[256];
-    make_dir(dir);
-    join(path, dir, "out.txt");
-    put(path, "old\n");
+    test_tmpdir(dir, "atomic");
+    test_join(path, dir, "out.txt");
+    test_put(path, "old\n");
     cr_expect_eq(write_past_a_limit(path), 0, "the write did not fail with EFBIG's message");
     cr_expect_str_eq(get(buf, path), "old\n");
     size_t tmps;
     cr_expect_eq(entries(dir, &tmps), 1);
     cr_expect_eq(tmps, 0, "a temporary file is left");
-    remove_dir(dir);
+    test_rmdir(dir);
 
     /* the same at a path of PATH_MAX - 1 bytes, where "<path>.tmp.<pid>"
      * would not fit and a temporary named like the target would delete it */
-    make_dir(dir);
+    test_tmpdir(dir, "atomic");
     long_path(path, PATH_MAX - 1, dir);
-    put(path, "old\n");
+    test_put(path, "old\n");
     cr_expect_eq(write_past_a_limit(path), 0);
     cr_expect_str_eq(get(buf, path), "old\n", "the old file at a long path was lost");
-    remove_dir(dir);
+    test_rmdir(dir);
 }
 
 /* In a child: open the writer on path, write "new", raise sig (blocked
@@ -413,15 +386,15 @@ Test(atomic_write, a_signal_mid_write_takes_effect_after_the_temporary_is_gone)
     const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
     for (size_t k = 0; k < 4; k++) {
         for (int commit = 0; commit < 2; commit++) {
-            make_dir(dir);
-            join(path, dir, "out.txt");
-            put(path, "old");
+            test_tmpdir(dir, "atomic");
+            test_join(path, dir, "out.txt");
+            test_put(path, "old");
             cr_expect_eq(signal_mid_write(path, sigs[k], commit), sigs[k]);
             cr_expect_str_eq(get(buf, path), commit ? "new" : "old", "signal %d, commit %d", sigs[k], commit);
             size_t tmps;
             cr_expect_eq(entries(dir, &tmps), 1);
             cr_expect_eq(tmps, 0, "signal %d, commit %d: a temporary file is left", sigs[k], commit);
-            remove_dir(dir);
+            test_rmdir(dir);
         }
     }
 }
@@ -431,8 +404,8 @@ Test(atomic_write, the_signal_mask_is_restored)
     char dir[PATH_MAX], path[PATH_MAX];
     refenc_error err;
     sigset_t before, after;
-    make_dir(dir);
-    join(path, dir, "out.txt");
+    test_tmpdir(dir, "atomic");
+    test_join(path, dir, "out.txt");
     cr_assert_eq(pthread_sigmask(SIG_SETMASK, NULL, &before), 0);
     cr_assert_eq(write_text(path, "a", &err), REFENC_OK);
     cr_assert_eq(write_text(dir, "a", &err), REFENC_EINVAL); /* a failed open too */
@@ -440,31 +413,31 @@ Test(atomic_write, the_signal_mask_is_restored)
     cr_expect(!sigismember(&after, SIGINT) && !sigismember(&after, SIGTERM));
     for (int s = 1; s < 32; s++)
         cr_expect_eq(sigismember(&before, s), sigismember(&after, s), "signal %d", s);
-    remove_dir(dir);
+    test_rmdir(dir);
 }
 
 Test(atomic_write, json_documents_and_their_errors)
 {
     char dir[PATH_MAX], path[PATH_MAX], buf[256];
     refenc_error err;
-    make_dir(dir);
-    join(path, dir, "c.json");
+    test_tmpdir(dir, "atomic");
+    test_join(path, dir, "c.json");
     json_t *doc = json_pack("{s:i}", "a", 1);
     cr_assert_eq(refenc_atomic_write_json(path, doc, JSON_COMPACT, &err), REFENC_OK, "%s", err.message);
     cr_expect_str_eq(get(buf, path), "{\"a\":1}");
     cr_expect_eq(refenc_atomic_write_json(dir, doc, JSON_COMPACT, &err), REFENC_EINVAL);
     json_decref(doc);
-    remove_dir(dir);
+    test_rmdir(dir);
 }
 
 Test(atomic_write, an_output_is_never_an_input)
 {
     char dir[PATH_MAX], a[PATH_MAX], b[PATH_MAX], hard[PATH_MAX], dotted[PATH_MAX + 8];
     refenc_error err;
-    make_dir(dir);
-    put(join(a, dir, "a"), "a");
-    put(join(b, dir, "b"), "b");
-    cr_assert_eq(link(a, join(hard, dir, "hard")), 0);
+    test_tmpdir(dir, "atomic");
+    test_put(test_join(a, dir, "a"), "a");
+    test_put(test_join(b, dir, "b"), "b");
+    cr_assert_eq(link(a, test_join(hard, dir, "hard")), 0);
     snprintf(dotted, sizeof dotted, "%s/./a", dir);
     cr_expect_eq(refenc_refuse_same_file(a, a, "golden case", &err), REFENC_EINVAL);
     cr_expect(strstr(err.message, ": is the same file as the golden case ") &&
@@ -474,9 +447,9 @@ Test(atomic_write, an_output_is_never_an_input)
     cr_expect_eq(refenc_refuse_same_file(hard, a, "input", &err), REFENC_EINVAL);
     /* controls: another file, an output that does not exist yet */
     cr_expect_eq(refenc_refuse_same_file(b, a, "input", &err), REFENC_OK);
-    join(b, dir, "absent");
+    test_join(b, dir, "absent");
     cr_expect_eq(refenc_refuse_same_file(b, a, "input", &err), REFENC_OK);
-    remove_dir(dir);
+    test_rmdir(dir);
 }
 
 /* ---- inputs ----------------------------------------------------------------------- */
@@ -487,8 +460,8 @@ Test(file_read, only_regular_files_are_read_and_a_fifo_never_blocks)
     refenc_error err;
     char *text;
     size_t n;
-    make_dir(dir);
-    put(join(path, dir, "f.json"), "{\"x\": 1}");
+    test_tmpdir(dir, "atomic");
+    test_put(test_join(path, dir, "f.json"), "{\"x\": 1}");
     cr_assert_eq(refenc_read_file(&text, &n, path, 100, &err), REFENC_OK, "%s", err.message);
     cr_expect_eq(n, 8);
     cr_expect_str_eq(text, "{\"x\": 1}");
@@ -498,7 +471,7 @@ Test(file_read, only_regular_files_are_read_and_a_fifo_never_blocks)
     cr_expect(strstr(err.message, "f.json: 8 bytes, more than the limit of 7"), "%s", err.message);
     cr_expect_null(text);
     /* a FIFO with no writer: refused at once (the test would hang otherwise) */
-    join(path, dir, "fifo");
+    test_join(path, dir, "fifo");
     cr_assert_eq(mkfifo(path, 0600), 0);
     cr_expect_eq(refenc_read_file(&text, &n, path, 100, &err), REFENC_EIO);
     cr_expect(strstr(err.message, "fifo: not a regular file"), "%s", err.message);
@@ -506,18 +479,18 @@ Test(file_read, only_regular_files_are_read_and_a_fifo_never_blocks)
     cr_expect(strstr(err.message, ": is a directory, not a file"), "%s", err.message);
     cr_expect_eq(refenc_read_file(&text, &n, "/dev/zero", 100, &err), REFENC_EIO);
     cr_expect(strstr(err.message, "/dev/zero: not a regular file"), "%s", err.message);
-    join(path, dir, "absent");
+    test_join(path, dir, "absent");
     cr_expect_eq(refenc_read_file(&text, &n, path, 100, &err), REFENC_EIO);
     cr_expect(strstr(err.message, "absent: cannot open: No such file or directory"), "%s", err.message);
-    remove_dir(dir);
+    test_rmdir(dir);
 }
 
 Test(file_read, a_file_that_shrinks_while_read_is_a_short_read)
 {
     char dir[PATH_MAX], path[PATH_MAX];
     refenc_error err;
-    make_dir(dir);
-    put(join(path, dir, "f"), "0123456789");
+    test_tmpdir(dir, "atomic");
+    test_put(test_join(path, dir, "f"), "0123456789");
     int fd;
     size_t size;
     cr_assert_eq(refenc_open_regular(&fd, &size, path, &err), REFENC_OK);
@@ -529,7 +502,7 @@ Test(file_read, a_file_that_shrinks_while_read_is_a_short_read)
     cr_expect_eq(refenc_read_at(fd, buf, 2, 2, path, &err), REFENC_OK);
     cr_expect(memcmp(buf, "23", 2) == 0);
     close(fd);
-    remove_dir(dir);
+    test_rmdir(dir);
 }
 
 Test(file_read, a_file_opened_as_descriptor_0_is_read)
@@ -537,8 +510,8 @@ Test(file_read, a_file_opened_as_descriptor_0_is_read)
     /* a program started with its standard input closed gets descriptor 0
      * from its first open: a valid one */
     char dir[PATH_MAX], path[PATH_MAX];
-    make_dir(dir);
-    put(join(path, dir, "f"), "zero");
+    test_tmpdir(dir, "atomic");
+    test_put(test_join(path, dir, "f"), "zero");
     fflush(NULL);
     const pid_t pid = fork();
     cr_assert(pid >= 0);
@@ -553,5 +526,5 @@ Test(file_read, a_file_opened_as_descriptor_0_is_read)
     int ws;
     cr_assert_eq(waitpid(pid, &ws, 0), pid);
     cr_expect(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "a file on descriptor 0 was not read");
-    remove_dir(dir);
+    test_rmdir(dir);
 }

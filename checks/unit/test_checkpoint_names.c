@@ -634,3 +634,109 @@ Test(checkpoint_names, run_with_weights_uses_the_checkpoint)
     unlink(cfg_path);
     rmdir(dir);
 }
+
+/* A checkpoint whose every name carries a prefix the family does not know
+ * (a sentence-transformers model's "0.auto_model.", a wrapper's "model."
+ * before the family's own) is refused with the prefix named as the problem,
+ * not with a "not a parameter" for each tensor; the control is the same
+ * file without the prefix, which loads.  A file with one unknown tensor
+ * among known ones keeps the per-tensor message (no prefix is common). */
+Test(checkpoint_names, an_unknown_prefix_of_every_name_is_named)
+{
+    static const struct {
+        const char *pre, *prefix;
+    } wrapped[] = {{"0.auto_model.", "0.auto_model."}, {"model.bert.", "model."}, {"encoder.", "encoder."}};
+    for (size_t w = 0; w < sizeof wrapped / sizeof wrapped[0]; w++) {
+        refenc_config cfg;
+        refenc_params p0, q;
+        small(&cfg, &p0, REFENC_FAMILY_BERT, 760 + w);
+        ckpt c;
+        build(&c, &p0, REFENC_FAMILY_BERT, wrapped[w].pre);
+        refenc_st_file f;
+        write_read(&f, &c, NULL, 0);
+        refenc_error err;
+        char *problems = NULL, want[256];
+        cr_expect_eq(load(&q, &cfg, &f, NULL, &problems, &err), REFENC_EFORMAT, "%s", wrapped[w].pre);
+        snprintf(want, sizeof want, "%s: all %zu tensors start with '%s', which a bert checkpoint's names do not",
+                 f.path, c.n, wrapped[w].prefix);
+        cr_expect(strstr(err.message, want) == err.message, "'%s' lacks '%s'", err.message, want);
+        cr_expect(strstr(err.message, "strip the prefix") != NULL, "%s", err.message);
+        free(problems);
+        refenc_st_free(&f);
+        refenc_params_free(&q);
+        ckpt_free(&c);
+        /* control: without the prefix it loads, bit for bit */
+        build(&c, &p0, REFENC_FAMILY_BERT, "");
+        write_read(&f, &c, NULL, 0);
+        cr_expect_eq(load(&q, &cfg, &f, NULL, NULL, &err), REFENC_OK, "%s", err.message);
+        cr_expect(memcmp(p0.block, q.block, p0.n_values * sizeof(double)) == 0);
+        refenc_st_free(&f);
+        refenc_params_free(&q);
+        ckpt_free(&c);
+        refenc_params_free(&p0);
+    }
+    /* one unknown name among known ones: named itself */
+    refenc_config cfg;
+    refenc_params p0;
+    small(&cfg, &p0, REFENC_FAMILY_BERT, 770);
+    ckpt c;
+    build(&c, &p0, REFENC_FAMILY_BERT, "");
+    static const double x[3] = {1, 2, 3};
+    const refenc_st_entry extra[] = {{"colour.weight", REFENC_ST_F64, 1, {3}, x}};
+    expect_refused(&c, &cfg, extra, 1, "tensor 'colour.weight' (3) is not a parameter of a bert encoder", 1);
+    ckpt_free(&c);
+    refenc_params_free(&p0);
+}
+
+/* The same through `refenc run --weights` for nn.TransformerEncoder's own
+ * names (the vaswani family): a state_dict saved from a wrapper
+ * ("module." of DataParallel) is refused naming the prefix, exit 2; the
+ * same file without it runs. */
+Test(checkpoint_names, run_names_the_unknown_prefix_of_a_state_dict)
+{
+    char dir[] = "/tmp/refenc-ckpt-prefix-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char cfg_path[96], w_path[96], args[512], out[8192], err[8192];
+    snprintf(cfg_path, sizeof cfg_path, "%s/v.json", dir);
+    snprintf(w_path, sizeof w_path, "%s/v.safetensors", dir);
+    FILE *j = fopen(cfg_path, "w");
+    cr_assert_not_null(j);
+    fputs("{\"model\": {\"d_model\": 4, \"n_heads\": 2, \"d_ff\": 6, \"n_layers\": 2}, "
+          "\"input\": {\"batch\": 1, \"seq_len\": 3}}", j);
+    fclose(j);
+    refenc_config cfg;
+    refenc_config_family(&cfg, REFENC_FAMILY_VASWANI);
+    cfg.d_model = D, cfg.n_heads = 2, cfg.d_ff = F, cfg.n_layers = N;
+    refenc_params p;
+    refenc_error e;
+    cr_assert_eq(refenc_params_alloc(&p, &cfg, &e), REFENC_OK, "%s", e.message);
+    gsl_rng *r = test_rng(780);
+    refenc_params_init_random(&p, &cfg, r);
+    gsl_rng_free(r);
+    for (int prefixed = 1; prefixed >= 0; prefixed--) {
+        refenc_st_entry ent[64];
+        char names[64][128];
+        cr_assert(p.n_tensors <= 64);
+        for (size_t k = 0; k < p.n_tensors; k++) {
+            snprintf(names[k], sizeof names[k], "%s%s", prefixed ? "module." : "", p.tensors[k].name);
+            ent[k] = (refenc_st_entry){names[k], REFENC_ST_F64, p.tensors[k].ndim, {0}, p.tensors[k].data};
+            memcpy(ent[k].shape, p.tensors[k].shape, p.tensors[k].ndim * sizeof(size_t));
+        }
+        cr_assert_eq(refenc_st_write(w_path, ent, p.n_tensors, NULL, &e), REFENC_OK, "%s", e.message);
+        snprintf(args, sizeof args, "run --config %s --weights %s", cfg_path, w_path);
+        const int status = run_cli(out, err, sizeof out, args);
+        if (prefixed) {
+            char want[512];
+            snprintf(want, sizeof want, "refenc run: %s: all %zu tensors start with 'module.', which "
+                     "nn.TransformerEncoder's state_dict names do not", w_path, p.n_tensors);
+            cr_expect_eq(status, 2, "stderr: %s", err);
+            cr_expect(strstr(err, want) == err, "'%s' lacks '%s'", err, want);
+        } else {
+            cr_expect_eq(status, 0, "without the prefix: %s", err);
+        }
+    }
+    refenc_params_free(&p);
+    char rm[160];
+    snprintf(rm, sizeof rm, "rm -rf %s", dir);
+    cr_expect_eq(system(rm), 0);
+}

@@ -23,41 +23,14 @@
 
 #include <criterion/criterion.h>
 
+#include "../common/testutil.h"
+
 #include "../../ref/io/atomic_write.h"
 #include "../../ref/io/file_names.h"
 #include "../../ref/io/file_read.h"
 #include "../../ref/io/out_dir.h"
 #include "../../ref/io/same_file.h"
 #include "../../ref/io/temporaries.h"
-
-static void make_dir(char dir[PATH_MAX])
-{
-    const char *t = getenv("TMPDIR");
-    snprintf(dir, PATH_MAX, "%s/refenc-fs-XXXXXX", t != NULL && *t ? t : "/tmp");
-    cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
-}
-
-static void remove_dir(const char *dir)
-{
-    char cmd[PATH_MAX + 32];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-}
-
-static const char *join(char *buf, const char *dir, const char *name)
-{
-    const int n = snprintf(buf, PATH_MAX, "%s/%s", dir, name);
-    cr_assert(n > 0 && n < PATH_MAX);
-    return buf;
-}
-
-static void put(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-    fputs(text, f);
-    cr_assert_eq(fclose(f), 0);
-}
 
 /* How many entries of dir have ".tmp." in their name. */
 static size_t temporaries_in(const char *dir)
@@ -119,9 +92,9 @@ Test(temporaries, a_signal_taken_by_another_thread_removes_the_temporary)
     char dir[PATH_MAX], path[PATH_MAX], buf[64] = "";
     const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
     for (size_t k = 0; k < 4; k++) {
-        make_dir(dir);
-        join(path, dir, "out.txt");
-        put(path, "old");
+        test_tmpdir(dir, "fs");
+        test_join(path, dir, "out.txt");
+        test_put(path, "old");
         cr_expect_eq(process_signal_mid_write(path, sigs[k]), sigs[k], "signal %d did not end the process by it",
                      sigs[k]);
         cr_expect_eq(temporaries_in(dir), 0, "signal %d taken by another thread: a temporary file is left", sigs[k]);
@@ -130,7 +103,7 @@ Test(temporaries, a_signal_taken_by_another_thread_removes_the_temporary)
         buf[fread(buf, 1, sizeof buf - 1, f)] = '\0';
         fclose(f);
         cr_expect_str_eq(buf, "old", "signal %d: the target changed", sigs[k]);
-        remove_dir(dir);
+        test_rmdir(dir);
     }
 }
 
@@ -143,8 +116,8 @@ Test(temporaries, a_disposition_the_program_chose_is_left_to_it)
 {
     char dir[PATH_MAX], path[PATH_MAX];
     refenc_error err;
-    make_dir(dir);
-    join(path, dir, "out.txt");
+    test_tmpdir(dir, "fs");
+    test_join(path, dir, "out.txt");
     fflush(NULL);
     const pid_t pid = fork();
     cr_assert(pid >= 0);
@@ -163,21 +136,87 @@ Test(temporaries, a_disposition_the_program_chose_is_left_to_it)
     int ws;
     cr_assert_eq(waitpid(pid, &ws, 0), pid);
     cr_expect(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "the writer changed a disposition the program set");
-    remove_dir(dir);
+    test_rmdir(dir);
+}
+
+static int add(const char *name)
+{
+    const int i = refenc_temporaries_reserve();
+    if (i >= 0)
+        refenc_temporaries_publish(i, AT_FDCWD, name);
+    return i;
 }
 
 Test(temporaries, the_registry_takes_entries_back_and_is_bounded)
 {
     int idx[REFENC_TEMPORARIES_MAX];
     for (int i = 0; i < REFENC_TEMPORARIES_MAX; i++)
-        cr_assert_geq(idx[i] = refenc_temporaries_add(AT_FDCWD, "never-created.tmp.x"), 0, "entry %d", i);
-    cr_expect_eq(refenc_temporaries_add(AT_FDCWD, "one-too-many"), -1);
+        cr_assert_geq(idx[i] = add("never-created.tmp.x"), 0, "entry %d", i);
+    cr_expect_eq(add("one-too-many"), -1);
     for (int i = 0; i < REFENC_TEMPORARIES_MAX; i++)
         refenc_temporaries_remove(idx[i]);
     /* every entry free again */
-    const int again = refenc_temporaries_add(AT_FDCWD, "x");
+    const int again = add("x");
     cr_expect_geq(again, 0);
     refenc_temporaries_remove(again);
+    /* a reservation given back without a file frees its entry too */
+    const int r = refenc_temporaries_reserve();
+    cr_assert_geq(r, 0);
+    refenc_temporaries_release(r);
+    for (int i = 0; i < REFENC_TEMPORARIES_MAX; i++)
+        cr_assert_geq(idx[i] = add("y"), 0, "entry %d after a release", i);
+    for (int i = 0; i < REFENC_TEMPORARIES_MAX; i++)
+        refenc_temporaries_remove(idx[i]);
+}
+
+/* The window the threaded golden test hit under load: a worker takes the
+ * signal after the writer created its temporary file and before it
+ * published the name.  The handler waits for the reserved entry, so the file
+ * is still removed.  Control: unlinking before the reservation is published
+ * and without waiting (the old order, create then add) leaves it. */
+typedef struct {
+    int started;
+} race;
+
+static void *handler_thread(void *arg)
+{
+    race *r = arg;
+    __atomic_store_n(&r->started, 1, __ATOMIC_RELEASE);
+    refenc_temporaries_unlink_all();
+    return NULL;
+}
+
+Test(temporaries, a_signal_between_creation_and_publication_still_removes_the_file)
+{
+    char dir[PATH_MAX], file[PATH_MAX];
+    test_tmpdir(dir, "fs");
+    test_join(file, dir, "case.tmp.race");
+    const int dirfd = open(dir, O_RDONLY | O_DIRECTORY);
+    cr_assert_geq(dirfd, 0);
+    const int i = refenc_temporaries_reserve();
+    cr_assert_geq(i, 0);
+    const int fd = openat(dirfd, "case.tmp.race", O_WRONLY | O_CREAT | O_EXCL, 0600);
+    cr_assert_geq(fd, 0);
+    race r = {0};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, handler_thread, &r), 0);
+    while (!__atomic_load_n(&r.started, __ATOMIC_ACQUIRE))
+        ;
+    usleep(50000); /* the "handler" is now waiting for the entry */
+    refenc_temporaries_publish(i, dirfd, "case.tmp.race");
+    pthread_join(t, NULL);
+    cr_expect(access(file, F_OK) != 0, "the temporary created before its publication was left");
+    close(fd);
+    /* control: a file created and not yet in the registry at all is left
+     * (what the old order, create then add, gave a handler in that window) */
+    const int fd2 = openat(dirfd, "case.tmp.late", O_WRONLY | O_CREAT | O_EXCL, 0600);
+    cr_assert_geq(fd2, 0);
+    refenc_temporaries_unlink_all();
+    test_join(file, dir, "case.tmp.late");
+    cr_expect(access(file, F_OK) == 0, "control: an unregistered file was removed: the test cannot tell");
+    close(fd2);
+    close(dirfd);
+    test_rmdir(dir);
 }
 
 /* ---- outputs compared with inputs and with each other ------------------------------------ */
@@ -185,27 +224,27 @@ Test(temporaries, the_registry_takes_entries_back_and_is_bounded)
 Test(same_file, outputs_not_yet_written_are_compared_by_resolved_path)
 {
     char dir[PATH_MAX], a[PATH_MAX], b[PATH_MAX], sub[PATH_MAX], c[PATH_MAX + 16], d[PATH_MAX + 16];
-    make_dir(dir);
-    join(a, dir, "x.json");
+    test_tmpdir(dir, "fs");
+    test_join(a, dir, "x.json");
     snprintf(c, sizeof c, "%s/./x.json", dir);
-    cr_assert_eq(mkdir(join(sub, dir, "sub"), 0700), 0);
+    cr_assert_eq(mkdir(test_join(sub, dir, "sub"), 0700), 0);
     snprintf(d, sizeof d, "%s/sub/../x.json", dir);
     cr_expect(refenc_same_file(a, c), "dir/x.json and dir/./x.json, neither existing");
     cr_expect(refenc_same_file(a, d), "dir/x.json and dir/sub/../x.json, neither existing");
     /* controls: another name; one that exists and one that does not */
-    cr_expect(!refenc_same_file(a, join(b, dir, "y.json")));
-    put(b, "y");
+    cr_expect(!refenc_same_file(a, test_join(b, dir, "y.json")));
+    test_put(b, "y");
     cr_expect(!refenc_same_file(a, b));
     /* existing: by device and inode, through a link */
-    put(a, "x");
+    test_put(a, "x");
     cr_expect(refenc_same_file(a, d));
     char link[PATH_MAX];
-    cr_assert_eq(symlink(a, join(link, dir, "link")), 0);
+    cr_assert_eq(symlink(a, test_join(link, dir, "link")), 0);
     cr_expect(refenc_same_file(link, a));
     refenc_error err;
     cr_expect_eq(refenc_refuse_same_file(d, a, "--json certificate", &err), REFENC_EINVAL);
     cr_expect(strstr(err.message, "is the same file as the --json certificate"), "%s", err.message);
-    remove_dir(dir);
+    test_rmdir(dir);
 }
 
 /* ---- names and paths ---------------------------------------------------------------------- */
@@ -240,7 +279,7 @@ Test(file_names, a_path_that_does_not_fit_is_an_error_not_a_shorter_path)
     cr_expect_eq(refenc_path_format(path, sizeof path, &err, "%s/manifest.json", dir), REFENC_ELIMIT);
     cr_expect_str_eq(path, "", "a cut path is left in the buffer");
     char want[64];
-    snprintf(want, sizeof want, "a path of %zu bytes, longer than the limit of %d", sizeof dir - 1 + 14,
+    snprintf(want, sizeof want, "path too long (%zu bytes, longer than the limit of %d)", sizeof dir - 1 + 14,
              PATH_MAX - 1);
     cr_expect(strstr(err.message, want), "%s", err.message);
 }
@@ -251,10 +290,10 @@ Test(out_dir, files_inside_are_opened_without_following_links_or_blocking)
 {
     char dir[PATH_MAX], victim[PATH_MAX], p[PATH_MAX];
     refenc_error err;
-    make_dir(dir);
-    put(join(victim, dir, "victim.json"), "{}");
-    cr_assert_eq(symlink(victim, join(p, dir, "link.json")), 0);
-    cr_assert_eq(mkfifo(join(p, dir, "fifo.json"), 0600), 0);
+    test_tmpdir(dir, "fs");
+    test_put(test_join(victim, dir, "victim.json"), "{}");
+    cr_assert_eq(symlink(victim, test_join(p, dir, "link.json")), 0);
+    cr_assert_eq(mkfifo(test_join(p, dir, "fifo.json"), 0600), 0);
     const int dfd = open(dir, O_RDONLY | O_DIRECTORY);
     cr_assert_geq(dfd, 0);
     char *text;
@@ -273,16 +312,16 @@ Test(out_dir, files_inside_are_opened_without_following_links_or_blocking)
     cr_expect_str_eq(text, "{}");
     free(text);
     close(dfd);
-    remove_dir(dir);
+    test_rmdir(dir);
 }
 
 Test(out_dir, a_link_where_a_subdirectory_goes_is_refused)
 {
     char dir[PATH_MAX], elsewhere[PATH_MAX], p[PATH_MAX];
     refenc_error err;
-    make_dir(dir);
-    make_dir(elsewhere);
-    cr_assert_eq(symlink(elsewhere, join(p, dir, "cases")), 0);
+    test_tmpdir(dir, "fs");
+    test_tmpdir(elsewhere, "fs");
+    cr_assert_eq(symlink(elsewhere, test_join(p, dir, "cases")), 0);
     refenc_out_dir d;
     int fd;
     cr_assert_eq(refenc_out_dir_open(&d, dir, 0, &err), REFENC_OK, "%s", err.message);
@@ -294,15 +333,15 @@ Test(out_dir, a_link_where_a_subdirectory_goes_is_refused)
     cr_expect_geq(fd, 0);
     close(fd);
     refenc_out_dir_close(&d);
-    remove_dir(dir);
-    remove_dir(elsewhere);
+    test_rmdir(dir);
+    test_rmdir(elsewhere);
 }
 
 Test(out_dir, the_lock_excludes_a_second_holder_until_released)
 {
     char dir[PATH_MAX];
     refenc_error err;
-    make_dir(dir);
+    test_tmpdir(dir, "fs");
     refenc_out_dir d;
     cr_assert_eq(refenc_out_dir_open(&d, dir, 1, &err), REFENC_OK, "%s", err.message);
     /* another open file description (another process would have one) */
@@ -313,5 +352,5 @@ Test(out_dir, the_lock_excludes_a_second_holder_until_released)
     refenc_out_dir_close(&d);
     cr_expect_eq(flock(other, LOCK_EX | LOCK_NB), 0, "the lock was not released");
     close(other);
-    remove_dir(dir);
+    test_rmdir(dir);
 }

@@ -54,8 +54,11 @@ static void print_output(FILE *out, const refenc_output_report *r)
             fprintf(out, "  (budget abs %.3g, nmse %.3g; baseline abs %.3g, nmse %.3g", r->budget_max_abs,
                     r->budget_nmse, r->base_max_abs, r->base_nmse);
         else
-            fprintf(out, "  (rtol %.3g, atol %.3g%s", r->tol.rtol, r->tol.atol,
-                    r->angle_allowance ? ", + angle allowance" : "");
+            fprintf(out, "  (rtol %.3g, atol %.3g", r->tol.rtol, r->tol.atol);
+        if (r->rule == REFENC_RULE_POLICY && r->base_allowance > 0)
+            fprintf(out, ", + 2 x the float32 baseline's %.3g", r->base_max_abs);
+        if (r->rule == REFENC_RULE_POLICY && r->angle_allowance)
+            fprintf(out, ", + angle allowance");
         if (r->dont_care)
             fprintf(out, "; %zu don't-care", r->dont_care);
         fprintf(out, ")\n");
@@ -67,6 +70,9 @@ static void print_output(FILE *out, const refenc_output_report *r)
     } else {
         fputc('\n', out);
     }
+    if (r->hazard_checked)
+        fprintf(out, "        hazard budget abs %.3g, nmse %.3g (the baseline with the inputs in %s)\n",
+                r->hazard_max_abs, r->hazard_nmse, refenc_st_dtype_name(r->dtype));
     if (r->note[0])
         fprintf(out, "        %s\n", r->note);
 }
@@ -104,14 +110,18 @@ void certify_print_summary(FILE *out, const refenc_certificate_tally *t, const c
     if (t->failed == 0)
         return;
     const char *bug = refenc_certificate_most_likely_bug(t);
-    if (bug != NULL)
-        fprintf(out, "most likely bug: %s (named on %zu of %zu failing cases, no other variant named; "
-                "refenc certify --list-bugs explains it)\n", bug,
-                t->failed - t->undiagnosed, t->failed);
-    else if (t->undiagnosed == t->failed)
+    char cands[1024];
+    size_t n_cands;
+    refenc_variant v;
+    refenc_certificate_bug_candidates(cands, sizeof cands, &n_cands, t);
+    if (bug != NULL && refenc_variant_parse(&v, bug))
+        fprintf(out, "most likely bug: %s (named on %zu of %zu failing cases%s; refenc certify --list-bugs "
+                "explains it)\n", bug, t->diagnosed[v], t->failed, n_cands == 1 ? ", no other variant matches" : "");
+    else if (n_cands == 0)
         fprintf(out, "most likely bug: unknown (no known variant matches any failing case)\n");
     else
-        fprintf(out, "most likely bug: undecided (the failing cases name different variants)\n");
+        fprintf(out, "most likely bug: undecided (no variant is named by a majority of the %zu failing cases): "
+                "%s; %zu of them match no known variant\n", t->failed, cands, t->undiagnosed);
 }
 
 /* ---- JSON ------------------------------------------------------------------------- */

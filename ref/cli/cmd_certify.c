@@ -2,6 +2,8 @@
  * cases and report, per case and output, whether they pass, by how much they
  * differ, and where a failing implementation first diverges. */
 #include <fnmatch.h>
+#include <libgen.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,11 +53,14 @@ static const char certify_usage[] =
     "                      (name, symptom, cause, fix) and exit\n"
     "  -h, --help          this help\n"
     "\n"
-    "F64 and F32 results pass when |got - want| <= atol + rtol |want| per element;\n"
+    "F64 results pass when |got - want| <= atol + rtol |want| per element; F32\n"
+    "results within that plus twice the error of an emulated float32 implementation;\n"
     "F16 and BF16 results when each output's largest error and NMSE are within the\n"
     "budget of an emulated straightforward implementation in that dtype.  A NaN or\n"
-    "infinity where the golden is finite always fails.  A case the dtype cannot be\n"
-    "expected to pass (a float32 hazard) is XFAIL when it fails, XPASS when it passes.\n"
+    "infinity where the golden is finite always fails, and so does an output with\n"
+    "no element compared.  A case the dtype cannot be expected to pass (inputs it\n"
+    "cannot hold) is XFAIL when it fails finitely within the hazard's budget,\n"
+    "XPASS when it passes.\n"
     "exit codes: 0 every case passed (or XFAIL/XPASS/SKIP), 1 some case failed,\n"
     "            2 usage or format error\n";
 
@@ -299,10 +304,11 @@ static int write_outputs(const certify_args *a, const refenc_manifest *manifest,
             return cli_error("certify", "%s: out of memory building the JSON certificate", a->json_path);
         }
         refenc_certificate_summary_add(json_object_get(doc, "summary"), t);
-        json_object_set_new(doc, "selection", refenc_certificate_selection((const char *const *)a->patterns,
-                                                                           a->n_patterns, a->outputs_glob,
-                                                                           a->skip_missing));
-        if (certify_write_json(a->json_path, doc, &err) != REFENC_OK)
+        if (json_object_set_new(doc, "selection", refenc_certificate_selection((const char *const *)a->patterns,
+                                                                               a->n_patterns, a->outputs_glob,
+                                                                               a->skip_missing)) != 0)
+            rc = cli_error("certify", "%s: out of memory building the JSON certificate", a->json_path);
+        else if (certify_write_json(a->json_path, doc, &err) != REFENC_OK)
             rc = cli_error("certify", "%s", err.message);
         json_decref(doc);
     }

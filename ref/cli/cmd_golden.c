@@ -41,8 +41,9 @@ static const char golden_usage[] =
     "  --weights FILE       the parameters, from a safetensors file under PyTorch's\n"
     "                       state_dict names (F64, F32, F16 or BF16); otherwise seeded\n"
     "  --inputs FILE        the input, from a safetensors file (in.tokens or in.x, and\n"
-    "                       optionally in.key_padding_mask, in.positions, in.attn_mask);\n"
-    "                       otherwise seeded, of the config's shape\n"
+    "                       optionally in.token_type_ids, in.key_padding_mask,\n"
+    "                       in.positions, in.attn_mask); otherwise seeded, of the\n"
+    "                       config's shape\n"
     "  --seed N             seed of the seeded weights and inputs (default 20240521;\n"
     "                       a catalogue entry has its own): values rounded to 8\n"
     "                       significant bits, exact in float16 and bfloat16\n"
@@ -60,8 +61,8 @@ static const char golden_usage[] =
     "  --shard K/N          compute part K of N of the units (batch items, or layers\n"
     "                       x batch items with --per-layer) and write a part file:\n"
     "                       DIR/parts/NAME.part-K-of-N.safetensors, or --out-file\n"
-    "  --shard auto         in a task of a Slurm job array --array=1-N: K is the\n"
-    "                       task's index (SLURM_ARRAY_TASK_ID), N the array's size\n"
+    "  --shard auto         in a task of a Slurm job array (sbatch --array=1-N): K is\n"
+    "                       the task's index (SLURM_ARRAY_TASK_ID), N the array's size\n"
     "                       (SLURM_ARRAY_TASK_COUNT); --shard auto/N gives N, to run\n"
     "                       some tasks again (sbatch --array=3 ...)\n"
     "how:\n"
@@ -85,6 +86,48 @@ static const char golden_usage[] =
     "\n"
     "exit codes: 0 success, 2 usage or input error (one message on stderr; nothing\n"
     "is written)\n";
+
+static const char merge_usage[] =
+    "usage: refenc golden merge (--out DIR | --out-file FILE) [--quiet] PART.safetensors...\n"
+    "\n"
+    "Joins the N part files of a case ('refenc golden --shard K/N'), in any order,\n"
+    "into the case: byte for byte the file the run without --shard writes. Every\n"
+    "part is verified first (one plan, each shard once, every value once).\n"
+    "\n"
+    "  --out DIR            write DIR/cases/NAME.safetensors and add it to\n"
+    "                       DIR/manifest.json (created if absent)\n"
+    "  --out-file FILE      write the case file only\n"
+    "  --quiet              no summary line\n"
+    "\n"
+    "exit codes: 0 success, 2 usage or input error (one message naming the part\n"
+    "file and the field; nothing is written)\n";
+
+static const char manifest_usage[] =
+    "usage: refenc golden manifest CATALOGUE.json CASES_DIR OUT.json\n"
+    "\n"
+    "Writes OUT.json, the manifest of the catalogue's cases in its order (each\n"
+    "case file's name and sha256, from CASES_DIR), as refenc certify reads it.\n"
+    "OUT.json may not be the catalogue or a case.\n"
+    "\n"
+    "exit codes: 0 success, 2 usage or input error\n";
+
+static const char list_usage[] =
+    "usage: refenc golden list CATALOGUE.json\n"
+    "\n"
+    "Prints the names of the catalogue's cases, one a line, in its order.\n"
+    "\n"
+    "exit codes: 0 success, 2 usage or input error\n";
+
+/* Whether the verb's only argument asks for its usage (printed, then exit 0). */
+static int verb_help(int argc, char **argv, const char *usage)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            fputs(usage, stdout);
+            return 1;
+        }
+    return 0;
+}
 
 /* ---- verbs ------------------------------------------------------------------------ */
 
@@ -312,13 +355,18 @@ static int golden_request_parse(golden_request *a, int argc, char **argv, int *h
 int cmd_golden(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "list") == 0) {
+        if (verb_help(argc - 1, argv + 1, list_usage))
+            return REFENC_EXIT_OK;
         if (argc != 3)
             return cli_error("golden", "usage: refenc golden list CATALOGUE.json");
         return golden_list(argv[2]);
     }
     if (argc >= 2 && strcmp(argv[1], "merge") == 0)
-        return golden_merge_cmd(argc - 1, argv + 1);
+        return verb_help(argc - 1, argv + 1, merge_usage) ? REFENC_EXIT_OK
+                                                          : golden_merge_cmd(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "manifest") == 0) {
+        if (verb_help(argc - 1, argv + 1, manifest_usage))
+            return REFENC_EXIT_OK;
         if (argc != 5)
             return cli_error("golden", "usage: refenc golden manifest CATALOGUE.json CASES_DIR OUT.json");
         return golden_manifest(argv[2], argv[3], argv[4]);

@@ -26,7 +26,9 @@ typedef struct {
  * Fills err (if not NULL) and returns status.  The message is one line of
  * valid UTF-8 whatever the arguments quote from the input: control
  * characters and bytes that are not UTF-8 are written \xNN, and a message
- * longer than REFENC_ERRMSG_MAX - 1 bytes is cut between two characters.
+ * longer than REFENC_ERRMSG_MAX - 1 bytes keeps its head and its tail (where
+ * the reason usually is) around " [... N bytes ...] ", each cut between two
+ * characters.
  * err->status == REFENC_OK after refenc_error_clear. */
 int refenc_error_set(refenc_error *err, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

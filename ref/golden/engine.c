@@ -110,12 +110,26 @@ static void emit_slice(void *ctx, const char *step, size_t item, const double *d
 
 /* ---- progress on stderr ----------------------------------------------------------- */
 
+/* Off a terminal (CI logs, make -j, Slurm output files) a whole line at
+ * most this many seconds apart; REFENC_PROGRESS_INTERVAL (seconds, 0 to 30)
+ * sets a shorter one, for the tests (docs/cli.md). */
+#define LOG_INTERVAL 30.0
+
 typedef struct {
-    int on;            /* stderr is a terminal and the run is not quiet */
-    double start, last;
+    int on;            /* the run is not quiet */
+    int tty;           /* stderr is a terminal: one line rewritten in place */
+    double start, last, interval;
     size_t n_layers;
     int shown;
 } progress_ctx;
+
+static double log_interval(void)
+{
+    const char *s = getenv("REFENC_PROGRESS_INTERVAL");
+    char *end;
+    const double v = s != NULL && *s != '\0' ? strtod(s, &end) : -1;
+    return s != NULL && *s != '\0' && *end == '\0' && v >= 0 && v <= LOG_INTERVAL ? v : LOG_INTERVAL;
+}
 
 static double now(void)
 {
@@ -135,23 +149,49 @@ static void format_duration(char *buf, size_t n, double s)
                  (s - 3600 * (double)(long)(s / 3600)) / 60);
 }
 
-/* One line, rewritten in place, after the first 3 seconds and then every
- * half second: where the run is, how much is done, the rate, the ETA. */
+/* Where the run is, how much is done, the rate, the ETA: on a terminal one
+ * line, rewritten in place, after the first 3 seconds and then every half
+ * second; elsewhere a whole line every interval (30 s), with the time
+ * elapsed.  Only stderr sees the clock: the outputs never depend on it. */
 static void show_progress(void *ctx, const refenc_mp_progress *p)
 {
     progress_ctx *pc = ctx;
     const double t = now();
-    if (!pc->on || t - pc->start < 3 || t - pc->last < 0.5 || p->total <= 0)
+    if (!pc->on || p->total <= 0 ||
+        (pc->tty ? t - pc->start < 3 || t - pc->last < 0.5 : t - pc->last < pc->interval))
         return;
     pc->last = t;
     const double frac = p->done / p->total, rate = p->done / (t - pc->start);
-    char eta[32] = "?";
+    char eta[32] = "?", elapsed[32];
     if (rate > 0)
         format_duration(eta, sizeof eta, (p->total - p->done) / rate);
-    fprintf(stderr, "\roracle: unit %zu/%zu, layer %zu/%zu, %-28.28s %5.1f%%  %.3g madd/s  ETA %s   ",
-            p->unit + 1, p->units, p->layer + 1, pc->n_layers, p->step, 100 * frac, rate, eta);
+    if (pc->tty) {
+        fprintf(stderr, "\roracle: unit %zu/%zu, layer %zu/%zu, %-28.28s %5.1f%%  %.3g madd/s  ETA %s   ",
+                p->unit + 1, p->units, p->layer + 1, pc->n_layers, p->step, 100 * frac, rate, eta);
+        pc->shown = 1;
+    } else {
+        format_duration(elapsed, sizeof elapsed, t - pc->start);
+        fprintf(stderr, "oracle: progress: unit %zu/%zu, layer %zu/%zu, %s; %.1f%% done, elapsed %s, ETA %s\n",
+                p->unit + 1, p->units, p->layer + 1, pc->n_layers, p->step, 100 * frac, elapsed, eta);
+    }
     fflush(stderr);
-    pc->shown = 1;
+}
+
+void golden_log_start(golden_log *g, int quiet)
+{
+    g->on = !quiet && !isatty(2);
+    g->start = g->last = now();
+    g->interval = log_interval();
+}
+
+int golden_log_due(golden_log *g, char *elapsed, size_t n)
+{
+    const double t = now();
+    if (!g->on || t - g->last < g->interval)
+        return 0;
+    g->last = t;
+    format_duration(elapsed, n, t - g->start);
+    return 1;
 }
 
 /* ---- the engine ------------------------------------------------------------------- */
@@ -177,7 +217,9 @@ int golden_encoder_run(const refenc_case *c, const golden_run_options *opt, gold
     const int threads = opt->threads > 0 ? opt->threads : golden_default_threads();
     const int per_layer = opt->layer_inputs != NULL;
     const size_t units = refenc_mp_encoder_units(&c->cfg, c->B, per_layer);
-    progress_ctx pc = {.on = !opt->quiet && isatty(2), .start = now(), .n_layers = c->cfg.n_layers};
+    progress_ctx pc = {.on = !opt->quiet, .tty = isatty(2), .start = now(), .n_layers = c->cfg.n_layers,
+                       .interval = log_interval()};
+    pc.last = pc.start;
     const refenc_mp_run run = {
         .cfg = &c->cfg, .params = &c->params, .in = &in, .layer_inputs = opt->layer_inputs,
         .unit_begin = opt->unit_end > 0 ? opt->unit_begin : 0,

@@ -32,6 +32,20 @@ int golden_engine_run(const refenc_case *c, const refenc_variant_hooks *hooks, i
 /* The "oracle" metadata of a certified run that needed these precisions. */
 void golden_oracle_desc(char *desc, size_t n, long prec, long prec_check);
 
+/* Progress lines off a terminal (CI logs, Slurm output files): a whole line
+ * at most interval seconds apart (30; REFENC_PROGRESS_INTERVAL, 0 to 30,
+ * for the tests).  Only stderr sees the clock. */
+typedef struct {
+    int on; /* not quiet, and stderr is not a terminal */
+    double start, last, interval;
+} golden_log;
+
+void golden_log_start(golden_log *g, int quiet);
+
+/* 1 when a line is due (then the time since the start, formatted, in
+ * elapsed), else 0. */
+int golden_log_due(golden_log *g, char *elapsed, size_t n);
+
 /* The number of cores: the default thread count. */
 int golden_default_threads(void);
 

@@ -379,10 +379,21 @@ static int run_variants(variant_sets *v, const golden_source *s, const golden_se
     refenc_certify_policy(&tol64, REFENC_ST_F64);
     refenc_certify_policy(&tol32, REFENC_ST_F32);
     int st = v->meta && v->classes ? REFENC_OK : refenc_error_set(err, REFENC_ENOMEM, "out of memory");
+    size_t total = 0, done = 0;
+    for (int var = 0; var < REFENC_VAR_COUNT; var++)
+        total += targeted(s, refenc_variant_get((refenc_variant)var)) &&
+                 refenc_variant_applies((refenc_variant)var, &s->c);
+    golden_log log;
+    golden_log_start(&log, a->quiet);
     for (int var = 0; var < REFENC_VAR_COUNT && st == REFENC_OK; var++) {
         const refenc_variant_info *info = refenc_variant_get((refenc_variant)var);
         if (!targeted(s, info) || !refenc_variant_applies((refenc_variant)var, &s->c))
             continue;
+        char elapsed[32];
+        if (golden_log_due(&log, elapsed, sizeof elapsed)) /* off a terminal, at most every 30 s */
+            fprintf(stderr, "refenc golden: %s: bug variants: %zu/%zu done, now %s, elapsed %s\n", s->name,
+                    done, total, info->name, elapsed);
+        done++;
         if ((st = compute_variant(v, var, info, s, golden, a, err)) != REFENC_OK)
             break;
         refenc_case *w = &v->vc[v->n - 1];

@@ -96,6 +96,12 @@ static int create_temporary(refenc_atomic_file *a, int replaces, mode_t mode, re
     size_t keep = strlen(a->base);
     if (keep > REFENC_FILE_NAME_MAX - TMP_SUFFIX_LEN)
         keep = REFENC_FILE_NAME_MAX - TMP_SUFFIX_LEN;
+    /* reserved first: a termination signal taken by another thread between
+     * the file's creation and its publication still removes it */
+    const int reg = refenc_temporaries_reserve();
+    if (reg < 0)
+        return refenc_error_set(err, REFENC_EIO, "%s: cannot create a temporary file: %d already open",
+                                a->path, REFENC_TEMPORARIES_MAX);
     for (int attempt = 0; attempt < 100; attempt++) {
         char r[7];
         random_name_part(r);
@@ -103,24 +109,20 @@ static int create_temporary(refenc_atomic_file *a, int replaces, mode_t mode, re
         /* a new file gets 0666 less the umask, as the target itself would */
         a->fd = openat(a->dirfd, a->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                        replaces ? 0600 : 0666);
-        if (a->fd >= 0)
+        if (a->fd >= 0 || errno != EEXIST)
             break;
-        if (errno != EEXIST) {
-            const int e = errno;
-            a->tmp[0] = '\0';
-            return refenc_error_set(err, REFENC_EIO, "%s: cannot create a temporary file: %s",
-                                    a->path, strerror(e));
-        }
     }
     if (a->fd < 0) {
+        const int e = errno;
+        refenc_temporaries_release(reg);
         a->tmp[0] = '\0';
-        return refenc_error_set(err, REFENC_EIO, "%s: cannot create a temporary file: 100 names taken",
-                                a->path);
+        return e == EEXIST ? refenc_error_set(err, REFENC_EIO, "%s: cannot create a temporary file: 100 names "
+                                              "taken", a->path)
+                           : refenc_error_set(err, REFENC_EIO, "%s: cannot create a temporary file: %s",
+                                              a->path, strerror(e));
     }
-    /* from here on a termination signal in any thread removes it */
-    if ((a->reg = refenc_temporaries_add(a->dirfd, a->tmp)) < 0)
-        return refenc_error_set(err, REFENC_EIO, "%s: cannot create a temporary file: %d already open",
-                                a->path, REFENC_TEMPORARIES_MAX);
+    refenc_temporaries_publish(reg, a->dirfd, a->tmp);
+    a->reg = reg;
     if (replaces && fchmod(a->fd, mode) != 0)
         return refenc_error_set(err, REFENC_EIO, "%s: cannot set the mode of the temporary file: %s",
                                 a->path, strerror(errno));

@@ -8,6 +8,7 @@
 
 #include "../core/alloc.h"
 #include "../core/text.h"
+#include "name_prefix.h"
 
 #define Q REFENC_CK_Q
 #define K REFENC_CK_K
@@ -406,6 +407,46 @@ static void ck_note_missing(ck_load *ld)
     }
 }
 
+/* Whether name, after the family's prefix if it has it, is a tensor of the family's table or one
+ * of its ignored buffers. */
+static int ck_known(const ck_load *ld, const char *name)
+{
+    const refenc_ck_entry *table = families[ld->cfg->family].table;
+    const size_t n_table = families[ld->cfg->family].n;
+    size_t layer;
+    if (ld->plen > 0 && strncmp(name, ld->prefix, ld->plen) == 0)
+        name += ld->plen;
+    for (size_t r = 0; r < n_table; r++)
+        if (name_match(table[r].checkpoint, name, &layer))
+            return 1;
+    return is_ignored(families[ld->cfg->family].ignored, name);
+}
+
+/* A prefix every name carries and the family does not know, as the problem: when no name is known
+ * as it is and some are without the prefix.  Returns REFENC_OK when that is not the case. */
+static int ck_foreign_prefix(const ck_load *ld, refenc_error *err)
+{
+    size_t plen = name_prefix_common(ld->f);
+    if (ld->use_prefix || plen == 0)
+        return REFENC_OK;
+    const char *first = ld->f->tensors[0].name; /* "model.bert.": only "model." is unknown */
+    if (ld->plen > 0 && plen > ld->plen && strncmp(first + plen - ld->plen, ld->prefix, ld->plen) == 0)
+        plen -= ld->plen;
+    const char *stripped = NULL;
+    for (size_t k = 0; k < ld->f->n_tensors; k++) {
+        const char *name = ld->f->tensors[k].name;
+        if (ck_known(ld, name))
+            return REFENC_OK;
+        if (stripped == NULL && ck_known(ld, name + plen))
+            stripped = name;
+    }
+    if (stripped == NULL)
+        return REFENC_OK;
+    char whose[64];
+    snprintf(whose, sizeof whose, "a %s checkpoint's", refenc_family_name(ld->cfg->family));
+    return name_prefix_refuse(ld->f, plen, whose, stripped, err);
+}
+
 /* The buffers of a loading: the seen bits and one tensor's worth of doubles. */
 static int ck_alloc(ck_load *ld)
 {
@@ -436,6 +477,9 @@ int refenc_params_from_checkpoint(refenc_params *p, const refenc_config *cfg,
     for (size_t k = 0; ld.plen > 0 && k < f->n_tensors && !ld.use_prefix; k++)
         ld.use_prefix = strncmp(f->tensors[k].name, ld.prefix, ld.plen) == 0;
     rep->prefix = ld.use_prefix ? ld.prefix : "";
+    const int foreign = ck_foreign_prefix(&ld, err);
+    if (foreign != REFENC_OK)
+        return foreign;
 
     if (!ck_alloc(&ld)) {
         free(ld.seen);

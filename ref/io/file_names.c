@@ -28,8 +28,8 @@ int refenc_path_format(char *buf, size_t cap, refenc_error *err, const char *fmt
     if (n >= 0 && (size_t)n < cap)
         return REFENC_OK;
     /* the message shows the path's start: the whole would not fit in it either */
-    const int st = refenc_error_set(err, REFENC_ELIMIT, "%.200s...: a path of %d bytes, longer than the "
-                                    "limit of %zu", buf, n, cap - 1);
+    const int st = refenc_error_set(err, REFENC_ELIMIT, "%.200s...: path too long (%d bytes, longer than the "
+                                    "limit of %zu)", buf, n, cap - 1);
     buf[0] = '\0';
     return st;
 }

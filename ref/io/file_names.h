@@ -28,8 +28,8 @@
 int refenc_file_name_ok(const char *s);
 
 /* Formats a path into buf (cap bytes, at most PATH_MAX).  Errors:
- * REFENC_ELIMIT when it does not fit ("PATH...: a path of N bytes, longer
- * than the limit of CAP - 1"): buf then holds "" and nothing may use it. */
+ * REFENC_ELIMIT when it does not fit ("PATH...: path too long (N bytes, longer
+ * than the limit of CAP - 1)"): buf then holds "" and nothing may use it. */
 int refenc_path_format(char *buf, size_t cap, refenc_error *err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

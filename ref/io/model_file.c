@@ -8,6 +8,7 @@
 
 #include "../core/alloc.h"
 #include "../core/text.h"
+#include "name_prefix.h"
 
 int refenc_st_dtype_is_float(refenc_st_dtype d)
 {
@@ -114,9 +115,31 @@ static int check_tensor(problems *pr, const refenc_st_tensor *t, size_t ndim, co
 
 #define FLOAT_DTYPES "F64, F32, F16 or BF16"
 
+/* A prefix every name carries, as the problem: when no name is a parameter's as it is and some
+ * are without the prefix.  Returns REFENC_OK when that is not the case. */
+static int foreign_prefix(const refenc_params *p, const refenc_st_file *f, refenc_error *err)
+{
+    const size_t plen = name_prefix_common(f);
+    const char *stripped = NULL;
+    for (size_t i = 0; i < f->n_tensors && plen > 0; i++) {
+        if (refenc_params_find(p, f->tensors[i].name) != NULL)
+            return REFENC_OK;
+        if (stripped == NULL && refenc_params_find(p, f->tensors[i].name + plen) != NULL)
+            stripped = f->tensors[i].name;
+    }
+    if (stripped == NULL)
+        return REFENC_OK;
+    return name_prefix_refuse(f, plen, "nn.TransformerEncoder's state_dict", stripped, err);
+}
+
 int refenc_params_from_file(refenc_params *p, const refenc_st_file *f, char **report,
                             refenc_error *err)
 {
+    if (report != NULL)
+        *report = NULL;
+    const int foreign = foreign_prefix(p, f, err);
+    if (foreign != REFENC_OK)
+        return foreign;
     problems pr = {0};
     char q[512], want[128];
     for (size_t k = 0; k < p->n_tensors; k++) {
@@ -142,14 +165,14 @@ int refenc_params_from_file(refenc_params *p, const refenc_st_file *f, char **re
 
 /* ---- inputs ------------------------------------------------------------------ */
 
-static const char *const input_names[] = {"in.tokens", "in.x", "in.key_padding_mask",
+static const char *const input_names[] = {"in.tokens", "in.x", "in.token_type_ids", "in.key_padding_mask",
                                           "in.positions", "in.attn_mask", NULL};
 
 /* The input tensors of an inputs file, and the shape (B, L) the leading one gives. */
 typedef struct {
     int tokens;                 /* the config has a vocabulary: the input is in.tokens */
     const char *lead_name;
-    const refenc_st_tensor *lead, *other, *mask, *pos, *attn;
+    const refenc_st_tensor *lead, *other, *types, *mask, *pos, *attn;
     size_t B, L;
 } input_tensors;
 
@@ -185,6 +208,8 @@ static void check_others(problems *pr, const input_tensors *in, const refenc_st_
     const size_t B = in->B, L = in->L;
     if (B > 0) {
         const size_t bl[2] = {B, L}, l1[1] = {L}, ll[2] = {L, L};
+        if (in->types != NULL)
+            check_tensor(pr, in->types, 2, bl, 0, "I64");
         if (in->mask != NULL && check_tensor(pr, in->mask, 2, bl, 0, "BOOL or U8") &&
             in->mask->dtype == REFENC_ST_I64)
             problem(pr, "'in.key_padding_mask' has dtype I64, expected BOOL or U8");
@@ -198,8 +223,9 @@ static void check_others(problems *pr, const input_tensors *in, const refenc_st_
         for (const char *const *n = input_names; *n != NULL; n++)
             known |= strcmp(f->tensors[i].name, *n) == 0;
         if (!known)
-            problem(pr, "extra '%s' (inputs are in.tokens or in.x, in.key_padding_mask, "
-                        "in.positions, in.attn_mask)", quoted(q, sizeof q, f->tensors[i].name));
+            problem(pr, "extra '%s' (inputs are in.tokens or in.x, in.token_type_ids, "
+                        "in.key_padding_mask, in.positions, in.attn_mask)",
+                    quoted(q, sizeof q, f->tensors[i].name));
     }
 }
 
@@ -226,6 +252,8 @@ static int read_inputs(refenc_case *c, const refenc_config *cfg, const refenc_st
     c->has_positions = in->pos != NULL ||
                        (cfg->positional != REFENC_POS_NONE && cfg->position_ids != REFENC_POSIDS_ROBERTA);
     int st = in->tokens ? refenc_st_to_i64(c->tokens, f, in->lead, err) : refenc_st_to_f64(c->x, f, in->lead, err);
+    if (st == REFENC_OK && in->types != NULL) /* absent: every position type 0, as HF's default */
+        st = refenc_st_to_i64(c->token_types, f, in->types, err);
     if (st == REFENC_OK && in->pos != NULL)
         st = refenc_st_to_i64(c->positions, f, in->pos, err);
     if (st == REFENC_OK && in->attn != NULL)
@@ -247,6 +275,7 @@ int refenc_case_from_inputs_file(refenc_case *c, const refenc_config *cfg,
     in.lead_name = in.tokens ? "in.tokens" : "in.x";
     in.lead = refenc_st_find(f, in.lead_name);
     in.other = refenc_st_find(f, in.tokens ? "in.x" : "in.tokens");
+    in.types = refenc_st_find(f, "in.token_type_ids");
     in.mask = refenc_st_find(f, "in.key_padding_mask");
     in.pos = refenc_st_find(f, "in.positions");
     in.attn = refenc_st_find(f, "in.attn_mask");
@@ -255,6 +284,11 @@ int refenc_case_from_inputs_file(refenc_case *c, const refenc_config *cfg,
     if (in.other != NULL)
         problem(&pr, "extra '%s': the config has vocab_size %zu, so the input is %s", in.other->name,
                 cfg->vocab_size, in.lead_name);
+    if (in.types != NULL && (!in.tokens || cfg->type_vocab_size == 0)) {
+        problem(&pr, "extra 'in.token_type_ids': the config has %s, so the model takes no token types",
+                in.tokens ? "type_vocab_size 0" : "vocab_size 0 (the input is in.x)");
+        in.types = NULL;
+    }
     check_others(&pr, &in, f);
     int st = problems_end(&pr, f->path, "the inputs do not match the config", report, err);
     if (st != REFENC_OK)

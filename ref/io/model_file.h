@@ -8,7 +8,8 @@
  *
  * Inputs: the golden format's names (docs/golden-format.md): in.tokens
  * (B, L) I64 when vocab_size > 0, else in.x (B, L, D) floating; optionally
- * in.key_padding_mask (B, L) BOOL or U8 (1 = padding), in.positions (L) I64,
+ * in.token_type_ids (B, L) I64 in [0, type_vocab_size) when the config has a
+ * token-type table (absent: every position type 0), in.key_padding_mask (B, L) BOOL or U8 (1 = padding), in.positions (L) I64,
  * in.attn_mask (L, L) floating (-inf masks).  B and L come from the file.
  *
  * When a file does not match, the message names every missing, extra and

@@ -4,13 +4,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "file_names.h"
 
-/* An entry's state: FREE, then FILLING while its owner writes it, LIVE once
- * the handler may read it, TAKEN when the handler has claimed it. */
+/* An entry's state: FREE, then FILLING from its reservation until its
+ * owner has created the file and written its name (a handler waits for it:
+ * the file may already exist), LIVE once the handler may read it, TAKEN
+ * when the handler has claimed it. */
 enum { FREE, FILLING, LIVE, TAKEN };
 
 typedef struct {
@@ -24,9 +28,25 @@ static int installed; /* the handlers: 0 not yet, 1 being installed or done */
 
 static const int termination[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 
+/* How long a handler waits for an entry being filled (its owner, with the
+ * termination signals blocked, is one openat away from publishing it): a
+ * bound, so that a handler in the owner's own thread (signals not blocked)
+ * cannot wait for ever.  clock_gettime is async-signal-safe. */
+#define FILLING_WAIT_NS 2000000000LL
+
+static long long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
 void refenc_temporaries_unlink_all(void)
 {
+    const long long deadline = now_ns() + FILLING_WAIT_NS;
     for (int i = 0; i < REFENC_TEMPORARIES_MAX; i++) {
+        while (__atomic_load_n(&table[i].state, __ATOMIC_ACQUIRE) == FILLING && now_ns() < deadline)
+            ;
         int live = LIVE;
         if (__atomic_compare_exchange_n(&table[i].state, &live, TAKEN, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
             unlinkat(table[i].dirfd, table[i].name, 0);
@@ -71,22 +91,28 @@ static void install_handlers(void)
     }
 }
 
-int refenc_temporaries_add(int dirfd, const char *name)
+int refenc_temporaries_reserve(void)
 {
     install_handlers();
-    if (strlen(name) > REFENC_FILE_NAME_MAX)
-        return -1;
     for (int i = 0; i < REFENC_TEMPORARIES_MAX; i++) {
         int free_ = FREE;
-        if (!__atomic_compare_exchange_n(&table[i].state, &free_, FILLING, 0, __ATOMIC_ACQ_REL,
-                                         __ATOMIC_ACQUIRE))
-            continue;
-        table[i].dirfd = dirfd;
-        memcpy(table[i].name, name, strlen(name) + 1);
-        __atomic_store_n(&table[i].state, LIVE, __ATOMIC_RELEASE);
-        return i;
+        if (__atomic_compare_exchange_n(&table[i].state, &free_, FILLING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return i;
     }
     return -1;
+}
+
+void refenc_temporaries_publish(int i, int dirfd, const char *name)
+{
+    table[i].dirfd = dirfd;
+    snprintf(table[i].name, sizeof table[i].name, "%s", name);
+    __atomic_store_n(&table[i].state, LIVE, __ATOMIC_RELEASE);
+}
+
+void refenc_temporaries_release(int i)
+{
+    if (i >= 0 && i < REFENC_TEMPORARIES_MAX)
+        __atomic_store_n(&table[i].state, FREE, __ATOMIC_RELEASE);
 }
 
 void refenc_temporaries_remove(int i)

@@ -41,6 +41,11 @@ void refenc_budget(double *max_abs, double *nmse, const refenc_baseline_error *b
     *nmse = REFENC_BUDGET_C * REFENC_BUDGET_C * (usable ? base->nmse : 0.0) + floor_nmse;
 }
 
+double refenc_budget_f32(const refenc_baseline_error *base)
+{
+    return base != NULL && base->finite ? REFENC_BUDGET_C * base->max_abs : 0.0;
+}
+
 void refenc_baseline_free(refenc_baseline *b)
 {
     if (b == NULL)
@@ -125,16 +130,22 @@ static void measure(void *ctx, const char *name, const double *data, size_t ndim
 int refenc_baseline_measure(refenc_baseline *b, const refenc_st_file *golden, refenc_format f,
                             refenc_error *err)
 {
+    /* inputs that need float32 (input_dtype F32) are read in float32 */
+    const char *in_dtype = refenc_st_metadata(golden, "input_dtype");
+    const int needs_f32 = in_dtype != NULL && strcmp(in_dtype, "F32") == 0;
+    return refenc_baseline_measure_inputs(b, golden, f, needs_f32 && f != REFENC_FMT_F64 ? REFENC_FMT_F32 : f, err);
+}
+
+int refenc_baseline_measure_inputs(refenc_baseline *b, const refenc_st_file *golden, refenc_format f,
+                                   refenc_format inputs, refenc_error *err)
+{
     memset(b, 0, sizeof *b);
     b->format = f;
     refenc_case c;
     memset(&c, 0, sizeof c);
     int st = refenc_case_from_file(&c, golden, err);
     if (st == REFENC_OK) {
-        /* inputs that need float32 (input_dtype F32) are read in float32 */
-        const char *in_dtype = refenc_st_metadata(golden, "input_dtype");
-        const int needs_f32 = in_dtype != NULL && strcmp(in_dtype, "F32") == 0;
-        refenc_emulation_round_case(&c, needs_f32 && f != REFENC_FMT_F64 ? REFENC_FMT_F32 : f);
+        refenc_emulation_round_case(&c, inputs);
         const refenc_emulation e = refenc_emulation_baseline(f);
         measure_ctx mc = {b, golden, err, REFENC_OK};
         const refenc_trace tr = {measure, &mc};

@@ -9,9 +9,11 @@
  * the dtype, and nmse(x) = sum (x - want)^2 / sum want^2 over the elements
  * that are not don't-care.
  *
- * F32 results keep the float32 policy (certify.h) and add, for the outputs
- * that hold a sinusoidal PE or a RoPE rotation, what forming the angle
- * pos * omega in float32 may cost (refenc_angle_allowance). */
+ * F32 results keep the float32 policy (certify.h) as their floor and add
+ * BUDGET_C times the emulated float32 baseline's largest error, which grows
+ * with the model's depth where the policy does not (refenc_budget_f32), and,
+ * for the outputs that hold a sinusoidal PE or a RoPE rotation, what forming
+ * the angle pos * omega in float32 may cost (refenc_angle_allowance). */
 #ifndef REFENC_BUDGET_H
 #define REFENC_BUDGET_H
 
@@ -56,6 +58,13 @@ typedef struct {
  * REFENC_ENOMEM.  On error *b is empty (safe to free). */
 int refenc_baseline_measure(refenc_baseline *b, const refenc_st_file *golden, refenc_format f,
                             refenc_error *err);
+
+/* The same with the inputs and parameters rounded to `inputs` whatever the
+ * case's input_dtype says: with inputs = f, what an implementation in f
+ * computes from inputs f cannot hold (the baseline of the input hazard,
+ * certify.h). */
+int refenc_baseline_measure_inputs(refenc_baseline *b, const refenc_st_file *golden, refenc_format f,
+                                   refenc_format inputs, refenc_error *err);
 void refenc_baseline_free(refenc_baseline *b);
 
 /* The output's baseline error, or NULL if the emulation has no such output. */
@@ -65,6 +74,11 @@ const refenc_baseline_error *refenc_baseline_find(const refenc_baseline *b, cons
  * the bounds on max |got - want| and on the nmse (formulas above). */
 void refenc_budget(double *max_abs, double *nmse, const refenc_baseline_error *base, refenc_format f,
                    double max_want);
+
+/* The F32 result's allowance for the roundings of the layers before an
+ * output: BUDGET_C * max |base - want| of the float32 baseline (0 where it
+ * overflows or is absent), added to every element's policy bound. */
+double refenc_budget_f32(const refenc_baseline_error *base);
 
 /* The precision p (bits of significand) of a format, and ulp_f(x): the
  * spacing of f's values in x's binade (subnormal binades included). */

@@ -151,6 +151,14 @@ static void output_figures(json_t *o, const refenc_output_report *r)
         json_object_set_new(o, "baseline_nmse", refenc_certificate_number(r->base_nmse));
     } else {
         json_object_set_new(o, "angle_allowance", json_boolean(r->angle_allowance));
+        if (r->dtype == REFENC_ST_F32) { /* the float32 baseline's share of every bound */
+            json_object_set_new(o, "baseline_max_abs_error", refenc_certificate_number(r->base_max_abs));
+            json_object_set_new(o, "baseline_allowance", refenc_certificate_number(r->base_allowance));
+        }
+    }
+    if (r->hazard_checked) { /* the bounds an expected failure stays within */
+        json_object_set_new(o, "hazard_budget_max_abs_error", refenc_certificate_number(r->hazard_max_abs));
+        json_object_set_new(o, "hazard_budget_nmse", refenc_certificate_number(r->hazard_nmse));
     }
     json_object_set_new(o, "compared", json_integer((json_int_t)r->compared));
     json_object_set_new(o, "dont_care", json_integer((json_int_t)r->dont_care));
@@ -178,18 +186,28 @@ static json_t *output_json(const refenc_output_report *r)
     return o;
 }
 
+/* The variants the case matches (refenc_case_report.candidates). */
+static json_t *candidates_json(const refenc_case_report *rep)
+{
+    json_t *a = json_array();
+    for (int k = 0; a != NULL && k < REFENC_VAR_COUNT; k++)
+        if (rep->candidates & (1UL << k))
+            json_array_append_new(a, json_string(refenc_variant_get((refenc_variant)k)->name));
+    return a;
+}
+
 static json_t *diagnosis_json(const refenc_case_report *rep)
 {
     refenc_variant v;
     if (rep->diagnosis[0] && refenc_variant_parse(&v, rep->diagnosis)) {
         const refenc_variant_info *info = refenc_variant_get(v);
-        return json_pack("{s:s, s:s, s:s, s:s, s:o, s:I}", "variant", info->name, "symptom", info->symptom,
+        return json_pack("{s:s, s:s, s:s, s:s, s:o, s:I, s:o}", "variant", info->name, "symptom", info->symptom,
                          "cause", info->cause, "fix", info->fix, "ratio",
                          refenc_certificate_number(rep->diagnosis_ratio), "variants_checked",
-                         (json_int_t)rep->variants_checked);
+                         (json_int_t)rep->variants_checked, "candidates", candidates_json(rep));
     }
-    return json_pack("{s:n, s:s, s:I}", "variant", "message", "no known variant matches", "variants_checked",
-                     (json_int_t)rep->variants_checked);
+    return json_pack("{s:n, s:s, s:I, s:o}", "variant", "message", "no known variant matches", "variants_checked",
+                     (json_int_t)rep->variants_checked, "candidates", candidates_json(rep));
 }
 
 json_t *refenc_certificate_case(const refenc_case_report *rep)
@@ -224,22 +242,43 @@ json_t *refenc_certificate_doc(const char *version, const char *golden_dir, cons
                      verdict);
 }
 
-void refenc_certificate_tally_add(refenc_certificate_tally *t, const refenc_case_report *rep)
+/* The refenc_format index of a result dtype (F64 0 .. BF16 3). */
+static int format_index(refenc_st_dtype d)
+{
+    return d == REFENC_ST_F32 ? 1 : d == REFENC_ST_F16 ? 2 : d == REFENC_ST_BF16 ? 3 : 0;
+}
+
+static void tally_failing(refenc_certificate_tally *t, const refenc_case_report *rep)
 {
     refenc_variant v;
+    size_t matched = 0;
+    t->failed++;
+    if (rep->diagnosis[0] && refenc_variant_parse(&v, rep->diagnosis))
+        t->diagnosed[v]++;
+    else
+        t->undiagnosed++;
+    for (int k = 0; k < REFENC_VAR_COUNT; k++)
+        if (rep->candidates & (1UL << k)) {
+            t->candidate[k]++;
+            matched++;
+        }
+    t->ambiguous += matched > 1;
+    for (size_t i = 0; i < rep->n_outputs; i++) {
+        const refenc_output_report *r = &rep->outputs[i];
+        if ((r->status == REFENC_OUT_PASS || r->status == REFENC_OUT_FAIL) && format_index(r->dtype) > t->low_dtype)
+            t->low_dtype = format_index(r->dtype);
+    }
+}
+
+void refenc_certificate_tally_add(refenc_certificate_tally *t, const refenc_case_report *rep)
+{
     t->cases++;
     switch (rep->verdict) {
     case REFENC_VERDICT_PASS: t->passed++; break;
     case REFENC_VERDICT_XPASS: t->xpass++; break;
     case REFENC_VERDICT_XFAIL: t->xfail++; break;
     case REFENC_VERDICT_SKIP: t->skipped++; break;
-    case REFENC_VERDICT_FAIL:
-        t->failed++;
-        if (rep->diagnosis[0] && refenc_variant_parse(&v, rep->diagnosis))
-            t->diagnosed[v]++;
-        else
-            t->undiagnosed++;
-        break;
+    case REFENC_VERDICT_FAIL: tally_failing(t, rep); break;
     }
 }
 
@@ -248,19 +287,47 @@ void refenc_certificate_tally_error(refenc_certificate_tally *t)
     t->cases++;
     t->failed++;
     t->undiagnosed++;
+    t->errors++;
 }
 
 const char *refenc_certificate_most_likely_bug(const refenc_certificate_tally *t)
 {
-    int found = -1;
+    const size_t examined = t->failed - t->errors;
     for (int v = 0; v < REFENC_VAR_COUNT; v++) {
-        if (t->diagnosed[v] == 0)
-            continue;
-        if (found >= 0)
-            return NULL; /* two variants named: the cases do not agree */
-        found = v;
+        if (2 * t->diagnosed[v] <= examined)
+            continue; /* not a majority of the failing cases */
+        for (int w = 0; w < REFENC_VAR_COUNT; w++)
+            if (w != v && t->candidate[w] >= t->candidate[v])
+                return NULL; /* another variant matches as many cases: indistinguishable */
+        return refenc_variant_get((refenc_variant)v)->name;
     }
-    return found >= 0 ? refenc_variant_get((refenc_variant)found)->name : NULL;
+    return NULL;
+}
+
+/* The candidates' order: most matched first, then the table's order. */
+static int next_candidate(const refenc_certificate_tally *t, const int *used)
+{
+    int best = -1;
+    for (int v = 0; v < REFENC_VAR_COUNT; v++)
+        if (!used[v] && t->candidate[v] > 0 && (best < 0 || t->candidate[v] > t->candidate[best]))
+            best = v;
+    return best;
+}
+
+void refenc_certificate_bug_candidates(char *buf, size_t cap, size_t *n, const refenc_certificate_tally *t)
+{
+    static const char *const dtypes[] = {"F64", "F32", "F16", "BF16"};
+    int used[REFENC_VAR_COUNT] = {0};
+    size_t len = 0;
+    *n = 0;
+    buf[0] = '\0';
+    for (int v; (v = next_candidate(t, used)) >= 0; used[v] = 1, ++*n)
+        len += (size_t)snprintf(buf + (len < cap ? len : cap - 1), len < cap ? cap - len : 1, "%s%s (%zu case%s)",
+                                *n ? " or " : "", refenc_variant_get((refenc_variant)v)->name, t->candidate[v],
+                                t->candidate[v] == 1 ? "" : "s");
+    if (t->ambiguous)
+        snprintf(buf + (len < cap ? len : cap - 1), len < cap ? cap - len : 1,
+                 ": indistinguishable in %s on these cases", dtypes[t->low_dtype & 3]);
 }
 
 void refenc_certificate_summary_add(json_t *summary, const refenc_certificate_tally *t)
@@ -272,13 +339,26 @@ void refenc_certificate_summary_add(json_t *summary, const refenc_certificate_ta
     json_object_set_new(summary, "xpass", json_integer((json_int_t)t->xpass));
     json_object_set_new(summary, "skipped", json_integer((json_int_t)t->skipped));
     json_object_set_new(summary, "most_likely_bug", bug ? json_string(bug) : json_null());
+    json_t *cands = json_array();
+    int used[REFENC_VAR_COUNT] = {0};
+    for (int v; (v = next_candidate(t, used)) >= 0; used[v] = 1)
+        json_array_append_new(cands, json_pack("{s:s, s:I}", "variant", refenc_variant_get((refenc_variant)v)->name,
+                                               "cases", (json_int_t)t->candidate[v]));
+    json_object_set_new(summary, "bug_candidates", cands);
 }
 
 json_t *refenc_certificate_selection(const char *const *patterns, size_t n_patterns, const char *outputs_glob,
                                      int skip_missing)
 {
     json_t *pats = json_array();
-    for (size_t i = 0; i < n_patterns; i++)
-        json_array_append_new(pats, json_string(patterns[i]));
-    return json_pack("{s:o, s:s?, s:b}", "cases", pats, "outputs", outputs_glob, "skip_missing", skip_missing);
+    int ok = pats != NULL;
+    for (size_t i = 0; ok && i < n_patterns; i++) /* any bytes, \xNN-escaped: never dropped */
+        ok = json_array_append_new(pats, refenc_certificate_text(patterns[i])) == 0;
+    json_t *outs = outputs_glob != NULL ? refenc_certificate_text(outputs_glob) : json_null();
+    if (!ok || outs == NULL) {
+        json_decref(pats);
+        json_decref(outs);
+        return NULL;
+    }
+    return json_pack("{s:o, s:o, s:b}", "cases", pats, "outputs", outs, "skip_missing", skip_missing);
 }

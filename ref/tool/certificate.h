@@ -74,10 +74,14 @@ void refenc_certificate_worst_index(size_t idx[REFENC_ST_MAX_NDIM], const refenc
  * "dtype", "rule" ("policy" or "budget"), "rtol", "atol" (the element bound:
  * for the budget rtol 0 and atol its max error), "angle_allowance" (policy)
  * or "budget_max_abs_error", "budget_nmse", "baseline_max_abs_error",
- * "baseline_nmse" (budget), "compared", "dont_care", "out_of_tolerance",
+ * "baseline_nmse" (budget), "baseline_max_abs_error" and
+ * "baseline_allowance" (F32: the float32 baseline's share of the bound),
+ * "hazard_budget_max_abs_error" and "hazard_budget_nmse" (a failing output
+ * of a hazard case: what XFAIL allows), "compared", "dont_care", "out_of_tolerance",
  * "nonfinite", "max_abs_error", "max_rel_error", "max_ulp_error", "scale",
  * "nmse", "excess", "worst_index", "worst_got", "worst_want", "note"},
- * ...]}.  A new reference, or NULL when out of memory. */
+ * ...]}; the diagnosis {"variant" (or null), "symptom", "cause", "fix",
+ * "ratio", "variants_checked", "candidates" (every variant that matches)}.  A new reference, or NULL when out of memory. */
 json_t *refenc_certificate_case(const refenc_case_report *rep);
 
 /* The whole certificate: {"refenc_version", "golden", "results",
@@ -96,6 +100,11 @@ typedef struct {
     size_t cases, passed, failed, xfail, xpass, skipped;
     size_t diagnosed[REFENC_VAR_COUNT]; /* failing cases naming each variant     */
     size_t undiagnosed;                 /* failing cases naming none (or ERROR)  */
+    size_t errors;                      /* cases that could not be read (ERROR)  */
+    size_t candidate[REFENC_VAR_COUNT]; /* failing cases each variant matches    */
+    size_t ambiguous;                   /* failing cases two variants or more match */
+    int low_dtype;                      /* the lowest result dtype of the failing
+                                           cases (refenc_format: 0 F64 .. 3 BF16) */
 } refenc_certificate_tally;
 
 void refenc_certificate_tally_add(refenc_certificate_tally *t, const refenc_case_report *rep);
@@ -103,17 +112,28 @@ void refenc_certificate_tally_add(refenc_certificate_tally *t, const refenc_case
 /* A case that could not be read (ERROR): failed, undiagnosed. */
 void refenc_certificate_tally_error(refenc_certificate_tally *t);
 
-/* The variant every diagnosed failing case names, when they agree and at
- * least one does; NULL otherwise. */
+/* The run's most likely bug: the variant a majority of the failing cases
+ * (each of which the diagnosis examined; ERROR cases not counted) name,
+ * and that more failing cases match than any other variant; NULL
+ * otherwise (refenc_certificate_bug_candidates then lists the candidates). */
 const char *refenc_certificate_most_likely_bug(const refenc_certificate_tally *t);
 
+/* The variants some failing case matches, most matched first, into buf as
+ * "A (k cases) or B (m cases)", and *n their number; when a case matched
+ * two or more, ": indistinguishable in DTYPE on these cases" follows. */
+void refenc_certificate_bug_candidates(char *buf, size_t cap, size_t *n, const refenc_certificate_tally *t);
+
 /* Sets the certificate's "summary" counts from the tally: "passed", "failed",
- * "xfail", "xpass", "skipped", and "most_likely_bug" (null when the failing
- * cases do not agree, or none fails). */
+ * "xfail", "xpass", "skipped", "most_likely_bug" (null when no variant is
+ * named by a majority of the failing cases, or none fails) and
+ * "bug_candidates" ([{"variant", "cases"}], the variants the failing cases
+ * match, most matched first). */
 void refenc_certificate_summary_add(json_t *summary, const refenc_certificate_tally *t);
 
 /* The certificate's "selection": {"cases": [patterns], "outputs": glob or
- * null, "skip_missing": bool}.  A new reference. */
+ * null, "skip_missing": bool}, every pattern kept whatever its bytes (those
+ * that are not UTF-8 written \xNN, refenc_certificate_text).  A new
+ * reference, or NULL when out of memory. */
 json_t *refenc_certificate_selection(const char *const *patterns, size_t n_patterns, const char *outputs_glob,
                                      int skip_missing);
 

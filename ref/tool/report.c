@@ -857,8 +857,11 @@ static int report_page_write(const char *html_path, const refenc_report_options 
                                          manifest->sha256, cases, sum->cases, sum->passed, verdict);
     if (doc != NULL) { /* the certificate refenc certify writes for the same selection */
         refenc_certificate_summary_add(json_object_get(doc, "summary"), tally);
-        json_object_set_new(doc, "selection", refenc_certificate_selection(&opt->case_glob,
-                                                                           opt->case_glob != NULL, NULL, 0));
+        if (json_object_set_new(doc, "selection", refenc_certificate_selection(&opt->case_glob,
+                                                                               opt->case_glob != NULL, NULL, 0))) {
+            json_decref(doc); /* out of memory: the selection is never left out */
+            doc = NULL;
+        }
     }
     int st = doc ? write_atomic(html_path, doc, body, body_len, err)
                  : refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);

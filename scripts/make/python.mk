@@ -13,6 +13,7 @@
 #                         staged install-python / uninstall-python
 #   make check-report     the report of a planted tiling bug rendered headless
 #                         by chromium: the screenshot shows the stripe
+#   make check-quickstart  every block of docs/quickstart.md, run as written
 #   make check-ci-recipe  the plain shell CI recipe of docs/ci.md, run as the
 #                         page has it (needs certify --junit)
 #   make install-python / uninstall-python   the module into the directory
@@ -35,7 +36,7 @@ PY_EXAMPLE  := $(BUILD)/python-example
 PY_PINNED   := scripts/python/example-outcomes.txt
 PEER_PINNED := scripts/python/peer-outcomes.txt
 
-.PHONY: check-python install-python uninstall-python check-report check-ci-recipe
+.PHONY: check-python install-python uninstall-python check-report check-ci-recipe check-quickstart
 
 check-python: $(CLI) $(LIB_SO)
 	@sh scripts/install-deps.sh $(PY_DEPS)
@@ -63,6 +64,11 @@ uninstall-python:
 check-report: $(CLI)
 	@sh scripts/install-deps.sh python3-numpy python3-pil chromium
 	sh scripts/check-report.sh $(CLI) $(BUILD)/report-check
+
+# docs/quickstart.md's blocks, run as written in a fresh directory (about 1 min on 2 cores)
+check-quickstart: $(CLI) $(LIB_SO)
+	@sh scripts/install-deps.sh $(PY_DEPS)
+	sh scripts/check-quickstart.sh $(BUILD)/quickstart
 
 check-ci-recipe: $(CLI)
 	@sh scripts/install-deps.sh python3-numpy

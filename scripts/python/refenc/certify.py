@@ -155,7 +155,7 @@ class CaseVerdict:
 class Certificate:
     """The whole certification: cases ({name: CaseVerdict}, manifest order),
     summary ({"cases", "passed", "failed", "xfail", "xpass", "skipped",
-    "most_likely_bug", "verdict"}), refenc_version, golden, results; raw: the
+    "most_likely_bug", "bug_candidates", "verdict"}), refenc_version, golden, results; raw: the
     certificate's JSON.  passed: no case failed (XFAIL and SKIP do not)."""
 
     def __init__(self, doc):
@@ -227,14 +227,24 @@ def certify(results, cases=None, golden=None, cli=None, rtol=None, atol=None, js
 
 
 def _summary(cases):
-    """The summary refenc certify writes, for a subset of its cases."""
+    """The summary refenc certify writes, for a subset of its cases: the
+    most likely bug is the variant a majority of the FAIL cases name and no
+    other variant matches as often (ref/tool/certificate.c), the candidates
+    every variant some FAIL case matches, most matched first."""
     count = lambda *vs: sum(c["verdict"] in vs for c in cases)
-    named = {(c.get("diagnosis") or {}).get("variant") for c in cases if c["verdict"] == "FAIL"}
-    bugs = named - {None}
+    failing = [c.get("diagnosis") or {} for c in cases if c["verdict"] == "FAIL"]
+    named, matched = {}, {}
+    for d in failing:
+        if d.get("variant"):
+            named[d["variant"]] = named.get(d["variant"], 0) + 1
+        for v in d.get("candidates", []):
+            matched[v] = matched.get(v, 0) + 1
+    bug = next((v for v, k in named.items() if 2 * k > len(failing)
+                and all(m < matched.get(v, 0) for w, m in matched.items() if w != v)), None)
     failed = count("FAIL", "ERROR")
     return {"cases": len(cases), "passed": count("PASS"), "failed": failed, "xfail": count("XFAIL"),
-            "xpass": count("XPASS"), "skipped": count("SKIP"),
-            "most_likely_bug": next(iter(bugs)) if failed and len(bugs) == 1 else None,
+            "xpass": count("XPASS"), "skipped": count("SKIP"), "most_likely_bug": bug,
+            "bug_candidates": [{"variant": v, "cases": k} for v, k in sorted(matched.items(), key=lambda t: -t[1])],
             "verdict": "ERROR" if count("ERROR") else "FAIL" if failed else "PASS"}
 
 

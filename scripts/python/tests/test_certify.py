@@ -23,7 +23,7 @@ def test_the_golden_values_pass_with_no_error(golden, cli, tmp_path):
     cert = refenc.certify(tmp_path, golden=golden, cli=cli)
     cert.assert_pass()
     assert cert.summary == {"cases": len(cases), "passed": len(cases), "failed": 0, "xfail": 0, "xpass": 0,
-                            "skipped": 0, "most_likely_bug": None, "verdict": "PASS"}
+                            "skipped": 0, "most_likely_bug": None, "bug_candidates": [], "verdict": "PASS"}
     for v in cert:
         assert all(o.status == "PASS" and o.max_abs_error == 0 for o in v.outputs.values()), v.explain()
 
@@ -62,7 +62,7 @@ def test_unknown_bug_is_not_named(golden, cli, tmp_path):
 def test_missing_and_malformed_results(golden, cli, tmp_path):
     cert = refenc.certify(tmp_path, ["ffn_relu", "softmax_basic"], golden=golden, cli=cli)
     assert cert.summary == {"cases": 2, "passed": 0, "failed": 2, "xfail": 0, "xpass": 0, "skipped": 0,
-                            "most_likely_bug": None, "verdict": "FAIL"}
+                            "most_likely_bug": None, "bug_candidates": [], "verdict": "FAIL"}
     assert "no results file" in cert["ffn_relu"].note
     assert cert["ffn_relu"]["output"].status == "FAIL (missing)"
     (tmp_path / "ffn_relu.safetensors").write_bytes(b"not a safetensors file")

@@ -171,6 +171,11 @@ import os, signal, sys, threading, time
 import numpy as np
 from refenc import safetensors as st
 path, sig, where = sys.argv[1], getattr(signal, sys.argv[2]), sys.argv[3]
+# the dispositions a terminal gives, whatever this test inherited (a job
+# started in the background by a shell without job control ignores SIGINT)
+signal.signal(signal.SIGINT, signal.default_int_handler)
+for s in (signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, signal.SIG_DFL)
 other = threading.Thread(target=time.sleep, args=(30,), daemon=True)
 other.start()
 real = os.fsync

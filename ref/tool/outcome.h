@@ -1,0 +1,92 @@
+/* What certification reports (certify.h computes it, verdict.h decides the
+ * statuses): the tolerance of an output, the rule that judged it, its
+ * status and figures, and a case's verdict with its outputs and diagnosis.
+ * Types only, shared by certify and verdict without either including the
+ * other. */
+#ifndef REFENC_TOOL_OUTCOME_H
+#define REFENC_TOOL_OUTCOME_H
+
+#include <stddef.h>
+
+#include "../io/safetensors.h"
+
+typedef struct {
+    double rtol, atol;
+} refenc_tolerance;
+
+/* How an output was judged. */
+typedef enum {
+    REFENC_RULE_POLICY = 0, /* per element: atol + rtol |want| (+ angle allowance)    */
+    REFENC_RULE_BUDGET      /* per output: max error and NMSE within the budget       */
+} refenc_rule;
+
+/* The verdict of a case. */
+typedef enum {
+    REFENC_VERDICT_PASS = 0,
+    REFENC_VERDICT_FAIL,
+    REFENC_VERDICT_XFAIL,   /* failed within the hazard's budget (rep->hazard says why) */
+    REFENC_VERDICT_XPASS,   /* passed, though a failure was expected                  */
+    REFENC_VERDICT_SKIP     /* not certified (the caller's choice, e.g. no results)   */
+} refenc_verdict;
+
+
+typedef enum {
+    REFENC_OUT_PASS = 0,
+    REFENC_OUT_FAIL,          /* some element out of tolerance or not finite        */
+    REFENC_OUT_BAD_SHAPE,     /* present with another shape                          */
+    REFENC_OUT_MISSING,       /* required and absent                                 */
+    REFENC_OUT_NOT_PROVIDED,  /* optional and absent: not compared, not a failure    */
+    REFENC_OUT_NOT_CHECKED    /* excluded by the caller (options->outputs_glob)      */
+} refenc_output_status;
+
+
+typedef struct {
+    char name[96];
+    int required;
+    refenc_output_status status;
+    refenc_st_dtype dtype;      /* of the result (when present)                     */
+    refenc_rule rule;
+    refenc_tolerance tol;       /* the element bound applied: the policy's, or for  */
+                                /* the budget rtol 0 and atol budget_max_abs        */
+    int angle_allowance;        /* policy, F32: the PE/RoPE angle allowance added   */
+    double base_max_abs, base_nmse;     /* budget: the emulated baseline's error     */
+    double budget_max_abs, budget_nmse; /* budget: the bounds                        */
+    size_t numel, compared, dont_care, out_of_tol, nonfinite;
+    /* Figures.  rel and ulp are measured at max(|want|, scale): below the
+     * scale the tolerance is absolute (policy: atol / rtol; budget: the
+     * output's largest |want|), so an error near 0 reads at that scale.  A
+     * NaN result makes max_abs, max_rel and max_ulp NaN, an infinity +inf. */
+    double max_abs, max_rel, max_ulp, nmse, scale;
+    size_t ndim, shape[REFENC_ST_MAX_NDIM];
+    size_t worst_flat;          /* the element with the largest error / tolerance  */
+    double worst_got, worst_want, worst_ratio;
+    double excess;              /* the largest error / bound of the output's rule;   */
+                                /* budget: also sqrt(nmse / its budget) (> 1: fails) */
+    char note[256];             /* e.g. "shape (2, 3) but the golden is (2, 4)"     */
+    double base_allowance;      /* policy, F32: refenc_budget_f32, in every bound    */
+    double max_want;            /* the largest |want| compared                       */
+    int hazard_checked;         /* a hazard's bounds were set (below)                */
+    double hazard_max_abs, hazard_nmse; /* the budget of the hazard's baseline       */
+} refenc_output_report;
+
+typedef struct {
+    char name[128];
+    int pass;                       /* every compared output passed                 */
+    refenc_verdict verdict;
+    char hazard[256];               /* why the dtype cannot be expected to pass, or "" */
+    size_t n_outputs;
+    refenc_output_report *outputs;  /* forward order                                */
+    int first_divergence;           /* index of the first failing output, or -1      */
+    char note[256];                 /* a case-level reason, e.g. missing file        */
+    /* Diagnosis of a failing case (variants.h): the known bug variant whose
+     * outputs, stored in the golden as alt.<variant>.*, the results match
+     * within the same tolerance; "" when none does. */
+    size_t variants_checked;        /* variants the case carries, all compared        */
+    char diagnosis[64];             /* the matching variant's name, or ""            */
+    double diagnosis_ratio;         /* its largest error / tolerance (<= 1)           */
+    unsigned long candidates;       /* bit v: variant v matches too (the diagnosis is */
+                                    /* the closest); two or more: indistinguishable  */
+                                    /* on this case in the result's dtype             */
+} refenc_case_report;
+
+#endif

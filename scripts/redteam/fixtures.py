@@ -1,0 +1,248 @@
+"""The red-team suite's fixtures (scripts/redteam/redteam.py): built once per
+run into BASE, then copied into each row's sandbox.  Everything is tiny
+(D 4, two heads, one layer, B 2, L 3) so the whole suite runs in about a
+minute on 2 cores; every hostile file is made here from the valid ones, so a
+row names a file, not a recipe.
+
+  cfg.json, cat.json            a config (no padding: --inputs brings it) and a
+                                catalogue with one entry 'tiny' (padding [0, 1])
+  golden/                       refenc golden of cat.json's tiny; results/ its
+                                reference results (certify PASSes them)
+  weights.safetensors,          the case's parameters and inputs, for --weights
+  inputs.safetensors            and --inputs
+  parts/                        the two parts of cfg.json's case 'tiny'
+  edge.json, big.json           a case cheap at any --prec; one whose write is long
+  hostile inputs for 'golden'   allpad.json, inputs-maskall, inputs-attn-ninf,
+                                weights-nan, weights-inf, inputs-nan, inputs-inf,
+                                tok.json with tokens-i32
+  goldens that pass on nothing  golden-dc/ (every element don't-care),
+                                golden-hazard/ (a float32 hazard), golden-f32in/
+                                (input_dtype F32), golden-lp/ (the shipped
+                                encoder_large_positions), each with NaN results
+  parts-evil/                   parts whose case is named '../../../x'
+"""
+import hashlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+
+import st
+
+TINY_MODEL = {"d_model": 4, "n_heads": 2, "d_ff": 6, "n_layers": 1}
+
+
+def _dump(path, doc):
+    with open(path, "w") as f:
+        json.dump(doc, f)
+        f.write("\n")
+
+
+def _run(cli, base, *args):
+    r = subprocess.run([cli, *args], cwd=base, capture_output=True, timeout=120)
+    if r.returncode != 0:
+        raise SystemExit("redteam: fixture: refenc %s: exit %d: %s" % (" ".join(args), r.returncode,
+                                                                        r.stderr.decode(errors="replace")))
+
+
+def golden_dir(path, case_path, entry_from=None):
+    """A golden directory at path holding the one case file case_path, its
+    manifest entry rebuilt (sha256, bytes, metadata) from the file itself."""
+    meta, tensors = st.read(case_path)
+    name = meta["case"]
+    os.makedirs(os.path.join(path, "cases"), exist_ok=True)
+    dst = os.path.join(path, "cases", name + ".safetensors")
+    shutil.copyfile(case_path, dst)
+    with open(dst, "rb") as f:
+        data = f.read()
+    entry = dict(entry_from or {})
+    entry.update({"case": name, "file": name + ".safetensors", "sha256": hashlib.sha256(data).hexdigest(),
+                  "bytes": len(data), "component": meta["component"], "description": meta["description"],
+                  "outputs": [o["name"] for o in json.loads(meta["outputs"])],
+                  "bug_classes": json.loads(meta["bug_classes"])})
+    if "float32_hazard" in meta:
+        entry["float32_hazard"] = meta["float32_hazard"]
+    _dump(os.path.join(path, "manifest.json"),
+          {"format": "refenc-golden", "format_version": "1", "total_bytes": len(data), "cases": [entry]})
+
+
+def nan_results(path, case_path, dtype, outputs=None, keep=()):
+    """A results file for the case: every out.* (or those named) NaN in dtype;
+    outputs in keep are the golden's own values in dtype instead."""
+    meta, tensors = st.read(case_path)
+    res = {}
+    for name, t in tensors.items():
+        if not name.startswith("out.") or (outputs is not None and name not in outputs and name not in keep):
+            continue
+        res[name] = st.converted(t, dtype) if name in keep else st.filled(dtype, t[1], float("nan"))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    st.write(path, {"implementation": "red team: NaN everywhere"}, res)
+
+
+def case_variant(src, dst, meta_update=None, tensor_update=None):
+    meta, tensors = st.read(src)
+    meta.update(meta_update or {})
+    if tensor_update:
+        tensor_update(tensors)
+    st.write(dst, meta, tensors)
+
+
+def _all_dontcare(tensors):
+    for name in [n for n in tensors if n.startswith("out.")]:
+        tensors["dontcare." + name] = st.filled("BOOL", tensors[name][1], 1)
+
+
+def _poisoned(tensors, name, value):
+    dt, shape, raw = tensors[name]
+    vals = st.unpack(dt, raw)
+    vals[len(vals) // 2] = value
+    tensors[name] = [dt, shape, st.pack(dt, vals)]
+
+
+def build(cli, base, source_root):
+    os.makedirs(base)
+    j = lambda *p: os.path.join(base, *p)
+    _dump(j("cfg.json"), {"model": TINY_MODEL, "input": {"batch": 2, "seq_len": 3}})
+    _dump(j("cat.json"), {"format_version": 1, "cases": [
+        {"case": "tiny", "component": "encoder", "description": "a tiny encoder for the red-team suite",
+         "seed": 7, "model": TINY_MODEL, "input": {"batch": 2, "seq_len": 3, "padding": [0, 1]}}]})
+    # cheap at --prec 65536: no erf, no exp of the softmax over more than one key
+    _dump(j("edge.json"), {"model": {"d_model": 2, "n_heads": 1, "d_ff": 2, "n_layers": 1,
+                                     "activation": "relu", "final_norm": False},
+                           "input": {"batch": 1, "seq_len": 1}})
+    # a case file of 340 KB from a cheap oracle run: its write lasts long enough to be signalled
+    _dump(j("big.json"), {"model": {"d_model": 4, "n_heads": 2, "d_ff": 4, "n_layers": 1, "activation": "relu",
+                                    "final_norm": False}, "input": {"batch": 2, "seq_len": 96}})
+    _dump(j("allpad.json"), {"model": TINY_MODEL, "input": {"batch": 2, "seq_len": 3, "padding": [3, 3]}})
+    _dump(j("tok.json"), {"model": dict(TINY_MODEL, vocab_size=10), "input": {"batch": 2, "seq_len": 3}})
+    os.makedirs(j("sub"))
+    shutil.copyfile(j("cfg.json"), os.path.join(base, "x\udcffcfg.json"))  # a config named in bytes not UTF-8
+    _run(cli, base, "golden", "--catalogue", "cat.json", "--case", "tiny", "--out", "golden", "--quiet",
+         "--threads", "1")
+    case = j("golden", "cases", "tiny.safetensors")
+    os.makedirs(j("results"))
+    os.makedirs(j("parts"))
+    _run(cli, base, "run", "--case", "golden/cases/tiny.safetensors", "--out", "results/tiny.safetensors")
+    for k in (1, 2):
+        _run(cli, base, "golden", "--config", "cfg.json", "--name", "tiny", "--shard", "%d/2" % k, "--quiet",
+             "--threads", "1", "--out-file", "parts/tiny.part-%d-of-2.safetensors" % k)
+
+    meta, tensors = st.read(case)
+    params = {n: t for n, t in tensors.items() if not n.startswith(("in.", "out.", "dontcare."))}
+    inputs = {n: t for n, t in tensors.items() if n.startswith("in.")}
+    st.write(j("weights.safetensors"), None, params)
+    st.write(j("inputs.safetensors"), None, inputs)
+    B, L = inputs["in.x"][1][0], inputs["in.x"][1][1]
+    # inputs that leave nothing to compare, and non-finite weights and inputs
+    st.write(j("inputs-maskall.safetensors"), None,
+             {"in.x": inputs["in.x"], "in.key_padding_mask": st.filled("BOOL", [B, L], 1)})
+    st.write(j("inputs-attn-ninf.safetensors"), None,
+             {"in.x": inputs["in.x"], "in.attn_mask": st.filled("F32", [L, L], float("-inf"))})
+    for tag, v in (("nan", float("nan")), ("inf", float("inf"))):
+        w = dict(params)
+        _poisoned(w, "layers.0.linear1.weight", v)
+        st.write(j("weights-%s.safetensors" % tag), None, w)
+        i = {"in.x": list(inputs["in.x"])}
+        _poisoned(i, "in.x", v)
+        st.write(j("inputs-%s.safetensors" % tag), None, i)
+    st.write(j("tokens-i32.safetensors"), None, {"in.tokens": ["I32", [B, L], st.pack("I32", [1] * (B * L))]})
+
+    # goldens on which a PASS would be a PASS on nothing, each with NaN results
+    case_variant(case, j("tmp-dc.safetensors"), tensor_update=_all_dontcare)
+    golden_dir(j("golden-dc"), j("tmp-dc.safetensors"))
+    case_variant(case, j("tmp-hz.safetensors"), {"float32_hazard": "red team: a declared hazard"})
+    golden_dir(j("golden-hazard"), j("tmp-hz.safetensors"))
+    case_variant(case, j("tmp-f32.safetensors"), {"input_dtype": "F32"})
+    golden_dir(j("golden-f32in"), j("tmp-f32.safetensors"))
+    for f in ("tmp-dc", "tmp-hz", "tmp-f32"):
+        os.unlink(j(f + ".safetensors"))
+    for dt in ("F64", "F32", "F16", "BF16"):
+        nan_results(j("results-nan-%s" % dt.lower(), "tiny.safetensors"), case, dt)
+    lp = os.path.join(source_root, "golden", "cases", "encoder_large_positions.safetensors")
+    if os.path.exists(lp):
+        with open(os.path.join(source_root, "golden", "manifest.json")) as f:
+            entry = [e for e in json.load(f)["cases"] if e["case"] == "encoder_large_positions"]
+        golden_dir(j("golden-lp"), lp, entry[0] if entry else None)
+        # the final output NaN, one intermediate right: all in F32
+        nan_results(j("results-lp-nan", "encoder_large_positions.safetensors"), lp, "F32",
+                    outputs=["out.output"], keep=["out.embed"])
+    evil_parts(j("parts"), j("parts-evil"), "../../../x")
+    # manifests whose entries name paths outside DIR/cases/ and the results directory
+    for tag, field, value in (("case-dotdot", "case", "../tiny"), ("case-slash", "case", "cases/tiny"),
+                              ("file-dotdot", "file", "../../golden/cases/tiny.safetensors"),
+                              ("file-absolute", "file", "/dev/zero")):
+        d = j("golden-" + tag)
+        shutil.copytree(j("golden"), d)
+        with open(os.path.join(d, "manifest.json")) as f:
+            man = json.load(f)
+        man["cases"][0][field] = value
+        _dump(os.path.join(d, "manifest.json"), man)
+
+
+# ---- parts whose case name leaves the output directory -----------------------------------
+
+def _hstr(h, s):
+    h.update((s or "").encode() + b"\0")
+
+
+def _hbytes(h, b):
+    h.update(struct.pack("<Q", len(b)) + b)
+
+
+LAYER_PARAMS = ("self_attn.in_proj_weight", "self_attn.in_proj_bias", "self_attn.out_proj.weight",
+                "self_attn.out_proj.bias", "linear1.weight", "linear1.bias", "linear2.weight", "linear2.bias",
+                "norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias")
+
+
+def _param_order(tensors):
+    """The parameters in the table order of ref/core/params.h."""
+    head = [n for n in ("embedding.weight", "token_type_embedding.weight", "pos_embedding.weight",
+                        "embedding_norm.weight", "embedding_norm.bias") if n in tensors]
+    layers, i = [], 0
+    while "layers.%d.norm1.weight" % i in tensors:
+        layers += ["layers.%d.%s" % (i, p) for p in LAYER_PARAMS]
+        i += 1
+    return head + layers + [n for n in ("norm.weight", "norm.bias") if n in tensors]
+
+
+def _fingerprint(meta, tensors, name):
+    """golden_fingerprint (ref/cli/golden_file.c) recomputed from part 1: what
+    anyone can do, since it is an unkeyed hash of the part's own claims."""
+    h = hashlib.sha256()
+    _hstr(h, name)
+    _hstr(h, meta.get("description"))
+    _hstr(h, meta.get("component"))
+    _hstr(h, meta.get("config"))
+    _hstr(h, meta.get("bug_classes"))
+    _hstr(h, meta.get("tolerance") if meta.get("tolerance") not in (None, "{}") else "null")
+    _hstr(h, meta.get("float32_hazard"))
+    _hstr(h, "per layer" if meta.get("per_layer") == "true" else "whole stack")
+    _hstr(h, "final" if meta.get("outputs_kept") == "final" else "all")
+    _hstr(h, "first precision %s" % meta.get("first_prec"))
+    x = tensors.get("in.x")
+    B, L = (x[1][0], x[1][1]) if x else tensors["in.tokens"][1]
+    _hbytes(h, struct.pack("<QQ", B, L))
+    dbl = lambda t: st.pack("F64", st.unpack(t[0], t[2])) if t else b""
+    _hbytes(h, dbl(x))
+    for n in ("in.tokens", "in.token_type_ids", "in.key_padding_mask", "in.positions"):
+        _hbytes(h, tensors[n][2] if n in tensors else b"")
+    _hbytes(h, dbl(tensors.get("in.attn_mask")))
+    _hbytes(h, b"".join(dbl(tensors[n]) for n in _param_order(tensors)))
+    return h.hexdigest()
+
+
+def evil_parts(src, dst, name):
+    """Copies of the parts of case 'tiny' renamed to name, with the
+    fingerprint recomputed; when the recomputation does not give the real
+    fingerprint of the untouched part (the scheme changed), the parts keep the
+    old one, and merge refuses them for that (the row still holds)."""
+    os.makedirs(dst)
+    m1, t1 = st.read(os.path.join(src, "tiny.part-1-of-2.safetensors"))
+    fp = _fingerprint(m1, t1, m1["case"]) == m1.get("fingerprint") and _fingerprint(m1, t1, name)
+    for k in (1, 2):
+        meta, tensors = st.read(os.path.join(src, "tiny.part-%d-of-2.safetensors" % k))
+        meta["case"] = name
+        if fp:
+            meta["fingerprint"] = fp
+        st.write(os.path.join(dst, "p%d.safetensors" % k), meta, tensors)
