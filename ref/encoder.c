@@ -253,15 +253,22 @@ int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params 
 
 /* The number of doubles of a gradient workspace: (N + 1) layer inputs, 16
  * (B, L, D) buffers (e, dh0, dh1; the layer's y, a, d1, d2, d3; MHA's dctx,
- * dctxh, dqh, dkh, dvh, dq, dk, dv), 2 (B, L, F), 2 (B, H, L, L), (B, H, L).
- * 0 on overflow. */
+ * dctxh, dqh, dkh, dvh, dq, dk, dv), 2 (B, L, F) (pre, dpre; 5 for the gated
+ * FFN: pre 3, dpre 2, glu.h), 2 (B, H, L, L), (B, H, L).  0 on overflow. */
+/* The (B, L, F) buffers of the FFN's backward: pre and dpre (N, F), or
+ * for the gated FFN pre (N, 3F) and dpre (N, 2F) (glu.h). */
+static size_t ffn_slots(const refenc_config *cfg)
+{
+    return cfg->ffn_type == REFENC_FFN_GLU ? 5 : 2;
+}
+
 static size_t grad_count(const refenc_config *cfg, size_t B, size_t L)
 {
     size_t BL, BLD, BLF, BHL, BHLL, n_bld, t1, t2, t3, total;
     int ok = refenc_size_mul(&BL, B, L) && refenc_size_mul(&BLD, BL, cfg->d_model) &&
              refenc_size_mul(&BLF, BL, cfg->d_ff) && refenc_size_mul(&BHL, BL, cfg->n_heads) &&
              refenc_size_mul(&BHLL, BHL, L) && refenc_size_add(&n_bld, cfg->n_layers, 17) &&
-             refenc_size_mul(&t1, n_bld, BLD) && refenc_size_mul(&t2, 2, BLF) &&
+             refenc_size_mul(&t1, n_bld, BLD) && refenc_size_mul(&t2, ffn_slots(cfg), BLF) &&
              refenc_size_mul(&t3, 2, BHLL) && refenc_size_add(&total, t1, t2) &&
              refenc_size_add(&total, total, t3) && refenc_size_add(&total, total, BHL);
     return ok ? total : 0;
@@ -280,11 +287,13 @@ static void grad_carve(refenc_grad_workspace *g, const refenc_config *cfg, size_
                       &lw->mha.dq, &lw->mha.dk, &lw->mha.dv};
     for (size_t i = 0; i < sizeof bld / sizeof bld[0]; i++, cur += BLD)
         *bld[i] = cur;
+    const size_t pre = ffn_slots(cfg) == 5 ? 3 : 1; /* pre's share of the slots */
     lw->pre = cur;
-    lw->dpre = cur + BLF;
-    lw->mha.dP = cur + 2 * BLF;
-    lw->mha.dS = cur + 2 * BLF + BHLL;
-    lw->mha.Drow = cur + 2 * BLF + 2 * BHLL;
+    lw->dpre = cur + pre * BLF;
+    cur += ffn_slots(cfg) * BLF;
+    lw->mha.dP = cur;
+    lw->mha.dS = cur + BHLL;
+    lw->mha.Drow = cur + 2 * BHLL;
 }
 
 int refenc_grad_workspace_alloc(refenc_grad_workspace *g, const refenc_config *cfg, size_t B,
@@ -359,9 +368,6 @@ static int check_backward(const refenc_params *grad, const refenc_grad_workspace
                                 "input: shape (%zu, %zu) with %zu layers but the gradient "
                                 "workspace is for (%zu, %zu) with %zu", in->B, in->L,
                                 cfg->n_layers, g->B, g->L, g->n_layers);
-    if (cfg->ffn_type == REFENC_FFN_GLU)
-        return refenc_error_set(err, REFENC_EINVAL,
-                                "config: ffn_type 'glu' has no backward yet (the gated FFN is forward only)");
     if (grad->n_layers != cfg->n_layers || grad->n_values != refenc_config_param_count(cfg))
         return refenc_error_set(err, REFENC_EINVAL,
                                 "gradients: allocated for another config (%zu values, want %zu)",

@@ -23,6 +23,23 @@ void refenc_glu_forward(double *y, double *hidden, double *up, const double *x,
                         const double *W2, const double *b2,
                         size_t N, size_t D, size_t F, refenc_activation act);
 
+/* Backward of the configured FFN (docs/gradients.md).  dy: (N, D).  Saved
+ * from refenc_ffn_block_forward: x (N, D) and hidden (N, F) for the MLP,
+ * (N, 2F) for the gated FFN (h, then b).  The MLP is refenc_ffn_backward
+ * (pre, dpre (N, F)).  The gated FFN, with g and u the gate and up halves
+ * of linear1 (refenc_glu_halves) and a = x Wg^T + bg recomputed:
+ *   dh = dy W2;  db = dh * act(a);  da = dh * b * act'(a)
+ *   d[a | b] in linear1's row order (the gate's half at g, the up's at u),
+ *   dx = d[a | b] W1 (one fused linear backward)             written
+ *   dW2 += dy^T h,  db2 += sum dy;  dW1 += d[a | b]^T x,  db1 += sum d[a | b]
+ * pre (N, 3F) and dpre (N, 2F) are caller-owned work buffers: pre is left
+ * holding a, dh and dh * b.  Each bias gradient may be NULL (bias-free).
+ * dx must not alias any input.  Never fails. */
+void refenc_ffn_block_backward(double *dx, double *dW1, double *db1, double *dW2, double *db2,
+                               double *pre, double *dpre, const double *dy, const double *x,
+                               const double *hidden, const double *W1, const double *b1,
+                               const double *W2, size_t N, const refenc_config *cfg);
+
 /* The gate and up halves of a fused linear1 W1 (2F, D), b1 (2F) (b1 may be
  * NULL): rows [0, F) are the gate when gate is REFENC_GLU_GATE_FIRST
  * ([gate | up], ModernBERT, Jina), rows [F, 2F) when SECOND ([up | gate],

@@ -89,15 +89,14 @@ static void pre_ln_backward(double *dx, const refenc_layer_params *dlp, refenc_l
                             const refenc_attn_options *opt, const refenc_rope_options *rope,
                             size_t B, size_t L)
 {
-    const size_t D = cfg->d_model, F = cfg->d_ff, H = cfg->n_heads, BL = B * L;
+    const size_t D = cfg->d_model, H = cfg->n_heads, BL = B * L;
     const double eps = cfg->layer_norm_eps;
     refenc_norm_forward(g->a, x, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
 
     /* dc = FFN^T dy;  dh = dy + LN2^T dc */
-    refenc_ffn_backward(g->d1, dlp->linear1_weight, dlp->linear1_bias, dlp->linear2_weight,
-                        dlp->linear2_bias, g->pre, g->dpre, dy, w->ln, w->hidden,
-                        lp->linear1_weight, lp->linear1_bias, lp->linear2_weight, BL, D, F,
-                        cfg->activation);
+    refenc_ffn_block_backward(g->d1, dlp->linear1_weight, dlp->linear1_bias, dlp->linear2_weight,
+                              dlp->linear2_bias, g->pre, g->dpre, dy, w->ln, w->hidden,
+                              lp->linear1_weight, lp->linear1_bias, lp->linear2_weight, BL, cfg);
     refenc_norm_backward(g->d1, dlp->norm2_weight, dlp->norm2_bias, g->d1, w->resid,
                               lp->norm2_weight, BL, D, eps, cfg);
     add(g->d1, dy, g->d1, BL * D);
@@ -120,17 +119,16 @@ static void post_ln_backward(double *dx, const refenc_layer_params *dlp, refenc_
                              const refenc_attn_options *opt, const refenc_rope_options *rope,
                              size_t B, size_t L)
 {
-    const size_t D = cfg->d_model, F = cfg->d_ff, H = cfg->n_heads, BL = B * L;
+    const size_t D = cfg->d_model, H = cfg->n_heads, BL = B * L;
     const double eps = cfg->layer_norm_eps;
     add(g->a, x, w->attn, BL * D);
 
     /* dr2 = LN2^T dy;  dh = dr2 + FFN^T dr2 */
     refenc_norm_backward(g->d1, dlp->norm2_weight, dlp->norm2_bias, dy, w->resid,
                               lp->norm2_weight, BL, D, eps, cfg);
-    refenc_ffn_backward(g->d2, dlp->linear1_weight, dlp->linear1_bias, dlp->linear2_weight,
-                        dlp->linear2_bias, g->pre, g->dpre, g->d1, w->ln, w->hidden,
-                        lp->linear1_weight, lp->linear1_bias, lp->linear2_weight, BL, D, F,
-                        cfg->activation);
+    refenc_ffn_block_backward(g->d2, dlp->linear1_weight, dlp->linear1_bias, dlp->linear2_weight,
+                              dlp->linear2_bias, g->pre, g->dpre, g->d1, w->ln, w->hidden,
+                              lp->linear1_weight, lp->linear1_bias, lp->linear2_weight, BL, cfg);
     add(g->d2, g->d1, g->d2, BL * D);
 
     /* dr1 = LN1^T dh;  dx = dr1 + MHA^T dr1 */
