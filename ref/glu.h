@@ -33,7 +33,7 @@ void refenc_glu_forward(double *y, double *hidden, double *up, const double *x,
  *   dx = d[a | b] W1 (one fused linear backward)             written
  *   dW2 += dy^T h,  db2 += sum dy;  dW1 += d[a | b]^T x,  db1 += sum d[a | b]
  * pre (N, 3F) and dpre (N, 2F) are caller-owned work buffers: pre is left
- * holding a, dh and dh * b.  Each bias gradient may be NULL (bias-free).
+ * holding act(a), dh and da, dpre d[a | b].  Each bias gradient may be NULL (bias-free).
  * dx must not alias any input.  Never fails. */
 void refenc_ffn_block_backward(double *dx, double *dW1, double *db1, double *dW2, double *db2,
                                double *pre, double *dpre, const double *dy, const double *x,
