@@ -90,7 +90,7 @@ def rms_norm(t, w, eps, offset):
     z = t / r
     if BUG == "rmsnorm_offset_missing":
         offset = False
-    if BUG == "rmsnorm_offset_doubled":  # the +1 folded into the weights by a converter, then added again
+    if BUG == "rmsnorm_offset_doubled" and offset:  # Gemma's +1 folded into the weights, then added again
         w = w + 1.0
     return z * (1.0 + w) if offset else z * w
 
