@@ -36,6 +36,12 @@ double refenc_quick_gelu(double x)
     return x / (1.0 + exp(-t));
 }
 
+double refenc_silu(double x)
+{
+    /* x sigma(x) = x / (1 + exp(-x)) */
+    return x / (1.0 + exp(-x));
+}
+
 void refenc_activation_forward(double *y, const double *x, size_t n, refenc_activation act)
 {
     for (size_t i = 0; i < n; i++) {
@@ -44,6 +50,7 @@ void refenc_activation_forward(double *y, const double *x, size_t n, refenc_acti
         case REFENC_ACT_GELU: y[i] = refenc_gelu(x[i]); break;
         case REFENC_ACT_GELU_TANH: y[i] = refenc_gelu_tanh(x[i]); break;
         case REFENC_ACT_QUICK_GELU: y[i] = refenc_quick_gelu(x[i]); break;
+        case REFENC_ACT_SILU: y[i] = refenc_silu(x[i]); break;
         }
     }
 }
@@ -53,6 +60,7 @@ void refenc_activation_forward(double *y, const double *x, size_t n, refenc_acti
  *   GELU'       Phi(x) + x phi(x),  phi(x) = exp(-x^2/2) / sqrt(2 pi)
  *   GELU-tanh'  s + 2 x s (1 - s) z',  s = sigma(2z),  z' = sqrt(2/pi) (1 + 3 0.044715 x^2)
  *   quick'      s + 1.702 x s (1 - s), s = sigma(1.702 x)
+ *   SiLU'       s + x s (1 - s),       s = sigma(x)
  * 1 - sigma(t) is computed as sigma(-t) = 1 / (1 + exp(t)): no cancellation. */
 static const double INV_SQRT_2PI = 0.3989422804014327; /* 1/sqrt(2 pi), nearest double */
 
@@ -73,6 +81,10 @@ static double act_derivative(double x, refenc_activation act)
         const double t = 1.702 * x;
         const double s = 1.0 / (1.0 + exp(-t)), sc = 1.0 / (1.0 + exp(t));
         return s + 1.702 * x * (s * sc);
+    }
+    case REFENC_ACT_SILU: {
+        const double s = 1.0 / (1.0 + exp(-x)), sc = 1.0 / (1.0 + exp(x));
+        return s + x * (s * sc);
     }
     }
     return 0.0; /* not reached: every activation is a case */

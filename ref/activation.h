@@ -34,6 +34,12 @@ double refenc_gelu_tanh(double x);
  * one where the other is meant is a detectable bug. */
 double refenc_quick_gelu(double x);
 
+/* SiLU (Elfwing et al. 2018; swish; torch.nn.functional.silu):  x sigma(x).
+ * Computed as x / (1 + exp(-x)): no cancellation for either sign; for
+ * x < -709, exp(-x) overflows and the result is -0 (the exact value is below
+ * 2^-1000 in magnitude). */
+double refenc_silu(double x);
+
 /* y, x: (n); y may alias x.  y[i] = act(x[i]).  Never fails. */
 void refenc_activation_forward(double *y, const double *x, size_t n, refenc_activation act);
 

@@ -15,7 +15,7 @@
 #include "core/alloc.h"
 #include "alibi.h"
 #include "embedding.h"
-#include "layernorm.h"
+#include "norm.h"
 #include "learned_pe.h"
 #include "position_ids.h"
 #include "sinusoidal.h"
@@ -58,7 +58,7 @@ int refenc_workspace_alloc(refenc_workspace *ws, const refenc_config *cfg, size_
         cur += BLD;
     }
     ws->layer.hidden = cur;
-    cur += BLF;
+    cur += cfg->ffn_type == REFENC_FFN_GLU ? 2 * BLF : BLF; /* the gated FFN's h and b */
     ws->layer.mha.weights = cur;
     cur += BHLL;
     ws->alibi_slopes = cur;
@@ -152,8 +152,8 @@ static void embed_norm(double *h, const double *e, const refenc_params *p,
 {
     const size_t D = cfg->d_model;
     if (cfg->embedding_norm)
-        refenc_layernorm_forward(h, e, p->embedding_norm_weight, p->embedding_norm_bias, BL, D,
-                                 cfg->embedding_norm_eps);
+        refenc_norm_forward(h, e, p->embedding_norm_weight, p->embedding_norm_bias, BL, D,
+                            cfg->embedding_norm_eps, cfg);
     else if (h != e)
         memcpy(h, e, BL * D * sizeof(double));
 }
@@ -240,7 +240,7 @@ int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params 
     }
 
     if (cfg->final_norm) {
-        refenc_layernorm_forward(y, h, p->norm_weight, p->norm_bias, B * L, D, cfg->layer_norm_eps);
+        refenc_norm_forward(y, h, p->norm_weight, p->norm_bias, B * L, D, cfg->layer_norm_eps, cfg);
         refenc_trace_emit(trace, "norm", y, 3, bld);
     } else {
         memcpy(y, h, BLD * sizeof(double));
@@ -253,15 +253,22 @@ int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params 
 
 /* The number of doubles of a gradient workspace: (N + 1) layer inputs, 16
  * (B, L, D) buffers (e, dh0, dh1; the layer's y, a, d1, d2, d3; MHA's dctx,
- * dctxh, dqh, dkh, dvh, dq, dk, dv), 2 (B, L, F), 2 (B, H, L, L), (B, H, L).
- * 0 on overflow. */
+ * dctxh, dqh, dkh, dvh, dq, dk, dv), 2 (B, L, F) (pre, dpre; 5 for the gated
+ * FFN: pre 3, dpre 2, glu.h), 2 (B, H, L, L), (B, H, L).  0 on overflow. */
+/* The (B, L, F) buffers of the FFN's backward: pre and dpre (N, F), or
+ * for the gated FFN pre (N, 3F) and dpre (N, 2F) (glu.h). */
+static size_t ffn_slots(const refenc_config *cfg)
+{
+    return cfg->ffn_type == REFENC_FFN_GLU ? 5 : 2;
+}
+
 static size_t grad_count(const refenc_config *cfg, size_t B, size_t L)
 {
     size_t BL, BLD, BLF, BHL, BHLL, n_bld, t1, t2, t3, total;
     int ok = refenc_size_mul(&BL, B, L) && refenc_size_mul(&BLD, BL, cfg->d_model) &&
              refenc_size_mul(&BLF, BL, cfg->d_ff) && refenc_size_mul(&BHL, BL, cfg->n_heads) &&
              refenc_size_mul(&BHLL, BHL, L) && refenc_size_add(&n_bld, cfg->n_layers, 17) &&
-             refenc_size_mul(&t1, n_bld, BLD) && refenc_size_mul(&t2, 2, BLF) &&
+             refenc_size_mul(&t1, n_bld, BLD) && refenc_size_mul(&t2, ffn_slots(cfg), BLF) &&
              refenc_size_mul(&t3, 2, BHLL) && refenc_size_add(&total, t1, t2) &&
              refenc_size_add(&total, total, t3) && refenc_size_add(&total, total, BHL);
     return ok ? total : 0;
@@ -280,11 +287,13 @@ static void grad_carve(refenc_grad_workspace *g, const refenc_config *cfg, size_
                       &lw->mha.dq, &lw->mha.dk, &lw->mha.dv};
     for (size_t i = 0; i < sizeof bld / sizeof bld[0]; i++, cur += BLD)
         *bld[i] = cur;
+    const size_t pre = ffn_slots(cfg) == 5 ? 3 : 1; /* pre's share of the slots */
     lw->pre = cur;
-    lw->dpre = cur + BLF;
-    lw->mha.dP = cur + 2 * BLF;
-    lw->mha.dS = cur + 2 * BLF + BHLL;
-    lw->mha.Drow = cur + 2 * BLF + 2 * BHLL;
+    lw->dpre = cur + pre * BLF;
+    cur += ffn_slots(cfg) * BLF;
+    lw->mha.dP = cur;
+    lw->mha.dS = cur + BHLL;
+    lw->mha.Drow = cur + 2 * BHLL;
 }
 
 int refenc_grad_workspace_alloc(refenc_grad_workspace *g, const refenc_config *cfg, size_t B,
@@ -331,9 +340,8 @@ static void embed_backward(refenc_params *grad, double *dx, double *dh, refenc_w
     const size_t B = in->B, L = in->L, D = cfg->d_model, V = cfg->vocab_size;
     const int64_t *pos = in->positions != NULL ? in->positions : ws->positions;
     if (cfg->embedding_norm)
-        refenc_layernorm_backward(dh, grad->embedding_norm_weight, grad->embedding_norm_bias, dh,
-                                  g->e, p->embedding_norm_weight, B * L, D,
-                                  cfg->embedding_norm_eps);
+        refenc_norm_backward(dh, grad->embedding_norm_weight, grad->embedding_norm_bias, dh,
+                             g->e, p->embedding_norm_weight, B * L, D, cfg->embedding_norm_eps, cfg);
     /* the additive terms pass dh through (dx = dy) and take a scatter-add */
     if (cfg->positional == REFENC_POS_LEARNED && cfg->position_ids == REFENC_POSIDS_ROBERTA) {
         refenc_position_ids_roberta(ws->ids, in->tokens, B, L, cfg->padding_idx);
@@ -392,8 +400,8 @@ int refenc_encoder_backward(refenc_params *grad, double *dx, refenc_grad_workspa
 
     double *dh = g->dh0, *dnext = g->dh1;
     if (cfg->final_norm)
-        refenc_layernorm_backward(dh, grad->norm_weight, grad->norm_bias, dy, g->acts + N * BLD,
-                                  p->norm_weight, B * L, D, cfg->layer_norm_eps);
+        refenc_norm_backward(dh, grad->norm_weight, grad->norm_bias, dy, g->acts + N * BLD,
+                             p->norm_weight, B * L, D, cfg->layer_norm_eps, cfg);
     else
         memcpy(dh, dy, BLD * sizeof(double));
     for (size_t i = N; i-- > 0;) {

@@ -1,6 +1,8 @@
 /* One encoder layer in double (layer.h):
  *   Pre-LN:   h = x + MHA(LN1(x));   y = h + FFN(LN2(h))
  *   Post-LN:  h = LN1(x + MHA(x));   y = LN2(h + FFN(h))
+ * LN is the configured norm (norm.h): LayerNorm or RMSNorm; FFN the configured
+ * block (glu.h): the MLP or the gated FFN.
  * Backward (below), the residuals adding their two paths' gradients:
  *   Pre-LN:   dh = dy + LN2^T FFN^T dy;   dx = dh + LN1^T MHA^T dh
  *   Post-LN:  dr2 = LN2^T dy;  dh = dr2 + FFN^T dr2;  dr1 = LN1^T dh;  dx = dr1 + MHA^T dr1 */
@@ -9,7 +11,8 @@
 #include <stdio.h>
 
 #include "ffn.h"
-#include "layernorm.h"
+#include "glu.h"
+#include "norm.h"
 
 /* Emits "layers.{index}.{step}" with shape (B, L, width) or (B, H, L, L). */
 static void emit(const refenc_trace *trace, size_t index, const char *step,
@@ -34,13 +37,13 @@ void refenc_layer_forward(double *y, refenc_layer_work *w, const double *x,
                           const refenc_attn_options *opt, const refenc_rope_options *rope,
                           size_t B, size_t L, size_t index, const refenc_trace *trace)
 {
-    const size_t D = cfg->d_model, F = cfg->d_ff, H = cfg->n_heads, BL = B * L;
+    const size_t D = cfg->d_model, H = cfg->n_heads, BL = B * L;
     const double eps = cfg->layer_norm_eps;
     const size_t bld[3] = {B, L, D}, bhll[4] = {B, H, L, L};
 
     if (cfg->norm == REFENC_NORM_PRE) {
         /* h = x + MHA(LN1(x)) */
-        refenc_layernorm_forward(w->ln, x, lp->norm1_weight, lp->norm1_bias, BL, D, eps);
+        refenc_norm_forward(w->ln, x, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
         emit(trace, index, "norm1", w->ln, 3, bld);
         refenc_mha_forward(w->attn, &w->mha, w->ln, lp->in_proj_weight, lp->in_proj_bias,
                            lp->out_proj_weight, lp->out_proj_bias, opt, rope, B, L, D, H);
@@ -49,10 +52,10 @@ void refenc_layer_forward(double *y, refenc_layer_work *w, const double *x,
         add(w->resid, x, w->attn, BL * D);
 
         /* y = h + FFN(LN2(h)) */
-        refenc_layernorm_forward(w->ln, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps);
+        refenc_norm_forward(w->ln, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);
         emit(trace, index, "norm2", w->ln, 3, bld);
-        refenc_ffn_forward(w->ffn, w->hidden, w->ln, lp->linear1_weight, lp->linear1_bias,
-                           lp->linear2_weight, lp->linear2_bias, BL, D, F, cfg->activation);
+        refenc_ffn_block_forward(w->ffn, w->hidden, w->ln, lp->linear1_weight, lp->linear1_bias,
+                                 lp->linear2_weight, lp->linear2_bias, BL, cfg);
         emit(trace, index, "ffn", w->ffn, 3, bld);
         add(y, w->resid, w->ffn, BL * D);
     } else {
@@ -62,15 +65,15 @@ void refenc_layer_forward(double *y, refenc_layer_work *w, const double *x,
         emit(trace, index, "self_attn.weights", w->mha.weights, 4, bhll);
         emit(trace, index, "self_attn", w->attn, 3, bld);
         add(w->resid, x, w->attn, BL * D);
-        refenc_layernorm_forward(w->ln, w->resid, lp->norm1_weight, lp->norm1_bias, BL, D, eps);
+        refenc_norm_forward(w->ln, w->resid, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
         emit(trace, index, "norm1", w->ln, 3, bld);
 
         /* y = LN2(h + FFN(h)) */
-        refenc_ffn_forward(w->ffn, w->hidden, w->ln, lp->linear1_weight, lp->linear1_bias,
-                           lp->linear2_weight, lp->linear2_bias, BL, D, F, cfg->activation);
+        refenc_ffn_block_forward(w->ffn, w->hidden, w->ln, lp->linear1_weight, lp->linear1_bias,
+                                 lp->linear2_weight, lp->linear2_bias, BL, cfg);
         emit(trace, index, "ffn", w->ffn, 3, bld);
         add(w->resid, w->ln, w->ffn, BL * D);
-        refenc_layernorm_forward(y, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps);
+        refenc_norm_forward(y, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);
         emit(trace, index, "norm2", y, 3, bld);
     }
     emit(trace, index, "output", y, 3, bld);
@@ -86,25 +89,24 @@ static void pre_ln_backward(double *dx, const refenc_layer_params *dlp, refenc_l
                             const refenc_attn_options *opt, const refenc_rope_options *rope,
                             size_t B, size_t L)
 {
-    const size_t D = cfg->d_model, F = cfg->d_ff, H = cfg->n_heads, BL = B * L;
+    const size_t D = cfg->d_model, H = cfg->n_heads, BL = B * L;
     const double eps = cfg->layer_norm_eps;
-    refenc_layernorm_forward(g->a, x, lp->norm1_weight, lp->norm1_bias, BL, D, eps);
+    refenc_norm_forward(g->a, x, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
 
     /* dc = FFN^T dy;  dh = dy + LN2^T dc */
-    refenc_ffn_backward(g->d1, dlp->linear1_weight, dlp->linear1_bias, dlp->linear2_weight,
-                        dlp->linear2_bias, g->pre, g->dpre, dy, w->ln, w->hidden,
-                        lp->linear1_weight, lp->linear1_bias, lp->linear2_weight, BL, D, F,
-                        cfg->activation);
-    refenc_layernorm_backward(g->d1, dlp->norm2_weight, dlp->norm2_bias, g->d1, w->resid,
-                              lp->norm2_weight, BL, D, eps);
+    refenc_ffn_block_backward(g->d1, dlp->linear1_weight, dlp->linear1_bias, dlp->linear2_weight,
+                              dlp->linear2_bias, g->pre, g->dpre, dy, w->ln, w->hidden,
+                              lp->linear1_weight, lp->linear1_bias, lp->linear2_weight, BL, cfg);
+    refenc_norm_backward(g->d1, dlp->norm2_weight, dlp->norm2_bias, g->d1, w->resid,
+                              lp->norm2_weight, BL, D, eps, cfg);
     add(g->d1, dy, g->d1, BL * D);
 
     /* da = MHA^T dh;  dx = dh + LN1^T da */
     refenc_mha_backward(g->d2, dlp->in_proj_weight, dlp->in_proj_bias, dlp->out_proj_weight,
                         dlp->out_proj_bias, &g->mha, g->d1, g->a, &w->mha, lp->in_proj_weight,
                         lp->out_proj_weight, opt, rope, B, L, D, H);
-    refenc_layernorm_backward(g->d2, dlp->norm1_weight, dlp->norm1_bias, g->d2, x,
-                              lp->norm1_weight, BL, D, eps);
+    refenc_norm_backward(g->d2, dlp->norm1_weight, dlp->norm1_bias, g->d2, x,
+                              lp->norm1_weight, BL, D, eps, cfg);
     add(dx, g->d1, g->d2, BL * D);
 }
 
@@ -117,22 +119,21 @@ static void post_ln_backward(double *dx, const refenc_layer_params *dlp, refenc_
                              const refenc_attn_options *opt, const refenc_rope_options *rope,
                              size_t B, size_t L)
 {
-    const size_t D = cfg->d_model, F = cfg->d_ff, H = cfg->n_heads, BL = B * L;
+    const size_t D = cfg->d_model, H = cfg->n_heads, BL = B * L;
     const double eps = cfg->layer_norm_eps;
     add(g->a, x, w->attn, BL * D);
 
     /* dr2 = LN2^T dy;  dh = dr2 + FFN^T dr2 */
-    refenc_layernorm_backward(g->d1, dlp->norm2_weight, dlp->norm2_bias, dy, w->resid,
-                              lp->norm2_weight, BL, D, eps);
-    refenc_ffn_backward(g->d2, dlp->linear1_weight, dlp->linear1_bias, dlp->linear2_weight,
-                        dlp->linear2_bias, g->pre, g->dpre, g->d1, w->ln, w->hidden,
-                        lp->linear1_weight, lp->linear1_bias, lp->linear2_weight, BL, D, F,
-                        cfg->activation);
+    refenc_norm_backward(g->d1, dlp->norm2_weight, dlp->norm2_bias, dy, w->resid,
+                              lp->norm2_weight, BL, D, eps, cfg);
+    refenc_ffn_block_backward(g->d2, dlp->linear1_weight, dlp->linear1_bias, dlp->linear2_weight,
+                              dlp->linear2_bias, g->pre, g->dpre, g->d1, w->ln, w->hidden,
+                              lp->linear1_weight, lp->linear1_bias, lp->linear2_weight, BL, cfg);
     add(g->d2, g->d1, g->d2, BL * D);
 
     /* dr1 = LN1^T dh;  dx = dr1 + MHA^T dr1 */
-    refenc_layernorm_backward(g->d2, dlp->norm1_weight, dlp->norm1_bias, g->d2, g->a,
-                              lp->norm1_weight, BL, D, eps);
+    refenc_norm_backward(g->d2, dlp->norm1_weight, dlp->norm1_bias, g->d2, g->a,
+                              lp->norm1_weight, BL, D, eps, cfg);
     refenc_mha_backward(g->d3, dlp->in_proj_weight, dlp->in_proj_bias, dlp->out_proj_weight,
                         dlp->out_proj_bias, &g->mha, g->d2, x, &w->mha, lp->in_proj_weight,
                         lp->out_proj_weight, opt, rope, B, L, D, H);

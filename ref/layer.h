@@ -14,7 +14,7 @@ typedef struct {
     double *attn;      /* (B, L, D)  attention block output                 */
     double *resid;     /* (B, L, D)  residual stream inside the layer       */
     double *ffn;       /* (B, L, D)  FFN output                             */
-    double *hidden;    /* (B, L, F)  FFN hidden activations                 */
+    double *hidden;    /* (B, L, F)  FFN hidden activations; (B, L, 2F) gated */
     refenc_mha_work mha;
 } refenc_layer_work;
 
@@ -42,8 +42,9 @@ void refenc_layer_forward(double *y, refenc_layer_work *work, const double *x,
 typedef struct {
     double *y;         /* (B, L, D)  the recomputed output (unused after)            */
     double *a;         /* (B, L, D)  Pre-LN: LN1(x); Post-LN: x + MHA(x), LN1's input */
-    double *pre;       /* (B, L, F)  the FFN's pre-activation, recomputed             */
-    double *dpre;      /* (B, L, F)  its gradient                                     */
+    double *pre;       /* (B, L, F)  the FFN's pre-activation, recomputed; (B, L, 3F) *
+                        * for the gated FFN (refenc_ffn_block_backward)              */
+    double *dpre;      /* (B, L, F)  its gradient; (B, L, 2F) for the gated FFN       */
     double *d1, *d2, *d3; /* (B, L, D) gradients inside the layer                     */
     refenc_mha_grad_work mha;
 } refenc_layer_grad_work;

@@ -1,6 +1,6 @@
 /* LayerNorm in double (layernorm.h):
  *   mu = sum_d x_d / D,   var = sum_d (x_d - mu)^2 / D,
- *   y_d = (x_d - mu) / sqrt(var + eps) * gamma_d + beta_d. */
+ *   y_d = (x_d - mu) / sqrt(var + eps) * gamma_d + beta_d   (beta NULL: no bias). */
 #include "layernorm.h"
 
 #include <math.h>
@@ -26,8 +26,10 @@ void refenc_layernorm_forward(double *y, const double *x,
         const double var = ss / (double)D; /* biased */
         const double sd = sqrt(var + eps);
 
-        for (size_t d = 0; d < D; d++)
-            y_n[d] = (x_n[d] - mu) / sd * gamma[d] + beta[d];
+        for (size_t d = 0; d < D; d++) {
+            const double t = (x_n[d] - mu) / sd * gamma[d];
+            y_n[d] = beta != NULL ? t + beta[d] : t; /* bias-free: no + 0 (it would turn -0 to +0) */
+        }
     }
 }
 
@@ -63,7 +65,8 @@ void refenc_layernorm_backward(double *dx, double *dgamma, double *dbeta,
             sg += g;
             sgx += g * xhat;
             dgamma[d] += dy_n[d] * xhat;
-            dbeta[d] += dy_n[d];
+            if (dbeta != NULL)
+                dbeta[d] += dy_n[d];
         }
         const double mg = sg / (double)D, mgx = sgx / (double)D;
         for (size_t d = 0; d < D; d++) {

@@ -44,8 +44,8 @@ void refenc_mha_forward(double *y, refenc_mha_work *w, const double *x,
     const double *W_k = in_proj_weight + D * D;  /* in_proj_weight[D:2D, :]  */
     const double *W_v = in_proj_weight + 2 * D * D;
     const double *b_q = in_proj_bias;
-    const double *b_k = in_proj_bias + D;
-    const double *b_v = in_proj_bias + 2 * D;
+    const double *b_k = in_proj_bias != NULL ? in_proj_bias + D : NULL; /* NULL: bias-free */
+    const double *b_v = in_proj_bias != NULL ? in_proj_bias + 2 * D : NULL;
 
     /* projections: (B*L, D) -> (B*L, D) */
     refenc_linear_forward(w->q, x, W_q, b_q, BL, D, D);
@@ -75,7 +75,7 @@ static void projections_backward(double *dx, double *tmp, double *d_in_w, double
 {
     const double *dp[3] = {g->dq, g->dk, g->dv};
     for (size_t p = 0; p < 3; p++) {   /* rows [pD, (p+1)D) of in_proj: W_q, W_k, W_v */
-        refenc_linear_backward(p == 0 ? dx : tmp, d_in_w + p * D * D, d_in_b + p * D,
+        refenc_linear_backward(p == 0 ? dx : tmp, d_in_w + p * D * D, d_in_b != NULL ? d_in_b + p * D : NULL,
                                dp[p], x, in_proj_weight + p * D * D, BL, D, D);
         if (p > 0)
             for (size_t i = 0; i < BL * D; i++)

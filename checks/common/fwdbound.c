@@ -110,7 +110,8 @@ void fb_norms_compute(fb_norms *nm, const refenc_params *p, const refenc_config 
                 nm->qkv[(i * 3 + t) * H + h] =
                     fb_norm2_upper(lp->in_proj_weight + (t * D + h * Dh) * D, Dh, D);
         nm->o[i] = fb_norm2_upper(lp->out_proj_weight, D, D);
-        nm->l1[i] = fb_norm2_upper(lp->linear1_weight, F, D);
+        /* the gated FFN's linear1 is (2F, D): its norm bounds each half's */
+        nm->l1[i] = fb_norm2_upper(lp->linear1_weight, cfg->ffn_type == REFENC_FFN_GLU ? 2 * F : F, D);
         nm->l2[i] = fb_norm2_upper(lp->linear2_weight, D, F);
     }
 }
@@ -186,7 +187,7 @@ static double layernorm_row(double *rnd, const double *x, const double *gamma,
         const double nh = dev / s;
         const double e_dev = e_mu + g(1) * fabs(dev);
         const double e_n = g(1) * fabs(nh) + e_dev / s + (fabs(dev) + e_dev) * e_s / (s * (s - e_s));
-        rnd[d] = fabs(gamma[d]) * e_n + g(2) * (fabs(nh * gamma[d]) + fabs(beta[d]));
+        rnd[d] = fabs(gamma[d]) * e_n + g(2) * (fabs(nh * gamma[d]) + (beta != NULL ? fabs(beta[d]) : 0.0));
     }
     return s - e_s - enorm / sqrt(dD);
 }
@@ -269,12 +270,19 @@ static double quick_gelu_rounding(double x, double y)
     return logistic_rounding(x, y, -t, g(3) * fabs(t));
 }
 
+/* |refenc_silu(x) - x / (1 + exp(-x))| for exact x: a = -x exact, ea = 0. */
+static double silu_rounding(double x, double y)
+{
+    return logistic_rounding(x, y, -x, 0.0);
+}
+
 double fb_activation_rounding(refenc_activation act, double x, double y)
 {
     switch (act) {
     case REFENC_ACT_GELU: return gelu_rounding(x, y);
     case REFENC_ACT_GELU_TANH: return gelu_tanh_rounding(x, y);
     case REFENC_ACT_QUICK_GELU: return quick_gelu_rounding(x, y);
+    case REFENC_ACT_SILU: return silu_rounding(x, y);
     case REFENC_ACT_RELU: break;
     }
     return 0.0; /* ReLU is exact */
@@ -439,6 +447,52 @@ static void chain_layernorm(double *y, double *Ey, const double *x, const double
         Ey[n] = (Ex[n] == 0.0 ? 0.0 : s_lo > 0.0 ? gmax * Ex[n] / s_lo : INFINITY) + sqrt(r2);
     }
     free(rnd);
+}
+
+/* RMSNorm, y = s x / r, r = sqrt(|x|^2/D + eps), s = w or 1 + w: the
+ * Jacobian diag(s) (I - x^ x^T / D) / r (x^ = x / r, |x^|^2 / D <= 1) has
+ * 2-norm at most max|s| / r, and r >= r_lo = sqrt(max(0, |x^|_2 - Ex)^2 / D
+ * + eps) on the segment from the computed input to any x within Ex; plus
+ * the rounding at the computed input (bnd_rmsnorm's derivation,
+ * checks/oracle/bounds.c, with no input error): r^ within rho r^, rho =
+ * gamma_{D+2}/2 + u; z^ within (|z^| E_r) / (r^ - E_r) + u |z^|; the scale
+ * fl(1 + w) within u |s|; the product u |y^|. */
+static void chain_rmsnorm(double *y, double *Ey, const double *x, const double *Ex, const double *w,
+                          int offset, size_t N, size_t D, double eps)
+{
+    const double dD = (double)D, rho = g(dD + 2.0) / 2 + U;
+    refenc_rmsnorm_forward(y, x, w, N, D, eps, offset);
+    double smax = 0.0;
+    for (size_t d = 0; d < D; d++)
+        smax = fmax(smax, (offset ? fabs(1.0 + w[d]) : fabs(w[d])) * (1.0 + g(1)));
+    for (size_t n = 0; n < N; n++) {
+        const double *x_n = x + n * D;
+        double ss = 0.0, r2 = 0.0;
+        for (size_t d = 0; d < D; d++)
+            ss += x_n[d] * x_n[d];
+        const double r = sqrt(ss / dD + eps), E_r = rho * r;
+        const double xn_lo = fmax(0.0, sqrt(ss) * (1.0 - g(dD + 2.0)) - Ex[n]);
+        const double r_lo = sqrt(xn_lo * xn_lo / dD + eps);
+        for (size_t d = 0; d < D; d++) {
+            const double z = x_n[d] / r, s = offset ? 1.0 + w[d] : w[d];
+            const double E_z = fabs(z) * E_r / (r - E_r) + U * fabs(z);
+            const double E_s = offset ? U * fabs(s) : 0.0;
+            const double t = fabs(s) * E_z + (fabs(z) + E_z) * E_s + U * fabs(y[n * D + d]);
+            r2 += t * t;
+        }
+        const double lip = Ex[n] == 0.0 ? 0.0 : r_lo > 0.0 && E_r < r / 2 ? smax * Ex[n] / r_lo : INFINITY;
+        Ey[n] = lip + (E_r < r / 2 ? sqrt(r2) : INFINITY);
+    }
+}
+
+/* The configured norm (norm_type). */
+static void chain_norm(double *y, double *Ey, const double *x, const double *Ex, const double *weight,
+                       const double *bias, size_t N, size_t D, double eps, const refenc_config *cfg)
+{
+    if (cfg->norm_type == REFENC_NORMTYPE_RMSNORM)
+        chain_rmsnorm(y, Ey, x, Ex, weight, cfg->rmsnorm_offset, N, D, eps);
+    else
+        chain_layernorm(y, Ey, x, Ex, weight, bias, N, D, eps);
 }
 
 /* act over rows of width F: Ey = Lip Ex + |rounding|_2. */
@@ -610,8 +664,9 @@ void fb_mha(double *y, double *Ey, double *w, double *ew, const double *x, const
 
     /* each head's rows of W_q, W_k, W_v: a bound per head */
     chain_linear(q, Eq, x, Ex, in_w, in_b, BL, D, D, H, nqkv);
-    chain_linear(k, Ek, x, Ex, in_w + D * D, in_b + D, BL, D, D, H, nqkv + H);
-    chain_linear(v, Ev, x, Ex, in_w + 2 * D * D, in_b + 2 * D, BL, D, D, H, nqkv + 2 * H);
+    chain_linear(k, Ek, x, Ex, in_w + D * D, in_b != NULL ? in_b + D : NULL, BL, D, D, H, nqkv + H);
+    chain_linear(v, Ev, x, Ex, in_w + 2 * D * D, in_b != NULL ? in_b + 2 * D : NULL, BL, D, D, H,
+                 nqkv + 2 * H); /* in_b NULL: linear_bias false */
     refenc_heads_split(qh, q, B, L, H, Dh); /* copies: exact */
     refenc_heads_split(kh, k, B, L, H, Dh);
     refenc_heads_split(vh, v, B, L, H, Dh);
@@ -659,7 +714,7 @@ void fb_mha_observed(double *y, double *Ey, double *w, double *ew, const double 
 
     /* projections of the exact x, per head block (chain_linear, Ex = 0) */
     const double *Wt[3] = {in_w, in_w + D * D, in_w + 2 * D * D};
-    const double *bt[3] = {in_b, in_b + D, in_b + 2 * D};
+    const double *bt[3] = {in_b, in_b != NULL ? in_b + D : NULL, in_b != NULL ? in_b + 2 * D : NULL};
     double *Et[3] = {Eq, Ek, Ev}, *proj[3] = {ctxh, y2, ctxh};
     double *zero = dalloc(BL);
     for (size_t t = 0; t < 3; t++)
@@ -709,10 +764,47 @@ void fb_mha_observed(double *y, double *Ey, double *w, double *ew, const double 
     free(buf);
 }
 
-static void chain_ffn(double *y, double *Ey, const double *x, const double *Ex,
-                      const refenc_layer_params *lp, size_t N, size_t D, size_t F,
-                      refenc_activation act, double n1, double n2)
+/* The gated FFN (glu.h), rows: a, b within Ea, Eb (chain_linear, each half's
+ * norm at most linear1's), act(a) within Eg (chain_activation), then
+ * h^ = fl(g^ b^):  g^ b^ - g b = (g^ - g) b^ + g (b^ - b), so
+ *   Eh = max|b^| Eg + (max|g^| + Eg) Eb + |u h^|_2,
+ * then linear2. */
+static void chain_glu(double *y, double *Ey, const double *x, const double *Ex,
+                      const refenc_layer_params *lp, size_t N, const refenc_config *cfg, double n1,
+                      double n2)
 {
+    const size_t D = cfg->d_model, F = cfg->d_ff;
+    const double *Wg, *bg, *Wu, *bu;
+    refenc_glu_halves(&Wg, &bg, &Wu, &bu, lp->linear1_weight, lp->linear1_bias, D, F, cfg->glu_gate);
+    double *a = dalloc(3 * N * F + 4 * N);
+    double *b = a + N * F, *h = b + N * F, *Ea = h + N * F, *Eb = Ea + N, *Eg = Eb + N, *Eh = Eg + N;
+    chain_linear(a, Ea, x, Ex, Wg, bg, N, D, F, 1, &n1);
+    chain_activation(h, Eg, a, Ea, N, F, cfg->activation);
+    chain_linear(b, Eb, x, Ex, Wu, bu, N, D, F, 1, &n1);
+    for (size_t n = 0; n < N; n++) {
+        double bmax = 0.0, gmax = 0.0, r2 = 0.0;
+        for (size_t f = 0; f < F; f++) {
+            bmax = fmax(bmax, fabs(b[n * F + f]));
+            gmax = fmax(gmax, fabs(h[n * F + f]));
+            h[n * F + f] *= b[n * F + f];
+            r2 += (U * h[n * F + f]) * (U * h[n * F + f]);
+        }
+        Eh[n] = bmax * Eg[n] + (gmax + Eg[n]) * Eb[n] + sqrt(r2);
+    }
+    chain_linear(y, Ey, h, Eh, lp->linear2_weight, lp->linear2_bias, N, F, D, 1, &n2);
+    free(a);
+}
+
+static void chain_ffn(double *y, double *Ey, const double *x, const double *Ex,
+                      const refenc_layer_params *lp, size_t N, const refenc_config *cfg,
+                      double n1, double n2)
+{
+    const size_t D = cfg->d_model, F = cfg->d_ff;
+    const refenc_activation act = cfg->activation;
+    if (cfg->ffn_type == REFENC_FFN_GLU) {
+        chain_glu(y, Ey, x, Ex, lp, N, cfg, n1, n2);
+        return;
+    }
     double *h = dalloc(2 * N * F + 2 * N);
     double *a = h + N * F, *Eh = a + N * F, *Ea = Eh + N;
     chain_linear(h, Eh, x, Ex, lp->linear1_weight, lp->linear1_bias, N, D, F, 1, &n1);
@@ -726,7 +818,7 @@ static void chain_layer(double *y, double *Ey, double *w, double *ew, const doub
                         const refenc_attn_options *opt, const refenc_rope_options *rope,
                         size_t B, size_t L, const fb_norms *nm, size_t li)
 {
-    const size_t D = cfg->d_model, H = cfg->n_heads, F = cfg->d_ff, BL = B * L, BLD = BL * D;
+    const size_t D = cfg->d_model, H = cfg->n_heads, BL = B * L, BLD = BL * D;
     const double eps = cfg->layer_norm_eps;
     const double *nqkv = nm->qkv + li * 3 * H;
     double *buf = dalloc(5 * BLD + 5 * BL);
@@ -735,22 +827,22 @@ static void chain_layer(double *y, double *Ey, double *w, double *ew, const doub
 
     if (cfg->norm == REFENC_NORM_PRE) {
         /* h = x + MHA(LN1(x));  y = h + FFN(LN2(h)) */
-        chain_layernorm(ln, Eln, x, Ex, lp->norm1_weight, lp->norm1_bias, BL, D, eps);
+        chain_norm(ln, Eln, x, Ex, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
         fb_mha(at, Eat, w, ew, ln, Eln, lp->in_proj_weight, lp->in_proj_bias,
                lp->out_proj_weight, lp->out_proj_bias, opt, rope, B, L, D, H, nqkv, nm->o[li]);
         chain_add(res, Eres, x, Ex, at, Eat, BL, D);
-        chain_layernorm(ln, Eln, res, Eres, lp->norm2_weight, lp->norm2_bias, BL, D, eps);
-        chain_ffn(f, Ef, ln, Eln, lp, BL, D, F, cfg->activation, nm->l1[li], nm->l2[li]);
+        chain_norm(ln, Eln, res, Eres, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);
+        chain_ffn(f, Ef, ln, Eln, lp, BL, cfg, nm->l1[li], nm->l2[li]);
         chain_add(y, Ey, res, Eres, f, Ef, BL, D);
     } else {
         /* h = LN1(x + MHA(x));  y = LN2(h + FFN(h)) */
         fb_mha(at, Eat, w, ew, x, Ex, lp->in_proj_weight, lp->in_proj_bias,
                lp->out_proj_weight, lp->out_proj_bias, opt, rope, B, L, D, H, nqkv, nm->o[li]);
         chain_add(res, Eres, x, Ex, at, Eat, BL, D);
-        chain_layernorm(ln, Eln, res, Eres, lp->norm1_weight, lp->norm1_bias, BL, D, eps);
-        chain_ffn(f, Ef, ln, Eln, lp, BL, D, F, cfg->activation, nm->l1[li], nm->l2[li]);
+        chain_norm(ln, Eln, res, Eres, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
+        chain_ffn(f, Ef, ln, Eln, lp, BL, cfg, nm->l1[li], nm->l2[li]);
         chain_add(t, Et, ln, Eln, f, Ef, BL, D);
-        chain_layernorm(y, Ey, t, Et, lp->norm2_weight, lp->norm2_bias, BL, D, eps);
+        chain_norm(y, Ey, t, Et, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);
     }
     free(buf);
 }
@@ -837,8 +929,8 @@ void fb_encoder(fb_result *r, const refenc_params *p, const refenc_config *cfg,
     }
     free(ids);
     if (cfg->embedding_norm) {
-        chain_layernorm(nx, Enx, h, Eh, p->embedding_norm_weight, p->embedding_norm_bias, BL, D,
-                        cfg->embedding_norm_eps);
+        chain_norm(nx, Enx, h, Eh, p->embedding_norm_weight, p->embedding_norm_bias, BL, D,
+                   cfg->embedding_norm_eps, cfg);
         memcpy(h, nx, BLD * sizeof(double));
         memcpy(Eh, Enx, BL * sizeof(double));
     }
@@ -861,7 +953,7 @@ void fb_encoder(fb_result *r, const refenc_params *p, const refenc_config *cfg,
         memcpy(Eh, Enx, BL * sizeof(double));
     }
     if (cfg->final_norm)
-        chain_layernorm(r->y, r->Ey, h, Eh, p->norm_weight, p->norm_bias, BL, D, cfg->layer_norm_eps);
+        chain_norm(r->y, r->Ey, h, Eh, p->norm_weight, p->norm_bias, BL, D, cfg->layer_norm_eps, cfg);
     else {
         memcpy(r->y, h, BLD * sizeof(double));
         memcpy(r->Ey, Eh, BL * sizeof(double));

@@ -448,11 +448,12 @@ static double act_phi(void *p, double t, double *err)
  * (ReLU away from its kink at 0). */
 size_t gp_activation_fd(const gc_kernels *K, gsl_rng *r, test_worst *w)
 {
-    static const char *names[] = {"relu", "gelu", "gelu_tanh", "quick_gelu"};
+    static const char *names[] = {"relu", "gelu", "gelu_tanh", "quick_gelu", "silu"};
     static const refenc_activation acts[] = {REFENC_ACT_RELU, REFENC_ACT_GELU,
-                                             REFENC_ACT_GELU_TANH, REFENC_ACT_QUICK_GELU};
+                                             REFENC_ACT_GELU_TANH, REFENC_ACT_QUICK_GELU,
+                                             REFENC_ACT_SILU};
     size_t bad = 0;
-    for (size_t a = 0; a < 4; a++)
+    for (size_t a = 0; a < 5; a++)
         for (size_t i = 0; i < 64; i++) {
             act_ctx k = {-7.0 + 14.0 * ((double)i + gsl_rng_uniform(r)) / 64.0, acts[a]};
             gc_quantize(&k.x, 1, GC_GRID_X);

@@ -29,6 +29,23 @@ static size_t st_min_len = 2;
 /* 1: vaswani's case takes tokens through E[token] sqrt(D), two token types
  * and the embedding LayerNorm */
 static int st_vaswani_tokens;
+/* 1: vaswani's case takes the modern blocks of its index (st_modern_blocks) */
+static int st_modern;
+
+/* The modern blocks (docs/cli.md), by case index: RMSNorm (T5/Llama's w,
+ * Gemma's 1 + w), the gated FFN (SwiGLU, GeGLU exact and tanh; either half
+ * the gate), bias-free LayerNorms and linear maps. */
+static void st_modern_blocks(refenc_config *g, size_t t)
+{
+    static const refenc_activation acts[] = {REFENC_ACT_SILU, REFENC_ACT_GELU, REFENC_ACT_GELU_TANH};
+    g->norm_type = t % 4 == 2 ? REFENC_NORMTYPE_LAYERNORM : REFENC_NORMTYPE_RMSNORM;
+    g->rmsnorm_offset = t % 4 == 1 || t % 4 == 3;
+    g->norm_bias = t % 4 != 2;
+    g->linear_bias = t % 2 == 0;
+    g->ffn_type = t % 4 == 3 ? REFENC_FFN_MLP : REFENC_FFN_GLU;
+    g->glu_gate = t % 3 == 1 ? REFENC_GLU_GATE_SECOND : REFENC_GLU_GATE_FIRST;
+    g->activation = acts[t % 3];
+}
 
 typedef struct {
     prop_case c;
@@ -92,6 +109,8 @@ static void st_case_make(st_case *s, gsl_rng *r, size_t t, refenc_family fam,
         g->vocab_size = 9, g->padding_idx = 0, g->scale_embedding = 1, g->type_vocab_size = 2;
         g->embedding_norm = 1, g->embedding_norm_eps = 1e-5;
     }
+    if (fam == REFENC_FAMILY_VASWANI && st_modern)
+        st_modern_blocks(g, t);
     prop_case_redraw(c, r);
     gc_quantize(c->p.block, c->p.n_values, GC_GRID_X);
     const size_t BLD = c->B * c->L * g->d_model;
@@ -275,6 +294,29 @@ Test(grad_stack, finite_differences_for_every_positional_scheme_and_mask)
         st_case_free(&s);
     }
     st_vaswani_tokens = 0;
+    gsl_rng_free(r);
+    report(&w, bad);
+}
+
+/* The modern blocks through the stack: RMSNorm and the gated FFN in both
+ * layer orders, bias-free, with and without tokens (the embedding norm an
+ * RMSNorm too), every tensor. */
+Test(grad_stack, finite_differences_for_rmsnorm_glu_and_bias_free_blocks)
+{
+    gsl_rng *r = test_rng(2703);
+    test_worst w;
+    test_worst_init(&w);
+    size_t bad = 0;
+    st_modern = 1;
+    for (size_t t = 0; t < 8; t++) {
+        st_vaswani_tokens = t >= 6;
+        st_case s;
+        st_case_make(&s, r, t, REFENC_FAMILY_VASWANI, t % 2 ? REFENC_POS_ROPE : REFENC_POS_ALIBI,
+                     t == 5, 0);
+        bad += st_fd(&w, &s, r);
+        st_case_free(&s);
+    }
+    st_modern = 0, st_vaswani_tokens = 0;
     gsl_rng_free(r);
     report(&w, bad);
 }
@@ -535,6 +577,20 @@ static void skew_eps(refenc_config *g, refenc_input *in)
     g->embedding_norm_eps = 0.1;
 }
 
+/* the gated FFN's other half as the gate */
+static void skew_glu_gate(refenc_config *g, refenc_input *in)
+{
+    (void)in;
+    g->glu_gate = g->glu_gate == REFENC_GLU_GATE_FIRST ? REFENC_GLU_GATE_SECOND : REFENC_GLU_GATE_FIRST;
+}
+
+/* Gemma's (1 + w) dropped from the RMSNorm backward */
+static void skew_rmsnorm_offset(refenc_config *g, refenc_input *in)
+{
+    (void)in;
+    g->rmsnorm_offset = !g->rmsnorm_offset;
+}
+
 /* the finite differences of case t of `fam` with the backward skewed: the
  * number of violations */
 static size_t skewed_fd(st_skew skew, refenc_family fam, refenc_positional pos, size_t t,
@@ -582,6 +638,14 @@ Test(grad_stack, control_fd_flags_gradients_from_the_unmasked_scores)
 Test(grad_stack, control_fd_flags_the_other_rope_layout)
 {
     cr_assert(skewed_fd(skew_rope_layout, REFENC_FAMILY_VASWANI, REFENC_POS_ROPE, 1, 2712) > 0);
+}
+
+Test(grad_stack, control_fd_flags_the_other_glu_half_and_the_rmsnorm_offset)
+{
+    st_modern = 1; /* case 1: RMSNorm (1 + w), GeGLU with the second half the gate */
+    cr_assert(skewed_fd(skew_glu_gate, REFENC_FAMILY_VASWANI, REFENC_POS_ROPE, 1, 2714) > 0);
+    cr_assert(skewed_fd(skew_rmsnorm_offset, REFENC_FAMILY_VASWANI, REFENC_POS_ROPE, 1, 2715) > 0);
+    st_modern = 0;
 }
 
 Test(grad_stack, control_fd_flags_another_layernorm_eps)

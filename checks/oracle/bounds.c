@@ -100,6 +100,55 @@ int bnd_layernorm(double *E_y, const double *x, const double *E_x, const double 
     return applicable;
 }
 
+/* ---- RMSNorm ------------------------------------------------------------ */
+/* r^ = fl(sqrt(fl(fl(sum x^2)/D) + eps)): the sum of D squares of one sign is
+ * within gamma_D, /D and + eps add a rounding each (eps >= 0 only dilutes a
+ * relative error), sqrt halves it and rounds:  r^ = r~ (1 + theta),
+ * |theta| <= rho = gamma_{D+2}/2 + u, r~ = sqrt(|x^|^2/D + eps) on the
+ * computed input.  An input error E_x moves r~ by <= ||E_x||_2 / sqrt(D)
+ * (sqrt(a^2/D + eps) is 1/sqrt(D)-Lipschitz in ||a||_2):
+ * E_r = rho r^ + ||E_x||_2/sqrt(D).  With z^ = x^/r^ (the division rounds):
+ *   |z^_d - z_d| <= E_z,d = (E_x,d + |z^_d| E_r) / (r^ - E_r) + u |z^_d|,
+ * the scale s^ = w (exact) or fl(1 + w) (E_s = u |s^|), and the product rounds:
+ *   |y^_d - y_d| <= |s^_d| E_z,d + (|z^_d| + E_z,d) E_s,d + u |y^_d|.
+ * This is LayerNorm's bound with c = x (no mean): E_c,d = E_x,d. */
+int bnd_rmsnorm(double *E_y, const double *x, const double *E_x, const double *w, int offset,
+                const double *y, size_t N, size_t D, double eps)
+{
+    int applicable = 1;
+    const double rho = bnd_gamma((double)D + 2) / 2 + U;
+    for (size_t n = 0; n < N; n++) {
+        const double *x_n = x + n * D;
+        double ss = 0, normEx2 = 0;
+        for (size_t d = 0; d < D; d++) {
+            ss += x_n[d] * x_n[d];
+            if (E_x != NULL)
+                normEx2 += E_x[n * D + d] * E_x[n * D + d];
+        }
+        const double r = sqrt(ss / (double)D + eps);
+        const double E_r = rho * r + sqrt(normEx2 / (double)D);
+        if (!(E_r < r / 2))
+            applicable = 0;
+        for (size_t d = 0; d < D; d++) {
+            const double z = x_n[d] / r, s = offset ? 1.0 + w[d] : w[d];
+            const double E_z = ((E_x != NULL ? E_x[n * D + d] : 0) + fabs(z) * E_r) / (r - E_r) +
+                               U * fabs(z);
+            const double E_s = offset ? U * fabs(s) : 0;
+            E_y[n * D + d] = fabs(s) * E_z + (fabs(z) + E_z) * E_s + U * fabs(y[n * D + d]);
+        }
+    }
+    return applicable;
+}
+
+int bnd_norm(double *E_y, const double *x, const double *E_x, const double *weight,
+             const double *bias, const double *y, size_t N, size_t D, double eps,
+             const refenc_config *cfg)
+{
+    if (cfg->norm_type == REFENC_NORMTYPE_RMSNORM)
+        return bnd_rmsnorm(E_y, x, E_x, weight, cfg->rmsnorm_offset, y, N, D, eps);
+    return bnd_layernorm(E_y, x, E_x, weight, bias, y, N, D, eps);
+}
+
 /* ---- softmax ------------------------------------------------------------ */
 /* With k the computed argmax, y_i = exp(z_i - z_k) / sum_j exp(z_j - z_k) for
  * any k.  t^_i = fl(z^_i - z^_k) is off the exact z_i - z_k by
@@ -210,6 +259,19 @@ void bnd_activation(double *E_y, const double *x, const double *E_x, const doubl
                 r = 0x1p-1000;
             } else {
                 const double rel = (E * (dt + 2 * LIBM_ULP_EXP * U) + U * den) / den + U;
+                r = rel * fabs(y[i]);
+            }
+            lip = LIP_QUICK_GELU;
+            break;
+        }
+        case REFENC_ACT_SILU: {
+            /* quick GELU's bound with t = x exact (dt = 0); the same derivative
+             * range, so the same Lipschitz constant (bounds.h). */
+            const double E = exp(-xi), den = 1 + E;
+            if (isinf(E)) {
+                r = 0x1p-1000; /* x < -709: y^ = -0, |y| <= 709 e^-709 */
+            } else {
+                const double rel = (E * (2 * LIBM_ULP_EXP * U) + U * den) / den + U;
                 r = rel * fabs(y[i]);
             }
             lip = LIP_QUICK_GELU;
@@ -416,8 +478,8 @@ void bnd_mha(double *E_y, double *E_w, bnd_mha_run *r, const double *x, const do
     double *Evh = E + 5 * BLD, *Eqr = E + 6 * BLD, *Ekr = E + 7 * BLD, *Ectxh = E + 8 * BLD;
     double *Ectx = E + 9 * BLD;
     bnd_linear(Eq, x, E_x, ipw, ipb, r->w.q, BL, D, D);
-    bnd_linear(Ek, x, E_x, ipw + D * D, ipb + D, r->w.k, BL, D, D);
-    bnd_linear(Ev, x, E_x, ipw + 2 * D * D, ipb + 2 * D, r->w.v, BL, D, D);
+    bnd_linear(Ek, x, E_x, ipw + D * D, ipb != NULL ? ipb + D : NULL, r->w.k, BL, D, D);
+    bnd_linear(Ev, x, E_x, ipw + 2 * D * D, ipb != NULL ? ipb + 2 * D : NULL, r->w.v, BL, D, D);
     refenc_heads_split(Eqh, Eq, B, L, H, Dh);
     refenc_heads_split(Ekh, Ek, B, L, H, Dh);
     refenc_heads_split(Evh, Ev, B, L, H, Dh);
@@ -450,6 +512,52 @@ void bnd_ffn(double *E_y, double *E_hidden, double *y, double *hidden, const dou
     bnd_linear(E_y, hidden, E_hidden, W2, b2, y, N, F, D);
     free(pre);
     free(E_pre);
+}
+
+/* Gated FFN (glu.h): a = x Wg^T + bg and b = x Wu^T + bu with bnd_linear's
+ * bounds, act(a) with bnd_activation's (the input error E_a through the
+ * Lipschitz constant), the product h^ = fl(act^ b^):
+ *   |h^ - h| <= |b^| E_act + |act^| E_b + E_act E_b + u |h^|,
+ * then linear2 with bnd_linear on h^ and E_h.  hidden (N, F) receives h^. */
+void bnd_glu(double *E_y, double *y, double *hidden, const double *x, const double *E_x,
+             const double *Wg, const double *bg, const double *Wu, const double *bu,
+             const double *W2, const double *b2, size_t N, size_t D, size_t F,
+             refenc_activation act)
+{
+    const size_t n = N * F;
+    double *a = dalloc(n), *Ea = dalloc(n), *b = dalloc(n), *Eb = dalloc(n);
+    double *g = dalloc(n), *Eg = dalloc(n), *Eh = dalloc(n);
+    refenc_linear_forward(a, x, Wg, bg, N, D, F);
+    bnd_linear(Ea, x, E_x, Wg, bg, a, N, D, F);
+    refenc_activation_forward(g, a, n, act);
+    bnd_activation(Eg, a, Ea, g, n, act);
+    refenc_linear_forward(b, x, Wu, bu, N, D, F);
+    bnd_linear(Eb, x, E_x, Wu, bu, b, N, D, F);
+    for (size_t i = 0; i < n; i++) {
+        hidden[i] = g[i] * b[i];
+        Eh[i] = fabs(b[i]) * Eg[i] + fabs(g[i]) * Eb[i] + Eg[i] * Eb[i] + U * fabs(hidden[i]);
+    }
+    refenc_linear_forward(y, hidden, W2, b2, N, F, D);
+    bnd_linear(E_y, hidden, Eh, W2, b2, y, N, F, D);
+    free(a), free(Ea), free(b), free(Eb), free(g), free(Eg), free(Eh);
+}
+
+/* The configured FFN's bound (ffn_type): bnd_ffn or bnd_glu on linear1's
+ * halves.  hidden: (N, F). */
+static void bnd_ffn_block(double *E_y, double *E_hidden, double *y, double *hidden, const double *x,
+                          const double *E_x, const refenc_layer_params *lp, size_t N,
+                          const refenc_config *cfg)
+{
+    const size_t D = cfg->d_model, F = cfg->d_ff;
+    if (cfg->ffn_type != REFENC_FFN_GLU) {
+        bnd_ffn(E_y, E_hidden, y, hidden, x, E_x, lp->linear1_weight, lp->linear1_bias,
+                lp->linear2_weight, lp->linear2_bias, N, D, F, cfg->activation);
+        return;
+    }
+    const double *Wg, *bg, *Wu, *bu;
+    refenc_glu_halves(&Wg, &bg, &Wu, &bu, lp->linear1_weight, lp->linear1_bias, D, F, cfg->glu_gate);
+    bnd_glu(E_y, y, hidden, x, E_x, Wg, bg, Wu, bu, lp->linear2_weight, lp->linear2_bias, N, D, F,
+            cfg->activation);
 }
 
 /* ---- layers and stacks ---------------------------------------------------- */
@@ -550,10 +658,10 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
     }
     free(ids);
     if (cfg->embedding_norm) {
-        refenc_layernorm_forward(ln, h, p->embedding_norm_weight, p->embedding_norm_bias, BL, D,
-                                 cfg->embedding_norm_eps);
-        st->applicable &= bnd_layernorm(Eln, h, Eh, p->embedding_norm_weight,
-                                        p->embedding_norm_bias, ln, BL, D, cfg->embedding_norm_eps);
+        refenc_norm_forward(ln, h, p->embedding_norm_weight, p->embedding_norm_bias, BL, D,
+                            cfg->embedding_norm_eps, cfg);
+        st->applicable &= bnd_norm(Eln, h, Eh, p->embedding_norm_weight, p->embedding_norm_bias,
+                                   ln, BL, D, cfg->embedding_norm_eps, cfg);
         memcpy(h, ln, BLD * sizeof(double));
         memcpy(Eh, Eln, BLD * sizeof(double));
     }
@@ -586,8 +694,8 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
     for (size_t i = 0; i < cfg->n_layers; i++) {
         const refenc_layer_params *lp = &p->layers[i];
         if (cfg->norm == REFENC_NORM_PRE) {
-            refenc_layernorm_forward(ln, h, lp->norm1_weight, lp->norm1_bias, BL, D, eps);
-            st->applicable &= bnd_layernorm(Eln, h, Eh, lp->norm1_weight, lp->norm1_bias, ln, BL, D, eps);
+            refenc_norm_forward(ln, h, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
+            st->applicable &= bnd_norm(Eln, h, Eh, lp->norm1_weight, lp->norm1_bias, ln, BL, D, eps, cfg);
             REC("norm1", ln, Eln, BLD);
             bnd_mha(Eattn, Ew, &run, ln, Eln, lp->in_proj_weight, lp->in_proj_bias,
                     lp->out_proj_weight, lp->out_proj_bias, &opt, rope_p, slope_err);
@@ -595,11 +703,10 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
             REC("self_attn.weights", run.w.weights, Ew, BHLL);
             REC("self_attn", attn, Eattn, BLD);
             add_bounded(resid, Eres, h, Eh, attn, Eattn, BLD);
-            refenc_layernorm_forward(ln, resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps);
-            st->applicable &= bnd_layernorm(Eln, resid, Eres, lp->norm2_weight, lp->norm2_bias, ln, BL, D, eps);
+            refenc_norm_forward(ln, resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);
+            st->applicable &= bnd_norm(Eln, resid, Eres, lp->norm2_weight, lp->norm2_bias, ln, BL, D, eps, cfg);
             REC("norm2", ln, Eln, BLD);
-            bnd_ffn(Effn, Ehid, ffn, hid, ln, Eln, lp->linear1_weight, lp->linear1_bias,
-                    lp->linear2_weight, lp->linear2_bias, BL, D, F, cfg->activation);
+            bnd_ffn_block(Effn, Ehid, ffn, hid, ln, Eln, lp, BL, cfg);
             REC("ffn", ffn, Effn, BLD);
             add_bounded(out, Eout, resid, Eres, ffn, Effn, BLD);
         } else {
@@ -609,15 +716,14 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
             REC("self_attn.weights", run.w.weights, Ew, BHLL);
             REC("self_attn", attn, Eattn, BLD);
             add_bounded(resid, Eres, h, Eh, attn, Eattn, BLD);
-            refenc_layernorm_forward(ln, resid, lp->norm1_weight, lp->norm1_bias, BL, D, eps);
-            st->applicable &= bnd_layernorm(Eln, resid, Eres, lp->norm1_weight, lp->norm1_bias, ln, BL, D, eps);
+            refenc_norm_forward(ln, resid, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
+            st->applicable &= bnd_norm(Eln, resid, Eres, lp->norm1_weight, lp->norm1_bias, ln, BL, D, eps, cfg);
             REC("norm1", ln, Eln, BLD);
-            bnd_ffn(Effn, Ehid, ffn, hid, ln, Eln, lp->linear1_weight, lp->linear1_bias,
-                    lp->linear2_weight, lp->linear2_bias, BL, D, F, cfg->activation);
+            bnd_ffn_block(Effn, Ehid, ffn, hid, ln, Eln, lp, BL, cfg);
             REC("ffn", ffn, Effn, BLD);
             add_bounded(resid, Eres, ln, Eln, ffn, Effn, BLD);
-            refenc_layernorm_forward(out, resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps);
-            st->applicable &= bnd_layernorm(Eout, resid, Eres, lp->norm2_weight, lp->norm2_bias, out, BL, D, eps);
+            refenc_norm_forward(out, resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);
+            st->applicable &= bnd_norm(Eout, resid, Eres, lp->norm2_weight, lp->norm2_bias, out, BL, D, eps, cfg);
             REC("norm2", out, Eout, BLD);
         }
         REC("output", out, Eout, BLD);
@@ -626,8 +732,8 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
     }
 #undef REC
     if (cfg->final_norm) {
-        refenc_layernorm_forward(out, h, p->norm_weight, p->norm_bias, BL, D, eps);
-        st->applicable &= bnd_layernorm(Eout, h, Eh, p->norm_weight, p->norm_bias, out, BL, D, eps);
+        refenc_norm_forward(out, h, p->norm_weight, p->norm_bias, BL, D, eps, cfg);
+        st->applicable &= bnd_norm(Eout, h, Eh, p->norm_weight, p->norm_bias, out, BL, D, eps, cfg);
         record(st, "norm", out, Eout, BLD);
     } else {
         memcpy(out, h, BLD * sizeof(double));

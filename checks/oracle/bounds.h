@@ -34,7 +34,8 @@
  * GELU' = Phi + x phi peaks at x = sqrt 2: 1.12886; GELU-tanh' <= 1 + 0.39;
  * quick GELU (x sigma(1.702 x))' = s + u s (1 - s), s = sigma(u), u = 1.702 x,
  * whatever the factor the SiLU's derivative, which peaks at 1.099839 and
- * bottoms at -0.099839 (u = +-2.3994). */
+ * bottoms at -0.099839 (u = +-2.3994); SiLU (x sigma(x)) is that function of
+ * u = x, so LIP_QUICK_GELU bounds it too. */
 #define LIP_RELU 1.0
 #define LIP_GELU 1.1289
 #define LIP_GELU_TANH 1.4
@@ -52,6 +53,16 @@ void bnd_linear(double *E_y, const double *x, const double *E_x, const double *W
  * row's spread); every row must then be checked by other means. */
 int bnd_layernorm(double *E_y, const double *x, const double *E_x, const double *gamma,
                   const double *beta, const double *y, size_t N, size_t D, double eps);
+
+/* RMSNorm (rmsnorm.h), scale w or fl(1 + w) (offset); the same conditions
+ * as bnd_layernorm (input error comparable to the row's RMS: 0). */
+int bnd_rmsnorm(double *E_y, const double *x, const double *E_x, const double *w, int offset,
+                const double *y, size_t N, size_t D, double eps);
+
+/* The configured norm's bound (norm_type): bnd_layernorm or bnd_rmsnorm. */
+int bnd_norm(double *E_y, const double *x, const double *E_x, const double *weight,
+             const double *bias, const double *y, size_t N, size_t D, double eps,
+             const refenc_config *cfg);
 
 /* z: the scaled logits as computed (s/tau), E_z their error; y: the weights. */
 void bnd_softmax_scaled(double *E_y, const double *z, const double *E_z, const double *y,
@@ -97,6 +108,13 @@ void bnd_mha(double *E_y, double *E_w, bnd_mha_run *r, const double *x, const do
 void bnd_ffn(double *E_y, double *E_hidden, double *y, double *hidden, const double *x,
              const double *E_x, const double *W1, const double *b1, const double *W2,
              const double *b2, size_t N, size_t D, size_t F, refenc_activation act);
+
+/* The gated FFN (glu.h): y and hidden (h = act(a) * b, N x F) recomputed, E_y
+ * its bound (bounds.c). */
+void bnd_glu(double *E_y, double *y, double *hidden, const double *x, const double *E_x,
+             const double *Wg, const double *bg, const double *Wu, const double *bu,
+             const double *W2, const double *b2, size_t N, size_t D, size_t F,
+             refenc_activation act);
 
 /* One traced step of a layer or stack: the reference's values and bounds. */
 typedef struct {

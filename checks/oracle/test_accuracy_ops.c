@@ -67,6 +67,32 @@ Test(accuracy_layernorm, random_rows)
     acc_finish(&a, "layernorm (random rows)");
 }
 
+/* the bias-free LayerNorm (beta NULL, ModernBERT's norm_bias=False): the same
+ * bound (bnd_layernorm reads no beta), and bit for bit the LayerNorm with
+ * beta = 0 wherever that is not -0 + 0 */
+Test(accuracy_layernorm, bias_free_rows)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(105);
+    const size_t N = 4, Ds[] = {1, 7, 64};
+    for (size_t c = 0; c < 3; c++) {
+        const size_t D = Ds[c];
+        double *x = acc_randn(N * D, 0.3, 1.7, r), *g = acc_randn(D, 1, 0.1, r), *z = acc_zeros(D);
+        double *y = acc_zeros(N * D), *yo = acc_zeros(N * D), *E = acc_zeros(N * D), *y0 = acc_zeros(N * D);
+        refenc_layernorm_forward(y, x, g, NULL, N, D, 1e-5);
+        MP_OK(refenc_mp_layernorm_forward(yo, x, g, NULL, N, D, 1e-5, P0, REP));
+        cr_assert(bnd_layernorm(E, x, NULL, g, NULL, y, N, D, 1e-5), "bound not applicable");
+        acc_check(&a, "y", y, yo, E, N * D);
+        refenc_layernorm_forward(y0, x, g, z, N, D, 1e-5);
+        for (size_t i = 0; i < N * D; i++)
+            cr_expect(y[i] == y0[i], "D %zu, y[%zu]: bias-free %.17g, beta = 0 %.17g", D, i, y[i], y0[i]);
+        free(x), free(g), free(z), free(y), free(yo), free(E), free(y0);
+    }
+    gsl_rng_free(r);
+    acc_finish(&a, "layernorm (bias-free)");
+}
+
 Test(accuracy_layernorm, large_mean_small_variance_rows)
 {
     acc_stats a;
@@ -77,6 +103,39 @@ Test(accuracy_layernorm, large_mean_small_variance_rows)
     layernorm_case(&a, 4, 7, -3e5, 0.37, 1e-5, r);
     gsl_rng_free(r);
     acc_finish(&a, "layernorm (large mean, small var)");
+}
+
+/* ---- RMSNorm ---- */
+static void rmsnorm_case(acc_stats *a, size_t N, size_t D, double mean, double sd, double eps,
+                         int offset, gsl_rng *r)
+{
+    double *x = acc_randn(N * D, mean, sd, r), *w = acc_randn(D, offset ? 0 : 1, 0.1, r);
+    double *y = acc_zeros(N * D), *yo = acc_zeros(N * D), *E = acc_zeros(N * D);
+    refenc_rmsnorm_forward(y, x, w, N, D, eps, offset);
+    MP_OK(refenc_mp_rmsnorm_forward(yo, x, w, N, D, eps, offset, P0, REP));
+    cr_assert(bnd_rmsnorm(E, x, NULL, w, offset, y, N, D, eps), "bound not applicable");
+    acc_check(a, "y", y, yo, E, N * D);
+    free(x), free(w), free(y), free(yo), free(E);
+}
+
+/* Both scales, T5's eps 1e-6, eps 0, a large mean (RMSNorm does not subtract
+ * it: no cancellation, the bound stays a few u), tiny rows where eps
+ * dominates. */
+Test(accuracy_rmsnorm, random_rows_both_scales)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(104);
+    const size_t Ds[] = {1, 2, 7, 64, 100};
+    for (size_t c = 0; c < 5; c++)
+        for (int offset = 0; offset < 2; offset++) {
+            rmsnorm_case(&a, 4, Ds[c], 0.3, 1.7, 1e-6, offset, r);
+            rmsnorm_case(&a, 4, Ds[c], -2.385, 0.01, 0.0, offset, r);
+            rmsnorm_case(&a, 4, Ds[c], 1e4, 1e-3, 1e-5, offset, r);
+            rmsnorm_case(&a, 4, Ds[c], 0.0, 1e-3, 1e-5, offset, r);
+        }
+    gsl_rng_free(r);
+    acc_finish(&a, "rmsnorm (random rows)");
 }
 
 /* ---- softmax ---- */
@@ -172,6 +231,13 @@ Test(accuracy_activation, quick_gelu)
     acc_stats a;
     acc_init(&a);
     activation_case(&a, REFENC_ACT_QUICK_GELU, "activation quick_gelu");
+}
+
+Test(accuracy_activation, silu)
+{
+    acc_stats a;
+    acc_init(&a);
+    activation_case(&a, REFENC_ACT_SILU, "activation silu");
 }
 
 /* ---- positional encodings, embedding ---- */
@@ -455,7 +521,7 @@ Test(accuracy_ffn, each_activation)
     acc_init(&a);
     gsl_rng *r = test_rng(112);
     const size_t N = 5, D = 12, F = 20;
-    for (int act = 0; act <= REFENC_ACT_QUICK_GELU; act++) {
+    for (int act = 0; act <= REFENC_ACT_SILU; act++) {
         double *x = acc_randn(N * D, 0, 1, r), *W1 = acc_randn(F * D, 0, 1 / sqrt(12.0), r);
         double *b1 = acc_randn(F, 0, 0.1, r), *W2 = acc_randn(D * F, 0, 1 / sqrt(20.0), r);
         double *b2 = acc_randn(D, 0, 0.1, r);
@@ -475,3 +541,38 @@ Test(accuracy_ffn, each_activation)
     gsl_rng_free(r);
     acc_finish(&a, "ffn");
 }
+
+/* ---- gated FFN ---- */
+/* GeGLU (exact and tanh), SwiGLU, ReGLU; the gate first ([gate | up]) and
+ * second ([up | gate]); against the oracle within bnd_glu. */
+Test(accuracy_glu, each_activation_both_gates)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(113);
+    const size_t N = 5, D = 12, F = 20;
+    const refenc_activation acts[] = {REFENC_ACT_GELU, REFENC_ACT_GELU_TANH, REFENC_ACT_SILU,
+                                      REFENC_ACT_RELU};
+    for (size_t k = 0; k < 4; k++)
+        for (int gate = 0; gate < 2; gate++) {
+            double *x = acc_randn(N * D, 0, 1, r), *W1 = acc_randn(2 * F * D, 0, 1 / sqrt(12.0), r);
+            double *b1 = acc_randn(2 * F, 0, 0.1, r), *W2 = acc_randn(D * F, 0, 1 / sqrt(20.0), r);
+            double *b2 = acc_randn(D, 0, 0.1, r);
+            double *y = acc_zeros(N * D), *yo = acc_zeros(N * D), *E = acc_zeros(N * D);
+            double *h = acc_zeros(2 * N * F), *ho = acc_zeros(N * F), *hb = acc_zeros(N * F);
+            double *yb = acc_zeros(N * D);
+            const double *Wg, *bg, *Wu, *bu;
+            refenc_glu_halves(&Wg, &bg, &Wu, &bu, W1, b1, D, F, (refenc_glu_gate)gate);
+            refenc_glu_forward(y, h, h + N * F, x, Wg, bg, Wu, bu, W2, b2, N, D, F, acts[k]);
+            MP_OK(refenc_mp_glu_forward(yo, ho, x, W1, b1, W2, b2, N, D, F, acts[k],
+                                        (refenc_glu_gate)gate, P0, REP));
+            bnd_glu(E, yb, hb, x, NULL, Wg, bg, Wu, bu, W2, b2, N, D, F, acts[k]);
+            cr_assert(memcmp(y, yb, N * D * sizeof(double)) == 0, "the bound followed another computation");
+            acc_check(&a, "y", y, yo, E, N * D);
+            free(x), free(W1), free(b1), free(W2), free(b2), free(y), free(yo), free(E), free(h),
+                free(ho), free(hb), free(yb);
+        }
+    gsl_rng_free(r);
+    acc_finish(&a, "gated ffn");
+}
+

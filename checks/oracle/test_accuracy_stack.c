@@ -21,19 +21,29 @@ typedef struct {
     size_t H;
     double tau, x_mean, x_sd;
     int64_t first_pos;  /* positions first_pos .. first_pos + L - 1 */
+    refenc_norm_type norm_type; /* every norm: LayerNorm (0) or RMSNorm */
+    int rmsnorm_offset;         /* RMSNorm's (1 + w) */
+    int glu;                    /* 0: the MLP; 1: gated, gate first; 2: gate second */
+    int no_bias;                /* 1: LayerNorms without beta and bias-free linears */
 } stack_case;
 
-static const stack_case CASES[10] = {
-    {"none pre gelu", REFENC_POS_NONE, 0, 1e4, REFENC_NORM_PRE, REFENC_ACT_GELU, 1, 0, 0, 0, 0, 3, 1.0, 0, 1, 0},
-    {"sinusoidal post relu padding", REFENC_POS_SINUSOIDAL, 0, 1e4, REFENC_NORM_POST, REFENC_ACT_RELU, 0, 0, 1, 0, 0, 3, 1.0, 0, 1, 0},
-    {"sinusoidal pre gelu pos 8185..8191", REFENC_POS_SINUSOIDAL, 0, 1e4, REFENC_NORM_PRE, REFENC_ACT_GELU, 1, 0, 0, 0, 0, 3, 1.0, 0, 1, 8185},
-    {"learned pre gelu_tanh causal tokens", REFENC_POS_LEARNED, 0, 1e4, REFENC_NORM_PRE, REFENC_ACT_GELU_TANH, 1, 1, 0, 0, 13, 3, 1.0, 0, 1, 0},
-    {"rope half pre gelu attn_mask", REFENC_POS_ROPE, REFENC_ROPE_HALF, 1e4, REFENC_NORM_PRE, REFENC_ACT_GELU, 1, 0, 0, 1, 0, 3, 1.0, 0, 1, 0},
-    {"rope interleaved post gelu_tanh", REFENC_POS_ROPE, REFENC_ROPE_INTERLEAVED, 5e5, REFENC_NORM_POST, REFENC_ACT_GELU_TANH, 0, 1, 1, 0, 0, 3, 1.0, 0, 1, 0},
-    {"rope half pre relu pos 8185..8191", REFENC_POS_ROPE, REFENC_ROPE_HALF, 1e4, REFENC_NORM_PRE, REFENC_ACT_RELU, 1, 0, 1, 0, 0, 3, 1.0, 0, 1, 8185},
-    {"alibi 3 heads pre relu padding", REFENC_POS_ALIBI, 0, 1e4, REFENC_NORM_PRE, REFENC_ACT_RELU, 1, 0, 1, 0, 0, 3, 1.0, 0, 1, 0},
-    {"alibi 4 heads post gelu tau", REFENC_POS_ALIBI, 0, 1e4, REFENC_NORM_POST, REFENC_ACT_GELU, 1, 0, 0, 1, 0, 4, 0.37, 0, 1, 0},
-    {"none pre gelu large-mean input", REFENC_POS_NONE, 0, 1e4, REFENC_NORM_PRE, REFENC_ACT_GELU, 0, 0, 0, 0, 0, 3, 1.0, 100, 0.01, 0},
+static const stack_case CASES[16] = {
+    {"none pre gelu", REFENC_POS_NONE, 0, 1e4, REFENC_NORM_PRE, REFENC_ACT_GELU, 1, 0, 0, 0, 0, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_LAYERNORM, 0, 0, 0},
+    {"sinusoidal post relu padding", REFENC_POS_SINUSOIDAL, 0, 1e4, REFENC_NORM_POST, REFENC_ACT_RELU, 0, 0, 1, 0, 0, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_LAYERNORM, 0, 0, 0},
+    {"sinusoidal pre gelu pos 8185..8191", REFENC_POS_SINUSOIDAL, 0, 1e4, REFENC_NORM_PRE, REFENC_ACT_GELU, 1, 0, 0, 0, 0, 3, 1.0, 0, 1, 8185, REFENC_NORMTYPE_LAYERNORM, 0, 0, 0},
+    {"learned pre gelu_tanh causal tokens", REFENC_POS_LEARNED, 0, 1e4, REFENC_NORM_PRE, REFENC_ACT_GELU_TANH, 1, 1, 0, 0, 13, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_LAYERNORM, 0, 0, 0},
+    {"rope half pre gelu attn_mask", REFENC_POS_ROPE, REFENC_ROPE_HALF, 1e4, REFENC_NORM_PRE, REFENC_ACT_GELU, 1, 0, 0, 1, 0, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_LAYERNORM, 0, 0, 0},
+    {"rope interleaved post gelu_tanh", REFENC_POS_ROPE, REFENC_ROPE_INTERLEAVED, 5e5, REFENC_NORM_POST, REFENC_ACT_GELU_TANH, 0, 1, 1, 0, 0, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_LAYERNORM, 0, 0, 0},
+    {"rope half pre relu pos 8185..8191", REFENC_POS_ROPE, REFENC_ROPE_HALF, 1e4, REFENC_NORM_PRE, REFENC_ACT_RELU, 1, 0, 1, 0, 0, 3, 1.0, 0, 1, 8185, REFENC_NORMTYPE_LAYERNORM, 0, 0, 0},
+    {"alibi 3 heads pre relu padding", REFENC_POS_ALIBI, 0, 1e4, REFENC_NORM_PRE, REFENC_ACT_RELU, 1, 0, 1, 0, 0, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_LAYERNORM, 0, 0, 0},
+    {"alibi 4 heads post gelu tau", REFENC_POS_ALIBI, 0, 1e4, REFENC_NORM_POST, REFENC_ACT_GELU, 1, 0, 0, 1, 0, 4, 0.37, 0, 1, 0, REFENC_NORMTYPE_LAYERNORM, 0, 0, 0},
+    {"none pre gelu large-mean input", REFENC_POS_NONE, 0, 1e4, REFENC_NORM_PRE, REFENC_ACT_GELU, 0, 0, 0, 0, 0, 3, 1.0, 100, 0.01, 0, REFENC_NORMTYPE_LAYERNORM, 0, 0, 0},
+    {"rmsnorm rope half pre gelu_tanh", REFENC_POS_ROPE, REFENC_ROPE_HALF, 1e4, REFENC_NORM_PRE, REFENC_ACT_GELU_TANH, 1, 0, 1, 0, 0, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_RMSNORM, 0, 0, 0},
+    {"rmsnorm (1 + w) rope half pre gelu_tanh", REFENC_POS_ROPE, REFENC_ROPE_HALF, 1e4, REFENC_NORM_PRE, REFENC_ACT_GELU_TANH, 1, 0, 1, 0, 0, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_RMSNORM, 1, 0, 0},
+    {"rmsnorm alibi post relu tokens", REFENC_POS_ALIBI, 0, 1e4, REFENC_NORM_POST, REFENC_ACT_RELU, 0, 0, 1, 0, 13, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_RMSNORM, 0, 0, 0},
+    {"swiglu (gate first) rmsnorm rope pre", REFENC_POS_ROPE, REFENC_ROPE_HALF, 1e4, REFENC_NORM_PRE, REFENC_ACT_SILU, 1, 0, 1, 0, 0, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_RMSNORM, 0, 1, 0},
+    {"geglu (gate second) post alibi", REFENC_POS_ALIBI, 0, 1e4, REFENC_NORM_POST, REFENC_ACT_GELU, 0, 0, 1, 0, 0, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_LAYERNORM, 0, 2, 0},
+    {"geglu (gate first) bias-free layernorm and linears rope pre tokens", REFENC_POS_ROPE, REFENC_ROPE_HALF, 1.6e5, REFENC_NORM_PRE, REFENC_ACT_GELU, 1, 0, 1, 0, 13, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_LAYERNORM, 0, 1, 1},
 };
 
 typedef struct {
@@ -120,6 +130,10 @@ static void run_case(const stack_case *c)
     cfg.norm = c->norm, cfg.activation = c->act, cfg.final_norm = c->final_norm;
     cfg.causal = c->causal, cfg.temperature = c->tau, cfg.vocab_size = (size_t)c->vocab;
     cfg.max_len = 16;
+    cfg.norm_type = c->norm_type, cfg.rmsnorm_offset = c->rmsnorm_offset;
+    if (c->glu)
+        cfg.ffn_type = REFENC_FFN_GLU, cfg.glu_gate = c->glu == 1 ? REFENC_GLU_GATE_FIRST : REFENC_GLU_GATE_SECOND;
+    cfg.norm_bias = cfg.linear_bias = !c->no_bias;
     refenc_params p;
     refenc_error err;
     cr_assert_eq(refenc_params_alloc(&p, &cfg, &err), REFENC_OK, "%s", err.message);
@@ -159,6 +173,12 @@ Test(accuracy_stack, rope_half_pre_relu_positions_to_8191) { run_case(&CASES[6])
 Test(accuracy_stack, alibi_3_heads_pre_relu_padding) { run_case(&CASES[7]); }
 Test(accuracy_stack, alibi_4_heads_post_gelu_temperature_mask) { run_case(&CASES[8]); }
 Test(accuracy_stack, none_pre_gelu_large_mean_input) { run_case(&CASES[9]); }
+Test(accuracy_stack, rmsnorm_rope_half_pre_gelu_tanh_padding) { run_case(&CASES[10]); }
+Test(accuracy_stack, rmsnorm_offset_rope_half_pre_gelu_tanh_padding) { run_case(&CASES[11]); }
+Test(accuracy_stack, rmsnorm_alibi_post_relu_tokens_padding) { run_case(&CASES[12]); }
+Test(accuracy_stack, swiglu_gate_first_rmsnorm_rope_pre_padding) { run_case(&CASES[13]); }
+Test(accuracy_stack, geglu_gate_second_post_alibi_padding) { run_case(&CASES[14]); }
+Test(accuracy_stack, geglu_gate_first_bias_free_norms_and_linears_rope_tokens) { run_case(&CASES[15]); }
 
 /* The families (family.h): each preset at small sizes (D 12, H 3, F 20,
  * N 2, V 13, P 16), on token inputs with token types where the family has

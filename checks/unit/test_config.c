@@ -31,7 +31,7 @@
     X(vocab_size_over_limit, c->vocab_size = REFENC_MAX_VOCAB + 1, REFENC_ELIMIT,                \
       "vocab_size = 16777217")                                                                   \
     X(norm_out_of_range, c->norm = (refenc_norm_placement)2, REFENC_EINVAL, "norm")              \
-    X(activation_out_of_range, c->activation = (refenc_activation)4, REFENC_EINVAL, "activation") \
+    X(activation_out_of_range, c->activation = (refenc_activation)5, REFENC_EINVAL, "activation") \
     X(positional_out_of_range, c->positional = (refenc_positional)5, REFENC_EINVAL, "positional") \
     X(rope_layout_out_of_range, c->rope_layout = (refenc_rope_layout)2, REFENC_EINVAL,           \
       "rope_layout")                                                                             \

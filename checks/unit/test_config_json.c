@@ -71,7 +71,7 @@ static const json_error_case json_errors[] = {
      "model.mask_value: unknown name '-infinity' (expected one of '-inf', 'finfo_min')"},
     {"activation_quick_gelu_misspelt", "{\"activation\": \"gelu_quick\"}", REFENC_EINVAL,
      "model.activation: unknown name 'gelu_quick' (expected one of 'relu', 'gelu', 'gelu_tanh', "
-     "'quick_gelu')"},
+     "'quick_gelu', 'silu')"},
     {"family_override_breaks_a_rule", "{\"family\": \"roberta\", \"positional\": \"sinusoidal\"}",
      REFENC_EINVAL, "model: position_ids 'roberta' index the learned PE table"},
     {"token_types_on_x_inputs", "{\"type_vocab_size\": 2}", REFENC_EINVAL,

@@ -365,3 +365,27 @@ Test(variants, family_transforms_compute_the_bugs_they_name)
     cr_expect(fabs(c.params.embedding[24 * 3 + 5] - e0 * sqrt(24.0)) <= 2 * TEST_U * fabs(e0 * sqrt(24.0)));
     refenc_case_free(&c);
 }
+
+/* The modern blocks' variants apply only to the blocks they break: the gated
+ * FFN, Gemma's (1 + w) RMSNorm. */
+Test(variants, modern_block_variants_apply_only_to_their_blocks)
+{
+    refenc_case c;
+    memset(&c, 0, sizeof c);
+    refenc_config_default(&c.cfg);
+    c.component = REFENC_COMP_ENCODER;
+    cr_expect(!refenc_variant_applies(REFENC_VAR_GLU_HALVES_SWAPPED, &c), "the MLP has no halves");
+    cr_expect(!refenc_variant_applies(REFENC_VAR_RMSNORM_OFFSET_MISSING, &c), "LayerNorm");
+    c.cfg.ffn_type = REFENC_FFN_GLU;
+    cr_expect(refenc_variant_applies(REFENC_VAR_GLU_HALVES_SWAPPED, &c));
+    c.cfg.norm_type = REFENC_NORMTYPE_RMSNORM;
+    cr_expect(!refenc_variant_applies(REFENC_VAR_RMSNORM_OFFSET_DOUBLED, &c), "no offset to double");
+    cr_expect(!refenc_variant_applies(REFENC_VAR_UNBIASED_VARIANCE, &c), "RMSNorm has no variance");
+    c.cfg.rmsnorm_offset = 1;
+    cr_expect(refenc_variant_applies(REFENC_VAR_RMSNORM_OFFSET_MISSING, &c));
+    cr_expect(refenc_variant_applies(REFENC_VAR_RMSNORM_OFFSET_DOUBLED, &c));
+    c.component = REFENC_COMP_ATTENTION;
+    cr_expect(!refenc_variant_applies(REFENC_VAR_GLU_HALVES_SWAPPED, &c), "no FFN");
+    cr_expect(!refenc_variant_applies(REFENC_VAR_RMSNORM_OFFSET_MISSING, &c), "no norm");
+}
+

@@ -29,6 +29,22 @@ void refenc_config_default(refenc_config *cfg)
     cfg->embedding_norm_eps = 1e-5;
     cfg->position_ids = REFENC_POSIDS_INDEX;
     cfg->mask_value = REFENC_MASK_NEG_INF;
+    cfg->norm_type = REFENC_NORMTYPE_LAYERNORM;
+    cfg->rmsnorm_offset = 0;
+    cfg->norm_bias = 1;
+    cfg->linear_bias = 1;
+    cfg->ffn_type = REFENC_FFN_MLP;
+    cfg->glu_gate = REFENC_GLU_GATE_FIRST;
+}
+
+int refenc_config_norm_has_bias(const refenc_config *cfg)
+{
+    return cfg->norm_type == REFENC_NORMTYPE_LAYERNORM && cfg->norm_bias;
+}
+
+size_t refenc_config_ffn_rows(const refenc_config *cfg)
+{
+    return cfg->ffn_type == REFENC_FFN_GLU ? 2 * cfg->d_ff : cfg->d_ff; /* F <= 2^20: no overflow */
 }
 
 int refenc_size_mul(size_t *r, size_t a, size_t b)
@@ -57,19 +73,21 @@ static void mul_add(size_t *acc, size_t a, size_t b, int *ok)
 
 size_t refenc_config_param_count(const refenc_config *c)
 {
-    const size_t D = c->d_model, F = c->d_ff;
+    const size_t D = c->d_model, F = c->d_ff, F1 = refenc_config_ffn_rows(c);
+    const size_t norm = refenc_config_norm_has_bias(c) ? 2 : 1; /* weight (and bias) */
+    const size_t lb = c->linear_bias ? 1 : 0;                    /* the linears' biases */
     size_t layer = 0, total = 0;
     int ok = 1;
 
     mul_add(&layer, 3 * D, D, &ok);              /* self_attn.in_proj_weight (3D, D); 3D <= 3 * 2^20 */
-    mul_add(&layer, 3, D, &ok);                  /* self_attn.in_proj_bias   (3D)     */
+    mul_add(&layer, 3 * lb, D, &ok);             /* self_attn.in_proj_bias   (3D)     */
     mul_add(&layer, D, D, &ok);                  /* self_attn.out_proj.weight (D, D)  */
-    mul_add(&layer, 1, D, &ok);                  /* self_attn.out_proj.bias (D)       */
-    mul_add(&layer, F, D, &ok);                  /* linear1.weight (F, D)             */
-    mul_add(&layer, 1, F, &ok);                  /* linear1.bias (F)                  */
+    mul_add(&layer, lb, D, &ok);                 /* self_attn.out_proj.bias (D)       */
+    mul_add(&layer, F1, D, &ok);                 /* linear1.weight (F or 2F, D)       */
+    mul_add(&layer, lb, F1, &ok);                /* linear1.bias (F or 2F)            */
     mul_add(&layer, D, F, &ok);                  /* linear2.weight (D, F)             */
-    mul_add(&layer, 1, D, &ok);                  /* linear2.bias (D)                  */
-    mul_add(&layer, 4, D, &ok);                  /* norm1, norm2 weight and bias (D)  */
+    mul_add(&layer, lb, D, &ok);                 /* linear2.bias (D)                  */
+    mul_add(&layer, 2 * norm, D, &ok);           /* norm1, norm2 weight (and bias) (D) */
     mul_add(&total, c->n_layers, layer, &ok);
     if (c->vocab_size > 0)
         mul_add(&total, c->vocab_size, D, &ok);  /* embedding.weight (V, D)           */
@@ -77,9 +95,9 @@ size_t refenc_config_param_count(const refenc_config *c)
     if (c->positional == REFENC_POS_LEARNED)
         mul_add(&total, c->max_len, D, &ok);     /* pos_embedding.weight (P, D)       */
     if (c->embedding_norm)
-        mul_add(&total, 2, D, &ok);              /* embedding_norm.weight, .bias (D)  */
+        mul_add(&total, norm, D, &ok);           /* embedding_norm.weight (, .bias) (D) */
     if (c->final_norm)
-        mul_add(&total, 2, D, &ok);              /* norm.weight, norm.bias (D)        */
+        mul_add(&total, norm, D, &ok);           /* norm.weight (, norm.bias) (D)     */
     return ok ? total : 0;
 }
 
@@ -92,7 +110,7 @@ size_t refenc_config_workspace_count(const refenc_config *c, size_t B, size_t L)
              refenc_size_mul(&BLF, BL, F) && refenc_size_mul(&BH, B, H) &&
              refenc_size_mul(&BHLL, BH, L) && refenc_size_mul(&BHLL, BHLL, L);
     mul_add(&total, 14, BLD, &ok);  /* see refenc_workspace: 14 (B, L, D) buffers */
-    mul_add(&total, 1, BLF, &ok);   /* ffn hidden (B, L, F)                         */
+    mul_add(&total, c->ffn_type == REFENC_FFN_GLU ? 2 : 1, BLF, &ok); /* ffn hidden (B, L, F or 2F) */
     mul_add(&total, 1, BHLL, &ok);  /* attention weights (B, H, L, L)               */
     mul_add(&total, 1, H, &ok);     /* ALiBi slopes (H)                             */
     mul_add(&total, 1, L, &ok);     /* positions (L), int64 stored in double slots  */
@@ -136,7 +154,7 @@ static int validate_choices(const refenc_config *c, refenc_error *err)
 {
     if ((unsigned)c->norm > REFENC_NORM_POST)
         return refenc_error_set(err, REFENC_EINVAL, "config: norm is not 'pre' or 'post'");
-    if ((unsigned)c->activation > REFENC_ACT_QUICK_GELU)
+    if ((unsigned)c->activation > REFENC_ACT_SILU)
         return refenc_error_set(err, REFENC_EINVAL, "config: activation is not a known activation");
     if ((unsigned)c->positional > REFENC_POS_ALIBI)
         return refenc_error_set(err, REFENC_EINVAL, "config: positional is not a known scheme");
@@ -156,6 +174,22 @@ static int validate_choices(const refenc_config *c, refenc_error *err)
         return refenc_error_set(err, REFENC_EINVAL, "config: scale_embedding must be true or false");
     if (c->embedding_norm != 0 && c->embedding_norm != 1)
         return refenc_error_set(err, REFENC_EINVAL, "config: embedding_norm must be true or false");
+    if ((unsigned)c->ffn_type > REFENC_FFN_GLU)
+        return refenc_error_set(err, REFENC_EINVAL, "config: ffn_type is not 'mlp' or 'glu'");
+    if ((unsigned)c->glu_gate > REFENC_GLU_GATE_SECOND)
+        return refenc_error_set(err, REFENC_EINVAL, "config: glu_gate is not 'first' or 'second'");
+    if ((unsigned)c->norm_type > REFENC_NORMTYPE_RMSNORM)
+        return refenc_error_set(err, REFENC_EINVAL, "config: norm_type is not 'layernorm' or 'rmsnorm'");
+    if (c->linear_bias != 0 && c->linear_bias != 1)
+        return refenc_error_set(err, REFENC_EINVAL, "config: linear_bias must be true or false");
+    if (c->norm_bias != 0 && c->norm_bias != 1)
+        return refenc_error_set(err, REFENC_EINVAL, "config: norm_bias must be true or false");
+    if (c->rmsnorm_offset != 0 && c->rmsnorm_offset != 1)
+        return refenc_error_set(err, REFENC_EINVAL, "config: rmsnorm_offset must be true or false");
+    if (c->rmsnorm_offset && c->norm_type != REFENC_NORMTYPE_RMSNORM)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: rmsnorm_offset (the (1 + w) scale) needs norm_type 'rmsnorm', "
+                                "but norm_type is '%s'", refenc_norm_type_name(c->norm_type));
     return REFENC_OK;
 }
 
@@ -281,11 +315,14 @@ int refenc_config_validate_shape(const refenc_config *c, size_t B, size_t L, ref
 /* ---- names ---------------------------------------------------------------- */
 
 static const char *const norm_names[] = {"pre", "post"};
-static const char *const act_names[] = {"relu", "gelu", "gelu_tanh", "quick_gelu"};
+static const char *const act_names[] = {"relu", "gelu", "gelu_tanh", "quick_gelu", "silu"};
 static const char *const pos_names[] = {"none", "sinusoidal", "learned", "rope", "alibi"};
 static const char *const layout_names[] = {"half", "interleaved"};
 static const char *const posids_names[] = {"index", "roberta"};
 static const char *const mask_names[] = {"-inf", "finfo_min"};
+static const char *const norm_type_names[] = {"layernorm", "rmsnorm"};
+static const char *const ffn_type_names[] = {"mlp", "glu"};
+static const char *const glu_gate_names[] = {"first", "second"};
 static const char *const family_names[REFENC_FAMILY_COUNT] = {
     "vaswani", "bert", "roberta", "distilbert", "gpt2", "clip-text"};
 
@@ -298,6 +335,9 @@ const char *refenc_rope_layout_name(refenc_rope_layout v) { return NAME_OF(layou
 const char *refenc_position_ids_name(refenc_position_ids v) { return NAME_OF(posids_names, v); }
 const char *refenc_mask_value_name(refenc_mask_value v) { return NAME_OF(mask_names, v); }
 const char *refenc_family_name(refenc_family v) { return NAME_OF(family_names, v); }
+const char *refenc_norm_type_name(refenc_norm_type v) { return NAME_OF(norm_type_names, v); }
+const char *refenc_ffn_type_name(refenc_ffn_type v) { return NAME_OF(ffn_type_names, v); }
+const char *refenc_glu_gate_name(refenc_glu_gate v) { return NAME_OF(glu_gate_names, v); }
 
 static int parse_name(int *v, const char *const *names, size_t n, const char *name,
                       const char *field, refenc_error *err)
@@ -334,3 +374,6 @@ PARSE_ENUM(refenc_rope_layout_parse, refenc_rope_layout, layout_names)
 PARSE_ENUM(refenc_position_ids_parse, refenc_position_ids, posids_names)
 PARSE_ENUM(refenc_mask_value_parse, refenc_mask_value, mask_names)
 PARSE_ENUM(refenc_family_parse, refenc_family, family_names)
+PARSE_ENUM(refenc_norm_type_parse, refenc_norm_type, norm_type_names)
+PARSE_ENUM(refenc_ffn_type_parse, refenc_ffn_type, ffn_type_names)
+PARSE_ENUM(refenc_glu_gate_parse, refenc_glu_gate, glu_gate_names)

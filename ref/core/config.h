@@ -20,7 +20,8 @@ typedef enum {
     REFENC_ACT_RELU = 0,
     REFENC_ACT_GELU = 1,      /* exact: x * Phi(x)                              */
     REFENC_ACT_GELU_TANH = 2, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-    REFENC_ACT_QUICK_GELU = 3 /* x sigmoid(1.702 x) (CLIP's quick_gelu)             */
+    REFENC_ACT_QUICK_GELU = 3, /* x sigmoid(1.702 x) (CLIP's quick_gelu)            */
+    REFENC_ACT_SILU = 4        /* x sigmoid(x) (SiLU, swish; SwiGLU's gate)           */
 } refenc_activation;
 
 typedef enum {
@@ -53,6 +54,28 @@ typedef enum {
                                * torch.finfo(dtype).min in HF models: a fully       *
                                * masked row gets uniform weights 1/L                */
 } refenc_mask_value;
+
+/* Which normalisation every norm of the stack computes (embedding, layers,
+ * final): LayerNorm (with its bias beta) or RMSNorm (no mean, no bias;
+ * rmsnorm.h).  With RMSNorm the parameters have no .bias tensors. */
+typedef enum {
+    REFENC_NORMTYPE_LAYERNORM = 0, /* (x - mu) / sqrt(var + eps) * gamma + beta        */
+    REFENC_NORMTYPE_RMSNORM = 1    /* x / sqrt(mean(x^2) + eps) * w, or * (1 + w)      */
+} refenc_norm_type;
+
+/* The feed-forward block (glu.h): act(x W1^T + b1) W2^T + b2, or gated. */
+typedef enum {
+    REFENC_FFN_MLP = 0, /* act(x W1^T + b1) W2^T + b2                           */
+    REFENC_FFN_GLU = 1  /* (act(x Wg^T + bg) * (x Wu^T + bu)) W2^T + b2: GeGLU with
+                         * gelu / gelu_tanh, SwiGLU with silu; linear1 is (2F, D) */
+} refenc_ffn_type;
+
+/* Which rows of the gated linear1 (2F, D) are the gate, the activated half. */
+typedef enum {
+    REFENC_GLU_GATE_FIRST = 0, /* [gate | up]: ModernBERT's Wi, Jina's gated_layers,
+                                * Llama's gate_proj stacked over up_proj      */
+    REFENC_GLU_GATE_SECOND = 1 /* [up | gate]: GTE's up_gate_proj               */
+} refenc_glu_gate;
 
 /* A named preset (docs/families.md): the conventions of a model family, each
  * still overridable key by key.  Set by refenc_config_family (family.h). */
@@ -91,6 +114,16 @@ typedef struct {
     double embedding_norm_eps; /* >= 0, its eps; defaults to layer_norm_eps         */
     refenc_position_ids position_ids;
     refenc_mask_value mask_value;
+    /* the normalisation (rmsnorm.h) */
+    refenc_norm_type norm_type; /* every norm of the stack; default LayerNorm      */
+    int rmsnorm_offset;         /* 1: RMSNorm scales by (1 + w) (Gemma); needs RMSNorm */
+    int linear_bias;            /* 0: every linear map bias-free (in_proj, out_proj,
+                                 * linear1, linear2: ModernBERT, Llama); default 1  */
+    int norm_bias;              /* 0: LayerNorm without beta (ModernBERT); default 1;
+                                 * RMSNorm never has one                             */
+    /* the feed-forward block (glu.h) */
+    refenc_ffn_type ffn_type;   /* default MLP                                        */
+    refenc_glu_gate glu_gate;   /* with GLU: which half of linear1 is activated       */
 } refenc_config;
 
 /* Documented limits.  A config or input beyond them is refused with
@@ -107,7 +140,8 @@ typedef struct {
  * LayerNorm, GELU (exact), eps 1e-5, no positional information, RoPE half
  * layout with base 10000, P 512, tau 1, not causal, V 0 (input x),
  * padding_idx -1; embeddings scaled by sqrt(D), no token types, no
- * embedding LayerNorm (its eps 1e-5), positions by index, masked scores -inf. */
+ * embedding LayerNorm (its eps 1e-5), positions by index, masked scores -inf;
+ * every norm a LayerNorm (norm_type "layernorm", rmsnorm_offset 0). */
 void refenc_config_default(refenc_config *cfg);
 
 /* Checks every field and every combination; on the first problem returns
@@ -115,7 +149,8 @@ void refenc_config_default(refenc_config *cfg);
  * Errors: REFENC_EINVAL (D % H != 0, odd Dh with RoPE, odd D with
  *         sinusoidal PE, eps < 0 or not finite, tau <= 0 or not finite,
  *         rope_base <= 1 or not finite, a zero size, an enum out of range,
- *         padding_idx outside [-1, V), token types or the RoBERTa position
+ *         padding_idx outside [-1, V), rmsnorm_offset without RMSNorm,
+ *         token types or the RoBERTa position
  *         rule without tokens, the RoBERTa rule without a learned table or a
  *         padding_idx), REFENC_ELIMIT (a size above its limit, or parameters
  *         that need more than REFENC_MAX_BYTES). */
@@ -139,13 +174,16 @@ size_t refenc_config_workspace_count(const refenc_config *cfg, size_t B, size_t 
 /* Names as they appear in JSON configs and golden metadata. */
 const char *refenc_norm_name(refenc_norm_placement v);          /* "pre", "post"               */
 const char *refenc_activation_name(refenc_activation v);        /* "relu", "gelu", "gelu_tanh",
-                                                                   "quick_gelu"                */
+                                                                   "quick_gelu", "silu"        */
 const char *refenc_positional_name(refenc_positional v);        /* "none", "sinusoidal", ...   */
 const char *refenc_rope_layout_name(refenc_rope_layout v);      /* "half", "interleaved"       */
 const char *refenc_position_ids_name(refenc_position_ids v);    /* "index", "roberta"          */
 const char *refenc_mask_value_name(refenc_mask_value v);        /* "-inf", "finfo_min"         */
 const char *refenc_family_name(refenc_family v);                /* "vaswani", "bert", ...,
                                                                    "clip-text"                 */
+const char *refenc_norm_type_name(refenc_norm_type v);          /* "layernorm", "rmsnorm"      */
+const char *refenc_ffn_type_name(refenc_ffn_type v);            /* "mlp", "glu"                */
+const char *refenc_glu_gate_name(refenc_glu_gate v);            /* "first", "second"           */
 
 /* Parse a name; return REFENC_EINVAL, naming `field` and listing the valid
  * names, when the name is unknown. */
@@ -156,6 +194,15 @@ int refenc_rope_layout_parse(refenc_rope_layout *v, const char *name, const char
 int refenc_position_ids_parse(refenc_position_ids *v, const char *name, const char *field, refenc_error *err);
 int refenc_mask_value_parse(refenc_mask_value *v, const char *name, const char *field, refenc_error *err);
 int refenc_family_parse(refenc_family *v, const char *name, const char *field, refenc_error *err);
+int refenc_norm_type_parse(refenc_norm_type *v, const char *name, const char *field, refenc_error *err);
+int refenc_ffn_type_parse(refenc_ffn_type *v, const char *name, const char *field, refenc_error *err);
+int refenc_glu_gate_parse(refenc_glu_gate *v, const char *name, const char *field, refenc_error *err);
+
+/* Whether the norms have a bias (beta): LayerNorm with norm_bias. */
+int refenc_config_norm_has_bias(const refenc_config *cfg);
+
+/* Rows of linear1: F, or 2F for a gated FFN (gate and up stacked). */
+size_t refenc_config_ffn_rows(const refenc_config *cfg);
 
 /* Overflow-checked size arithmetic: return 0 and leave *r unspecified on
  * overflow, 1 otherwise. */

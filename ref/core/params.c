@@ -28,6 +28,33 @@ static double *add_layer_tensor(refenc_params *p, double **cursor, size_t layer,
     return add_tensor(p, cursor, name, rows, cols);
 }
 
+/* Layer i's tensors, in the order of docs/architecture.md; the norms' biases
+ * only under LayerNorm. */
+static void add_layer(refenc_params *p, double **cur, size_t i, const refenc_config *cfg)
+{
+    const size_t D = cfg->d_model, F = cfg->d_ff, F1 = refenc_config_ffn_rows(cfg);
+    const int bias = refenc_config_norm_has_bias(cfg);
+    refenc_layer_params *lp = &p->layers[i];
+    lp->in_proj_weight = add_layer_tensor(p, cur, i, "self_attn.in_proj_weight", 3 * D, D);
+    if (cfg->linear_bias)
+        lp->in_proj_bias = add_layer_tensor(p, cur, i, "self_attn.in_proj_bias", 3 * D, 0);
+    lp->out_proj_weight = add_layer_tensor(p, cur, i, "self_attn.out_proj.weight", D, D);
+    if (cfg->linear_bias)
+        lp->out_proj_bias = add_layer_tensor(p, cur, i, "self_attn.out_proj.bias", D, 0);
+    lp->linear1_weight = add_layer_tensor(p, cur, i, "linear1.weight", F1, D); /* GLU: gate and up */
+    if (cfg->linear_bias)
+        lp->linear1_bias = add_layer_tensor(p, cur, i, "linear1.bias", F1, 0);
+    lp->linear2_weight = add_layer_tensor(p, cur, i, "linear2.weight", D, F);
+    if (cfg->linear_bias)
+        lp->linear2_bias = add_layer_tensor(p, cur, i, "linear2.bias", D, 0);
+    lp->norm1_weight = add_layer_tensor(p, cur, i, "norm1.weight", D, 0);
+    if (bias)
+        lp->norm1_bias = add_layer_tensor(p, cur, i, "norm1.bias", D, 0);
+    lp->norm2_weight = add_layer_tensor(p, cur, i, "norm2.weight", D, 0);
+    if (bias)
+        lp->norm2_bias = add_layer_tensor(p, cur, i, "norm2.bias", D, 0);
+}
+
 int refenc_params_alloc(refenc_params *p, const refenc_config *cfg, refenc_error *err)
 {
     memset(p, 0, sizeof *p);
@@ -35,9 +62,10 @@ int refenc_params_alloc(refenc_params *p, const refenc_config *cfg, refenc_error
     if (st)
         return st;
 
-    const size_t D = cfg->d_model, F = cfg->d_ff, N = cfg->n_layers;
+    const size_t D = cfg->d_model, N = cfg->n_layers;
     const size_t n_values = refenc_config_param_count(cfg); /* > 0: validated */
     const size_t max_tensors = 12 * N + 7;
+    const int bias = refenc_config_norm_has_bias(cfg); /* RMSNorm has no beta; nor LayerNorm without norm_bias */
 
     p->block = calloc(n_values, sizeof(double));
     p->layers = calloc(N, sizeof *p->layers);
@@ -60,26 +88,15 @@ int refenc_params_alloc(refenc_params *p, const refenc_config *cfg, refenc_error
         p->pos_embedding = add_tensor(p, &cur, "pos_embedding.weight", cfg->max_len, D);
     if (cfg->embedding_norm) {
         p->embedding_norm_weight = add_tensor(p, &cur, "embedding_norm.weight", D, 0);
-        p->embedding_norm_bias = add_tensor(p, &cur, "embedding_norm.bias", D, 0);
+        if (bias)
+            p->embedding_norm_bias = add_tensor(p, &cur, "embedding_norm.bias", D, 0);
     }
-    for (size_t i = 0; i < N; i++) {
-        refenc_layer_params *lp = &p->layers[i];
-        lp->in_proj_weight = add_layer_tensor(p, &cur, i, "self_attn.in_proj_weight", 3 * D, D);
-        lp->in_proj_bias = add_layer_tensor(p, &cur, i, "self_attn.in_proj_bias", 3 * D, 0);
-        lp->out_proj_weight = add_layer_tensor(p, &cur, i, "self_attn.out_proj.weight", D, D);
-        lp->out_proj_bias = add_layer_tensor(p, &cur, i, "self_attn.out_proj.bias", D, 0);
-        lp->linear1_weight = add_layer_tensor(p, &cur, i, "linear1.weight", F, D);
-        lp->linear1_bias = add_layer_tensor(p, &cur, i, "linear1.bias", F, 0);
-        lp->linear2_weight = add_layer_tensor(p, &cur, i, "linear2.weight", D, F);
-        lp->linear2_bias = add_layer_tensor(p, &cur, i, "linear2.bias", D, 0);
-        lp->norm1_weight = add_layer_tensor(p, &cur, i, "norm1.weight", D, 0);
-        lp->norm1_bias = add_layer_tensor(p, &cur, i, "norm1.bias", D, 0);
-        lp->norm2_weight = add_layer_tensor(p, &cur, i, "norm2.weight", D, 0);
-        lp->norm2_bias = add_layer_tensor(p, &cur, i, "norm2.bias", D, 0);
-    }
+    for (size_t i = 0; i < N; i++)
+        add_layer(p, &cur, i, cfg);
     if (cfg->final_norm) {
         p->norm_weight = add_tensor(p, &cur, "norm.weight", D, 0);
-        p->norm_bias = add_tensor(p, &cur, "norm.bias", D, 0);
+        if (bias)
+            p->norm_bias = add_tensor(p, &cur, "norm.bias", D, 0);
     }
     if ((size_t)(cur - p->block) != n_values) { /* internal invariant: the count matches the views */
         refenc_params_free(p);

@@ -13,8 +13,8 @@ typedef struct {
     double *in_proj_bias;    /* (3D)     self_attn.in_proj_bias    */
     double *out_proj_weight; /* (D, D)   self_attn.out_proj.weight */
     double *out_proj_bias;   /* (D)      self_attn.out_proj.bias   */
-    double *linear1_weight;  /* (F, D)   linear1.weight            */
-    double *linear1_bias;    /* (F)      linear1.bias              */
+    double *linear1_weight;  /* (F, D)   linear1.weight; (2F, D) gated: gate and up rows */
+    double *linear1_bias;    /* (F)      linear1.bias;   (2F) gated */
     double *linear2_weight;  /* (D, F)   linear2.weight            */
     double *linear2_bias;    /* (D)      linear2.bias              */
     double *norm1_weight;    /* (D)      norm1.weight (gamma)      */

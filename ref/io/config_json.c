@@ -89,7 +89,8 @@ static const char *const model_keys[] = {
     "d_model", "n_heads", "d_ff", "n_layers", "norm", "activation", "layer_norm_eps",
     "final_norm", "positional", "rope_layout", "rope_base", "max_len", "temperature",
     "causal", "vocab_size", "padding_idx", "family", "scale_embedding", "type_vocab_size",
-    "embedding_norm", "embedding_norm_eps", "position_ids", "mask_value", NULL};
+    "embedding_norm", "embedding_norm_eps", "position_ids", "mask_value", "norm_type", "rmsnorm_offset", "ffn_type", "glu_gate", "norm_bias", "linear_bias",
+    NULL};
 
 /* The enum-valued member `key` through its parser, if present. */
 #define GET_ENUM(parse, dst, key)                                                   \
@@ -113,6 +114,15 @@ static int read_choices(refenc_config *c, const json_t *obj, const char *where, 
     GET_ENUM(refenc_rope_layout_parse, &c->rope_layout, "rope_layout");
     GET_ENUM(refenc_position_ids_parse, &c->position_ids, "position_ids");
     GET_ENUM(refenc_mask_value_parse, &c->mask_value, "mask_value");
+    GET_ENUM(refenc_norm_type_parse, &c->norm_type, "norm_type");
+    GET_ENUM(refenc_ffn_type_parse, &c->ffn_type, "ffn_type");
+    GET_ENUM(refenc_glu_gate_parse, &c->glu_gate, "glu_gate");
+    if (c->norm_type == REFENC_NORMTYPE_RMSNORM && json_is_true(json_object_get(obj, "norm_bias")))
+        return refenc_error_set(err, REFENC_EINVAL, "%s.norm_bias: RMSNorm has no bias (norm_type 'rmsnorm')",
+                                where);
+    if (c->ffn_type != REFENC_FFN_GLU && json_object_get(obj, "glu_gate") != NULL)
+        return refenc_error_set(err, REFENC_EINVAL, "%s.glu_gate: needs ffn_type 'glu' (the MLP has no gate)",
+                                where);
     return REFENC_OK;
 }
 
@@ -160,7 +170,10 @@ int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *whe
         (st = get_double(&c->temperature, obj, "temperature", where, err)) ||
         (st = get_bool(&c->causal, obj, "causal", where, err)) ||
         (st = get_bool(&c->scale_embedding, obj, "scale_embedding", where, err)) ||
-        (st = get_bool(&c->embedding_norm, obj, "embedding_norm", where, err)))
+        (st = get_bool(&c->embedding_norm, obj, "embedding_norm", where, err)) ||
+        (st = get_bool(&c->rmsnorm_offset, obj, "rmsnorm_offset", where, err)) ||
+        (st = get_bool(&c->norm_bias, obj, "norm_bias", where, err)) ||
+        (st = get_bool(&c->linear_bias, obj, "linear_bias", where, err)))
         return st;
 
     GET_ENUM(refenc_norm_parse, &c->norm, "norm");
@@ -223,6 +236,19 @@ json_t *refenc_config_to_json(const refenc_config *c)
         bad |= json_object_set_new(j, "position_ids", json_string(refenc_position_ids_name(c->position_ids)));
     if (all || c->mask_value != d.mask_value)
         bad |= json_object_set_new(j, "mask_value", json_string(refenc_mask_value_name(c->mask_value)));
+    /* no preset sets these yet: written only off their default, family or not */
+    if (c->norm_type != d.norm_type)
+        bad |= json_object_set_new(j, "norm_type", json_string(refenc_norm_type_name(c->norm_type)));
+    if (c->rmsnorm_offset != d.rmsnorm_offset)
+        bad |= json_object_set_new(j, "rmsnorm_offset", json_boolean(c->rmsnorm_offset));
+    if (c->linear_bias != d.linear_bias)
+        bad |= json_object_set_new(j, "linear_bias", json_boolean(c->linear_bias));
+    if (c->norm_type == REFENC_NORMTYPE_LAYERNORM && c->norm_bias != d.norm_bias)
+        bad |= json_object_set_new(j, "norm_bias", json_boolean(c->norm_bias));
+    if (c->ffn_type != d.ffn_type)
+        bad |= json_object_set_new(j, "ffn_type", json_string(refenc_ffn_type_name(c->ffn_type)));
+    if (c->ffn_type == REFENC_FFN_GLU && c->glu_gate != d.glu_gate)
+        bad |= json_object_set_new(j, "glu_gate", json_string(refenc_glu_gate_name(c->glu_gate)));
     if (bad) {
         json_decref(j);
         return NULL;

@@ -86,8 +86,9 @@ int refenc_mpe_embed(refenc_mpe_unit *u)
     if (cfg->embedding_norm) {
         mpfr_ptr g = u->table, b = u->table + D; /* the table's first rows: no longer needed */
         refenc_mp_set_d(g, p->embedding_norm_weight, D);
-        refenc_mp_set_d(b, p->embedding_norm_bias, D);
-        refenc_mpe_layernorm(u, MPE_H, MPE_H, g, b, u->emb_eps);
+        if (p->embedding_norm_bias != NULL) /* RMSNorm and a bias-free LayerNorm have none */
+            refenc_mp_set_d(b, p->embedding_norm_bias, D);
+        refenc_mpe_layernorm(u, MPE_H, MPE_H, g, p->embedding_norm_bias != NULL ? b : NULL, u->emb_eps);
         REFENC_MPE_LANES(u, li)
             memset(u->lanes[li].exact, 0, L * D); /* computed: certified as any other value */
     }

@@ -219,7 +219,7 @@ static void worker_free(refenc_mpe_worker *w, const refenc_mpe_unit *u)
         refenc_mp_ws_free(&w->ws[li]);
         refenc_mp_free(w->weights[li], u->L * u->L);
         refenc_mp_free(w->out[li], u->L * u->Dh);
-        refenc_mp_free(w->hidden[li], u->F);
+        refenc_mp_free(w->hidden[li], refenc_config_ffn_rows(u->cfg));
     }
     mpfr_clear(w->t);
     mpfr_clear(w->u);
@@ -237,7 +237,7 @@ static int worker_alloc(refenc_mpe_worker *w, const refenc_mpe_unit *u)
                                  refenc_mpk_ws_ptr(u->D, u->F, u->L, u->Dh)) == REFENC_OK;
         ok &= (w->weights[li] = refenc_mp_alloc(u->L * u->L, p)) != NULL;
         ok &= (w->out[li] = refenc_mp_alloc(u->L * u->Dh, p)) != NULL;
-        ok &= (w->hidden[li] = refenc_mp_alloc(u->F, p)) != NULL;
+        ok &= (w->hidden[li] = refenc_mp_alloc(refenc_config_ffn_rows(u->cfg), p)) != NULL; /* GLU: a, b */
     }
     return ok;
 }
@@ -267,7 +267,7 @@ static double ws_bytes(double n_tmp, double n_ptr, mpfr_prec_t p)
 static double worker_bytes(const refenc_config *cfg, size_t L, mpfr_prec_t p)
 {
     const size_t D = cfg->d_model, H = cfg->n_heads, F = cfg->d_ff, Dh = D / H;
-    return mp_bytes((double)L * L + (double)L * Dh + F, p) +
+    return mp_bytes((double)L * L + (double)L * Dh + (double)refenc_config_ffn_rows(cfg), p) +
            ws_bytes((double)refenc_mpk_ws_tmp(D, F, L, Dh), (double)refenc_mpk_ws_ptr(D, F, L, Dh), p);
 }
 
@@ -281,7 +281,8 @@ size_t refenc_mp_encoder_run_bytes(const refenc_config *cfg, size_t L, int threa
     bytes += 8 * fmax(fmax(LD, H * L * L), (double)L * F); /* a step's doubles */
     bytes += 32 * (double)L + threads * (double)sizeof(refenc_mpe_worker); /* positions, ids; the workers */
     /* a layer's weights in fixed point (U, and at most one outlier index each) */
-    bytes += 16 * (4 * D * D + 2 * D * F) + 8 * 4 * (2 * D + F + 2);
+    const double F1 = (double)refenc_config_ffn_rows(cfg); /* linear1's rows: 2F gated */
+    bytes += 16 * (4 * D * D + D * F + D * F1) + 8 * 4 * (2 * D + F1 + 2);
     bytes += mp_bytes(fmax(L, 2) * D + 4 * D + (double)L * L + 5, 53); /* tables, LayerNorms, mask, scalars */
     /* what the model does not count: MPFR's own temporaries inside its
      * functions and malloc's bookkeeping, which depend on the values (one
@@ -345,7 +346,7 @@ static int unit_layers(refenc_mpe_unit *u, size_t first, size_t last)
     int ok = 1;
     for (size_t i = first; ok && i <= last; i++) {
         refenc_mpe_layer lm;
-        if (!refenc_mpe_layer_init(&lm, &u->run->params->layers[i], u->D, u->F))
+        if (!refenc_mpe_layer_init(&lm, &u->run->params->layers[i], u->D, u->F, refenc_config_ffn_rows(u->cfg)))
             return -1;
         ok = refenc_mpe_layer_run(u, &lm, i);
         refenc_mpe_layer_free(&lm, u->D);
@@ -353,7 +354,7 @@ static int unit_layers(refenc_mpe_unit *u, size_t first, size_t last)
     return ok;
 }
 
-/* The final LayerNorm (if any) and "output". */
+/* The final norm (if any) and "output". */
 static int unit_final(refenc_mpe_unit *u)
 {
     const refenc_params *p = u->run->params;
@@ -361,8 +362,9 @@ static int unit_final(refenc_mpe_unit *u)
     if (u->cfg->final_norm) {
         mpfr_ptr g = u->table, b = u->table + u->D; /* the table's first rows: free here */
         refenc_mp_set_d(g, p->norm_weight, u->D);
-        refenc_mp_set_d(b, p->norm_bias, u->D);
-        refenc_mpe_layernorm(u, MPE_A, MPE_H, g, b, u->eps);
+        if (p->norm_bias != NULL) /* RMSNorm and a bias-free LayerNorm have none */
+            refenc_mp_set_d(b, p->norm_bias, u->D);
+        refenc_mpe_layernorm(u, MPE_A, MPE_H, g, p->norm_bias != NULL ? b : NULL, u->eps);
         ok = refenc_mpe_step_buf(u, "norm", MPE_A) && refenc_mpe_step_buf(u, "output", MPE_A);
     } else {
         ok = refenc_mpe_step_buf(u, "output", MPE_H);
@@ -380,7 +382,7 @@ static int unit_compute(refenc_mpe_unit *u, size_t first, size_t last)
     const refenc_mp_run *run = u->run;
     if (run->block != REFENC_MP_BLOCK_ENCODER) {
         refenc_mpe_layer lm;
-        if (!refenc_mpe_layer_init(&lm, &run->params->layers[0], u->D, u->F))
+        if (!refenc_mpe_layer_init(&lm, &run->params->layers[0], u->D, u->F, refenc_config_ffn_rows(u->cfg)))
             return -1;
         u->lm = &lm;
         unit_load(u, run->in->x);

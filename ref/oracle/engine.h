@@ -38,7 +38,7 @@ typedef struct {
     refenc_mp_ws ws[2];
     mpfr_ptr weights[2]; /* (L, L): one head's attention weights */
     mpfr_ptr out[2];     /* (L, Dh): one head's context          */
-    mpfr_ptr hidden[2];  /* (F): one row of the FFN              */
+    mpfr_ptr hidden[2];  /* (F), gated (2F): one row of the FFN   */
     mpfr_t t, u;         /* 64 bits, for Ziv's test              */
 } refenc_mpe_worker;
 
@@ -115,9 +115,13 @@ int refenc_mpe_value(refenc_mpe_unit *u, refenc_mpe_worker *w, mpfr_srcptr const
 /* Progress: step finished, `work` more multiply-adds done. */
 void refenc_mpe_progress(refenc_mpe_unit *u, const char *step, double work);
 
+/* b + o, or NULL for a bias-free linear (b NULL): the dot products' extra term */
+#define REFENC_MP_BIAS_AT(b, o) ((b) != NULL ? (b) + (o) : NULL)
+
 /* ---- the blocks (one concept a file) ---------------------------------------------- */
 
-/* dst = LayerNorm(src) row by row, gamma, beta (D) at 53 bits (layer.c) */
+/* dst = the configured norm of src row by row (layer.c): LayerNorm with
+ * gamma, beta (D) at 53 bits, or RMSNorm with gamma as w (beta unread) */
 void refenc_mpe_layernorm(refenc_mpe_unit *u, int dst, int src, mpfr_srcptr gamma, mpfr_srcptr beta,
                           mpfr_srcptr eps);
 
@@ -130,7 +134,8 @@ int refenc_mpe_mha(refenc_mpe_unit *u, int src, const char *weights_step, const 
 int refenc_mpe_ffn(refenc_mpe_unit *u, int src, const char *hidden_step, const char *out_step);
 
 /* The layer's parameters (layer.c).  0 on allocation failure (*lm freed). */
-int refenc_mpe_layer_init(refenc_mpe_layer *lm, const refenc_layer_params *lp, size_t D, size_t F);
+int refenc_mpe_layer_init(refenc_mpe_layer *lm, const refenc_layer_params *lp, size_t D, size_t F,
+                          size_t F1);
 void refenc_mpe_layer_free(refenc_mpe_layer *lm, size_t D);
 
 /* Layer i on h (layer.c); 0 if a step is not certified. */

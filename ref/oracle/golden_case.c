@@ -84,11 +84,15 @@ static int in_place_eval(component_state *s, const refenc_mp_sink *sink, refenc_
     mpfr_ptr x = s->x;
     switch (c->component) {
     case REFENC_COMP_LAYERNORM: {
+        const int rms = cfg->norm_type == REFENC_NORMTYPE_RMSNORM; /* the configured norm */
         mpfr_ptr g = refenc_mp_arena_from_d(&s->ar, lp->norm1_weight, D, 53);
-        mpfr_ptr b = refenc_mp_arena_from_d(&s->ar, lp->norm1_bias, D, 53);
+        mpfr_ptr b = rms || lp->norm1_bias == NULL ? NULL : refenc_mp_arena_from_d(&s->ar, lp->norm1_bias, D, 53);
         if (s->ar.failed)
             return refenc_mp_enomem(err, c->name, s->prec);
-        refenc_mpk_layernorm_forward(x, x, g, b, B * L, D, s->eps, &s->ws);
+        if (rms)
+            refenc_mpk_rmsnorm_forward(x, x, g, B * L, D, s->eps, cfg->rmsnorm_offset, &s->ws);
+        else
+            refenc_mpk_layernorm_forward(x, x, g, b, B * L, D, s->eps, &s->ws);
         const size_t sy[3] = {B, L, D};
         return refenc_mp_sink_emit(sink, "output", x, 3, sy);
     }

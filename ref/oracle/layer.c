@@ -2,6 +2,8 @@
  * rounded between steps:
  *   Pre-LN:   h = x + MHA(LN1(x));   y = h + FFN(LN2(h))
  *   Post-LN:  h = LN1(x + MHA(x));   y = LN2(h + FFN(h))
+ * LN is the configured norm: LayerNorm, or RMSNorm (rmsnorm.c) under
+ * norm_type "rmsnorm", whose beta is never read (the parameters have none).
  * Both are two residual sublayers, written once (sublayer): the placement
  * only decides whether the LayerNorm comes before the block or after the
  * residual sum.  Trace steps, in forward order:
@@ -12,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* ---- LayerNorm, row by row ------------------------------------------------------------------- */
+/* ---- the configured norm (LayerNorm or RMSNorm), row by row ---------------------------------- */
 
 typedef struct {
     int dst, src;
@@ -23,8 +25,12 @@ static void layernorm_row(refenc_mpe_unit *u, int li, size_t r, refenc_mpe_worke
 {
     const ln_arg *a = arg;
     const size_t D = u->D;
-    refenc_mpk_layernorm_forward(refenc_mpe_buf(u, li, a->dst) + r * D, refenc_mpe_buf(u, li, a->src) + r * D,
-                                 a->gamma, a->beta, 1, D, a->eps, &w->ws[li]);
+    mpfr_ptr y = refenc_mpe_buf(u, li, a->dst) + r * D;
+    mpfr_srcptr x = refenc_mpe_buf(u, li, a->src) + r * D;
+    if (u->cfg->norm_type == REFENC_NORMTYPE_RMSNORM) /* no beta */
+        refenc_mpk_rmsnorm_forward(y, x, a->gamma, 1, D, a->eps, u->cfg->rmsnorm_offset, &w->ws[li]);
+    else
+        refenc_mpk_layernorm_forward(y, x, a->gamma, a->beta, 1, D, a->eps, &w->ws[li]);
 }
 
 void refenc_mpe_layernorm(refenc_mpe_unit *u, int dst, int src, mpfr_srcptr gamma, mpfr_srcptr beta,
@@ -72,7 +78,8 @@ static int span_init(refenc_mp_wspan *s, const double *W, const double *b, size_
     return refenc_mp_wspan_fix(s, W, out, in) == REFENC_OK;
 }
 
-int refenc_mpe_layer_init(refenc_mpe_layer *lm, const refenc_layer_params *lp, size_t D, size_t F)
+int refenc_mpe_layer_init(refenc_mpe_layer *lm, const refenc_layer_params *lp, size_t D, size_t F,
+                          size_t F1)
 {
     const double *ln[4] = {lp->norm1_weight, lp->norm1_bias, lp->norm2_weight, lp->norm2_bias};
     memset(lm, 0, sizeof *lm);
@@ -84,7 +91,7 @@ int refenc_mpe_layer_init(refenc_mpe_layer *lm, const refenc_layer_params *lp, s
             refenc_mp_set_d(lm->ln + k * D, ln[k], D);
     ok = ok && span_init(&lm->in_span, lp->in_proj_weight, lp->in_proj_bias, 3 * D, D);
     ok = ok && span_init(&lm->out_span, lp->out_proj_weight, lp->out_proj_bias, D, D);
-    ok = ok && span_init(&lm->l1_span, lp->linear1_weight, lp->linear1_bias, F, D);
+    ok = ok && span_init(&lm->l1_span, lp->linear1_weight, lp->linear1_bias, F1, D); /* F1 = F, gated 2F */
     ok = ok && span_init(&lm->l2_span, lp->linear2_weight, lp->linear2_bias, D, F);
     if (!ok)
         refenc_mpe_layer_free(lm, D);
@@ -153,8 +160,9 @@ int refenc_mpe_layer_run(refenc_mpe_unit *u, const refenc_mpe_layer *lm, size_t 
     char name[64];
     u->lm = lm;
     u->layer = i;
-    if (!sublayer(u, i, attention_block, "norm1", lm->ln, lm->ln + D) ||
-        !sublayer(u, i, ffn_block, "norm2", lm->ln + 2 * D, lm->ln + 3 * D))
+    const int bias = lm->lp->norm1_bias != NULL; /* none: RMSNorm, or a bias-free LayerNorm */
+    if (!sublayer(u, i, attention_block, "norm1", lm->ln, bias ? lm->ln + D : NULL) ||
+        !sublayer(u, i, ffn_block, "norm2", lm->ln + 2 * D, bias ? lm->ln + 3 * D : NULL))
         return 0;
     snprintf(name, sizeof name, "layers.%zu.output", i);
     if (!refenc_mpe_step_buf(u, name, MPE_H))

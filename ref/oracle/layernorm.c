@@ -30,7 +30,10 @@ void refenc_mpk_layernorm_forward(mpfr_ptr y, mpfr_srcptr x, mpfr_srcptr gamma,
 
         for (size_t d = 0; d < D; d++) {
             mpfr_div(t, dev + d, var, MPFR_RNDN);
-            mpfr_fma(y_n + d, t, gamma + d, beta + d, MPFR_RNDN);
+            if (beta != NULL)
+                mpfr_fma(y_n + d, t, gamma + d, beta + d, MPFR_RNDN);
+            else /* bias-free */
+                mpfr_mul(y_n + d, t, gamma + d, MPFR_RNDN);
         }
     }
 }
@@ -49,10 +52,10 @@ static int ln_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, refe
     int st = refenc_mp_ws_alloc(&ws, prec, a->D + 3, a->D);
     mpfr_ptr x = refenc_mp_from_d(a->x, ND, 53);
     mpfr_ptr g = refenc_mp_from_d(a->gamma, a->D, 53);
-    mpfr_ptr b = refenc_mp_from_d(a->beta, a->D, 53);
+    mpfr_ptr b = a->beta != NULL ? refenc_mp_from_d(a->beta, a->D, 53) : NULL;
     mpfr_ptr eps = refenc_mp_from_d(&a->eps, 1, 53);
     mpfr_ptr y = refenc_mp_alloc(ND, prec);
-    if (st || !x || !g || !b || !eps || !y) {
+    if (st || !x || !g || (a->beta != NULL && !b) || !eps || !y) {
         st = refenc_mp_enomem(err, "layernorm", prec);
     } else {
         refenc_mpk_layernorm_forward(y, x, g, b, a->N, a->D, eps, &ws);
@@ -61,7 +64,8 @@ static int ln_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, refe
     }
     refenc_mp_free(y, ND);
     refenc_mp_free(eps, 1);
-    refenc_mp_free(b, a->D);
+    if (b != NULL)
+        refenc_mp_free(b, a->D);
     refenc_mp_free(g, a->D);
     refenc_mp_free(x, ND);
     refenc_mp_ws_free(&ws);

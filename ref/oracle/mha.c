@@ -22,7 +22,7 @@ static void qkv_row(refenc_mpe_unit *u, int li, size_t r, refenc_mpe_worker *w, 
     for (size_t o = 0; o < 3 * D; o++) {
         const size_t which = o / D, j = o % D, h = j / Dh, d = j % Dh;
         mpfr_ptr dest = (which == 0 ? ln->q : which == 1 ? ln->k : ln->v) + (h * L + r) * Dh + d;
-        refenc_mp_dot_row_d(dest, x_r, lp->in_proj_weight + o * D, lp->in_proj_bias + o, o,
+        refenc_mp_dot_row_d(dest, x_r, lp->in_proj_weight + o * D, REFENC_MP_BIAS_AT(lp->in_proj_bias, o), o,
                             &u->lm->in_span, &w->ws[li]);
     }
 }
@@ -37,7 +37,7 @@ static void out_proj_row(refenc_mpe_unit *u, int li, size_t r, refenc_mpe_worker
     mpfr_srcptr x_r = ln->ctx + r * D;
     refenc_mp_row_load(&w->ws[li], x_r, D);
     for (size_t o = 0; o < D; o++)
-        refenc_mp_dot_row_d(ln->t + r * D + o, x_r, lp->out_proj_weight + o * D, lp->out_proj_bias + o, o,
+        refenc_mp_dot_row_d(ln->t + r * D + o, x_r, lp->out_proj_weight + o * D, REFENC_MP_BIAS_AT(lp->out_proj_bias, o), o,
                             &u->lm->out_span, &w->ws[li]);
 }
 

@@ -282,6 +282,12 @@ void refenc_mpk_layernorm_forward(mpfr_ptr y, mpfr_srcptr x, mpfr_srcptr gamma,
                                   mpfr_srcptr beta, size_t N, size_t D, mpfr_srcptr eps,
                                   refenc_mp_ws *ws);
 
+/* RMSNorm, no mean, no bias, eps inside the root; scale w_d, or the exact
+ * (1 + w_d) when offset (Gemma).  y may alias x.
+ * ws: n_tmp >= 2, n_ptr >= D.  rmsnorm.h */
+void refenc_mpk_rmsnorm_forward(mpfr_ptr y, mpfr_srcptr x, mpfr_srcptr w, size_t N, size_t D,
+                                mpfr_srcptr eps, int offset, refenc_mp_ws *ws);
+
 /* Softmax over rows with temperature tau (NULL: 1); -inf entries get weight
  * 0; an all -inf row gets all 0.  y may alias s.
  * ws: n_tmp >= 2, n_ptr >= n.  softmax.h */
@@ -391,6 +397,9 @@ int refenc_mp_layernorm_forward(double *y, const double *x, const double *gamma,
                                 const double *beta, size_t N, size_t D, double eps,
                                 mpfr_prec_t prec, refenc_mp_report *rep);
 
+int refenc_mp_rmsnorm_forward(double *y, const double *x, const double *w, size_t N, size_t D,
+                              double eps, int offset, mpfr_prec_t prec, refenc_mp_report *rep);
+
 int refenc_mp_softmax_forward(double *y, const double *s, size_t R, size_t n, double tau,
                               mpfr_prec_t prec, refenc_mp_report *rep);
 
@@ -451,6 +460,14 @@ int refenc_mp_ffn_forward(double *y, double *hidden, const double *x,
                           const double *W2, const double *b2,
                           size_t N, size_t D, size_t F, refenc_activation act,
                           mpfr_prec_t prec, refenc_mp_report *rep);
+
+/* The gated FFN (glu.h) on a fused linear1 W1 (2F, D), b1 (2F), the gate the
+ * rows glu_gate names; hidden (N, F) = act(a) * b, may be NULL. */
+int refenc_mp_glu_forward(double *y, double *hidden, const double *x,
+                          const double *W1, const double *b1,
+                          const double *W2, const double *b2,
+                          size_t N, size_t D, size_t F, refenc_activation act,
+                          refenc_glu_gate gate, mpfr_prec_t prec, refenc_mp_report *rep);
 
 /* The whole encoder (encoder.h), on the same config, parameters and input
  * as refenc_encoder_forward; every trace step of the reference ("embed",

@@ -10,6 +10,7 @@
 #include "../alibi.h"
 #include "../core/alloc.h"
 #include "../encoder.h"
+#include "../glu.h"
 #include "../mha.h"
 #include "../position_ids.h"
 #include "emulate_kernels.h"
@@ -47,8 +48,9 @@ static void mha(const emu_run *r, double *y, refenc_mha_work *w, const double *x
     const refenc_emulation *e = r->e;
     const size_t Dh = D / H, BL = B * L;
     emu_linear(e, w->q, x, lp->in_proj_weight, lp->in_proj_bias, BL, D, D);
-    emu_linear(e, w->k, x, lp->in_proj_weight + D * D, lp->in_proj_bias + D, BL, D, D);
-    emu_linear(e, w->v, x, lp->in_proj_weight + 2 * D * D, lp->in_proj_bias + 2 * D, BL, D, D);
+    const double *b = lp->in_proj_bias; /* NULL: bias-free (linear_bias false) */
+    emu_linear(e, w->k, x, lp->in_proj_weight + D * D, b != NULL ? b + D : NULL, BL, D, D);
+    emu_linear(e, w->v, x, lp->in_proj_weight + 2 * D * D, b != NULL ? b + 2 * D : NULL, BL, D, D);
     refenc_heads_split(w->qh, w->q, B, L, H, Dh);
     refenc_heads_split(w->kh, w->k, B, L, H, Dh);
     refenc_heads_split(w->vh, w->v, B, L, H, Dh);
@@ -72,11 +74,25 @@ static void emit_layer(const emu_run *r, size_t index, const char *step, const d
     emit(r, name, data, ndim, d0, d1, d2, d3);
 }
 
+/* refenc_ffn_block_forward: the MLP, or the gated FFN h = act(a) * b (glu.h)
+ * with hidden (N, 2F) holding h and b. */
 static void ffn(const emu_run *r, double *y, double *hidden, const double *x, const refenc_layer_params *lp,
-                size_t N, size_t D, size_t F, refenc_activation act)
+                size_t N, const refenc_config *cfg)
 {
-    emu_linear(r->e, hidden, x, lp->linear1_weight, lp->linear1_bias, N, D, F);
-    emu_activation(r->e, hidden, hidden, N * F, act);
+    const size_t D = cfg->d_model, F = cfg->d_ff;
+    if (cfg->ffn_type != REFENC_FFN_GLU) {
+        emu_linear(r->e, hidden, x, lp->linear1_weight, lp->linear1_bias, N, D, F);
+        emu_activation(r->e, hidden, hidden, N * F, cfg->activation);
+    } else {
+        const double *Wg, *bg, *Wu, *bu;
+        double *up = hidden + N * F;
+        refenc_glu_halves(&Wg, &bg, &Wu, &bu, lp->linear1_weight, lp->linear1_bias, D, F, cfg->glu_gate);
+        emu_linear(r->e, hidden, x, Wg, bg, N, D, F);
+        emu_activation(r->e, hidden, hidden, N * F, cfg->activation);
+        emu_linear(r->e, up, x, Wu, bu, N, D, F);
+        for (size_t i = 0; i < N * F; i++) /* the product, an elementwise step */
+            hidden[i] = emu_v(r->e, hidden[i] * up[i]);
+    }
     emu_linear(r->e, y, hidden, lp->linear2_weight, lp->linear2_bias, N, F, D);
 }
 
@@ -98,25 +114,25 @@ static void layer(const emu_run *r, double *y, refenc_layer_work *w, const doubl
                   const refenc_rope_options *rope, size_t B, size_t L, size_t i)
 {
     const refenc_emulation *e = r->e;
-    const size_t D = cfg->d_model, F = cfg->d_ff, H = cfg->n_heads, BL = B * L;
+    const size_t D = cfg->d_model, H = cfg->n_heads, BL = B * L;
     const double eps = cfg->layer_norm_eps;
     if (cfg->norm == REFENC_NORM_PRE) {
-        emu_layernorm(e, w->ln, x, lp->norm1_weight, lp->norm1_bias, BL, D, eps);
+        emu_norm(e, w->ln, x, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
         emit_layer(r, i, "norm1", w->ln, 3, B, L, D, 0);
         attention_residual(r, w, w->ln, x, lp, opt, rope, B, L, D, H, i);
-        emu_layernorm(e, w->ln, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps);
+        emu_norm(e, w->ln, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);
         emit_layer(r, i, "norm2", w->ln, 3, B, L, D, 0);
-        ffn(r, w->ffn, w->hidden, w->ln, lp, BL, D, F, cfg->activation);
+        ffn(r, w->ffn, w->hidden, w->ln, lp, BL, cfg);
         emit_layer(r, i, "ffn", w->ffn, 3, B, L, D, 0);
         emu_add(e, y, w->resid, w->ffn, BL * D);
     } else {
         attention_residual(r, w, x, x, lp, opt, rope, B, L, D, H, i);
-        emu_layernorm(e, w->ln, w->resid, lp->norm1_weight, lp->norm1_bias, BL, D, eps);
+        emu_norm(e, w->ln, w->resid, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
         emit_layer(r, i, "norm1", w->ln, 3, B, L, D, 0);
-        ffn(r, w->ffn, w->hidden, w->ln, lp, BL, D, F, cfg->activation);
+        ffn(r, w->ffn, w->hidden, w->ln, lp, BL, cfg);
         emit_layer(r, i, "ffn", w->ffn, 3, B, L, D, 0);
         emu_add(e, w->resid, w->ln, w->ffn, BL * D);
-        emu_layernorm(e, y, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps);
+        emu_norm(e, y, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);
         emit_layer(r, i, "norm2", y, 3, B, L, D, 0);
     }
     emit_layer(r, i, "output", y, 3, B, L, D, 0);
@@ -165,8 +181,8 @@ static void encoder(const emu_run *r, double *y, refenc_workspace *ws, const dou
         emu_learned_pe(e, h, h, c->positions, p->pos_embedding, B, L, D);
     }
     if (cfg->embedding_norm)
-        emu_layernorm(e, h, h, p->embedding_norm_weight, p->embedding_norm_bias, B * L, D,
-                      cfg->embedding_norm_eps);
+        emu_norm(e, h, h, p->embedding_norm_weight, p->embedding_norm_bias, B * L, D,
+                      cfg->embedding_norm_eps, cfg);
     emit(r, "embed", h, 3, B, L, D, 0);
     const refenc_attn_options opt = attn_options(c, slopes);
     const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions};
@@ -178,7 +194,7 @@ static void encoder(const emu_run *r, double *y, refenc_workspace *ws, const dou
         next = t;
     }
     if (cfg->final_norm) {
-        emu_layernorm(e, y, h, p->norm_weight, p->norm_bias, B * L, D, cfg->layer_norm_eps);
+        emu_norm(e, y, h, p->norm_weight, p->norm_bias, B * L, D, cfg->layer_norm_eps, cfg);
         emit(r, "norm", y, 3, B, L, D, 0);
     } else {
         memcpy(y, h, B * L * D * sizeof(double));
@@ -204,11 +220,11 @@ static void component(const emu_run *r, double *y, double *y2, refenc_workspace 
         break;
     }
     case REFENC_COMP_FFN:
-        ffn(r, y, ws->layer.hidden, c->x, lp, B * L, D, cfg->d_ff, cfg->activation);
+        ffn(r, y, ws->layer.hidden, c->x, lp, B * L, cfg);
         emit(r, "output", y, 3, B, L, D, 0);
         break;
     case REFENC_COMP_LAYERNORM:
-        emu_layernorm(e, y, c->x, lp->norm1_weight, lp->norm1_bias, B * L, D, cfg->layer_norm_eps);
+        emu_norm(e, y, c->x, lp->norm1_weight, lp->norm1_bias, B * L, D, cfg->layer_norm_eps, cfg);
         emit(r, "output", y, 3, B, L, D, 0);
         break;
     case REFENC_COMP_SOFTMAX:

@@ -113,9 +113,39 @@ void emu_layernorm(const refenc_emulation *e, double *y, const double *x, const 
         /* the normalisation: elementwise steps, then the output */
         for (size_t d = 0; d < D; d++) {
             const double z = emu_m(e, emu_m(e, x_n[d] - mu) / sd);
-            y_n[d] = emu_v(e, emu_m(e, z * gamma[d]) + beta[d]);
+            const double t = emu_m(e, z * gamma[d]);
+            y_n[d] = emu_v(e, beta != NULL ? t + beta[d] : t); /* beta NULL: bias-free */
         }
     }
+}
+
+void emu_rmsnorm(const refenc_emulation *e, double *y, const double *x, const double *w, size_t N,
+                 size_t D, double eps, int offset)
+{
+    for (size_t n = 0; n < N; n++) {
+        const double *x_n = x + n * D;
+        double *y_n = y + n * D;
+        double ss = 0.0; /* the statistic: acc format */
+        for (size_t k = 0; k < D; k++) {
+            const double xk = x_n[at(e, k, D)];
+            ss = emu_a(e, ss + emu_a(e, xk * xk));
+        }
+        const double r = emu_a(e, f_sqrt(e, emu_a(e, emu_a(e, ss / (double)D) + eps)));
+        for (size_t d = 0; d < D; d++) {
+            const double z = emu_m(e, x_n[d] / r);
+            const double s = offset ? emu_m(e, 1.0 + w[d]) : w[d];
+            y_n[d] = emu_v(e, emu_m(e, z * s));
+        }
+    }
+}
+
+void emu_norm(const refenc_emulation *e, double *y, const double *x, const double *weight,
+              const double *bias, size_t N, size_t D, double eps, const refenc_config *cfg)
+{
+    if (cfg->norm_type == REFENC_NORMTYPE_RMSNORM)
+        emu_rmsnorm(e, y, x, weight, N, D, eps, cfg->rmsnorm_offset);
+    else
+        emu_layernorm(e, y, x, weight, bias, N, D, eps);
 }
 
 void emu_softmax(const refenc_emulation *e, double *y, const double *s, size_t R, size_t n, double tau,
@@ -210,6 +240,12 @@ static double quick_gelu(const refenc_emulation *e, double x)
     return emu_v(e, x / emu_m(e, 1.0 + emu_m(e, f_exp(e, -t))));
 }
 
+/* SiLU, x / (1 + exp(-x)): ref/activation.c's operations, each step rounded. */
+static double silu(const refenc_emulation *e, double x)
+{
+    return emu_v(e, x / emu_m(e, 1.0 + emu_m(e, f_exp(e, -x))));
+}
+
 void emu_activation(const refenc_emulation *e, double *y, const double *x, size_t n, refenc_activation act)
 {
     for (size_t i = 0; i < n; i++) {
@@ -218,6 +254,7 @@ void emu_activation(const refenc_emulation *e, double *y, const double *x, size_
         case REFENC_ACT_GELU: y[i] = gelu(e, x[i]); break;
         case REFENC_ACT_GELU_TANH: y[i] = gelu_tanh(e, x[i]); break;
         case REFENC_ACT_QUICK_GELU: y[i] = quick_gelu(e, x[i]); break;
+        case REFENC_ACT_SILU: y[i] = silu(e, x[i]); break;
         }
     }
 }

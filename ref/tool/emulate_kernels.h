@@ -41,6 +41,19 @@ void emu_add(const refenc_emulation *e, double *y, const double *a, const double
 void emu_layernorm(const refenc_emulation *e, double *y, const double *x, const double *gamma,
                    const double *beta, size_t N, size_t D, double eps);
 
+/* RMSNorm over the last axis of x (N, D), no mean, no bias: the sum of
+ * squares in the accumulation format, z = x / rms in the math format, the
+ * scale (1 + w when offset, formed in the math format, Gemma's order) times z
+ * in the math format, then the output rounded once.  One rounding order for
+ * every family: Llama's and T5's (cast z before the multiply) is left to the
+ * families' presets (issue 23). */
+void emu_rmsnorm(const refenc_emulation *e, double *y, const double *x, const double *w, size_t N,
+                 size_t D, double eps, int offset);
+
+/* The configured norm (norm_type): emu_layernorm or emu_rmsnorm. */
+void emu_norm(const refenc_emulation *e, double *y, const double *x, const double *weight,
+              const double *bias, size_t N, size_t D, double eps, const refenc_config *cfg);
+
 /* softmax(s / tau) over the last axis of s (R, n); inner: the weights stay
  * inside a fused attention (rounded with emu_m, not emu_v) */
 void emu_softmax(const refenc_emulation *e, double *y, const double *s, size_t R, size_t n, double tau,

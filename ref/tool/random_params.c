@@ -22,8 +22,8 @@ void refenc_params_init_random(refenc_params *p, const refenc_config *cfg, gsl_r
         else if (strcmp(x->name, "pos_embedding.weight") == 0)
             sigma = 0.5;
         else if (strstr(x->name, "norm") != NULL) { /* norm1, norm2, norm: gamma and beta */
-            sigma = 0.1;
-            mean = ends_with(x->name, ".weight") ? 1.0 : 0.0;
+            sigma = 0.1; /* the scale near 1: Gemma's w stores (scale - 1), so it is near 0 */
+            mean = ends_with(x->name, ".weight") && !cfg->rmsnorm_offset ? 1.0 : 0.0;
         } else if (ends_with(x->name, "weight")) /* linear maps: (out, in) */
             sigma = 1.0 / sqrt((double)x->shape[1]);
         else

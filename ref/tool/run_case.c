@@ -9,7 +9,8 @@
 #include "../alibi.h"
 #include "../encoder.h"
 #include "../ffn.h"
-#include "../layernorm.h"
+#include "../glu.h"
+#include "../norm.h"
 #include "../mha.h"
 #include "../rope.h"
 #include "../sinusoidal.h"
@@ -90,7 +91,7 @@ static int run_component(double *y, double *y2, refenc_workspace *ws, const refe
                          const refenc_trace *trace, refenc_error *err)
 {
     const refenc_config *cfg = &c->cfg;
-    const size_t B = c->B, L = c->L, D = cfg->d_model, H = cfg->n_heads, Dh = D / H, F = cfg->d_ff;
+    const size_t B = c->B, L = c->L, D = cfg->d_model, H = cfg->n_heads, Dh = D / H;
     const refenc_layer_params *lp = &c->params.layers[0];
     switch (c->component) {
     case REFENC_COMP_ENCODER: {
@@ -101,12 +102,14 @@ static int run_component(double *y, double *y2, refenc_workspace *ws, const refe
         run_attention(y, ws, c, trace);
         return REFENC_OK;
     case REFENC_COMP_FFN:
-        refenc_ffn_forward(y, ws->layer.hidden, c->x, lp->linear1_weight, lp->linear1_bias,
-                           lp->linear2_weight, lp->linear2_bias, B * L, D, F, cfg->activation);
+        refenc_ffn_block_forward(y, ws->layer.hidden, c->x, lp->linear1_weight, lp->linear1_bias,
+                                 lp->linear2_weight, lp->linear2_bias, B * L, cfg);
         emit(trace, "output", y, 3, B, L, D, 0);
         return REFENC_OK;
     case REFENC_COMP_LAYERNORM:
-        refenc_layernorm_forward(y, c->x, lp->norm1_weight, lp->norm1_bias, B * L, D, cfg->layer_norm_eps);
+        /* the configured norm: LayerNorm, or RMSNorm under norm_type "rmsnorm" */
+        refenc_norm_forward(y, c->x, lp->norm1_weight, lp->norm1_bias, B * L, D, cfg->layer_norm_eps,
+                            cfg);
         emit(trace, "output", y, 3, B, L, D, 0);
         return REFENC_OK;
     case REFENC_COMP_SOFTMAX:

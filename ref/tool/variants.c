@@ -147,6 +147,30 @@ static const refenc_variant_info table[REFENC_VAR_COUNT] = {
         "token embeddings multiplied by sqrt(d_model) (the original Transformer's) in a model "
         "that does not scale them (BERT, GPT-2, CLIP)",
         "look the embeddings up as stored: wte(ids), word_embeddings(ids), without a factor"},
+    [REFENC_VAR_GLU_HALVES_SWAPPED] = {
+        "glu_halves_swapped", "glu_halves_swapped",
+        "FFN outputs wrong everywhere, yet coherent-looking: the activation lands on the "
+        "wrong half of the gated projection",
+        "the gated FFN activates the up half and multiplies by the gate: the halves of the "
+        "fused [a | b] projection swapped, or the gate/up matrices loaded in the other order "
+        "(nntrainer#4194), or SwiGLU's operands swapped, silu(up) * gate (mlx-lm#767): one "
+        "function for fused and separate weights",
+        "activate the half the model's code activates: the first for ModernBERT and Jina "
+        "(input, gate = Wi(x).chunk(2)), the second for GTE (up_gate_proj = [up | gate]), "
+        "silu(gate_proj(x)) * up_proj(x) for Llama"},
+    [REFENC_VAR_RMSNORM_OFFSET_MISSING] = {
+        "rmsnorm_offset_missing", "rmsnorm_offset_missing",
+        "every RMSNorm output scaled by w (near 0) instead of 1 + w: outputs far too small",
+        "Gemma's RMSNorm computed as x_hat * w where x_hat * (1 + w) is meant (w is stored as "
+        "the deviation from 1; linkedin/Liger-Kernel#74)",
+        "scale by (1 + w) in the working precision, as GemmaRMSNorm does"},
+    [REFENC_VAR_RMSNORM_OFFSET_DOUBLED] = {
+        "rmsnorm_offset_doubled", "rmsnorm_offset_doubled",
+        "every RMSNorm output about twice too large (scale 2 + w)",
+        "the +1 of Gemma's RMSNorm applied twice: once folded into the stored weights by a "
+        "converter, once by the kernel (utensils/mold#1074: final cosine 0.19)",
+        "add 1 once: either keep w as stored and scale by (1 + w), or fold it into the weights "
+        "and scale by w"},
 };
 
 const refenc_variant_info *refenc_variant_get(refenc_variant v)
@@ -203,6 +227,22 @@ static int has_rope(const refenc_case *c)
            (has_attention(c) && c->cfg.positional == REFENC_POS_ROPE);
 }
 
+/* The modern blocks' variants: the gated FFN's, Gemma's (1 + w) RMSNorm's. */
+static int modern_block_applies(refenc_variant v, const refenc_case *c)
+{
+    const refenc_config *cfg = &c->cfg;
+    switch (v) {
+    case REFENC_VAR_GLU_HALVES_SWAPPED:
+        return (c->component == REFENC_COMP_ENCODER || c->component == REFENC_COMP_FFN) &&
+               cfg->ffn_type == REFENC_FFN_GLU;
+    case REFENC_VAR_RMSNORM_OFFSET_MISSING:
+    case REFENC_VAR_RMSNORM_OFFSET_DOUBLED:
+        return has_layernorm(c) && cfg->norm_type == REFENC_NORMTYPE_RMSNORM && cfg->rmsnorm_offset;
+    default:
+        return 0;
+    }
+}
+
 int refenc_variant_applies(refenc_variant v, const refenc_case *c)
 {
     const refenc_config *cfg = &c->cfg;
@@ -211,8 +251,8 @@ int refenc_variant_applies(refenc_variant v, const refenc_case *c)
     case REFENC_VAR_LAYERNORM_EPS_X10:
     case REFENC_VAR_LAYERNORM_EPS_DIV10:
         return has_layernorm(c) && cfg->layer_norm_eps > 0;
-    case REFENC_VAR_UNBIASED_VARIANCE:
-        return has_layernorm(c) && cfg->d_model > 1;
+    case REFENC_VAR_UNBIASED_VARIANCE: /* RMSNorm has no variance about the mean */
+        return has_layernorm(c) && cfg->norm_type == REFENC_NORMTYPE_LAYERNORM && cfg->d_model > 1;
     case REFENC_VAR_GELU_TANH_FOR_EXACT:
         return has_activation(c, REFENC_ACT_GELU);
     case REFENC_VAR_GELU_EXACT_FOR_TANH:
@@ -260,7 +300,7 @@ int refenc_variant_applies(refenc_variant v, const refenc_case *c)
     case REFENC_VAR_GELU_FOR_QUICK_GELU:
         return has_activation(c, REFENC_ACT_QUICK_GELU);
     default:
-        return 0;
+        return modern_block_applies(v, c);
     }
 }
 
@@ -347,6 +387,23 @@ static void invert_padding_mask(refenc_case *c)
         c->key_padding_mask[i] = !c->key_padding_mask[i];
 }
 
+/* every norm weight w := fl(w + 1): with the kernel's own + 1, the scale
+ * fl(1 + fl(w + 1)), within 2u of the buggy 2 + w */
+static void fold_offset(refenc_case *c)
+{
+    refenc_params *p = &c->params;
+    const size_t D = c->cfg.d_model;
+    for (size_t i = 0; i < p->n_layers; i++)
+        for (size_t d = 0; d < D; d++) {
+            p->layers[i].norm1_weight[d] += 1.0;
+            p->layers[i].norm2_weight[d] += 1.0;
+        }
+    for (size_t d = 0; p->norm_weight != NULL && d < D; d++)
+        p->norm_weight[d] += 1.0;
+    for (size_t d = 0; c->cfg.embedding_norm && p->embedding_norm_weight != NULL && d < D; d++)
+        p->embedding_norm_weight[d] += 1.0;
+}
+
 void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks *hooks)
 {
     refenc_config *cfg = &c->cfg;
@@ -378,6 +435,11 @@ void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks
     case REFENC_VAR_EPS_1E5_FOR_1E12: swap_eps(cfg, 1e-12, 1e-5); break;
     case REFENC_VAR_EPS_1E12_FOR_1E5: swap_eps(cfg, 1e-5, 1e-12); break;
     case REFENC_VAR_EMBEDDING_NORM_MISSING: cfg->embedding_norm = 0; break;
+    case REFENC_VAR_GLU_HALVES_SWAPPED:
+        cfg->glu_gate = cfg->glu_gate == REFENC_GLU_GATE_FIRST ? REFENC_GLU_GATE_SECOND : REFENC_GLU_GATE_FIRST;
+        break;
+    case REFENC_VAR_RMSNORM_OFFSET_MISSING: cfg->rmsnorm_offset = 0; break;
+    case REFENC_VAR_RMSNORM_OFFSET_DOUBLED: fold_offset(c); break;
     case REFENC_VAR_TOKEN_TYPES_IGNORED:
         memset(c->token_types, 0, c->B * c->L * sizeof *c->token_types);
         break;

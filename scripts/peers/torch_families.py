@@ -58,7 +58,7 @@ def activation_fn(name, bug):
     elif bug == "gelu_for_quick_gelu" and name == "quick_gelu":
         name = "gelu"
     return {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
-            "quick_gelu": quick_gelu}[name]
+            "quick_gelu": quick_gelu, "silu": F.silu}[name]
 
 
 def bugged_eps(eps, bug):

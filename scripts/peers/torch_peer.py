@@ -54,7 +54,8 @@ import torch_families  # the encoder families (BERT, RoBERTa, DistilBERT, GPT-2,
 KNOWN_BUGS = ["layernorm_eps_x10", "layernorm_eps_div10", "unbiased_variance", "gelu_tanh_for_exact",
               "gelu_exact_for_tanh", "rope_layout_swapped", "rope_base_wrong", "attention_scale_sqrt_d",
               "attention_unscaled", "missing_final_norm", "embedding_unscaled", "alibi_slopes_pow2",
-              "padding_mask_inverted", "pre_post_swapped", "heads_merged_without_transpose"] \
+              "padding_mask_inverted", "pre_post_swapped", "heads_merged_without_transpose",
+              "glu_halves_swapped", "rmsnorm_offset_missing", "rmsnorm_offset_doubled"] \
     + torch_families.KNOWN_BUGS
 UNKNOWN_BUGS = ["softmax_over_queries", "ffn_residual_dropped"]
 BUG = None
@@ -65,12 +66,60 @@ def bugged_eps(eps):
 
 
 def layer_norm(t, w, b, eps):
-    """LayerNorm over the last axis, as F.layer_norm (or with an injected bug)."""
+    """LayerNorm over the last axis, as F.layer_norm (or with an injected
+    bug); b None: a bias-free LayerNorm (norm_bias false)."""
     if BUG == "unbiased_variance":
         mean = t.mean(-1, keepdim=True)
         var = t.var(-1, unbiased=True, keepdim=True)
-        return (t - mean) / torch.sqrt(var + eps) * w + b
+        y = (t - mean) / torch.sqrt(var + eps) * w
+        return y if b is None else y + b
     return F.layer_norm(t, (t.shape[-1],), w, b, bugged_eps(eps))
+
+
+def rms_norm(t, w, eps, offset):
+    """RMSNorm over the last axis, HF's LlamaRMSNorm / T5LayerNorm (offset
+    False: x / sqrt(mean(x^2) + eps) * w) or GemmaRMSNorm (offset True:
+    * (1 + w)).  The statistic is float32 as those modules compute it
+    (table_precision: not rounded in the float32-accumulation emulation,
+    each partial sum rounded in the pure one); the normalised x is rounded
+    to the dtype, then multiplied by the scale: the reference rounding
+    order of ref/tool/emulate_kernels.c (emu_rmsnorm)."""
+    eps = bugged_eps(eps)
+    with table_precision():
+        r = torch.sqrt((t * t).mean(-1, keepdim=True) + eps)
+    z = t / r
+    if BUG == "rmsnorm_offset_missing":
+        offset = False
+    if BUG == "rmsnorm_offset_doubled" and offset:  # Gemma's +1 folded into the weights, then added again
+        w = w + 1.0
+    return z * (1.0 + w) if offset else z * w
+
+
+def norm(cfg, t, w, b, eps):
+    """The configured norm (norm_type): LayerNorm or RMSNorm."""
+    if cfg.get("norm_type", "layernorm") == "rmsnorm":
+        return rms_norm(t, w, eps, cfg.get("rmsnorm_offset", False))
+    return layer_norm(t, w, b, eps)
+
+
+def glu_ffn(cfg, x, W1, b1, W2, b2, act):
+    """The gated FFN (ffn_type glu): [first | second] = x W1^T + b1 split in
+    halves, h = act(gate) * up with the gate the first half (glu_gate first:
+    ModernBERT, Jina, Llama's gate_proj stacked over up_proj) or the second
+    (GTE's up_gate_proj), then h W2^T + b2."""
+    first, second = F.linear(x, W1, b1).chunk(2, dim=-1)
+    gate_first = cfg.get("glu_gate", "first") == "first"
+    if BUG == "glu_halves_swapped":
+        gate_first = not gate_first
+    gate, up = (first, second) if gate_first else (second, first)
+    return F.linear(act(gate) * up, W2, b2)
+
+
+def ffn_block(cfg, x, W1, b1, W2, b2, act):
+    """The configured FFN (ffn_type): the MLP or the gated FFN."""
+    if cfg.get("ffn_type", "mlp") == "glu":
+        return glu_ffn(cfg, x, W1, b1, W2, b2, act)
+    return F.linear(act(F.linear(x, W1, b1)), W2, b2)
 
 
 # ---- float16 and bfloat16 from float32 operations ------------------------------------
@@ -164,7 +213,8 @@ def pure_var(e, t, dim=None, unbiased=True, keepdim=False, **kwargs):
 def pure_layer_norm(e, x, normalized_shape, weight=None, bias=None, eps=1e-5):
     d = e.round(x - pure_mean(e, x, -1, keepdim=True))
     sd = e.round(torch.sqrt(e.round(pure_var(e, x, -1, unbiased=False, keepdim=True) + eps)))
-    return e.round(e.round(e.round(d / sd) * weight) + bias)
+    y = e.round(e.round(d / sd) * weight)
+    return y if bias is None else e.round(y + bias)
 
 
 PURE = {"linear": pure_linear, "matmul": pure_matmul, "__matmul__": pure_matmul, "softmax": pure_softmax,
@@ -255,6 +305,11 @@ class Case:
         (emulated: float32 holding the values rounded to the dtype)."""
         t = refenc.tensor(self._arrays[name], self.dt)
         return EMU.round(t) if EMU is not None else t
+
+    def t_or_none(self, name):
+        """case.t(name), or None for a bias the case does not store (a
+        bias-free linear map or norm: linear_bias, norm_bias false, RMSNorm)."""
+        return self.t(name) if self.has(name) else None
 
     def i(self, name):
         return refenc.tensor(self._arrays[name])
@@ -384,13 +439,13 @@ def run_encoder(case):
     if BUG == "pre_post_swapped":
         pre = not pre
     for i in range(N):
-        p = lambda n: state[f"layers.{i}.{n}"]
-        ln1 = lambda t: layer_norm(t, p("norm1.weight"), p("norm1.bias"), eps)
-        ln2 = lambda t: layer_norm(t, p("norm2.weight"), p("norm2.bias"), eps)
+        p = lambda n: state.get(f"layers.{i}.{n}")  # None: a bias the config leaves out
+        ln1 = lambda t: norm(cfg, t, p("norm1.weight"), p("norm1.bias"), eps)
+        ln2 = lambda t: norm(cfg, t, p("norm2.weight"), p("norm2.bias"), eps)
         attn = lambda t: manual_attention(case, t, p("self_attn.in_proj_weight"), p("self_attn.in_proj_bias"),
                                           p("self_attn.out_proj.weight"), p("self_attn.out_proj.bias"), positions)
-        ffn = lambda t: F.linear(act(F.linear(t, p("linear1.weight"), p("linear1.bias"))),
-                                 p("linear2.weight"), p("linear2.bias"))
+        ffn = lambda t: ffn_block(cfg, t, p("linear1.weight"), p("linear1.bias"), p("linear2.weight"),
+                                  p("linear2.bias"), act)
         keep = 0.0 if BUG == "ffn_residual_dropped" else 1.0
         if pre:
             n1 = ln1(x); a, w = attn(n1); h = x + a
@@ -402,7 +457,7 @@ def run_encoder(case):
                     f"layers.{i}.self_attn": a, f"layers.{i}.norm2": n2,
                     f"layers.{i}.ffn": f, f"layers.{i}.output": x})
     if cfg["final_norm"] and BUG != "missing_final_norm":
-        x = layer_norm(x, state["norm.weight"], state["norm.bias"], eps)
+        x = norm(cfg, x, state["norm.weight"], state.get("norm.bias"), eps)
         out["norm"] = x
     out["output"] = x
     return out
@@ -431,6 +486,10 @@ def run_attention(case):
 def run_ffn(case):
     cfg = case.cfg
     x = case.t("in.x")
+    if needs_manual(case):  # the gated FFN, bias-free linear maps, a bug or the emulation
+        return {"output": ffn_block(cfg, x, case.t("linear1.weight"), case.t_or_none("linear1.bias"),
+                                    case.t("linear2.weight"), case.t_or_none("linear2.bias"),
+                                    activation_fn(cfg["activation"]))}
     l1 = nn.Linear(cfg["d_model"], cfg["d_ff"], dtype=case.dt)
     l2 = nn.Linear(cfg["d_ff"], cfg["d_model"], dtype=case.dt)
     l1.load_state_dict({"weight": case.t("linear1.weight"), "bias": case.t("linear1.bias")})
@@ -440,8 +499,9 @@ def run_ffn(case):
 
 def run_layernorm(case):
     cfg = case.cfg
-    if BUG is not None:
-        return {"output": layer_norm(case.t("in.x"), case.t("weight"), case.t("bias"), cfg["layer_norm_eps"])}
+    if BUG is not None or not case.golden.fits(NN_MODULES)[0]:  # a bug, RMSNorm, a bias-free LayerNorm
+        return {"output": norm(cfg, case.t("in.x"), case.t("weight"), case.t_or_none("bias"),
+                               cfg["layer_norm_eps"])}
     ln = nn.LayerNorm(cfg["d_model"], eps=cfg["layer_norm_eps"], dtype=case.dt)
     ln.load_state_dict({"weight": case.t("weight"), "bias": case.t("bias")})
     return {"output": ln(case.t("in.x"))}

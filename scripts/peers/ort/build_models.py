@@ -55,7 +55,7 @@ IR_VERSION = 8
 CONFIG_SUPPORT = {
     "d_model": None, "n_heads": None, "d_ff": None, "n_layers": None,
     "norm": {"pre", "post"}, "final_norm": None,
-    "activation": {"relu", "gelu", "gelu_tanh", "quick_gelu"},
+    "activation": {"relu", "gelu", "gelu_tanh", "quick_gelu", "silu"},
     "layer_norm_eps": None,
     "positional": {"none", "sinusoidal", "learned", "rope", "alibi"},
     "rope_layout": {"half", "interleaved"}, "rope_base": None, "max_len": None,
@@ -63,6 +63,10 @@ CONFIG_SUPPORT = {
     # the encoder families (docs/families.md)
     "family": None, "scale_embedding": None, "type_vocab_size": None, "embedding_norm": None,
     "embedding_norm_eps": None, "position_ids": {"index", "roberta"}, "mask_value": {"-inf", "finfo_min"},
+    # the modern blocks (docs/architecture.md): RMSNorm (Gemma's 1 + w), the
+    # gated FFN and either half as its gate, bias-free norms and linear maps
+    "norm_type": {"layernorm", "rmsnorm"}, "rmsnorm_offset": None, "ffn_type": {"mlp", "glu"},
+    "glu_gate": {"first", "second"}, "norm_bias": None, "linear_bias": None,
 }
 
 
@@ -191,15 +195,37 @@ class Graph:
 # ---- the encoder's steps as ONNX ops (docs/architecture.md) ----------------------
 
 def linear(g, x, prefix, W=None, b=None):
-    """x Wᵀ + b, W (out, in) as nn.Linear stores it."""
+    """x Wᵀ + b, W (out, in) as nn.Linear stores it; a bias-free linear map
+    (linear_bias false: the case stores no bias) is the MatMul alone."""
     W = W if W is not None else g.param(f"{prefix}weight", transpose=True)
-    b = b if b is not None else g.param(f"{prefix}bias")
-    return g.op("Add", g.op("MatMul", x, W), b)
+    if b is None and f"{prefix}bias" in g.tensors:
+        b = g.param(f"{prefix}bias")
+    y = g.op("MatMul", x, W)
+    return y if b is None else g.op("Add", y, b)
+
+
+def rms_norm(g, x, prefix, eps, offset):
+    """x / sqrt(mean(x²) + ε) · s over the last axis, s = w, or (1 + w) formed
+    first (Gemma's GemmaRMSNorm); no mean, no bias: the form HF's
+    LlamaRMSNorm / T5LayerNorm export to."""
+    ms = g.op("ReduceMean", g.op("Mul", x, x), axes=[-1], keepdims=1)
+    eps = eps * 10 if BUG == "layernorm_eps_x10" else eps
+    y = g.op("Div", x, g.op("Sqrt", g.op("Add", ms, g.const(eps))))
+    w = g.param(f"{prefix}weight")
+    return g.op("Mul", y, g.op("Add", w, g.const(1.0)) if offset else w)
+
+
+def norm(g, x, prefix, eps, cfg):
+    """The configured norm (norm_type): LayerNorm or RMSNorm."""
+    if cfg.get("norm_type", "layernorm") == "rmsnorm":
+        return rms_norm(g, x, prefix, eps, cfg.get("rmsnorm_offset", False))
+    return layer_norm(g, x, prefix, eps)
 
 
 def layer_norm(g, x, prefix, eps):
     """(x − μ) / sqrt(σ² + ε) · γ + β over the last axis, σ² biased: the
-    two-pass form torch.onnx.export writes for nn.LayerNorm."""
+    two-pass form torch.onnx.export writes for nn.LayerNorm; β absent
+    (norm_bias false) for a bias-free LayerNorm."""
     mu = g.op("ReduceMean", x, axes=[-1], keepdims=1)
     d = g.op("Sub", x, mu)
     if BUG == "unbiased_variance":   # Σ(x − μ)² / (D − 1)
@@ -209,8 +235,8 @@ def layer_norm(g, x, prefix, eps):
     else:
         var = g.op("ReduceMean", g.op("Pow", d, g.const(2.0)), axes=[-1], keepdims=1)
     eps = eps * 10 if BUG == "layernorm_eps_x10" else eps
-    y = g.op("Div", d, g.op("Sqrt", g.op("Add", var, g.const(eps))))
-    return g.op("Add", g.op("Mul", y, g.param(f"{prefix}weight")), g.param(f"{prefix}bias"))
+    y = g.op("Mul", g.op("Div", d, g.op("Sqrt", g.op("Add", var, g.const(eps)))), g.param(f"{prefix}weight"))
+    return g.op("Add", y, g.param(f"{prefix}bias")) if f"{prefix}bias" in g.tensors else y
 
 
 def activation(g, x, kind):
@@ -227,11 +253,26 @@ def activation(g, x, kind):
         return g.op("Mul", g.op("Mul", x, g.const(0.5)), t)
     if kind == "quick_gelu":  # x · σ(1.702 x), CLIP's
         return g.op("Mul", x, g.op("Sigmoid", g.op("Mul", x, g.const(1.702))))
+    if kind == "silu":        # x · σ(x), SwiGLU's gate
+        return g.op("Mul", x, g.op("Sigmoid", x))
     raise Unsupported(f"activation '{kind}'")
 
 
 def ffn(g, x, prefix, cfg):
-    return linear(g, activation(g, linear(g, x, f"{prefix}linear1."), cfg["activation"]), f"{prefix}linear2.")
+    """The MLP act(x W1ᵀ + b1) W2ᵀ + b2, or the gated FFN (ffn_type glu):
+    h = act(gate) · up with [gate | up] = x W1ᵀ + b1 split in halves, the
+    gate the first half (glu_gate first) or the second, then h W2ᵀ + b2."""
+    h = linear(g, x, f"{prefix}linear1.")
+    if cfg.get("ffn_type", "mlp") == "glu":
+        F = cfg["d_ff"]
+        axis = g.const([-1], np.int64)
+        first = g.op("Slice", h, g.const([0], np.int64), g.const([F], np.int64), axis)
+        second = g.op("Slice", h, g.const([F], np.int64), g.const([2 * F], np.int64), axis)
+        gate, up = (first, second) if cfg.get("glu_gate", "first") == "first" else (second, first)
+        h = g.op("Mul", activation(g, gate, cfg["activation"]), up)
+    else:
+        h = activation(g, h, cfg["activation"])
+    return linear(g, h, f"{prefix}linear2.")
 
 
 def positions_f32(g, L, cfg):
@@ -306,11 +347,13 @@ def attention(g, x, prefix, cfg, L, pos, pad):
     D, H = cfg["d_model"], cfg["n_heads"]
     Dh = D // H
     W = g.golden(f"{prefix}in_proj_weight").astype(np.float32)       # (3D, D): W_q, W_k, W_v
-    bias = g.golden(f"{prefix}in_proj_bias").astype(np.float32)
+    bias = (g.golden(f"{prefix}in_proj_bias").astype(np.float32) if f"{prefix}in_proj_bias" in g.tensors
+            else None)                                                # None: linear_bias false
     heads = g.const([0, 0, H, Dh], np.int64)                          # (B, L, H, Dh)
 
     def project(i, perm):  # x W_iᵀ + b_i, split into heads and transposed by perm
-        t = linear(g, x, None, g.const(W[i * D:(i + 1) * D].T), g.const(bias[i * D:(i + 1) * D]))
+        t = linear(g, x, None, g.const(W[i * D:(i + 1) * D].T),
+                   None if bias is None else g.const(bias[i * D:(i + 1) * D]))
         return g.op("Transpose", g.op("Reshape", t, heads), perm=perm)
 
     q = project(0, [0, 2, 1, 3])                                      # (B, H, L, Dh)
@@ -369,27 +412,27 @@ def run_encoder(g, cfg):
     elif cfg["positional"] == "learned":
         h = g.op("Add", h, g.op("Gather", g.param("pos_embedding.weight"), g.input("in.positions")))
     if cfg.get("embedding_norm", False):
-        h = layer_norm(g, h, "embedding_norm.", cfg.get("embedding_norm_eps", eps))
+        h = norm(g, h, "embedding_norm.", cfg.get("embedding_norm_eps", eps), cfg)
     out["embed"] = h
     for i in range(cfg["n_layers"]):
         p = f"layers.{i}."
         if cfg["norm"] == "pre":    # x + f(LN(x))
-            n1 = layer_norm(g, h, f"{p}norm1.", eps)
+            n1 = norm(g, h, f"{p}norm1.", eps, cfg)
             a, w = attention(g, n1, f"{p}self_attn.", cfg, L, pos, pad)
             h = g.op("Add", h, a)
-            n2 = layer_norm(g, h, f"{p}norm2.", eps)
+            n2 = norm(g, h, f"{p}norm2.", eps, cfg)
             f = ffn(g, n2, p, cfg)
             h = g.op("Add", h, f)
         else:                       # LN(x + f(x))
             a, w = attention(g, h, f"{p}self_attn.", cfg, L, pos, pad)
-            n1 = layer_norm(g, g.op("Add", h, a), f"{p}norm1.", eps)
+            n1 = norm(g, g.op("Add", h, a), f"{p}norm1.", eps, cfg)
             f = ffn(g, n1, p, cfg)
-            n2 = layer_norm(g, g.op("Add", n1, f), f"{p}norm2.", eps)
+            n2 = norm(g, g.op("Add", n1, f), f"{p}norm2.", eps, cfg)
             h = n2
         out.update({f"{p}norm1": n1, f"{p}self_attn.weights": w, f"{p}self_attn": a,
                     f"{p}norm2": n2, f"{p}ffn": f, f"{p}output": h})
     if cfg["final_norm"]:
-        h = layer_norm(g, h, "norm.", eps)
+        h = norm(g, h, "norm.", eps, cfg)
         out["norm"] = h
     out["output"] = h
     return out
@@ -408,7 +451,7 @@ def run_ffn(g, cfg):
 
 
 def run_layernorm(g, cfg):
-    return {"output": layer_norm(g, g.input("in.x"), "", cfg["layer_norm_eps"])}
+    return {"output": norm(g, g.input("in.x"), "", cfg["layer_norm_eps"], cfg)}
 
 
 def run_softmax(g, cfg):

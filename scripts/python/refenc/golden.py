@@ -131,7 +131,14 @@ def features_of(case):
       key_padding_mask a key padding mask with some key padded
       attn_mask        an additive float mask
       positions        positions other than 0 .. L-1
-      masked_logits    -inf among the softmax's inputs"""
+      masked_logits    -inf among the softmax's inputs
+      the modern blocks (docs/architecture.md), each absent at its default:
+        norm_type=rmsnorm   RMSNorm for every norm (encoder, layernorm)
+        rmsnorm_offset      Gemma's (1 + w) scale
+        norm_bias=false     LayerNorms without beta
+        ffn_type=glu        the gated FFN (encoder, ffn)
+        glu_gate=second     the gate is the second half of linear1
+        linear_bias=false   linear maps without bias"""
     c, comp = case.config, case.component
     f = {f"component={comp}"}
     if comp == "encoder":
@@ -150,6 +157,20 @@ def features_of(case):
             f.add("embedding_norm")
         if c.get("position_ids", "index") == "roberta":
             f.add("position_ids=roberta")
+    if comp in ("encoder", "layernorm"):
+        if c.get("norm_type", "layernorm") == "rmsnorm":
+            f.add("norm_type=rmsnorm")
+        if c.get("rmsnorm_offset", False):
+            f.add("rmsnorm_offset")
+        if not c.get("norm_bias", True):
+            f.add("norm_bias=false")
+    if comp in ("encoder", "ffn"):
+        if c.get("ffn_type", "mlp") == "glu":
+            f.add("ffn_type=glu")
+        if c.get("glu_gate", "first") == "second":
+            f.add("glu_gate=second")
+    if comp in ("encoder", "attention", "ffn") and not c.get("linear_bias", True):
+        f.add("linear_bias=false")
     if comp == "rope" or (comp in ("encoder", "attention") and c["positional"] == "rope"):
         f.add(f"rope_layout={c['rope_layout']}")
     if comp in ("encoder", "attention", "softmax") and c["temperature"] != 1.0:

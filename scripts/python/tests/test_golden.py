@@ -24,6 +24,19 @@ FEATURES = {
     "encoder_rope_large_positions": {"component=encoder", "norm=pre", "final_norm=true", "input=x",
                                      "positional=rope", "rope_layout=half", "causal=false", "activation=gelu",
                                      "positions", "temperature"},
+    # the modern blocks: each key named only away from its default
+    "rmsnorm_t5_eps1e-6": {"component=layernorm", "norm_type=rmsnorm"},
+    "ffn_swiglu_gate_first": {"component=ffn", "activation=silu", "ffn_type=glu"},
+    "encoder_pre_rmsnorm_gemma_offset": {"component=encoder", "norm=pre", "final_norm=true", "input=x",
+                                         "positional=rope", "rope_layout=half", "causal=false",
+                                         "activation=gelu_tanh", "key_padding_mask", "norm_type=rmsnorm",
+                                         "rmsnorm_offset"},
+    "encoder_post_geglu_gate_second": {"component=encoder", "norm=post", "final_norm=false", "input=x",
+                                       "positional=alibi", "causal=false", "activation=gelu",
+                                       "key_padding_mask", "ffn_type=glu", "glu_gate=second"},
+    "encoder_pre_geglu_bias_free": {"component=encoder", "norm=pre", "final_norm=true", "input=tokens",
+                                    "positional=rope", "rope_layout=half", "causal=false", "activation=gelu",
+                                    "key_padding_mask", "ffn_type=glu", "norm_bias=false", "linear_bias=false"},
 }
 
 
