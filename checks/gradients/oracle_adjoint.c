@@ -327,7 +327,7 @@ size_t ad_rope(const gc_kernels *K, gsl_rng *r, test_worst *w)
     return bad;
 }
 
-/* the four activations */
+/* the five activations */
 static void ac_fwd(const void *c_, mpfr_ptr y, mpfr_srcptr th, refenc_mp_ws *ws)
 {
     const refenc_activation *act = c_;
@@ -337,13 +337,13 @@ static void ac_fwd(const void *c_, mpfr_ptr y, mpfr_srcptr th, refenc_mp_ws *ws)
 size_t ad_activation(const gc_kernels *K, gsl_rng *r, test_worst *w)
 {
     enum { n = 8 };
-    static const refenc_activation acts[4] = {REFENC_ACT_RELU, REFENC_ACT_GELU,
-                                              REFENC_ACT_GELU_TANH, REFENC_ACT_QUICK_GELU};
-    static const char *const names[4] = {"relu dx", "gelu dx", "gelu_tanh dx", "quick_gelu dx"};
+    static const refenc_activation acts[5] = {REFENC_ACT_RELU, REFENC_ACT_GELU, REFENC_ACT_GELU_TANH,
+                                              REFENC_ACT_QUICK_GELU, REFENC_ACT_SILU};
+    static const char *const names[5] = {"relu dx", "gelu dx", "gelu_tanh dx", "quick_gelu dx", "silu dx"};
     double x[n], dY[n], v[n], dx[n];
     fill(x, n, r), fill(dY, n, r), fill(v, n, r);
     size_t bad = 0;
-    for (int a = 0; a < 4; a++) {
+    for (int a = 0; a < 5; a++) {
         if (K == NULL)
             cr_assert_eq(refenc_mp_activation_backward(dx, dY, x, n, acts[a], PREC, NULL), 0);
         else

@@ -426,18 +426,28 @@ static double quick_gelu_d_err(double x)
     return s * rs + fabs(T) * (rs + rsc + gm(4)) + U * fabs(s + T);
 }
 
+/* SiLU: s = sigma(x) with an exact argument (ea = 0); T = x (s sc), two
+ * products: |T| (rs + rsc + gamma_2); e_d = s rs + e_T + u |s + T|. */
+static double silu_d_err(double x)
+{
+    double s, sc, rs, rsc;
+    sigmoid_rel(x, 0.0, &s, &sc, &rs, &rsc);
+    const double T = x * s * sc;
+    return s * rs + fabs(T) * (rs + rsc + gm(2)) + U * fabs(s + T);
+}
+
 size_t go_activation_gelu(const gc_kernels *K, gsl_rng *r, test_worst *w)
 {
     enum { n = 16 };
-    static const refenc_activation acts[3] = {REFENC_ACT_GELU, REFENC_ACT_GELU_TANH,
-                                              REFENC_ACT_QUICK_GELU};
-    static const char *const names[3] = {"gelu dx", "gelu_tanh dx", "quick_gelu dx"};
-    double (*const err[3])(double) = {gelu_d_err, gelu_tanh_d_err, quick_gelu_d_err};
+    static const refenc_activation acts[4] = {REFENC_ACT_GELU, REFENC_ACT_GELU_TANH,
+                                              REFENC_ACT_QUICK_GELU, REFENC_ACT_SILU};
+    static const char *const names[4] = {"gelu dx", "gelu_tanh dx", "quick_gelu dx", "silu dx"};
+    double (*const err[4])(double) = {gelu_d_err, gelu_tanh_d_err, quick_gelu_d_err, silu_d_err};
     double x[n], dy[n], dx[n], odx[n];
     fill(x, n, 2, r), fill(dy, n, 1, r);
     x[0] = 0.0, x[1] = -0.7517915241, x[2] = 5.5, x[3] = -5.5; /* GELU' near its zero; tails */
     size_t bad = 0;
-    for (int a = 0; a < 3; a++) {
+    for (int a = 0; a < 4; a++) {
         K->activation(dx, dy, x, n, acts[a]);
         cr_assert_eq(refenc_mp_activation_backward(odx, dy, x, n, acts[a], PREC, NULL), 0);
         for (size_t i = 0; i < n; i++) {

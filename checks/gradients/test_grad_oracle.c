@@ -9,6 +9,7 @@
 #include <criterion/logging.h>
 
 #include "oracle_compare.h"
+#include "../../ref/oracle/layer_backward.h"
 
 static void holds(gc_property run, unsigned long stream)
 {
@@ -29,7 +30,7 @@ Test(grad_oracle, softmax_with_masks_within_the_derived_bound) { holds(go_softma
 Test(grad_oracle, attention_every_mask_kind_within_the_derived_bound) { holds(go_attention, 2604); }
 Test(grad_oracle, rope_both_layouts_within_the_derived_bound) { holds(go_rope, 2605); }
 Test(grad_oracle, relu_agrees_bit_for_bit) { holds(go_activation_relu, 2606); }
-Test(grad_oracle, gelu_gelu_tanh_quick_gelu_within_the_derived_bound) { holds(go_activation_gelu, 2608); }
+Test(grad_oracle, gelu_gelu_tanh_quick_gelu_silu_within_the_derived_bound) { holds(go_activation_gelu, 2608); }
 Test(grad_oracle, embedding_scatter_add_within_the_derived_bound) { holds(go_embedding, 2607); }
 Test(grad_oracle, lookup_token_types_learned_pe_within_the_derived_bound) { holds(go_scatter_unscaled, 2609); }
 
@@ -197,4 +198,37 @@ Test(grad_oracle, encoder_twin_refuses_mismatched_gradients_and_bad_input)
     cr_assert_eq(refenc_mp_encoder_backward(&p, NULL, NULL, &p, &a, &in, dY, 192, &rep), REFENC_EINVAL);
     cr_assert(rep.error.message[0] != '\0');
     refenc_params_free(&g), refenc_params_free(&p);
+}
+
+/* Blocks without an MPFR backward yet (RMSNorm, the gated FFN, bias-free
+ * norms and linears) are refused by name, never computed as LayerNorm/MLP;
+ * control: the same config with the defaults gets past this check. */
+Test(grad_oracle, encoder_twin_refuses_blocks_it_cannot_differentiate)
+{
+    refenc_config a;
+    refenc_config_default(&a);
+    a.d_model = 4, a.n_heads = 2, a.d_ff = 4, a.n_layers = 1, a.vocab_size = 0;
+    refenc_params p;
+    cr_assert_eq(refenc_params_alloc(&p, &a, NULL), 0);
+    double x[8] = {0}, dY[8] = {0};
+    refenc_input in = {.B = 1, .L = 2, .x = x};
+    refenc_mp_report rep;
+    const char *keys[4] = {"norm_type", "ffn_type", "norm_bias", "linear_bias"};
+    for (int i = 0; i < 4; i++) {
+        refenc_config c = a;
+        if (i == 0)
+            c.norm_type = REFENC_NORMTYPE_RMSNORM, c.norm_bias = 0;
+        else if (i == 1)
+            c.ffn_type = REFENC_FFN_GLU;
+        else if (i == 2)
+            c.norm_bias = 0;
+        else
+            c.linear_bias = 0;
+        cr_assert_eq(refenc_mpb_blocks_supported(&c, &rep.error), REFENC_EINVAL);
+        cr_expect(strstr(rep.error.message, keys[i]) != NULL, "%s", rep.error.message);
+        cr_expect_eq(refenc_mp_encoder_backward(&p, NULL, NULL, &p, &c, &in, dY, 192, &rep), REFENC_EINVAL);
+        cr_expect(strstr(rep.error.message, keys[i]) != NULL, "%s", rep.error.message);
+    }
+    cr_expect_eq(refenc_mpb_blocks_supported(&a, &rep.error), REFENC_OK);
+    refenc_params_free(&p);
 }

@@ -3,6 +3,7 @@
  *   GELU        Phi(x) + x phi(x),  phi(x) = exp(-x^2/2)/sqrt(2 pi)
  *   GELU-tanh   s + 2 x s (1 - s) sqrt(2/pi) (1 + 3 * 0.044715 x^2),  s = sigma(2z)
  *   quick GELU  s + 1.702 x s (1 - s),  s = sigma(1.702 x)
+ *   SiLU        s + x s (1 - s),  s = sigma(x)
  * (1 - s is computed as sigma(-t), without cancellation.)  NaN for a NaN
  * x except ReLU (1: PyTorch passes dy).  Backward: dx[i] = dy[i] act'(x[i]).
  * Phi(x) = erfc(-x/sqrt 2)/2 (mpfr_erfc), sqrt(2/pi) from mpfr_const_pi, the
@@ -75,6 +76,14 @@ static void quick_gelu_d(mpfr_ptr d, mpfr_srcptr x, mpfr_ptr *t)
     mpfr_add(d, t[2], t[1], MPFR_RNDN);
 }
 
+static void silu_d(mpfr_ptr d, mpfr_srcptr x, mpfr_ptr *t)
+{
+    sigmoid_pair(t[2], t[3], x);                  /* s, 1 - s */
+    mpfr_mul(t[1], x, t[2], MPFR_RNDN);
+    mpfr_mul(t[1], t[1], t[3], MPFR_RNDN);        /* x s (1 - s) */
+    mpfr_add(d, t[2], t[1], MPFR_RNDN);
+}
+
 void refenc_mpk_activation_derivative(mpfr_ptr d, mpfr_srcptr x, size_t n, refenc_activation act,
                                       refenc_mp_ws *ws)
 {
@@ -90,6 +99,8 @@ void refenc_mpk_activation_derivative(mpfr_ptr d, mpfr_srcptr x, size_t n, refen
             gelu_d(d + i, x + i, t);
         else if (act == REFENC_ACT_GELU_TANH)
             gelu_tanh_d(d + i, x + i, t);
+        else if (act == REFENC_ACT_SILU)
+            silu_d(d + i, x + i, t);
         else
             quick_gelu_d(d + i, x + i, t);
     }

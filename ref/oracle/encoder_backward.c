@@ -304,6 +304,8 @@ int refenc_mp_encoder_backward(refenc_params *grad, double *dx, double *y, const
 {
     refenc_error local, *err = rep ? &rep->error : &local;
     int st = refenc_input_validate(in, cfg, err);
+    if (st == REFENC_OK)
+        st = refenc_mpb_blocks_supported(cfg, err);
     if (st != REFENC_OK)
         return st;
     if (!same_layout(grad, p) || p->n_layers != cfg->n_layers || cfg->n_layers == 0)

@@ -292,6 +292,20 @@ static int layb_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, re
     return st;
 }
 
+int refenc_mpb_blocks_supported(const refenc_config *cfg, refenc_error *err)
+{
+    const char *key = cfg->norm_type != REFENC_NORMTYPE_LAYERNORM ? "norm_type"
+                      : cfg->ffn_type != REFENC_FFN_MLP            ? "ffn_type"
+                      : !cfg->norm_bias                            ? "norm_bias"
+                      : !cfg->linear_bias                          ? "linear_bias"
+                                                                   : NULL;
+    if (key == NULL)
+        return REFENC_OK;
+    return refenc_error_set(err, REFENC_EINVAL,
+                            "oracle backward: config key %s: only LayerNorm with its bias, the plain MLP and "
+                            "linears with biases have an MPFR backward yet", key);
+}
+
 int refenc_mp_layer_backward(double *dx, const refenc_layer_params *dlp, double *y,
                              const double *dy, const double *x, const refenc_layer_params *lp,
                              const refenc_config *cfg, const refenc_attn_options *opt,
@@ -299,6 +313,10 @@ int refenc_mp_layer_backward(double *dx, const refenc_layer_params *dlp, double 
                              mpfr_prec_t prec, refenc_mp_report *rep)
 {
     size_t n[12], total = 0;
+    refenc_error local;
+    const int ok = refenc_mpb_blocks_supported(cfg, rep ? &rep->error : &local);
+    if (ok != REFENC_OK)
+        return ok;
     tensor_sizes(n, cfg->d_model, cfg->d_ff);
     for (int i = 0; i < 12; i++)
         total += n[i];
