@@ -143,6 +143,15 @@ Test(certificate_run, what_a_run_does_not_rule_out)
     cr_expect_eq(t.stored[2], 0);
     cr_expect_eq(t.run_dtype, 3, "BF16");
     cr_expect_eq(refenc_certificate_not_ruled_out(&t), 1UL << FIRST | 1UL << LAST);
+    json_t *s0 = json_object();
+    refenc_certificate_summary_add(s0, &t);
+    const json_t *nro0 = json_object_get(s0, "not_ruled_out");
+    cr_assert_eq(json_array_size(nro0), 2, "the first variant of the table and the last");
+    cr_expect_str_eq(json_string_value(json_object_get(json_array_get(nro0, 0), "variant")),
+                     refenc_variant_get(FIRST)->name);
+    cr_expect_eq(json_number_value(json_object_get(json_array_get(nro0, 0), "largest_effect")), 0.25);
+    cr_expect_eq(json_integer_value(json_object_get(json_array_get(nro0, 0), "cases")), 2);
+    json_decref(s0);
     /* one case telling FIRST apart rules it out for the run */
     rep = report(REFENC_VERDICT_PASS, F64, 1);
     rep.variants_stored = 1;
