@@ -513,6 +513,8 @@ Test(certify_cli, quiet_prints_failures_collapses_missing_cases_and_ends_with_a_
 
 /* results/NAME.safetensors rewritten: every tensor as F32 with the same
  * values, the one named `from` (if any) renamed `to`. */
+static int perturb_first; /* rewrite_results: element 0 of every tensor made no bfloat16 */
+
 static void rewrite_results(const char *name, const char *from, const char *to)
 {
     char path[2 * RB_PATH_MAX];
@@ -531,6 +533,8 @@ static void rewrite_results(const char *name, const char *from, const char *to)
         cr_assert_eq(refenc_st_to_f64(d, &f, x, &err), REFENC_OK);
         for (size_t i = 0; i < x->numel; i++)
             data[t][i] = (float)d[i];
+        if (perturb_first && x->numel > 0)
+            data[t][0] = (float)(d[0] * (1 + 0x1p-20)); /* 20 bits: no bfloat16 nor float16 */
         free(d);
         e[t] = (refenc_st_entry){strdup(from && strcmp(x->name, from) == 0 ? to : x->name), REFENC_ST_F32, x->ndim,
                                  {0}, data[t]};
@@ -567,6 +571,15 @@ Test(certify_cli, f32_results_that_are_all_bfloat16_get_a_hint)
     rewrite_results("layernorm_d4", NULL, NULL);
     r = certify((const char *[]){"--case", "layernorm_d4", NULL});
     cr_expect(strstr(r.out, "exactly a float16: it looks like F16 data declared as F32") != NULL, "%s", r.out);
+    rb_result_free(&r);
+    /* every value but the first a bfloat16: no hint */
+    make_results("layernorm_d4", "bf16", NULL);
+    perturb_first = 1;
+    rewrite_results("layernorm_d4", NULL, NULL);
+    perturb_first = 0;
+    r = certify((const char *[]){"--case", "layernorm_d4", NULL});
+    cr_expect_eq(r.status, 1, "%s%s", r.out, r.err);
+    cr_expect(strstr(r.out, "hint:") == NULL, "%s", r.out);
     rb_result_free(&r);
     const char *bugs[] = {NULL, "unbiased_variance"};
     for (int k = 0; k < 2; k++) {
