@@ -3,6 +3,7 @@
 # stands: on the reference's results for every golden case it must exit 0
 # and write junit.xml, certificate.json and report.html; with one case's
 # results broken it must exit 1, with that case failing in the JUnit file
+# (a message with the verdict, the worst element and the diagnosis)
 # and the certificate, and still write the report.
 #
 # usage: scripts/check-ci-recipe.sh REFENC_CLI OUT_DIR
@@ -40,6 +41,13 @@ PY
 [ "$(run fail)" = 1 ] || { echo "check-ci-recipe: a broken case did not exit 1" >&2; exit 1; }
 grep -q 'ffn_gelu' "$out/fail/junit.xml" && grep -q '<failure' "$out/fail/junit.xml" ||
     { echo "check-ci-recipe: the JUnit file does not show ffn_gelu failing" >&2; exit 1; }
+# the JUnit file parses, and the failure says why: the verdict, where, the diagnosis
+/usr/bin/python3 -c "
+import sys, xml.etree.ElementTree as E
+f = [t.find('failure') for t in E.parse('$out/fail/junit.xml').iter('testcase') if t.get('classname') == 'ffn_gelu']
+m = f[0].get('message') if f and f[0] is not None else ''
+sys.exit(0 if m.startswith('FAIL: out.output[') and 'got ' in m and 'diagnosis: ' in m
+         else 'check-ci-recipe: the JUnit failure does not explain itself: %r' % m)"
 /usr/bin/python3 -c "
 import json, sys
 c = json.load(open('$out/fail/certificate.json'))

@@ -22,10 +22,10 @@ Areas (every area that decides a verdict or a golden), each with the test
 suites that speak for it:
 
   certify  ref/tool/certify.c, ref/tool/budget.c (the low-precision and float32
-           budgets), ref/tool/verdict.c (the verdict rules); not yet
+           budgets), ref/tool/verdict.c (the verdict rules),
            ref/tool/certificate.c (the certificate, the run's most likely
-           bug): a first sample left 10 of 21 mutants alive, which want
-           tests before it gates (docs/hardening.md)
+           bug, what a run does not rule out; the certificate suite tests
+           its tallies directly)
   readers  ref/io/safetensors.c (reading), ref/io/case_file.c,
            ref/io/manifest.c, ref/io/file_read.c
   kernels  ref/*.c (the double-precision reference)
@@ -78,9 +78,9 @@ READER_FUNCS = None  # safetensors.c: only the reading half is the readers' area
 
 AREAS = {
     "certify": {
-        "files": ["ref/tool/certify.c", "ref/tool/budget.c", "ref/tool/verdict.c"],
+        "files": ["ref/tool/certify.c", "ref/tool/budget.c", "ref/tool/verdict.c", "ref/tool/certificate.c"],
         "filter": "@(certify|certify_lowprec|certify_cli|out_of_memory|figures|certificate|api_edges|bad_results|nonfinite|cli_usage|golden_trust|"
-                  "bad_golden|variants|case_outputs|verdict_rules|report)/*",
+                  "bad_golden|variants|case_outputs|verdict_rules|report|certificate_run|file_safety)/*",
         "budget": 120,
     },
     "readers": {

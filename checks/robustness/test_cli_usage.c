@@ -133,7 +133,7 @@ Test(cli_usage, certify_reports_divergence_dont_care_and_quiet)
         "    out.layers.0.self_attn.weights PASS           F64  abs ",
         "; 56 don't-care)",
         /* 2 encoders of the fixture have no results; alibi_12 and the 2 attention cases neither */
-        "    no results file ",
+        "FAIL  5 cases without a results file in ",
         "summary: 7 cases, 1 passed, 6 failed: FAIL",
     };
     for (size_t i = 0; i < sizeof out_frags / sizeof out_frags[0]; i++)

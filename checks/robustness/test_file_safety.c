@@ -343,7 +343,7 @@ Test(file_safety, a_results_or_golden_directory_that_cannot_be_used_is_an_error)
     cr_assert_eq(unlink(s.rfile), 0);
     r = certify_dirs(s.dir, s.results, NULL);
     cr_expect_eq(r.status, 1, "exit %d: %s", r.status, r.err);
-    cr_expect(strstr(r.out, "    no results file ") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, " without a results file in ") != NULL, "%s", r.out);
     rb_result_free(&r);
     rb_tmpdir_remove(s.dir);
 }

@@ -1,7 +1,6 @@
 /* refenc certify: compare an implementation's results files with the golden
  * cases and report, per case and output, whether they pass, by how much they
  * differ, and where a failing implementation first diverges. */
-#include <fnmatch.h>
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
@@ -22,6 +21,7 @@
 #include "../tool/variants.h"
 #include "certify_report.h"
 #include "cli.h"
+#include "selection.h"
 
 static const char certify_usage[] =
     "usage: refenc certify --golden DIR --results DIR [--case GLOB[,GLOB...]]...\n"
@@ -45,10 +45,11 @@ static const char certify_usage[] =
     "  --skip-missing      a case without a results file is SKIP, not FAIL (at least\n"
     "                      one case must have one)\n"
     "  --json FILE         also write the whole report as a JSON certificate\n"
-    "  --junit FILE        also write JUnit XML: one testcase per case and output\n"
+    "  --junit FILE        also write JUnit XML: one testcase per case and output,\n"
+    "                      each failure with its verdict, worst element and diagnosis\n"
     "  --rtol X --atol Y   use this tolerance for every output, instead of the\n"
     "                      policy and budgets (docs/certify.md); give both\n"
-    "  --quiet             print only failing outputs and the summary\n"
+    "  --quiet             print only the failing cases and the summaries\n"
     "  --list-bugs         print the known bug variants the diagnosis recognises\n"
     "                      (name, symptom, cause, fix) and exit\n"
     "  -h, --help          this help\n"
@@ -64,42 +65,12 @@ static const char certify_usage[] =
     "exit codes: 0 every case passed (or XFAIL/XPASS/SKIP), 1 some case failed,\n"
     "            2 usage or format error\n";
 
-#define MAX_CASE_PATTERNS 64
-
 typedef struct {
     const char *golden_dir, *results_dir, *json_path, *junit_path;
-    char *patterns[MAX_CASE_PATTERNS]; /* --case, split at commas (owned) */
-    size_t n_patterns;
-    size_t matched[MAX_CASE_PATTERNS];  /* cases each pattern matched      */
-    int have_rtol, have_atol, quiet, skip_missing;
-    const char *outputs_glob;
+    cli_selection sel; /* --case, --outputs, --skip-missing (selection.h) */
+    int have_rtol, have_atol, quiet;
     refenc_certify_options opt;
 } certify_args;
-
-static void args_free(certify_args *a)
-{
-    for (size_t i = 0; i < a->n_patterns; i++)
-        free(a->patterns[i]);
-    a->n_patterns = 0;
-}
-
-/* --case GLOB[,GLOB...]: every non-empty pattern of the list. */
-static int add_patterns(certify_args *a, const char *list)
-{
-    const char *p = list;
-    while (1) {
-        const size_t n = strcspn(p, ",");
-        if (n == 0)
-            return cli_error("certify", "--case: empty pattern in '%s'", list);
-        if (a->n_patterns == MAX_CASE_PATTERNS)
-            return cli_error("certify", "--case: more than %d patterns", MAX_CASE_PATTERNS);
-        if ((a->patterns[a->n_patterns++] = strndup(p, n)) == NULL)
-            return cli_error("certify", "out of memory");
-        if (p[n] == '\0')
-            return REFENC_EXIT_OK;
-        p += n + 1;
-    }
-}
 
 static int list_bugs(void)
 {
@@ -113,8 +84,7 @@ static int list_bugs(void)
 
 static int takes_value(const char *s)
 {
-    static const char *const names[] = {"--golden", "--results", "--case", "--outputs", "--json", "--junit",
-                                        "--rtol", "--atol"};
+    static const char *const names[] = {"--golden", "--results", "--json", "--junit", "--rtol", "--atol"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(s, names[i]) == 0)
             return 1;
@@ -128,10 +98,6 @@ static int value_option(certify_args *a, const char *s, const char *v)
         a->golden_dir = v;
     else if (strcmp(s, "--results") == 0)
         a->results_dir = v;
-    else if (strcmp(s, "--case") == 0)
-        return add_patterns(a, v);
-    else if (strcmp(s, "--outputs") == 0)
-        a->outputs_glob = v;
     else if (strcmp(s, "--json") == 0)
         a->json_path = v;
     else if (strcmp(s, "--junit") == 0)
@@ -154,15 +120,20 @@ static int parse_args(certify_args *a, int argc, char **argv, int *done)
             *done = 1;
             return s[2] == 'l' ? list_bugs() : (fputs(certify_usage, stdout), REFENC_EXIT_OK);
         }
-        if (strcmp(s, "--quiet") == 0 || strcmp(s, "--skip-missing") == 0) {
-            *(s[2] == 'q' ? &a->quiet : &a->skip_missing) = 1;
+        int sel_value;
+        if (strcmp(s, "--quiet") == 0) {
+            a->quiet = 1;
             continue;
         }
-        if (!takes_value(s))
+        if (cli_selection_is_option(s, &sel_value) && !sel_value) {
+            cli_selection_option(&a->sel, "certify", s, NULL);
+            continue;
+        }
+        if (!sel_value && !takes_value(s))
             return cli_error("certify", "unknown option '%s' (see 'refenc certify --help')", s);
         if (v == NULL)
             return cli_error("certify", "%s needs a value (see 'refenc certify --help')", s);
-        const int rc = value_option(a, s, v);
+        const int rc = sel_value ? cli_selection_option(&a->sel, "certify", s, v) : value_option(a, s, v);
         if (rc != REFENC_EXIT_OK)
             return rc;
         i++;
@@ -203,87 +174,90 @@ static int open_golden_set(refenc_manifest *m, const certify_args *a)
     return cli_error("certify", "%s", err.message);
 }
 
-/* Whether a case is selected; counts the patterns that match it. */
-static int selected(certify_args *a, const char *name)
-{
-    int any = a->n_patterns == 0;
-    for (size_t i = 0; i < a->n_patterns; i++)
-        if (fnmatch(a->patterns[i], name, 0) == 0) {
-            a->matched[i]++;
-            any = 1;
-        }
-    return any;
-}
-
-/* Whether any output of the case is checked (with --outputs, some may not be). */
-static int any_checked(const refenc_case_report *rep)
-{
-    for (size_t i = 0; i < rep->n_outputs; i++)
-        if (rep->outputs[i].status != REFENC_OUT_NOT_CHECKED)
-            return 1;
-    return 0;
-}
-
-/* Certifies one case into rep: its results file, or its absence (SKIP with
- * --skip-missing); SKIP too when --outputs leaves nothing to check. */
-static int certify_case_file(const certify_args *a, const refenc_manifest_case *c, refenc_case_report *rep,
-                             refenc_error *err)
-{
-    refenc_st_file golden, results;
-    int missing;
-    const int st = refenc_certify_dir_case_outputs(rep, &golden, &results, a->golden_dir, c, a->results_dir,
-                                                   &a->opt, a->outputs_glob, &missing, err);
-    if (st == REFENC_OK && missing && a->skip_missing)
-        rep->verdict = REFENC_VERDICT_SKIP;
-    if (st == REFENC_OK && !any_checked(rep)) {
-        rep->verdict = REFENC_VERDICT_SKIP;
-        snprintf(rep->note, sizeof rep->note, "no output matches --outputs '%.200s'", a->outputs_glob);
-    }
-    refenc_st_free(&golden);
-    refenc_st_free(&results);
-    return st;
-}
-
 /* The checks that need the whole run: every pattern matched some case, some
  * case was certified. */
 static int check_selection(const certify_args *a, const refenc_certificate_tally *t)
 {
-    for (size_t i = 0; i < a->n_patterns; i++)
-        if (a->matched[i] == 0)
-            return cli_error("certify", "no golden case matches '%s'", a->patterns[i]);
+    const char *unmatched = cli_selection_unmatched(&a->sel);
+    if (unmatched != NULL)
+        return cli_error("certify", "no golden case matches '%s'", unmatched);
     if (t->cases == 0)
         return cli_error("certify", "no golden case matches '*'");
     if (t->skipped == t->cases)
         return cli_error("certify", "no case was certified: %s",
-                         a->outputs_glob ? "no results file, or no output matches --outputs"
+                         a->sel.outputs_glob ? "no results file, or no output matches --outputs"
                                              : "no results file for any selected case");
     return REFENC_EXIT_OK;
 }
 
-/* Runs every selected case of the manifest; appends each to report. */
+/* The text report's groups (certify_report.h): cases without a results
+ * file, failing or skipped, and cases --outputs leaves nothing to check. */
+typedef struct {
+    certify_group missing, missing_skipped, nothing_selected;
+} case_groups;
+
+/* Prints a certified case, or adds it to its group: with --quiet only the
+ * failing cases are printed (docs/cli.md). */
+static void report_case(const certify_args *a, const refenc_case_report *rep, case_groups *g)
+{
+    if (rep->results_missing && rep->verdict == REFENC_VERDICT_SKIP)
+        certify_group_add(&g->missing_skipped, rep->name);
+    else if (rep->results_missing)
+        certify_group_add(&g->missing, rep->name);
+    else if (rep->verdict == REFENC_VERDICT_SKIP)
+        certify_group_add(&g->nothing_selected, rep->name);
+    else if (!a->quiet || rep->verdict == REFENC_VERDICT_FAIL)
+        certify_print_case(stdout, rep, a->quiet);
+}
+
+static void print_groups(const certify_args *a, const case_groups *g)
+{
+    char why[600];
+    snprintf(why, sizeof why, "without a results file in %.400s%s", a->results_dir,
+             " (--skip-missing makes them SKIP)");
+    certify_print_group(stdout, &g->missing, "FAIL", why);
+    snprintf(why, sizeof why, "without a results file in %.400s", a->results_dir);
+    certify_print_group(stdout, &g->missing_skipped, "SKIP", why);
+    snprintf(why, sizeof why, "where no output matches --outputs '%.400s'",
+             a->sel.outputs_glob ? a->sel.outputs_glob : "");
+    certify_print_group(stdout, &g->nothing_selected, "SKIP", why);
+}
+
+/* Runs every selected case of the manifest; appends each to report.  A
+ * case that cannot be read is ERROR, in the text report as on stderr. */
 static int run_cases(certify_args *a, const refenc_manifest *manifest, json_t *report, refenc_certificate_tally *t)
 {
     int rc = REFENC_EXIT_OK;
+    case_groups g;
+    memset(&g, 0, sizeof g);
     for (size_t idx = 0; idx < manifest->n_cases; idx++) {
         const char *name = manifest->cases[idx].name;
         refenc_error err;
         refenc_error_clear(&err);
-        if (!selected(a, name))
+        if (!cli_selection_selected(&a->sel, name))
             continue;
         refenc_case_report rep;
-        memset(&rep, 0, sizeof rep);
-        if (certify_case_file(a, &manifest->cases[idx], &rep, &err) != REFENC_OK) {
+        refenc_st_file golden, results;
+        const int st = refenc_certify_dir_case_selected(&rep, &golden, &results, a->golden_dir,
+                                                        &manifest->cases[idx], a->results_dir, &a->opt,
+                                                        a->sel.outputs_glob, a->sel.skip_missing, &err);
+        refenc_st_free(&golden);
+        refenc_st_free(&results);
+        if (st != REFENC_OK) {
             rc = cli_error("certify", "%s", err.message);
+            printf("%-52s ERROR\n    %s\n", name, err.message);
             refenc_certificate_tally_error(t);
             json_array_append_new(report, json_pack("{s:s, s:s, s:o}", "case", name, "verdict", "ERROR", "note",
                                                     refenc_certificate_text(err.message)));
         } else {
-            certify_print_case(stdout, &rep, a->quiet);
+            report_case(a, &rep, &g);
             refenc_certificate_tally_add(t, &rep);
             json_array_append_new(report, refenc_certificate_case(&rep));
         }
         refenc_case_report_free(&rep);
     }
+    print_groups(a, &g);
+    certify_print_short_summary(stdout, report);
     return rc;
 }
 
@@ -304,9 +278,9 @@ static int write_outputs(const certify_args *a, const refenc_manifest *manifest,
             return cli_error("certify", "%s: out of memory building the JSON certificate", a->json_path);
         }
         refenc_certificate_summary_add(json_object_get(doc, "summary"), t);
-        if (json_object_set_new(doc, "selection", refenc_certificate_selection((const char *const *)a->patterns,
-                                                                               a->n_patterns, a->outputs_glob,
-                                                                               a->skip_missing)) != 0)
+        if (json_object_set_new(doc, "selection",
+                                refenc_certificate_selection((const char *const *)a->sel.patterns, a->sel.n_patterns,
+                                                             a->sel.outputs_glob, a->sel.skip_missing)) != 0)
             rc = cli_error("certify", "%s: out of memory building the JSON certificate", a->json_path);
         else if (certify_write_json(a->json_path, doc, &err) != REFENC_OK)
             rc = cli_error("certify", "%s", err.message);
@@ -322,7 +296,7 @@ int cmd_certify(int argc, char **argv)
     int done = 0, rc = parse_args(&a, argc, argv, &done);
     refenc_manifest manifest;
     if (done || rc != REFENC_EXIT_OK || (rc = open_golden_set(&manifest, &a)) != REFENC_EXIT_OK) {
-        args_free(&a);
+        cli_selection_free(&a.sel);
         return rc;
     }
     printf("refenc certify: golden %s, results %s\n", a.golden_dir, a.results_dir);
@@ -340,6 +314,6 @@ int cmd_certify(int argc, char **argv)
     const int wrc = write_outputs(&a, &manifest, report, &t, verdict);
     json_decref(report);
     refenc_manifest_free(&manifest);
-    args_free(&a);
+    cli_selection_free(&a.sel);
     return wrc != REFENC_EXIT_OK ? wrc : rc;
 }

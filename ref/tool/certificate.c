@@ -95,12 +95,51 @@ int refenc_certify_dir_case_outputs(refenc_case_report *rep, refenc_st_file *gol
             snprintf(note, sizeof note, "no results file %.230s", rpath);
             *missing = 1;
             st = refenc_certify_missing_outputs(rep, golden, note, outputs_glob, err);
+            rep->results_missing = 1;
         } else {
             st = refenc_error_set(err, REFENC_EIO, "%s: cannot read: %s", rpath, strerror(errno));
         }
     }
     free(gpath);
     free(rpath);
+    return st;
+}
+
+int refenc_certify_selected(const char *const *patterns, size_t n_patterns, size_t *matched, const char *name)
+{
+    int any = n_patterns == 0;
+    for (size_t i = 0; i < n_patterns; i++)
+        if (fnmatch(patterns[i], name, 0) == 0) {
+            if (matched != NULL)
+                matched[i]++;
+            any = 1;
+        }
+    return any;
+}
+
+/* Whether any output of the case is checked (with --outputs, some may not be). */
+static int any_checked(const refenc_case_report *rep)
+{
+    for (size_t i = 0; i < rep->n_outputs; i++)
+        if (rep->outputs[i].status != REFENC_OUT_NOT_CHECKED)
+            return 1;
+    return 0;
+}
+
+int refenc_certify_dir_case_selected(refenc_case_report *rep, refenc_st_file *golden, refenc_st_file *results,
+                                     const char *golden_dir, const refenc_manifest_case *c, const char *results_dir,
+                                     const refenc_certify_options *opt, const char *outputs_glob, int skip_missing,
+                                     refenc_error *err)
+{
+    int missing;
+    const int st = refenc_certify_dir_case_outputs(rep, golden, results, golden_dir, c, results_dir, opt,
+                                                   outputs_glob, &missing, err);
+    if (st == REFENC_OK && missing && skip_missing)
+        rep->verdict = REFENC_VERDICT_SKIP;
+    if (st == REFENC_OK && !any_checked(rep)) {
+        rep->verdict = REFENC_VERDICT_SKIP;
+        snprintf(rep->note, sizeof rep->note, "no output matches --outputs '%.200s'", outputs_glob);
+    }
     return st;
 }
 
@@ -210,6 +249,30 @@ static json_t *diagnosis_json(const refenc_case_report *rep)
                      (json_int_t)rep->variants_checked, "candidates", candidates_json(rep));
 }
 
+/* The variants no verdict on this case rules out: [{"variant", "effect"}]. */
+static json_t *not_ruled_out_json(const refenc_case_report *rep)
+{
+    json_t *a = json_array();
+    for (int k = 0; a != NULL && k < REFENC_VAR_COUNT; k++)
+        if (rep->not_ruled_out & (1UL << k))
+            json_array_append_new(a, json_pack("{s:s, s:o}", "variant", refenc_variant_get((refenc_variant)k)->name,
+                                               "effect", refenc_certificate_number(rep->effect[k])));
+    return a;
+}
+
+/* The case's variants, matched or not: how many it stores, the closest
+ * (null when none was compared), those not ruled out. */
+static void variants_json(json_t *c, const refenc_case_report *rep)
+{
+    json_object_set_new(c, "variants_stored", json_integer((json_int_t)rep->variants_stored));
+    json_object_set_new(c, "closest_variant",
+                        rep->closest[0] ? json_pack("{s:s, s:o, s:b}", "variant", rep->closest, "distance",
+                                                    refenc_certificate_number(rep->closest_distance), "named",
+                                                    strcmp(rep->closest, rep->diagnosis) == 0)
+                                        : json_null());
+    json_object_set_new(c, "not_ruled_out", not_ruled_out_json(rep));
+}
+
 json_t *refenc_certificate_case(const refenc_case_report *rep)
 {
     json_t *outs = json_array();
@@ -228,6 +291,11 @@ json_t *refenc_certificate_case(const refenc_case_report *rep)
         json_object_set_new(c, "hazard", refenc_certificate_text(rep->hazard));
     if (rep->verdict == REFENC_VERDICT_FAIL || rep->verdict == REFENC_VERDICT_XFAIL)
         json_object_set_new(c, "diagnosis", diagnosis_json(rep));
+    variants_json(c, rep);
+    if (rep->results_missing)
+        json_object_set_new(c, "results_missing", json_true());
+    if (rep->hint[0])
+        json_object_set_new(c, "hint", refenc_certificate_text(rep->hint));
     return c;
 }
 
@@ -253,6 +321,10 @@ static void tally_failing(refenc_certificate_tally *t, const refenc_case_report 
     refenc_variant v;
     size_t matched = 0;
     t->failed++;
+    if (rep->results_missing) {
+        t->missing++;
+        return; /* nothing to diagnose */
+    }
     if (rep->diagnosis[0] && refenc_variant_parse(&v, rep->diagnosis))
         t->diagnosed[v]++;
     else
@@ -270,9 +342,31 @@ static void tally_failing(refenc_certificate_tally *t, const refenc_case_report 
     }
 }
 
+/* The variants the case stores: each told apart from the golden or not. */
+static void tally_variants(refenc_certificate_tally *t, const refenc_case_report *rep)
+{
+    t->with_variants += rep->variants_stored > 0;
+    for (size_t i = 0; i < rep->n_outputs; i++) {
+        const refenc_output_report *r = &rep->outputs[i];
+        if ((r->status == REFENC_OUT_PASS || r->status == REFENC_OUT_FAIL) && format_index(r->dtype) > t->run_dtype)
+            t->run_dtype = format_index(r->dtype);
+    }
+    for (int v = 0; v < REFENC_VAR_COUNT; v++) {
+        if (!(rep->effect[v] >= 0))
+            continue; /* not stored, or nothing compared */
+        t->stored[v]++;
+        if (rep->not_ruled_out & (1UL << v))
+            t->largest_effect[v] = fmax(t->largest_effect[v], rep->effect[v]);
+        else
+            t->told_apart[v]++;
+    }
+}
+
 void refenc_certificate_tally_add(refenc_certificate_tally *t, const refenc_case_report *rep)
 {
     t->cases++;
+    if (rep->verdict != REFENC_VERDICT_SKIP)
+        tally_variants(t, rep);
     switch (rep->verdict) {
     case REFENC_VERDICT_PASS: t->passed++; break;
     case REFENC_VERDICT_XPASS: t->xpass++; break;
@@ -290,9 +384,14 @@ void refenc_certificate_tally_error(refenc_certificate_tally *t)
     t->errors++;
 }
 
+size_t refenc_certificate_examined(const refenc_certificate_tally *t)
+{
+    return t->failed - t->errors - t->missing;
+}
+
 const char *refenc_certificate_most_likely_bug(const refenc_certificate_tally *t)
 {
-    const size_t examined = t->failed - t->errors;
+    const size_t examined = refenc_certificate_examined(t);
     for (int v = 0; v < REFENC_VAR_COUNT; v++) {
         if (2 * t->diagnosed[v] <= examined)
             continue; /* not a majority of the failing cases */
@@ -330,8 +429,33 @@ void refenc_certificate_bug_candidates(char *buf, size_t cap, size_t *n, const r
                  ": indistinguishable in %s on these cases", dtypes[t->low_dtype & 3]);
 }
 
+unsigned long refenc_certificate_not_ruled_out(const refenc_certificate_tally *t)
+{
+    unsigned long bits = 0;
+    for (int v = 0; v < REFENC_VAR_COUNT; v++)
+        if (t->stored[v] > 0 && t->told_apart[v] == 0)
+            bits |= 1UL << v;
+    return bits;
+}
+
+/* The summary's record of the variants: how many cases store any, and
+ * those the run does not rule out with their largest effect. */
+static void summary_variants(json_t *summary, const refenc_certificate_tally *t)
+{
+    const unsigned long bits = refenc_certificate_not_ruled_out(t);
+    json_t *a = json_array();
+    for (int v = 0; v < REFENC_VAR_COUNT; v++)
+        if (bits & (1UL << v))
+            json_array_append_new(a, json_pack("{s:s, s:o, s:I}", "variant", refenc_variant_get((refenc_variant)v)->name,
+                                               "largest_effect", refenc_certificate_number(t->largest_effect[v]),
+                                               "cases", (json_int_t)t->stored[v]));
+    json_object_set_new(summary, "cases_with_variants", json_integer((json_int_t)t->with_variants));
+    json_object_set_new(summary, "not_ruled_out", a);
+}
+
 void refenc_certificate_summary_add(json_t *summary, const refenc_certificate_tally *t)
 {
+    summary_variants(summary, t);
     const char *bug = t->failed ? refenc_certificate_most_likely_bug(t) : NULL;
     json_object_set_new(summary, "passed", json_integer((json_int_t)t->passed));
     json_object_set_new(summary, "failed", json_integer((json_int_t)t->failed));

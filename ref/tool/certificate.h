@@ -61,6 +61,19 @@ int refenc_certify_dir_case_outputs(refenc_case_report *rep, refenc_st_file *gol
                                     const refenc_certify_options *opt, const char *outputs_glob, int *missing,
                                     refenc_error *err);
 
+/* Whether name matches any of the patterns (shell patterns, fnmatch; none:
+ * every name), counting in matched[i] (may be NULL) each pattern that does:
+ * the case selection of certify and report (docs/cli.md). */
+int refenc_certify_selected(const char *const *patterns, size_t n_patterns, size_t *matched, const char *name);
+
+/* refenc_certify_dir_case_outputs under the selection's rules: a case
+ * without a results file is SKIP when skip_missing, and a case where
+ * outputs_glob leaves no output to check is SKIP with a note saying so. */
+int refenc_certify_dir_case_selected(refenc_case_report *rep, refenc_st_file *golden, refenc_st_file *results,
+                                     const char *golden_dir, const refenc_manifest_case *c, const char *results_dir,
+                                     const refenc_certify_options *opt, const char *outputs_glob, int skip_missing,
+                                     refenc_error *err);
+
 /* A JSON number, or for inf and NaN (which JSON cannot hold) the strings
  * "inf", "-inf", "nan".  A new reference. */
 json_t *refenc_certificate_number(double v);
@@ -101,19 +114,38 @@ typedef struct {
     size_t diagnosed[REFENC_VAR_COUNT]; /* failing cases naming each variant     */
     size_t undiagnosed;                 /* failing cases naming none (or ERROR)  */
     size_t errors;                      /* cases that could not be read (ERROR)  */
+    size_t missing;                     /* failing cases without a results file:
+                                           nothing examined, neither diagnosed
+                                           nor undiagnosed                       */
     size_t candidate[REFENC_VAR_COUNT]; /* failing cases each variant matches    */
     size_t ambiguous;                   /* failing cases two variants or more match */
     int low_dtype;                      /* the lowest result dtype of the failing
                                            cases (refenc_format: 0 F64 .. 3 BF16) */
+    /* the variants of the certified cases (SKIP not counted) */
+    size_t with_variants;               /* cases that store some variant          */
+    size_t stored[REFENC_VAR_COUNT];    /* cases that store and compared variant v */
+    size_t told_apart[REFENC_VAR_COUNT];/* ... whose bounds tell v from the golden */
+    double largest_effect[REFENC_VAR_COUNT]; /* v's largest effect where not told apart */
+    int run_dtype;                      /* the lowest result dtype of any compared
+                                           output (as low_dtype)                  */
 } refenc_certificate_tally;
+
+/* The variants no case of the run tells apart from the golden (stored and
+ * compared somewhere, told apart nowhere): what the run's verdict does not
+ * rule out.  Bit v set. */
+unsigned long refenc_certificate_not_ruled_out(const refenc_certificate_tally *t);
 
 void refenc_certificate_tally_add(refenc_certificate_tally *t, const refenc_case_report *rep);
 
 /* A case that could not be read (ERROR): failed, undiagnosed. */
 void refenc_certificate_tally_error(refenc_certificate_tally *t);
 
+/* The failing cases the diagnosis examined: not ERROR, not missing. */
+size_t refenc_certificate_examined(const refenc_certificate_tally *t);
+
 /* The run's most likely bug: the variant a majority of the failing cases
- * (each of which the diagnosis examined; ERROR cases not counted) name,
+ * (each of which the diagnosis examined; ERROR cases and cases without a
+ * results file not counted) name,
  * and that more failing cases match than any other variant; NULL
  * otherwise (refenc_certificate_bug_candidates then lists the candidates). */
 const char *refenc_certificate_most_likely_bug(const refenc_certificate_tally *t);

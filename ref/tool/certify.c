@@ -14,6 +14,8 @@
 #include "verdict.h"
 #include "variants.h"
 
+_Static_assert(REFENC_VAR_COUNT <= REFENC_CASE_MAX_VARIANTS, "a case report holds every variant's effect");
+
 /* ---- the policy ----------------------------------------------------------------------
  * F64 (docs/certify.md, "Why F64 is 1e-10 / 1e-11"): a correct float64
  * implementation's forward error on the golden cases is at most about 1e-12
@@ -178,6 +180,8 @@ static int load_outputs(refenc_case_report *rep, const refenc_st_file *golden, r
 {
     memset(rep, 0, sizeof *rep);
     rep->first_divergence = -1;
+    for (int k = 0; k < REFENC_CASE_MAX_VARIANTS; k++)
+        rep->effect[k] = -1; /* not stored */
     const char *name = refenc_st_metadata(golden, "case");
     const char *outs = refenc_st_metadata(golden, "outputs");
     const char *fmt = refenc_st_metadata(golden, "format");
@@ -230,6 +234,7 @@ typedef struct {
     case_meta meta;
     refenc_baseline base[REFENC_FMT_COUNT]; /* measured when first needed */
     int have_base[REFENC_FMT_COUNT];
+    char hint[256];                         /* a recognisable mistake (dtype_hint) */
     refenc_error *err;
 } certify_ctx;
 
@@ -457,6 +462,39 @@ static void measure(refenc_output_report *r, const out_data *d, const elem_bound
     refenc_verdict_output(r, nmse_over);
 }
 
+/* Fewer values than this say nothing about the dtype they were made in:
+ * a float32 value is a bfloat16 by chance with probability 2^-16, so 16
+ * nonzero values all bfloat16 happen by chance with probability 2^-256. */
+#define HINT_MIN_VALUES 16
+
+/* Whether every compared value of got is one of format f (and enough of them are nonzero). */
+static int all_in_format(const out_data *d, refenc_format f)
+{
+    size_t nonzero = 0;
+    for (size_t i = 0; i < d->n; i++) {
+        if (d->dc[i] || !isfinite(d->got[i]))
+            continue;
+        if (refenc_round(f, d->got[i]) != d->got[i])
+            return 0;
+        nonzero += d->got[i] != 0;
+    }
+    return nonzero >= HINT_MIN_VALUES;
+}
+
+/* A failing F32 output whose every value is exactly a bfloat16 (or a
+ * float16) is most likely 16-bit data declared F32: certified as F32, it is
+ * held to float32's tolerance.  The hint says so, once per case. */
+static void dtype_hint(certify_ctx *x, const refenc_output_report *r, const out_data *d)
+{
+    if (x->hint[0] || r->dtype != REFENC_ST_F32 || r->status != REFENC_OUT_FAIL)
+        return;
+    const int bf16 = all_in_format(d, REFENC_FMT_BF16), f16 = !bf16 && all_in_format(d, REFENC_FMT_F16);
+    if (bf16 || f16)
+        snprintf(x->hint, sizeof x->hint, "every value of %.96s is exactly a %s: it looks like %s data declared "
+                 "as F32; write it as %s to be held to %s's budget", r->name, bf16 ? "bfloat16" : "float16",
+                 bf16 ? "BF16" : "F16", bf16 ? "BF16" : "F16", bf16 ? "bfloat16" : "float16");
+}
+
 static int compare_output(refenc_output_report *r, certify_ctx *x, const refenc_st_tensor *got_t)
 {
     const refenc_st_tensor *want_t = refenc_st_find(x->golden, r->name);
@@ -481,8 +519,10 @@ static int compare_output(refenc_output_report *r, certify_ctx *x, const refenc_
     int st = out_data_load(&d, x, got_t, want_t, r->name, NULL);
     if (st == REFENC_OK)
         st = set_rule(&b, r, x, &d, f);
-    if (st == REFENC_OK)
+    if (st == REFENC_OK) {
         measure(r, &d, &b, f);
+        dtype_hint(x, r, &d);
+    }
     out_data_free(&d);
     return st;
 }
@@ -596,15 +636,18 @@ static int variant_output_ratio(double *ratio, double *separation, certify_ctx *
 
 /* Whether the results match variant v (certify.h): every stored output they
  * provide within the rule, a required one among them, and the variant told
- * apart from the golden; *worst: the ratio. */
-static int variant_matches(int *match, double *worst, certify_ctx *x, refenc_case_report *rep, const json_t *v)
+ * apart from the golden; *worst: the ratio, *separation: the variant's
+ * distance from the golden (its effect on the case), both -1 when no output
+ * it stores was compared. */
+static int variant_matches(int *match, double *worst, double *separation, certify_ctx *x, refenc_case_report *rep,
+                           const json_t *v)
 {
     const char *vname = json_string_value(json_object_get(v, "name"));
     int required_seen = 0, mismatch = 0, st = REFENC_OK;
-    double separation = 0;
     size_t k;
     json_t *o;
     *worst = -1;
+    *separation = -1;
     json_array_foreach(json_object_get(v, "outputs"), k, o) {
         refenc_output_report *r = NULL;
         for (size_t j = 0; j < rep->n_outputs; j++)
@@ -612,19 +655,42 @@ static int variant_matches(int *match, double *worst, certify_ctx *x, refenc_cas
                 r = &rep->outputs[j];
         if (r->status != REFENC_OUT_PASS && r->status != REFENC_OUT_FAIL)
             continue; /* not provided or not checked, or the wrong shape: nothing to compare */
-        double q = -1, sep = 0;
+        double q = -1, sep = -1;
         if ((st = variant_output_ratio(&q, &sep, x, vname, r)))
             return st;
-        separation = fmax(separation, sep);
+        *separation = fmax(*separation, sep);
         required_seen |= r->required && q >= 0;
         mismatch |= q > 1;
         *worst = fmax(*worst, q);
     }
-    *match = required_seen && !mismatch && separation > VARIANT_SEPARATION;
+    *match = required_seen && !mismatch && *separation > VARIANT_SEPARATION;
     return REFENC_OK;
 }
 
-/* Looks for the known bug variant the failing results match (certify.h). */
+/* What one variant adds to the report: its effect, whether the bounds rule
+ * it out, whether it is the closest; for a failing case whether it is a
+ * candidate and the diagnosis (the closest candidate). */
+static void note_variant(refenc_case_report *rep, refenc_variant vv, const char *vname, int match, double worst,
+                         double sep)
+{
+    rep->effect[vv] = sep;
+    if (sep >= 0 && sep <= VARIANT_SEPARATION)
+        rep->not_ruled_out |= 1UL << vv;
+    if (worst >= 0 && (rep->closest[0] == '\0' || worst < rep->closest_distance)) {
+        snprintf(rep->closest, sizeof rep->closest, "%s", vname);
+        rep->closest_distance = worst;
+    }
+    if (rep->pass || !match)
+        return;
+    rep->candidates |= 1UL << vv;
+    if (rep->diagnosis[0] == '\0' || worst < rep->diagnosis_ratio) {
+        snprintf(rep->diagnosis, sizeof rep->diagnosis, "%s", vname);
+        rep->diagnosis_ratio = worst;
+    }
+}
+
+/* Compares the results with every variant the case stores (certify.h): the
+ * closest, the effects, and for failing results the variant they match. */
 static int diagnose(refenc_case_report *rep, certify_ctx *x)
 {
     size_t i;
@@ -632,20 +698,37 @@ static int diagnose(refenc_case_report *rep, certify_ctx *x)
     rep->diagnosis[0] = '\0';
     json_array_foreach(x->meta.variants, i, v) {
         int match;
-        double worst;
-        const int st = variant_matches(&match, &worst, x, rep, v);
+        double worst, sep;
+        const char *vname = json_string_value(json_object_get(v, "name"));
+        refenc_variant vv;
+        const int st = variant_matches(&match, &worst, &sep, x, rep, v);
         if (st)
             return st;
         rep->variants_checked++;
-        refenc_variant vv;
-        if (match && refenc_variant_parse(&vv, json_string_value(json_object_get(v, "name"))))
-            rep->candidates |= 1UL << vv;
-        if (match && (rep->diagnosis[0] == '\0' || worst < rep->diagnosis_ratio)) {
-            snprintf(rep->diagnosis, sizeof rep->diagnosis, "%s", json_string_value(json_object_get(v, "name")));
-            rep->diagnosis_ratio = worst;
-        }
+        rep->variants_stored++;
+        if (refenc_variant_parse(&vv, vname)) /* parse_variants accepted only known names */
+            note_variant(rep, vv, vname, match, worst, sep);
     }
+    if (rep->pass)
+        rep->variants_checked = 0; /* the diagnosis examines failing cases only */
     return REFENC_OK;
+}
+
+/* The output a misnamed results tensor most likely means, or NULL: the
+ * name without its "out." prefix, or the name Hugging Face gives the final
+ * output (last_hidden_state, hidden_states, output). */
+static const char *did_you_mean(const refenc_case_report *rep, const char *tn)
+{
+    static const char *const final_names[] = {"last_hidden_state", "hidden_states", "output", "outputs"};
+    char full[REFENC_NAME_MAX];
+    snprintf(full, sizeof full, "out.%s", tn);
+    for (size_t k = 0; k < sizeof final_names / sizeof final_names[0]; k++)
+        if (strcmp(tn, final_names[k]) == 0)
+            snprintf(full, sizeof full, "out.output");
+    for (size_t i = 0; i < rep->n_outputs; i++)
+        if (strcmp(rep->outputs[i].name, full) == 0)
+            return rep->outputs[i].name;
+    return NULL;
 }
 
 /* Every tensor of the results must be an output of the case. */
@@ -656,6 +739,12 @@ static int check_result_names(const refenc_case_report *rep, const refenc_st_fil
         size_t i = 0;
         while (i < rep->n_outputs && strcmp(rep->outputs[i].name, tn) != 0)
             i++;
+        const char *meant = i == rep->n_outputs ? did_you_mean(rep, tn) : NULL;
+        if (meant != NULL)
+            return refenc_error_set(err, REFENC_EFORMAT,
+                                    "%s: tensor '%s' (data at byte %zu) is not an output of case '%s': did you "
+                                    "mean '%s'? (outputs are named out.*: docs/golden-format.md)",
+                                    results->path, tn, results->tensors[t].file_offset, rep->name, meant);
         if (i == rep->n_outputs)
             return refenc_error_set(err, REFENC_EFORMAT,
                                     "%s: tensor '%s' (data at byte %zu) is not an output of case '%s' "
@@ -722,10 +811,10 @@ int refenc_certify_case_outputs(refenc_case_report *rep, const refenc_st_file *g
         if (r->required)
             snprintf(r->note, sizeof r->note, "required output missing from %s", results->path);
     }
+    snprintf(rep->hint, sizeof rep->hint, "%s", x.hint);
     if (st == REFENC_OK) {
         refenc_verdict_case(rep);
-        if (!rep->pass)
-            st = diagnose(rep, &x);
+        st = diagnose(rep, &x);
         if (st == REFENC_OK)
             st = expect_hazard(rep, &x);
     }
@@ -739,6 +828,11 @@ int refenc_certify_missing_outputs(refenc_case_report *rep, const refenc_st_file
     int st = load_outputs(rep, golden, err);
     if (st)
         return st;
+    case_meta m; /* the variants stored, though none is compared without results */
+    if ((st = read_meta(&m, rep, golden, err)) != REFENC_OK)
+        return st;
+    rep->variants_stored = json_array_size(m.variants);
+    json_decref(m.variants);
     apply_glob(rep, outputs_glob);
     for (size_t i = 0; i < rep->n_outputs; i++)
         if (rep->outputs[i].status != REFENC_OUT_NOT_CHECKED)

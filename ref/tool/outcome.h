@@ -69,6 +69,9 @@ typedef struct {
     double hazard_max_abs, hazard_nmse; /* the budget of the hazard's baseline       */
 } refenc_output_report;
 
+/* Room for every known variant (variants.h checks REFENC_VAR_COUNT fits). */
+#define REFENC_CASE_MAX_VARIANTS 32
+
 typedef struct {
     char name[128];
     int pass;                       /* every compared output passed                 */
@@ -87,6 +90,19 @@ typedef struct {
     unsigned long candidates;       /* bit v: variant v matches too (the diagnosis is */
                                     /* the closest); two or more: indistinguishable  */
                                     /* on this case in the result's dtype             */
+    /* Every variant the case stores, matched or not (certify.h): the one
+     * closest to the results, and those whose effect on the case (their
+     * distance from the golden) is too small for this dtype's bounds to
+     * tell them from a correct result, which no verdict here rules out.
+     * Distances are in bounds of each output's rule (1: at the bound). */
+    size_t variants_stored;         /* variants the case stores (0: none to name)   */
+    char closest[64];               /* the closest variant, or "" (none compared)    */
+    double closest_distance;        /* its largest error / bound                     */
+    unsigned long not_ruled_out;    /* bit v: variant v's effect within the bounds   */
+    double effect[REFENC_CASE_MAX_VARIANTS]; /* variant v's distance from the golden,
+                                       -1 when the case does not store it         */
+    char hint[256];                 /* a recognisable mistake (certify.h), or ""     */
+    int results_missing;            /* no results file (certificate.h)               */
 } refenc_case_report;
 
 #endif

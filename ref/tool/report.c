@@ -710,6 +710,43 @@ static const char STYLE[] =
     ".legend span{display:inline-block;width:14px;height:12px;margin:0 4px 0 12px;vertical-align:middle;"
     "border:1px solid #999}";
 
+/* What the run's verdict does not rule out (the certificate's summary),
+ * or that the golden stores no variants for these cases. */
+static void not_ruled_out_note(FILE *o, const json_t *summary)
+{
+    const json_t *nro = json_object_get(summary, "not_ruled_out"), *v;
+    size_t i;
+    if (json_integer_value(json_object_get(summary, "cases_with_variants")) == 0) {
+        fputs("<p class=\"known-bugs\">The golden stores no bug variants for these cases: none can be named, "
+              "and none is ruled out beyond the budgets.</p>\n", o);
+        return;
+    }
+    json_array_foreach(nro, i, v) {
+        fputs("<p class=\"known-bugs\">This verdict does not rule out ", o);
+        esc(o, json_string_value(json_object_get(v, "variant")));
+        fprintf(o, ": its effect on these cases is at most %.2g budgets; only cases designed to show it, or a "
+                "wider dtype, can.</p>\n", json_number_value(json_object_get(v, "largest_effect")));
+    }
+}
+
+/* A case's closest variant with its distance, and the variants it does not rule out. */
+static void variant_cells(FILE *o, const json_t *c)
+{
+    const json_t *near = json_object_get(c, "closest_variant"), *v;
+    size_t i;
+    if (json_is_object(near)) {
+        esc(o, json_string_value(json_object_get(near, "variant")));
+        fprintf(o, " (%.3g budgets)", json_number_value(json_object_get(near, "distance")));
+    } else if (json_integer_value(json_object_get(c, "variants_stored")) == 0 && json_object_get(c, "outputs")) {
+        fputs("none stored", o);
+    }
+    fputs("</td><td>", o);
+    json_array_foreach(json_object_get(c, "not_ruled_out"), i, v) {
+        fputs(i ? ", " : "", o);
+        esc(o, json_string_value(json_object_get(v, "variant")));
+    }
+}
+
 static void page_head(FILE *o, const json_t *doc)
 {
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -738,8 +775,10 @@ static void page_head(FILE *o, const json_t *doc)
     for (int b = 0; b < N_BINS; b++)
         fprintf(o, "<span class=\"%s\" style=\"background:%s\"></span>%s", PALETTE[b].cls, PALETTE[b].color,
                 PALETTE[b].label);
-    fputs("</p>\n<table class=\"cases\"><tr><th>case</th><th>verdict</th><th>first divergence</th>"
-          "<th>diagnosis</th></tr>\n", o);
+    fputs("</p>\n", o);
+    not_ruled_out_note(o, json_object_get(doc, "summary"));
+    fputs("<table class=\"cases\"><tr><th>case</th><th>verdict</th><th>first divergence</th>"
+          "<th>diagnosis</th><th>closest known variant</th><th>not ruled out</th></tr>\n", o);
     size_t i;
     json_t *c;
     json_array_foreach(json_object_get(doc, "cases"), i, c) {
@@ -755,6 +794,8 @@ static void page_head(FILE *o, const json_t *doc)
         esc(o, json_string_value(fd));
         fputs("</td><td>", o);
         esc(o, json_string_value(dv));
+        fputs("</td><td>", o);
+        variant_cells(o, c);
         fputs("</td></tr>\n", o);
     }
     fputs("</table>\n", o);
@@ -802,7 +843,16 @@ static int open_golden_set(refenc_manifest *m, const char *html_path, const refe
     if (st == REFENC_OK)
         st = refenc_manifest_read(m, opt->golden_dir, err);
     if (st == REFENC_OK)
-        st = refenc_certify_refuse_output(html_path, m, opt->golden_dir, opt->results_dir, opt->case_glob, err);
+        st = refenc_certify_refuse_output(html_path, m, opt->golden_dir, opt->results_dir,
+                                          opt->n_case_patterns ? NULL : opt->case_glob, err);
+    for (size_t k = 0; st == REFENC_OK && k < opt->n_case_patterns; k++) { /* a typo is an error, not a smaller run */
+        size_t hits = 0;
+        for (size_t i = 0; i < m->n_cases; i++)
+            hits += refenc_certify_selected(&opt->case_patterns[k], 1, NULL, m->cases[i].name);
+        if (hits == 0)
+            st = refenc_error_set(err, REFENC_EINVAL, "%s: no golden case matches '%s'", m->path,
+                                  opt->case_patterns[k]);
+    }
     if (st != REFENC_OK)
         refenc_manifest_free(m);
     return st;
@@ -821,8 +871,9 @@ static int report_case(FILE *o, const refenc_manifest *manifest, size_t i, const
     refenc_st_file golden, results;
     refenc_case_report rep;
     json_t *c;
-    const int cst = refenc_certify_dir_case(&rep, &golden, &results, opt->golden_dir, &manifest->cases[i],
-                                            opt->results_dir, &opt->certify, &cerr);
+    const int cst = refenc_certify_dir_case_selected(&rep, &golden, &results, opt->golden_dir, &manifest->cases[i],
+                                                     opt->results_dir, &opt->certify, opt->outputs_glob,
+                                                     opt->skip_missing, &cerr);
     if (cst != REFENC_OK) {
         if (sum->errors++ == 0)
             sum->first_error = cerr;
@@ -831,6 +882,7 @@ static int report_case(FILE *o, const refenc_manifest *manifest, size_t i, const
     } else {
         c = refenc_certificate_case(&rep);
         sum->passed += !refenc_verdict_fails(rep.verdict); /* XFAIL and XPASS do not fail */
+        sum->skipped += rep.verdict == REFENC_VERDICT_SKIP;
         sum->failed += refenc_verdict_fails(rep.verdict);
         refenc_certificate_tally_add(tally, &rep);
     }
@@ -857,8 +909,11 @@ static int report_page_write(const char *html_path, const refenc_report_options 
                                          manifest->sha256, cases, sum->cases, sum->passed, verdict);
     if (doc != NULL) { /* the certificate refenc certify writes for the same selection */
         refenc_certificate_summary_add(json_object_get(doc, "summary"), tally);
-        if (json_object_set_new(doc, "selection", refenc_certificate_selection(&opt->case_glob,
-                                                                               opt->case_glob != NULL, NULL, 0))) {
+        const int many = opt->n_case_patterns > 0;
+        if (json_object_set_new(doc, "selection",
+                                refenc_certificate_selection(many ? opt->case_patterns : &opt->case_glob,
+                                                             many ? opt->n_case_patterns : opt->case_glob != NULL,
+                                                             opt->outputs_glob, opt->skip_missing))) {
             json_decref(doc); /* out of memory: the selection is never left out */
             doc = NULL;
         }
@@ -867,6 +922,14 @@ static int report_page_write(const char *html_path, const refenc_report_options 
                  : refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
     json_decref(doc);
     return st;
+}
+
+/* The selection: any of the patterns, or the glob (certificate.h). */
+static int report_selects(const refenc_report_options *opt, const char *name)
+{
+    if (opt->n_case_patterns > 0)
+        return refenc_certify_selected(opt->case_patterns, opt->n_case_patterns, NULL, name);
+    return refenc_certify_selected(&opt->case_glob, opt->case_glob != NULL, NULL, name);
 }
 
 int refenc_report_write(const char *html_path, const refenc_report_options *opt, refenc_report_summary *sum,
@@ -889,11 +952,15 @@ int refenc_report_write(const char *html_path, const refenc_report_options *opt,
         goto out;
     }
     for (size_t i = 0; i < manifest.n_cases && st == REFENC_OK; i++)
-        if (opt->case_glob == NULL || fnmatch(opt->case_glob, manifest.cases[i].name, 0) == 0)
+        if (report_selects(opt, manifest.cases[i].name))
             st = report_case(o, &manifest, i, html_path, opt, sum, &tally, cases, err);
     if (st == REFENC_OK && sum->cases == 0)
         st = refenc_error_set(err, REFENC_EINVAL, "%s: no golden case matches '%s'", manifest.path,
                               opt->case_glob ? opt->case_glob : "*");
+    if (st == REFENC_OK && sum->cases > 0 && sum->skipped == sum->cases)
+        st = refenc_error_set(err, REFENC_EINVAL, "no case was certified: %s",
+                              opt->outputs_glob ? "no results file, or no output matches --outputs"
+                                                : "no results file for any selected case");
     if (fclose(o) != 0 && st == REFENC_OK)
         st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
     o = NULL;

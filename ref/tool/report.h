@@ -36,6 +36,11 @@
 typedef struct {
     const char *golden_dir, *results_dir;
     const char *case_glob;          /* NULL: every case of the manifest              */
+    const char *const *case_patterns; /* n_case_patterns > 0: the cases any of these    */
+    size_t n_case_patterns;         /* matches (case_glob then unused); each must   */
+                                    /* match some case (docs/cli.md, the selection)  */
+    const char *outputs_glob;       /* certify's --outputs: NULL, every output       */
+    int skip_missing;               /* certify's --skip-missing                      */
     refenc_certify_options certify; /* the tolerance override of certify's --rtol/--atol */
     int heatmaps_all;               /* 0: heatmaps for failing cases only; 1: every case */
     const char *version;            /* the certificate's refenc_version              */
@@ -43,6 +48,8 @@ typedef struct {
 
 typedef struct {
     size_t cases, passed, failed, errors; /* errors: cases that could not be read  */
+    size_t skipped;                       /* SKIP (counted in passed, as certify's
+                                             exit code counts them)                  */
     refenc_error first_error;             /* the first such case's message          */
 } refenc_report_summary;
 
@@ -51,8 +58,10 @@ typedef struct {
  * removed, and a file already at html_path is left as it was).  A case that
  * cannot be read is drawn as ERROR with its message and counted in
  * sum->errors; the report is still written.
+ * Cases are selected and skipped as refenc certify selects and skips them
+ * (case_patterns or case_glob, outputs_glob, skip_missing).
  * Errors: REFENC_EFORMAT or REFENC_EIO (the manifest), REFENC_EINVAL (no case
- * matches the glob), REFENC_EIO (cannot write html_path), REFENC_ENOMEM. */
+ * matches the glob, a pattern matches no case, every case selected is SKIP), REFENC_EIO (cannot write html_path), REFENC_ENOMEM. */
 int refenc_report_write(const char *html_path, const refenc_report_options *opt,
                         refenc_report_summary *sum, refenc_error *err);
 

@@ -2,6 +2,7 @@
 (docs/certify.md describes every figure)."""
 import json
 import os
+import re
 import subprocess
 import tempfile
 
@@ -186,23 +187,46 @@ class Certificate:
             raise AssertionError(self.explain())
 
 
-def certify(results, cases=None, golden=None, cli=None, rtol=None, atol=None, json_path=None):
+def _selection(cases, outputs, skip_missing):
+    """The selection options refenc certify and refenc report share
+    (docs/cli.md): cases None (every case), a shell pattern (a str, commas
+    separating several), or an iterable of names or patterns, each a
+    repeated --case; outputs a shell pattern or None; skip_missing a bool."""
+    args = []
+    if isinstance(cases, (str, os.PathLike)):
+        args += ["--case", os.fspath(cases)]
+    elif cases is not None:
+        names = [getattr(c, "name", c) for c in cases]
+        if not names:
+            raise ValueError("cases: an empty list selects nothing")
+        for name in names:
+            if not isinstance(name, str):
+                raise TypeError(f"cases: {name!r} is not a case name or pattern")
+            args += ["--case", name]
+    if outputs is not None:
+        args += ["--outputs", outputs]
+    if skip_missing:
+        args += ["--skip-missing"]
+    return args
+
+
+def certify(results, cases=None, golden=None, cli=None, rtol=None, atol=None, json_path=None, outputs=None,
+            skip_missing=False):
     """Runs `refenc certify --golden GOLDEN --results RESULTS --json ...` and
     returns the Certificate.
 
-    cases: None (every case), a shell pattern, or a list of case names (the
-    certificate then holds those only, in the manifest's order, its summary
-    recomputed).  rtol and atol (both or neither) override the tolerance
-    policy.  json_path: also keep the certificate there.
+    cases: None (every case), a shell pattern, or a list of case names or
+    patterns (each a --case: the certificate holds those cases only, in the
+    manifest's order).  outputs: certify's --outputs; skip_missing: its
+    --skip-missing (docs/cli.md, one grammar with report).  rtol and atol
+    (both or neither) override the tolerance policy.  json_path: also keep
+    the certificate there.
     Raises CertifyError when refenc cannot certify at all (exit 2 without a
     certificate: a usage error, an unreadable manifest); a case whose files
     are malformed is in the certificate with verdict "ERROR" and its message."""
     golden = locate.golden_dir(golden)
     cmd = [locate.cli_path(cli), "certify", "--golden", str(golden), "--results", str(results), "--quiet"]
-    if isinstance(cases, str):
-        cmd += ["--case", cases]
-    elif cases is not None and len(cases) == 1 and not set(next(iter(cases))) & set("*?[]\\"):
-        cmd += ["--case", next(iter(cases))]  # one case: only its files are read
+    cmd += _selection(cases, outputs, skip_missing)
     if (rtol is None) != (atol is None):
         raise ValueError("rtol and atol go together")
     if rtol is not None:
@@ -216,36 +240,10 @@ def certify(results, cases=None, golden=None, cli=None, rtol=None, atol=None, js
             raise CertifyError(f"{' '.join(cmd)}: exit {proc.returncode}: {proc.stderr.strip()}")
         with open(out) as f:
             doc = json.load(f)
-    if cases is not None and not isinstance(cases, str):
-        wanted = set(cases)
-        unknown = wanted - {c["case"] for c in doc["cases"]}
-        if unknown:
-            raise CertifyError(f"no golden case named {', '.join(sorted(unknown))} in {golden}")
-        doc["cases"] = [c for c in doc["cases"] if c["case"] in wanted]
-        doc["summary"] = _summary(doc["cases"])
+    unmatched = re.search(r"no golden case matches '(.*)'", proc.stderr) if proc.returncode == 2 else None
+    if unmatched:  # a typo is an error, not a smaller certificate
+        raise CertifyError(f"no golden case named {unmatched.group(1)} in {golden}: {proc.stderr.strip()}")
     return Certificate(doc)
-
-
-def _summary(cases):
-    """The summary refenc certify writes, for a subset of its cases: the
-    most likely bug is the variant a majority of the FAIL cases name and no
-    other variant matches as often (ref/tool/certificate.c), the candidates
-    every variant some FAIL case matches, most matched first."""
-    count = lambda *vs: sum(c["verdict"] in vs for c in cases)
-    failing = [c.get("diagnosis") or {} for c in cases if c["verdict"] == "FAIL"]
-    named, matched = {}, {}
-    for d in failing:
-        if d.get("variant"):
-            named[d["variant"]] = named.get(d["variant"], 0) + 1
-        for v in d.get("candidates", []):
-            matched[v] = matched.get(v, 0) + 1
-    bug = next((v for v, k in named.items() if 2 * k > len(failing)
-                and all(m < matched.get(v, 0) for w, m in matched.items() if w != v)), None)
-    failed = count("FAIL", "ERROR")
-    return {"cases": len(cases), "passed": count("PASS"), "failed": failed, "xfail": count("XFAIL"),
-            "xpass": count("XPASS"), "skipped": count("SKIP"), "most_likely_bug": bug,
-            "bug_candidates": [{"variant": v, "cases": k} for v, k in sorted(matched.items(), key=lambda t: -t[1])],
-            "verdict": "ERROR" if count("ERROR") else "FAIL" if failed else "PASS"}
 
 
 def certify_case(case, results, **kw):
@@ -254,17 +252,18 @@ def certify_case(case, results, **kw):
     return certify(results, [name], **kw)[name]
 
 
-def report(results, html, cases=None, golden=None, cli=None, heatmaps="failing", rtol=None, atol=None):
+def report(results, html, cases=None, golden=None, cli=None, heatmaps="failing", rtol=None, atol=None, outputs=None,
+           skip_missing=False):
     """Runs `refenc report` (docs/certify.md, "The HTML report"): the
     certification of RESULTS drawn into one self-contained HTML file.
-    cases: None or a shell pattern.  heatmaps: "failing" or "all".
+    cases, outputs, skip_missing: the selection, as for certify().
+    heatmaps: "failing" or "all".
     Returns the verdict ("PASS", "FAIL" or "ERROR", as the exit code 0, 1
     or 2 says); raises CertifyError when no report was written."""
     golden = locate.golden_dir(golden)
     cmd = [locate.cli_path(cli), "report", "--golden", str(golden), "--results", str(results), "--html", str(html),
            "--heatmaps", heatmaps]
-    if cases is not None:
-        cmd += ["--case", cases]
+    cmd += _selection(cases, outputs, skip_missing)
     if (rtol is None) != (atol is None):
         raise ValueError("rtol and atol go together")
     if rtol is not None:

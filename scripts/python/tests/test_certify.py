@@ -22,8 +22,10 @@ def test_the_golden_values_pass_with_no_error(golden, cli, tmp_path):
         c.write_results(tmp_path, c.expected)
     cert = refenc.certify(tmp_path, golden=golden, cli=cli)
     cert.assert_pass()
+    stored = sum(1 for c in cases if json.loads(c.metadata.get("variants", "[]")))
     assert cert.summary == {"cases": len(cases), "passed": len(cases), "failed": 0, "xfail": 0, "xpass": 0,
-                            "skipped": 0, "most_likely_bug": None, "bug_candidates": [], "verdict": "PASS"}
+                            "skipped": 0, "most_likely_bug": None, "bug_candidates": [], "verdict": "PASS",
+                            "cases_with_variants": stored, "not_ruled_out": []}  # float64 tells every variant apart
     for v in cert:
         assert all(o.status == "PASS" and o.max_abs_error == 0 for o in v.outputs.values()), v.explain()
 
@@ -62,7 +64,8 @@ def test_unknown_bug_is_not_named(golden, cli, tmp_path):
 def test_missing_and_malformed_results(golden, cli, tmp_path):
     cert = refenc.certify(tmp_path, ["ffn_relu", "softmax_basic"], golden=golden, cli=cli)
     assert cert.summary == {"cases": 2, "passed": 0, "failed": 2, "xfail": 0, "xpass": 0, "skipped": 0,
-                            "most_likely_bug": None, "bug_candidates": [], "verdict": "FAIL"}
+                            "most_likely_bug": None, "bug_candidates": [], "verdict": "FAIL",
+                            "cases_with_variants": 0, "not_ruled_out": []}
     assert "no results file" in cert["ffn_relu"].note
     assert cert["ffn_relu"]["output"].status == "FAIL (missing)"
     (tmp_path / "ffn_relu.safetensors").write_bytes(b"not a safetensors file")
@@ -119,3 +122,24 @@ def test_report(golden, cli, tmp_path):
     with pytest.raises(refenc.CertifyError, match="no golden case matches"):
         refenc.report(tmp_path, tmp_path / "other.html", "nope", golden=golden, cli=cli)
     assert not (tmp_path / "other.html").exists()
+
+
+def test_report_and_certify_share_one_selection(golden, cli, tmp_path):
+    """refenc.report(cases=[...]) as refenc.certify(cases=[...]): each name a
+    --case (before: a TypeError); outputs and skip_missing pass through."""
+    for name in ("ffn_relu", "softmax_basic"):
+        case = refenc.load_case(name, golden)
+        case.write_results(tmp_path, {"output": case.expected["out.output"]})
+    html = tmp_path / "report.html"
+    assert refenc.report(tmp_path, html, ["ffn_relu", "softmax_basic"], golden=golden, cli=cli) == "PASS"
+    text = html.read_text()
+    assert "case-ffn_relu" in text and "case-softmax_basic" in text and "case-ffn_gelu" not in text
+    assert refenc.report(tmp_path, html, ["ffn_relu", "ffn_gelu"], golden=golden, cli=cli) == "FAIL"
+    assert refenc.report(tmp_path, html, ["ffn_relu", "ffn_gelu"], golden=golden, cli=cli,
+                         skip_missing=True) == "PASS"
+    assert refenc.report(tmp_path, html, "ffn_relu", golden=golden, cli=cli, outputs="out.output") == "PASS"
+    cert = refenc.certify(tmp_path, ["ffn_relu", "ffn_gelu"], golden=golden, cli=cli, skip_missing=True)
+    assert list(cert.cases) == ["ffn_relu", "ffn_gelu"] and cert["ffn_gelu"].verdict == "SKIP"
+    assert cert.summary["skipped"] == 1 and cert.passed
+    with pytest.raises(refenc.CertifyError, match="no golden case matches 'nope'"):
+        refenc.report(tmp_path, html, ["ffn_relu", "nope"], golden=golden, cli=cli)
