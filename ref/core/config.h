@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rope_scaling.h"
 #include "status.h"
 
 typedef enum { REFENC_NORM_PRE = 0, REFENC_NORM_POST = 1 } refenc_norm_placement;
@@ -91,6 +92,7 @@ typedef struct {
     double embedding_norm_eps; /* >= 0, its eps; defaults to layer_norm_eps         */
     refenc_position_ids position_ids;
     refenc_mask_value mask_value;
+    refenc_rope_scaling rope_scaling; /* RoPE scaling, partial rotary (rope_scaling.h) */
 } refenc_config;
 
 /* Documented limits.  A config or input beyond them is refused with

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../core/family.h"
+#include "rope_scaling_json.h"
 
 int refenc_json_check_keys(const json_t *obj, const char *const *known, const char *where,
                            refenc_error *err)
@@ -89,7 +90,8 @@ static const char *const model_keys[] = {
     "d_model", "n_heads", "d_ff", "n_layers", "norm", "activation", "layer_norm_eps",
     "final_norm", "positional", "rope_layout", "rope_base", "max_len", "temperature",
     "causal", "vocab_size", "padding_idx", "family", "scale_embedding", "type_vocab_size",
-    "embedding_norm", "embedding_norm_eps", "position_ids", "mask_value", NULL};
+    "embedding_norm", "embedding_norm_eps", "position_ids", "mask_value",
+    "rope_scaling", "partial_rotary_factor", NULL};
 
 /* The enum-valued member `key` through its parser, if present. */
 #define GET_ENUM(parse, dst, key)                                                   \
@@ -171,7 +173,8 @@ int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *whe
     if ((st = get_double(&c->embedding_norm_eps, obj, "embedding_norm_eps", where, err)))
         return st;
 
-    if ((st = read_choices(c, obj, where, err)))
+    if ((st = read_choices(c, obj, where, err)) ||
+        (st = refenc_rope_scaling_from_json(&c->rope_scaling, obj, where, err)))
         return st;
 
     const json_t *pi = json_object_get(obj, "padding_idx");
@@ -223,6 +226,7 @@ json_t *refenc_config_to_json(const refenc_config *c)
         bad |= json_object_set_new(j, "position_ids", json_string(refenc_position_ids_name(c->position_ids)));
     if (all || c->mask_value != d.mask_value)
         bad |= json_object_set_new(j, "mask_value", json_string(refenc_mask_value_name(c->mask_value)));
+    bad |= refenc_rope_scaling_to_json(j, &c->rope_scaling) != 0;
     if (bad) {
         json_decref(j);
         return NULL;
