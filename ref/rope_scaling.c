@@ -20,14 +20,12 @@ static double unscaled(size_t j, size_t R, double base)
     return pow(base, -((double)(2 * j) / (double)R));
 }
 
-/* dynamic NTK: base' = base (s S/L0 - (s-1))^(R/(R-2)) for S > L0 */
-static double dynamic_frequency(size_t j, size_t R, double base, const refenc_rope_scaling *s, int64_t S)
+double refenc_rope_scaled_base(double base, size_t R, const refenc_rope_scaling *s, int64_t S)
 {
-    const double L0 = (double)s->max_position_embeddings;
-    if ((double)S <= L0)
-        return unscaled(j, R, base);
-    const double grow = s->factor * (double)S / L0 - (s->factor - 1.0);
-    return unscaled(j, R, base * pow(grow, (double)R / (double)(R - 2)));
+    if (s == NULL || s->type != REFENC_ROPE_SCALING_DYNAMIC || (double)S <= (double)s->max_position_embeddings)
+        return base;
+    const double grow = s->factor * (double)S / (double)s->max_position_embeddings - (s->factor - 1.0);
+    return base * pow(grow, (double)R / (double)(R - 2));
 }
 
 /* YaRN's correction dim: the pair index whose wavelength makes `rotations`
@@ -75,7 +73,7 @@ double refenc_rope_scaled_frequency(size_t j, size_t R, double base, const refen
         return unscaled(j, R, base);
     switch (s->type) {
     case REFENC_ROPE_SCALING_LINEAR: return unscaled(j, R, base) / s->factor;
-    case REFENC_ROPE_SCALING_DYNAMIC: return dynamic_frequency(j, R, base, s, S);
+    case REFENC_ROPE_SCALING_DYNAMIC: return unscaled(j, R, refenc_rope_scaled_base(base, R, s, S));
     case REFENC_ROPE_SCALING_YARN: return yarn_frequency(j, R, base, s);
     case REFENC_ROPE_SCALING_LLAMA3: return llama3_frequency(j, R, base, s);
     case REFENC_ROPE_SCALING_LONGROPE: {

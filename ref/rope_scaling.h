@@ -29,6 +29,10 @@
 /* S as Hugging Face's dynamic_rope_update reads it: max(pos) + 1.  pos: (L). */
 int64_t refenc_rope_seq_len(const int64_t *pos, size_t L);
 
+/* The base theta_j is a power of: dynamic's base' at length S (S > L0),
+ * base otherwise.  Preconditions: s NULL or valid, R the rotary dim. */
+double refenc_rope_scaled_base(double base, size_t R, const refenc_rope_scaling *s, int64_t S);
+
 /* theta_j for pair j < R/2 with the scaling s (NULL: none) at length S.
  * Preconditions: s valid (rope_scaling.h), R the rotary dim of s. */
 double refenc_rope_scaled_frequency(size_t j, size_t R, double base, const refenc_rope_scaling *s,
