@@ -24,6 +24,10 @@ FEATURES = {
     "encoder_rope_large_positions": {"component=encoder", "norm=pre", "final_norm=true", "input=x",
                                      "positional=rope", "rope_layout=half", "causal=false", "activation=gelu",
                                      "positions", "temperature"},
+    "rope_llama3_bands": {"component=rope", "rope_layout=half", "rope_scaling=llama3", "positions"},
+    "rope_yarn_mscale_partial": {"component=rope", "rope_layout=interleaved", "rope_scaling=yarn",
+                                 "partial_rotary", "positions"},
+    "rope_dynamic_ntk_long": {"component=rope", "rope_layout=half", "rope_scaling=dynamic", "positions"},
 }
 
 
