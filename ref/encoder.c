@@ -182,7 +182,7 @@ static void attention_setup(refenc_attn_options *opt, refenc_rope_options *rope,
         .temperature = cfg->temperature,
         .mask_value = cfg->mask_value,
     };
-    *rope = (refenc_rope_options){cfg->rope_layout, cfg->rope_base, pos};
+    *rope = (refenc_rope_options){cfg->rope_layout, cfg->rope_base, pos, &cfg->rope_scaling};
     *rope_p = cfg->positional == REFENC_POS_ROPE ? rope : NULL;
 }
 

@@ -57,8 +57,8 @@ void refenc_mha_forward(double *y, refenc_mha_work *w, const double *x,
     refenc_heads_split(w->vh, w->v, B, L, H, Dh);
 
     if (rope != NULL) { /* rotate every head's q and k at its position */
-        refenc_rope_forward(w->qh, w->qh, rope->positions, B * H, L, Dh, rope->base, rope->layout);
-        refenc_rope_forward(w->kh, w->kh, rope->positions, B * H, L, Dh, rope->base, rope->layout);
+        refenc_rope_scaled_forward(w->qh, w->qh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
+        refenc_rope_scaled_forward(w->kh, w->kh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
     }
 
     refenc_attention_forward(w->ctxh, w->weights, w->qh, w->kh, w->vh, opt, B, H, L, Dh);
@@ -102,8 +102,8 @@ void refenc_mha_backward(double *dx, double *d_in_proj_weight, double *d_in_proj
                               w->qh, w->kh, w->vh, w->weights, w->ctxh, opt, B, H, L, Dh);
 
     if (rope != NULL) { /* q and k were rotated by +theta: their gradients by -theta */
-        refenc_rope_backward(g->dqh, g->dqh, rope->positions, B * H, L, Dh, rope->base, rope->layout);
-        refenc_rope_backward(g->dkh, g->dkh, rope->positions, B * H, L, Dh, rope->base, rope->layout);
+        refenc_rope_scaled_backward(g->dqh, g->dqh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
+        refenc_rope_scaled_backward(g->dkh, g->dkh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
     }
     refenc_heads_merge(g->dq, g->dqh, B, L, H, Dh);
     refenc_heads_merge(g->dk, g->dkh, B, L, H, Dh);

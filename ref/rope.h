@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "core/config.h"
+#include "core/rope_scaling.h"
 
 /* Rotary position embedding (RoFormer, Su et al. 2021) on per-head vectors.
  * Pair j (0 <= j < Dh/2) of a vector at position p is rotated by the angle
@@ -37,5 +38,19 @@ void refenc_rope_forward(double *y, const double *x, const int64_t *pos,
 void refenc_rope_backward(double *dx, const double *dy, const int64_t *pos,
                           size_t N, size_t L, size_t Dh, double base,
                           refenc_rope_layout layout);
+
+/* As refenc_rope_forward and _backward with a RoPE scaling sc (NULL: none,
+ * the functions above): theta_j = refenc_rope_scaled_frequency(j, R, base,
+ * sc, S) with R = rotary_dim and S = max(pos) + 1 (rope_scaling.h); cos and
+ * sin are multiplied by refenc_rope_attention_factor(sc) before the rotation
+ * (as Hugging Face multiplies its cos/sin tables), so the backward is
+ * f R(pos)^T dy; coordinates R .. Dh-1 pass through (partial rotary).
+ * Preconditions: sc valid for Dh.  Never fails. */
+void refenc_rope_scaled_forward(double *y, const double *x, const int64_t *pos,
+                                size_t N, size_t L, size_t Dh, double base,
+                                refenc_rope_layout layout, const refenc_rope_scaling *sc);
+void refenc_rope_scaled_backward(double *dx, const double *dy, const int64_t *pos,
+                                 size_t N, size_t L, size_t Dh, double base,
+                                 refenc_rope_layout layout, const refenc_rope_scaling *sc);
 
 #endif

@@ -26,16 +26,17 @@ cases = sys.argv[1:] or ["encoder_large_positions", "encoder_rope_large_position
 for name in cases:
     peer.configure("float64")
     case = peer.Case(peer.refenc.load_case(name, "golden"), torch.float64)
-    base = peer.run_encoder(case)["output"].detach()
+    run = peer.COMPONENTS[case.component]  # encoder or attention
+    base = run(case)["output"].detach()
     orig_pe, orig_rope = peer.sinusoidal_pe, peer.rope
     K = 0.0
     for _ in range(20):
         peer.sinusoidal_pe = lambda p, D, dt: orig_pe(p, D, dt) + EPS * (2 * torch.rand(len(p), D, dtype=dt) - 1)
-        def noisy_rope(x, positions, base_, layout):
-            y = orig_rope(x, positions, base_, layout)
+        def noisy_rope(x, positions, base_, layout, cfg=None):
+            y = orig_rope(x, positions, base_, layout, cfg)
             return y + EPS * y.abs().max() * (2 * torch.rand_like(y) - 1)
         peer.rope = noisy_rope
-        out = peer.run_encoder(case)["output"].detach()
+        out = run(case)["output"].detach()
         peer.sinusoidal_pe, peer.rope = orig_pe, orig_rope
         K = max(K, (out - base).abs().max().item() / EPS)
     print(f"{name}: K = {K:.3g}; 4 K 2.9e-11 / 1e-11 = {4 * K * 2.9:.3g}")

@@ -944,7 +944,7 @@ void fb_encoder(fb_result *r, const refenc_params *p, const refenc_config *cfg,
         .temperature = cfg->temperature,
         .mask_value = cfg->mask_value,
     };
-    const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, pos};
+    const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, pos, NULL}; /* bounds for unscaled RoPE */
     const refenc_rope_options *rope_p = cfg->positional == REFENC_POS_ROPE ? &rope : NULL;
 
     for (size_t i = 0; i < r->N; i++) {

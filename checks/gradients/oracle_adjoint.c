@@ -304,7 +304,7 @@ static void rp_fwd(const void *c_, mpfr_ptr y, mpfr_srcptr th, refenc_mp_ws *ws)
     const rp_ctx *c = c_;
     const double b = 10000.0;
     mpfr_ptr base = conv(&b, 1);
-    refenc_mpk_rope_forward(y, th, c->pos, c->N, c->L, c->Dh, base, c->layout, ws);
+    refenc_mpk_rope_forward(y, th, c->pos, c->N, c->L, c->Dh, base, c->layout, NULL, ws);
     refenc_mp_free(base, 1);
 }
 

@@ -66,7 +66,7 @@ static void at_case_make(at_case *c, size_t t, gsl_rng *r)
     c->opt.mask_value = t == 4 || t == 6 ? REFENC_MASK_FINFO_MIN : REFENC_MASK_NEG_INF;
     if (t == 4 || t == 5) {
         c->rope = (refenc_rope_options){t == 4 ? REFENC_ROPE_HALF : REFENC_ROPE_INTERLEAVED,
-                                        10000.0, c->pos};
+                                        10000.0, c->pos, NULL};
         c->rope_p = &c->rope;
     }
     /* left padding under the causal mask: query 0 of item 1 (t = 5); an item

@@ -67,7 +67,7 @@ static void lcase_init(lcase *c, int which, gsl_rng *r)
                                    .alibi_slopes = g->positional == REFENC_POS_ALIBI ? c->slopes : NULL,
                                    .positions = c->pos, .temperature = g->temperature,
                                    .mask_value = g->mask_value};
-    c->rope = (refenc_rope_options){g->rope_layout, g->rope_base, c->pos};
+    c->rope = (refenc_rope_options){g->rope_layout, g->rope_base, c->pos, NULL};
 }
 
 static int forward(lcase *c, double *y)

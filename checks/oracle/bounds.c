@@ -680,7 +680,7 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
         .temperature = cfg->temperature,
         .mask_value = cfg->mask_value,
     };
-    const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, pos};
+    const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, pos, NULL}; /* bounds for unscaled RoPE */
     const refenc_rope_options *rope_p = cfg->positional == REFENC_POS_ROPE ? &rope : NULL;
     bnd_mha_run run;
     bnd_mha_run_alloc(&run, B, L, D, H);

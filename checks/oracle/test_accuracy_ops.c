@@ -498,7 +498,7 @@ Test(accuracy_attention, multi_head_with_rope_and_alibi)
                                    .alibi_slopes = variant == 2 ? slopes : NULL,
                                    .positions = pos, .temperature = 1.0};
         refenc_rope_options rope = {variant == 1 ? REFENC_ROPE_INTERLEAVED : REFENC_ROPE_HALF,
-                                    variant == 1 ? 500000.0 : 10000.0, pos};
+                                    variant == 1 ? 500000.0 : 10000.0, pos, NULL};
         const refenc_rope_options *rp = variant == 0 || variant == 1 ? &rope : NULL;
         bnd_mha_run run;
         bnd_mha_run_alloc(&run, B, L, D, H);

@@ -357,8 +357,8 @@ static size_t check_mha_shift(test_worst *w, gsl_rng *r, size_t t, int control)
     }
     refenc_attn_options opt = {.key_padding_mask = pad, .causal = !control && t % 4 == 1,
                                .temperature = 0.7 + gsl_rng_uniform(r)};
-    const refenc_rope_options rope0 = {layouts[t % 2], t % 3 ? 10000.0 : 500000.0, p0};
-    const refenc_rope_options rope1 = {layouts[t % 2], t % 3 ? 10000.0 : 500000.0, p1};
+    const refenc_rope_options rope0 = {layouts[t % 2], t % 3 ? 10000.0 : 500000.0, p0, NULL};
+    const refenc_rope_options rope1 = {layouts[t % 2], t % 3 ? 10000.0 : 500000.0, p1, NULL};
     fb_mha_observed(y0, E0, w0, e0, x, in_w, in_b, out_w, out_b, &opt, &rope0, B, L, D, H, nqkv, no);
     fb_mha_observed(y1, E1, w1, e1, x, in_w, in_b, out_w, out_b, &opt, &rope1, B, L, D, H, nqkv, no);
     size_t bad = 0;

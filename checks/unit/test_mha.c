@@ -146,11 +146,11 @@ Test(mha, rope_at_position_zero_changes_nothing)
     mha_buffers b0, b1;
     run_mha(y0, &b0, NULL);
     const int64_t zeros[2] = {0, 0}, steps[2] = {0, 1};
-    const refenc_rope_options rope0 = {REFENC_ROPE_HALF, 10000.0, zeros};
+    const refenc_rope_options rope0 = {REFENC_ROPE_HALF, 10000.0, zeros, NULL};
     run_mha(y1, &b1, &rope0);
     cr_expect(memcmp(y0, y1, sizeof y0) == 0, "RoPE at position 0 changed the output");
     cr_expect(memcmp(b0.weights, b1.weights, sizeof b0.weights) == 0, "... or the weights");
-    const refenc_rope_options rope1 = {REFENC_ROPE_HALF, 10000.0, steps};
+    const refenc_rope_options rope1 = {REFENC_ROPE_HALF, 10000.0, steps, NULL};
     run_mha(y1, &b1, &rope1);
     cr_expect(memcmp(b0.weights, b1.weights, sizeof b0.weights) != 0, "RoPE at {0, 1} changed nothing");
     /* v is not rotated: the value projections are unchanged */

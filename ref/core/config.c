@@ -29,6 +29,7 @@ void refenc_config_default(refenc_config *cfg)
     cfg->embedding_norm_eps = 1e-5;
     cfg->position_ids = REFENC_POSIDS_INDEX;
     cfg->mask_value = REFENC_MASK_NEG_INF;
+    refenc_rope_scaling_default(&cfg->rope_scaling);
     cfg->norm_type = REFENC_NORMTYPE_LAYERNORM;
     cfg->rmsnorm_offset = 0;
     cfg->norm_bias = 1;
@@ -270,7 +271,9 @@ int refenc_config_validate(const refenc_config *c, refenc_error *err)
     int st;
     if ((st = validate_sizes(c, err)) || (st = validate_choices(c, err)) ||
         (st = validate_widths(c, err)) || (st = validate_reals(c, err)) ||
-        (st = validate_tokens(c, err)))
+        (st = validate_tokens(c, err)) ||
+        (st = refenc_rope_scaling_validate(&c->rope_scaling, c->positional == REFENC_POS_ROPE,
+                                           c->d_model / c->n_heads, err)))
         return st;
     size_t params = refenc_config_param_count(c), bytes;
     if (params == 0 || !refenc_size_mul(&bytes, params, sizeof(double)) || bytes > REFENC_MAX_BYTES)

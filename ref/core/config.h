@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rope_scaling.h"
 #include "status.h"
 
 typedef enum { REFENC_NORM_PRE = 0, REFENC_NORM_POST = 1 } refenc_norm_placement;
@@ -124,6 +125,7 @@ typedef struct {
     /* the feed-forward block (glu.h) */
     refenc_ffn_type ffn_type;   /* default MLP                                        */
     refenc_glu_gate glu_gate;   /* with GLU: which half of linear1 is activated       */
+    refenc_rope_scaling rope_scaling; /* RoPE scaling, partial rotary (rope_scaling.h) */
 } refenc_config;
 
 /* Documented limits.  A config or input beyond them is refused with

@@ -25,6 +25,7 @@ typedef struct {
     refenc_rope_layout layout;
     double base;
     const int64_t *positions; /* (L) */
+    const refenc_rope_scaling *scaling; /* NULL: unscaled (rope.h, rope_scaling.h) */
 } refenc_rope_options;
 
 #endif

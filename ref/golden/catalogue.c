@@ -15,7 +15,7 @@ static const char *const case_keys[] = {"case", "component", "description", "mod
                                         "input_bits", "bug_classes", "tolerance", "float32_hazard",
                                         "params", "embedding_std", NULL};
 static const char *const input_keys[] = {"batch", "seq_len", "padding", "padding_side",
-                                         "positions_start", "x_mean", "x_scale", "x_grid",
+                                         "positions_start", "positions", "x_mean", "x_scale", "x_grid",
                                          "attn_mask", "masked_fraction", "fully_masked_rows", NULL};
 
 json_t *catalogue_load(const char *path, refenc_error *err)
@@ -202,7 +202,25 @@ static int seeded_params(refenc_case *c, const catalogue_case *cc, const refenc_
     return REFENC_OK;
 }
 
-/* Positions from positions_start, and whether the case has them. */
+/* Explicit positions: L integers in [0, 2^31) (long-context cases put
+ * them on both sides of a RoPE scaling's band edges, up to 131 072). */
+static int explicit_positions(refenc_case *c, const json_t *pa, size_t L, const char *where, refenc_error *err)
+{
+    if (!json_is_array(pa) || json_array_size(pa) != L)
+        return refenc_error_set(err, REFENC_EINVAL, "%s.positions: expected an array of seq_len = %zu integers",
+                                where, L);
+    for (size_t l = 0; l < L; l++) {
+        const json_t *p = json_array_get(pa, l);
+        if (!json_is_integer(p) || json_integer_value(p) < 0 || json_integer_value(p) >= ((json_int_t)1 << 31))
+            return refenc_error_set(err, REFENC_EINVAL, "%s.positions[%zu]: expected an integer in [0, 2^31)",
+                                    where, l);
+        c->positions[l] = (int64_t)json_integer_value(p);
+    }
+    c->has_positions = 1;
+    return REFENC_OK;
+}
+
+/* Positions from positions_start (or the explicit list), and whether the case has them. */
 static void set_positions(refenc_case *c, const json_t *in, const catalogue_case *cc, const refenc_config *cfg,
                           size_t L)
 {
@@ -306,6 +324,8 @@ static int seeded_values(refenc_case *c, const catalogue_case *cc, const refenc_
     int st = seeded_params(c, cc, cfg, rng, err);
     if (st == REFENC_OK)
         set_positions(c, in, cc, cfg, L);
+    if (st == REFENC_OK && json_object_get(in, "positions") != NULL)
+        st = explicit_positions(c, json_object_get(in, "positions"), L, where, err);
     const json_t *padding = json_object_get(in, "padding");
     const char *side = json_string_value(json_object_get(in, "padding_side"));
     if (st == REFENC_OK && padding != NULL)

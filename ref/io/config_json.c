@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../core/family.h"
+#include "rope_scaling_json.h"
 
 int refenc_json_check_keys(const json_t *obj, const char *const *known, const char *where,
                            refenc_error *err)
@@ -90,7 +91,7 @@ static const char *const model_keys[] = {
     "final_norm", "positional", "rope_layout", "rope_base", "max_len", "temperature",
     "causal", "vocab_size", "padding_idx", "family", "scale_embedding", "type_vocab_size",
     "embedding_norm", "embedding_norm_eps", "position_ids", "mask_value", "norm_type", "rmsnorm_offset", "ffn_type", "glu_gate", "norm_bias", "linear_bias",
-    NULL};
+    "rope_scaling", "partial_rotary_factor", NULL};
 
 /* The enum-valued member `key` through its parser, if present. */
 #define GET_ENUM(parse, dst, key)                                                   \
@@ -184,7 +185,8 @@ int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *whe
     if ((st = get_double(&c->embedding_norm_eps, obj, "embedding_norm_eps", where, err)))
         return st;
 
-    if ((st = read_choices(c, obj, where, err)))
+    if ((st = read_choices(c, obj, where, err)) ||
+        (st = refenc_rope_scaling_from_json(&c->rope_scaling, obj, where, err)))
         return st;
 
     const json_t *pi = json_object_get(obj, "padding_idx");
@@ -249,6 +251,7 @@ json_t *refenc_config_to_json(const refenc_config *c)
         bad |= json_object_set_new(j, "ffn_type", json_string(refenc_ffn_type_name(c->ffn_type)));
     if (c->ffn_type == REFENC_FFN_GLU && c->glu_gate != d.glu_gate)
         bad |= json_object_set_new(j, "glu_gate", json_string(refenc_glu_gate_name(c->glu_gate)));
+    bad |= refenc_rope_scaling_to_json(j, &c->rope_scaling) != 0;
     if (bad) {
         json_decref(j);
         return NULL;

@@ -107,7 +107,8 @@ static int in_place_eval(component_state *s, const refenc_mp_sink *sink, refenc_
         return refenc_mp_sink_emit(sink, "output", x, 2, sy);
     }
     case REFENC_COMP_ROPE: {
-        refenc_mpk_rope_forward(x, x, c->positions, B * H, L, Dh, s->base, cfg->rope_layout, &s->ws);
+        refenc_mpk_rope_forward(x, x, c->positions, B * H, L, Dh, s->base, cfg->rope_layout,
+                                &cfg->rope_scaling, &s->ws);
         const size_t sy[4] = {B, H, L, Dh};
         return refenc_mp_sink_emit(sink, "output", x, 4, sy);
     }

@@ -51,9 +51,9 @@ static void mha_fwd(lyr *m, mpfr_srcptr in, refenc_mp_ws *ws)
     heads(m, m->qkv, m->q, m->k, m->v, 0);
     if (m->rope != NULL) {
         refenc_mpk_rope_forward(m->q, m->q, m->rope->positions, m->B * m->H, m->L, m->Dh, m->base,
-                                m->rope->layout, ws);
+                                m->rope->layout, NULL, ws); /* unscaled: blocks_supported */
         refenc_mpk_rope_forward(m->k, m->k, m->rope->positions, m->B * m->H, m->L, m->Dh, m->base,
-                                m->rope->layout, ws);
+                                m->rope->layout, NULL, ws); /* unscaled: blocks_supported */
     }
     refenc_mpk_attention_forward(m->o, m->Pw, m->q, m->k, m->v, m->opt, m->B, m->H, m->L, m->Dh, ws);
     merge(m, m->ctx, m->o, 0);
@@ -298,12 +298,14 @@ int refenc_mpb_blocks_supported(const refenc_config *cfg, refenc_error *err)
                       : cfg->ffn_type != REFENC_FFN_MLP            ? "ffn_type"
                       : !cfg->norm_bias                            ? "norm_bias"
                       : !cfg->linear_bias                          ? "linear_bias"
+                      : cfg->rope_scaling.type != REFENC_ROPE_SCALING_NONE ? "rope_scaling"
+                      : cfg->rope_scaling.partial_rotary_factor != 1.0     ? "partial_rotary_factor"
                                                                    : NULL;
     if (key == NULL)
         return REFENC_OK;
     return refenc_error_set(err, REFENC_EINVAL,
-                            "oracle backward: config key %s: only LayerNorm with its bias, the plain MLP and "
-                            "linears with biases have an MPFR backward yet", key);
+                            "oracle backward: config key %s: only LayerNorm with its bias, the plain MLP, "
+                            "linears with biases and unscaled full-width RoPE have an MPFR backward yet", key);
 }
 
 int refenc_mp_layer_backward(double *dx, const refenc_layer_params *dlp, double *y,

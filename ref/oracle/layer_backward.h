@@ -41,7 +41,8 @@ void refenc_mpb_layer_forward(lyr *m, mpfr_srcptr x, refenc_mp_ws *ws);
 mpfr_ptr refenc_mpb_layer_backward(lyr *m, mpfr_srcptr dy, mpfr_srcptr x, refenc_mp_ws *ws);
 
 /* REFENC_OK when the layer backward computes cfg's blocks: LayerNorm with
- * its bias, the plain MLP, every linear with its bias; otherwise
+ * its bias, the plain MLP, every linear with its bias, RoPE unscaled over
+ * the whole head; otherwise
  * REFENC_EINVAL with a message naming the config key (RMSNorm, the gated
  * FFN and bias-free blocks have a double backward, not yet an MPFR twin). */
 int refenc_mpb_blocks_supported(const refenc_config *cfg, refenc_error *err);

@@ -47,7 +47,8 @@ static void rope_row(refenc_mpe_unit *u, int li, size_t task, refenc_mpe_worker 
     (void)arg;
     refenc_mpe_lane *ln = &u->lanes[li];
     mpfr_ptr x = task ? ln->k : ln->q;
-    refenc_mpk_rope_forward(x, x, u->pos, u->H, u->L, u->Dh, u->base, u->cfg->rope_layout, &w->ws[li]);
+    refenc_mpk_rope_forward(x, x, u->pos, u->H, u->L, u->Dh, u->base, u->cfg->rope_layout,
+                            &u->cfg->rope_scaling, &w->ws[li]);
 }
 
 /* What the heads report: the first weight of the item not certified
@@ -153,6 +154,8 @@ int refenc_mp_mha_forward(double *y, double *weights, const double *x,
     cfg.positional = rope != NULL ? REFENC_POS_ROPE : opt->alibi_slopes != NULL ? REFENC_POS_ALIBI : REFENC_POS_NONE;
     if (rope != NULL)
         cfg.rope_layout = rope->layout, cfg.rope_base = rope->base;
+    if (rope != NULL && rope->scaling != NULL)
+        cfg.rope_scaling = *rope->scaling;
     refenc_layer_params lp = {.in_proj_weight = (double *)in_proj_weight, .in_proj_bias = (double *)in_proj_bias,
                               .out_proj_weight = (double *)out_proj_weight,
                               .out_proj_bias = (double *)out_proj_bias};

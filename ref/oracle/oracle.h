@@ -345,14 +345,23 @@ void refenc_mpk_learned_pe_forward(mpfr_ptr y, unsigned char *exact, mpfr_srcptr
                                    const int64_t *pos, mpfr_srcptr table, size_t B, size_t L,
                                    size_t D);
 
-/* angle: (L, Dh/2), angle[l,j] = pos[l] base^(-2j/Dh).  ws: n_tmp >= 3.  rope.h */
+/* y = theta_j of the scaling s (NULL: base^(-2j/R)) at length S, at y's
+ * precision; every formula of ref/rope_scaling.h, exactly.  rope_scaling.c */
+void refenc_mpk_rope_frequency(mpfr_ptr y, size_t j, size_t R, mpfr_srcptr base,
+                               const refenc_rope_scaling *s, int64_t S);
+/* y = the attention factor of s (1 for NULL and the types without one). */
+void refenc_mpk_rope_attention_factor(mpfr_ptr y, const refenc_rope_scaling *s);
+
+/* angle: (L, R/2), angle[l,j] = pos[l] theta_j, theta_j scaled by sc (NULL:
+ * none, R = Dh), S = max(pos) + 1.  ws: n_tmp >= 3.  rope.h */
 void refenc_mpk_rope_angles(mpfr_ptr angle, const int64_t *pos, size_t L, size_t Dh,
-                            mpfr_srcptr base, refenc_mp_ws *ws);
-/* y = R(pos) x per head vector, in the given layout; y may alias x.
- * ws: n_tmp >= L Dh + 5. */
+                            mpfr_srcptr base, const refenc_rope_scaling *sc, refenc_mp_ws *ws);
+/* y = f R(pos) x per head vector on the first R coordinates, in the given
+ * layout, the rest passed through; f the attention factor of sc; y may alias
+ * x.  ws: n_tmp >= L Dh + 5. */
 void refenc_mpk_rope_forward(mpfr_ptr y, mpfr_srcptr x, const int64_t *pos, size_t N, size_t L,
                              size_t Dh, mpfr_srcptr base, refenc_rope_layout layout,
-                             refenc_mp_ws *ws);
+                             const refenc_rope_scaling *sc, refenc_mp_ws *ws);
 
 /* slopes[h] = 2^(-8 (h+1)/H) for H a power of two, else the rule of alibi.h,
  * each exponent an exact rational.  ws: n_tmp >= 1. */
@@ -432,6 +441,12 @@ int refenc_mp_learned_pe_forward(double *y, const double *x, const int64_t *pos,
 /* angle: (L, Dh/2), the exact pos[l] * base^(-2j/Dh). */
 int refenc_mp_rope_angles(double *angle, const int64_t *pos, size_t L, size_t Dh, double base,
                           mpfr_prec_t prec, refenc_mp_report *rep);
+/* The twins of refenc_rope_scaled_forward and of its angles (L, R/2). */
+int refenc_mp_rope_scaled_angles(double *angle, const int64_t *pos, size_t L, size_t Dh, double base,
+                                 const refenc_rope_scaling *sc, mpfr_prec_t prec, refenc_mp_report *rep);
+int refenc_mp_rope_scaled_forward(double *y, const double *x, const int64_t *pos, size_t N, size_t L,
+                                  size_t Dh, double base, refenc_rope_layout layout,
+                                  const refenc_rope_scaling *sc, mpfr_prec_t prec, refenc_mp_report *rep);
 int refenc_mp_rope_forward(double *y, const double *x, const int64_t *pos,
                            size_t N, size_t L, size_t Dh, double base, refenc_rope_layout layout,
                            mpfr_prec_t prec, refenc_mp_report *rep);

@@ -4,15 +4,22 @@
  * the rational -2j/Dh evaluated in MPFR, base the exact double. */
 #include "internal.h"
 
-void refenc_mpk_rope_angles(mpfr_ptr angle, const int64_t *pos, size_t L, size_t Dh,
-                            mpfr_srcptr base, refenc_mp_ws *ws)
+/* The rotated width R: Dh, or floor(Dh * partial_rotary_factor) */
+static size_t rotary_dim(const refenc_rope_scaling *sc, size_t Dh)
 {
-    mpfr_ptr t = ws->tmp, theta = ws->tmp + 1;
-    const size_t half = Dh / 2;
+    return sc != NULL ? refenc_rope_scaling_rotary_dim(sc, Dh) : Dh;
+}
+
+void refenc_mpk_rope_angles(mpfr_ptr angle, const int64_t *pos, size_t L, size_t Dh,
+                            mpfr_srcptr base, const refenc_rope_scaling *sc, refenc_mp_ws *ws)
+{
+    mpfr_ptr theta = ws->tmp + 1;
+    const size_t half = rotary_dim(sc, Dh) / 2;
+    int64_t S = 0; /* the length dynamic and longrope read: max(pos) + 1 */
+    for (size_t l = 0; l < L; l++)
+        S = pos[l] > S ? pos[l] : S;
     for (size_t j = 0; j < half; j++) {
-        mpfr_set_si(t, -(long)(2 * j), MPFR_RNDN);
-        mpfr_div_ui(t, t, Dh, MPFR_RNDN); /* -2j/Dh */
-        mpfr_pow(theta, base, t, MPFR_RNDN);
+        refenc_mpk_rope_frequency(theta, j, 2 * half, base, sc, S + 1);
         for (size_t l = 0; l < L; l++)
             refenc_mp_mul_pos(angle + l * half + j, theta, pos[l]);
     }
@@ -20,18 +27,21 @@ void refenc_mpk_rope_angles(mpfr_ptr angle, const int64_t *pos, size_t L, size_t
 
 void refenc_mpk_rope_forward(mpfr_ptr y, mpfr_srcptr x, const int64_t *pos, size_t N, size_t L,
                              size_t Dh, mpfr_srcptr base, refenc_rope_layout layout,
-                             refenc_mp_ws *ws)
+                             const refenc_rope_scaling *sc, refenc_mp_ws *ws)
 {
-    const size_t half = Dh / 2;
+    const size_t R = rotary_dim(sc, Dh), half = R / 2;
     /* cos and sin of every angle, once: cs[l, j] = (cos, sin) */
     mpfr_ptr cs = ws->tmp + 2, a = cs + L * Dh, b = a + 1, t = a + 2; /* tmp[0..2): angles' */
-    refenc_mpk_rope_angles(cs, pos, L, Dh, base, ws); /* angles in cs[0 .. L*half) */
+    refenc_mpk_rope_angles(cs, pos, L, Dh, base, sc, ws); /* angles in cs[0 .. L*half) */
     /* spread the angles to even slots, from the last (no overlap: 2i >= i) */
     for (size_t i = L * half; i-- > 0;)
         mpfr_swap(cs + 2 * i, cs + i);
+    refenc_mpk_rope_attention_factor(a, sc); /* f, multiplying cos and sin */
     for (size_t i = 0; i < L * half; i++) {
         mpfr_set(t, cs + 2 * i, MPFR_RNDN);
         mpfr_sin_cos(cs + 2 * i + 1, cs + 2 * i, t, MPFR_RNDN);
+        mpfr_mul(cs + 2 * i, cs + 2 * i, a, MPFR_RNDN);
+        mpfr_mul(cs + 2 * i + 1, cs + 2 * i + 1, a, MPFR_RNDN);
     }
     for (size_t n = 0; n < N; n++)
         for (size_t l = 0; l < L; l++) {
@@ -45,6 +55,8 @@ void refenc_mpk_rope_forward(mpfr_ptr y, mpfr_srcptr x, const int64_t *pos, size
                 mpfr_fmms(y + off + ia, a, c, b, s, MPFR_RNDN); /* a cos - b sin */
                 mpfr_fmma(y + off + ib, b, c, a, s, MPFR_RNDN); /* b cos + a sin */
             }
+            for (size_t d = R; d < Dh && y != x; d++) /* partial rotary: passed through */
+                mpfr_set(y + off + d, x + off + d, MPFR_RNDN);
         }
 }
 
@@ -55,12 +67,14 @@ typedef struct {
     size_t N, L, Dh;
     double base;
     refenc_rope_layout layout;
+    const refenc_rope_scaling *sc;
 } rope_args;
 
 static int rope_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, refenc_error *err)
 {
     const rope_args *a = ctx;
-    const size_t n = a->what == 0 ? a->L * (a->Dh / 2) : a->N * a->L * a->Dh;
+    const size_t half = rotary_dim(a->sc, a->Dh) / 2;
+    const size_t n = a->what == 0 ? a->L * half : a->N * a->L * a->Dh;
     refenc_mp_ws ws;
     int st = refenc_mp_ws_alloc(&ws, prec, a->L * a->Dh + 5, 1);
     mpfr_ptr y = a->what == 1 ? refenc_mp_from_d(a->x, n, prec) : refenc_mp_alloc(n, prec);
@@ -68,11 +82,11 @@ static int rope_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, re
     if (st || !y || !base) {
         st = refenc_mp_enomem(err, "RoPE", prec);
     } else if (a->what == 0) {
-        refenc_mpk_rope_angles(y, a->pos, a->L, a->Dh, base, &ws);
-        const size_t shape[2] = {a->L, a->Dh / 2};
+        refenc_mpk_rope_angles(y, a->pos, a->L, a->Dh, base, a->sc, &ws);
+        const size_t shape[2] = {a->L, half};
         st = refenc_mp_sink_emit(sink, "angle", y, 2, shape);
     } else {
-        refenc_mpk_rope_forward(y, y, a->pos, a->N, a->L, a->Dh, base, a->layout, &ws);
+        refenc_mpk_rope_forward(y, y, a->pos, a->N, a->L, a->Dh, base, a->layout, a->sc, &ws);
         const size_t shape[3] = {a->N, a->L, a->Dh};
         st = refenc_mp_sink_emit(sink, "y", y, 3, shape);
     }
@@ -85,7 +99,7 @@ static int rope_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, re
 int refenc_mp_rope_angles(double *angle, const int64_t *pos, size_t L, size_t Dh, double base,
                           mpfr_prec_t prec, refenc_mp_report *rep)
 {
-    rope_args a = {0, NULL, pos, 1, L, Dh, base, REFENC_ROPE_HALF};
+    rope_args a = {0, NULL, pos, 1, L, Dh, base, REFENC_ROPE_HALF, NULL};
     const refenc_mp_output outs[] = {{"angle", angle}};
     return refenc_mp_run_twin(rope_eval, &a, prec, rep, outs, 1);
 }
@@ -94,7 +108,24 @@ int refenc_mp_rope_forward(double *y, const double *x, const int64_t *pos,
                            size_t N, size_t L, size_t Dh, double base, refenc_rope_layout layout,
                            mpfr_prec_t prec, refenc_mp_report *rep)
 {
-    rope_args a = {1, x, pos, N, L, Dh, base, layout};
+    rope_args a = {1, x, pos, N, L, Dh, base, layout, NULL};
+    const refenc_mp_output outs[] = {{"y", y}};
+    return refenc_mp_run_twin(rope_eval, &a, prec, rep, outs, 1);
+}
+
+int refenc_mp_rope_scaled_angles(double *angle, const int64_t *pos, size_t L, size_t Dh, double base,
+                                 const refenc_rope_scaling *sc, mpfr_prec_t prec, refenc_mp_report *rep)
+{
+    rope_args a = {0, NULL, pos, 1, L, Dh, base, REFENC_ROPE_HALF, sc};
+    const refenc_mp_output outs[] = {{"angle", angle}};
+    return refenc_mp_run_twin(rope_eval, &a, prec, rep, outs, 1);
+}
+
+int refenc_mp_rope_scaled_forward(double *y, const double *x, const int64_t *pos, size_t N, size_t L,
+                                  size_t Dh, double base, refenc_rope_layout layout,
+                                  const refenc_rope_scaling *sc, mpfr_prec_t prec, refenc_mp_report *rep)
+{
+    rope_args a = {1, x, pos, N, L, Dh, base, layout, sc};
     const refenc_mp_output outs[] = {{"y", y}};
     return refenc_mp_run_twin(rope_eval, &a, prec, rep, outs, 1);
 }

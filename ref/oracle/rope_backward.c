@@ -1,4 +1,4 @@
-/* RoPE's backward in MPFR, from rope.h: the rotation by -theta,
+/* RoPE's backward in MPFR (unscaled, the whole head), from rope.h: the rotation by -theta,
  * R(pos)^T = R(-pos):
  *   dx[n,l,:] = R(pos[l])^T dy[n,l,:],  pair (ga, gb) -> (ga cos + gb sin, gb cos - ga sin)
  * with the exact angles of the oracle's forward (refenc_mpk_rope_angles);
@@ -13,7 +13,7 @@ void refenc_mpk_rope_backward(mpfr_ptr dx, mpfr_srcptr dy, const int64_t *pos, s
 {
     const size_t half = Dh / 2;
     mpfr_ptr cs = ws->tmp + 2, a = cs + L * Dh, b = a + 1, t = a + 2; /* tmp[0..2): angles' */
-    refenc_mpk_rope_angles(cs, pos, L, Dh, base, ws);
+    refenc_mpk_rope_angles(cs, pos, L, Dh, base, NULL, ws); /* unscaled */
     for (size_t i = L * half; i-- > 0;) /* to even slots, from the last */
         mpfr_swap(cs + 2 * i, cs + i);
     for (size_t i = 0; i < L * half; i++) { /* cs[l, j] = (cos, sin) */

@@ -55,8 +55,8 @@ static void mha(const emu_run *r, double *y, refenc_mha_work *w, const double *x
     refenc_heads_split(w->kh, w->k, B, L, H, Dh);
     refenc_heads_split(w->vh, w->v, B, L, H, Dh);
     if (rope != NULL) {
-        emu_rope(e, w->qh, w->qh, rope->positions, B * H, L, Dh, rope->base, rope->layout);
-        emu_rope(e, w->kh, w->kh, rope->positions, B * H, L, Dh, rope->base, rope->layout);
+        emu_rope(e, w->qh, w->qh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
+        emu_rope(e, w->kh, w->kh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
     }
     emu_attention(e, w->ctxh, w->weights, w->qh, w->kh, w->vh, opt, B, H, L, Dh);
     if (r->hooks != NULL && r->hooks->merge_without_transpose)
@@ -185,7 +185,7 @@ static void encoder(const emu_run *r, double *y, refenc_workspace *ws, const dou
                       cfg->embedding_norm_eps, cfg);
     emit(r, "embed", h, 3, B, L, D, 0);
     const refenc_attn_options opt = attn_options(c, slopes);
-    const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions};
+    const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions, &cfg->rope_scaling};
     for (size_t i = 0; i < cfg->n_layers; i++) {
         layer(r, next, &ws->layer, h, &p->layers[i], cfg, &opt,
               cfg->positional == REFENC_POS_ROPE ? &rope : NULL, B, L, i);
@@ -213,7 +213,7 @@ static void component(const emu_run *r, double *y, double *y2, refenc_workspace 
     switch (c->component) {
     case REFENC_COMP_ATTENTION: {
         const refenc_attn_options opt = attn_options(c, slopes);
-        const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions};
+        const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions, &cfg->rope_scaling};
         mha(r, y, &ws->layer.mha, c->x, lp, &opt, cfg->positional == REFENC_POS_ROPE ? &rope : NULL, B, L, D, H);
         emit(r, "weights", ws->layer.mha.weights, 4, B, H, L, L);
         emit(r, "output", y, 3, B, L, D, 0);
@@ -240,7 +240,7 @@ static void component(const emu_run *r, double *y, double *y2, refenc_workspace 
         emit(r, "output", y, 2, L, D, 0, 0);
         break;
     case REFENC_COMP_ROPE:
-        emu_rope(e, y, c->x, c->positions, B * H, L, Dh, cfg->rope_base, cfg->rope_layout);
+        emu_rope(e, y, c->x, c->positions, B * H, L, Dh, cfg->rope_base, cfg->rope_layout, &cfg->rope_scaling);
         emit(r, "output", y, 4, B, H, L, Dh);
         break;
     case REFENC_COMP_ALIBI:

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "../alibi.h"
+#include "../rope.h"
+#include "../rope_scaling.h"
 
 /* ---- building blocks ---------------------------------------------------------- */
 
@@ -259,10 +261,37 @@ void emu_activation(const refenc_emulation *e, double *y, const double *x, size_
     }
 }
 
-void emu_rope(const refenc_emulation *e, double *y, const double *x, const int64_t *pos, size_t N, size_t L,
-              size_t Dh, double base, refenc_rope_layout layout)
+/* The angle pos theta_j with a RoPE scaling, formed as Hugging Face forms its
+ * table in float32: theta = 1 / base'^(2j/R) (base' = dynamic's grown base,
+ * else base; the exponent, the power and the reciprocal each rounded to the
+ * acc format), multiplied by the type's factor theta_scaled / theta (an exact
+ * ratio, taken in double) and rounded once, then pos theta.  In an acc format
+ * of double (no rounding) it is the reference's angle, bit for bit. */
+static double scaled_angle(const refenc_emulation *e, int64_t pos, size_t j, size_t R, double base,
+                           const refenc_rope_scaling *sc, int64_t S)
 {
-    const size_t half = Dh / 2;
+    if (sc == NULL || sc->type == REFENC_ROPE_SCALING_NONE)
+        return angle(e, pos, 2 * j, R, base);
+    const double scaled = refenc_rope_scaled_frequency(j, R, base, sc, S);
+    if (e->acc == REFENC_FMT_F64)
+        return (double)pos * scaled;
+    const double b = refenc_rope_scaled_base(base, R, sc, S);
+    const double ex = emu_a(e, (double)(2 * j) / (double)R);
+    const double theta = emu_a(e, 1.0 / emu_a(e, f_pow(e, b, ex)));
+    const double mult = scaled / refenc_rope_frequency(j, R, b);
+    return emu_a(e, (double)pos * emu_a(e, theta * mult));
+}
+
+/* With a scaling sc (NULL: none): the scaled angle above, and cos and sin are
+ * multiplied by the attention factor in the acc format before they are
+ * stored (HF: (cos * attention_scaling).to(dtype)).  Coordinates from the
+ * rotary dim R on pass through. */
+void emu_rope(const refenc_emulation *e, double *y, const double *x, const int64_t *pos, size_t N, size_t L,
+              size_t Dh, double base, refenc_rope_layout layout, const refenc_rope_scaling *sc)
+{
+    const size_t R = sc != NULL ? refenc_rope_scaling_rotary_dim(sc, Dh) : Dh, half = R / 2;
+    const int64_t S = refenc_rope_seq_len(pos, L);
+    const double f = refenc_rope_attention_factor(sc);
     for (size_t n = 0; n < N; n++)
         for (size_t l = 0; l < L; l++) {
             const double *x_nl = x + (n * L + l) * Dh;
@@ -270,13 +299,16 @@ void emu_rope(const refenc_emulation *e, double *y, const double *x, const int64
             for (size_t j = 0; j < half; j++) {
                 const size_t ia = layout == REFENC_ROPE_HALF ? j : 2 * j;
                 const size_t ib = layout == REFENC_ROPE_HALF ? j + half : 2 * j + 1;
-                const double t = angle(e, pos[l], 2 * j, Dh, base);
+                const double t = scaled_angle(e, pos[l], j, R, base, sc, S);
                 /* the cos and sin tables are stored in the value format */
-                const double c = emu_m(e, f_cos(e, t)), s = emu_m(e, f_sin(e, t));
+                const double c0 = f_cos(e, t), s0 = f_sin(e, t);
+                const double c = emu_m(e, f == 1.0 ? c0 : emu_a(e, c0 * f)), s = emu_m(e, f == 1.0 ? s0 : emu_a(e, s0 * f));
                 const double a = x_nl[ia], b = x_nl[ib];
                 y_nl[ia] = emu_v(e, emu_m(e, a * c) - emu_m(e, b * s));
                 y_nl[ib] = emu_v(e, emu_m(e, b * c) + emu_m(e, a * s));
             }
+            for (size_t d = R; d < Dh && y_nl != x_nl; d++)
+                y_nl[d] = x_nl[d];
         }
 }
 

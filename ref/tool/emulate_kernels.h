@@ -68,7 +68,7 @@ void emu_activation(const refenc_emulation *e, double *y, const double *x, size_
 
 /* x (N, L, Dh) rotated at pos */
 void emu_rope(const refenc_emulation *e, double *y, const double *x, const int64_t *pos, size_t N, size_t L,
-              size_t Dh, double base, refenc_rope_layout layout);
+              size_t Dh, double base, refenc_rope_layout layout, const refenc_rope_scaling *sc);
 
 /* pe (L, D): the sinusoidal table; forward: y = x + PE, (B, L, D) */
 void emu_sinusoidal_table(const refenc_emulation *e, double *pe, const int64_t *pos, size_t L, size_t D);

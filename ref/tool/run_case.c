@@ -65,7 +65,7 @@ static void run_attention(double *y, refenc_workspace *ws, const refenc_case *c,
         .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? ws->alibi_slopes : NULL,
         .positions = c->positions, .temperature = cfg->temperature,
         .mask_value = cfg->mask_value};
-    const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions};
+    const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions, &cfg->rope_scaling};
     refenc_mha_forward(y, &ws->layer.mha, c->x, lp->in_proj_weight, lp->in_proj_bias,
                        lp->out_proj_weight, lp->out_proj_bias, &opt,
                        cfg->positional == REFENC_POS_ROPE ? &rope : NULL, B, L, D, H);
@@ -125,7 +125,8 @@ static int run_component(double *y, double *y2, refenc_workspace *ws, const refe
         emit(trace, "output", y, 2, L, D, 0, 0);
         return REFENC_OK;
     case REFENC_COMP_ROPE:
-        refenc_rope_forward(y, c->x, c->positions, B * H, L, Dh, cfg->rope_base, cfg->rope_layout);
+        refenc_rope_scaled_forward(y, c->x, c->positions, B * H, L, Dh, cfg->rope_base, cfg->rope_layout,
+                                   &cfg->rope_scaling);
         emit(trace, "output", y, 4, B, H, L, Dh);
         return REFENC_OK;
     case REFENC_COMP_ALIBI:

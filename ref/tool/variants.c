@@ -3,6 +3,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "../rope_scaling.h"
+
 static const refenc_variant_info table[REFENC_VAR_COUNT] = {
     [REFENC_VAR_LAYERNORM_EPS_X10] = {
         "layernorm_eps_x10", "layernorm_eps",
@@ -171,6 +173,32 @@ static const refenc_variant_info table[REFENC_VAR_COUNT] = {
         "converter, once by the kernel (utensils/mold#1074: final cosine 0.19)",
         "add 1 once: either keep w as stored and scale by (1 + w), or fold it into the weights "
         "and scale by w"},
+    [REFENC_VAR_LLAMA3_SCALING_IGNORED] = {
+        "llama3_scaling_ignored", "llama3_scaling_ignored",
+        "right at short positions; low-frequency pairs wrong from about L0 / low_freq_factor on",
+        "rope_scaling of type llama3 is not applied: the unscaled frequencies "
+        "(huggingface/transformers#32330, Llama 3.1)",
+        "apply the llama3 bands: theta_j kept for wavelengths < L0/high_freq_factor, theta_j / "
+        "factor above L0/low_freq_factor, smoothed between (modeling_rope_utils.py)"},
+    [REFENC_VAR_YARN_FACTOR_SQUARED] = {
+        "yarn_attention_factor_squared", "yarn_attention_factor",
+        "q and k too long by the YaRN attention factor f: scores f^2 too large, attention too "
+        "sharp, at every position",
+        "the YaRN attention factor is applied twice: f^2 on cos and sin (sgl-project/sglang#33558)",
+        "multiply cos and sin by f = 0.1 ln(factor) + 1 once (HF: attention_scaling)"},
+    [REFENC_VAR_YARN_FACTOR_DROPPED] = {
+        "yarn_attention_factor_dropped", "yarn_attention_factor",
+        "q and k too short by the YaRN attention factor f: scores f^2 too small, attention too "
+        "flat, at every position",
+        "the YaRN attention factor is not applied (turboderp-org/exllamav3#259)",
+        "multiply cos and sin by f = 0.1 ln(factor) + 1 (or the config's attention_factor)"},
+    [REFENC_VAR_DYNAMIC_NTK_FROM_MAX_POSITIONS] = {
+        "dynamic_ntk_from_max_positions", "dynamic_ntk_length",
+        "right up to max_position_embeddings; beyond, every pair but the first rotates too fast",
+        "dynamic NTK's base computed for max_position_embeddings (HF's initial inv_freq) "
+        "instead of the sequence length, i.e. never grown",
+        "recompute base' = base (s S/L0 - (s-1))^(R/(R-2)) with S = max(position_ids) + 1 when "
+        "S > L0 (HF dynamic_rope_update)"},
 };
 
 const refenc_variant_info *refenc_variant_get(refenc_variant v)
@@ -243,6 +271,25 @@ static int modern_block_applies(refenc_variant v, const refenc_case *c)
     }
 }
 
+/* The RoPE scaling variants: the case's type, and a change in the output
+ * (an attention factor other than 1; a length past L0 for dynamic). */
+static int rope_scaling_applies(refenc_variant v, const refenc_case *c)
+{
+    const refenc_rope_scaling *s = &c->cfg.rope_scaling;
+    if (!has_rope(c))
+        return 0;
+    switch (v) {
+    case REFENC_VAR_LLAMA3_SCALING_IGNORED: return s->type == REFENC_ROPE_SCALING_LLAMA3 && s->factor != 1.0;
+    case REFENC_VAR_YARN_FACTOR_SQUARED:
+    case REFENC_VAR_YARN_FACTOR_DROPPED:
+        return s->type == REFENC_ROPE_SCALING_YARN && refenc_rope_attention_factor(s) != 1.0;
+    case REFENC_VAR_DYNAMIC_NTK_FROM_MAX_POSITIONS:
+        return s->type == REFENC_ROPE_SCALING_DYNAMIC && s->factor != 1.0 &&
+               (uint64_t)refenc_rope_seq_len(c->positions, c->L) > s->max_position_embeddings;
+    default: return 0;
+    }
+}
+
 int refenc_variant_applies(refenc_variant v, const refenc_case *c)
 {
     const refenc_config *cfg = &c->cfg;
@@ -299,8 +346,8 @@ int refenc_variant_applies(refenc_variant v, const refenc_case *c)
         return has_activation(c, REFENC_ACT_GELU) || has_activation(c, REFENC_ACT_GELU_TANH);
     case REFENC_VAR_GELU_FOR_QUICK_GELU:
         return has_activation(c, REFENC_ACT_QUICK_GELU);
-    default:
-        return modern_block_applies(v, c);
+    default: /* the modern blocks' and the RoPE scaling variants, else 0 */
+        return modern_block_applies(v, c) || rope_scaling_applies(v, c);
     }
 }
 
@@ -449,6 +496,15 @@ void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks
     case REFENC_VAR_QUICK_GELU_FOR_GELU: cfg->activation = REFENC_ACT_QUICK_GELU; break;
     case REFENC_VAR_GELU_FOR_QUICK_GELU: cfg->activation = REFENC_ACT_GELU; break;
     case REFENC_VAR_EMBEDDING_SCALED: rescale_embedding(c, 1); break;
+    /* the unscaled frequencies: type none (dynamic's base at S = L0 is base) */
+    case REFENC_VAR_LLAMA3_SCALING_IGNORED:
+    case REFENC_VAR_DYNAMIC_NTK_FROM_MAX_POSITIONS: cfg->rope_scaling.type = REFENC_ROPE_SCALING_NONE; break;
+    case REFENC_VAR_YARN_FACTOR_SQUARED: {
+        const double f = refenc_rope_attention_factor(&cfg->rope_scaling);
+        cfg->rope_scaling.attention_factor = f * f;
+        break;
+    }
+    case REFENC_VAR_YARN_FACTOR_DROPPED: cfg->rope_scaling.attention_factor = 1.0; break;
     default: break;
     }
 }

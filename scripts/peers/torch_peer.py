@@ -46,6 +46,7 @@ except ImportError:  # in the source tree: scripts/python
     import refenc
 
 import torch_families  # the encoder families (BERT, RoBERTa, DistilBERT, GPT-2, CLIP text)
+import torch_rope_scaling  # Hugging Face's rope_scaling types
 
 # ---- bug injection (--bug) -------------------------------------------------------
 # The known bug variants of refenc (ref/tool/variants.h, docs/certify.md), injected
@@ -56,7 +57,7 @@ KNOWN_BUGS = ["layernorm_eps_x10", "layernorm_eps_div10", "unbiased_variance", "
               "attention_unscaled", "missing_final_norm", "embedding_unscaled", "alibi_slopes_pow2",
               "padding_mask_inverted", "pre_post_swapped", "heads_merged_without_transpose",
               "glu_halves_swapped", "rmsnorm_offset_missing", "rmsnorm_offset_doubled"] \
-    + torch_families.KNOWN_BUGS
+    + torch_families.KNOWN_BUGS + torch_rope_scaling.BUGS
 UNKNOWN_BUGS = ["softmax_over_queries", "ffn_residual_dropped"]
 BUG = None
 
@@ -257,10 +258,17 @@ def sinusoidal_pe(positions, D, dt):
     return rounded_table(pe)
 
 
-def rope(x, positions, base, layout):
+def rope(x, positions, base, layout, cfg=None):
     """x (..., L, Dh) rotated at positions (L). layout 'half' is Hugging Face's
-    rotate_half; 'interleaved' is GPT-J's pairs (2j, 2j+1)."""
+    rotate_half; 'interleaved' is GPT-J's pairs (2j, 2j+1).  With cfg's
+    rope_scaling (torch_rope_scaling.py), HF's scaled frequencies at S =
+    max(positions) + 1 and cos, sin times the attention factor; with its
+    partial_rotary_factor, the first R = int(Dh * factor) coordinates rotate."""
     Dh = x.shape[-1]
+    cfg = cfg or {}
+    rs = cfg.get("rope_scaling")
+    R = int(Dh * cfg.get("partial_rotary_factor", 1.0))
+    x, x_pass = x[..., :R], x[..., R:]
     dt = x.dtype
     if dt in (torch.float16, torch.bfloat16):  # the tables in float32, as Hugging Face
         dt = torch.float32
@@ -269,16 +277,22 @@ def rope(x, positions, base, layout):
     if BUG == "rope_base_wrong":
         base = 500000.0 if base == 10000.0 else 10000.0
     with table_precision():
-        inv_freq = 1.0 / (base ** (torch.arange(0, Dh, 2, dtype=dt) / Dh))
-        freqs = torch.outer(positions.to(dt), inv_freq)          # (L, Dh/2)
+        S = int(positions.max()) + 1
+        inv_freq = torch_rope_scaling.inv_freq(rs, base, R, S, dt, BUG)
+        freqs = torch.outer(positions.to(dt), inv_freq)          # (L, R/2)
+        f = torch_rope_scaling.attention_factor(rs or {}, BUG)
         cos, sin = freqs.cos(), freqs.sin()
+        if f != 1.0:
+            cos, sin = cos * f, sin * f
     cos, sin = rounded_table(cos).to(x.dtype), rounded_table(sin).to(x.dtype)
     if layout == "half":
-        x1, x2 = x[..., : Dh // 2], x[..., Dh // 2:]
+        x1, x2 = x[..., : R // 2], x[..., R // 2:]
         rotated = torch.cat((-x2, x1), dim=-1)
-        return x * torch.cat((cos, cos), dim=-1) + rotated * torch.cat((sin, sin), dim=-1)
-    x1, x2 = x[..., 0::2], x[..., 1::2]
-    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+        y = x * torch.cat((cos, cos), dim=-1) + rotated * torch.cat((sin, sin), dim=-1)
+    else:
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        y = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+    return torch.cat((y, x_pass), dim=-1) if R < Dh else y
 
 
 def activation_fn(name):
@@ -353,8 +367,8 @@ def manual_attention(case, x, W_in, b_in, W_o, b_o, positions):
     q, k, v = F.linear(x, W_in, b_in).chunk(3, dim=-1)
     q, k, v = (t.reshape(B, L, H, Dh).transpose(1, 2) for t in (q, k, v))
     if cfg["positional"] == "rope":
-        q = rope(q, positions, cfg["rope_base"], cfg["rope_layout"])
-        k = rope(k, positions, cfg["rope_base"], cfg["rope_layout"])
+        q = rope(q, positions, cfg["rope_base"], cfg["rope_layout"], cfg)
+        k = rope(k, positions, cfg["rope_base"], cfg["rope_layout"], cfg)
     scale = {"attention_scale_sqrt_d": math.sqrt(D), "attention_unscaled": 1.0}.get(BUG, math.sqrt(Dh))
     s = q @ k.transpose(-1, -2) / (scale * cfg["temperature"])
     bias = score_bias(case, B, H, L, positions)
@@ -522,7 +536,7 @@ def run_sinusoidal_pe(case):
 
 def run_rope(case):
     cfg = case.cfg
-    return {"output": rope(case.t("in.x"), case.i("in.positions"), cfg["rope_base"], cfg["rope_layout"])}
+    return {"output": rope(case.t("in.x"), case.i("in.positions"), cfg["rope_base"], cfg["rope_layout"], cfg)}
 
 
 def run_alibi(case):

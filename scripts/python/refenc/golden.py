@@ -127,6 +127,9 @@ def features_of(case):
         embedding_norm      a LayerNorm after the embedding sum
         position_ids=roberta  RoBERTa's positions, from padding_idx + 1
       RoPE (encoder, attention, rope):  rope_layout=<half|interleaved>
+        rope_scaling=<linear|dynamic|yarn|llama3|longrope>  Hugging Face's
+                         rope_scaling (docs/rope-scaling.md); absent: none
+        partial_rotary   partial_rotary_factor < 1
       temperature      a softmax temperature other than 1
       key_padding_mask a key padding mask with some key padded
       attn_mask        an additive float mask
@@ -173,6 +176,11 @@ def features_of(case):
         f.add("linear_bias=false")
     if comp == "rope" or (comp in ("encoder", "attention") and c["positional"] == "rope"):
         f.add(f"rope_layout={c['rope_layout']}")
+        rs = c.get("rope_scaling") or {}
+        if rs.get("rope_type", "default") != "default":
+            f.add(f"rope_scaling={rs['rope_type']}")
+        if c.get("partial_rotary_factor", 1.0) != 1.0:
+            f.add("partial_rotary")
     if comp in ("encoder", "attention", "softmax") and c["temperature"] != 1.0:
         f.add("temperature")
     ins = case.inputs

@@ -37,6 +37,10 @@ FEATURES = {
     "encoder_pre_geglu_bias_free": {"component=encoder", "norm=pre", "final_norm=true", "input=tokens",
                                     "positional=rope", "rope_layout=half", "causal=false", "activation=gelu",
                                     "key_padding_mask", "ffn_type=glu", "norm_bias=false", "linear_bias=false"},
+    "rope_llama3_bands": {"component=rope", "rope_layout=half", "rope_scaling=llama3", "positions"},
+    "rope_yarn_mscale_partial": {"component=rope", "rope_layout=interleaved", "rope_scaling=yarn",
+                                 "partial_rotary", "positions"},
+    "rope_dynamic_ntk_long": {"component=rope", "rope_layout=half", "rope_scaling=dynamic", "positions"},
 }
 
 
