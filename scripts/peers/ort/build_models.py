@@ -67,6 +67,8 @@ CONFIG_SUPPORT = {
     # gated FFN and either half as its gate, bias-free norms and linear maps
     "norm_type": {"layernorm", "rmsnorm"}, "rmsnorm_offset": None, "ffn_type": {"mlp", "glu"},
     "glu_gate": {"first", "second"}, "norm_bias": None, "linear_bias": None,
+    # RoPE scaling (docs/rope-scaling.md): HF's frequency tables, every type
+    "rope_scaling": None, "partial_rotary_factor": None,
 }
 
 
@@ -294,28 +296,57 @@ def sinusoidal(g, pos, D):
     return g.op("Reshape", g.op("Concat", sin, cos, axis=-1), g.const([-1, D], np.int64))
 
 
-def rope(g, x, pos, Dh, base, layout):
-    """x (…, L, Dh) with pair j rotated by pos·θ_j, θ_j = base^(−2j/Dh):
-    pairs (j, j + Dh/2) for 'half' (rotate_half), (2j, 2j+1) for 'interleaved'."""
-    theta = g.op("Reciprocal", g.op("Pow", g.const(base), g.const(np.arange(0, Dh, 2) / Dh)))
-    angle = g.op("Mul", g.op("Unsqueeze", pos, g.const([1], np.int64)), theta)      # (L, Dh/2)
-    axis = g.const([-1], np.int64)
-    if layout == "half":
-        angle = g.op("Concat", angle, angle, axis=-1)                                # (L, Dh)
-        x1 = g.op("Slice", x, g.const([0], np.int64), g.const([Dh // 2], np.int64), axis)
-        x2 = g.op("Slice", x, g.const([Dh // 2], np.int64), g.const([Dh], np.int64), axis)
-        rotated = g.op("Concat", g.op("Neg", x2), x1, axis=-1)
-        return g.op("Add", g.op("Mul", x, g.op("Cos", angle)), g.op("Mul", rotated, g.op("Sin", angle)))
-    if layout != "interleaved":
+def rope_tables(cfg, Dh, S):
+    """theta (R/2,) as float32, the attention factor f and R, for cfg's
+    rope_base, rope_scaling and partial_rotary_factor at the sequence length
+    S = max(position ids) + 1: Hugging Face's modeling_rope_utils.py formulas
+    (scripts/peers/torch_rope_scaling.py, in float32 as HF forms its tables;
+    ONNX Runtime then runs the angle, cos, sin and the rotation)."""
+    import torch  # only for the frequency table, computed once per model as HF does
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    import torch_rope_scaling
+    rs = cfg.get("rope_scaling")
+    R = int(Dh * cfg.get("partial_rotary_factor", 1.0))
+    theta = torch_rope_scaling.inv_freq(rs, float(cfg["rope_base"]), R, S, torch.float32)
+    return theta.numpy().astype(np.float32), torch_rope_scaling.attention_factor(rs or {}), R
+
+
+def rope(g, x, pos, Dh, cfg):
+    """x (…, L, Dh) with pair j of the first R coordinates rotated by pos·θ_j
+    (θ_j = base^(−2j/R), or scaled by cfg's rope_scaling), cos and sin times
+    the attention factor, the other Dh − R coordinates passed through:
+    pairs (j, j + R/2) for 'half' (rotate_half), (2j, 2j+1) for 'interleaved'."""
+    layout = cfg["rope_layout"]
+    if layout not in ("half", "interleaved"):
         raise Unsupported(f"rope_layout '{layout}'")
+    S = int(g.golden("in.positions").max()) + 1 if "in.positions" in g.tensors else None
+    if S is None:
+        S = g.golden("in.x").shape[-2] if "in.x" in g.tensors else g.golden("in.tokens").shape[-1]
+    theta, f, R = rope_tables(cfg, Dh, S)
+    axis = g.const([-1], np.int64)
+    x_pass = None
+    if R < Dh:
+        x_pass = g.op("Slice", x, g.const([R], np.int64), g.const([Dh], np.int64), axis)
+        x = g.op("Slice", x, g.const([0], np.int64), g.const([R], np.int64), axis)
+    angle = g.op("Mul", g.op("Unsqueeze", pos, g.const([1], np.int64)), g.const(theta))   # (L, R/2)
     cos, sin = g.op("Cos", angle), g.op("Sin", angle)
-    two = g.const([2], np.int64)
-    x1 = g.op("Slice", x, g.const([0], np.int64), g.const([Dh], np.int64), axis, two)   # x[..., 0::2]
-    x2 = g.op("Slice", x, g.const([1], np.int64), g.const([Dh], np.int64), axis, two)   # x[..., 1::2]
-    y1 = g.op("Sub", g.op("Mul", x1, cos), g.op("Mul", x2, sin))
-    y2 = g.op("Add", g.op("Mul", x1, sin), g.op("Mul", x2, cos))
-    pairs = g.op("Concat", g.op("Unsqueeze", y1, axis), g.op("Unsqueeze", y2, axis), axis=-1)
-    return g.op("Reshape", pairs, g.op("Shape", x))
+    if f != 1.0:
+        cos, sin = g.op("Mul", cos, g.const(np.float32(f))), g.op("Mul", sin, g.const(np.float32(f)))
+    if layout == "half":
+        cos, sin = g.op("Concat", cos, cos, axis=-1), g.op("Concat", sin, sin, axis=-1)  # (L, R)
+        x1 = g.op("Slice", x, g.const([0], np.int64), g.const([R // 2], np.int64), axis)
+        x2 = g.op("Slice", x, g.const([R // 2], np.int64), g.const([R], np.int64), axis)
+        rotated = g.op("Concat", g.op("Neg", x2), x1, axis=-1)
+        y = g.op("Add", g.op("Mul", x, cos), g.op("Mul", rotated, sin))
+    else:
+        two = g.const([2], np.int64)
+        x1 = g.op("Slice", x, g.const([0], np.int64), g.const([R], np.int64), axis, two)   # x[..., 0::2]
+        x2 = g.op("Slice", x, g.const([1], np.int64), g.const([R], np.int64), axis, two)   # x[..., 1::2]
+        y1 = g.op("Sub", g.op("Mul", x1, cos), g.op("Mul", x2, sin))
+        y2 = g.op("Add", g.op("Mul", x1, sin), g.op("Mul", x2, cos))
+        pairs = g.op("Concat", g.op("Unsqueeze", y1, axis), g.op("Unsqueeze", y2, axis), axis=-1)
+        y = g.op("Reshape", pairs, g.op("Shape", x))
+    return y if x_pass is None else g.op("Concat", y, x_pass, axis=-1)
 
 
 def alibi_exponents(H):
@@ -358,8 +389,8 @@ def attention(g, x, prefix, cfg, L, pos, pad):
 
     q = project(0, [0, 2, 1, 3])                                      # (B, H, L, Dh)
     if cfg["positional"] == "rope":
-        q = rope(g, q, pos, Dh, cfg["rope_base"], cfg["rope_layout"])
-        k = rope(g, project(1, [0, 2, 1, 3]), pos, Dh, cfg["rope_base"], cfg["rope_layout"])
+        q = rope(g, q, pos, Dh, cfg)
+        k = rope(g, project(1, [0, 2, 1, 3]), pos, Dh, cfg)
         kT = g.op("Transpose", k, perm=[0, 1, 3, 2])
     else:
         kT = project(1, [0, 2, 3, 1])                                 # (B, H, Dh, L)
@@ -471,7 +502,7 @@ def run_rope(g, cfg):
     x = g.input("in.x")
     Dh = g.golden("in.x").shape[-1]
     L = g.golden("in.positions").shape[0]
-    return {"output": rope(g, x, positions_f32(g, L, cfg), Dh, cfg["rope_base"], cfg["rope_layout"])}
+    return {"output": rope(g, x, positions_f32(g, L, cfg), Dh, cfg)}
 
 
 def run_alibi(g, cfg):
