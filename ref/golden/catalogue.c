@@ -344,6 +344,7 @@ int catalogue_build(refenc_case *c, const catalogue_case *cc, refenc_error *err)
 {
     char where[160];
     refenc_config cfg;
+    memset(c, 0, sizeof *c); /* on failure c holds nothing (refenc_case_free is harmless) */
     snprintf(where, sizeof where, "case %s: model", cc->name);
     int st = refenc_config_from_json(&cfg, json_object_get(cc->entry, "model"), where, err);
     if (st)
@@ -367,7 +368,10 @@ int catalogue_build(refenc_case *c, const catalogue_case *cc, refenc_error *err)
                                 attn != NULL, err)))
         return st;
     snprintf(c->name, sizeof c->name, "%s", cc->name);
-    if ((st = seeded_values(c, cc, &cfg, in, B, L, where, err)))
-        return st;
-    return refenc_case_validate(c, err);
+    st = seeded_values(c, cc, &cfg, in, B, L, where, err);
+    if (st == REFENC_OK)
+        st = refenc_case_validate(c, err);
+    if (st != REFENC_OK)
+        refenc_case_free(c);
+    return st;
 }

@@ -31,7 +31,8 @@ int catalogue_find(catalogue_case *cc, const json_t *catalogue, const char *name
 
 /* Builds the case: config, shape, parameters and inputs from the seed,
  * rounded to cc->input_bits significant bits within float16's normal range
- * (or zero) when input_bits <= 8, so float16 and bfloat16 hold them exactly. */
+ * (or zero) when input_bits <= 8, so float16 and bfloat16 hold them exactly.
+ * On failure c holds nothing: no allocation is left to free. */
 int catalogue_build(refenc_case *c, const catalogue_case *cc, refenc_error *err);
 
 /* x rounded to `bits` significant bits, to nearest (ties to even); with
