@@ -29,6 +29,7 @@ static size_t st_min_len = 2;
 /* 1: vaswani's case takes tokens through E[token] sqrt(D), two token types
  * and the embedding LayerNorm */
 static int st_vaswani_tokens;
+static size_t st_vocab = 9; /* the families' vocabulary */
 /* 1: vaswani's case takes the modern blocks of its index (st_modern_blocks) */
 static int st_modern;
 
@@ -93,7 +94,7 @@ static void st_case_make(st_case *s, gsl_rng *r, size_t t, refenc_family fam,
     if (fam != REFENC_FAMILY_VASWANI) {
         refenc_config f;
         refenc_config_family(&f, fam);
-        f.vocab_size = 9;
+        f.vocab_size = st_vocab;
         f.max_len = c->L + (size_t)f.padding_idx + 2;
         *g = f;
     }
@@ -266,6 +267,24 @@ Test(grad_stack, finite_differences_for_every_family)
         bad += st_fd(&w, &s, r);
         st_case_free(&s);
     }
+    gsl_rng_free(r);
+    report(&w, bad);
+}
+
+/* A vocabulary of one token (GPT-2's lookup, no padding index): every
+ * token reads row 0, whose gradient sums dh over every position. */
+Test(grad_stack, finite_differences_with_a_vocabulary_of_one_token)
+{
+    gsl_rng *r = test_rng(2703);
+    test_worst w;
+    test_worst_init(&w);
+    st_vocab = 1;
+    st_case s;
+    st_case_make(&s, r, 1, REFENC_FAMILY_GPT2, REFENC_POS_LEARNED, 0, 0);
+    st_vocab = 9;
+    cr_assert_eq(s.c.cfg.vocab_size, 1);
+    const size_t bad = st_fd(&w, &s, r);
+    st_case_free(&s);
     gsl_rng_free(r);
     report(&w, bad);
 }

@@ -27,7 +27,7 @@ typedef struct {
     int no_bias;                /* 1: LayerNorms without beta and bias-free linears */
 } stack_case;
 
-static const stack_case CASES[16] = {
+static const stack_case CASES[17] = {
     {"none pre gelu", REFENC_POS_NONE, 0, 1e4, REFENC_NORM_PRE, REFENC_ACT_GELU, 1, 0, 0, 0, 0, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_LAYERNORM, 0, 0, 0},
     {"sinusoidal post relu padding", REFENC_POS_SINUSOIDAL, 0, 1e4, REFENC_NORM_POST, REFENC_ACT_RELU, 0, 0, 1, 0, 0, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_LAYERNORM, 0, 0, 0},
     {"sinusoidal pre gelu pos 8185..8191", REFENC_POS_SINUSOIDAL, 0, 1e4, REFENC_NORM_PRE, REFENC_ACT_GELU, 1, 0, 0, 0, 0, 3, 1.0, 0, 1, 8185, REFENC_NORMTYPE_LAYERNORM, 0, 0, 0},
@@ -44,6 +44,7 @@ static const stack_case CASES[16] = {
     {"swiglu (gate first) rmsnorm rope pre", REFENC_POS_ROPE, REFENC_ROPE_HALF, 1e4, REFENC_NORM_PRE, REFENC_ACT_SILU, 1, 0, 1, 0, 0, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_RMSNORM, 0, 1, 0},
     {"geglu (gate second) post alibi", REFENC_POS_ALIBI, 0, 1e4, REFENC_NORM_POST, REFENC_ACT_GELU, 0, 0, 1, 0, 0, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_LAYERNORM, 0, 2, 0},
     {"geglu (gate first) bias-free layernorm and linears rope pre tokens", REFENC_POS_ROPE, REFENC_ROPE_HALF, 1.6e5, REFENC_NORM_PRE, REFENC_ACT_GELU, 1, 0, 1, 0, 13, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_LAYERNORM, 0, 1, 1},
+    {"learned pre gelu, a vocabulary of one token", REFENC_POS_LEARNED, 0, 1e4, REFENC_NORM_PRE, REFENC_ACT_GELU, 1, 0, 1, 0, 1, 3, 1.0, 0, 1, 0, REFENC_NORMTYPE_LAYERNORM, 0, 0, 0},
 };
 
 typedef struct {
@@ -179,6 +180,7 @@ Test(accuracy_stack, rmsnorm_alibi_post_relu_tokens_padding) { run_case(&CASES[1
 Test(accuracy_stack, swiglu_gate_first_rmsnorm_rope_pre_padding) { run_case(&CASES[13]); }
 Test(accuracy_stack, geglu_gate_second_post_alibi_padding) { run_case(&CASES[14]); }
 Test(accuracy_stack, geglu_gate_first_bias_free_norms_and_linears_rope_tokens) { run_case(&CASES[15]); }
+Test(accuracy_stack, learned_pre_gelu_vocabulary_of_one_token) { run_case(&CASES[16]); }
 
 /* The families (family.h): each preset at small sizes (D 12, H 3, F 20,
  * N 2, V 13, P 16), on token inputs with token types where the family has

@@ -599,7 +599,8 @@ static size_t run_peak(const model *m, mpfr_prec_t prec)
 }
 
 /* refenc_mp_encoder_run_bytes is an upper bound of what a run allocates, at
- * several sizes and precisions; and no more than 4 times it (an estimate
+ * several sizes and precisions (among them a long sequence at a small width,
+ * where the dot products' term arrays, L long, are a sizable part); and no more than 4 times it (an estimate
  * that reports memory a run does not use would refuse runs that fit).
  * Negative control: the estimate for a quarter of the sequence lies below
  * the peak measured, so the measurement can see an estimate too small. */
@@ -611,7 +612,8 @@ Test(oracle_engine, the_memory_estimate_bounds_what_a_run_allocates, .timeout = 
         refenc_positional pos;
     } cases[] = {{12, 3, 20, 16, REFENC_MP_PREC_DEFAULT, REFENC_POS_ROPE},
                  {24, 4, 40, 24, 96, REFENC_POS_ALIBI},
-                 {16, 2, 64, 40, 320, REFENC_POS_SINUSOIDAL}};
+                 {16, 2, 64, 40, 320, REFENC_POS_SINUSOIDAL},
+                 {8, 2, 8, 160, REFENC_MP_PREC_DEFAULT, REFENC_POS_NONE}};
     if (!heap_measurable())
         cr_skip_test("malloc's statistics do not count this allocator's memory");
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -627,6 +629,57 @@ Test(oracle_engine, the_memory_estimate_bounds_what_a_run_allocates, .timeout = 
         cr_expect_geq(4 * peak, est, "case %zu: %zu bytes allocated, %zu estimated", k, peak, est);
         cr_expect_gt(peak, refenc_mp_encoder_run_bytes(&cfg, cases[k].L / 4, 1, cases[k].prec),
                      "case %zu: the measurement cannot see a smaller estimate", k);
+        model_free(&m);
+    }
+}
+
+/* ---- progress ---------------------------------------------------------------------------- */
+
+typedef struct {
+    double last_done, total, most;
+    size_t calls;
+    char last_step[64];
+} progress_log;
+
+static void log_progress(void *ctx, const refenc_mp_progress *p)
+{
+    progress_log *g = ctx;
+    g->last_done = p->done, g->total = p->total, g->calls++;
+    g->most = fmax(g->most, p->done);
+    snprintf(g->last_step, sizeof g->last_step, "%s", p->step);
+}
+
+/* The work a run reports adds up to the total it announces
+ * (refenc_mp_encoder_unit_work, what the ETA divides by): every step counts
+ * its multiply-adds once and the last report says all is done, never more.
+ * The counts are integers below 2^53, so the sums are exact whatever their
+ * order.  GELU's and ReLU's FFN work differ (erfc counts 600), so both run;
+ * H 3 and L 5 tell H L L from H L and L / F from L F.  Negative controls
+ * (run as mutants, scripts/mutation.py): a step counting 1 instead of 0,
+ * H L instead of H L L, or L / F instead of L F fails it. */
+Test(oracle_engine, the_work_reported_adds_up_to_the_total_announced)
+{
+    const refenc_activation acts[2] = {REFENC_ACT_GELU, REFENC_ACT_RELU};
+    for (int k = 0; k < 2; k++) {
+        refenc_config cfg;
+        refenc_config_default(&cfg);
+        cfg.d_model = 12, cfg.n_heads = 3, cfg.d_ff = 7, cfg.n_layers = 2;
+        cfg.positional = REFENC_POS_ROPE, cfg.activation = acts[k];
+        model m;
+        model_make(&m, &cfg, 2, 5, 1, 0, 90 + (unsigned long)k);
+        progress_log g = {0};
+        const refenc_mp_run run = {.cfg = &m.cfg, .params = &m.p, .in = &m.in, .unit_end = m.B, .emit = discard,
+                                   .progress = log_progress, .progress_ctx = &g, .prec = REFENC_MP_PREC_DEFAULT,
+                                   .threads = 1};
+        refenc_mp_report rep;
+        cr_assert_eq(refenc_mp_encoder_run(&run, &rep), REFENC_OK, "%s", rep.error.message);
+        const double want = (double)m.B * refenc_mp_encoder_unit_work(&cfg, m.L, 0, 0);
+        cr_expect_gt(g.calls, 2 * cfg.n_layers, "%zu progress reports", g.calls);
+        cr_expect_str_eq(g.last_step, "output");
+        cr_expect_eq(g.total, want, "total %.17g, the units' work %.17g", g.total, want);
+        cr_expect_eq(g.last_done, g.total, "activation %d: the last report says %.17g of %.17g done", k,
+                     g.last_done, g.total);
+        cr_expect_leq(g.most, g.total, "activation %d: %.17g reported done of %.17g", k, g.most, g.total);
         model_free(&m);
     }
 }

@@ -1,5 +1,6 @@
 /* Ziv's loop: the oracle raises the precision when two precisions do not
  * certify the rounding, and reports the precision it needed. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,9 @@ Test(oracle_ziv, a_dot_product_just_above_a_midpoint_escalates)
     cr_assert(y == 1.0 + 0x1p-52, "got %a", y);
     cr_assert_gt(rep.prec, P0, "no escalation: certified at %ld bits", (long)rep.prec);
     cr_assert_geq(rep.evaluations, 3);
+    /* the first precisions' "not certified" is not left in a successful report */
+    cr_expect(rep.error.status == REFENC_OK && rep.error.message[0] == '\0', "status %d: %s", rep.error.status,
+              rep.error.message);
     /* negative control: 2^-300 below the midpoint rounds down, also escalating */
     const double x2[3] = {1.0, 0x1p-53, -0x1p-300};
     cr_assert_eq(refenc_mp_linear_forward(&y, x2, W, NULL, 1, 3, 1, P0, &rep), REFENC_OK);
@@ -174,4 +178,29 @@ int refenc_test_flip_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sin
     const int st = refenc_mp_sink_emit(sink, "v", v, 1, shape);
     mpfr_clear(v);
     return st;
+}
+
+/* A value past double's range is certified as the infinity it rounds to.
+ * LayerNorm of the row (-1, 1), eps 1e-5: x^ = (-1, 1) / sqrt(1 + 1e-5),
+ * irrational, so no evaluation is exact.  With gamma = beta = DBL_MAX,
+ * y_1 = DBL_MAX (1 + 1/sqrt(1 + 1e-5)), about 2^1025: +inf; with -DBL_MAX,
+ * -inf; y_0 = DBL_MAX (1 - 1/sqrt(1 + 1e-5)) stays finite.  Control: gamma
+ * = beta = 2^1022 gives y_1 just below 2^1023, finite. */
+Test(oracle_ziv, a_value_past_the_double_range_is_certified_as_infinity)
+{
+    const double x[2] = {-1.0, 1.0};
+    const double big[2] = {DBL_MAX, DBL_MAX}, neg[2] = {-DBL_MAX, -DBL_MAX}, half[2] = {0x1p1022, 0x1p1022};
+    const double k = 1.0 / sqrt(1.0 + 1e-5);
+    double y[2] = {0, 0};
+    refenc_mp_report rep;
+    cr_assert_eq(refenc_mp_layernorm_forward(y, x, big, big, 1, 2, 1e-5, P0, &rep), REFENC_OK, "%s",
+                 rep.error.message);
+    cr_expect(isinf(y[1]) && y[1] > 0, "got %a", y[1]);
+    cr_expect(isfinite(y[0]) && fabs(y[0] / (DBL_MAX * (1 - k)) - 1) < 1e-6, "got %a", y[0]);
+    cr_assert_eq(refenc_mp_layernorm_forward(y, x, neg, neg, 1, 2, 1e-5, P0, &rep), REFENC_OK, "%s",
+                 rep.error.message);
+    cr_expect(isinf(y[1]) && y[1] < 0, "got %a", y[1]);
+    cr_assert_eq(refenc_mp_layernorm_forward(y, x, half, half, 1, 2, 1e-5, P0, &rep), REFENC_OK, "%s",
+                 rep.error.message);
+    cr_expect(isfinite(y[1]) && fabs(y[1] / (0x1p1022 * (1 + k)) - 1) < 1e-12, "got %a", y[1]);
 }
