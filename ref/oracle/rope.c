@@ -2,6 +2,7 @@
  * p theta_j, theta_j = base^(-2j/Dh):  (a, b) -> (a cos - b sin, b cos + a sin).
  * HALF pairs (j, j + Dh/2), INTERLEAVED pairs (2j, 2j+1).  The exponent is
  * the rational -2j/Dh evaluated in MPFR, base the exact double. */
+#include "backward.h"
 #include "internal.h"
 
 /* The rotated width R: Dh, or floor(Dh * partial_rotary_factor) */
@@ -25,9 +26,11 @@ void refenc_mpk_rope_angles(mpfr_ptr angle, const int64_t *pos, size_t L, size_t
     }
 }
 
-void refenc_mpk_rope_forward(mpfr_ptr y, mpfr_srcptr x, const int64_t *pos, size_t N, size_t L,
-                             size_t Dh, mpfr_srcptr base, refenc_rope_layout layout,
-                             const refenc_rope_scaling *sc, refenc_mp_ws *ws)
+/* y = f R(pos)^dir x on the first R coordinates: dir +1 the rotation by
+ * +theta (the forward), -1 by -theta (its transpose, the backward). */
+static void rotate(mpfr_ptr y, mpfr_srcptr x, const int64_t *pos, size_t N, size_t L, size_t Dh,
+                   mpfr_srcptr base, refenc_rope_layout layout, const refenc_rope_scaling *sc, int dir,
+                   refenc_mp_ws *ws)
 {
     const size_t R = rotary_dim(sc, Dh), half = R / 2;
     /* cos and sin of every angle, once: cs[l, j] = (cos, sin) */
@@ -52,12 +55,31 @@ void refenc_mpk_rope_forward(mpfr_ptr y, mpfr_srcptr x, const int64_t *pos, size
                 mpfr_srcptr c = cs + 2 * (l * half + j), s = c + 1;
                 mpfr_set(a, x + off + ia, MPFR_RNDN); /* y may alias x */
                 mpfr_set(b, x + off + ib, MPFR_RNDN);
-                mpfr_fmms(y + off + ia, a, c, b, s, MPFR_RNDN); /* a cos - b sin */
-                mpfr_fmma(y + off + ib, b, c, a, s, MPFR_RNDN); /* b cos + a sin */
+                if (dir > 0) {
+                    mpfr_fmms(y + off + ia, a, c, b, s, MPFR_RNDN); /* a cos - b sin */
+                    mpfr_fmma(y + off + ib, b, c, a, s, MPFR_RNDN); /* b cos + a sin */
+                } else {
+                    mpfr_fmma(y + off + ia, a, c, b, s, MPFR_RNDN); /* a cos + b sin */
+                    mpfr_fmms(y + off + ib, b, c, a, s, MPFR_RNDN); /* b cos - a sin */
+                }
             }
             for (size_t d = R; d < Dh && y != x; d++) /* partial rotary: passed through */
                 mpfr_set(y + off + d, x + off + d, MPFR_RNDN);
         }
+}
+
+void refenc_mpk_rope_forward(mpfr_ptr y, mpfr_srcptr x, const int64_t *pos, size_t N, size_t L,
+                             size_t Dh, mpfr_srcptr base, refenc_rope_layout layout,
+                             const refenc_rope_scaling *sc, refenc_mp_ws *ws)
+{
+    rotate(y, x, pos, N, L, Dh, base, layout, sc, 1, ws);
+}
+
+void refenc_mpk_rope_backward(mpfr_ptr dx, mpfr_srcptr dy, const int64_t *pos, size_t N,
+                              size_t L, size_t Dh, mpfr_srcptr base, refenc_rope_layout layout,
+                              refenc_mp_ws *ws)
+{
+    rotate(dx, dy, pos, N, L, Dh, base, layout, NULL, -1, ws); /* unscaled, the whole head */
 }
 
 typedef struct {
