@@ -6,6 +6,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
 #include <gsl/gsl_randist.h>
 
 const gc_kernels gc_reference = {
@@ -95,3 +97,31 @@ const gc_named_property gc_properties[] = {
     {"attention_masked_keys", gp_attention_masked_keys},
 };
 const size_t gc_n_properties = sizeof gc_properties / sizeof gc_properties[0];
+
+void gc_report(const test_worst *w, size_t bad)
+{
+    char msg[768];
+    cr_log_info("%s", test_worst_describe(w, msg, sizeof msg));
+    cr_assert(w->checked > 0, "nothing was checked");
+    cr_assert(bad == 0, "%zu violations; %s", bad, test_worst_describe(w, msg, sizeof msg));
+}
+
+void gc_holds(gc_property run, const gc_kernels *K, unsigned long stream)
+{
+    gsl_rng *r = test_rng(stream);
+    test_worst w;
+    test_worst_init(&w);
+    const size_t bad = run(K, r, &w);
+    gsl_rng_free(r);
+    gc_report(&w, bad);
+}
+
+double gc_dot_rounded(const double *dY, const double *y, size_t n, double *err)
+{
+    double e = 0;
+    const double s = gc_dot(dY, y, n, &e);
+    for (size_t i = 0; i < n; i++)
+        e += fabs(dY[i]) * TEST_U * (1.0 + 2.0 * TEST_U) * fabs(y[i]);
+    *err = e;
+    return s;
+}

@@ -82,6 +82,10 @@ void gc_direction(double *v, size_t n, double sigma, gsl_rng *r);
 /* sum_i a_i b_i (i upward) and gamma_n sum |a_i b_i|, its rounding bound. */
 double gc_dot(const double *a, const double *b, size_t n, double *err);
 
+/* <dY, y> for y correctly rounded values (an oracle's outputs): *err is
+ * gc_dot's bound plus each y_i's own rounding, |dY_i| u |y_i| (1 + 2u). */
+double gc_dot_rounded(const double *dY, const double *y, size_t n, double *err);
+
 /* Checks a computed directional derivative a = <g, v> (with its own
  * rounding bound ea) against the central difference: |a - d2| <= tol + ea. */
 int gc_fd_check(test_worst *w, double a, double ea, const gc_fd *fd, const char *fmt, ...)
@@ -110,5 +114,13 @@ typedef struct {
 } gc_named_property;
 extern const gc_named_property gc_properties[];
 extern const size_t gc_n_properties;
+
+/* Fails the test unless something was checked and bad is 0, with the worst
+ * comparison (and its seed) in the message; logs it either way. */
+void gc_report(const test_worst *w, size_t bad);
+
+/* Runs one property on the kernels K (NULL: the oracle's twins, for the
+ * properties that take them) with its own seeded stream, and reports it. */
+void gc_holds(gc_property run, const gc_kernels *K, unsigned long stream);
 
 #endif

@@ -8,19 +8,10 @@
 
 #include "gradcheck.h"
 
-/* Runs one property on the reference with its own seeded stream; fails
- * with the worst comparison and the seed. */
+/* One property on the reference, its own seeded stream (gradcheck.h). */
 static void holds(gc_property run, unsigned long stream)
 {
-    gsl_rng *r = test_rng(stream);
-    test_worst w;
-    test_worst_init(&w);
-    const size_t bad = run(&gc_reference, r, &w);
-    gsl_rng_free(r);
-    char msg[512];
-    cr_log_info("%s", test_worst_describe(&w, msg, sizeof msg));
-    cr_assert(w.checked > 0, "nothing was checked");
-    cr_assert(bad == 0, "%zu violations; %s", bad, test_worst_describe(&w, msg, sizeof msg));
+    gc_holds(run, &gc_reference, stream);
 }
 
 Test(grad_linear, finite_differences_of_dx_dW_db) { holds(gp_linear_fd, 2501); }

@@ -13,15 +13,7 @@
 
 static void holds(gc_property run, unsigned long stream)
 {
-    gsl_rng *r = test_rng(stream);
-    test_worst w;
-    test_worst_init(&w);
-    const size_t bad = run(&gc_reference, r, &w);
-    gsl_rng_free(r);
-    char msg[512];
-    cr_log_info("%s", test_worst_describe(&w, msg, sizeof msg));
-    cr_assert(w.checked > 0, "nothing was checked");
-    cr_assert(bad == 0, "%zu violations; %s", bad, test_worst_describe(&w, msg, sizeof msg));
+    gc_holds(run, &gc_reference, stream);
 }
 
 Test(grad_oracle, linear_dx_dW_db_within_the_derived_bound) { holds(go_linear, 2601); }
@@ -96,15 +88,7 @@ Test(grad_oracle, scatter_adds_not_summed_over_the_batch_fall_outside)
 
 static void adjoint_holds(gc_property run, unsigned long stream)
 {
-    gsl_rng *r = test_rng(stream);
-    test_worst w;
-    test_worst_init(&w);
-    const size_t bad = run(NULL, r, &w); /* NULL: the oracle's backward */
-    gsl_rng_free(r);
-    char msg[512];
-    cr_log_info("%s", test_worst_describe(&w, msg, sizeof msg));
-    cr_assert(w.checked > 0, "nothing was checked");
-    cr_assert(bad == 0, "%zu violations; %s", bad, test_worst_describe(&w, msg, sizeof msg));
+    gc_holds(run, NULL, stream); /* NULL: the oracle's backward */
 }
 
 Test(oracle_adjoint, linear) { adjoint_holds(ad_linear, 2621); }

@@ -243,13 +243,6 @@ static void st_case_free(st_case *s)
     prop_case_free(&s->c);
 }
 
-static void report(const test_worst *w, size_t bad)
-{
-    char msg[768];
-    cr_log_info("%s", test_worst_describe(w, msg, sizeof msg));
-    cr_assert(w->checked > 0, "nothing was checked");
-    cr_assert(bad == 0, "%zu violations; %s", bad, test_worst_describe(w, msg, sizeof msg));
-}
 
 static const refenc_family families[] = {REFENC_FAMILY_BERT, REFENC_FAMILY_ROBERTA,
                                          REFENC_FAMILY_DISTILBERT, REFENC_FAMILY_GPT2,
@@ -268,7 +261,7 @@ Test(grad_stack, finite_differences_for_every_family)
         st_case_free(&s);
     }
     gsl_rng_free(r);
-    report(&w, bad);
+    gc_report(&w, bad);
 }
 
 /* A vocabulary of one token (GPT-2's lookup, no padding index): every
@@ -286,7 +279,7 @@ Test(grad_stack, finite_differences_with_a_vocabulary_of_one_token)
     const size_t bad = st_fd(&w, &s, r);
     st_case_free(&s);
     gsl_rng_free(r);
-    report(&w, bad);
+    gc_report(&w, bad);
 }
 
 Test(grad_stack, finite_differences_for_every_positional_scheme_and_mask)
@@ -314,7 +307,7 @@ Test(grad_stack, finite_differences_for_every_positional_scheme_and_mask)
     }
     st_vaswani_tokens = 0;
     gsl_rng_free(r);
-    report(&w, bad);
+    gc_report(&w, bad);
 }
 
 /* The modern blocks through the stack: RMSNorm and the gated FFN in both
@@ -337,7 +330,7 @@ Test(grad_stack, finite_differences_for_rmsnorm_glu_and_bias_free_blocks)
     }
     st_modern = 0, st_vaswani_tokens = 0;
     gsl_rng_free(r);
-    report(&w, bad);
+    gc_report(&w, bad);
 }
 
 /* The adjoint identity <dY, J v> = <J^T dY, v> on the stack, J the Jacobian
@@ -412,7 +405,7 @@ Test(grad_stack, adjoint_identity_with_respect_to_x)
         st_case_free(&s);
     }
     gsl_rng_free(r);
-    report(&w, bad);
+    gc_report(&w, bad);
 }
 
 /* Batch items are independent, in the backward as in the forward: swapping
