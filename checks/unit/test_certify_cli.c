@@ -54,15 +54,24 @@ static void make_results(const char *name, const char *emu, const char *bug)
     rb_result_free(&res);
 }
 
+/* refenc HEAD... EXTRA... (head: n_head arguments; extra: NULL-terminated) */
+static rb_result run_args(const char *const *head, size_t n_head, const char *const *extra)
+{
+    const char *args[32];
+    size_t n = 0;
+    for (; n < n_head; n++)
+        args[n] = head[n];
+    for (size_t k = 0; extra[k] != NULL && n < 31; k++, n++)
+        args[n] = extra[k];
+    args[n] = NULL;
+    return rb_run(args);
+}
+
 /* refenc certify --golden golden --results results EXTRA... */
 static rb_result certify(const char *const *extra)
 {
-    const char *args[32] = {"refenc", "certify", "--golden", golden(), "--results", results};
-    size_t n = 6;
-    for (; extra[n - 6] != NULL && n < 31; n++)
-        args[n] = extra[n - 6];
-    args[n] = NULL;
-    return rb_run(args);
+    const char *head[] = {"refenc", "certify", "--golden", golden(), "--results", results};
+    return run_args(head, 6, extra);
 }
 
 Test(certify_cli, a_missing_results_directory_is_a_usage_error)
@@ -658,12 +667,8 @@ Test(certify_cli, the_html_report_states_the_closest_variant_and_what_is_not_rul
 
 static rb_result report_run(const char *const *extra)
 {
-    const char *args[32] = {"refenc", "report", "--golden", golden(), "--results", results, "--html", out};
-    size_t n = 8;
-    for (; extra[n - 8] != NULL && n < 31; n++)
-        args[n] = extra[n - 8];
-    args[n] = NULL;
-    return rb_run(args);
+    const char *head[] = {"refenc", "report", "--golden", golden(), "--results", results, "--html", out};
+    return run_args(head, 8, extra);
 }
 
 /* report reads --case lists and repeats, --outputs and --skip-missing as
