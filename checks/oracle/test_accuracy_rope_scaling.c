@@ -113,6 +113,10 @@ static size_t cases(scaled_case *c)
     c[n] = make_case("yarn 40, mscale 1 / 0.707, partial 0.5", REFENC_ROPE_SCALING_YARN, 40.0, 128, 10000.0);
     c[n].s.original_max_position_embeddings = 4096, c[n].s.mscale = 1.0, c[n].s.mscale_all_dim = 0.707;
     c[n++].s.partial_rotary_factor = 0.5;
+    /* hi = R ln(L0 / (beta_slow 2 pi)) / (2 ln base) = 16 ln(6.5e8) / 18.4 = 17.6 > R - 1 = 15:
+     * HF clamps the ramp's end at R - 1 */
+    c[n] = make_case("yarn 4, beta_slow 1e-6: ramp end clamped", REFENC_ROPE_SCALING_YARN, 4.0, 16, 10000.0);
+    c[n].s.original_max_position_embeddings = 4096, c[n++].s.beta_slow = 1e-6;
     c[n] = make_case("llama3 8 (Llama 3.1)", REFENC_ROPE_SCALING_LLAMA3, 8.0, 128, 500000.0);
     c[n].s.original_max_position_embeddings = 8192, c[n].s.low_freq_factor = 1.0;
     c[n++].s.high_freq_factor = 4.0;
@@ -144,7 +148,7 @@ Test(accuracy_rope_scaling, angles_of_every_type_up_to_position_131071)
 {
     acc_stats a;
     acc_init(&a);
-    scaled_case c[8];
+    scaled_case c[9];
     const size_t n = cases(c);
     for (size_t i = 0; i < n; i++) {
         check_angles(&a, &c[i], NPOS); /* S = 131072: dynamic grown, longrope long */
@@ -180,7 +184,7 @@ Test(accuracy_rope_scaling, rotation_with_the_attention_factor)
     acc_stats a;
     acc_init(&a);
     gsl_rng *r = test_rng(211);
-    scaled_case c[8];
+    scaled_case c[9];
     const size_t n = cases(c), N = 2;
     for (size_t i = 0; i < n; i++) {
         const size_t m = N * NPOS * c[i].Dh;
