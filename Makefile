@@ -101,6 +101,7 @@ help:
 	@echo "make check-report          the HTML report of a planted bug, rendered by headless chromium"
 	@echo "make check-ci-recipe       the CI recipe of docs/ci.md, run as written"
 	@echo "make check-quickstart      every block of docs/quickstart.md, run as written"
+	@echo "make check-docs-examples   every other example of README.md and docs/, run as written"
 	@echo "make check-slurm           a one-node Slurm cluster runs the job array of docs/certify.md: merged = unsharded"
 	@echo "make check-parallel        GNU parallel runs the recipe of docs/certify.md over 4 shards: merged = unsharded"
 

@@ -12,10 +12,7 @@ cli=${1:?usage: check-ci-recipe.sh REFENC_CLI OUT_DIR}
 out=${2:?usage: check-ci-recipe.sh REFENC_CLI OUT_DIR}
 cd "$(dirname "$0")/.."
 rm -rf "$out" && mkdir -p "$out/results" && out=$(cd "$out" && pwd)
-awk '/^## The recipe, in plain shell/ {found=1}
-     found && /^```sh/ {inblock=1; next}
-     inblock && /^```/ {exit}
-     inblock {print}' docs/ci.md > "$out/certify.sh"
+/usr/bin/python3 scripts/docs-block.py extract docs/ci.md ci-recipe > "$out/certify.sh"
 [ -s "$out/certify.sh" ] || { echo "check-ci-recipe: no sh block in docs/ci.md" >&2; exit 1; }
 # the recipe expects REFENC to be a built tree: this one
 for f in golden/cases/*.safetensors; do

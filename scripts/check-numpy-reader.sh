@@ -8,11 +8,7 @@ cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# the first ```python block after the heading
-awk '/^### Reading a file without refenc/ {found=1}
-     found && /^```python/ {inblock=1; next}
-     inblock && /^```/ {exit}
-     inblock {print}' docs/golden-format.md > "$tmp/reader.py"
+/usr/bin/python3 scripts/docs-block.py extract docs/golden-format.md numpy-reader > "$tmp/reader.py"
 [ -s "$tmp/reader.py" ] || { echo "check-numpy-reader: no python block found in docs/golden-format.md" >&2; exit 1; }
 
 cat >> "$tmp/reader.py" <<'PY'

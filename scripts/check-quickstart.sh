@@ -18,20 +18,13 @@ fail() { echo "check-quickstart: $*" >&2; exit 1; }
 
 # the install block is the README's
 $py scripts/docs-block.py extract docs/quickstart.md quickstart-install > "$out/install.sh"
-awk '/^## Set-up and use/ {found=1} found && /^```sh/ {inblock=1; next} inblock && /^```/ {exit}
-     inblock {sub(/ *#.*/, ""); print}' README.md > "$out/readme.sh"
+$py scripts/docs-block.py extract README.md readme-setup | sed 's/ *#.*//' > "$out/readme.sh"
 cmp -s "$out/install.sh" "$out/readme.sh" || fail "the install block is not the README's commands: $(cat "$out/readme.sh")"
 
 for e in "$tree"/*; do ln -s "$e" "$out/${e##*/}"; done
 # the files the page says to save
-$py - "$tree/docs/python.md" "$out/certify_torch.py" <<'PY'
-import re, sys
-text = open(sys.argv[1]).read()
-section = text[text.index("## Certify a torch encoder in 20 lines"):]
-open(sys.argv[2], "w").write(re.search(r"```python\n(.*?)```", section, re.S).group(1))
-PY
-awk '/^## The recipe, in plain shell/ {found=1} found && /^```sh/ {inblock=1; next} inblock && /^```/ {exit}
-     inblock {print}' docs/ci.md > "$out/certify.sh"
+$py scripts/docs-block.py extract docs/python.md python-20-lines > "$out/certify_torch.py"
+$py scripts/docs-block.py extract docs/ci.md ci-recipe > "$out/certify.sh"
 [ -s "$out/certify.sh" ] || fail "no recipe in docs/ci.md"
 
 for block in quickstart-torch quickstart-c quickstart-golden quickstart-ci; do

@@ -70,6 +70,12 @@ check-quickstart: $(CLI) $(LIB_SO)
 	@sh scripts/install-deps.sh $(PY_DEPS)
 	sh scripts/check-quickstart.sh $(BUILD)/quickstart
 
+# every other example of README.md and docs/, run as written; first, every
+# example is run by some check or says why not (scripts/docs-examples.py)
+check-docs-examples: $(CLI) $(LIB_SO)
+	@sh scripts/install-deps.sh $(PY_DEPS) pkg-config
+	sh scripts/check-docs-examples.sh $(BUILD)/docs-examples
+
 check-ci-recipe: $(CLI)
 	@sh scripts/install-deps.sh python3-numpy
 	sh scripts/check-ci-recipe.sh $(CLI) $(BUILD)/ci-recipe
