@@ -105,7 +105,7 @@ void refenc_grad_workspace_free(refenc_grad_workspace *g);
  *   (vocab_size = 0), or to the token embedding's output E[tokens] (s)
  *   (vocab_size > 0).  Written.
  * Errors: REFENC_EINVAL (input invalid, ws or g allocated for another
- * shape, grad for another config, a gated FFN: forward only for now).
+ * shape, or grad for another config).
  * On error nothing is written. */
 int refenc_encoder_backward(refenc_params *grad, double *dx, refenc_grad_workspace *g,
                             refenc_workspace *ws, const refenc_params *p,
