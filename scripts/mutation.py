@@ -78,7 +78,8 @@ READER_FUNCS = None  # safetensors.c: only the reading half is the readers' area
 
 AREAS = {
     "certify": {
-        "files": ["ref/tool/certify.c", "ref/tool/budget.c", "ref/tool/verdict.c", "ref/tool/certificate.c"],
+        "files": ["ref/tool/certify.c", "ref/tool/budget.c", "ref/tool/verdict.c", "ref/tool/certificate.c",
+                  "ref/cli/selection.c"],
         "filter": "@(certify|certify_lowprec|certify_cli|out_of_memory|figures|certificate|api_edges|bad_results|nonfinite|cli_usage|golden_trust|"
                   "bad_golden|variants|case_outputs|verdict_rules|report|certificate_run|file_safety)/*",
         "budget": 120,
@@ -93,7 +94,7 @@ AREAS = {
     "kernels": {
         "files": None,  # ref/*.c
         "filter": "@(activation|alibi|attention|embedding|encoder|ffn|glu|layer|layernorm|rmsnorm|learned_pe|linear|mha|position_ids|"
-                  "rope|sinusoidal|softmax|params|accuracy_*|oracle_selfcheck|structure|permutation|"
+                  "rope|rope_scaling|sinusoidal|softmax|params|accuracy_*|oracle_selfcheck|structure|permutation|"
                   "softmax_temperature|pe_rotation|rope_relative|layernorm_invariance|qk_variance|case_outputs|"
                   "nonfinite|run_inputs|cli_run|grad_*)/*",
         "budget": 90,
@@ -101,9 +102,20 @@ AREAS = {
     "oracle": {
         # the MPFR engine and the blocks it runs, its dot products and Ziv's loop
         "files": ["ref/oracle/dot.c", "ref/oracle/engine.c", "ref/oracle/encoder.c", "ref/oracle/layer.c",
-                  "ref/oracle/mha.c", "ref/oracle/ffn.c", "ref/oracle/attention.c", "ref/oracle/ziv.c"],
+                  "ref/oracle/mha.c", "ref/oracle/ffn.c", "ref/oracle/attention.c", "ref/oracle/ziv.c",
+                  "ref/oracle/rope.c", "ref/oracle/rope_scaling.c", "ref/oracle/rmsnorm.c"],
         "filter": "@(oracle_*/*|accuracy_*/*|golden/*|out_of_memory/oracle_*)",
         "budget": 60,
+    },
+    "oracle_backward": {
+        # the oracle's backward: the kernels' MPFR twins, the layer's and the stack's
+        "files": ["ref/oracle/linear_backward.c", "ref/oracle/layernorm_backward.c",
+                  "ref/oracle/softmax_backward.c", "ref/oracle/attention_backward.c",
+                  "ref/oracle/activation_backward.c", "ref/oracle/embedding_backward.c",
+                  "ref/oracle/rope_backward.c", "ref/oracle/layer_backward.c", "ref/oracle/encoder_backward.c"],
+        "filter": "@(grad_oracle/*|oracle_adjoint/*|oracle_layer_backward/*|oracle_encoder_backward/*|"
+                  "out_of_memory/oracle_backward_*)",
+        "budget": 50,
     },
     "golden": {
         # the golden maker: units, parts and merge, digests, input validation, files
@@ -365,7 +377,7 @@ class SanitizedStage:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--areas", default="certify,readers,kernels,oracle,golden")
+    ap.add_argument("--areas", default="certify,readers,kernels,oracle,golden")  # oracle_backward: on request (docs/hardening.md)
     ap.add_argument("--budget", type=int, default=None, help="mutants per area (default: each area's)")
     ap.add_argument("--seed", type=int, default=int(os.environ.get("MUTATION_SEED", "20240521")))
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
