@@ -484,6 +484,69 @@ Test(certify_lowprec, the_angle_allowance_of_each_element_is_the_documented_boun
     }
 }
 
+/* A scaled RoPE's allowance (docs/certify.md, "Float32 angles"): its
+ * frequencies are the scaled ones and only its first R coordinates turn.
+ * Linear scaling by 4, from the formula: omega_i = base^(-2i/R) / 4, whose
+ * float32 error is one division more than the unscaled one's.  YaRN with a
+ * partial rotary factor of 1/2 (interleaved): the passed-through half has
+ * no allowance and the pairs are those of the first R coordinates (in the
+ * half layout (i, i + R/2), not (i, i + Dh/2)).  (Before: the unscaled
+ * frequency, 4 times too large here, and partners and allowances over the
+ * whole head.) */
+Test(certify_lowprec, a_scaled_rope_turns_by_its_scaled_angles_over_its_rotary_dim)
+{
+    const char *const names[] = {"rope_linear_factor4", "rope_yarn_mscale_partial"};
+    for (size_t n = 0; n < 2; n++) {
+        refenc_st_file g;
+        read_golden(&g, names[n]);
+        refenc_case c;
+        refenc_error err;
+        cr_assert_eq(refenc_case_from_file(&c, &g, &err), REFENC_OK, "%s", err.message);
+        const refenc_rope_scaling *sc = &c.cfg.rope_scaling;
+        const size_t Dh = c.cfg.d_model / c.cfg.n_heads, R = (size_t)(Dh * sc->partial_rotary_factor);
+        cr_assert(n == 0 ? sc->type == REFENC_ROPE_SCALING_LINEAR && sc->factor == 4.0 && R == Dh
+                         : sc->type == REFENC_ROPE_SCALING_YARN && R == Dh / 2, "%s: %zu of %zu", names[n], R, Dh);
+        refenc_st_entry e;
+        double *want = golden_output(names[n], &e);
+        const size_t m = numel(&e);
+        double *allow = calloc(m, sizeof *allow);
+        int applies = 0;
+        cr_assert_eq(refenc_angle_allowance(&applies, allow, &g, "out.output", want, m, &err), REFENC_OK, "%s",
+                     err.message);
+        cr_expect(applies, "%s", names[n]);
+        size_t passed_through = 0, turned = 0;
+        for (size_t k = 0; k < m; k++) {
+            const int half = c.cfg.rope_layout == REFENC_ROPE_HALF;
+            const size_t d = k % Dh, l = (k / Dh) % c.L, i = half ? d % (R / 2) : d / 2;
+            if (d >= R) {
+                cr_expect_eq(allow[k], 0.0, "%s[%zu]: coordinate %zu passes through", names[n], k, d);
+                passed_through++;
+                continue;
+            }
+            const size_t partner = !half ? k ^ 1 : d < R / 2 ? k + R / 2 : k - R / 2;
+            const double unscaled = pow(c.cfg.rope_base, -(double)(2 * i) / (double)R);
+            const double units = refenc_angle_error_units(2 * i, R, c.cfg.rope_base);
+            if (n == 0) {
+                const double doc = fabs(want[partner]) * (units + 1) * 0x1p-24 *
+                                   fabs((double)c.positions[l] * unscaled / 4.0);
+                cr_expect(fabs(allow[k] - doc) <= 1e-14 * doc, "%s[%zu]: %a, the docs give %a", names[n], k,
+                          allow[k], doc);
+            } else { /* yarn: between theta/s and theta, more units than unscaled */
+                const double lo = fabs(want[partner]) * units * 0x1p-24 * fabs((double)c.positions[l] * unscaled) /
+                                  sc->factor;
+                cr_expect(allow[k] >= lo, "%s[%zu]: %a < %a", names[n], k, allow[k], lo);
+            }
+            turned += allow[k] > 0;
+        }
+        cr_expect(turned > 0 && (n == 0 ? passed_through == 0 : passed_through == m / 2), "%s: %zu turned, %zu not",
+                  names[n], turned, passed_through);
+        free(allow);
+        free(want);
+        refenc_case_free(&c);
+        refenc_st_free(&g);
+    }
+}
+
 /* Which outputs hold an angle (docs/certify.md): a PE's or RoPE's output, and
  * an encoder's out.embed when its positions are sinusoidal, with the PE's
  * allowance; no other output of an encoder, and no out.embed of another

@@ -9,6 +9,7 @@
 #include "../core/alloc.h"
 #include "../io/case_file.h"
 #include "../io/golden_names.h"
+#include "../rope_scaling.h"
 
 int refenc_format_precision(refenc_format f)
 {
@@ -169,19 +170,66 @@ double refenc_angle_error_units(size_t two_i, size_t width, double base)
     return 2.0 * ((double)two_i / (double)width) * log(base) + 4.0;
 }
 
+/* llama3 between its bands: m = (L0/w - low)/(high - low), w = 2 pi/theta,
+ * q = L0/w within (K0 + 3) u of its value (K0 theta's error, a product, a
+ * division, fl(2 pi)); m within dm = ((K0 + 3) q + |q - low|)/(high - low)
+ * + 3; theta ((1 - m)/s + m) moves by (s - 1) dm relative, plus 5
+ * roundings.  Clear of the bands (by 1e-6 relative): one division, or none. */
+static double llama3_units(size_t j, size_t R, double base, const refenc_rope_scaling *s)
+{
+    const double k = refenc_angle_error_units(2 * j, R, base), k0 = k - 1; /* theta's, without pos * theta */
+    const double q = (double)s->original_max_position_embeddings * pow(base, -(double)(2 * j) / (double)R) /
+                     (2 * M_PI);
+    const double lo = s->low_freq_factor, hi = s->high_freq_factor;
+    if (q > hi * (1 + 1e-6) || q < lo * (1 - 1e-6))
+        return k + 1;
+    const double dm = ((k0 + 3) * q + fabs(q - lo)) / (hi - lo) + 3;
+    return k + 5 + (s->factor - 1) * dm;
+}
+
+/* dynamic beyond L0: base' = base P, P = g^x, g = s S/L0 - (s - 1), x = R/(R - 2):
+ * g within dg = (2 s S/L0 + (s - 1))/g + 1, P within x dg + x ln(g) + 2 (x's
+ * rounding, pow), base' one more; theta = base'^(-2j/R) carries 2j/R of it. */
+static double dynamic_units(size_t j, size_t R, double base, const refenc_rope_scaling *s, int64_t S)
+{
+    const double L0 = (double)s->max_position_embeddings, f = s->factor;
+    if ((double)S <= L0)
+        return refenc_angle_error_units(2 * j, R, base);
+    const double a = f * (double)S / L0, g = a - (f - 1), x = (double)R / (double)(R - 2);
+    const double dg = (2 * a + (f - 1)) / g + 1, db = x * dg + x * log(g) + 3;
+    return refenc_angle_error_units(2 * j, R, refenc_rope_scaled_base(base, R, s, S)) +
+           (double)(2 * j) / (double)R * db;
+}
+
+double refenc_angle_scaled_units(size_t j, size_t R, double base, const refenc_rope_scaling *s, int64_t S)
+{
+    switch (s == NULL ? REFENC_ROPE_SCALING_NONE : s->type) {
+    case REFENC_ROPE_SCALING_LINEAR:
+    case REFENC_ROPE_SCALING_LONGROPE: return refenc_angle_error_units(2 * j, R, base) + 1;
+    case REFENC_ROPE_SCALING_DYNAMIC: return dynamic_units(j, R, base, s, S);
+    case REFENC_ROPE_SCALING_YARN: return refenc_angle_error_units(2 * j, R, base) + 7 + 2 * s->factor;
+    case REFENC_ROPE_SCALING_LLAMA3: return llama3_units(j, R, base, s);
+    default: return refenc_angle_error_units(2 * j, R, base);
+    }
+}
+
 /* The angle allowance of element k of an (N, L, width) output of pairs:
- * interleaved PE (2i, 2i+1) or RoPE in its layout. */
+ * interleaved PE (2i, 2i+1) or RoPE in its layout over its first R
+ * coordinates (the rest pass through: no angle), its frequencies scaled. */
 typedef struct {
     const refenc_case *c;
-    size_t L, width;
+    size_t L, width, R;
     double base;
     int rope;
+    int64_t S;
 } angle_layout;
 
 static double allowance_at(const angle_layout *a, const double *want, size_t k)
 {
-    const size_t d = k % a->width, l = (k / a->width) % a->L, half = a->width / 2;
+    const size_t d = k % a->width, l = (k / a->width) % a->L, half = a->R / 2;
     size_t j, partner;
+    if (a->rope && d >= a->R)
+        return 0.0; /* passed through, copied */
     if (!a->rope) { /* sin at 2i, cos at 2i + 1: |delta| <= |delta angle| */
         j = d / 2;
         partner = SIZE_MAX;
@@ -192,9 +240,12 @@ static double allowance_at(const angle_layout *a, const double *want, size_t k)
         j = d / 2;
         partner = d % 2 == 0 ? k + 1 : k - 1;
     }
-    const double omega = pow(a->base, -(double)(2 * j) / (double)a->width);
-    const double dangle = refenc_angle_error_units(2 * j, a->width, a->base) * 0x1p-24 *
-                          fabs((double)a->c->positions[l] * omega);
+    const refenc_rope_scaling *s = a->rope ? &a->c->cfg.rope_scaling : NULL;
+    const double omega = a->rope ? refenc_rope_scaled_frequency(j, a->R, a->base, s, a->S)
+                                 : pow(a->base, -(double)(2 * j) / (double)a->width);
+    const double units = a->rope ? refenc_angle_scaled_units(j, a->R, a->base, s, a->S)
+                                 : refenc_angle_error_units(2 * j, a->width, a->base);
+    const double dangle = units * 0x1p-24 * fabs((double)a->c->positions[l] * omega);
     /* a rotation by theta + e moves (a', b') to (a' - e b', b' + e a') */
     return (partner == SIZE_MAX ? 1.0 : fabs(want[partner])) * dangle;
 }
@@ -225,7 +276,9 @@ int refenc_angle_allowance(int *applies, double *allow, const refenc_st_file *go
     }
     const int rope = c.component == REFENC_COMP_ROPE;
     const size_t width = rope ? c.cfg.d_model / c.cfg.n_heads : c.cfg.d_model;
-    const angle_layout a = {&c, c.L, width, rope ? c.cfg.rope_base : 10000.0, rope};
+    const size_t R = rope ? refenc_rope_scaling_rotary_dim(&c.cfg.rope_scaling, width) : width;
+    const angle_layout a = {&c, c.L, width, R, rope ? c.cfg.rope_base : 10000.0, rope,
+                            refenc_rope_seq_len(c.positions, c.L)};
     *applies = (rope || c.component == REFENC_COMP_SINUSOIDAL_PE || c.cfg.positional == REFENC_POS_SINUSOIDAL) &&
                width > 0 && numel % (c.L * width) == 0;
     for (size_t k = 0; *applies && k < numel; k++)

@@ -18,9 +18,11 @@
 #define REFENC_BUDGET_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../io/golden_names.h"
 #include "../io/safetensors.h"
+#include "../core/rope_scaling.h"
 #include "../core/status.h"
 #include "emulate.h"
 
@@ -91,6 +93,15 @@ double refenc_format_ulp(refenc_format f, double x);
  * base^(-2i/D) = exp(-(2i/D) ln base):  2 (2i/D) ln(base) + 4
  * (docs/certify.md). */
 double refenc_angle_error_units(size_t two_i, size_t width, double base);
+
+/* The same for pair j < R/2 of a RoPE of rotary dim R with the scaling s
+ * (NULL: none) at sequence length S, whose frequency is
+ * refenc_rope_scaled_frequency's: the unscaled bound at the base the
+ * frequency is a power of, plus what the scaling's own float32 operations
+ * add (linear, longrope: one division; dynamic: the new base's error times
+ * 2j/R; yarn: 7 + 2 factor; llama3 between its bands: 5 + (factor - 1) dm,
+ * dm the band position's error; docs/certify.md, "Float32 angles"). */
+double refenc_angle_scaled_units(size_t j, size_t R, double base, const refenc_rope_scaling *s, int64_t S);
 
 /* Per element of an output of a golden case, the extra absolute error a
  * float32 implementation may make through its PE or RoPE angles, written to
