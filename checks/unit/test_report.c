@@ -272,6 +272,62 @@ Test(report, planted_head_is_hot_in_its_panels_only)
     free(html);
 }
 
+/* ---- failing first ------------------------------------------------------ */
+
+/* Where `needle` first occurs in html (its offset), or SIZE_MAX. */
+static size_t at(const char *html, const char *needle)
+{
+    const char *p = strstr(html, needle);
+    return p ? (size_t)(p - html) : (size_t)-1;
+}
+
+/* 1 iff the first output block of the page is a failing one, and the
+ * summary at the top links to `output` of `case_name` before any case's
+ * section starts. */
+static int failing_first(const char *html, const char *case_name, const char *output)
+{
+    char link[256], block[256];
+    snprintf(link, sizeof link, "<a class=\"failing-output\" href=\"#%s/%s\">", case_name, output);
+    snprintf(block, sizeof block, "<div class=\"output\" id=\"%s/%s\"><h3>%s <span class=\"badge fail\">", case_name,
+             output, output);
+    const size_t first_block = at(html, "<div class=\"output\""), first_section = at(html, "<section");
+    return at(html, link) < first_section && first_block == at(html, block);
+}
+
+Test(report, failing_cases_and_outputs_come_first)
+{
+    /* ffn_gelu passes and comes first in the manifest; in encoder_pre_alibi_h12
+     * the attention weights, earlier in the forward pass, pass, out.output fails */
+    static const char *const outs[] = {"out.layers.0.self_attn.weights", "out.output"}, *const ffn[] = {"out.output"};
+    write_results(tmp, "ffn_gelu", ffn, 1, NULL, NULL, 0, 0);
+    write_results(tmp, CASE, outs, 2, "out.output", plant_columns, 16, 32);
+    refenc_report_summary sum;
+    char html_path[PATH_CAP];
+    snprintf(html_path, sizeof html_path, "%s/report.html", tmp);
+    static const char *const both[] = {"ffn_gelu", CASE};
+    refenc_report_options opt = {.golden_dir = golden_dir(), .results_dir = tmp, .case_patterns = both,
+                                 .n_case_patterns = 2, .heatmaps_all = 1, .version = "test"};
+    refenc_error err;
+    cr_assert_eq(refenc_report_write(html_path, &opt, &sum, &err), REFENC_OK, "%s", err.message);
+    size_t n;
+    char *html = (char *)rb_read_file(html_path, &n);
+    cr_assert(sum.failed == 1 && sum.passed == 1, "%zu failed, %zu passed", sum.failed, sum.passed);
+    cr_assert(failing_first(html, CASE, "out.output"), "the failing output is not first");
+    cr_assert_lt(at(html, "<section class=\"case\" id=\"case-" CASE "\""),
+                 at(html, "<section class=\"case\" id=\"case-ffn_gelu\""), "the failing case is not first");
+    cr_assert_lt(at(html, "data-path=\"cases/" CASE "/outputs/out.output/status\""),
+                 at(html, "data-path=\"cases/" CASE "/outputs/out.layers.0.self_attn.weights/status\""),
+                 "the failing output's row is not first in the figures");
+    /* negative control: the weights planted instead, out.output clean, so
+     * the first block is the weights' and the check on out.output fails */
+    free(html);
+    write_results(tmp, CASE, outs, 2, "out.layers.0.self_attn.weights", plant_heads, 5, 6);
+    html = report(tmp, CASE, 1, &sum);
+    cr_assert_not(failing_first(html, CASE, "out.output"));
+    cr_assert(failing_first(html, CASE, "out.layers.0.self_attn.weights"));
+    free(html);
+}
+
 /* ---- every figure of the certificate ---------------------------------- */
 
 /* The data-v of the element with data-path = path, unescaped and parsed;
