@@ -143,9 +143,22 @@ static void figure_key(FILE *o, const char *tag, const char *base, const char *k
 
 /* ---- the heatmap -------------------------------------------------------- */
 
+/* Which outputs get a heatmap (flags): the failing ones, or every one
+ * compared; and whether downsampled or element by element. */
+enum { MAPS_FAILING = 1, MAPS_ALL = 2, MAPS_FULL = 4 };
+
+/* Above these sizes a heatmap is downsampled (docs/certify.md, "The HTML
+ * report"): at most 64 panels, 64 x 128 cells a panel and 32768 cells an
+ * output, each cell the most severe of a block of pr x pc elements (max
+ * pooling: one element out of tolerance makes its whole cell hot, where a
+ * mean would dilute it by the block's size).  A cell costs about 15 bytes
+ * of the page in the worst case (noise, no two neighbours alike), so an
+ * output costs at most about 0.5 MB; --full-heatmaps (MAPS_FULL) draws
+ * every element of every panel. */
 #define MAX_PANELS 64
-#define MAX_ROWS 128
-#define MAX_COLS 256
+#define MAX_ROWS 64
+#define MAX_COLS 128
+#define MAX_CELLS 32768
 #define PAGE_W 1100
 
 static size_t cdiv(size_t a, size_t b) { return (a + b - 1) / b; }
@@ -178,8 +191,8 @@ typedef struct {
     size_t *px, *py;           /* (drawn) each panel's corner */
 } heat_layout;
 
-/* The sizes of the panels and cells; 0 when there is nothing to draw. */
-static int heat_sizes(heat_layout *h, const refenc_output_report *r)
+/* The sizes of the panels and cells, downsampled unless full; 0 when there is nothing to draw. */
+static int heat_sizes(heat_layout *h, const refenc_output_report *r, int full)
 {
     memset(h, 0, sizeof *h);
     const size_t nd = h->nd = r->ndim;
@@ -189,16 +202,20 @@ static int heat_sizes(heat_layout *h, const refenc_output_report *r)
         h->panels *= r->shape[d];
     if (h->rows == 0 || h->cols == 0 || h->panels == 0)
         return 0;
+    h->drawn = full || h->panels < MAX_PANELS ? h->panels : MAX_PANELS;
     /* large outputs: each cell the most severe of pr x pc elements */
-    h->pr = cdiv(h->rows, MAX_ROWS), h->pc = cdiv(h->cols, MAX_COLS);
+    h->pr = full ? 1 : cdiv(h->rows, MAX_ROWS), h->pc = full ? 1 : cdiv(h->cols, MAX_COLS);
     h->R = cdiv(h->rows, h->pr), h->C = cdiv(h->cols, h->pc);
+    while (!full && h->drawn * h->R * h->C > MAX_CELLS) { /* many panels: coarser, the longer axis first */
+        *(h->R > h->C ? &h->pr : &h->pc) *= 2;
+        h->R = cdiv(h->rows, h->pr), h->C = cdiv(h->cols, h->pc);
+    }
     size_t cell = 480 / h->C;
     cell = cell < 3 ? 3 : cell > 16 ? 16 : cell;
     if (h->R * cell > 420)
         cell = 420 / h->R < 3 ? 3 : 420 / h->R;
     h->cell = cell;
     h->pw = h->C * cell, h->ph = h->R * cell;
-    h->drawn = h->panels < MAX_PANELS ? h->panels : MAX_PANELS;
     h->per_b = nd >= 4 ? r->shape[nd - 3] : 0; /* heads per batch item: a new row of panels */
     return 1;
 }
@@ -241,7 +258,8 @@ static void heat_open(FILE *o, const char *component, const refenc_output_report
         fprintf(o, ", one panel per %s", h->nd >= 4 ? "batch item and head (b, h)"
                                                     : strcmp(*l0, "h") == 0 ? "head (h)" : "batch item (b)");
     if (h->pr > 1 || h->pc > 1)
-        fprintf(o, "; each cell is the worst of %zu &times; %zu elements", h->pr, h->pc);
+        fprintf(o, "; downsampled: each cell is the worst (the largest r) of %zu &times; %zu elements, "
+                   "<code>--full-heatmaps</code> draws every element", h->pr, h->pc);
     if (h->drawn < h->panels)
         fprintf(o, "; the first %zu of %zu panels", h->drawn, h->panels);
     fputs("</p>\n", o);
@@ -252,37 +270,50 @@ static void heat_open(FILE *o, const char *component, const refenc_output_report
                "shape-rendering=\"crispEdges\">\n", h->rows, h->cols, h->cell, h->pr, h->pc);
 }
 
-/* Row i of cells of a panel, runs of one bin drawn as one rectangle. */
-static void heat_row(FILE *o, const heat_layout *h, const signed char *base, size_t i)
+/* The cells of a panel: bins[i*C + j] the most severe bin of the block of
+ * pr x pc elements at (i*pr, j*pc) (max pooling; bins are ordered by r, so
+ * the most severe bin is the bin of the largest r). */
+static void heat_pool(unsigned char *bins, const heat_layout *h, const signed char *base)
 {
-    const size_t cell = h->cell;
-    int run_bin = -1;
-    size_t run_start = 0;
-    for (size_t j = 0; j <= h->C; j++) {
-        int b = -1;
-        if (j < h->C) {
+    for (size_t i = 0; i < h->R; i++)
+        for (size_t j = 0; j < h->C; j++) {
+            int b = 0;
             for (size_t ii = i * h->pr; ii < (i + 1) * h->pr && ii < h->rows; ii++)
                 for (size_t jj = j * h->pc; jj < (j + 1) * h->pc && jj < h->cols; jj++) {
                     const int bb = bin_of(base[ii * h->cols + jj]);
                     b = bb > b ? bb : b;
                 }
+            bins[i * h->C + j] = (unsigned char)b;
         }
-        if (b != run_bin) {
-            if (run_bin >= 0)
-                fprintf(o, "<rect class=\"%s\" x=\"%zu\" y=\"%zu\" width=\"%zu\" height=\"%zu\" "
-                           "fill=\"%s\"/>",
-                        PALETTE[run_bin].cls, run_start * cell, i * cell, (j - run_start) * cell, cell,
-                        PALETTE[run_bin].color);
-            run_bin = b;
-            run_start = j;
-        }
+}
+
+/* A panel's cells, in cell units: per bin one path, each run of that bin
+ * along a row one rectangle "M x y h w v 1 h -w z". */
+static void heat_cells(FILE *o, const heat_layout *h, const unsigned char *bins)
+{
+    fprintf(o, "<g class=\"cells\" transform=\"scale(%zu)\">", h->cell);
+    for (int b = 0; b < N_BINS; b++) {
+        int open = 0;
+        for (size_t i = 0; i < h->R; i++)
+            for (size_t j = 0; j < h->C; j++) {
+                if (bins[i * h->C + j] != b || (j > 0 && bins[i * h->C + j - 1] == b))
+                    continue;
+                size_t w = 1;
+                while (j + w < h->C && bins[i * h->C + j + w] == b)
+                    w++;
+                if (!open++)
+                    fprintf(o, "<path class=\"%s\" fill=\"%s\" d=\"", PALETTE[b].cls, PALETTE[b].color);
+                fprintf(o, "M%zu %zuh%zuv1h-%zuz", j, i, w, w);
+            }
+        if (open)
+            fputs("\"/>\n", o);
     }
-    fputc('\n', o);
+    fputs("</g>", o);
 }
 
 /* Panel p: its label, its cells, its frame, and column and row labels every cstep and rstep cells. */
-static void heat_panel(FILE *o, const heat_layout *h, const signed char *cl, size_t p, const char *l0,
-                       size_t cstep, size_t rstep)
+static void heat_panel(FILE *o, const heat_layout *h, const signed char *cl, unsigned char *bins, size_t p,
+                       const char *l0, size_t cstep, size_t rstep)
 {
     const size_t cell = h->cell;
     fprintf(o, "<g class=\"panel\" transform=\"translate(%zu,%zu)\">", h->px[p], h->py[p]);
@@ -296,9 +327,8 @@ static void heat_panel(FILE *o, const heat_layout *h, const signed char *cl, siz
             fprintf(o, "%s=%zu", l0, p);
         fputs("</text>", o);
     }
-    const signed char *base = cl + p * h->rows * h->cols;
-    for (size_t i = 0; i < h->R; i++)
-        heat_row(o, h, base, i);
+    heat_pool(bins, h, cl + p * h->rows * h->cols);
+    heat_cells(o, h, bins);
     fprintf(o, "<rect class=\"frame\" x=\"0\" y=\"0\" width=\"%zu\" height=\"%zu\" fill=\"none\" "
                "stroke=\"#737373\"/>", h->pw, h->ph);
     for (size_t j = 0; j < h->C; j += cstep)
@@ -313,14 +343,20 @@ static void heat_panel(FILE *o, const heat_layout *h, const signed char *cl, siz
 
 /* The heatmap of an output's error classes, one panel per leading index. */
 static int heatmap(FILE *o, const char *component, const refenc_output_report *r, const signed char *cl,
-                   refenc_error *err)
+                   int full, refenc_error *err)
 {
     heat_layout h;
-    if (!heat_sizes(&h, r))
+    if (!heat_sizes(&h, r, full))
         return REFENC_OK;
     int st = heat_place(&h, r, err);
     if (st != REFENC_OK)
         return st;
+    unsigned char *bins = refenc_alloc_array(h.R * h.C, 1); /* one panel's cells */
+    if (bins == NULL) {
+        free(h.px);
+        free(h.py);
+        return refenc_error_set(err, REFENC_ENOMEM, "out of memory for the heatmap of '%s'", r->name);
+    }
     const char *l0;
     heat_open(o, component, r, &h, &l0);
     /* column and row labels every `step` cells, at least 22 px apart */
@@ -330,8 +366,9 @@ static int heatmap(FILE *o, const char *component, const refenc_output_report *r
     while (rstep * h.cell < 14)
         rstep *= 2;
     for (size_t p = 0; p < h.drawn; p++)
-        heat_panel(o, &h, cl, p, l0, cstep, rstep);
+        heat_panel(o, &h, cl, bins, p, l0, cstep, rstep);
     fputs("</svg>\n", o);
+    free(bins);
     free(h.px);
     free(h.py);
     return REFENC_OK;
@@ -687,8 +724,8 @@ static int output_block(FILE *o, const char *name, const refenc_case_report *rep
         fprintf(o, " <span class=\"badge %s\">%s</span>", r->status == REFENC_OUT_PASS ? "pass" : "fail",
                 refenc_output_status_name(r->status));
         fprintf(o, "%s</h3>\n", (int)i == rep->first_divergence ? " <span class=\"fdl\">first divergence</span>" : "");
-        if (draw_maps)
-            st = heatmap(o, component ? component : "", r, cl, err);
+        if ((draw_maps & MAPS_ALL) || ((draw_maps & MAPS_FAILING) && r->status == REFENC_OUT_FAIL))
+            st = heatmap(o, component ? component : "", r, cl, (draw_maps & MAPS_FULL) != 0, err);
         histogram(o, r, cl);
         fputs("</div>\n", o);
     }
@@ -1024,7 +1061,7 @@ static int report_case(FILE *const o[2], const refenc_manifest *manifest, size_t
         st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
     else
         st = case_section(o[!failing], c, cst == REFENC_OK ? &rep : NULL, golden.path ? &golden : NULL, &results,
-                          cst == REFENC_OK && (opt->heatmaps_all || !rep.pass), err);
+                          (opt->heatmaps_all ? MAPS_ALL : MAPS_FAILING) | (opt->full_heatmaps ? MAPS_FULL : 0), err);
     json_array_append_new(cases, c);
     refenc_case_report_free(&rep);
     refenc_st_free(&golden);
