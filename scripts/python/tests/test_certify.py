@@ -119,6 +119,8 @@ def test_report(golden, cli, tmp_path):
     case.write_results(tmp_path, {"output": case.expected["out.output"] * 1.01})
     assert refenc.report(tmp_path, html, "ffn_*", golden=golden, cli=cli, heatmaps="all") == "FAIL"
     assert '<svg class="heatmap"' in html.read_text()
+    assert refenc.report(tmp_path, html, "ffn_relu", golden=golden, cli=cli, full_heatmaps=True) == "FAIL"
+    assert 'data-pool="1 1"' in html.read_text()
     with pytest.raises(refenc.CertifyError, match="no golden case matches"):
         refenc.report(tmp_path, tmp_path / "other.html", "nope", golden=golden, cli=cli)
     assert not (tmp_path / "other.html").exists()
