@@ -9,13 +9,14 @@
  *     certificate;
  *   - the forward graph: the case's outputs in forward order, coloured by
  *     status, the first diverging output outlined;
- *   - per output compared, a heatmap of r = |got - want| / (atol + rtol |want|)
+ *   - per output compared, a histogram of r by decade with the budget r = 1
+ *     marked, and per failing output (every output compared with
+ *     heatmaps_all) a heatmap of r = |got - want| / (atol + rtol |want|)
  *     (the output's element bound: for a float16 or bfloat16 result under
  *     the budget, rtol 0 and atol the budget's max error)
  *     over the output's last two axes (positions x features; query x key for
  *     attention weights and ALiBi biases), one panel per index of the leading
- *     axes (batch item, head), and a histogram of r by decade with the
- *     budget r = 1 marked.
+ *     axes (batch item, head).
  * r <= 1 passes (the element test of certify.h); a non-finite result is its
  * own class.  The pictures are inline SVG written here: no script, no
  * external resource, the file opens from disk without a network.
