@@ -119,16 +119,52 @@ typedef struct {
     unsigned char *cls; /* panels x rows x cols: the class drawn there */
 } heatmap;
 
-/* Parses the heatmap of `output`: every <rect class="c-*"> of every panel,
- * each cell drawn exactly once. */
-static void parse_heatmap(heatmap *h, const char *html, const char *output)
+/* Reads one panel's cells: every <path class="c-*"> of its <g class="cells">,
+ * each rectangle "Mx yhwv1h-wz" a run of w cells of row y from column x;
+ * every cell drawn exactly once.  Returns the end of the panel. */
+static const char *parse_panel(unsigned char *panel, const heatmap *h, const char *p)
 {
-    char want[256];
-    snprintf(want, sizeof want, "<svg class=\"heatmap\"");
+    const char *cells = strstr(p, "<g class=\"cells\" transform=\"scale(");
+    cr_assert_not_null(cells, "a panel without its cells: %.80s", p);
+    const char *g_end = strstr(cells, "</g>"); /* the cells' group holds only paths */
+    cr_assert_not_null(g_end);
+    size_t scale;
+    cr_assert_eq(sscanf(cells, "<g class=\"cells\" transform=\"scale(%zu)\">", &scale), 1);
+    cr_assert_eq(scale, h->cell, "cells scaled by %zu, the cell is %zu px", scale, h->cell);
+    for (const char *r = cells; (r = strstr(r, "<path class=\"c-")) != NULL && r < g_end; r++) {
+        char cls[8];
+        int off = 0;
+        cr_assert_eq(sscanf(r, "<path class=\"c-%7[a-z]\" fill=\"#%*6[0-9a-f]\" d=\"%n", cls, &off), 1);
+        cr_assert_gt(off, 0, "unreadable path: %.80s", r);
+        const int c = strcmp(cls, "ok") == 0 ? CELL_OK : strcmp(cls, "hot") == 0 ? CELL_HOT
+                    : strcmp(cls, "nan") == 0 ? CELL_NAN : strcmp(cls, "dc") == 0 ? CELL_DC : -1;
+        cr_assert(c > 0, "unknown cell class %s", cls);
+        for (const char *d = r + off; *d != '"';) {
+            size_t x, y, w, w2;
+            int n = 0;
+            cr_assert_eq(sscanf(d, "M%zu %zuh%zuv1h-%zuz%n", &x, &y, &w, &w2, &n), 4, "unreadable run: %.40s", d);
+            cr_assert(n > 0 && w == w2 && w > 0, "not a rectangle of one row: %.40s", d);
+            for (size_t col = x; col < x + w; col++) {
+                cr_assert(y < h->rows && col < h->cols, "cell (%zu, %zu) outside the grid", y, col);
+                cr_assert_eq(panel[y * h->cols + col], CELL_NONE, "cell (%zu, %zu) drawn twice", y, col);
+                panel[y * h->cols + col] = (unsigned char)c;
+            }
+            d += n;
+        }
+    }
+    for (size_t i = 0; i < h->rows * h->cols; i++)
+        cr_assert_neq(panel[i], CELL_NONE, "cell (%zu, %zu) not drawn", i / h->cols, i % h->cols);
+    return strstr(g_end + 4, "</g>"); /* the panel's */
+}
+
+/* Parses the heatmap of `output`: its panels' cells (rows x cols cells, the
+ * output's last two axes pooled by pool_r x pool_c, as the svg says). */
+static void parse_pooled(heatmap *h, const char *html, const char *output, size_t *pool_r, size_t *pool_c)
+{
     const char *s = html;
     char tag[300];
     snprintf(tag, sizeof tag, "data-output=\"%s\"", output);
-    while ((s = strstr(s, want)) != NULL) {
+    while ((s = strstr(s, "<svg class=\"heatmap\"")) != NULL) {
         const char *end = strchr(s, '>'), *at = strstr(s, tag);
         if (end && at && at < end)
             break;
@@ -139,40 +175,24 @@ static void parse_heatmap(heatmap *h, const char *html, const char *output)
     cr_assert_not_null(svg_end);
     cr_assert_eq(sscanf(strstr(s, "data-rows="), "data-rows=\"%zu\" data-cols=\"%zu\" data-cell=\"%zu\"",
                         &h->rows, &h->cols, &h->cell), 3);
-    size_t pool_r, pool_c;
-    cr_assert_eq(sscanf(strstr(s, "data-pool="), "data-pool=\"%zu %zu\"", &pool_r, &pool_c), 2);
-    cr_assert(pool_r == 1 && pool_c == 1, "these outputs are drawn one cell per element");
+    cr_assert_eq(sscanf(strstr(s, "data-pool="), "data-pool=\"%zu %zu\"", pool_r, pool_c), 2);
+    h->rows = (h->rows + *pool_r - 1) / *pool_r, h->cols = (h->cols + *pool_c - 1) / *pool_c;
     h->panels = 0;
     for (const char *p = s; (p = strstr(p, "<g class=\"panel\"")) != NULL && p < svg_end; p++)
         h->panels++;
     h->cls = calloc(h->panels * h->rows * h->cols, 1);
     cr_assert_not_null(h->cls);
     const char *p = s;
-    for (size_t k = 0; k < h->panels; k++) {
-        p = strstr(p, "<g class=\"panel\"");
-        const char *g_end = strstr(p, "</g>");
-        unsigned char *panel = h->cls + k * h->rows * h->cols;
-        for (const char *r = p; (r = strstr(r, "<rect class=\"c-")) != NULL && r < g_end; r++) {
-            char cls[8];
-            size_t x, y, w, hh;
-            cr_assert_eq(sscanf(r, "<rect class=\"c-%7[a-z]\" x=\"%zu\" y=\"%zu\" width=\"%zu\" height=\"%zu\"", cls,
-                                &x, &y, &w, &hh), 5, "unreadable cell: %.80s", r);
-            cr_assert(x % h->cell == 0 && y % h->cell == 0 && w % h->cell == 0 && hh == h->cell && w > 0,
-                      "cell off the grid: %.80s", r);
-            const int c = strcmp(cls, "ok") == 0 ? CELL_OK : strcmp(cls, "hot") == 0 ? CELL_HOT
-                        : strcmp(cls, "nan") == 0 ? CELL_NAN : strcmp(cls, "dc") == 0 ? CELL_DC : -1;
-            cr_assert(c > 0, "unknown cell class %s", cls);
-            const size_t row = y / h->cell;
-            for (size_t col = x / h->cell; col < (x + w) / h->cell; col++) {
-                cr_assert(row < h->rows && col < h->cols, "cell (%zu, %zu) outside the grid", row, col);
-                cr_assert_eq(panel[row * h->cols + col], CELL_NONE, "cell (%zu, %zu) drawn twice", row, col);
-                panel[row * h->cols + col] = (unsigned char)c;
-            }
-        }
-        for (size_t i = 0; i < h->rows * h->cols; i++)
-            cr_assert_neq(panel[i], CELL_NONE, "panel %zu: cell (%zu, %zu) not drawn", k, i / h->cols, i % h->cols);
-        p = g_end;
-    }
+    for (size_t k = 0; k < h->panels; k++)
+        p = parse_panel(h->cls + k * h->rows * h->cols, h, strstr(p, "<g class=\"panel\""));
+}
+
+/* The heatmap of an output drawn one cell per element. */
+static void parse_heatmap(heatmap *h, const char *html, const char *output)
+{
+    size_t pool_r, pool_c;
+    parse_pooled(h, html, output, &pool_r, &pool_c);
+    cr_assert(pool_r == 1 && pool_c == 1, "these outputs are drawn one cell per element");
 }
 
 /* 1 iff the hot cells are exactly the cells of the panels in [p0, p1) (mod
@@ -269,6 +289,72 @@ Test(report, planted_head_is_hot_in_its_panels_only)
     /* the forward graph outlines the first divergence */
     cr_assert_not_null(strstr(html, "<g class=\"node first-divergence\" data-output=\"out.layers.0.self_attn.weights\""));
     free(h.cls);
+    free(html);
+}
+
+/* ---- failing first ------------------------------------------------------ */
+
+/* Where `needle` first occurs in html (its offset), or SIZE_MAX. */
+static size_t at(const char *html, const char *needle)
+{
+    const char *p = strstr(html, needle);
+    return p ? (size_t)(p - html) : (size_t)-1;
+}
+
+/* 1 iff the first output block of the page is a failing one, and the
+ * summary at the top links to `output` of `case_name` before any case's
+ * section starts. */
+static int failing_first(const char *html, const char *case_name, const char *output)
+{
+    char link[256], block[256];
+    snprintf(link, sizeof link, "<a class=\"failing-output\" href=\"#%s/%s\">", case_name, output);
+    snprintf(block, sizeof block, "<div class=\"output\" id=\"%s/%s\"><h3>%s <span class=\"badge fail\">", case_name,
+             output, output);
+    const size_t first_block = at(html, "<div class=\"output\""), first_section = at(html, "<section");
+    return at(html, link) < first_section && first_block == at(html, block);
+}
+
+Test(report, failing_cases_and_outputs_come_first)
+{
+    /* ffn_gelu passes and comes first in the manifest; in encoder_pre_alibi_h12
+     * the attention weights, earlier in the forward pass, pass, out.output fails */
+    static const char *const outs[] = {"out.layers.0.self_attn.weights", "out.output"}, *const ffn[] = {"out.output"};
+    write_results(tmp, "ffn_gelu", ffn, 1, NULL, NULL, 0, 0);
+    write_results(tmp, CASE, outs, 2, "out.output", plant_columns, 16, 32);
+    refenc_report_summary sum;
+    char html_path[PATH_CAP];
+    snprintf(html_path, sizeof html_path, "%s/report.html", tmp);
+    static const char *const both[] = {"ffn_gelu", CASE};
+    refenc_report_options opt = {.golden_dir = golden_dir(), .results_dir = tmp, .case_patterns = both,
+                                 .n_case_patterns = 2, .heatmaps_all = 1, .version = "test"};
+    refenc_error err;
+    cr_assert_eq(refenc_report_write(html_path, &opt, &sum, &err), REFENC_OK, "%s", err.message);
+    size_t n;
+    char *html = (char *)rb_read_file(html_path, &n);
+    cr_assert(sum.failed == 1 && sum.passed == 1, "%zu failed, %zu passed", sum.failed, sum.passed);
+    cr_assert(failing_first(html, CASE, "out.output"), "the failing output is not first");
+    cr_assert_lt(at(html, "<section class=\"case\" id=\"case-" CASE "\""),
+                 at(html, "<section class=\"case\" id=\"case-ffn_gelu\""), "the failing case is not first");
+    cr_assert_lt(at(html, "data-path=\"cases/" CASE "/outputs/out.output/status\""),
+                 at(html, "data-path=\"cases/" CASE "/outputs/out.layers.0.self_attn.weights/status\""),
+                 "the failing output's row is not first in the figures");
+    free(html);
+    /* by default, heatmaps of the failing outputs only; histograms of all */
+    opt.heatmaps_all = 0;
+    cr_assert_eq(refenc_report_write(html_path, &opt, &sum, &err), REFENC_OK, "%s", err.message);
+    html = (char *)rb_read_file(html_path, &n);
+    cr_assert_not_null(strstr(html, "<svg class=\"heatmap\" xmlns=\"http://www.w3.org/2000/svg\" width="));
+    cr_assert_null(strstr(html, "data-output=\"out.layers.0.self_attn.weights\" data-rows="), "a passing output's heatmap");
+    cr_assert_not_null(strstr(html, "data-output=\"out.output\" data-rows="), "no heatmap of the failing output");
+    cr_assert_not_null(strstr(html, "height=\"168\" data-output=\"out.layers.0.self_attn.weights\""),
+                       "no histogram of the passing output");
+    free(html);
+    /* negative control: the weights planted instead, out.output clean, so
+     * the first block is the weights' and the check on out.output fails */
+    write_results(tmp, CASE, outs, 2, "out.layers.0.self_attn.weights", plant_heads, 5, 6);
+    html = report(tmp, CASE, 1, &sum);
+    cr_assert_not(failing_first(html, CASE, "out.output"));
+    cr_assert(failing_first(html, CASE, "out.layers.0.self_attn.weights"));
     free(html);
 }
 
@@ -458,6 +544,16 @@ Test(report, exit_codes_messages_and_atomic_output)
     char *page = (char *)rb_read_file(html, &len);
     cr_assert_not_null(strstr(page, "<svg class=\"heatmap\" xmlns=\"http://www.w3.org/2000/svg\""));
     cr_assert_not_null(strstr(page, "data-path=\"cases/ffn_relu/outputs/out.output/atol\" data-v=\"0.002\""));
+    free(page);
+    rb_result_free(&r);
+    /* --full-heatmaps takes no value: the --case after it is an option (the
+     * library's test of the big case checks what it draws) */
+    r = rb_run((const char *const[]){"refenc", "report", "--golden", golden_dir(), "--results", tmp, "--html", html,
+                                     "--full-heatmaps", "--case", "ffn_gelu", NULL});
+    cr_assert_eq(r.status, 1, "%s", r.err);
+    page = (char *)rb_read_file(html, &len);
+    cr_assert_not_null(strstr(r.out, "1 case, 0 passed, 1 failed"), "%s", r.out);
+    cr_assert_not_null(strstr(page, "<svg class=\"heatmap\""), "no heatmap of the failing output");
     free(page);
     rb_result_free(&r);
     r = rb_run((const char *const[]){"refenc", "report", "--help", NULL});
@@ -665,21 +761,18 @@ static void big_golden(const char dir[RB_PATH_MAX + 64])
     rb_write_file(path, text, strlen(text));
 }
 
-Test(report, pools_large_outputs_and_caps_panels)
+/* RESULTS/big.safetensors: the golden out.big edited by edit (columns
+ * [lo, hi), or the element lo); zeros for the other outputs. */
+static void big_results(const char *gdir, void (*edit)(double *x, size_t lo, size_t hi), size_t lo, size_t hi)
 {
-    char gdir[RB_PATH_MAX + 64], html_path[PATH_CAP], path[PATH_CAP];
-    snprintf(gdir, sizeof gdir, "%s/g", tmp);
-    cr_assert_eq(mkdir(gdir, 0755), 0);
-    big_golden(gdir);
-    /* results: the golden, with columns [256, 512) of out.big wrong */
+    char path[PATH_CAP];
     refenc_st_file g;
     refenc_error err;
     snprintf(path, sizeof path, "%s/cases/big.safetensors", gdir);
     cr_assert_eq(refenc_st_read(&g, path, &err), REFENC_OK);
     static double x[300 * 600];
     cr_assert_eq(refenc_st_to_f64(x, &g, refenc_st_find(&g, "out.big"), &err), REFENC_OK);
-    const size_t shape[3] = {1, 300, 600};
-    plant_columns(x, shape, 3, 256, 512);
+    edit(x, lo, hi);
     static const double zeros[70 * 2 * 3];
     refenc_st_entry e[3] = {
         {.name = "out.big", .dtype = REFENC_ST_F64, .ndim = 3, .shape = {1, 300, 600}, .data = x},
@@ -688,31 +781,17 @@ Test(report, pools_large_outputs_and_caps_panels)
     snprintf(path, sizeof path, "%s/big.safetensors", tmp);
     cr_assert_eq(refenc_st_write(path, e, 3, NULL, &err), REFENC_OK);
     refenc_st_free(&g);
+}
 
-    snprintf(html_path, sizeof html_path, "%s/report.html", tmp);
-    refenc_report_options opt = {.golden_dir = gdir, .results_dir = tmp, .heatmaps_all = 1, .version = "test"};
-    refenc_report_summary sum;
-    cr_assert_eq(refenc_report_write(html_path, &opt, &sum, &err), REFENC_OK, "%s", err.message);
-    cr_assert_eq(sum.failed, 1, "out.big fails");
-    size_t n;
-    char *html = (char *)rb_read_file(html_path, &n);
-    /* 300 x 600 in cells of 3 x 3 elements: 100 x 200 cells; elements 256 .. 511 are in cells 85 .. 170 */
-    cr_assert_not_null(strstr(html, "each cell is the worst of 3 &times; 3 elements"));
-    char *svg = strstr(html, "data-output=\"out.big\" data-rows=\"300\" data-cols=\"600\"");
-    cr_assert_not_null(svg);
-    size_t cell, c0 = (size_t)-1, c1 = 0, rows = 0;
-    cr_assert_eq(sscanf(strstr(svg, "data-cell="), "data-cell=\"%zu\"", &cell), 1);
-    for (char *r = svg; (r = strstr(r, "<rect class=\"c-hot\"")) != NULL && r < strstr(svg, "</svg>"); r++) {
-        size_t x0, y, w;
-        cr_assert_eq(sscanf(r, "<rect class=\"c-hot\" x=\"%zu\" y=\"%zu\" width=\"%zu\"", &x0, &y, &w), 3);
-        c0 = x0 / cell < c0 ? x0 / cell : c0;
-        c1 = (x0 + w) / cell > c1 ? (x0 + w) / cell : c1;
-        rows++;
-    }
-    cr_assert(c0 == 85 && c1 == 171 && rows == 100, "hot cells in columns [%zu, %zu) of %zu rows", c0, c1, rows);
-    cr_assert_not_null(strstr(html, "the first 64 of 70 panels"));
-    cr_assert_not_null(strstr(html, ">panel 7</text>"), "five axes: panels numbered");
-    free(html);
+static void big_columns(double *x, size_t lo, size_t hi)
+{
+    const size_t shape[3] = {1, 300, 600};
+    plant_columns(x, shape, 3, lo, hi);
+}
+
+static void big_remove(const char *gdir)
+{
+    char path[PATH_CAP];
     snprintf(path, sizeof path, "%s/cases/big.safetensors", gdir);
     unlink(path);
     snprintf(path, sizeof path, "%s/cases", gdir);
@@ -720,6 +799,98 @@ Test(report, pools_large_outputs_and_caps_panels)
     snprintf(path, sizeof path, "%s/manifest.json", gdir);
     unlink(path);
     rmdir(gdir);
+}
+
+/* The report of the big case, every output's heatmap; full: no downsampling. */
+static char *big_report(const char *gdir, int full, const refenc_certify_options *certify)
+{
+    char html_path[PATH_CAP];
+    snprintf(html_path, sizeof html_path, "%s/report.html", tmp);
+    refenc_report_options opt = {.golden_dir = gdir, .results_dir = tmp, .heatmaps_all = 1, .full_heatmaps = full,
+                                 .version = "test"};
+    if (certify)
+        opt.certify = *certify;
+    refenc_report_summary sum;
+    refenc_error err;
+    cr_assert_eq(refenc_report_write(html_path, &opt, &sum, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(sum.failed, 1, "out.big fails");
+    size_t n;
+    return (char *)rb_read_file(html_path, &n);
+}
+
+Test(report, pools_large_outputs_and_caps_panels)
+{
+    char gdir[RB_PATH_MAX + 64];
+    snprintf(gdir, sizeof gdir, "%s/g", tmp);
+    cr_assert_eq(mkdir(gdir, 0755), 0);
+    big_golden(gdir);
+    big_results(gdir, big_columns, 256, 512); /* columns [256, 512) of out.big wrong */
+    char *html = big_report(gdir, 0, NULL);
+    /* 300 x 600 in cells of 5 x 5 elements (at most 64 x 128 cells): 60 x 120
+     * cells; elements 256 .. 511 are in cells 51 .. 102 */
+    cr_assert_not_null(strstr(html, "each cell is the worst (the largest r) of 5 &times; 5 elements"));
+    heatmap h;
+    size_t pr, pc;
+    char why[160];
+    parse_pooled(&h, html, "out.big", &pr, &pc);
+    cr_assert(pr == 5 && pc == 5 && h.rows == 60 && h.cols == 120 && h.panels == 1);
+    cr_assert(hot_exactly(&h, 0, 0, 1, 51, 103, why, sizeof why), "%s", why);
+    cr_assert_not(hot_exactly(&h, 0, 0, 1, 51, 102, why, sizeof why)); /* negative control */
+    free(h.cls);
+    cr_assert_not_null(strstr(html, "the first 64 of 70 panels"));
+    cr_assert_not_null(strstr(html, ">panel 7</text>"), "five axes: panels numbered");
+    free(html);
+    /* --full-heatmaps: every element, every panel */
+    html = big_report(gdir, 1, NULL);
+    parse_heatmap(&h, html, "out.big");
+    cr_assert(h.rows == 300 && h.cols == 600);
+    cr_assert(hot_exactly(&h, 0, 0, 1, 256, 512, why, sizeof why), "%s", why);
+    free(h.cls);
+    parse_heatmap(&h, html, "out.many");
+    cr_assert_eq(h.panels, 70);
+    free(h.cls);
+    cr_assert_null(strstr(html, "the first 64 of 70 panels"));
+    free(html);
+    big_remove(gdir);
+}
+
+/* One element of out.big, [0, 157, 421], off by 3e-3: under --rtol 0
+ * --atol 1e-3, r = 3 there and 0 elsewhere. */
+static void big_one(double *x, size_t lo, size_t hi)
+{
+    (void)lo, (void)hi;
+    x[157 * 600 + 421] += 3e-3;
+}
+
+Test(report, one_bad_element_stays_visible_when_downsampled)
+{
+    char gdir[RB_PATH_MAX + 64];
+    snprintf(gdir, sizeof gdir, "%s/g", tmp);
+    cr_assert_eq(mkdir(gdir, 0755), 0);
+    big_golden(gdir);
+    big_results(gdir, big_one, 0, 0);
+    const refenc_certify_options tol = {.override_tolerance = 1, .tol = {.rtol = 0, .atol = 1e-3}};
+    char *html = big_report(gdir, 0, &tol);
+    heatmap h;
+    size_t pr, pc;
+    parse_pooled(&h, html, "out.big", &pr, &pc);
+    cr_assert(pr == 5 && pc == 5, "pooled %zu x %zu", pr, pc);
+    /* max pooling: the one cell holding [157, 421], (31, 84), is hot, no other */
+    for (size_t r = 0; r < h.rows; r++)
+        for (size_t c = 0; c < h.cols; c++)
+            cr_assert_eq(h.cls[r * h.cols + c] == CELL_HOT, r == 157 / pr && c == 421 / pc,
+                         "cell (%zu, %zu): hot %d", r, c, h.cls[r * h.cols + c] == CELL_HOT);
+    /* negative control: the mean of r over that block, what mean pooling
+     * would draw, is 3 / 25 = 0.12, within tolerance: it would hide the
+     * element (a mean-pooling heat_pool, applied by hand, fails this test) */
+    double mean = 0;
+    for (size_t i = 155; i < 160; i++)
+        for (size_t j = 420; j < 425; j++)
+            mean += (i == 157 && j == 421 ? 3e-3 : 0) / 1e-3 / (double)(pr * pc);
+    cr_assert_lt(mean, 1, "mean pooling would show the block as hot (%g)", mean);
+    free(h.cls);
+    free(html);
+    big_remove(gdir);
 }
 
 /* ---- out of memory -------------------------------------------------------- */

@@ -12,15 +12,16 @@
 static const char report_usage[] =
     "usage: refenc report --golden DIR --results DIR --html REPORT.html\n"
     "                     [--case GLOB[,GLOB...]]... [--outputs GLOB] [--skip-missing]\n"
-    "                     [--rtol X --atol Y] [--heatmaps failing|all]\n"
+    "                     [--rtol X --atol Y] [--heatmaps failing|all] [--full-heatmaps]\n"
     "\n"
     "Certifies the results as 'refenc certify' does and writes one self-contained\n"
-    "HTML file (inline SVG, no script, no network): per case the verdict, the first\n"
+    "HTML file (inline SVG, no script, no network), the failing cases and outputs\n"
+    "first, under a summary that links them: per case the verdict, the first\n"
     "divergence, the diagnosis and every figure of the JSON certificate; the forward\n"
-    "graph with the first diverging output outlined; and per output a heatmap of\n"
-    "|error| / tolerance over its last two axes (positions x features, query x key\n"
-    "for attention weights; one panel per batch item and head) and a histogram of\n"
-    "|error| / tolerance against the budget 1.\n"
+    "graph with the first diverging output outlined; and per output a histogram of\n"
+    "|error| / tolerance against the budget 1 and, for a failing output, a heatmap\n"
+    "of it over its last two axes (positions x features, query x key for attention\n"
+    "weights; one panel per batch item and head), max-pooled above 64 x 128 cells.\n"
     "\n"
     "options:\n"
     "  --golden DIR        the golden directory (normally golden/)\n"
@@ -32,8 +33,12 @@ static const char report_usage[] =
     "  --outputs GLOB      check only the golden outputs matching GLOB (as for certify)\n"
     "  --skip-missing      a case without a results file is SKIP, not FAIL\n"
     "  --rtol X --atol Y   one tolerance for every output instead of the policy\n"
-    "  --heatmaps WHICH    'failing' (default): heatmaps for the failing cases only;\n"
-    "                      'all': for every case\n"
+    "  --heatmaps WHICH    'failing' (default): heatmaps of the failing outputs only;\n"
+    "                      'all': of every output compared\n"
+    "  --full-heatmaps     draw every element: no downsampling of large heatmaps\n"
+    "                      (by default a cell is the worst of a block of elements\n"
+    "                      above 64 x 128 cells a panel; choose the output with\n"
+    "                      --case and --outputs, the file grows with its size)\n"
     "  -h, --help          this help\n"
     "\n"
     "exit codes: 0 every case passed, 1 some case failed, 2 usage or format error\n"
@@ -79,6 +84,10 @@ static int parse_args(report_args *a, int argc, char **argv, int *done)
             fputs(report_usage, stdout);
             *done = 1;
             return REFENC_EXIT_OK;
+        }
+        if (strcmp(s, "--full-heatmaps") == 0) {
+            a->opt.full_heatmaps = 1;
+            continue;
         }
         const int sel = cli_selection_is_option(s, &sel_value);
         if (sel && !sel_value) {

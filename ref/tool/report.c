@@ -143,9 +143,22 @@ static void figure_key(FILE *o, const char *tag, const char *base, const char *k
 
 /* ---- the heatmap -------------------------------------------------------- */
 
+/* Which outputs get a heatmap (flags): the failing ones, or every one
+ * compared; and whether downsampled or element by element. */
+enum { MAPS_FAILING = 1, MAPS_ALL = 2, MAPS_FULL = 4 };
+
+/* Above these sizes a heatmap is downsampled (docs/certify.md, "The HTML
+ * report"): at most 64 panels, 64 x 128 cells a panel and 32768 cells an
+ * output, each cell the most severe of a block of pr x pc elements (max
+ * pooling: one element out of tolerance makes its whole cell hot, where a
+ * mean would dilute it by the block's size).  A cell costs about 15 bytes
+ * of the page in the worst case (noise, no two neighbours alike), so an
+ * output costs at most about 0.5 MB; --full-heatmaps (MAPS_FULL) draws
+ * every element of every panel. */
 #define MAX_PANELS 64
-#define MAX_ROWS 128
-#define MAX_COLS 256
+#define MAX_ROWS 64
+#define MAX_COLS 128
+#define MAX_CELLS 32768
 #define PAGE_W 1100
 
 static size_t cdiv(size_t a, size_t b) { return (a + b - 1) / b; }
@@ -178,8 +191,8 @@ typedef struct {
     size_t *px, *py;           /* (drawn) each panel's corner */
 } heat_layout;
 
-/* The sizes of the panels and cells; 0 when there is nothing to draw. */
-static int heat_sizes(heat_layout *h, const refenc_output_report *r)
+/* The sizes of the panels and cells, downsampled unless full; 0 when there is nothing to draw. */
+static int heat_sizes(heat_layout *h, const refenc_output_report *r, int full)
 {
     memset(h, 0, sizeof *h);
     const size_t nd = h->nd = r->ndim;
@@ -189,16 +202,20 @@ static int heat_sizes(heat_layout *h, const refenc_output_report *r)
         h->panels *= r->shape[d];
     if (h->rows == 0 || h->cols == 0 || h->panels == 0)
         return 0;
+    h->drawn = full || h->panels < MAX_PANELS ? h->panels : MAX_PANELS;
     /* large outputs: each cell the most severe of pr x pc elements */
-    h->pr = cdiv(h->rows, MAX_ROWS), h->pc = cdiv(h->cols, MAX_COLS);
+    h->pr = full ? 1 : cdiv(h->rows, MAX_ROWS), h->pc = full ? 1 : cdiv(h->cols, MAX_COLS);
     h->R = cdiv(h->rows, h->pr), h->C = cdiv(h->cols, h->pc);
+    while (!full && h->drawn * h->R * h->C > MAX_CELLS) { /* many panels: coarser, the longer axis first */
+        *(h->R > h->C ? &h->pr : &h->pc) *= 2;
+        h->R = cdiv(h->rows, h->pr), h->C = cdiv(h->cols, h->pc);
+    }
     size_t cell = 480 / h->C;
     cell = cell < 3 ? 3 : cell > 16 ? 16 : cell;
     if (h->R * cell > 420)
         cell = 420 / h->R < 3 ? 3 : 420 / h->R;
     h->cell = cell;
     h->pw = h->C * cell, h->ph = h->R * cell;
-    h->drawn = h->panels < MAX_PANELS ? h->panels : MAX_PANELS;
     h->per_b = nd >= 4 ? r->shape[nd - 3] : 0; /* heads per batch item: a new row of panels */
     return 1;
 }
@@ -241,7 +258,8 @@ static void heat_open(FILE *o, const char *component, const refenc_output_report
         fprintf(o, ", one panel per %s", h->nd >= 4 ? "batch item and head (b, h)"
                                                     : strcmp(*l0, "h") == 0 ? "head (h)" : "batch item (b)");
     if (h->pr > 1 || h->pc > 1)
-        fprintf(o, "; each cell is the worst of %zu &times; %zu elements", h->pr, h->pc);
+        fprintf(o, "; downsampled: each cell is the worst (the largest r) of %zu &times; %zu elements, "
+                   "<code>--full-heatmaps</code> draws every element", h->pr, h->pc);
     if (h->drawn < h->panels)
         fprintf(o, "; the first %zu of %zu panels", h->drawn, h->panels);
     fputs("</p>\n", o);
@@ -252,37 +270,50 @@ static void heat_open(FILE *o, const char *component, const refenc_output_report
                "shape-rendering=\"crispEdges\">\n", h->rows, h->cols, h->cell, h->pr, h->pc);
 }
 
-/* Row i of cells of a panel, runs of one bin drawn as one rectangle. */
-static void heat_row(FILE *o, const heat_layout *h, const signed char *base, size_t i)
+/* The cells of a panel: bins[i*C + j] the most severe bin of the block of
+ * pr x pc elements at (i*pr, j*pc) (max pooling; bins are ordered by r, so
+ * the most severe bin is the bin of the largest r). */
+static void heat_pool(unsigned char *bins, const heat_layout *h, const signed char *base)
 {
-    const size_t cell = h->cell;
-    int run_bin = -1;
-    size_t run_start = 0;
-    for (size_t j = 0; j <= h->C; j++) {
-        int b = -1;
-        if (j < h->C) {
+    for (size_t i = 0; i < h->R; i++)
+        for (size_t j = 0; j < h->C; j++) {
+            int b = 0;
             for (size_t ii = i * h->pr; ii < (i + 1) * h->pr && ii < h->rows; ii++)
                 for (size_t jj = j * h->pc; jj < (j + 1) * h->pc && jj < h->cols; jj++) {
                     const int bb = bin_of(base[ii * h->cols + jj]);
                     b = bb > b ? bb : b;
                 }
+            bins[i * h->C + j] = (unsigned char)b;
         }
-        if (b != run_bin) {
-            if (run_bin >= 0)
-                fprintf(o, "<rect class=\"%s\" x=\"%zu\" y=\"%zu\" width=\"%zu\" height=\"%zu\" "
-                           "fill=\"%s\"/>",
-                        PALETTE[run_bin].cls, run_start * cell, i * cell, (j - run_start) * cell, cell,
-                        PALETTE[run_bin].color);
-            run_bin = b;
-            run_start = j;
-        }
+}
+
+/* A panel's cells, in cell units: per bin one path, each run of that bin
+ * along a row one rectangle "M x y h w v 1 h -w z". */
+static void heat_cells(FILE *o, const heat_layout *h, const unsigned char *bins)
+{
+    fprintf(o, "<g class=\"cells\" transform=\"scale(%zu)\">", h->cell);
+    for (int b = 0; b < N_BINS; b++) {
+        int open = 0;
+        for (size_t i = 0; i < h->R; i++)
+            for (size_t j = 0; j < h->C; j++) {
+                if (bins[i * h->C + j] != b || (j > 0 && bins[i * h->C + j - 1] == b))
+                    continue;
+                size_t w = 1;
+                while (j + w < h->C && bins[i * h->C + j + w] == b)
+                    w++;
+                if (!open++)
+                    fprintf(o, "<path class=\"%s\" fill=\"%s\" d=\"", PALETTE[b].cls, PALETTE[b].color);
+                fprintf(o, "M%zu %zuh%zuv1h-%zuz", j, i, w, w);
+            }
+        if (open)
+            fputs("\"/>\n", o);
     }
-    fputc('\n', o);
+    fputs("</g>", o);
 }
 
 /* Panel p: its label, its cells, its frame, and column and row labels every cstep and rstep cells. */
-static void heat_panel(FILE *o, const heat_layout *h, const signed char *cl, size_t p, const char *l0,
-                       size_t cstep, size_t rstep)
+static void heat_panel(FILE *o, const heat_layout *h, const signed char *cl, unsigned char *bins, size_t p,
+                       const char *l0, size_t cstep, size_t rstep)
 {
     const size_t cell = h->cell;
     fprintf(o, "<g class=\"panel\" transform=\"translate(%zu,%zu)\">", h->px[p], h->py[p]);
@@ -296,9 +327,8 @@ static void heat_panel(FILE *o, const heat_layout *h, const signed char *cl, siz
             fprintf(o, "%s=%zu", l0, p);
         fputs("</text>", o);
     }
-    const signed char *base = cl + p * h->rows * h->cols;
-    for (size_t i = 0; i < h->R; i++)
-        heat_row(o, h, base, i);
+    heat_pool(bins, h, cl + p * h->rows * h->cols);
+    heat_cells(o, h, bins);
     fprintf(o, "<rect class=\"frame\" x=\"0\" y=\"0\" width=\"%zu\" height=\"%zu\" fill=\"none\" "
                "stroke=\"#737373\"/>", h->pw, h->ph);
     for (size_t j = 0; j < h->C; j += cstep)
@@ -313,14 +343,20 @@ static void heat_panel(FILE *o, const heat_layout *h, const signed char *cl, siz
 
 /* The heatmap of an output's error classes, one panel per leading index. */
 static int heatmap(FILE *o, const char *component, const refenc_output_report *r, const signed char *cl,
-                   refenc_error *err)
+                   int full, refenc_error *err)
 {
     heat_layout h;
-    if (!heat_sizes(&h, r))
+    if (!heat_sizes(&h, r, full))
         return REFENC_OK;
     int st = heat_place(&h, r, err);
     if (st != REFENC_OK)
         return st;
+    unsigned char *bins = refenc_alloc_array(h.R * h.C, 1); /* one panel's cells */
+    if (bins == NULL) {
+        free(h.px);
+        free(h.py);
+        return refenc_error_set(err, REFENC_ENOMEM, "out of memory for the heatmap of '%s'", r->name);
+    }
     const char *l0;
     heat_open(o, component, r, &h, &l0);
     /* column and row labels every `step` cells, at least 22 px apart */
@@ -330,8 +366,9 @@ static int heatmap(FILE *o, const char *component, const refenc_output_report *r
     while (rstep * h.cell < 14)
         rstep *= 2;
     for (size_t p = 0; p < h.drawn; p++)
-        heat_panel(o, &h, cl, p, l0, cstep, rstep);
+        heat_panel(o, &h, cl, bins, p, l0, cstep, rstep);
     fputs("</svg>\n", o);
+    free(bins);
     free(h.px);
     free(h.py);
     return REFENC_OK;
@@ -529,6 +566,31 @@ static int known_key(const char *k)
     return 0;
 }
 
+/* 1 iff an output of the certificate fails: "FAIL", "FAIL (shape)", "FAIL (missing)". */
+static int json_output_fails(const json_t *out)
+{
+    const char *st = json_string_value(json_object_get(out, "status"));
+    return st != NULL && strncmp(st, "FAIL", 4) == 0;
+}
+
+/* An output's row of the figures table: the known keys, then the extra ones. */
+static void figures_row(FILE *o, const char *case_path, const json_t *out, const json_t *extra)
+{
+    char base[1024];
+    snprintf(base, sizeof base, "%s/outputs/%s", case_path, json_string_value(json_object_get(out, "name")));
+    const char *st = json_string_value(json_object_get(out, "status"));
+    fprintf(o, "<tr class=\"%s\">", st && strcmp(st, "PASS") == 0 ? "pass" : json_output_fails(out) ? "fail" : "np");
+    for (size_t k = 0; k < N_OUTPUT_KEYS + json_array_size(extra); k++) {
+        const char *kk = k < N_OUTPUT_KEYS ? OUTPUT_KEYS[k] : json_string_value(json_array_get(extra, k - N_OUTPUT_KEYS));
+        const json_t *val = json_object_get(out, kk);
+        if (val != NULL)
+            figure_key(o, "td", base, kk, val);
+        else
+            fputs("<td></td>", o);
+    }
+    fputs("</tr>\n", o);
+}
+
 static void figures_table(FILE *o, const char *case_path, const json_t *outputs)
 {
     json_t *extra = json_array(); /* keys of no known column, in first-seen order */
@@ -553,21 +615,10 @@ static void figures_table(FILE *o, const char *case_path, const json_t *outputs)
         fputs("</th>", o);
     }
     fputs("</tr>\n", o);
-    json_array_foreach(outputs, i, out) {
-        char base[1024];
-        snprintf(base, sizeof base, "%s/outputs/%s", case_path, json_string_value(json_object_get(out, "name")));
-        const char *st = json_string_value(json_object_get(out, "status"));
-        fprintf(o, "<tr class=\"%s\">", st && strcmp(st, "PASS") == 0 ? "pass" : st && strncmp(st, "FAIL", 4) == 0 ? "fail" : "np");
-        for (k = 0; k < N_OUTPUT_KEYS + json_array_size(extra); k++) {
-            const char *kk = k < N_OUTPUT_KEYS ? OUTPUT_KEYS[k] : json_string_value(json_array_get(extra, k - N_OUTPUT_KEYS));
-            const json_t *val = json_object_get(out, kk);
-            if (val != NULL)
-                figure_key(o, "td", base, kk, val);
-            else
-                fputs("<td></td>", o);
-        }
-        fputs("</tr>\n", o);
-    }
+    for (int failing = 1; failing >= 0; failing--) /* the failing outputs' rows first */
+        json_array_foreach(outputs, i, out)
+            if (json_output_fails(out) == failing)
+                figures_row(o, case_path, out, extra);
     fputs("</table></div>\n", o);
     json_decref(extra);
 }
@@ -635,6 +686,20 @@ static void case_heading(FILE *o, const json_t *c, const refenc_st_file *golden,
         esc(o, desc);
         fputs("</p>\n", o);
     }
+    const char *fd = json_string_value(json_object_get(c, "first_divergence"));
+    const char *dv = json_string_value(json_object_get(json_object_get(c, "diagnosis"), "variant"));
+    if (fd != NULL || dv != NULL) { /* in words here; the figures follow the pictures */
+        fputs("<p class=\"desc\">", o);
+        if (fd != NULL) {
+            fputs("first divergence: ", o);
+            esc(o, fd);
+        }
+        if (dv != NULL) {
+            fputs(fd ? "; diagnosis: " : "diagnosis: ", o);
+            esc(o, dv);
+        }
+        fputs("</p>\n", o);
+    }
 }
 
 /* Output i of the case `name`, compared: its badge, its heatmap (when
@@ -659,8 +724,8 @@ static int output_block(FILE *o, const char *name, const refenc_case_report *rep
         fprintf(o, " <span class=\"badge %s\">%s</span>", r->status == REFENC_OUT_PASS ? "pass" : "fail",
                 refenc_output_status_name(r->status));
         fprintf(o, "%s</h3>\n", (int)i == rep->first_divergence ? " <span class=\"fdl\">first divergence</span>" : "");
-        if (draw_maps)
-            st = heatmap(o, component ? component : "", r, cl, err);
+        if ((draw_maps & MAPS_ALL) || ((draw_maps & MAPS_FAILING) && r->status == REFENC_OUT_FAIL))
+            st = heatmap(o, component ? component : "", r, cl, (draw_maps & MAPS_FULL) != 0, err);
         histogram(o, r, cl);
         fputs("</div>\n", o);
     }
@@ -677,18 +742,26 @@ static int case_section(FILE *o, const json_t *c, const refenc_case_report *rep,
     char path[512];
     snprintf(path, sizeof path, "cases/%s", name);
     case_heading(o, c, golden, path);
-    case_figures(o, path, c);
     if (rep == NULL) { /* the case could not be read */
+        case_figures(o, path, c);
         fputs("</section>\n", o);
         return REFENC_OK;
     }
-    int st = graph(o, rep, err);
-    if (st != REFENC_OK)
-        return st;
-    figures_table(o, path, json_object_get(c, "outputs"));
-    for (size_t i = 0; i < rep->n_outputs && st == REFENC_OK; i++)
-        if (rep->outputs[i].status == REFENC_OUT_PASS || rep->outputs[i].status == REFENC_OUT_FAIL)
-            st = output_block(o, name, rep, i, golden, results, draw_maps, err);
+    /* the pictures first, the failing outputs' before the others': what a
+     * reader looks for after a FAIL is on the first screen */
+    int st = REFENC_OK;
+    for (int failing = 1; failing >= 0; failing--)
+        for (size_t i = 0; i < rep->n_outputs && st == REFENC_OK; i++) {
+            const refenc_output_status s = rep->outputs[i].status;
+            if ((s == REFENC_OUT_FAIL) == failing && (s == REFENC_OUT_PASS || s == REFENC_OUT_FAIL))
+                st = output_block(o, name, rep, i, golden, results, draw_maps, err);
+        }
+    if (st == REFENC_OK)
+        st = graph(o, rep, err);
+    if (st == REFENC_OK) {
+        figures_table(o, path, json_object_get(c, "outputs"));
+        case_figures(o, path, c);
+    }
     fputs("</section>\n", o);
     return st;
 }
@@ -747,12 +820,10 @@ static void variant_cells(FILE *o, const json_t *c)
     }
 }
 
-static void page_head(FILE *o, const json_t *doc)
+/* The run's figures: where the golden and the results are, the summary and the selection. */
+static void run_table(FILE *o, const json_t *doc)
 {
-    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-          "<title>refenc certification report</title><style>", o);
-    fputs(STYLE, o);
-    fputs("</style></head><body>\n<h1>refenc certification report</h1>\n<table class=\"summary\">\n", o);
+    fputs("<h2 id=\"run\">The run</h2>\n<table class=\"summary\">\n", o);
     static const char *const top[] = {"refenc_version", "golden", "results", "manifest_sha256"};
     for (size_t i = 0; i < 4; i++) {
         fprintf(o, "<tr><th>%s</th>", top[i]);
@@ -770,13 +841,12 @@ static void page_head(FILE *o, const json_t *doc)
             figure_key(o, "td", groups[g], key, v);
             fputs("</tr>\n", o);
         }
-    fputs("</table>\n<p class=\"legend\">heatmap cells, r = |got &minus; want| / (atol + rtol |want|), "
-          "out of tolerance when r &gt; 1:", o);
-    for (int b = 0; b < N_BINS; b++)
-        fprintf(o, "<span class=\"%s\" style=\"background:%s\"></span>%s", PALETTE[b].cls, PALETTE[b].color,
-                PALETTE[b].label);
-    fputs("</p>\n", o);
-    not_ruled_out_note(o, json_object_get(doc, "summary"));
+    fputs("</table>\n", o);
+}
+
+/* One row per case: its verdict, first divergence, diagnosis and variants. */
+static void cases_table(FILE *o, const json_t *doc)
+{
     fputs("<table class=\"cases\"><tr><th>case</th><th>verdict</th><th>first divergence</th>"
           "<th>diagnosis</th><th>closest known variant</th><th>not ruled out</th></tr>\n", o);
     size_t i;
@@ -801,32 +871,132 @@ static void page_head(FILE *o, const json_t *doc)
     fputs("</table>\n", o);
 }
 
-/* Writes head + body into html_path atomically (io/atomic_write.h). */
-static int write_atomic(const char *html_path, const json_t *doc, const char *body, size_t body_len,
-                        refenc_error *err)
+/* A failing case in the summary at the top: a link to it, its verdict, its
+ * first divergence and diagnosis, and a link to each failing output. */
+static void failing_item(FILE *o, const json_t *c)
 {
-    char *head = NULL;
-    size_t head_len = 0;
-    FILE *h = open_memstream(&head, &head_len);
-    if (h == NULL)
-        return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
-    page_head(h, doc);
-    if (fclose(h) != 0) {
-        free(head);
-        return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
+    const char *name = json_string_value(json_object_get(c, "case"));
+    const char *verdict = json_string_value(json_object_get(c, "verdict"));
+    const char *fd = json_string_value(json_object_get(c, "first_divergence"));
+    const char *dv = json_string_value(json_object_get(json_object_get(c, "diagnosis"), "variant"));
+    fputs("<li><a href=\"#case-", o);
+    esc(o, name);
+    fputs("\">", o);
+    esc(o, name);
+    fprintf(o, "</a> <span class=\"badge %s\">%s</span>", badge(verdict), verdict);
+    if (fd != NULL) {
+        fputs(" first divergence ", o);
+        esc(o, fd);
     }
-    static const char tail[] = "</body></html>\n";
+    if (dv != NULL) {
+        fputs("; diagnosis ", o);
+        esc(o, dv);
+    }
+    size_t j, n = 0;
+    json_t *out;
+    json_array_foreach(json_object_get(c, "outputs"), j, out) {
+        if (!json_output_fails(out))
+            continue;
+        const char *oname = json_string_value(json_object_get(out, "name"));
+        fputs(n++ ? ", " : "; failing outputs: ", o);
+        fputs("<a class=\"failing-output\" href=\"#", o);
+        esc(o, name);
+        fputc('/', o);
+        esc(o, oname);
+        fputs("\">", o);
+        esc(o, oname);
+        fputs("</a>", o);
+    }
+    fputs("</li>\n", o);
+}
+
+/* The top of the page: the verdict in one line, the failing cases and
+ * outputs with links, and the heatmap legend. */
+static void page_top(FILE *o, const json_t *doc)
+{
+    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+          "<title>refenc certification report</title><style>", o);
+    fputs(STYLE, o);
+    fputs("</style></head><body>\n<h1>refenc certification report</h1>\n", o);
+    const json_t *cases = json_object_get(doc, "cases"), *c;
+    size_t i, failing = 0;
+    json_array_foreach(cases, i, c) {
+        const char *v = json_string_value(json_object_get(c, "verdict"));
+        failing += strcmp(v, "FAIL") == 0 || strcmp(v, "ERROR") == 0;
+    }
+    fprintf(o, "<p class=\"verdict\">%zu case%s, %zu failing (FAIL or ERROR); failing cases first, and in each "
+               "case its failing outputs first. <a href=\"#run\">The run</a> and every case's row are at the "
+               "end.</p>\n", json_array_size(cases), json_array_size(cases) == 1 ? "" : "s", failing);
+    if (failing) {
+        fputs("<ul class=\"failing\">\n", o);
+        json_array_foreach(cases, i, c) {
+            const char *v = json_string_value(json_object_get(c, "verdict"));
+            if (strcmp(v, "FAIL") == 0 || strcmp(v, "ERROR") == 0)
+                failing_item(o, c);
+        }
+        fputs("</ul>\n", o);
+    }
+    fputs("<p class=\"legend\">heatmap cells, r = |got &minus; want| / (atol + rtol |want|), "
+          "out of tolerance when r &gt; 1:", o);
+    for (int b = 0; b < N_BINS; b++)
+        fprintf(o, "<span class=\"%s\" style=\"background:%s\"></span>%s", PALETTE[b].cls, PALETTE[b].color,
+                PALETTE[b].label);
+    fputs("</p>\n", o);
+}
+
+/* The end of the page: the run's figures, what the verdict does not rule
+ * out, and every case's row. */
+static void page_foot(FILE *o, const json_t *doc)
+{
+    run_table(o, doc);
+    not_ruled_out_note(o, json_object_get(doc, "summary"));
+    cases_table(o, doc);
+    fputs("</body></html>\n", o);
+}
+
+/* The page's text between the cases: page_top or page_foot, in memory. */
+static char *page_part(void (*part)(FILE *, const json_t *), const json_t *doc, size_t *len)
+{
+    char *text = NULL;
+    FILE *f = open_memstream(&text, len);
+    if (f == NULL)
+        return NULL;
+    part(f, doc);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* The case sections, failing cases first: body[0] the failing ones, body[1] the others. */
+typedef struct {
+    char *text[2];
+    size_t len[2];
+    FILE *o[2];
+} report_body;
+
+/* Writes the top, the failing cases, the others and the foot into html_path atomically (io/atomic_write.h). */
+static int write_atomic(const char *html_path, const json_t *doc, const report_body *b, refenc_error *err)
+{
+    size_t head_len = 0, foot_len = 0;
+    char *head = page_part(page_top, doc, &head_len), *foot = page_part(page_foot, doc, &foot_len);
+    int st = REFENC_OK;
+    if (head == NULL || foot == NULL)
+        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
     refenc_atomic_file a;
-    int st = refenc_atomic_open(&a, html_path, err);
+    if (st == REFENC_OK)
+        st = refenc_atomic_open(&a, html_path, err);
     if (st == REFENC_OK)
         st = refenc_atomic_write(&a, head, head_len, err);
+    for (int k = 0; k < 2 && st == REFENC_OK; k++)
+        st = refenc_atomic_write(&a, b->text[k], b->len[k], err);
     if (st == REFENC_OK)
-        st = refenc_atomic_write(&a, body, body_len, err);
-    if (st == REFENC_OK)
-        st = refenc_atomic_write(&a, tail, sizeof tail - 1, err);
+        st = refenc_atomic_write(&a, foot, foot_len, err);
     if (st == REFENC_OK)
         st = refenc_atomic_commit(&a, err);
     free(head);
+    free(foot);
     return st;
 }
 
@@ -859,7 +1029,7 @@ static int open_golden_set(refenc_manifest *m, const char *html_path, const refe
 }
 
 /* Certifies case i of the manifest, tallies it, and writes its certificate entry and its section. */
-static int report_case(FILE *o, const refenc_manifest *manifest, size_t i, const char *html_path,
+static int report_case(FILE *const o[2], const refenc_manifest *manifest, size_t i, const char *html_path,
                        const refenc_report_options *opt, refenc_report_summary *sum,
                        refenc_certificate_tally *tally, json_t *cases, refenc_error *err)
 {
@@ -886,11 +1056,12 @@ static int report_case(FILE *o, const refenc_manifest *manifest, size_t i, const
         sum->failed += refenc_verdict_fails(rep.verdict);
         refenc_certificate_tally_add(tally, &rep);
     }
+    const int failing = cst != REFENC_OK || refenc_verdict_fails(rep.verdict); /* ERROR or FAIL: first */
     if (c == NULL)
         st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
     else
-        st = case_section(o, c, cst == REFENC_OK ? &rep : NULL, golden.path ? &golden : NULL, &results,
-                          cst == REFENC_OK && (opt->heatmaps_all || !rep.pass), err);
+        st = case_section(o[!failing], c, cst == REFENC_OK ? &rep : NULL, golden.path ? &golden : NULL, &results,
+                          (opt->heatmaps_all ? MAPS_ALL : MAPS_FAILING) | (opt->full_heatmaps ? MAPS_FULL : 0), err);
     json_array_append_new(cases, c);
     refenc_case_report_free(&rep);
     refenc_st_free(&golden);
@@ -901,7 +1072,7 @@ static int report_case(FILE *o, const refenc_manifest *manifest, size_t i, const
 /* Builds the certificate of the selection (taking cases) and writes the page with it. */
 static int report_page_write(const char *html_path, const refenc_report_options *opt,
                              const refenc_report_summary *sum, const refenc_certificate_tally *tally,
-                             const refenc_manifest *manifest, json_t *cases, const char *body, size_t body_len,
+                             const refenc_manifest *manifest, json_t *cases, const report_body *body,
                              refenc_error *err)
 {
     const char *verdict = sum->errors ? "ERROR" : sum->failed ? "FAIL" : "PASS";
@@ -918,7 +1089,7 @@ static int report_page_write(const char *html_path, const refenc_report_options 
             doc = NULL;
         }
     }
-    int st = doc ? write_atomic(html_path, doc, body, body_len, err)
+    int st = doc ? write_atomic(html_path, doc, body, err)
                  : refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
     json_decref(doc);
     return st;
@@ -932,6 +1103,18 @@ static int report_selects(const refenc_report_options *opt, const char *name)
     return refenc_certify_selected(&opt->case_glob, opt->case_glob != NULL, NULL, name);
 }
 
+/* Closes the body's streams; 0 when some text could not be kept (out of memory). */
+static int body_close(report_body *b)
+{
+    int ok = 1;
+    for (int k = 0; k < 2; k++) {
+        if (b->o[k] != NULL && fclose(b->o[k]) != 0)
+            ok = 0;
+        b->o[k] = NULL;
+    }
+    return ok;
+}
+
 int refenc_report_write(const char *html_path, const refenc_report_options *opt, refenc_report_summary *sum,
                         refenc_error *err)
 {
@@ -943,17 +1126,16 @@ int refenc_report_write(const char *html_path, const refenc_report_options *opt,
     int st = open_golden_set(&manifest, html_path, opt, err);
     if (st != REFENC_OK)
         return st;
-    char *body = NULL;
-    size_t body_len = 0;
-    FILE *o = open_memstream(&body, &body_len);
+    report_body body;
+    memset(&body, 0, sizeof body);
+    for (int k = 0; k < 2; k++)
+        body.o[k] = open_memstream(&body.text[k], &body.len[k]);
     json_t *cases = json_array();
-    if (o == NULL || cases == NULL) {
+    if (body.o[0] == NULL || body.o[1] == NULL || cases == NULL)
         st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
-        goto out;
-    }
     for (size_t i = 0; i < manifest.n_cases && st == REFENC_OK; i++)
         if (report_selects(opt, manifest.cases[i].name))
-            st = report_case(o, &manifest, i, html_path, opt, sum, &tally, cases, err);
+            st = report_case(body.o, &manifest, i, html_path, opt, sum, &tally, cases, err);
     if (st == REFENC_OK && sum->cases == 0)
         st = refenc_error_set(err, REFENC_EINVAL, "%s: no golden case matches '%s'", manifest.path,
                               opt->case_glob ? opt->case_glob : "*");
@@ -961,17 +1143,14 @@ int refenc_report_write(const char *html_path, const refenc_report_options *opt,
         st = refenc_error_set(err, REFENC_EINVAL, "no case was certified: %s",
                               opt->outputs_glob ? "no results file, or no output matches --outputs"
                                                 : "no results file for any selected case");
-    if (fclose(o) != 0 && st == REFENC_OK)
+    if (!body_close(&body) && st == REFENC_OK)
         st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", html_path);
-    o = NULL;
     if (st == REFENC_OK) {
-        st = report_page_write(html_path, opt, sum, &tally, &manifest, cases, body, body_len, err);
+        st = report_page_write(html_path, opt, sum, &tally, &manifest, cases, &body, err);
         cases = NULL; /* stolen */
     }
-out:
-    if (o != NULL)
-        fclose(o);
-    free(body);
+    free(body.text[0]);
+    free(body.text[1]);
     json_decref(cases);
     refenc_manifest_free(&manifest);
     return st;

@@ -9,22 +9,33 @@
  *     certificate;
  *   - the forward graph: the case's outputs in forward order, coloured by
  *     status, the first diverging output outlined;
- *   - per output compared, a heatmap of r = |got - want| / (atol + rtol |want|)
+ *   - per output compared, a histogram of r by decade with the budget r = 1
+ *     marked, and per failing output (every output compared with
+ *     heatmaps_all) a heatmap of r = |got - want| / (atol + rtol |want|)
  *     (the output's element bound: for a float16 or bfloat16 result under
  *     the budget, rtol 0 and atol the budget's max error)
  *     over the output's last two axes (positions x features; query x key for
  *     attention weights and ALiBi biases), one panel per index of the leading
- *     axes (batch item, head), and a histogram of r by decade with the
- *     budget r = 1 marked.
+ *     axes (batch item, head).
  * r <= 1 passes (the element test of certify.h); a non-finite result is its
  * own class.  The pictures are inline SVG written here: no script, no
  * external resource, the file opens from disk without a network.
  *
- * Heatmap cells are <rect class="c-ok|c-hot|c-nan|c-dc"> (within tolerance,
- * out of tolerance, non-finite, don't-care) at x = column * cell, y = row *
- * cell inside each panel's <g>; cells of one row with the same colour are
- * merged into one rect.  The legend on the page gives each colour with its
- * class and its range of r (<span class="c-hot" style="background:#...">). */
+ * Heatmaps are drawn for the failing outputs (every output compared with
+ * heatmaps_all), downsampled above 64 x 128 cells a panel, 64 panels or
+ * 32768 cells an output by max pooling (a cell is the most severe of its
+ * block of elements), unless full_heatmaps.  Inside each panel's <g>, in a
+ * <g class="cells" transform="scale(cell)">, the cells of one colour are one
+ * <path class="c-ok|c-hot|c-nan|c-dc" fill="#..."> (within tolerance, out
+ * of tolerance, non-finite, don't-care) of rectangles "M x y h w v1 h-w z",
+ * x the column and y the row of cells, each a run of that colour along a
+ * row.  The legend on the page gives each colour with its class and its
+ * range of r (<span class="c-hot" style="background:#...">).
+ *
+ * The page: a summary naming and linking the failing cases and outputs,
+ * then the failing cases' sections, then the others; in a section the
+ * failing outputs' pictures first; the run's figures and every case's row
+ * at the end. */
 #ifndef REFENC_REPORT_H
 #define REFENC_REPORT_H
 
@@ -42,7 +53,8 @@ typedef struct {
     const char *outputs_glob;       /* certify's --outputs: NULL, every output       */
     int skip_missing;               /* certify's --skip-missing                      */
     refenc_certify_options certify; /* the tolerance override of certify's --rtol/--atol */
-    int heatmaps_all;               /* 0: heatmaps for failing cases only; 1: every case */
+    int heatmaps_all;               /* 0: heatmaps of the failing outputs only; 1: of every output compared */
+    int full_heatmaps;              /* 1: every element drawn (no downsampling, every panel) */
     const char *version;            /* the certificate's refenc_version              */
 } refenc_report_options;
 

@@ -12,7 +12,13 @@
 #                         against scripts/python/peer-outcomes.txt; then a
 #                         staged install-python / uninstall-python
 #   make check-report     the report of a planted tiling bug rendered headless
-#                         by chromium: the screenshot shows the stripe
+#                         by chromium: the screenshot shows the stripe; then
+#                         check-report-size
+#   make check-report-size  reports of a D 256, L 128 golden (refenc golden,
+#                         ~7 s) with two bugs in emulated bfloat16: each at
+#                         most 2 MB, and in headless chromium the first output
+#                         block failing, its heatmap on the first screen
+#                         (~20 s on 2 idle cores, 47 s on a loaded machine)
 #   make check-quickstart  every block of docs/quickstart.md, run as written
 #   make check-ci-recipe  the plain shell CI recipe of docs/ci.md, run as the
 #                         page has it (needs certify --junit)
@@ -36,7 +42,7 @@ PY_EXAMPLE  := $(BUILD)/python-example
 PY_PINNED   := scripts/python/example-outcomes.txt
 PEER_PINNED := scripts/python/peer-outcomes.txt
 
-.PHONY: check-python install-python uninstall-python check-report check-ci-recipe check-quickstart
+.PHONY: check-python install-python uninstall-python check-report check-report-size check-ci-recipe check-quickstart
 
 check-python: $(CLI) $(LIB_SO)
 	@sh scripts/install-deps.sh $(PY_DEPS)
@@ -64,6 +70,11 @@ uninstall-python:
 check-report: $(CLI)
 	@sh scripts/install-deps.sh python3-numpy python3-pil chromium
 	sh scripts/check-report.sh $(CLI) $(BUILD)/report-check
+	sh scripts/check-report-size.sh $(CLI) $(BUILD)/report-size
+
+check-report-size: $(CLI)
+	@sh scripts/install-deps.sh chromium
+	sh scripts/check-report-size.sh $(CLI) $(BUILD)/report-size
 
 # docs/quickstart.md's blocks, run as written in a fresh directory (about 1 min on 2 cores)
 check-quickstart: $(CLI) $(LIB_SO)

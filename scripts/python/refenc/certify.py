@@ -253,16 +253,17 @@ def certify_case(case, results, **kw):
 
 
 def report(results, html, cases=None, golden=None, cli=None, heatmaps="failing", rtol=None, atol=None, outputs=None,
-           skip_missing=False):
+           skip_missing=False, full_heatmaps=False):
     """Runs `refenc report` (docs/certify.md, "The HTML report"): the
     certification of RESULTS drawn into one self-contained HTML file.
     cases, outputs, skip_missing: the selection, as for certify().
-    heatmaps: "failing" or "all".
+    heatmaps: "failing" or "all"; full_heatmaps: every element drawn
+    (--full-heatmaps: no downsampling).
     Returns the verdict ("PASS", "FAIL" or "ERROR", as the exit code 0, 1
     or 2 says); raises CertifyError when no report was written."""
     golden = locate.golden_dir(golden)
     cmd = [locate.cli_path(cli), "report", "--golden", str(golden), "--results", str(results), "--html", str(html),
-           "--heatmaps", heatmaps]
+           "--heatmaps", heatmaps] + (["--full-heatmaps"] if full_heatmaps else [])
     cmd += _selection(cases, outputs, skip_missing)
     if (rtol is None) != (atol is None):
         raise ValueError("rtol and atol go together")

@@ -119,6 +119,15 @@ def test_report(golden, cli, tmp_path):
     case.write_results(tmp_path, {"output": case.expected["out.output"] * 1.01})
     assert refenc.report(tmp_path, html, "ffn_*", golden=golden, cli=cli, heatmaps="all") == "FAIL"
     assert '<svg class="heatmap"' in html.read_text()
+    # full_heatmaps reaches the command line: a stand-in program writes its
+    # arguments as the report (the shipped cases are too small to be
+    # downsampled, so the page itself would look the same)
+    echo = tmp_path / "echo-cli"
+    echo.write_text('#!/bin/sh\nwhile [ "$1" != --html ]; do shift; done\nhtml=$2; shift 2\necho "$@" > "$html"\n')
+    echo.chmod(0o755)
+    for full in (True, False):
+        assert refenc.report(tmp_path, html, "ffn_relu", golden=golden, cli=str(echo), full_heatmaps=full) == "PASS"
+        assert ("--full-heatmaps" in html.read_text()) == full, html.read_text()
     with pytest.raises(refenc.CertifyError, match="no golden case matches"):
         refenc.report(tmp_path, tmp_path / "other.html", "nope", golden=golden, cli=cli)
     assert not (tmp_path / "other.html").exists()
