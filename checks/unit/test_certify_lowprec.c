@@ -446,6 +446,22 @@ static double allowance_from_the_docs(const refenc_case *c, const double *want, 
     return (rope ? fabs(want[partner]) : 1.0) * units * 0x1p-24 * fabs((double)c->positions[l] * omega);
 }
 
+/* The angle allowance of a golden's out.output (which must get one), and
+ * the output itself in *want, m elements. */
+static double *output_allowance(const refenc_st_file *g, const char *name, double **want, size_t *m)
+{
+    refenc_st_entry e;
+    *want = golden_output(name, &e);
+    *m = numel(&e);
+    double *allow = calloc(*m, sizeof *allow);
+    int applies = 0;
+    refenc_error err;
+    cr_assert_eq(refenc_angle_allowance(&applies, allow, g, "out.output", *want, *m, &err), REFENC_OK, "%s",
+                 err.message);
+    cr_expect(applies, "%s", name);
+    return allow;
+}
+
 Test(certify_lowprec, the_angle_allowance_of_each_element_is_the_documented_bound)
 {
     const char *const names[] = {"rope_interleaved_base1e4", "rope_half_base5e5", "sinusoidal_pe_small"};
@@ -457,14 +473,8 @@ Test(certify_lowprec, the_angle_allowance_of_each_element_is_the_documented_boun
         cr_assert_eq(refenc_case_from_file(&c, &g, &err), REFENC_OK, "%s", err.message);
         const int rope = c.component == REFENC_COMP_ROPE;
         const size_t width = rope ? c.cfg.d_model / c.cfg.n_heads : c.cfg.d_model;
-        refenc_st_entry e;
-        double *want = golden_output(names[n], &e);
-        const size_t m = numel(&e);
-        double *allow = calloc(m, sizeof *allow);
-        int applies = 0;
-        cr_assert_eq(refenc_angle_allowance(&applies, allow, &g, "out.output", want, m, &err), REFENC_OK, "%s",
-                     err.message);
-        cr_expect(applies, "%s", names[n]);
+        size_t m;
+        double *want, *allow = output_allowance(&g, names[n], &want, &m);
         size_t positive = 0;
         for (size_t k = 0; k < m; k++) {
             /* the same formula evaluated in another order: within a few ulps */
@@ -475,6 +485,7 @@ Test(certify_lowprec, the_angle_allowance_of_each_element_is_the_documented_boun
         }
         cr_expect(positive > m / 2, "%s: %zu of %zu allowances > 0", names[n], positive, m);
         /* negative control: an output that holds no angle gets none */
+        int applies = 1;
         cr_assert_eq(refenc_angle_allowance(&applies, allow, &g, "out.other", want, m, &err), REFENC_OK);
         cr_expect(!applies, "%s: out.other", names[n]);
         free(allow);
@@ -506,14 +517,8 @@ Test(certify_lowprec, a_scaled_rope_turns_by_its_scaled_angles_over_its_rotary_d
         const size_t Dh = c.cfg.d_model / c.cfg.n_heads, R = (size_t)(Dh * sc->partial_rotary_factor);
         cr_assert(n == 0 ? sc->type == REFENC_ROPE_SCALING_LINEAR && sc->factor == 4.0 && R == Dh
                          : sc->type == REFENC_ROPE_SCALING_YARN && R == Dh / 2, "%s: %zu of %zu", names[n], R, Dh);
-        refenc_st_entry e;
-        double *want = golden_output(names[n], &e);
-        const size_t m = numel(&e);
-        double *allow = calloc(m, sizeof *allow);
-        int applies = 0;
-        cr_assert_eq(refenc_angle_allowance(&applies, allow, &g, "out.output", want, m, &err), REFENC_OK, "%s",
-                     err.message);
-        cr_expect(applies, "%s", names[n]);
+        size_t m;
+        double *want, *allow = output_allowance(&g, names[n], &want, &m);
         size_t passed_through = 0, turned = 0;
         for (size_t k = 0; k < m; k++) {
             const int half = c.cfg.rope_layout == REFENC_ROPE_HALF;
