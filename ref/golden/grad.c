@@ -34,10 +34,10 @@ void golden_grad_seeded_dy(double *dY, const refenc_case *c, uint64_t seed)
     gsl_rng_free(rng);
 }
 
-/* in.grad.dY of the file f, checked against c's shape and for finite values. */
-static int dy_of_file(double **dY, const refenc_case *c, const refenc_st_file *f, refenc_error *err)
+int golden_grad_dy_of_file(double **dY, const refenc_case *c, const refenc_st_file *f, refenc_error *err)
 {
     const refenc_st_tensor *t = refenc_st_find(f, REFENC_NAME_GRAD_DY);
+    *dY = NULL;
     const size_t shape[3] = {c->B, c->L, c->cfg.d_model};
     if (t == NULL)
         return REFENC_OK;
@@ -73,7 +73,7 @@ int golden_grad_read_dy(double **dY, const refenc_case *c, const char *path, ref
     *dY = NULL;
     int st = refenc_st_read(&f, path, err);
     if (st == REFENC_OK)
-        st = dy_of_file(dY, c, &f, err);
+        st = golden_grad_dy_of_file(dY, c, &f, err);
     refenc_st_free(&f);
     return st;
 }
