@@ -406,8 +406,11 @@ int cmd_run(int argc, char **argv)
                              "--emulate or --bug (low-precision gradients are not certified yet)");
         return run_case(a.case_path, a.out_path, &a.cspec);
     }
-    if (a.cspec.emulate || a.cspec.has_bug || a.cspec.grad)
-        return cli_error("run", "--emulate, --bug and --grad go with --case (see 'refenc run --help')");
+    if (a.cspec.emulate || a.cspec.has_bug)
+        return cli_error("run", "--emulate and --bug go with --case (see 'refenc run --help')");
+    if (a.cspec.grad)
+        return cli_error("run", "--grad goes with --case: the gradients of a golden case made with "
+                         "'refenc golden --grad' (see 'refenc run --help')");
     if (a.config_path == NULL)
         return cli_error("run", a.out_path != NULL ? "--out needs --config or --case (see 'refenc run --help')"
                                                    : "--config FILE.json is required (see 'refenc run --help')");
