@@ -18,6 +18,7 @@
 #include <criterion/criterion.h>
 
 #include "../../ref/golden/grad.h"
+#include "../../ref/io/grad_input.h"
 #include "../../ref/io/case_file.h"
 #include "../../ref/io/golden_names.h"
 #include "../../ref/io/safetensors.h"
@@ -260,7 +261,7 @@ static void load_case(refenc_case *c, double **dY, const char *name)
     refenc_error err;
     cr_assert_eq(refenc_st_read(&f, g, &err), REFENC_OK, "%s", err.message);
     cr_assert_eq(refenc_case_from_file(c, &f, &err), REFENC_OK, "%s", err.message);
-    cr_assert_eq(golden_grad_dy_of_file(dY, c, &f, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_grad_dy_from_file(dY, c, &f, &err), REFENC_OK, "%s", err.message);
     cr_assert_not_null(*dY);
     refenc_st_free(&f);
 }

@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#include "../golden/grad.h"
+#include "../io/grad_input.h"
 #include "../io/atomic_write.h"
 #include "../refenc.h"
 #include "cli.h"
@@ -59,7 +59,7 @@ static int compute_grad(const refenc_case *c, const refenc_st_file *f, results *
     int st = refenc_st_metadata(f, "grad_outputs") == NULL
                  ? refenc_error_set(err, REFENC_EINVAL, "%s: --grad: case %s holds no gradients (made without "
                                     "'refenc golden --grad')", f->path, c->name)
-                 : golden_grad_dy_of_file(&g.dY, c, f, err);
+                 : refenc_grad_dy_from_file(&g.dY, c, f, err);
     if (st == REFENC_OK && g.dY == NULL)
         st = refenc_error_set(err, REFENC_EFORMAT, "%s: --grad: case %s lists gradients but has no %s", f->path,
                               c->name, REFENC_NAME_GRAD_DY);

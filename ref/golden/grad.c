@@ -13,6 +13,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "../core/alloc.h"
+#include "../io/grad_input.h"
 #include "../oracle/backward.h"
 #include "catalogue.h"
 #include "engine.h"
@@ -34,46 +35,13 @@ void golden_grad_seeded_dy(double *dY, const refenc_case *c, uint64_t seed)
     gsl_rng_free(rng);
 }
 
-int golden_grad_dy_of_file(double **dY, const refenc_case *c, const refenc_st_file *f, refenc_error *err)
-{
-    const refenc_st_tensor *t = refenc_st_find(f, REFENC_NAME_GRAD_DY);
-    *dY = NULL;
-    const size_t shape[3] = {c->B, c->L, c->cfg.d_model};
-    if (t == NULL)
-        return REFENC_OK;
-    if (t->dtype != REFENC_ST_F64 && t->dtype != REFENC_ST_F32 && t->dtype != REFENC_ST_F16 &&
-        t->dtype != REFENC_ST_BF16)
-        return refenc_error_set(err, REFENC_EINVAL, "%s: tensor '%s' (data at byte %zu): dtype %s, expected "
-                                "F64, F32, F16 or BF16", f->path, t->name, t->file_offset,
-                                refenc_st_dtype_name(t->dtype));
-    if (!refenc_st_shape_is(t, 3, shape))
-        return refenc_error_set(err, REFENC_EINVAL, "%s: tensor '%s' (data at byte %zu) has %zu dimension%s "
-                                "[%zu, ...], expected the output's shape [%zu, %zu, %zu] (B, L, d_model)",
-                                f->path, t->name, t->file_offset, t->ndim, t->ndim == 1 ? "" : "s",
-                                t->ndim ? t->shape[0] : 0, shape[0], shape[1], shape[2]);
-    if ((*dY = refenc_alloc_array(t->numel, sizeof **dY)) == NULL)
-        return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", f->path);
-    int st = refenc_st_to_f64(*dY, f, t, err);
-    for (size_t i = 0; st == REFENC_OK && i < t->numel; i++)
-        if (!isfinite((*dY)[i]))
-            st = refenc_error_set(err, REFENC_EINVAL, "%s: tensor '%s' element %zu (at byte %zu) is %s; the "
-                                  "upstream gradient must be finite", f->path, t->name, i,
-                                  t->file_offset + i * refenc_st_dtype_size(t->dtype),
-                                  isnan((*dY)[i]) ? "NaN" : "infinite");
-    if (st != REFENC_OK) {
-        free(*dY);
-        *dY = NULL;
-    }
-    return st;
-}
-
 int golden_grad_read_dy(double **dY, const refenc_case *c, const char *path, refenc_error *err)
 {
     refenc_st_file f;
     *dY = NULL;
     int st = refenc_st_read(&f, path, err);
     if (st == REFENC_OK)
-        st = golden_grad_dy_of_file(dY, c, &f, err);
+        st = refenc_grad_dy_from_file(dY, c, &f, err);
     refenc_st_free(&f);
     return st;
 }

@@ -40,9 +40,6 @@ void golden_grad_seeded_dy(double *dY, const refenc_case *c, uint64_t seed);
  * a NaN or an infinity; those of reading the file. */
 int golden_grad_read_dy(double **dY, const refenc_case *c, const char *path, refenc_error *err);
 
-/* The same from a file already read (a golden case's in.grad.dY). */
-int golden_grad_dy_of_file(double **dY, const refenc_case *c, const refenc_st_file *f, refenc_error *err);
-
 /* The oracle's backward of the encoder case c at dY (seeded from seed when
  * dY is NULL), every gradient certified, starting at prec bits.  Configs
  * the oracle's backward does not compute (RMSNorm, the gated FFN, bias-free
