@@ -429,6 +429,7 @@ Test(golden_grad, bad_upstream_gradients_and_configs_are_refused, .timeout = 60)
     refenc_error err;
     cr_assert_eq(refenc_st_read(&f, out, &err), REFENC_OK, "%s", err.message);
     cr_expect_str_eq(refenc_st_metadata(&f, "grad_dY"), "given");
+    cr_expect_null(refenc_st_metadata(&f, "grad_seed"), "a given dY has no seed");
     cr_expect_str_eq(refenc_st_metadata(&f, "format_version"), GOLDEN_GRAD_FORMAT_VERSION);
     double dy[24];
     cr_assert_eq(refenc_st_to_f64(dy, &f, refenc_st_find(&f, "in.grad.dY"), &err), REFENC_OK);
@@ -445,5 +446,11 @@ Test(golden_grad, a_shipped_gradient_case_regenerates_byte_for_byte, .timeout = 
     run_ok((const char *[]){"refenc", "golden", "--catalogue", "golden/catalogue.json", "--case", "grad_bert_tokens",
                             "--threads", "2", "--out-file", out, "--quiet", NULL});
     cr_expect(rb_same_file(out, "golden/cases/grad_bert_tokens.safetensors"));
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, out, &err), REFENC_OK, "%s", err.message);
+    cr_expect_str_eq(refenc_st_metadata(&f, "grad_dY"), "seeded");
+    cr_expect_str_eq(refenc_st_metadata(&f, "grad_seed"), "903");
+    refenc_st_free(&f);
     rb_tmpdir_remove(dir);
 }
