@@ -621,3 +621,54 @@ Test(golden_command, variants_of_a_config_list_their_bug_classes_once, .timeout 
     refenc_st_free(&f);
     rb_tmpdir_remove(dir);
 }
+
+/* Rewrites a part file's metadata key to value, its tensors unchanged. */
+static void set_part_meta(const char *path, const char *key, const char *value)
+{
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, path, &err), REFENC_OK, "%s", err.message);
+    refenc_st_entry *e = calloc(f.n_tensors, sizeof *e);
+    for (size_t i = 0; i < f.n_tensors; i++) {
+        e[i] = (refenc_st_entry){.name = f.tensors[i].name, .dtype = f.tensors[i].dtype,
+                                 .ndim = f.tensors[i].ndim, .data = f.tensors[i].data};
+        memcpy(e[i].shape, f.tensors[i].shape, sizeof e[i].shape);
+    }
+    json_t *meta = json_deep_copy(f.metadata);
+    json_object_set_new(meta, key, json_string(value));
+    cr_assert_eq(refenc_st_write(path, e, f.n_tensors, meta, &err), REFENC_OK, "%s", err.message);
+    json_decref(meta);
+    free(e);
+    refenc_st_free(&f);
+}
+
+/* The merged case records the highest precisions any part needed, the
+ * first part's included. */
+Test(golden_command, a_merge_records_the_highest_precision_of_its_parts, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], merged[RB_PATH_MAX + 32], part[3][RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    config_file(cfg, sizeof cfg, dir,
+                "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1},"
+                " \"input\": {\"batch\": 2, \"seq_len\": 3}}");
+    snprintf(merged, sizeof merged, "%s/merged.safetensors", dir);
+    for (int k = 1; k <= 2; k++) {
+        char spec[8];
+        snprintf(part[k], sizeof part[k], "%s/part%d.safetensors", dir, k);
+        snprintf(spec, sizeof spec, "%d/2", k);
+        run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", spec, "--out-file", part[k],
+                                "--quiet", NULL});
+    }
+    set_part_meta(part[1], "prec", "640"); /* as if shard 1 had needed two more steps of Ziv's loop */
+    set_part_meta(part[1], "prec_check", "1152");
+    /* that part given first: the parts are taken in the order given */
+    run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", merged, part[1], part[2], "--quiet", NULL});
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, merged, &err), REFENC_OK, "%s", err.message);
+    const char *oracle = refenc_st_metadata(&f, "oracle");
+    cr_expect(oracle != NULL && strstr(oracle, "recomputing at 1152 bits (computed at 640 bits)") != NULL,
+              "oracle: %s", oracle ? oracle : "(none)");
+    refenc_st_free(&f);
+    rb_tmpdir_remove(dir);
+}
