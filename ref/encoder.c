@@ -9,6 +9,7 @@
 #include "encoder.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -380,6 +381,14 @@ int refenc_encoder_backward(refenc_params *grad, double *dx, refenc_grad_workspa
                             const refenc_config *cfg, const refenc_input *in, const double *dy,
                             refenc_error *err)
 {
+    return refenc_encoder_backward_traced(grad, dx, g, ws, p, cfg, in, dy, NULL, err);
+}
+
+int refenc_encoder_backward_traced(refenc_params *grad, double *dx, refenc_grad_workspace *g,
+                                   refenc_workspace *ws, const refenc_params *p,
+                                   const refenc_config *cfg, const refenc_input *in,
+                                   const double *dy, const refenc_trace *trace, refenc_error *err)
+{
     int st = check_call(ws, cfg, in, err);
     if (st == REFENC_OK)
         st = check_backward(grad, g, cfg, in, err);
@@ -404,13 +413,18 @@ int refenc_encoder_backward(refenc_params *grad, double *dx, refenc_grad_workspa
                              p->norm_weight, B * L, D, cfg->layer_norm_eps, cfg);
     else
         memcpy(dh, dy, BLD * sizeof(double));
+    const size_t bld[3] = {B, L, D};
     for (size_t i = N; i-- > 0;) {
+        char name[48];
+        snprintf(name, sizeof name, "layers.%zu.output", i);
+        refenc_trace_emit(trace, name, dh, 3, bld); /* the gradient of layer i's output */
         refenc_layer_backward(dnext, &grad->layers[i], &g->layer, &ws->layer, dh,
                               g->acts + i * BLD, &p->layers[i], cfg, &opt, rope_p, B, L);
         double *t = dh;
         dh = dnext;
         dnext = t;
     }
+    refenc_trace_emit(trace, "embed", dh, 3, bld);
     embed_backward(grad, dx, dh, ws, g, p, cfg, in);
     return REFENC_OK;
 }

@@ -112,4 +112,14 @@ int refenc_encoder_backward(refenc_params *grad, double *dx, refenc_grad_workspa
                             const refenc_config *cfg, const refenc_input *in, const double *dy,
                             refenc_error *err);
 
+/* The same, reporting through trace (NULL: none) the gradient of each
+ * step the backward passes, by the forward step's name: "layers.{i}.output"
+ * (the gradient of layer i's output, i = N-1 .. 0), then "embed" (of layer
+ * 0's input), each (B, L, D) -- the golden's grad.<step> tensors
+ * (docs/golden-format.md, "Gradients"). */
+int refenc_encoder_backward_traced(refenc_params *grad, double *dx, refenc_grad_workspace *g,
+                                   refenc_workspace *ws, const refenc_params *p,
+                                   const refenc_config *cfg, const refenc_input *in,
+                                   const double *dy, const refenc_trace *trace, refenc_error *err);
+
 #endif

@@ -34,9 +34,10 @@ suites that speak for it:
            ffn.c, attention.c, and ziv.c (the precision loop); against the
            oracle suites, the accuracy suites and the regeneration of the
            smallest committed goldens byte for byte
-  golden   ref/golden/make.c, parts.c, plan.c, digest.c, validate.c and
-           file.c (the golden maker: units, shards, parts and merge, the
-           plan and its digests, input validation, the files it writes);
+  golden   ref/golden/make.c, parts.c, plan.c, digest.c, validate.c,
+           file.c and grad.c (the golden maker: units, shards, parts and
+           merge, the plan and its digests, input validation, the files it
+           writes, the gradients and their upstream gradient);
            against the golden_* suites
 
 Operators (on code only: never in comments, strings, character constants or
@@ -120,7 +121,7 @@ AREAS = {
     "golden": {
         # the golden maker: units, parts and merge, digests, input validation, files
         "files": ["ref/golden/make.c", "ref/golden/parts.c", "ref/golden/plan.c", "ref/golden/digest.c",
-                  "ref/golden/validate.c", "ref/golden/file.c"],
+                  "ref/golden/validate.c", "ref/golden/file.c", "ref/golden/grad.c"],
         "filter": "@(golden*/*|out_of_memory/golden_*)",
         "budget": 50,
     },

@@ -544,10 +544,12 @@ Test(golden_command, inputs_are_never_rounded_and_their_dtype_is_recorded, .time
     snprintf(out, sizeof out, "%s/case.safetensors", dir);
     /* the fixture's weights (8 significant bits) first: F16 and BF16 hold them; then one weight
      * given 12 significant bits (float32 only), 40 (float64 only), 11 (float16's, not bfloat16's
-     * 8), 2^20 (bfloat16's range, not float16's 2^15) and 3 2^-22 (a float16 subnormal) */
-    const char *want[6] = {"F16,BF16", "F32", "F64", "F16", "BF16", "F16,BF16"};
-    const double wide5[6] = {0, 1.0 + 0x1p-11, 1.0 + 0x1p-39, 1.0 + 0x1p-10, 0x1p20, 3 * 0x1p-22};
-    for (int k = 0; k < 6; k++) {
+     * 8), 2^20 (bfloat16's range, not float16's 2^15), 3 2^-22 (a float16 subnormal) and
+     * 2^-19 + 2^-24 (a float16 subnormal whose last bit is 2^-24, float16's smallest) */
+    const char *want[7] = {"F16,BF16", "F32", "F64", "F16", "BF16", "F16,BF16", "F16,BF16"};
+    const double wide5[7] = {0, 1.0 + 0x1p-11, 1.0 + 0x1p-39, 1.0 + 0x1p-10, 0x1p20, 3 * 0x1p-22,
+                             0x1p-19 + 0x1p-24};
+    for (int k = 0; k < 7; k++) {
         if (k > 0) {
             rb_golden g;
             rb_golden_load(&g, "encoder_causal_learned");
@@ -588,5 +590,85 @@ Test(golden_command, inputs_are_never_rounded_and_their_dtype_is_recorded, .time
                      refenc_st_dtype_name(t->dtype));
         refenc_st_free(&f);
     }
+    rb_tmpdir_remove(dir);
+}
+
+/* A config's --variants: the case's bug classes are those of the variants
+ * it stores, each once. */
+Test(golden_command, variants_of_a_config_list_their_bug_classes_once, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(out, sizeof out, "%s/case.safetensors", dir);
+    config_file(cfg, sizeof cfg, dir,
+                "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1},"
+                " \"input\": {\"batch\": 1, \"seq_len\": 3}}");
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--variants", "--out-file", out, "--quiet", NULL});
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, out, &err), REFENC_OK, "%s", err.message);
+    json_t *classes = json_loads(refenc_st_metadata(&f, "bug_classes"), 0, NULL);
+    json_t *variants = json_loads(refenc_st_metadata(&f, "variants"), 0, NULL);
+    cr_assert(json_is_array(classes) && json_is_array(variants));
+    cr_expect_gt(json_array_size(variants), 0, "no variant stored");
+    cr_expect_gt(json_array_size(classes), 0, "variants stored, no bug class listed");
+    for (size_t i = 0; i < json_array_size(classes); i++)
+        for (size_t j = 0; j < i; j++)
+            cr_expect_str_neq(json_string_value(json_array_get(classes, i)),
+                              json_string_value(json_array_get(classes, j)), "a class listed twice");
+    json_decref(classes);
+    json_decref(variants);
+    refenc_st_free(&f);
+    rb_tmpdir_remove(dir);
+}
+
+/* Rewrites a part file's metadata key to value, its tensors unchanged. */
+static void set_part_meta(const char *path, const char *key, const char *value)
+{
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, path, &err), REFENC_OK, "%s", err.message);
+    refenc_st_entry *e = calloc(f.n_tensors, sizeof *e);
+    for (size_t i = 0; i < f.n_tensors; i++) {
+        e[i] = (refenc_st_entry){.name = f.tensors[i].name, .dtype = f.tensors[i].dtype,
+                                 .ndim = f.tensors[i].ndim, .data = f.tensors[i].data};
+        memcpy(e[i].shape, f.tensors[i].shape, sizeof e[i].shape);
+    }
+    json_t *meta = json_deep_copy(f.metadata);
+    json_object_set_new(meta, key, json_string(value));
+    cr_assert_eq(refenc_st_write(path, e, f.n_tensors, meta, &err), REFENC_OK, "%s", err.message);
+    json_decref(meta);
+    free(e);
+    refenc_st_free(&f);
+}
+
+/* The merged case records the highest precisions any part needed, the
+ * first part's included. */
+Test(golden_command, a_merge_records_the_highest_precision_of_its_parts, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], merged[RB_PATH_MAX + 32], part[3][RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    config_file(cfg, sizeof cfg, dir,
+                "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1},"
+                " \"input\": {\"batch\": 2, \"seq_len\": 3}}");
+    snprintf(merged, sizeof merged, "%s/merged.safetensors", dir);
+    for (int k = 1; k <= 2; k++) {
+        char spec[8];
+        snprintf(part[k], sizeof part[k], "%s/part%d.safetensors", dir, k);
+        snprintf(spec, sizeof spec, "%d/2", k);
+        run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", spec, "--out-file", part[k],
+                                "--quiet", NULL});
+    }
+    set_part_meta(part[1], "prec", "640"); /* as if shard 1 had needed two more steps of Ziv's loop */
+    set_part_meta(part[1], "prec_check", "1152");
+    /* that part given first: the parts are taken in the order given */
+    run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", merged, part[1], part[2], "--quiet", NULL});
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, merged, &err), REFENC_OK, "%s", err.message);
+    const char *oracle = refenc_st_metadata(&f, "oracle");
+    cr_expect(oracle != NULL && strstr(oracle, "recomputing at 1152 bits (computed at 640 bits)") != NULL,
+              "oracle: %s", oracle ? oracle : "(none)");
+    refenc_st_free(&f);
     rb_tmpdir_remove(dir);
 }

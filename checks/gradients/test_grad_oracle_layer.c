@@ -103,17 +103,20 @@ static void twin(lcase *c, const refenc_config *cfg, double *dx, refenc_params *
     cr_assert_eq(st, 0, "%s", rep.error.message);
 }
 
-/* The identity along x and along linear1.weight; returns the violations. */
+/* The identity along x, along linear1.weight and along in_proj_bias (its
+ * key block is 0 only without RoPE: a rotated key bias R_j b_k changes the
+ * scores of a row unequally); returns the violations. */
 static size_t adjoint(lcase *c, const double *dx, const refenc_params *grad, gsl_rng *r,
                       test_worst *w)
 {
     size_t bad = 0;
-    double vw[F * D];
-    double *th[2] = {c->x, c->p.layers[0].linear1_weight};
-    const double *g[2] = {dx, grad->layers[0].linear1_weight};
-    double *dirs[2] = {c->v, vw};
-    const size_t n[2] = {N, F * D};
-    for (int k = 0; k < 2; k++) {
+    double vw[F * D], vb[3 * D];
+    double *th[3] = {c->x, c->p.layers[0].linear1_weight, c->p.layers[0].in_proj_bias};
+    const double *g[3] = {dx, grad->layers[0].linear1_weight, grad->layers[0].in_proj_bias};
+    double *dirs[3] = {c->v, vw, vb};
+    const size_t n[3] = {N, F * D, 3 * D};
+    static const char *const what[3] = {"dx", "dW1", "d in_proj_bias"};
+    for (int k = 0; k < 3; k++) {
         gc_direction(dirs[k], n[k], 1.0, r);
         c->theta = th[k], c->dir = dirs[k], c->n = n[k];
         gc_fd fd;
@@ -122,7 +125,7 @@ static size_t adjoint(lcase *c, const double *dx, const refenc_params *grad, gsl
         const double a = gc_dot(g[k], dirs[k], n[k], &ea);
         for (size_t i = 0; i < n[k]; i++)
             ea += TEST_U * (1.0 + 2.0 * TEST_U) * fabs(g[k][i] * dirs[k][i]);
-        bad += gc_fd_check(w, a, ea, &fd, "%s", k ? "dW1" : "dx") ? 0 : 1;
+        bad += gc_fd_check(w, a, ea, &fd, "%s", what[k]) ? 0 : 1;
     }
     return bad;
 }

@@ -105,6 +105,8 @@ void certify_print_case(FILE *out, const refenc_case_report *rep, int quiet)
         fprintf(out, "    %s\n", rep->note);
     if (failed && rep->first_divergence >= 0)
         fprintf(out, "    first divergence: %s\n", rep->outputs[rep->first_divergence].name);
+    if (failed && rep->first_grad_divergence >= 0)
+        fprintf(out, "    first diverging backward step: %s\n", rep->outputs[rep->first_grad_divergence].name);
     if (failed)
         print_diagnosis(out, rep);
     if (rep->hint[0])
@@ -113,7 +115,8 @@ void certify_print_case(FILE *out, const refenc_case_report *rep, int quiet)
         print_variants(out, rep);
     for (size_t i = 0; i < rep->n_outputs && rep->verdict != REFENC_VERDICT_SKIP; i++) {
         const refenc_output_report *r = &rep->outputs[i];
-        if (r->status == REFENC_OUT_NOT_PROVIDED || r->status == REFENC_OUT_NOT_CHECKED ||
+        const int grad_note = r->grad && r->status == REFENC_OUT_NOT_CHECKED && r->note[0];
+        if (r->status == REFENC_OUT_NOT_PROVIDED || (r->status == REFENC_OUT_NOT_CHECKED && !grad_note) ||
             (quiet && r->status == REFENC_OUT_PASS))
             continue;
         print_output(out, r);

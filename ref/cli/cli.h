@@ -42,6 +42,7 @@ typedef struct {
     refenc_emulation emulation;
     int has_bug;
     refenc_variant bug;
+    int grad;                   /* 1: also the double backward's gradients (grad.*) */
 } run_case_spec;
 
 /* refenc run --case CASE --out FILE [--emulate F] [--bug V] (cmd_run_case.c). */

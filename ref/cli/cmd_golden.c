@@ -25,7 +25,7 @@ static const char golden_usage[] =
     "                     [--weights W.safetensors] [--inputs I.safetensors] [--seed N]\n"
     "                     [--name NAME] [--description TEXT] [--outputs all|final]\n"
     "                     [--variants | --no-variants] [--per-layer] [--shard K/N|auto]\n"
-    "                     [--threads N] [--prec P] [--quiet] (--out DIR | --out-file FILE)\n"
+    "                     [--grad] [--threads N] [--prec P] [--quiet] (--out DIR | --out-file FILE)\n"
     "       refenc golden merge (--out DIR | --out-file FILE) PART.safetensors...\n"
     "       refenc golden list CATALOGUE.json\n"
     "       refenc golden manifest CATALOGUE.json CASES_DIR OUT.json\n"
@@ -55,6 +55,11 @@ static const char golden_usage[] =
     "  --variants           also the outputs of each known bug that changes them,\n"
     "                       for certify's diagnosis (a catalogue entry: those of its\n"
     "                       bug classes, unless --no-variants)\n"
+    "  --grad               also the gradients (grad.*): the oracle's correctly\n"
+    "                       rounded backward at the upstream gradient in.grad.dY,\n"
+    "                       the --inputs file's or seeded (N(0, 1) from --seed, 8\n"
+    "                       bits, 0 at padded positions); encoder cases of\n"
+    "                       LayerNorm, MLP and biased blocks, not in parts\n"
     "  --per-layer          each layer's outputs are the exact functions of its input\n"
     "                       as the double reference computes it, stored in the case\n"
     "                       (in.layers.<i>.input): layers become independent units\n"
@@ -204,6 +209,7 @@ static int golden_flag(golden_request *a, const char *s)
                 : strcmp(s, "--quiet") == 0       ? &a->quiet
                 : strcmp(s, "--no-variants") == 0 ? &a->no_variants
                 : strcmp(s, "--per-layer") == 0   ? &a->per_layer
+                : strcmp(s, "--grad") == 0        ? &a->grad
                                                   : NULL;
     if (flag != NULL)
         *flag = 1;

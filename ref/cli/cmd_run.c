@@ -25,7 +25,7 @@ static const char run_usage[] =
     "usage: refenc run --config FILE.json [--weights W.safetensors] [--inputs I.safetensors]\n"
     "                  [--seed N] [--trace] [--out RESULTS.safetensors]\n"
     "       refenc run --case CASE.safetensors --out RESULTS.safetensors\n"
-    "                  [--emulate DTYPE[,MODIFIER...]] [--bug VARIANT]\n"
+    "                  [--emulate DTYPE[,MODIFIER...]] [--bug VARIANT] [--grad]\n"
     "\n"
     "Builds the encoder described by FILE.json, fills its parameters and its\n"
     "input from a seeded Mersenne Twister (GSL mt19937) or from your files, runs\n"
@@ -56,6 +56,10 @@ static const char run_usage[] =
     "                      float32; modifiers: pure (accumulate in DTYPE), fused,\n"
     "                      reverse, float-libm; results written in DTYPE (docs/certify.md)\n"
     "  --bug VARIANT       ... with a known bug (refenc certify --list-bugs)\n"
+    "  --grad              ... and the reference's double backward at the case's\n"
+    "                      in.grad.dY: every gradient it lists (grad.*), F64 (a\n"
+    "                      case made with 'refenc golden --grad'; not with --emulate\n"
+    "                      or --bug)\n"
     "  -h, --help          this help\n"
     "\n"
     "exit codes: 0 success, 2 usage or input error (one message on stderr)\n";
@@ -253,6 +257,9 @@ static int parse_run_args(run_args *a, int argc, char **argv)
         } else if (strcmp(o, "--trace") == 0) {
             a->trace = 1;
             continue;
+        } else if (strcmp(o, "--grad") == 0) {
+            a->cspec.grad = 1;
+            continue;
         }
         const char **slot = strcmp(o, "--config") == 0    ? &a->config_path
                             : strcmp(o, "--case") == 0    ? &a->case_path
@@ -394,10 +401,16 @@ int cmd_run(int argc, char **argv)
             return cli_error("run", "--case and --out go together (see 'refenc run --help')");
         if (a.config_path != NULL || a.trace || a.weights_path != NULL || a.inputs_path != NULL)
             return cli_error("run", "--case does not combine with --config, --weights, --inputs or --trace");
+        if (a.cspec.grad && (a.cspec.emulate || a.cspec.has_bug))
+            return cli_error("run", "--grad: the reference's double backward only; it does not combine with "
+                             "--emulate or --bug (low-precision gradients are not certified yet)");
         return run_case(a.case_path, a.out_path, &a.cspec);
     }
     if (a.cspec.emulate || a.cspec.has_bug)
         return cli_error("run", "--emulate and --bug go with --case (see 'refenc run --help')");
+    if (a.cspec.grad)
+        return cli_error("run", "--grad goes with --case: the gradients of a golden case made with "
+                         "'refenc golden --grad' (see 'refenc run --help')");
     if (a.config_path == NULL)
         return cli_error("run", a.out_path != NULL ? "--out needs --config or --case (see 'refenc run --help')"
                                                    : "--config FILE.json is required (see 'refenc run --help')");

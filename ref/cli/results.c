@@ -1,6 +1,7 @@
 #include "results.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,7 +46,10 @@ void results_collect(void *ctx, const char *name, const double *data, size_t ndi
     char out_name[REFENC_NAME_MAX];
     if (r->failed)
         return;
-    if (!refenc_name_output(out_name, sizeof out_name, name) || ndim > REFENC_ST_MAX_NDIM) {
+    const int fits = r->prefix == NULL ? refenc_name_output(out_name, sizeof out_name, name)
+                                       : snprintf(out_name, sizeof out_name, "%s%s", r->prefix, name) <
+                                             (int)sizeof out_name;
+    if (!fits || ndim > REFENC_ST_MAX_NDIM) {
         r->failed = 1;
         return;
     }

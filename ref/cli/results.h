@@ -20,6 +20,7 @@ typedef struct {
     double **data;
     refenc_st_entry *entries;
     refenc_format format; /* the dtype written (zero: F64); the values must already be in it */
+    const char *prefix;   /* of the names kept: NULL for "out.", or "grad." */
     int failed;           /* out of memory, or more dimensions than a file holds */
 } results;
 

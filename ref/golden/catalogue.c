@@ -13,7 +13,7 @@
 
 static const char *const case_keys[] = {"case", "component", "description", "model", "input", "seed",
                                         "input_bits", "bug_classes", "tolerance", "float32_hazard",
-                                        "params", "embedding_std", NULL};
+                                        "params", "embedding_std", "grad", NULL};
 static const char *const input_keys[] = {"batch", "seq_len", "padding", "padding_side",
                                          "positions_start", "positions", "x_mean", "x_scale", "x_grid",
                                          "attn_mask", "masked_fraction", "fully_masked_rows", NULL};
@@ -84,6 +84,10 @@ int catalogue_find(catalogue_case *cc, const json_t *catalogue, const char *name
         cc->input_bits = bits ? (int)json_integer_value(bits) : 8;
         if (cc->input_bits != 8 && cc->input_bits != 24)
             return refenc_error_set(err, REFENC_EINVAL, "case %s: input_bits must be 8 or 24", name);
+        const json_t *grad = json_object_get(e, "grad");
+        if (grad != NULL && !json_is_boolean(grad))
+            return refenc_error_set(err, REFENC_EINVAL, "case %s: grad must be true or false", name);
+        cc->grad = json_is_true(grad);
         /* a case file's bug_classes is an array of names (the manifest and certify read it so) */
         const json_t *bugs = json_object_get(e, "bug_classes");
         size_t k;

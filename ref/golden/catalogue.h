@@ -17,6 +17,7 @@ typedef struct {
     refenc_component component;
     unsigned long seed;
     int input_bits;           /* significant bits of inputs and parameters    */
+    int grad;                 /* "grad": true: the case holds gradients        */
 } catalogue_case;
 
 /* Reads a catalogue such as golden/catalogue.json (checked: a "cases" array of objects, each with a

@@ -32,6 +32,8 @@
 #include "plan.h"
 #include "validate.h"
 #include "places.h"
+#include "grad.h"
+#include "../oracle/backward.h"
 
 #define DEFAULT_SEED 20240521u
 
@@ -45,6 +47,8 @@ typedef struct {
     const json_t *bug_classes, *tolerance;
     const char *hazard;
     int all_variants;         /* a config: every variant that applies */
+    int grad;                 /* --grad, or the catalogue entry's "grad" */
+    uint64_t seed;            /* the case's seed (the seeded dY's) */
 } golden_source;
 
 static void source_free(golden_source *s)
@@ -132,6 +136,8 @@ static int source_from_catalogue(golden_source *s, const golden_request *a, cata
         return st;
     if (a->have_seed)
         cc->seed = (unsigned long)a->seed;
+    s->seed = cc->seed;
+    s->grad = a->grad || cc->grad;
     snprintf(s->name, sizeof s->name, "%s", a->name ? a->name : cc->name);
     s->description = strdup(a->description ? a->description : cc->description);
     /* none given: none exposed, [] in the case file as in every case's */
@@ -170,6 +176,8 @@ static int source_from_config(golden_source *s, const golden_request *a, catalog
     s->description = a->description ? strdup(a->description) : describe_config(&cfg, a, seed);
     s->bug_classes = json_object_get(s->doc, "bug_classes");
     s->all_variants = a->variants;
+    s->seed = seed;
+    s->grad = a->grad;
     if (s->doc == NULL)
         return refenc_error_set(err, REFENC_ENOMEM, "out of memory");
     *cc = (catalogue_case){.entry = s->doc, .name = s->name, .description = "",
@@ -186,8 +194,9 @@ static int source_inputs(golden_source *s, const golden_request *a, const run_in
         return refenc_error_set(err, REFENC_EINVAL, "--inputs: case %s is a %s case; only encoder "
                                 "cases take an inputs file", s->name, refenc_component_name(s->c.component));
     refenc_case k;
-    int st = model_case_from_inputs(&k, &s->c.cfg, spec, a->config_path ? a->config_path : a->catalogue_path,
-                                  a->inputs_path, report, err);
+    /* with gradients, the file's in.grad.dY is dY (grad.h reads it) */
+    int st = model_case_from_inputs_skip(&k, &s->c.cfg, spec, a->config_path ? a->config_path : a->catalogue_path,
+                                         a->inputs_path, s->grad ? REFENC_NAME_GRAD_DY : NULL, report, err);
     if (st == REFENC_OK) {
         memcpy(k.params.block, s->c.params.block, s->c.params.n_values * sizeof(double));
         memcpy(k.name, s->c.name, sizeof k.name);
@@ -483,6 +492,8 @@ typedef struct {
     golden_steps steps;
     golden_part_set ps;
     layer_entries le;
+    golden_grad grad;          /* the gradients (--grad), or empty */
+    double *dY;                /* the user's in.grad.dY, or NULL (seeded) */
     double **inputs;
     char engine_desc[256];
     int in_parts;              /* --per-layer or --shard */
@@ -680,8 +691,10 @@ static int write_case(golden_run *r, const golden_request *a, golden_outcome *ou
         .float32_hazard = s->hazard, .oracle = r->engine_desc,
         .variant_oracle = v->n > 0 ? v->desc : NULL, .golden = &r->golden, .n_alt = v->n,
         .alt = v->set, .alt_names = v->names, .alt_keep = (const int *const *)v->keep,
-        .variants = v->meta ? v->meta : json_array(), .extra_meta = per_layer_meta,
-        .n_extra = a->per_layer ? s->c.cfg.n_layers : 0, .extra = r->le.e};
+        .variants = v->meta ? v->meta : json_array(),
+        .extra_meta = s->grad ? r->grad.meta : per_layer_meta,
+        .n_extra = s->grad ? r->grad.n : a->per_layer ? s->c.cfg.n_layers : 0,
+        .extra = s->grad ? r->grad.e : r->le.e};
     if (a->out_file != NULL)
         st = golden_file_write(&g, a->out_file, err);
     else
@@ -690,11 +703,34 @@ static int write_case(golden_run *r, const golden_request *a, golden_outcome *ou
         json_decref((json_t *)g.variants);
     json_decref(per_layer_meta);
     if (st == REFENC_OK)
-        snprintf(out->summary, sizeof out->summary, "case %s: %zu outputs%s, %s; written to %s%s%s%s", s->name, r->golden.n,
-               v->n ? " and bug variants" : "", r->engine_desc,
+        snprintf(out->summary, sizeof out->summary, "case %s: %zu outputs%s%s, %s; written to %s%s%s%s", s->name,
+               r->golden.n, s->grad ? " and their gradients" : "", v->n ? " and bug variants" : "", r->engine_desc,
                a->out_file ? a->out_file : a->out_dir, a->out_file ? "" : "/cases/",
                a->out_file ? "" : s->name, a->out_file ? "" : ".safetensors");
     return st;
+}
+
+/* What --grad cannot make, refused before any work: a component case, a
+ * block the oracle's backward does not compute (named by its key), parts. */
+static int grad_refused(const golden_source *s, const golden_request *a, refenc_error *err)
+{
+    refenc_error why = {0};
+    if (s->c.component != REFENC_COMP_ENCODER)
+        return refenc_error_set(err, REFENC_EINVAL, "--grad: case %s is a %s case; gradients are made for "
+                                "encoder cases", s->name, refenc_component_name(s->c.component));
+    if (refenc_mp_backward_supported(&s->c.cfg, &why) != REFENC_OK)
+        return refenc_error_set(err, REFENC_EINVAL, "--grad: case %s: %s", s->name, why.message);
+    if (a->per_layer || a->shard_n > 0)
+        return refenc_error_set(err, REFENC_EINVAL, "--grad: case %s: gradients are not made in parts yet "
+                                "(--per-layer, --shard): the oracle's backward certifies the whole stack in "
+                                "one run; drop --per-layer and --shard", s->name);
+    return REFENC_OK;
+}
+
+/* The gradients: dY the inputs file's in.grad.dY (read by grad_refused), else seeded. */
+static int case_gradients(golden_run *r, const golden_request *a, refenc_error *err)
+{
+    return golden_grad_make(&r->grad, &r->s.c, r->dY, r->s.seed, (long)a->prec, a->quiet, err);
 }
 
 /* Frees everything a run made, its source last. */
@@ -702,6 +738,8 @@ static void golden_run_free(golden_run *r)
 {
     free(r->le.e);
     free(r->le.names);
+    golden_grad_free(&r->grad);
+    free(r->dY);
     golden_part_set_free(&r->ps);
     golden_steps_free(&r->steps);
     golden_layer_inputs_free(r->inputs, r->s.c.cfg.n_layers);
@@ -745,6 +783,10 @@ int golden_make(const golden_request *a, golden_outcome *out, char **report, ref
     if (a->out_file == NULL)
         st = refuse_inputs(a, r.s.name, err);
     int done = 0;
+    if (st == REFENC_OK && r.s.grad)
+        st = grad_refused(&r.s, a, err);
+    if (st == REFENC_OK && r.s.grad && a->inputs_path != NULL) /* bad dY: refused before any work */
+        st = golden_grad_read_dy(&r.dY, &r.s.c, a->inputs_path, err);
     if (st == REFENC_OK)
         st = plan_units(&r, a, err);
     if (st == REFENC_OK && a->shard_n > 0)
@@ -759,6 +801,8 @@ int golden_make(const golden_request *a, golden_outcome *out, char **report, ref
         st = case_outputs(&r, a, err);
         if (st == REFENC_OK && !r.in_parts && (r.s.all_variants || (a->catalogue_path != NULL && !a->no_variants)))
             st = run_variants(&r.v, &r.s, &r.golden, a, err);
+        if (st == REFENC_OK && r.s.grad)
+            st = case_gradients(&r, a, err);
         if (st == REFENC_OK)
             st = write_case(&r, a, out, err);
     }

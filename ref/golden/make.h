@@ -29,6 +29,7 @@ typedef struct {
     int have_seed;
     const char *name, *description;
     int final_only, variants, no_variants, quiet, per_layer;
+    int grad;                  /* --grad: the oracle's gradients too (grad.h) */
     size_t shard_k, shard_n;   /* 0/0: the whole case */
     uint64_t threads, prec;    /* 0: every core; 0: golden_default_prec */
     const char *out_dir, *out_file;

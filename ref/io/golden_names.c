@@ -42,6 +42,11 @@ int refenc_name_is_expected(const char *name)
            starts_with(name, REFENC_NAME_ALT);
 }
 
+int refenc_name_is_grad(const char *name)
+{
+    return starts_with(name, REFENC_NAME_GRAD) || strcmp(name, REFENC_NAME_GRAD_DY) == 0;
+}
+
 int refenc_name_layer_input(char *buf, size_t cap, size_t layer)
 {
     return fits(snprintf(buf, cap, REFENC_NAME_INPUT "layers.%zu.input", layer), cap);

@@ -7,6 +7,8 @@
  *   alt.<variant>.dontcare.out.<step>  and its mask
  *   in.layers.<i>.input             layer i's stored input (a case made per
  *                                   layer: its outputs are functions of it)
+ *   in.grad.dY                      the upstream gradient of a gradient case
+ *   grad.<step>, grad.<parameter>   its expected gradients (format version 2)
  * Every other tensor of a golden file is a parameter. */
 #ifndef REFENC_GOLDEN_NAMES_H
 #define REFENC_GOLDEN_NAMES_H
@@ -17,6 +19,8 @@
 #define REFENC_NAME_OUTPUT "out."
 #define REFENC_NAME_DONTCARE "dontcare."
 #define REFENC_NAME_ALT "alt."
+#define REFENC_NAME_GRAD "grad."
+#define REFENC_NAME_GRAD_DY "in.grad.dY"
 
 /* Longest name these functions build, with its NUL. */
 #define REFENC_NAME_MAX 256
@@ -38,6 +42,10 @@ int refenc_name_alt_prefix(char *buf, size_t cap, const char *variant);
 /* Whether a tensor name is an output, a mask or a variant's tensor: not an
  * input and not a parameter. */
 int refenc_name_is_expected(const char *name);
+
+/* Whether a tensor is of the backward: in.grad.dY or grad.* (docs/golden-format.md,
+ * "Gradients"); the forward's readers skip them. */
+int refenc_name_is_grad(const char *name);
 
 /* "in.layers.<layer>.input". */
 int refenc_name_layer_input(char *buf, size_t cap, size_t layer);

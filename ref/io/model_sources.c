@@ -13,12 +13,39 @@ int model_case_from_inputs(refenc_case *c, const refenc_config *cfg, const run_i
                          const char *config_path, const char *path, char **report,
                          refenc_error *err)
 {
+    return model_case_from_inputs_skip(c, cfg, spec, config_path, path, NULL, report, err);
+}
+
+/* f's view without the tensor named skip: a copy of its tensor list (the
+ * data stays f's).  Returns 0 when out of memory. */
+static int view_without(refenc_st_file *v, const refenc_st_file *f, const char *skip)
+{
+    *v = *f;
+    v->tensors = malloc((f->n_tensors ? f->n_tensors : 1) * sizeof *v->tensors);
+    if (v->tensors == NULL)
+        return 0;
+    v->n_tensors = 0;
+    for (size_t i = 0; i < f->n_tensors; i++)
+        if (skip == NULL || strcmp(f->tensors[i].name, skip) != 0)
+            v->tensors[v->n_tensors++] = f->tensors[i];
+    return 1;
+}
+
+int model_case_from_inputs_skip(refenc_case *c, const refenc_config *cfg, const run_input *spec,
+                                const char *config_path, const char *path, const char *skip,
+                                char **report, refenc_error *err)
+{
     memset(c, 0, sizeof *c); /* freeable whatever fails, the read included */
-    refenc_st_file f;
+    refenc_st_file f, v;
     int st = refenc_st_read(&f, path, err);
     if (st != REFENC_OK)
         return st;
-    st = refenc_case_from_inputs_file(c, cfg, &f, report, err);
+    if (!view_without(&v, &f, skip))
+        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", path);
+    else
+        st = refenc_case_from_inputs_file(c, cfg, &v, report, err);
+    if (v.tensors != f.tensors)
+        free(v.tensors);
     refenc_st_free(&f);
     if (st != REFENC_OK || !spec->given)
         return st;

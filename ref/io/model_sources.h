@@ -19,6 +19,12 @@ int model_case_from_inputs(refenc_case *c, const refenc_config *cfg, const run_i
                          const char *config_path, const char *path, char **report,
                          refenc_error *err);
 
+/* The same, the file's tensor named skip (not NULL) left out: read by its
+ * own reader (refenc golden --grad reads in.grad.dY, golden/grad.h). */
+int model_case_from_inputs_skip(refenc_case *c, const refenc_config *cfg, const run_input *spec,
+                                const char *config_path, const char *path, const char *skip,
+                                char **report, refenc_error *err);
+
 /* Fills p (allocated for its config) from the weights file at path.
  * Errors: those of refenc_params_from_file, REFENC_EIO. */
 int model_params_from_weights(refenc_params *p, const char *path, char **report, refenc_error *err);

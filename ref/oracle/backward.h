@@ -167,4 +167,23 @@ int refenc_mp_encoder_backward(refenc_params *grad, double *dx, double *y, const
                                const refenc_config *cfg, const refenc_input *in, const double *dY,
                                mpfr_prec_t prec, refenc_mp_report *rep);
 
+/* The same, with the backward's steps (docs/golden-format.md, "Gradients"):
+ * dsteps (NULL: none) holds N + 1 arrays (B, L, D), dsteps[0] the gradient
+ * of the embedding path's output (the forward's step "embed", layer 0's
+ * input), dsteps[i + 1] that of layer i's output ("layers.{i}.output"), each
+ * certified with the rest (may be NULL: not wanted). */
+int refenc_mp_encoder_backward_steps(refenc_params *grad, double *dx, double *y,
+                                     double *const *dsteps, const refenc_params *p,
+                                     const refenc_config *cfg, const refenc_input *in,
+                                     const double *dY, mpfr_prec_t prec, refenc_mp_report *rep);
+
+/* REFENC_OK when the oracle's backward computes cfg's blocks, else
+ * REFENC_EINVAL with a message naming the config key it does not (RMSNorm,
+ * the gated FFN, bias-free blocks, RoPE scaling: docs/gradients.md). */
+int refenc_mp_backward_supported(const refenc_config *cfg, refenc_error *err);
+
+/* The forward's name of step i of refenc_mp_encoder_backward_steps: "embed"
+ * for i = 0, else "layers.{i - 1}.output". */
+void refenc_mp_grad_step_name(char *name, size_t n, size_t i);
+
 #endif

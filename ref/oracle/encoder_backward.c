@@ -9,6 +9,7 @@
  * correctly rounded double of the exact value, certified by Ziv's loop. */
 #include "layer_backward.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,7 @@ typedef struct {
     const refenc_config *cfg;
     const refenc_input *in;
     const double *dY, *start; /* start: the gradients' starting values, tensor after tensor */
+    int steps;                /* 1: emit the gradient of each layer's input and output */
 } encb_args;
 
 /* The evaluation's MPFR state. */
@@ -27,6 +29,7 @@ typedef struct {
     unsigned char **exT;      /* (nt) exactness of a gradient, or NULL   */
     int64_t *pos, *ids, *types; /* (L), (B L), (B L)                       */
     mpfr_ptr *xs;             /* (N + 1) each layer's input, then the last output */
+    mpfr_ptr *dxs;            /* (N + 1) their gradients, when a->steps; else NULL */
     mpfr_ptr e, d, out, mask, slopes, tau, emb_eps;
     refenc_mp_attn_options mo;
     refenc_rope_options rope;
@@ -147,10 +150,14 @@ static void run(enc *s, refenc_mp_ws *ws)
         copy(s->d, s->m.d1, n);
     }
     for (size_t i = s->N; i-- > 0;) {
+        if (s->dxs != NULL) /* the gradient of layer i's output */
+            copy(s->dxs[i + 1], s->d, n);
         bind_layer(s, i, i == s->N - 1 && !fin);
         refenc_mpb_layer_forward(&s->m, s->xs[i], ws); /* recomputed */
         copy(s->d, refenc_mpb_layer_backward(&s->m, s->d, s->xs[i], ws), n);
     }
+    if (s->dxs != NULL) /* the gradient of the embedding path's output */
+        copy(s->dxs[0], s->d, n);
     embed_bwd(s, ws);
 }
 
@@ -160,6 +167,11 @@ static int emit(const enc *s, const refenc_mp_sink *sink)
     int st = refenc_mp_sink_emit(sink, "output", s->out, 3, shape);
     if (st == REFENC_OK)
         st = refenc_mp_sink_emit(sink, "dx", s->d, 3, shape);
+    for (size_t i = 0; s->dxs != NULL && i <= s->N && st == REFENC_OK; i++) {
+        char name[64];
+        refenc_mp_grad_step_name(name, sizeof name, i);
+        st = refenc_mp_sink_emit(sink, name, s->dxs[i], 3, shape);
+    }
     for (size_t t = 0; t < s->nt && st == REFENC_OK; t++) {
         const refenc_tensor *tt = &s->a->p->tensors[t];
         st = refenc_mp_sink_emit_exact(sink, tt->name, s->GT[t], s->exT[t], tt->ndim, tt->shape);
@@ -239,6 +251,10 @@ static int enc_setup(enc *s, refenc_mp_arena *ar, refenc_mp_ws *ws, mpfr_prec_t 
     int ok = s->xs != NULL;
     for (size_t i = 0; ok && i <= s->N; i++)
         ok &= (s->xs[i] = refenc_mp_alloc(n, prec)) != NULL;
+    if (ok && s->a->steps)
+        ok = (s->dxs = calloc(s->N + 1, sizeof *s->dxs)) != NULL;
+    for (size_t i = 0; ok && s->dxs != NULL && i <= s->N; i++)
+        ok &= (s->dxs[i] = refenc_mp_alloc(n, prec)) != NULL;
     return ok;
 }
 
@@ -254,7 +270,9 @@ static void enc_free(enc *s)
     }
     for (size_t i = 0; s->xs != NULL && i <= s->N; i++)
         refenc_mp_free(s->xs[i], s->BL * s->D);
-    free(s->PT), free(s->GT), free(s->exT), free(s->xs);
+    for (size_t i = 0; s->dxs != NULL && i <= s->N; i++)
+        refenc_mp_free(s->dxs[i], s->BL * s->D);
+    free(s->PT), free(s->GT), free(s->exT), free(s->xs), free(s->dxs);
     free(s->pos), free(s->ids), free(s->types);
 }
 
@@ -298,9 +316,54 @@ static int same_layout(const refenc_params *grad, const refenc_params *p)
     return 1;
 }
 
+void refenc_mp_grad_step_name(char *name, size_t n, size_t i)
+{
+    if (i == 0)
+        snprintf(name, n, "embed");
+    else
+        snprintf(name, n, "layers.%zu.output", i - 1);
+}
+
+/* The outputs of one run: y, dx, the steps' gradients (N + 1, or none),
+ * then every parameter's gradient; names holds the steps' names. */
+static refenc_mp_output *backward_outputs(char (**names)[64], double *y, double *dx,
+                                          double *const *dsteps, const refenc_params *grad,
+                                          const refenc_params *p)
+{
+    const size_t ns = dsteps != NULL ? p->n_layers + 1 : 0;
+    refenc_mp_output *outs = malloc((p->n_tensors + 2 + ns) * sizeof *outs);
+    *names = calloc(ns ? ns : 1, sizeof **names);
+    if (outs == NULL || *names == NULL) {
+        free(outs), free(*names);
+        return NULL;
+    }
+    outs[0] = (refenc_mp_output){"output", y};
+    outs[1] = (refenc_mp_output){"dx", dx};
+    for (size_t i = 0; i < ns; i++) {
+        refenc_mp_grad_step_name((*names)[i], sizeof (*names)[i], i);
+        outs[2 + i] = (refenc_mp_output){(*names)[i], dsteps[i]};
+    }
+    for (size_t t = 0; t < p->n_tensors; t++)
+        outs[2 + ns + t] = (refenc_mp_output){p->tensors[t].name, grad->tensors[t].data};
+    return outs;
+}
+
+int refenc_mp_backward_supported(const refenc_config *cfg, refenc_error *err)
+{
+    return refenc_mpb_blocks_supported(cfg, err);
+}
+
 int refenc_mp_encoder_backward(refenc_params *grad, double *dx, double *y, const refenc_params *p,
                                const refenc_config *cfg, const refenc_input *in, const double *dY,
                                mpfr_prec_t prec, refenc_mp_report *rep)
+{
+    return refenc_mp_encoder_backward_steps(grad, dx, y, NULL, p, cfg, in, dY, prec, rep);
+}
+
+int refenc_mp_encoder_backward_steps(refenc_params *grad, double *dx, double *y,
+                                     double *const *dsteps, const refenc_params *p,
+                                     const refenc_config *cfg, const refenc_input *in,
+                                     const double *dY, mpfr_prec_t prec, refenc_mp_report *rep)
 {
     refenc_error local, *err = rep ? &rep->error : &local;
     int st = refenc_input_validate(in, cfg, err);
@@ -312,20 +375,18 @@ int refenc_mp_encoder_backward(refenc_params *grad, double *dx, double *y, const
         return refenc_error_set(err, REFENC_EINVAL,
                                 "oracle: the gradients' tensors are not those of the parameters");
     double *start = malloc((grad->n_values ? grad->n_values : 1) * sizeof *start);
-    refenc_mp_output *outs = malloc((p->n_tensors + 2) * sizeof *outs);
+    char(*names)[64] = NULL;
+    refenc_mp_output *outs = backward_outputs(&names, y, dx, dsteps, grad, p);
     if (start == NULL || outs == NULL) {
-        free(start), free(outs);
+        free(start), free(outs), free(names);
         return refenc_mp_enomem(err, "encoder backward", prec);
     }
-    outs[0] = (refenc_mp_output){"output", y};
-    outs[1] = (refenc_mp_output){"dx", dx};
-    for (size_t t = 0, off = 0; t < p->n_tensors; off += p->tensors[t].size, t++) {
+    for (size_t t = 0, off = 0; t < p->n_tensors; off += p->tensors[t].size, t++)
         memcpy(start + off, grad->tensors[t].data, p->tensors[t].size * sizeof *start);
-        outs[2 + t] = (refenc_mp_output){p->tensors[t].name, grad->tensors[t].data};
-    }
-    encb_args a = {p, cfg, in, dY, start};
-    st = refenc_mp_run_twin(encb_eval, &a, prec, rep, outs, p->n_tensors + 2);
-    free(outs);
+    encb_args a = {p, cfg, in, dY, start, dsteps != NULL};
+    st = refenc_mp_run_twin(encb_eval, &a, prec, rep, outs,
+                            p->n_tensors + 2 + (dsteps != NULL ? p->n_layers + 1 : 0));
+    free(outs), free(names);
     free(start);
     return st;
 }

@@ -94,18 +94,20 @@ void refenc_mpb_layer_forward(lyr *m, mpfr_srcptr x, refenc_mp_ws *ws)
     }
 }
 
-/* d in_proj_bias += sum_n dqkv[n,:] for the q and v blocks.  The k block's
- * gradient is exactly 0 and is left unchanged: a key bias b_k adds q_i . b_k
- * to every score of query i alike (ALiBi, attn_mask and the masks' constants
- * do not depend on it), which the softmax ignores; equivalently each row of
- * dS sums to 0, so sum_j dk_j = sum_i (sum_j dS_ij) q_i / divisor = 0.
- * Computed, the sum is a cancellation to 0 whose sign of zero differs
- * between precisions, which no precision certifies. */
+/* d in_proj_bias += sum_n dqkv[n,:] for the q and v blocks.  Without RoPE
+ * the k block's gradient is exactly 0 and is left unchanged: a key bias b_k
+ * adds q_i . b_k to every score of query i alike (ALiBi, attn_mask and the
+ * masks' constants do not depend on it), which the softmax ignores;
+ * equivalently each row of dS sums to 0, so sum_j dk_j = sum_i (sum_j dS_ij)
+ * q_i / divisor = 0.  Computed, the sum is a cancellation to 0 whose sign of
+ * zero differs between precisions, which no precision certifies.  With RoPE
+ * the key is rotated after the bias, R_j (W x_j + b_k), so the bias adds
+ * q_i . R_j b_k, which depends on j: the block is summed like the others. */
 static void in_bias_backward(lyr *m, refenc_mp_ws *ws)
 {
     mpfr_ptr t = ws->tmp;
     for (size_t c = 0; c < 3 * m->D; c++) {
-        if (c >= m->D && c < 2 * m->D)
+        if (c >= m->D && c < 2 * m->D && m->rope == NULL)
             continue;
         for (size_t n = 0; n < m->BL; n++)
             ws->pa[n] = m->dqkv + n * 3 * m->D + c;

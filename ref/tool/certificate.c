@@ -285,6 +285,11 @@ json_t *refenc_certificate_case(const refenc_case_report *rep)
     json_object_set_new(c, "first_divergence",
                         rep->first_divergence >= 0 ? json_string(rep->outputs[rep->first_divergence].name)
                                                    : json_null());
+    if (rep->grads > 0) /* a gradient case: the first failing gradient, in backward order */
+        json_object_set_new(c, "first_grad_divergence",
+                            rep->first_grad_divergence >= 0
+                                ? json_string(rep->outputs[rep->first_grad_divergence].name)
+                                : json_null());
     if (rep->note[0])
         json_object_set_new(c, "note", refenc_certificate_text(rep->note));
     if (rep->hazard[0])

@@ -49,6 +49,16 @@
  * Returns 0 for any other dtype (F16 and BF16 are certified by budget). */
 int refenc_certify_policy(refenc_tolerance *tol, refenc_st_dtype dtype);
 
+/* Gradients (grad.*, docs/gradients.md "Certifying gradients"): an F64
+ * element passes when |got - want| <= REFENC_GRAD_RTOL |want| +
+ * REFENC_GRAD_ATOL max |want| over the tensor (times the case's F64 scale):
+ * the forward's F64 policy with its absolute term at the tensor's own scale,
+ * as a gradient's unit is its parameter's (a sum over the B L tokens).
+ * Gradients in F32, F16 or BF16 are not certified yet (their budgets are
+ * not derived): reported NOT_CHECKED with a note. */
+#define REFENC_GRAD_RTOL 1e-10
+#define REFENC_GRAD_ATOL 1e-11
+
 
 typedef struct {
     int override_tolerance; /* 1: the policy rule with tol for every dtype, ignoring the

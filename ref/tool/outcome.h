@@ -67,6 +67,7 @@ typedef struct {
     double max_want;            /* the largest |want| compared                       */
     int hazard_checked;         /* a hazard's bounds were set (below)                */
     double hazard_max_abs, hazard_nmse; /* the budget of the hazard's baseline       */
+    int grad;                   /* a gradient (grad.*, backward order), not an output */
 } refenc_output_report;
 
 /* Room for every known variant (variants.h checks REFENC_VAR_COUNT fits). */
@@ -80,6 +81,9 @@ typedef struct {
     size_t n_outputs;
     refenc_output_report *outputs;  /* forward order                                */
     int first_divergence;           /* index of the first failing output, or -1      */
+    int first_grad_divergence;      /* index of the first failing gradient (backward */
+                                    /* order), or -1                                 */
+    size_t grads, grads_given;      /* gradients the case holds, and the results give */
     char note[256];                 /* a case-level reason, e.g. missing file        */
     /* Diagnosis of a failing case (variants.h): the known bug variant whose
      * outputs, stored in the golden as alt.<variant>.*, the results match

@@ -67,11 +67,16 @@ class Case:
         self.tolerance = json.loads(meta.get("tolerance", "{}"))
         self.float32_hazard = meta.get("float32_hazard")
         self.input_dtype = meta.get("input_dtype", "F16,BF16")
-        self.inputs = {k: v for k, v in tensors.items() if k.startswith("in.")}
+        # a gradient case (format version 2, docs/golden-format.md "Gradients"):
+        # the upstream gradient in.grad.dY and the gradients grad.*, backward order
+        self.grad_outputs = json.loads(meta.get("grad_outputs", "[]"))
+        self.grads = {k: tensors[k] for k in self.grad_outputs}
+        self.grad_dY = tensors.get("in.grad.dY")
+        self.inputs = {k: v for k, v in tensors.items() if k.startswith("in.") and k != "in.grad.dY"}
         self.expected = {k: tensors[k] for k in self.outputs}
         self.dontcare = {k[len("dontcare."):]: v for k, v in tensors.items() if k.startswith("dontcare.")}
         self.params = {k: v for k, v in tensors.items()
-                       if not k.startswith(("in.", "out.", "dontcare.", "alt."))}
+                       if not k.startswith(("in.", "out.", "dontcare.", "alt.", "grad."))}
         self.features = features_of(self)
 
     def __repr__(self):

@@ -1,0 +1,456 @@
+/* Gradient goldens (docs/golden-format.md, "Gradients"; docs/gradients.md,
+ * "Certifying gradients"): the double reference's backward passes every
+ * shipped gradient case in F64; planted backward bugs fail, and certify names
+ * the first backward step they change; a NaN never passes; low-precision
+ * gradients are not certified; bad upstream gradients are refused.
+ *
+ * The planted bugs are computed independently of certify: the LayerNorm
+ * backward with its mean term subtracted twice, applied to the final norm,
+ * and the rest of the stack's backward run on its wrong gradient by the
+ * public API (refenc_encoder_backward_traced of the stack without its final
+ * norm, whose layers' backward does not depend on it); and a bias gradient
+ * summed over one batch item only. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "../../ref/golden/grad.h"
+#include "../../ref/io/grad_input.h"
+#include "../../ref/io/case_file.h"
+#include "../../ref/io/golden_names.h"
+#include "../../ref/io/safetensors.h"
+#include "../../ref/refenc.h"
+#include "../robustness/robust.h"
+
+static const char *const grad_cases[] = {"grad_pre_rope_padding", "grad_post_rope_interleaved_padding",
+                                         "grad_bert_tokens"};
+
+/* ---- a results file as named double tensors ---------------------------------- */
+
+#define TS_MAX 96
+typedef struct {
+    size_t n;
+    char name[TS_MAX][REFENC_NAME_MAX];
+    double *data[TS_MAX];
+    size_t ndim[TS_MAX], shape[TS_MAX][4], numel[TS_MAX];
+} tset;
+
+static void ts_put(tset *s, const char *name, const double *x, size_t ndim, const size_t *shape)
+{
+    size_t k = 0, numel = 1;
+    while (k < s->n && strcmp(s->name[k], name) != 0)
+        k++;
+    cr_assert_lt(k, TS_MAX);
+    for (size_t d = 0; d < ndim; d++)
+        numel *= shape[d];
+    if (k == s->n)
+        s->n++;
+    else
+        free(s->data[k]);
+    snprintf(s->name[k], sizeof s->name[k], "%s", name);
+    s->data[k] = malloc(numel * sizeof(double));
+    memcpy(s->data[k], x, numel * sizeof(double));
+    s->ndim[k] = ndim, s->numel[k] = numel;
+    memcpy(s->shape[k], shape, ndim * sizeof *shape);
+}
+
+static double *ts_get(tset *s, const char *name)
+{
+    for (size_t k = 0; k < s->n; k++)
+        if (strcmp(s->name[k], name) == 0)
+            return s->data[k];
+    cr_assert_fail("no tensor %s", name);
+    return NULL;
+}
+
+static void ts_load(tset *s, const char *path)
+{
+    refenc_st_file f;
+    refenc_error err;
+    memset(s, 0, sizeof *s);
+    cr_assert_eq(refenc_st_read(&f, path, &err), REFENC_OK, "%s", err.message);
+    for (size_t t = 0; t < f.n_tensors; t++) {
+        double *x = malloc(f.tensors[t].numel * sizeof *x);
+        cr_assert_eq(refenc_st_to_f64(x, &f, &f.tensors[t], &err), REFENC_OK, "%s", err.message);
+        ts_put(s, f.tensors[t].name, x, f.tensors[t].ndim, f.tensors[t].shape);
+        free(x);
+    }
+    refenc_st_free(&f);
+}
+
+/* Writes s to path, every tensor F64, or as dtype for the grad.* ones
+ * (F32: rounded; the tests use it only to mark them). */
+static void ts_write(const tset *s, const char *path, refenc_st_dtype grad_dtype)
+{
+    refenc_st_entry e[TS_MAX];
+    float *f32[TS_MAX] = {0};
+    for (size_t k = 0; k < s->n; k++) {
+        e[k] = (refenc_st_entry){.name = s->name[k], .dtype = REFENC_ST_F64, .ndim = s->ndim[k],
+                                 .data = s->data[k]};
+        memcpy(e[k].shape, s->shape[k], s->ndim[k] * sizeof(size_t));
+        if (grad_dtype == REFENC_ST_F32 && strncmp(s->name[k], "grad.", 5) == 0) {
+            f32[k] = malloc(s->numel[k] * sizeof(float));
+            for (size_t i = 0; i < s->numel[k]; i++)
+                f32[k][i] = (float)s->data[k][i];
+            e[k].dtype = REFENC_ST_F32, e[k].data = f32[k];
+        }
+    }
+    refenc_error err;
+    cr_assert_eq(refenc_st_write(path, e, s->n, NULL, &err), REFENC_OK, "%s", err.message);
+    for (size_t k = 0; k < s->n; k++)
+        free(f32[k]);
+}
+
+static void ts_free(tset *s)
+{
+    for (size_t k = 0; k < s->n; k++)
+        free(s->data[k]);
+    s->n = 0;
+}
+
+/* ---- running and certifying ------------------------------------------------------- */
+
+static void run_ok(const char *const *args)
+{
+    rb_result r = rb_run(args);
+    cr_assert_eq(r.status, 0, "%s %s: exit %d: %s", args[1], args[2], r.status, r.err);
+    rb_result_free(&r);
+}
+
+static void golden_path(char *p, size_t n, const char *name)
+{
+    snprintf(p, n, "golden/cases/%s.safetensors", name);
+}
+
+/* The reference's results (forward and --grad) for a shipped case, in out. */
+static void reference_results(const char *name, const char *out)
+{
+    char g[RB_PATH_MAX];
+    golden_path(g, sizeof g, name);
+    run_ok((const char *[]){"refenc", "run", "--case", g, "--grad", "--out", out, NULL});
+}
+
+static void certify(refenc_case_report *rep, const char *name, const char *results)
+{
+    char g[RB_PATH_MAX];
+    golden_path(g, sizeof g, name);
+    refenc_st_file gf, rf;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&gf, g, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_st_read(&rf, results, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_certify_case(rep, &gf, &rf, NULL, &err), REFENC_OK, "%s", err.message);
+    refenc_st_free(&gf);
+    refenc_st_free(&rf);
+}
+
+static const refenc_output_report *output(const refenc_case_report *rep, const char *name)
+{
+    for (size_t i = 0; i < rep->n_outputs; i++)
+        if (strcmp(rep->outputs[i].name, name) == 0)
+            return &rep->outputs[i];
+    cr_assert_fail("case %s has no output %s", rep->name, name);
+    return NULL;
+}
+
+Test(golden_grad, the_double_backward_passes_every_gradient_case_in_f64, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], out[RB_PATH_MAX + 64];
+    rb_tmpdir(dir);
+    for (size_t k = 0; k < sizeof grad_cases / sizeof grad_cases[0]; k++) {
+        snprintf(out, sizeof out, "%s/%s.safetensors", dir, grad_cases[k]);
+        reference_results(grad_cases[k], out);
+        refenc_case_report rep;
+        certify(&rep, grad_cases[k], out);
+        cr_expect_eq(rep.verdict, REFENC_VERDICT_PASS, "%s: the reference does not pass", grad_cases[k]);
+        cr_expect(rep.grads > 20 && rep.grads_given == rep.grads, "%s: %zu of %zu gradients given",
+                  grad_cases[k], rep.grads_given, rep.grads);
+        double worst = 0;
+        for (size_t i = 0; i < rep.n_outputs; i++)
+            if (rep.outputs[i].grad) {
+                cr_expect_eq(rep.outputs[i].status, REFENC_OUT_PASS, "%s", rep.outputs[i].name);
+                worst = fmax(worst, rep.outputs[i].excess);
+            }
+        cr_log_info("%s: the reference uses %.2g of the gradient tolerance at most", grad_cases[k], worst);
+        cr_expect_eq(rep.first_grad_divergence, -1);
+        refenc_case_report_free(&rep);
+    }
+    rb_tmpdir_remove(dir);
+}
+
+/* ---- planted bugs ----------------------------------------------------------------- */
+
+/* The LayerNorm backward with its mean term subtracted twice (tt-metal#53204):
+ * dx = (g - 2 mean(g) - xhat mean(g xhat)) / sigma, g = dy gamma. */
+static void ln_backward_mean_twice(double *dx, const double *dy, const double *x, const double *gamma,
+                                   size_t N, size_t D, double eps)
+{
+    for (size_t n = 0; n < N; n++) {
+        const double *xn = x + n * D, *dyn = dy + n * D;
+        double mu = 0, var = 0, mg = 0, mgx = 0;
+        for (size_t d = 0; d < D; d++)
+            mu += xn[d];
+        mu /= (double)D;
+        for (size_t d = 0; d < D; d++)
+            var += (xn[d] - mu) * (xn[d] - mu);
+        const double sd = sqrt(var / (double)D + eps);
+        for (size_t d = 0; d < D; d++) {
+            mg += dyn[d] * gamma[d];
+            mgx += dyn[d] * gamma[d] * (xn[d] - mu) / sd;
+        }
+        mg /= (double)D, mgx /= (double)D;
+        for (size_t d = 0; d < D; d++)
+            dx[n * D + d] = (dyn[d] * gamma[d] - 2.0 * mg - (xn[d] - mu) / sd * mgx) / sd;
+    }
+}
+
+static void collect_grad(void *ctx, const char *name, const double *data, size_t ndim, const size_t *shape)
+{
+    char full[REFENC_NAME_MAX];
+    snprintf(full, sizeof full, "grad.%s", name);
+    ts_put(ctx, full, data, ndim, shape);
+}
+
+/* The planted final-norm bug's gradients into s (replacing the correct ones). */
+static void plant_final_norm_bug(tset *s, const refenc_case *c, const double *dY)
+{
+    const size_t B = c->B, L = c->L, D = c->cfg.d_model, n = B * L * D, N = c->cfg.n_layers;
+    const refenc_input in = refenc_case_input(c);
+    refenc_error err;
+    refenc_workspace ws;
+    refenc_grad_workspace gws;
+    refenc_params grad, p2, g2;
+    cr_assert_eq(refenc_workspace_alloc(&ws, &c->cfg, B, L, &err), 0, "%s", err.message);
+    cr_assert_eq(refenc_grad_workspace_alloc(&gws, &c->cfg, B, L, &err), 0, "%s", err.message);
+    cr_assert_eq(refenc_params_alloc(&grad, &c->cfg, &err), 0, "%s", err.message);
+    cr_assert_eq(refenc_encoder_backward(&grad, NULL, &gws, &ws, &c->params, &c->cfg, &in, dY, &err), 0);
+    double *dh = malloc(n * sizeof *dh), *dx = malloc(n * sizeof *dx);
+    ln_backward_mean_twice(dh, dY, gws.acts + N * n, c->params.norm_weight, B * L, D, c->cfg.layer_norm_eps);
+    refenc_config cfg2 = c->cfg; /* the layers' backward does not depend on the final norm */
+    cfg2.final_norm = 0;
+    cr_assert_eq(refenc_params_alloc(&p2, &cfg2, &err), 0, "%s", err.message);
+    cr_assert_eq(refenc_params_alloc(&g2, &cfg2, &err), 0, "%s", err.message);
+    for (size_t t = 0; t < p2.n_tensors; t++)
+        memcpy(p2.tensors[t].data, refenc_params_find(&c->params, p2.tensors[t].name)->data,
+               p2.tensors[t].size * sizeof(double));
+    refenc_workspace ws2;
+    refenc_grad_workspace gws2;
+    cr_assert_eq(refenc_workspace_alloc(&ws2, &cfg2, B, L, &err), 0, "%s", err.message);
+    cr_assert_eq(refenc_grad_workspace_alloc(&gws2, &cfg2, B, L, &err), 0, "%s", err.message);
+    const refenc_trace tr = {collect_grad, s};
+    cr_assert_eq(refenc_encoder_backward_traced(&g2, dx, &gws2, &ws2, &p2, &cfg2, &in, dh, &tr, &err), 0,
+                 "%s", err.message);
+    for (size_t t = 0; t < g2.n_tensors; t++)
+        collect_grad(s, g2.tensors[t].name, g2.tensors[t].data, g2.tensors[t].ndim, g2.tensors[t].shape);
+    const size_t bld[3] = {B, L, D};
+    collect_grad(s, "x", dx, 3, bld);
+    free(dh), free(dx);
+    refenc_params_free(&grad), refenc_params_free(&p2), refenc_params_free(&g2);
+    refenc_workspace_free(&ws), refenc_workspace_free(&ws2);
+    refenc_grad_workspace_free(&gws), refenc_grad_workspace_free(&gws2);
+}
+
+/* The case and its dY, from the golden file. */
+static void load_case(refenc_case *c, double **dY, const char *name)
+{
+    char g[RB_PATH_MAX];
+    golden_path(g, sizeof g, name);
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, g, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_case_from_file(c, &f, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_grad_dy_from_file(dY, c, &f, &err), REFENC_OK, "%s", err.message);
+    cr_assert_not_null(*dY);
+    refenc_st_free(&f);
+}
+
+Test(golden_grad, layernorm_mean_subtracted_twice_fails_first_at_the_last_layer_output, .timeout = 60)
+{
+    const char *name = "grad_pre_rope_padding"; /* Pre-LN: a final norm */
+    char dir[RB_PATH_MAX], good[RB_PATH_MAX + 32], bad[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(good, sizeof good, "%s/good.safetensors", dir);
+    snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);
+    reference_results(name, good);
+    refenc_case c;
+    double *dY;
+    load_case(&c, &dY, name);
+    cr_assert(c.cfg.final_norm && c.cfg.n_layers == 2);
+    tset s;
+    ts_load(&s, good);
+    plant_final_norm_bug(&s, &c, dY);
+    ts_write(&s, bad, REFENC_ST_F64);
+    refenc_case_report rep;
+    certify(&rep, name, bad);
+    cr_expect_eq(rep.verdict, REFENC_VERDICT_FAIL);
+    cr_assert_geq(rep.first_grad_divergence, 0);
+    /* the norm's own dgamma, dbeta are right; the gradient it passes on is not */
+    cr_expect_str_eq(rep.outputs[rep.first_grad_divergence].name, "grad.layers.1.output");
+    cr_expect_eq(output(&rep, "grad.norm.weight")->status, REFENC_OUT_PASS);
+    cr_expect_eq(output(&rep, "grad.layers.0.output")->status, REFENC_OUT_FAIL);
+    cr_expect_eq(output(&rep, "out.output")->status, REFENC_OUT_PASS);
+    refenc_case_report_free(&rep);
+    ts_free(&s);
+    free(dY);
+    refenc_case_free(&c);
+    rb_tmpdir_remove(dir);
+}
+
+Test(golden_grad, a_bias_gradient_of_one_batch_item_fails_at_that_bias_only, .timeout = 60)
+{
+    const char *name = "grad_pre_rope_padding";
+    char dir[RB_PATH_MAX], good[RB_PATH_MAX + 32], bad[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(good, sizeof good, "%s/good.safetensors", dir);
+    snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);
+    reference_results(name, good);
+    tset s;
+    ts_load(&s, good);
+    /* Pre-LN: linear2's output gradient is the layer's output gradient; the
+     * bug sums it over the tokens of batch item 0 only (L = 5, D = 8) */
+    const double *dh = ts_get(&s, "grad.layers.1.output");
+    double db[8] = {0};
+    for (size_t l = 0; l < 5; l++)
+        for (size_t d = 0; d < 8; d++)
+            db[d] += dh[l * 8 + d];
+    const size_t shape[1] = {8};
+    ts_put(&s, "grad.layers.1.linear2.bias", db, 1, shape);
+    ts_write(&s, bad, REFENC_ST_F64);
+    refenc_case_report rep;
+    certify(&rep, name, bad);
+    cr_expect_eq(rep.verdict, REFENC_VERDICT_FAIL);
+    cr_assert_geq(rep.first_grad_divergence, 0);
+    cr_expect_str_eq(rep.outputs[rep.first_grad_divergence].name, "grad.layers.1.linear2.bias");
+    cr_expect_eq(output(&rep, "grad.layers.1.output")->status, REFENC_OUT_PASS);
+    refenc_case_report_free(&rep);
+    ts_free(&s);
+    rb_tmpdir_remove(dir);
+}
+
+Test(golden_grad, a_nan_gradient_never_passes_and_low_precision_is_not_certified, .timeout = 60)
+{
+    const char *name = "grad_post_rope_interleaved_padding";
+    char dir[RB_PATH_MAX], good[RB_PATH_MAX + 32], bad[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(good, sizeof good, "%s/good.safetensors", dir);
+    snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);
+    reference_results(name, good);
+    tset s;
+    ts_load(&s, good);
+    ts_get(&s, "grad.layers.0.norm1.weight")[3] = NAN;
+    ts_write(&s, bad, REFENC_ST_F64);
+    refenc_case_report rep;
+    certify(&rep, name, bad);
+    cr_expect_eq(rep.verdict, REFENC_VERDICT_FAIL);
+    const refenc_output_report *o = output(&rep, "grad.layers.0.norm1.weight");
+    cr_expect(o->status == REFENC_OUT_FAIL && o->nonfinite == 1);
+    cr_expect_str_eq(rep.outputs[rep.first_grad_divergence].name, "grad.layers.0.norm1.weight");
+    refenc_case_report_free(&rep);
+
+    ts_get(&s, "grad.layers.0.norm1.weight")[3] = 0.0;
+    ts_write(&s, bad, REFENC_ST_F32); /* every gradient F32: none certified, the forward is */
+    certify(&rep, name, bad);
+    cr_expect_eq(rep.verdict, REFENC_VERDICT_PASS);
+    cr_expect_eq(rep.grads_given, 0);
+    o = output(&rep, "grad.x");
+    cr_expect(o->status == REFENC_OUT_NOT_CHECKED && strstr(o->note, "not certified") != NULL, "%s", o->note);
+    cr_expect(strstr(rep.note, "the backward is not certified") != NULL, "%s", rep.note);
+    refenc_case_report_free(&rep);
+    ts_free(&s);
+    rb_tmpdir_remove(dir);
+}
+
+/* ---- refused ----------------------------------------------------------------------- */
+
+/* dir/inputs.safetensors: in.x (1, 3, 8) and in.grad.dY of the shape given,
+ * its element 1 set to bad1. */
+static void inputs_file(const char *path, size_t L_dy, double bad1)
+{
+    double x[24], dy[24];
+    for (size_t i = 0; i < 24; i++)
+        x[i] = (double)((int)i % 5 - 2) / 4, dy[i] = (double)((int)i % 3 - 1) / 2;
+    dy[1] = bad1;
+    const refenc_st_entry e[2] = {
+        {.name = "in.x", .dtype = REFENC_ST_F64, .ndim = 3, .shape = {1, 3, 8}, .data = x},
+        {.name = "in.grad.dY", .dtype = REFENC_ST_F64, .ndim = 3, .shape = {1, L_dy, 8}, .data = dy}};
+    refenc_error err;
+    cr_assert_eq(refenc_st_write(path, e, 2, NULL, &err), REFENC_OK, "%s", err.message);
+}
+
+static void expect_refused(const char *const *args, const char *cmd, const char *what, const char *fragment,
+                           const char *out)
+{
+    rb_result r = rb_run(args);
+    rb_expect_error(&r, 2, cmd, what, (const char *[]){fragment, NULL});
+    rb_result_free(&r);
+    cr_expect(!rb_exists(out), "%s: %s was written", what, out);
+}
+
+Test(golden_grad, bad_upstream_gradients_and_configs_are_refused, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], rms[RB_PATH_MAX + 32], in[RB_PATH_MAX + 32],
+        out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(cfg, sizeof cfg, "%s/c.json", dir);
+    snprintf(rms, sizeof rms, "%s/r.json", dir);
+    snprintf(in, sizeof in, "%s/in.safetensors", dir);
+    snprintf(out, sizeof out, "%s/o.safetensors", dir);
+    const char *c = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1}}";
+    const char *r = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1, "
+                    "\"norm_type\": \"rmsnorm\"}, \"input\": {\"batch\": 1, \"seq_len\": 3}}";
+    rb_write_file(cfg, c, strlen(c));
+    rb_write_file(rms, r, strlen(r));
+    const char *gi[] = {"refenc", "golden", "--config", cfg, "--inputs", in, "--grad", "--quiet",
+                        "--out-file", out, NULL};
+    inputs_file(in, 2, 0.5);
+    expect_refused(gi, "golden", "dY of the wrong shape", "expected the output's shape [1, 3, 8]", out);
+    inputs_file(in, 3, NAN);
+    expect_refused(gi, "golden", "a NaN in dY", "in.grad.dY' element 1 (at byte", out);
+    inputs_file(in, 3, INFINITY);
+    expect_refused(gi, "golden", "an infinity in dY", "is infinite", out);
+    /* without --grad, in.grad.dY is no input of the forward */
+    const char *fwd[] = {"refenc", "golden", "--config", cfg, "--inputs", in, "--quiet", "--out-file", out, NULL};
+    expect_refused(fwd, "golden", "dY without --grad", "in.grad.dY", out);
+    const char *rm[] = {"refenc", "golden", "--config", rms, "--grad", "--quiet", "--out-file", out, NULL};
+    expect_refused(rm, "golden", "RMSNorm", "norm_type", out);
+    const char *pl[] = {"refenc", "golden", "--config", cfg, "--grad", "--per-layer", "--quiet", "--out-file",
+                        out, NULL};
+    expect_refused(pl, "golden", "--per-layer", "not made in parts", out);
+    const char *nr[] = {"refenc", "run", "--case", "golden/cases/encoder_pre.safetensors", "--grad", "--out", out,
+                        NULL};
+    expect_refused(nr, "run", "--grad on a forward case", "holds no gradients", out);
+
+    /* the same inputs with a good dY: the case holds it as given */
+    inputs_file(in, 3, 0.25);
+    run_ok(gi);
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, out, &err), REFENC_OK, "%s", err.message);
+    cr_expect_str_eq(refenc_st_metadata(&f, "grad_dY"), "given");
+    cr_expect_null(refenc_st_metadata(&f, "grad_seed"), "a given dY has no seed");
+    cr_expect_str_eq(refenc_st_metadata(&f, "format_version"), GOLDEN_GRAD_FORMAT_VERSION);
+    double dy[24];
+    cr_assert_eq(refenc_st_to_f64(dy, &f, refenc_st_find(&f, "in.grad.dY"), &err), REFENC_OK);
+    cr_expect_eq(dy[1], 0.25);
+    refenc_st_free(&f);
+    rb_tmpdir_remove(dir);
+}
+
+Test(golden_grad, a_shipped_gradient_case_regenerates_byte_for_byte, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(out, sizeof out, "%s/case.safetensors", dir);
+    run_ok((const char *[]){"refenc", "golden", "--catalogue", "golden/catalogue.json", "--case", "grad_bert_tokens",
+                            "--threads", "2", "--out-file", out, "--quiet", NULL});
+    cr_expect(rb_same_file(out, "golden/cases/grad_bert_tokens.safetensors"));
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, out, &err), REFENC_OK, "%s", err.message);
+    cr_expect_str_eq(refenc_st_metadata(&f, "grad_dY"), "seeded");
+    cr_expect_str_eq(refenc_st_metadata(&f, "grad_seed"), "903");
+    refenc_st_free(&f);
+    rb_tmpdir_remove(dir);
+}
