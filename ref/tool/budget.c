@@ -224,7 +224,7 @@ int refenc_angle_allowance(int *applies, double *allow, const refenc_st_file *go
         return st;
     }
     const int rope = c.component == REFENC_COMP_ROPE;
-    const size_t width = rope ? c.cfg.d_model / c.cfg.n_heads : c.cfg.d_model;
+    const size_t width = rope ? refenc_config_head_dim(&c.cfg) : c.cfg.d_model;
     const angle_layout a = {&c, c.L, width, rope ? c.cfg.rope_base : 10000.0, rope};
     *applies = (rope || c.component == REFENC_COMP_SINUSOIDAL_PE || c.cfg.positional == REFENC_POS_SINUSOIDAL) &&
                width > 0 && numel % (c.L * width) == 0;
