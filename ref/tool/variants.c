@@ -468,6 +468,7 @@ static void fold_offset(refenc_case *c)
 void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks *hooks)
 {
     refenc_config *cfg = &c->cfg;
+    const double Dh = (double)refenc_config_head_dim(cfg);
     memset(hooks, 0, sizeof *hooks);
     switch (v) {
     case REFENC_VAR_LAYERNORM_EPS_X10: scale_eps(cfg, 1); break;
@@ -479,11 +480,12 @@ void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks
         cfg->rope_layout = cfg->rope_layout == REFENC_ROPE_HALF ? REFENC_ROPE_INTERLEAVED : REFENC_ROPE_HALF;
         break;
     case REFENC_VAR_ROPE_BASE_WRONG: cfg->rope_base = cfg->rope_base == 10000.0 ? 500000.0 : 10000.0; break;
-    /* sqrt(Dh) tau' = sqrt(D) tau with tau' = tau sqrt(H) */
-    case REFENC_VAR_ATTENTION_SCALE_SQRT_D: cfg->temperature *= sqrt((double)cfg->n_heads); break;
+    /* sqrt(Dh) tau' = sqrt(D) tau with tau' = tau sqrt(D / Dh): sqrt(H) when
+     * Dh = D / H (D / Dh = H exactly), not with head_dim set */
+    case REFENC_VAR_ATTENTION_SCALE_SQRT_D: cfg->temperature *= sqrt((double)cfg->d_model / Dh); break;
     /* sqrt(Dh) tau' = tau with tau' = tau / sqrt(Dh) */
     case REFENC_VAR_ATTENTION_UNSCALED:
-        cfg->temperature /= sqrt((double)refenc_config_head_dim(cfg));
+        cfg->temperature /= sqrt(Dh);
         break;
     case REFENC_VAR_MISSING_FINAL_NORM: cfg->final_norm = 0; break;
     case REFENC_VAR_EMBEDDING_UNSCALED: rescale_embedding(c, 0); break;
