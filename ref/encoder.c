@@ -21,6 +21,40 @@
 #include "position_ids.h"
 #include "sinusoidal.h"
 
+/* The forward's buffers in ws->block, in the order of
+ * refenc_config_workspace_count; returns the first slot after the
+ * attention weights. */
+static double *carve(refenc_workspace *ws, const refenc_config *cfg, size_t B, size_t L)
+{
+    const size_t H = cfg->n_heads, BLD = B * L * cfg->d_model, BLF = B * L * cfg->d_ff;
+    const size_t BHLL = B * H * L * L; /* bounded: validated */
+    double *cur = ws->block;
+    double **bld_buffers[] = {
+        &ws->h0, &ws->h1,
+        &ws->layer.ln, &ws->layer.attn, &ws->layer.resid, &ws->layer.ffn,
+    };
+    for (size_t i = 0; i < sizeof bld_buffers / sizeof bld_buffers[0]; i++) {
+        *bld_buffers[i] = cur;
+        cur += BLD;
+    }
+    /* attention's (B, L, E), E = H Dh (= D unless head_dim is set; k and v
+     * use the first (B, L, Hkv Dh) of theirs) */
+    double **ble_buffers[] = {
+        &ws->layer.mha.q, &ws->layer.mha.k, &ws->layer.mha.v,
+        &ws->layer.mha.qh, &ws->layer.mha.kh, &ws->layer.mha.vh,
+        &ws->layer.mha.ctxh, &ws->layer.mha.ctx,
+    };
+    for (size_t i = 0; i < sizeof ble_buffers / sizeof ble_buffers[0]; i++) {
+        *ble_buffers[i] = cur;
+        cur += B * L * H * refenc_config_head_dim(cfg);
+    }
+    ws->layer.hidden = cur;
+    cur += cfg->ffn_type == REFENC_FFN_GLU ? 2 * BLF : BLF; /* the gated FFN's h and b */
+    ws->layer.mha.weights = cur;
+    cur += BHLL;
+    return cur;
+}
+
 int refenc_workspace_alloc(refenc_workspace *ws, const refenc_config *cfg, size_t B, size_t L,
                            refenc_error *err)
 {
@@ -29,8 +63,7 @@ int refenc_workspace_alloc(refenc_workspace *ws, const refenc_config *cfg, size_
     if (st)
         return st;
 
-    const size_t D = cfg->d_model, F = cfg->d_ff, H = cfg->n_heads;
-    const size_t BLD = B * L * D, BLF = B * L * F, BHLL = B * H * L * L; /* bounded: validated */
+    const size_t H = cfg->n_heads;
     const size_t n = refenc_config_workspace_count(cfg, B, L);
 
     const int need_ids = cfg->type_vocab_size > 0 || cfg->position_ids == REFENC_POSIDS_ROBERTA;
@@ -46,22 +79,7 @@ int refenc_workspace_alloc(refenc_workspace *ws, const refenc_config *cfg, size_
     ws->B = B;
     ws->L = L;
 
-    double *cur = ws->block;
-    double **bld_buffers[] = {
-        &ws->h0, &ws->h1,
-        &ws->layer.ln, &ws->layer.attn, &ws->layer.resid, &ws->layer.ffn,
-        &ws->layer.mha.q, &ws->layer.mha.k, &ws->layer.mha.v,
-        &ws->layer.mha.qh, &ws->layer.mha.kh, &ws->layer.mha.vh,
-        &ws->layer.mha.ctxh, &ws->layer.mha.ctx,
-    };
-    for (size_t i = 0; i < sizeof bld_buffers / sizeof bld_buffers[0]; i++) {
-        *bld_buffers[i] = cur;
-        cur += BLD;
-    }
-    ws->layer.hidden = cur;
-    cur += cfg->ffn_type == REFENC_FFN_GLU ? 2 * BLF : BLF; /* the gated FFN's h and b */
-    ws->layer.mha.weights = cur;
-    cur += BHLL;
+    double *cur = carve(ws, cfg, B, L);
     ws->alibi_slopes = cur;
     cur += H;
     /* the last L (and B L) slots of the count are the int64 positions (and
@@ -304,6 +322,11 @@ int refenc_grad_workspace_alloc(refenc_grad_workspace *g, const refenc_config *c
     int st = refenc_config_validate_shape(cfg, B, L, err);
     if (st)
         return st;
+    if (!refenc_config_attention_is_mha(cfg)) /* docs/gradients.md: not differentiated yet */
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: the backward pass supports multi-head attention only; "
+                                "%s is set (grouped-query attention and head_dim are forward only)",
+                                refenc_config_kv_heads(cfg) != cfg->n_heads ? "n_kv_heads" : "head_dim");
     const size_t n = grad_count(cfg, B, L), params = refenc_config_param_count(cfg);
     size_t total, bytes;
     if (n == 0 || !refenc_size_add(&total, n, params) ||

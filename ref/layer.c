@@ -45,8 +45,9 @@ void refenc_layer_forward(double *y, refenc_layer_work *w, const double *x,
         /* h = x + MHA(LN1(x)) */
         refenc_norm_forward(w->ln, x, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
         emit(trace, index, "norm1", w->ln, 3, bld);
-        refenc_mha_forward(w->attn, &w->mha, w->ln, lp->in_proj_weight, lp->in_proj_bias,
-                           lp->out_proj_weight, lp->out_proj_bias, opt, rope, B, L, D, H);
+        refenc_gqa_forward(w->attn, &w->mha, w->ln, lp->in_proj_weight, lp->in_proj_bias,
+                           lp->out_proj_weight, lp->out_proj_bias, opt, rope, B, L, D, H,
+                           refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg));
         emit(trace, index, "self_attn.weights", w->mha.weights, 4, bhll);
         emit(trace, index, "self_attn", w->attn, 3, bld);
         add(w->resid, x, w->attn, BL * D);
@@ -60,8 +61,9 @@ void refenc_layer_forward(double *y, refenc_layer_work *w, const double *x,
         add(y, w->resid, w->ffn, BL * D);
     } else {
         /* h = LN1(x + MHA(x)) */
-        refenc_mha_forward(w->attn, &w->mha, x, lp->in_proj_weight, lp->in_proj_bias,
-                           lp->out_proj_weight, lp->out_proj_bias, opt, rope, B, L, D, H);
+        refenc_gqa_forward(w->attn, &w->mha, x, lp->in_proj_weight, lp->in_proj_bias,
+                           lp->out_proj_weight, lp->out_proj_bias, opt, rope, B, L, D, H,
+                           refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg));
         emit(trace, index, "self_attn.weights", w->mha.weights, 4, bhll);
         emit(trace, index, "self_attn", w->attn, 3, bld);
         add(w->resid, x, w->attn, BL * D);

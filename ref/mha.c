@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "gqa.h"
 #include "linear.h"
 #include "rope.h"
 
@@ -33,29 +34,46 @@ void refenc_heads_merge(double *x, const double *xh, size_t B, size_t L, size_t 
                        Dh * sizeof(double));
 }
 
-void refenc_mha_forward(double *y, refenc_mha_work *w, const double *x,
+/* Per-head K and V from their projections k, v: (B, L, Hkv*Dh): split into
+ * (B, Hkv, L, Dh) in scratch (ctxh, free until attention writes it), then
+ * repeated to the H query heads (gqa.h).  With Hkv = H a split alone. */
+static void kv_heads(refenc_mha_work *w, size_t B, size_t L, size_t H, size_t Hkv, size_t Dh)
+{
+    if (Hkv == H) {
+        refenc_heads_split(w->kh, w->k, B, L, H, Dh);
+        refenc_heads_split(w->vh, w->v, B, L, H, Dh);
+        return;
+    }
+    refenc_heads_split(w->ctxh, w->k, B, L, Hkv, Dh);
+    refenc_kv_heads_repeat(w->kh, w->ctxh, B, H, Hkv, L, Dh);
+    refenc_heads_split(w->ctxh, w->v, B, L, Hkv, Dh);
+    refenc_kv_heads_repeat(w->vh, w->ctxh, B, H, Hkv, L, Dh);
+}
+
+void refenc_gqa_forward(double *y, refenc_mha_work *w, const double *x,
                         const double *in_proj_weight, const double *in_proj_bias,
                         const double *out_proj_weight, const double *out_proj_bias,
                         const refenc_attn_options *opt, const refenc_rope_options *rope,
-                        size_t B, size_t L, size_t D, size_t H)
+                        size_t B, size_t L, size_t D, size_t H, size_t Hkv, size_t Dh)
 {
-    const size_t Dh = D / H, BL = B * L;
-    const double *W_q = in_proj_weight;          /* in_proj_weight[0:D, :]   */
-    const double *W_k = in_proj_weight + D * D;  /* in_proj_weight[D:2D, :]  */
-    const double *W_v = in_proj_weight + 2 * D * D;
+    const size_t BL = B * L, E = H * Dh, Ekv = Hkv * Dh;
+    const double *W_q = in_proj_weight;               /* in_proj_weight[0:E, :]          */
+    const double *W_k = in_proj_weight + E * D;       /* in_proj_weight[E:E+Ekv, :]      */
+    const double *W_v = in_proj_weight + (E + Ekv) * D; /* in_proj_weight[E+Ekv:E+2Ekv, :] */
     const double *b_q = in_proj_bias;
-    const double *b_k = in_proj_bias != NULL ? in_proj_bias + D : NULL; /* NULL: bias-free */
-    const double *b_v = in_proj_bias != NULL ? in_proj_bias + 2 * D : NULL;
+    const double *b_k = in_proj_bias != NULL ? in_proj_bias + E : NULL; /* NULL: bias-free */
+    const double *b_v = in_proj_bias != NULL ? in_proj_bias + E + Ekv : NULL;
 
-    /* projections: (B*L, D) -> (B*L, D) */
-    refenc_linear_forward(w->q, x, W_q, b_q, BL, D, D);
-    refenc_linear_forward(w->k, x, W_k, b_k, BL, D, D);
-    refenc_linear_forward(w->v, x, W_v, b_v, BL, D, D);
+    /* projections: (B*L, D) -> q (B*L, E), k and v (B*L, Ekv) */
+    refenc_linear_forward(w->q, x, W_q, b_q, BL, D, E);
+    refenc_linear_forward(w->k, x, W_k, b_k, BL, D, Ekv);
+    refenc_linear_forward(w->v, x, W_v, b_v, BL, D, Ekv);
 
     refenc_heads_split(w->qh, w->q, B, L, H, Dh);
-    refenc_heads_split(w->kh, w->k, B, L, H, Dh);
-    refenc_heads_split(w->vh, w->v, B, L, H, Dh);
+    kv_heads(w, B, L, H, Hkv, Dh); /* kh, vh: (B, H, L, Dh) */
 
+    /* rotating the repeated heads rotates each key/value head g times, the
+     * same operations on the same values: bit for bit HF's rotate-then-repeat */
     if (rope != NULL) { /* rotate every head's q and k at its position */
         refenc_rope_scaled_forward(w->qh, w->qh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
         refenc_rope_scaled_forward(w->kh, w->kh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
@@ -64,7 +82,17 @@ void refenc_mha_forward(double *y, refenc_mha_work *w, const double *x,
     refenc_attention_forward(w->ctxh, w->weights, w->qh, w->kh, w->vh, opt, B, H, L, Dh);
 
     refenc_heads_merge(w->ctx, w->ctxh, B, L, H, Dh);
-    refenc_linear_forward(y, w->ctx, out_proj_weight, out_proj_bias, BL, D, D);
+    refenc_linear_forward(y, w->ctx, out_proj_weight, out_proj_bias, BL, E, D); /* (B*L, E) -> (B*L, D) */
+}
+
+void refenc_mha_forward(double *y, refenc_mha_work *w, const double *x,
+                        const double *in_proj_weight, const double *in_proj_bias,
+                        const double *out_proj_weight, const double *out_proj_bias,
+                        const refenc_attn_options *opt, const refenc_rope_options *rope,
+                        size_t B, size_t L, size_t D, size_t H)
+{
+    refenc_gqa_forward(y, w, x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, opt,
+                       rope, B, L, D, H, H, D / H);
 }
 
 /* dx = sum over the three projections p of dp W_p; dW_p, db_p += (linear.h).

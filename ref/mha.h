@@ -43,6 +43,24 @@ void refenc_mha_forward(double *y, refenc_mha_work *work, const double *x,
                         const refenc_attn_options *opt, const refenc_rope_options *rope,
                         size_t B, size_t L, size_t D, size_t H);
 
+/* Grouped-query attention (gqa.h), the general case of the above:
+ * y, x: (B, L, D);  E = H*Dh, Ekv = Hkv*Dh,  Hkv divides H, g = H / Hkv.
+ * in_proj_weight: (E + 2 Ekv, D), rows [0, E) = W_q, [E, E+Ekv) = W_k,
+ *                 [E+Ekv, E+2Ekv) = W_v  (Llama's q_proj, k_proj, v_proj stacked)
+ * in_proj_bias:   (E + 2 Ekv), the same blocks, or NULL.
+ * out_proj_weight: (D, E), out_proj_bias: (D) or NULL.
+ *   q = x W_q^T + b_q  (B, L, E);  k, v (B, L, Ekv)
+ *   query head h attends with key/value head h / g   (HF's repeat_kv)
+ *   y = concat_h(ctx_h) W_o^T + b_o
+ * Dh need not be D / H (Gemma's head_dim).  work's q, qh, kh, vh, ctxh, ctx
+ * hold (B, L, E) each; k and v (B, L, Ekv).  With Hkv = H, Dh = D/H it is
+ * refenc_mha_forward.  Preconditions: with rope, Dh even.  Never fails. */
+void refenc_gqa_forward(double *y, refenc_mha_work *work, const double *x,
+                        const double *in_proj_weight, const double *in_proj_bias,
+                        const double *out_proj_weight, const double *out_proj_bias,
+                        const refenc_attn_options *opt, const refenc_rope_options *rope,
+                        size_t B, size_t L, size_t D, size_t H, size_t Hkv, size_t Dh);
+
 /* Buffers the backward writes; the caller owns them (refenc_grad_workspace
  * provides them).  After refenc_mha_backward they hold the intermediates. */
 typedef struct {

@@ -197,9 +197,9 @@ Test(grad_oracle, encoder_twin_refuses_blocks_it_cannot_differentiate)
     double x[8] = {0}, dY[8] = {0};
     refenc_input in = {.B = 1, .L = 2, .x = x};
     refenc_mp_report rep;
-    const char *keys[6] = {"norm_type", "ffn_type", "norm_bias", "linear_bias", "rope_scaling",
-                           "partial_rotary_factor"};
-    for (int i = 0; i < 6; i++) {
+    const char *keys[8] = {"norm_type", "ffn_type", "norm_bias", "linear_bias", "rope_scaling",
+                           "partial_rotary_factor", "n_kv_heads", "head_dim"};
+    for (int i = 0; i < 8; i++) {
         refenc_config c = a;
         if (i == 0)
             c.norm_type = REFENC_NORMTYPE_RMSNORM, c.norm_bias = 0;
@@ -211,8 +211,12 @@ Test(grad_oracle, encoder_twin_refuses_blocks_it_cannot_differentiate)
             c.linear_bias = 0;
         else if (i == 4)
             c.rope_scaling.type = REFENC_ROPE_SCALING_LINEAR, c.rope_scaling.factor = 4;
-        else
+        else if (i == 5)
             c.rope_scaling.partial_rotary_factor = 0.5;
+        else if (i == 6)
+            c.n_kv_heads = 1; /* multi-query: dK, dV summed over the group, not written */
+        else
+            c.head_dim = 4;   /* 2 heads of 4 over D 4 */
         cr_assert_eq(refenc_mpb_blocks_supported(&c, &rep.error), REFENC_EINVAL);
         cr_expect(strstr(rep.error.message, keys[i]) != NULL, "%s", rep.error.message);
         cr_expect_eq(refenc_mp_encoder_backward(&p, NULL, NULL, &p, &c, &in, dY, 192, &rep), REFENC_EINVAL);

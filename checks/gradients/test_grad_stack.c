@@ -779,3 +779,32 @@ Test(grad_stack, control_swapping_two_tokens_with_positions_or_causal_changes_gr
     }
     gsl_rng_free(r);
 }
+
+/* Grouped-query attention and head_dim are forward only (docs/gradients.md):
+ * the gradient workspace refuses them by key, allocating nothing, rather than
+ * differentiating them as multi-head attention. */
+Test(grad_stack, refuses_grouped_query_attention_and_head_dim_by_key)
+{
+    refenc_config c;
+    refenc_config_default(&c);
+    c.d_model = 8, c.n_heads = 4, c.d_ff = 6, c.n_layers = 1;
+    const char *key[2] = {"n_kv_heads is set", "head_dim is set"};
+    for (int i = 0; i < 2; i++) {
+        refenc_config g = c;
+        if (i == 0)
+            g.n_kv_heads = 2;
+        else
+            g.head_dim = 3;
+        refenc_grad_workspace gws;
+        refenc_error err;
+        cr_assert_eq(refenc_grad_workspace_alloc(&gws, &g, 1, 3, &err), REFENC_EINVAL);
+        cr_expect(strstr(err.message, key[i]) != NULL, "%s", err.message);
+        cr_expect_null(gws.block);
+    }
+    /* head_dim = D / H set explicitly is multi-head attention: accepted */
+    refenc_config g = c;
+    g.head_dim = 2, g.n_kv_heads = 4;
+    refenc_grad_workspace gws;
+    cr_assert_eq(refenc_grad_workspace_alloc(&gws, &g, 1, 3, NULL), REFENC_OK);
+    refenc_grad_workspace_free(&gws);
+}

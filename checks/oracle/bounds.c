@@ -2,6 +2,8 @@
  * Each function restates the identity its bound comes from; u = 2^-53. */
 #include "bounds.h"
 
+#include "../../ref/gqa.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -442,18 +444,24 @@ void bnd_attention(double *E_out, double *E_w, const double *q, const double *E_
 /* ---- multi-head attention and FFN, run and bounded -------------------------- */
 int bnd_mha_run_alloc(bnd_mha_run *r, size_t B, size_t L, size_t D, size_t H)
 {
+    return bnd_gqa_run_alloc(r, B, L, D, H, H, D / H);
+}
+
+int bnd_gqa_run_alloc(bnd_mha_run *r, size_t B, size_t L, size_t D, size_t H, size_t Hkv, size_t Dh)
+{
     memset(r, 0, sizeof *r);
-    r->B = B, r->L = L, r->D = D, r->H = H;
-    const size_t BLD = B * L * D;
-    r->block = dalloc(11 * BLD + B * H * L * L);
+    r->B = B, r->L = L, r->D = D, r->H = H, r->Hkv = Hkv, r->Dh = Dh;
+    const size_t BLE = B * L * H * Dh, BLD = B * L * D; /* E = H Dh >= Hkv Dh */
+    r->block = dalloc(10 * BLE + BLD + B * H * L * L);
     double *c = r->block;
     double **bufs[] = {&r->w.q, &r->w.k, &r->w.v, &r->w.qh, &r->w.kh, &r->w.vh, &r->w.ctxh,
-                       &r->w.ctx, &r->qh_pre, &r->kh_pre, &r->y};
-    for (size_t i = 0; i < 11; i++) {
+                       &r->w.ctx, &r->qh_pre, &r->kh_pre};
+    for (size_t i = 0; i < 10; i++) {
         *bufs[i] = c;
-        c += BLD;
+        c += BLE;
     }
-    r->w.weights = c;
+    r->y = c;
+    r->w.weights = c + BLD;
     return 0;
 }
 
@@ -463,40 +471,55 @@ void bnd_mha_run_free(bnd_mha_run *r)
     memset(r, 0, sizeof *r);
 }
 
+/* Per-head K or V errors (B, H, L, Dh) from the projection's (B, L, Ekv):
+ * the repeat copies, so each key/value head's bound serves its group. */
+static void kv_err_heads(double *dst, double *scratch, const double *E, size_t B, size_t L, size_t H,
+                         size_t Hkv, size_t Dh)
+{
+    refenc_heads_split(scratch, E, B, L, Hkv, Dh);
+    refenc_kv_heads_repeat(dst, scratch, B, H, Hkv, L, Dh);
+}
+
+/* The bound follows the kernel: q, k, v dot products of length D (gamma_D),
+ * the scores' of length Dh (gamma_Dh: head_dim enters here, not D / H), the
+ * context's of length L, out_proj's of length E = H Dh (gamma_E). */
 void bnd_mha(double *E_y, double *E_w, bnd_mha_run *r, const double *x, const double *E_x,
              const double *ipw, const double *ipb, const double *opw, const double *opb,
              const refenc_attn_options *opt, const refenc_rope_options *rope,
              const double *slope_err)
 {
-    const size_t B = r->B, L = r->L, D = r->D, H = r->H, Dh = D / H, BL = B * L, BLD = BL * D;
-    refenc_mha_forward(r->y, &r->w, x, ipw, ipb, opw, opb, opt, rope, B, L, D, H);
+    const size_t B = r->B, L = r->L, D = r->D, H = r->H, Hkv = r->Hkv, Dh = r->Dh, BL = B * L;
+    const size_t E = H * Dh, Ekv = Hkv * Dh, BLE = BL * E;
+    refenc_gqa_forward(r->y, &r->w, x, ipw, ipb, opw, opb, opt, rope, B, L, D, H, Hkv, Dh);
     refenc_heads_split(r->qh_pre, r->w.q, B, L, H, Dh);
-    refenc_heads_split(r->kh_pre, r->w.k, B, L, H, Dh);
+    double *scratch = dalloc(BLE);
+    kv_err_heads(r->kh_pre, scratch, r->w.k, B, L, H, Hkv, Dh); /* the repeated k before RoPE */
 
-    double *E = dalloc(10 * BLD);
-    double *Eq = E, *Ek = E + BLD, *Ev = E + 2 * BLD, *Eqh = E + 3 * BLD, *Ekh = E + 4 * BLD;
-    double *Evh = E + 5 * BLD, *Eqr = E + 6 * BLD, *Ekr = E + 7 * BLD, *Ectxh = E + 8 * BLD;
-    double *Ectx = E + 9 * BLD;
-    bnd_linear(Eq, x, E_x, ipw, ipb, r->w.q, BL, D, D);
-    bnd_linear(Ek, x, E_x, ipw + D * D, ipb != NULL ? ipb + D : NULL, r->w.k, BL, D, D);
-    bnd_linear(Ev, x, E_x, ipw + 2 * D * D, ipb != NULL ? ipb + 2 * D : NULL, r->w.v, BL, D, D);
+    double *Eb = dalloc(10 * BLE);
+    double *Eq = Eb, *Ek = Eb + BLE, *Ev = Eb + 2 * BLE, *Eqh = Eb + 3 * BLE, *Ekh = Eb + 4 * BLE;
+    double *Evh = Eb + 5 * BLE, *Eqr = Eb + 6 * BLE, *Ekr = Eb + 7 * BLE, *Ectxh = Eb + 8 * BLE;
+    double *Ectx = Eb + 9 * BLE;
+    bnd_linear(Eq, x, E_x, ipw, ipb, r->w.q, BL, D, E);
+    bnd_linear(Ek, x, E_x, ipw + E * D, ipb != NULL ? ipb + E : NULL, r->w.k, BL, D, Ekv);
+    bnd_linear(Ev, x, E_x, ipw + (E + Ekv) * D, ipb != NULL ? ipb + E + Ekv : NULL, r->w.v, BL, D, Ekv);
     refenc_heads_split(Eqh, Eq, B, L, H, Dh);
-    refenc_heads_split(Ekh, Ek, B, L, H, Dh);
-    refenc_heads_split(Evh, Ev, B, L, H, Dh);
+    kv_err_heads(Ekh, scratch, Ek, B, L, H, Hkv, Dh);
+    kv_err_heads(Evh, scratch, Ev, B, L, H, Hkv, Dh);
     if (rope != NULL) {
         bnd_rope(Eqr, r->qh_pre, Eqh, rope->positions, B * H, L, Dh, rope->base, rope->layout,
                  r->w.qh);
         bnd_rope(Ekr, r->kh_pre, Ekh, rope->positions, B * H, L, Dh, rope->base, rope->layout,
                  r->w.kh);
     } else {
-        memcpy(Eqr, Eqh, BLD * sizeof(double));
-        memcpy(Ekr, Ekh, BLD * sizeof(double));
+        memcpy(Eqr, Eqh, BLE * sizeof(double));
+        memcpy(Ekr, Ekh, BLE * sizeof(double));
     }
     bnd_attention(Ectxh, E_w, r->w.qh, Eqr, r->w.kh, Ekr, r->w.vh, Evh, opt, slope_err,
                   r->w.weights, B, H, L, Dh);
     refenc_heads_merge(Ectx, Ectxh, B, L, H, Dh);
-    bnd_linear(E_y, r->w.ctx, Ectx, opw, opb, r->y, BL, D, D);
-    free(E);
+    bnd_linear(E_y, r->w.ctx, Ectx, opw, opb, r->y, BL, E, D);
+    free(Eb);
+    free(scratch);
 }
 
 void bnd_ffn(double *E_y, double *E_hidden, double *y, double *hidden, const double *x,

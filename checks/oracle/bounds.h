@@ -91,12 +91,16 @@ void bnd_attention(double *E_out, double *E_w, const double *q, const double *E_
 /* The reference's intermediates of one MHA call, recomputed. */
 typedef struct {
     size_t B, L, D, H;
+    size_t Hkv, Dh;            /* grouped-query attention: key/value heads, head width */
     refenc_mha_work w;
     double *block;
     double *qh_pre, *kh_pre;   /* heads before RoPE */
     double *y;
 } bnd_mha_run;
 int bnd_mha_run_alloc(bnd_mha_run *r, size_t B, size_t L, size_t D, size_t H);
+/* The same for refenc_gqa_forward (mha.h): Hkv key/value heads of width Dh;
+ * bnd_mha then runs and bounds refenc_gqa_forward. */
+int bnd_gqa_run_alloc(bnd_mha_run *r, size_t B, size_t L, size_t D, size_t H, size_t Hkv, size_t Dh);
 void bnd_mha_run_free(bnd_mha_run *r);
 /* Runs refenc_mha_forward on x and bounds its output and weights. */
 void bnd_mha(double *E_y, double *E_w, bnd_mha_run *r, const double *x, const double *E_x,

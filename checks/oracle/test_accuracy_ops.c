@@ -514,6 +514,43 @@ Test(accuracy_attention, multi_head_with_rope_and_alibi)
     acc_finish(&a, "multi-head attention");
 }
 
+/* Grouped-query attention and head_dim against the oracle's twin, which
+ * reads key/value head h / g by index instead of repeating: within bnd_mha's
+ * bound, whose score terms are dot products of length Dh (head_dim, not
+ * D / H) and out_proj's of length E = H Dh. */
+Test(accuracy_attention, grouped_query_and_head_dim)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(113);
+    const struct { size_t B, L, D, H, Hkv, Dh; int rope; } cs[] = {
+        {2, 5, 12, 4, 2, 3, 0}, {1, 6, 10, 4, 2, 4, 1}, {1, 6, 12, 4, 1, 6, 1}, {2, 4, 8, 6, 3, 2, 1}};
+    int64_t pos[6];
+    for (size_t l = 0; l < 6; l++)
+        pos[l] = 4095 - 7 * (int64_t)l;
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        const size_t B = cs[c].B, L = cs[c].L, D = cs[c].D, H = cs[c].H, Hkv = cs[c].Hkv, Dh = cs[c].Dh;
+        const size_t E = H * Dh, R = E + 2 * Hkv * Dh, n = B * L * D, nw = B * H * L * L;
+        double *x = acc_randn(n, 0, 1, r), *ipw = acc_randn(R * D, 0, 1 / sqrt((double)D), r);
+        double *ipb = acc_randn(R, 0, 0.1, r), *opw = acc_randn(D * E, 0, 1 / sqrt((double)E), r);
+        double *opb = acc_randn(D, 0, 0.1, r);
+        refenc_attn_options opt = {.causal = c == 1, .positions = pos, .temperature = 1.0};
+        refenc_rope_options rope = {REFENC_ROPE_HALF, 500000.0, pos, NULL};
+        const refenc_rope_options *rp = cs[c].rope ? &rope : NULL;
+        bnd_mha_run run;
+        bnd_gqa_run_alloc(&run, B, L, D, H, Hkv, Dh);
+        double *Ey = acc_zeros(n), *Ew = acc_zeros(nw), *yo = acc_zeros(n), *wo = acc_zeros(nw);
+        bnd_mha(Ey, Ew, &run, x, NULL, ipw, ipb, opw, opb, &opt, rp, NULL);
+        MP_OK(refenc_mp_gqa_forward(yo, wo, x, ipw, ipb, opw, opb, &opt, rp, B, L, D, H, Hkv, Dh, P0, REP));
+        acc_check(&a, "weights", run.w.weights, wo, Ew, nw);
+        acc_check(&a, "y", run.y, yo, Ey, n);
+        bnd_mha_run_free(&run);
+        free(x), free(ipw), free(ipb), free(opw), free(opb), free(Ey), free(Ew), free(yo), free(wo);
+    }
+    gsl_rng_free(r);
+    acc_finish(&a, "grouped-query attention");
+}
+
 /* ---- FFN ---- */
 Test(accuracy_ffn, each_activation)
 {

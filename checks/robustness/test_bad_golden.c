@@ -121,7 +121,7 @@ Test(bad_golden, metadata_missing_or_wrong)
               "d_model, n_heads, d_ff, n_layers, norm, activation, layer_norm_eps, final_norm, positional, "
               "rope_layout, rope_base, max_len, temperature, causal, vocab_size, padding_idx, family, "
               "scale_embedding, type_vocab_size, embedding_norm, embedding_norm_eps, position_ids, "
-              "mask_value, norm_type, rmsnorm_offset, ffn_type, glu_gate, norm_bias, linear_bias, rope_scaling, partial_rotary_factor)");
+              "mask_value, norm_type, rmsnorm_offset, ffn_type, glu_gate, norm_bias, linear_bias, rope_scaling, partial_rotary_factor, n_kv_heads, head_dim)");
     rb_golden_free(&g);
 
     rb_golden_load(&g, "layernorm_small_variance");

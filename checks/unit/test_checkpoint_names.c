@@ -454,6 +454,12 @@ Test(checkpoint_names, tensors_that_do_not_fit_are_named_with_their_shapes)
     cr_assert_eq(refenc_params_alloc(&uq, &cfg, &uerr), REFENC_OK);
     cr_expect_eq(refenc_params_from_checkpoint(&uq, &unknown, &uf, NULL, NULL, &uerr), REFENC_EINVAL);
     cr_expect(strstr(uerr.message, "unknown family") != NULL, "%s", uerr.message);
+    /* a grouped-query config: the family's three q, k, v blocks cannot hold it */
+    refenc_config grouped = cfg;
+    grouped.n_kv_heads = 1;
+    cr_expect_eq(refenc_params_from_checkpoint(&uq, &grouped, &uf, NULL, NULL, &uerr), REFENC_EINVAL);
+    cr_expect(strstr(uerr.message, "config key n_kv_heads: the bert family's names hold q, k and v") != NULL,
+              "%s", uerr.message);
     refenc_params_free(&uq);
     refenc_st_free(&uf);
 

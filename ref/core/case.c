@@ -57,7 +57,7 @@ static size_t x_numel(refenc_component comp, const refenc_config *cfg, size_t B,
     case REFENC_COMP_ATTENTION:
     case REFENC_COMP_FFN:
     case REFENC_COMP_LAYERNORM:
-    case REFENC_COMP_ROPE: return B * L * cfg->d_model; /* rope: (B, H, L, Dh), H Dh = D */
+    case REFENC_COMP_ROPE: return B * L * cfg->n_heads * refenc_config_head_dim(cfg); /* rope: (B, H, L, Dh) */
     case REFENC_COMP_SOFTMAX:
     case REFENC_COMP_ACTIVATION: return B * L;
     default: return 0;

@@ -43,6 +43,22 @@ int refenc_config_norm_has_bias(const refenc_config *cfg)
     return cfg->norm_type == REFENC_NORMTYPE_LAYERNORM && cfg->norm_bias;
 }
 
+size_t refenc_config_kv_heads(const refenc_config *cfg)
+{
+    return cfg->n_kv_heads != 0 ? cfg->n_kv_heads : cfg->n_heads;
+}
+
+size_t refenc_config_head_dim(const refenc_config *cfg)
+{
+    return cfg->head_dim != 0 ? cfg->head_dim : cfg->d_model / cfg->n_heads;
+}
+
+int refenc_config_attention_is_mha(const refenc_config *cfg)
+{
+    return refenc_config_kv_heads(cfg) == cfg->n_heads &&
+           refenc_config_head_dim(cfg) * cfg->n_heads == cfg->d_model;
+}
+
 size_t refenc_config_ffn_rows(const refenc_config *cfg)
 {
     return cfg->ffn_type == REFENC_FFN_GLU ? 2 * cfg->d_ff : cfg->d_ff; /* F <= 2^20: no overflow */
@@ -64,6 +80,16 @@ int refenc_size_add(size_t *r, size_t a, size_t b)
     return 1;
 }
 
+size_t refenc_config_qkv_rows(const refenc_config *c)
+{
+    size_t E, Ekv, R;
+    const size_t Dh = refenc_config_head_dim(c);
+    if (!refenc_size_mul(&E, c->n_heads, Dh) || !refenc_size_mul(&Ekv, refenc_config_kv_heads(c), Dh) ||
+        !refenc_size_add(&R, E, Ekv) || !refenc_size_add(&R, R, Ekv))
+        return 0;
+    return R;
+}
+
 /* acc += a * b, with overflow recorded in *ok. */
 static void mul_add(size_t *acc, size_t a, size_t b, int *ok)
 {
@@ -77,12 +103,13 @@ size_t refenc_config_param_count(const refenc_config *c)
     const size_t D = c->d_model, F = c->d_ff, F1 = refenc_config_ffn_rows(c);
     const size_t norm = refenc_config_norm_has_bias(c) ? 2 : 1; /* weight (and bias) */
     const size_t lb = c->linear_bias ? 1 : 0;                    /* the linears' biases */
-    size_t layer = 0, total = 0;
-    int ok = 1;
+    const size_t R = refenc_config_qkv_rows(c);                  /* E + 2 Hkv Dh, or 0 */
+    size_t layer = 0, total = 0, E = 0;
+    int ok = R != 0 && refenc_size_mul(&E, c->n_heads, refenc_config_head_dim(c));
 
-    mul_add(&layer, 3 * D, D, &ok);              /* self_attn.in_proj_weight (3D, D); 3D <= 3 * 2^20 */
-    mul_add(&layer, 3 * lb, D, &ok);             /* self_attn.in_proj_bias   (3D)     */
-    mul_add(&layer, D, D, &ok);                  /* self_attn.out_proj.weight (D, D)  */
+    mul_add(&layer, R, D, &ok);                  /* self_attn.in_proj_weight (E + 2 Hkv Dh, D) */
+    mul_add(&layer, lb, R, &ok);                 /* self_attn.in_proj_bias   (E + 2 Hkv Dh)    */
+    mul_add(&layer, D, E, &ok);                  /* self_attn.out_proj.weight (D, E)  */
     mul_add(&layer, lb, D, &ok);                 /* self_attn.out_proj.bias (D)       */
     mul_add(&layer, F1, D, &ok);                 /* linear1.weight (F or 2F, D)       */
     mul_add(&layer, lb, F1, &ok);                /* linear1.bias (F or 2F)            */
@@ -106,11 +133,13 @@ size_t refenc_config_param_count(const refenc_config *c)
 size_t refenc_config_workspace_count(const refenc_config *c, size_t B, size_t L)
 {
     const size_t D = c->d_model, F = c->d_ff, H = c->n_heads;
-    size_t BL, BLD = 0, BLF = 0, BHLL = 0, BH, total = 0;
+    size_t BL, BLD = 0, BLE = 0, BLF = 0, BHLL = 0, BH, total = 0;
     int ok = refenc_size_mul(&BL, B, L) && refenc_size_mul(&BLD, BL, D) &&
+             refenc_size_mul(&BLE, BL, H) && refenc_size_mul(&BLE, BLE, refenc_config_head_dim(c)) &&
              refenc_size_mul(&BLF, BL, F) && refenc_size_mul(&BH, B, H) &&
              refenc_size_mul(&BHLL, BH, L) && refenc_size_mul(&BHLL, BHLL, L);
-    mul_add(&total, 14, BLD, &ok);  /* see refenc_workspace: 14 (B, L, D) buffers */
+    mul_add(&total, 6, BLD, &ok);   /* see refenc_workspace: 6 (B, L, D) buffers   */
+    mul_add(&total, 8, BLE, &ok);   /* and attention's 8 (B, L, E), E = H Dh (mha.h) */
     mul_add(&total, c->ffn_type == REFENC_FFN_GLU ? 2 : 1, BLF, &ok); /* ffn hidden (B, L, F or 2F) */
     mul_add(&total, 1, BHLL, &ok);  /* attention weights (B, H, L, L)               */
     mul_add(&total, 1, H, &ok);     /* ALiBi slopes (H)                             */
@@ -140,6 +169,14 @@ static int validate_sizes(const refenc_config *c, refenc_error *err)
         (st = check_size("n_layers", c->n_layers, REFENC_MAX_LAYERS, err)) ||
         (st = check_size("max_len", c->max_len, REFENC_MAX_DIM, err)))
         return st;
+    /* 0 is the default (H, D / H): an explicit 0 is refused by the reader */
+    if (c->n_kv_heads > c->n_heads)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: n_kv_heads = %zu exceeds n_heads = %zu (each key/value head "
+                                "serves n_heads / n_kv_heads query heads)", c->n_kv_heads, c->n_heads);
+    if (c->head_dim > REFENC_MAX_DIM)
+        return refenc_error_set(err, REFENC_ELIMIT, "config: head_dim = %zu exceeds the limit %zu",
+                                c->head_dim, REFENC_MAX_DIM);
     if (c->vocab_size > REFENC_MAX_VOCAB)
         return refenc_error_set(err, REFENC_ELIMIT, "config: vocab_size = %zu exceeds the limit %zu",
                                 c->vocab_size, REFENC_MAX_VOCAB);
@@ -198,14 +235,20 @@ static int validate_choices(const refenc_config *c, refenc_error *err)
  * RoPE's Dh and the sinusoidal D even (they work on pairs). */
 static int validate_widths(const refenc_config *c, refenc_error *err)
 {
-    if (c->d_model % c->n_heads != 0)
+    if (c->head_dim == 0 && c->d_model % c->n_heads != 0)
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: d_model = %zu is not divisible by n_heads = %zu",
                                 c->d_model, c->n_heads);
-    if (c->positional == REFENC_POS_ROPE && (c->d_model / c->n_heads) % 2 != 0)
+    if (c->n_heads % refenc_config_kv_heads(c) != 0)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: n_kv_heads = %zu does not divide n_heads = %zu (grouped-query "
+                                "attention shares each key/value head among a whole group)",
+                                refenc_config_kv_heads(c), c->n_heads);
+    if (c->positional == REFENC_POS_ROPE && refenc_config_head_dim(c) % 2 != 0)
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: positional 'rope' needs an even head width, "
-                                "but d_model / n_heads = %zu", c->d_model / c->n_heads);
+                                "but %s = %zu", c->head_dim != 0 ? "head_dim" : "d_model / n_heads",
+                                refenc_config_head_dim(c));
     if (c->positional == REFENC_POS_SINUSOIDAL && c->d_model % 2 != 0)
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: positional 'sinusoidal' needs an even d_model, got %zu",
@@ -273,7 +316,7 @@ int refenc_config_validate(const refenc_config *c, refenc_error *err)
         (st = validate_widths(c, err)) || (st = validate_reals(c, err)) ||
         (st = validate_tokens(c, err)) ||
         (st = refenc_rope_scaling_validate(&c->rope_scaling, c->positional == REFENC_POS_ROPE,
-                                           c->d_model / c->n_heads, err)))
+                                           refenc_config_head_dim(c), err)))
         return st;
     size_t params = refenc_config_param_count(c), bytes;
     if (params == 0 || !refenc_size_mul(&bytes, params, sizeof(double)) || bytes > REFENC_MAX_BYTES)

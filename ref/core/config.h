@@ -3,6 +3,8 @@
  * Glossary of dimension letters (used in every shape comment in ref/):
  *   B  batch size            L  sequence length       D  model width (d_model)
  *   H  number of heads       Dh head width = D / H    F  feed-forward width (d_ff)
+ *   Hkv key/value heads (n_kv_heads, divides H; g = H / Hkv query heads share one)
+ *   (Dh = head_dim when the config sets it, independent of D / H; E = H * Dh)
  *   V  vocabulary size       N  number of layers      P  rows of the learned PE table (max_len)
  *   T  token types (type_vocab_size)
  */
@@ -126,6 +128,11 @@ typedef struct {
     refenc_ffn_type ffn_type;   /* default MLP                                        */
     refenc_glu_gate glu_gate;   /* with GLU: which half of linear1 is activated       */
     refenc_rope_scaling rope_scaling; /* RoPE scaling, partial rotary (rope_scaling.h) */
+    /* grouped-query attention (docs/families.md): 0 means the default */
+    size_t n_kv_heads;          /* Hkv: key/value heads, divides H; 0: H (multi-head);
+                                 * 1: multi-query.  Read through refenc_config_kv_heads */
+    size_t head_dim;            /* Dh independent of D / H (Gemma); 0: D / H.
+                                 * Read through refenc_config_head_dim              */
 } refenc_config;
 
 /* Documented limits.  A config or input beyond them is refused with
@@ -148,7 +155,8 @@ void refenc_config_default(refenc_config *cfg);
 
 /* Checks every field and every combination; on the first problem returns
  * REFENC_EINVAL or REFENC_ELIMIT with a message naming the field.
- * Errors: REFENC_EINVAL (D % H != 0, odd Dh with RoPE, odd D with
+ * Errors: REFENC_EINVAL (D % H != 0 without head_dim, n_kv_heads not
+ *         dividing n_heads, odd Dh with RoPE, odd D with
  *         sinusoidal PE, eps < 0 or not finite, tau <= 0 or not finite,
  *         rope_base <= 1 or not finite, a zero size, an enum out of range,
  *         padding_idx outside [-1, V), rmsnorm_offset without RMSNorm,
@@ -203,8 +211,22 @@ int refenc_glu_gate_parse(refenc_glu_gate *v, const char *name, const char *fiel
 /* Whether the norms have a bias (beta): LayerNorm with norm_bias. */
 int refenc_config_norm_has_bias(const refenc_config *cfg);
 
+/* Hkv: n_kv_heads, or H when unset (0). */
+size_t refenc_config_kv_heads(const refenc_config *cfg);
+
+/* Dh: head_dim, or D / H when unset (0). */
+size_t refenc_config_head_dim(const refenc_config *cfg);
+
+/* Whether attention is plain multi-head with Dh = D / H (n_kv_heads and
+ * head_dim at their defaults): what the backward passes support. */
+int refenc_config_attention_is_mha(const refenc_config *cfg);
+
 /* Rows of linear1: F, or 2F for a gated FFN (gate and up stacked). */
 size_t refenc_config_ffn_rows(const refenc_config *cfg);
+
+/* Rows of in_proj: E + 2 Hkv Dh (W_q, then W_k, then W_v, stacked; 3D for
+ * plain multi-head attention), or 0 if that overflows size_t. */
+size_t refenc_config_qkv_rows(const refenc_config *cfg);
 
 /* Overflow-checked size arithmetic: return 0 and leave *r unspecified on
  * overflow, 1 otherwise. */

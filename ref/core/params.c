@@ -35,10 +35,11 @@ static void add_layer(refenc_params *p, double **cur, size_t i, const refenc_con
     const size_t D = cfg->d_model, F = cfg->d_ff, F1 = refenc_config_ffn_rows(cfg);
     const int bias = refenc_config_norm_has_bias(cfg);
     refenc_layer_params *lp = &p->layers[i];
-    lp->in_proj_weight = add_layer_tensor(p, cur, i, "self_attn.in_proj_weight", 3 * D, D);
+    const size_t R = refenc_config_qkv_rows(cfg), E = cfg->n_heads * refenc_config_head_dim(cfg);
+    lp->in_proj_weight = add_layer_tensor(p, cur, i, "self_attn.in_proj_weight", R, D); /* 3D for MHA */
     if (cfg->linear_bias)
-        lp->in_proj_bias = add_layer_tensor(p, cur, i, "self_attn.in_proj_bias", 3 * D, 0);
-    lp->out_proj_weight = add_layer_tensor(p, cur, i, "self_attn.out_proj.weight", D, D);
+        lp->in_proj_bias = add_layer_tensor(p, cur, i, "self_attn.in_proj_bias", R, 0);
+    lp->out_proj_weight = add_layer_tensor(p, cur, i, "self_attn.out_proj.weight", D, E);
     if (cfg->linear_bias)
         lp->out_proj_bias = add_layer_tensor(p, cur, i, "self_attn.out_proj.bias", D, 0);
     lp->linear1_weight = add_layer_tensor(p, cur, i, "linear1.weight", F1, D); /* GLU: gate and up */

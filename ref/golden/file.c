@@ -420,7 +420,7 @@ static void add_case(entries *es, const refenc_case *c)
         size_t shape[4];
         size_t nd;
         if (c->component == REFENC_COMP_ROPE)
-            shape[0] = B, shape[1] = H, shape[2] = L, shape[3] = D / H, nd = 4;
+            shape[0] = B, shape[1] = H, shape[2] = L, shape[3] = refenc_config_head_dim(&c->cfg), nd = 4;
         else if (c->component == REFENC_COMP_SOFTMAX || c->component == REFENC_COMP_ACTIVATION)
             shape[0] = B, shape[1] = L, nd = 2;
         else

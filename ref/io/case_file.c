@@ -153,7 +153,7 @@ static int load_tensor(refenc_case *c, const refenc_st_file *f, const refenc_st_
         size_t shape[4];
         size_t nd = 0;
         if (comp == REFENC_COMP_ROPE)
-            shape[0] = B, shape[1] = H, shape[2] = L, shape[3] = D / H, nd = 4;
+            shape[0] = B, shape[1] = H, shape[2] = L, shape[3] = refenc_config_head_dim(&c->cfg), nd = 4;
         else if (comp == REFENC_COMP_SOFTMAX || comp == REFENC_COMP_ACTIVATION)
             shape[0] = B, shape[1] = L, nd = 2;
         else

@@ -470,6 +470,14 @@ int refenc_params_from_checkpoint(refenc_params *p, const refenc_config *cfg,
         *problems = NULL;
     if ((unsigned)cfg->family >= REFENC_FAMILY_COUNT)
         return refenc_error_set(err, REFENC_EINVAL, "%s: unknown family %d", f->path, (int)cfg->family);
+    if (cfg->family != REFENC_FAMILY_VASWANI && !refenc_config_attention_is_mha(cfg))
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "%s: config key %s: the %s family's names hold q, k and v as three blocks "
+                                "of d_model rows (or one fused (D, 3D) c_attn), which grouped-query "
+                                "attention and head_dim do not have; save the weights under refenc's "
+                                "names (docs/families.md)", f->path,
+                                refenc_config_kv_heads(cfg) != cfg->n_heads ? "n_kv_heads" : "head_dim",
+                                refenc_family_name(cfg->family));
     ck_load ld = {.p = p, .cfg = cfg, .f = f, .rep = rep, .prefix = families[cfg->family].prefix};
 
     /* the prefix, when some tensor carries it */

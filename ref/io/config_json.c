@@ -91,7 +91,19 @@ static const char *const model_keys[] = {
     "final_norm", "positional", "rope_layout", "rope_base", "max_len", "temperature",
     "causal", "vocab_size", "padding_idx", "family", "scale_embedding", "type_vocab_size",
     "embedding_norm", "embedding_norm_eps", "position_ids", "mask_value", "norm_type", "rmsnorm_offset", "ffn_type", "glu_gate", "norm_bias", "linear_bias",
-    "rope_scaling", "partial_rotary_factor", NULL};
+    "rope_scaling", "partial_rotary_factor", "n_kv_heads", "head_dim", NULL};
+
+/* n_kv_heads or head_dim: absent leaves the default (0: H, or D / H); an
+ * explicit value must be an integer >= 1, as every other size. */
+static int get_optional_size(size_t *v, const json_t *obj, const char *key, const char *where,
+                             refenc_error *err)
+{
+    const json_t *j = json_object_get(obj, key);
+    if (json_is_integer(j) && json_integer_value(j) < 1)
+        return refenc_error_set(err, REFENC_EINVAL, "%s.%s: expected an integer >= 1, got %lld", where,
+                                key, (long long)json_integer_value(j));
+    return refenc_json_get_size(v, obj, key, where, err);
+}
 
 /* The enum-valued member `key` through its parser, if present. */
 #define GET_ENUM(parse, dst, key)                                                   \
@@ -166,6 +178,8 @@ int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *whe
         (st = refenc_json_get_size(&c->max_len, obj, "max_len", where, err)) ||
         (st = refenc_json_get_size(&c->vocab_size, obj, "vocab_size", where, err)) ||
         (st = refenc_json_get_size(&c->type_vocab_size, obj, "type_vocab_size", where, err)) ||
+        (st = get_optional_size(&c->n_kv_heads, obj, "n_kv_heads", where, err)) ||
+        (st = get_optional_size(&c->head_dim, obj, "head_dim", where, err)) ||
         (st = get_double(&c->layer_norm_eps, obj, "layer_norm_eps", where, err)) ||
         (st = get_double(&c->rope_base, obj, "rope_base", where, err)) ||
         (st = get_double(&c->temperature, obj, "temperature", where, err)) ||
@@ -197,6 +211,17 @@ int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *whe
     }
 
     return validate_at(c, where, err);
+}
+
+/* n_kv_heads and head_dim, written only when set (absent: the defaults). */
+static int attention_keys_to_json(json_t *j, const refenc_config *c)
+{
+    int bad = 0;
+    if (c->n_kv_heads != 0)
+        bad |= json_object_set_new(j, "n_kv_heads", json_integer((json_int_t)c->n_kv_heads));
+    if (c->head_dim != 0)
+        bad |= json_object_set_new(j, "head_dim", json_integer((json_int_t)c->head_dim));
+    return bad;
 }
 
 json_t *refenc_config_to_json(const refenc_config *c)
@@ -251,6 +276,7 @@ json_t *refenc_config_to_json(const refenc_config *c)
         bad |= json_object_set_new(j, "ffn_type", json_string(refenc_ffn_type_name(c->ffn_type)));
     if (c->ffn_type == REFENC_FFN_GLU && c->glu_gate != d.glu_gate)
         bad |= json_object_set_new(j, "glu_gate", json_string(refenc_glu_gate_name(c->glu_gate)));
+    bad |= attention_keys_to_json(j, c);
     bad |= refenc_rope_scaling_to_json(j, &c->rope_scaling) != 0;
     if (bad) {
         json_decref(j);

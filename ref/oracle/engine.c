@@ -188,10 +188,10 @@ static size_t lane_hid(const refenc_mpe_unit *u)
 
 static void lane_free(refenc_mpe_lane *ln, const refenc_mpe_unit *u)
 {
-    const size_t LD = u->L * u->D;
+    const size_t LD = u->L * u->D, LE = u->L * u->E;
     mpfr_ptr *bufs[] = {&ln->h, &ln->a, &ln->t, &ln->q, &ln->k, &ln->v, &ln->ctx};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        refenc_mp_free(*bufs[i], LD);
+        refenc_mp_free(*bufs[i], i < 3 ? LD : LE); /* q, k, v, ctx: (L, E) */
     refenc_mp_free(ln->hid, lane_hid(u));
     refenc_mp_free(ln->slopes, u->H);
     free(ln->exact);
@@ -200,13 +200,13 @@ static void lane_free(refenc_mpe_lane *ln, const refenc_mpe_unit *u)
 
 static int lane_alloc(refenc_mpe_lane *ln, const refenc_mpe_unit *u, mpfr_prec_t p)
 {
-    const size_t LD = u->L * u->D, hid = lane_hid(u);
+    const size_t LD = u->L * u->D, LE = u->L * u->E, hid = lane_hid(u);
     memset(ln, 0, sizeof *ln);
     ln->p = p;
     mpfr_ptr *bufs[] = {&ln->h, &ln->a, &ln->t, &ln->q, &ln->k, &ln->v, &ln->ctx};
     int ok = 1;
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        ok &= (*bufs[i] = refenc_mp_alloc(LD, p)) != NULL;
+        ok &= (*bufs[i] = refenc_mp_alloc(i < 3 ? LD : LE, p)) != NULL; /* q, k, v, ctx: (L, E) */
     ok &= hid == 0 || (ln->hid = refenc_mp_alloc(hid, p)) != NULL;
     ok &= (ln->slopes = refenc_mp_alloc(u->H, p)) != NULL;
     ok &= (ln->exact = malloc(LD)) != NULL;
@@ -233,8 +233,8 @@ static int worker_alloc(refenc_mpe_worker *w, const refenc_mpe_unit *u)
     int ok = 1;
     for (int li = 0; li < u->lanes_n; li++) {
         const mpfr_prec_t p = u->lanes[li].p;
-        ok &= refenc_mp_ws_alloc(&w->ws[li], p, refenc_mpk_ws_tmp(u->D, u->F, u->L, u->Dh),
-                                 refenc_mpk_ws_ptr(u->D, u->F, u->L, u->Dh)) == REFENC_OK;
+        ok &= refenc_mp_ws_alloc(&w->ws[li], p, refenc_mpk_ws_tmp(u->W, u->F, u->L, u->Dh),
+                                 refenc_mpk_ws_ptr(u->W, u->F, u->L, u->Dh)) == REFENC_OK;
         ok &= (w->weights[li] = refenc_mp_alloc(u->L * u->L, p)) != NULL;
         ok &= (w->out[li] = refenc_mp_alloc(u->L * u->Dh, p)) != NULL;
         ok &= (w->hidden[li] = refenc_mp_alloc(refenc_config_ffn_rows(u->cfg), p)) != NULL; /* GLU: a, b */
@@ -266,9 +266,10 @@ static double ws_bytes(double n_tmp, double n_ptr, mpfr_prec_t p)
  * context, an FFN row. */
 static double worker_bytes(const refenc_config *cfg, size_t L, mpfr_prec_t p)
 {
-    const size_t D = cfg->d_model, H = cfg->n_heads, F = cfg->d_ff, Dh = D / H;
+    const size_t F = cfg->d_ff, Dh = refenc_config_head_dim(cfg), E = cfg->n_heads * Dh;
+    const size_t W = cfg->d_model > E ? cfg->d_model : E; /* the longest dot product: D or E */
     return mp_bytes((double)L * L + (double)L * Dh + (double)refenc_config_ffn_rows(cfg), p) +
-           ws_bytes((double)refenc_mpk_ws_tmp(D, F, L, Dh), (double)refenc_mpk_ws_ptr(D, F, L, Dh), p);
+           ws_bytes((double)refenc_mpk_ws_tmp(W, F, L, Dh), (double)refenc_mpk_ws_ptr(W, F, L, Dh), p);
 }
 
 size_t refenc_mp_encoder_run_bytes(const refenc_config *cfg, size_t L, int threads, mpfr_prec_t prec)
@@ -276,13 +277,15 @@ size_t refenc_mp_encoder_run_bytes(const refenc_config *cfg, size_t L, int threa
     const double D = (double)cfg->d_model, H = (double)cfg->n_heads, F = (double)cfg->d_ff, LD = (double)L * D;
     const mpfr_prec_t p[2] = {prec, refenc_mp_next_prec(prec, 0)};
     double bytes = 0;
-    for (int li = 0; li < 2; li++) /* the lanes, their exact flags, the threads' buffers */
-        bytes += mp_bytes(7 * LD + H, p[li]) + LD + threads * worker_bytes(cfg, L, p[li]);
+    const double E = H * (double)refenc_config_head_dim(cfg), LE = (double)L * E;
+    const double R = (double)refenc_config_qkv_rows(cfg); /* in_proj's rows: E + 2 Hkv Dh */
+    for (int li = 0; li < 2; li++) /* the lanes (q, k, v, ctx (L, E)), exact flags, threads' buffers */
+        bytes += mp_bytes(3 * LD + 4 * LE + H, p[li]) + LD + threads * worker_bytes(cfg, L, p[li]);
     bytes += 8 * fmax(fmax(LD, H * L * L), (double)L * F); /* a step's doubles */
     bytes += 32 * (double)L + threads * (double)sizeof(refenc_mpe_worker); /* positions, ids; the workers */
     /* a layer's weights in fixed point (U, and at most one outlier index each) */
     const double F1 = (double)refenc_config_ffn_rows(cfg); /* linear1's rows: 2F gated */
-    bytes += 16 * (4 * D * D + D * F + D * F1) + 8 * 4 * (2 * D + F1 + 2);
+    bytes += 16 * (R * D + D * E + D * F + D * F1) + 8 * 4 * (R + D + F1 + 2);
     bytes += mp_bytes(fmax(L, 2) * D + 4 * D + (double)L * L + 5, 53); /* tables, LayerNorms, mask, scalars */
     /* what the model does not count: MPFR's own temporaries inside its
      * functions and malloc's bookkeeping, which depend on the values (one
@@ -346,7 +349,7 @@ static int unit_layers(refenc_mpe_unit *u, size_t first, size_t last)
     int ok = 1;
     for (size_t i = first; ok && i <= last; i++) {
         refenc_mpe_layer lm;
-        if (!refenc_mpe_layer_init(&lm, &u->run->params->layers[i], u->D, u->F, refenc_config_ffn_rows(u->cfg)))
+        if (!refenc_mpe_layer_init(&lm, &u->run->params->layers[i], u->cfg))
             return -1;
         ok = refenc_mpe_layer_run(u, &lm, i);
         refenc_mpe_layer_free(&lm, u->D);
@@ -382,7 +385,7 @@ static int unit_compute(refenc_mpe_unit *u, size_t first, size_t last)
     const refenc_mp_run *run = u->run;
     if (run->block != REFENC_MP_BLOCK_ENCODER) {
         refenc_mpe_layer lm;
-        if (!refenc_mpe_layer_init(&lm, &run->params->layers[0], u->D, u->F, refenc_config_ffn_rows(u->cfg)))
+        if (!refenc_mpe_layer_init(&lm, &run->params->layers[0], u->cfg))
             return -1;
         u->lm = &lm;
         unit_load(u, run->in->x);
@@ -491,7 +494,8 @@ static int run_alloc(refenc_mpe_unit *u, const refenc_mp_run *run, int64_t **pos
     memset(u, 0, sizeof *u);
     u->run = run, u->cfg = cfg, u->threads = run->threads, u->lanes_n = run->one_evaluation ? 1 : 2;
     u->B = run->in->B, u->L = run->in->L, u->D = cfg->d_model, u->H = cfg->n_heads, u->F = cfg->d_ff;
-    u->Dh = u->D / u->H, u->N = cfg->n_layers;
+    u->Dh = refenc_config_head_dim(cfg), u->N = cfg->n_layers, u->Hkv = refenc_config_kv_heads(cfg);
+    u->E = u->H * u->Dh, u->W = u->E > u->D ? u->E : u->D;
     const size_t L = u->L, D = u->D, LD = L * D, HLL = u->H * L * L, LF = L * u->F;
     *pos_default = refenc_alloc_array(L, sizeof **pos_default);
     u->rows = refenc_alloc_array(L, sizeof *u->rows);

@@ -14,8 +14,10 @@
  *   h (L, D)            the hidden state: the block's input and the residual
  *   a (L, D)            a LayerNorm's output (Pre-LN's sublayer input)
  *   t (L, D)            a sublayer's output
- *   q, k, v (H, L, Dh)  the heads' queries, keys, values
- *   ctx (L, D)          the heads' contexts, merged
+ *   q (H, L, Dh)        the heads' queries
+ *   k, v (Hkv, L, Dh)   the key/value heads' keys, values (query head h
+ *                       reads key/value head h / (H / Hkv): gqa.h)
+ *   ctx (L, E)          the heads' contexts, merged (E = H Dh)
  *   hid (L, F)          the FFN's activations, only when a run reports them
  */
 #ifndef REFENC_ORACLE_ENGINE_H
@@ -55,6 +57,7 @@ struct refenc_mpe_unit {
     const refenc_mp_run *run;
     const refenc_config *cfg;
     size_t B, L, D, H, Dh, F, N;
+    size_t Hkv, E, W;                /* key/value heads; E = H Dh; W = max(D, E) */
     int threads, lanes_n;            /* lanes_n: 1 (one evaluation) or 2 (certified) */
     refenc_mpe_lane lanes[2];
     refenc_mpe_worker *workers;
@@ -134,8 +137,7 @@ int refenc_mpe_mha(refenc_mpe_unit *u, int src, const char *weights_step, const 
 int refenc_mpe_ffn(refenc_mpe_unit *u, int src, const char *hidden_step, const char *out_step);
 
 /* The layer's parameters (layer.c).  0 on allocation failure (*lm freed). */
-int refenc_mpe_layer_init(refenc_mpe_layer *lm, const refenc_layer_params *lp, size_t D, size_t F,
-                          size_t F1);
+int refenc_mpe_layer_init(refenc_mpe_layer *lm, const refenc_layer_params *lp, const refenc_config *cfg);
 void refenc_mpe_layer_free(refenc_mpe_layer *lm, size_t D);
 
 /* Layer i on h (layer.c); 0 if a step is not certified. */

@@ -79,7 +79,7 @@ static int in_place_eval(component_state *s, const refenc_mp_sink *sink, refenc_
 {
     const refenc_case *c = s->a->c;
     const refenc_config *cfg = &c->cfg;
-    const size_t B = c->B, L = c->L, D = cfg->d_model, H = cfg->n_heads, Dh = D / H;
+    const size_t B = c->B, L = c->L, D = cfg->d_model, H = cfg->n_heads, Dh = refenc_config_head_dim(cfg);
     const refenc_layer_params *lp = &c->params.layers[0];
     mpfr_ptr x = s->x;
     switch (c->component) {
@@ -123,7 +123,7 @@ static int component_eval(const case_args *a, mpfr_prec_t prec, const refenc_mp_
 {
     const refenc_case *c = a->c;
     const refenc_config *cfg = &c->cfg;
-    const size_t L = c->L, D = cfg->d_model, H = cfg->n_heads, Dh = D / H, F = cfg->d_ff;
+    const size_t L = c->L, D = cfg->d_model, H = cfg->n_heads, Dh = refenc_config_head_dim(cfg), F = cfg->d_ff;
     component_state s = {.a = a, .prec = prec};
     int st = refenc_mp_ws_alloc(&s.ws, prec, refenc_mpk_ws_tmp(D, F, L, Dh) + 2 * H + 4,
                                 refenc_mpk_ws_ptr(D, F, L, Dh));

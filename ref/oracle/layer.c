@@ -60,9 +60,10 @@ static void add_row(refenc_mpe_unit *u, int li, size_t r, refenc_mpe_worker *w, 
 
 double refenc_mpe_layer_work(const refenc_config *c, size_t L)
 {
-    const double D = (double)c->d_model, F = (double)c->d_ff, H = (double)c->n_heads, Dh = D / H;
+    const double D = (double)c->d_model, F = (double)c->d_ff, H = (double)c->n_heads;
+    const double Dh = (double)refenc_config_head_dim(c), E = H * Dh, R = (double)refenc_config_qkv_rows(c);
     const double act = c->activation == REFENC_ACT_RELU ? 0 : 600; /* erfc, tanh: about 600 multiply-adds */
-    return 4 * L * D + 3 * L * D * D + 2 * H * L * L * Dh + 60 * H * L * L + L * D * D +
+    return 4 * L * D + L * R * D + 2 * H * L * L * Dh + 60 * H * L * L + L * E * D +
            2 * L * D * F + act * L * F;
 }
 
@@ -78,9 +79,10 @@ static int span_init(refenc_mp_wspan *s, const double *W, const double *b, size_
     return refenc_mp_wspan_fix(s, W, out, in) == REFENC_OK;
 }
 
-int refenc_mpe_layer_init(refenc_mpe_layer *lm, const refenc_layer_params *lp, size_t D, size_t F,
-                          size_t F1)
+int refenc_mpe_layer_init(refenc_mpe_layer *lm, const refenc_layer_params *lp, const refenc_config *cfg)
 {
+    const size_t D = cfg->d_model, F = cfg->d_ff, F1 = refenc_config_ffn_rows(cfg);
+    const size_t R = refenc_config_qkv_rows(cfg), E = cfg->n_heads * refenc_config_head_dim(cfg);
     const double *ln[4] = {lp->norm1_weight, lp->norm1_bias, lp->norm2_weight, lp->norm2_bias};
     memset(lm, 0, sizeof *lm);
     lm->lp = lp;
@@ -89,8 +91,8 @@ int refenc_mpe_layer_init(refenc_mpe_layer *lm, const refenc_layer_params *lp, s
     for (size_t k = 0; ok && k < 4; k++)
         if (ln[k] != NULL)
             refenc_mp_set_d(lm->ln + k * D, ln[k], D);
-    ok = ok && span_init(&lm->in_span, lp->in_proj_weight, lp->in_proj_bias, 3 * D, D);
-    ok = ok && span_init(&lm->out_span, lp->out_proj_weight, lp->out_proj_bias, D, D);
+    ok = ok && span_init(&lm->in_span, lp->in_proj_weight, lp->in_proj_bias, R, D); /* (E + 2 Ekv, D) */
+    ok = ok && span_init(&lm->out_span, lp->out_proj_weight, lp->out_proj_bias, D, E);
     ok = ok && span_init(&lm->l1_span, lp->linear1_weight, lp->linear1_bias, F1, D); /* F1 = F, gated 2F */
     ok = ok && span_init(&lm->l2_span, lp->linear2_weight, lp->linear2_bias, D, F);
     if (!ok)

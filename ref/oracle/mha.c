@@ -11,33 +11,35 @@
 #include <string.h>
 
 /* q, k, v of row r: x[r,:] (in_proj_weight)^T + in_proj_bias, split into
- * heads: q[h, r, d] = (x W_q^T + b_q)[r, h Dh + d]. */
+ * heads: q[h, r, d] = (x W_q^T + b_q)[r, h Dh + d] over the E = H Dh rows of
+ * W_q, k and v the same over the Ekv = Hkv Dh rows of W_k, W_v after it. */
 static void qkv_row(refenc_mpe_unit *u, int li, size_t r, refenc_mpe_worker *w, const void *arg)
 {
     refenc_mpe_lane *ln = &u->lanes[li];
-    const size_t D = u->D, L = u->L, Dh = u->Dh;
+    const size_t D = u->D, L = u->L, Dh = u->Dh, E = u->E, Ekv = u->Hkv * u->Dh;
     const refenc_layer_params *lp = u->lm->lp;
     mpfr_srcptr x_r = refenc_mpe_buf(u, li, *(const int *)arg) + r * D;
     refenc_mp_row_load(&w->ws[li], x_r, D);
-    for (size_t o = 0; o < 3 * D; o++) {
-        const size_t which = o / D, j = o % D, h = j / Dh, d = j % Dh;
+    for (size_t o = 0; o < E + 2 * Ekv; o++) {
+        const size_t which = o < E ? 0 : o < E + Ekv ? 1 : 2;
+        const size_t j = which == 0 ? o : (o - E) % Ekv, h = j / Dh, d = j % Dh;
         mpfr_ptr dest = (which == 0 ? ln->q : which == 1 ? ln->k : ln->v) + (h * L + r) * Dh + d;
         refenc_mp_dot_row_d(dest, x_r, lp->in_proj_weight + o * D, REFENC_MP_BIAS_AT(lp->in_proj_bias, o), o,
                             &u->lm->in_span, &w->ws[li]);
     }
 }
 
-/* t[r,:] = ctx[r,:] (out_proj.weight)^T + out_proj.bias */
+/* t[r,:] = ctx[r,:] (out_proj.weight)^T + out_proj.bias;  ctx (L, E), W_o (D, E) */
 static void out_proj_row(refenc_mpe_unit *u, int li, size_t r, refenc_mpe_worker *w, const void *arg)
 {
     (void)arg;
     refenc_mpe_lane *ln = &u->lanes[li];
-    const size_t D = u->D;
+    const size_t D = u->D, E = u->E;
     const refenc_layer_params *lp = u->lm->lp;
-    mpfr_srcptr x_r = ln->ctx + r * D;
-    refenc_mp_row_load(&w->ws[li], x_r, D);
+    mpfr_srcptr x_r = ln->ctx + r * E;
+    refenc_mp_row_load(&w->ws[li], x_r, E);
     for (size_t o = 0; o < D; o++)
-        refenc_mp_dot_row_d(ln->t + r * D + o, x_r, lp->out_proj_weight + o * D, REFENC_MP_BIAS_AT(lp->out_proj_bias, o), o,
+        refenc_mp_dot_row_d(ln->t + r * D + o, x_r, lp->out_proj_weight + o * E, REFENC_MP_BIAS_AT(lp->out_proj_bias, o), o,
                             &u->lm->out_span, &w->ws[li]);
 }
 
@@ -47,7 +49,7 @@ static void rope_row(refenc_mpe_unit *u, int li, size_t task, refenc_mpe_worker 
     (void)arg;
     refenc_mpe_lane *ln = &u->lanes[li];
     mpfr_ptr x = task ? ln->k : ln->q;
-    refenc_mpk_rope_forward(x, x, u->pos, u->H, u->L, u->Dh, u->base, u->cfg->rope_layout,
+    refenc_mpk_rope_forward(x, x, u->pos, task ? u->Hkv : u->H, u->L, u->Dh, u->base, u->cfg->rope_layout,
                             &u->cfg->rope_scaling, &w->ws[li]);
 }
 
@@ -67,7 +69,11 @@ typedef struct {
 static void head(refenc_mpe_unit *u, size_t h, refenc_mpe_worker *w, void *arg)
 {
     heads_arg *a = arg;
-    const size_t L = u->L, Dh = u->Dh, D = u->D;
+    const size_t L = u->L, Dh = u->Dh, D = u->E; /* ctx's row width: E = H Dh */
+    /* query head h reads key/value head h / g, g = H / Hkv (gqa.h); the bug
+     * variant gqa_tiled reads h % Hkv */
+    const int tiled = u->run->hooks != NULL && u->run->hooks->gqa_tiled;
+    const size_t kv = tiled ? h % u->Hkv : h / (u->H / u->Hkv);
     const refenc_input *in = u->run->in;
     const int flat = u->run->hooks != NULL && u->run->hooks->merge_without_transpose;
     int inexact[2] = {0, 0};
@@ -79,8 +85,8 @@ static void head(refenc_mpe_unit *u, size_t h, refenc_mpe_worker *w, void *arg)
             .alibi_slopes = u->cfg->positional == REFENC_POS_ALIBI ? ln->slopes + h : NULL,
             .positions = u->pos, .temperature = u->tau, .mask_value = u->cfg->mask_value};
         mpfr_clear_inexflag();
-        refenc_mpk_attention_forward(w->out[li], w->weights[li], ln->q + h * L * Dh, ln->k + h * L * Dh,
-                                     ln->v + h * L * Dh, &opt, 1, 1, L, Dh, &w->ws[li]);
+        refenc_mpk_attention_forward(w->out[li], w->weights[li], ln->q + h * L * Dh, ln->k + kv * L * Dh,
+                                     ln->v + kv * L * Dh, &opt, 1, 1, L, Dh, &w->ws[li]);
         inexact[li] = mpfr_inexflag_p() != 0;
         for (size_t l = 0; l < L; l++) /* moved, not copied */
             for (size_t d = 0; d < Dh; d++)
@@ -125,13 +131,14 @@ static int heads(refenc_mpe_unit *u, const char *step)
 int refenc_mpe_mha(refenc_mpe_unit *u, int src, const char *weights_step, const char *out_step)
 {
     const double L = (double)u->L, D = (double)u->D, H = (double)u->H, Dh = (double)u->Dh;
-    refenc_mpe_rows(u, u->L, qkv_row, &src, "q, k, v", 3 * L * D * D);
+    const double E = (double)u->E, R = E + 2 * (double)u->Hkv * Dh; /* in_proj's rows */
+    refenc_mpe_rows(u, u->L, qkv_row, &src, "q, k, v", L * R * D);
     if (u->cfg->positional == REFENC_POS_ROPE)
         refenc_mpe_rows(u, 2, rope_row, NULL, NULL, 0);
     if (!heads(u, weights_step))
         return 0;
     refenc_mpe_progress(u, weights_step, 2 * H * L * L * Dh + 60 * H * L * L);
-    refenc_mpe_rows(u, u->L, out_proj_row, NULL, "out_proj", L * D * D);
+    refenc_mpe_rows(u, u->L, out_proj_row, NULL, "out_proj", L * E * D);
     if (!refenc_mpe_step_buf(u, out_step, MPE_T))
         return 0;
     refenc_mpe_progress(u, out_step, 0);
@@ -147,9 +154,21 @@ int refenc_mp_mha_forward(double *y, double *weights, const double *x,
                           size_t B, size_t L, size_t D, size_t H,
                           mpfr_prec_t prec, refenc_mp_report *rep)
 {
+    return refenc_mp_gqa_forward(y, weights, x, in_proj_weight, in_proj_bias, out_proj_weight,
+                                 out_proj_bias, opt, rope, B, L, D, H, H, D / H, prec, rep);
+}
+
+int refenc_mp_gqa_forward(double *y, double *weights, const double *x,
+                          const double *in_proj_weight, const double *in_proj_bias,
+                          const double *out_proj_weight, const double *out_proj_bias,
+                          const refenc_attn_options *opt, const refenc_rope_options *rope,
+                          size_t B, size_t L, size_t D, size_t H, size_t Hkv, size_t Dh,
+                          mpfr_prec_t prec, refenc_mp_report *rep)
+{
     refenc_config cfg;
     refenc_config_default(&cfg);
     cfg.d_model = D, cfg.n_heads = H, cfg.d_ff = 1, cfg.n_layers = 1;
+    cfg.n_kv_heads = Hkv, cfg.head_dim = Dh;
     cfg.causal = opt->causal, cfg.temperature = opt->temperature, cfg.mask_value = opt->mask_value;
     cfg.positional = rope != NULL ? REFENC_POS_ROPE : opt->alibi_slopes != NULL ? REFENC_POS_ALIBI : REFENC_POS_NONE;
     if (rope != NULL)

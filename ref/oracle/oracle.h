@@ -59,6 +59,7 @@
 typedef struct {
     int alibi_slopes_pow2;       /* slopes 2^(-8(h+1)/H) whatever H            */
     int merge_without_transpose; /* (B, H, L, Dh) read as (B, L, D)            */
+    int gqa_tiled;               /* query head h reads key/value head h % Hkv   */
 } refenc_mp_hooks;
 
 /* ------------------------------------------------------------------------ */
@@ -467,6 +468,17 @@ int refenc_mp_mha_forward(double *y, double *weights, const double *x,
                           const double *out_proj_weight, const double *out_proj_bias,
                           const refenc_attn_options *opt, const refenc_rope_options *rope,
                           size_t B, size_t L, size_t D, size_t H,
+                          mpfr_prec_t prec, refenc_mp_report *rep);
+
+/* The twin of refenc_gqa_forward (mha.h): Hkv key/value heads, head width
+ * Dh (independent of D / H).  Query head h reads key/value head h / (H / Hkv)
+ * by index, without copying: an implementation independent of the double
+ * kernel's repeat.  weights (B, H, L, L) may be NULL. */
+int refenc_mp_gqa_forward(double *y, double *weights, const double *x,
+                          const double *in_proj_weight, const double *in_proj_bias,
+                          const double *out_proj_weight, const double *out_proj_bias,
+                          const refenc_attn_options *opt, const refenc_rope_options *rope,
+                          size_t B, size_t L, size_t D, size_t H, size_t Hkv, size_t Dh,
                           mpfr_prec_t prec, refenc_mp_report *rep);
 
 /* hidden (N, F) may be NULL. */

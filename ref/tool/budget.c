@@ -275,7 +275,7 @@ int refenc_angle_allowance(int *applies, double *allow, const refenc_st_file *go
         return st;
     }
     const int rope = c.component == REFENC_COMP_ROPE;
-    const size_t width = rope ? c.cfg.d_model / c.cfg.n_heads : c.cfg.d_model;
+    const size_t width = rope ? refenc_config_head_dim(&c.cfg) : c.cfg.d_model;
     const size_t R = rope ? refenc_rope_scaling_rotary_dim(&c.cfg.rope_scaling, width) : width;
     const angle_layout a = {&c, c.L, width, R, rope ? c.cfg.rope_base : 10000.0, rope,
                             refenc_rope_seq_len(c.positions, c.L)};

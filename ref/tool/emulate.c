@@ -11,6 +11,7 @@
 #include "../core/alloc.h"
 #include "../encoder.h"
 #include "../glu.h"
+#include "../gqa.h"
 #include "../mha.h"
 #include "../position_ids.h"
 #include "emulate_kernels.h"
@@ -30,6 +31,7 @@ typedef struct {
     const refenc_emulation *e;
     const refenc_variant_hooks *hooks;
     const refenc_trace *trace;
+    size_t Hkv, Dh; /* the case's key/value heads and head width (gqa.h) */
 } emu_run;
 
 static void emit(const emu_run *r, const char *name, const double *data, size_t ndim, size_t d0, size_t d1,
@@ -39,31 +41,52 @@ static void emit(const emu_run *r, const char *name, const double *data, size_t 
     refenc_trace_emit(r->trace, name, data, ndim, shape);
 }
 
-/* refenc_mha_forward with the emulation's kernels; the merge honours the
- * variant that reads (B, H, L, Dh) as (B, L, D). */
+/* K or V heads (B, H, L, Dh) from the projection p (B, L, Hkv Dh), through
+ * scratch (B, Hkv, L, Dh): query head h reads key/value head h / g (gqa.h),
+ * or, for the bug variant gqa_tiled, h % Hkv. */
+static void kv_heads(const emu_run *r, double *dst, double *scratch, const double *p, size_t B, size_t L,
+                     size_t H, size_t Hkv, size_t Dh)
+{
+    const int tiled = r->hooks != NULL && r->hooks->gqa_tiled;
+    if (Hkv == H) {
+        refenc_heads_split(dst, p, B, L, H, Dh);
+        return;
+    }
+    refenc_heads_split(scratch, p, B, L, Hkv, Dh);
+    if (!tiled) {
+        refenc_kv_heads_repeat(dst, scratch, B, H, Hkv, L, Dh);
+        return;
+    }
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) /* dst[b,h] = scratch[b, h % Hkv]: the tiled bug */
+            memcpy(dst + (b * H + h) * L * Dh, scratch + (b * Hkv + h % Hkv) * L * Dh, L * Dh * sizeof(double));
+}
+
+/* refenc_gqa_forward with the emulation's kernels; the merge honours the
+ * variant that reads (B, H, L, Dh) as (B, L, E). */
 static void mha(const emu_run *r, double *y, refenc_mha_work *w, const double *x, const refenc_layer_params *lp,
                 const refenc_attn_options *opt, const refenc_rope_options *rope, size_t B, size_t L, size_t D,
                 size_t H)
 {
     const refenc_emulation *e = r->e;
-    const size_t Dh = D / H, BL = B * L;
-    emu_linear(e, w->q, x, lp->in_proj_weight, lp->in_proj_bias, BL, D, D);
+    const size_t Hkv = r->Hkv, Dh = r->Dh, BL = B * L, E = H * Dh, Ekv = Hkv * Dh;
+    emu_linear(e, w->q, x, lp->in_proj_weight, lp->in_proj_bias, BL, D, E);
     const double *b = lp->in_proj_bias; /* NULL: bias-free (linear_bias false) */
-    emu_linear(e, w->k, x, lp->in_proj_weight + D * D, b != NULL ? b + D : NULL, BL, D, D);
-    emu_linear(e, w->v, x, lp->in_proj_weight + 2 * D * D, b != NULL ? b + 2 * D : NULL, BL, D, D);
+    emu_linear(e, w->k, x, lp->in_proj_weight + E * D, b != NULL ? b + E : NULL, BL, D, Ekv);
+    emu_linear(e, w->v, x, lp->in_proj_weight + (E + Ekv) * D, b != NULL ? b + E + Ekv : NULL, BL, D, Ekv);
     refenc_heads_split(w->qh, w->q, B, L, H, Dh);
-    refenc_heads_split(w->kh, w->k, B, L, H, Dh);
-    refenc_heads_split(w->vh, w->v, B, L, H, Dh);
+    kv_heads(r, w->kh, w->ctxh, w->k, B, L, H, Hkv, Dh);
+    kv_heads(r, w->vh, w->ctxh, w->v, B, L, H, Hkv, Dh);
     if (rope != NULL) {
         emu_rope(e, w->qh, w->qh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
         emu_rope(e, w->kh, w->kh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
     }
     emu_attention(e, w->ctxh, w->weights, w->qh, w->kh, w->vh, opt, B, H, L, Dh);
     if (r->hooks != NULL && r->hooks->merge_without_transpose)
-        memcpy(w->ctx, w->ctxh, BL * D * sizeof(double));
+        memcpy(w->ctx, w->ctxh, BL * E * sizeof(double));
     else
         refenc_heads_merge(w->ctx, w->ctxh, B, L, H, Dh);
-    emu_linear(e, y, w->ctx, lp->out_proj_weight, lp->out_proj_bias, BL, D, D);
+    emu_linear(e, y, w->ctx, lp->out_proj_weight, lp->out_proj_bias, BL, E, D);
 }
 
 static void emit_layer(const emu_run *r, size_t index, const char *step, const double *data, size_t ndim,
@@ -281,7 +304,7 @@ int refenc_emulation_run_case(const refenc_case *c, const refenc_emulation *e,
     if (y == NULL || slopes == NULL || (k == REFENC_COMP_ALIBI && y2 == NULL)) {
         st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory for the emulation", c->name);
     } else {
-        const emu_run r = {e, hooks, trace};
+        const emu_run r = {e, hooks, trace, refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg)};
         emu_alibi_slopes(e, slopes, H, hooks != NULL && hooks->alibi_slopes_pow2);
         if (k == REFENC_COMP_ENCODER)
             encoder(&r, y, &ws, slopes, c);

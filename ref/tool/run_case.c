@@ -66,9 +66,10 @@ static void run_attention(double *y, refenc_workspace *ws, const refenc_case *c,
         .positions = c->positions, .temperature = cfg->temperature,
         .mask_value = cfg->mask_value};
     const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions, &cfg->rope_scaling};
-    refenc_mha_forward(y, &ws->layer.mha, c->x, lp->in_proj_weight, lp->in_proj_bias,
+    refenc_gqa_forward(y, &ws->layer.mha, c->x, lp->in_proj_weight, lp->in_proj_bias,
                        lp->out_proj_weight, lp->out_proj_bias, &opt,
-                       cfg->positional == REFENC_POS_ROPE ? &rope : NULL, B, L, D, H);
+                       cfg->positional == REFENC_POS_ROPE ? &rope : NULL, B, L, D, H,
+                       refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg));
     emit(trace, "weights", ws->layer.mha.weights, 4, B, H, L, L);
     emit(trace, "output", y, 3, B, L, D, 0);
 }
@@ -91,7 +92,7 @@ static int run_component(double *y, double *y2, refenc_workspace *ws, const refe
                          const refenc_trace *trace, refenc_error *err)
 {
     const refenc_config *cfg = &c->cfg;
-    const size_t B = c->B, L = c->L, D = cfg->d_model, H = cfg->n_heads, Dh = D / H;
+    const size_t B = c->B, L = c->L, D = cfg->d_model, H = cfg->n_heads, Dh = refenc_config_head_dim(cfg);
     const refenc_layer_params *lp = &c->params.layers[0];
     switch (c->component) {
     case REFENC_COMP_ENCODER: {

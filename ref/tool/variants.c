@@ -49,7 +49,7 @@ static const refenc_variant_info table[REFENC_VAR_COUNT] = {
         "attention_scale_sqrt_d", "attention_scale_sqrt_d",
         "attention weights too flat (scores divided by too much)",
         "scores are divided by sqrt(d_model) instead of sqrt(head width)",
-        "scale by 1/sqrt(Dh), Dh = d_model / n_heads"},
+        "scale by 1/sqrt(Dh), Dh = head_dim or d_model / n_heads"},
     [REFENC_VAR_ATTENTION_UNSCALED] = {
         "attention_unscaled", "attention_unscaled",
         "attention weights too sharp (scores not scaled)",
@@ -160,6 +160,17 @@ static const refenc_variant_info table[REFENC_VAR_COUNT] = {
         "activate the half the model's code activates: the first for ModernBERT and Jina "
         "(input, gate = Wi(x).chunk(2)), the second for GTE (up_gate_proj = [up | gate]), "
         "silu(gate_proj(x)) * up_proj(x) for Llama"},
+    [REFENC_VAR_GQA_TILED] = {
+        "gqa_tiled", "gqa_tiled",
+        "attention weights and outputs wrong in every head but those of the first group: "
+        "query heads attend with another group's keys and values",
+        "grouped-query attention's key/value heads tiled, [kv0, kv1, kv0, kv1], where each is "
+        "repeated for its group, [kv0, kv0, kv1, kv1]: query head h reads key/value head h % n_kv_heads "
+        "instead of h / (n_heads / n_kv_heads) (onnx/onnx#7274, apple/axlearn#842, "
+        "huggingface/transformers#41423)",
+        "repeat each key/value head for its group as Hugging Face's repeat_kv does: "
+        "k.repeat_interleave(n_heads // n_kv_heads, dim=1), or expand (B, Hkv, 1, L, Dh) to "
+        "(B, Hkv, g, L, Dh) and reshape; not k.repeat(1, g, 1, 1) or a Tile"},
     [REFENC_VAR_RMSNORM_OFFSET_MISSING] = {
         "rmsnorm_offset_missing", "rmsnorm_offset_missing",
         "every RMSNorm output scaled by w (near 0) instead of 1 + w: outputs far too small",
@@ -255,7 +266,8 @@ static int has_rope(const refenc_case *c)
            (has_attention(c) && c->cfg.positional == REFENC_POS_ROPE);
 }
 
-/* The modern blocks' variants: the gated FFN's, Gemma's (1 + w) RMSNorm's. */
+/* The modern blocks' variants: the gated FFN's, Gemma's (1 + w) RMSNorm's,
+ * grouped-query attention's. */
 static int modern_block_applies(refenc_variant v, const refenc_case *c)
 {
     const refenc_config *cfg = &c->cfg;
@@ -266,6 +278,8 @@ static int modern_block_applies(refenc_variant v, const refenc_case *c)
     case REFENC_VAR_RMSNORM_OFFSET_MISSING:
     case REFENC_VAR_RMSNORM_OFFSET_DOUBLED:
         return has_layernorm(c) && cfg->norm_type == REFENC_NORMTYPE_RMSNORM && cfg->rmsnorm_offset;
+    case REFENC_VAR_GQA_TILED: /* with Hkv = 1 or Hkv = H tiling is grouping */
+        return has_attention(c) && refenc_config_kv_heads(cfg) > 1 && refenc_config_kv_heads(cfg) < cfg->n_heads;
     default:
         return 0;
     }
@@ -310,7 +324,7 @@ int refenc_variant_applies(refenc_variant v, const refenc_case *c)
     case REFENC_VAR_ATTENTION_SCALE_SQRT_D:
         return has_attention(c) && H > 1;
     case REFENC_VAR_ATTENTION_UNSCALED:
-        return has_attention(c) && cfg->d_model / H > 1;
+        return has_attention(c) && refenc_config_head_dim(cfg) > 1;
     case REFENC_VAR_MISSING_FINAL_NORM:
         return c->component == REFENC_COMP_ENCODER && cfg->norm == REFENC_NORM_PRE && cfg->final_norm;
     case REFENC_VAR_EMBEDDING_UNSCALED:
@@ -341,7 +355,7 @@ int refenc_variant_applies(refenc_variant v, const refenc_case *c)
                cfg->position_ids == REFENC_POSIDS_ROBERTA;
     case REFENC_VAR_CONV1D_NOT_TRANSPOSED:
         return c->component == REFENC_COMP_ENCODER && cfg->family == REFENC_FAMILY_GPT2 &&
-               cfg->d_model > 1;
+               cfg->d_model > 1 && refenc_config_attention_is_mha(cfg); /* a square out_proj */
     case REFENC_VAR_QUICK_GELU_FOR_GELU:
         return has_activation(c, REFENC_ACT_GELU) || has_activation(c, REFENC_ACT_GELU_TANH);
     case REFENC_VAR_GELU_FOR_QUICK_GELU:
@@ -454,6 +468,7 @@ static void fold_offset(refenc_case *c)
 void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks *hooks)
 {
     refenc_config *cfg = &c->cfg;
+    const double Dh = (double)refenc_config_head_dim(cfg);
     memset(hooks, 0, sizeof *hooks);
     switch (v) {
     case REFENC_VAR_LAYERNORM_EPS_X10: scale_eps(cfg, 1); break;
@@ -465,11 +480,12 @@ void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks
         cfg->rope_layout = cfg->rope_layout == REFENC_ROPE_HALF ? REFENC_ROPE_INTERLEAVED : REFENC_ROPE_HALF;
         break;
     case REFENC_VAR_ROPE_BASE_WRONG: cfg->rope_base = cfg->rope_base == 10000.0 ? 500000.0 : 10000.0; break;
-    /* sqrt(Dh) tau' = sqrt(D) tau with tau' = tau sqrt(H) */
-    case REFENC_VAR_ATTENTION_SCALE_SQRT_D: cfg->temperature *= sqrt((double)cfg->n_heads); break;
+    /* sqrt(Dh) tau' = sqrt(D) tau with tau' = tau sqrt(D / Dh): sqrt(H) when
+     * Dh = D / H (D / Dh = H exactly), not with head_dim set */
+    case REFENC_VAR_ATTENTION_SCALE_SQRT_D: cfg->temperature *= sqrt((double)cfg->d_model / Dh); break;
     /* sqrt(Dh) tau' = tau with tau' = tau / sqrt(Dh) */
     case REFENC_VAR_ATTENTION_UNSCALED:
-        cfg->temperature /= sqrt((double)(cfg->d_model / cfg->n_heads));
+        cfg->temperature /= sqrt(Dh);
         break;
     case REFENC_VAR_MISSING_FINAL_NORM: cfg->final_norm = 0; break;
     case REFENC_VAR_EMBEDDING_UNSCALED: rescale_embedding(c, 0); break;
@@ -505,6 +521,7 @@ void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks
         break;
     }
     case REFENC_VAR_YARN_FACTOR_DROPPED: cfg->rope_scaling.attention_factor = 1.0; break;
+    case REFENC_VAR_GQA_TILED: hooks->gqa_tiled = 1; break;
     default: break;
     }
 }

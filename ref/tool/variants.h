@@ -51,6 +51,8 @@ typedef enum {
     REFENC_VAR_YARN_FACTOR_SQUARED,
     REFENC_VAR_YARN_FACTOR_DROPPED,
     REFENC_VAR_DYNAMIC_NTK_FROM_MAX_POSITIONS,
+    /* grouped-query attention (docs/families.md) */
+    REFENC_VAR_GQA_TILED,
     REFENC_VAR_COUNT
 } refenc_variant;
 
@@ -73,6 +75,7 @@ int refenc_variant_parse(refenc_variant *v, const char *name);
 typedef struct {
     int alibi_slopes_pow2;       /* slopes 2^(-8(h+1)/H) whatever H            */
     int merge_without_transpose; /* (B, H, L, Dh) read as (B, L, D)            */
+    int gqa_tiled;               /* query head h reads key/value head h % Hkv   */
 } refenc_variant_hooks;
 
 /* Whether the variant changes this case at all (e.g. no RoPE variant for a

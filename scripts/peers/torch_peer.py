@@ -56,7 +56,7 @@ KNOWN_BUGS = ["layernorm_eps_x10", "layernorm_eps_div10", "unbiased_variance", "
               "gelu_exact_for_tanh", "rope_layout_swapped", "rope_base_wrong", "attention_scale_sqrt_d",
               "attention_unscaled", "missing_final_norm", "embedding_unscaled", "alibi_slopes_pow2",
               "padding_mask_inverted", "pre_post_swapped", "heads_merged_without_transpose",
-              "glu_halves_swapped", "rmsnorm_offset_missing", "rmsnorm_offset_doubled"] \
+              "glu_halves_swapped", "rmsnorm_offset_missing", "rmsnorm_offset_doubled", "gqa_tiled"] \
     + torch_families.KNOWN_BUGS + torch_rope_scaling.BUGS
 UNKNOWN_BUGS = ["softmax_over_queries", "ffn_residual_dropped"]
 BUG = None
@@ -357,18 +357,35 @@ def score_bias(case, B, H, L, positions):
     return bias.repeat(B, 1, 1) if used else None
 
 
+def repeat_kv(h, g):
+    """Hugging Face's repeat_kv (models/llama/modeling_llama.py): (B, Hkv, L, Dh)
+    to (B, Hkv g, L, Dh), key/value head j serving query heads j g .. j g + g - 1.
+    The bug gqa_tiled repeats the whole stack instead (onnx#7274)."""
+    if g == 1:
+        return h
+    B, Hkv, L, Dh = h.shape
+    if BUG == "gqa_tiled":
+        return h.repeat(1, g, 1, 1)
+    return h[:, :, None, :, :].expand(B, Hkv, g, L, Dh).reshape(B, Hkv * g, L, Dh)
+
+
 def manual_attention(case, x, W_in, b_in, W_o, b_o, positions):
     """Multi-head attention from torch operations, for what nn.MultiheadAttention
-    cannot do (RoPE, temperature).  Returns (output, weights (B, H, L, L))."""
+    cannot do (RoPE, temperature, grouped-query attention, head_dim).  Returns
+    (output, weights (B, H, L, L))."""
     cfg = case.cfg
     B, L, D = x.shape
     H = cfg["n_heads"]
-    Dh = D // H
-    q, k, v = F.linear(x, W_in, b_in).chunk(3, dim=-1)
-    q, k, v = (t.reshape(B, L, H, Dh).transpose(1, 2) for t in (q, k, v))
+    Hkv = cfg.get("n_kv_heads", H)
+    Dh = cfg.get("head_dim", D // H)
+    E = H * Dh
+    q, k, v = F.linear(x, W_in, b_in).split([E, Hkv * Dh, Hkv * Dh], dim=-1)
+    q = q.reshape(B, L, H, Dh).transpose(1, 2)
+    k, v = (t.reshape(B, L, Hkv, Dh).transpose(1, 2) for t in (k, v))
     if cfg["positional"] == "rope":
         q = rope(q, positions, cfg["rope_base"], cfg["rope_layout"], cfg)
         k = rope(k, positions, cfg["rope_base"], cfg["rope_layout"], cfg)
+    k, v = repeat_kv(k, H // Hkv), repeat_kv(v, H // Hkv)
     scale = {"attention_scale_sqrt_d": math.sqrt(D), "attention_unscaled": 1.0}.get(BUG, math.sqrt(Dh))
     s = q @ k.transpose(-1, -2) / (scale * cfg["temperature"])
     bias = score_bias(case, B, H, L, positions)
@@ -379,7 +396,7 @@ def manual_attention(case, x, W_in, b_in, W_o, b_o, positions):
         s = s.masked_fill(pad[:, None, None, :], float("-inf"))
     w = torch.softmax(s, dim=-2 if BUG == "softmax_over_queries" else -1)
     ctx = w @ v
-    ctx = ctx.reshape(B, L, D) if BUG == "heads_merged_without_transpose" else ctx.transpose(1, 2).reshape(B, L, D)
+    ctx = ctx.reshape(B, L, E) if BUG == "heads_merged_without_transpose" else ctx.transpose(1, 2).reshape(B, L, E)
     return F.linear(ctx, W_o, b_o), w
 
 
@@ -483,8 +500,8 @@ def run_attention(case):
     B, L, D = x.shape
     H = cfg["n_heads"]
     positions = case.positions(L)
-    W_in, b_in = case.t("in_proj_weight"), case.t("in_proj_bias")
-    W_o, b_o = case.t("out_proj.weight"), case.t("out_proj.bias")
+    W_in, b_in = case.t("in_proj_weight"), case.t_or_none("in_proj_bias")  # None: linear_bias false
+    W_o, b_o = case.t("out_proj.weight"), case.t_or_none("out_proj.bias")
     if needs_manual(case):
         y, w = manual_attention(case, x, W_in, b_in, W_o, b_o, positions)
         return {"weights": w, "output": y}

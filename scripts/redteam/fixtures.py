@@ -115,6 +115,10 @@ def build(cli, base, source_root):
     _dump(j("big.json"), {"model": {"d_model": 4, "n_heads": 2, "d_ff": 4, "n_layers": 1, "activation": "relu",
                                     "final_norm": False}, "input": {"batch": 2, "seq_len": 96}})
     _dump(j("allpad.json"), {"model": TINY_MODEL, "input": {"batch": 2, "seq_len": 3, "padding": [3, 3]}})
+    # grouped-query attention: valid (MQA with head_dim 3 over D 4), and two hostile values
+    _dump(j("gqa.json"), {"model": dict(TINY_MODEL, n_kv_heads=1, head_dim=3), "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("gqa_bad.json"), {"model": dict(TINY_MODEL, n_heads=4, n_kv_heads=3), "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("hd0.json"), {"model": dict(TINY_MODEL, head_dim=0), "input": {"batch": 1, "seq_len": 3}})
     _dump(j("tok.json"), {"model": dict(TINY_MODEL, vocab_size=10), "input": {"batch": 2, "seq_len": 3}})
     os.makedirs(j("sub"))
     shutil.copyfile(j("cfg.json"), os.path.join(base, "x\udcffcfg.json"))  # a config named in bytes not UTF-8

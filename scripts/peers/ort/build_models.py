@@ -67,6 +67,8 @@ CONFIG_SUPPORT = {
     # gated FFN and either half as its gate, bias-free norms and linear maps
     "norm_type": {"layernorm", "rmsnorm"}, "rmsnorm_offset": None, "ffn_type": {"mlp", "glu"},
     "glu_gate": {"first", "second"}, "norm_bias": None, "linear_bias": None,
+    # grouped-query attention and the head width (docs/families.md)
+    "n_kv_heads": None, "head_dim": None,
     # RoPE scaling (docs/rope-scaling.md): HF's frequency tables, every type
     "rope_scaling": None, "partial_rotary_factor": None,
 }
@@ -75,7 +77,7 @@ CONFIG_SUPPORT = {
 # Known bug variants of refenc (docs/certify.md) that --bug builds into the
 # models, to show that the certifier names them through ONNX Runtime's own
 # kernels too (scripts/certify-ort.sh).
-BUGS = ("layernorm_eps_x10", "unbiased_variance", "gelu_tanh_for_exact")
+BUGS = ("layernorm_eps_x10", "unbiased_variance", "gelu_tanh_for_exact", "gqa_tiled")
 BUG = None
 
 
@@ -372,29 +374,48 @@ def padding_mask(g):
     return g.op("Unsqueeze", g.input("in.key_padding_mask"), g.const([1, 2], np.int64))
 
 
+def repeat_kv(g, t, H, Hkv, Dh):
+    """Hugging Face's repeat_kv on t (B, Hkv, L, Dh) -> (B, H, L, Dh): key/value
+    head j serves query heads j g .. j g + g - 1 (an Expand over a new group
+    axis, then a Reshape; not a Tile, onnx/onnx#7274)."""
+    if Hkv == H:
+        return t
+    if BUG == "gqa_tiled":   # onnx/onnx#7274's reference: a Tile, [kv0, kv1, kv0, kv1]
+        return g.op("Tile", t, g.const([1, H // Hkv, 1, 1], np.int64))
+    t = g.op("Unsqueeze", t, g.const([2], np.int64))                  # (B, Hkv, 1, L, Dh)
+    t = g.op("Expand", t, g.const([1, 1, H // Hkv, 1, 1], np.int64))   # (B, Hkv, g, L, Dh)
+    return g.op("Reshape", t, g.const([0, H, -1, Dh], np.int64))
+
+
 def attention(g, x, prefix, cfg, L, pos, pad):
     """Multi-head attention on x (B, L, D) -> (output (B, L, D), weights (B, H, L, L)).
-    pos: the positions (L) as float32 (RoPE, ALiBi), pad: padding_mask or None."""
+    pos: the positions (L) as float32 (RoPE, ALiBi), pad: padding_mask or None.
+    Grouped-query attention (n_kv_heads) and head_dim: in_proj is
+    (E + 2 Hkv Dh, D), E = H Dh, its key/value heads repeated per group."""
     D, H = cfg["d_model"], cfg["n_heads"]
-    Dh = D // H
-    W = g.golden(f"{prefix}in_proj_weight").astype(np.float32)       # (3D, D): W_q, W_k, W_v
+    Hkv, Dh = cfg.get("n_kv_heads", H), cfg.get("head_dim", D // H)
+    E, Ekv = H * Dh, Hkv * Dh
+    rows = [(0, E), (E, E + Ekv), (E + Ekv, E + 2 * Ekv)]             # W_q, W_k, W_v
+    W = g.golden(f"{prefix}in_proj_weight").astype(np.float32)       # (E + 2 Ekv, D)
     bias = (g.golden(f"{prefix}in_proj_bias").astype(np.float32) if f"{prefix}in_proj_bias" in g.tensors
             else None)                                                # None: linear_bias false
-    heads = g.const([0, 0, H, Dh], np.int64)                          # (B, L, H, Dh)
 
     def project(i, perm):  # x W_iᵀ + b_i, split into heads and transposed by perm
-        t = linear(g, x, None, g.const(W[i * D:(i + 1) * D].T),
-                   None if bias is None else g.const(bias[i * D:(i + 1) * D]))
+        a, b = rows[i]
+        t = linear(g, x, None, g.const(W[a:b].T), None if bias is None else g.const(bias[a:b]))
+        heads = g.const([0, 0, H if i == 0 else Hkv, Dh], np.int64)  # (B, L, heads, Dh)
         return g.op("Transpose", g.op("Reshape", t, heads), perm=perm)
 
     q = project(0, [0, 2, 1, 3])                                      # (B, H, L, Dh)
     if cfg["positional"] == "rope":
         q = rope(g, q, pos, Dh, cfg)
-        k = rope(g, project(1, [0, 2, 1, 3]), pos, Dh, cfg)
+        k = repeat_kv(g, rope(g, project(1, [0, 2, 1, 3]), pos, Dh, cfg), H, Hkv, Dh)
         kT = g.op("Transpose", k, perm=[0, 1, 3, 2])
+    elif Hkv != H:
+        kT = g.op("Transpose", repeat_kv(g, project(1, [0, 2, 1, 3]), H, Hkv, Dh), perm=[0, 1, 3, 2])
     else:
         kT = project(1, [0, 2, 3, 1])                                 # (B, H, Dh, L)
-    v = project(2, [0, 2, 1, 3])
+    v = repeat_kv(g, project(2, [0, 2, 1, 3]), H, Hkv, Dh)
     s = g.op("Div", g.op("MatMul", q, kT), g.const(math.sqrt(Dh) * cfg["temperature"]))  # (B, H, L, L)
     if cfg["positional"] == "alibi":
         s = g.op("Add", s, alibi(g, pos, H)[1])
@@ -409,7 +430,7 @@ def attention(g, x, prefix, cfg, L, pos, pad):
         s = g.op("Where", pad, g.const(masked), s)
     w = g.op("Softmax", s, axis=-1)
     ctx = g.op("Transpose", g.op("MatMul", w, v), perm=[0, 2, 1, 3])                # (B, L, H, Dh)
-    ctx = g.op("Reshape", ctx, g.const([0, 0, D], np.int64))
+    ctx = g.op("Reshape", ctx, g.const([0, 0, E], np.int64))
     return linear(g, ctx, f"{prefix}out_proj."), w
 
 

@@ -146,7 +146,10 @@ def features_of(case):
         norm_bias=false     LayerNorms without beta
         ffn_type=glu        the gated FFN (encoder, ffn)
         glu_gate=second     the gate is the second half of linear1
-        linear_bias=false   linear maps without bias"""
+        linear_bias=false   linear maps without bias
+      grouped-query attention (docs/families.md), encoder and attention:
+        n_kv_heads          fewer key/value heads than query heads (GQA, MQA)
+        head_dim            a head width other than d_model / n_heads"""
     c, comp = case.config, case.component
     f = {f"component={comp}"}
     if comp == "encoder":
@@ -177,6 +180,11 @@ def features_of(case):
             f.add("ffn_type=glu")
         if c.get("glu_gate", "first") == "second":
             f.add("glu_gate=second")
+    if comp in ("encoder", "attention"):
+        if c.get("n_kv_heads", c["n_heads"]) != c["n_heads"]:
+            f.add("n_kv_heads")
+        if c.get("head_dim", c["d_model"] // c["n_heads"]) * c["n_heads"] != c["d_model"]:
+            f.add("head_dim")
     if comp in ("encoder", "attention", "ffn") and not c.get("linear_bias", True):
         f.add("linear_bias=false")
     if comp == "rope" or (comp in ("encoder", "attention") and c["positional"] == "rope"):

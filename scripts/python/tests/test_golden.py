@@ -41,6 +41,14 @@ FEATURES = {
     "rope_yarn_mscale_partial": {"component=rope", "rope_layout=interleaved", "rope_scaling=yarn",
                                  "partial_rotary", "positions"},
     "rope_dynamic_ntk_long": {"component=rope", "rope_layout=half", "rope_scaling=dynamic", "positions"},
+    # grouped-query attention and head_dim (docs/families.md)
+    "attention_gqa_llama": {"component=attention", "positional=rope", "rope_layout=half", "causal=true",
+                            "linear_bias=false", "n_kv_heads"},
+    "attention_mqa": {"component=attention", "positional=rope", "rope_layout=half", "causal=false",
+                      "key_padding_mask", "n_kv_heads"},
+    "encoder_gqa_head_dim": {"component=encoder", "norm=pre", "final_norm=true", "input=x", "positional=rope",
+                             "rope_layout=half", "causal=false", "activation=silu", "norm_type=rmsnorm",
+                             "ffn_type=glu", "linear_bias=false", "n_kv_heads", "head_dim"},
 }
 
 
