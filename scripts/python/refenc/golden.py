@@ -89,15 +89,20 @@ class Case:
         return not missing, missing
 
     def output_name(self, step):
-        """"out.<step>" for a step name ("layers.0.norm1") or an output name."""
+        """"out.<step>" for a step name ("layers.0.norm1") or an output name;
+        a gradient's name ("grad.layers.0.output") as it is."""
+        if step in self.grads:
+            return step
         name = step if step.startswith(OUT) else OUT + step
         if name not in self.expected:
-            raise KeyError(f"case {self.name}: '{step}' is not one of its outputs: {', '.join(self.outputs)}")
+            raise KeyError(f"case {self.name}: '{step}' is not one of its outputs: "
+                           f"{', '.join(self.outputs + self.grad_outputs)}")
         return name
 
     def write_results(self, results_dir, outputs, dtype="F64", metadata=None):
         """Writes RESULTS_DIR/<case>.safetensors: `outputs` maps step or output
-        names to arrays or torch tensors (each the golden's shape), written in
+        names, or a gradient case's gradient names (grad.*), to arrays or torch
+        tensors (each the golden's shape), written in
         `dtype` (F64, F32, F16 or BF16, or an alias: "bfloat16", torch.float32,
         ...).  Returns the path.  The file is RESULTS_DIR/<case>.safetensors
         and nowhere else: a case name outside refenc's rule (a '/', a '..')
@@ -107,9 +112,10 @@ class Case:
         for step, value in outputs.items():
             name = self.output_name(step)
             a = safetensors._to_numpy(value)
-            if tuple(a.shape) != self.expected[name].shape:
+            want = self.grads[name] if name in self.grads else self.expected[name]
+            if tuple(a.shape) != want.shape:
                 raise ValueError(f"case {self.name}: {name} has shape {tuple(a.shape)}, "
-                                 f"the golden {self.expected[name].shape}")
+                                 f"the golden {want.shape}")
             tensors[name] = (dt, a)
         check_case_name(self.name)
         os.makedirs(results_dir, exist_ok=True)
