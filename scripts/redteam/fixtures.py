@@ -10,6 +10,7 @@ row names a file, not a recipe.
                                 reference results (certify PASSes them)
   weights.safetensors,          the case's parameters and inputs, for --weights
   inputs.safetensors            and --inputs
+  tinygrad.safetensors          cfg.json's case with its gradients (golden --grad)
   parts/                        the two parts of cfg.json's case 'tiny'
   edge.json, big.json           a case cheap at any --prec; one whose write is long
   hostile inputs for 'golden'   allpad.json, inputs-maskall, inputs-attn-ninf,
@@ -125,6 +126,8 @@ def build(cli, base, source_root):
     _run(cli, base, "golden", "--catalogue", "cat.json", "--case", "tiny", "--out", "golden", "--quiet",
          "--threads", "1")
     case = j("golden", "cases", "tiny.safetensors")
+    _run(cli, base, "golden", "--config", "cfg.json", "--name", "tinygrad", "--grad", "--quiet", "--threads", "1",
+         "--out-file", "tinygrad.safetensors")
     os.makedirs(j("results"))
     os.makedirs(j("parts"))
     _run(cli, base, "run", "--case", "golden/cases/tiny.safetensors", "--out", "results/tiny.safetensors")
