@@ -266,24 +266,41 @@ static void load_case(refenc_case *c, double **dY, const char *name)
     refenc_st_free(&f);
 }
 
+/* The reference's results of a case in a temporary directory (good), the
+ * tensors loaded into s to plant a bug in, and where to write them (bad). */
+typedef struct {
+    char dir[RB_PATH_MAX], good[RB_PATH_MAX + 32], bad[RB_PATH_MAX + 32];
+    tset s;
+} planted;
+
+static void planted_open(planted *p, const char *name)
+{
+    rb_tmpdir(p->dir);
+    snprintf(p->good, sizeof p->good, "%s/good.safetensors", p->dir);
+    snprintf(p->bad, sizeof p->bad, "%s/bad.safetensors", p->dir);
+    reference_results(name, p->good);
+    ts_load(&p->s, p->good);
+}
+
+static void planted_close(planted *p)
+{
+    ts_free(&p->s);
+    rb_tmpdir_remove(p->dir);
+}
+
 Test(golden_grad, layernorm_mean_subtracted_twice_fails_first_at_the_last_layer_output, .timeout = 60)
 {
     const char *name = "grad_pre_rope_padding"; /* Pre-LN: a final norm */
-    char dir[RB_PATH_MAX], good[RB_PATH_MAX + 32], bad[RB_PATH_MAX + 32];
-    rb_tmpdir(dir);
-    snprintf(good, sizeof good, "%s/good.safetensors", dir);
-    snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);
-    reference_results(name, good);
+    planted p;
+    planted_open(&p, name);
     refenc_case c;
     double *dY;
     load_case(&c, &dY, name);
     cr_assert(c.cfg.final_norm && c.cfg.n_layers == 2);
-    tset s;
-    ts_load(&s, good);
-    plant_final_norm_bug(&s, &c, dY);
-    ts_write(&s, bad, REFENC_ST_F64);
+    plant_final_norm_bug(&p.s, &c, dY);
+    ts_write(&p.s, p.bad, REFENC_ST_F64);
     refenc_case_report rep;
-    certify(&rep, name, bad);
+    certify(&rep, name, p.bad);
     cr_expect_eq(rep.verdict, REFENC_VERDICT_FAIL);
     cr_assert_geq(rep.first_grad_divergence, 0);
     /* the norm's own dgamma, dbeta are right; the gradient it passes on is not */
@@ -292,74 +309,61 @@ Test(golden_grad, layernorm_mean_subtracted_twice_fails_first_at_the_last_layer_
     cr_expect_eq(output(&rep, "grad.layers.0.output")->status, REFENC_OUT_FAIL);
     cr_expect_eq(output(&rep, "out.output")->status, REFENC_OUT_PASS);
     refenc_case_report_free(&rep);
-    ts_free(&s);
     free(dY);
     refenc_case_free(&c);
-    rb_tmpdir_remove(dir);
+    planted_close(&p);
 }
 
 Test(golden_grad, a_bias_gradient_of_one_batch_item_fails_at_that_bias_only, .timeout = 60)
 {
     const char *name = "grad_pre_rope_padding";
-    char dir[RB_PATH_MAX], good[RB_PATH_MAX + 32], bad[RB_PATH_MAX + 32];
-    rb_tmpdir(dir);
-    snprintf(good, sizeof good, "%s/good.safetensors", dir);
-    snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);
-    reference_results(name, good);
-    tset s;
-    ts_load(&s, good);
+    planted p;
+    planted_open(&p, name);
     /* Pre-LN: linear2's output gradient is the layer's output gradient; the
      * bug sums it over the tokens of batch item 0 only (L = 5, D = 8) */
-    const double *dh = ts_get(&s, "grad.layers.1.output");
+    const double *dh = ts_get(&p.s, "grad.layers.1.output");
     double db[8] = {0};
     for (size_t l = 0; l < 5; l++)
         for (size_t d = 0; d < 8; d++)
             db[d] += dh[l * 8 + d];
     const size_t shape[1] = {8};
-    ts_put(&s, "grad.layers.1.linear2.bias", db, 1, shape);
-    ts_write(&s, bad, REFENC_ST_F64);
+    ts_put(&p.s, "grad.layers.1.linear2.bias", db, 1, shape);
+    ts_write(&p.s, p.bad, REFENC_ST_F64);
     refenc_case_report rep;
-    certify(&rep, name, bad);
+    certify(&rep, name, p.bad);
     cr_expect_eq(rep.verdict, REFENC_VERDICT_FAIL);
     cr_assert_geq(rep.first_grad_divergence, 0);
     cr_expect_str_eq(rep.outputs[rep.first_grad_divergence].name, "grad.layers.1.linear2.bias");
     cr_expect_eq(output(&rep, "grad.layers.1.output")->status, REFENC_OUT_PASS);
     refenc_case_report_free(&rep);
-    ts_free(&s);
-    rb_tmpdir_remove(dir);
+    planted_close(&p);
 }
 
 Test(golden_grad, a_nan_gradient_never_passes_and_low_precision_is_not_certified, .timeout = 60)
 {
     const char *name = "grad_post_rope_interleaved_padding";
-    char dir[RB_PATH_MAX], good[RB_PATH_MAX + 32], bad[RB_PATH_MAX + 32];
-    rb_tmpdir(dir);
-    snprintf(good, sizeof good, "%s/good.safetensors", dir);
-    snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);
-    reference_results(name, good);
-    tset s;
-    ts_load(&s, good);
-    ts_get(&s, "grad.layers.0.norm1.weight")[3] = NAN;
-    ts_write(&s, bad, REFENC_ST_F64);
+    planted p;
+    planted_open(&p, name);
+    ts_get(&p.s, "grad.layers.0.norm1.weight")[3] = NAN;
+    ts_write(&p.s, p.bad, REFENC_ST_F64);
     refenc_case_report rep;
-    certify(&rep, name, bad);
+    certify(&rep, name, p.bad);
     cr_expect_eq(rep.verdict, REFENC_VERDICT_FAIL);
     const refenc_output_report *o = output(&rep, "grad.layers.0.norm1.weight");
     cr_expect(o->status == REFENC_OUT_FAIL && o->nonfinite == 1);
     cr_expect_str_eq(rep.outputs[rep.first_grad_divergence].name, "grad.layers.0.norm1.weight");
     refenc_case_report_free(&rep);
 
-    ts_get(&s, "grad.layers.0.norm1.weight")[3] = 0.0;
-    ts_write(&s, bad, REFENC_ST_F32); /* every gradient F32: none certified, the forward is */
-    certify(&rep, name, bad);
+    ts_get(&p.s, "grad.layers.0.norm1.weight")[3] = 0.0;
+    ts_write(&p.s, p.bad, REFENC_ST_F32); /* every gradient F32: none certified, the forward is */
+    certify(&rep, name, p.bad);
     cr_expect_eq(rep.verdict, REFENC_VERDICT_PASS);
     cr_expect_eq(rep.grads_given, 0);
     o = output(&rep, "grad.x");
     cr_expect(o->status == REFENC_OUT_NOT_CHECKED && strstr(o->note, "not certified") != NULL, "%s", o->note);
     cr_expect(strstr(rep.note, "the backward is not certified") != NULL, "%s", rep.note);
     refenc_case_report_free(&rep);
-    ts_free(&s);
-    rb_tmpdir_remove(dir);
+    planted_close(&p);
 }
 
 /* ---- refused ----------------------------------------------------------------------- */
