@@ -653,7 +653,7 @@ Test(golden_command, a_merge_records_the_highest_precision_of_its_parts, .timeou
                 " \"input\": {\"batch\": 2, \"seq_len\": 3}}");
     snprintf(merged, sizeof merged, "%s/merged.safetensors", dir);
     for (int k = 1; k <= 2; k++) {
-        char spec[8];
+        char spec[16];
         snprintf(part[k], sizeof part[k], "%s/part%d.safetensors", dir, k);
         snprintf(spec, sizeof spec, "%d/2", k);
         run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", spec, "--out-file", part[k],
