@@ -17,6 +17,7 @@
 #include "../../ref/io/case_file.h"
 #include "../../ref/io/half.h"
 #include "../../ref/io/safetensors.h"
+#include "../../ref/rope_scaling.h"
 #include "../../ref/tool/budget.h"
 #include "../../ref/tool/certify.h"
 #include "../robustness/robust.h"
@@ -550,6 +551,50 @@ Test(certify_lowprec, a_scaled_rope_turns_by_its_scaled_angles_over_its_rotary_d
         refenc_case_free(&c);
         refenc_st_free(&g);
     }
+}
+
+/* llama3's allowance, from docs/certify.md ("Float32 angles"): with k the
+ * unscaled bound's units and q = L0 theta / (2 pi), a pair clear of the
+ * band (q above high or below low, by 1e-6) has k + 1; between them
+ * k + 5 + (s - 1) dm, dm = ((k - 1 + 3) q + |q - low|) / (high - low) + 3.
+ * rope_llama3_bands puts pairs in all three regions. */
+Test(certify_lowprec, llama3_bands_get_the_documented_allowance)
+{
+    refenc_st_file g;
+    read_golden(&g, "rope_llama3_bands");
+    refenc_case c;
+    refenc_error err;
+    cr_assert_eq(refenc_case_from_file(&c, &g, &err), REFENC_OK, "%s", err.message);
+    const refenc_rope_scaling *sc = &c.cfg.rope_scaling;
+    cr_assert(sc->type == REFENC_ROPE_SCALING_LLAMA3 && c.cfg.rope_layout == REFENC_ROPE_HALF);
+    const size_t Dh = c.cfg.d_model / c.cfg.n_heads, R = Dh;
+    const double base = c.cfg.rope_base, lo = sc->low_freq_factor, hi = sc->high_freq_factor;
+    size_t m;
+    double *want, *allow = output_allowance(&g, "rope_llama3_bands", &want, &m);
+    size_t region[3] = {0};
+    for (size_t k = 0; k < m; k++) {
+        const size_t d = k % Dh, l = (k / Dh) % c.L, j = d % (R / 2), partner = d < R / 2 ? k + R / 2 : k - R / 2;
+        const double e = (double)(2 * j) / (double)R, units0 = 2 * e * log(base) + 4;
+        const double q = (double)sc->original_max_position_embeddings * pow(base, -e) / (2 * M_PI);
+        double units;
+        if (q > hi * (1 + 1e-6) || q < lo * (1 - 1e-6)) {
+            units = units0 + 1;
+            region[q > hi ? 0 : 2]++;
+        } else {
+            units = units0 + 5 + (sc->factor - 1) * (((units0 + 2) * q + fabs(q - lo)) / (hi - lo) + 3);
+            region[1]++;
+        }
+        const double omega = refenc_rope_scaled_frequency(j, R, base, sc, refenc_rope_seq_len(c.positions, c.L));
+        const double doc = fabs(want[partner]) * units * 0x1p-24 * fabs((double)c.positions[l] * omega);
+        cr_expect(fabs(allow[k] - doc) <= 1e-13 * doc, "rope_llama3_bands[%zu]: %a, the docs give %a", k, allow[k],
+                  doc);
+    }
+    cr_expect(region[0] > 0 && region[1] > 0 && region[2] > 0, "pairs above, between, below the bands: %zu %zu %zu",
+              region[0], region[1], region[2]);
+    free(allow);
+    free(want);
+    refenc_case_free(&c);
+    refenc_st_free(&g);
 }
 
 /* Which outputs hold an angle (docs/certify.md): a PE's or RoPE's output, and
