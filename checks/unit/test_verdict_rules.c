@@ -498,9 +498,9 @@ Test(verdict_rules, float32_at_twelve_layers, .timeout = 120)
 }
 
 /* The hazard's excuse at its edges, on reports built by hand: a failing
- * output is excused only when compared (one element is enough) and with no
- * element not finite (one is too many); the case's note then says why it
- * is not excused.  (Mutants: compared == 1 for == 0, nonfinite > 1 for > 0,
+ * output is excused only when compared (one element is enough), with no
+ * element not finite (one is too many) and within the hazard's bounds,
+ * their edges included; the case's note then says why it is not excused.  (Mutants: compared == 1 for == 0, nonfinite > 1 for > 0,
  * and the note's || for &&.) */
 Test(verdict_rules, the_hazard_excuses_one_compared_finite_output_and_not_one_nan)
 {
@@ -519,6 +519,17 @@ Test(verdict_rules, the_hazard_excuses_one_compared_finite_output_and_not_one_na
     r.compared = 5;
     r.nonfinite = 1;
     cr_expect_not(refenc_verdict_within_hazard(&r), "one element not finite is excused");
+    /* the bound's edges are inside: the largest error and, under the
+     * budget rule, the NMSE equal to the hazard's own */
+    r.nonfinite = 0;
+    r.max_abs = r.hazard_max_abs = 2;
+    r.rule = REFENC_RULE_BUDGET;
+    r.nmse = r.hazard_nmse = 1e-6;
+    cr_expect(refenc_verdict_within_hazard(&r), "errors equal to the hazard's bounds are not excused");
+    r.nmse = nextafter(1e-6, 1);
+    cr_expect_not(refenc_verdict_within_hazard(&r), "an NMSE above the hazard's is excused");
+    r.rule = REFENC_RULE_POLICY;
+    r.nonfinite = 1;
     refenc_case_report rep;
     memset(&rep, 0, sizeof rep);
     rep.n_outputs = 1;
