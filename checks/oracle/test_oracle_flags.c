@@ -81,3 +81,18 @@ Test(oracle_flags, the_alibi_twin_returns_every_allocation_failure)
     cr_expect_eq(m[8], sqrt(0.5));
     cr_expect_gt(fault_run(alibi_call, alibi_check, m, 0), 0, "the twin allocates nothing");
 }
+
+/* The report counts the values certified: one output of n values is n
+ * (Ziv's loop sums the steps it emits, and no more). */
+Test(oracle_flags, the_report_counts_the_values_certified)
+{
+    double x[7], y[7];
+    for (size_t i = 0; i < 7; i++)
+        x[i] = 0.37 * (double)i - 1.1;
+    for (size_t n = 1; n <= 7; n += 3) {
+        refenc_mp_report rep;
+        cr_assert_eq(refenc_mp_activation_forward(y, x, n, REFENC_ACT_GELU, 128, &rep), REFENC_OK, "%s",
+                     rep.error.message);
+        cr_expect_eq(rep.values, n, "%zu values reported for %zu", rep.values, n);
+    }
+}
