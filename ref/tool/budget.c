@@ -9,6 +9,7 @@
 #include "../core/alloc.h"
 #include "../io/case_file.h"
 #include "../io/golden_names.h"
+#include "../rope.h"
 #include "../rope_scaling.h"
 
 int refenc_format_precision(refenc_format f)
@@ -178,8 +179,7 @@ double refenc_angle_error_units(size_t two_i, size_t width, double base)
 static double llama3_units(size_t j, size_t R, double base, const refenc_rope_scaling *s)
 {
     const double k = refenc_angle_error_units(2 * j, R, base), k0 = k - 1; /* theta's, without pos * theta */
-    const double q = (double)s->original_max_position_embeddings * pow(base, -(double)(2 * j) / (double)R) /
-                     (2 * M_PI);
+    const double q = (double)s->original_max_position_embeddings * refenc_rope_frequency(j, R, base) / (2 * M_PI);
     const double lo = s->low_freq_factor, hi = s->high_freq_factor;
     if (q > hi * (1 + 1e-6) || q < lo * (1 - 1e-6))
         return k + 1;
@@ -242,7 +242,7 @@ static double allowance_at(const angle_layout *a, const double *want, size_t k)
     }
     const refenc_rope_scaling *s = a->rope ? &a->c->cfg.rope_scaling : NULL;
     const double omega = a->rope ? refenc_rope_scaled_frequency(j, a->R, a->base, s, a->S)
-                                 : pow(a->base, -(double)(2 * j) / (double)a->width);
+                                 : refenc_rope_frequency(j, a->width, a->base); /* the PE's omega_j */
     const double units = a->rope ? refenc_angle_scaled_units(j, a->R, a->base, s, a->S)
                                  : refenc_angle_error_units(2 * j, a->width, a->base);
     const double dangle = units * 0x1p-24 * fabs((double)a->c->positions[l] * omega);
