@@ -18,14 +18,12 @@
 #include "catalogue.h"
 #include "engine.h"
 
-void golden_grad_seeded_dy(double *dY, const refenc_case *c, uint64_t seed)
+int golden_grad_seeded_dy(double *dY, const refenc_case *c, uint64_t seed)
 {
     const size_t BL = c->B * c->L, D = c->cfg.d_model;
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
-    if (rng == NULL) { /* callers allocate the rng's few kB long before: not reached in practice */
-        memset(dY, 0, BL * D * sizeof *dY);
-        return;
-    }
+    if (rng == NULL)
+        return 0;
     gsl_rng_set(rng, (unsigned long)seed);
     for (size_t n = 0; n < BL; n++)
         for (size_t d = 0; d < D; d++) {
@@ -33,6 +31,7 @@ void golden_grad_seeded_dy(double *dY, const refenc_case *c, uint64_t seed)
             dY[n * D + d] = c->key_padding_mask != NULL && c->key_padding_mask[n] ? 0.0 : v;
         }
     gsl_rng_free(rng);
+    return 1;
 }
 
 int golden_grad_read_dy(double **dY, const refenc_case *c, const char *path, refenc_error *err)
@@ -201,8 +200,9 @@ int golden_grad_make(golden_grad *g, const refenc_case *c, const double *dY, uin
         st = refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", c->name);
     if (st == REFENC_OK && dY != NULL)
         memcpy(dy, dY, BL * D * sizeof *dy);
-    else if (st == REFENC_OK)
-        golden_grad_seeded_dy(dy, c, seed);
+    else if (st == REFENC_OK && !golden_grad_seeded_dy(dy, c, seed))
+        st = refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory for the upstream gradient's generator",
+                              c->name);
     char desc[256] = "";
     const time_t t0 = time(NULL);
     if (st == REFENC_OK && !quiet)

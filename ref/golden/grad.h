@@ -30,8 +30,9 @@ typedef struct {
 /* The seeded upstream gradient (B, L, D): N(0, 1) by GSL's Ziggurat from
  * MT19937 seeded with seed, each value rounded to 8 significant bits
  * (exact in float16 and bfloat16), 0 at padded positions (key padding mask
- * 1), as a training loss that masks them. */
-void golden_grad_seeded_dy(double *dY, const refenc_case *c, uint64_t seed);
+ * 1), as a training loss that masks them.  0 when its generator cannot be
+ * allocated (dY untouched), else 1. */
+int golden_grad_seeded_dy(double *dY, const refenc_case *c, uint64_t seed);
 
 /* The upstream gradient from the user's inputs file: its tensor in.grad.dY,
  * floating, of shape (B, L, D), every value finite.  *dY (malloc'ed) stays
