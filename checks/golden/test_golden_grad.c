@@ -11,9 +11,11 @@
  * norm, whose layers' backward does not depend on it); and a bias gradient
  * summed over one batch item only. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -383,6 +385,24 @@ static void inputs_file(const char *path, size_t L_dy, double bad1)
     cr_assert_eq(refenc_st_write(path, e, 2, NULL, &err), REFENC_OK, "%s", err.message);
 }
 
+/* The same, with dY (1, 3, 8) of dtype F32 (the values of inputs_file, its
+ * element 1 0.25) or I64 (zeros). */
+static void inputs_file_typed(const char *path, refenc_st_dtype dtype)
+{
+    double x[24];
+    float dy32[24];
+    int64_t dy64[24] = {0};
+    for (size_t i = 0; i < 24; i++)
+        x[i] = (double)((int)i % 5 - 2) / 4, dy32[i] = (float)((int)i % 3 - 1) / 2;
+    dy32[1] = 0.25f;
+    const refenc_st_entry e[2] = {
+        {.name = "in.x", .dtype = REFENC_ST_F64, .ndim = 3, .shape = {1, 3, 8}, .data = x},
+        {.name = "in.grad.dY", .dtype = dtype, .ndim = 3, .shape = {1, 3, 8},
+         .data = dtype == REFENC_ST_F32 ? (const void *)dy32 : (const void *)dy64}};
+    refenc_error err;
+    cr_assert_eq(refenc_st_write(path, e, 2, NULL, &err), REFENC_OK, "%s", err.message);
+}
+
 static void expect_refused(const char *const *args, const char *cmd, const char *what, const char *fragment,
                            const char *out)
 {
@@ -414,6 +434,9 @@ Test(golden_grad, bad_upstream_gradients_and_configs_are_refused, .timeout = 60)
     expect_refused(gi, "golden", "a NaN in dY", "in.grad.dY' element 1 (at byte", out);
     inputs_file(in, 3, INFINITY);
     expect_refused(gi, "golden", "an infinity in dY", "is infinite", out);
+    inputs_file_typed(in, REFENC_ST_I64);
+    expect_refused(gi, "golden", "an integer dY", "in.grad.dY' (data at byte", out);
+    expect_refused(gi, "golden", "an integer dY", "dtype I64, expected F64, F32, F16 or BF16", out);
     /* without --grad, in.grad.dY is no input of the forward */
     const char *fwd[] = {"refenc", "golden", "--config", cfg, "--inputs", in, "--quiet", "--out-file", out, NULL};
     expect_refused(fwd, "golden", "dY without --grad", "in.grad.dY", out);
@@ -438,6 +461,14 @@ Test(golden_grad, bad_upstream_gradients_and_configs_are_refused, .timeout = 60)
     double dy[24];
     cr_assert_eq(refenc_st_to_f64(dy, &f, refenc_st_find(&f, "in.grad.dY"), &err), REFENC_OK);
     cr_expect_eq(dy[1], 0.25);
+    refenc_st_free(&f);
+    /* a float32 dY is taken, its values exactly */
+    unlink(out);
+    inputs_file_typed(in, REFENC_ST_F32);
+    run_ok(gi);
+    cr_assert_eq(refenc_st_read(&f, out, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_st_to_f64(dy, &f, refenc_st_find(&f, "in.grad.dY"), &err), REFENC_OK);
+    cr_expect(dy[0] == -0.5 && dy[1] == 0.25 && dy[2] == 0.5, "%g %g %g", dy[0], dy[1], dy[2]);
     refenc_st_free(&f);
     rb_tmpdir_remove(dir);
 }

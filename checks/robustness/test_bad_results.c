@@ -346,6 +346,14 @@ Test(bad_results, missing_extra_misnamed_or_wrongly_typed_outputs)
              data_at(&s, "out.bonus"));
     expect_format_error(&s, "an extra output", (const char *[]){f1, NULL});
 
+    /* a gradient for a case made without --grad: named as such */
+    refenc_st_entry grad[2] = {{"out.output", REFENC_ST_F64, 2, {4, 16}, s.ref},
+                               {"grad.x", REFENC_ST_F64, 2, {4, 16}, s.ref}};
+    write_results(&s, grad, 2);
+    snprintf(f1, sizeof f1, ": tensor 'grad.x' (data at byte %zu) is a gradient, but case 'act_gelu' holds none",
+             data_at(&s, "grad.x"));
+    expect_format_error(&s, "a gradient", (const char *[]){f1, NULL});
+
     /* a misspelt name */
     refenc_st_entry misnamed = {"out.outptu", REFENC_ST_F64, 2, {4, 16}, s.ref};
     write_results(&s, &misnamed, 1);

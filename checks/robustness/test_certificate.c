@@ -187,3 +187,36 @@ Test(certificate, a_diagnosis_lists_every_candidate_variant)
         json_decref(c);
     }
 }
+
+/* refenc_certificate_doc's summary (certificate.h): failed = n_cases -
+ * n_passed, whatever the verdict string says. */
+Test(certificate, the_summary_counts_the_failed_cases_as_the_rest)
+{
+    json_t *doc = refenc_certificate_doc("v", "g", "r", "0", json_array(), 5, 3, "FAIL");
+    cr_assert_not_null(doc);
+    const json_t *s = json_object_get(doc, "summary");
+    cr_expect_eq(json_integer_value(json_object_get(s, "cases")), 5);
+    cr_expect_eq(json_integer_value(json_object_get(s, "passed")), 3);
+    cr_expect_eq(json_integer_value(json_object_get(s, "failed")), 2);
+    cr_expect_str_eq(json_string_value(json_object_get(s, "verdict")), "FAIL");
+    json_decref(doc);
+}
+
+/* What a run does not rule out (certificate.h): the variants stored and
+ * compared somewhere and told apart nowhere; bits of real variants only.
+ * Every variant told apart rules every one out; one left untold is the only
+ * bit set (its neighbours in the tally, told apart, must not leak into a bit
+ * past the last variant). */
+Test(certificate, a_variant_told_apart_somewhere_is_ruled_out)
+{
+    refenc_certificate_tally t;
+    memset(&t, 0, sizeof t);
+    for (int v = 0; v < REFENC_VAR_COUNT; v++)
+        t.stored[v] = t.told_apart[v] = 1;
+    cr_expect_eq(refenc_certificate_not_ruled_out(&t), 0UL);
+    const int last = REFENC_VAR_COUNT - 1;
+    t.told_apart[last] = 0;
+    cr_expect_eq(refenc_certificate_not_ruled_out(&t), 1UL << last);
+    t.stored[last] = 0; /* never compared: nothing to rule out */
+    cr_expect_eq(refenc_certificate_not_ruled_out(&t), 0UL);
+}

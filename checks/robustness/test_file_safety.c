@@ -158,6 +158,46 @@ Test(file_safety, an_output_never_replaces_an_input)
     rb_tmpdir_remove(s.dir);
 }
 
+/* A case the run leaves out (--case) is still the user's: the certificate
+ * and the report never replace its golden case or its results file either.  The case is
+ * the manifest's first, which the check visits first. */
+Test(file_safety, an_output_never_replaces_an_input_of_a_case_left_out)
+{
+    setup s;
+    make_setup(&s);
+    char manifest[RB_PATH_MAX + 32];
+    snprintf(manifest, sizeof manifest, "%s/manifest.json", s.dir);
+    json_error_t jerr;
+    json_t *man = json_load_file(manifest, 0, &jerr);
+    cr_assert_not_null(man, "%s", jerr.text);
+    const char *first = json_string_value(json_object_get(json_array_get(json_object_get(man, "cases"), 0), "case"));
+    cr_assert(first != NULL && strcmp(first, CASE) != 0);
+    char gfirst[RB_PATH_MAX + 96], rfirst[RB_PATH_MAX + 96];
+    snprintf(gfirst, sizeof gfirst, "%s/cases/%s.safetensors", s.dir, first);
+    snprintf(rfirst, sizeof rfirst, "%s/%s.safetensors", s.results, first);
+    rb_write_file(gfirst, previous, sizeof previous - 1);
+    rb_write_file(rfirst, previous, sizeof previous - 1);
+    const struct {
+        const char *path, *what;
+    } inputs[] = {{gfirst, "the golden case "}, {rfirst, "the results file "}};
+    for (size_t i = 0; i < 2; i++) {
+        rb_result r = certify_json(&s, inputs[i].path, NULL);
+        rb_expect_error(&r, 2, "certify", inputs[i].what,
+                        (const char *[]){": is the same file as ", inputs[i].what, NULL});
+        rb_result_free(&r);
+        const char *report[] = {"refenc", "report", "--golden", s.dir, "--results", s.results, "--case", CASE,
+                                "--html", inputs[i].path, NULL};
+        r = rb_run(report);
+        rb_expect_error(&r, 2, "report", inputs[i].what,
+                        (const char *[]){": is the same file as ", inputs[i].what, NULL});
+        rb_result_free(&r);
+        expect_previous(inputs[i].path, inputs[i].what);
+    }
+    json_decref(man);
+    cr_expect(!rb_has_temporary_file(s.dir) && !rb_has_temporary_file(s.results));
+    rb_tmpdir_remove(s.dir);
+}
+
 Test(file_safety, a_file_size_limit_fails_the_write_even_when_sigxfsz_is_not_ignored)
 {
     /* `ulimit -f` in a shell: SIGXFSZ left at its default, which would kill

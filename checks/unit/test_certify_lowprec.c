@@ -499,7 +499,8 @@ Test(certify_lowprec, the_angle_allowance_of_each_element_is_the_documented_boun
 /* A scaled RoPE's allowance (docs/certify.md, "Float32 angles"): its
  * frequencies are the scaled ones and only its first R coordinates turn.
  * Linear scaling by 4, from the formula: omega_i = base^(-2i/R) / 4, whose
- * float32 error is one division more than the unscaled one's.  YaRN with a
+ * float32 error is one division more than the unscaled one's.  YaRN (7 + 2s
+ * units more: the ramp's blend of omega and omega/s) with a
  * partial rotary factor of 1/2 (interleaved): the passed-through half has
  * no allowance and the pairs are those of the first R coordinates (in the
  * half layout (i, i + R/2), not (i, i + Dh/2)).  (Before: the unscaled
@@ -537,10 +538,15 @@ Test(certify_lowprec, a_scaled_rope_turns_by_its_scaled_angles_over_its_rotary_d
                                    fabs((double)c.positions[l] * unscaled / 4.0);
                 cr_expect(fabs(allow[k] - doc) <= 1e-14 * doc, "%s[%zu]: %a, the docs give %a", names[n], k,
                           allow[k], doc);
-            } else { /* yarn: between theta/s and theta, more units than unscaled */
-                const double lo = fabs(want[partner]) * units * 0x1p-24 * fabs((double)c.positions[l] * unscaled) /
-                                  sc->factor;
-                cr_expect(allow[k] >= lo, "%s[%zu]: %a < %a", names[n], k, allow[k], lo);
+            } else { /* yarn: between theta/s and theta, 7 + 2s units more than unscaled */
+                const double omega = refenc_rope_scaled_frequency(i, R, c.cfg.rope_base, sc,
+                                                                  refenc_rope_seq_len(c.positions, c.L));
+                cr_expect(omega >= unscaled / sc->factor * (1 - 1e-15) && omega <= unscaled * (1 + 1e-15),
+                          "%s: omega_%zu %a outside [theta/s, theta]", names[n], i, omega);
+                const double doc = fabs(want[partner]) * (units + 7 + 2 * sc->factor) * 0x1p-24 *
+                                   fabs((double)c.positions[l] * omega);
+                cr_expect(fabs(allow[k] - doc) <= 1e-14 * doc, "%s[%zu]: %a, the docs give %a", names[n], k,
+                          allow[k], doc);
             }
             turned += allow[k] > 0;
         }
@@ -591,6 +597,52 @@ Test(certify_lowprec, llama3_bands_get_the_documented_allowance)
     }
     cr_expect(region[0] > 0 && region[1] > 0 && region[2] > 0, "pairs above, between, below the bands: %zu %zu %zu",
               region[0], region[1], region[2]);
+    free(allow);
+    free(want);
+    refenc_case_free(&c);
+    refenc_st_free(&g);
+}
+
+/* Dynamic NTK's allowance beyond L0, from docs/certify.md ("Float32
+ * angles"): the new base b' = b g^x, g = s S/L0 - (s - 1), x = R/(R - 2),
+ * within db = x dg + x ln g + 3 units, dg = (2 s S/L0 + (s - 1))/g + 1;
+ * the pair's units are the unscaled bound's at b' plus 2j/R of db, times
+ * its angle under b'.  rope_dynamic_ntk_long has S > L0. */
+Test(certify_lowprec, dynamic_ntk_beyond_its_length_gets_the_documented_allowance)
+{
+    refenc_st_file g;
+    read_golden(&g, "rope_dynamic_ntk_long");
+    refenc_case c;
+    refenc_error err;
+    cr_assert_eq(refenc_case_from_file(&c, &g, &err), REFENC_OK, "%s", err.message);
+    const refenc_rope_scaling *sc = &c.cfg.rope_scaling;
+    const int64_t S = refenc_rope_seq_len(c.positions, c.L);
+    const double L0 = (double)sc->max_position_embeddings, f = sc->factor;
+    cr_assert(sc->type == REFENC_ROPE_SCALING_DYNAMIC && (double)S > L0 && f > 1, "S %lld, L0 %g, s %g",
+              (long long)S, L0, f);
+    const size_t Dh = c.cfg.d_model / c.cfg.n_heads, R = (size_t)(Dh * sc->partial_rotary_factor);
+    const double a = f * (double)S / L0, gg = a - (f - 1), x = (double)R / (double)(R - 2);
+    const double dg = (2 * a + (f - 1)) / gg + 1, db = x * dg + x * log(gg) + 3;
+    const double b2 = c.cfg.rope_base * pow(gg, x);
+    cr_expect(fabs(refenc_rope_scaled_base(c.cfg.rope_base, R, sc, S) - b2) <= 1e-12 * b2);
+    size_t m;
+    double *want, *allow = output_allowance(&g, "rope_dynamic_ntk_long", &want, &m);
+    const int half = c.cfg.rope_layout == REFENC_ROPE_HALF;
+    size_t turned = 0;
+    for (size_t k = 0; k < m; k++) {
+        const size_t d = k % Dh, l = (k / Dh) % c.L;
+        if (d >= R)
+            continue;
+        const size_t j = half ? d % (R / 2) : d / 2;
+        const size_t partner = !half ? k ^ 1 : d < R / 2 ? k + R / 2 : k - R / 2;
+        const double e = (double)(2 * j) / (double)R;
+        const double units = 2 * e * log(b2) + 4 + e * db;
+        const double doc = fabs(want[partner]) * units * 0x1p-24 * fabs((double)c.positions[l] * pow(b2, -e));
+        cr_expect(fabs(allow[k] - doc) <= 1e-12 * doc, "rope_dynamic_ntk_long[%zu]: %a, the docs give %a", k,
+                  allow[k], doc);
+        turned += allow[k] > 0;
+    }
+    cr_expect(turned > 0);
     free(allow);
     free(want);
     refenc_case_free(&c);
@@ -677,6 +729,32 @@ Test(certify_lowprec, the_report_holds_the_budget_at_the_largest_want)
     free(want);
 }
 
+/* The scale is the largest |want|, whatever its sign: of the outputs below
+ * at least one has its largest magnitude at a negative value (checked), where
+ * the largest want would be smaller. */
+Test(certify_lowprec, the_scale_is_the_largest_magnitude_of_either_sign)
+{
+    const char *const names[] = {"layernorm_d4", "ffn_gelu", "rmsnorm_t5_eps1e-6"};
+    size_t negative = 0;
+    for (size_t n = 0; n < 3; n++) {
+        refenc_st_entry e;
+        double *want = golden_output(names[n], &e);
+        double max_abs = 0, max_signed = -INFINITY;
+        for (size_t i = 0; i < numel(&e); i++) {
+            max_abs = fabs(want[i]) > max_abs ? fabs(want[i]) : max_abs;
+            max_signed = want[i] > max_signed ? want[i] : max_signed;
+        }
+        negative += max_signed < max_abs;
+        refenc_case_report rep;
+        emulate(res, names[n], "bf16", NULL);
+        cr_assert_eq(certify(&rep, names[n], res, NULL), REFENC_VERDICT_PASS, "%s", names[n]);
+        cr_expect_eq(rep.outputs[0].scale, max_abs, "%s: %a, want %a", names[n], rep.outputs[0].scale, max_abs);
+        refenc_case_report_free(&rep);
+        free(want);
+    }
+    cr_expect(negative > 0, "no output has its largest magnitude at a negative value");
+}
+
 /* Inputs that need float64 (input_dtype F64, which no golden case has): any
  * result below F64 is an expected failure that says so; with F32 an F32
  * result is certified as usual (the control) and a bfloat16 one says it
@@ -713,6 +791,48 @@ Test(certify_lowprec, inputs_that_need_float64_make_every_lower_dtype_an_expecte
     cr_expect_eq(certify_with_input_dtype(&rep, "softmax_basic", "F32"), REFENC_VERDICT_XPASS);
     cr_expect_str_eq(rep.hazard, "inputs need float32: BF16 cannot hold them");
     refenc_case_report_free(&rep);
+}
+
+/* A failing float32 output whose inputs need float64 (docs/certify.md,
+ * "Hazards"): its hazard bound is the policy's bound at the largest |want|
+ * plus the allowance of the float32 baseline run on float32 inputs, never
+ * less than the policy's bound; no NMSE bound under the policy rule (a
+ * budget's hazard has one).  (Element 0 moved by ten policy bounds fails the
+ * output.) */
+Test(certify_lowprec, a_float32_hazard_bound_is_the_policy_bound_plus_the_baseline)
+{
+    emulate(res, "softmax_basic", "f32", NULL);
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, res, &err), REFENC_OK, "%s", err.message);
+    const refenc_st_tensor *t = refenc_st_find(&f, "out.output");
+    cr_assert(t != NULL && t->dtype == REFENC_ST_F32);
+    float *x = malloc(t->numel * sizeof *x);
+    double *v = malloc(t->numel * sizeof *v);
+    cr_assert_eq(refenc_st_to_f64(v, &f, t, &err), REFENC_OK);
+    for (size_t i = 0; i < t->numel; i++)
+        x[i] = (float)v[i];
+    refenc_case_report rep;
+    cr_assert_eq(certify_with_input_dtype(&rep, "softmax_basic", "F32"), REFENC_VERDICT_PASS);
+    const refenc_tolerance tol = rep.outputs[0].tol;
+    refenc_case_report_free(&rep);
+    x[0] = (float)(v[0] + 10 * (tol.atol + tol.rtol * fabs(v[0])));
+    refenc_st_entry e = {.name = "out.output", .dtype = REFENC_ST_F32, .ndim = t->ndim, .data = x};
+    memcpy(e.shape, t->shape, sizeof e.shape);
+    cr_assert_eq(refenc_st_write(res, &e, 1, NULL, &err), REFENC_OK, "%s", err.message);
+    refenc_st_free(&f);
+    free(x);
+    free(v);
+
+    const int verdict = certify_with_input_dtype(&rep, "softmax_basic", "F64");
+    const refenc_output_report *r = &rep.outputs[0];
+    cr_assert(r->status == REFENC_OUT_FAIL && r->hazard_checked && r->rule == REFENC_RULE_POLICY,
+              "verdict %d, status %d", verdict, (int)r->status);
+    cr_expect(r->hazard_max_abs >= r->tol.atol + r->tol.rtol * r->max_want, "%a < %a + %a * %a", r->hazard_max_abs,
+              r->tol.atol, r->tol.rtol, r->max_want);
+    cr_expect(isinf(r->hazard_nmse), "%g", r->hazard_nmse);
+    refenc_case_report_free(&rep);
+
 }
 
 /* ---- the diagnosis under the budget ------------------------------------------------ */

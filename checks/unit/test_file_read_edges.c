@@ -56,6 +56,7 @@ Test(file_read, a_missing_file_is_absent_and_a_link_is_not)
     absent = -1;
     cr_expect_neq(refenc_open_regular_at(&fd, &size, at, "link", NULL, &absent, &err), 0);
     cr_expect_eq(absent, 0, "a link is reported absent");
+    cr_expect_str_eq(err.message, "link: is a symbolic link, not a regular file: refusing to read it");
     unlink(link);
     close(at);
     rmdir(dir);

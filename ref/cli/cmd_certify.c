@@ -162,9 +162,9 @@ static int open_golden_set(refenc_manifest *m, const certify_args *a)
     else
         memset(m, 0, sizeof *m);
     if (st == REFENC_OK && a->json_path != NULL)
-        st = refenc_certify_refuse_output(a->json_path, m, a->golden_dir, a->results_dir, NULL, &err);
+        st = refenc_certify_refuse_output(a->json_path, m, a->golden_dir, a->results_dir, &err);
     if (st == REFENC_OK && a->junit_path != NULL)
-        st = refenc_certify_refuse_output(a->junit_path, m, a->golden_dir, a->results_dir, NULL, &err);
+        st = refenc_certify_refuse_output(a->junit_path, m, a->golden_dir, a->results_dir, &err);
     /* two outputs of one run are two files: one must not replace the other */
     if (st == REFENC_OK && a->json_path != NULL && a->junit_path != NULL)
         st = refenc_refuse_same_file(a->junit_path, a->json_path, "--json certificate", &err);

@@ -28,10 +28,11 @@ int refenc_certify_dir_check(const char *dir, const char *what, refenc_error *er
 
 /* An output (the certificate, the report) must never replace an input of
  * the run: the manifest, the golden case or the results file of any case
- * the glob selects (NULL: every case), under any name.
+ * of the manifest, selected or not (a case left out of this run is still
+ * the user's), under any name.
  * Errors: REFENC_EINVAL (refenc_refuse_same_file's message), REFENC_ENOMEM. */
 int refenc_certify_refuse_output(const char *out_path, const refenc_manifest *m, const char *golden_dir,
-                                 const char *results_dir, const char *case_glob, refenc_error *err);
+                                 const char *results_dir, refenc_error *err);
 
 /* Certifies one case of a golden directory (docs/certify.md, the trust
  * model): reads GOLDEN_DIR/cases/<c->file> and checks it is the file the

@@ -1013,8 +1013,7 @@ static int open_golden_set(refenc_manifest *m, const char *html_path, const refe
     if (st == REFENC_OK)
         st = refenc_manifest_read(m, opt->golden_dir, err);
     if (st == REFENC_OK)
-        st = refenc_certify_refuse_output(html_path, m, opt->golden_dir, opt->results_dir,
-                                          opt->n_case_patterns ? NULL : opt->case_glob, err);
+        st = refenc_certify_refuse_output(html_path, m, opt->golden_dir, opt->results_dir, err);
     for (size_t k = 0; st == REFENC_OK && k < opt->n_case_patterns; k++) { /* a typo is an error, not a smaller run */
         size_t hits = 0;
         for (size_t i = 0; i < m->n_cases; i++)
