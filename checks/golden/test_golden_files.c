@@ -36,6 +36,7 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 
+#include "../../ref/golden/digest.h"
 #include "../../ref/golden/file.h"
 #include "../../ref/golden/plan.h"
 #include "../../ref/io/case_file.h"
@@ -591,4 +592,28 @@ Test(golden_files, a_termination_signal_during_a_threaded_write_leaves_no_tempor
     }
     cr_expect_gt(mid_write, 0, "the signal never came before the rename: the test tested nothing");
     remove_tree(dir);
+}
+
+/* A part's digest of a named tensor (digest.h) covers its name and every
+ * dimension, up to the format's REFENC_ST_MAX_NDIM: shapes that differ
+ * only in their last dimension, or that are the same values in another
+ * order, hash apart; the same tensor hashes the same. */
+Test(golden_files, a_tensor_digest_covers_every_dimension)
+{
+    const double v[2] = {1.0, 2.0};
+    size_t a[REFENC_ST_MAX_NDIM], b[REFENC_ST_MAX_NDIM];
+    for (size_t d = 0; d < REFENC_ST_MAX_NDIM; d++)
+        a[d] = b[d] = 1;
+    a[REFENC_ST_MAX_NDIM - 1] = 2; /* (1, ..., 1, 2) */
+    b[REFENC_ST_MAX_NDIM - 2] = 2; /* (1, ..., 2, 1) */
+    char hx[3][65];
+    const size_t *shapes[3] = {a, b, a};
+    for (int k = 0; k < 3; k++) {
+        struct sha256_ctx h;
+        sha256_init(&h);
+        golden_digest_tensor(&h, "out.t", REFENC_ST_MAX_NDIM, shapes[k], v, sizeof v);
+        golden_digest_hex(hx[k], &h);
+    }
+    cr_expect_str_neq(hx[0], hx[1]);
+    cr_expect_str_eq(hx[0], hx[2]);
 }

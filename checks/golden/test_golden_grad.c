@@ -461,6 +461,9 @@ Test(golden_grad, bad_upstream_gradients_and_configs_are_refused, .timeout = 60)
     double dy[24];
     cr_assert_eq(refenc_st_to_f64(dy, &f, refenc_st_find(&f, "in.grad.dY"), &err), REFENC_OK);
     cr_expect_eq(dy[1], 0.25);
+    /* a case of inputs x (no vocabulary) holds their gradient, after the embedding's */
+    cr_expect_not_null(refenc_st_find(&f, "grad.x"), "no grad.x");
+    cr_expect_not_null(refenc_st_find(&f, "grad.embed"), "no grad.embed");
     refenc_st_free(&f);
     /* a float32 dY is taken, its values exactly */
     unlink(out);

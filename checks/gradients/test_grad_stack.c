@@ -512,6 +512,58 @@ Test(grad_stack, backward_is_deterministic_and_leaves_the_forward_unchanged)
 
 /* Errors: a gradient workspace of another shape, gradients of another
  * config, invalid input: REFENC_EINVAL with a message, nothing written. */
+/* The gradient workspace's buffers (encoder.h, layer.h, mha.h) are
+ * disjoint and inside its block, whatever the sizes: an overlap would make
+ * one step's scratch another's live values, which only some shapes expose
+ * (here the attention's (B, H, L, L) buffers dwarf the FFN's: L 20 > F 16,
+ * and the gated FFN's 5 slots for the other layout). */
+typedef struct {
+    const double *p;
+    size_t n;
+    const char *name;
+} gw_span;
+
+static void expect_disjoint(const gw_span *sp, size_t k, const double *block, size_t total)
+{
+    for (size_t i = 0; i < k; i++) {
+        cr_expect(sp[i].p >= block && sp[i].p + sp[i].n <= block + total, "%s outside the block", sp[i].name);
+        for (size_t j = i + 1; j < k; j++)
+            cr_expect(sp[i].p + sp[i].n <= sp[j].p || sp[j].p + sp[j].n <= sp[i].p, "%s overlaps %s",
+                      sp[i].name, sp[j].name);
+    }
+}
+
+Test(grad_stack, the_workspace_buffers_are_disjoint_and_inside_the_block)
+{
+    for (int glu = 0; glu < 2; glu++) {
+        refenc_config g;
+        refenc_config_default(&g);
+        g.d_model = 8, g.n_heads = 2, g.d_ff = 16, g.n_layers = 2;
+        if (glu)
+            g.ffn_type = REFENC_FFN_GLU;
+        const size_t B = 1, L = 20, N = g.n_layers, BLD = B * L * 8, BLF = B * L * 16, BHL = B * 2 * L;
+        refenc_grad_workspace w;
+        refenc_error err;
+        cr_assert_eq(refenc_grad_workspace_alloc(&w, &g, B, L, &err), REFENC_OK, "%s", err.message);
+        const refenc_layer_grad_work *lw = &w.layer;
+        const size_t F3 = glu ? 3 : 1, F2 = glu ? 2 : 1;
+        const gw_span sp[] = {
+            {w.acts, (N + 1) * BLD, "acts"}, {w.e, BLD, "e"}, {w.dh0, BLD, "dh0"}, {w.dh1, BLD, "dh1"},
+            {lw->y, BLD, "y"}, {lw->a, BLD, "a"}, {lw->d1, BLD, "d1"}, {lw->d2, BLD, "d2"}, {lw->d3, BLD, "d3"},
+            {lw->pre, F3 * BLF, "pre"}, {lw->dpre, F2 * BLF, "dpre"},
+            {lw->mha.dctx, BLD, "dctx"}, {lw->mha.dctxh, BLD, "dctxh"}, {lw->mha.dqh, BLD, "dqh"},
+            {lw->mha.dkh, BLD, "dkh"}, {lw->mha.dvh, BLD, "dvh"}, {lw->mha.dq, BLD, "dq"},
+            {lw->mha.dk, BLD, "dk"}, {lw->mha.dv, BLD, "dv"}, {lw->mha.dP, BHL * L, "dP"},
+            {lw->mha.dS, BHL * L, "dS"}, {lw->mha.Drow, BHL, "Drow"}};
+        const size_t k = sizeof sp / sizeof sp[0];
+        size_t total = 0;
+        for (size_t i = 0; i < k; i++)
+            total += sp[i].n;
+        expect_disjoint(sp, k, w.block, total);
+        refenc_grad_workspace_free(&w);
+    }
+}
+
 Test(grad_stack, refuses_mismatched_workspaces_and_gradients)
 {
     gsl_rng *r = test_rng(2706);

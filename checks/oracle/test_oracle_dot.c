@@ -642,3 +642,66 @@ Test(oracle_dot, weights_bias_and_inputs_far_apart_equal_mpfr_sum)
     }
     gsl_rng_free(r);
 }
+
+/* An extra term (a bias) far above every product, and far below: the
+ * accumulator spans from the lowest last bit to the highest top bit of
+ * every term, the extra's own top included (its limbs above its last bit).
+ * A bias of 2^300 or 2^-300 next to products near 1, at 128 and 256 bits
+ * of input: mpfr_sum's sums. */
+Test(oracle_dot, an_extra_term_far_above_or_below_the_products_equals_mpfr_sum)
+{
+    gsl_rng *r = test_rng(79);
+    const mpfr_prec_t precs[] = {128, 256};
+    const long scales[] = {300, -300, 64, 1000};
+    for (size_t pi = 0; pi < 2; pi++)
+        for (size_t si = 0; si < sizeof scales / sizeof scales[0]; si++) {
+            const size_t n = 8;
+            mpfr_ptr x = refenc_mp_alloc(n, precs[pi]), y = refenc_mp_alloc(n, precs[pi]);
+            cr_assert(x != NULL && y != NULL);
+            for (size_t k = 0; k < n; k++) {
+                random_x(x + k, r, 0);
+                random_x(y + k, r, 0);
+            }
+            mpfr_t extra, got, want;
+            mpfr_init2(extra, precs[pi]);
+            random_x(extra, r, scales[si]);
+            mpfr_inits2(precs[pi], got, want, (mpfr_ptr)0);
+            reference_dot(want, x, y, n, extra);
+            refenc_mp_ws ws;
+            cr_assert_eq(refenc_mp_ws_alloc(&ws, precs[pi], 4, n + 1), REFENC_OK);
+            refenc_mp_dot(got, x, 1, y, 1, n, extra, &ws);
+            cr_expect(same(got, want), "seed %lu, %ld bits, extra 2^%ld: got %a, want %a", test_seed(),
+                      (long)precs[pi], scales[si], mpfr_get_d(got, MPFR_RNDN), mpfr_get_d(want, MPFR_RNDN));
+            refenc_mp_ws_free(&ws);
+            mpfr_clears(extra, got, want, (mpfr_ptr)0);
+            refenc_mp_free(x, n);
+            refenc_mp_free(y, n);
+        }
+    gsl_rng_free(r);
+}
+
+/* Rows whose fixed-point group sums cancel down to their lowest limb (a
+ * sum of one limb, or of none): inputs 1 + 2^-(p-10) next to 1, and
+ * 1/2 + 2^-(p-5) next to 1/2, with weights +-1 and +-2 that cancel their
+ * top limbs, at 128 and 192 bits: every sum mpfr_sum's (a sum of one limb
+ * is still added, one of none is zero). */
+Test(oracle_dot, fixed_point_sums_of_one_limb_equal_mpfr_sum)
+{
+    enum { OUT = 5, IN = 4 };
+    const double W[OUT * IN] = {1, -1, 0, 0, 0, 0, 1, -1, 1, -1, 2, -2, -1, 1, 0, 0, 1, -1, -2, 2};
+    const double b[OUT] = {0, 0, 0, 0, 0};
+    const mpfr_prec_t precs[] = {128, 192};
+    for (size_t pi = 0; pi < 2; pi++) {
+        const mpfr_prec_t p = precs[pi];
+        mpfr_ptr x = refenc_mp_alloc(IN, p);
+        cr_assert(x != NULL);
+        mpfr_set_ui_2exp(x + 0, 1, -(long)(p - 10), MPFR_RNDN);
+        mpfr_add_ui(x + 0, x + 0, 1, MPFR_RNDN);
+        mpfr_set_ui(x + 1, 1, MPFR_RNDN);
+        mpfr_set_ui_2exp(x + 2, 1, -(long)(p - 5), MPFR_RNDN);
+        mpfr_add_d(x + 2, x + 2, 0.5, MPFR_RNDN);
+        mpfr_set_d(x + 3, 0.5, MPFR_RNDN);
+        cr_expect_eq(rows_check(x, W, b, OUT, IN, 1, "one-limb sums"), OUT, "not every row took the fixed-point path");
+        refenc_mp_free(x, IN);
+    }
+}

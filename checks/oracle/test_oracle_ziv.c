@@ -7,6 +7,7 @@
 
 #include <criterion/criterion.h>
 
+#include "../../ref/oracle/internal.h"
 #include "../../ref/oracle/oracle.h"
 #include "../../ref/refenc.h"
 #include "../common/testutil.h"
@@ -203,4 +204,47 @@ Test(oracle_ziv, a_value_past_the_double_range_is_certified_as_infinity)
     cr_assert_eq(refenc_mp_layernorm_forward(y, x, half, half, 1, 2, 1e-5, P0, &rep), REFENC_OK, "%s",
                  rep.error.message);
     cr_expect(isfinite(y[1]) && fabs(y[1] / (0x1p1022 * (1 + k)) - 1) < 1e-12, "got %a", y[1]);
+}
+
+/* The certification margin is max(|a - b|, 2^(16 - p_hi) |b|) (ziv.c): two
+ * evaluations that agree to the last bit still do not certify a value
+ * nearer a rounding boundary than 2^(16 - p_hi) |b|, the room left for the
+ * evaluation's own error.  b = a = the midpoint between 1 and its successor
+ * less 2^-120, at p_hi 128 (margin 2^-112): not certified; less 2^-100
+ * (outside the margin): certified; the same for the lower midpoint. */
+Test(oracle_ziv, agreement_to_the_last_bit_does_not_certify_within_the_margin)
+{
+    mpfr_t a, b, t, u;
+    mpfr_inits2(128, a, b, (mpfr_ptr)0);
+    mpfr_inits2(64, t, u, (mpfr_ptr)0);
+    const long gaps[] = {-120, -100};
+    for (int side = 0; side < 2; side++)
+        for (size_t g = 0; g < 2; g++) {
+            mpfr_set_ui(b, 1, MPFR_RNDN);
+            if (side == 0) { /* below 1 + 2^-53 */
+                mpfr_add_d(b, b, 0x1p-53, MPFR_RNDN);
+                mpfr_set_ui_2exp(a, 1, gaps[g], MPFR_RNDN);
+                mpfr_sub(b, b, a, MPFR_RNDN);
+            } else { /* above 1 - 2^-54 */
+                mpfr_sub_d(b, b, 0x1p-54, MPFR_RNDN);
+                mpfr_set_ui_2exp(a, 1, gaps[g], MPFR_RNDN);
+                mpfr_add(b, b, a, MPFR_RNDN);
+            }
+            mpfr_set(a, b, MPFR_RNDN);
+            cr_expect_eq(refenc_mp_certified(a, b, 128, 0, t, u), g == 1, "side %d, 2^%ld from the midpoint", side,
+                         gaps[g]);
+            cr_expect_eq(refenc_mp_certified(a, b, 128, 1, t, u), 1, "exact: always certified");
+        }
+    mpfr_clears(a, b, t, u, (mpfr_ptr)0);
+}
+
+/* refenc_mp_alloc refuses an empty array and a count whose bytes overflow
+ * before allocating anything. */
+Test(oracle_ziv, arrays_of_no_values_or_of_too_many_are_refused)
+{
+    cr_expect_null(refenc_mp_alloc(0, 64));
+    cr_expect_null(refenc_mp_alloc(SIZE_MAX / sizeof(__mpfr_struct) + 2, 64)); /* n * size wraps to one struct */
+    mpfr_ptr one = refenc_mp_alloc(1, 64);
+    cr_expect_not_null(one);
+    refenc_mp_free(one, 1);
 }

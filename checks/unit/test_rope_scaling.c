@@ -113,7 +113,11 @@ Test(rope_scaling, yarn_attention_factor_is_a_tenth_of_ln_s_plus_one)
      * so the factor stays 0.1 ln 4 + 1, not 1 / (0.0707 ln 4 + 1) */
     s.mscale = 0;
     EXPECT_ULPS(refenc_rope_attention_factor(&s), 1.1386294361119890618834464242916, 2, "mscale_all_dim alone");
+    /* and mscale alone (mscale_all_dim 0): still 0.1 ln 4 + 1, not 0.0707 ln 4 + 1 */
     s.mscale = 0.707;
+    s.mscale_all_dim = 0;
+    EXPECT_ULPS(refenc_rope_attention_factor(&s), 1.1386294361119890618834464242916, 2, "mscale alone");
+    s.mscale_all_dim = 0.707;
     /* an explicit attention_factor wins */
     s.attention_factor = 1.25;
     EXPECT_EXACT(refenc_rope_attention_factor(&s), 1.25, "explicit attention_factor");
