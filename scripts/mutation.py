@@ -84,7 +84,7 @@ AREAS = {
                   "ref/cli/selection.c"],
         "filter": "@(certify|certify_lowprec|certify_cli|out_of_memory|figures|certificate|api_edges|bad_results|nonfinite|cli_usage|golden_trust|"
                   "bad_golden|variants|case_outputs|verdict_rules|report|certificate_run|file_safety|golden_grad)/*",
-        "budget": 120,
+        "budget": 100,
     },
     "readers": {
         "files": ["ref/io/safetensors.c", "ref/io/case_file.c", "ref/io/manifest.c", "ref/io/file_read.c",
@@ -100,7 +100,7 @@ AREAS = {
                   "rope|rope_scaling|sinusoidal|softmax|params|accuracy_*|oracle_selfcheck|structure|permutation|"
                   "softmax_temperature|pe_rotation|rope_relative|layernorm_invariance|qk_variance|case_outputs|"
                   "nonfinite|run_inputs|cli_run|grad_*)/*",
-        "budget": 90,
+        "budget": 75,
     },
     "oracle": {
         # the MPFR engine and the blocks it runs, its dot products and Ziv's loop
@@ -108,7 +108,7 @@ AREAS = {
                   "ref/oracle/mha.c", "ref/oracle/ffn.c", "ref/oracle/attention.c", "ref/oracle/ziv.c",
                   "ref/oracle/rope.c", "ref/oracle/rope_scaling.c", "ref/oracle/rmsnorm.c"],
         "filter": "@(oracle_*/*|accuracy_*/*|golden/*|out_of_memory/oracle_*)",
-        "budget": 60,
+        "budget": 45,
     },
     "oracle_backward": {
         # the oracle's backward: the kernels' MPFR twins, the layer's and the stack's
@@ -125,7 +125,7 @@ AREAS = {
         "files": ["ref/golden/make.c", "ref/golden/parts.c", "ref/golden/plan.c", "ref/golden/digest.c",
                   "ref/golden/validate.c", "ref/golden/file.c", "ref/golden/grad.c"],
         "filter": "@(golden*/*|out_of_memory/golden_*)",
-        "budget": 50,
+        "budget": 35,
     },
 }
 
