@@ -69,6 +69,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -274,12 +275,29 @@ def load_equivalents():
 
 
 def run(cmd, cwd, timeout=None, env=None):
+    """Runs cmd in a session of its own, and kills that session's processes
+    when it ends or times out: a test that starts `refenc golden` and is
+    killed for a mutant's endless loop, or leaves one waiting on a lock the
+    mutant never released, must not leave it running (such orphans once
+    burned a core for the rest of the run and past it)."""
+    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                         start_new_session=True)
     try:
-        p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
-                           env=env)
-        return p.returncode, p.stdout.decode(errors="replace")
-    except subprocess.TimeoutExpired as e:
-        return "timeout", (e.stdout or b"").decode(errors="replace")
+        out, _ = p.communicate(timeout=timeout)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        kill_session(p.pid)
+        out, _ = p.communicate()
+        rc = "timeout"
+    kill_session(p.pid)
+    return rc, out.decode(errors="replace")
+
+
+def kill_session(pgid):
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def make_tree(dest):
