@@ -77,6 +77,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -279,23 +280,30 @@ def load_equivalents():
 # ---------------------------------------------------------------- running
 
 
+TREES = []  # the work trees of this run: any process running one of their programs is ours
+
+
 def run(cmd, cwd, timeout=None, env=None):
-    """Runs cmd in a session of its own, and kills that session's processes
-    when it ends or times out: a test that starts `refenc golden` and is
-    killed for a mutant's endless loop, or leaves one waiting on a lock the
-    mutant never released, must not leave it running (such orphans once
-    burned a core for the rest of the run and past it)."""
-    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                         start_new_session=True)
-    try:
-        out, _ = p.communicate(timeout=timeout)
-        rc = p.returncode
-    except subprocess.TimeoutExpired:
+    """Runs cmd, its output to a temporary file, and when it ends or times
+    out kills what it left behind: its own session, and every process of
+    this run's trees.  A test killed for a mutant's endless loop can leave
+    the `refenc golden` it started running (or waiting on a lock the mutant
+    never released); Criterion's workers live in sessions of their own, so
+    killing the runner's session does not reach them, and such an orphan
+    holding the output pipe once kept the run waiting for its end (CI was
+    stopped at 90 minutes), or burned a core for the rest of the run."""
+    with tempfile.TemporaryFile() as out:
+        p = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env,
+                             start_new_session=True)
+        try:
+            rc = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
         kill_session(p.pid)
-        out, _ = p.communicate()
-        rc = "timeout"
-    kill_session(p.pid)
-    return rc, out.decode(errors="replace")
+        p.wait()
+        kill_strays()
+        out.seek(0)
+        return rc, out.read().decode(errors="replace")
 
 
 def kill_session(pgid):
@@ -305,7 +313,25 @@ def kill_session(pgid):
         pass
 
 
+def kill_strays():
+    """SIGKILL to every process whose program is in one of TREES (a
+    program rebuilt since it started reads '... (deleted)', still there)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            exe = os.readlink("/proc/%s/exe" % pid)
+        except OSError:
+            continue
+        if any(exe.startswith(t + os.sep) for t in TREES):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+
+
 def make_tree(dest):
+    TREES.append(os.path.realpath(dest))
     if os.path.exists(dest):
         shutil.rmtree(dest)
     shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(
