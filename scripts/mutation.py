@@ -55,9 +55,11 @@ The full list of a run is deterministic; when an area has more mutants than
 its budget, the sample is the budget's mutants of smallest hash of (seed,
 area, id) (MUTATION_SEED overrides the seed): ids are the line's text, so
 editing one file moves only the mutants it adds or removes, and a fix for a
-survivor does not redraw the area.  The default budgets (certify, readers
-and kernels 30, oracle 20, golden 15) keep `make mutation` within about 10
-minutes on 2 quiet cores, as CI runs it; --budget 100 runs a larger sample
+survivor does not redraw the area.  The default budget, 30 mutants an area,
+keeps `make mutation` within about 10 minutes on 2 quiet cores, as CI runs
+it, and leaves about 24 counted once the stillborn and equivalent are out:
+the 95% goal means something only from 20 counted up (under 20 it is 100%,
+one survivor fails an area); --budget 100 runs a larger sample
 (about 25 minutes), whose first mutants by rank are the default one
 (docs/hardening.md has the measured scores and CPU time per area).  A
 mutant listed in scripts/mutation-equivalent.txt is counted equivalent
@@ -115,7 +117,7 @@ AREAS = {
                   "ref/oracle/mha.c", "ref/oracle/ffn.c", "ref/oracle/attention.c", "ref/oracle/ziv.c",
                   "ref/oracle/rope.c", "ref/oracle/rope_scaling.c", "ref/oracle/rmsnorm.c"],
         "filter": "@(oracle_*/*|accuracy_*/*|golden/*|out_of_memory/oracle_*)",
-        "budget": 20,
+        "budget": 30,
     },
     "oracle_backward": {
         # the oracle's backward: the kernels' MPFR twins, the layer's and the stack's
@@ -132,7 +134,7 @@ AREAS = {
         "files": ["ref/golden/make.c", "ref/golden/parts.c", "ref/golden/plan.c", "ref/golden/digest.c",
                   "ref/golden/validate.c", "ref/golden/file.c", "ref/golden/grad.c"],
         "filter": "@(golden*/*|out_of_memory/golden_*)",
-        "budget": 15,
+        "budget": 30,
     },
 }
 

@@ -28,8 +28,8 @@ fault-harness: $(CLI) $(FIXTURE)/manifest.json
 # Mutation testing of certify, the case readers, the kernels, the oracle and
 # the golden maker (scripts/mutation.py, docs/hardening.md): not part of make
 # check; fails if an area kills under 95% of its non-equivalent mutants.
-# The default sample (certify, readers, kernels 30 mutants each, oracle 20,
-# golden 15) takes about 10 minutes on 2 quiet cores, as CI runs it;
+# The default sample (30 mutants an area) takes about 10 minutes on 2 quiet
+# cores, as CI runs it;
 # MUTATION_ARGS='--budget 100' runs the larger sample of docs/hardening.md
 # (about 25 minutes).
 # MUTATION_ARGS passes options (--areas, --budget, --only ID[,ID...]).
