@@ -551,6 +551,47 @@ Test(accuracy_attention, grouped_query_and_head_dim)
     acc_finish(&a, "grouped-query attention");
 }
 
+/* Gemma 2/3's attention: scores divided by sqrt(query_pre_attn_scalar) tau
+ * and soft-capped, cap tanh(s / cap), against the oracle's twin (mpfr_tanh,
+ * certified by Ziv's loop) within bnd_mha's bound with the cap's term
+ * (bnd_attention: the carried error, u|s| + 5u|y|).  The caps (0.75 to 3) are
+ * of the order of the scores, so tanh is far from linear; the scalars are
+ * not Dh, and one case has head_dim and grouped-query attention as Gemma. */
+Test(accuracy_attention, gemma_softcap_and_query_pre_attn_scalar)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(117);
+    const struct { size_t B, L, D, H, Hkv, Dh; int rope, causal; double cap, S; } cs[] = {
+        {2, 5, 12, 4, 4, 3, 0, 0, 0.75, 0.3}, {1, 6, 10, 4, 2, 4, 1, 1, 1.5, 7.3},
+        {1, 5, 12, 3, 3, 4, 0, 1, 3.0, 0}, {2, 4, 8, 2, 1, 6, 1, 0, 0, 2.385}};
+    int64_t pos[6];
+    for (size_t l = 0; l < 6; l++)
+        pos[l] = 17 + 3 * (int64_t)l;
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        const size_t B = cs[c].B, L = cs[c].L, D = cs[c].D, H = cs[c].H, Hkv = cs[c].Hkv, Dh = cs[c].Dh;
+        const size_t E = H * Dh, R = E + 2 * Hkv * Dh, n = B * L * D, nw = B * H * L * L;
+        double *x = acc_randn(n, 0, 1.5, r), *ipw = acc_randn(R * D, 0, 1 / sqrt((double)D), r);
+        double *ipb = acc_randn(R, 0, 0.1, r), *opw = acc_randn(D * E, 0, 1 / sqrt((double)E), r);
+        double *opb = acc_randn(D, 0, 0.1, r);
+        refenc_attn_options opt = {.causal = cs[c].causal, .positions = pos, .temperature = 1.0,
+                                   .softcap = cs[c].cap, .score_scalar = cs[c].S};
+        refenc_rope_options rope = {REFENC_ROPE_HALF, 10000.0, pos, NULL};
+        const refenc_rope_options *rp = cs[c].rope ? &rope : NULL;
+        bnd_mha_run run;
+        bnd_gqa_run_alloc(&run, B, L, D, H, Hkv, Dh);
+        double *Ey = acc_zeros(n), *Ew = acc_zeros(nw), *yo = acc_zeros(n), *wo = acc_zeros(nw);
+        bnd_mha(Ey, Ew, &run, x, NULL, ipw, ipb, opw, opb, &opt, rp, NULL);
+        MP_OK(refenc_mp_gqa_forward(yo, wo, x, ipw, ipb, opw, opb, &opt, rp, B, L, D, H, Hkv, Dh, P0, REP));
+        acc_check(&a, "weights", run.w.weights, wo, Ew, nw);
+        acc_check(&a, "y", run.y, yo, Ey, n);
+        bnd_mha_run_free(&run);
+        free(x), free(ipw), free(ipb), free(opw), free(opb), free(Ey), free(Ew), free(yo), free(wo);
+    }
+    gsl_rng_free(r);
+    acc_finish(&a, "Gemma's softcap and score scale");
+}
+
 /* ---- FFN ---- */
 Test(accuracy_ffn, each_activation)
 {

@@ -381,6 +381,8 @@ typedef struct {
     const int64_t *positions;        /* (L); required with ALiBi                  */
     mpfr_srcptr temperature;         /* tau > 0                                   */
     refenc_mask_value mask_value;    /* a masked key's score: -inf or -DBL_MAX     */
+    mpfr_srcptr score_scalar;        /* S: divide by sqrt(S) tau; NULL: S = Dh      */
+    mpfr_srcptr softcap;             /* cap: s <- cap tanh(s / cap); NULL: none     */
 } refenc_mp_attn_options;
 
 /* Scaled dot-product attention, masked-row policy of attention.h (a masked

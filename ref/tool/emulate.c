@@ -167,7 +167,8 @@ static refenc_attn_options attn_options(const refenc_case *c, const double *slop
     return (refenc_attn_options){
         .key_padding_mask = c->key_padding_mask, .causal = c->cfg.causal, .attn_mask = c->attn_mask,
         .alibi_slopes = c->cfg.positional == REFENC_POS_ALIBI ? slopes : NULL,
-        .positions = c->positions, .temperature = c->cfg.temperature, .mask_value = c->cfg.mask_value};
+        .positions = c->positions, .temperature = c->cfg.temperature, .mask_value = c->cfg.mask_value,
+        .score_scalar = c->cfg.query_pre_attn_scalar, .softcap = c->cfg.attn_logit_softcapping};
 }
 
 /* refenc_encoder_forward: embedding (scaled or not) or x, token types,

@@ -41,6 +41,11 @@ static double f_pow(const refenc_emulation *e, double x, double y)
     return e->float_functions ? (double)powf((float)x, (float)y) : pow(x, y);
 }
 
+static double f_tanh(const refenc_emulation *e, double x)
+{
+    return e->float_functions ? (double)tanhf((float)x) : tanh(x);
+}
+
 static double f_sin(const refenc_emulation *e, double x)
 {
     return e->float_functions ? (double)sinf((float)x) : sin(x);
@@ -177,7 +182,8 @@ void emu_softmax(const refenc_emulation *e, double *y, const double *s, size_t R
     }
 }
 
-/* The scores of one (b, h) into w (L, L): q.k / divisor + ALiBi + mask. */
+/* The scores of one (b, h) into w (L, L): q.k / divisor, capped (Gemma 2:
+ * divide, tanh, multiply, each rounded, as ref/softcap.c), + ALiBi + mask. */
 static void scores(const refenc_emulation *e, double *w, const double *q, const double *k,
                    const refenc_attn_options *opt, const uint8_t *pad, size_t h, size_t L, size_t Dh,
                    double divisor)
@@ -185,6 +191,8 @@ static void scores(const refenc_emulation *e, double *w, const double *q, const 
     for (size_t i = 0; i < L; i++)
         for (size_t j = 0; j < L; j++) {
             double s = emu_m(e, emu_m(e, dot(e, q + i * Dh, k + j * Dh, 1, Dh)) / divisor);
+            if (opt->softcap > 0)
+                s = emu_m(e, opt->softcap * emu_m(e, f_tanh(e, emu_m(e, s / opt->softcap))));
             if (opt->alibi_slopes != NULL)
                 s = emu_m(e, s + emu_m(e, refenc_alibi_bias(opt->alibi_slopes[h], opt->positions[i],
                                                              opt->positions[j])));
@@ -200,7 +208,8 @@ void emu_attention(const refenc_emulation *e, double *out, double *weights, cons
                    const double *k, const double *v, const refenc_attn_options *opt, size_t B, size_t H,
                    size_t L, size_t Dh)
 {
-    const double divisor = sqrt((double)Dh) * opt->temperature; /* a scalar, formed in double */
+    /* a scalar, formed in double: sqrt(S) tau, S = query_pre_attn_scalar or Dh */
+    const double divisor = sqrt(opt->score_scalar > 0 ? opt->score_scalar : (double)Dh) * opt->temperature;
     for (size_t b = 0; b < B; b++) {
         const uint8_t *pad_b = opt->key_padding_mask ? opt->key_padding_mask + b * L : NULL;
         for (size_t h = 0; h < H; h++) {
