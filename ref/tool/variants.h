@@ -53,6 +53,9 @@ typedef enum {
     REFENC_VAR_DYNAMIC_NTK_FROM_MAX_POSITIONS,
     /* grouped-query attention (docs/families.md) */
     REFENC_VAR_GQA_TILED,
+    /* Gemma 2/3's attention (docs/families.md) */
+    REFENC_VAR_SOFTCAP_MISSING,
+    REFENC_VAR_QUERY_SCALE_HEAD_DIM,
     REFENC_VAR_COUNT
 } refenc_variant;
 
