@@ -84,7 +84,8 @@ static void head(refenc_mpe_unit *u, size_t h, refenc_mpe_worker *w, void *arg)
             .causal = u->cfg->causal, .attn_mask = u->mask,
             .alibi_slopes = u->cfg->positional == REFENC_POS_ALIBI ? ln->slopes + h : NULL,
             .positions = u->pos, .temperature = u->tau, .mask_value = u->cfg->mask_value,
-            .score_scalar = u->scalar, .softcap = u->cap};
+            .score_scalar = u->scalar, .softcap = u->cap,
+            .cap_after_mask = u->run->hooks != NULL && u->run->hooks->softcap_after_mask};
         mpfr_clear_inexflag();
         refenc_mpk_attention_forward(w->out[li], w->weights[li], ln->q + h * L * Dh, ln->k + kv * L * Dh,
                                      ln->v + kv * L * Dh, &opt, 1, 1, L, Dh, &w->ws[li]);

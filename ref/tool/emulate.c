@@ -81,7 +81,8 @@ static void mha(const emu_run *r, double *y, refenc_mha_work *w, const double *x
         emu_rope(e, w->qh, w->qh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
         emu_rope(e, w->kh, w->kh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
     }
-    emu_attention(e, w->ctxh, w->weights, w->qh, w->kh, w->vh, opt, B, H, L, Dh);
+    emu_attention(e, w->ctxh, w->weights, w->qh, w->kh, w->vh, opt, B, H, L, Dh,
+                  r->hooks != NULL && r->hooks->softcap_after_mask);
     if (r->hooks != NULL && r->hooks->merge_without_transpose)
         memcpy(w->ctx, w->ctxh, BL * E * sizeof(double));
     else

@@ -188,6 +188,16 @@ static const refenc_variant_info table[REFENC_VAR_COUNT] = {
         "= 144 and head_dim = 128; google/gemma_pytorch#71)",
         "scale the scores by query_pre_attn_scalar^-0.5 when the config sets it "
         "(Gemma2Attention: self.scaling = config.query_pre_attn_scalar**-0.5)"},
+    [REFENC_VAR_SOFTCAP_AFTER_MASK] = {
+        "softcap_after_mask", "softcap_after_mask",
+        "masked keys (padding, causal, -inf in attn_mask) get weight: a masked score becomes -cap, "
+        "finite, instead of -inf; fully masked rows get uniform weights",
+        "the soft-cap applied after the masks and biases, cap * tanh((score + bias) / cap), where "
+        "Gemma 2 caps the bare scaled score and adds the mask after it (onnx/onnx#7865: the ONNX "
+        "Attention op's definition; emmtrix/emx-onnx-cgen#731; the review of "
+        "sgl-project/sgl-kernel-xpu#491; Dao-AILab/flash-attention#1025)",
+        "cap the scaled scores first, then add ALiBi, the additive mask and the masks: "
+        "scores = cap * tanh(scores / cap); scores = scores + mask"},
     [REFENC_VAR_RMSNORM_OFFSET_MISSING] = {
         "rmsnorm_offset_missing", "rmsnorm_offset_missing",
         "every RMSNorm output scaled by w (near 0) instead of 1 + w: outputs far too small",
@@ -297,6 +307,10 @@ static int modern_block_applies(refenc_variant v, const refenc_case *c)
         return has_layernorm(c) && cfg->norm_type == REFENC_NORMTYPE_RMSNORM && cfg->rmsnorm_offset;
     case REFENC_VAR_SOFTCAP_MISSING:
         return has_attention(c) && cfg->attn_logit_softcapping > 0;
+    case REFENC_VAR_SOFTCAP_AFTER_MASK: /* only where a mask or a bias reaches the scores */
+        return has_attention(c) && cfg->attn_logit_softcapping > 0 &&
+               (cfg->causal || c->key_padding_mask != NULL || c->attn_mask != NULL ||
+                cfg->positional == REFENC_POS_ALIBI);
     case REFENC_VAR_QUERY_SCALE_HEAD_DIM: /* S = Dh: the same scale */
         return has_attention(c) && cfg->query_pre_attn_scalar > 0 &&
                cfg->query_pre_attn_scalar != (double)refenc_config_head_dim(cfg);
@@ -510,6 +524,7 @@ static void apply_modern(refenc_variant v, refenc_case *c, refenc_variant_hooks 
     case REFENC_VAR_GQA_TILED: hooks->gqa_tiled = 1; break;
     case REFENC_VAR_SOFTCAP_MISSING: cfg->attn_logit_softcapping = 0; break;
     case REFENC_VAR_QUERY_SCALE_HEAD_DIM: cfg->query_pre_attn_scalar = 0; break;
+    case REFENC_VAR_SOFTCAP_AFTER_MASK: hooks->softcap_after_mask = 1; break;
     default: break;
     }
 }

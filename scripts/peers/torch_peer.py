@@ -57,7 +57,7 @@ KNOWN_BUGS = ["layernorm_eps_x10", "layernorm_eps_div10", "unbiased_variance", "
               "attention_unscaled", "missing_final_norm", "embedding_unscaled", "alibi_slopes_pow2",
               "padding_mask_inverted", "pre_post_swapped", "heads_merged_without_transpose",
               "glu_halves_swapped", "rmsnorm_offset_missing", "rmsnorm_offset_doubled", "gqa_tiled",
-              "softcap_missing", "query_scale_head_dim"] \
+              "softcap_missing", "query_scale_head_dim", "softcap_after_mask"] \
     + torch_families.KNOWN_BUGS + torch_rope_scaling.BUGS
 UNKNOWN_BUGS = ["softmax_over_queries", "ffn_residual_dropped"]
 BUG = None
@@ -394,7 +394,10 @@ def manual_attention(case, x, W_in, b_in, W_o, b_o, positions):
     scale = {"attention_scale_sqrt_d": math.sqrt(D), "attention_unscaled": 1.0}.get(BUG, math.sqrt(width))
     s = q @ k.transpose(-1, -2) / (scale * cfg["temperature"])
     cap = cfg.get("attn_logit_softcapping")
-    if cap is not None and BUG != "softcap_missing":  # Gemma2Attention: before the mask
+    if BUG == "softcap_missing":
+        cap = None
+    late = BUG == "softcap_after_mask"  # the cap over score + mask (onnx#7865): masked keys -cap
+    if cap is not None and not late:  # Gemma2Attention: before the mask
         s = torch.tanh(s / cap) * cap
     bias = score_bias(case, B, H, L, positions)
     if bias is not None:
@@ -402,6 +405,8 @@ def manual_attention(case, x, W_in, b_in, W_o, b_o, positions):
     pad = case.padding()
     if pad is not None:
         s = s.masked_fill(pad[:, None, None, :], float("-inf"))
+    if cap is not None and late:
+        s = torch.tanh(s / cap) * cap
     w = torch.softmax(s, dim=-2 if BUG == "softmax_over_queries" else -1)
     ctx = w @ v
     ctx = ctx.reshape(B, L, E) if BUG == "heads_merged_without_transpose" else ctx.transpose(1, 2).reshape(B, L, E)
