@@ -166,3 +166,39 @@ Test(softcap, the_additive_mask_comes_after_the_cap)
     hand_weights(before, 0.5L, 2.5L, m, 0);
     expect_weights(w, want, before, "mask added before the cap");
 }
+
+/* Property: with a cap, every score lies in [-cap, cap], so within a row of
+ * unmasked keys no weight exceeds another by more than exp(2 cap) (up to
+ * the softmax's rounding: a relative 2^-40 is far above it and far below
+ * the margins).  Scores of scale 8 (q, k ~ N(0, 2.5^2), Dh 5, S 0.7) against
+ * caps 0.5 to 3; negative control: the same heads uncapped break the bound. */
+Test(softcap, weights_ratio_is_bounded_by_exp_of_twice_the_cap)
+{
+    gsl_rng *r = test_rng(211);
+    const size_t B = 2, H = 3, L = 7, Dh = 5, n = B * H * L * Dh, nw = B * H * L * L;
+    double q[2 * 3 * 7 * 5], k[2 * 3 * 7 * 5], v[2 * 3 * 7 * 5], out[2 * 3 * 7 * 5], w[2 * 3 * 7 * 7];
+    const double caps[3] = {0.5, 1.25, 3.0};
+    for (int c = 0; c < 3; c++) {
+        test_fill_gaussian(q, n, 0, 2.5, r);
+        test_fill_gaussian(k, n, 0, 2.5, r);
+        test_fill_gaussian(v, n, 0, 1, r);
+        double worst[2] = {0, 0}; /* max over rows of log(w_max / w_min) - 2 cap: capped, uncapped */
+        for (int capped = 0; capped < 2; capped++) {
+            const refenc_attn_options opt = {.temperature = 1.0, .score_scalar = 0.7,
+                                             .softcap = capped ? caps[c] : 0};
+            refenc_attention_forward(out, w, q, k, v, &opt, B, H, L, Dh);
+            for (size_t row = 0; row < nw / L; row++) {
+                double hi = 0, lo = 1;
+                for (size_t j = 0; j < L; j++)
+                    hi = fmax(hi, w[row * L + j]), lo = fmin(lo, w[row * L + j]);
+                const double excess = log(hi / lo) - 2 * caps[c];
+                worst[capped] = fmax(worst[capped], excess);
+            }
+        }
+        cr_expect(worst[1] <= 0x1p-40, "cap %g: a row's log(w_max / w_min) exceeds 2 cap by %a (%.17g)",
+                  caps[c], worst[1], worst[1]);
+        cr_expect(worst[0] > 1.0, "negative control, cap %g: uncapped rows stay within exp(2 cap) (excess %g)",
+                  caps[c], worst[0]);
+    }
+    gsl_rng_free(r);
+}
