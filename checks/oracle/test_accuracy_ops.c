@@ -409,6 +409,7 @@ typedef struct {
     int pad, causal, mask, alibi;
     double tau, qscale;
     refenc_mask_value mask_value;
+    double cap, S; /* attn_logit_softcapping, query_pre_attn_scalar: 0, unset */
 } attn_case;
 
 static void attention_case(acc_stats *a, const attn_case *c, size_t Dh, gsl_rng *r)
@@ -440,6 +441,7 @@ static void attention_case(acc_stats *a, const attn_case *c, size_t Dh, gsl_rng 
         .key_padding_mask = c->pad ? pad : NULL, .causal = c->causal,
         .attn_mask = c->mask ? mask : NULL, .alibi_slopes = c->alibi ? slopes : NULL,
         .positions = pos, .temperature = c->tau, .mask_value = c->mask_value,
+        .softcap = c->cap, .score_scalar = c->S,
     };
     double *out = acc_zeros(n), *w = acc_zeros(nw), *outo = acc_zeros(n), *wo = acc_zeros(nw);
     double *Eo = acc_zeros(n), *Ew = acc_zeros(nw);
@@ -452,17 +454,22 @@ static void attention_case(acc_stats *a, const attn_case *c, size_t Dh, gsl_rng 
 }
 
 static const attn_case ATTN_CASES[] = {
-    {"plain", 0, 0, 0, 0, 1.0, 1.0, REFENC_MASK_NEG_INF},
-    {"padding", 1, 0, 0, 0, 1.0, 1.0, REFENC_MASK_NEG_INF},
-    {"causal", 0, 1, 0, 0, 1.0, 1.0, REFENC_MASK_NEG_INF},
-    {"attn_mask", 0, 0, 1, 0, 1.0, 1.0, REFENC_MASK_NEG_INF},
-    {"alibi+padding", 1, 0, 0, 1, 1.0, 1.0, REFENC_MASK_NEG_INF},
-    {"temperature", 0, 1, 1, 1, 0.37, 1.0, REFENC_MASK_NEG_INF},
-    {"large logits", 1, 0, 0, 0, 1.0, 40.0, REFENC_MASK_NEG_INF},
+    {"plain", 0, 0, 0, 0, 1.0, 1.0, REFENC_MASK_NEG_INF, 0, 0},
+    {"padding", 1, 0, 0, 0, 1.0, 1.0, REFENC_MASK_NEG_INF, 0, 0},
+    {"causal", 0, 1, 0, 0, 1.0, 1.0, REFENC_MASK_NEG_INF, 0, 0},
+    {"attn_mask", 0, 0, 1, 0, 1.0, 1.0, REFENC_MASK_NEG_INF, 0, 0},
+    {"alibi+padding", 1, 0, 0, 1, 1.0, 1.0, REFENC_MASK_NEG_INF, 0, 0},
+    {"temperature", 0, 1, 1, 1, 0.37, 1.0, REFENC_MASK_NEG_INF, 0, 0},
+    {"large logits", 1, 0, 0, 0, 1.0, 40.0, REFENC_MASK_NEG_INF, 0, 0},
     /* finfo_min: batch 1 all padding takes uniform weights 1/7; causal +
      * padding (attention_case rounds v to float there: see its comment) */
-    {"padding finfo_min", 1, 0, 0, 0, 1.0, 1.0, REFENC_MASK_FINFO_MIN},
-    {"causal padding finfo_min", 1, 1, 0, 0, 1.0, 1.0, REFENC_MASK_FINFO_MIN},
+    {"padding finfo_min", 1, 0, 0, 0, 1.0, 1.0, REFENC_MASK_FINFO_MIN, 0, 0},
+    {"causal padding finfo_min", 1, 1, 0, 0, 1.0, 1.0, REFENC_MASK_FINFO_MIN, 0, 0},
+    /* Gemma's soft-cap (before ALiBi, the additive mask and the masks) and
+     * score scale, on the twin's own options: scores of scale 3 and 2
+     * against caps 1.5 and 0.8 */
+    {"softcap alibi mask padding", 1, 1, 1, 1, 1.0, 3.0, REFENC_MASK_NEG_INF, 1.5, 0.6},
+    {"softcap causal padding finfo_min", 1, 1, 0, 0, 1.0, 2.0, REFENC_MASK_FINFO_MIN, 0.8, 0},
 };
 
 Test(accuracy_attention, every_mask_and_large_logits)
