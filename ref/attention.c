@@ -1,5 +1,7 @@
 /* Scaled dot-product attention in double (attention.h):
- *   s[i,j] = (q_i . k_j) / (sqrt(Dh) tau) - m_h |pos_i - pos_j| + attn_mask[i,j]
+ *   s[i,j] = c((q_i . k_j) / (sqrt(S) tau)) - m_h |pos_i - pos_j| + attn_mask[i,j]
+ *            S = score_scalar or Dh;  c(s) = cap tanh(s / cap) with a softcap,
+ *            else s
  *   s[i,j] = M where key j is padding, or j > i under the causal mask,
  *            M = -inf or -DBL_MAX (mask_value)
  *   weights[i,:] = softmax(s[i,:]);  out_i = sum_j weights[i,j] v_j
@@ -14,14 +16,22 @@
 #include <math.h>
 
 #include "alibi.h"
+#include "softcap.h"
 #include "softmax.h"
+
+/* sqrt(S) tau, S = score_scalar (query_pre_attn_scalar) or Dh: two roundings */
+static double score_divisor(const refenc_attn_options *opt, size_t Dh)
+{
+    const double S = opt->score_scalar > 0 ? opt->score_scalar : (double)Dh;
+    return sqrt(S) * opt->temperature;
+}
 
 void refenc_attention_forward(double *out, double *weights,
                               const double *q, const double *k, const double *v,
                               const refenc_attn_options *opt,
                               size_t B, size_t H, size_t L, size_t Dh)
 {
-    const double divisor = sqrt((double)Dh) * opt->temperature;
+    const double divisor = score_divisor(opt, Dh);
     const double masked = opt->mask_value == REFENC_MASK_FINFO_MIN ? -DBL_MAX : -INFINITY;
 
     for (size_t b = 0; b < B; b++) {
@@ -44,6 +54,8 @@ void refenc_attention_forward(double *out, double *weights,
                     for (size_t d = 0; d < Dh; d++)
                         dot += q_i[d] * k_j[d];
                     double s = dot / divisor;
+                    if (opt->softcap > 0) /* Gemma 2: capped before any bias or mask */
+                        s = refenc_softcap(s, opt->softcap);
                     if (opt->alibi_slopes != NULL)
                         s += refenc_alibi_bias(opt->alibi_slopes[h], opt->positions[i],
                                                opt->positions[j]);
@@ -126,7 +138,7 @@ void refenc_attention_backward(double *dq, double *dk, double *dv,
                                const refenc_attn_options *opt,
                                size_t B, size_t H, size_t L, size_t Dh)
 {
-    const double divisor = sqrt((double)Dh) * opt->temperature; /* as the forward */
+    const double divisor = score_divisor(opt, Dh); /* as the forward */
     for (size_t b = 0; b < B; b++) {
         const uint8_t *pad_b = opt->key_padding_mask ? opt->key_padding_mask + b * L : NULL;
         for (size_t h = 0; h < H; h++) {

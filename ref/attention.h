@@ -9,15 +9,18 @@
 /* Scaled dot-product attention over B*H independent heads.
  * out: (B, H, L, Dh)   weights: (B, H, L, L)   q, k, v: (B, H, L, Dh)
  *
- *   s[i,j] = (q_i . k_j) / (sqrt(Dh) tau)  +  alibi[h,i,j]  +  attn_mask[i,j]
+ *   s[i,j] = c((q_i . k_j) / (sqrt(S) tau))  +  alibi[h,i,j]  +  attn_mask[i,j]
+ *   S = opt->score_scalar (Gemma's query_pre_attn_scalar) if > 0, else Dh;
+ *   c(s) = cap tanh(s / cap) when opt->softcap = cap > 0 (softcap.h), else s
  *   s[i,j] = M      where key j is padding, or j > i with the causal mask:
  *                   M = -inf (mask_value "-inf", the default), or
  *                   M = -DBL_MAX (mask_value "finfo_min", torch.finfo(float64).min)
  *   weights[i,:] = softmax(s[i,:])          (softmax.h, tau already applied)
  *   out[i,:] = sum_j weights[i,j] v_j
  *
- * The divisor sqrt(Dh) tau is formed once (two roundings) and each score is
- * one division of the dot product (accumulated j = 0 upward) by it.
+ * The divisor sqrt(S) tau is formed once (two roundings) and each score is
+ * one division of the dot product (accumulated j = 0 upward) by it; the cap
+ * comes before ALiBi, the additive mask and the masks, as in Gemma 2.
  * alibi[h,i,j] = -m_h |pos_i - pos_j| (alibi.h), added after the scaling.
  * Masked-row policy: a query whose every score is -inf (every key masked
  * with M = -inf, or an attn_mask row of -inf) gets weights all 0 and output
@@ -37,7 +40,7 @@ void refenc_attention_forward(double *out, double *weights,
 /* Backward (docs/gradients.md), FlashAttention's formulation.
  * dout: (B, H, L, Dh), the gradient with respect to out.  Saved from the
  * forward: q, k, v (as the forward read them, RoPE applied), weights P and
- * out O.  Per head, with divisor = sqrt(Dh) tau formed as the forward does:
+ * out O.  Per head, with divisor = sqrt(S) tau formed as the forward does:
  *   dv_j  = sum_i P_ij dO_i                        dv: (B, H, L, Dh)
  *   dP_ij = dO_i . v_j                             dP: (B, H, L, L)
  *   D_i   = dO_i . O_i   (= sum_j P_ij dP_ij)      Drow: (B, H, L)
@@ -50,7 +53,9 @@ void refenc_attention_forward(double *out, double *weights,
  * uniform weights are constants); an additive -inf gives P_ij = 0 and so
  * dS_ij = 0.  Masked keys get dk = dv = 0 from every query.  A fully masked
  * row (P = 0, O = 0 under M = -inf) has D_i = 0 and contributes nothing.
- * Every output is written.  None may alias an input.  Never fails. */
+ * Every output is written.  None may alias an input.
+ * Precondition: no softcap (opt->softcap == 0: its derivative is not applied;
+ * the backward's callers refuse it, docs/gradients.md).  Never fails. */
 void refenc_attention_backward(double *dq, double *dk, double *dv,
                                double *dP, double *dS, double *Drow,
                                const double *dout, const double *q, const double *k,

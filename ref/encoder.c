@@ -200,6 +200,8 @@ static void attention_setup(refenc_attn_options *opt, refenc_rope_options *rope,
         .positions = pos,
         .temperature = cfg->temperature,
         .mask_value = cfg->mask_value,
+        .score_scalar = cfg->query_pre_attn_scalar,
+        .softcap = cfg->attn_logit_softcapping,
     };
     *rope = (refenc_rope_options){cfg->rope_layout, cfg->rope_base, pos, &cfg->rope_scaling};
     *rope_p = cfg->positional == REFENC_POS_ROPE ? rope : NULL;
@@ -327,6 +329,12 @@ int refenc_grad_workspace_alloc(refenc_grad_workspace *g, const refenc_config *c
                                 "config: the backward pass supports multi-head attention only; "
                                 "%s is set (grouped-query attention and head_dim are forward only)",
                                 refenc_config_kv_heads(cfg) != cfg->n_heads ? "n_kv_heads" : "head_dim");
+    if (cfg->attn_logit_softcapping != 0 || cfg->query_pre_attn_scalar != 0)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: the backward pass does not support %s yet (Gemma's attention "
+                                "conventions are forward only)",
+                                cfg->attn_logit_softcapping != 0 ? "attn_logit_softcapping"
+                                                                 : "query_pre_attn_scalar");
     const size_t n = grad_count(cfg, B, L), params = refenc_config_param_count(cfg);
     size_t total, bytes;
     if (n == 0 || !refenc_size_add(&total, n, params) ||

@@ -34,7 +34,8 @@ rope_yarn_frequency|ref/rope_scaling.c@yarn_frequency|return theta / s->factor *
 rope_llama3_frequency|ref/rope_scaling.c@llama3_frequency|return (1.0 - m) * theta / s->factor + m * theta;|return (double)(float)((1.0 - m) * theta / s->factor + m * theta);
 linear_output|ref/linear.c|y_n[o] = b != NULL ? acc + b[o] : acc;|y_n[o] = (double)(float)(b != NULL ? acc + b[o] : acc);
 quick_gelu_output|ref/activation.c|return x / (1.0 + exp(-t));|return (double)(float)(x / (1.0 + exp(-t)));
-embedding_add|ref/embedding.c|y_bl[d] = x_bl[d] + row[d];|y_bl[d] = (double)(float)(x_bl[d] + row[d]);'
+embedding_add|ref/embedding.c|y_bl[d] = x_bl[d] + row[d];|y_bl[d] = (double)(float)(x_bl[d] + row[d]);
+softcap_tanh|ref/softcap.c|const double t = tanh(s / cap);|const double t = (double)(float)tanh(s / cap);'
 
 echo "float-variants: building the unmodified copy in $tmp"
 make -C "$tmp" -s build/checks/refenc-checks >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; exit 1; }

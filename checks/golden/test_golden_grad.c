@@ -442,6 +442,15 @@ Test(golden_grad, bad_upstream_gradients_and_configs_are_refused, .timeout = 60)
     expect_refused(fwd, "golden", "dY without --grad", "in.grad.dY", out);
     const char *rm[] = {"refenc", "golden", "--config", rms, "--grad", "--quiet", "--out-file", out, NULL};
     expect_refused(rm, "golden", "RMSNorm", "norm_type", out);
+    /* Gemma's attention conventions have no backward yet: refused by key */
+    const char *sc = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1, "
+                     "\"attn_logit_softcapping\": 5.0}, \"input\": {\"batch\": 1, \"seq_len\": 3}}";
+    rb_write_file(rms, sc, strlen(sc));
+    expect_refused(rm, "golden", "softcap", "attn_logit_softcapping", out);
+    const char *qs = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1, "
+                     "\"query_pre_attn_scalar\": 6.0}, \"input\": {\"batch\": 1, \"seq_len\": 3}}";
+    rb_write_file(rms, qs, strlen(qs));
+    expect_refused(rm, "golden", "query_pre_attn_scalar", "query_pre_attn_scalar", out);
     const char *pl[] = {"refenc", "golden", "--config", cfg, "--grad", "--per-layer", "--quiet", "--out-file",
                         out, NULL};
     expect_refused(pl, "golden", "--per-layer", "not made in parts", out);

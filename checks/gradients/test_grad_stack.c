@@ -860,3 +860,25 @@ Test(grad_stack, refuses_grouped_query_attention_and_head_dim_by_key)
     cr_assert_eq(refenc_grad_workspace_alloc(&gws, &g, 1, 3, NULL), REFENC_OK);
     refenc_grad_workspace_free(&gws);
 }
+
+/* Gemma's attention conventions are forward only (docs/gradients.md): the
+ * gradient workspace refuses each by key and allocates nothing. */
+Test(grad_stack, refuses_softcap_and_query_pre_attn_scalar_by_key)
+{
+    refenc_config c;
+    refenc_config_default(&c);
+    c.d_model = 8, c.n_heads = 4, c.d_ff = 6, c.n_layers = 1;
+    const char *key[2] = {"attn_logit_softcapping", "query_pre_attn_scalar"};
+    for (int i = 0; i < 2; i++) {
+        refenc_config g = c;
+        if (i == 0)
+            g.attn_logit_softcapping = 50.0;
+        else
+            g.query_pre_attn_scalar = 2.0; /* even equal to Dh: refused by key */
+        refenc_grad_workspace gws;
+        refenc_error err;
+        cr_assert_eq(refenc_grad_workspace_alloc(&gws, &g, 1, 3, &err), REFENC_EINVAL);
+        cr_expect(strstr(err.message, key[i]) != NULL, "%s", err.message);
+        cr_expect_null(gws.block);
+    }
+}

@@ -3,6 +3,7 @@
 #include "bounds.h"
 
 #include "../../ref/gqa.h"
+#include "../../ref/softcap.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -369,7 +370,8 @@ void bnd_attention(double *E_out, double *E_w, const double *q, const double *E_
                    const refenc_attn_options *opt, const double *slope_err, const double *w,
                    size_t B, size_t H, size_t L, size_t Dh)
 {
-    const double c = sqrt((double)Dh) * opt->temperature;
+    /* sqrt(S) tau, S = query_pre_attn_scalar or Dh: formed as the kernel does */
+    const double c = sqrt(opt->score_scalar > 0 ? opt->score_scalar : (double)Dh) * opt->temperature;
     const double gD = bnd_gamma((double)Dh), g2 = bnd_gamma(2), gL = bnd_gamma((double)L);
     double *s = dalloc(L * L), *Es = dalloc(L * L);
     for (size_t b = 0; b < B; b++) {
@@ -392,6 +394,14 @@ void bnd_attention(double *E_out, double *E_w, const double *q, const double *E_
                     }
                     double sv = dot / c;
                     double E = (gD * A * (1 + g2) + g2 * fabs(dot) + P) / c + U * fabs(sv);
+                    if (opt->softcap > 0) {
+                        /* y = cap tanh(s / cap) (softcap.h): |dy/ds| <= 1 carries E; s / cap
+                         * rounds (u|s| after that derivative), tanh within 2 ulps (glibc:
+                         * 4u|y|), the product u|y| (docs/error-bounds.md) */
+                        const double y = refenc_softcap(sv, opt->softcap);
+                        E += U * fabs(sv) + 5 * U * fabs(y);
+                        sv = y;
+                    }
                     if (opt->alibi_slopes != NULL) {
                         const int64_t pi = opt->positions[i], pj = opt->positions[j];
                         const double dp = (double)(pi > pj ? pi - pj : pj - pi);

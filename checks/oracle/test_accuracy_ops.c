@@ -409,6 +409,7 @@ typedef struct {
     int pad, causal, mask, alibi;
     double tau, qscale;
     refenc_mask_value mask_value;
+    double cap, S; /* attn_logit_softcapping, query_pre_attn_scalar: 0, unset */
 } attn_case;
 
 static void attention_case(acc_stats *a, const attn_case *c, size_t Dh, gsl_rng *r)
@@ -440,6 +441,7 @@ static void attention_case(acc_stats *a, const attn_case *c, size_t Dh, gsl_rng 
         .key_padding_mask = c->pad ? pad : NULL, .causal = c->causal,
         .attn_mask = c->mask ? mask : NULL, .alibi_slopes = c->alibi ? slopes : NULL,
         .positions = pos, .temperature = c->tau, .mask_value = c->mask_value,
+        .softcap = c->cap, .score_scalar = c->S,
     };
     double *out = acc_zeros(n), *w = acc_zeros(nw), *outo = acc_zeros(n), *wo = acc_zeros(nw);
     double *Eo = acc_zeros(n), *Ew = acc_zeros(nw);
@@ -452,17 +454,22 @@ static void attention_case(acc_stats *a, const attn_case *c, size_t Dh, gsl_rng 
 }
 
 static const attn_case ATTN_CASES[] = {
-    {"plain", 0, 0, 0, 0, 1.0, 1.0, REFENC_MASK_NEG_INF},
-    {"padding", 1, 0, 0, 0, 1.0, 1.0, REFENC_MASK_NEG_INF},
-    {"causal", 0, 1, 0, 0, 1.0, 1.0, REFENC_MASK_NEG_INF},
-    {"attn_mask", 0, 0, 1, 0, 1.0, 1.0, REFENC_MASK_NEG_INF},
-    {"alibi+padding", 1, 0, 0, 1, 1.0, 1.0, REFENC_MASK_NEG_INF},
-    {"temperature", 0, 1, 1, 1, 0.37, 1.0, REFENC_MASK_NEG_INF},
-    {"large logits", 1, 0, 0, 0, 1.0, 40.0, REFENC_MASK_NEG_INF},
+    {"plain", 0, 0, 0, 0, 1.0, 1.0, REFENC_MASK_NEG_INF, 0, 0},
+    {"padding", 1, 0, 0, 0, 1.0, 1.0, REFENC_MASK_NEG_INF, 0, 0},
+    {"causal", 0, 1, 0, 0, 1.0, 1.0, REFENC_MASK_NEG_INF, 0, 0},
+    {"attn_mask", 0, 0, 1, 0, 1.0, 1.0, REFENC_MASK_NEG_INF, 0, 0},
+    {"alibi+padding", 1, 0, 0, 1, 1.0, 1.0, REFENC_MASK_NEG_INF, 0, 0},
+    {"temperature", 0, 1, 1, 1, 0.37, 1.0, REFENC_MASK_NEG_INF, 0, 0},
+    {"large logits", 1, 0, 0, 0, 1.0, 40.0, REFENC_MASK_NEG_INF, 0, 0},
     /* finfo_min: batch 1 all padding takes uniform weights 1/7; causal +
      * padding (attention_case rounds v to float there: see its comment) */
-    {"padding finfo_min", 1, 0, 0, 0, 1.0, 1.0, REFENC_MASK_FINFO_MIN},
-    {"causal padding finfo_min", 1, 1, 0, 0, 1.0, 1.0, REFENC_MASK_FINFO_MIN},
+    {"padding finfo_min", 1, 0, 0, 0, 1.0, 1.0, REFENC_MASK_FINFO_MIN, 0, 0},
+    {"causal padding finfo_min", 1, 1, 0, 0, 1.0, 1.0, REFENC_MASK_FINFO_MIN, 0, 0},
+    /* Gemma's soft-cap (before ALiBi, the additive mask and the masks) and
+     * score scale, on the twin's own options: scores of scale 3 and 2
+     * against caps 1.5 and 0.8 */
+    {"softcap alibi mask padding", 1, 1, 1, 1, 1.0, 3.0, REFENC_MASK_NEG_INF, 1.5, 0.6},
+    {"softcap causal padding finfo_min", 1, 1, 0, 0, 1.0, 2.0, REFENC_MASK_FINFO_MIN, 0.8, 0},
 };
 
 Test(accuracy_attention, every_mask_and_large_logits)
@@ -549,6 +556,47 @@ Test(accuracy_attention, grouped_query_and_head_dim)
     }
     gsl_rng_free(r);
     acc_finish(&a, "grouped-query attention");
+}
+
+/* Gemma 2/3's attention: scores divided by sqrt(query_pre_attn_scalar) tau
+ * and soft-capped, cap tanh(s / cap), against the oracle's twin (mpfr_tanh,
+ * certified by Ziv's loop) within bnd_mha's bound with the cap's term
+ * (bnd_attention: the carried error, u|s| + 5u|y|).  The caps (0.75 to 3) are
+ * of the order of the scores, so tanh is far from linear; the scalars are
+ * not Dh, and one case has head_dim and grouped-query attention as Gemma. */
+Test(accuracy_attention, gemma_softcap_and_query_pre_attn_scalar)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(117);
+    const struct { size_t B, L, D, H, Hkv, Dh; int rope, causal; double cap, S; } cs[] = {
+        {2, 5, 12, 4, 4, 3, 0, 0, 0.75, 0.3}, {1, 6, 10, 4, 2, 4, 1, 1, 1.5, 7.3},
+        {1, 5, 12, 3, 3, 4, 0, 1, 3.0, 0}, {2, 4, 8, 2, 1, 6, 1, 0, 0, 2.385}};
+    int64_t pos[6];
+    for (size_t l = 0; l < 6; l++)
+        pos[l] = 17 + 3 * (int64_t)l;
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        const size_t B = cs[c].B, L = cs[c].L, D = cs[c].D, H = cs[c].H, Hkv = cs[c].Hkv, Dh = cs[c].Dh;
+        const size_t E = H * Dh, R = E + 2 * Hkv * Dh, n = B * L * D, nw = B * H * L * L;
+        double *x = acc_randn(n, 0, 1.5, r), *ipw = acc_randn(R * D, 0, 1 / sqrt((double)D), r);
+        double *ipb = acc_randn(R, 0, 0.1, r), *opw = acc_randn(D * E, 0, 1 / sqrt((double)E), r);
+        double *opb = acc_randn(D, 0, 0.1, r);
+        refenc_attn_options opt = {.causal = cs[c].causal, .positions = pos, .temperature = 1.0,
+                                   .softcap = cs[c].cap, .score_scalar = cs[c].S};
+        refenc_rope_options rope = {REFENC_ROPE_HALF, 10000.0, pos, NULL};
+        const refenc_rope_options *rp = cs[c].rope ? &rope : NULL;
+        bnd_mha_run run;
+        bnd_gqa_run_alloc(&run, B, L, D, H, Hkv, Dh);
+        double *Ey = acc_zeros(n), *Ew = acc_zeros(nw), *yo = acc_zeros(n), *wo = acc_zeros(nw);
+        bnd_mha(Ey, Ew, &run, x, NULL, ipw, ipb, opw, opb, &opt, rp, NULL);
+        MP_OK(refenc_mp_gqa_forward(yo, wo, x, ipw, ipb, opw, opb, &opt, rp, B, L, D, H, Hkv, Dh, P0, REP));
+        acc_check(&a, "weights", run.w.weights, wo, Ew, nw);
+        acc_check(&a, "y", run.y, yo, Ey, n);
+        bnd_mha_run_free(&run);
+        free(x), free(ipw), free(ipb), free(opw), free(opb), free(Ey), free(Ew), free(yo), free(wo);
+    }
+    gsl_rng_free(r);
+    acc_finish(&a, "Gemma's softcap and score scale");
 }
 
 /* ---- FFN ---- */

@@ -117,11 +117,23 @@ Test(bad_golden, metadata_missing_or_wrong)
 
     rb_golden_load(&g, "layernorm_small_variance");
     rb_golden_set_config(&g, "d_modle", "24");
-    run_error(&s, &g, "an unknown config key", "__metadata__.config.d_modle: unknown key (known keys: "
-              "d_model, n_heads, d_ff, n_layers, norm, activation, layer_norm_eps, final_norm, positional, "
-              "rope_layout, rope_base, max_len, temperature, causal, vocab_size, padding_idx, family, "
-              "scale_embedding, type_vocab_size, embedding_norm, embedding_norm_eps, position_ids, "
-              "mask_value, norm_type, rmsnorm_offset, ffn_type, glu_gate, norm_bias, linear_bias, rope_scaling, partial_rotary_factor, n_kv_heads, head_dim)");
+    /* the list of every known key makes the message longer than
+     * REFENC_ERRMSG_MAX - 1 bytes with the case's path in front: it keeps its
+     * head (the key) and its tail around the cut (refenc_error_set) */
+    rb_golden_write(&g, s.golden);
+    const char *args[] = {"refenc", "run", "--case", s.golden, "--out", s.out, NULL};
+    rb_result r = rb_run(args);
+    char head[4096];
+    snprintf(head, sizeof head, "refenc run: %s: __metadata__.config.d_modle: unknown key (known keys: "
+             "d_model, n_heads, d_ff, ", s.golden);
+    const char *tail = "n_kv_heads, head_dim, attn_logit_softcapping, query_pre_attn_scalar)\n";
+    cr_expect_eq(r.status, 2, "an unknown config key: exit %d", r.status);
+    cr_expect(strncmp(r.err, head, strlen(head)) == 0, "an unknown config key: %s", r.err);
+    cr_expect(strlen(r.err) > strlen(tail) && strcmp(r.err + strlen(r.err) - strlen(tail), tail) == 0,
+              "an unknown config key: %s", r.err);
+    cr_expect(strstr(r.err, " bytes ...] ") != NULL, "an unknown config key, cut: %s", r.err);
+    cr_expect(!rb_exists(s.out), "an unknown config key: a results file was written");
+    rb_result_free(&r);
     rb_golden_free(&g);
 
     rb_golden_load(&g, "layernorm_small_variance");

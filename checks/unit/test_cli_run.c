@@ -121,6 +121,16 @@ static const struct {
     {"head_dim_over_limit.json", "model: head_dim = 1048577 exceeds the limit 1048576"},
     {"head_dim_over_max_bytes.json", "model: the parameters need more than the limit of 4294967296 bytes"},
     {"rope_odd_head_dim.json", "model: positional 'rope' needs an even head width, but head_dim = 9"},
+    /* Gemma 2/3's attention keys (docs/families.md): a number > 0, or null */
+    {"attn_logit_softcapping_zero.json", "model.attn_logit_softcapping: expected a number > 0 or null, got 0"},
+    {"attn_logit_softcapping_negative.json", "model.attn_logit_softcapping: expected a number > 0 or null, got -50"},
+    {"attn_logit_softcapping_string.json", "model.attn_logit_softcapping: expected a number > 0 or null"},
+    {"attn_logit_softcapping_nan.json", "line 1, column 40 (byte 40): invalid token near 'NaN'"},
+    {"attn_logit_softcapping_overflow.json", "line 1, column 42 (byte 42): real number overflow near '1e999'"},
+    {"query_pre_attn_scalar_zero.json", "model.query_pre_attn_scalar: expected a number > 0 or null, got 0"},
+    {"query_pre_attn_scalar_negative.json", "model.query_pre_attn_scalar: expected a number > 0 or null, got -256"},
+    {"query_pre_attn_scalar_string.json", "model.query_pre_attn_scalar: expected a number > 0 or null"},
+    {"query_pre_attn_scalar_overflow.json", "line 1, column 41 (byte 41): real number overflow near '1e400'"},
     /* malformed JSON: line, column and byte offset */
     {"duplicate_model_key.json", "line 1, column 49 (byte 49): duplicate object key near '\"d_model\"'"},
     {"duplicate_top_level_key.json", "line 1, column 21 (byte 21): duplicate object key near '\"model\"'"},

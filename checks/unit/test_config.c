@@ -4,6 +4,7 @@
  * checked.  Each error case is one parameterized test instance over the
  * table below; each comes with a valid neighbour (positive control) where
  * one exists, so the check is not passing because everything is refused. */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -73,6 +74,17 @@
     X(embedding_norm_eps_negative, c->embedding_norm_eps = -1e-12, REFENC_EINVAL,                \
       "embedding_norm_eps")                                                                      \
     X(embedding_norm_eps_nan, c->embedding_norm_eps = NAN, REFENC_EINVAL, "embedding_norm_eps")  \
+    X(softcap_negative, c->attn_logit_softcapping = -50.0, REFENC_EINVAL,                        \
+      "attn_logit_softcapping must be finite and > 0 (0: off), got -50")                         \
+    X(softcap_nan, c->attn_logit_softcapping = NAN, REFENC_EINVAL, "attn_logit_softcapping")     \
+    X(softcap_infinite, c->attn_logit_softcapping = INFINITY, REFENC_EINVAL,                     \
+      "attn_logit_softcapping")                                                                  \
+    X(query_pre_attn_scalar_negative, c->query_pre_attn_scalar = -256.0, REFENC_EINVAL,          \
+      "query_pre_attn_scalar must be finite and > 0 (0: head_dim), got -256")                    \
+    X(query_pre_attn_scalar_nan, c->query_pre_attn_scalar = NAN, REFENC_EINVAL,                  \
+      "query_pre_attn_scalar")                                                                   \
+    X(query_pre_attn_scalar_infinite, c->query_pre_attn_scalar = -INFINITY, REFENC_EINVAL,       \
+      "query_pre_attn_scalar")                                                                   \
     X(roberta_positions_without_learned_table, (c->vocab_size = 10, c->padding_idx = 1,          \
                                                 c->position_ids = REFENC_POSIDS_ROBERTA),        \
       REFENC_EINVAL, "position_ids 'roberta' index the learned PE table")                        \
@@ -173,6 +185,9 @@ Test(config, defaults_and_boundary_values_are_valid)
     EXPECT_VALID(c.embedding_norm = 1);                                  /* LN over x inputs */
     EXPECT_VALID((c.family = REFENC_FAMILY_CLIP_TEXT, c.mask_value = REFENC_MASK_FINFO_MIN));
     EXPECT_VALID((c.activation = REFENC_ACT_QUICK_GELU));
+    EXPECT_VALID((c.attn_logit_softcapping = 50.0, c.query_pre_attn_scalar = 256.0)); /* Gemma 2 */
+    EXPECT_VALID((c.attn_logit_softcapping = 0x1p-1074, c.query_pre_attn_scalar = 0x1p-1074));
+    EXPECT_VALID((c.attn_logit_softcapping = DBL_MAX, c.query_pre_attn_scalar = DBL_MAX));
     EXPECT_VALID((c.vocab_size = 10, c.padding_idx = 3, c.positional = REFENC_POS_LEARNED,
                   c.max_len = 5, c.position_ids = REFENC_POSIDS_ROBERTA)); /* positions 4 on */
     /* V = 2^24, D = 31: 520093696 + 4248 doubles, just under 2^29 = 536870912 */

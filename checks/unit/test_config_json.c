@@ -77,6 +77,21 @@ static const json_error_case json_errors[] = {
     {"token_types_on_x_inputs", "{\"type_vocab_size\": 2}", REFENC_EINVAL,
      "model: type_vocab_size = 2 needs token inputs"},
     {"not_an_object", "[]", REFENC_EINVAL, "model: expected a JSON object"},
+    /* Gemma's attention keys: absent or null is off, an explicit value > 0 */
+    {"softcap_zero", "{\"attn_logit_softcapping\": 0}", REFENC_EINVAL,
+     "model.attn_logit_softcapping: expected a number > 0 or null, got 0"},
+    {"softcap_negative", "{\"attn_logit_softcapping\": -50.0}", REFENC_EINVAL,
+     "model.attn_logit_softcapping: expected a number > 0 or null, got -50"},
+    {"softcap_string", "{\"attn_logit_softcapping\": \"50\"}", REFENC_EINVAL,
+     "model.attn_logit_softcapping: expected a number > 0 or null"},
+    {"softcap_boolean", "{\"attn_logit_softcapping\": true}", REFENC_EINVAL,
+     "model.attn_logit_softcapping: expected a number > 0 or null"},
+    {"query_pre_attn_scalar_zero", "{\"query_pre_attn_scalar\": 0.0}", REFENC_EINVAL,
+     "model.query_pre_attn_scalar: expected a number > 0 or null, got 0"},
+    {"query_pre_attn_scalar_negative", "{\"query_pre_attn_scalar\": -144}", REFENC_EINVAL,
+     "model.query_pre_attn_scalar: expected a number > 0 or null, got -144"},
+    {"query_pre_attn_scalar_array", "{\"query_pre_attn_scalar\": [256]}", REFENC_EINVAL,
+     "model.query_pre_attn_scalar: expected a number > 0 or null"},
     /* validation errors, re-labelled with the location */
     {"d_model_zero", "{\"d_model\": 0}", REFENC_EINVAL, "model: d_model must be at least 1"},
     {"d_model_not_divisible", "{\"d_model\": 10, \"n_heads\": 4}", REFENC_EINVAL,
@@ -223,6 +238,29 @@ Test(config_json, to_json_round_trips)
     c.max_len = 9, c.temperature = 2.385, c.causal = 1, c.vocab_size = 11, c.padding_idx = 3;
     c.embedding_norm_eps = c.layer_norm_eps; /* its default follows layer_norm_eps */
     expect_round_trip(&c, 16);
+    /* Gemma's keys only when set: two more keys, and they read back (the
+     * values are not nice: %.17g must carry every bit) */
+    c.attn_logit_softcapping = 7.3, c.query_pre_attn_scalar = 0.1 + 0.2;
+    expect_round_trip(&c, 18);
+}
+
+/* Gemma 2's keys with their Hugging Face names and values; null is off, as
+ * Gemma 3's config.json writes it for the final logits. */
+Test(config_json, gemma_attention_keys_are_read)
+{
+    const char *text = "{\"attn_logit_softcapping\": 50.0, \"query_pre_attn_scalar\": 144}";
+    json_t *obj = json_loads(text, 0, NULL);
+    refenc_config c;
+    refenc_error err;
+    cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s", err.message);
+    json_decref(obj);
+    cr_expect_eq(c.attn_logit_softcapping, 50.0);
+    cr_expect_eq(c.query_pre_attn_scalar, 144.0);
+    obj = json_loads("{\"attn_logit_softcapping\": null}", 0, NULL);
+    cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s", err.message);
+    json_decref(obj);
+    cr_expect_eq(c.attn_logit_softcapping, 0.0, "null must be off");
+    cr_expect_eq(c.query_pre_attn_scalar, 0.0, "absent must be the default");
 }
 
 /* The keys of the embedding path and the families are read. */

@@ -271,6 +271,15 @@ static int validate_reals(const refenc_config *c, refenc_error *err)
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: temperature must be finite and > 0, got %.17g",
                                 c->temperature);
+    /* 0 is off (the JSON reader refuses an explicit 0 by name) */
+    if (!isfinite(c->attn_logit_softcapping) || c->attn_logit_softcapping < 0)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: attn_logit_softcapping must be finite and > 0 (0: off), got %.17g",
+                                c->attn_logit_softcapping);
+    if (!isfinite(c->query_pre_attn_scalar) || c->query_pre_attn_scalar < 0)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: query_pre_attn_scalar must be finite and > 0 (0: head_dim), got %.17g",
+                                c->query_pre_attn_scalar);
     if (!isfinite(c->rope_base) || !(c->rope_base > 1))
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: rope_base must be finite and > 1, got %.17g", c->rope_base);

@@ -133,6 +133,11 @@ typedef struct {
                                  * 1: multi-query.  Read through refenc_config_kv_heads */
     size_t head_dim;            /* Dh independent of D / H (Gemma); 0: D / H.
                                  * Read through refenc_config_head_dim              */
+    /* Gemma 2/3's attention conventions (softcap.h, docs/families.md): 0 = off */
+    double attn_logit_softcapping; /* cap > 0: s <- cap tanh(s / cap) after the
+                                    * scaling, before the masks; 0: no cap        */
+    double query_pre_attn_scalar;  /* S > 0: scores divided by sqrt(S) tau instead
+                                    * of sqrt(Dh) tau; 0: S = Dh                   */
 } refenc_config;
 
 /* Documented limits.  A config or input beyond them is refused with
@@ -158,6 +163,7 @@ void refenc_config_default(refenc_config *cfg);
  * Errors: REFENC_EINVAL (D % H != 0 without head_dim, n_kv_heads not
  *         dividing n_heads, odd Dh with RoPE, odd D with
  *         sinusoidal PE, eps < 0 or not finite, tau <= 0 or not finite,
+ *         attn_logit_softcapping or query_pre_attn_scalar < 0 or not finite,
  *         rope_base <= 1 or not finite, a zero size, an enum out of range,
  *         padding_idx outside [-1, V), rmsnorm_offset without RMSNorm,
  *         token types or the RoBERTa position

@@ -1,5 +1,5 @@
 /* The options of attention that are not tensors of the layer: masks, ALiBi,
- * temperature, RoPE.  Shared by the reference and the oracle. */
+ * temperature, the score scale and softcap, RoPE.  Shared by the reference and the oracle. */
 #ifndef REFENC_OPTIONS_H
 #define REFENC_OPTIONS_H
 
@@ -18,6 +18,10 @@ typedef struct {
     double temperature;              /* tau > 0                                          */
     refenc_mask_value mask_value;    /* the score of a masked key: -inf (0, the default  *
                                       * of a zeroed struct) or -DBL_MAX (attention.h)    */
+    double score_scalar;             /* S > 0: scores divided by sqrt(S) tau (Gemma's     *
+                                      * query_pre_attn_scalar); 0: S = Dh                */
+    double softcap;                  /* cap > 0: s <- cap tanh(s / cap) after the scale  *
+                                      * (softcap.h); 0: none                             */
 } refenc_attn_options;
 
 /* RoPE inside multi-head attention: applied to q and k of every head. */

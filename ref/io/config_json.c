@@ -91,7 +91,8 @@ static const char *const model_keys[] = {
     "final_norm", "positional", "rope_layout", "rope_base", "max_len", "temperature",
     "causal", "vocab_size", "padding_idx", "family", "scale_embedding", "type_vocab_size",
     "embedding_norm", "embedding_norm_eps", "position_ids", "mask_value", "norm_type", "rmsnorm_offset", "ffn_type", "glu_gate", "norm_bias", "linear_bias",
-    "rope_scaling", "partial_rotary_factor", "n_kv_heads", "head_dim", NULL};
+    "rope_scaling", "partial_rotary_factor", "n_kv_heads", "head_dim",
+    "attn_logit_softcapping", "query_pre_attn_scalar", NULL};
 
 /* n_kv_heads or head_dim: absent leaves the default (0: H, or D / H); an
  * explicit value must be an integer >= 1, as every other size. */
@@ -103,6 +104,38 @@ static int get_optional_size(size_t *v, const json_t *obj, const char *key, cons
         return refenc_error_set(err, REFENC_EINVAL, "%s.%s: expected an integer >= 1, got %lld", where,
                                 key, (long long)json_integer_value(j));
     return refenc_json_get_size(v, obj, key, where, err);
+}
+
+/* attn_logit_softcapping or query_pre_attn_scalar (Hugging Face's names and
+ * meanings): absent or null leaves 0 (off: no cap, the scale sqrt(Dh)); an
+ * explicit value must be a number > 0 (JSON has no NaN or infinity, and the
+ * parser refuses a number that overflows a double). */
+static int get_optional_positive(double *v, const json_t *obj, const char *key, const char *where,
+                                 refenc_error *err)
+{
+    const json_t *j = json_object_get(obj, key);
+    if (j == NULL || json_is_null(j))
+        return REFENC_OK;
+    if (!json_is_number(j))
+        return refenc_error_set(err, REFENC_EINVAL, "%s.%s: expected a number > 0 or null", where, key);
+    if (!(json_number_value(j) > 0))
+        return refenc_error_set(err, REFENC_EINVAL, "%s.%s: expected a number > 0 or null, got %.17g",
+                                where, key, json_number_value(j));
+    *v = json_number_value(j);
+    return REFENC_OK;
+}
+
+/* The attention's optional keys: n_kv_heads, head_dim (grouped-query
+ * attention), attn_logit_softcapping, query_pre_attn_scalar (Gemma). */
+static int read_attention_keys(refenc_config *c, const json_t *obj, const char *where, refenc_error *err)
+{
+    int st;
+    if ((st = get_optional_size(&c->n_kv_heads, obj, "n_kv_heads", where, err)) ||
+        (st = get_optional_size(&c->head_dim, obj, "head_dim", where, err)) ||
+        (st = get_optional_positive(&c->attn_logit_softcapping, obj, "attn_logit_softcapping", where, err)) ||
+        (st = get_optional_positive(&c->query_pre_attn_scalar, obj, "query_pre_attn_scalar", where, err)))
+        return st;
+    return REFENC_OK;
 }
 
 /* The enum-valued member `key` through its parser, if present. */
@@ -178,8 +211,7 @@ int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *whe
         (st = refenc_json_get_size(&c->max_len, obj, "max_len", where, err)) ||
         (st = refenc_json_get_size(&c->vocab_size, obj, "vocab_size", where, err)) ||
         (st = refenc_json_get_size(&c->type_vocab_size, obj, "type_vocab_size", where, err)) ||
-        (st = get_optional_size(&c->n_kv_heads, obj, "n_kv_heads", where, err)) ||
-        (st = get_optional_size(&c->head_dim, obj, "head_dim", where, err)) ||
+        (st = read_attention_keys(c, obj, where, err)) ||
         (st = get_double(&c->layer_norm_eps, obj, "layer_norm_eps", where, err)) ||
         (st = get_double(&c->rope_base, obj, "rope_base", where, err)) ||
         (st = get_double(&c->temperature, obj, "temperature", where, err)) ||
@@ -213,10 +245,15 @@ int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *whe
     return validate_at(c, where, err);
 }
 
-/* n_kv_heads and head_dim, written only when set (absent: the defaults). */
+/* n_kv_heads, head_dim, attn_logit_softcapping and query_pre_attn_scalar,
+ * written only when set (absent: the defaults). */
 static int attention_keys_to_json(json_t *j, const refenc_config *c)
 {
     int bad = 0;
+    if (c->attn_logit_softcapping != 0)
+        bad |= json_object_set_new(j, "attn_logit_softcapping", json_real(c->attn_logit_softcapping));
+    if (c->query_pre_attn_scalar != 0)
+        bad |= json_object_set_new(j, "query_pre_attn_scalar", json_real(c->query_pre_attn_scalar));
     if (c->n_kv_heads != 0)
         bad |= json_object_set_new(j, "n_kv_heads", json_integer((json_int_t)c->n_kv_heads));
     if (c->head_dim != 0)

@@ -1,5 +1,8 @@
 /* Scaled dot-product attention in MPFR (attention.h):
- *   s[i,j] = (q_i . k_j) / (sqrt(Dh) tau) - m_h |pos_i - pos_j| + attn_mask[i,j]
+ *   s[i,j] = c((q_i . k_j) / (sqrt(S) tau)) - m_h |pos_i - pos_j| + attn_mask[i,j]
+ *            S = score_scalar or Dh;  c(s) = cap tanh(s / cap) with a softcap
+ *            (softcap.h: mpfr_tanh, correctly rounded at the working
+ *            precision; Ziv's loop certifies the result), else s
  *   s[i,j] = M where key j is padding, or j > i under the causal mask,
  *            M = -inf, or exactly -DBL_MAX (mask_value finfo_min)
  *   weights[i,:] = softmax(s[i,:]);  out_i = sum_j weights[i,j] v_j
@@ -10,22 +13,91 @@
 #include "internal.h"
 
 #include <float.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* divisor = sqrt(S) tau, S = score_scalar (query_pre_attn_scalar, exact) or
+ * Dh.  Returns e when the divisor is a power of two 2^e (Dh = 64, tau = 1:
+ * 8), which divides exactly by an exponent shift: the same value as
+ * mpfr_div without a division per score; LONG_MIN otherwise. */
+static long score_divisor(mpfr_ptr divisor, const refenc_mp_attn_options *opt, size_t Dh)
+{
+    if (opt->score_scalar != NULL)
+        mpfr_sqrt(divisor, opt->score_scalar, MPFR_RNDN);
+    else
+        mpfr_sqrt_ui(divisor, Dh, MPFR_RNDN);
+    mpfr_mul(divisor, divisor, opt->temperature, MPFR_RNDN);
+    const int pow2 = mpfr_regular_p(divisor) && mpfr_sgn(divisor) > 0 &&
+                     mpfr_cmp_ui_2exp(divisor, 1, mpfr_get_exp(divisor) - 1) == 0;
+    return pow2 ? (long)mpfr_get_exp(divisor) - 1 : LONG_MIN;
+}
+
+/* s <- s / divisor (an exponent shift when score_divisor found one). */
+static void scale(mpfr_ptr s, mpfr_srcptr divisor, long shift)
+{
+    if (shift != LONG_MIN)
+        mpfr_div_2si(s, s, shift, MPFR_RNDN);
+    else
+        mpfr_div(s, s, divisor, MPFR_RNDN);
+}
+
+/* s <- cap tanh(s / cap) (softcap.h); s = -inf gives -cap exactly */
+static void cap_score(mpfr_ptr s, mpfr_srcptr cap)
+{
+    mpfr_div(s, s, cap, MPFR_RNDN);
+    mpfr_tanh(s, s, MPFR_RNDN);
+    mpfr_mul(s, s, cap, MPFR_RNDN);
+}
+
+/* What the score of key j for query i is made of. */
+typedef struct {
+    mpfr_srcptr divisor;
+    long shift;        /* score_divisor's */
+    mpfr_ptr t;        /* scratch */
+    int late;          /* the bug variant softcap_after_mask: cap after the biases and masks */
+} score_ctx;
+
+/* One score s[i,j] of head h: q_i.k_j / divisor, capped (before ALiBi and
+ * the additive mask; after them under the bug variant), or M when masked
+ * (under the bug variant: -cap, which the cap makes of -inf or of -DBL_MAX,
+ * tanh(-DBL_MAX / cap) being -1 to far below any working precision). */
+static void one_score(mpfr_ptr s, const refenc_mp_attn_options *opt, const score_ctx *c, mpfr_srcptr q_i,
+                      mpfr_srcptr k_j, size_t h, size_t i, size_t j, size_t L, size_t Dh, int masked,
+                      refenc_mp_ws *ws)
+{
+    if (masked) {
+        if (c->late)
+            mpfr_neg(s, opt->softcap, MPFR_RNDN);       /* exact: prec >= 53 */
+        else if (opt->mask_value == REFENC_MASK_FINFO_MIN)
+            mpfr_set_d(s, -DBL_MAX, MPFR_RNDN); /* exact: prec >= 53 */
+        else
+            mpfr_set_inf(s, -1);
+        return;
+    }
+    refenc_mp_dot(s, q_i, 1, k_j, 1, Dh, NULL, ws); /* q_i.k_j */
+    scale(s, c->divisor, c->shift);
+    if (opt->softcap != NULL && !c->late)
+        cap_score(s, opt->softcap);
+    if (opt->alibi_slopes != NULL) {
+        const int64_t pi = opt->positions[i], pj = opt->positions[j];
+        refenc_mp_mul_pos(c->t, opt->alibi_slopes + h, pi > pj ? pi - pj : pj - pi);
+        mpfr_sub(s, s, c->t, MPFR_RNDN);
+    }
+    if (opt->attn_mask != NULL)
+        mpfr_add(s, s, opt->attn_mask + i * L + j, MPFR_RNDN);
+    if (c->late)
+        cap_score(s, opt->softcap);
+}
 
 void refenc_mpk_attention_forward(mpfr_ptr out, mpfr_ptr weights, mpfr_srcptr q, mpfr_srcptr k,
                                   mpfr_srcptr v, const refenc_mp_attn_options *opt, size_t B,
                                   size_t H, size_t L, size_t Dh, refenc_mp_ws *ws)
 {
     /* tmp[0..2) belong to the softmax kernel */
-    mpfr_ptr divisor = ws->tmp + 2, t = ws->tmp + 3;
-    mpfr_sqrt_ui(divisor, Dh, MPFR_RNDN);
-    mpfr_mul(divisor, divisor, opt->temperature, MPFR_RNDN);
-    /* a power of two 2^e (Dh = 64, tau = 1: 8) divides exactly by an exponent
-     * shift: the same value as mpfr_div, without a division per score */
-    const int pow2 = mpfr_regular_p(divisor) && mpfr_sgn(divisor) > 0 &&
-                     mpfr_cmp_ui_2exp(divisor, 1, mpfr_get_exp(divisor) - 1) == 0;
-    const long shift = pow2 ? (long)mpfr_get_exp(divisor) - 1 : 0;
+    mpfr_ptr divisor = ws->tmp + 2;
+    const score_ctx sc = {divisor, score_divisor(divisor, opt, Dh), ws->tmp + 3,
+                          opt->cap_after_mask && opt->softcap != NULL};
 
     for (size_t b = 0; b < B; b++) {
         const uint8_t *pad_b = opt->key_padding_mask ? opt->key_padding_mask + b * L : NULL;
@@ -34,30 +106,10 @@ void refenc_mpk_attention_forward(mpfr_ptr out, mpfr_ptr weights, mpfr_srcptr q,
             mpfr_srcptr q_bh = q + bh * L * Dh, k_bh = k + bh * L * Dh, v_bh = v + bh * L * Dh;
             mpfr_ptr w_bh = weights + bh * L * L, o_bh = out + bh * L * Dh;
 
-            for (size_t i = 0; i < L; i++) {
-                for (size_t j = 0; j < L; j++) {
-                    mpfr_ptr s = w_bh + i * L + j;
-                    if ((pad_b != NULL && pad_b[j]) || (opt->causal && j > i)) {
-                        if (opt->mask_value == REFENC_MASK_FINFO_MIN)
-                            mpfr_set_d(s, -DBL_MAX, MPFR_RNDN); /* exact: prec >= 53 */
-                        else
-                            mpfr_set_inf(s, -1);
-                        continue;
-                    }
-                    refenc_mp_dot(s, q_bh + i * Dh, 1, k_bh + j * Dh, 1, Dh, NULL, ws); /* q_i.k_j */
-                    if (pow2)
-                        mpfr_div_2si(s, s, shift, MPFR_RNDN);
-                    else
-                        mpfr_div(s, s, divisor, MPFR_RNDN);
-                    if (opt->alibi_slopes != NULL) {
-                        const int64_t pi = opt->positions[i], pj = opt->positions[j];
-                        refenc_mp_mul_pos(t, opt->alibi_slopes + h, pi > pj ? pi - pj : pj - pi);
-                        mpfr_sub(s, s, t, MPFR_RNDN);
-                    }
-                    if (opt->attn_mask != NULL)
-                        mpfr_add(s, s, opt->attn_mask + i * L + j, MPFR_RNDN);
-                }
-            }
+            for (size_t i = 0; i < L; i++)
+                for (size_t j = 0; j < L; j++)
+                    one_score(w_bh + i * L + j, opt, &sc, q_bh + i * Dh, k_bh + j * Dh, h, i, j, L, Dh,
+                              (pad_b != NULL && pad_b[j]) || (opt->causal && j > i), ws);
 
             refenc_mpk_softmax_forward(w_bh, w_bh, L, L, NULL, ws);
 
@@ -70,7 +122,7 @@ void refenc_mpk_attention_forward(mpfr_ptr out, mpfr_ptr weights, mpfr_srcptr q,
 
 /* The double options converted: masks and slopes are inputs, exact. */
 typedef struct {
-    mpfr_ptr mask, slopes, tau;
+    mpfr_ptr mask, slopes, tau, scalar, cap; /* scalar, cap: NULL when unset */
     size_t n_mask, n_slopes;
     refenc_mp_attn_options opt;
 } mp_opts;
@@ -84,6 +136,10 @@ static int opts_from_d(mp_opts *m, const refenc_attn_options *opt, size_t H, siz
     m->opt.positions = opt->positions;
     m->tau = refenc_mp_from_d(&opt->temperature, 1, 53);
     m->opt.temperature = m->tau;
+    if (opt->score_scalar > 0)
+        m->opt.score_scalar = m->scalar = refenc_mp_from_d(&opt->score_scalar, 1, 53);
+    if (opt->softcap > 0)
+        m->opt.softcap = m->cap = refenc_mp_from_d(&opt->softcap, 1, 53);
     if (opt->attn_mask != NULL) {
         m->n_mask = L * L;
         m->mask = refenc_mp_from_d(opt->attn_mask, L * L, 53);
@@ -94,12 +150,15 @@ static int opts_from_d(mp_opts *m, const refenc_attn_options *opt, size_t H, siz
         m->slopes = refenc_mp_from_d(opt->alibi_slopes, H, 53);
         m->opt.alibi_slopes = m->slopes;
     }
-    return m->tau && (!opt->attn_mask || m->mask) && (!opt->alibi_slopes || m->slopes);
+    return m->tau && (!opt->attn_mask || m->mask) && (!opt->alibi_slopes || m->slopes) &&
+           (!(opt->score_scalar > 0) || m->scalar) && (!(opt->softcap > 0) || m->cap);
 }
 
 static void opts_free(mp_opts *m)
 {
     refenc_mp_free(m->tau, 1);
+    refenc_mp_free(m->scalar, 1);
+    refenc_mp_free(m->cap, 1);
     refenc_mp_free(m->mask, m->n_mask);
     refenc_mp_free(m->slopes, m->n_slopes);
 }

@@ -482,6 +482,7 @@ static void run_free(refenc_mpe_unit *u, int64_t *pos_default)
     free(u->rows), free(u->workers), free(u->dbl), free(u->zeros), free(u->ids);
     refenc_mp_free(u->eps, 1), refenc_mp_free(u->tau, 1), refenc_mp_free(u->base, 1);
     refenc_mp_free(u->emb_eps, 1);
+    refenc_mp_free(u->scalar, 1), refenc_mp_free(u->cap, 1);
     refenc_mp_free(u->mask, L * L);
     refenc_mp_free(u->table, (L > 2 ? L : 2) * D);
 }
@@ -506,6 +507,10 @@ static int run_alloc(refenc_mpe_unit *u, const refenc_mp_run *run, int64_t **pos
     u->base = refenc_mp_from_d(&cfg->rope_base, 1, 53);
     u->mask = run->in->attn_mask ? refenc_mp_from_d(run->in->attn_mask, L * L, 53) : NULL;
     u->emb_eps = refenc_mp_from_d(&cfg->embedding_norm_eps, 1, 53);
+    if (cfg->query_pre_attn_scalar != 0 && !(u->scalar = refenc_mp_from_d(&cfg->query_pre_attn_scalar, 1, 53)))
+        return 0;
+    if (cfg->attn_logit_softcapping != 0 && !(u->cap = refenc_mp_from_d(&cfg->attn_logit_softcapping, 1, 53)))
+        return 0;
     u->table = refenc_mp_alloc((L > 2 ? L : 2) * D, 53); /* 2 rows at least: a LayerNorm's weight, bias */
     u->zeros = calloc(L, sizeof *u->zeros);
     u->ids = refenc_alloc_array(L, sizeof *u->ids);

@@ -60,6 +60,7 @@ typedef struct {
     int alibi_slopes_pow2;       /* slopes 2^(-8(h+1)/H) whatever H            */
     int merge_without_transpose; /* (B, H, L, Dh) read as (B, L, D)            */
     int gqa_tiled;               /* query head h reads key/value head h % Hkv   */
+    int softcap_after_mask;      /* the cap over score + biases + masks        */
 } refenc_mp_hooks;
 
 /* ------------------------------------------------------------------------ */
@@ -381,6 +382,10 @@ typedef struct {
     const int64_t *positions;        /* (L); required with ALiBi                  */
     mpfr_srcptr temperature;         /* tau > 0                                   */
     refenc_mask_value mask_value;    /* a masked key's score: -inf or -DBL_MAX     */
+    mpfr_srcptr score_scalar;        /* S: divide by sqrt(S) tau; NULL: S = Dh      */
+    mpfr_srcptr softcap;             /* cap: s <- cap tanh(s / cap); NULL: none     */
+    int cap_after_mask;              /* the bug variant softcap_after_mask: the cap
+                                      * after ALiBi and the masks (masked: -cap)   */
 } refenc_mp_attn_options;
 
 /* Scaled dot-product attention, masked-row policy of attention.h (a masked

@@ -81,7 +81,8 @@ static void mha(const emu_run *r, double *y, refenc_mha_work *w, const double *x
         emu_rope(e, w->qh, w->qh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
         emu_rope(e, w->kh, w->kh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
     }
-    emu_attention(e, w->ctxh, w->weights, w->qh, w->kh, w->vh, opt, B, H, L, Dh);
+    emu_attention(e, w->ctxh, w->weights, w->qh, w->kh, w->vh, opt, B, H, L, Dh,
+                  r->hooks != NULL && r->hooks->softcap_after_mask);
     if (r->hooks != NULL && r->hooks->merge_without_transpose)
         memcpy(w->ctx, w->ctxh, BL * E * sizeof(double));
     else
@@ -167,7 +168,8 @@ static refenc_attn_options attn_options(const refenc_case *c, const double *slop
     return (refenc_attn_options){
         .key_padding_mask = c->key_padding_mask, .causal = c->cfg.causal, .attn_mask = c->attn_mask,
         .alibi_slopes = c->cfg.positional == REFENC_POS_ALIBI ? slopes : NULL,
-        .positions = c->positions, .temperature = c->cfg.temperature, .mask_value = c->cfg.mask_value};
+        .positions = c->positions, .temperature = c->cfg.temperature, .mask_value = c->cfg.mask_value,
+        .score_scalar = c->cfg.query_pre_attn_scalar, .softcap = c->cfg.attn_logit_softcapping};
 }
 
 /* refenc_encoder_forward: embedding (scaled or not) or x, token types,

@@ -41,6 +41,11 @@ static double f_pow(const refenc_emulation *e, double x, double y)
     return e->float_functions ? (double)powf((float)x, (float)y) : pow(x, y);
 }
 
+static double f_tanh(const refenc_emulation *e, double x)
+{
+    return e->float_functions ? (double)tanhf((float)x) : tanh(x);
+}
+
 static double f_sin(const refenc_emulation *e, double x)
 {
     return e->float_functions ? (double)sinf((float)x) : sin(x);
@@ -177,14 +182,27 @@ void emu_softmax(const refenc_emulation *e, double *y, const double *s, size_t R
     }
 }
 
-/* The scores of one (b, h) into w (L, L): q.k / divisor + ALiBi + mask. */
+/* cap tanh(s / cap): divide, tanh, multiply, each rounded (ref/softcap.c);
+ * s = -inf gives -cap */
+static double emu_softcap(const refenc_emulation *e, double s, double cap)
+{
+    return emu_m(e, cap * emu_m(e, f_tanh(e, emu_m(e, s / cap))));
+}
+
+/* The scores of one (b, h) into w (L, L): q.k / divisor, capped (Gemma 2,
+ * before the biases and masks), + ALiBi + mask.  cap_after_mask (the bug
+ * variant softcap_after_mask) caps after them instead: a masked -inf or
+ * -DBL_MAX becomes -cap. */
 static void scores(const refenc_emulation *e, double *w, const double *q, const double *k,
                    const refenc_attn_options *opt, const uint8_t *pad, size_t h, size_t L, size_t Dh,
-                   double divisor)
+                   double divisor, int cap_after_mask)
 {
+    const int cap = opt->softcap > 0;
     for (size_t i = 0; i < L; i++)
         for (size_t j = 0; j < L; j++) {
             double s = emu_m(e, emu_m(e, dot(e, q + i * Dh, k + j * Dh, 1, Dh)) / divisor);
+            if (cap && !cap_after_mask)
+                s = emu_softcap(e, s, opt->softcap);
             if (opt->alibi_slopes != NULL)
                 s = emu_m(e, s + emu_m(e, refenc_alibi_bias(opt->alibi_slopes[h], opt->positions[i],
                                                              opt->positions[j])));
@@ -192,22 +210,25 @@ static void scores(const refenc_emulation *e, double *w, const double *q, const 
                 s = emu_m(e, s + opt->attn_mask[i * L + j]);
             if ((pad != NULL && pad[j]) || (opt->causal && j > i)) /* the model's mask value */
                 s = opt->mask_value == REFENC_MASK_FINFO_MIN ? -DBL_MAX : -INFINITY;
+            if (cap && cap_after_mask)
+                s = emu_softcap(e, s, opt->softcap);
             w[i * L + j] = s;
         }
 }
 
 void emu_attention(const refenc_emulation *e, double *out, double *weights, const double *q,
                    const double *k, const double *v, const refenc_attn_options *opt, size_t B, size_t H,
-                   size_t L, size_t Dh)
+                   size_t L, size_t Dh, int cap_after_mask)
 {
-    const double divisor = sqrt((double)Dh) * opt->temperature; /* a scalar, formed in double */
+    /* a scalar, formed in double: sqrt(S) tau, S = query_pre_attn_scalar or Dh */
+    const double divisor = sqrt(opt->score_scalar > 0 ? opt->score_scalar : (double)Dh) * opt->temperature;
     for (size_t b = 0; b < B; b++) {
         const uint8_t *pad_b = opt->key_padding_mask ? opt->key_padding_mask + b * L : NULL;
         for (size_t h = 0; h < H; h++) {
             const size_t bh = b * H + h;
             double *w_bh = weights + bh * L * L;
             const double *v_bh = v + bh * L * Dh;
-            scores(e, w_bh, q + bh * L * Dh, k + bh * L * Dh, opt, pad_b, h, L, Dh, divisor);
+            scores(e, w_bh, q + bh * L * Dh, k + bh * L * Dh, opt, pad_b, h, L, Dh, divisor, cap_after_mask);
             emu_softmax(e, w_bh, w_bh, L, L, 1.0, 1);
             for (size_t i = 0; i < L; i++)
                 for (size_t d = 0; d < Dh; d++)

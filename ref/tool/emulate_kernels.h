@@ -59,10 +59,11 @@ void emu_norm(const refenc_emulation *e, double *y, const double *x, const doubl
 void emu_softmax(const refenc_emulation *e, double *y, const double *s, size_t R, size_t n, double tau,
                  int inner);
 
-/* scaled dot-product attention per (b, h); weights (B, H, L, L) */
+/* scaled dot-product attention per (b, h); weights (B, H, L, L).
+ * cap_after_mask: the bug variant softcap_after_mask (variants.h) */
 void emu_attention(const refenc_emulation *e, double *out, double *weights, const double *q,
                    const double *k, const double *v, const refenc_attn_options *opt, size_t B, size_t H,
-                   size_t L, size_t Dh);
+                   size_t L, size_t Dh, int cap_after_mask);
 
 void emu_activation(const refenc_emulation *e, double *y, const double *x, size_t n, refenc_activation act);
 

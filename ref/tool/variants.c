@@ -171,6 +171,33 @@ static const refenc_variant_info table[REFENC_VAR_COUNT] = {
         "repeat each key/value head for its group as Hugging Face's repeat_kv does: "
         "k.repeat_interleave(n_heads // n_kv_heads, dim=1), or expand (B, Hkv, 1, L, Dh) to "
         "(B, Hkv, g, L, Dh) and reshape; not k.repeat(1, g, 1, 1) or a Tile"},
+    [REFENC_VAR_SOFTCAP_MISSING] = {
+        "softcap_missing", "softcap_missing",
+        "attention too sharp where scores are large: weights of the largest scores too high, "
+        "unchanged where every |score| is small against the cap",
+        "attn_logit_softcapping not applied: the scores go to the softmax uncapped, where "
+        "cap * tanh(score / cap) is meant (sgl-project/sglang#33915, vllm-project/vllm-metal#665, "
+        "kekzl/imp#688, sgl-project/sgl-kernel-xpu#491: a kernel that accepts the cap and drops it)",
+        "after the scaling and before the mask: scores = cap * tanh(scores / cap) "
+        "(Gemma2Attention), or pass softcap=cap to a kernel that applies it"},
+    [REFENC_VAR_QUERY_SCALE_HEAD_DIM] = {
+        "query_scale_head_dim", "query_scale_head_dim",
+        "attention sharper or flatter by sqrt(query_pre_attn_scalar / head_dim) in every head",
+        "scores scaled by head_dim^-0.5 although query_pre_attn_scalar sets the scale "
+        "(antonellof/ferrox#40: Gemma-2/3 27B, where query_pre_attn_scalar = d_model / n_heads "
+        "= 144 and head_dim = 128; google/gemma_pytorch#71)",
+        "scale the scores by query_pre_attn_scalar^-0.5 when the config sets it "
+        "(Gemma2Attention: self.scaling = config.query_pre_attn_scalar**-0.5)"},
+    [REFENC_VAR_SOFTCAP_AFTER_MASK] = {
+        "softcap_after_mask", "softcap_after_mask",
+        "masked keys (padding, causal, -inf in attn_mask) get weight: a masked score becomes -cap, "
+        "finite, instead of -inf; fully masked rows get uniform weights",
+        "the soft-cap applied after the masks and biases, cap * tanh((score + bias) / cap), where "
+        "Gemma 2 caps the bare scaled score and adds the mask after it (onnx/onnx#7865: the ONNX "
+        "Attention op's definition; emmtrix/emx-onnx-cgen#731; the review of "
+        "sgl-project/sgl-kernel-xpu#491; Dao-AILab/flash-attention#1025)",
+        "cap the scaled scores first, then add ALiBi, the additive mask and the masks: "
+        "scores = cap * tanh(scores / cap); scores = scores + mask"},
     [REFENC_VAR_RMSNORM_OFFSET_MISSING] = {
         "rmsnorm_offset_missing", "rmsnorm_offset_missing",
         "every RMSNorm output scaled by w (near 0) instead of 1 + w: outputs far too small",
@@ -278,6 +305,15 @@ static int modern_block_applies(refenc_variant v, const refenc_case *c)
     case REFENC_VAR_RMSNORM_OFFSET_MISSING:
     case REFENC_VAR_RMSNORM_OFFSET_DOUBLED:
         return has_layernorm(c) && cfg->norm_type == REFENC_NORMTYPE_RMSNORM && cfg->rmsnorm_offset;
+    case REFENC_VAR_SOFTCAP_MISSING:
+        return has_attention(c) && cfg->attn_logit_softcapping > 0;
+    case REFENC_VAR_SOFTCAP_AFTER_MASK: /* only where a mask or a bias reaches the scores */
+        return has_attention(c) && cfg->attn_logit_softcapping > 0 &&
+               (cfg->causal || c->key_padding_mask != NULL || c->attn_mask != NULL ||
+                cfg->positional == REFENC_POS_ALIBI);
+    case REFENC_VAR_QUERY_SCALE_HEAD_DIM: /* S = Dh: the same scale */
+        return has_attention(c) && cfg->query_pre_attn_scalar > 0 &&
+               cfg->query_pre_attn_scalar != (double)refenc_config_head_dim(cfg);
     case REFENC_VAR_GQA_TILED: /* with Hkv = 1 or Hkv = H tiling is grouping */
         return has_attention(c) && refenc_config_kv_heads(cfg) > 1 && refenc_config_kv_heads(cfg) < cfg->n_heads;
     default:
@@ -465,10 +501,40 @@ static void fold_offset(refenc_case *c)
         p->embedding_norm_weight[d] += 1.0;
 }
 
+/* The modern blocks' variants (the gated FFN, Gemma's RMSNorm and attention,
+ * RoPE scaling, grouped-query attention); hooks already cleared. */
+static void apply_modern(refenc_variant v, refenc_case *c, refenc_variant_hooks *hooks)
+{
+    refenc_config *cfg = &c->cfg;
+    switch (v) {
+    case REFENC_VAR_GLU_HALVES_SWAPPED:
+        cfg->glu_gate = cfg->glu_gate == REFENC_GLU_GATE_FIRST ? REFENC_GLU_GATE_SECOND : REFENC_GLU_GATE_FIRST;
+        break;
+    case REFENC_VAR_RMSNORM_OFFSET_MISSING: cfg->rmsnorm_offset = 0; break;
+    case REFENC_VAR_RMSNORM_OFFSET_DOUBLED: fold_offset(c); break;
+    /* the unscaled frequencies: type none (dynamic's base at S = L0 is base) */
+    case REFENC_VAR_LLAMA3_SCALING_IGNORED:
+    case REFENC_VAR_DYNAMIC_NTK_FROM_MAX_POSITIONS: cfg->rope_scaling.type = REFENC_ROPE_SCALING_NONE; break;
+    case REFENC_VAR_YARN_FACTOR_SQUARED: {
+        const double f = refenc_rope_attention_factor(&cfg->rope_scaling);
+        cfg->rope_scaling.attention_factor = f * f;
+        break;
+    }
+    case REFENC_VAR_YARN_FACTOR_DROPPED: cfg->rope_scaling.attention_factor = 1.0; break;
+    case REFENC_VAR_GQA_TILED: hooks->gqa_tiled = 1; break;
+    case REFENC_VAR_SOFTCAP_MISSING: cfg->attn_logit_softcapping = 0; break;
+    case REFENC_VAR_QUERY_SCALE_HEAD_DIM: cfg->query_pre_attn_scalar = 0; break;
+    case REFENC_VAR_SOFTCAP_AFTER_MASK: hooks->softcap_after_mask = 1; break;
+    default: break;
+    }
+}
+
 void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks *hooks)
 {
     refenc_config *cfg = &c->cfg;
-    const double Dh = (double)refenc_config_head_dim(cfg);
+    /* the width whose square root scales the scores: query_pre_attn_scalar or Dh */
+    const double Dh = cfg->query_pre_attn_scalar > 0 ? cfg->query_pre_attn_scalar
+                                                     : (double)refenc_config_head_dim(cfg);
     memset(hooks, 0, sizeof *hooks);
     switch (v) {
     case REFENC_VAR_LAYERNORM_EPS_X10: scale_eps(cfg, 1); break;
@@ -498,11 +564,6 @@ void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks
     case REFENC_VAR_EPS_1E5_FOR_1E12: swap_eps(cfg, 1e-12, 1e-5); break;
     case REFENC_VAR_EPS_1E12_FOR_1E5: swap_eps(cfg, 1e-5, 1e-12); break;
     case REFENC_VAR_EMBEDDING_NORM_MISSING: cfg->embedding_norm = 0; break;
-    case REFENC_VAR_GLU_HALVES_SWAPPED:
-        cfg->glu_gate = cfg->glu_gate == REFENC_GLU_GATE_FIRST ? REFENC_GLU_GATE_SECOND : REFENC_GLU_GATE_FIRST;
-        break;
-    case REFENC_VAR_RMSNORM_OFFSET_MISSING: cfg->rmsnorm_offset = 0; break;
-    case REFENC_VAR_RMSNORM_OFFSET_DOUBLED: fold_offset(c); break;
     case REFENC_VAR_TOKEN_TYPES_IGNORED:
         memset(c->token_types, 0, c->B * c->L * sizeof *c->token_types);
         break;
@@ -512,16 +573,6 @@ void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks
     case REFENC_VAR_QUICK_GELU_FOR_GELU: cfg->activation = REFENC_ACT_QUICK_GELU; break;
     case REFENC_VAR_GELU_FOR_QUICK_GELU: cfg->activation = REFENC_ACT_GELU; break;
     case REFENC_VAR_EMBEDDING_SCALED: rescale_embedding(c, 1); break;
-    /* the unscaled frequencies: type none (dynamic's base at S = L0 is base) */
-    case REFENC_VAR_LLAMA3_SCALING_IGNORED:
-    case REFENC_VAR_DYNAMIC_NTK_FROM_MAX_POSITIONS: cfg->rope_scaling.type = REFENC_ROPE_SCALING_NONE; break;
-    case REFENC_VAR_YARN_FACTOR_SQUARED: {
-        const double f = refenc_rope_attention_factor(&cfg->rope_scaling);
-        cfg->rope_scaling.attention_factor = f * f;
-        break;
-    }
-    case REFENC_VAR_YARN_FACTOR_DROPPED: cfg->rope_scaling.attention_factor = 1.0; break;
-    case REFENC_VAR_GQA_TILED: hooks->gqa_tiled = 1; break;
-    default: break;
+    default: apply_modern(v, c, hooks); break;
     }
 }

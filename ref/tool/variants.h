@@ -53,6 +53,10 @@ typedef enum {
     REFENC_VAR_DYNAMIC_NTK_FROM_MAX_POSITIONS,
     /* grouped-query attention (docs/families.md) */
     REFENC_VAR_GQA_TILED,
+    /* Gemma 2/3's attention (docs/families.md) */
+    REFENC_VAR_SOFTCAP_MISSING,
+    REFENC_VAR_QUERY_SCALE_HEAD_DIM,
+    REFENC_VAR_SOFTCAP_AFTER_MASK,
     REFENC_VAR_COUNT
 } refenc_variant;
 
@@ -76,6 +80,8 @@ typedef struct {
     int alibi_slopes_pow2;       /* slopes 2^(-8(h+1)/H) whatever H            */
     int merge_without_transpose; /* (B, H, L, Dh) read as (B, L, D)            */
     int gqa_tiled;               /* query head h reads key/value head h % Hkv   */
+    int softcap_after_mask;      /* the cap over score + biases + masks: a
+                                  * masked key scores -cap, not -inf          */
 } refenc_variant_hooks;
 
 /* Whether the variant changes this case at all (e.g. no RoPE variant for a

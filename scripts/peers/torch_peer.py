@@ -56,7 +56,8 @@ KNOWN_BUGS = ["layernorm_eps_x10", "layernorm_eps_div10", "unbiased_variance", "
               "gelu_exact_for_tanh", "rope_layout_swapped", "rope_base_wrong", "attention_scale_sqrt_d",
               "attention_unscaled", "missing_final_norm", "embedding_unscaled", "alibi_slopes_pow2",
               "padding_mask_inverted", "pre_post_swapped", "heads_merged_without_transpose",
-              "glu_halves_swapped", "rmsnorm_offset_missing", "rmsnorm_offset_doubled", "gqa_tiled"] \
+              "glu_halves_swapped", "rmsnorm_offset_missing", "rmsnorm_offset_doubled", "gqa_tiled",
+              "softcap_missing", "query_scale_head_dim", "softcap_after_mask"] \
     + torch_families.KNOWN_BUGS + torch_rope_scaling.BUGS
 UNKNOWN_BUGS = ["softmax_over_queries", "ffn_residual_dropped"]
 BUG = None
@@ -371,8 +372,8 @@ def repeat_kv(h, g):
 
 def manual_attention(case, x, W_in, b_in, W_o, b_o, positions):
     """Multi-head attention from torch operations, for what nn.MultiheadAttention
-    cannot do (RoPE, temperature, grouped-query attention, head_dim).  Returns
-    (output, weights (B, H, L, L))."""
+    cannot do (RoPE, temperature, grouped-query attention, head_dim, Gemma's
+    score scale and softcap).  Returns (output, weights (B, H, L, L))."""
     cfg = case.cfg
     B, L, D = x.shape
     H = cfg["n_heads"]
@@ -386,14 +387,26 @@ def manual_attention(case, x, W_in, b_in, W_o, b_o, positions):
         q = rope(q, positions, cfg["rope_base"], cfg["rope_layout"], cfg)
         k = rope(k, positions, cfg["rope_base"], cfg["rope_layout"], cfg)
     k, v = repeat_kv(k, H // Hkv), repeat_kv(v, H // Hkv)
-    scale = {"attention_scale_sqrt_d": math.sqrt(D), "attention_unscaled": 1.0}.get(BUG, math.sqrt(Dh))
+    # Gemma 2/3: query_pre_attn_scalar^-0.5 instead of head_dim^-0.5 (the bug
+    # query_scale_head_dim keeps head_dim's, antonellof/ferrox#40)
+    S = cfg.get("query_pre_attn_scalar")
+    width = Dh if S is None or BUG == "query_scale_head_dim" else S
+    scale = {"attention_scale_sqrt_d": math.sqrt(D), "attention_unscaled": 1.0}.get(BUG, math.sqrt(width))
     s = q @ k.transpose(-1, -2) / (scale * cfg["temperature"])
+    cap = cfg.get("attn_logit_softcapping")
+    if BUG == "softcap_missing":
+        cap = None
+    late = BUG == "softcap_after_mask"  # the cap over score + mask (onnx#7865): masked keys -cap
+    if cap is not None and not late:  # Gemma2Attention: before the mask
+        s = torch.tanh(s / cap) * cap
     bias = score_bias(case, B, H, L, positions)
     if bias is not None:
         s = s + bias.reshape(B, H, L, L)
     pad = case.padding()
     if pad is not None:
         s = s.masked_fill(pad[:, None, None, :], float("-inf"))
+    if cap is not None and late:
+        s = torch.tanh(s / cap) * cap
     w = torch.softmax(s, dim=-2 if BUG == "softmax_over_queries" else -1)
     ctx = w @ v
     ctx = ctx.reshape(B, L, E) if BUG == "heads_merged_without_transpose" else ctx.transpose(1, 2).reshape(B, L, E)

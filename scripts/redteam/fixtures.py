@@ -120,6 +120,13 @@ def build(cli, base, source_root):
     _dump(j("gqa.json"), {"model": dict(TINY_MODEL, n_kv_heads=1, head_dim=3), "input": {"batch": 1, "seq_len": 3}})
     _dump(j("gqa_bad.json"), {"model": dict(TINY_MODEL, n_heads=4, n_kv_heads=3), "input": {"batch": 1, "seq_len": 3}})
     _dump(j("hd0.json"), {"model": dict(TINY_MODEL, head_dim=0), "input": {"batch": 1, "seq_len": 3}})
+    # Gemma's attention: a capped, rescaled config is made (causal: the cap meets a mask); a zero cap
+    # and a string scalar exit 2 naming the key; --grad on the capped config exits 2 naming it
+    _dump(j("softcap.json"), {"model": dict(TINY_MODEL, attn_logit_softcapping=0.5, query_pre_attn_scalar=0.3,
+                                            causal=True), "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("softcap0.json"), {"model": dict(TINY_MODEL, attn_logit_softcapping=0), "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("qpas_str.json"), {"model": dict(TINY_MODEL, query_pre_attn_scalar="256"),
+                               "input": {"batch": 1, "seq_len": 3}})
     _dump(j("tok.json"), {"model": dict(TINY_MODEL, vocab_size=10), "input": {"batch": 2, "seq_len": 3}})
     os.makedirs(j("sub"))
     shutil.copyfile(j("cfg.json"), os.path.join(base, "x\udcffcfg.json"))  # a config named in bytes not UTF-8

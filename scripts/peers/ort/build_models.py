@@ -69,6 +69,8 @@ CONFIG_SUPPORT = {
     "glu_gate": {"first", "second"}, "norm_bias": None, "linear_bias": None,
     # grouped-query attention and the head width (docs/families.md)
     "n_kv_heads": None, "head_dim": None,
+    # Gemma 2/3's attention (docs/families.md): the score scale and softcap
+    "attn_logit_softcapping": None, "query_pre_attn_scalar": None,
     # RoPE scaling (docs/rope-scaling.md): HF's frequency tables, every type
     "rope_scaling": None, "partial_rotary_factor": None,
 }
@@ -77,7 +79,7 @@ CONFIG_SUPPORT = {
 # Known bug variants of refenc (docs/certify.md) that --bug builds into the
 # models, to show that the certifier names them through ONNX Runtime's own
 # kernels too (scripts/certify-ort.sh).
-BUGS = ("layernorm_eps_x10", "unbiased_variance", "gelu_tanh_for_exact", "gqa_tiled")
+BUGS = ("layernorm_eps_x10", "unbiased_variance", "gelu_tanh_for_exact", "gqa_tiled", "softcap_after_mask")
 BUG = None
 
 
@@ -416,7 +418,12 @@ def attention(g, x, prefix, cfg, L, pos, pad):
     else:
         kT = project(1, [0, 2, 3, 1])                                 # (B, H, Dh, L)
     v = repeat_kv(g, project(2, [0, 2, 1, 3]), H, Hkv, Dh)
-    s = g.op("Div", g.op("MatMul", q, kT), g.const(math.sqrt(Dh) * cfg["temperature"]))  # (B, H, L, L)
+    S = cfg.get("query_pre_attn_scalar") or Dh    # Gemma 2/3's scale width, else head_dim
+    s = g.op("Div", g.op("MatMul", q, kT), g.const(math.sqrt(S) * cfg["temperature"]))  # (B, H, L, L)
+    cap = cfg.get("attn_logit_softcapping")
+    late = BUG == "softcap_after_mask"  # onnx/onnx#7865: the Attention op's definition capped after the mask
+    if cap is not None and not late:  # Gemma 2: cap tanh(s / cap), before the biases and the masks
+        s = g.op("Mul", g.op("Tanh", g.op("Div", s, g.const(cap))), g.const(cap))
     if cfg["positional"] == "alibi":
         s = g.op("Add", s, alibi(g, pos, H)[1])
     if "in.attn_mask" in g.tensors:
@@ -428,6 +435,8 @@ def attention(g, x, prefix, cfg, L, pos, pad):
         s = g.op("Where", g.const(np.triu(np.ones((L, L), bool), 1), bool), g.const(masked), s)
     if pad is not None:
         s = g.op("Where", pad, g.const(masked), s)
+    if cap is not None and late:  # a masked -inf becomes -cap
+        s = g.op("Mul", g.op("Tanh", g.op("Div", s, g.const(cap))), g.const(cap))
     w = g.op("Softmax", s, axis=-1)
     ctx = g.op("Transpose", g.op("MatMul", w, v), perm=[0, 2, 1, 3])                # (B, L, H, Dh)
     ctx = g.op("Reshape", ctx, g.const([0, 0, E], np.int64))

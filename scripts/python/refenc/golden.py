@@ -155,7 +155,10 @@ def features_of(case):
         linear_bias=false   linear maps without bias
       grouped-query attention (docs/families.md), encoder and attention:
         n_kv_heads          fewer key/value heads than query heads (GQA, MQA)
-        head_dim            a head width other than d_model / n_heads"""
+        head_dim            a head width other than d_model / n_heads
+      Gemma 2/3's attention (docs/families.md), encoder and attention:
+        attn_logit_softcapping  scores capped, cap tanh(s / cap)
+        query_pre_attn_scalar   scores scaled by query_pre_attn_scalar^-0.5"""
     c, comp = case.config, case.component
     f = {f"component={comp}"}
     if comp == "encoder":
@@ -191,6 +194,9 @@ def features_of(case):
             f.add("n_kv_heads")
         if c.get("head_dim", c["d_model"] // c["n_heads"]) * c["n_heads"] != c["d_model"]:
             f.add("head_dim")
+        for key in ("attn_logit_softcapping", "query_pre_attn_scalar"):
+            if c.get(key) is not None:
+                f.add(key)
     if comp in ("encoder", "attention", "ffn") and not c.get("linear_bias", True):
         f.add("linear_bias=false")
     if comp == "rope" or (comp in ("encoder", "attention") and c["positional"] == "rope"):
