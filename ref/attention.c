@@ -2,7 +2,8 @@
  *   s[i,j] = c((q_i . k_j) / (sqrt(S) tau)) - m_h |pos_i - pos_j| + attn_mask[i,j]
  *            S = score_scalar or Dh;  c(s) = cap tanh(s / cap) with a softcap,
  *            else s
- *   s[i,j] = M where key j is padding, or j > i under the causal mask,
+ *   s[i,j] = M where key j is padding, or j > i under the causal mask, or
+ *            outside a window (window.h),
  *            M = -inf or -DBL_MAX (mask_value)
  *   weights[i,:] = softmax(s[i,:]);  out_i = sum_j weights[i,j] v_j
  * A query whose every score is -inf gets weights 0 and output 0; with
@@ -17,6 +18,7 @@
 
 #include "alibi.h"
 #include "softcap.h"
+#include "window.h"
 #include "softmax.h"
 
 /* sqrt(S) tau, S = score_scalar (query_pre_attn_scalar) or Dh: two roundings */
@@ -61,7 +63,8 @@ void refenc_attention_forward(double *out, double *weights,
                                                opt->positions[j]);
                     if (opt->attn_mask != NULL)
                         s += opt->attn_mask[i * L + j];
-                    if ((pad_b != NULL && pad_b[j]) || (opt->causal && j > i))
+                    if ((pad_b != NULL && pad_b[j]) || (opt->causal && j > i) ||
+                        refenc_window_excludes(opt->sliding_window, opt->local_attention, i, j))
                         s = masked;
                     s_i[j] = s;
                 }

@@ -12,7 +12,8 @@
  *   s[i,j] = c((q_i . k_j) / (sqrt(S) tau))  +  alibi[h,i,j]  +  attn_mask[i,j]
  *   S = opt->score_scalar (Gemma's query_pre_attn_scalar) if > 0, else Dh;
  *   c(s) = cap tanh(s / cap) when opt->softcap = cap > 0 (softcap.h), else s
- *   s[i,j] = M      where key j is padding, or j > i with the causal mask:
+ *   s[i,j] = M      where key j is padding, or j > i with the causal mask, or
+ *                   outside opt's window (window.h: sliding_window, local_attention):
  *                   M = -inf (mask_value "-inf", the default), or
  *                   M = -DBL_MAX (mask_value "finfo_min", torch.finfo(float64).min)
  *   weights[i,:] = softmax(s[i,:])          (softmax.h, tau already applied)
@@ -54,7 +55,8 @@ void refenc_attention_forward(double *out, double *weights,
  * dS_ij = 0.  Masked keys get dk = dv = 0 from every query.  A fully masked
  * row (P = 0, O = 0 under M = -inf) has D_i = 0 and contributes nothing.
  * Every output is written.  None may alias an input.
- * Precondition: no softcap (opt->softcap == 0: its derivative is not applied;
+ * Precondition: no softcap and no window (opt->softcap, opt->sliding_window
+ * and opt->local_attention 0: neither is applied here;
  * the backward's callers refuse it, docs/gradients.md).  Never fails. */
 void refenc_attention_backward(double *dq, double *dk, double *dv,
                                double *dP, double *dS, double *Drow,

@@ -202,6 +202,8 @@ static void attention_setup(refenc_attn_options *opt, refenc_rope_options *rope,
         .mask_value = cfg->mask_value,
         .score_scalar = cfg->query_pre_attn_scalar,
         .softcap = cfg->attn_logit_softcapping,
+        .sliding_window = cfg->sliding_window,
+        .local_attention = cfg->local_attention,
     };
     *rope = (refenc_rope_options){cfg->rope_layout, cfg->rope_base, pos, &cfg->rope_scaling};
     *rope_p = cfg->positional == REFENC_POS_ROPE ? rope : NULL;
@@ -335,6 +337,11 @@ int refenc_grad_workspace_alloc(refenc_grad_workspace *g, const refenc_config *c
                                 "conventions are forward only)",
                                 cfg->attn_logit_softcapping != 0 ? "attn_logit_softcapping"
                                                                  : "query_pre_attn_scalar");
+    if (cfg->sliding_window != 0 || cfg->local_attention != 0)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: the backward pass does not support %s yet (attention windows "
+                                "are forward only)",
+                                cfg->sliding_window != 0 ? "sliding_window" : "local_attention");
     const size_t n = grad_count(cfg, B, L), params = refenc_config_param_count(cfg);
     size_t total, bytes;
     if (n == 0 || !refenc_size_add(&total, n, params) ||

@@ -451,6 +451,15 @@ Test(golden_grad, bad_upstream_gradients_and_configs_are_refused, .timeout = 60)
                      "\"query_pre_attn_scalar\": 6.0}, \"input\": {\"batch\": 1, \"seq_len\": 3}}";
     rb_write_file(rms, qs, strlen(qs));
     expect_refused(rm, "golden", "query_pre_attn_scalar", "query_pre_attn_scalar", out);
+    /* nor the attention windows */
+    const char *sw = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1, "
+                     "\"causal\": true, \"sliding_window\": 2}, \"input\": {\"batch\": 1, \"seq_len\": 3}}";
+    rb_write_file(rms, sw, strlen(sw));
+    expect_refused(rm, "golden", "sliding_window", "sliding_window", out);
+    const char *la = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1, "
+                     "\"local_attention\": 2}, \"input\": {\"batch\": 1, \"seq_len\": 3}}";
+    rb_write_file(rms, la, strlen(la));
+    expect_refused(rm, "golden", "local_attention", "local_attention", out);
     const char *pl[] = {"refenc", "golden", "--config", cfg, "--grad", "--per-layer", "--quiet", "--out-file",
                         out, NULL};
     expect_refused(pl, "golden", "--per-layer", "not made in parts", out);

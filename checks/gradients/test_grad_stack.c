@@ -882,3 +882,26 @@ Test(grad_stack, refuses_softcap_and_query_pre_attn_scalar_by_key)
         cr_expect_null(gws.block);
     }
 }
+
+/* The attention windows are forward only (docs/gradients.md): the gradient
+ * workspace refuses each by key and allocates nothing, even a window wider
+ * than the sequence. */
+Test(grad_stack, refuses_attention_windows_by_key)
+{
+    refenc_config c;
+    refenc_config_default(&c);
+    c.d_model = 8, c.n_heads = 4, c.d_ff = 6, c.n_layers = 1;
+    const char *key[2] = {"sliding_window", "local_attention"};
+    for (int i = 0; i < 2; i++) {
+        refenc_config g = c;
+        if (i == 0)
+            g.causal = 1, g.sliding_window = 4;
+        else
+            g.local_attention = 16;
+        refenc_grad_workspace gws;
+        refenc_error err;
+        cr_assert_eq(refenc_grad_workspace_alloc(&gws, &g, 1, 3, &err), REFENC_EINVAL);
+        cr_expect(strstr(err.message, key[i]) != NULL, "%s", err.message);
+        cr_expect_null(gws.block);
+    }
+}

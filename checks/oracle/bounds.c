@@ -4,6 +4,7 @@
 
 #include "../../ref/gqa.h"
 #include "../../ref/softcap.h"
+#include "../../ref/window.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -358,6 +359,15 @@ void bnd_rope(double *E_y, const double *x, const double *E_x, const int64_t *po
 }
 
 /* ---- attention ------------------------------------------------------------ */
+/* A score the kernel replaces by the mask value: key padding, the causal
+ * mask, a window (window.h; the oracle applies its own rule, so a wrong
+ * window shows as a difference far beyond this bound). */
+static int masked_key(const refenc_attn_options *opt, const uint8_t *pad, size_t i, size_t j)
+{
+    return (pad != NULL && pad[j]) || (opt->causal && j > i) ||
+           refenc_window_excludes(opt->sliding_window, opt->local_attention, i, j);
+}
+
 /* d^ = fl(q.k) from 0: |d^ - d(q^,k^)| <= gamma_Dh sum|q k|; q^, k^ off by E_q, E_k:
  *   |d(q^,k^) - d(q,k)| <= sum |q^| E_k + E_q |k^| + E_q E_k  (bilinear, exact).
  * c^ = fl(fl(sqrt Dh) tau) = c (1 + theta), |theta| <= gamma_2;  s1 = fl(d^/c^):
@@ -413,7 +423,7 @@ void bnd_attention(double *E_out, double *E_w, const double *q, const double *E_
                         sv += opt->attn_mask[i * L + j];
                         E += U * fabs(sv);
                     }
-                    if ((pad != NULL && pad[j]) || (opt->causal && j > i) || sv == -INFINITY) {
+                    if (masked_key(opt, pad, i, j) || sv == -INFINITY) {
                         sv = -INFINITY;
                         E = 0;
                     }
@@ -428,9 +438,9 @@ void bnd_attention(double *E_out, double *E_w, const double *q, const double *E_
             for (size_t i = 0; opt->mask_value == REFENC_MASK_FINFO_MIN && i < L; i++) {
                 int sees = 0;
                 for (size_t j = 0; j < L; j++)
-                    sees |= !((pad != NULL && pad[j]) || (opt->causal && j > i)) && s[i * L + j] > -INFINITY;
+                    sees |= !(masked_key(opt, pad, i, j)) && s[i * L + j] > -INFINITY;
                 for (size_t j = 0; !sees && j < L; j++)
-                    if ((pad != NULL && pad[j]) || (opt->causal && j > i))
+                    if (masked_key(opt, pad, i, j))
                         s[i * L + j] = 0, Es[i * L + j] = 0;
             }
             double *Ew_ = E_w + bh * L * L;
@@ -712,6 +722,8 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
         .positions = pos,
         .temperature = cfg->temperature,
         .mask_value = cfg->mask_value,
+        .sliding_window = cfg->sliding_window,
+        .local_attention = cfg->local_attention,
     };
     const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, pos, NULL}; /* bounds for unscaled RoPE */
     const refenc_rope_options *rope_p = cfg->positional == REFENC_POS_ROPE ? &rope : NULL;

@@ -599,6 +599,52 @@ Test(accuracy_attention, gemma_softcap_and_query_pre_attn_scalar)
     acc_finish(&a, "Gemma's softcap and score scale");
 }
 
+/* Attention windows (ref/window.h): the causal sliding_window (keys i-w+1
+ * .. i) and the symmetric local_attention (|i - j| <= w // 2), with padding
+ * on either side, against the oracle's own rule within bnd_mha's bound (a
+ * masked key weighs 0 on both sides: no error term).  L 12 with windows of
+ * 3 to 5 keys cuts most rows; an odd local_attention (5: w // 2 = 2) and
+ * both windows together are rows too.  Control run: the oracle's causal
+ * window one key wider (j + w >= i) fails it. */
+Test(accuracy_attention, sliding_and_local_windows)
+{
+    acc_stats a;
+    acc_init(&a);
+    gsl_rng *r = test_rng(131);
+    const struct { size_t B, H, sw, la; int rope, causal, pad; } cs[] = {
+        {2, 2, 4, 0, 1, 1, 1}, {1, 3, 5, 0, 0, 1, 0}, {2, 2, 0, 6, 1, 0, 1},
+        {1, 2, 0, 5, 0, 0, 0}, {2, 2, 3, 8, 1, 1, 1}};
+    enum { L = 12, D = 12 };
+    int64_t pos[L];
+    for (size_t l = 0; l < L; l++)
+        pos[l] = 5 + 2 * (int64_t)l;
+    uint8_t pad[2 * L] = {0};
+    for (size_t l = 0; l < 3; l++)
+        pad[l] = 1, pad[2 * L - 1 - l] = 1; /* item 0 left-padded, item 1 right-padded */
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        const size_t B = cs[c].B, H = cs[c].H, Dh = D / H, n = B * L * D, nw = B * H * L * L;
+        double *x = acc_randn(n, 0, 1.5, r), *ipw = acc_randn(3 * D * D, 0, 1 / sqrt((double)D), r);
+        double *ipb = acc_randn(3 * D, 0, 0.1, r), *opw = acc_randn(D * D, 0, 1 / sqrt((double)D), r);
+        double *opb = acc_randn(D, 0, 0.1, r);
+        refenc_attn_options opt = {.causal = cs[c].causal, .positions = pos, .temperature = 1.0,
+                                   .key_padding_mask = cs[c].pad ? pad : NULL,
+                                   .sliding_window = cs[c].sw, .local_attention = cs[c].la};
+        refenc_rope_options rope = {REFENC_ROPE_HALF, 10000.0, pos, NULL};
+        const refenc_rope_options *rp = cs[c].rope ? &rope : NULL;
+        bnd_mha_run run;
+        bnd_gqa_run_alloc(&run, B, L, D, H, H, Dh);
+        double *Ey = acc_zeros(n), *Ew = acc_zeros(nw), *yo = acc_zeros(n), *wo = acc_zeros(nw);
+        bnd_mha(Ey, Ew, &run, x, NULL, ipw, ipb, opw, opb, &opt, rp, NULL);
+        MP_OK(refenc_mp_gqa_forward(yo, wo, x, ipw, ipb, opw, opb, &opt, rp, B, L, D, H, H, Dh, P0, REP));
+        acc_check(&a, "weights", run.w.weights, wo, Ew, nw);
+        acc_check(&a, "y", run.y, yo, Ey, n);
+        bnd_mha_run_free(&run);
+        free(x), free(ipw), free(ipb), free(opw), free(opb), free(Ey), free(Ew), free(yo), free(wo);
+    }
+    gsl_rng_free(r);
+    acc_finish(&a, "attention windows");
+}
+
 /* ---- FFN ---- */
 Test(accuracy_ffn, each_activation)
 {

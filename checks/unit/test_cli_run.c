@@ -131,6 +131,15 @@ static const struct {
     {"query_pre_attn_scalar_negative.json", "model.query_pre_attn_scalar: expected a number > 0 or null, got -256"},
     {"query_pre_attn_scalar_string.json", "model.query_pre_attn_scalar: expected a number > 0 or null"},
     {"query_pre_attn_scalar_overflow.json", "line 1, column 41 (byte 41): real number overflow near '1e400'"},
+    /* the attention windows (docs/families.md): an integer >= 1, or null */
+    {"sliding_window_zero.json", "model.sliding_window: expected an integer >= 1 or null"},
+    {"sliding_window_negative.json", "model.sliding_window: expected an integer >= 1 or null"},
+    {"sliding_window_real.json", "model.sliding_window: expected an integer >= 1 or null"},
+    {"sliding_window_too_large.json", "model.sliding_window: 2097152 exceeds 1048576"},
+    {"sliding_window_not_causal.json", "model: sliding_window = 4 needs causal: true"},
+    {"local_attention_zero.json", "model.local_attention: expected an integer >= 1 or null"},
+    {"local_attention_negative.json", "model.local_attention: expected an integer >= 1 or null"},
+    {"local_attention_string.json", "model.local_attention: expected an integer >= 1 or null"},
     /* malformed JSON: line, column and byte offset */
     {"duplicate_model_key.json", "line 1, column 49 (byte 49): duplicate object key near '\"d_model\"'"},
     {"duplicate_top_level_key.json", "line 1, column 21 (byte 21): duplicate object key near '\"model\"'"},

@@ -85,6 +85,12 @@
       "query_pre_attn_scalar")                                                                   \
     X(query_pre_attn_scalar_infinite, c->query_pre_attn_scalar = -INFINITY, REFENC_EINVAL,       \
       "query_pre_attn_scalar")                                                                   \
+    X(sliding_window_without_causal, c->sliding_window = 4, REFENC_EINVAL,                       \
+      "sliding_window = 4 needs causal: true")                                                   \
+    X(sliding_window_over_limit, (c->causal = 1, c->sliding_window = REFENC_MAX_DIM + 1),        \
+      REFENC_ELIMIT, "sliding_window = 1048577")                                                 \
+    X(local_attention_over_limit, c->local_attention = REFENC_MAX_DIM + 1, REFENC_ELIMIT,        \
+      "local_attention = 1048577")                                                               \
     X(roberta_positions_without_learned_table, (c->vocab_size = 10, c->padding_idx = 1,          \
                                                 c->position_ids = REFENC_POSIDS_ROBERTA),        \
       REFENC_EINVAL, "position_ids 'roberta' index the learned PE table")                        \
@@ -188,6 +194,7 @@ Test(config, defaults_and_boundary_values_are_valid)
     EXPECT_VALID((c.attn_logit_softcapping = 50.0, c.query_pre_attn_scalar = 256.0)); /* Gemma 2 */
     EXPECT_VALID((c.attn_logit_softcapping = 0x1p-1074, c.query_pre_attn_scalar = 0x1p-1074));
     EXPECT_VALID((c.attn_logit_softcapping = DBL_MAX, c.query_pre_attn_scalar = DBL_MAX));
+    EXPECT_VALID((c.causal = 1, c.sliding_window = 1, c.local_attention = REFENC_MAX_DIM));
     EXPECT_VALID((c.vocab_size = 10, c.padding_idx = 3, c.positional = REFENC_POS_LEARNED,
                   c.max_len = 5, c.position_ids = REFENC_POSIDS_ROBERTA)); /* positions 4 on */
     /* V = 2^24, D = 31: 520093696 + 4248 doubles, just under 2^29 = 536870912 */

@@ -92,6 +92,23 @@ static const json_error_case json_errors[] = {
      "model.query_pre_attn_scalar: expected a number > 0 or null, got -144"},
     {"query_pre_attn_scalar_array", "{\"query_pre_attn_scalar\": [256]}", REFENC_EINVAL,
      "model.query_pre_attn_scalar: expected a number > 0 or null"},
+    /* the windows: absent or null is off, an explicit value an integer >= 1 */
+    {"sliding_window_zero", "{\"sliding_window\": 0, \"causal\": true}", REFENC_EINVAL,
+     "model.sliding_window: expected an integer >= 1 or null"},
+    {"sliding_window_negative", "{\"sliding_window\": -4, \"causal\": true}", REFENC_EINVAL,
+     "model.sliding_window: expected an integer >= 1 or null"},
+    {"sliding_window_real", "{\"sliding_window\": 4.0, \"causal\": true}", REFENC_EINVAL,
+     "model.sliding_window: expected an integer >= 1 or null"},
+    {"sliding_window_too_large", "{\"sliding_window\": 1048577, \"causal\": true}", REFENC_ELIMIT,
+     "model.sliding_window: 1048577 exceeds 1048576"},
+    {"sliding_window_not_causal", "{\"sliding_window\": 4}", REFENC_EINVAL,
+     "sliding_window = 4 needs causal: true"},
+    {"local_attention_zero", "{\"local_attention\": 0}", REFENC_EINVAL,
+     "model.local_attention: expected an integer >= 1 or null"},
+    {"local_attention_string", "{\"local_attention\": \"128\"}", REFENC_EINVAL,
+     "model.local_attention: expected an integer >= 1 or null"},
+    {"local_attention_too_large", "{\"local_attention\": 9223372036854775807}", REFENC_ELIMIT,
+     "model.local_attention: 9223372036854775807 exceeds 1048576"},
     /* validation errors, re-labelled with the location */
     {"d_model_zero", "{\"d_model\": 0}", REFENC_EINVAL, "model: d_model must be at least 1"},
     {"d_model_not_divisible", "{\"d_model\": 10, \"n_heads\": 4}", REFENC_EINVAL,
@@ -242,6 +259,28 @@ Test(config_json, to_json_round_trips)
      * values are not nice: %.17g must carry every bit) */
     c.attn_logit_softcapping = 7.3, c.query_pre_attn_scalar = 0.1 + 0.2;
     expect_round_trip(&c, 18);
+    /* the windows only when set, as integers */
+    c.sliding_window = 5, c.local_attention = 7;
+    expect_round_trip(&c, 20);
+}
+
+/* The windows with their Hugging Face names (Mistral's sliding_window,
+ * ModernBERT's local_attention); null is off, as Qwen2's config.json writes
+ * it with use_sliding_window false. */
+Test(config_json, window_keys_are_read)
+{
+    json_t *obj = json_loads("{\"sliding_window\": 4096, \"causal\": true, \"local_attention\": 128}", 0, NULL);
+    refenc_config c;
+    refenc_error err;
+    cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s", err.message);
+    json_decref(obj);
+    cr_expect_eq(c.sliding_window, 4096);
+    cr_expect_eq(c.local_attention, 128);
+    obj = json_loads("{\"sliding_window\": null}", 0, NULL);
+    cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s", err.message);
+    json_decref(obj);
+    cr_expect_eq(c.sliding_window, 0, "null must be off");
+    cr_expect_eq(c.local_attention, 0, "absent must be off");
 }
 
 /* Gemma 2's keys with their Hugging Face names and values; null is off, as

@@ -286,6 +286,25 @@ static int validate_reals(const refenc_config *c, refenc_error *err)
     return REFENC_OK;
 }
 
+/* The attention windows (window.h): 0 is off; a window wider than any
+ * sequence refenc accepts is a mistake, not a no-op; Hugging Face's
+ * sliding_window is the causal models' (Mistral, Qwen2, Gemma), and
+ * local_attention is the bidirectional window. */
+static int validate_windows(const refenc_config *c, refenc_error *err)
+{
+    if (c->sliding_window > REFENC_MAX_DIM)
+        return refenc_error_set(err, REFENC_ELIMIT, "config: sliding_window = %zu exceeds %zu",
+                                c->sliding_window, REFENC_MAX_DIM);
+    if (c->local_attention > REFENC_MAX_DIM)
+        return refenc_error_set(err, REFENC_ELIMIT, "config: local_attention = %zu exceeds %zu",
+                                c->local_attention, REFENC_MAX_DIM);
+    if (c->sliding_window > 0 && !c->causal)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: sliding_window = %zu needs causal: true (the bidirectional "
+                                "window is local_attention)", c->sliding_window);
+    return REFENC_OK;
+}
+
 /* The token side: padding_idx a row of the table (or -1), token types only
  * with tokens, RoBERTa's positions inside the learned PE table. */
 static int validate_tokens(const refenc_config *c, refenc_error *err)
@@ -323,7 +342,7 @@ int refenc_config_validate(const refenc_config *c, refenc_error *err)
     int st;
     if ((st = validate_sizes(c, err)) || (st = validate_choices(c, err)) ||
         (st = validate_widths(c, err)) || (st = validate_reals(c, err)) ||
-        (st = validate_tokens(c, err)) ||
+        (st = validate_windows(c, err)) || (st = validate_tokens(c, err)) ||
         (st = refenc_rope_scaling_validate(&c->rope_scaling, c->positional == REFENC_POS_ROPE,
                                            refenc_config_head_dim(c), err)))
         return st;

@@ -138,6 +138,9 @@ typedef struct {
                                     * scaling, before the masks; 0: no cap        */
     double query_pre_attn_scalar;  /* S > 0: scores divided by sqrt(S) tau instead
                                     * of sqrt(Dh) tau; 0: S = Dh                   */
+    /* attention windows (window.h, docs/families.md): 0 = off */
+    size_t sliding_window;      /* w >= 1, causal only: query i sees keys i-w+1 .. i */
+    size_t local_attention;     /* w >= 1: query i sees |i - j| <= w / 2 (ModernBERT) */
 } refenc_config;
 
 /* Documented limits.  A config or input beyond them is refused with
@@ -164,6 +167,7 @@ void refenc_config_default(refenc_config *cfg);
  *         dividing n_heads, odd Dh with RoPE, odd D with
  *         sinusoidal PE, eps < 0 or not finite, tau <= 0 or not finite,
  *         attn_logit_softcapping or query_pre_attn_scalar < 0 or not finite,
+ *         sliding_window without causal, a window > REFENC_MAX_DIM,
  *         rope_base <= 1 or not finite, a zero size, an enum out of range,
  *         padding_idx outside [-1, V), rmsnorm_offset without RMSNorm,
  *         token types or the RoBERTa position

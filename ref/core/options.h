@@ -22,6 +22,8 @@ typedef struct {
                                       * query_pre_attn_scalar); 0: S = Dh                */
     double softcap;                  /* cap > 0: s <- cap tanh(s / cap) after the scale  *
                                       * (softcap.h); 0: none                             */
+    size_t sliding_window;           /* w >= 1: key j seen iff i - w < j (window.h); 0: off */
+    size_t local_attention;          /* w >= 1: key j seen iff |i - j| <= w / 2; 0: off */
 } refenc_attn_options;
 
 /* RoPE inside multi-head attention: applied to q and k of every head. */

@@ -92,7 +92,7 @@ static const char *const model_keys[] = {
     "causal", "vocab_size", "padding_idx", "family", "scale_embedding", "type_vocab_size",
     "embedding_norm", "embedding_norm_eps", "position_ids", "mask_value", "norm_type", "rmsnorm_offset", "ffn_type", "glu_gate", "norm_bias", "linear_bias",
     "rope_scaling", "partial_rotary_factor", "n_kv_heads", "head_dim",
-    "attn_logit_softcapping", "query_pre_attn_scalar", NULL};
+    "attn_logit_softcapping", "query_pre_attn_scalar", "sliding_window", "local_attention", NULL};
 
 /* n_kv_heads or head_dim: absent leaves the default (0: H, or D / H); an
  * explicit value must be an integer >= 1, as every other size. */
@@ -125,15 +125,36 @@ static int get_optional_positive(double *v, const json_t *obj, const char *key, 
     return REFENC_OK;
 }
 
+/* sliding_window or local_attention (window.h): absent or null leaves 0
+ * (no window); an explicit value must be an integer >= 1 (Hugging Face
+ * writes null for no window; 0 would be a window of no key). */
+static int get_optional_window(size_t *v, const json_t *obj, const char *key, const char *where,
+                               refenc_error *err)
+{
+    const json_t *j = json_object_get(obj, key);
+    if (j == NULL || json_is_null(j))
+        return REFENC_OK;
+    if (!json_is_integer(j) || json_integer_value(j) < 1)
+        return refenc_error_set(err, REFENC_EINVAL, "%s.%s: expected an integer >= 1 or null", where, key);
+    if ((unsigned long long)json_integer_value(j) > REFENC_MAX_DIM)
+        return refenc_error_set(err, REFENC_ELIMIT, "%s.%s: %lld exceeds %zu", where, key,
+                                (long long)json_integer_value(j), REFENC_MAX_DIM);
+    *v = (size_t)json_integer_value(j);
+    return REFENC_OK;
+}
+
 /* The attention's optional keys: n_kv_heads, head_dim (grouped-query
- * attention), attn_logit_softcapping, query_pre_attn_scalar (Gemma). */
+ * attention), attn_logit_softcapping, query_pre_attn_scalar (Gemma),
+ * sliding_window, local_attention (windows). */
 static int read_attention_keys(refenc_config *c, const json_t *obj, const char *where, refenc_error *err)
 {
     int st;
     if ((st = get_optional_size(&c->n_kv_heads, obj, "n_kv_heads", where, err)) ||
         (st = get_optional_size(&c->head_dim, obj, "head_dim", where, err)) ||
         (st = get_optional_positive(&c->attn_logit_softcapping, obj, "attn_logit_softcapping", where, err)) ||
-        (st = get_optional_positive(&c->query_pre_attn_scalar, obj, "query_pre_attn_scalar", where, err)))
+        (st = get_optional_positive(&c->query_pre_attn_scalar, obj, "query_pre_attn_scalar", where, err)) ||
+        (st = get_optional_window(&c->sliding_window, obj, "sliding_window", where, err)) ||
+        (st = get_optional_window(&c->local_attention, obj, "local_attention", where, err)))
         return st;
     return REFENC_OK;
 }
@@ -254,6 +275,10 @@ static int attention_keys_to_json(json_t *j, const refenc_config *c)
         bad |= json_object_set_new(j, "attn_logit_softcapping", json_real(c->attn_logit_softcapping));
     if (c->query_pre_attn_scalar != 0)
         bad |= json_object_set_new(j, "query_pre_attn_scalar", json_real(c->query_pre_attn_scalar));
+    if (c->sliding_window != 0)
+        bad |= json_object_set_new(j, "sliding_window", json_integer((json_int_t)c->sliding_window));
+    if (c->local_attention != 0)
+        bad |= json_object_set_new(j, "local_attention", json_integer((json_int_t)c->local_attention));
     if (c->n_kv_heads != 0)
         bad |= json_object_set_new(j, "n_kv_heads", json_integer((json_int_t)c->n_kv_heads));
     if (c->head_dim != 0)

@@ -3,7 +3,8 @@
  *            S = score_scalar or Dh;  c(s) = cap tanh(s / cap) with a softcap
  *            (softcap.h: mpfr_tanh, correctly rounded at the working
  *            precision; Ziv's loop certifies the result), else s
- *   s[i,j] = M where key j is padding, or j > i under the causal mask,
+ *   s[i,j] = M where key j is padding, or j > i under the causal mask, or
+ *            outside a window (sliding_window, local_attention),
  *            M = -inf, or exactly -DBL_MAX (mask_value finfo_min)
  *   weights[i,:] = softmax(s[i,:]);  out_i = sum_j weights[i,j] v_j
  * A query whose every score is -inf gets weights 0 and output 0.  With
@@ -48,6 +49,21 @@ static void cap_score(mpfr_ptr s, mpfr_srcptr cap)
     mpfr_div(s, s, cap, MPFR_RNDN);
     mpfr_tanh(s, s, MPFR_RNDN);
     mpfr_mul(s, s, cap, MPFR_RNDN);
+}
+
+/* The windows, written apart from the reference's window.c (the oracle
+ * stays an independent implementation; docs/families.md gives the rules):
+ * the causal window keeps j with j + w > i (w keys, the query's own
+ * included: Hugging Face's kv_idx > q_idx - w), the symmetric one keeps
+ * 2 |i - j| <= w, which for integers is |i - j| <= floor(w / 2)
+ * (ModernBERT's local_attention // 2). */
+static int outside_window(const refenc_mp_attn_options *opt, size_t i, size_t j)
+{
+    const int out_causal = opt->sliding_window != 0 &&
+                           (j + opt->sliding_window <= i || i + opt->sliding_window <= j);
+    const size_t lo = i < j ? i : j, hi = i < j ? j : i;
+    const int out_local = opt->local_attention != 0 && 2 * (hi - lo) > opt->local_attention;
+    return out_causal || out_local;
 }
 
 /* What the score of key j for query i is made of. */
@@ -109,7 +125,8 @@ void refenc_mpk_attention_forward(mpfr_ptr out, mpfr_ptr weights, mpfr_srcptr q,
             for (size_t i = 0; i < L; i++)
                 for (size_t j = 0; j < L; j++)
                     one_score(w_bh + i * L + j, opt, &sc, q_bh + i * Dh, k_bh + j * Dh, h, i, j, L, Dh,
-                              (pad_b != NULL && pad_b[j]) || (opt->causal && j > i), ws);
+                              (pad_b != NULL && pad_b[j]) || (opt->causal && j > i) ||
+                                  outside_window(opt, i, j), ws);
 
             refenc_mpk_softmax_forward(w_bh, w_bh, L, L, NULL, ws);
 
@@ -132,6 +149,8 @@ static int opts_from_d(mp_opts *m, const refenc_attn_options *opt, size_t H, siz
     memset(m, 0, sizeof *m);
     m->opt.key_padding_mask = opt->key_padding_mask;
     m->opt.causal = opt->causal;
+    m->opt.sliding_window = opt->sliding_window;
+    m->opt.local_attention = opt->local_attention;
     m->opt.mask_value = opt->mask_value;
     m->opt.positions = opt->positions;
     m->tau = refenc_mp_from_d(&opt->temperature, 1, 53);

@@ -85,7 +85,8 @@ static void head(refenc_mpe_unit *u, size_t h, refenc_mpe_worker *w, void *arg)
             .alibi_slopes = u->cfg->positional == REFENC_POS_ALIBI ? ln->slopes + h : NULL,
             .positions = u->pos, .temperature = u->tau, .mask_value = u->cfg->mask_value,
             .score_scalar = u->scalar, .softcap = u->cap,
-            .cap_after_mask = u->run->hooks != NULL && u->run->hooks->softcap_after_mask};
+            .cap_after_mask = u->run->hooks != NULL && u->run->hooks->softcap_after_mask,
+            .sliding_window = u->cfg->sliding_window, .local_attention = u->cfg->local_attention};
         mpfr_clear_inexflag();
         refenc_mpk_attention_forward(w->out[li], w->weights[li], ln->q + h * L * Dh, ln->k + kv * L * Dh,
                                      ln->v + kv * L * Dh, &opt, 1, 1, L, Dh, &w->ws[li]);
@@ -173,6 +174,7 @@ int refenc_mp_gqa_forward(double *y, double *weights, const double *x,
     cfg.n_kv_heads = Hkv, cfg.head_dim = Dh;
     cfg.causal = opt->causal, cfg.temperature = opt->temperature, cfg.mask_value = opt->mask_value;
     cfg.query_pre_attn_scalar = opt->score_scalar, cfg.attn_logit_softcapping = opt->softcap;
+    cfg.sliding_window = opt->sliding_window, cfg.local_attention = opt->local_attention;
     cfg.positional = rope != NULL ? REFENC_POS_ROPE : opt->alibi_slopes != NULL ? REFENC_POS_ALIBI : REFENC_POS_NONE;
     if (rope != NULL)
         cfg.rope_layout = rope->layout, cfg.rope_base = rope->base;

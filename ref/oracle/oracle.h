@@ -386,6 +386,8 @@ typedef struct {
     mpfr_srcptr softcap;             /* cap: s <- cap tanh(s / cap); NULL: none     */
     int cap_after_mask;              /* the bug variant softcap_after_mask: the cap
                                       * after ALiBi and the masks (masked: -cap)   */
+    size_t sliding_window;           /* w: key j seen iff j + w > i; 0: off       */
+    size_t local_attention;          /* w: key j seen iff 2 |i - j| <= w; 0: off   */
 } refenc_mp_attn_options;
 
 /* Scaled dot-product attention, masked-row policy of attention.h (a masked

@@ -169,7 +169,8 @@ static refenc_attn_options attn_options(const refenc_case *c, const double *slop
         .key_padding_mask = c->key_padding_mask, .causal = c->cfg.causal, .attn_mask = c->attn_mask,
         .alibi_slopes = c->cfg.positional == REFENC_POS_ALIBI ? slopes : NULL,
         .positions = c->positions, .temperature = c->cfg.temperature, .mask_value = c->cfg.mask_value,
-        .score_scalar = c->cfg.query_pre_attn_scalar, .softcap = c->cfg.attn_logit_softcapping};
+        .score_scalar = c->cfg.query_pre_attn_scalar, .softcap = c->cfg.attn_logit_softcapping,
+        .sliding_window = c->cfg.sliding_window, .local_attention = c->cfg.local_attention};
 }
 
 /* refenc_encoder_forward: embedding (scaled or not) or x, token types,

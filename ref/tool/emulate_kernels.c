@@ -10,6 +10,7 @@
 #include "../alibi.h"
 #include "../rope.h"
 #include "../rope_scaling.h"
+#include "../window.h"
 
 /* ---- building blocks ---------------------------------------------------------- */
 
@@ -208,7 +209,8 @@ static void scores(const refenc_emulation *e, double *w, const double *q, const 
                                                              opt->positions[j])));
             if (opt->attn_mask != NULL)
                 s = emu_m(e, s + opt->attn_mask[i * L + j]);
-            if ((pad != NULL && pad[j]) || (opt->causal && j > i)) /* the model's mask value */
+            if ((pad != NULL && pad[j]) || (opt->causal && j > i) || /* the model's mask value */
+                refenc_window_excludes(opt->sliding_window, opt->local_attention, i, j))
                 s = opt->mask_value == REFENC_MASK_FINFO_MIN ? -DBL_MAX : -INFINITY;
             if (cap && cap_after_mask)
                 s = emu_softcap(e, s, opt->softcap);

@@ -65,7 +65,8 @@ static void run_attention(double *y, refenc_workspace *ws, const refenc_case *c,
         .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? ws->alibi_slopes : NULL,
         .positions = c->positions, .temperature = cfg->temperature,
         .mask_value = cfg->mask_value, .score_scalar = cfg->query_pre_attn_scalar,
-        .softcap = cfg->attn_logit_softcapping};
+        .softcap = cfg->attn_logit_softcapping, .sliding_window = cfg->sliding_window,
+        .local_attention = cfg->local_attention};
     const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions, &cfg->rope_scaling};
     refenc_gqa_forward(y, &ws->layer.mha, c->x, lp->in_proj_weight, lp->in_proj_bias,
                        lp->out_proj_weight, lp->out_proj_bias, &opt,
