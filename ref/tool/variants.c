@@ -198,6 +198,27 @@ static const refenc_variant_info table[REFENC_VAR_COUNT] = {
         "sgl-project/sgl-kernel-xpu#491; Dao-AILab/flash-attention#1025)",
         "cap the scaled scores first, then add ALiBi, the additive mask and the masks: "
         "scores = cap * tanh(scores / cap); scores = scores + mask"},
+    [REFENC_VAR_WINDOW_OFF_BY_ONE] = {
+        "window_off_by_one", "window_off_by_one",
+        "rows near the window's edge attend one key too many on each windowed side: the weight of "
+        "keys just outside the window is not 0; rows whose window reaches the sequence's ends unchanged",
+        "the attention window one key wider than Hugging Face's inclusive rule: FlashAttention given "
+        "window_size (w, w) for a causal window of w keys, so 2w+1 or w+1 keys "
+        "(huggingface/transformers#39408, #40163, #26792; ml-explore/mlx-lm#390: a window of 128 "
+        "attended 129 keys; apple/axlearn#1009; sgl-project/sglang#26147: exclusive against inclusive)",
+        "sliding_window w: key j is seen iff i - w < j <= i (w keys with the query's own; "
+        "FlashAttention window_size (w - 1, 0)); local_attention w: |i - j| <= w // 2 "
+        "(window_size (w // 2, w // 2))"},
+    [REFENC_VAR_WINDOW_IGNORED] = {
+        "window_ignored", "window_ignored",
+        "every row attends to keys outside its window: the output of a long sequence is a global "
+        "attention's, short rows near the start unchanged",
+        "the attention window never reaches the kernel: full (causal or bidirectional) attention "
+        "where sliding_window or local_attention is set (huggingface/transformers#30127: the window "
+        "not passed to SDPA; unslothai/unsloth#8253; vllm-project/semantic-router#3406: a flash "
+        "path that ignored the window and the padding mask)",
+        "pass the window to every attention path (the mask, or FlashAttention's window_size) and "
+        "test a sequence longer than the window"},
     [REFENC_VAR_RMSNORM_OFFSET_MISSING] = {
         "rmsnorm_offset_missing", "rmsnorm_offset_missing",
         "every RMSNorm output scaled by w (near 0) instead of 1 + w: outputs far too small",
@@ -294,7 +315,7 @@ static int has_rope(const refenc_case *c)
 }
 
 /* The modern blocks' variants: the gated FFN's, Gemma's (1 + w) RMSNorm's,
- * grouped-query attention's. */
+ * grouped-query attention's, the attention windows'. */
 static int modern_block_applies(refenc_variant v, const refenc_case *c)
 {
     const refenc_config *cfg = &c->cfg;
@@ -316,6 +337,10 @@ static int modern_block_applies(refenc_variant v, const refenc_case *c)
                cfg->query_pre_attn_scalar != (double)refenc_config_head_dim(cfg);
     case REFENC_VAR_GQA_TILED: /* with Hkv = 1 or Hkv = H tiling is grouping */
         return has_attention(c) && refenc_config_kv_heads(cfg) > 1 && refenc_config_kv_heads(cfg) < cfg->n_heads;
+    case REFENC_VAR_WINDOW_OFF_BY_ONE: /* only where the window cuts a key: */
+    case REFENC_VAR_WINDOW_IGNORED:    /* w < L, or w // 2 < L - 1 */
+        return has_attention(c) && ((cfg->sliding_window > 0 && cfg->sliding_window < c->L) ||
+                                    (cfg->local_attention > 0 && cfg->local_attention / 2 + 1 < c->L));
     default:
         return 0;
     }
@@ -525,6 +550,12 @@ static void apply_modern(refenc_variant v, refenc_case *c, refenc_variant_hooks 
     case REFENC_VAR_SOFTCAP_MISSING: cfg->attn_logit_softcapping = 0; break;
     case REFENC_VAR_QUERY_SCALE_HEAD_DIM: cfg->query_pre_attn_scalar = 0; break;
     case REFENC_VAR_SOFTCAP_AFTER_MASK: hooks->softcap_after_mask = 1; break;
+    /* one key more on each windowed side: w + 1 keys, or |i - j| <= w // 2 + 1 */
+    case REFENC_VAR_WINDOW_OFF_BY_ONE:
+        cfg->sliding_window += cfg->sliding_window > 0;
+        cfg->local_attention += 2 * (cfg->local_attention > 0);
+        break;
+    case REFENC_VAR_WINDOW_IGNORED: cfg->sliding_window = 0, cfg->local_attention = 0; break;
     default: break;
     }
 }

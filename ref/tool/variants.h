@@ -57,6 +57,9 @@ typedef enum {
     REFENC_VAR_SOFTCAP_MISSING,
     REFENC_VAR_QUERY_SCALE_HEAD_DIM,
     REFENC_VAR_SOFTCAP_AFTER_MASK,
+    /* attention windows (window.h, docs/families.md) */
+    REFENC_VAR_WINDOW_OFF_BY_ONE,
+    REFENC_VAR_WINDOW_IGNORED,
     REFENC_VAR_COUNT
 } refenc_variant;
 
