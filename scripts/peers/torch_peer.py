@@ -57,7 +57,8 @@ KNOWN_BUGS = ["layernorm_eps_x10", "layernorm_eps_div10", "unbiased_variance", "
               "attention_unscaled", "missing_final_norm", "embedding_unscaled", "alibi_slopes_pow2",
               "padding_mask_inverted", "pre_post_swapped", "heads_merged_without_transpose",
               "glu_halves_swapped", "rmsnorm_offset_missing", "rmsnorm_offset_doubled", "gqa_tiled",
-              "softcap_missing", "query_scale_head_dim", "softcap_after_mask"] \
+              "softcap_missing", "query_scale_head_dim", "softcap_after_mask",
+              "window_off_by_one", "window_ignored"] \
     + torch_families.KNOWN_BUGS + torch_rope_scaling.BUGS
 UNKNOWN_BUGS = ["softmax_over_queries", "ffn_residual_dropped"]
 BUG = None
@@ -340,9 +341,31 @@ class Case:
         return ~pad if BUG == "padding_mask_inverted" else pad
 
 
+def outside_window(cfg, L):
+    """True where key j lies outside query i's window, (L, L), by Hugging
+    Face's rules (docs/families.md): sliding_window w, masking_utils'
+    sliding_window_overlay kv_idx > q_idx - w (causal: w keys with the
+    query's own); local_attention w, ModernBERT's window_mask
+    |q_idx - kv_idx| <= w // 2.  The bug window_off_by_one widens each by a
+    key (FlashAttention's (w, w), transformers#39408); window_ignored drops
+    it (transformers#30127)."""
+    q, kv = torch.arange(L)[:, None], torch.arange(L)[None, :]
+    out = torch.zeros(L, L, dtype=torch.bool)
+    if BUG == "window_ignored":
+        return out
+    wider = 1 if BUG == "window_off_by_one" else 0
+    sw, la = cfg.get("sliding_window"), cfg.get("local_attention")
+    if sw is not None:
+        out |= ~(kv > q - (sw + wider))
+    if la is not None:
+        out |= ~((q - kv).abs() <= la // 2 + wider)
+    return out
+
+
 def score_bias(case, B, H, L, positions):
     """The float mask added to the scores, (B*H, L, L), or None: ALiBi,
-    causal, in.attn_mask (key padding is passed separately)."""
+    causal, in.attn_mask, the attention windows (key padding is passed
+    separately)."""
     cfg, dt = case.cfg, case.dt
     bias = torch.zeros(H, L, L, dtype=dt)
     used = False
@@ -354,6 +377,9 @@ def score_bias(case, B, H, L, positions):
         used = True
     if case.has("in.attn_mask"):
         bias = bias + case.t("in.attn_mask")
+        used = True
+    if cfg.get("sliding_window") is not None or cfg.get("local_attention") is not None:
+        bias = bias.masked_fill(outside_window(cfg, L), float("-inf"))
         used = True
     return bias.repeat(B, 1, 1) if used else None
 

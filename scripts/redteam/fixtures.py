@@ -125,6 +125,16 @@ def build(cli, base, source_root):
     _dump(j("softcap.json"), {"model": dict(TINY_MODEL, attn_logit_softcapping=0.5, query_pre_attn_scalar=0.3,
                                             causal=True), "input": {"batch": 1, "seq_len": 3}})
     _dump(j("softcap0.json"), {"model": dict(TINY_MODEL, attn_logit_softcapping=0), "input": {"batch": 1, "seq_len": 3}})
+    # attention windows: a causal sliding window and a local one shorter than the sequence are made;
+    # a zero window, a string window and a bidirectional sliding_window exit 2 naming the key;
+    # --grad on a windowed config exits 2 naming it
+    _dump(j("window.json"), {"model": dict(TINY_MODEL, sliding_window=2, causal=True),
+                             "input": {"batch": 1, "seq_len": 5}})
+    _dump(j("local.json"), {"model": dict(TINY_MODEL, local_attention=2), "input": {"batch": 1, "seq_len": 5}})
+    _dump(j("window0.json"), {"model": dict(TINY_MODEL, sliding_window=0, causal=True),
+                              "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("local_str.json"), {"model": dict(TINY_MODEL, local_attention="128"), "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("window_bidi.json"), {"model": dict(TINY_MODEL, sliding_window=2), "input": {"batch": 1, "seq_len": 3}})
     _dump(j("qpas_str.json"), {"model": dict(TINY_MODEL, query_pre_attn_scalar="256"),
                                "input": {"batch": 1, "seq_len": 3}})
     _dump(j("tok.json"), {"model": dict(TINY_MODEL, vocab_size=10), "input": {"batch": 2, "seq_len": 3}})

@@ -71,6 +71,8 @@ CONFIG_SUPPORT = {
     "n_kv_heads": None, "head_dim": None,
     # Gemma 2/3's attention (docs/families.md): the score scale and softcap
     "attn_logit_softcapping": None, "query_pre_attn_scalar": None,
+    # attention windows (docs/families.md): Mistral's causal, ModernBERT's symmetric
+    "sliding_window": None, "local_attention": None,
     # RoPE scaling (docs/rope-scaling.md): HF's frequency tables, every type
     "rope_scaling": None, "partial_rotary_factor": None,
 }
@@ -389,6 +391,23 @@ def repeat_kv(g, t, H, Hkv, Dh):
     return g.op("Reshape", t, g.const([0, H, -1, Dh], np.int64))
 
 
+def window_outside(cfg, L):
+    """(L, L) bool, True where key j is outside query i's window, or None: a
+    causal sliding_window w keeps i - w < j (the diagonals below -w + 1 are
+    cut: transformers#26792), a local_attention w keeps |i - j| <= w // 2
+    (docs/families.md)."""
+    sw, la = cfg.get("sliding_window"), cfg.get("local_attention")
+    if sw is None and la is None:
+        return None
+    ones = np.ones((L, L), bool)
+    out = np.zeros((L, L), bool)
+    if sw is not None:
+        out |= np.tril(ones, -sw)
+    if la is not None:
+        out |= np.tril(ones, -(la // 2 + 1)) | np.triu(ones, la // 2 + 1)
+    return out
+
+
 def attention(g, x, prefix, cfg, L, pos, pad):
     """Multi-head attention on x (B, L, D) -> (output (B, L, D), weights (B, H, L, L)).
     pos: the positions (L) as float32 (RoPE, ALiBi), pad: padding_mask or None.
@@ -433,6 +452,9 @@ def attention(g, x, prefix, cfg, L, pos, pad):
     masked = np.finfo(np.float32).min if cfg.get("mask_value", "-inf") == "finfo_min" else -np.inf
     if cfg["causal"]:   # query i sees keys j <= i
         s = g.op("Where", g.const(np.triu(np.ones((L, L), bool), 1), bool), g.const(masked), s)
+    outside = window_outside(cfg, L)
+    if outside is not None:
+        s = g.op("Where", g.const(outside, bool), g.const(masked), s)
     if pad is not None:
         s = g.op("Where", pad, g.const(masked), s)
     if cap is not None and late:  # a masked -inf becomes -cap

@@ -158,7 +158,10 @@ def features_of(case):
         head_dim            a head width other than d_model / n_heads
       Gemma 2/3's attention (docs/families.md), encoder and attention:
         attn_logit_softcapping  scores capped, cap tanh(s / cap)
-        query_pre_attn_scalar   scores scaled by query_pre_attn_scalar^-0.5"""
+        query_pre_attn_scalar   scores scaled by query_pre_attn_scalar^-0.5
+      attention windows (docs/families.md), encoder and attention:
+        sliding_window      a causal window of w keys (Mistral, Qwen2, Gemma)
+        local_attention     a symmetric window |i - j| <= w // 2 (ModernBERT)"""
     c, comp = case.config, case.component
     f = {f"component={comp}"}
     if comp == "encoder":
@@ -194,7 +197,7 @@ def features_of(case):
             f.add("n_kv_heads")
         if c.get("head_dim", c["d_model"] // c["n_heads"]) * c["n_heads"] != c["d_model"]:
             f.add("head_dim")
-        for key in ("attn_logit_softcapping", "query_pre_attn_scalar"):
+        for key in ("attn_logit_softcapping", "query_pre_attn_scalar", "sliding_window", "local_attention"):
             if c.get(key) is not None:
                 f.add(key)
     if comp in ("encoder", "attention", "ffn") and not c.get("linear_bias", True):
