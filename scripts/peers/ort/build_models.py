@@ -81,7 +81,8 @@ CONFIG_SUPPORT = {
 # Known bug variants of refenc (docs/certify.md) that --bug builds into the
 # models, to show that the certifier names them through ONNX Runtime's own
 # kernels too (scripts/certify-ort.sh).
-BUGS = ("layernorm_eps_x10", "unbiased_variance", "gelu_tanh_for_exact", "gqa_tiled", "softcap_after_mask")
+BUGS = ("layernorm_eps_x10", "unbiased_variance", "gelu_tanh_for_exact", "gqa_tiled", "softcap_after_mask",
+        "window_off_by_one")
 BUG = None
 
 
@@ -395,16 +396,18 @@ def window_outside(cfg, L):
     """(L, L) bool, True where key j is outside query i's window, or None: a
     causal sliding_window w keeps i - w < j (the diagonals below -w + 1 are
     cut: transformers#26792), a local_attention w keeps |i - j| <= w // 2
-    (docs/families.md)."""
+    (docs/families.md).  The bug window_off_by_one moves each edge out by a
+    key (FlashAttention's (w, w) for a causal window: transformers#39408)."""
     sw, la = cfg.get("sliding_window"), cfg.get("local_attention")
     if sw is None and la is None:
         return None
+    wider = 1 if BUG == "window_off_by_one" else 0
     ones = np.ones((L, L), bool)
     out = np.zeros((L, L), bool)
     if sw is not None:
-        out |= np.tril(ones, -sw)
+        out |= np.tril(ones, -(sw + wider))
     if la is not None:
-        out |= np.tril(ones, -(la // 2 + 1)) | np.triu(ones, la // 2 + 1)
+        out |= np.tril(ones, -(la // 2 + 1 + wider)) | np.triu(ones, la // 2 + 1 + wider)
     return out
 
 
