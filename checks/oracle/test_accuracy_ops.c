@@ -521,6 +521,28 @@ Test(accuracy_attention, multi_head_with_rope_and_alibi)
     acc_finish(&a, "multi-head attention");
 }
 
+/* One attention case against the oracle's twin within bnd_mha's bound: x
+ * (standard deviation sx), in_proj (H Dh + 2 Hkv Dh rows) and out_proj drawn
+ * from r in that order. */
+static void attention_vs_oracle(acc_stats *a, gsl_rng *r, double sx, size_t B, size_t L, size_t D, size_t H,
+                                size_t Hkv, size_t Dh, const refenc_attn_options *opt,
+                                const refenc_rope_options *rp)
+{
+    const size_t E = H * Dh, R = E + 2 * Hkv * Dh, n = B * L * D, nw = B * H * L * L;
+    double *x = acc_randn(n, 0, sx, r), *ipw = acc_randn(R * D, 0, 1 / sqrt((double)D), r);
+    double *ipb = acc_randn(R, 0, 0.1, r), *opw = acc_randn(D * E, 0, 1 / sqrt((double)E), r);
+    double *opb = acc_randn(D, 0, 0.1, r);
+    bnd_mha_run run;
+    bnd_gqa_run_alloc(&run, B, L, D, H, Hkv, Dh);
+    double *Ey = acc_zeros(n), *Ew = acc_zeros(nw), *yo = acc_zeros(n), *wo = acc_zeros(nw);
+    bnd_mha(Ey, Ew, &run, x, NULL, ipw, ipb, opw, opb, opt, rp, NULL);
+    MP_OK(refenc_mp_gqa_forward(yo, wo, x, ipw, ipb, opw, opb, opt, rp, B, L, D, H, Hkv, Dh, P0, REP));
+    acc_check(a, "weights", run.w.weights, wo, Ew, nw);
+    acc_check(a, "y", run.y, yo, Ey, n);
+    bnd_mha_run_free(&run);
+    free(x), free(ipw), free(ipb), free(opw), free(opb), free(Ey), free(Ew), free(yo), free(wo);
+}
+
 /* Grouped-query attention and head_dim against the oracle's twin, which
  * reads key/value head h / g by index instead of repeating: within bnd_mha's
  * bound, whose score terms are dot products of length Dh (head_dim, not
@@ -536,23 +558,10 @@ Test(accuracy_attention, grouped_query_and_head_dim)
     for (size_t l = 0; l < 6; l++)
         pos[l] = 4095 - 7 * (int64_t)l;
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
-        const size_t B = cs[c].B, L = cs[c].L, D = cs[c].D, H = cs[c].H, Hkv = cs[c].Hkv, Dh = cs[c].Dh;
-        const size_t E = H * Dh, R = E + 2 * Hkv * Dh, n = B * L * D, nw = B * H * L * L;
-        double *x = acc_randn(n, 0, 1, r), *ipw = acc_randn(R * D, 0, 1 / sqrt((double)D), r);
-        double *ipb = acc_randn(R, 0, 0.1, r), *opw = acc_randn(D * E, 0, 1 / sqrt((double)E), r);
-        double *opb = acc_randn(D, 0, 0.1, r);
-        refenc_attn_options opt = {.causal = c == 1, .positions = pos, .temperature = 1.0};
-        refenc_rope_options rope = {REFENC_ROPE_HALF, 500000.0, pos, NULL};
-        const refenc_rope_options *rp = cs[c].rope ? &rope : NULL;
-        bnd_mha_run run;
-        bnd_gqa_run_alloc(&run, B, L, D, H, Hkv, Dh);
-        double *Ey = acc_zeros(n), *Ew = acc_zeros(nw), *yo = acc_zeros(n), *wo = acc_zeros(nw);
-        bnd_mha(Ey, Ew, &run, x, NULL, ipw, ipb, opw, opb, &opt, rp, NULL);
-        MP_OK(refenc_mp_gqa_forward(yo, wo, x, ipw, ipb, opw, opb, &opt, rp, B, L, D, H, Hkv, Dh, P0, REP));
-        acc_check(&a, "weights", run.w.weights, wo, Ew, nw);
-        acc_check(&a, "y", run.y, yo, Ey, n);
-        bnd_mha_run_free(&run);
-        free(x), free(ipw), free(ipb), free(opw), free(opb), free(Ey), free(Ew), free(yo), free(wo);
+        const refenc_attn_options opt = {.causal = c == 1, .positions = pos, .temperature = 1.0};
+        const refenc_rope_options rope = {REFENC_ROPE_HALF, 500000.0, pos, NULL};
+        attention_vs_oracle(&a, r, 1, cs[c].B, cs[c].L, cs[c].D, cs[c].H, cs[c].Hkv, cs[c].Dh, &opt,
+                            cs[c].rope ? &rope : NULL);
     }
     gsl_rng_free(r);
     acc_finish(&a, "grouped-query attention");
@@ -576,24 +585,11 @@ Test(accuracy_attention, gemma_softcap_and_query_pre_attn_scalar)
     for (size_t l = 0; l < 6; l++)
         pos[l] = 17 + 3 * (int64_t)l;
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
-        const size_t B = cs[c].B, L = cs[c].L, D = cs[c].D, H = cs[c].H, Hkv = cs[c].Hkv, Dh = cs[c].Dh;
-        const size_t E = H * Dh, R = E + 2 * Hkv * Dh, n = B * L * D, nw = B * H * L * L;
-        double *x = acc_randn(n, 0, 1.5, r), *ipw = acc_randn(R * D, 0, 1 / sqrt((double)D), r);
-        double *ipb = acc_randn(R, 0, 0.1, r), *opw = acc_randn(D * E, 0, 1 / sqrt((double)E), r);
-        double *opb = acc_randn(D, 0, 0.1, r);
-        refenc_attn_options opt = {.causal = cs[c].causal, .positions = pos, .temperature = 1.0,
-                                   .softcap = cs[c].cap, .score_scalar = cs[c].S};
-        refenc_rope_options rope = {REFENC_ROPE_HALF, 10000.0, pos, NULL};
-        const refenc_rope_options *rp = cs[c].rope ? &rope : NULL;
-        bnd_mha_run run;
-        bnd_gqa_run_alloc(&run, B, L, D, H, Hkv, Dh);
-        double *Ey = acc_zeros(n), *Ew = acc_zeros(nw), *yo = acc_zeros(n), *wo = acc_zeros(nw);
-        bnd_mha(Ey, Ew, &run, x, NULL, ipw, ipb, opw, opb, &opt, rp, NULL);
-        MP_OK(refenc_mp_gqa_forward(yo, wo, x, ipw, ipb, opw, opb, &opt, rp, B, L, D, H, Hkv, Dh, P0, REP));
-        acc_check(&a, "weights", run.w.weights, wo, Ew, nw);
-        acc_check(&a, "y", run.y, yo, Ey, n);
-        bnd_mha_run_free(&run);
-        free(x), free(ipw), free(ipb), free(opw), free(opb), free(Ey), free(Ew), free(yo), free(wo);
+        const refenc_attn_options opt = {.causal = cs[c].causal, .positions = pos, .temperature = 1.0,
+                                         .softcap = cs[c].cap, .score_scalar = cs[c].S};
+        const refenc_rope_options rope = {REFENC_ROPE_HALF, 10000.0, pos, NULL};
+        attention_vs_oracle(&a, r, 1.5, cs[c].B, cs[c].L, cs[c].D, cs[c].H, cs[c].Hkv, cs[c].Dh, &opt,
+                            cs[c].rope ? &rope : NULL);
     }
     gsl_rng_free(r);
     acc_finish(&a, "Gemma's softcap and score scale");
@@ -622,24 +618,12 @@ Test(accuracy_attention, sliding_and_local_windows)
     for (size_t l = 0; l < 3; l++)
         pad[l] = 1, pad[2 * L - 1 - l] = 1; /* item 0 left-padded, item 1 right-padded */
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
-        const size_t B = cs[c].B, H = cs[c].H, Dh = D / H, n = B * L * D, nw = B * H * L * L;
-        double *x = acc_randn(n, 0, 1.5, r), *ipw = acc_randn(3 * D * D, 0, 1 / sqrt((double)D), r);
-        double *ipb = acc_randn(3 * D, 0, 0.1, r), *opw = acc_randn(D * D, 0, 1 / sqrt((double)D), r);
-        double *opb = acc_randn(D, 0, 0.1, r);
-        refenc_attn_options opt = {.causal = cs[c].causal, .positions = pos, .temperature = 1.0,
-                                   .key_padding_mask = cs[c].pad ? pad : NULL,
-                                   .sliding_window = cs[c].sw, .local_attention = cs[c].la};
-        refenc_rope_options rope = {REFENC_ROPE_HALF, 10000.0, pos, NULL};
-        const refenc_rope_options *rp = cs[c].rope ? &rope : NULL;
-        bnd_mha_run run;
-        bnd_gqa_run_alloc(&run, B, L, D, H, H, Dh);
-        double *Ey = acc_zeros(n), *Ew = acc_zeros(nw), *yo = acc_zeros(n), *wo = acc_zeros(nw);
-        bnd_mha(Ey, Ew, &run, x, NULL, ipw, ipb, opw, opb, &opt, rp, NULL);
-        MP_OK(refenc_mp_gqa_forward(yo, wo, x, ipw, ipb, opw, opb, &opt, rp, B, L, D, H, H, Dh, P0, REP));
-        acc_check(&a, "weights", run.w.weights, wo, Ew, nw);
-        acc_check(&a, "y", run.y, yo, Ey, n);
-        bnd_mha_run_free(&run);
-        free(x), free(ipw), free(ipb), free(opw), free(opb), free(Ey), free(Ew), free(yo), free(wo);
+        const refenc_attn_options opt = {.causal = cs[c].causal, .positions = pos, .temperature = 1.0,
+                                         .key_padding_mask = cs[c].pad ? pad : NULL,
+                                         .sliding_window = cs[c].sw, .local_attention = cs[c].la};
+        const refenc_rope_options rope = {REFENC_ROPE_HALF, 10000.0, pos, NULL};
+        attention_vs_oracle(&a, r, 1.5, cs[c].B, L, D, cs[c].H, cs[c].H, D / cs[c].H, &opt,
+                            cs[c].rope ? &rope : NULL);
     }
     gsl_rng_free(r);
     acc_finish(&a, "attention windows");
