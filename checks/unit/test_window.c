@@ -68,6 +68,19 @@ Test(window, edges_are_inclusive_as_hugging_face)
     }
 }
 
+/* With q = k = 0 every score is 0: row i weighs each key it sees ('1' in
+ * seen[i]) exactly 1/n, n the keys it sees, and the others 0. */
+static void expect_uniform_over_seen(const double *w, const char *const seen[WL])
+{
+    for (size_t i = 0; i < WL; i++) {
+        double n = 0;
+        for (size_t j = 0; j < WL; j++)
+            n += seen[i][j] == '1';
+        for (size_t j = 0; j < WL; j++)
+            EXPECT_EXACT(w[i * WL + j], seen[i][j] == '1' ? 1.0 / n : 0.0, "weight (%zu, %zu)", i, j);
+    }
+}
+
 /* Attention with q = k = 0: every score 0, so a query's weights are exactly
  * 1 / n over the n keys it sees (n exact, one rounded division) and exactly 0
  * elsewhere; the window combines with the causal and the padding masks.
@@ -82,13 +95,7 @@ Test(window, attention_weights_with_causal_padding_and_window)
     refenc_attn_options opt = {.key_padding_mask = pad, .causal = 1, .temperature = 1.0, .sliding_window = 3};
     refenc_attention_forward(out, w, q, k, v, &opt, 1, 1, WL, 1);
     const char *const seen[WL] = {"100000", "110000", "111000", "011100", "001100", "000101"};
-    for (size_t i = 0; i < WL; i++) {
-        double n = 0;
-        for (size_t j = 0; j < WL; j++)
-            n += seen[i][j] == '1';
-        for (size_t j = 0; j < WL; j++)
-            EXPECT_EXACT(w[i * WL + j], seen[i][j] == '1' ? 1.0 / n : 0.0, "weight (%zu, %zu)", i, j);
-    }
+    expect_uniform_over_seen(w, seen);
     /* negative control: without the window row 5 sees keys 0 .. 3 and 5 */
     opt.sliding_window = 0;
     refenc_attention_forward(out, w, q, k, v, &opt, 1, 1, WL, 1);
@@ -106,13 +113,7 @@ Test(window, attention_weights_with_local_window_and_padding)
     refenc_attn_options opt = {.key_padding_mask = pad, .temperature = 1.0, .local_attention = 4};
     refenc_attention_forward(out, w, q, k, v, &opt, 1, 1, WL, 1);
     const char *const seen[WL] = {"011000", "011100", "011110", "011111", "001111", "000111"};
-    for (size_t i = 0; i < WL; i++) {
-        double n = 0;
-        for (size_t j = 0; j < WL; j++)
-            n += seen[i][j] == '1';
-        for (size_t j = 0; j < WL; j++)
-            EXPECT_EXACT(w[i * WL + j], seen[i][j] == '1' ? 1.0 / n : 0.0, "weight (%zu, %zu)", i, j);
-    }
+    expect_uniform_over_seen(w, seen);
     /* negative control: local_attention 6 (|i-j| <= 3) lets row 5 see key 2 */
     opt.local_attention = 6;
     refenc_attention_forward(out, w, q, k, v, &opt, 1, 1, WL, 1);
