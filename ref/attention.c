@@ -21,8 +21,7 @@
 #include "window.h"
 #include "softmax.h"
 
-/* sqrt(S) tau, S = score_scalar (query_pre_attn_scalar) or Dh: two roundings */
-static double score_divisor(const refenc_attn_options *opt, size_t Dh)
+double refenc_attention_divisor(const refenc_attn_options *opt, size_t Dh)
 {
     const double S = opt->score_scalar > 0 ? opt->score_scalar : (double)Dh;
     return sqrt(S) * opt->temperature;
@@ -33,7 +32,7 @@ void refenc_attention_forward(double *out, double *weights,
                               const refenc_attn_options *opt,
                               size_t B, size_t H, size_t L, size_t Dh)
 {
-    const double divisor = score_divisor(opt, Dh);
+    const double divisor = refenc_attention_divisor(opt, Dh);
     const double masked = opt->mask_value == REFENC_MASK_FINFO_MIN ? -DBL_MAX : -INFINITY;
 
     for (size_t b = 0; b < B; b++) {
@@ -141,7 +140,7 @@ void refenc_attention_backward(double *dq, double *dk, double *dv,
                                const refenc_attn_options *opt,
                                size_t B, size_t H, size_t L, size_t Dh)
 {
-    const double divisor = score_divisor(opt, Dh); /* as the forward */
+    const double divisor = refenc_attention_divisor(opt, Dh); /* as the forward */
     for (size_t b = 0; b < B; b++) {
         const uint8_t *pad_b = opt->key_padding_mask ? opt->key_padding_mask + b * L : NULL;
         for (size_t h = 0; h < H; h++) {

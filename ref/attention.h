@@ -6,6 +6,11 @@
 
 #include "core/options.h"
 
+/* The scores' divisor sqrt(S) tau, S = score_scalar (Gemma's
+ * query_pre_attn_scalar) or Dh, formed in double: two roundings.  The
+ * forward, the backward and the low-precision emulation all divide by it. */
+double refenc_attention_divisor(const refenc_attn_options *opt, size_t Dh);
+
 /* Scaled dot-product attention over B*H independent heads.
  * out: (B, H, L, Dh)   weights: (B, H, L, L)   q, k, v: (B, H, L, Dh)
  *

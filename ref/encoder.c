@@ -192,19 +192,7 @@ static void attention_setup(refenc_attn_options *opt, refenc_rope_options *rope,
                             const refenc_config *cfg, const refenc_input *in)
 {
     const int64_t *pos = in->positions != NULL ? in->positions : ws->positions;
-    *opt = (refenc_attn_options){
-        .key_padding_mask = in->key_padding_mask,
-        .causal = cfg->causal,
-        .attn_mask = in->attn_mask,
-        .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? ws->alibi_slopes : NULL,
-        .positions = pos,
-        .temperature = cfg->temperature,
-        .mask_value = cfg->mask_value,
-        .score_scalar = cfg->query_pre_attn_scalar,
-        .softcap = cfg->attn_logit_softcapping,
-        .sliding_window = cfg->sliding_window,
-        .local_attention = cfg->local_attention,
-    };
+    *opt = refenc_attn_options_of(cfg, in->key_padding_mask, in->attn_mask, pos, ws->alibi_slopes);
     *rope = (refenc_rope_options){cfg->rope_layout, cfg->rope_base, pos, &cfg->rope_scaling};
     *rope_p = cfg->positional == REFENC_POS_ROPE ? rope : NULL;
 }

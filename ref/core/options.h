@@ -26,6 +26,15 @@ typedef struct {
     size_t local_attention;          /* w >= 1: key j seen iff |i - j| <= w / 2; 0: off */
 } refenc_attn_options;
 
+/* The options every attention of a model uses: the config's mask kind,
+ * temperature, score scale, soft-cap and windows, with the inputs' masks
+ * and positions; alibi_slopes (H) is taken only when the config's scheme is
+ * ALiBi.  The reference's stack, its component runs and the low-precision
+ * emulation all build their options here.  Never fails. */
+refenc_attn_options refenc_attn_options_of(const refenc_config *cfg, const uint8_t *key_padding_mask,
+                                           const double *attn_mask, const int64_t *positions,
+                                           const double *alibi_slopes);
+
 /* RoPE inside multi-head attention: applied to q and k of every head. */
 typedef struct {
     refenc_rope_layout layout;

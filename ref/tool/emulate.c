@@ -165,12 +165,7 @@ static void layer(const emu_run *r, double *y, refenc_layer_work *w, const doubl
 /* The attention options of the case. */
 static refenc_attn_options attn_options(const refenc_case *c, const double *slopes)
 {
-    return (refenc_attn_options){
-        .key_padding_mask = c->key_padding_mask, .causal = c->cfg.causal, .attn_mask = c->attn_mask,
-        .alibi_slopes = c->cfg.positional == REFENC_POS_ALIBI ? slopes : NULL,
-        .positions = c->positions, .temperature = c->cfg.temperature, .mask_value = c->cfg.mask_value,
-        .score_scalar = c->cfg.query_pre_attn_scalar, .softcap = c->cfg.attn_logit_softcapping,
-        .sliding_window = c->cfg.sliding_window, .local_attention = c->cfg.local_attention};
+    return refenc_attn_options_of(&c->cfg, c->key_padding_mask, c->attn_mask, c->positions, slopes);
 }
 
 /* refenc_encoder_forward: embedding (scaled or not) or x, token types,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../alibi.h"
+#include "../attention.h"
 #include "../rope.h"
 #include "../rope_scaling.h"
 #include "../window.h"
@@ -223,7 +224,7 @@ void emu_attention(const refenc_emulation *e, double *out, double *weights, cons
                    size_t L, size_t Dh, int cap_after_mask)
 {
     /* a scalar, formed in double: sqrt(S) tau, S = query_pre_attn_scalar or Dh */
-    const double divisor = sqrt(opt->score_scalar > 0 ? opt->score_scalar : (double)Dh) * opt->temperature;
+    const double divisor = refenc_attention_divisor(opt, Dh);
     for (size_t b = 0; b < B; b++) {
         const uint8_t *pad_b = opt->key_padding_mask ? opt->key_padding_mask + b * L : NULL;
         for (size_t h = 0; h < H; h++) {

@@ -60,13 +60,8 @@ static void run_attention(double *y, refenc_workspace *ws, const refenc_case *c,
     const refenc_config *cfg = &c->cfg;
     const size_t B = c->B, L = c->L, D = cfg->d_model, H = cfg->n_heads;
     const refenc_layer_params *lp = &c->params.layers[0];
-    const refenc_attn_options opt = {
-        .key_padding_mask = c->key_padding_mask, .causal = cfg->causal, .attn_mask = c->attn_mask,
-        .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? ws->alibi_slopes : NULL,
-        .positions = c->positions, .temperature = cfg->temperature,
-        .mask_value = cfg->mask_value, .score_scalar = cfg->query_pre_attn_scalar,
-        .softcap = cfg->attn_logit_softcapping, .sliding_window = cfg->sliding_window,
-        .local_attention = cfg->local_attention};
+    const refenc_attn_options opt =
+        refenc_attn_options_of(cfg, c->key_padding_mask, c->attn_mask, c->positions, ws->alibi_slopes);
     const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions, &cfg->rope_scaling};
     refenc_gqa_forward(y, &ws->layer.mha, c->x, lp->in_proj_weight, lp->in_proj_bias,
                        lp->out_proj_weight, lp->out_proj_bias, &opt,
