@@ -140,6 +140,9 @@ def build(cli, base, source_root):
     _dump(j("pattern.json"), {"model": dict(TINY_MODEL, n_layers=3, positional="rope", local_attention=2,
                                             global_attn_every_n_layers=2, local_rope_theta=10000.0,
                                             global_rope_theta=160000.0), "input": {"batch": 1, "seq_len": 5}})
+    _dump(j("pattern_bases.json"), {"model": dict(TINY_MODEL, n_layers=2, positional="rope",
+                                                  global_attn_every_n_layers=2, local_rope_theta=100.0),
+                                    "input": {"batch": 1, "seq_len": 3}})
     _dump(j("pattern0.json"), {"model": dict(TINY_MODEL, global_attn_every_n_layers=0),
                                "input": {"batch": 1, "seq_len": 3}})
     _dump(j("theta_alone.json"), {"model": dict(TINY_MODEL, positional="rope", local_rope_theta=10000.0),
