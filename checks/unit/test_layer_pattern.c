@@ -52,4 +52,8 @@ Test(layer_pattern, rope_base_per_layer_type)
     c.local_rope_theta = 10000.0, c.global_rope_theta = 0;
     cr_expect_eq(refenc_layer_rope_base(&c, 3), 500.0, "global 0: rope_base");
     cr_expect_eq(refenc_layer_rope_base(&c, 2), 10000.0);
+    /* n 1: every layer global, every base the global one, not rope_base */
+    c.global_attn_every_n_layers = 1, c.global_rope_theta = 160000.0;
+    for (size_t l = 0; l < 4; l++)
+        cr_expect_eq(refenc_layer_rope_base(&c, l), 160000.0, "n 1, layer %zu: %g", l, refenc_layer_rope_base(&c, l));
 }
