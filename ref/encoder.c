@@ -16,6 +16,7 @@
 #include "core/alloc.h"
 #include "alibi.h"
 #include "embedding.h"
+#include "layer_pattern.h"
 #include "norm.h"
 #include "learned_pe.h"
 #include "position_ids.h"
@@ -244,7 +245,12 @@ int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params 
     attention_setup(&opt, &rope, &rope_p, ws, cfg, in);
 
     for (size_t i = 0; i < cfg->n_layers; i++) {
-        refenc_layer_forward(next, &ws->layer, h, &p->layers[i], cfg, &opt, rope_p, B, L, i, trace);
+        /* layer i's window and RoPE base (layer_pattern.h) */
+        refenc_attn_options opt_i = opt;
+        refenc_rope_options rope_i = rope;
+        refenc_layer_options(cfg, i, &opt_i, &rope_i);
+        refenc_layer_forward(next, &ws->layer, h, &p->layers[i], cfg, &opt_i, rope_p ? &rope_i : NULL, B,
+                             L, i, trace);
         double *t = h;
         h = next;
         next = t;
@@ -325,11 +331,13 @@ int refenc_grad_workspace_alloc(refenc_grad_workspace *g, const refenc_config *c
                                 "conventions are forward only)",
                                 cfg->attn_logit_softcapping != 0 ? "attn_logit_softcapping"
                                                                  : "query_pre_attn_scalar");
-    if (cfg->sliding_window != 0 || cfg->local_attention != 0)
+    if (cfg->sliding_window != 0 || cfg->local_attention != 0 || cfg->global_attn_every_n_layers != 0)
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: the backward pass does not support %s yet (attention windows "
-                                "are forward only)",
-                                cfg->sliding_window != 0 ? "sliding_window" : "local_attention");
+                                "and the local/global layer pattern are forward only)",
+                                cfg->sliding_window != 0    ? "sliding_window"
+                                : cfg->local_attention != 0 ? "local_attention"
+                                                            : "global_attn_every_n_layers");
     const size_t n = grad_count(cfg, B, L), params = refenc_config_param_count(cfg);
     size_t total, bytes;
     if (n == 0 || !refenc_size_add(&total, n, params) ||

@@ -460,6 +460,11 @@ Test(golden_grad, bad_upstream_gradients_and_configs_are_refused, .timeout = 60)
                      "\"local_attention\": 2}, \"input\": {\"batch\": 1, \"seq_len\": 3}}";
     rb_write_file(rms, la, strlen(la));
     expect_refused(rm, "golden", "local_attention", "local_attention", out);
+    const char *gp = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 2, "
+                     "\"positional\": \"rope\", \"global_attn_every_n_layers\": 2, \"local_rope_theta\": 100}, "
+                     "\"input\": {\"batch\": 1, \"seq_len\": 3}}";
+    rb_write_file(rms, gp, strlen(gp));
+    expect_refused(rm, "golden", "global_attn_every_n_layers", "global_attn_every_n_layers", out);
     const char *pl[] = {"refenc", "golden", "--config", cfg, "--grad", "--per-layer", "--quiet", "--out-file",
                         out, NULL};
     expect_refused(pl, "golden", "--per-layer", "not made in parts", out);

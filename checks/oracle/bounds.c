@@ -3,6 +3,7 @@
 #include "bounds.h"
 
 #include "../../ref/gqa.h"
+#include "../../ref/layer_pattern.h"
 #include "../../ref/softcap.h"
 #include "../../ref/window.h"
 
@@ -738,12 +739,19 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
 
     for (size_t i = 0; i < cfg->n_layers; i++) {
         const refenc_layer_params *lp = &p->layers[i];
+        /* layer i's window and RoPE base, as refenc_encoder_forward's */
+        refenc_attn_options opt_i = opt;
+        refenc_rope_options rope_i = rope;
+        if (!refenc_layer_windowed(cfg, i))
+            opt_i.sliding_window = 0, opt_i.local_attention = 0;
+        rope_i.base = refenc_layer_rope_base(cfg, i);
+        const refenc_rope_options *rope_ip = rope_p != NULL ? &rope_i : NULL;
         if (cfg->norm == REFENC_NORM_PRE) {
             refenc_norm_forward(ln, h, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
             st->applicable &= bnd_norm(Eln, h, Eh, lp->norm1_weight, lp->norm1_bias, ln, BL, D, eps, cfg);
             REC("norm1", ln, Eln, BLD);
             bnd_mha(Eattn, Ew, &run, ln, Eln, lp->in_proj_weight, lp->in_proj_bias,
-                    lp->out_proj_weight, lp->out_proj_bias, &opt, rope_p, slope_err);
+                    lp->out_proj_weight, lp->out_proj_bias, &opt_i, rope_ip, slope_err);
             memcpy(attn, run.y, BLD * sizeof(double));
             REC("self_attn.weights", run.w.weights, Ew, BHLL);
             REC("self_attn", attn, Eattn, BLD);
@@ -756,7 +764,7 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
             add_bounded(out, Eout, resid, Eres, ffn, Effn, BLD);
         } else {
             bnd_mha(Eattn, Ew, &run, h, Eh, lp->in_proj_weight, lp->in_proj_bias,
-                    lp->out_proj_weight, lp->out_proj_bias, &opt, rope_p, slope_err);
+                    lp->out_proj_weight, lp->out_proj_bias, &opt_i, rope_ip, slope_err);
             memcpy(attn, run.y, BLD * sizeof(double));
             REC("self_attn.weights", run.w.weights, Ew, BHLL);
             REC("self_attn", attn, Eattn, BLD);

@@ -250,3 +250,32 @@ Test(accuracy_stack, family_distilbert) { run_family(&FAMILIES[2], 262); }
 Test(accuracy_stack, family_gpt2_fully_masked_rows_finfo_min) { run_family(&FAMILIES[3], 263); }
 Test(accuracy_stack, family_gpt2_fully_masked_rows_minus_inf) { run_family(&FAMILIES[4], 264); }
 Test(accuracy_stack, family_clip_text) { run_family(&FAMILIES[5], 265); }
+
+/* ModernBERT's local and global layers (layer_pattern.h): 3 layers with
+ * global_attn_every_n_layers 2 (layers 0 and 2 global, layer 1 local), a
+ * local window of 4 (|i - j| <= 2: cuts keys at L 7), bases 10 000 (local)
+ * and 160 000 (global), RoPE, bias-free GeGLU, padding.  Control run: the
+ * oracle's pattern read as l % n != 0 for global fails this test. */
+Test(accuracy_stack, local_and_global_layers_modernbert_pattern)
+{
+    refenc_config cfg;
+    refenc_config_default(&cfg);
+    cfg.d_model = 12, cfg.n_heads = 3, cfg.d_ff = 20, cfg.n_layers = 3, cfg.max_len = 16;
+    cfg.positional = REFENC_POS_ROPE, cfg.rope_layout = REFENC_ROPE_HALF, cfg.rope_base = 10000.0;
+    cfg.ffn_type = REFENC_FFN_GLU, cfg.glu_gate = REFENC_GLU_GATE_FIRST, cfg.norm_bias = cfg.linear_bias = 0;
+    cfg.local_attention = 4, cfg.global_attn_every_n_layers = 2;
+    cfg.local_rope_theta = 10000.0, cfg.global_rope_theta = 160000.0;
+    refenc_params p;
+    refenc_error err;
+    cr_assert_eq(refenc_params_alloc(&p, &cfg, &err), REFENC_OK, "%s", err.message);
+    gsl_rng *r = test_rng(280);
+    refenc_params_init_random(&p, &cfg, r);
+    const size_t B = 2, L = 7, n = B * L * cfg.d_model;
+    double *x = acc_randn(n, 0, 1, r);
+    uint8_t pad[14] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1}; /* both sides */
+    const refenc_input in = {.B = B, .L = L, .x = x, .key_padding_mask = pad};
+    check_stack(&cfg, &p, &in, "local and global layers (ModernBERT pattern)");
+    refenc_params_free(&p);
+    gsl_rng_free(r);
+    free(x);
+}

@@ -140,6 +140,11 @@ static const struct {
     {"local_attention_zero.json", "model.local_attention: expected an integer >= 1 or null"},
     {"local_attention_negative.json", "model.local_attention: expected an integer >= 1 or null"},
     {"local_attention_string.json", "model.local_attention: expected an integer >= 1 or null"},
+    /* the layer pattern (docs/families.md) */
+    {"global_attn_every_n_layers_zero.json", "model.global_attn_every_n_layers: expected an integer >= 1 or null"},
+    {"global_attn_every_n_layers_string.json", "model.global_attn_every_n_layers: expected an integer >= 1 or null"},
+    {"local_rope_theta_zero.json", "model.local_rope_theta: expected a number > 0 or null, got 0"},
+    {"global_rope_theta_without_pattern.json", "model: global_rope_theta needs global_attn_every_n_layers"},
     /* malformed JSON: line, column and byte offset */
     {"duplicate_model_key.json", "line 1, column 49 (byte 49): duplicate object key near '\"d_model\"'"},
     {"duplicate_top_level_key.json", "line 1, column 21 (byte 21): duplicate object key near '\"model\"'"},

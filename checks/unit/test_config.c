@@ -91,6 +91,14 @@
       REFENC_ELIMIT, "sliding_window = 1048577")                                                 \
     X(local_attention_over_limit, c->local_attention = REFENC_MAX_DIM + 1, REFENC_ELIMIT,        \
       "local_attention = 1048577")                                                               \
+    X(global_attn_every_n_layers_over_limit, c->global_attn_every_n_layers = REFENC_MAX_LAYERS + 1, \
+      REFENC_ELIMIT, "global_attn_every_n_layers = 1025")                                        \
+    X(local_rope_theta_nan, (c->global_attn_every_n_layers = 3, c->local_rope_theta = NAN),       \
+      REFENC_EINVAL, "local_rope_theta must be finite and > 1")                                  \
+    X(global_rope_theta_below_one, (c->global_attn_every_n_layers = 3, c->global_rope_theta = 0.5), \
+      REFENC_EINVAL, "global_rope_theta must be finite and > 1")                                 \
+    X(local_rope_theta_without_pattern, c->local_rope_theta = 10000.0, REFENC_EINVAL,             \
+      "local_rope_theta needs global_attn_every_n_layers")                                       \
     X(roberta_positions_without_learned_table, (c->vocab_size = 10, c->padding_idx = 1,          \
                                                 c->position_ids = REFENC_POSIDS_ROBERTA),        \
       REFENC_EINVAL, "position_ids 'roberta' index the learned PE table")                        \
@@ -195,6 +203,9 @@ Test(config, defaults_and_boundary_values_are_valid)
     EXPECT_VALID((c.attn_logit_softcapping = 0x1p-1074, c.query_pre_attn_scalar = 0x1p-1074));
     EXPECT_VALID((c.attn_logit_softcapping = DBL_MAX, c.query_pre_attn_scalar = DBL_MAX));
     EXPECT_VALID((c.causal = 1, c.sliding_window = 1, c.local_attention = REFENC_MAX_DIM));
+    EXPECT_VALID((c.global_attn_every_n_layers = REFENC_MAX_LAYERS, c.local_rope_theta = 0x1.0000000000001p0,
+                  c.global_rope_theta = DBL_MAX));
+    EXPECT_VALID((c.global_attn_every_n_layers = 1)); /* every layer global, bases rope_base */
     EXPECT_VALID((c.vocab_size = 10, c.padding_idx = 3, c.positional = REFENC_POS_LEARNED,
                   c.max_len = 5, c.position_ids = REFENC_POSIDS_ROBERTA)); /* positions 4 on */
     /* V = 2^24, D = 31: 520093696 + 4248 doubles, just under 2^29 = 536870912 */

@@ -109,6 +109,22 @@ static const json_error_case json_errors[] = {
      "model.local_attention: expected an integer >= 1 or null"},
     {"local_attention_too_large", "{\"local_attention\": 9223372036854775807}", REFENC_ELIMIT,
      "model.local_attention: 9223372036854775807 exceeds 1048576"},
+    /* the layer pattern: a period an integer >= 1, the bases numbers > 0
+     * (the reader), > 1 and only with the period (validate) */
+    {"global_attn_every_n_layers_zero", "{\"global_attn_every_n_layers\": 0}", REFENC_EINVAL,
+     "model.global_attn_every_n_layers: expected an integer >= 1 or null"},
+    {"global_attn_every_n_layers_real", "{\"global_attn_every_n_layers\": 3.0}", REFENC_EINVAL,
+     "model.global_attn_every_n_layers: expected an integer >= 1 or null"},
+    {"global_attn_every_n_layers_too_large", "{\"global_attn_every_n_layers\": 1025}", REFENC_ELIMIT,
+     "model.global_attn_every_n_layers: 1025 exceeds 1024"},
+    {"local_rope_theta_string", "{\"global_attn_every_n_layers\": 3, \"local_rope_theta\": \"1e4\"}",
+     REFENC_EINVAL, "model.local_rope_theta: expected a number > 0 or null"},
+    {"global_rope_theta_negative", "{\"global_attn_every_n_layers\": 3, \"global_rope_theta\": -1}",
+     REFENC_EINVAL, "model.global_rope_theta: expected a number > 0 or null, got -1"},
+    {"local_rope_theta_one", "{\"global_attn_every_n_layers\": 3, \"local_rope_theta\": 1}",
+     REFENC_EINVAL, "local_rope_theta must be finite and > 1 (0: rope_base), got 1"},
+    {"global_rope_theta_without_pattern", "{\"global_rope_theta\": 160000}", REFENC_EINVAL,
+     "global_rope_theta needs global_attn_every_n_layers"},
     /* validation errors, re-labelled with the location */
     {"d_model_zero", "{\"d_model\": 0}", REFENC_EINVAL, "model: d_model must be at least 1"},
     {"d_model_not_divisible", "{\"d_model\": 10, \"n_heads\": 4}", REFENC_EINVAL,
@@ -262,6 +278,9 @@ Test(config_json, to_json_round_trips)
     /* the windows only when set, as integers */
     c.sliding_window = 5, c.local_attention = 7;
     expect_round_trip(&c, 20);
+    /* the layer pattern only when set */
+    c.global_attn_every_n_layers = 3, c.local_rope_theta = 10000.5, c.global_rope_theta = 0.1 + 160000;
+    expect_round_trip(&c, 23);
 }
 
 /* The windows with their Hugging Face names (Mistral's sliding_window,
@@ -281,6 +300,27 @@ Test(config_json, window_keys_are_read)
     json_decref(obj);
     cr_expect_eq(c.sliding_window, 0, "null must be off");
     cr_expect_eq(c.local_attention, 0, "absent must be off");
+}
+
+/* ModernBERT's layer pattern with its Hugging Face names and values; null
+ * is off. */
+Test(config_json, layer_pattern_keys_are_read)
+{
+    json_t *obj = json_loads("{\"global_attn_every_n_layers\": 3, \"local_rope_theta\": 10000.0, "
+                             "\"global_rope_theta\": 160000.0, \"local_attention\": 128}", 0, NULL);
+    refenc_config c;
+    refenc_error err;
+    cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s", err.message);
+    json_decref(obj);
+    cr_expect_eq(c.global_attn_every_n_layers, 3);
+    cr_expect_eq(c.local_rope_theta, 10000.0);
+    cr_expect_eq(c.global_rope_theta, 160000.0);
+    obj = json_loads("{\"global_attn_every_n_layers\": null, \"local_rope_theta\": null}", 0, NULL);
+    cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s", err.message);
+    json_decref(obj);
+    cr_expect_eq(c.global_attn_every_n_layers, 0, "null must be off");
+    cr_expect_eq(c.local_rope_theta, 0, "null must be off");
+    cr_expect_eq(c.global_rope_theta, 0, "absent must be off");
 }
 
 /* Gemma 2's keys with their Hugging Face names and values; null is off, as

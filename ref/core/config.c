@@ -286,6 +286,29 @@ static int validate_reals(const refenc_config *c, refenc_error *err)
     return REFENC_OK;
 }
 
+/* The layer pattern (layer_pattern.h): a period above the layer limit is a
+ * mistake; the two bases are RoPE bases (finite, > 1) and mean nothing
+ * without the pattern that says which layers are local. */
+static int validate_layer_pattern(const refenc_config *c, refenc_error *err)
+{
+    if (c->global_attn_every_n_layers > REFENC_MAX_LAYERS)
+        return refenc_error_set(err, REFENC_ELIMIT, "config: global_attn_every_n_layers = %zu exceeds %zu",
+                                c->global_attn_every_n_layers, REFENC_MAX_LAYERS);
+    const char *name[2] = {"local_rope_theta", "global_rope_theta"};
+    const double theta[2] = {c->local_rope_theta, c->global_rope_theta};
+    for (int k = 0; k < 2; k++) {
+        if (theta[k] != 0 && (!isfinite(theta[k]) || !(theta[k] > 1)))
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "config: %s must be finite and > 1 (0: rope_base), got %.17g",
+                                    name[k], theta[k]);
+        if (theta[k] != 0 && c->global_attn_every_n_layers == 0)
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "config: %s needs global_attn_every_n_layers (which layers are local)",
+                                    name[k]);
+    }
+    return REFENC_OK;
+}
+
 /* The attention windows (window.h): 0 is off; a window wider than any
  * sequence refenc accepts is a mistake, not a no-op; Hugging Face's
  * sliding_window is the causal models' (Mistral, Qwen2, Gemma), and
@@ -302,7 +325,7 @@ static int validate_windows(const refenc_config *c, refenc_error *err)
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: sliding_window = %zu needs causal: true (the bidirectional "
                                 "window is local_attention)", c->sliding_window);
-    return REFENC_OK;
+    return validate_layer_pattern(c, err);
 }
 
 /* The token side: padding_idx a row of the table (or -1), token types only

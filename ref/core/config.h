@@ -141,6 +141,12 @@ typedef struct {
     /* attention windows (window.h, docs/families.md): 0 = off */
     size_t sliding_window;      /* w >= 1, causal only: query i sees keys i-w+1 .. i */
     size_t local_attention;     /* w >= 1: query i sees |i - j| <= w / 2 (ModernBERT) */
+    /* local and global layers (layer_pattern.h, docs/families.md): 0 = off */
+    size_t global_attn_every_n_layers; /* n >= 1: layer l global iff l % n == 0 (no
+                                        * window), local otherwise; 0: every layer
+                                        * takes the window and rope_base            */
+    double local_rope_theta;    /* > 1: RoPE base of the local layers; 0: rope_base  */
+    double global_rope_theta;   /* > 1: RoPE base of the global layers; 0: rope_base */
 } refenc_config;
 
 /* Documented limits.  A config or input beyond them is refused with

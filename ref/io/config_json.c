@@ -17,7 +17,7 @@ int refenc_json_check_keys(const json_t *obj, const char *const *known, const ch
         for (size_t i = 0; known[i] != NULL && !found; i++)
             found = strcmp(key, known[i]) == 0;
         if (!found) {
-            char list[512] = "";
+            char list[1024] = ""; /* every key; the message keeps its head and tail */
             for (size_t i = 0; known[i] != NULL; i++) {
                 strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
                 strncat(list, known[i], sizeof list - strlen(list) - 1);
@@ -92,7 +92,8 @@ static const char *const model_keys[] = {
     "causal", "vocab_size", "padding_idx", "family", "scale_embedding", "type_vocab_size",
     "embedding_norm", "embedding_norm_eps", "position_ids", "mask_value", "norm_type", "rmsnorm_offset", "ffn_type", "glu_gate", "norm_bias", "linear_bias",
     "rope_scaling", "partial_rotary_factor", "n_kv_heads", "head_dim",
-    "attn_logit_softcapping", "query_pre_attn_scalar", "sliding_window", "local_attention", NULL};
+    "attn_logit_softcapping", "query_pre_attn_scalar", "sliding_window", "local_attention",
+    "global_attn_every_n_layers", "local_rope_theta", "global_rope_theta", NULL};
 
 /* n_kv_heads or head_dim: absent leaves the default (0: H, or D / H); an
  * explicit value must be an integer >= 1, as every other size. */
@@ -143,6 +144,24 @@ static int get_optional_window(size_t *v, const json_t *obj, const char *key, co
     return REFENC_OK;
 }
 
+/* global_attn_every_n_layers (layer_pattern.h): absent or null leaves 0
+ * (no pattern); an explicit value must be an integer >= 1 (1: every layer
+ * global), at most REFENC_MAX_LAYERS. */
+static int get_optional_period(size_t *v, const json_t *obj, const char *key, const char *where,
+                               refenc_error *err)
+{
+    const json_t *j = json_object_get(obj, key);
+    if (j == NULL || json_is_null(j))
+        return REFENC_OK;
+    if (!json_is_integer(j) || json_integer_value(j) < 1)
+        return refenc_error_set(err, REFENC_EINVAL, "%s.%s: expected an integer >= 1 or null", where, key);
+    if ((unsigned long long)json_integer_value(j) > REFENC_MAX_LAYERS)
+        return refenc_error_set(err, REFENC_ELIMIT, "%s.%s: %lld exceeds %zu", where, key,
+                                (long long)json_integer_value(j), REFENC_MAX_LAYERS);
+    *v = (size_t)json_integer_value(j);
+    return REFENC_OK;
+}
+
 /* The attention's optional keys: n_kv_heads, head_dim (grouped-query
  * attention), attn_logit_softcapping, query_pre_attn_scalar (Gemma),
  * sliding_window, local_attention (windows). */
@@ -154,7 +173,10 @@ static int read_attention_keys(refenc_config *c, const json_t *obj, const char *
         (st = get_optional_positive(&c->attn_logit_softcapping, obj, "attn_logit_softcapping", where, err)) ||
         (st = get_optional_positive(&c->query_pre_attn_scalar, obj, "query_pre_attn_scalar", where, err)) ||
         (st = get_optional_window(&c->sliding_window, obj, "sliding_window", where, err)) ||
-        (st = get_optional_window(&c->local_attention, obj, "local_attention", where, err)))
+        (st = get_optional_window(&c->local_attention, obj, "local_attention", where, err)) ||
+        (st = get_optional_period(&c->global_attn_every_n_layers, obj, "global_attn_every_n_layers", where, err)) ||
+        (st = get_optional_positive(&c->local_rope_theta, obj, "local_rope_theta", where, err)) ||
+        (st = get_optional_positive(&c->global_rope_theta, obj, "global_rope_theta", where, err)))
         return st;
     return REFENC_OK;
 }
@@ -279,6 +301,13 @@ static int attention_keys_to_json(json_t *j, const refenc_config *c)
         bad |= json_object_set_new(j, "sliding_window", json_integer((json_int_t)c->sliding_window));
     if (c->local_attention != 0)
         bad |= json_object_set_new(j, "local_attention", json_integer((json_int_t)c->local_attention));
+    if (c->global_attn_every_n_layers != 0)
+        bad |= json_object_set_new(j, "global_attn_every_n_layers",
+                                   json_integer((json_int_t)c->global_attn_every_n_layers));
+    if (c->local_rope_theta != 0)
+        bad |= json_object_set_new(j, "local_rope_theta", json_real(c->local_rope_theta));
+    if (c->global_rope_theta != 0)
+        bad |= json_object_set_new(j, "global_rope_theta", json_real(c->global_rope_theta));
     if (c->n_kv_heads != 0)
         bad |= json_object_set_new(j, "n_kv_heads", json_integer((json_int_t)c->n_kv_heads));
     if (c->head_dim != 0)

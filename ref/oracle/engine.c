@@ -482,9 +482,21 @@ static void run_free(refenc_mpe_unit *u, int64_t *pos_default)
     free(u->rows), free(u->workers), free(u->dbl), free(u->zeros), free(u->ids);
     refenc_mp_free(u->eps, 1), refenc_mp_free(u->tau, 1), refenc_mp_free(u->base, 1);
     refenc_mp_free(u->emb_eps, 1);
+    refenc_mp_free(u->base_local, 1), refenc_mp_free(u->base_global, 1);
     refenc_mp_free(u->scalar, 1), refenc_mp_free(u->cap, 1);
     refenc_mp_free(u->mask, L * L);
     refenc_mp_free(u->table, (L > 2 ? L : 2) * D);
+}
+
+/* The RoPE bases of the local and global layers of a pattern: each its own
+ * theta, or rope_base where that theta is 0.  0 on allocation failure. */
+static int pattern_bases(refenc_mpe_unit *u, const refenc_config *cfg)
+{
+    const double *local = cfg->local_rope_theta > 0 ? &cfg->local_rope_theta : &cfg->rope_base;
+    const double *global = cfg->global_rope_theta > 0 ? &cfg->global_rope_theta : &cfg->rope_base;
+    u->base_local = refenc_mp_from_d(local, 1, 53);
+    u->base_global = refenc_mp_from_d(global, 1, 53);
+    return u->base_local != NULL && u->base_global != NULL;
 }
 
 /* What every unit of the run shares: sizes, the hyper-parameters at 53
@@ -508,6 +520,8 @@ static int run_alloc(refenc_mpe_unit *u, const refenc_mp_run *run, int64_t **pos
     u->mask = run->in->attn_mask ? refenc_mp_from_d(run->in->attn_mask, L * L, 53) : NULL;
     u->emb_eps = refenc_mp_from_d(&cfg->embedding_norm_eps, 1, 53);
     if (cfg->query_pre_attn_scalar != 0 && !(u->scalar = refenc_mp_from_d(&cfg->query_pre_attn_scalar, 1, 53)))
+        return 0;
+    if (cfg->global_attn_every_n_layers != 0 && !pattern_bases(u, cfg))
         return 0;
     if (cfg->attn_logit_softcapping != 0 && !(u->cap = refenc_mp_from_d(&cfg->attn_logit_softcapping, 1, 53)))
         return 0;

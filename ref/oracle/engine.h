@@ -63,6 +63,8 @@ struct refenc_mpe_unit {
     refenc_mpe_worker *workers;
     mpfr_ptr eps, tau, base, mask;   /* 53 bits; mask (L, L) or NULL */
     mpfr_ptr emb_eps;                /* 53 bits: the embedding LayerNorm's eps */
+    mpfr_ptr base_local, base_global; /* 53 bits: the RoPE bases of the two layer
+                                      * types (mha.c); NULL without a pattern */
     mpfr_ptr scalar, cap;            /* 53 bits: query_pre_attn_scalar and
                                       * attn_logit_softcapping; NULL when unset */
     mpfr_ptr table;                  /* (max(L, 2), D) at 53 bits: rows of a table */

@@ -43,13 +43,31 @@ static void out_proj_row(refenc_mpe_unit *u, int li, size_t r, refenc_mpe_worker
                             &u->lm->out_span, &w->ws[li]);
 }
 
+/* The oracle's own reading of the layer pattern (ModernBERT's
+ * global_attn_every_n_layers = n; the reference's is layer_pattern.c): the
+ * global layers are the multiples of n, 0 n, 1 n, 2 n, ...; a global layer
+ * has no window and the global base.  Only the encoder's layers follow it: a
+ * one-block run is the block without a layer. */
+static int layer_is_global(const refenc_mpe_unit *u)
+{
+    const size_t n = u->cfg->global_attn_every_n_layers;
+    return n != 0 && u->run->block == REFENC_MP_BLOCK_ENCODER && (u->layer / n) * n == u->layer;
+}
+
+static mpfr_srcptr layer_base(const refenc_mpe_unit *u)
+{
+    if (u->cfg->global_attn_every_n_layers == 0 || u->run->block != REFENC_MP_BLOCK_ENCODER)
+        return u->base;
+    return layer_is_global(u) ? u->base_global : u->base_local;
+}
+
 /* RoPE on every head of q (task 0) or k (task 1) of lane li. */
 static void rope_row(refenc_mpe_unit *u, int li, size_t task, refenc_mpe_worker *w, const void *arg)
 {
     (void)arg;
     refenc_mpe_lane *ln = &u->lanes[li];
     mpfr_ptr x = task ? ln->k : ln->q;
-    refenc_mpk_rope_forward(x, x, u->pos, task ? u->Hkv : u->H, u->L, u->Dh, u->base, u->cfg->rope_layout,
+    refenc_mpk_rope_forward(x, x, u->pos, task ? u->Hkv : u->H, u->L, u->Dh, layer_base(u), u->cfg->rope_layout,
                             &u->cfg->rope_scaling, &w->ws[li]);
 }
 
@@ -86,7 +104,8 @@ static void head(refenc_mpe_unit *u, size_t h, refenc_mpe_worker *w, void *arg)
             .positions = u->pos, .temperature = u->tau, .mask_value = u->cfg->mask_value,
             .score_scalar = u->scalar, .softcap = u->cap,
             .cap_after_mask = u->run->hooks != NULL && u->run->hooks->softcap_after_mask,
-            .sliding_window = u->cfg->sliding_window, .local_attention = u->cfg->local_attention};
+            .sliding_window = layer_is_global(u) ? 0 : u->cfg->sliding_window,
+            .local_attention = layer_is_global(u) ? 0 : u->cfg->local_attention};
         mpfr_clear_inexflag();
         refenc_mpk_attention_forward(w->out[li], w->weights[li], ln->q + h * L * Dh, ln->k + kv * L * Dh,
                                      ln->v + kv * L * Dh, &opt, 1, 1, L, Dh, &w->ws[li]);

@@ -12,6 +12,7 @@
 #include "../encoder.h"
 #include "../glu.h"
 #include "../gqa.h"
+#include "../layer_pattern.h"
 #include "../mha.h"
 #include "../position_ids.h"
 #include "emulate_kernels.h"
@@ -168,6 +169,25 @@ static refenc_attn_options attn_options(const refenc_case *c, const double *slop
     return refenc_attn_options_of(&c->cfg, c->key_padding_mask, c->attn_mask, c->positions, slopes);
 }
 
+/* The layers on h (next: their other buffer), each with its window and RoPE
+ * base (layer_pattern.h); returns the buffer that holds the last output. */
+static double *stack(const emu_run *r, double *h, double *next, refenc_workspace *ws, const double *slopes,
+                     const refenc_case *c)
+{
+    const refenc_config *cfg = &c->cfg;
+    for (size_t i = 0; i < cfg->n_layers; i++) {
+        refenc_attn_options opt = attn_options(c, slopes);
+        refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions, &cfg->rope_scaling};
+        refenc_layer_options(cfg, i, &opt, &rope);
+        layer(r, next, &ws->layer, h, &c->params.layers[i], cfg, &opt,
+              cfg->positional == REFENC_POS_ROPE ? &rope : NULL, c->B, c->L, i);
+        double *t = h;
+        h = next;
+        next = t;
+    }
+    return h;
+}
+
 /* refenc_encoder_forward: embedding (scaled or not) or x, token types,
  * additive PE (RoBERTa's positions from the tokens), embedding LayerNorm,
  * the layers, the final norm. */
@@ -205,15 +225,7 @@ static void encoder(const emu_run *r, double *y, refenc_workspace *ws, const dou
         emu_norm(e, h, h, p->embedding_norm_weight, p->embedding_norm_bias, B * L, D,
                       cfg->embedding_norm_eps, cfg);
     emit(r, "embed", h, 3, B, L, D, 0);
-    const refenc_attn_options opt = attn_options(c, slopes);
-    const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions, &cfg->rope_scaling};
-    for (size_t i = 0; i < cfg->n_layers; i++) {
-        layer(r, next, &ws->layer, h, &p->layers[i], cfg, &opt,
-              cfg->positional == REFENC_POS_ROPE ? &rope : NULL, B, L, i);
-        double *t = h;
-        h = next;
-        next = t;
-    }
+    h = stack(r, h, next, ws, slopes, c);
     if (cfg->final_norm) {
         emu_norm(e, y, h, p->norm_weight, p->norm_bias, B * L, D, cfg->layer_norm_eps, cfg);
         emit(r, "norm", y, 3, B, L, D, 0);

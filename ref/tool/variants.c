@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../layer_pattern.h"
 #include "../rope_scaling.h"
 
 static const refenc_variant_info table[REFENC_VAR_COUNT] = {
@@ -219,6 +220,16 @@ static const refenc_variant_info table[REFENC_VAR_COUNT] = {
         "path that ignored the window and the padding mask)",
         "pass the window to every attention path (the mask, or FlashAttention's window_size) and "
         "test a sequence longer than the window"},
+    [REFENC_VAR_LOCAL_BASE_ON_GLOBAL_LAYER0] = {
+        "local_base_on_global_layer0", "local_base_on_global_layer0",
+        "the global layers' outputs (layer 0 first) differ while the windows are right: every "
+        "rotation uses the local layers' frequencies",
+        "every layer, layer 0 included, rotated with the local RoPE base (ModernBERT's 10 000) "
+        "where global_attn_every_n_layers makes layer 0, n, 2n, ... global with global_rope_theta "
+        "(160 000) (ggml-org/llama.cpp#18330: the layer pattern lacked \"dense first\", so layer 0 "
+        "took the local base; \"countless hours\")",
+        "take each layer's base from its type: global iff layer % global_attn_every_n_layers == 0 "
+        "(layer 0 is global) with global_rope_theta, local_rope_theta otherwise"},
     [REFENC_VAR_RMSNORM_OFFSET_MISSING] = {
         "rmsnorm_offset_missing", "rmsnorm_offset_missing",
         "every RMSNorm output scaled by w (near 0) instead of 1 + w: outputs far too small",
@@ -314,6 +325,18 @@ static int has_rope(const refenc_case *c)
            (has_attention(c) && c->cfg.positional == REFENC_POS_ROPE);
 }
 
+/* The local layers' RoPE base (layer_pattern.h: rope_base when unset). */
+static double local_base(const refenc_config *cfg)
+{
+    return cfg->local_rope_theta != 0 ? cfg->local_rope_theta : cfg->rope_base;
+}
+
+/* rope_base_wrong's base: 10 000 for any other, 500 000 for 10 000. */
+static double wrong_base(double base)
+{
+    return base == 10000.0 ? 500000.0 : 10000.0;
+}
+
 /* The modern blocks' variants: the gated FFN's, Gemma's (1 + w) RMSNorm's,
  * grouped-query attention's, the attention windows'. */
 static int modern_block_applies(refenc_variant v, const refenc_case *c)
@@ -341,6 +364,10 @@ static int modern_block_applies(refenc_variant v, const refenc_case *c)
     case REFENC_VAR_WINDOW_IGNORED:    /* w < L, or w // 2 < L - 1 */
         return has_attention(c) && ((cfg->sliding_window > 0 && cfg->sliding_window < c->L) ||
                                     (cfg->local_attention > 0 && cfg->local_attention / 2 + 1 < c->L));
+    case REFENC_VAR_LOCAL_BASE_ON_GLOBAL_LAYER0: /* a stack whose two bases differ (layer 0: global) */
+        return c->component == REFENC_COMP_ENCODER && cfg->positional == REFENC_POS_ROPE &&
+               cfg->global_attn_every_n_layers > 0 &&
+               refenc_layer_rope_base(cfg, 0) != local_base(cfg);
     default:
         return 0;
     }
@@ -556,6 +583,8 @@ static void apply_modern(refenc_variant v, refenc_case *c, refenc_variant_hooks 
         cfg->local_attention += 2 * (cfg->local_attention > 0);
         break;
     case REFENC_VAR_WINDOW_IGNORED: cfg->sliding_window = 0, cfg->local_attention = 0; break;
+    /* the global layers rotated with the local base */
+    case REFENC_VAR_LOCAL_BASE_ON_GLOBAL_LAYER0: cfg->global_rope_theta = local_base(cfg); break;
     default: break;
     }
 }
@@ -576,7 +605,11 @@ void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks
     case REFENC_VAR_ROPE_LAYOUT_SWAPPED:
         cfg->rope_layout = cfg->rope_layout == REFENC_ROPE_HALF ? REFENC_ROPE_INTERLEAVED : REFENC_ROPE_HALF;
         break;
-    case REFENC_VAR_ROPE_BASE_WRONG: cfg->rope_base = cfg->rope_base == 10000.0 ? 500000.0 : 10000.0; break;
+    case REFENC_VAR_ROPE_BASE_WRONG: /* every base the layers use (layer_pattern.h) */
+        cfg->rope_base = wrong_base(cfg->rope_base);
+        cfg->local_rope_theta = cfg->local_rope_theta != 0 ? wrong_base(cfg->local_rope_theta) : 0;
+        cfg->global_rope_theta = cfg->global_rope_theta != 0 ? wrong_base(cfg->global_rope_theta) : 0;
+        break;
     /* sqrt(Dh) tau' = sqrt(D) tau with tau' = tau sqrt(D / Dh): sqrt(H) when
      * Dh = D / H (D / Dh = H exactly), not with head_dim set */
     case REFENC_VAR_ATTENTION_SCALE_SQRT_D: cfg->temperature *= sqrt((double)cfg->d_model / Dh); break;

@@ -60,6 +60,8 @@ typedef enum {
     /* attention windows (window.h, docs/families.md) */
     REFENC_VAR_WINDOW_OFF_BY_ONE,
     REFENC_VAR_WINDOW_IGNORED,
+    /* local and global layers (layer_pattern.h, docs/families.md) */
+    REFENC_VAR_LOCAL_BASE_ON_GLOBAL_LAYER0,
     REFENC_VAR_COUNT
 } refenc_variant;
 

@@ -58,7 +58,7 @@ KNOWN_BUGS = ["layernorm_eps_x10", "layernorm_eps_div10", "unbiased_variance", "
               "padding_mask_inverted", "pre_post_swapped", "heads_merged_without_transpose",
               "glu_halves_swapped", "rmsnorm_offset_missing", "rmsnorm_offset_doubled", "gqa_tiled",
               "softcap_missing", "query_scale_head_dim", "softcap_after_mask",
-              "window_off_by_one", "window_ignored"] \
+              "window_off_by_one", "window_ignored", "local_base_on_global_layer0"] \
     + torch_families.KNOWN_BUGS + torch_rope_scaling.BUGS
 UNKNOWN_BUGS = ["softmax_over_queries", "ffn_residual_dropped"]
 BUG = None
@@ -362,11 +362,33 @@ def outside_window(cfg, L):
     return out
 
 
-def score_bias(case, B, H, L, positions):
+def layer_cfg(cfg, i):
+    """Layer i's config under ModernBERT's pattern (docs/families.md): with
+    global_attn_every_n_layers n, layer i is global iff i % n == 0
+    (modeling_modernbert: layer_id % global_attn_every_n_layers), without
+    the window and with global_rope_theta; a local layer keeps the window
+    with local_rope_theta (either absent: rope_base).  The bug
+    local_base_on_global_layer0 rotates every layer, layer 0 included, with
+    the local base (llama.cpp#18330)."""
+    n = cfg.get("global_attn_every_n_layers")
+    if n is None:
+        return cfg
+    c = dict(cfg)
+    local = cfg.get("local_rope_theta", cfg["rope_base"])
+    if i % n == 0:
+        c.pop("sliding_window", None)
+        c.pop("local_attention", None)
+        c["rope_base"] = local if BUG == "local_base_on_global_layer0" else cfg.get("global_rope_theta", cfg["rope_base"])
+    else:
+        c["rope_base"] = local
+    return c
+
+
+def score_bias(case, B, H, L, positions, cfg=None):
     """The float mask added to the scores, (B*H, L, L), or None: ALiBi,
     causal, in.attn_mask, the attention windows (key padding is passed
-    separately)."""
-    cfg, dt = case.cfg, case.dt
+    separately); cfg: a layer's (layer_cfg), else the case's."""
+    cfg, dt = cfg if cfg is not None else case.cfg, case.dt
     bias = torch.zeros(H, L, L, dtype=dt)
     used = False
     if cfg["positional"] == "alibi":
@@ -396,11 +418,11 @@ def repeat_kv(h, g):
     return h[:, :, None, :, :].expand(B, Hkv, g, L, Dh).reshape(B, Hkv * g, L, Dh)
 
 
-def manual_attention(case, x, W_in, b_in, W_o, b_o, positions):
+def manual_attention(case, x, W_in, b_in, W_o, b_o, positions, cfg=None):
     """Multi-head attention from torch operations, for what nn.MultiheadAttention
     cannot do (RoPE, temperature, grouped-query attention, head_dim, Gemma's
     score scale and softcap).  Returns (output, weights (B, H, L, L))."""
-    cfg = case.cfg
+    cfg = cfg if cfg is not None else case.cfg  # a layer's (layer_cfg)
     B, L, D = x.shape
     H = cfg["n_heads"]
     Hkv = cfg.get("n_kv_heads", H)
@@ -425,7 +447,7 @@ def manual_attention(case, x, W_in, b_in, W_o, b_o, positions):
     late = BUG == "softcap_after_mask"  # the cap over score + mask (onnx#7865): masked keys -cap
     if cap is not None and not late:  # Gemma2Attention: before the mask
         s = torch.tanh(s / cap) * cap
-    bias = score_bias(case, B, H, L, positions)
+    bias = score_bias(case, B, H, L, positions, cfg)
     if bias is not None:
         s = s + bias.reshape(B, H, L, L)
     pad = case.padding()
@@ -513,7 +535,8 @@ def run_encoder(case):
         ln1 = lambda t: norm(cfg, t, p("norm1.weight"), p("norm1.bias"), eps)
         ln2 = lambda t: norm(cfg, t, p("norm2.weight"), p("norm2.bias"), eps)
         attn = lambda t: manual_attention(case, t, p("self_attn.in_proj_weight"), p("self_attn.in_proj_bias"),
-                                          p("self_attn.out_proj.weight"), p("self_attn.out_proj.bias"), positions)
+                                          p("self_attn.out_proj.weight"), p("self_attn.out_proj.bias"), positions,
+                                          layer_cfg(cfg, i))
         ffn = lambda t: ffn_block(cfg, t, p("linear1.weight"), p("linear1.bias"), p("linear2.weight"),
                                   p("linear2.bias"), act)
         keep = 0.0 if BUG == "ffn_residual_dropped" else 1.0

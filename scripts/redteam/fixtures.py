@@ -135,6 +135,18 @@ def build(cli, base, source_root):
                               "input": {"batch": 1, "seq_len": 3}})
     _dump(j("local_str.json"), {"model": dict(TINY_MODEL, local_attention="128"), "input": {"batch": 1, "seq_len": 3}})
     _dump(j("window_bidi.json"), {"model": dict(TINY_MODEL, sliding_window=2), "input": {"batch": 1, "seq_len": 3}})
+    # local and global layers: a 3-layer ModernBERT pattern is made; a zero period and a base
+    # without the period exit 2 naming the key; --grad on the pattern exits 2 naming it
+    _dump(j("pattern.json"), {"model": dict(TINY_MODEL, n_layers=3, positional="rope", local_attention=2,
+                                            global_attn_every_n_layers=2, local_rope_theta=10000.0,
+                                            global_rope_theta=160000.0), "input": {"batch": 1, "seq_len": 5}})
+    _dump(j("pattern_bases.json"), {"model": dict(TINY_MODEL, n_layers=2, positional="rope",
+                                                  global_attn_every_n_layers=2, local_rope_theta=100.0),
+                                    "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("pattern0.json"), {"model": dict(TINY_MODEL, global_attn_every_n_layers=0),
+                               "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("theta_alone.json"), {"model": dict(TINY_MODEL, positional="rope", local_rope_theta=10000.0),
+                                  "input": {"batch": 1, "seq_len": 3}})
     _dump(j("qpas_str.json"), {"model": dict(TINY_MODEL, query_pre_attn_scalar="256"),
                                "input": {"batch": 1, "seq_len": 3}})
     _dump(j("tok.json"), {"model": dict(TINY_MODEL, vocab_size=10), "input": {"batch": 2, "seq_len": 3}})

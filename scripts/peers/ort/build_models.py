@@ -73,6 +73,8 @@ CONFIG_SUPPORT = {
     "attn_logit_softcapping": None, "query_pre_attn_scalar": None,
     # attention windows (docs/families.md): Mistral's causal, ModernBERT's symmetric
     "sliding_window": None, "local_attention": None,
+    # local and global layers (docs/families.md): ModernBERT's pattern, a base per layer type
+    "global_attn_every_n_layers": None, "local_rope_theta": None, "global_rope_theta": None,
     # RoPE scaling (docs/rope-scaling.md): HF's frequency tables, every type
     "rope_scaling": None, "partial_rotary_factor": None,
 }
@@ -411,6 +413,22 @@ def window_outside(cfg, L):
     return out
 
 
+def layer_cfg(cfg, i):
+    """Layer i's config under ModernBERT's pattern (docs/families.md): global
+    iff i % global_attn_every_n_layers == 0, without the window and with
+    global_rope_theta; local: the window and local_rope_theta (either absent:
+    rope_base)."""
+    n = cfg.get("global_attn_every_n_layers")
+    if n is None:
+        return cfg
+    c = dict(cfg)
+    if i % n == 0:
+        c.pop("sliding_window", None)
+        c.pop("local_attention", None)
+    c["rope_base"] = cfg.get("global_rope_theta" if i % n == 0 else "local_rope_theta", cfg["rope_base"])
+    return c
+
+
 def attention(g, x, prefix, cfg, L, pos, pad):
     """Multi-head attention on x (B, L, D) -> (output (B, L, D), weights (B, H, L, L)).
     pos: the positions (L) as float32 (RoPE, ALiBi), pad: padding_mask or None.
@@ -504,13 +522,13 @@ def run_encoder(g, cfg):
         p = f"layers.{i}."
         if cfg["norm"] == "pre":    # x + f(LN(x))
             n1 = norm(g, h, f"{p}norm1.", eps, cfg)
-            a, w = attention(g, n1, f"{p}self_attn.", cfg, L, pos, pad)
+            a, w = attention(g, n1, f"{p}self_attn.", layer_cfg(cfg, i), L, pos, pad)
             h = g.op("Add", h, a)
             n2 = norm(g, h, f"{p}norm2.", eps, cfg)
             f = ffn(g, n2, p, cfg)
             h = g.op("Add", h, f)
         else:                       # LN(x + f(x))
-            a, w = attention(g, h, f"{p}self_attn.", cfg, L, pos, pad)
+            a, w = attention(g, h, f"{p}self_attn.", layer_cfg(cfg, i), L, pos, pad)
             n1 = norm(g, g.op("Add", h, a), f"{p}norm1.", eps, cfg)
             f = ffn(g, n1, p, cfg)
             n2 = norm(g, g.op("Add", n1, f), f"{p}norm2.", eps, cfg)

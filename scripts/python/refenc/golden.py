@@ -161,7 +161,9 @@ def features_of(case):
         query_pre_attn_scalar   scores scaled by query_pre_attn_scalar^-0.5
       attention windows (docs/families.md), encoder and attention:
         sliding_window      a causal window of w keys (Mistral, Qwen2, Gemma)
-        local_attention     a symmetric window |i - j| <= w // 2 (ModernBERT)"""
+        local_attention     a symmetric window |i - j| <= w // 2 (ModernBERT)
+      local and global layers (docs/families.md), encoder:
+        global_attn_every_n_layers  layer l global iff l % n == 0 (ModernBERT)"""
     c, comp = case.config, case.component
     f = {f"component={comp}"}
     if comp == "encoder":
@@ -200,6 +202,8 @@ def features_of(case):
         for key in ("attn_logit_softcapping", "query_pre_attn_scalar", "sliding_window", "local_attention"):
             if c.get(key) is not None:
                 f.add(key)
+    if comp == "encoder" and c.get("global_attn_every_n_layers") is not None:
+        f.add("global_attn_every_n_layers")
     if comp in ("encoder", "attention", "ffn") and not c.get("linear_bias", True):
         f.add("linear_bias=false")
     if comp == "rope" or (comp in ("encoder", "attention") and c["positional"] == "rope"):
