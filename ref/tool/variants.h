@@ -62,6 +62,8 @@ typedef enum {
     REFENC_VAR_WINDOW_IGNORED,
     /* local and global layers (layer_pattern.h, docs/families.md) */
     REFENC_VAR_LOCAL_BASE_ON_GLOBAL_LAYER0,
+    REFENC_VAR_ROPE_SCALING_ON_LOCAL_LAYERS,
+    REFENC_VAR_GLOBAL_ROPE_SCALING_IGNORED,
     REFENC_VAR_COUNT
 } refenc_variant;
 
@@ -87,6 +89,8 @@ typedef struct {
     int gqa_tiled;               /* query head h reads key/value head h % Hkv   */
     int softcap_after_mask;      /* the cap over score + biases + masks: a
                                   * masked key scores -cap, not -inf          */
+    int rope_scaling_on_local_layers; /* Gemma 3's local layers rotate with
+                                       * rope_scaling too (layer_pattern.h)  */
 } refenc_variant_hooks;
 
 /* Whether the variant changes this case at all (e.g. no RoPE variant for a

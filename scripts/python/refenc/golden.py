@@ -163,7 +163,8 @@ def features_of(case):
         sliding_window      a causal window of w keys (Mistral, Qwen2, Gemma)
         local_attention     a symmetric window |i - j| <= w // 2 (ModernBERT)
       local and global layers (docs/families.md), encoder:
-        global_attn_every_n_layers  layer l global iff l % n == 0 (ModernBERT)"""
+        global_attn_every_n_layers  layer l global iff l % n == 0 (ModernBERT)
+        sliding_window_pattern      layer l global iff (l + 1) % p == 0 (Gemma 3)"""
     c, comp = case.config, case.component
     f = {f"component={comp}"}
     if comp == "encoder":
@@ -202,8 +203,9 @@ def features_of(case):
         for key in ("attn_logit_softcapping", "query_pre_attn_scalar", "sliding_window", "local_attention"):
             if c.get(key) is not None:
                 f.add(key)
-    if comp == "encoder" and c.get("global_attn_every_n_layers") is not None:
-        f.add("global_attn_every_n_layers")
+    for key in ("global_attn_every_n_layers", "sliding_window_pattern"):
+        if comp == "encoder" and c.get(key) is not None:
+            f.add(key)
     if comp in ("encoder", "attention", "ffn") and not c.get("linear_bias", True):
         f.add("linear_bias=false")
     if comp == "rope" or (comp in ("encoder", "attention") and c["positional"] == "rope"):
