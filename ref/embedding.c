@@ -1,5 +1,6 @@
 /* Token embeddings in double (embedding.h):
- *   forward  x[b,l,:] = table[tokens[b,l],:] sqrt(D)
+ *   forward  x[b,l,:] = table[tokens[b,l],:] s,   s = sqrt(D) (rounded to
+ *            the model dtype's significand when the config declares one)
  *   lookup   x[b,l,:] = table[tokens[b,l],:]
  *   add      y[b,l,:] = x[b,l,:] + table[ids[b,l],:] */
 #include "embedding.h"
@@ -8,16 +9,33 @@
 #include <string.h>
 
 void refenc_embedding_forward(double *x, const int64_t *tokens, const double *table,
-                              size_t B, size_t L, size_t V, size_t D)
+                              size_t B, size_t L, size_t V, size_t D, double s)
 {
     (void)V; /* bounds are a precondition, checked at the boundary */
-    const double scale = sqrt((double)D);
     for (size_t bl = 0; bl < B * L; bl++) {
         const double *row = table + (size_t)tokens[bl] * D; /* table[tokens[b,l], :] */
         double *x_bl = x + bl * D;                           /* x[b,l,:] */
         for (size_t d = 0; d < D; d++)
-            x_bl[d] = row[d] * scale;
+            x_bl[d] = row[d] * s;
     }
+}
+
+/* sqrt(D) = m 2^e with m in [0.5, 1): keep `bits` bits of m, rounding to
+ * nearest even (nearbyint in the default rounding mode), exactly in double
+ * (m 2^bits < 2^53).  Rounding the correctly rounded double again equals
+ * rounding sqrt(D) itself (no double rounding) for bits <= 25: a midpoint
+ * M of `bits`-bit numbers in sqrt(D)'s binade [2^(e-1), 2^e) is a multiple
+ * of 2^(e-bits-1), so D - M^2 is 0 or at least 2^(2e-2bits-2) and
+ * |sqrt(D) - M| = |D - M^2| / (sqrt(D) + M) >= 2^(e-2bits-3), more than
+ * double's half-ulp 2^(e-54) there; D - M^2 = 0 makes sqrt(D) = M exact. */
+double refenc_embedding_normalizer(size_t D, unsigned bits)
+{
+    const double s = sqrt((double)D);
+    if (bits == 0 || bits >= 53)
+        return s;
+    int e;
+    const double m = frexp(s, &e);
+    return ldexp(nearbyint(ldexp(m, (int)bits)), e - (int)bits);
 }
 
 void refenc_embedding_lookup(double *x, const int64_t *tokens, const double *table,

@@ -4,18 +4,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Token embedding scaled by sqrt(D), as in "Attention Is All You Need" 3.4.
+/* Token embedding scaled by s = sqrt(D), as in "Attention Is All You Need"
+ * 3.4, or by sqrt(D) rounded to a model dtype (refenc_embedding_normalizer).
  * x: (B, L, D)   tokens: (B, L), each in [0, V)   table: (V, D).
- * x[b,l,:] = table[tokens[b,l], :] * sqrt(D)
+ * x[b,l,:] = table[tokens[b,l], :] * s
  * The padding token is looked up like any other: its row is used as stored
  * (PyTorch's nn.Embedding does the same; the padding row is zero only
- * because initialisation makes it so).  sqrt(D) is the correctly rounded
- * double, and each product is rounded once: relative error
- * <= (1 + u)^2 - 1 = 2u + u^2 <= gamma_2.
+ * because initialisation makes it so).  s is sqrt(D) correctly rounded to
+ * double (or the declared rounded value, exact), and each product is
+ * rounded once: relative error <= (1 + u)^2 - 1 = 2u + u^2 <= gamma_2.
  * Precondition: every token in [0, V) (refenc_encoder_forward checks it).
  * Never fails. */
 void refenc_embedding_forward(double *x, const int64_t *tokens, const double *table,
-                              size_t B, size_t L, size_t V, size_t D);
+                              size_t B, size_t L, size_t V, size_t D, double s);
+
+/* The embedding's scale s: sqrt(D) rounded to nearest (ties to even) to
+ * `bits` significant bits, the significand of the dtype Gemma's normaliser
+ * is formed in: Hugging Face's GemmaModel multiplies by
+ * torch.tensor(hidden_size ** 0.5, dtype=the model's dtype), so sqrt(3072)
+ * = 55.4256... is 55.5 in bfloat16 (8 bits; transformers#29402).  bits 0 or
+ * 53: sqrt(D) as the correctly rounded double.  sqrt(D) for D <= 2^20 is in
+ * [1, 1024], inside every dtype's normal range.  Never fails. */
+double refenc_embedding_normalizer(size_t D, unsigned bits);
 
 /* Token embedding without the scale (BERT, GPT-2's wte, CLIP).
  * x: (B, L, D)   tokens: (B, L), each in [0, V)   table: (V, D).

@@ -148,7 +148,8 @@ static void embed_sum(double *h, refenc_workspace *ws, const refenc_params *p,
     const size_t B = in->B, L = in->L, D = cfg->d_model, BLD = B * L * D;
     const int64_t *pos = in->positions != NULL ? in->positions : ws->positions;
     if (cfg->vocab_size > 0 && cfg->scale_embedding)
-        refenc_embedding_forward(h, in->tokens, p->embedding, B, L, cfg->vocab_size, D);
+        refenc_embedding_forward(h, in->tokens, p->embedding, B, L, cfg->vocab_size, D,
+                                 refenc_embedding_normalizer(D, refenc_normalizer_bits(cfg->embedding_normalizer_dtype)));
     else if (cfg->vocab_size > 0)
         refenc_embedding_lookup(h, in->tokens, p->embedding, B, L, cfg->vocab_size, D);
     else
@@ -340,6 +341,10 @@ int refenc_grad_workspace_alloc(refenc_grad_workspace *g, const refenc_config *c
                                 : cfg->local_attention != 0            ? "local_attention"
                                 : cfg->global_attn_every_n_layers != 0 ? "global_attn_every_n_layers"
                                                                        : "sliding_window_pattern");
+    if (cfg->embedding_normalizer_dtype != REFENC_NORMALIZER_EXACT)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: the backward pass does not support embedding_normalizer_dtype yet "
+                                "(the rounded sqrt(D) scale is forward only)");
     const size_t n = grad_count(cfg, B, L), params = refenc_config_param_count(cfg);
     size_t total, bytes;
     if (n == 0 || !refenc_size_add(&total, n, params) ||

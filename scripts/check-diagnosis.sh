@@ -60,7 +60,18 @@ ALSO = {  # expected variant -> (dtypes, names the diagnosis may give instead; N
     "quick_gelu_for_gelu": (("bfloat16",), {None}),
     # outputs twice the golden's: the copy cannot be matched within the golden's budget
     "rmsnorm_offset_doubled": (("float16", "bfloat16"), {None}),
+    # a shift of at most 2^-9 relative: within two float16 budgets of the golden
+    "embedding_normalizer_unrounded": (("float16",), {None}),
 }
+# The variants a dtype cannot catch at all, by construction (scripts/detectability.py,
+# CATCH_EXCEPTIONS): the bug's whole effect is below the dtype's own rounding.
+UNCATCHABLE = {("embedding_normalizer_unrounded", "bfloat16")}
+if (expected, dtype) in UNCATCHABLE:
+    wrong = {v: cs for v, cs in names.items() if v is not None}
+    print(("  ok    " if not wrong else "  WRONG ") +
+          (f"below {dtype}'s resolution: FAIL on {len(failed)} cases, never given another name" if not wrong
+           else f"wrong diagnoses {wrong}"))
+    sys.exit(0 if not wrong else 1)
 dts, allowed = ALSO.get(expected, ((), set()))
 allowed = allowed if dtype in dts else set()
 wrong = {v: cs for v, cs in names.items() if v is not None and v != expected and v not in allowed}
@@ -95,7 +106,10 @@ check_dtype() {
         rc=$(run "$v" "$dtype" "$v")
         case "$v" in softmax_over_queries|ffn_residual_dropped) expect=none ;; *) expect=$v ;; esac
         echo "--bug $v: exit $rc"
-        [ "$rc" = 1 ] || { echo "  WRONG: refenc certify should exit 1"; st=1; }
+        case "$v:$dtype" in  # below bfloat16's resolution (UNCATCHABLE below): may pass
+        embedding_normalizer_unrounded:bfloat16) [ "$rc" = 0 ] || [ "$rc" = 1 ] || st=1 ;;
+        *) [ "$rc" = 1 ] || { echo "  WRONG: refenc certify should exit 1"; st=1; } ;;
+        esac
         verdict "$out/$v-$dtype.json" "$expect" "$dtype" || st=1
     done
     return $st

@@ -890,7 +890,8 @@ void fb_encoder(fb_result *r, const refenc_params *p, const refenc_config *cfg,
     /* the input x is exact: Eh = 0; so is a row looked up without the scale;
      * scaled by sqrt(D): fl(sqrt D) and the product, gamma_2 |h| per element */
     if (cfg->vocab_size > 0 && cfg->scale_embedding) {
-        refenc_embedding_forward(h, in->tokens, p->embedding, B, L, cfg->vocab_size, D);
+        refenc_embedding_forward(h, in->tokens, p->embedding, B, L, cfg->vocab_size, D,
+                                 refenc_embedding_normalizer(D, refenc_normalizer_bits(cfg->embedding_normalizer_dtype)));
         row_bound_add(Eh, h, BL, D, g(2));
     } else if (cfg->vocab_size > 0) {
         refenc_embedding_lookup(h, in->tokens, p->embedding, B, L, cfg->vocab_size, D);

@@ -470,6 +470,11 @@ Test(golden_grad, bad_upstream_gradients_and_configs_are_refused, .timeout = 60)
                      "\"input\": {\"batch\": 1, \"seq_len\": 3}}";
     rb_write_file(rms, sp, strlen(sp));
     expect_refused(rm, "golden", "sliding_window_pattern", "sliding_window_pattern", out);
+    const char *nd = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1, "
+                     "\"vocab_size\": 5, \"embedding_normalizer_dtype\": \"bfloat16\"}, "
+                     "\"input\": {\"batch\": 1, \"seq_len\": 3}}";
+    rb_write_file(rms, nd, strlen(nd));
+    expect_refused(rm, "golden", "embedding_normalizer_dtype", "embedding_normalizer_dtype", out);
     const char *pl[] = {"refenc", "golden", "--config", cfg, "--grad", "--per-layer", "--quiet", "--out-file",
                         out, NULL};
     expect_refused(pl, "golden", "--per-layer", "not made in parts", out);

@@ -363,7 +363,7 @@ typedef struct {
 static void em_fwd(const void *c_, mpfr_ptr y, mpfr_srcptr th, refenc_mp_ws *ws)
 {
     const em_ctx *c = c_;
-    refenc_mpk_embedding_forward(y, NULL, c->tok, th, c->B, c->L, c->D, ws);
+    refenc_mpk_embedding_forward(y, NULL, c->tok, th, c->B, c->L, c->D, REFENC_NORMALIZER_EXACT, ws);
 }
 
 size_t ad_embedding(const gc_kernels *K, gsl_rng *r, test_worst *w)

@@ -891,9 +891,9 @@ Test(grad_stack, refuses_attention_windows_by_key)
     refenc_config c;
     refenc_config_default(&c);
     c.d_model = 8, c.n_heads = 4, c.d_ff = 6, c.n_layers = 1;
-    const char *key[4] = {"sliding_window", "local_attention", "global_attn_every_n_layers",
-                          "sliding_window_pattern"};
-    for (int i = 0; i < 4; i++) {
+    const char *key[5] = {"sliding_window", "local_attention", "global_attn_every_n_layers",
+                          "sliding_window_pattern", "embedding_normalizer_dtype"};
+    for (int i = 0; i < 5; i++) {
         refenc_config g = c;
         if (i == 0)
             g.causal = 1, g.sliding_window = 4;
@@ -901,8 +901,10 @@ Test(grad_stack, refuses_attention_windows_by_key)
             g.local_attention = 16;
         else if (i == 2)
             g.global_attn_every_n_layers = 3;
-        else
+        else if (i == 3)
             g.sliding_window_pattern = 3;
+        else
+            g.vocab_size = 5, g.embedding_normalizer_dtype = REFENC_NORMALIZER_FLOAT16;
         refenc_grad_workspace gws;
         refenc_error err;
         cr_assert_eq(refenc_grad_workspace_alloc(&gws, &g, 1, 3, &err), REFENC_EINVAL);

@@ -669,7 +669,8 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
      * exact copy); each table row added: u |y|; PE: table error + u |y|; the
      * embedding LayerNorm: bnd_layernorm with the sum's error as input error */
     if (cfg->vocab_size > 0 && cfg->scale_embedding) {
-        refenc_embedding_forward(h, in->tokens, p->embedding, B, L, cfg->vocab_size, D);
+        refenc_embedding_forward(h, in->tokens, p->embedding, B, L, cfg->vocab_size, D,
+                                 refenc_embedding_normalizer(D, refenc_normalizer_bits(cfg->embedding_normalizer_dtype)));
         for (size_t i = 0; i < BLD; i++)
             Eh[i] = bnd_gamma(2) * fabs(h[i]);
     } else if (cfg->vocab_size > 0) {

@@ -345,7 +345,7 @@ Test(accuracy_pe, embedding_and_learned_pe)
         for (size_t i = 0; i < B * L; i++)
             tokens[i] = (int64_t)gsl_rng_uniform_int(r, V);
         double *x = acc_zeros(n), *xo = acc_zeros(n), *E = acc_zeros(n);
-        refenc_embedding_forward(x, tokens, table, B, L, V, D);
+        refenc_embedding_forward(x, tokens, table, B, L, V, D, sqrt((double)D));
         MP_OK(refenc_mp_embedding_forward(xo, tokens, table, B, L, V, D, P0, REP));
         for (size_t i = 0; i < n; i++)
             E[i] = bnd_gamma(2) * fabs(x[i]); /* sqrt(D) rounded, one product */

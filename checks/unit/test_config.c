@@ -99,6 +99,10 @@
       REFENC_EINVAL, "global_rope_theta must be finite and > 1")                                 \
     X(local_rope_theta_without_pattern, c->local_rope_theta = 10000.0, REFENC_EINVAL,             \
       "local_rope_theta needs global_attn_every_n_layers")                                       \
+    X(normalizer_dtype_out_of_range, c->embedding_normalizer_dtype = (refenc_normalizer_dtype)9, REFENC_EINVAL, \
+      "embedding_normalizer_dtype is not a known dtype")                                        \
+    X(normalizer_dtype_without_vocabulary, c->embedding_normalizer_dtype = REFENC_NORMALIZER_BFLOAT16,  \
+      REFENC_EINVAL, "embedding_normalizer_dtype 'bfloat16' needs scale_embedding and a vocabulary") \
     X(sliding_window_pattern_over_limit, c->sliding_window_pattern = REFENC_MAX_LAYERS + 1,       \
       REFENC_ELIMIT, "sliding_window_pattern = 1025")                                            \
     X(both_layer_patterns, (c->global_attn_every_n_layers = 2, c->sliding_window_pattern = 2),    \
@@ -214,6 +218,7 @@ Test(config, defaults_and_boundary_values_are_valid)
                   c.global_rope_theta = DBL_MAX));
     EXPECT_VALID((c.global_attn_every_n_layers = 1)); /* every layer global, bases rope_base */
     EXPECT_VALID((c.sliding_window_pattern = REFENC_MAX_LAYERS, c.local_rope_theta = 10000.0));
+    EXPECT_VALID((c.vocab_size = 10, c.embedding_normalizer_dtype = REFENC_NORMALIZER_FLOAT16));
     EXPECT_VALID((c.vocab_size = 10, c.padding_idx = 3, c.positional = REFENC_POS_LEARNED,
                   c.max_len = 5, c.position_ids = REFENC_POSIDS_ROBERTA)); /* positions 4 on */
     /* V = 2^24, D = 31: 520093696 + 4248 doubles, just under 2^29 = 536870912 */

@@ -125,6 +125,12 @@ static const json_error_case json_errors[] = {
      REFENC_EINVAL, "local_rope_theta must be finite and > 1 (0: rope_base), got 1"},
     {"global_rope_theta_without_pattern", "{\"global_rope_theta\": 160000}", REFENC_EINVAL,
      "global_rope_theta needs global_attn_every_n_layers or sliding_window_pattern"},
+    {"normalizer_dtype_unknown", "{\"vocab_size\": 5, \"embedding_normalizer_dtype\": \"bf16\"}", REFENC_EINVAL,
+     "model.embedding_normalizer_dtype: unknown name 'bf16'"},
+    {"normalizer_dtype_number", "{\"vocab_size\": 5, \"embedding_normalizer_dtype\": 16}", REFENC_EINVAL,
+     "model.embedding_normalizer_dtype"},
+    {"normalizer_dtype_unscaled", "{\"vocab_size\": 5, \"scale_embedding\": false, "
+     "\"embedding_normalizer_dtype\": \"float16\"}", REFENC_EINVAL, "needs scale_embedding and a vocabulary"},
     {"sliding_window_pattern_zero", "{\"sliding_window_pattern\": 0}", REFENC_EINVAL,
      "model.sliding_window_pattern: expected an integer >= 1 or null"},
     {"sliding_window_pattern_string", "{\"sliding_window_pattern\": \"6\"}", REFENC_EINVAL,
@@ -292,6 +298,9 @@ Test(config_json, to_json_round_trips)
     /* Gemma 3's pattern instead of ModernBERT's */
     c.global_attn_every_n_layers = 0, c.sliding_window_pattern = 6;
     expect_round_trip(&c, 23);
+    /* Gemma's normaliser dtype only when set, by name */
+    c.vocab_size = 7, c.embedding_normalizer_dtype = REFENC_NORMALIZER_BFLOAT16;
+    expect_round_trip(&c, 24);
 }
 
 /* The windows with their Hugging Face names (Mistral's sliding_window,

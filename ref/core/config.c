@@ -210,6 +210,13 @@ static int validate_choices(const refenc_config *c, refenc_error *err)
         return refenc_error_set(err, REFENC_EINVAL, "config: mask_value is not '-inf' or 'finfo_min'");
     if (c->scale_embedding != 0 && c->scale_embedding != 1)
         return refenc_error_set(err, REFENC_EINVAL, "config: scale_embedding must be true or false");
+    if ((unsigned)c->embedding_normalizer_dtype > REFENC_NORMALIZER_FLOAT16)
+        return refenc_error_set(err, REFENC_EINVAL, "config: embedding_normalizer_dtype is not a known dtype");
+    if (c->embedding_normalizer_dtype != REFENC_NORMALIZER_EXACT && !(c->scale_embedding && c->vocab_size > 0))
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: embedding_normalizer_dtype '%s' needs scale_embedding and a vocabulary "
+                                "(it rounds the embedding's sqrt(D) scale)",
+                                refenc_normalizer_dtype_name(c->embedding_normalizer_dtype));
     if (c->embedding_norm != 0 && c->embedding_norm != 1)
         return refenc_error_set(err, REFENC_EINVAL, "config: embedding_norm must be true or false");
     if ((unsigned)c->ffn_type > REFENC_FFN_GLU)
@@ -433,6 +440,7 @@ static const char *const mask_names[] = {"-inf", "finfo_min"};
 static const char *const norm_type_names[] = {"layernorm", "rmsnorm"};
 static const char *const ffn_type_names[] = {"mlp", "glu"};
 static const char *const glu_gate_names[] = {"first", "second"};
+static const char *const normalizer_names[] = {"exact", "float64", "float32", "bfloat16", "float16"};
 static const char *const family_names[REFENC_FAMILY_COUNT] = {
     "vaswani", "bert", "roberta", "distilbert", "gpt2", "clip-text"};
 
@@ -448,6 +456,13 @@ const char *refenc_family_name(refenc_family v) { return NAME_OF(family_names, v
 const char *refenc_norm_type_name(refenc_norm_type v) { return NAME_OF(norm_type_names, v); }
 const char *refenc_ffn_type_name(refenc_ffn_type v) { return NAME_OF(ffn_type_names, v); }
 const char *refenc_glu_gate_name(refenc_glu_gate v) { return NAME_OF(glu_gate_names, v); }
+const char *refenc_normalizer_dtype_name(refenc_normalizer_dtype v) { return NAME_OF(normalizer_names, v); }
+
+unsigned refenc_normalizer_bits(refenc_normalizer_dtype v)
+{
+    static const unsigned bits[] = {0, 53, 24, 8, 11}; /* exact, float64, float32, bfloat16, float16 */
+    return (unsigned)v < sizeof bits / sizeof bits[0] ? bits[v] : 0;
+}
 
 static int parse_name(int *v, const char *const *names, size_t n, const char *name,
                       const char *field, refenc_error *err)
@@ -487,3 +502,4 @@ PARSE_ENUM(refenc_family_parse, refenc_family, family_names)
 PARSE_ENUM(refenc_norm_type_parse, refenc_norm_type, norm_type_names)
 PARSE_ENUM(refenc_ffn_type_parse, refenc_ffn_type, ffn_type_names)
 PARSE_ENUM(refenc_glu_gate_parse, refenc_glu_gate, glu_gate_names)
+PARSE_ENUM(refenc_normalizer_dtype_parse, refenc_normalizer_dtype, normalizer_names)

@@ -80,6 +80,18 @@ typedef enum {
     REFENC_GLU_GATE_SECOND = 1 /* [up | gate]: GTE's up_gate_proj               */
 } refenc_glu_gate;
 
+/* The dtype the embedding's sqrt(D) scale is rounded to (embedding.h:
+ * refenc_embedding_normalizer).  EXACT: sqrt(D) itself (the original
+ * Transformer); a dtype: sqrt(D) rounded to it, as Gemma's normaliser
+ * torch.tensor(hidden_size ** 0.5, dtype=model dtype) is. */
+typedef enum {
+    REFENC_NORMALIZER_EXACT = 0,
+    REFENC_NORMALIZER_FLOAT64,
+    REFENC_NORMALIZER_FLOAT32,
+    REFENC_NORMALIZER_BFLOAT16,
+    REFENC_NORMALIZER_FLOAT16
+} refenc_normalizer_dtype;
+
 /* A named preset (docs/families.md): the conventions of a model family, each
  * still overridable key by key.  Set by refenc_config_family (family.h). */
 typedef enum {
@@ -112,6 +124,7 @@ typedef struct {
     /* the embedding path and the families (docs/families.md) */
     refenc_family family;      /* the preset the config started from (metadata)    */
     int scale_embedding;       /* 1: E[token] * sqrt(D) (default); 0: E[token]      */
+    refenc_normalizer_dtype embedding_normalizer_dtype; /* sqrt(D) rounded to it    */
     size_t type_vocab_size;    /* T; 0: no token-type (segment) embeddings          */
     int embedding_norm;        /* 1: LayerNorm after the embedding sum (BERT)       */
     double embedding_norm_eps; /* >= 0, its eps; defaults to layer_norm_eps         */
@@ -213,6 +226,12 @@ const char *refenc_family_name(refenc_family v);                /* "vaswani", "b
 const char *refenc_norm_type_name(refenc_norm_type v);          /* "layernorm", "rmsnorm"      */
 const char *refenc_ffn_type_name(refenc_ffn_type v);            /* "mlp", "glu"                */
 const char *refenc_glu_gate_name(refenc_glu_gate v);            /* "first", "second"           */
+const char *refenc_normalizer_dtype_name(refenc_normalizer_dtype v); /* "exact", "float64",
+                                                                   "float32", "bfloat16", "float16" */
+
+/* The significand bits of the normaliser's dtype: 53, 24, 8, 11; 0 for
+ * EXACT. */
+unsigned refenc_normalizer_bits(refenc_normalizer_dtype v);
 
 /* Parse a name; return REFENC_EINVAL, naming `field` and listing the valid
  * names, when the name is unknown. */
@@ -226,6 +245,8 @@ int refenc_family_parse(refenc_family *v, const char *name, const char *field, r
 int refenc_norm_type_parse(refenc_norm_type *v, const char *name, const char *field, refenc_error *err);
 int refenc_ffn_type_parse(refenc_ffn_type *v, const char *name, const char *field, refenc_error *err);
 int refenc_glu_gate_parse(refenc_glu_gate *v, const char *name, const char *field, refenc_error *err);
+int refenc_normalizer_dtype_parse(refenc_normalizer_dtype *v, const char *name, const char *field,
+                                  refenc_error *err);
 
 /* Whether the norms have a bias (beta): LayerNorm with norm_bias. */
 int refenc_config_norm_has_bias(const refenc_config *cfg);

@@ -93,7 +93,7 @@ static const char *const model_keys[] = {
     "embedding_norm", "embedding_norm_eps", "position_ids", "mask_value", "norm_type", "rmsnorm_offset", "ffn_type", "glu_gate", "norm_bias", "linear_bias",
     "rope_scaling", "partial_rotary_factor", "n_kv_heads", "head_dim",
     "attn_logit_softcapping", "query_pre_attn_scalar", "sliding_window", "local_attention",
-    "global_attn_every_n_layers", "local_rope_theta", "global_rope_theta", "sliding_window_pattern", NULL};
+    "global_attn_every_n_layers", "local_rope_theta", "global_rope_theta", "sliding_window_pattern", "embedding_normalizer_dtype", NULL};
 
 /* n_kv_heads or head_dim: absent leaves the default (0: H, or D / H); an
  * explicit value must be an integer >= 1, as every other size. */
@@ -207,6 +207,7 @@ static int read_choices(refenc_config *c, const json_t *obj, const char *where, 
     GET_ENUM(refenc_norm_type_parse, &c->norm_type, "norm_type");
     GET_ENUM(refenc_ffn_type_parse, &c->ffn_type, "ffn_type");
     GET_ENUM(refenc_glu_gate_parse, &c->glu_gate, "glu_gate");
+    GET_ENUM(refenc_normalizer_dtype_parse, &c->embedding_normalizer_dtype, "embedding_normalizer_dtype");
     if (c->norm_type == REFENC_NORMTYPE_RMSNORM && json_is_true(json_object_get(obj, "norm_bias")))
         return refenc_error_set(err, REFENC_EINVAL, "%s.norm_bias: RMSNorm has no bias (norm_type 'rmsnorm')",
                                 where);
@@ -318,6 +319,32 @@ static int attention_keys_to_json(json_t *j, const refenc_config *c)
     return bad;
 }
 
+/* The keys of the embedding path and the families: all of them for a
+ * family's config (reading "family" first sets its preset, so every key
+ * must be explicit to read back the same config); for the default family
+ * only those off their default (d), so that a config without them writes
+ * what it always wrote (golden files regenerate byte for byte). */
+static int family_keys_to_json(json_t *j, const refenc_config *c, const refenc_config *d)
+{
+    const int all = c->family != REFENC_FAMILY_VASWANI;
+    int bad = 0;
+    if (all)
+        bad |= json_object_set_new(j, "family", json_string(refenc_family_name(c->family)));
+    if (all || c->scale_embedding != d->scale_embedding)
+        bad |= json_object_set_new(j, "scale_embedding", json_boolean(c->scale_embedding));
+    if (all || c->type_vocab_size != d->type_vocab_size)
+        bad |= json_object_set_new(j, "type_vocab_size", json_integer((json_int_t)c->type_vocab_size));
+    if (all || c->embedding_norm != d->embedding_norm)
+        bad |= json_object_set_new(j, "embedding_norm", json_boolean(c->embedding_norm));
+    if (all || c->embedding_norm_eps != c->layer_norm_eps)
+        bad |= json_object_set_new(j, "embedding_norm_eps", json_real(c->embedding_norm_eps));
+    if (all || c->position_ids != d->position_ids)
+        bad |= json_object_set_new(j, "position_ids", json_string(refenc_position_ids_name(c->position_ids)));
+    if (all || c->mask_value != d->mask_value)
+        bad |= json_object_set_new(j, "mask_value", json_string(refenc_mask_value_name(c->mask_value)));
+    return bad;
+}
+
 json_t *refenc_config_to_json(const refenc_config *c)
 {
     json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:s, s:s, s:f, s:b, s:s, s:s, s:f, s:I, s:f, s:b, s:I, s:I}",
@@ -334,29 +361,9 @@ json_t *refenc_config_to_json(const refenc_config *c)
                           "padding_idx", (json_int_t)c->padding_idx);
     if (j == NULL)
         return NULL;
-    /* The keys of the embedding path and the families: all of them for a
-     * family's config (reading "family" first sets its preset, so every key
-     * must be explicit to read back the same config); for the default
-     * family only those off their default, so that a config without them
-     * writes what it always wrote (golden files regenerate byte for byte). */
     refenc_config d;
     refenc_config_default(&d);
-    const int all = c->family != REFENC_FAMILY_VASWANI;
-    int bad = 0;
-    if (all)
-        bad |= json_object_set_new(j, "family", json_string(refenc_family_name(c->family)));
-    if (all || c->scale_embedding != d.scale_embedding)
-        bad |= json_object_set_new(j, "scale_embedding", json_boolean(c->scale_embedding));
-    if (all || c->type_vocab_size != d.type_vocab_size)
-        bad |= json_object_set_new(j, "type_vocab_size", json_integer((json_int_t)c->type_vocab_size));
-    if (all || c->embedding_norm != d.embedding_norm)
-        bad |= json_object_set_new(j, "embedding_norm", json_boolean(c->embedding_norm));
-    if (all || c->embedding_norm_eps != c->layer_norm_eps)
-        bad |= json_object_set_new(j, "embedding_norm_eps", json_real(c->embedding_norm_eps));
-    if (all || c->position_ids != d.position_ids)
-        bad |= json_object_set_new(j, "position_ids", json_string(refenc_position_ids_name(c->position_ids)));
-    if (all || c->mask_value != d.mask_value)
-        bad |= json_object_set_new(j, "mask_value", json_string(refenc_mask_value_name(c->mask_value)));
+    int bad = family_keys_to_json(j, c, &d);
     /* no preset sets these yet: written only off their default, family or not */
     if (c->norm_type != d.norm_type)
         bad |= json_object_set_new(j, "norm_type", json_string(refenc_norm_type_name(c->norm_type)));
@@ -368,6 +375,9 @@ json_t *refenc_config_to_json(const refenc_config *c)
         bad |= json_object_set_new(j, "norm_bias", json_boolean(c->norm_bias));
     if (c->ffn_type != d.ffn_type)
         bad |= json_object_set_new(j, "ffn_type", json_string(refenc_ffn_type_name(c->ffn_type)));
+    if (c->embedding_normalizer_dtype != REFENC_NORMALIZER_EXACT) /* only when set: byte-identical goldens */
+        bad |= json_object_set_new(j, "embedding_normalizer_dtype",
+                                   json_string(refenc_normalizer_dtype_name(c->embedding_normalizer_dtype)));
     if (c->ffn_type == REFENC_FFN_GLU && c->glu_gate != d.glu_gate)
         bad |= json_object_set_new(j, "glu_gate", json_string(refenc_glu_gate_name(c->glu_gate)));
     bad |= attention_keys_to_json(j, c);

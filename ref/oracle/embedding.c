@@ -1,15 +1,38 @@
 /* Token embeddings in MPFR (embedding.h):
- *   forward  x[b,l,:] = table[tokens[b,l],:] sqrt(D)
+ *   forward  x[b,l,:] = table[tokens[b,l],:] s,  s = sqrt(D) or its rounding
+ *            to a dtype
  *   lookup   x[b,l,:] = table[tokens[b,l],:]
  *   add      y[b,l,:] = x[b,l,:] + table[ids[b,l],:] */
 #include "internal.h"
 
+/* The significand of the normaliser's dtype (IEEE binary64, binary32,
+ * bfloat16's 8 bits, binary16); 0: exact. */
+static mpfr_prec_t normalizer_prec(refenc_normalizer_dtype dtype)
+{
+    switch (dtype) {
+    case REFENC_NORMALIZER_FLOAT64: return 53;
+    case REFENC_NORMALIZER_FLOAT32: return 24;
+    case REFENC_NORMALIZER_BFLOAT16: return 8;
+    case REFENC_NORMALIZER_FLOAT16: return 11;
+    default: return 0;
+    }
+}
+
 void refenc_mpk_embedding_forward(mpfr_ptr x, unsigned char *exact, const int64_t *tokens,
                                   mpfr_srcptr table, size_t B, size_t L, size_t D,
-                                  refenc_mp_ws *ws)
+                                  refenc_normalizer_dtype dtype, refenc_mp_ws *ws)
 {
     mpfr_ptr scale = ws->tmp;
-    const int scale_exact = mpfr_sqrt_ui(scale, D, MPFR_RNDN) == 0; /* D a perfect square */
+    int scale_exact = mpfr_sqrt_ui(scale, D, MPFR_RNDN) == 0; /* D a perfect square */
+    const mpfr_prec_t p = normalizer_prec(dtype);
+    if (p != 0) { /* sqrt(D) rounded once to p bits: a number of the model's dtype, exact from here */
+        mpfr_t s;
+        mpfr_init2(s, p);
+        mpfr_sqrt_ui(s, D, MPFR_RNDN);
+        mpfr_set(scale, s, MPFR_RNDN); /* exact: p <= the working precision */
+        mpfr_clear(s);
+        scale_exact = 1;
+    }
     for (size_t bl = 0; bl < B * L; bl++) {
         mpfr_srcptr row = table + (size_t)tokens[bl] * D; /* table[tokens[b,l],:] */
         for (size_t d = 0; d < D; d++) {
@@ -66,7 +89,7 @@ static int emb_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, ref
         st = refenc_mp_enomem(err, "embedding", prec);
     } else {
         if (a->scaled)
-            refenc_mpk_embedding_forward(x, NULL, a->tokens, t, a->B, a->L, a->D, &ws);
+            refenc_mpk_embedding_forward(x, NULL, a->tokens, t, a->B, a->L, a->D, REFENC_NORMALIZER_EXACT, &ws);
         else
             refenc_mpk_embedding_lookup(x, NULL, a->tokens, t, a->B, a->L, a->D);
         const size_t shape[3] = {a->B, a->L, a->D};

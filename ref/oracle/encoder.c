@@ -37,7 +37,8 @@ static void embed_tokens(refenc_mpe_unit *u)
         refenc_mpe_lane *ln = &u->lanes[li];
         refenc_mpe_inexact_begin();
         if (u->cfg->vocab_size > 0 && u->cfg->scale_embedding) {
-            refenc_mpk_embedding_forward(ln->h, ln->exact, u->rows, u->table, 1, L, D, &u->workers[0].ws[li]);
+            refenc_mpk_embedding_forward(ln->h, ln->exact, u->rows, u->table, 1, L, D,
+                                         u->cfg->embedding_normalizer_dtype, &u->workers[0].ws[li]);
         } else if (u->cfg->vocab_size > 0) {
             refenc_mpk_embedding_lookup(ln->h, ln->exact, u->rows, u->table, 1, L, D);
         } else {

@@ -67,7 +67,7 @@ static void embed_fwd(enc *s, refenc_mp_ws *ws)
     const refenc_input *in = s->a->in;
     if (c->vocab_size > 0 && c->scale_embedding)
         refenc_mpk_embedding_forward(s->e, NULL, in->tokens, s->PT[tidx(s, p->embedding)], s->B,
-                                     s->L, s->D, ws);
+                                     s->L, s->D, c->embedding_normalizer_dtype, ws);
     else if (c->vocab_size > 0)
         refenc_mpk_embedding_lookup(s->e, NULL, in->tokens, s->PT[tidx(s, p->embedding)], s->B,
                                     s->L, s->D);

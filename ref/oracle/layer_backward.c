@@ -310,6 +310,7 @@ int refenc_mpb_blocks_supported(const refenc_config *cfg, refenc_error *err)
                       : cfg->local_attention != 0                          ? "local_attention"
                       : cfg->global_attn_every_n_layers != 0               ? "global_attn_every_n_layers"
                       : cfg->sliding_window_pattern != 0                   ? "sliding_window_pattern"
+                      : cfg->embedding_normalizer_dtype != REFENC_NORMALIZER_EXACT ? "embedding_normalizer_dtype"
                                                                    : NULL;
     if (key == NULL)
         return REFENC_OK;

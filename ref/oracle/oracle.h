@@ -305,11 +305,13 @@ void refenc_mpk_softmax_forward(mpfr_ptr y, mpfr_srcptr s, size_t R, size_t n,
 void refenc_mpk_activation_forward(mpfr_ptr y, mpfr_srcptr x, size_t n,
                                    refenc_activation act, refenc_mp_ws *ws);
 
-/* x[b,l,:] = table[tokens[b,l],:] sqrt(D).  exact (B, L, D) or NULL: set to
- * 1 where the value is exact.  ws: n_tmp >= 1.  embedding.h */
+/* x[b,l,:] = table[tokens[b,l],:] s: s = sqrt(D) (dtype EXACT), or sqrt(D)
+ * correctly rounded to the dtype's significand (MPFR at that precision;
+ * Gemma's normaliser).  exact (B, L, D) or NULL: set to 1 where the value
+ * is exact.  ws: n_tmp >= 1.  embedding.h */
 void refenc_mpk_embedding_forward(mpfr_ptr x, unsigned char *exact, const int64_t *tokens,
                                   mpfr_srcptr table, size_t B, size_t L, size_t D,
-                                  refenc_mp_ws *ws);
+                                  refenc_normalizer_dtype dtype, refenc_mp_ws *ws);
 
 /* x[b,l,:] = table[tokens[b,l],:], a copy (exact: sets exact to 1 when not
  * NULL).  embedding.h */

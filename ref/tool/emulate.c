@@ -9,6 +9,7 @@
 
 #include "../alibi.h"
 #include "../core/alloc.h"
+#include "../embedding.h"
 #include "../encoder.h"
 #include "../glu.h"
 #include "../gqa.h"
@@ -202,7 +203,8 @@ static void encoder(const emu_run *r, double *y, refenc_workspace *ws, const dou
     const size_t B = c->B, L = c->L, D = cfg->d_model;
     double *h = ws->h0, *next = ws->h1;
     if (cfg->vocab_size > 0 && cfg->scale_embedding)
-        emu_embedding(e, h, c->tokens, p->embedding, B, L, D);
+        emu_embedding(e, h, c->tokens, p->embedding, B, L, D,
+                      refenc_embedding_normalizer(D, refenc_normalizer_bits(cfg->embedding_normalizer_dtype)));
     else if (cfg->vocab_size > 0)
         emu_embedding_lookup(e, h, c->tokens, p->embedding, B, L, D);
     else

@@ -362,12 +362,11 @@ void emu_sinusoidal_forward(const refenc_emulation *e, double *y, const double *
 }
 
 void emu_embedding(const refenc_emulation *e, double *x, const int64_t *tokens, const double *table,
-                   size_t B, size_t L, size_t D)
+                   size_t B, size_t L, size_t D, double s)
 {
-    const double scale = sqrt((double)D); /* a scalar, formed in double */
     for (size_t bl = 0; bl < B * L; bl++)
         for (size_t d = 0; d < D; d++)
-            x[bl * D + d] = emu_v(e, table[(size_t)tokens[bl] * D + d] * scale);
+            x[bl * D + d] = emu_v(e, table[(size_t)tokens[bl] * D + d] * s);
 }
 
 void emu_embedding_lookup(const refenc_emulation *e, double *x, const int64_t *tokens, const double *table,

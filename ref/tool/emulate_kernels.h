@@ -76,9 +76,10 @@ void emu_sinusoidal_table(const refenc_emulation *e, double *pe, const int64_t *
 void emu_sinusoidal_forward(const refenc_emulation *e, double *y, const double *x, const int64_t *pos,
                             size_t B, size_t L, size_t D);
 
-/* x (B, L, D) = table[tokens] * sqrt(D) */
+/* x (B, L, D) = table[tokens] * s, s the scale formed in double (sqrt(D),
+ * or the model's rounded normaliser: refenc_embedding_normalizer) */
 void emu_embedding(const refenc_emulation *e, double *x, const int64_t *tokens, const double *table,
-                   size_t B, size_t L, size_t D);
+                   size_t B, size_t L, size_t D, double s);
 
 /* y = x + table[pos], (B, L, D) */
 /* The families' embedding path: rows looked up unscaled, and rows of a table

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../embedding.h"
 #include "../layer_pattern.h"
 #include "../rope_scaling.h"
 
@@ -249,6 +250,16 @@ static const refenc_variant_info table[REFENC_VAR_COUNT] = {
         "(lablup/mlxcel#1340: every layer rotated with scale 1.0; Blaizzy/mlx-vlm#1709: a plain "
         "RoPE built without the config's scaling, a different greedy token at 2916 tokens)",
         "apply rope_scaling to the global layers' frequencies (linear: theta_j / factor)"},
+    [REFENC_VAR_EMBEDDING_NORMALIZER_UNROUNDED] = {
+        "embedding_normalizer_unrounded", "embedding_normalizer_unrounded",
+        "every embedding (and so every output) scaled by sqrt(D) / s, s the model's rounded "
+        "normaliser: a relative shift of up to 2^-(p+1) for a dtype of p significand bits "
+        "(0.13% at D 3072 in bfloat16), the same for every token",
+        "the embedding normaliser sqrt(D) kept unrounded (a Python float, or float32) where Gemma "
+        "forms it in the model's dtype: torch.tensor(hidden_size ** 0.5, dtype=bfloat16) is 55.5 "
+        "for D 3072, not 55.4256 (huggingface/transformers#29402; google/gemma_pytorch#67)",
+        "multiply by sqrt(D) rounded to the model's dtype, as GemmaModel's normalizer is "
+        "(embedding_normalizer_dtype)"},
     [REFENC_VAR_RMSNORM_OFFSET_MISSING] = {
         "rmsnorm_offset_missing", "rmsnorm_offset_missing",
         "every RMSNorm output scaled by w (near 0) instead of 1 + w: outputs far too small",
@@ -401,6 +412,12 @@ static int modern_block_applies(refenc_variant v, const refenc_case *c)
         return gemma3_scaled(c) && cfg->sliding_window_pattern >= 2;
     case REFENC_VAR_GLOBAL_ROPE_SCALING_IGNORED: /* a global layer: p <= N */
         return gemma3_scaled(c) && cfg->sliding_window_pattern <= cfg->n_layers;
+    case REFENC_VAR_EMBEDDING_NORMALIZER_UNROUNDED: { /* only where rounding moves sqrt(D) */
+        const unsigned bits = refenc_normalizer_bits(cfg->embedding_normalizer_dtype);
+        return c->component == REFENC_COMP_ENCODER && cfg->vocab_size > 0 && cfg->scale_embedding &&
+               bits != 0 && bits < 53 &&
+               refenc_embedding_normalizer(cfg->d_model, bits) != sqrt((double)cfg->d_model);
+    }
     default:
         return 0;
     }
@@ -621,6 +638,7 @@ static void apply_modern(refenc_variant v, refenc_case *c, refenc_variant_hooks 
     case REFENC_VAR_ROPE_SCALING_ON_LOCAL_LAYERS: hooks->rope_scaling_on_local_layers = 1; break;
     /* the local layers are unscaled already */
     case REFENC_VAR_GLOBAL_ROPE_SCALING_IGNORED: cfg->rope_scaling.type = REFENC_ROPE_SCALING_NONE; break;
+    case REFENC_VAR_EMBEDDING_NORMALIZER_UNROUNDED: cfg->embedding_normalizer_dtype = REFENC_NORMALIZER_EXACT; break;
     default: break;
     }
 }

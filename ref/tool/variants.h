@@ -64,6 +64,8 @@ typedef enum {
     REFENC_VAR_LOCAL_BASE_ON_GLOBAL_LAYER0,
     REFENC_VAR_ROPE_SCALING_ON_LOCAL_LAYERS,
     REFENC_VAR_GLOBAL_ROPE_SCALING_IGNORED,
+    /* Gemma's embedding normaliser (embedding.h, docs/families.md) */
+    REFENC_VAR_EMBEDDING_NORMALIZER_UNROUNDED,
     REFENC_VAR_COUNT
 } refenc_variant;
 

@@ -59,7 +59,8 @@ KNOWN_BUGS = ["layernorm_eps_x10", "layernorm_eps_div10", "unbiased_variance", "
               "glu_halves_swapped", "rmsnorm_offset_missing", "rmsnorm_offset_doubled", "gqa_tiled",
               "softcap_missing", "query_scale_head_dim", "softcap_after_mask",
               "window_off_by_one", "window_ignored", "local_base_on_global_layer0",
-              "rope_scaling_on_local_layers", "global_rope_scaling_ignored"] \
+              "rope_scaling_on_local_layers", "global_rope_scaling_ignored",
+              "embedding_normalizer_unrounded"] \
     + torch_families.KNOWN_BUGS + torch_rope_scaling.BUGS
 UNKNOWN_BUGS = ["softmax_over_queries", "ffn_residual_dropped"]
 BUG = None
@@ -363,6 +364,21 @@ def outside_window(cfg, L):
     return out
 
 
+NORMALIZER_DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16,
+                     "float16": torch.float16}
+
+
+def normalizer(cfg, D):
+    """The embedding's scale: sqrt(D), or Gemma's normaliser
+    torch.tensor(hidden_size ** 0.5, dtype=the model's dtype) when the case
+    declares embedding_normalizer_dtype (modeling_gemma.py; transformers#29402).
+    The bug embedding_normalizer_unrounded keeps sqrt(D) unrounded."""
+    dtype = cfg.get("embedding_normalizer_dtype", "exact")
+    if dtype == "exact" or BUG == "embedding_normalizer_unrounded":
+        return math.sqrt(D)
+    return torch.tensor(D ** 0.5, dtype=NORMALIZER_DTYPES[dtype]).item()
+
+
 def layer_cfg(cfg, i):
     """Layer i's config under ModernBERT's or Gemma 3's pattern
     (docs/families.md).  With global_attn_every_n_layers n, layer i is global
@@ -501,7 +517,7 @@ def run_encoder(case):
         pidx = cfg["padding_idx"] if cfg["padding_idx"] >= 0 else None
         emb = nn.Embedding(cfg["vocab_size"], D, padding_idx=pidx, dtype=dt)
         emb.load_state_dict({"weight": case.t("embedding.weight")})
-        x = emb(tokens) * (1.0 if BUG == "embedding_unscaled" else math.sqrt(D))
+        x = emb(tokens) * (1.0 if BUG == "embedding_unscaled" else normalizer(cfg, D))
     else:
         x = case.t("in.x")
     B, L, _ = x.shape

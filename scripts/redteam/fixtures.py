@@ -158,6 +158,14 @@ def build(cli, base, source_root):
                                                  sliding_window_pattern=2), "input": {"batch": 1, "seq_len": 3}})
     _dump(j("gemma3_partial.json"), {"model": dict(TINY_MODEL, n_layers=2, positional="rope", sliding_window_pattern=2,
                                                    partial_rotary_factor=0.5), "input": {"batch": 1, "seq_len": 3}})
+    # Gemma's normaliser: a bfloat16-rounded sqrt(D) is made; an unknown dtype name and the
+    # key without a scaled embedding exit 2 naming it; --grad exits 2 naming it
+    _dump(j("normalizer.json"), {"model": dict(TINY_MODEL, vocab_size=6, embedding_normalizer_dtype="bfloat16"),
+                                 "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("normalizer_bad.json"), {"model": dict(TINY_MODEL, vocab_size=6, embedding_normalizer_dtype="bf16"),
+                                     "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("normalizer_x.json"), {"model": dict(TINY_MODEL, embedding_normalizer_dtype="float16"),
+                                   "input": {"batch": 1, "seq_len": 3}})
     _dump(j("theta_alone.json"), {"model": dict(TINY_MODEL, positional="rope", local_rope_theta=10000.0),
                                   "input": {"batch": 1, "seq_len": 3}})
     _dump(j("qpas_str.json"), {"model": dict(TINY_MODEL, query_pre_attn_scalar="256"),

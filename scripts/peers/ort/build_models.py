@@ -77,6 +77,8 @@ CONFIG_SUPPORT = {
     "global_attn_every_n_layers": None, "local_rope_theta": None, "global_rope_theta": None,
     # Gemma 3's pattern: layer i global iff (i + 1) % p == 0, local layers unscaled
     "sliding_window_pattern": None,
+    # Gemma's normaliser: sqrt(D) rounded to the model's dtype
+    "embedding_normalizer_dtype": None,
     # RoPE scaling (docs/rope-scaling.md): HF's frequency tables, every type
     "rope_scaling": None, "partial_rotary_factor": None,
 }
@@ -415,6 +417,16 @@ def window_outside(cfg, L):
     return out
 
 
+def normalizer(cfg, D):
+    """sqrt(D), or rounded to embedding_normalizer_dtype as Gemma's
+    torch.tensor(hidden_size ** 0.5, dtype=model dtype) is (families.md)."""
+    import torch
+    dtype = cfg.get("embedding_normalizer_dtype", "exact")
+    if dtype == "exact":
+        return math.sqrt(D)
+    return torch.tensor(D ** 0.5, dtype=getattr(torch, dtype)).item()
+
+
 def layer_cfg(cfg, i):
     """Layer i's config under ModernBERT's pattern (docs/families.md): global
     iff i % global_attn_every_n_layers == 0; or Gemma 3's: global iff
@@ -502,7 +514,7 @@ def run_encoder(g, cfg):
         L = g.golden("in.tokens").shape[1]
         h = g.op("Gather", g.param("embedding.weight"), tokens)
         if cfg.get("scale_embedding", True):
-            h = g.op("Mul", h, g.const(math.sqrt(D)))
+            h = g.op("Mul", h, g.const(normalizer(cfg, D)))
     else:
         h = g.input("in.x")
         L = g.golden("in.x").shape[1]

@@ -164,7 +164,8 @@ def features_of(case):
         local_attention     a symmetric window |i - j| <= w // 2 (ModernBERT)
       local and global layers (docs/families.md), encoder:
         global_attn_every_n_layers  layer l global iff l % n == 0 (ModernBERT)
-        sliding_window_pattern      layer l global iff (l + 1) % p == 0 (Gemma 3)"""
+        sliding_window_pattern      layer l global iff (l + 1) % p == 0 (Gemma 3)
+      embedding_normalizer_dtype  sqrt(D) rounded to a dtype first (Gemma), encoder"""
     c, comp = case.config, case.component
     f = {f"component={comp}"}
     if comp == "encoder":
@@ -183,6 +184,8 @@ def features_of(case):
             f.add("embedding_norm")
         if c.get("position_ids", "index") == "roberta":
             f.add("position_ids=roberta")
+        if c.get("embedding_normalizer_dtype", "exact") != "exact":
+            f.add("embedding_normalizer_dtype")
     if comp in ("encoder", "layernorm"):
         if c.get("norm_type", "layernorm") == "rmsnorm":
             f.add("norm_type=rmsnorm")
