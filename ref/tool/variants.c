@@ -589,6 +589,12 @@ static void fold_offset(refenc_case *c)
         p->norm_weight[d] += 1.0;
     for (size_t d = 0; c->cfg.embedding_norm && p->embedding_norm_weight != NULL && d < D; d++)
         p->embedding_norm_weight[d] += 1.0;
+    const size_t Dh = refenc_config_head_dim(&c->cfg); /* Gemma 3's q_norm, k_norm (qk_norm.h) */
+    for (size_t i = 0; c->cfg.qk_norm == REFENC_QKNORM_RMS && i < p->n_layers; i++)
+        for (size_t d = 0; d < Dh; d++) {
+            p->layers[i].q_norm_weight[d] += 1.0;
+            p->layers[i].k_norm_weight[d] += 1.0;
+        }
 }
 
 /* every layer's in_proj_bias (E + 2 Hkv Dh) zero: Qwen2's q, k, v biases
