@@ -331,13 +331,15 @@ int refenc_grad_workspace_alloc(refenc_grad_workspace *g, const refenc_config *c
                                 "conventions are forward only)",
                                 cfg->attn_logit_softcapping != 0 ? "attn_logit_softcapping"
                                                                  : "query_pre_attn_scalar");
-    if (cfg->sliding_window != 0 || cfg->local_attention != 0 || cfg->global_attn_every_n_layers != 0)
+    if (cfg->sliding_window != 0 || cfg->local_attention != 0 || cfg->global_attn_every_n_layers != 0 ||
+        cfg->sliding_window_pattern != 0)
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: the backward pass does not support %s yet (attention windows "
-                                "and the local/global layer pattern are forward only)",
-                                cfg->sliding_window != 0    ? "sliding_window"
-                                : cfg->local_attention != 0 ? "local_attention"
-                                                            : "global_attn_every_n_layers");
+                                "and the local/global layer patterns are forward only)",
+                                cfg->sliding_window != 0               ? "sliding_window"
+                                : cfg->local_attention != 0            ? "local_attention"
+                                : cfg->global_attn_every_n_layers != 0 ? "global_attn_every_n_layers"
+                                                                       : "sliding_window_pattern");
     if (cfg->qkv_bias || cfg->qk_norm != REFENC_QKNORM_NONE)
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: the backward pass does not support %s yet (Qwen's q/k/v bias "

@@ -11,9 +11,22 @@
  *                global_rope_theta; a local layer has the window(s) and the
  *                base local_rope_theta (either base 0: rope_base).
  *
- * The bug on record: llama.cpp gave ModernBERT's layer 0 the local base
+ *   p = sliding_window_pattern (Gemma 3, Hugging Face's Gemma3TextConfig:
+ *       layer i is "sliding_attention" iff (i + 1) % p != 0):
+ *       layer l is global iff (l + 1) % p == 0 (so layer p - 1 is the first
+ *       global layer), local otherwise; windows and bases as above.  The
+ *       local layers rotate unscaled: rope_scaling is the global layers'
+ *       (modeling_gemma3: the local rotary embedding is built with
+ *       rope_type "default" and rope_local_base_freq).  Under
+ *       global_attn_every_n_layers rope_scaling scales every layer.
+ *       (partial_rotary_factor is refused with p: it lives in the scaling
+ *       that the local layers drop, and Gemma 3 rotates every coordinate.)
+ *
+ * The bugs on record: llama.cpp gave ModernBERT's layer 0 the local base
  * 10 000 instead of the global 160 000 (ggml-org/llama.cpp#18330: its
- * pattern lacked "dense first"). */
+ * pattern lacked "dense first"); Gemma 3's linear scaling applied to the
+ * sliding layers too (antonellof/ferrox#39, ggml-org/llama.cpp#14367) or to
+ * no layer (lablup/mlxcel#1340, Blaizzy/mlx-vlm#1709). */
 #ifndef REFENC_LAYER_PATTERN_H
 #define REFENC_LAYER_PATTERN_H
 
@@ -32,7 +45,8 @@ double refenc_layer_rope_base(const refenc_config *cfg, size_t l);
 
 /* Layer l's attention and RoPE options from the model's (opt, rope, either
  * may be NULL): the window(s) taken off a global layer, the base set to
- * refenc_layer_rope_base.  The reference's stack and the low-precision
+ * refenc_layer_rope_base, the scaling taken off a local layer of
+ * sliding_window_pattern.  The reference's stack and the low-precision
  * emulation both derive each layer's options here.  Never fails. */
 void refenc_layer_options(const refenc_config *cfg, size_t l, refenc_attn_options *opt,
                           refenc_rope_options *rope);

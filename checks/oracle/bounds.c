@@ -749,12 +749,10 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
 
     for (size_t i = 0; i < cfg->n_layers; i++) {
         const refenc_layer_params *lp = &p->layers[i];
-        /* layer i's window and RoPE base, as refenc_encoder_forward's */
+        /* layer i's window, RoPE base and scaling, as refenc_encoder_forward's */
         refenc_attn_options opt_i = opt;
         refenc_rope_options rope_i = rope;
-        if (!refenc_layer_windowed(cfg, i))
-            opt_i.sliding_window = 0, opt_i.local_attention = 0;
-        rope_i.base = refenc_layer_rope_base(cfg, i);
+        refenc_layer_options(cfg, i, &opt_i, &rope_i);
         const refenc_rope_options *rope_ip = rope_p != NULL ? &rope_i : NULL;
         refenc_qk_norm qk;
         run.qkn = refenc_qk_norm_of(&qk, cfg, lp); /* Qwen3's q_norm, k_norm: NULL without */

@@ -280,6 +280,38 @@ Test(accuracy_stack, local_and_global_layers_modernbert_pattern)
     free(x);
 }
 
+/* Gemma 3's pattern (layer_pattern.h): 3 layers with sliding_window_pattern
+ * 3 (layers 0 and 1 local, layer 2 global), a causal window of 3 over L 7,
+ * local base 10 000, global base 1 000 000, positions 900.., Gemma's
+ * RMSNorm, GeGLU, padding.  Multi-head and unscaled: the running bounds cover
+ * neither grouped-query attention nor scaled RoPE in a stack; the golden encoder_gemma3_local_global_scaled
+ * holds the scaled global layer.  Control run: the oracle's pattern read as
+ * ModernBERT's (l % p == 0 global) fails this test. */
+Test(accuracy_stack, local_and_global_layers_gemma3_pattern)
+{
+    refenc_config cfg;
+    refenc_config_default(&cfg);
+    cfg.d_model = 12, cfg.n_heads = 3, cfg.d_ff = 20, cfg.n_layers = 3;
+    cfg.max_len = 16, cfg.positional = REFENC_POS_ROPE, cfg.rope_layout = REFENC_ROPE_HALF, cfg.rope_base = 1e6;
+    cfg.norm_type = REFENC_NORMTYPE_RMSNORM, cfg.rmsnorm_offset = 1, cfg.activation = REFENC_ACT_GELU_TANH;
+    cfg.ffn_type = REFENC_FFN_GLU, cfg.glu_gate = REFENC_GLU_GATE_FIRST, cfg.norm_bias = cfg.linear_bias = 0;
+    cfg.causal = 1, cfg.sliding_window = 3, cfg.sliding_window_pattern = 3, cfg.local_rope_theta = 1e4;
+    refenc_params p;
+    refenc_error err;
+    cr_assert_eq(refenc_params_alloc(&p, &cfg, &err), REFENC_OK, "%s", err.message);
+    gsl_rng *r = test_rng(281);
+    refenc_params_init_random(&p, &cfg, r);
+    const size_t B = 2, L = 7, n = B * L * cfg.d_model;
+    double *x = acc_randn(n, 0, 1, r);
+    uint8_t pad[14] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1}; /* right */
+    int64_t pos[7] = {900, 901, 902, 903, 904, 905, 906};
+    const refenc_input in = {.B = B, .L = L, .x = x, .key_padding_mask = pad, .positions = pos};
+    check_stack(&cfg, &p, &in, "local and global layers (Gemma 3 pattern)");
+    refenc_params_free(&p);
+    gsl_rng_free(r);
+    free(x);
+}
+
 /* Qwen's attention (qk_norm.h): a Qwen2-style stack (q, k, v biased on
  * bias-free linears) and a Qwen3-style one (q_norm, k_norm per head before
  * RoPE, head_dim 6 with H Dh = 24 != D), both grouped-query (4 heads over 2
@@ -313,10 +345,10 @@ static void qwen_stack(int qk_norm, unsigned long seed, const char *what)
 
 Test(accuracy_stack, qwen2_qkv_bias)
 {
-    qwen_stack(0, 281, "Qwen2-style q, k, v bias on bias-free linears");
+    qwen_stack(0, 283, "Qwen2-style q, k, v bias on bias-free linears");
 }
 
 Test(accuracy_stack, qwen3_qk_norm)
 {
-    qwen_stack(1, 282, "Qwen3-style q_norm, k_norm before RoPE");
+    qwen_stack(1, 284, "Qwen3-style q_norm, k_norm before RoPE");
 }

@@ -148,6 +148,9 @@ static const struct {
     {"global_attn_every_n_layers_string.json", "model.global_attn_every_n_layers: expected an integer >= 1 or null"},
     {"local_rope_theta_zero.json", "model.local_rope_theta: expected a number > 0 or null, got 0"},
     {"global_rope_theta_without_pattern.json", "model: global_rope_theta needs global_attn_every_n_layers"},
+    {"sliding_window_pattern_zero.json", "model.sliding_window_pattern: expected an integer >= 1 or null"},
+    {"both_layer_patterns.json", "model: global_attn_every_n_layers (ModernBERT: layer 0 global) and "
+                                 "sliding_window_pattern (Gemma 3: layer p - 1 global) are two rules"},
     /* malformed JSON: line, column and byte offset */
     {"duplicate_model_key.json", "line 1, column 49 (byte 49): duplicate object key near '\"d_model\"'"},
     {"duplicate_top_level_key.json", "line 1, column 21 (byte 21): duplicate object key near '\"model\"'"},

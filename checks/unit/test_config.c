@@ -99,6 +99,13 @@
       REFENC_EINVAL, "global_rope_theta must be finite and > 1")                                 \
     X(local_rope_theta_without_pattern, c->local_rope_theta = 10000.0, REFENC_EINVAL,             \
       "local_rope_theta needs global_attn_every_n_layers")                                       \
+    X(sliding_window_pattern_over_limit, c->sliding_window_pattern = REFENC_MAX_LAYERS + 1,       \
+      REFENC_ELIMIT, "sliding_window_pattern = 1025")                                            \
+    X(both_layer_patterns, (c->global_attn_every_n_layers = 2, c->sliding_window_pattern = 2),    \
+      REFENC_EINVAL, "are two rules for the same pattern")                                       \
+    X(partial_rotary_with_gemma3_pattern,                                                         \
+      (c->sliding_window_pattern = 2, c->rope_scaling.partial_rotary_factor = 0.5), REFENC_EINVAL, \
+      "partial_rotary_factor with sliding_window_pattern is not supported")                      \
     X(roberta_positions_without_learned_table, (c->vocab_size = 10, c->padding_idx = 1,          \
                                                 c->position_ids = REFENC_POSIDS_ROBERTA),        \
       REFENC_EINVAL, "position_ids 'roberta' index the learned PE table")                        \
@@ -206,6 +213,7 @@ Test(config, defaults_and_boundary_values_are_valid)
     EXPECT_VALID((c.global_attn_every_n_layers = REFENC_MAX_LAYERS, c.local_rope_theta = 0x1.0000000000001p0,
                   c.global_rope_theta = DBL_MAX));
     EXPECT_VALID((c.global_attn_every_n_layers = 1)); /* every layer global, bases rope_base */
+    EXPECT_VALID((c.sliding_window_pattern = REFENC_MAX_LAYERS, c.local_rope_theta = 10000.0));
     EXPECT_VALID((c.vocab_size = 10, c.padding_idx = 3, c.positional = REFENC_POS_LEARNED,
                   c.max_len = 5, c.position_ids = REFENC_POSIDS_ROBERTA)); /* positions 4 on */
     /* V = 2^24, D = 31: 520093696 + 4248 doubles, just under 2^29 = 536870912 */

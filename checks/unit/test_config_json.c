@@ -125,7 +125,15 @@ static const json_error_case json_errors[] = {
     {"local_rope_theta_one", "{\"global_attn_every_n_layers\": 3, \"local_rope_theta\": 1}",
      REFENC_EINVAL, "local_rope_theta must be finite and > 1 (0: rope_base), got 1"},
     {"global_rope_theta_without_pattern", "{\"global_rope_theta\": 160000}", REFENC_EINVAL,
-     "global_rope_theta needs global_attn_every_n_layers"},
+     "global_rope_theta needs global_attn_every_n_layers or sliding_window_pattern"},
+    {"sliding_window_pattern_zero", "{\"sliding_window_pattern\": 0}", REFENC_EINVAL,
+     "model.sliding_window_pattern: expected an integer >= 1 or null"},
+    {"sliding_window_pattern_string", "{\"sliding_window_pattern\": \"6\"}", REFENC_EINVAL,
+     "model.sliding_window_pattern: expected an integer >= 1 or null"},
+    {"sliding_window_pattern_too_large", "{\"sliding_window_pattern\": 1025}", REFENC_ELIMIT,
+     "model.sliding_window_pattern: 1025 exceeds 1024"},
+    {"both_layer_patterns", "{\"sliding_window_pattern\": 6, \"global_attn_every_n_layers\": 3}", REFENC_EINVAL,
+     "are two rules for the same pattern; give one"},
     /* Qwen's attention: qkv_bias a boolean, only on bias-free linears; qk_norm a name */
     {"qkv_bias_string", "{\"linear_bias\": false, \"qkv_bias\": \"true\"}", REFENC_EINVAL,
      "model.qkv_bias: expected true or false"},
@@ -290,6 +298,9 @@ Test(config_json, to_json_round_trips)
     /* the layer pattern only when set */
     c.global_attn_every_n_layers = 3, c.local_rope_theta = 10000.5, c.global_rope_theta = 0.1 + 160000;
     expect_round_trip(&c, 23);
+    /* Gemma 3's pattern instead of ModernBERT's */
+    c.global_attn_every_n_layers = 0, c.sliding_window_pattern = 6;
+    expect_round_trip(&c, 23);
     /* Qwen's keys only when set (linear_bias false is a key of its own) */
     c.linear_bias = 0, c.qkv_bias = 1, c.qk_norm = REFENC_QKNORM_RMS;
     expect_round_trip(&c, 26);
@@ -358,6 +369,25 @@ Test(config_json, layer_pattern_keys_are_read)
     cr_expect_eq(c.global_attn_every_n_layers, 0, "null must be off");
     cr_expect_eq(c.local_rope_theta, 0, "null must be off");
     cr_expect_eq(c.global_rope_theta, 0, "absent must be off");
+}
+
+/* Gemma 3's pattern with its Hugging Face name (Gemma3TextConfig's
+ * sliding_window_pattern, still on the Hub's configs); null is off. */
+Test(config_json, gemma3_pattern_key_is_read)
+{
+    json_t *obj = json_loads("{\"sliding_window_pattern\": 6, \"local_rope_theta\": 10000.0, "
+                             "\"rope_base\": 1000000.0, \"sliding_window\": 512, \"causal\": true}", 0, NULL);
+    refenc_config c;
+    refenc_error err;
+    cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s", err.message);
+    json_decref(obj);
+    cr_expect_eq(c.sliding_window_pattern, 6);
+    cr_expect_eq(c.global_attn_every_n_layers, 0);
+    cr_expect_eq(c.local_rope_theta, 10000.0);
+    obj = json_loads("{\"sliding_window_pattern\": null}", 0, NULL);
+    cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s", err.message);
+    json_decref(obj);
+    cr_expect_eq(c.sliding_window_pattern, 0, "null must be off");
 }
 
 /* Gemma 2's keys with their Hugging Face names and values; null is off, as

@@ -316,6 +316,18 @@ static int validate_layer_pattern(const refenc_config *c, refenc_error *err)
     if (c->global_attn_every_n_layers > REFENC_MAX_LAYERS)
         return refenc_error_set(err, REFENC_ELIMIT, "config: global_attn_every_n_layers = %zu exceeds %zu",
                                 c->global_attn_every_n_layers, REFENC_MAX_LAYERS);
+    if (c->sliding_window_pattern > REFENC_MAX_LAYERS)
+        return refenc_error_set(err, REFENC_ELIMIT, "config: sliding_window_pattern = %zu exceeds %zu",
+                                c->sliding_window_pattern, REFENC_MAX_LAYERS);
+    if (c->global_attn_every_n_layers != 0 && c->sliding_window_pattern != 0)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: global_attn_every_n_layers (ModernBERT: layer 0 global) and "
+                                "sliding_window_pattern (Gemma 3: layer p - 1 global) are two rules for "
+                                "the same pattern; give one");
+    if (c->sliding_window_pattern != 0 && c->rope_scaling.partial_rotary_factor != 1)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: partial_rotary_factor with sliding_window_pattern is not supported "
+                                "(the local layers rotate unscaled and Gemma 3 rotates every coordinate)");
     const char *name[2] = {"local_rope_theta", "global_rope_theta"};
     const double theta[2] = {c->local_rope_theta, c->global_rope_theta};
     for (int k = 0; k < 2; k++) {
@@ -323,9 +335,10 @@ static int validate_layer_pattern(const refenc_config *c, refenc_error *err)
             return refenc_error_set(err, REFENC_EINVAL,
                                     "config: %s must be finite and > 1 (0: rope_base), got %.17g",
                                     name[k], theta[k]);
-        if (theta[k] != 0 && c->global_attn_every_n_layers == 0)
+        if (theta[k] != 0 && c->global_attn_every_n_layers == 0 && c->sliding_window_pattern == 0)
             return refenc_error_set(err, REFENC_EINVAL,
-                                    "config: %s needs global_attn_every_n_layers (which layers are local)",
+                                    "config: %s needs global_attn_every_n_layers or sliding_window_pattern "
+                                    "(which layers are local)",
                                     name[k]);
     }
     return REFENC_OK;

@@ -152,6 +152,9 @@ typedef struct {
     size_t global_attn_every_n_layers; /* n >= 1: layer l global iff l % n == 0 (no
                                         * window), local otherwise; 0: every layer
                                         * takes the window and rope_base            */
+    size_t sliding_window_pattern;     /* p >= 1: layer l global iff (l + 1) % p == 0
+                                        * (Gemma 3; local layers rotate unscaled);
+                                        * 0: off.  At most one of the two patterns  */
     double local_rope_theta;    /* > 1: RoPE base of the local layers; 0: rope_base  */
     double global_rope_theta;   /* > 1: RoPE base of the global layers; 0: rope_base */
     /* Qwen's attention (qk_norm.h, docs/families.md): 0 = off */

@@ -284,6 +284,7 @@ int golden_engine_run(const refenc_case *c, const refenc_variant_hooks *hooks, i
                                .merge_without_transpose = hooks->merge_without_transpose,
                                .gqa_tiled = hooks->gqa_tiled,
                                .softcap_after_mask = hooks->softcap_after_mask,
+                               .rope_scaling_on_local_layers = hooks->rope_scaling_on_local_layers,
                                .qk_norm_after_rope = hooks->qk_norm_after_rope,
                                .qk_norm_over_all_heads = hooks->qk_norm_over_all_heads};
     const int st = refenc_mp_case_run(c, hooks != NULL ? &mh : NULL, certify, trace,

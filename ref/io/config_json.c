@@ -93,7 +93,7 @@ static const char *const model_keys[] = {
     "embedding_norm", "embedding_norm_eps", "position_ids", "mask_value", "norm_type", "rmsnorm_offset", "ffn_type", "glu_gate", "norm_bias", "linear_bias",
     "rope_scaling", "partial_rotary_factor", "n_kv_heads", "head_dim",
     "attn_logit_softcapping", "query_pre_attn_scalar", "sliding_window", "local_attention",
-    "global_attn_every_n_layers", "local_rope_theta", "global_rope_theta",
+    "global_attn_every_n_layers", "local_rope_theta", "global_rope_theta", "sliding_window_pattern",
     "qkv_bias", "qk_norm", NULL};
 
 /* n_kv_heads or head_dim: absent leaves the default (0: H, or D / H); an
@@ -145,7 +145,7 @@ static int get_optional_window(size_t *v, const json_t *obj, const char *key, co
     return REFENC_OK;
 }
 
-/* global_attn_every_n_layers (layer_pattern.h): absent or null leaves 0
+/* global_attn_every_n_layers, sliding_window_pattern (layer_pattern.h): absent or null leaves 0
  * (no pattern); an explicit value must be an integer >= 1 (1: every layer
  * global), at most REFENC_MAX_LAYERS. */
 static int get_optional_period(size_t *v, const json_t *obj, const char *key, const char *where,
@@ -176,6 +176,7 @@ static int read_attention_keys(refenc_config *c, const json_t *obj, const char *
         (st = get_optional_window(&c->sliding_window, obj, "sliding_window", where, err)) ||
         (st = get_optional_window(&c->local_attention, obj, "local_attention", where, err)) ||
         (st = get_optional_period(&c->global_attn_every_n_layers, obj, "global_attn_every_n_layers", where, err)) ||
+        (st = get_optional_period(&c->sliding_window_pattern, obj, "sliding_window_pattern", where, err)) ||
         (st = get_optional_positive(&c->local_rope_theta, obj, "local_rope_theta", where, err)) ||
         (st = get_optional_positive(&c->global_rope_theta, obj, "global_rope_theta", where, err)))
         return st;
@@ -317,6 +318,8 @@ static int attention_keys_to_json(json_t *j, const refenc_config *c)
     if (c->global_attn_every_n_layers != 0)
         bad |= json_object_set_new(j, "global_attn_every_n_layers",
                                    json_integer((json_int_t)c->global_attn_every_n_layers));
+    if (c->sliding_window_pattern != 0)
+        bad |= json_object_set_new(j, "sliding_window_pattern", json_integer((json_int_t)c->sliding_window_pattern));
     if (c->local_rope_theta != 0)
         bad |= json_object_set_new(j, "local_rope_theta", json_real(c->local_rope_theta));
     if (c->global_rope_theta != 0)

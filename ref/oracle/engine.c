@@ -521,7 +521,7 @@ static int run_alloc(refenc_mpe_unit *u, const refenc_mp_run *run, int64_t **pos
     u->emb_eps = refenc_mp_from_d(&cfg->embedding_norm_eps, 1, 53);
     if (cfg->query_pre_attn_scalar != 0 && !(u->scalar = refenc_mp_from_d(&cfg->query_pre_attn_scalar, 1, 53)))
         return 0;
-    if (cfg->global_attn_every_n_layers != 0 && !pattern_bases(u, cfg))
+    if ((cfg->global_attn_every_n_layers != 0 || cfg->sliding_window_pattern != 0) && !pattern_bases(u, cfg))
         return 0;
     if (cfg->attn_logit_softcapping != 0 && !(u->cap = refenc_mp_from_d(&cfg->attn_logit_softcapping, 1, 53)))
         return 0;

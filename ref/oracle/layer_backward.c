@@ -311,6 +311,7 @@ int refenc_mpb_blocks_supported(const refenc_config *cfg, refenc_error *err)
                       : cfg->sliding_window != 0                           ? "sliding_window"
                       : cfg->local_attention != 0                          ? "local_attention"
                       : cfg->global_attn_every_n_layers != 0               ? "global_attn_every_n_layers"
+                      : cfg->sliding_window_pattern != 0                   ? "sliding_window_pattern"
                                                                    : NULL;
     if (key == NULL)
         return REFENC_OK;

@@ -44,22 +44,45 @@ static void out_proj_row(refenc_mpe_unit *u, int li, size_t r, refenc_mpe_worker
                             &u->lm->out_span, &w->ws[li]);
 }
 
-/* The oracle's own reading of the layer pattern (ModernBERT's
- * global_attn_every_n_layers = n; the reference's is layer_pattern.c): the
- * global layers are the multiples of n, 0 n, 1 n, 2 n, ...; a global layer
- * has no window and the global base.  Only the encoder's layers follow it: a
- * one-block run is the block without a layer. */
+/* The oracle's own reading of the layer patterns (the reference's is
+ * layer_pattern.c).  ModernBERT's global_attn_every_n_layers = n: the global
+ * layers are the multiples of n, 0 n, 1 n, 2 n, ...  Gemma 3's
+ * sliding_window_pattern = p: every p-th layer counted from 1, the layers
+ * p - 1, 2 p - 1, ...  A global layer has no window and the global base; a
+ * local layer of Gemma 3's pattern rotates without rope_scaling.  Only the
+ * encoder's layers follow a pattern: a one-block run is the block without a
+ * layer. */
+static int has_pattern(const refenc_mpe_unit *u)
+{
+    return (u->cfg->global_attn_every_n_layers != 0 || u->cfg->sliding_window_pattern != 0) &&
+           u->run->block == REFENC_MP_BLOCK_ENCODER;
+}
+
 static int layer_is_global(const refenc_mpe_unit *u)
 {
-    const size_t n = u->cfg->global_attn_every_n_layers;
-    return n != 0 && u->run->block == REFENC_MP_BLOCK_ENCODER && (u->layer / n) * n == u->layer;
+    const size_t n = u->cfg->global_attn_every_n_layers, p = u->cfg->sliding_window_pattern;
+    if (!has_pattern(u))
+        return 0;
+    if (p != 0)
+        return ((u->layer + 1) / p) * p == u->layer + 1;
+    return (u->layer / n) * n == u->layer;
 }
 
 static mpfr_srcptr layer_base(const refenc_mpe_unit *u)
 {
-    if (u->cfg->global_attn_every_n_layers == 0 || u->run->block != REFENC_MP_BLOCK_ENCODER)
+    if (!has_pattern(u))
         return u->base;
     return layer_is_global(u) ? u->base_global : u->base_local;
+}
+
+/* The scaling of this layer's rotation: none on Gemma 3's local layers
+ * (unless the bug variant rope_scaling_on_local_layers asks for it). */
+static const refenc_rope_scaling *layer_scaling(const refenc_mpe_unit *u)
+{
+    const int local_unscaled = has_pattern(u) && u->cfg->sliding_window_pattern != 0 && !layer_is_global(u);
+    if (local_unscaled && !(u->run->hooks != NULL && u->run->hooks->rope_scaling_on_local_layers))
+        return NULL;
+    return &u->cfg->rope_scaling;
 }
 
 /* RoPE on every head of q (task 0) or k (task 1) of lane li. */
@@ -69,7 +92,7 @@ static void rope_row(refenc_mpe_unit *u, int li, size_t task, refenc_mpe_worker 
     refenc_mpe_lane *ln = &u->lanes[li];
     mpfr_ptr x = task ? ln->k : ln->q;
     refenc_mpk_rope_forward(x, x, u->pos, task ? u->Hkv : u->H, u->L, u->Dh, layer_base(u), u->cfg->rope_layout,
-                            &u->cfg->rope_scaling, &w->ws[li]);
+                            layer_scaling(u), &w->ws[li]);
 }
 
 /* The bug variant qk_norm_over_all_heads: each row l of x (nh, L, Dh)

@@ -200,6 +200,8 @@ static double *stack(const emu_run *r, double *h, double *next, refenc_workspace
         refenc_attn_options opt = attn_options(c, slopes);
         refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions, &cfg->rope_scaling};
         refenc_layer_options(cfg, i, &opt, &rope);
+        if (r->hooks != NULL && r->hooks->rope_scaling_on_local_layers)
+            rope.scaling = &cfg->rope_scaling;
         layer(r, next, &ws->layer, h, &c->params.layers[i], cfg, &opt,
               cfg->positional == REFENC_POS_ROPE ? &rope : NULL, c->B, c->L, i);
         double *t = h;

@@ -230,6 +230,25 @@ static const refenc_variant_info table[REFENC_VAR_COUNT] = {
         "took the local base; \"countless hours\")",
         "take each layer's base from its type: global iff layer % global_attn_every_n_layers == 0 "
         "(layer 0 is global) with global_rope_theta, local_rope_theta otherwise"},
+    [REFENC_VAR_ROPE_SCALING_ON_LOCAL_LAYERS] = {
+        "rope_scaling_on_local_layers", "rope_scaling_on_local_layers",
+        "the local (sliding-window) layers' outputs differ, more at larger positions, while the "
+        "global layers' inputs are right up to the first local layer",
+        "Gemma 3's rope_scaling (linear, factor 8 from 4B up) applied to every layer, where it "
+        "scales the global layers only and the sliding layers rotate unscaled with "
+        "rope_local_base_freq (antonellof/ferrox#39: a per-layer base but one global frequency "
+        "scale; ggml-org/llama.cpp#14367: one freq_scale for both layer types)",
+        "build the local layers' rotation without rope_scaling (modeling_gemma3: the local rotary "
+        "embedding has rope_type \"default\"); scale the global layers only"},
+    [REFENC_VAR_GLOBAL_ROPE_SCALING_IGNORED] = {
+        "global_rope_scaling_ignored", "global_rope_scaling_ignored",
+        "the global layers' outputs differ, more at larger positions (\"negligible at short "
+        "context and compounds with length\"), while the local layers up to the first global one "
+        "are right",
+        "Gemma 3's rope_scaling parsed and never applied: the global layers rotate unscaled "
+        "(lablup/mlxcel#1340: every layer rotated with scale 1.0; Blaizzy/mlx-vlm#1709: a plain "
+        "RoPE built without the config's scaling, a different greedy token at 2916 tokens)",
+        "apply rope_scaling to the global layers' frequencies (linear: theta_j / factor)"},
     [REFENC_VAR_QKV_BIAS_DROPPED] = {
         "qkv_bias_dropped", "qkv_bias_dropped",
         "every attention output off from the first layer on, at every position: q, k and v lack "
@@ -368,6 +387,16 @@ static double wrong_base(double base)
     return base == 10000.0 ? 500000.0 : 10000.0;
 }
 
+/* A stack of Gemma 3's layer pattern whose RoPE is scaled (a factor, or
+ * an attention factor, other than 1). */
+static int gemma3_scaled(const refenc_case *c)
+{
+    const refenc_rope_scaling *s = &c->cfg.rope_scaling;
+    return c->component == REFENC_COMP_ENCODER && c->cfg.positional == REFENC_POS_ROPE &&
+           c->cfg.sliding_window_pattern > 0 && s->type != REFENC_ROPE_SCALING_NONE &&
+           (s->factor != 1.0 || refenc_rope_attention_factor(s) != 1.0);
+}
+
 /* The modern blocks' variants: the gated FFN's, Gemma's (1 + w) RMSNorm's,
  * grouped-query attention's, the attention windows'. */
 static int modern_block_applies(refenc_variant v, const refenc_case *c)
@@ -406,6 +435,10 @@ static int modern_block_applies(refenc_variant v, const refenc_case *c)
         return c->component == REFENC_COMP_ENCODER && cfg->positional == REFENC_POS_ROPE &&
                cfg->global_attn_every_n_layers > 0 &&
                refenc_layer_rope_base(cfg, 0) != local_base(cfg);
+    case REFENC_VAR_ROPE_SCALING_ON_LOCAL_LAYERS: /* a local layer: p >= 2 */
+        return gemma3_scaled(c) && cfg->sliding_window_pattern >= 2;
+    case REFENC_VAR_GLOBAL_ROPE_SCALING_IGNORED: /* a global layer: p <= N */
+        return gemma3_scaled(c) && cfg->sliding_window_pattern <= cfg->n_layers;
     default:
         return 0;
     }
@@ -639,6 +672,9 @@ static void apply_modern(refenc_variant v, refenc_case *c, refenc_variant_hooks 
     case REFENC_VAR_WINDOW_IGNORED: cfg->sliding_window = 0, cfg->local_attention = 0; break;
     /* the global layers rotated with the local base */
     case REFENC_VAR_LOCAL_BASE_ON_GLOBAL_LAYER0: cfg->global_rope_theta = local_base(cfg); break;
+    case REFENC_VAR_ROPE_SCALING_ON_LOCAL_LAYERS: hooks->rope_scaling_on_local_layers = 1; break;
+    /* the local layers are unscaled already */
+    case REFENC_VAR_GLOBAL_ROPE_SCALING_IGNORED: cfg->rope_scaling.type = REFENC_ROPE_SCALING_NONE; break;
     case REFENC_VAR_QKV_BIAS_DROPPED: zero_qkv_bias(c); break;
     case REFENC_VAR_QK_NORM_AFTER_ROPE: hooks->qk_norm_after_rope = 1; break;
     case REFENC_VAR_QK_NORM_OVER_ALL_HEADS: hooks->qk_norm_over_all_heads = 1; break;

@@ -62,6 +62,8 @@ typedef enum {
     REFENC_VAR_WINDOW_IGNORED,
     /* local and global layers (layer_pattern.h, docs/families.md) */
     REFENC_VAR_LOCAL_BASE_ON_GLOBAL_LAYER0,
+    REFENC_VAR_ROPE_SCALING_ON_LOCAL_LAYERS,
+    REFENC_VAR_GLOBAL_ROPE_SCALING_IGNORED,
     /* Qwen's attention (qk_norm.h, docs/families.md) */
     REFENC_VAR_QKV_BIAS_DROPPED,
     REFENC_VAR_QK_NORM_AFTER_ROPE,
@@ -91,6 +93,8 @@ typedef struct {
     int gqa_tiled;               /* query head h reads key/value head h % Hkv   */
     int softcap_after_mask;      /* the cap over score + biases + masks: a
                                   * masked key scores -cap, not -inf          */
+    int rope_scaling_on_local_layers; /* Gemma 3's local layers rotate with
+                                       * rope_scaling too (layer_pattern.h)  */
     int qk_norm_after_rope;      /* Qwen3's q_norm, k_norm after RoPE, not before */
     int qk_norm_over_all_heads;  /* q_norm, k_norm over a row's H Dh (OLMo-2's) */
 } refenc_variant_hooks;

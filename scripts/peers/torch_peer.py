@@ -59,6 +59,7 @@ KNOWN_BUGS = ["layernorm_eps_x10", "layernorm_eps_div10", "unbiased_variance", "
               "glu_halves_swapped", "rmsnorm_offset_missing", "rmsnorm_offset_doubled", "gqa_tiled",
               "softcap_missing", "query_scale_head_dim", "softcap_after_mask",
               "window_off_by_one", "window_ignored", "local_base_on_global_layer0",
+              "rope_scaling_on_local_layers", "global_rope_scaling_ignored",
               "qkv_bias_dropped", "qk_norm_after_rope", "qk_norm_over_all_heads"] \
     + torch_families.KNOWN_BUGS + torch_rope_scaling.BUGS
 UNKNOWN_BUGS = ["softmax_over_queries", "ffn_residual_dropped"]
@@ -364,24 +365,32 @@ def outside_window(cfg, L):
 
 
 def layer_cfg(cfg, i):
-    """Layer i's config under ModernBERT's pattern (docs/families.md): with
-    global_attn_every_n_layers n, layer i is global iff i % n == 0
-    (modeling_modernbert: layer_id % global_attn_every_n_layers), without
-    the window and with global_rope_theta; a local layer keeps the window
-    with local_rope_theta (either absent: rope_base).  The bug
-    local_base_on_global_layer0 rotates every layer, layer 0 included, with
-    the local base (llama.cpp#18330)."""
-    n = cfg.get("global_attn_every_n_layers")
-    if n is None:
+    """Layer i's config under ModernBERT's or Gemma 3's pattern
+    (docs/families.md).  With global_attn_every_n_layers n, layer i is global
+    iff i % n == 0 (modeling_modernbert: layer_id % global_attn_every_n_layers);
+    with sliding_window_pattern p, iff (i + 1) % p == 0 (Gemma3TextConfig's
+    layer_types).  A global layer has no window and global_rope_theta; a
+    local layer keeps the window with local_rope_theta (either absent:
+    rope_base), and under Gemma 3's pattern rotates without rope_scaling
+    (modeling_gemma3's rotary_emb_local).  The bugs: local_base_on_global_layer0
+    rotates every layer with the local base (llama.cpp#18330);
+    rope_scaling_on_local_layers scales the local layers too (ferrox#39);
+    global_rope_scaling_ignored scales no layer (mlxcel#1340)."""
+    n, p = cfg.get("global_attn_every_n_layers"), cfg.get("sliding_window_pattern")
+    if n is None and p is None:
         return cfg
     c = dict(cfg)
     local = cfg.get("local_rope_theta", cfg["rope_base"])
-    if i % n == 0:
+    if (p is not None and (i + 1) % p == 0) or (p is None and i % n == 0):
         c.pop("sliding_window", None)
         c.pop("local_attention", None)
         c["rope_base"] = local if BUG == "local_base_on_global_layer0" else cfg.get("global_rope_theta", cfg["rope_base"])
+        if BUG == "global_rope_scaling_ignored":
+            c.pop("rope_scaling", None)
     else:
         c["rope_base"] = local
+        if p is not None and BUG != "rope_scaling_on_local_layers":
+            c.pop("rope_scaling", None)
     return c
 
 

@@ -145,6 +145,19 @@ def build(cli, base, source_root):
                                     "input": {"batch": 1, "seq_len": 3}})
     _dump(j("pattern0.json"), {"model": dict(TINY_MODEL, global_attn_every_n_layers=0),
                                "input": {"batch": 1, "seq_len": 3}})
+    # Gemma 3's pattern: a 3-layer scaled stack is made; both patterns, and partial rotation
+    # with Gemma 3's, exit 2 naming the keys; --grad exits 2 naming sliding_window_pattern
+    _dump(j("gemma3_pattern.json"), {"model": dict(TINY_MODEL, n_layers=3, positional="rope", causal=True,
+                                                   sliding_window=2, sliding_window_pattern=3,
+                                                   local_rope_theta=10000.0, rope_base=1000000.0,
+                                                   rope_scaling={"rope_type": "linear", "factor": 8.0}),
+                                     "input": {"batch": 1, "seq_len": 5}})
+    _dump(j("gemma3_grad.json"), {"model": dict(TINY_MODEL, n_layers=2, positional="rope", sliding_window_pattern=2,
+                                                local_rope_theta=100.0), "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("two_patterns.json"), {"model": dict(TINY_MODEL, n_layers=2, global_attn_every_n_layers=2,
+                                                 sliding_window_pattern=2), "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("gemma3_partial.json"), {"model": dict(TINY_MODEL, n_layers=2, positional="rope", sliding_window_pattern=2,
+                                                   partial_rotary_factor=0.5), "input": {"batch": 1, "seq_len": 3}})
     _dump(j("theta_alone.json"), {"model": dict(TINY_MODEL, positional="rope", local_rope_theta=10000.0),
                                   "input": {"batch": 1, "seq_len": 3}})
     _dump(j("qpas_str.json"), {"model": dict(TINY_MODEL, query_pre_attn_scalar="256"),

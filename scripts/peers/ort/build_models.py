@@ -75,6 +75,8 @@ CONFIG_SUPPORT = {
     "sliding_window": None, "local_attention": None,
     # local and global layers (docs/families.md): ModernBERT's pattern, a base per layer type
     "global_attn_every_n_layers": None, "local_rope_theta": None, "global_rope_theta": None,
+    # Gemma 3's pattern: layer i global iff (i + 1) % p == 0, local layers unscaled
+    "sliding_window_pattern": None,
     # RoPE scaling (docs/rope-scaling.md): HF's frequency tables, every type
     "rope_scaling": None, "partial_rotary_factor": None,
     # Qwen's attention (docs/families.md): Qwen2's q, k, v bias, Qwen3's per-head q/k RMSNorm
@@ -417,17 +419,21 @@ def window_outside(cfg, L):
 
 def layer_cfg(cfg, i):
     """Layer i's config under ModernBERT's pattern (docs/families.md): global
-    iff i % global_attn_every_n_layers == 0, without the window and with
-    global_rope_theta; local: the window and local_rope_theta (either absent:
-    rope_base)."""
-    n = cfg.get("global_attn_every_n_layers")
-    if n is None:
+    iff i % global_attn_every_n_layers == 0; or Gemma 3's: global iff
+    (i + 1) % sliding_window_pattern == 0.  A global layer has no window and
+    global_rope_theta; a local one the window and local_rope_theta (either
+    absent: rope_base), and under Gemma 3's pattern no rope_scaling."""
+    n, p = cfg.get("global_attn_every_n_layers"), cfg.get("sliding_window_pattern")
+    if n is None and p is None:
         return cfg
     c = dict(cfg)
-    if i % n == 0:
+    is_global = (i + 1) % p == 0 if p is not None else i % n == 0
+    if is_global:
         c.pop("sliding_window", None)
         c.pop("local_attention", None)
-    c["rope_base"] = cfg.get("global_rope_theta" if i % n == 0 else "local_rope_theta", cfg["rope_base"])
+    elif p is not None:
+        c["rope_scaling"] = None
+    c["rope_base"] = cfg.get("global_rope_theta" if is_global else "local_rope_theta", cfg["rope_base"])
     return c
 
 

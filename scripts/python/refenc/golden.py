@@ -166,7 +166,8 @@ def features_of(case):
         qkv_bias            q, k, v biased on bias-free linears (Qwen2)
         qk_norm             q and k RMS-normalised per head before RoPE (Qwen3)
       local and global layers (docs/families.md), encoder:
-        global_attn_every_n_layers  layer l global iff l % n == 0 (ModernBERT)"""
+        global_attn_every_n_layers  layer l global iff l % n == 0 (ModernBERT)
+        sliding_window_pattern      layer l global iff (l + 1) % p == 0 (Gemma 3)"""
     c, comp = case.config, case.component
     f = {f"component={comp}"}
     if comp == "encoder":
@@ -209,8 +210,9 @@ def features_of(case):
             f.add("qkv_bias")
         if c.get("qk_norm", "none") != "none":
             f.add("qk_norm")
-    if comp == "encoder" and c.get("global_attn_every_n_layers") is not None:
-        f.add("global_attn_every_n_layers")
+    for key in ("global_attn_every_n_layers", "sliding_window_pattern"):
+        if comp == "encoder" and c.get(key) is not None:
+            f.add(key)
     if comp in ("encoder", "attention", "ffn") and not c.get("linear_bias", True):
         f.add("linear_bias=false")
     if comp == "rope" or (comp in ("encoder", "attention") and c["positional"] == "rope"):
