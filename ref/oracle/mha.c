@@ -149,7 +149,7 @@ static void qk_norm_row(refenc_mpe_unit *u, int li, size_t task, refenc_mpe_work
  * qk_norm_after_rope. */
 static void qk_transforms(refenc_mpe_unit *u)
 {
-    const int norm = u->cfg->qk_norm == REFENC_QKNORM_RMS && u->lm->qkn != NULL;
+    const int norm = u->lm->qkn != NULL; /* the layer has q_norm, k_norm: qk_norm 'rms' */
     const int late = u->run->hooks != NULL && u->run->hooks->qk_norm_after_rope;
     if (norm && !late)
         refenc_mpe_rows(u, 2, qk_norm_row, NULL, NULL, 0);
