@@ -345,6 +345,11 @@ int refenc_grad_workspace_alloc(refenc_grad_workspace *g, const refenc_config *c
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: the backward pass does not support embedding_normalizer_dtype yet "
                                 "(the rounded sqrt(D) scale is forward only)");
+    if (cfg->qkv_bias || cfg->qk_norm != REFENC_QKNORM_NONE)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: the backward pass does not support %s yet (Qwen's q/k/v bias "
+                                "and per-head q/k norm are forward only)",
+                                cfg->qkv_bias ? "qkv_bias" : "qk_norm");
     const size_t n = grad_count(cfg, B, L), params = refenc_config_param_count(cfg);
     size_t total, bytes;
     if (n == 0 || !refenc_size_add(&total, n, params) ||

@@ -40,14 +40,16 @@ void refenc_layer_forward(double *y, refenc_layer_work *w, const double *x,
     const size_t D = cfg->d_model, H = cfg->n_heads, BL = B * L;
     const double eps = cfg->layer_norm_eps;
     const size_t bld[3] = {B, L, D}, bhll[4] = {B, H, L, L};
+    refenc_qk_norm qk;
+    const refenc_qk_norm *qkn = refenc_qk_norm_of(&qk, cfg, lp); /* NULL: no qk_norm */
 
     if (cfg->norm == REFENC_NORM_PRE) {
         /* h = x + MHA(LN1(x)) */
         refenc_norm_forward(w->ln, x, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
         emit(trace, index, "norm1", w->ln, 3, bld);
-        refenc_gqa_forward(w->attn, &w->mha, w->ln, lp->in_proj_weight, lp->in_proj_bias,
-                           lp->out_proj_weight, lp->out_proj_bias, opt, rope, B, L, D, H,
-                           refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg));
+        refenc_gqa_qk_forward(w->attn, &w->mha, w->ln, lp->in_proj_weight, lp->in_proj_bias,
+                              lp->out_proj_weight, lp->out_proj_bias, opt, rope, qkn, B, L, D, H,
+                              refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg));
         emit(trace, index, "self_attn.weights", w->mha.weights, 4, bhll);
         emit(trace, index, "self_attn", w->attn, 3, bld);
         add(w->resid, x, w->attn, BL * D);
@@ -61,9 +63,9 @@ void refenc_layer_forward(double *y, refenc_layer_work *w, const double *x,
         add(y, w->resid, w->ffn, BL * D);
     } else {
         /* h = LN1(x + MHA(x)) */
-        refenc_gqa_forward(w->attn, &w->mha, x, lp->in_proj_weight, lp->in_proj_bias,
-                           lp->out_proj_weight, lp->out_proj_bias, opt, rope, B, L, D, H,
-                           refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg));
+        refenc_gqa_qk_forward(w->attn, &w->mha, x, lp->in_proj_weight, lp->in_proj_bias,
+                              lp->out_proj_weight, lp->out_proj_bias, opt, rope, qkn, B, L, D, H,
+                              refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg));
         emit(trace, index, "self_attn.weights", w->mha.weights, 4, bhll);
         emit(trace, index, "self_attn", w->attn, 3, bld);
         add(w->resid, x, w->attn, BL * D);

@@ -10,6 +10,7 @@
 
 #include "gqa.h"
 #include "linear.h"
+#include "qk_norm.h"
 #include "rope.h"
 
 void refenc_heads_split(double *xh, const double *x, size_t B, size_t L, size_t H, size_t Dh)
@@ -56,6 +57,17 @@ void refenc_gqa_forward(double *y, refenc_mha_work *w, const double *x,
                         const refenc_attn_options *opt, const refenc_rope_options *rope,
                         size_t B, size_t L, size_t D, size_t H, size_t Hkv, size_t Dh)
 {
+    refenc_gqa_qk_forward(y, w, x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, opt,
+                          rope, NULL, B, L, D, H, Hkv, Dh);
+}
+
+void refenc_gqa_qk_forward(double *y, refenc_mha_work *w, const double *x,
+                           const double *in_proj_weight, const double *in_proj_bias,
+                           const double *out_proj_weight, const double *out_proj_bias,
+                           const refenc_attn_options *opt, const refenc_rope_options *rope,
+                           const refenc_qk_norm *qk_norm,
+                           size_t B, size_t L, size_t D, size_t H, size_t Hkv, size_t Dh)
+{
     const size_t BL = B * L, E = H * Dh, Ekv = Hkv * Dh;
     const double *W_q = in_proj_weight;               /* in_proj_weight[0:E, :]          */
     const double *W_k = in_proj_weight + E * D;       /* in_proj_weight[E:E+Ekv, :]      */
@@ -68,6 +80,8 @@ void refenc_gqa_forward(double *y, refenc_mha_work *w, const double *x,
     refenc_linear_forward(w->q, x, W_q, b_q, BL, D, E);
     refenc_linear_forward(w->k, x, W_k, b_k, BL, D, Ekv);
     refenc_linear_forward(w->v, x, W_v, b_v, BL, D, Ekv);
+    if (qk_norm != NULL) /* Qwen3: every head of q and k RMS-normalised, before RoPE */
+        refenc_qk_norm_forward(w->q, w->k, qk_norm, BL, H, Hkv, Dh);
 
     refenc_heads_split(w->qh, w->q, B, L, H, Dh);
     kv_heads(w, B, L, H, Hkv, Dh); /* kh, vh: (B, H, L, Dh) */

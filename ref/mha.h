@@ -7,6 +7,7 @@
 #include "attention.h"
 #include "core/config.h"
 #include "core/options.h"
+#include "qk_norm.h"
 
 /* Buffers multi-head attention writes; the caller owns them
  * (refenc_workspace provides them).  Shapes for an input (B, L, D). */
@@ -60,6 +61,16 @@ void refenc_gqa_forward(double *y, refenc_mha_work *work, const double *x,
                         const double *out_proj_weight, const double *out_proj_bias,
                         const refenc_attn_options *opt, const refenc_rope_options *rope,
                         size_t B, size_t L, size_t D, size_t H, size_t Hkv, size_t Dh);
+
+/* refenc_gqa_forward with Qwen3's q/k normalisation (qk_norm.h): when
+ * qk_norm is not NULL, q and k are RMS-normalised head by head right after
+ * the projections, before RoPE; NULL is refenc_gqa_forward.  Never fails. */
+void refenc_gqa_qk_forward(double *y, refenc_mha_work *work, const double *x,
+                           const double *in_proj_weight, const double *in_proj_bias,
+                           const double *out_proj_weight, const double *out_proj_bias,
+                           const refenc_attn_options *opt, const refenc_rope_options *rope,
+                           const refenc_qk_norm *qk_norm,
+                           size_t B, size_t L, size_t D, size_t H, size_t Hkv, size_t Dh);
 
 /* Buffers the backward writes; the caller owns them (refenc_grad_workspace
  * provides them).  After refenc_mha_backward they hold the intermediates. */

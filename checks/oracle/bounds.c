@@ -483,6 +483,7 @@ int bnd_gqa_run_alloc(bnd_mha_run *r, size_t B, size_t L, size_t D, size_t H, si
     }
     r->y = c;
     r->w.weights = c + BLD;
+    r->applicable = 1;
     return 0;
 }
 
@@ -511,17 +512,26 @@ void bnd_mha(double *E_y, double *E_w, bnd_mha_run *r, const double *x, const do
 {
     const size_t B = r->B, L = r->L, D = r->D, H = r->H, Hkv = r->Hkv, Dh = r->Dh, BL = B * L;
     const size_t E = H * Dh, Ekv = Hkv * Dh, BLE = BL * E;
-    refenc_gqa_forward(r->y, &r->w, x, ipw, ipb, opw, opb, opt, rope, B, L, D, H, Hkv, Dh);
+    refenc_gqa_qk_forward(r->y, &r->w, x, ipw, ipb, opw, opb, opt, rope, r->qkn, B, L, D, H, Hkv, Dh);
     refenc_heads_split(r->qh_pre, r->w.q, B, L, H, Dh);
     double *scratch = dalloc(BLE);
     kv_err_heads(r->kh_pre, scratch, r->w.k, B, L, H, Hkv, Dh); /* the repeated k before RoPE */
 
-    double *Eb = dalloc(10 * BLE);
+    double *Eb = dalloc(12 * BLE);
     double *Eq = Eb, *Ek = Eb + BLE, *Ev = Eb + 2 * BLE, *Eqh = Eb + 3 * BLE, *Ekh = Eb + 4 * BLE;
     double *Evh = Eb + 5 * BLE, *Eqr = Eb + 6 * BLE, *Ekr = Eb + 7 * BLE, *Ectxh = Eb + 8 * BLE;
-    double *Ectx = Eb + 9 * BLE;
-    bnd_linear(Eq, x, E_x, ipw, ipb, r->w.q, BL, D, E);
-    bnd_linear(Ek, x, E_x, ipw + E * D, ipb != NULL ? ipb + E : NULL, r->w.k, BL, D, Ekv);
+    double *Ectx = Eb + 9 * BLE, *qp = Eb + 10 * BLE, *kp = Eb + 11 * BLE;
+    /* the projections as Linear wrote them: before the q/k norms, if any */
+    refenc_linear_forward(qp, x, ipw, ipb, BL, D, E);
+    refenc_linear_forward(kp, x, ipw + E * D, ipb != NULL ? ipb + E : NULL, BL, D, Ekv);
+    bnd_linear(Eq, x, E_x, ipw, ipb, qp, BL, D, E);
+    bnd_linear(Ek, x, E_x, ipw + E * D, ipb != NULL ? ipb + E : NULL, kp, BL, D, Ekv);
+    if (r->qkn != NULL) { /* bnd_rmsnorm on every head's Dh values, its output the normalised q, k */
+        r->applicable &= bnd_rmsnorm(Eq, qp, Eq, r->qkn->q_weight, r->qkn->offset, r->w.q, BL * H, Dh,
+                                     r->qkn->eps);
+        r->applicable &= bnd_rmsnorm(Ek, kp, Ek, r->qkn->k_weight, r->qkn->offset, r->w.k, BL * Hkv, Dh,
+                                     r->qkn->eps);
+    }
     bnd_linear(Ev, x, E_x, ipw + (E + Ekv) * D, ipb != NULL ? ipb + E + Ekv : NULL, r->w.v, BL, D, Ekv);
     refenc_heads_split(Eqh, Eq, B, L, H, Dh);
     kv_err_heads(Ekh, scratch, Ek, B, L, H, Hkv, Dh);
@@ -729,8 +739,8 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
     };
     const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, pos, NULL}; /* bounds for unscaled RoPE */
     const refenc_rope_options *rope_p = cfg->positional == REFENC_POS_ROPE ? &rope : NULL;
-    bnd_mha_run run;
-    bnd_mha_run_alloc(&run, B, L, D, H);
+    bnd_mha_run run; /* grouped-query and head_dim as refenc_encoder_forward */
+    bnd_gqa_run_alloc(&run, B, L, D, H, refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg));
 
 #define REC(step, data, E, n)                                  \
     do {                                                       \
@@ -745,6 +755,8 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
         refenc_rope_options rope_i = rope;
         refenc_layer_options(cfg, i, &opt_i, &rope_i);
         const refenc_rope_options *rope_ip = rope_p != NULL ? &rope_i : NULL;
+        refenc_qk_norm qk;
+        run.qkn = refenc_qk_norm_of(&qk, cfg, lp); /* Qwen3's q_norm, k_norm: NULL without */
         if (cfg->norm == REFENC_NORM_PRE) {
             refenc_norm_forward(ln, h, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
             st->applicable &= bnd_norm(Eln, h, Eh, lp->norm1_weight, lp->norm1_bias, ln, BL, D, eps, cfg);
@@ -794,6 +806,7 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
     record(st, "output", out, Eout, BLD);
     memcpy(y, out, BLD * sizeof(double));
 
+    st->applicable &= run.applicable;
     bnd_mha_run_free(&run);
     double *bufs[] = {h, Eh, ln, Eln, attn, Eattn, resid, Eres, ffn, Effn, hid, Ehid,
                       out, Eout, Ew, pe, Epe, slopes, slope_err};

@@ -96,6 +96,8 @@ typedef struct {
     double *block;
     double *qh_pre, *kh_pre;   /* heads before RoPE */
     double *y;
+    const refenc_qk_norm *qkn; /* Qwen3's q/k norm of the layer (qk_norm.h), or NULL */
+    int applicable;            /* 0 once a q/k RMSNorm bound did not apply */
 } bnd_mha_run;
 int bnd_mha_run_alloc(bnd_mha_run *r, size_t B, size_t L, size_t D, size_t H);
 /* The same for refenc_gqa_forward (mha.h): Hkv key/value heads of width Dh;

@@ -311,3 +311,44 @@ Test(accuracy_stack, local_and_global_layers_gemma3_pattern)
     gsl_rng_free(r);
     free(x);
 }
+
+/* Qwen's attention (qk_norm.h): a Qwen2-style stack (q, k, v biased on
+ * bias-free linears) and a Qwen3-style one (q_norm, k_norm per head before
+ * RoPE, head_dim 6 with H Dh = 24 != D), both grouped-query (4 heads over 2
+ * key/value heads), causal, RMSNorm, SwiGLU, padding.  Control runs: the
+ * oracle's q_norm applied after RoPE, and the reference's k_norm removed,
+ * each fail the Qwen3 test. */
+static void qwen_stack(int qk_norm, unsigned long seed, const char *what)
+{
+    refenc_config cfg;
+    refenc_config_default(&cfg);
+    cfg.d_model = 16, cfg.n_heads = 4, cfg.n_kv_heads = 2, cfg.d_ff = 20, cfg.n_layers = 2, cfg.max_len = 16;
+    cfg.head_dim = qk_norm ? 6 : 0, cfg.causal = 1, cfg.layer_norm_eps = 1e-6;
+    cfg.positional = REFENC_POS_ROPE, cfg.rope_layout = REFENC_ROPE_HALF, cfg.rope_base = 1e6;
+    cfg.norm_type = REFENC_NORMTYPE_RMSNORM, cfg.activation = REFENC_ACT_SILU;
+    cfg.ffn_type = REFENC_FFN_GLU, cfg.linear_bias = 0;
+    cfg.qkv_bias = !qk_norm, cfg.qk_norm = qk_norm ? REFENC_QKNORM_RMS : REFENC_QKNORM_NONE;
+    refenc_params p;
+    refenc_error err;
+    cr_assert_eq(refenc_params_alloc(&p, &cfg, &err), REFENC_OK, "%s", err.message);
+    gsl_rng *r = test_rng(seed);
+    refenc_params_init_random(&p, &cfg, r);
+    const size_t B = 2, L = 7, n = B * L * cfg.d_model;
+    double *x = acc_randn(n, 0, 1, r);
+    uint8_t pad[14] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
+    const refenc_input in = {.B = B, .L = L, .x = x, .key_padding_mask = pad};
+    check_stack(&cfg, &p, &in, what);
+    refenc_params_free(&p);
+    gsl_rng_free(r);
+    free(x);
+}
+
+Test(accuracy_stack, qwen2_qkv_bias)
+{
+    qwen_stack(0, 283, "Qwen2-style q, k, v bias on bias-free linears");
+}
+
+Test(accuracy_stack, qwen3_qk_norm)
+{
+    qwen_stack(1, 284, "Qwen3-style q_norm, k_norm before RoPE");
+}

@@ -493,7 +493,8 @@ Test(checkpoint_names, tables_cover_every_parameter_of_each_preset)
         cfg.d_model = D, cfg.n_heads = 2, cfg.d_ff = F, cfg.n_layers = N, cfg.max_len = 5;
         cfg.vocab_size = 7;
         if (fam == REFENC_FAMILY_VASWANI) /* every optional tensor present */
-            cfg.type_vocab_size = 2, cfg.embedding_norm = 1, cfg.positional = REFENC_POS_LEARNED;
+            cfg.type_vocab_size = 2, cfg.embedding_norm = 1, cfg.positional = REFENC_POS_LEARNED,
+            cfg.qk_norm = REFENC_QKNORM_RMS; /* Qwen3's q_norm, k_norm */
         refenc_params p;
         refenc_error err;
         cr_assert_eq(refenc_params_alloc(&p, &cfg, &err), REFENC_OK, "%s", err.message);

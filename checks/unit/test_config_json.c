@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "../../ref/core/family.h"
+#include "../../ref/core/params.h"
 #include "../../ref/io/config_json.h"
 #include "unit.h"
 
@@ -139,6 +140,14 @@ static const json_error_case json_errors[] = {
      "model.sliding_window_pattern: 1025 exceeds 1024"},
     {"both_layer_patterns", "{\"sliding_window_pattern\": 6, \"global_attn_every_n_layers\": 3}", REFENC_EINVAL,
      "are two rules for the same pattern; give one"},
+    /* Qwen's attention: qkv_bias a boolean, only on bias-free linears; qk_norm a name */
+    {"qkv_bias_string", "{\"linear_bias\": false, \"qkv_bias\": \"true\"}", REFENC_EINVAL,
+     "model.qkv_bias: expected true or false"},
+    {"qkv_bias_with_linear_bias", "{\"qkv_bias\": true}", REFENC_EINVAL,
+     "model: qkv_bias (Qwen2's biased q, k, v on bias-free linears) needs linear_bias false"},
+    {"qk_norm_unknown", "{\"qk_norm\": \"layernorm\"}", REFENC_EINVAL,
+     "model.qk_norm: unknown name 'layernorm' (expected one of 'none', 'rms')"},
+    {"qk_norm_boolean", "{\"qk_norm\": true}", REFENC_EINVAL, "model.qk_norm: expected a string"},
     /* validation errors, re-labelled with the location */
     {"d_model_zero", "{\"d_model\": 0}", REFENC_EINVAL, "model: d_model must be at least 1"},
     {"d_model_not_divisible", "{\"d_model\": 10, \"n_heads\": 4}", REFENC_EINVAL,
@@ -301,6 +310,34 @@ Test(config_json, to_json_round_trips)
     /* Gemma's normaliser dtype only when set, by name */
     c.vocab_size = 7, c.embedding_normalizer_dtype = REFENC_NORMALIZER_BFLOAT16;
     expect_round_trip(&c, 24);
+    /* Qwen's keys only when set (linear_bias false is a key of its own) */
+    c.linear_bias = 0, c.qkv_bias = 1, c.qk_norm = REFENC_QKNORM_RMS;
+    expect_round_trip(&c, 27);
+}
+
+/* Qwen2's qkv_bias and Qwen3's qk_norm: in_proj_bias (E + 2 Ekv) with no
+ * other linear bias; q_norm, k_norm (Dh) each after out_proj. */
+Test(config_json, qwen_keys_make_their_tensors)
+{
+    json_t *obj = json_loads("{\"d_model\": 16, \"n_heads\": 4, \"n_kv_heads\": 2, \"head_dim\": 8, "
+                             "\"linear_bias\": false, \"qkv_bias\": true, \"qk_norm\": \"rms\"}", 0, NULL);
+    refenc_config c;
+    refenc_error err;
+    cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s", err.message);
+    json_decref(obj);
+    cr_expect_eq(c.qkv_bias, 1);
+    cr_expect_eq(c.qk_norm, REFENC_QKNORM_RMS);
+    refenc_params p;
+    cr_assert_eq(refenc_params_alloc(&p, &c, &err), REFENC_OK, "%s", err.message);
+    const refenc_tensor *b = refenc_params_find(&p, "layers.0.self_attn.in_proj_bias");
+    const refenc_tensor *q = refenc_params_find(&p, "layers.0.self_attn.q_norm.weight");
+    const refenc_tensor *k = refenc_params_find(&p, "layers.0.self_attn.k_norm.weight");
+    cr_expect(b != NULL && b->size == 32 + 2 * 16, "in_proj_bias (E + 2 Hkv Dh)");
+    cr_expect(q != NULL && q->size == 8 && k != NULL && k->size == 8, "q_norm, k_norm (Dh)");
+    cr_expect_null(refenc_params_find(&p, "layers.0.self_attn.out_proj.bias"), "o_proj is bias-free");
+    cr_expect_null(refenc_params_find(&p, "layers.0.linear1.bias"), "the MLP is bias-free");
+    cr_expect_eq(p.layers[0].q_norm_weight, q != NULL ? q->data : NULL);
+    refenc_params_free(&p);
 }
 
 /* The windows with their Hugging Face names (Mistral's sliding_window,

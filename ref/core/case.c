@@ -37,6 +37,8 @@ static const struct {
     {REFENC_COMP_FFN, "layers.0.linear2.bias", "linear2.bias"},
     {REFENC_COMP_LAYERNORM, "layers.0.norm1.weight", "weight"},
     {REFENC_COMP_LAYERNORM, "layers.0.norm1.bias", "bias"},
+    {REFENC_COMP_ATTENTION, "layers.0.self_attn.q_norm.weight", "q_norm.weight"},
+    {REFENC_COMP_ATTENTION, "layers.0.self_attn.k_norm.weight", "k_norm.weight"},
 };
 
 const char *refenc_case_param_name(refenc_component c, const char *encoder_name)

@@ -43,6 +43,11 @@ int refenc_config_norm_has_bias(const refenc_config *cfg)
     return cfg->norm_type == REFENC_NORMTYPE_LAYERNORM && cfg->norm_bias;
 }
 
+int refenc_config_has_qkv_bias(const refenc_config *cfg)
+{
+    return cfg->linear_bias || cfg->qkv_bias;
+}
+
 size_t refenc_config_kv_heads(const refenc_config *cfg)
 {
     return cfg->n_kv_heads != 0 ? cfg->n_kv_heads : cfg->n_heads;
@@ -108,7 +113,7 @@ size_t refenc_config_param_count(const refenc_config *c)
     int ok = R != 0 && refenc_size_mul(&E, c->n_heads, refenc_config_head_dim(c));
 
     mul_add(&layer, R, D, &ok);                  /* self_attn.in_proj_weight (E + 2 Hkv Dh, D) */
-    mul_add(&layer, lb, R, &ok);                 /* self_attn.in_proj_bias   (E + 2 Hkv Dh)    */
+    mul_add(&layer, refenc_config_has_qkv_bias(c) ? 1 : 0, R, &ok); /* self_attn.in_proj_bias (E + 2 Hkv Dh) */
     mul_add(&layer, D, E, &ok);                  /* self_attn.out_proj.weight (D, E)  */
     mul_add(&layer, lb, D, &ok);                 /* self_attn.out_proj.bias (D)       */
     mul_add(&layer, F1, D, &ok);                 /* linear1.weight (F or 2F, D)       */
@@ -116,6 +121,8 @@ size_t refenc_config_param_count(const refenc_config *c)
     mul_add(&layer, D, F, &ok);                  /* linear2.weight (D, F)             */
     mul_add(&layer, lb, D, &ok);                 /* linear2.bias (D)                  */
     mul_add(&layer, 2 * norm, D, &ok);           /* norm1, norm2 weight (and bias) (D) */
+    if (c->qk_norm == REFENC_QKNORM_RMS)
+        mul_add(&layer, 2, refenc_config_head_dim(c), &ok); /* self_attn.q_norm, k_norm .weight (Dh) */
     mul_add(&total, c->n_layers, layer, &ok);
     if (c->vocab_size > 0)
         mul_add(&total, c->vocab_size, D, &ok);  /* embedding.weight (V, D)           */
@@ -187,6 +194,21 @@ static int validate_sizes(const refenc_config *c, refenc_error *err)
     return REFENC_OK;
 }
 
+/* Qwen's attention keys (qk_norm.h): qkv_bias a flag that only means
+ * something on bias-free linears, qk_norm one of its names. */
+static int validate_qwen(const refenc_config *c, refenc_error *err)
+{
+    if (c->qkv_bias != 0 && c->qkv_bias != 1)
+        return refenc_error_set(err, REFENC_EINVAL, "config: qkv_bias must be true or false");
+    if (c->qkv_bias && c->linear_bias)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: qkv_bias (Qwen2's biased q, k, v on bias-free linears) needs "
+                                "linear_bias false; with linear_bias every linear map has its bias");
+    if ((unsigned)c->qk_norm > REFENC_QKNORM_RMS)
+        return refenc_error_set(err, REFENC_EINVAL, "config: qk_norm is not 'none' or 'rms'");
+    return REFENC_OK;
+}
+
 /* Each enumeration one of its values, each flag 0 or 1. */
 static int validate_choices(const refenc_config *c, refenc_error *err)
 {
@@ -235,7 +257,7 @@ static int validate_choices(const refenc_config *c, refenc_error *err)
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: rmsnorm_offset (the (1 + w) scale) needs norm_type 'rmsnorm', "
                                 "but norm_type is '%s'", refenc_norm_type_name(c->norm_type));
-    return REFENC_OK;
+    return validate_qwen(c, err);
 }
 
 /* The widths the heads and the positional schemes need: Dh = D/H whole,
@@ -441,6 +463,7 @@ static const char *const norm_type_names[] = {"layernorm", "rmsnorm"};
 static const char *const ffn_type_names[] = {"mlp", "glu"};
 static const char *const glu_gate_names[] = {"first", "second"};
 static const char *const normalizer_names[] = {"exact", "float64", "float32", "bfloat16", "float16"};
+static const char *const qk_norm_names[] = {"none", "rms"};
 static const char *const family_names[REFENC_FAMILY_COUNT] = {
     "vaswani", "bert", "roberta", "distilbert", "gpt2", "clip-text"};
 
@@ -463,6 +486,7 @@ unsigned refenc_normalizer_bits(refenc_normalizer_dtype v)
     static const unsigned bits[] = {0, 53, 24, 8, 11}; /* exact, float64, float32, bfloat16, float16 */
     return (unsigned)v < sizeof bits / sizeof bits[0] ? bits[v] : 0;
 }
+const char *refenc_qk_norm_name(refenc_qk_norm_type v) { return NAME_OF(qk_norm_names, v); }
 
 static int parse_name(int *v, const char *const *names, size_t n, const char *name,
                       const char *field, refenc_error *err)
@@ -503,3 +527,4 @@ PARSE_ENUM(refenc_norm_type_parse, refenc_norm_type, norm_type_names)
 PARSE_ENUM(refenc_ffn_type_parse, refenc_ffn_type, ffn_type_names)
 PARSE_ENUM(refenc_glu_gate_parse, refenc_glu_gate, glu_gate_names)
 PARSE_ENUM(refenc_normalizer_dtype_parse, refenc_normalizer_dtype, normalizer_names)
+PARSE_ENUM(refenc_qk_norm_parse, refenc_qk_norm_type, qk_norm_names)

@@ -91,6 +91,12 @@ typedef enum {
     REFENC_NORMALIZER_BFLOAT16,
     REFENC_NORMALIZER_FLOAT16
 } refenc_normalizer_dtype;
+/* Qwen3's per-head normalisation of q and k (qk_norm.h): none, or an RMSNorm
+ * over head_dim on every head after the projection, before RoPE. */
+typedef enum {
+    REFENC_QKNORM_NONE = 0,
+    REFENC_QKNORM_RMS = 1      /* q_norm, k_norm: RMSNorm (Dh), eps layer_norm_eps   */
+} refenc_qk_norm_type;
 
 /* A named preset (docs/families.md): the conventions of a model family, each
  * still overridable key by key.  Set by refenc_config_family (family.h). */
@@ -163,6 +169,10 @@ typedef struct {
                                         * 0: off.  At most one of the two patterns  */
     double local_rope_theta;    /* > 1: RoPE base of the local layers; 0: rope_base  */
     double global_rope_theta;   /* > 1: RoPE base of the global layers; 0: rope_base */
+    /* Qwen's attention (qk_norm.h, docs/families.md): 0 = off */
+    int qkv_bias;               /* 1: q, k, v projections biased (in_proj_bias) while
+                                 * linear_bias is 0 (Qwen2); needs linear_bias false  */
+    refenc_qk_norm_type qk_norm; /* 'rms': q_norm, k_norm per head (Qwen3); 'none'    */
 } refenc_config;
 
 /* Documented limits.  A config or input beyond them is refused with
@@ -232,6 +242,7 @@ const char *refenc_normalizer_dtype_name(refenc_normalizer_dtype v); /* "exact",
 /* The significand bits of the normaliser's dtype: 53, 24, 8, 11; 0 for
  * EXACT. */
 unsigned refenc_normalizer_bits(refenc_normalizer_dtype v);
+const char *refenc_qk_norm_name(refenc_qk_norm_type v);         /* "none", "rms"               */
 
 /* Parse a name; return REFENC_EINVAL, naming `field` and listing the valid
  * names, when the name is unknown. */
@@ -247,9 +258,13 @@ int refenc_ffn_type_parse(refenc_ffn_type *v, const char *name, const char *fiel
 int refenc_glu_gate_parse(refenc_glu_gate *v, const char *name, const char *field, refenc_error *err);
 int refenc_normalizer_dtype_parse(refenc_normalizer_dtype *v, const char *name, const char *field,
                                   refenc_error *err);
+int refenc_qk_norm_parse(refenc_qk_norm_type *v, const char *name, const char *field, refenc_error *err);
 
 /* Whether the norms have a bias (beta): LayerNorm with norm_bias. */
 int refenc_config_norm_has_bias(const refenc_config *cfg);
+
+/* Whether in_proj_bias exists: linear_bias, or qkv_bias (Qwen2). */
+int refenc_config_has_qkv_bias(const refenc_config *cfg);
 
 /* Hkv: n_kv_heads, or H when unset (0). */
 size_t refenc_config_kv_heads(const refenc_config *cfg);

@@ -37,11 +37,15 @@ static void add_layer(refenc_params *p, double **cur, size_t i, const refenc_con
     refenc_layer_params *lp = &p->layers[i];
     const size_t R = refenc_config_qkv_rows(cfg), E = cfg->n_heads * refenc_config_head_dim(cfg);
     lp->in_proj_weight = add_layer_tensor(p, cur, i, "self_attn.in_proj_weight", R, D); /* 3D for MHA */
-    if (cfg->linear_bias)
+    if (refenc_config_has_qkv_bias(cfg)) /* linear_bias, or Qwen2's qkv_bias */
         lp->in_proj_bias = add_layer_tensor(p, cur, i, "self_attn.in_proj_bias", R, 0);
     lp->out_proj_weight = add_layer_tensor(p, cur, i, "self_attn.out_proj.weight", D, E);
     if (cfg->linear_bias)
         lp->out_proj_bias = add_layer_tensor(p, cur, i, "self_attn.out_proj.bias", D, 0);
+    if (cfg->qk_norm == REFENC_QKNORM_RMS) { /* Qwen3: one (Dh) weight each, shared by the heads */
+        lp->q_norm_weight = add_layer_tensor(p, cur, i, "self_attn.q_norm.weight", refenc_config_head_dim(cfg), 0);
+        lp->k_norm_weight = add_layer_tensor(p, cur, i, "self_attn.k_norm.weight", refenc_config_head_dim(cfg), 0);
+    }
     lp->linear1_weight = add_layer_tensor(p, cur, i, "linear1.weight", F1, D); /* GLU: gate and up */
     if (cfg->linear_bias)
         lp->linear1_bias = add_layer_tensor(p, cur, i, "linear1.bias", F1, 0);
@@ -65,7 +69,7 @@ int refenc_params_alloc(refenc_params *p, const refenc_config *cfg, refenc_error
 
     const size_t D = cfg->d_model, N = cfg->n_layers;
     const size_t n_values = refenc_config_param_count(cfg); /* > 0: validated */
-    const size_t max_tensors = 12 * N + 7;
+    const size_t max_tensors = 14 * N + 7; /* 12 a layer, 14 with q_norm, k_norm */
     const int bias = refenc_config_norm_has_bias(cfg); /* RMSNorm has no beta; nor LayerNorm without norm_bias */
 
     p->block = calloc(n_values, sizeof(double));

@@ -21,6 +21,8 @@ typedef struct {
     double *norm1_bias;      /* (D)      norm1.bias (beta)         */
     double *norm2_weight;    /* (D)      norm2.weight              */
     double *norm2_bias;      /* (D)      norm2.bias                */
+    double *q_norm_weight;   /* (Dh)     self_attn.q_norm.weight (qk_norm 'rms'), else NULL */
+    double *k_norm_weight;   /* (Dh)     self_attn.k_norm.weight (qk_norm 'rms'), else NULL */
 } refenc_layer_params;
 
 #define REFENC_TENSOR_NAME_MAX 64
@@ -42,6 +44,8 @@ typedef struct {
  *   pos_embedding.weight (P, D)       when positional = learned
  *   embedding_norm.weight, .bias (D)  when embedding_norm
  *   layers.{i}.self_attn.in_proj_weight ... layers.{i}.norm2.bias
+ *     (with qk_norm, self_attn.q_norm.weight and self_attn.k_norm.weight (Dh)
+ *     after self_attn.out_proj)
  *   norm.weight, norm.bias (D)        when final_norm (nn.TransformerEncoder.norm)
  * The tensor table lists them in this order, layer by layer in the order of
  * refenc_layer_params. */

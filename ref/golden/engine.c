@@ -278,13 +278,15 @@ int golden_engine_run(const refenc_case *c, const refenc_variant_hooks *hooks, i
         return st;
     }
     refenc_mp_report rep;
-    refenc_mp_hooks mh = {0, 0, 0, 0, 0};
+    refenc_mp_hooks mh = {0};
     if (hooks != NULL)
         mh = (refenc_mp_hooks){.alibi_slopes_pow2 = hooks->alibi_slopes_pow2,
                                .merge_without_transpose = hooks->merge_without_transpose,
                                .gqa_tiled = hooks->gqa_tiled,
                                .softcap_after_mask = hooks->softcap_after_mask,
-                               .rope_scaling_on_local_layers = hooks->rope_scaling_on_local_layers};
+                               .rope_scaling_on_local_layers = hooks->rope_scaling_on_local_layers,
+                               .qk_norm_after_rope = hooks->qk_norm_after_rope,
+                               .qk_norm_over_all_heads = hooks->qk_norm_over_all_heads};
     const int st = refenc_mp_case_run(c, hooks != NULL ? &mh : NULL, certify, trace,
                                       certify ? REFENC_MP_PREC_DEFAULT : VARIANT_PREC, &rep);
     if (st != REFENC_OK)

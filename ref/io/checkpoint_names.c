@@ -138,6 +138,8 @@ static const refenc_ck_entry vaswani[] = {
     {"layers.{i}.norm2.bias", "layers.{i}.norm2.bias", COPY},
     {"norm.weight", "norm.weight", COPY},
     {"norm.bias", "norm.bias", COPY},
+    {"layers.{i}.self_attn.q_norm.weight", "layers.{i}.self_attn.q_norm.weight", COPY}, /* qk_norm 'rms' */
+    {"layers.{i}.self_attn.k_norm.weight", "layers.{i}.self_attn.k_norm.weight", COPY},
 };
 static const char *const none_ignored[] = {NULL};
 

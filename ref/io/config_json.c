@@ -93,7 +93,8 @@ static const char *const model_keys[] = {
     "embedding_norm", "embedding_norm_eps", "position_ids", "mask_value", "norm_type", "rmsnorm_offset", "ffn_type", "glu_gate", "norm_bias", "linear_bias",
     "rope_scaling", "partial_rotary_factor", "n_kv_heads", "head_dim",
     "attn_logit_softcapping", "query_pre_attn_scalar", "sliding_window", "local_attention",
-    "global_attn_every_n_layers", "local_rope_theta", "global_rope_theta", "sliding_window_pattern", "embedding_normalizer_dtype", NULL};
+    "global_attn_every_n_layers", "local_rope_theta", "global_rope_theta", "sliding_window_pattern", "embedding_normalizer_dtype",
+    "qkv_bias", "qk_norm", NULL};
 
 /* n_kv_heads or head_dim: absent leaves the default (0: H, or D / H); an
  * explicit value must be an integer >= 1, as every other size. */
@@ -217,6 +218,18 @@ static int read_choices(refenc_config *c, const json_t *obj, const char *where, 
     return REFENC_OK;
 }
 
+/* Qwen's attention keys (qk_norm.h): qkv_bias (Qwen2), qk_norm (Qwen3). */
+static int read_qwen_keys(refenc_config *c, const json_t *obj, const char *where, refenc_error *err)
+{
+    char field[128];
+    const char *s;
+    int st;
+    if ((st = get_bool(&c->qkv_bias, obj, "qkv_bias", where, err)))
+        return st;
+    GET_ENUM(refenc_qk_norm_parse, &c->qk_norm, "qk_norm");
+    return REFENC_OK;
+}
+
 /* refenc_config_validate, its message's "config: <field> ..." becoming
  * "<where>: <field> ...". */
 static int validate_at(const refenc_config *c, const char *where, refenc_error *err)
@@ -276,7 +289,7 @@ int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *whe
     if ((st = get_double(&c->embedding_norm_eps, obj, "embedding_norm_eps", where, err)))
         return st;
 
-    if ((st = read_choices(c, obj, where, err)) ||
+    if ((st = read_choices(c, obj, where, err)) || (st = read_qwen_keys(c, obj, where, err)) ||
         (st = refenc_rope_scaling_from_json(&c->rope_scaling, obj, where, err)))
         return st;
 
@@ -316,6 +329,10 @@ static int attention_keys_to_json(json_t *j, const refenc_config *c)
         bad |= json_object_set_new(j, "n_kv_heads", json_integer((json_int_t)c->n_kv_heads));
     if (c->head_dim != 0)
         bad |= json_object_set_new(j, "head_dim", json_integer((json_int_t)c->head_dim));
+    if (c->qkv_bias != 0)
+        bad |= json_object_set_new(j, "qkv_bias", json_boolean(c->qkv_bias));
+    if (c->qk_norm != REFENC_QKNORM_NONE)
+        bad |= json_object_set_new(j, "qk_norm", json_string(refenc_qk_norm_name(c->qk_norm)));
     return bad;
 }
 

@@ -50,6 +50,8 @@ typedef struct {
     const refenc_layer_params *lp;
     mpfr_ptr ln; /* (4 D) norm1 weight, bias, norm2 weight, bias */
     refenc_mp_wspan in_span, out_span, l1_span, l2_span;
+    mpfr_ptr qkn;  /* (2 Dh) q_norm, k_norm weights (qk_norm 'rms'), or NULL */
+    size_t qkn_n;  /* its length: 2 Dh, or 0 */
 } refenc_mpe_layer;
 
 typedef struct refenc_mpe_unit refenc_mpe_unit;

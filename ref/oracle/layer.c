@@ -95,6 +95,16 @@ int refenc_mpe_layer_init(refenc_mpe_layer *lm, const refenc_layer_params *lp, c
     ok = ok && span_init(&lm->out_span, lp->out_proj_weight, lp->out_proj_bias, D, E);
     ok = ok && span_init(&lm->l1_span, lp->linear1_weight, lp->linear1_bias, F1, D); /* F1 = F, gated 2F */
     ok = ok && span_init(&lm->l2_span, lp->linear2_weight, lp->linear2_bias, D, F);
+    if (ok && lp->q_norm_weight != NULL && lp->k_norm_weight != NULL) { /* Qwen3's (Dh) weights */
+        const size_t Dh = refenc_config_head_dim(cfg);
+        lm->qkn = refenc_mp_alloc(2 * Dh, 53);
+        ok = lm->qkn != NULL;
+        lm->qkn_n = ok ? 2 * Dh : 0;
+        if (ok) {
+            refenc_mp_set_d(lm->qkn, lp->q_norm_weight, Dh);
+            refenc_mp_set_d(lm->qkn + Dh, lp->k_norm_weight, Dh);
+        }
+    }
     if (!ok)
         refenc_mpe_layer_free(lm, D);
     return ok;
@@ -104,6 +114,8 @@ void refenc_mpe_layer_free(refenc_mpe_layer *lm, size_t D)
 {
     refenc_mp_free(lm->ln, 4 * D);
     lm->ln = NULL;
+    refenc_mp_free(lm->qkn, lm->qkn_n);
+    lm->qkn = NULL, lm->qkn_n = 0;
     refenc_mp_wspan_unfix(&lm->in_span);
     refenc_mp_wspan_unfix(&lm->out_span);
     refenc_mp_wspan_unfix(&lm->l1_span);

@@ -296,7 +296,9 @@ static int layb_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, re
 
 int refenc_mpb_blocks_supported(const refenc_config *cfg, refenc_error *err)
 {
-    const char *key = cfg->norm_type != REFENC_NORMTYPE_LAYERNORM ? "norm_type"
+    const char *key = cfg->qkv_bias                                ? "qkv_bias" /* Qwen's: named first */
+                      : cfg->qk_norm != REFENC_QKNORM_NONE         ? "qk_norm"
+                      : cfg->norm_type != REFENC_NORMTYPE_LAYERNORM ? "norm_type"
                       : cfg->ffn_type != REFENC_FFN_MLP            ? "ffn_type"
                       : !cfg->norm_bias                            ? "norm_bias"
                       : !cfg->linear_bias                          ? "linear_bias"
@@ -317,7 +319,8 @@ int refenc_mpb_blocks_supported(const refenc_config *cfg, refenc_error *err)
     return refenc_error_set(err, REFENC_EINVAL,
                             "oracle backward: config key %s: only LayerNorm with its bias, the plain MLP, "
                             "linears with biases, unscaled full-width RoPE and multi-head attention with "
-                            "head width d_model / n_heads, uncapped, unwindowed and scaled by it, have an MPFR backward yet", key);
+                            "head width d_model / n_heads, uncapped, unwindowed and scaled by it, without Qwen's qkv_bias "
+                            "or qk_norm, have an MPFR backward yet", key);
 }
 
 int refenc_mp_layer_backward(double *dx, const refenc_layer_params *dlp, double *y,

@@ -1,7 +1,8 @@
 /* Multi-head self-attention in MPFR (mha.h), nn.MultiheadAttention layouts,
  * one batch item on the engine (engine.h):
  *   q = x W_q^T + b_q, k = x W_k^T + b_k, v = x W_v^T + b_v   (in_proj blocks)
- *   q, k rotated by RoPE (scheme rope);  ctx_h = attention(q_h, k_h, v_h)
+ *   q, k per head RMS-normalised (qk_norm 'rms', Qwen3), then rotated by RoPE
+ *   (scheme rope);  ctx_h = attention(q_h, k_h, v_h)
  *   y = concat_h(ctx_h) W_o^T + b_o
  * Rows go to the threads for the projections, heads for the attention. */
 #include "engine.h"
@@ -94,6 +95,70 @@ static void rope_row(refenc_mpe_unit *u, int li, size_t task, refenc_mpe_worker 
                             layer_scaling(u), &w->ws[li]);
 }
 
+/* The bug variant qk_norm_over_all_heads: each row l of x (nh, L, Dh)
+ * normalised over its nh Dh values (OLMo-2's q_norm width), the (Dh)
+ * weight wt repeated on every head.  Working precision: a variant's values
+ * are rounded once, never certified. */
+static void rms_over_heads(mpfr_ptr x, mpfr_srcptr wt, size_t nh, size_t L, size_t Dh, mpfr_srcptr eps,
+                           int offset, refenc_mp_ws *ws)
+{
+    mpfr_ptr r = ws->tmp, t = ws->tmp + 1;
+    for (size_t l = 0; l < L; l++) {
+        mpfr_set_zero(r, 1);
+        for (size_t h = 0; h < nh; h++)
+            for (size_t d = 0; d < Dh; d++) {
+                mpfr_sqr(t, x + (h * L + l) * Dh + d, MPFR_RNDN);
+                mpfr_add(r, r, t, MPFR_RNDN);
+            }
+        mpfr_div_ui(r, r, nh * Dh, MPFR_RNDN);
+        mpfr_add(r, r, eps, MPFR_RNDN);
+        mpfr_sqrt(r, r, MPFR_RNDN);
+        for (size_t h = 0; h < nh; h++)
+            for (size_t d = 0; d < Dh; d++) {
+                mpfr_ptr v = x + (h * L + l) * Dh + d;
+                mpfr_div(v, v, r, MPFR_RNDN);
+                if (offset) {
+                    mpfr_add_ui(t, wt + d, 1, MPFR_RNDN);
+                    mpfr_mul(v, v, t, MPFR_RNDN);
+                } else {
+                    mpfr_mul(v, v, wt + d, MPFR_RNDN);
+                }
+            }
+    }
+}
+
+/* Qwen3's q_norm (task 0) on every query head or k_norm (task 1) on every
+ * key/value head of lane li: the RMSNorm twin (rmsnorm.c) on the rows of
+ * (heads, L, Dh), eps layer_norm_eps, the layer's (Dh) weight shared by the
+ * heads (qk_norm.h). */
+static void qk_norm_row(refenc_mpe_unit *u, int li, size_t task, refenc_mpe_worker *w, const void *arg)
+{
+    (void)arg;
+    refenc_mpe_lane *ln = &u->lanes[li];
+    mpfr_ptr x = task ? ln->k : ln->q;
+    const size_t nh = task ? u->Hkv : u->H;
+    mpfr_srcptr wt = u->lm->qkn + task * u->Dh;
+    if (u->run->hooks != NULL && u->run->hooks->qk_norm_over_all_heads)
+        rms_over_heads(x, wt, nh, u->L, u->Dh, u->eps, u->cfg->rmsnorm_offset, &w->ws[li]);
+    else
+        refenc_mpk_rmsnorm_forward(x, x, wt, nh * u->L, u->Dh, u->eps, u->cfg->rmsnorm_offset, &w->ws[li]);
+}
+
+/* q and k normalised (qk_norm 'rms') and rotated (RoPE): the norms first,
+ * as Qwen3Attention; after the rotation for the bug variant
+ * qk_norm_after_rope. */
+static void qk_transforms(refenc_mpe_unit *u)
+{
+    const int norm = u->lm->qkn != NULL; /* the layer has q_norm, k_norm: qk_norm 'rms' */
+    const int late = u->run->hooks != NULL && u->run->hooks->qk_norm_after_rope;
+    if (norm && !late)
+        refenc_mpe_rows(u, 2, qk_norm_row, NULL, NULL, 0);
+    if (u->cfg->positional == REFENC_POS_ROPE)
+        refenc_mpe_rows(u, 2, rope_row, NULL, NULL, 0);
+    if (norm && late)
+        refenc_mpe_rows(u, 2, qk_norm_row, NULL, NULL, 0);
+}
+
 /* What the heads report: the first weight of the item not certified
  * (SIZE_MAX: none), and which lanes saw an inexact operation. */
 typedef struct {
@@ -178,8 +243,7 @@ int refenc_mpe_mha(refenc_mpe_unit *u, int src, const char *weights_step, const 
     const double L = (double)u->L, D = (double)u->D, H = (double)u->H, Dh = (double)u->Dh;
     const double E = (double)u->E, R = E + 2 * (double)u->Hkv * Dh; /* in_proj's rows */
     refenc_mpe_rows(u, u->L, qkv_row, &src, "q, k, v", L * R * D);
-    if (u->cfg->positional == REFENC_POS_ROPE)
-        refenc_mpe_rows(u, 2, rope_row, NULL, NULL, 0);
+    qk_transforms(u);
     if (!heads(u, weights_step))
         return 0;
     refenc_mpe_progress(u, weights_step, 2 * H * L * L * Dh + 60 * H * L * L);

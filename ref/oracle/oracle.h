@@ -62,6 +62,8 @@ typedef struct {
     int gqa_tiled;               /* query head h reads key/value head h % Hkv   */
     int softcap_after_mask;      /* the cap over score + biases + masks        */
     int rope_scaling_on_local_layers; /* Gemma 3's local layers scaled too    */
+    int qk_norm_after_rope;      /* Qwen3's q_norm, k_norm after RoPE, not before */
+    int qk_norm_over_all_heads;  /* q_norm, k_norm over the H Dh of a row      */
 } refenc_mp_hooks;
 
 /* ------------------------------------------------------------------------ */

@@ -34,6 +34,7 @@ typedef struct {
     const refenc_variant_hooks *hooks;
     const refenc_trace *trace;
     size_t Hkv, Dh; /* the case's key/value heads and head width (gqa.h) */
+    const refenc_config *cfg; /* the case's (qk_norm, its eps and scale) */
 } emu_run;
 
 static void emit(const emu_run *r, const char *name, const double *data, size_t ndim, size_t d0, size_t d1,
@@ -64,6 +65,20 @@ static void kv_heads(const emu_run *r, double *dst, double *scratch, const doubl
             memcpy(dst + (b * H + h) * L * Dh, scratch + (b * Hkv + h % Hkv) * L * Dh, L * Dh * sizeof(double));
 }
 
+/* Qwen3's q_norm, k_norm (qk_norm.h) on q (rows of H Dh) and k (rows of
+ * Hkv Dh) in Qwen3RMSNorm's order (normalised in the math format, cast, times
+ * w; Gemma 3's (1 + w) in its own order); the bug variant
+ * qk_norm_over_all_heads normalises each row over its whole width. */
+static void qk_norm(const emu_run *r, double *q, double *k, const refenc_layer_params *lp, size_t rows,
+                    size_t H, size_t Hkv)
+{
+    const refenc_config *cfg = r->cfg;
+    const int all = r->hooks != NULL && r->hooks->qk_norm_over_all_heads, off = cfg->rmsnorm_offset;
+    const size_t Dh = r->Dh, nq = all ? 1 : H, nk = all ? 1 : Hkv;
+    emu_rmsnorm_rows(r->e, q, q, lp->q_norm_weight, rows * nq, H * Dh / nq, Dh, cfg->layer_norm_eps, off, !off);
+    emu_rmsnorm_rows(r->e, k, k, lp->k_norm_weight, rows * nk, Hkv * Dh / nk, Dh, cfg->layer_norm_eps, off, !off);
+}
+
 /* refenc_gqa_forward with the emulation's kernels; the merge honours the
  * variant that reads (B, H, L, Dh) as (B, L, E). */
 static void mha(const emu_run *r, double *y, refenc_mha_work *w, const double *x, const refenc_layer_params *lp,
@@ -76,6 +91,10 @@ static void mha(const emu_run *r, double *y, refenc_mha_work *w, const double *x
     const double *b = lp->in_proj_bias; /* NULL: bias-free (linear_bias false) */
     emu_linear(e, w->k, x, lp->in_proj_weight + E * D, b != NULL ? b + E : NULL, BL, D, Ekv);
     emu_linear(e, w->v, x, lp->in_proj_weight + (E + Ekv) * D, b != NULL ? b + E + Ekv : NULL, BL, D, Ekv);
+    const int qkn = r->cfg->qk_norm == REFENC_QKNORM_RMS;
+    const int late = qkn && r->hooks != NULL && r->hooks->qk_norm_after_rope;
+    if (qkn && !late) /* before RoPE, as Qwen3Attention */
+        qk_norm(r, w->q, w->k, lp, BL, H, Hkv);
     refenc_heads_split(w->qh, w->q, B, L, H, Dh);
     kv_heads(r, w->kh, w->ctxh, w->k, B, L, H, Hkv, Dh);
     kv_heads(r, w->vh, w->ctxh, w->v, B, L, H, Hkv, Dh);
@@ -83,6 +102,8 @@ static void mha(const emu_run *r, double *y, refenc_mha_work *w, const double *x
         emu_rope(e, w->qh, w->qh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
         emu_rope(e, w->kh, w->kh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
     }
+    if (late) /* the bug: every head's rows (B H L, Dh), the repeated keys alike */
+        qk_norm(r, w->qh, w->kh, lp, B * L, H, H);
     emu_attention(e, w->ctxh, w->weights, w->qh, w->kh, w->vh, opt, B, H, L, Dh,
                   r->hooks != NULL && r->hooks->softcap_after_mask);
     if (r->hooks != NULL && r->hooks->merge_without_transpose)
@@ -318,7 +339,7 @@ int refenc_emulation_run_case(const refenc_case *c, const refenc_emulation *e,
     if (y == NULL || slopes == NULL || (k == REFENC_COMP_ALIBI && y2 == NULL)) {
         st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory for the emulation", c->name);
     } else {
-        const emu_run r = {e, hooks, trace, refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg)};
+        const emu_run r = {e, hooks, trace, refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg), cfg};
         emu_alibi_slopes(e, slopes, H, hooks != NULL && hooks->alibi_slopes_pow2);
         if (k == REFENC_COMP_ENCODER)
             encoder(&r, y, &ws, slopes, c);

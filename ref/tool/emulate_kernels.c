@@ -128,8 +128,8 @@ void emu_layernorm(const refenc_emulation *e, double *y, const double *x, const 
     }
 }
 
-void emu_rmsnorm(const refenc_emulation *e, double *y, const double *x, const double *w, size_t N,
-                 size_t D, double eps, int offset)
+void emu_rmsnorm_rows(const refenc_emulation *e, double *y, const double *x, const double *w, size_t N,
+                      size_t D, size_t Dw, double eps, int offset, int cast_first)
 {
     for (size_t n = 0; n < N; n++) {
         const double *x_n = x + n * D;
@@ -141,11 +141,22 @@ void emu_rmsnorm(const refenc_emulation *e, double *y, const double *x, const do
         }
         const double r = emu_a(e, f_sqrt(e, emu_a(e, emu_a(e, ss / (double)D) + eps)));
         for (size_t d = 0; d < D; d++) {
+            const double wd = w[d % Dw];
             const double z = emu_m(e, x_n[d] / r);
-            const double s = offset ? emu_m(e, 1.0 + w[d]) : w[d];
+            if (cast_first) { /* Llama, Qwen: z cast to the model's format, then z w in it */
+                y_n[d] = emu_v(e, emu_v(e, z) * wd);
+                continue;
+            }
+            const double s = offset ? emu_m(e, 1.0 + wd) : wd;
             y_n[d] = emu_v(e, emu_m(e, z * s));
         }
     }
+}
+
+void emu_rmsnorm(const refenc_emulation *e, double *y, const double *x, const double *w, size_t N,
+                 size_t D, double eps, int offset)
+{
+    emu_rmsnorm_rows(e, y, x, w, N, D, D, eps, offset, 0);
 }
 
 void emu_norm(const refenc_emulation *e, double *y, const double *x, const double *weight,

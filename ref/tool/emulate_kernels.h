@@ -50,6 +50,13 @@ void emu_layernorm(const refenc_emulation *e, double *y, const double *x, const 
 void emu_rmsnorm(const refenc_emulation *e, double *y, const double *x, const double *w, size_t N,
                  size_t D, double eps, int offset);
 
+/* emu_rmsnorm with the weight repeated every Dw values (w[d % Dw]; Dw = D:
+ * emu_rmsnorm's) and, when cast_first, Llama's and Qwen's order (HF
+ * LlamaRMSNorm, Qwen3RMSNorm: z = x / rms in the math format, cast to the
+ * model's format, then z w rounded in it); cast_first needs offset 0. */
+void emu_rmsnorm_rows(const refenc_emulation *e, double *y, const double *x, const double *w, size_t N,
+                      size_t D, size_t Dw, double eps, int offset, int cast_first);
+
 /* The configured norm (norm_type): emu_layernorm or emu_rmsnorm. */
 void emu_norm(const refenc_emulation *e, double *y, const double *x, const double *weight,
               const double *bias, size_t N, size_t D, double eps, const refenc_config *cfg);

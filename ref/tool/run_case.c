@@ -63,10 +63,12 @@ static void run_attention(double *y, refenc_workspace *ws, const refenc_case *c,
     const refenc_attn_options opt =
         refenc_attn_options_of(cfg, c->key_padding_mask, c->attn_mask, c->positions, ws->alibi_slopes);
     const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions, &cfg->rope_scaling};
-    refenc_gqa_forward(y, &ws->layer.mha, c->x, lp->in_proj_weight, lp->in_proj_bias,
-                       lp->out_proj_weight, lp->out_proj_bias, &opt,
-                       cfg->positional == REFENC_POS_ROPE ? &rope : NULL, B, L, D, H,
-                       refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg));
+    refenc_qk_norm qk;
+    refenc_gqa_qk_forward(y, &ws->layer.mha, c->x, lp->in_proj_weight, lp->in_proj_bias,
+                          lp->out_proj_weight, lp->out_proj_bias, &opt,
+                          cfg->positional == REFENC_POS_ROPE ? &rope : NULL,
+                          refenc_qk_norm_of(&qk, cfg, lp), B, L, D, H,
+                          refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg));
     emit(trace, "weights", ws->layer.mha.weights, 4, B, H, L, L);
     emit(trace, "output", y, 3, B, L, D, 0);
 }

@@ -260,6 +260,37 @@ static const refenc_variant_info table[REFENC_VAR_COUNT] = {
         "for D 3072, not 55.4256 (huggingface/transformers#29402; google/gemma_pytorch#67)",
         "multiply by sqrt(D) rounded to the model's dtype, as GemmaModel's normalizer is "
         "(embedding_normalizer_dtype)"},
+    [REFENC_VAR_QKV_BIAS_DROPPED] = {
+        "qkv_bias_dropped", "qkv_bias_dropped",
+        "every attention output off from the first layer on, at every position: q, k and v lack "
+        "their constant offsets",
+        "Qwen2's q_proj, k_proj and v_proj biases not loaded or not added: a Llama-style loader or "
+        "block with bias-free projections (attention_bias false) run on a Qwen2 checkpoint, whose "
+        "o_proj and MLP are bias-free but q, k, v are not (sbryngelson/ANEForge#253: the dense "
+        "adapter dropped them, \"garbage output\"; OminiX-ai/OminiX-MLX#7, the quantized loader; "
+        "EricLBuehler/candle-vllm#167, attention_bias defaulting to false for Qwen2)",
+        "load q_proj.bias, k_proj.bias, v_proj.bias and add them after the projections "
+        "(Qwen2Attention: nn.Linear(..., bias=True) for q, k, v only)"},
+    [REFENC_VAR_QK_NORM_AFTER_ROPE] = {
+        "qk_norm_after_rope", "qk_norm_after_rope",
+        "attention weights off at every position but 0, by an amount that grows with how much the "
+        "q_norm/k_norm weights of the two halves of each rotated pair differ",
+        "Qwen3's q_norm and k_norm applied after RoPE instead of before (Qwen3Attention normalises "
+        "the projections, then rotates).  RoPE keeps each head's rms, so the two orders differ only "
+        "through the weight: x_hat w rotated against (x_hat rotated) w (karpathy/nanochat#743 and "
+        "marin-community/marin#5114 found the orders equivalent for a weight-free norm; "
+        "HunYuan's dense model rotates first, allenai/OLMo#806)",
+        "normalise q and k per head right after the projections, then apply the rotary embedding"},
+    [REFENC_VAR_QK_NORM_OVER_ALL_HEADS] = {
+        "qk_norm_over_all_heads", "qk_norm_over_all_heads",
+        "every head's queries and keys scaled by the rms of the whole row instead of their own: "
+        "heads of large norm too sharp, heads of small norm too flat",
+        "q and k normalised over the full width H Dh (Hkv Dh for k), OLMo-2's convention "
+        "(Olmo2Attention's q_norm over num_heads * head_dim), where Qwen3's q_norm and k_norm "
+        "normalise each head over head_dim (Alpha-VLLM/Lumina-T2X#112 normalised before "
+        "splitting the heads)",
+        "reshape to (..., heads, head_dim) before q_norm and k_norm (Qwen3: view(hidden_shape) "
+        "then the norm over the last axis)"},
     [REFENC_VAR_RMSNORM_OFFSET_MISSING] = {
         "rmsnorm_offset_missing", "rmsnorm_offset_missing",
         "every RMSNorm output scaled by w (near 0) instead of 1 + w: outputs far too small",
@@ -404,6 +435,13 @@ static int modern_block_applies(refenc_variant v, const refenc_case *c)
     case REFENC_VAR_WINDOW_IGNORED:    /* w < L, or w // 2 < L - 1 */
         return has_attention(c) && ((cfg->sliding_window > 0 && cfg->sliding_window < c->L) ||
                                     (cfg->local_attention > 0 && cfg->local_attention / 2 + 1 < c->L));
+    case REFENC_VAR_QKV_BIAS_DROPPED: /* Qwen2's q, k, v biases on otherwise bias-free linears */
+        return has_attention(c) && cfg->qkv_bias;
+    case REFENC_VAR_QK_NORM_AFTER_ROPE: /* RoPE moves the weights only with RoPE */
+        return has_attention(c) && cfg->qk_norm == REFENC_QKNORM_RMS && cfg->positional == REFENC_POS_ROPE;
+    case REFENC_VAR_QK_NORM_OVER_ALL_HEADS: /* one head each for q and k: the same width */
+        return has_attention(c) && cfg->qk_norm == REFENC_QKNORM_RMS &&
+               (cfg->n_heads > 1 || refenc_config_kv_heads(cfg) > 1);
     case REFENC_VAR_LOCAL_BASE_ON_GLOBAL_LAYER0: /* a stack whose two bases differ (layer 0: global) */
         return c->component == REFENC_COMP_ENCODER && cfg->positional == REFENC_POS_ROPE &&
                cfg->global_attn_every_n_layers > 0 &&
@@ -601,6 +639,22 @@ static void fold_offset(refenc_case *c)
         p->norm_weight[d] += 1.0;
     for (size_t d = 0; c->cfg.embedding_norm && p->embedding_norm_weight != NULL && d < D; d++)
         p->embedding_norm_weight[d] += 1.0;
+    const size_t Dh = refenc_config_head_dim(&c->cfg); /* Gemma 3's q_norm, k_norm (qk_norm.h) */
+    for (size_t i = 0; c->cfg.qk_norm == REFENC_QKNORM_RMS && i < p->n_layers; i++)
+        for (size_t d = 0; d < Dh; d++) {
+            p->layers[i].q_norm_weight[d] += 1.0;
+            p->layers[i].k_norm_weight[d] += 1.0;
+        }
+}
+
+/* every layer's in_proj_bias (E + 2 Hkv Dh) zero: Qwen2's q, k, v biases
+ * never added (the tensors stay, so the case keeps its layout) */
+static void zero_qkv_bias(refenc_case *c)
+{
+    const size_t R = refenc_config_qkv_rows(&c->cfg);
+    for (size_t i = 0; i < c->params.n_layers; i++)
+        if (c->params.layers[i].in_proj_bias != NULL)
+            memset(c->params.layers[i].in_proj_bias, 0, R * sizeof(double));
 }
 
 /* The modern blocks' variants (the gated FFN, Gemma's RMSNorm and attention,
@@ -639,6 +693,9 @@ static void apply_modern(refenc_variant v, refenc_case *c, refenc_variant_hooks 
     /* the local layers are unscaled already */
     case REFENC_VAR_GLOBAL_ROPE_SCALING_IGNORED: cfg->rope_scaling.type = REFENC_ROPE_SCALING_NONE; break;
     case REFENC_VAR_EMBEDDING_NORMALIZER_UNROUNDED: cfg->embedding_normalizer_dtype = REFENC_NORMALIZER_EXACT; break;
+    case REFENC_VAR_QKV_BIAS_DROPPED: zero_qkv_bias(c); break;
+    case REFENC_VAR_QK_NORM_AFTER_ROPE: hooks->qk_norm_after_rope = 1; break;
+    case REFENC_VAR_QK_NORM_OVER_ALL_HEADS: hooks->qk_norm_over_all_heads = 1; break;
     default: break;
     }
 }

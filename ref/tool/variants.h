@@ -66,6 +66,10 @@ typedef enum {
     REFENC_VAR_GLOBAL_ROPE_SCALING_IGNORED,
     /* Gemma's embedding normaliser (embedding.h, docs/families.md) */
     REFENC_VAR_EMBEDDING_NORMALIZER_UNROUNDED,
+    /* Qwen's attention (qk_norm.h, docs/families.md) */
+    REFENC_VAR_QKV_BIAS_DROPPED,
+    REFENC_VAR_QK_NORM_AFTER_ROPE,
+    REFENC_VAR_QK_NORM_OVER_ALL_HEADS,
     REFENC_VAR_COUNT
 } refenc_variant;
 
@@ -93,6 +97,8 @@ typedef struct {
                                   * masked key scores -cap, not -inf          */
     int rope_scaling_on_local_layers; /* Gemma 3's local layers rotate with
                                        * rope_scaling too (layer_pattern.h)  */
+    int qk_norm_after_rope;      /* Qwen3's q_norm, k_norm after RoPE, not before */
+    int qk_norm_over_all_heads;  /* q_norm, k_norm over a row's H Dh (OLMo-2's) */
 } refenc_variant_hooks;
 
 /* Whether the variant changes this case at all (e.g. no RoPE variant for a

@@ -60,7 +60,8 @@ KNOWN_BUGS = ["layernorm_eps_x10", "layernorm_eps_div10", "unbiased_variance", "
               "softcap_missing", "query_scale_head_dim", "softcap_after_mask",
               "window_off_by_one", "window_ignored", "local_base_on_global_layer0",
               "rope_scaling_on_local_layers", "global_rope_scaling_ignored",
-              "embedding_normalizer_unrounded"] \
+              "embedding_normalizer_unrounded", "qkv_bias_dropped", "qk_norm_after_rope",
+              "qk_norm_over_all_heads"] \
     + torch_families.KNOWN_BUGS + torch_rope_scaling.BUGS
 UNKNOWN_BUGS = ["softmax_over_queries", "ffn_residual_dropped"]
 BUG = None
@@ -443,22 +444,47 @@ def repeat_kv(h, g):
     return h[:, :, None, :, :].expand(B, Hkv, g, L, Dh).reshape(B, Hkv * g, L, Dh)
 
 
-def manual_attention(case, x, W_in, b_in, W_o, b_o, positions, cfg=None):
+def qk_norm(cfg, q, k, qk):
+    """Qwen3's q_norm and k_norm (modeling_qwen3.py, Qwen3Attention): an
+    RMSNorm over head_dim on every head of q (B, H, L, Dh) and k (B, Hkv, L,
+    Dh), eps rms_norm_eps, one (Dh) weight each shared by the heads.  The bug
+    qk_norm_over_all_heads normalises each position over its H Dh values
+    (OLMo-2's q_norm width), the weight repeated on every head."""
+    eps, off = cfg["layer_norm_eps"], cfg.get("rmsnorm_offset", False)
+    if BUG != "qk_norm_over_all_heads":
+        return rms_norm(q, qk[0], eps, off), rms_norm(k, qk[1], eps, off)
+
+    def whole(t, w):
+        B, Hh, L, Dh = t.shape
+        y = rms_norm(t.transpose(1, 2).reshape(B, L, Hh * Dh), w.repeat(Hh), eps, off)
+        return y.reshape(B, L, Hh, Dh).transpose(1, 2)
+    return whole(q, qk[0]), whole(k, qk[1])
+
+
+def manual_attention(case, x, W_in, b_in, W_o, b_o, positions, cfg=None, qk=None):
     """Multi-head attention from torch operations, for what nn.MultiheadAttention
     cannot do (RoPE, temperature, grouped-query attention, head_dim, Gemma's
-    score scale and softcap).  Returns (output, weights (B, H, L, L))."""
+    score scale and softcap, Qwen3's q/k norms: qk = (q_norm, k_norm) weights
+    or None).  Returns (output, weights (B, H, L, L))."""
     cfg = cfg if cfg is not None else case.cfg  # a layer's (layer_cfg)
     B, L, D = x.shape
     H = cfg["n_heads"]
     Hkv = cfg.get("n_kv_heads", H)
     Dh = cfg.get("head_dim", D // H)
     E = H * Dh
+    if BUG == "qkv_bias_dropped" and cfg.get("qkv_bias"):  # Qwen2's q, k, v biases never added
+        b_in = None
     q, k, v = F.linear(x, W_in, b_in).split([E, Hkv * Dh, Hkv * Dh], dim=-1)
     q = q.reshape(B, L, H, Dh).transpose(1, 2)
     k, v = (t.reshape(B, L, Hkv, Dh).transpose(1, 2) for t in (k, v))
+    late = BUG == "qk_norm_after_rope"  # Qwen3 normalises, then rotates
+    if qk is not None and not late:
+        q, k = qk_norm(cfg, q, k, qk)
     if cfg["positional"] == "rope":
         q = rope(q, positions, cfg["rope_base"], cfg["rope_layout"], cfg)
         k = rope(k, positions, cfg["rope_base"], cfg["rope_layout"], cfg)
+    if qk is not None and late:
+        q, k = qk_norm(cfg, q, k, qk)
     k, v = repeat_kv(k, H // Hkv), repeat_kv(v, H // Hkv)
     # Gemma 2/3: query_pre_attn_scalar^-0.5 instead of head_dim^-0.5 (the bug
     # query_scale_head_dim keeps head_dim's, antonellof/ferrox#40)
@@ -559,9 +585,10 @@ def run_encoder(case):
         p = lambda n: state.get(f"layers.{i}.{n}")  # None: a bias the config leaves out
         ln1 = lambda t: norm(cfg, t, p("norm1.weight"), p("norm1.bias"), eps)
         ln2 = lambda t: norm(cfg, t, p("norm2.weight"), p("norm2.bias"), eps)
+        qk = (p("self_attn.q_norm.weight"), p("self_attn.k_norm.weight")) if cfg.get("qk_norm") == "rms" else None
         attn = lambda t: manual_attention(case, t, p("self_attn.in_proj_weight"), p("self_attn.in_proj_bias"),
                                           p("self_attn.out_proj.weight"), p("self_attn.out_proj.bias"), positions,
-                                          layer_cfg(cfg, i))
+                                          layer_cfg(cfg, i), qk)
         ffn = lambda t: ffn_block(cfg, t, p("linear1.weight"), p("linear1.bias"), p("linear2.weight"),
                                   p("linear2.bias"), act)
         keep = 0.0 if BUG == "ffn_residual_dropped" else 1.0
@@ -590,7 +617,8 @@ def run_attention(case):
     W_in, b_in = case.t("in_proj_weight"), case.t_or_none("in_proj_bias")  # None: linear_bias false
     W_o, b_o = case.t("out_proj.weight"), case.t_or_none("out_proj.bias")
     if needs_manual(case):
-        y, w = manual_attention(case, x, W_in, b_in, W_o, b_o, positions)
+        qk = (case.t("q_norm.weight"), case.t("k_norm.weight")) if cfg.get("qk_norm") == "rms" else None
+        y, w = manual_attention(case, x, W_in, b_in, W_o, b_o, positions, qk=qk)
         return {"weights": w, "output": y}
     mha = nn.MultiheadAttention(D, H, dropout=0.0, batch_first=True, dtype=case.dt)
     mha.load_state_dict({"in_proj_weight": W_in, "in_proj_bias": b_in,

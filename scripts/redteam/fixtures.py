@@ -170,6 +170,17 @@ def build(cli, base, source_root):
                                   "input": {"batch": 1, "seq_len": 3}})
     _dump(j("qpas_str.json"), {"model": dict(TINY_MODEL, query_pre_attn_scalar="256"),
                                "input": {"batch": 1, "seq_len": 3}})
+    # Qwen's attention: a Qwen2 (q/k/v bias on bias-free linears) and a Qwen3 (per-head q/k norm,
+    # grouped-query, RoPE) config are made; qkv_bias with biased linears, a string qkv_bias and an
+    # unknown qk_norm exit 2 naming the key; --grad on either exits 2 naming it
+    _dump(j("qkv_bias.json"), {"model": dict(TINY_MODEL, linear_bias=False, qkv_bias=True),
+                               "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("qk_norm.json"), {"model": dict(TINY_MODEL, n_heads=2, n_kv_heads=1, head_dim=4, positional="rope",
+                                            norm_type="rmsnorm", qk_norm="rms"), "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("qkv_bias_biased.json"), {"model": dict(TINY_MODEL, qkv_bias=True), "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("qkv_bias_str.json"), {"model": dict(TINY_MODEL, linear_bias=False, qkv_bias="true"),
+                                   "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("qk_norm_bad.json"), {"model": dict(TINY_MODEL, qk_norm="layernorm"), "input": {"batch": 1, "seq_len": 3}})
     _dump(j("tok.json"), {"model": dict(TINY_MODEL, vocab_size=10), "input": {"batch": 2, "seq_len": 3}})
     os.makedirs(j("sub"))
     shutil.copyfile(j("cfg.json"), os.path.join(base, "x\udcffcfg.json"))  # a config named in bytes not UTF-8

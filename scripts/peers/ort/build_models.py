@@ -81,6 +81,8 @@ CONFIG_SUPPORT = {
     "embedding_normalizer_dtype": None,
     # RoPE scaling (docs/rope-scaling.md): HF's frequency tables, every type
     "rope_scaling": None, "partial_rotary_factor": None,
+    # Qwen's attention (docs/families.md): Qwen2's q, k, v bias, Qwen3's per-head q/k RMSNorm
+    "qkv_bias": None, "qk_norm": {"none", "rms"},
 }
 
 
@@ -466,13 +468,20 @@ def attention(g, x, prefix, cfg, L, pos, pad):
         heads = g.const([0, 0, H if i == 0 else Hkv, Dh], np.int64)  # (B, L, heads, Dh)
         return g.op("Transpose", g.op("Reshape", t, heads), perm=perm)
 
-    q = project(0, [0, 2, 1, 3])                                      # (B, H, L, Dh)
+    qkn = cfg.get("qk_norm", "none") == "rms"
+
+    def normed(t, which):  # Qwen3's q_norm / k_norm: RMSNorm over head_dim on every head, before RoPE
+        if not qkn:
+            return t
+        return rms_norm(g, t, f"{prefix}{which}_norm.", cfg["layer_norm_eps"], cfg.get("rmsnorm_offset", False))
+
+    q = normed(project(0, [0, 2, 1, 3]), "q")                         # (B, H, L, Dh)
     if cfg["positional"] == "rope":
         q = rope(g, q, pos, Dh, cfg)
-        k = repeat_kv(g, rope(g, project(1, [0, 2, 1, 3]), pos, Dh, cfg), H, Hkv, Dh)
+        k = repeat_kv(g, rope(g, normed(project(1, [0, 2, 1, 3]), "k"), pos, Dh, cfg), H, Hkv, Dh)
         kT = g.op("Transpose", k, perm=[0, 1, 3, 2])
-    elif Hkv != H:
-        kT = g.op("Transpose", repeat_kv(g, project(1, [0, 2, 1, 3]), H, Hkv, Dh), perm=[0, 1, 3, 2])
+    elif Hkv != H or qkn:
+        kT = g.op("Transpose", repeat_kv(g, normed(project(1, [0, 2, 1, 3]), "k"), H, Hkv, Dh), perm=[0, 1, 3, 2])
     else:
         kT = project(1, [0, 2, 3, 1])                                 # (B, H, Dh, L)
     v = repeat_kv(g, project(2, [0, 2, 1, 3]), H, Hkv, Dh)

@@ -162,6 +162,9 @@ def features_of(case):
       attention windows (docs/families.md), encoder and attention:
         sliding_window      a causal window of w keys (Mistral, Qwen2, Gemma)
         local_attention     a symmetric window |i - j| <= w // 2 (ModernBERT)
+      Qwen's attention (docs/families.md), encoder and attention:
+        qkv_bias            q, k, v biased on bias-free linears (Qwen2)
+        qk_norm             q and k RMS-normalised per head before RoPE (Qwen3)
       local and global layers (docs/families.md), encoder:
         global_attn_every_n_layers  layer l global iff l % n == 0 (ModernBERT)
         sliding_window_pattern      layer l global iff (l + 1) % p == 0 (Gemma 3)
@@ -206,6 +209,10 @@ def features_of(case):
         for key in ("attn_logit_softcapping", "query_pre_attn_scalar", "sliding_window", "local_attention"):
             if c.get(key) is not None:
                 f.add(key)
+        if c.get("qkv_bias"):
+            f.add("qkv_bias")
+        if c.get("qk_norm", "none") != "none":
+            f.add("qk_norm")
     for key in ("global_attn_every_n_layers", "sliding_window_pattern"):
         if comp == "encoder" and c.get(key) is not None:
             f.add(key)
