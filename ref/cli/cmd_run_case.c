@@ -21,7 +21,7 @@ static int compute(refenc_case *c, const run_case_spec *spec, const refenc_trace
 {
     if (!spec->emulate && !spec->has_bug)
         return refenc_case_run_reference(c, tr, err);
-    refenc_variant_hooks hooks = {0, 0, 0, 0};
+    refenc_variant_hooks hooks = {0};
     if (spec->has_bug) {
         if (!refenc_variant_applies(spec->bug, c))
             return refenc_error_set(err, REFENC_EINVAL, "case %s: the bug variant '%s' does not apply to it",

@@ -36,6 +36,8 @@ void refenc_config_default(refenc_config *cfg)
     cfg->linear_bias = 1;
     cfg->ffn_type = REFENC_FFN_MLP;
     cfg->glu_gate = REFENC_GLU_GATE_FIRST;
+    cfg->pooling = REFENC_POOL_NONE;
+    cfg->pooling_normalize = 1;
 }
 
 int refenc_config_norm_has_bias(const refenc_config *cfg)
@@ -216,6 +218,10 @@ static int validate_choices(const refenc_config *c, refenc_error *err)
         return refenc_error_set(err, REFENC_EINVAL, "config: ffn_type is not 'mlp' or 'glu'");
     if ((unsigned)c->glu_gate > REFENC_GLU_GATE_SECOND)
         return refenc_error_set(err, REFENC_EINVAL, "config: glu_gate is not 'first' or 'second'");
+    if ((unsigned)c->pooling > REFENC_POOL_LAST_TOKEN)
+        return refenc_error_set(err, REFENC_EINVAL, "config: pooling is not 'none', 'mean', 'cls' or 'last_token'");
+    if (c->pooling_normalize != 0 && c->pooling_normalize != 1)
+        return refenc_error_set(err, REFENC_EINVAL, "config: pooling_normalize must be true or false");
     if ((unsigned)c->norm_type > REFENC_NORMTYPE_RMSNORM)
         return refenc_error_set(err, REFENC_EINVAL, "config: norm_type is not 'layernorm' or 'rmsnorm'");
     if (c->linear_bias != 0 && c->linear_bias != 1)
@@ -420,6 +426,7 @@ static const char *const mask_names[] = {"-inf", "finfo_min"};
 static const char *const norm_type_names[] = {"layernorm", "rmsnorm"};
 static const char *const ffn_type_names[] = {"mlp", "glu"};
 static const char *const glu_gate_names[] = {"first", "second"};
+static const char *const pooling_names[] = {"none", "mean", "cls", "last_token"};
 static const char *const family_names[REFENC_FAMILY_COUNT] = {
     "vaswani", "bert", "roberta", "distilbert", "gpt2", "clip-text"};
 
@@ -435,6 +442,7 @@ const char *refenc_family_name(refenc_family v) { return NAME_OF(family_names, v
 const char *refenc_norm_type_name(refenc_norm_type v) { return NAME_OF(norm_type_names, v); }
 const char *refenc_ffn_type_name(refenc_ffn_type v) { return NAME_OF(ffn_type_names, v); }
 const char *refenc_glu_gate_name(refenc_glu_gate v) { return NAME_OF(glu_gate_names, v); }
+const char *refenc_pooling_name(refenc_pooling v) { return NAME_OF(pooling_names, v); }
 
 static int parse_name(int *v, const char *const *names, size_t n, const char *name,
                       const char *field, refenc_error *err)
@@ -474,3 +482,4 @@ PARSE_ENUM(refenc_family_parse, refenc_family, family_names)
 PARSE_ENUM(refenc_norm_type_parse, refenc_norm_type, norm_type_names)
 PARSE_ENUM(refenc_ffn_type_parse, refenc_ffn_type, ffn_type_names)
 PARSE_ENUM(refenc_glu_gate_parse, refenc_glu_gate, glu_gate_names)
+PARSE_ENUM(refenc_pooling_parse, refenc_pooling, pooling_names)

@@ -80,6 +80,15 @@ typedef enum {
     REFENC_GLU_GATE_SECOND = 1 /* [up | gate]: GTE's up_gate_proj               */
 } refenc_glu_gate;
 
+/* The pooled sentence embedding, out.embedding (pooling.h): which row(s) of
+ * the final output make it, then optionally divided by its L2 norm. */
+typedef enum {
+    REFENC_POOL_NONE = 0,      /* no pooled output (the default)                     */
+    REFENC_POOL_MEAN = 1,      /* the mean over each item's non-padding tokens       */
+    REFENC_POOL_CLS = 2,       /* token 0 (BERT's [CLS])                             */
+    REFENC_POOL_LAST_TOKEN = 3 /* each item's last non-padding token (Qwen3-Embedding) */
+} refenc_pooling;
+
 /* A named preset (docs/families.md): the conventions of a model family, each
  * still overridable key by key.  Set by refenc_config_family (family.h). */
 typedef enum {
@@ -147,6 +156,10 @@ typedef struct {
                                         * takes the window and rope_base            */
     double local_rope_theta;    /* > 1: RoPE base of the local layers; 0: rope_base  */
     double global_rope_theta;   /* > 1: RoPE base of the global layers; 0: rope_base */
+    /* the pooled sentence embedding (pooling.h, docs/families.md) */
+    refenc_pooling pooling;     /* default NONE: no out.embedding                    */
+    int pooling_normalize;      /* 1: e / max(||e||, 1e-12) (sentence-transformers'
+                                 * Normalize); default 1; read only with pooling     */
 } refenc_config;
 
 /* Documented limits.  A config or input beyond them is refused with
@@ -210,6 +223,8 @@ const char *refenc_family_name(refenc_family v);                /* "vaswani", "b
 const char *refenc_norm_type_name(refenc_norm_type v);          /* "layernorm", "rmsnorm"      */
 const char *refenc_ffn_type_name(refenc_ffn_type v);            /* "mlp", "glu"                */
 const char *refenc_glu_gate_name(refenc_glu_gate v);            /* "first", "second"           */
+const char *refenc_pooling_name(refenc_pooling v);              /* "none", "mean", "cls",
+                                                                   "last_token"                */
 
 /* Parse a name; return REFENC_EINVAL, naming `field` and listing the valid
  * names, when the name is unknown. */
@@ -223,6 +238,7 @@ int refenc_family_parse(refenc_family *v, const char *name, const char *field, r
 int refenc_norm_type_parse(refenc_norm_type *v, const char *name, const char *field, refenc_error *err);
 int refenc_ffn_type_parse(refenc_ffn_type *v, const char *name, const char *field, refenc_error *err);
 int refenc_glu_gate_parse(refenc_glu_gate *v, const char *name, const char *field, refenc_error *err);
+int refenc_pooling_parse(refenc_pooling *v, const char *name, const char *field, refenc_error *err);
 
 /* Whether the norms have a bias (beta): LayerNorm with norm_bias. */
 int refenc_config_norm_has_bias(const refenc_config *cfg);

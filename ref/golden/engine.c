@@ -82,6 +82,9 @@ int golden_steps_init(golden_steps *s, const refenc_case *c, int (*wanted)(void 
     if (cfg->final_norm)
         STEP("norm", 3, bld);
     STEP("output", 3, bld);
+    const size_t bd[2] = {B, D};
+    if (cfg->pooling != REFENC_POOL_NONE) /* the pooled embedding (pooling.h) */
+        STEP("embedding", 2, bd);
 #undef STEP
     return REFENC_OK;
 }
@@ -278,12 +281,13 @@ int golden_engine_run(const refenc_case *c, const refenc_variant_hooks *hooks, i
         return st;
     }
     refenc_mp_report rep;
-    refenc_mp_hooks mh = {0, 0, 0, 0};
+    refenc_mp_hooks mh = {0};
     if (hooks != NULL)
         mh = (refenc_mp_hooks){.alibi_slopes_pow2 = hooks->alibi_slopes_pow2,
                                .merge_without_transpose = hooks->merge_without_transpose,
                                .gqa_tiled = hooks->gqa_tiled,
-                               .softcap_after_mask = hooks->softcap_after_mask};
+                               .softcap_after_mask = hooks->softcap_after_mask,
+                               .pooling_ignores_padding = hooks->pooling_ignores_padding};
     const int st = refenc_mp_case_run(c, hooks != NULL ? &mh : NULL, certify, trace,
                                       certify ? REFENC_MP_PREC_DEFAULT : VARIANT_PREC, &rep);
     if (st != REFENC_OK)

@@ -309,13 +309,14 @@ int refenc_mpb_blocks_supported(const refenc_config *cfg, refenc_error *err)
                       : cfg->sliding_window != 0                           ? "sliding_window"
                       : cfg->local_attention != 0                          ? "local_attention"
                       : cfg->global_attn_every_n_layers != 0               ? "global_attn_every_n_layers"
+                      : cfg->pooling != REFENC_POOL_NONE                   ? "pooling"
                                                                    : NULL;
     if (key == NULL)
         return REFENC_OK;
     return refenc_error_set(err, REFENC_EINVAL,
                             "oracle backward: config key %s: only LayerNorm with its bias, the plain MLP, "
                             "linears with biases, unscaled full-width RoPE and multi-head attention with "
-                            "head width d_model / n_heads, uncapped, unwindowed and scaled by it, have an MPFR backward yet", key);
+                            "head width d_model / n_heads, uncapped, unwindowed and scaled by it, without a pooling, have an MPFR backward yet", key);
 }
 
 int refenc_mp_layer_backward(double *dx, const refenc_layer_params *dlp, double *y,

@@ -62,6 +62,10 @@ typedef enum {
     REFENC_VAR_WINDOW_IGNORED,
     /* local and global layers (layer_pattern.h, docs/families.md) */
     REFENC_VAR_LOCAL_BASE_ON_GLOBAL_LAYER0,
+    /* pooled sentence embeddings (pooling.h, docs/families.md) */
+    REFENC_VAR_MEAN_COUNTS_PADDING,
+    REFENC_VAR_LAST_TOKEN_IGNORES_PADDING,
+    REFENC_VAR_POOLING_NOT_NORMALIZED,
     REFENC_VAR_COUNT
 } refenc_variant;
 
@@ -87,6 +91,8 @@ typedef struct {
     int gqa_tiled;               /* query head h reads key/value head h % Hkv   */
     int softcap_after_mask;      /* the cap over score + biases + masks: a
                                   * masked key scores -cap, not -inf          */
+    int pooling_ignores_padding; /* the pooling reads every row as a token:
+                                  * the mean over L, the last token at L - 1   */
 } refenc_variant_hooks;
 
 /* Whether the variant changes this case at all (e.g. no RoPE variant for a
