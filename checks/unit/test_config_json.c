@@ -125,6 +125,16 @@ static const json_error_case json_errors[] = {
      REFENC_EINVAL, "local_rope_theta must be finite and > 1 (0: rope_base), got 1"},
     {"global_rope_theta_without_pattern", "{\"global_rope_theta\": 160000}", REFENC_EINVAL,
      "global_rope_theta needs global_attn_every_n_layers"},
+    /* the pooling: a name or null; pooling_normalize a boolean, only with a pooling */
+    {"pooling_unknown_name", "{\"pooling\": \"max\"}", REFENC_EINVAL,
+     "model.pooling: unknown name 'max' (expected one of 'none', 'mean', 'cls', 'last_token')"},
+    {"pooling_array", "{\"pooling\": [\"mean\"]}", REFENC_EINVAL, "model.pooling: expected a string"},
+    {"pooling_normalize_integer", "{\"pooling\": \"cls\", \"pooling_normalize\": 1}", REFENC_EINVAL,
+     "model.pooling_normalize: expected true or false"},
+    {"pooling_normalize_alone", "{\"pooling_normalize\": true}", REFENC_EINVAL,
+     "model.pooling_normalize: needs pooling"},
+    {"pooling_normalize_with_none", "{\"pooling\": \"none\", \"pooling_normalize\": false}", REFENC_EINVAL,
+     "model.pooling_normalize: needs pooling"},
     /* validation errors, re-labelled with the location */
     {"d_model_zero", "{\"d_model\": 0}", REFENC_EINVAL, "model: d_model must be at least 1"},
     {"d_model_not_divisible", "{\"d_model\": 10, \"n_heads\": 4}", REFENC_EINVAL,
@@ -281,6 +291,31 @@ Test(config_json, to_json_round_trips)
     /* the layer pattern only when set */
     c.global_attn_every_n_layers = 3, c.local_rope_theta = 10000.5, c.global_rope_theta = 0.1 + 160000;
     expect_round_trip(&c, 23);
+    /* the pooling only when set, with its normalisation */
+    c.pooling = REFENC_POOL_LAST_TOKEN, c.pooling_normalize = 0;
+    expect_round_trip(&c, 25);
+}
+
+/* pooling's names (sentence-transformers' modes); absent, null and "none"
+ * are no pooling; pooling_normalize defaults to true (the Normalize module
+ * that the embedding models' modules.json list). */
+Test(config_json, pooling_keys_are_read)
+{
+    const char *const texts[] = {"{\"pooling\": \"mean\"}", "{\"pooling\": \"cls\", \"pooling_normalize\": false}",
+                                 "{\"pooling\": \"last_token\", \"pooling_normalize\": true}", "{\"pooling\": null}",
+                                 "{\"pooling\": \"none\"}", "{}"};
+    const refenc_pooling want[] = {REFENC_POOL_MEAN, REFENC_POOL_CLS, REFENC_POOL_LAST_TOKEN,
+                                   REFENC_POOL_NONE, REFENC_POOL_NONE, REFENC_POOL_NONE};
+    const int want_norm[] = {1, 0, 1, 1, 1, 1};
+    for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++) {
+        json_t *obj = json_loads(texts[k], 0, NULL);
+        refenc_config c;
+        refenc_error err;
+        cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s: %s", texts[k], err.message);
+        json_decref(obj);
+        cr_expect_eq(c.pooling, want[k], "%s", texts[k]);
+        cr_expect_eq(c.pooling_normalize, want_norm[k], "%s", texts[k]);
+    }
 }
 
 /* The windows with their Hugging Face names (Mistral's sliding_window,
