@@ -163,7 +163,10 @@ def features_of(case):
         sliding_window      a causal window of w keys (Mistral, Qwen2, Gemma)
         local_attention     a symmetric window |i - j| <= w // 2 (ModernBERT)
       local and global layers (docs/families.md), encoder:
-        global_attn_every_n_layers  layer l global iff l % n == 0 (ModernBERT)"""
+        global_attn_every_n_layers  layer l global iff l % n == 0 (ModernBERT)
+      the pooled embedding out.embedding (docs/families.md), encoder:
+        pooling=<mean|cls|last_token>  sentence-transformers' Pooling
+        pooling_normalize=false        without its Normalize module"""
     c, comp = case.config, case.component
     f = {f"component={comp}"}
     if comp == "encoder":
@@ -204,6 +207,10 @@ def features_of(case):
                 f.add(key)
     if comp == "encoder" and c.get("global_attn_every_n_layers") is not None:
         f.add("global_attn_every_n_layers")
+    if comp == "encoder" and c.get("pooling") not in (None, "none"):
+        f.add(f"pooling={c['pooling']}")
+        if not c.get("pooling_normalize", True):
+            f.add("pooling_normalize=false")
     if comp in ("encoder", "attention", "ffn") and not c.get("linear_bias", True):
         f.add("linear_bias=false")
     if comp == "rope" or (comp in ("encoder", "attention") and c["positional"] == "rope"):
