@@ -197,11 +197,11 @@ Test(grad_oracle, encoder_twin_refuses_blocks_it_cannot_differentiate)
     double x[8] = {0}, dY[8] = {0};
     refenc_input in = {.B = 1, .L = 2, .x = x};
     refenc_mp_report rep;
-    const char *keys[13] = {"norm_type", "ffn_type", "norm_bias", "linear_bias", "rope_scaling",
+    const char *keys[14] = {"norm_type", "ffn_type", "norm_bias", "linear_bias", "rope_scaling",
                             "partial_rotary_factor", "n_kv_heads", "head_dim", "attn_logit_softcapping",
                             "query_pre_attn_scalar", "sliding_window", "local_attention",
-                            "global_attn_every_n_layers"};
-    for (int i = 0; i < 13; i++) {
+                            "global_attn_every_n_layers", "pooling"};
+    for (int i = 0; i < 14; i++) {
         refenc_config c = a;
         if (i == 0)
             c.norm_type = REFENC_NORMTYPE_RMSNORM, c.norm_bias = 0;
@@ -227,8 +227,10 @@ Test(grad_oracle, encoder_twin_refuses_blocks_it_cannot_differentiate)
             c.causal = 1, c.sliding_window = 2; /* the window's masks are not in the backward */
         else if (i == 11)
             c.local_attention = 2;
-        else
+        else if (i == 12)
             c.global_attn_every_n_layers = 2; /* per-layer windows and bases: forward only */
+        else
+            c.pooling = REFENC_POOL_LAST_TOKEN; /* the pooled embedding: forward only */
         cr_assert_eq(refenc_mpb_blocks_supported(&c, &rep.error), REFENC_EINVAL);
         cr_expect(strstr(rep.error.message, keys[i]) != NULL, "%s", rep.error.message);
         cr_expect_eq(refenc_mp_encoder_backward(&p, NULL, NULL, &p, &c, &in, dY, 192, &rep), REFENC_EINVAL);

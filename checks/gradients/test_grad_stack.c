@@ -891,15 +891,17 @@ Test(grad_stack, refuses_attention_windows_by_key)
     refenc_config c;
     refenc_config_default(&c);
     c.d_model = 8, c.n_heads = 4, c.d_ff = 6, c.n_layers = 1;
-    const char *key[3] = {"sliding_window", "local_attention", "global_attn_every_n_layers"};
-    for (int i = 0; i < 3; i++) {
+    const char *key[4] = {"sliding_window", "local_attention", "global_attn_every_n_layers", "pooling"};
+    for (int i = 0; i < 4; i++) {
         refenc_config g = c;
         if (i == 0)
             g.causal = 1, g.sliding_window = 4;
         else if (i == 1)
             g.local_attention = 16;
-        else
+        else if (i == 2)
             g.global_attn_every_n_layers = 3;
+        else
+            g.pooling = REFENC_POOL_MEAN; /* the pooled embedding: forward only */
         refenc_grad_workspace gws;
         refenc_error err;
         cr_assert_eq(refenc_grad_workspace_alloc(&gws, &g, 1, 3, &err), REFENC_EINVAL);
