@@ -649,8 +649,8 @@ def pooled(case, y):
     B, L, _ = y.shape
     pad = case.i("in.key_padding_mask").bool() if case.has("in.key_padding_mask") else \
         torch.zeros(B, L, dtype=torch.bool)
-    if BUG in ("mean_counts_padding", "last_token_ignores_padding"):
-        pad = torch.zeros_like(pad)
+    if (BUG, cfg["pooling"]) in (("mean_counts_padding", "mean"), ("last_token_ignores_padding", "last_token")):
+        pad = torch.zeros_like(pad)  # each bug in the pooling it belongs to
     if cfg["pooling"] == "mean":
         keep = (~pad).to(y.dtype).unsqueeze(-1)
         e = (y * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1e-9)
