@@ -11,6 +11,7 @@
 
 #include <criterion/criterion.h>
 
+#include "../../ref/core/input.h"
 #include "../../ref/pooling.h"
 #include "unit.h"
 
@@ -175,4 +176,43 @@ Test(pooling, normalize_floor_as_torch)
     refenc_pooling_forward(e, y, NULL, 1, 1, 2, REFENC_POOL_CLS, 1);
     EXPECT_ULPS(e[0], 3e-14 / 1e-12, 1, "tiny vector, e_0");
     EXPECT_ULPS(e[1], 4e-14 / 1e-12, 1, "tiny vector, e_1");
+}
+
+/* The inputs a pooling cannot read are refused (refenc_input_validate): an
+ * item of padding only, cls on a padded token 0, an attn_mask that removes
+ * every key of a token the pooling reads.  Negative control: the same inputs
+ * without a pooling are valid (their rows are only don't-care). */
+Test(pooling, inputs_it_cannot_pool_are_refused)
+{
+    refenc_config cfg;
+    refenc_config_default(&cfg);
+    cfg.d_model = 4, cfg.n_heads = 2, cfg.d_ff = 4, cfg.n_layers = 1;
+    double x[2 * 3 * 4] = {0};
+    uint8_t all[6] = {0, 0, 0, 1, 1, 1}, left[6] = {0, 0, 0, 1, 0, 0};
+    double am[9] = {0, 0, 0, -INFINITY, -INFINITY, -INFINITY, 0, 0, 0}; /* row 1: no key */
+    const struct {
+        refenc_pooling mode;
+        const uint8_t *pad;
+        const double *attn;
+        const char *msg;
+    } rows[] = {
+        {REFENC_POOL_MEAN, all, NULL, "in.key_padding_mask[1] pads every token"},
+        {REFENC_POOL_LAST_TOKEN, all, NULL, "in.key_padding_mask[1] pads every token"},
+        {REFENC_POOL_CLS, left, NULL, "in.key_padding_mask[1][0] = 1: pooling 'cls' reads token 0"},
+        {REFENC_POOL_MEAN, NULL, am, "removes every key of token 1 of item 0"},
+    };
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        const refenc_input in = {.B = 2, .L = 3, .x = x, .key_padding_mask = rows[k].pad, .attn_mask = rows[k].attn};
+        refenc_error err;
+        cfg.pooling = rows[k].mode;
+        cr_expect_eq(refenc_input_validate(&in, &cfg, &err), REFENC_EINVAL, "row %zu accepted", k);
+        cr_expect(strstr(err.message, rows[k].msg) != NULL, "row %zu: %s", k, err.message);
+        cfg.pooling = REFENC_POOL_NONE;
+        cr_expect_eq(refenc_input_validate(&in, &cfg, &err), REFENC_OK, "control: row %zu without a pooling: %s", k,
+                     err.message);
+    }
+    cfg.pooling = REFENC_POOL_LAST_TOKEN; /* left padding: token 0 padded, fine for last_token */
+    const refenc_input ok = {.B = 2, .L = 3, .x = x, .key_padding_mask = left};
+    refenc_error err;
+    cr_expect_eq(refenc_input_validate(&ok, &cfg, &err), REFENC_OK, "%s", err.message);
 }
