@@ -3,6 +3,7 @@
  *   h = LN_emb(h) if embedding_norm
  *   h = layer_i(h), i = 0 .. N-1   (RoPE / ALiBi inside every attention)
  *   y = LN(h) if final_norm, else h
+ *   e = pool(y) (B, D) if pooling, traced as "embedding" (pooling.h)
  * Backward (refenc_encoder_backward, below): the forward recomputed keeping each
  * layer's input, then LN^T, layer_i^T for i = N-1 .. 0, LN_emb^T and the
  * scatter-adds into the tables (docs/gradients.md). */
@@ -17,6 +18,7 @@
 #include "alibi.h"
 #include "embedding.h"
 #include "layer_pattern.h"
+#include "pooling.h"
 #include "norm.h"
 #include "learned_pe.h"
 #include "position_ids.h"
@@ -264,6 +266,11 @@ int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params 
         memcpy(y, h, BLD * sizeof(double));
     }
     refenc_trace_emit(trace, "output", y, 3, bld);
+    if (cfg->pooling != REFENC_POOL_NONE) { /* out.embedding (B, D), in the free buffer next */
+        const size_t bd[2] = {B, D};
+        refenc_pooling_forward(next, y, in->key_padding_mask, B, L, D, cfg->pooling, cfg->pooling_normalize);
+        refenc_trace_emit(trace, "embedding", next, 2, bd);
+    }
     return REFENC_OK;
 }
 
@@ -350,6 +357,10 @@ int refenc_grad_workspace_alloc(refenc_grad_workspace *g, const refenc_config *c
                                 "config: the backward pass does not support %s yet (Qwen's q/k/v bias "
                                 "and per-head q/k norm are forward only)",
                                 cfg->qkv_bias ? "qkv_bias" : "qk_norm");
+    if (cfg->pooling != REFENC_POOL_NONE)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: the backward pass does not support pooling yet (the pooled "
+                                "embedding is forward only; its gradient is not differentiated)");
     const size_t n = grad_count(cfg, B, L), params = refenc_config_param_count(cfg);
     size_t total, bytes;
     if (n == 0 || !refenc_size_add(&total, n, params) ||

@@ -52,7 +52,9 @@ int refenc_workspace_alloc_embed(refenc_workspace *ws, const refenc_config *cfg,
  *   y = LN(h) if final_norm, else h      nn.TransformerEncoder's norm
  * The sums are in HF BertEmbeddings' order: (word + type) + position.
  * Trace steps: "embed" (the embedding module's output, after LN_emb), the
- * layers' steps (layer.h), "norm" (if final_norm), "output".
+ * layers' steps (layer.h), "norm" (if final_norm), "output", and with a
+ * pooling "embedding" (B, D), the pooled y (pooling.h; y is the caller's
+ * out.output, the embedding reaches the caller through the trace).
  * Errors: REFENC_EINVAL (input invalid, or ws allocated for another shape).
  * On error y is not written. */
 int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params *p,

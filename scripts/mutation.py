@@ -106,7 +106,7 @@ AREAS = {
     "kernels": {
         "files": None,  # ref/*.c
         "filter": "@(activation|alibi|attention|embedding|encoder|ffn|glu|gqa|layer|layernorm|rmsnorm|learned_pe|linear|mha|position_ids|"
-                  "rope|rope_scaling|sinusoidal|softcap|softmax|window|layer_pattern|qk_norm|params|accuracy_*|oracle_selfcheck|structure|permutation|"
+                  "rope|rope_scaling|sinusoidal|softcap|softmax|window|layer_pattern|qk_norm|pooling|params|accuracy_*|oracle_selfcheck|structure|permutation|"
                   "softmax_temperature|pe_rotation|rope_relative|layernorm_invariance|qk_variance|case_outputs|"
                   "nonfinite|run_inputs|cli_run|grad_*)/*",
         "budget": 30,

@@ -475,6 +475,11 @@ Test(golden_grad, bad_upstream_gradients_and_configs_are_refused, .timeout = 60)
                      "\"input\": {\"batch\": 1, \"seq_len\": 3}}";
     rb_write_file(rms, nd, strlen(nd));
     expect_refused(rm, "golden", "embedding_normalizer_dtype", "embedding_normalizer_dtype", out);
+    /* nor the pooled embedding */
+    const char *po = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1, "
+                     "\"pooling\": \"mean\"}, \"input\": {\"batch\": 1, \"seq_len\": 3}}";
+    rb_write_file(rms, po, strlen(po));
+    expect_refused(rm, "golden", "pooling", "pooling", out);
     const char *pl[] = {"refenc", "golden", "--config", cfg, "--grad", "--per-layer", "--quiet", "--out-file",
                         out, NULL};
     expect_refused(pl, "golden", "--per-layer", "not made in parts", out);

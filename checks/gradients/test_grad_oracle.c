@@ -197,12 +197,12 @@ Test(grad_oracle, encoder_twin_refuses_blocks_it_cannot_differentiate)
     double x[8] = {0}, dY[8] = {0};
     refenc_input in = {.B = 1, .L = 2, .x = x};
     refenc_mp_report rep;
-    const char *keys[15] = {"norm_type", "ffn_type", "norm_bias", "linear_bias", "rope_scaling",
+    const char *keys[16] = {"norm_type", "ffn_type", "norm_bias", "linear_bias", "rope_scaling",
                             "partial_rotary_factor", "n_kv_heads", "head_dim", "attn_logit_softcapping",
                             "query_pre_attn_scalar", "sliding_window", "local_attention",
                             "global_attn_every_n_layers", "sliding_window_pattern",
-                            "embedding_normalizer_dtype"};
-    for (int i = 0; i < 15; i++) {
+                            "embedding_normalizer_dtype", "pooling"};
+    for (int i = 0; i < 16; i++) {
         refenc_config c = a;
         if (i == 0)
             c.norm_type = REFENC_NORMTYPE_RMSNORM, c.norm_bias = 0;
@@ -232,8 +232,10 @@ Test(grad_oracle, encoder_twin_refuses_blocks_it_cannot_differentiate)
             c.global_attn_every_n_layers = 2; /* per-layer windows and bases: forward only */
         else if (i == 13)
             c.sliding_window_pattern = 2; /* Gemma 3's pattern: forward only */
-        else
+        else if (i == 14)
             c.embedding_normalizer_dtype = REFENC_NORMALIZER_BFLOAT16; /* Gemma's rounded sqrt(D): forward only */
+        else
+            c.pooling = REFENC_POOL_LAST_TOKEN; /* the pooled embedding: forward only */
         cr_assert_eq(refenc_mpb_blocks_supported(&c, &rep.error), REFENC_EINVAL);
         cr_expect(strstr(rep.error.message, keys[i]) != NULL, "%s", rep.error.message);
         cr_expect_eq(refenc_mp_encoder_backward(&p, NULL, NULL, &p, &c, &in, dY, 192, &rep), REFENC_EINVAL);

@@ -153,6 +153,12 @@ static const struct {
     {"sliding_window_pattern_zero.json", "model.sliding_window_pattern: expected an integer >= 1 or null"},
     {"both_layer_patterns.json", "model: global_attn_every_n_layers (ModernBERT: layer 0 global) and "
                                  "sliding_window_pattern (Gemma 3: layer p - 1 global) are two rules"},
+    /* the pooled embedding (docs/families.md, "Pooling") */
+    {"pooling_unknown_name.json", "model.pooling: unknown name 'max' (expected one of 'none', 'mean', 'cls', 'last_token')"},
+    {"pooling_not_a_string.json", "model.pooling: expected a string ('mean', 'cls' or 'last_token') or null"},
+    {"pooling_normalize_string.json", "model.pooling_normalize: expected true or false"},
+    {"pooling_normalize_without_pooling.json", "model.pooling_normalize: needs pooling"},
+    {"pooling_all_padding.json", "input.padding[1] = 4 pads every token, but model.pooling 'mean' needs a token"},
     /* malformed JSON: line, column and byte offset */
     {"duplicate_model_key.json", "line 1, column 49 (byte 49): duplicate object key near '\"d_model\"'"},
     {"duplicate_top_level_key.json", "line 1, column 21 (byte 21): duplicate object key near '\"model\"'"},

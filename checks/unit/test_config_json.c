@@ -148,6 +148,16 @@ static const json_error_case json_errors[] = {
     {"qk_norm_unknown", "{\"qk_norm\": \"layernorm\"}", REFENC_EINVAL,
      "model.qk_norm: unknown name 'layernorm' (expected one of 'none', 'rms')"},
     {"qk_norm_boolean", "{\"qk_norm\": true}", REFENC_EINVAL, "model.qk_norm: expected a string"},
+    /* the pooling: a name or null; pooling_normalize a boolean, only with a pooling */
+    {"pooling_unknown_name", "{\"pooling\": \"max\"}", REFENC_EINVAL,
+     "model.pooling: unknown name 'max' (expected one of 'none', 'mean', 'cls', 'last_token')"},
+    {"pooling_array", "{\"pooling\": [\"mean\"]}", REFENC_EINVAL, "model.pooling: expected a string"},
+    {"pooling_normalize_integer", "{\"pooling\": \"cls\", \"pooling_normalize\": 1}", REFENC_EINVAL,
+     "model.pooling_normalize: expected true or false"},
+    {"pooling_normalize_alone", "{\"pooling_normalize\": true}", REFENC_EINVAL,
+     "model.pooling_normalize: needs pooling"},
+    {"pooling_normalize_with_none", "{\"pooling\": \"none\", \"pooling_normalize\": false}", REFENC_EINVAL,
+     "model.pooling_normalize: needs pooling"},
     /* validation errors, re-labelled with the location */
     {"d_model_zero", "{\"d_model\": 0}", REFENC_EINVAL, "model: d_model must be at least 1"},
     {"d_model_not_divisible", "{\"d_model\": 10, \"n_heads\": 4}", REFENC_EINVAL,
@@ -313,6 +323,9 @@ Test(config_json, to_json_round_trips)
     /* Qwen's keys only when set (linear_bias false is a key of its own) */
     c.linear_bias = 0, c.qkv_bias = 1, c.qk_norm = REFENC_QKNORM_RMS;
     expect_round_trip(&c, 27);
+    /* the pooling only when set, with its normalisation */
+    c.pooling = REFENC_POOL_LAST_TOKEN, c.pooling_normalize = 0;
+    expect_round_trip(&c, 29);
 }
 
 /* Qwen2's qkv_bias and Qwen3's qk_norm: in_proj_bias (E + 2 Ekv) with no
@@ -338,6 +351,28 @@ Test(config_json, qwen_keys_make_their_tensors)
     cr_expect_null(refenc_params_find(&p, "layers.0.linear1.bias"), "the MLP is bias-free");
     cr_expect_eq(p.layers[0].q_norm_weight, q != NULL ? q->data : NULL);
     refenc_params_free(&p);
+}
+
+/* pooling's names (sentence-transformers' modes); absent, null and "none"
+ * are no pooling; pooling_normalize defaults to true (the Normalize module
+ * that the embedding models' modules.json list). */
+Test(config_json, pooling_keys_are_read)
+{
+    const char *const texts[] = {"{\"pooling\": \"mean\"}", "{\"pooling\": \"cls\", \"pooling_normalize\": false}",
+                                 "{\"pooling\": \"last_token\", \"pooling_normalize\": true}", "{\"pooling\": null}",
+                                 "{\"pooling\": \"none\"}", "{}"};
+    const refenc_pooling want[] = {REFENC_POOL_MEAN, REFENC_POOL_CLS, REFENC_POOL_LAST_TOKEN,
+                                   REFENC_POOL_NONE, REFENC_POOL_NONE, REFENC_POOL_NONE};
+    const int want_norm[] = {1, 0, 1, 1, 1, 1};
+    for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++) {
+        json_t *obj = json_loads(texts[k], 0, NULL);
+        refenc_config c;
+        refenc_error err;
+        cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s: %s", texts[k], err.message);
+        json_decref(obj);
+        cr_expect_eq(c.pooling, want[k], "%s", texts[k]);
+        cr_expect_eq(c.pooling_normalize, want_norm[k], "%s", texts[k]);
+    }
 }
 
 /* The windows with their Hugging Face names (Mistral's sliding_window,

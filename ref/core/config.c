@@ -36,6 +36,8 @@ void refenc_config_default(refenc_config *cfg)
     cfg->linear_bias = 1;
     cfg->ffn_type = REFENC_FFN_MLP;
     cfg->glu_gate = REFENC_GLU_GATE_FIRST;
+    cfg->pooling = REFENC_POOL_NONE;
+    cfg->pooling_normalize = 1;
 }
 
 int refenc_config_norm_has_bias(const refenc_config *cfg)
@@ -245,6 +247,10 @@ static int validate_choices(const refenc_config *c, refenc_error *err)
         return refenc_error_set(err, REFENC_EINVAL, "config: ffn_type is not 'mlp' or 'glu'");
     if ((unsigned)c->glu_gate > REFENC_GLU_GATE_SECOND)
         return refenc_error_set(err, REFENC_EINVAL, "config: glu_gate is not 'first' or 'second'");
+    if ((unsigned)c->pooling > REFENC_POOL_LAST_TOKEN)
+        return refenc_error_set(err, REFENC_EINVAL, "config: pooling is not 'none', 'mean', 'cls' or 'last_token'");
+    if (c->pooling_normalize != 0 && c->pooling_normalize != 1)
+        return refenc_error_set(err, REFENC_EINVAL, "config: pooling_normalize must be true or false");
     if ((unsigned)c->norm_type > REFENC_NORMTYPE_RMSNORM)
         return refenc_error_set(err, REFENC_EINVAL, "config: norm_type is not 'layernorm' or 'rmsnorm'");
     if (c->linear_bias != 0 && c->linear_bias != 1)
@@ -464,6 +470,7 @@ static const char *const ffn_type_names[] = {"mlp", "glu"};
 static const char *const glu_gate_names[] = {"first", "second"};
 static const char *const normalizer_names[] = {"exact", "float64", "float32", "bfloat16", "float16"};
 static const char *const qk_norm_names[] = {"none", "rms"};
+static const char *const pooling_names[] = {"none", "mean", "cls", "last_token"};
 static const char *const family_names[REFENC_FAMILY_COUNT] = {
     "vaswani", "bert", "roberta", "distilbert", "gpt2", "clip-text"};
 
@@ -487,6 +494,7 @@ unsigned refenc_normalizer_bits(refenc_normalizer_dtype v)
     return (unsigned)v < sizeof bits / sizeof bits[0] ? bits[v] : 0;
 }
 const char *refenc_qk_norm_name(refenc_qk_norm_type v) { return NAME_OF(qk_norm_names, v); }
+const char *refenc_pooling_name(refenc_pooling v) { return NAME_OF(pooling_names, v); }
 
 static int parse_name(int *v, const char *const *names, size_t n, const char *name,
                       const char *field, refenc_error *err)
@@ -528,3 +536,4 @@ PARSE_ENUM(refenc_ffn_type_parse, refenc_ffn_type, ffn_type_names)
 PARSE_ENUM(refenc_glu_gate_parse, refenc_glu_gate, glu_gate_names)
 PARSE_ENUM(refenc_normalizer_dtype_parse, refenc_normalizer_dtype, normalizer_names)
 PARSE_ENUM(refenc_qk_norm_parse, refenc_qk_norm_type, qk_norm_names)
+PARSE_ENUM(refenc_pooling_parse, refenc_pooling, pooling_names)

@@ -97,6 +97,14 @@ typedef enum {
     REFENC_QKNORM_NONE = 0,
     REFENC_QKNORM_RMS = 1      /* q_norm, k_norm: RMSNorm (Dh), eps layer_norm_eps   */
 } refenc_qk_norm_type;
+/* The pooled sentence embedding, out.embedding (pooling.h): which row(s) of
+ * the final output make it, then optionally divided by its L2 norm. */
+typedef enum {
+    REFENC_POOL_NONE = 0,      /* no pooled output (the default)                     */
+    REFENC_POOL_MEAN = 1,      /* the mean over each item's non-padding tokens       */
+    REFENC_POOL_CLS = 2,       /* token 0 (BERT's [CLS])                             */
+    REFENC_POOL_LAST_TOKEN = 3 /* each item's last non-padding token (Qwen3-Embedding) */
+} refenc_pooling;
 
 /* A named preset (docs/families.md): the conventions of a model family, each
  * still overridable key by key.  Set by refenc_config_family (family.h). */
@@ -173,6 +181,10 @@ typedef struct {
     int qkv_bias;               /* 1: q, k, v projections biased (in_proj_bias) while
                                  * linear_bias is 0 (Qwen2); needs linear_bias false  */
     refenc_qk_norm_type qk_norm; /* 'rms': q_norm, k_norm per head (Qwen3); 'none'    */
+    /* the pooled sentence embedding (pooling.h, docs/families.md) */
+    refenc_pooling pooling;     /* default NONE: no out.embedding                    */
+    int pooling_normalize;      /* 1: e / max(||e||, 1e-12) (sentence-transformers'
+                                 * Normalize); default 1; read only with pooling     */
 } refenc_config;
 
 /* Documented limits.  A config or input beyond them is refused with
@@ -243,6 +255,8 @@ const char *refenc_normalizer_dtype_name(refenc_normalizer_dtype v); /* "exact",
  * EXACT. */
 unsigned refenc_normalizer_bits(refenc_normalizer_dtype v);
 const char *refenc_qk_norm_name(refenc_qk_norm_type v);         /* "none", "rms"               */
+const char *refenc_pooling_name(refenc_pooling v);              /* "none", "mean", "cls",
+                                                                   "last_token"                */
 
 /* Parse a name; return REFENC_EINVAL, naming `field` and listing the valid
  * names, when the name is unknown. */
@@ -259,6 +273,7 @@ int refenc_glu_gate_parse(refenc_glu_gate *v, const char *name, const char *fiel
 int refenc_normalizer_dtype_parse(refenc_normalizer_dtype *v, const char *name, const char *field,
                                   refenc_error *err);
 int refenc_qk_norm_parse(refenc_qk_norm_type *v, const char *name, const char *field, refenc_error *err);
+int refenc_pooling_parse(refenc_pooling *v, const char *name, const char *field, refenc_error *err);
 
 /* Whether the norms have a bias (beta): LayerNorm with norm_bias. */
 int refenc_config_norm_has_bias(const refenc_config *cfg);

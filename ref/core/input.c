@@ -71,6 +71,55 @@ static int validate_positions(const refenc_input *in, const refenc_config *cfg, 
     return REFENC_OK;
 }
 
+/* With a pooling (pooling.h): every item has a token that is not padding
+ * (a mean over no token is 0 / 0, and no token is the last); cls reads
+ * token 0, which must not be padding (a padded row is don't-care); a token
+ * the pooling reads must see a key (a row that every key's mask removes is
+ * don't-care: undefined in the implementations). */
+static int validate_pooling(const refenc_input *in, const refenc_config *cfg, refenc_error *err)
+{
+    const size_t B = in->B, L = in->L;
+    const uint8_t *m = in->key_padding_mask;
+    if (cfg->pooling == REFENC_POOL_NONE || m == NULL)
+        return REFENC_OK;
+    for (size_t b = 0; b < B; b++) {
+        size_t n = 0;
+        for (size_t l = 0; l < L; l++)
+            n += m[b * L + l] == 0;
+        if (n == 0)
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "input: in.key_padding_mask[%zu] pads every token, but pooling '%s' "
+                                    "needs a token that is not padding", b, refenc_pooling_name(cfg->pooling));
+        if (cfg->pooling == REFENC_POOL_CLS && m[b * L] != 0)
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "input: in.key_padding_mask[%zu][0] = 1: pooling 'cls' reads token 0, "
+                                    "which is padding (left padding: use 'last_token' or 'mean')", b);
+    }
+    return REFENC_OK;
+}
+
+/* Under a pooling, a token that is not padding whose attn_mask row removes
+ * every key it could see (j <= i when causal, j not padding). */
+static int validate_pooled_rows_live(const refenc_input *in, const refenc_config *cfg, refenc_error *err)
+{
+    const size_t B = in->B, L = in->L;
+    const uint8_t *m = in->key_padding_mask;
+    if (cfg->pooling == REFENC_POOL_NONE || in->attn_mask == NULL)
+        return REFENC_OK;
+    for (size_t b = 0; b < B; b++)
+        for (size_t i = 0; i < L; i++) {
+            int sees = 0;
+            for (size_t j = 0; j < L && !sees; j++)
+                sees = !(m && m[b * L + j]) && !(cfg->causal && j > i) && in->attn_mask[i * L + j] != -INFINITY;
+            if (!sees && !(m && m[b * L + i]))
+                return refenc_error_set(err, REFENC_EINVAL,
+                                        "input: in.attn_mask[%zu] removes every key of token %zu of item "
+                                        "%zu, which pooling '%s' reads", i, i, b,
+                                        refenc_pooling_name(cfg->pooling));
+        }
+    return REFENC_OK;
+}
+
 /* The checks run in this order and the first failure is the message. */
 int refenc_input_validate(const refenc_input *in, const refenc_config *cfg, refenc_error *err)
 {
@@ -92,5 +141,7 @@ int refenc_input_validate(const refenc_input *in, const refenc_config *cfg, refe
                 return refenc_error_set(err, REFENC_EINVAL,
                                         "input: in.attn_mask[%zu][%zu] = %g: only finite values "
                                         "and -inf are allowed", i / L, i % L, in->attn_mask[i]);
-    return REFENC_OK;
+    if ((st = validate_pooling(in, cfg, err)))
+        return st;
+    return validate_pooled_rows_live(in, cfg, err);
 }

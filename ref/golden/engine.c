@@ -82,6 +82,9 @@ int golden_steps_init(golden_steps *s, const refenc_case *c, int (*wanted)(void 
     if (cfg->final_norm)
         STEP("norm", 3, bld);
     STEP("output", 3, bld);
+    const size_t bd[2] = {B, D};
+    if (cfg->pooling != REFENC_POOL_NONE) /* the pooled embedding (pooling.h) */
+        STEP("embedding", 2, bd);
 #undef STEP
     return REFENC_OK;
 }
@@ -286,7 +289,8 @@ int golden_engine_run(const refenc_case *c, const refenc_variant_hooks *hooks, i
                                .softcap_after_mask = hooks->softcap_after_mask,
                                .rope_scaling_on_local_layers = hooks->rope_scaling_on_local_layers,
                                .qk_norm_after_rope = hooks->qk_norm_after_rope,
-                               .qk_norm_over_all_heads = hooks->qk_norm_over_all_heads};
+                               .qk_norm_over_all_heads = hooks->qk_norm_over_all_heads,
+                               .pooling_ignores_padding = hooks->pooling_ignores_padding};
     const int st = refenc_mp_case_run(c, hooks != NULL ? &mh : NULL, certify, trace,
                                       certify ? REFENC_MP_PREC_DEFAULT : VARIANT_PREC, &rep);
     if (st != REFENC_OK)

@@ -115,7 +115,8 @@ void golden_set_free(golden_set *s)
 
 int golden_is_required(const refenc_case *c, const char *out_name)
 {
-    return strcmp(out_name, "out.output") == 0 || c->component == REFENC_COMP_ALIBI;
+    return strcmp(out_name, "out.output") == 0 || strcmp(out_name, "out.embedding") == 0 ||
+           c->component == REFENC_COMP_ALIBI;
 }
 
 /* An output into the set: a copy of data, or (owned) data itself. */

@@ -55,8 +55,9 @@ void golden_set_adopt(golden_set *s, const char *name, double *data, size_t ndim
  * "in.x" (every softmax row -inf).  *failed: out of memory. */
 const char *golden_uncompared_inputs(const refenc_case *c, int *failed);
 
-/* Whether an output is required of every implementation (out.output; every
- * output of an alibi case). */
+/* Whether an output is required of every implementation (out.output;
+ * out.embedding, which only a case with a pooling has; every output of an
+ * alibi case). */
 int golden_is_required(const refenc_case *c, const char *out_name);
 
 /* The largest |a - b| / (atol + rtol |b|) over elements that are not

@@ -94,7 +94,7 @@ static const char *const model_keys[] = {
     "rope_scaling", "partial_rotary_factor", "n_kv_heads", "head_dim",
     "attn_logit_softcapping", "query_pre_attn_scalar", "sliding_window", "local_attention",
     "global_attn_every_n_layers", "local_rope_theta", "global_rope_theta", "sliding_window_pattern", "embedding_normalizer_dtype",
-    "qkv_bias", "qk_norm", NULL};
+    "qkv_bias", "qk_norm", "pooling", "pooling_normalize", NULL};
 
 /* n_kv_heads or head_dim: absent leaves the default (0: H, or D / H); an
  * explicit value must be an integer >= 1, as every other size. */
@@ -180,6 +180,29 @@ static int read_attention_keys(refenc_config *c, const json_t *obj, const char *
         (st = get_optional_positive(&c->local_rope_theta, obj, "local_rope_theta", where, err)) ||
         (st = get_optional_positive(&c->global_rope_theta, obj, "global_rope_theta", where, err)))
         return st;
+    return REFENC_OK;
+}
+
+/* pooling (pooling.h): absent, null or "none" is no pooled output;
+ * pooling_normalize (default true) only with a pooling. */
+static int read_pooling(refenc_config *c, const json_t *obj, const char *where, refenc_error *err)
+{
+    const json_t *j = json_object_get(obj, "pooling");
+    char field[128];
+    int st;
+    if (j != NULL && !json_is_null(j)) {
+        if (!json_is_string(j))
+            return refenc_error_set(err, REFENC_EINVAL, "%s.pooling: expected a string ('mean', 'cls' or "
+                                    "'last_token') or null", where);
+        snprintf(field, sizeof field, "%s.pooling", where);
+        if ((st = refenc_pooling_parse(&c->pooling, json_string_value(j), field, err)))
+            return st;
+    }
+    if ((st = get_bool(&c->pooling_normalize, obj, "pooling_normalize", where, err)))
+        return st;
+    if (c->pooling == REFENC_POOL_NONE && json_object_get(obj, "pooling_normalize") != NULL)
+        return refenc_error_set(err, REFENC_EINVAL, "%s.pooling_normalize: needs pooling ('mean', 'cls' or "
+                                "'last_token'): there is no pooled output to normalise", where);
     return REFENC_OK;
 }
 
@@ -290,6 +313,7 @@ int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *whe
         return st;
 
     if ((st = read_choices(c, obj, where, err)) || (st = read_qwen_keys(c, obj, where, err)) ||
+        (st = read_pooling(c, obj, where, err)) ||
         (st = refenc_rope_scaling_from_json(&c->rope_scaling, obj, where, err)))
         return st;
 
@@ -362,6 +386,16 @@ static int family_keys_to_json(json_t *j, const refenc_config *c, const refenc_c
     return bad;
 }
 
+/* pooling and pooling_normalize, written only with a pooling (absent: no
+ * pooled output, as every file before them) */
+static int pooling_to_json(json_t *j, const refenc_config *c)
+{
+    if (c->pooling == REFENC_POOL_NONE)
+        return 0;
+    return json_object_set_new(j, "pooling", json_string(refenc_pooling_name(c->pooling))) |
+           json_object_set_new(j, "pooling_normalize", json_boolean(c->pooling_normalize));
+}
+
 json_t *refenc_config_to_json(const refenc_config *c)
 {
     json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:s, s:s, s:f, s:b, s:s, s:s, s:f, s:I, s:f, s:b, s:I, s:I}",
@@ -397,7 +431,7 @@ json_t *refenc_config_to_json(const refenc_config *c)
                                    json_string(refenc_normalizer_dtype_name(c->embedding_normalizer_dtype)));
     if (c->ffn_type == REFENC_FFN_GLU && c->glu_gate != d.glu_gate)
         bad |= json_object_set_new(j, "glu_gate", json_string(refenc_glu_gate_name(c->glu_gate)));
-    bad |= attention_keys_to_json(j, c);
+    bad |= attention_keys_to_json(j, c) | pooling_to_json(j, c);
     bad |= refenc_rope_scaling_to_json(j, &c->rope_scaling) != 0;
     if (bad) {
         json_decref(j);

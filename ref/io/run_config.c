@@ -54,6 +54,20 @@ static int read_input_spec(run_input *in, const json_t *obj, const char *where, 
     return REFENC_OK;
 }
 
+/* A pooling needs a token that is not padding in every item (pooling.h):
+ * said here with the file and the field, before the forward pass. */
+static int check_pooled_padding(const refenc_config *cfg, const run_input *in, const char *path,
+                                refenc_error *err)
+{
+    for (size_t b = 0; cfg->pooling != REFENC_POOL_NONE && in->padding != NULL && b < in->batch; b++)
+        if (in->padding[b] == in->seq_len)
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "%s: input.padding[%zu] = %zu pads every token, but model.pooling '%s' "
+                                    "needs a token that is not padding", path, b, in->padding[b],
+                                    refenc_pooling_name(cfg->pooling));
+    return REFENC_OK;
+}
+
 /* The top level holds "model" and "input" only.  (refenc_json_check_keys
  * would name the key "FILE.key", which reads as a file name.) */
 static int check_top_keys(const json_t *root, const char *path, refenc_error *err)
@@ -101,6 +115,8 @@ int run_config_from_json(refenc_config *cfg, run_input *in, const json_t *root, 
             refenc_error_set(err, st, "%s: %s", path, msg);
         }
     }
+    if (st == REFENC_OK)
+        st = check_pooled_padding(cfg, in, path, err);
     return st;
 }
 

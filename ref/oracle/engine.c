@@ -357,7 +357,28 @@ static int unit_layers(refenc_mpe_unit *u, size_t first, size_t last)
     return ok;
 }
 
-/* The final norm (if any) and "output". */
+/* "embedding" (D) from the final output `which` (pooling.c), in the
+ * table's first row, free here. */
+static int unit_pool(refenc_mpe_unit *u, int which)
+{
+    const refenc_config *cfg = u->cfg;
+    const uint8_t *pad = u->run->in->key_padding_mask;
+    const int ignore = u->run->hooks != NULL && u->run->hooks->pooling_ignores_padding;
+    const uint8_t *m = pad != NULL && !ignore ? pad + u->item * u->L : NULL;
+    mpfr_ptr e[2];
+    REFENC_MPE_LANES(u, li) {
+        e[li] = refenc_mpe_buf(u, li, MPE_T); /* t (L, D): the sublayers' output, free after the stack */
+        refenc_mpe_inexact_begin();
+        refenc_mpk_pooling_forward(e[li], refenc_mpe_buf(u, li, which), m, u->L, u->D, cfg->pooling,
+                                   cfg->pooling_normalize, &u->workers[0].ws[li]);
+        refenc_mpe_inexact_end(u, li);
+    }
+    const size_t shape[1] = {u->D};
+    mpfr_srcptr data[2] = {e[0], e[u->lanes_n - 1]};
+    return refenc_mpe_step(u, "embedding", data, u->D, NULL, 1, shape);
+}
+
+/* The final norm (if any), "output" and the pooled "embedding" (if any). */
 static int unit_final(refenc_mpe_unit *u)
 {
     const refenc_params *p = u->run->params;
@@ -372,6 +393,8 @@ static int unit_final(refenc_mpe_unit *u)
     } else {
         ok = refenc_mpe_step_buf(u, "output", MPE_H);
     }
+    if (ok && u->cfg->pooling != REFENC_POOL_NONE)
+        ok = unit_pool(u, u->cfg->final_norm ? MPE_A : MPE_H);
     if (ok)
         refenc_mpe_progress(u, "output", 0);
     return ok;

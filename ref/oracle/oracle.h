@@ -64,6 +64,7 @@ typedef struct {
     int rope_scaling_on_local_layers; /* Gemma 3's local layers scaled too    */
     int qk_norm_after_rope;      /* Qwen3's q_norm, k_norm after RoPE, not before */
     int qk_norm_over_all_heads;  /* q_norm, k_norm over the H Dh of a row      */
+    int pooling_ignores_padding; /* the pooling reads every row as a token     */
 } refenc_mp_hooks;
 
 /* ------------------------------------------------------------------------ */
@@ -292,6 +293,12 @@ void refenc_mpk_layernorm_forward(mpfr_ptr y, mpfr_srcptr x, mpfr_srcptr gamma,
  * ws: n_tmp >= 2, n_ptr >= D.  rmsnorm.h */
 void refenc_mpk_rmsnorm_forward(mpfr_ptr y, mpfr_srcptr x, mpfr_srcptr w, size_t N, size_t D,
                                 mpfr_srcptr eps, int offset, refenc_mp_ws *ws);
+
+/* One item's pooled embedding e (D) from y (L, D) under its padding m (L,
+ * 1 = padding; NULL: none), normalised when normalize (pooling.h).  mode is
+ * not REFENC_POOL_NONE.  ws: n_tmp >= 1, n_ptr >= max(L, D) + 1.  pooling.h */
+void refenc_mpk_pooling_forward(mpfr_ptr e, mpfr_srcptr y, const uint8_t *m, size_t L, size_t D,
+                                refenc_pooling mode, int normalize, refenc_mp_ws *ws);
 
 /* Softmax over rows with temperature tau (NULL: 1); -inf entries get weight
  * 0; an all -inf row gets all 0.  y may alias s.

@@ -258,6 +258,12 @@ static void encoder(const emu_run *r, double *y, refenc_workspace *ws, const dou
         memcpy(y, h, B * L * D * sizeof(double));
     }
     emit(r, "output", y, 3, B, L, D, 0);
+    if (cfg->pooling != REFENC_POOL_NONE) { /* out.embedding (B, D), in the free buffer next */
+        const int ignore = r->hooks != NULL && r->hooks->pooling_ignores_padding;
+        emu_pooling(e, next, y, ignore ? NULL : c->key_padding_mask, B, L, D, cfg->pooling,
+                    cfg->pooling_normalize);
+        emit(r, "embedding", next, 2, B, D, 0, 0);
+    }
 }
 
 /* The components without a workspace of their own. */

@@ -9,6 +9,7 @@
 
 #include "../alibi.h"
 #include "../attention.h"
+#include "../pooling.h"
 #include "../rope.h"
 #include "../rope_scaling.h"
 #include "../window.h"
@@ -415,4 +416,43 @@ void emu_alibi_slopes(const refenc_emulation *e, double *slopes, size_t H, int p
         refenc_alibi_slopes(slopes, H);
     for (size_t h = 0; h < H; h++)
         slopes[h] = emu_v(e, slopes[h]);
+}
+
+/* e_b (D) = the mean of y_b's (L, D) unpadded rows: the sum in the acc
+ * format (torch's reduction accumulates in float32), stored, then divided */
+static void emu_mean_row(const refenc_emulation *e, double *e_b, const double *y_b, const uint8_t *m_b,
+                         size_t L, size_t D)
+{
+    size_t n = 0;
+    for (size_t l = 0; l < L; l++)
+        n += m_b == NULL || !m_b[l];
+    for (size_t d = 0; d < D; d++) {
+        double acc = 0.0;
+        for (size_t k = 0; k < L; k++) {
+            const size_t l = at(e, k, L);
+            if (m_b == NULL || !m_b[l])
+                acc = emu_a(e, acc + y_b[l * D + d]);
+        }
+        e_b[d] = emu_v(e, emu_v(e, acc) / (double)n);
+    }
+}
+
+void emu_pooling(const refenc_emulation *e, double *out, const double *y, const uint8_t *mask, size_t B,
+                 size_t L, size_t D, refenc_pooling mode, int normalize)
+{
+    for (size_t b = 0; b < B; b++) {
+        double *e_b = out + b * D;
+        const double *y_b = y + b * L * D;
+        const uint8_t *m_b = mask != NULL ? mask + b * L : NULL;
+        if (mode == REFENC_POOL_MEAN)
+            emu_mean_row(e, e_b, y_b, m_b, L, D);
+        else /* a row copied: exact */
+            memcpy(e_b, y_b + (mode == REFENC_POOL_CLS ? 0 : refenc_pooling_last_token(m_b, L)) * D,
+                   D * sizeof *e_b);
+        if (!normalize)
+            continue;
+        const double norm = emu_v(e, f_sqrt(e, dot(e, e_b, e_b, 1, D)));
+        for (size_t d = 0; d < D; d++)
+            e_b[d] = emu_v(e, e_b[d] / fmax(norm, REFENC_POOLING_NORM_EPS));
+    }
 }

@@ -101,4 +101,12 @@ void emu_learned_pe(const refenc_emulation *e, double *y, const double *x, const
 /* the H ALiBi slopes; pow2: the bug variant's 2^(-8(h+1)/H) for every H */
 void emu_alibi_slopes(const refenc_emulation *e, double *slopes, size_t H, int pow2);
 
+/* the pooled embedding (pooling.h) e (B, D) of y (B, L, D) under mask (B, L,
+ * NULL: none), as sentence-transformers computes it in the model's dtype:
+ * the masked sum accumulated in the acc format and stored (value), divided
+ * by the token count (value); the norm's sum of squares in the acc format,
+ * the norm stored (value), each e_d / max(norm, 1e-12) stored (value) */
+void emu_pooling(const refenc_emulation *e, double *out, const double *y, const uint8_t *mask, size_t B,
+                 size_t L, size_t D, refenc_pooling mode, int normalize);
+
 #endif

@@ -291,6 +291,35 @@ static const refenc_variant_info table[REFENC_VAR_COUNT] = {
         "splitting the heads)",
         "reshape to (..., heads, head_dim) before q_norm and k_norm (Qwen3: view(hidden_shape) "
         "then the norm over the last axis)"},
+    [REFENC_VAR_MEAN_COUNTS_PADDING] = {
+        "mean_counts_padding", "mean_counts_padding",
+        "out.output right, out.embedding wrong for the padded items only (an unpadded item's is "
+        "unchanged): the same sentence embeds differently with a longer neighbour in its batch",
+        "mean pooling over all L positions, padding included (last_hidden_state.mean(dim=1) "
+        "without the attention mask): the padded rows' hidden states enter the sum and the "
+        "divisor is L, not the item's token count (huggingface/transformers#17463: mean pooling "
+        "that depended on the batch; lanterndata/lantern_extras#91)",
+        "sum y[b,l,:] over the tokens whose key_padding_mask is 0 and divide by their number "
+        "(sentence-transformers' Pooling: sum(y * mask) / sum(mask))"},
+    [REFENC_VAR_LAST_TOKEN_IGNORES_PADDING] = {
+        "last_token_ignores_padding", "last_token_ignores_padding",
+        "out.output right, out.embedding wrong for the right-padded items only: a left-padded "
+        "or unpadded batch passes, so single-sentence tests miss it",
+        "last-token pooling that takes position L - 1 whatever the padding, which is right only "
+        "under left padding: a right-padded item's embedding is a padding row's "
+        "(huggingface/text-embeddings-inference#648: Qwen3-Embedding's batch and single results "
+        "differed; Qwen3-Embedding's last_token_pool tests for left padding before taking [:, -1])",
+        "take each item's last token that is not padding: l* = max{l : key_padding_mask[b,l] = 0} "
+        "(sum(mask) - 1 under right padding, L - 1 under left padding)"},
+    [REFENC_VAR_POOLING_NOT_NORMALIZED] = {
+        "pooling_not_normalized", "pooling_not_normalized",
+        "out.embedding in the right direction but not of unit length: every item scaled by its "
+        "norm (cosine similarities unchanged, dot products and distances wrong)",
+        "the pooled vector returned without sentence-transformers' Normalize module, whose model "
+        "lists it (run-llama/llama_index#8145: \"compared to sentence-transformers, we were "
+        "missing the step of normalizing embeddings\", #8143)",
+        "divide each pooled vector by max(||e||_2, 1e-12) (torch.nn.functional.normalize) when "
+        "the model's modules.json has a Normalize module (pooling_normalize)"},
     [REFENC_VAR_RMSNORM_OFFSET_MISSING] = {
         "rmsnorm_offset_missing", "rmsnorm_offset_missing",
         "every RMSNorm output scaled by w (near 0) instead of 1 + w: outputs far too small",
@@ -480,6 +509,31 @@ static int rope_scaling_applies(refenc_variant v, const refenc_case *c)
     }
 }
 
+/* Whether item b's last position is padding (right padding). */
+static int right_padded(const refenc_case *c, size_t b)
+{
+    return c->key_padding_mask != NULL && c->key_padding_mask[b * c->L + c->L - 1];
+}
+
+/* The pooling variants (pooling.h): each only where it changes out.embedding. */
+static int pooling_applies(refenc_variant v, const refenc_case *c)
+{
+    const refenc_config *cfg = &c->cfg;
+    int padded = 0, right = 0;
+    for (size_t i = 0; c->key_padding_mask != NULL && i < c->B * c->L; i++)
+        padded |= c->key_padding_mask[i];
+    for (size_t b = 0; b < c->B; b++)
+        right |= right_padded(c, b);
+    if (c->component != REFENC_COMP_ENCODER)
+        return 0;
+    switch (v) {
+    case REFENC_VAR_MEAN_COUNTS_PADDING: return cfg->pooling == REFENC_POOL_MEAN && padded;
+    case REFENC_VAR_LAST_TOKEN_IGNORES_PADDING: return cfg->pooling == REFENC_POOL_LAST_TOKEN && right;
+    case REFENC_VAR_POOLING_NOT_NORMALIZED: return cfg->pooling != REFENC_POOL_NONE && cfg->pooling_normalize;
+    default: return 0;
+    }
+}
+
 int refenc_variant_applies(refenc_variant v, const refenc_case *c)
 {
     const refenc_config *cfg = &c->cfg;
@@ -512,8 +566,8 @@ int refenc_variant_applies(refenc_variant v, const refenc_case *c)
     case REFENC_VAR_ALIBI_SLOPES_POW2:
         return (c->component == REFENC_COMP_ALIBI ||
                 (has_attention(c) && cfg->positional == REFENC_POS_ALIBI)) && (H & (H - 1)) != 0;
-    case REFENC_VAR_PADDING_MASK_INVERTED:
-        return has_attention(c) && c->key_padding_mask != NULL;
+    case REFENC_VAR_PADDING_MASK_INVERTED: /* not under a pooling: it would pool the padding */
+        return has_attention(c) && c->key_padding_mask != NULL && cfg->pooling == REFENC_POOL_NONE;
     case REFENC_VAR_PRE_POST_SWAPPED:
         return c->component == REFENC_COMP_ENCODER;
     case REFENC_VAR_HEADS_MERGED_WITHOUT_TRANSPOSE:
@@ -536,8 +590,8 @@ int refenc_variant_applies(refenc_variant v, const refenc_case *c)
         return has_activation(c, REFENC_ACT_GELU) || has_activation(c, REFENC_ACT_GELU_TANH);
     case REFENC_VAR_GELU_FOR_QUICK_GELU:
         return has_activation(c, REFENC_ACT_QUICK_GELU);
-    default: /* the modern blocks' and the RoPE scaling variants, else 0 */
-        return modern_block_applies(v, c) || rope_scaling_applies(v, c);
+    default: /* the modern blocks', the RoPE scaling and the pooling variants, else 0 */
+        return modern_block_applies(v, c) || rope_scaling_applies(v, c) || pooling_applies(v, c);
     }
 }
 
@@ -696,6 +750,10 @@ static void apply_modern(refenc_variant v, refenc_case *c, refenc_variant_hooks 
     case REFENC_VAR_QKV_BIAS_DROPPED: zero_qkv_bias(c); break;
     case REFENC_VAR_QK_NORM_AFTER_ROPE: hooks->qk_norm_after_rope = 1; break;
     case REFENC_VAR_QK_NORM_OVER_ALL_HEADS: hooks->qk_norm_over_all_heads = 1; break;
+    /* the pooling given no padding mask: the mean over L, the last token L - 1 */
+    case REFENC_VAR_MEAN_COUNTS_PADDING:
+    case REFENC_VAR_LAST_TOKEN_IGNORES_PADDING: hooks->pooling_ignores_padding = 1; break;
+    case REFENC_VAR_POOLING_NOT_NORMALIZED: cfg->pooling_normalize = 0; break;
     default: break;
     }
 }

@@ -70,6 +70,10 @@ typedef enum {
     REFENC_VAR_QKV_BIAS_DROPPED,
     REFENC_VAR_QK_NORM_AFTER_ROPE,
     REFENC_VAR_QK_NORM_OVER_ALL_HEADS,
+    /* pooled sentence embeddings (pooling.h, docs/families.md) */
+    REFENC_VAR_MEAN_COUNTS_PADDING,
+    REFENC_VAR_LAST_TOKEN_IGNORES_PADDING,
+    REFENC_VAR_POOLING_NOT_NORMALIZED,
     REFENC_VAR_COUNT
 } refenc_variant;
 
@@ -99,6 +103,8 @@ typedef struct {
                                        * rope_scaling too (layer_pattern.h)  */
     int qk_norm_after_rope;      /* Qwen3's q_norm, k_norm after RoPE, not before */
     int qk_norm_over_all_heads;  /* q_norm, k_norm over a row's H Dh (OLMo-2's) */
+    int pooling_ignores_padding; /* the pooling reads every row as a token:
+                                  * the mean over L, the last token at L - 1   */
 } refenc_variant_hooks;
 
 /* Whether the variant changes this case at all (e.g. no RoPE variant for a

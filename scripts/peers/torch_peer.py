@@ -52,6 +52,7 @@ import torch_rope_scaling  # Hugging Face's rope_scaling types
 # The known bug variants of refenc (ref/tool/variants.h, docs/certify.md), injected
 # into this peer's own computation, and two bugs refenc does not know, to
 # check that the certifier names the right variant and never a wrong one.
+POOLING_BUGS = ["mean_counts_padding", "last_token_ignores_padding", "pooling_not_normalized"]
 KNOWN_BUGS = ["layernorm_eps_x10", "layernorm_eps_div10", "unbiased_variance", "gelu_tanh_for_exact",
               "gelu_exact_for_tanh", "rope_layout_swapped", "rope_base_wrong", "attention_scale_sqrt_d",
               "attention_unscaled", "missing_final_norm", "embedding_unscaled", "alibi_slopes_pow2",
@@ -62,7 +63,7 @@ KNOWN_BUGS = ["layernorm_eps_x10", "layernorm_eps_div10", "unbiased_variance", "
               "rope_scaling_on_local_layers", "global_rope_scaling_ignored",
               "embedding_normalizer_unrounded", "qkv_bias_dropped", "qk_norm_after_rope",
               "qk_norm_over_all_heads"] \
-    + torch_families.KNOWN_BUGS + torch_rope_scaling.BUGS
+    + torch_families.KNOWN_BUGS + torch_rope_scaling.BUGS + POOLING_BUGS
 UNKNOWN_BUGS = ["softmax_over_queries", "ffn_residual_dropped"]
 BUG = None
 
@@ -687,6 +688,42 @@ DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.f
 DT = torch.float64  # the compute dtype of the mode configure() set
 
 
+def pooled(case, y):
+    """The pooled sentence embedding (B, D) of the final output y (B, L, D),
+    as sentence-transformers' Pooling and Normalize modules compute it
+    (docs/families.md, "Pooling"): mean = sum(y * mask) / sum(mask) over the
+    non-padding tokens; cls = y[:, 0]; last_token = the row of each item's
+    last non-padding token (right padding: sum(mask) - 1; left padding: L - 1,
+    Qwen3-Embedding's last_token_pool); then F.normalize(p=2, eps=1e-12) when
+    pooling_normalize.  The bugs: mean_counts_padding and
+    last_token_ignores_padding pool without the mask (the mean over L, the
+    token at L - 1); pooling_not_normalized leaves the Normalize out."""
+    cfg = case.cfg
+    B, L, _ = y.shape
+    pad = case.i("in.key_padding_mask").bool() if case.has("in.key_padding_mask") else \
+        torch.zeros(B, L, dtype=torch.bool)
+    if (BUG, cfg["pooling"]) in (("mean_counts_padding", "mean"), ("last_token_ignores_padding", "last_token")):
+        pad = torch.zeros_like(pad)  # each bug in the pooling it belongs to
+    if cfg["pooling"] == "mean":
+        keep = (~pad).to(y.dtype).unsqueeze(-1)
+        e = (y * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1e-9)
+    elif cfg["pooling"] == "cls":
+        e = y[:, 0]
+    else:  # the last True of ~pad: L - 1 minus the first True of the flipped row
+        last = L - 1 - torch.argmax(torch.flip(~pad, [1]).to(torch.int64), dim=1)
+        e = y[torch.arange(B), last]
+    if cfg.get("pooling_normalize", True) and BUG != "pooling_not_normalized":
+        e = torch.nn.functional.normalize(e, p=2.0, dim=1, eps=1e-12)
+    return e
+
+
+def with_embedding(case, outs):
+    """outs with "embedding" when the case pools (out.embedding)."""
+    if case.component == "encoder" and case.cfg.get("pooling") not in (None, "none"):
+        outs["embedding"] = pooled(case, outs["output"])
+    return outs
+
+
 def configure(dtype="float64", accumulate="float32", native=False, bug=None):
     """Sets the peer's mode: --dtype, --accumulate, --native, --bug."""
     global BUG, EMU, DT
@@ -704,9 +741,9 @@ def compute(golden):
     case = Case(golden, DT)
     if EMU is not None:
         with EMU:
-            outs = COMPONENTS[case.component](case)
+            outs = with_embedding(case, COMPONENTS[case.component](case))
     else:
-        outs = COMPONENTS[case.component](case)
+        outs = with_embedding(case, COMPONENTS[case.component](case))
     return {step: t.detach() for step, t in outs.items() if refenc.golden.OUT + step in golden.expected}
 
 

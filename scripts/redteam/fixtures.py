@@ -168,6 +168,19 @@ def build(cli, base, source_root):
                                    "input": {"batch": 1, "seq_len": 3}})
     _dump(j("theta_alone.json"), {"model": dict(TINY_MODEL, positional="rope", local_rope_theta=10000.0),
                                   "input": {"batch": 1, "seq_len": 3}})
+    # the pooled embedding: mean, cls and last_token configs are made (out.embedding); an unknown
+    # pooling, pooling_normalize without a pooling, an item of padding only exit 2 naming the key;
+    # --grad on a pooled config exits 2 naming pooling
+    _dump(j("pool_mean.json"), {"model": dict(TINY_MODEL, pooling="mean"),
+                                "input": {"batch": 2, "seq_len": 4, "padding": [0, 2]}})
+    _dump(j("pool_last.json"), {"model": dict(TINY_MODEL, pooling="last_token", causal=True,
+                                              pooling_normalize=False),
+                                "input": {"batch": 2, "seq_len": 4, "padding": [1, 0]}})
+    _dump(j("pool_max.json"), {"model": dict(TINY_MODEL, pooling="max"), "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("pool_norm_alone.json"), {"model": dict(TINY_MODEL, pooling_normalize=True),
+                                      "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("pool_all_pad.json"), {"model": dict(TINY_MODEL, pooling="cls"),
+                                   "input": {"batch": 2, "seq_len": 3, "padding": [0, 3]}})
     _dump(j("qpas_str.json"), {"model": dict(TINY_MODEL, query_pre_attn_scalar="256"),
                                "input": {"batch": 1, "seq_len": 3}})
     # Qwen's attention: a Qwen2 (q/k/v bias on bias-free linears) and a Qwen3 (per-head q/k norm,

@@ -83,6 +83,8 @@ CONFIG_SUPPORT = {
     "rope_scaling": None, "partial_rotary_factor": None,
     # Qwen's attention (docs/families.md): Qwen2's q, k, v bias, Qwen3's per-head q/k RMSNorm
     "qkv_bias": None, "qk_norm": {"none", "rms"},
+    # the pooled embedding out.embedding (docs/families.md, "Pooling")
+    "pooling": {"none", "mean", "cls", "last_token"}, "pooling_normalize": None,
 }
 
 
@@ -513,6 +515,38 @@ def attention(g, x, prefix, cfg, L, pos, pad):
     return linear(g, ctx, f"{prefix}out_proj."), w
 
 
+def pooled(g, y, cfg, L):
+    """The pooled embedding (B, D) of y (B, L, D), sentence-transformers'
+    Pooling then Normalize (docs/families.md, "Pooling"): keep = not padding
+    (B, L); mean = ReduceSum(Where(keep, y, 0)) / ReduceSum(keep) over L (a
+    Where, not y * keep: a padded row may hold NaN, fully masked under a
+    causal mask and left padding, and 0 * NaN is NaN); cls = row 0;
+    last_token = GatherElements at ArgMax(keep (l + 1)), the last kept row;
+    then e / Max(sqrt(ReduceSum(e e)), 1e-12) when pooling_normalize."""
+    B, D = g.golden("out.output").shape[0], cfg["d_model"]
+    axis1 = g.const([1], np.int64)
+    if "in.key_padding_mask" in g.tensors:
+        keep = g.op("Not", g.input("in.key_padding_mask"))
+    else:
+        keep = g.const(np.ones((B, L), dtype=bool), dtype=bool)
+    if cfg["pooling"] == "cls":
+        e = g.op("Gather", y, g.const(0, np.int64), axis=1)
+    elif cfg["pooling"] == "last_token":
+        rank = g.op("Mul", g.op("Cast", keep, to=TensorProto.FLOAT), g.const(np.arange(1, L + 1)))
+        last = g.op("ArgMax", rank, axis=1, keepdims=1)  # (B, 1)
+        idx = g.op("Expand", g.op("Unsqueeze", last, g.const([2], np.int64)), g.const([B, 1, D], np.int64))
+        e = g.op("Squeeze", g.op("GatherElements", y, idx, axis=1), axis1)
+    else:
+        k3 = g.op("Unsqueeze", keep, g.const([2], np.int64))
+        e = g.op("ReduceSum", g.op("Where", k3, y, g.const(0.0)), axis1, keepdims=0)
+        count = g.op("ReduceSum", g.op("Cast", k3, to=TensorProto.FLOAT), axis1, keepdims=0)
+        e = g.op("Div", e, count)
+    if cfg.get("pooling_normalize", True):
+        n = g.op("Sqrt", g.op("ReduceSum", g.op("Mul", e, e), axis1, keepdims=1))
+        e = g.op("Div", e, g.op("Max", n, g.const(1e-12)))
+    return e
+
+
 # ---- components: each returns {output name without "out.": value} --------------
 
 def run_encoder(g, cfg):
@@ -566,6 +600,8 @@ def run_encoder(g, cfg):
         h = norm(g, h, "norm.", eps, cfg)
         out["norm"] = h
     out["output"] = h
+    if cfg.get("pooling", "none") != "none":
+        out["embedding"] = pooled(g, h, cfg, L)
     return out
 
 

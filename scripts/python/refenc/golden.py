@@ -168,7 +168,10 @@ def features_of(case):
       local and global layers (docs/families.md), encoder:
         global_attn_every_n_layers  layer l global iff l % n == 0 (ModernBERT)
         sliding_window_pattern      layer l global iff (l + 1) % p == 0 (Gemma 3)
-      embedding_normalizer_dtype  sqrt(D) rounded to a dtype first (Gemma), encoder"""
+      embedding_normalizer_dtype  sqrt(D) rounded to a dtype first (Gemma), encoder
+      the pooled embedding out.embedding (docs/families.md), encoder:
+        pooling=<mean|cls|last_token>  sentence-transformers' Pooling
+        pooling_normalize=false        without its Normalize module"""
     c, comp = case.config, case.component
     f = {f"component={comp}"}
     if comp == "encoder":
@@ -216,6 +219,10 @@ def features_of(case):
     for key in ("global_attn_every_n_layers", "sliding_window_pattern"):
         if comp == "encoder" and c.get(key) is not None:
             f.add(key)
+    if comp == "encoder" and c.get("pooling") not in (None, "none"):
+        f.add(f"pooling={c['pooling']}")
+        if not c.get("pooling_normalize", True):
+            f.add("pooling_normalize=false")
     if comp in ("encoder", "attention", "ffn") and not c.get("linear_bias", True):
         f.add("linear_bias=false")
     if comp == "rope" or (comp in ("encoder", "attention") and c["positional"] == "rope"):
