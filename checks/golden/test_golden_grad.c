@@ -442,44 +442,32 @@ Test(golden_grad, bad_upstream_gradients_and_configs_are_refused, .timeout = 60)
     expect_refused(fwd, "golden", "dY without --grad", "in.grad.dY", out);
     const char *rm[] = {"refenc", "golden", "--config", rms, "--grad", "--quiet", "--out-file", out, NULL};
     expect_refused(rm, "golden", "RMSNorm", "norm_type", out);
-    /* Gemma's attention conventions have no backward yet: refused by key */
-    const char *sc = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1, "
-                     "\"attn_logit_softcapping\": 5.0}, \"input\": {\"batch\": 1, \"seq_len\": 3}}";
-    rb_write_file(rms, sc, strlen(sc));
-    expect_refused(rm, "golden", "softcap", "attn_logit_softcapping", out);
-    const char *qs = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1, "
-                     "\"query_pre_attn_scalar\": 6.0}, \"input\": {\"batch\": 1, \"seq_len\": 3}}";
-    rb_write_file(rms, qs, strlen(qs));
-    expect_refused(rm, "golden", "query_pre_attn_scalar", "query_pre_attn_scalar", out);
-    /* nor the attention windows */
-    const char *sw = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1, "
-                     "\"causal\": true, \"sliding_window\": 2}, \"input\": {\"batch\": 1, \"seq_len\": 3}}";
-    rb_write_file(rms, sw, strlen(sw));
-    expect_refused(rm, "golden", "sliding_window", "sliding_window", out);
-    const char *la = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1, "
-                     "\"local_attention\": 2}, \"input\": {\"batch\": 1, \"seq_len\": 3}}";
-    rb_write_file(rms, la, strlen(la));
-    expect_refused(rm, "golden", "local_attention", "local_attention", out);
-    const char *gp = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 2, "
-                     "\"positional\": \"rope\", \"global_attn_every_n_layers\": 2, \"local_rope_theta\": 100}, "
-                     "\"input\": {\"batch\": 1, \"seq_len\": 3}}";
-    rb_write_file(rms, gp, strlen(gp));
-    expect_refused(rm, "golden", "global_attn_every_n_layers", "global_attn_every_n_layers", out);
-    const char *sp = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 2, "
-                     "\"positional\": \"rope\", \"sliding_window_pattern\": 2}, "
-                     "\"input\": {\"batch\": 1, \"seq_len\": 3}}";
-    rb_write_file(rms, sp, strlen(sp));
-    expect_refused(rm, "golden", "sliding_window_pattern", "sliding_window_pattern", out);
-    const char *nd = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1, "
-                     "\"vocab_size\": 5, \"embedding_normalizer_dtype\": \"bfloat16\"}, "
-                     "\"input\": {\"batch\": 1, \"seq_len\": 3}}";
-    rb_write_file(rms, nd, strlen(nd));
-    expect_refused(rm, "golden", "embedding_normalizer_dtype", "embedding_normalizer_dtype", out);
-    /* nor the pooled embedding */
-    const char *po = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1, "
-                     "\"pooling\": \"mean\"}, \"input\": {\"batch\": 1, \"seq_len\": 3}}";
-    rb_write_file(rms, po, strlen(po));
-    expect_refused(rm, "golden", "pooling", "pooling", out);
+    /* the forward-only conventions have no backward yet: each refused by its key */
+    static const struct {
+        const char *model, *key; /* the model's keys besides d_model 8, n_heads 2, d_ff 16 */
+    } forward_only[] = {
+        {"\"n_layers\": 1, \"attn_logit_softcapping\": 5.0", "attn_logit_softcapping"},
+        {"\"n_layers\": 1, \"query_pre_attn_scalar\": 6.0", "query_pre_attn_scalar"},
+        {"\"n_layers\": 1, \"causal\": true, \"sliding_window\": 2", "sliding_window"},
+        {"\"n_layers\": 1, \"local_attention\": 2", "local_attention"},
+        {"\"n_layers\": 2, \"positional\": \"rope\", \"global_attn_every_n_layers\": 2, \"local_rope_theta\": 100",
+         "global_attn_every_n_layers"},
+        {"\"n_layers\": 2, \"positional\": \"rope\", \"sliding_window_pattern\": 2", "sliding_window_pattern"},
+        {"\"n_layers\": 1, \"vocab_size\": 5, \"embedding_normalizer_dtype\": \"bfloat16\"",
+         "embedding_normalizer_dtype"},
+        {"\"n_layers\": 1, \"pooling\": \"mean\"", "pooling"},
+        {"\"n_layers\": 1, \"linear_bias\": false, \"qkv_bias\": true", "qkv_bias"},
+        {"\"n_layers\": 1, \"qk_norm\": \"rms\"", "qk_norm"},
+    };
+    for (size_t k = 0; k < sizeof forward_only / sizeof forward_only[0]; k++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, %s}, "
+                 "\"input\": {\"batch\": 1, \"seq_len\": 3}}",
+                 forward_only[k].model);
+        rb_write_file(rms, text, strlen(text));
+        expect_refused(rm, "golden", forward_only[k].key, forward_only[k].key, out);
+    }
     const char *pl[] = {"refenc", "golden", "--config", cfg, "--grad", "--per-layer", "--quiet", "--out-file",
                         out, NULL};
     expect_refused(pl, "golden", "--per-layer", "not made in parts", out);

@@ -251,6 +251,26 @@ Test(accuracy_stack, family_gpt2_fully_masked_rows_finfo_min) { run_family(&FAMI
 Test(accuracy_stack, family_gpt2_fully_masked_rows_minus_inf) { run_family(&FAMILIES[4], 264); }
 Test(accuracy_stack, family_clip_text) { run_family(&FAMILIES[5], 265); }
 
+/* check_stack on a batch of 2 items of 7 rows: cfg's parameters and x
+ * drawn from seed, the padding pad (2 x 7) and positions pos (7, or NULL:
+ * 0 .. 6). */
+static void check_small_stack(const refenc_config *cfg, unsigned long seed, const uint8_t *pad,
+                              const int64_t *pos, const char *what)
+{
+    refenc_params p;
+    refenc_error err;
+    cr_assert_eq(refenc_params_alloc(&p, cfg, &err), REFENC_OK, "%s", err.message);
+    gsl_rng *r = test_rng(seed);
+    refenc_params_init_random(&p, cfg, r);
+    const size_t B = 2, L = 7;
+    double *x = acc_randn(B * L * cfg->d_model, 0, 1, r);
+    const refenc_input in = {.B = B, .L = L, .x = x, .key_padding_mask = pad, .positions = pos};
+    check_stack(cfg, &p, &in, what);
+    refenc_params_free(&p);
+    gsl_rng_free(r);
+    free(x);
+}
+
 /* ModernBERT's local and global layers (layer_pattern.h): 3 layers with
  * global_attn_every_n_layers 2 (layers 0 and 2 global, layer 1 local), a
  * local window of 4 (|i - j| <= 2: cuts keys at L 7), bases 10 000 (local)
@@ -265,27 +285,16 @@ Test(accuracy_stack, local_and_global_layers_modernbert_pattern)
     cfg.ffn_type = REFENC_FFN_GLU, cfg.glu_gate = REFENC_GLU_GATE_FIRST, cfg.norm_bias = cfg.linear_bias = 0;
     cfg.local_attention = 4, cfg.global_attn_every_n_layers = 2;
     cfg.local_rope_theta = 10000.0, cfg.global_rope_theta = 160000.0;
-    refenc_params p;
-    refenc_error err;
-    cr_assert_eq(refenc_params_alloc(&p, &cfg, &err), REFENC_OK, "%s", err.message);
-    gsl_rng *r = test_rng(280);
-    refenc_params_init_random(&p, &cfg, r);
-    const size_t B = 2, L = 7, n = B * L * cfg.d_model;
-    double *x = acc_randn(n, 0, 1, r);
-    uint8_t pad[14] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1}; /* both sides */
-    const refenc_input in = {.B = B, .L = L, .x = x, .key_padding_mask = pad};
-    check_stack(&cfg, &p, &in, "local and global layers (ModernBERT pattern)");
-    refenc_params_free(&p);
-    gsl_rng_free(r);
-    free(x);
+    const uint8_t pad[14] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1}; /* both sides */
+    check_small_stack(&cfg, 280, pad, NULL, "local and global layers (ModernBERT pattern)");
 }
 
 /* Gemma 3's pattern (layer_pattern.h): 3 layers with sliding_window_pattern
  * 3 (layers 0 and 1 local, layer 2 global), a causal window of 3 over L 7,
  * local base 10 000, global base 1 000 000, positions 900.., Gemma's
- * RMSNorm, GeGLU, padding.  Multi-head and unscaled: the running bounds cover
- * neither grouped-query attention nor scaled RoPE in a stack; the golden encoder_gemma3_local_global_scaled
- * holds the scaled global layer.  Control run: the oracle's pattern read as
+ * RMSNorm, GeGLU, padding.  Unscaled: the running bounds cover no scaled
+ * RoPE in a stack; the golden encoder_gemma3_local_global_scaled holds the
+ * scaled global layer.  Control run: the oracle's pattern read as
  * ModernBERT's (l % p == 0 global) fails this test. */
 Test(accuracy_stack, local_and_global_layers_gemma3_pattern)
 {
@@ -296,20 +305,9 @@ Test(accuracy_stack, local_and_global_layers_gemma3_pattern)
     cfg.norm_type = REFENC_NORMTYPE_RMSNORM, cfg.rmsnorm_offset = 1, cfg.activation = REFENC_ACT_GELU_TANH;
     cfg.ffn_type = REFENC_FFN_GLU, cfg.glu_gate = REFENC_GLU_GATE_FIRST, cfg.norm_bias = cfg.linear_bias = 0;
     cfg.causal = 1, cfg.sliding_window = 3, cfg.sliding_window_pattern = 3, cfg.local_rope_theta = 1e4;
-    refenc_params p;
-    refenc_error err;
-    cr_assert_eq(refenc_params_alloc(&p, &cfg, &err), REFENC_OK, "%s", err.message);
-    gsl_rng *r = test_rng(281);
-    refenc_params_init_random(&p, &cfg, r);
-    const size_t B = 2, L = 7, n = B * L * cfg.d_model;
-    double *x = acc_randn(n, 0, 1, r);
-    uint8_t pad[14] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1}; /* right */
-    int64_t pos[7] = {900, 901, 902, 903, 904, 905, 906};
-    const refenc_input in = {.B = B, .L = L, .x = x, .key_padding_mask = pad, .positions = pos};
-    check_stack(&cfg, &p, &in, "local and global layers (Gemma 3 pattern)");
-    refenc_params_free(&p);
-    gsl_rng_free(r);
-    free(x);
+    const uint8_t pad[14] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1}; /* right */
+    const int64_t pos[7] = {900, 901, 902, 903, 904, 905, 906};
+    check_small_stack(&cfg, 281, pad, pos, "local and global layers (Gemma 3 pattern)");
 }
 
 /* Qwen's attention (qk_norm.h): a Qwen2-style stack (q, k, v biased on
@@ -328,19 +326,8 @@ static void qwen_stack(int qk_norm, unsigned long seed, const char *what)
     cfg.norm_type = REFENC_NORMTYPE_RMSNORM, cfg.activation = REFENC_ACT_SILU;
     cfg.ffn_type = REFENC_FFN_GLU, cfg.linear_bias = 0;
     cfg.qkv_bias = !qk_norm, cfg.qk_norm = qk_norm ? REFENC_QKNORM_RMS : REFENC_QKNORM_NONE;
-    refenc_params p;
-    refenc_error err;
-    cr_assert_eq(refenc_params_alloc(&p, &cfg, &err), REFENC_OK, "%s", err.message);
-    gsl_rng *r = test_rng(seed);
-    refenc_params_init_random(&p, &cfg, r);
-    const size_t B = 2, L = 7, n = B * L * cfg.d_model;
-    double *x = acc_randn(n, 0, 1, r);
-    uint8_t pad[14] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
-    const refenc_input in = {.B = B, .L = L, .x = x, .key_padding_mask = pad};
-    check_stack(&cfg, &p, &in, what);
-    refenc_params_free(&p);
-    gsl_rng_free(r);
-    free(x);
+    const uint8_t pad[14] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
+    check_small_stack(&cfg, seed, pad, NULL, what);
 }
 
 Test(accuracy_stack, qwen2_qkv_bias)

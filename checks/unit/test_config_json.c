@@ -375,21 +375,26 @@ Test(config_json, pooling_keys_are_read)
     }
 }
 
+/* c from the model object text, which must read without error. */
+static void read_ok(refenc_config *c, const char *text)
+{
+    json_t *obj = json_loads(text, 0, NULL);
+    cr_assert_not_null(obj, "%s: not JSON", text);
+    refenc_error err;
+    cr_assert_eq(refenc_config_from_json(c, obj, "model", &err), REFENC_OK, "%s: %s", text, err.message);
+    json_decref(obj);
+}
+
 /* The windows with their Hugging Face names (Mistral's sliding_window,
  * ModernBERT's local_attention); null is off, as Qwen2's config.json writes
  * it with use_sliding_window false. */
 Test(config_json, window_keys_are_read)
 {
-    json_t *obj = json_loads("{\"sliding_window\": 4096, \"causal\": true, \"local_attention\": 128}", 0, NULL);
     refenc_config c;
-    refenc_error err;
-    cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s", err.message);
-    json_decref(obj);
+    read_ok(&c, "{\"sliding_window\": 4096, \"causal\": true, \"local_attention\": 128}");
     cr_expect_eq(c.sliding_window, 4096);
     cr_expect_eq(c.local_attention, 128);
-    obj = json_loads("{\"sliding_window\": null}", 0, NULL);
-    cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s", err.message);
-    json_decref(obj);
+    read_ok(&c, "{\"sliding_window\": null}");
     cr_expect_eq(c.sliding_window, 0, "null must be off");
     cr_expect_eq(c.local_attention, 0, "absent must be off");
 }
@@ -398,18 +403,13 @@ Test(config_json, window_keys_are_read)
  * is off. */
 Test(config_json, layer_pattern_keys_are_read)
 {
-    json_t *obj = json_loads("{\"global_attn_every_n_layers\": 3, \"local_rope_theta\": 10000.0, "
-                             "\"global_rope_theta\": 160000.0, \"local_attention\": 128}", 0, NULL);
     refenc_config c;
-    refenc_error err;
-    cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s", err.message);
-    json_decref(obj);
+    read_ok(&c, "{\"global_attn_every_n_layers\": 3, \"local_rope_theta\": 10000.0, "
+                "\"global_rope_theta\": 160000.0, \"local_attention\": 128}");
     cr_expect_eq(c.global_attn_every_n_layers, 3);
     cr_expect_eq(c.local_rope_theta, 10000.0);
     cr_expect_eq(c.global_rope_theta, 160000.0);
-    obj = json_loads("{\"global_attn_every_n_layers\": null, \"local_rope_theta\": null}", 0, NULL);
-    cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s", err.message);
-    json_decref(obj);
+    read_ok(&c, "{\"global_attn_every_n_layers\": null, \"local_rope_theta\": null}");
     cr_expect_eq(c.global_attn_every_n_layers, 0, "null must be off");
     cr_expect_eq(c.local_rope_theta, 0, "null must be off");
     cr_expect_eq(c.global_rope_theta, 0, "absent must be off");
@@ -419,18 +419,13 @@ Test(config_json, layer_pattern_keys_are_read)
  * sliding_window_pattern, still on the Hub's configs); null is off. */
 Test(config_json, gemma3_pattern_key_is_read)
 {
-    json_t *obj = json_loads("{\"sliding_window_pattern\": 6, \"local_rope_theta\": 10000.0, "
-                             "\"rope_base\": 1000000.0, \"sliding_window\": 512, \"causal\": true}", 0, NULL);
     refenc_config c;
-    refenc_error err;
-    cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s", err.message);
-    json_decref(obj);
+    read_ok(&c, "{\"sliding_window_pattern\": 6, \"local_rope_theta\": 10000.0, "
+                "\"rope_base\": 1000000.0, \"sliding_window\": 512, \"causal\": true}");
     cr_expect_eq(c.sliding_window_pattern, 6);
     cr_expect_eq(c.global_attn_every_n_layers, 0);
     cr_expect_eq(c.local_rope_theta, 10000.0);
-    obj = json_loads("{\"sliding_window_pattern\": null}", 0, NULL);
-    cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s", err.message);
-    json_decref(obj);
+    read_ok(&c, "{\"sliding_window_pattern\": null}");
     cr_expect_eq(c.sliding_window_pattern, 0, "null must be off");
 }
 

@@ -127,38 +127,23 @@ static int get_optional_positive(double *v, const json_t *obj, const char *key, 
     return REFENC_OK;
 }
 
-/* sliding_window or local_attention (window.h): absent or null leaves 0
- * (no window); an explicit value must be an integer >= 1 (Hugging Face
- * writes null for no window; 0 would be a window of no key). */
-static int get_optional_window(size_t *v, const json_t *obj, const char *key, const char *where,
-                               refenc_error *err)
+/* An optional count in 1 .. max: absent or null leaves 0 (off); an
+ * explicit value must be an integer >= 1.  The windows sliding_window and
+ * local_attention (window.h; max REFENC_MAX_DIM: Hugging Face writes null
+ * for no window, and 0 would be a window of no key) and the layer periods
+ * global_attn_every_n_layers and sliding_window_pattern (layer_pattern.h;
+ * max REFENC_MAX_LAYERS, 1: every layer global). */
+static int get_optional_count(size_t *v, const json_t *obj, const char *key, size_t max, const char *where,
+                              refenc_error *err)
 {
     const json_t *j = json_object_get(obj, key);
     if (j == NULL || json_is_null(j))
         return REFENC_OK;
     if (!json_is_integer(j) || json_integer_value(j) < 1)
         return refenc_error_set(err, REFENC_EINVAL, "%s.%s: expected an integer >= 1 or null", where, key);
-    if ((unsigned long long)json_integer_value(j) > REFENC_MAX_DIM)
+    if ((unsigned long long)json_integer_value(j) > max)
         return refenc_error_set(err, REFENC_ELIMIT, "%s.%s: %lld exceeds %zu", where, key,
-                                (long long)json_integer_value(j), REFENC_MAX_DIM);
-    *v = (size_t)json_integer_value(j);
-    return REFENC_OK;
-}
-
-/* global_attn_every_n_layers, sliding_window_pattern (layer_pattern.h): absent or null leaves 0
- * (no pattern); an explicit value must be an integer >= 1 (1: every layer
- * global), at most REFENC_MAX_LAYERS. */
-static int get_optional_period(size_t *v, const json_t *obj, const char *key, const char *where,
-                               refenc_error *err)
-{
-    const json_t *j = json_object_get(obj, key);
-    if (j == NULL || json_is_null(j))
-        return REFENC_OK;
-    if (!json_is_integer(j) || json_integer_value(j) < 1)
-        return refenc_error_set(err, REFENC_EINVAL, "%s.%s: expected an integer >= 1 or null", where, key);
-    if ((unsigned long long)json_integer_value(j) > REFENC_MAX_LAYERS)
-        return refenc_error_set(err, REFENC_ELIMIT, "%s.%s: %lld exceeds %zu", where, key,
-                                (long long)json_integer_value(j), REFENC_MAX_LAYERS);
+                                (long long)json_integer_value(j), max);
     *v = (size_t)json_integer_value(j);
     return REFENC_OK;
 }
@@ -173,10 +158,12 @@ static int read_attention_keys(refenc_config *c, const json_t *obj, const char *
         (st = get_optional_size(&c->head_dim, obj, "head_dim", where, err)) ||
         (st = get_optional_positive(&c->attn_logit_softcapping, obj, "attn_logit_softcapping", where, err)) ||
         (st = get_optional_positive(&c->query_pre_attn_scalar, obj, "query_pre_attn_scalar", where, err)) ||
-        (st = get_optional_window(&c->sliding_window, obj, "sliding_window", where, err)) ||
-        (st = get_optional_window(&c->local_attention, obj, "local_attention", where, err)) ||
-        (st = get_optional_period(&c->global_attn_every_n_layers, obj, "global_attn_every_n_layers", where, err)) ||
-        (st = get_optional_period(&c->sliding_window_pattern, obj, "sliding_window_pattern", where, err)) ||
+        (st = get_optional_count(&c->sliding_window, obj, "sliding_window", REFENC_MAX_DIM, where, err)) ||
+        (st = get_optional_count(&c->local_attention, obj, "local_attention", REFENC_MAX_DIM, where, err)) ||
+        (st = get_optional_count(&c->global_attn_every_n_layers, obj, "global_attn_every_n_layers",
+                                 REFENC_MAX_LAYERS, where, err)) ||
+        (st = get_optional_count(&c->sliding_window_pattern, obj, "sliding_window_pattern", REFENC_MAX_LAYERS,
+                                 where, err)) ||
         (st = get_optional_positive(&c->local_rope_theta, obj, "local_rope_theta", where, err)) ||
         (st = get_optional_positive(&c->global_rope_theta, obj, "global_rope_theta", where, err)))
         return st;
