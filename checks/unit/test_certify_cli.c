@@ -600,8 +600,10 @@ Test(certify_cli, f32_results_that_are_all_bfloat16_get_a_hint)
     }
 }
 
-/* An output named as Hugging Face or without its out. prefix: "did you
- * mean".  Negative control: a name nothing resembles gets no guess. */
+/* An output named as Hugging Face or sentence-transformers name it, or
+ * without its out. prefix: "did you mean".  Negative controls: a name
+ * nothing resembles, and BERT's pooler_output (another computation), get no
+ * guess. */
 Test(certify_cli, an_unknown_output_name_gets_did_you_mean)
 {
     const struct { const char *name, *from, *to, *meant; } rows[] = {
@@ -609,6 +611,9 @@ Test(certify_cli, an_unknown_output_name_gets_did_you_mean)
         {"layernorm_d4", "out.output", "output", "did you mean 'out.output'?"},
         {"encoder_pre", "out.embed", "embed", "did you mean 'out.embed'?"},
         {"encoder_pre", "out.layers.0.ffn", "layers.0.ffn", "did you mean 'out.layers.0.ffn'?"},
+        {"encoder_pool_mean_right_padding", "out.embedding", "sentence_embedding", "did you mean 'out.embedding'?"},
+        {"encoder_pool_mean_right_padding", "out.embedding", "embedding", "did you mean 'out.embedding'?"},
+        {"encoder_pool_mean_right_padding", "out.embedding", "pooler_output", NULL},
         {"layernorm_d4", "out.output", "y", NULL},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {

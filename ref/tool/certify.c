@@ -766,16 +766,22 @@ static int diagnose(refenc_case_report *rep, certify_ctx *x)
 }
 
 /* The output a misnamed results tensor most likely means, or NULL: the
- * name without its "out." prefix, or the name Hugging Face gives the final
- * output (last_hidden_state, hidden_states, output). */
+ * name without its "out." prefix, the name Hugging Face gives the final
+ * output (last_hidden_state, hidden_states, output), or the one
+ * sentence-transformers gives the pooled embedding (sentence_embedding;
+ * not BERT's pooler_output, a dense layer refenc does not compute). */
 static const char *did_you_mean(const refenc_case_report *rep, const char *tn)
 {
     static const char *const final_names[] = {"last_hidden_state", "hidden_states", "output", "outputs"};
+    static const char *const pooled_names[] = {"sentence_embedding", "sentence_embeddings", "embeddings"};
     char full[REFENC_NAME_MAX];
     snprintf(full, sizeof full, "out.%s", tn);
     for (size_t k = 0; k < sizeof final_names / sizeof final_names[0]; k++)
         if (strcmp(tn, final_names[k]) == 0)
             snprintf(full, sizeof full, "out.output");
+    for (size_t k = 0; k < sizeof pooled_names / sizeof pooled_names[0]; k++)
+        if (strcmp(tn, pooled_names[k]) == 0)
+            snprintf(full, sizeof full, "out.embedding");
     for (size_t i = 0; i < rep->n_outputs; i++)
         if (strcmp(rep->outputs[i].name, full) == 0)
             return rep->outputs[i].name;
