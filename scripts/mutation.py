@@ -31,7 +31,8 @@ suites that speak for it:
   kernels  ref/*.c (the double-precision reference)
   oracle   ref/oracle/dot.c (the exact dot products), engine.c (the one
            engine) and the blocks it runs: encoder.c, layer.c, mha.c,
-           ffn.c, attention.c, and ziv.c (the precision loop); against the
+           ffn.c, attention.c, rope.c, rope_scaling.c, rmsnorm.c,
+           embedding.c, pooling.c, and ziv.c (the precision loop); against the
            oracle suites, the accuracy suites and the regeneration of the
            smallest committed goldens byte for byte
   golden   ref/golden/make.c, parts.c, plan.c, digest.c, validate.c,
@@ -115,7 +116,8 @@ AREAS = {
         # the MPFR engine and the blocks it runs, its dot products and Ziv's loop
         "files": ["ref/oracle/dot.c", "ref/oracle/engine.c", "ref/oracle/encoder.c", "ref/oracle/layer.c",
                   "ref/oracle/mha.c", "ref/oracle/ffn.c", "ref/oracle/attention.c", "ref/oracle/ziv.c",
-                  "ref/oracle/rope.c", "ref/oracle/rope_scaling.c", "ref/oracle/rmsnorm.c"],
+                  "ref/oracle/rope.c", "ref/oracle/rope_scaling.c", "ref/oracle/rmsnorm.c",
+                  "ref/oracle/embedding.c", "ref/oracle/pooling.c"],
         "filter": "@(oracle_*/*|accuracy_*/*|golden/*|out_of_memory/oracle_*)",
         "budget": 30,
     },

@@ -726,17 +726,7 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
     refenc_alibi_slopes(slopes, H);
     for (size_t i = 0; i < H; i++)
         slope_err[i] = LIBM_ULP_EXP2 * bnd_ulp(slopes[i]);
-    const refenc_attn_options opt = {
-        .key_padding_mask = in->key_padding_mask,
-        .causal = cfg->causal,
-        .attn_mask = in->attn_mask,
-        .alibi_slopes = cfg->positional == REFENC_POS_ALIBI ? slopes : NULL,
-        .positions = pos,
-        .temperature = cfg->temperature,
-        .mask_value = cfg->mask_value,
-        .sliding_window = cfg->sliding_window,
-        .local_attention = cfg->local_attention,
-    };
+    const refenc_attn_options opt = refenc_attn_options_of(cfg, in->key_padding_mask, in->attn_mask, pos, slopes);
     const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, pos, NULL}; /* bounds for unscaled RoPE */
     const refenc_rope_options *rope_p = cfg->positional == REFENC_POS_ROPE ? &rope : NULL;
     bnd_mha_run run; /* grouped-query and head_dim as refenc_encoder_forward */
