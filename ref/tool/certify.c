@@ -2,6 +2,7 @@
 #include "certify.h"
 
 #include <fnmatch.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,8 @@
 #include "variants.h"
 
 _Static_assert(REFENC_VAR_COUNT <= REFENC_CASE_MAX_VARIANTS, "a case report holds every variant's effect");
+_Static_assert(REFENC_CASE_MAX_VARIANTS <= sizeof(unsigned long) * CHAR_BIT,
+               "a case report's candidates and not_ruled_out hold one bit per variant");
 
 /* ---- the policy ----------------------------------------------------------------------
  * F64 (docs/certify.md, "Why F64 is 1e-10 / 1e-11"): a correct float64

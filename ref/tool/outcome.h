@@ -71,7 +71,7 @@ typedef struct {
 } refenc_output_report;
 
 /* Room for every known variant (variants.h checks REFENC_VAR_COUNT fits). */
-#define REFENC_CASE_MAX_VARIANTS 48
+#define REFENC_CASE_MAX_VARIANTS 64
 
 typedef struct {
     char name[128];
