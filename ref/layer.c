@@ -1,5 +1,6 @@
 /* One encoder layer in double (layer.h):
  *   Pre-LN:   h = x + MHA(LN1(x));   y = h + FFN(LN2(h))
+ *             (LN1 the identity in a layer without norm1: skip_first_prenorm)
  *   Post-LN:  h = LN1(x + MHA(x));   y = LN2(h + FFN(h))
  * LN is the configured norm (norm.h): LayerNorm or RMSNorm; FFN the configured
  * block (glu.h): the MLP or the gated FFN.
@@ -25,6 +26,20 @@ static void emit(const refenc_trace *trace, size_t index, const char *step,
     refenc_trace_emit(trace, name, data, ndim, shape);
 }
 
+/* ln = LN1(x), or x itself when the layer has no norm1 (ModernBERT's layer
+ * 0 under skip_first_prenorm: attn_norm = nn.Identity()). */
+static void norm1_forward(double *ln, const double *x, const refenc_layer_params *lp, size_t BL,
+                          const refenc_config *cfg)
+{
+    const size_t D = cfg->d_model;
+    if (lp->norm1_weight == NULL) {
+        for (size_t i = 0; i < BL * D; i++)
+            ln[i] = x[i];
+        return;
+    }
+    refenc_norm_forward(ln, x, lp->norm1_weight, lp->norm1_bias, BL, D, cfg->layer_norm_eps, cfg);
+}
+
 /* y = a + b, elementwise over n values. */
 static void add(double *y, const double *a, const double *b, size_t n)
 {
@@ -45,7 +60,7 @@ void refenc_layer_forward(double *y, refenc_layer_work *w, const double *x,
 
     if (cfg->norm == REFENC_NORM_PRE) {
         /* h = x + MHA(LN1(x)) */
-        refenc_norm_forward(w->ln, x, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
+        norm1_forward(w->ln, x, lp, BL, cfg);
         emit(trace, index, "norm1", w->ln, 3, bld);
         refenc_gqa_qk_forward(w->attn, &w->mha, w->ln, lp->in_proj_weight, lp->in_proj_bias,
                               lp->out_proj_weight, lp->out_proj_bias, opt, rope, qkn, B, L, D, H,
@@ -95,7 +110,7 @@ static void pre_ln_backward(double *dx, const refenc_layer_params *dlp, refenc_l
 {
     const size_t D = cfg->d_model, H = cfg->n_heads, BL = B * L;
     const double eps = cfg->layer_norm_eps;
-    refenc_norm_forward(g->a, x, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
+    norm1_forward(g->a, x, lp, BL, cfg);
 
     /* dc = FFN^T dy;  dh = dy + LN2^T dc */
     refenc_ffn_block_backward(g->d1, dlp->linear1_weight, dlp->linear1_bias, dlp->linear2_weight,
@@ -109,8 +124,9 @@ static void pre_ln_backward(double *dx, const refenc_layer_params *dlp, refenc_l
     refenc_mha_backward(g->d2, dlp->in_proj_weight, dlp->in_proj_bias, dlp->out_proj_weight,
                         dlp->out_proj_bias, &g->mha, g->d1, g->a, &w->mha, lp->in_proj_weight,
                         lp->out_proj_weight, opt, rope, B, L, D, H);
-    refenc_norm_backward(g->d2, dlp->norm1_weight, dlp->norm1_bias, g->d2, x,
-                              lp->norm1_weight, BL, D, eps, cfg);
+    if (lp->norm1_weight != NULL) /* the identity's transpose is the identity */
+        refenc_norm_backward(g->d2, dlp->norm1_weight, dlp->norm1_bias, g->d2, x,
+                             lp->norm1_weight, BL, D, eps, cfg);
     add(dx, g->d1, g->d2, BL * D);
 }
 

@@ -24,6 +24,9 @@ typedef struct {
  * Pre-LN  (norm_first=True):   h = x + MHA(LN1(x));   y = h + FFN(LN2(h))
  * Post-LN (norm_first=False):  h = LN1(x + MHA(x));   y = LN2(h + FFN(h))
  *
+ * Pre-LN's LN1 is the identity when lp->norm1_weight is NULL (layer 0 under
+ * skip_first_prenorm, ModernBERT's attn_norm = nn.Identity()); the trace's
+ * norm1 is then x.
  * opt carries the masks, ALiBi slopes and temperature; rope is NULL unless
  * the positional scheme is RoPE.  No dropout (refenc_layer_backward below).
  * Trace steps, in forward order, with prefix "layers.{index}.":

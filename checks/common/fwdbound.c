@@ -827,7 +827,12 @@ static void chain_layer(double *y, double *Ey, double *w, double *ew, const doub
 
     if (cfg->norm == REFENC_NORM_PRE) {
         /* h = x + MHA(LN1(x));  y = h + FFN(LN2(h)) */
-        chain_norm(ln, Eln, x, Ex, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
+        if (lp->norm1_weight == NULL) { /* skip_first_prenorm's layer 0: LN1 the identity */
+            memcpy(ln, x, BLD * sizeof(double));
+            memcpy(Eln, Ex, BL * sizeof(double));
+        } else {
+            chain_norm(ln, Eln, x, Ex, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
+        }
         fb_mha(at, Eat, w, ew, ln, Eln, lp->in_proj_weight, lp->in_proj_bias,
                lp->out_proj_weight, lp->out_proj_bias, opt, rope, B, L, D, H, nqkv, nm->o[li]);
         chain_add(res, Eres, x, Ex, at, Eat, BL, D);

@@ -35,7 +35,8 @@ static int st_modern;
 
 /* The modern blocks (docs/cli.md), by case index: RMSNorm (T5/Llama's w,
  * Gemma's 1 + w), the gated FFN (SwiGLU, GeGLU exact and tanh; either half
- * the gate), bias-free LayerNorms and linear maps. */
+ * the gate), bias-free LayerNorms and linear maps, layer 0 without its
+ * attention norm (skip_first_prenorm, Pre-LN). */
 static void st_modern_blocks(refenc_config *g, size_t t)
 {
     static const refenc_activation acts[] = {REFENC_ACT_SILU, REFENC_ACT_GELU, REFENC_ACT_GELU_TANH};
@@ -46,6 +47,7 @@ static void st_modern_blocks(refenc_config *g, size_t t)
     g->ffn_type = t % 4 == 3 ? REFENC_FFN_MLP : REFENC_FFN_GLU;
     g->glu_gate = t % 3 == 1 ? REFENC_GLU_GATE_SECOND : REFENC_GLU_GATE_FIRST;
     g->activation = acts[t % 3];
+    g->skip_first_prenorm = g->norm == REFENC_NORM_PRE && t % 3 == 0; /* ModernBERT's layer 0 */
 }
 
 typedef struct {

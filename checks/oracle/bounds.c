@@ -748,8 +748,13 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
         refenc_qk_norm qk;
         run.qkn = refenc_qk_norm_of(&qk, cfg, lp); /* Qwen3's q_norm, k_norm: NULL without */
         if (cfg->norm == REFENC_NORM_PRE) {
-            refenc_norm_forward(ln, h, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
-            st->applicable &= bnd_norm(Eln, h, Eh, lp->norm1_weight, lp->norm1_bias, ln, BL, D, eps, cfg);
+            if (lp->norm1_weight == NULL) { /* skip_first_prenorm's layer 0: LN1 the identity */
+                memcpy(ln, h, BLD * sizeof(double));
+                memcpy(Eln, Eh, BLD * sizeof(double));
+            } else {
+                refenc_norm_forward(ln, h, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
+                st->applicable &= bnd_norm(Eln, h, Eh, lp->norm1_weight, lp->norm1_bias, ln, BL, D, eps, cfg);
+            }
             REC("norm1", ln, Eln, BLD);
             bnd_mha(Eattn, Ew, &run, ln, Eln, lp->in_proj_weight, lp->in_proj_bias,
                     lp->out_proj_weight, lp->out_proj_bias, &opt_i, rope_ip, slope_err);

@@ -289,6 +289,24 @@ Test(accuracy_stack, local_and_global_layers_modernbert_pattern)
     check_small_stack(&cfg, 280, pad, NULL, "local and global layers (ModernBERT pattern)");
 }
 
+/* ModernBERT's first layer (skip_first_prenorm): layer 0's attention reads
+ * its input unnormalised (attn_norm = nn.Identity()), layer 1 normalises;
+ * the same stack as above otherwise.  Control run: the oracle's rule
+ * dropped (layer 0 normalised like the others) fails this test. */
+Test(accuracy_stack, modernbert_first_layer_without_attention_norm)
+{
+    refenc_config cfg;
+    refenc_config_default(&cfg);
+    cfg.d_model = 12, cfg.n_heads = 3, cfg.d_ff = 20, cfg.n_layers = 2, cfg.max_len = 16;
+    cfg.positional = REFENC_POS_ROPE, cfg.rope_layout = REFENC_ROPE_HALF, cfg.rope_base = 10000.0;
+    cfg.ffn_type = REFENC_FFN_GLU, cfg.glu_gate = REFENC_GLU_GATE_FIRST, cfg.norm_bias = cfg.linear_bias = 0;
+    cfg.local_attention = 4, cfg.global_attn_every_n_layers = 2;
+    cfg.local_rope_theta = 10000.0, cfg.global_rope_theta = 160000.0;
+    cfg.skip_first_prenorm = 1;
+    const uint8_t pad[14] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
+    check_small_stack(&cfg, 282, pad, NULL, "ModernBERT's layer 0 without its attention norm");
+}
+
 /* Gemma 3's pattern (layer_pattern.h): 3 layers with sliding_window_pattern
  * 3 (layers 0 and 1 local, layer 2 global), a causal window of 3 over L 7,
  * local base 10 000, global base 1 000 000, positions 900.., Gemma's

@@ -148,6 +148,11 @@ static const json_error_case json_errors[] = {
     {"qk_norm_unknown", "{\"qk_norm\": \"layernorm\"}", REFENC_EINVAL,
      "model.qk_norm: unknown name 'layernorm' (expected one of 'none', 'rms')"},
     {"qk_norm_boolean", "{\"qk_norm\": true}", REFENC_EINVAL, "model.qk_norm: expected a string"},
+    /* ModernBERT's first layer: a boolean, Pre-LN only */
+    {"skip_first_prenorm_integer", "{\"skip_first_prenorm\": 1}", REFENC_EINVAL,
+     "model.skip_first_prenorm: expected true or false"},
+    {"skip_first_prenorm_post_ln", "{\"norm\": \"post\", \"skip_first_prenorm\": true}", REFENC_EINVAL,
+     "skip_first_prenorm needs norm 'pre'"},
     /* the pooling: a name or null; pooling_normalize a boolean, only with a pooling */
     {"pooling_unknown_name", "{\"pooling\": \"max\"}", REFENC_EINVAL,
      "model.pooling: unknown name 'max' (expected one of 'none', 'mean', 'cls', 'last_token')"},
@@ -326,6 +331,31 @@ Test(config_json, to_json_round_trips)
     /* the pooling only when set, with its normalisation */
     c.pooling = REFENC_POOL_LAST_TOKEN, c.pooling_normalize = 0;
     expect_round_trip(&c, 29);
+    /* ModernBERT's first layer only when set (Pre-LN: norm keeps its key) */
+    c.norm = REFENC_NORM_PRE, c.skip_first_prenorm = 1;
+    expect_round_trip(&c, 30);
+}
+
+/* skip_first_prenorm: layer 0 has no norm1 tensors, the other layers have
+ * theirs, and the parameter count drops by layer 0's (D). */
+Test(config_json, skip_first_prenorm_drops_layer0_norm1)
+{
+    json_t *obj = json_loads("{\"d_model\": 8, \"n_heads\": 2, \"n_layers\": 2, \"norm_bias\": false, "
+                             "\"skip_first_prenorm\": true}", 0, NULL);
+    refenc_config c;
+    refenc_error err;
+    cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s", err.message);
+    json_decref(obj);
+    cr_expect_eq(c.skip_first_prenorm, 1);
+    refenc_params p;
+    cr_assert_eq(refenc_params_alloc(&p, &c, &err), REFENC_OK, "%s", err.message);
+    cr_expect_null(refenc_params_find(&p, "layers.0.norm1.weight"));
+    cr_expect_null(p.layers[0].norm1_weight);
+    cr_expect_not_null(refenc_params_find(&p, "layers.1.norm1.weight"));
+    cr_expect_not_null(refenc_params_find(&p, "layers.0.norm2.weight"));
+    c.skip_first_prenorm = 0;
+    cr_expect_eq(refenc_config_param_count(&c), p.n_values + 8, "layer 0's norm1.weight (D 8)");
+    refenc_params_free(&p);
 }
 
 /* Qwen2's qkv_bias and Qwen3's qk_norm: in_proj_bias (E + 2 Ekv) with no

@@ -116,7 +116,7 @@ Test(variants, unbiased_variance_transform_is_layernorm_with_d_minus_1)
     refenc_layernorm_forward(plain, x, lp->norm1_weight, lp->norm1_bias, 1, D, c.cfg.layer_norm_eps);
 
     refenc_variant_hooks hooks;
-    refenc_variant_apply(REFENC_VAR_UNBIASED_VARIANCE, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_UNBIASED_VARIANCE, &c, &hooks, NULL), 0);
     cr_expect(!hooks.alibi_slopes_pow2 && !hooks.merge_without_transpose);
     refenc_layernorm_forward(got, x, lp->norm1_weight, lp->norm1_bias, 1, D, c.cfg.layer_norm_eps);
     int differs = 0;
@@ -146,11 +146,11 @@ Test(variants, scaling_transforms_give_the_wrong_divisors)
     refenc_variant_hooks hooks;
     small_case(&c, REFENC_POS_NONE, 6, 0);
     const double Dh = 4, D = 24, tau = c.cfg.temperature;
-    refenc_variant_apply(REFENC_VAR_ATTENTION_SCALE_SQRT_D, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_ATTENTION_SCALE_SQRT_D, &c, &hooks, NULL), 0);
     cr_expect(fabs(sqrt(Dh) * c.cfg.temperature - sqrt(D) * tau) <= 4 * TEST_U * sqrt(D) * tau);
     refenc_case_free(&c);
     small_case(&c, REFENC_POS_NONE, 6, 0);
-    refenc_variant_apply(REFENC_VAR_ATTENTION_UNSCALED, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_ATTENTION_UNSCALED, &c, &hooks, NULL), 0);
     cr_expect(fabs(sqrt(Dh) * c.cfg.temperature - tau) <= 4 * TEST_U * tau);
     refenc_case_free(&c);
 }
@@ -161,34 +161,34 @@ Test(variants, the_other_transforms)
     refenc_variant_hooks hooks;
     small_case(&c, REFENC_POS_ALIBI, 6, 1);
     const double e0 = c.params.embedding[24 * 3 + 5], eps0 = c.cfg.layer_norm_eps;
-    refenc_variant_apply(REFENC_VAR_EMBEDDING_UNSCALED, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_EMBEDDING_UNSCALED, &c, &hooks, NULL), 0);
     /* E / sqrt(D) * sqrt(D) returns E within 2 roundings */
     cr_expect(fabs(c.params.embedding[24 * 3 + 5] * sqrt(24.0) - e0) <= 2 * TEST_U * fabs(e0));
-    refenc_variant_apply(REFENC_VAR_PADDING_MASK_INVERTED, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_PADDING_MASK_INVERTED, &c, &hooks, NULL), 0);
     cr_expect(c.key_padding_mask[9] == 0 && c.key_padding_mask[0] == 1);
-    refenc_variant_apply(REFENC_VAR_PRE_POST_SWAPPED, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_PRE_POST_SWAPPED, &c, &hooks, NULL), 0);
     cr_expect_eq(c.cfg.norm, REFENC_NORM_POST);
     cr_expect_eq(c.cfg.final_norm, 1, "the final norm is kept: only the placement is swapped");
-    refenc_variant_apply(REFENC_VAR_LAYERNORM_EPS_X10, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_LAYERNORM_EPS_X10, &c, &hooks, NULL), 0);
     cr_expect_eq(c.cfg.layer_norm_eps, eps0 * 10);
-    refenc_variant_apply(REFENC_VAR_MISSING_FINAL_NORM, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_MISSING_FINAL_NORM, &c, &hooks, NULL), 0);
     cr_expect_eq(c.cfg.final_norm, 0);
-    refenc_variant_apply(REFENC_VAR_ALIBI_SLOPES_POW2, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_ALIBI_SLOPES_POW2, &c, &hooks, NULL), 0);
     cr_expect(hooks.alibi_slopes_pow2 && !hooks.merge_without_transpose);
-    refenc_variant_apply(REFENC_VAR_HEADS_MERGED_WITHOUT_TRANSPOSE, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_HEADS_MERGED_WITHOUT_TRANSPOSE, &c, &hooks, NULL), 0);
     cr_expect(hooks.merge_without_transpose && !hooks.alibi_slopes_pow2);
     refenc_case_free(&c);
 
     small_case(&c, REFENC_POS_ROPE, 4, 0);
-    refenc_variant_apply(REFENC_VAR_ROPE_LAYOUT_SWAPPED, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_ROPE_LAYOUT_SWAPPED, &c, &hooks, NULL), 0);
     cr_expect_eq(c.cfg.rope_layout, REFENC_ROPE_INTERLEAVED);
-    refenc_variant_apply(REFENC_VAR_ROPE_BASE_WRONG, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_ROPE_BASE_WRONG, &c, &hooks, NULL), 0);
     cr_expect_eq(c.cfg.rope_base, 500000.0);
-    refenc_variant_apply(REFENC_VAR_ROPE_BASE_WRONG, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_ROPE_BASE_WRONG, &c, &hooks, NULL), 0);
     cr_expect_eq(c.cfg.rope_base, 10000.0);
-    refenc_variant_apply(REFENC_VAR_GELU_TANH_FOR_EXACT, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_GELU_TANH_FOR_EXACT, &c, &hooks, NULL), 0);
     cr_expect_eq(c.cfg.activation, REFENC_ACT_GELU_TANH);
-    refenc_variant_apply(REFENC_VAR_GELU_EXACT_FOR_TANH, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_GELU_EXACT_FOR_TANH, &c, &hooks, NULL), 0);
     cr_expect_eq(c.cfg.activation, REFENC_ACT_GELU);
     refenc_case_free(&c);
 }
@@ -286,7 +286,7 @@ Test(variants, family_transforms_compute_the_bugs_they_name)
     /* eps 1e-5 for 1e-12: the bug sets both eps to PyTorch's default */
     family_case(&c, REFENC_FAMILY_BERT);
     run(y_ok, &c);
-    refenc_variant_apply(REFENC_VAR_EPS_1E5_FOR_1E12, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_EPS_1E5_FOR_1E12, &c, &hooks, NULL), 0);
     run(y_var, &c);
     refenc_case_free(&c);
     family_case(&b, REFENC_FAMILY_BERT);
@@ -296,14 +296,14 @@ Test(variants, family_transforms_compute_the_bugs_they_name)
     cr_expect(memcmp(y_var, y_ok, n * sizeof(double)) != 0, "the bug changed nothing");
     /* the embedding LN missing; token types ignored (type ids all 0) */
     family_case(&c, REFENC_FAMILY_BERT);
-    refenc_variant_apply(REFENC_VAR_EMBEDDING_NORM_MISSING, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_EMBEDDING_NORM_MISSING, &c, &hooks, NULL), 0);
     run(y_var, &c);
     b.cfg.layer_norm_eps = 1e-12, b.cfg.embedding_norm_eps = 1e-12, b.cfg.embedding_norm = 0;
     run(y_bug, &b);
     cr_expect(memcmp(y_var, y_bug, n * sizeof(double)) == 0, "embedding LN missing");
     refenc_case_free(&c);
     family_case(&c, REFENC_FAMILY_BERT);
-    refenc_variant_apply(REFENC_VAR_TOKEN_TYPES_IGNORED, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_TOKEN_TYPES_IGNORED, &c, &hooks, NULL), 0);
     run(y_var, &c);
     b.cfg.embedding_norm = 1;
     refenc_input in = refenc_case_input(&b);
@@ -316,7 +316,7 @@ Test(variants, family_transforms_compute_the_bugs_they_name)
 
     /* RoBERTa's positions from 0: the positions 0 .. L-1 given explicitly */
     family_case(&c, REFENC_FAMILY_ROBERTA);
-    refenc_variant_apply(REFENC_VAR_ROBERTA_POSITIONS_FROM_ZERO, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_ROBERTA_POSITIONS_FROM_ZERO, &c, &hooks, NULL), 0);
     run(y_var, &c);
     refenc_case_free(&c);
     family_case(&b, REFENC_FAMILY_ROBERTA);
@@ -334,34 +334,34 @@ Test(variants, family_transforms_compute_the_bugs_they_name)
     family_case(&c, REFENC_FAMILY_GPT2);
     const double w01 = c.params.layers[1].out_proj_weight[0 * 24 + 1];
     const double w10 = c.params.layers[1].out_proj_weight[1 * 24 + 0];
-    refenc_variant_apply(REFENC_VAR_CONV1D_NOT_TRANSPOSED, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_CONV1D_NOT_TRANSPOSED, &c, &hooks, NULL), 0);
     cr_expect(c.params.layers[1].out_proj_weight[0 * 24 + 1] == w10 &&
               c.params.layers[1].out_proj_weight[1 * 24 + 0] == w01, "layer 1's W_o is W_o^T");
     refenc_case_free(&c);
 
     /* the activations */
     family_case(&c, REFENC_FAMILY_GPT2);
-    refenc_variant_apply(REFENC_VAR_QUICK_GELU_FOR_GELU, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_QUICK_GELU_FOR_GELU, &c, &hooks, NULL), 0);
     cr_expect_eq(c.cfg.activation, REFENC_ACT_QUICK_GELU);
     refenc_case_free(&c);
     family_case(&c, REFENC_FAMILY_CLIP_TEXT);
-    refenc_variant_apply(REFENC_VAR_GELU_FOR_QUICK_GELU, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_GELU_FOR_QUICK_GELU, &c, &hooks, NULL), 0);
     cr_expect_eq(c.cfg.activation, REFENC_ACT_GELU);
     refenc_case_free(&c);
 
     /* eps 1e-12 for 1e-5 on RoBERTa: both eps */
     family_case(&c, REFENC_FAMILY_ROBERTA);
-    refenc_variant_apply(REFENC_VAR_EPS_1E12_FOR_1E5, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_EPS_1E12_FOR_1E5, &c, &hooks, NULL), 0);
     cr_expect(c.cfg.layer_norm_eps == 1e-12 && c.cfg.embedding_norm_eps == 1e-12);
     /* the LayerNorm variants act on the embedding LayerNorm too */
-    refenc_variant_apply(REFENC_VAR_LAYERNORM_EPS_X10, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_LAYERNORM_EPS_X10, &c, &hooks, NULL), 0);
     cr_expect(c.cfg.layer_norm_eps == 1e-11 && c.cfg.embedding_norm_eps == 1e-11);
     refenc_case_free(&c);
 
     /* the embedding scaled by sqrt(D): E sqrt(D), within a rounding of the lookup's own */
     family_case(&c, REFENC_FAMILY_GPT2);
     const double e0 = c.params.embedding[24 * 3 + 5];
-    refenc_variant_apply(REFENC_VAR_EMBEDDING_SCALED, &c, &hooks);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_EMBEDDING_SCALED, &c, &hooks, NULL), 0);
     cr_expect(fabs(c.params.embedding[24 * 3 + 5] - e0 * sqrt(24.0)) <= 2 * TEST_U * fabs(e0 * sqrt(24.0)));
     refenc_case_free(&c);
 }
@@ -389,3 +389,41 @@ Test(variants, modern_block_variants_apply_only_to_their_blocks)
     cr_expect(!refenc_variant_applies(REFENC_VAR_RMSNORM_OFFSET_MISSING, &c), "no norm");
 }
 
+
+/* first_prenorm_applied (skip_first_prenorm): applies only with the key;
+ * the transform gives layer 0 a norm1 of weight 1 and bias 0, keeps every
+ * other tensor's values, and clears the key; pre_post_swapped does not
+ * apply (Post-LN would need the missing norm).  A layernorm component case
+ * with the key is refused (it reads layers.0.norm1). */
+Test(variants, first_prenorm_applied_restores_a_unit_norm)
+{
+    refenc_case c;
+    small_case(&c, REFENC_POS_NONE, 6, 0);
+    cr_expect(!refenc_variant_applies(REFENC_VAR_FIRST_PRENORM_APPLIED, &c), "no skip_first_prenorm");
+    refenc_config cfg = c.cfg;
+    refenc_case_free(&c);
+
+    cfg.skip_first_prenorm = 1, cfg.n_layers = 2;
+    refenc_error err;
+    cr_assert_eq(refenc_case_alloc(&c, REFENC_COMP_ENCODER, &cfg, 1, 3, 1, 0, 0, &err), REFENC_OK, "%s",
+                 err.message);
+    gsl_rng *r = test_rng(73);
+    refenc_params_init_random(&c.params, &cfg, r);
+    gsl_rng_free(r);
+    cr_expect(refenc_variant_applies(REFENC_VAR_FIRST_PRENORM_APPLIED, &c));
+    cr_expect(!refenc_variant_applies(REFENC_VAR_PRE_POST_SWAPPED, &c), "Post-LN needs layer 0's norm1");
+    const double w1 = c.params.layers[1].norm1_weight[3], e5 = c.params.embedding[5];
+    refenc_variant_hooks hooks;
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_FIRST_PRENORM_APPLIED, &c, &hooks, &err), REFENC_OK);
+    cr_expect_eq(c.cfg.skip_first_prenorm, 0);
+    const refenc_layer_params *l0 = &c.params.layers[0];
+    cr_assert_not_null(l0->norm1_weight);
+    for (size_t d = 0; d < cfg.d_model; d++)
+        cr_expect(l0->norm1_weight[d] == 1.0 && l0->norm1_bias[d] == 0.0, "d %zu", d);
+    cr_expect_eq(c.params.layers[1].norm1_weight[3], w1);
+    cr_expect_eq(c.params.embedding[5], e5);
+    refenc_case_free(&c);
+
+    cr_expect_eq(refenc_case_alloc(&c, REFENC_COMP_LAYERNORM, &cfg, 1, 3, 0, 0, 0, &err), REFENC_EINVAL);
+    cr_expect(strstr(err.message, "skip_first_prenorm") != NULL, "%s", err.message);
+}

@@ -26,7 +26,9 @@ static int compute(refenc_case *c, const run_case_spec *spec, const refenc_trace
         if (!refenc_variant_applies(spec->bug, c))
             return refenc_error_set(err, REFENC_EINVAL, "case %s: the bug variant '%s' does not apply to it",
                                     c->name, refenc_variant_get(spec->bug)->name);
-        refenc_variant_apply(spec->bug, c, &hooks);
+        const int st = refenc_variant_apply(spec->bug, c, &hooks, err);
+        if (st)
+            return st;
     }
     const refenc_emulation e = spec->emulate ? spec->emulation : refenc_emulation_baseline(REFENC_FMT_F64);
     refenc_emulation_round_case(c, e.value);

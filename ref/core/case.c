@@ -78,6 +78,10 @@ int refenc_case_alloc(refenc_case *c, refenc_component comp, const refenc_config
     int st = refenc_config_validate_shape(cfg, B, L, err);
     if (st)
         return st;
+    if (comp == REFENC_COMP_LAYERNORM && cfg->skip_first_prenorm)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: skip_first_prenorm in a layernorm case: the component "
+                                "normalises with layers.0.norm1, which skip_first_prenorm removes");
     if ((st = refenc_params_alloc(&c->params, cfg, err)))
         return st;
 

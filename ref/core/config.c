@@ -126,6 +126,8 @@ size_t refenc_config_param_count(const refenc_config *c)
     if (c->qk_norm == REFENC_QKNORM_RMS)
         mul_add(&layer, 2, refenc_config_head_dim(c), &ok); /* self_attn.q_norm, k_norm .weight (Dh) */
     mul_add(&total, c->n_layers, layer, &ok);
+    if (c->skip_first_prenorm && ok && c->n_layers > 0)
+        total -= norm * D;                       /* layer 0 without norm1 (D)          */
     if (c->vocab_size > 0)
         mul_add(&total, c->vocab_size, D, &ok);  /* embedding.weight (V, D)           */
     mul_add(&total, c->type_vocab_size, D, &ok); /* token_type_embedding.weight (T, D) */
@@ -257,6 +259,12 @@ static int validate_choices(const refenc_config *c, refenc_error *err)
         return refenc_error_set(err, REFENC_EINVAL, "config: linear_bias must be true or false");
     if (c->norm_bias != 0 && c->norm_bias != 1)
         return refenc_error_set(err, REFENC_EINVAL, "config: norm_bias must be true or false");
+    if (c->skip_first_prenorm != 0 && c->skip_first_prenorm != 1)
+        return refenc_error_set(err, REFENC_EINVAL, "config: skip_first_prenorm must be true or false");
+    if (c->skip_first_prenorm && c->norm != REFENC_NORM_PRE)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: skip_first_prenorm needs norm 'pre' (it drops layer 0's "
+                                "attention norm, which Post-LN applies after the residual)");
     if (c->rmsnorm_offset != 0 && c->rmsnorm_offset != 1)
         return refenc_error_set(err, REFENC_EINVAL, "config: rmsnorm_offset must be true or false");
     if (c->rmsnorm_offset && c->norm_type != REFENC_NORMTYPE_RMSNORM)

@@ -151,6 +151,10 @@ typedef struct {
                                  * linear1, linear2: ModernBERT, Llama); default 1  */
     int norm_bias;              /* 0: LayerNorm without beta (ModernBERT); default 1;
                                  * RMSNorm never has one                             */
+    int skip_first_prenorm;     /* 1: layer 0's attention norm is the identity, and
+                                 * layer 0 has no norm1 tensors (ModernBERT: its
+                                 * embedding LayerNorm already normalises layer 0's
+                                 * input); Pre-LN only; default 0                    */
     /* the feed-forward block (glu.h) */
     refenc_ffn_type ffn_type;   /* default MLP                                        */
     refenc_glu_gate glu_gate;   /* with GLU: which half of linear1 is activated       */

@@ -29,7 +29,7 @@ static double *add_layer_tensor(refenc_params *p, double **cursor, size_t layer,
 }
 
 /* Layer i's tensors, in the order of docs/architecture.md; the norms' biases
- * only under LayerNorm. */
+ * only under LayerNorm; no norm1 in layer 0 under skip_first_prenorm. */
 static void add_layer(refenc_params *p, double **cur, size_t i, const refenc_config *cfg)
 {
     const size_t D = cfg->d_model, F = cfg->d_ff, F1 = refenc_config_ffn_rows(cfg);
@@ -52,9 +52,11 @@ static void add_layer(refenc_params *p, double **cur, size_t i, const refenc_con
     lp->linear2_weight = add_layer_tensor(p, cur, i, "linear2.weight", D, F);
     if (cfg->linear_bias)
         lp->linear2_bias = add_layer_tensor(p, cur, i, "linear2.bias", D, 0);
-    lp->norm1_weight = add_layer_tensor(p, cur, i, "norm1.weight", D, 0);
-    if (bias)
-        lp->norm1_bias = add_layer_tensor(p, cur, i, "norm1.bias", D, 0);
+    if (i > 0 || !cfg->skip_first_prenorm) { /* ModernBERT's layer 0 has none */
+        lp->norm1_weight = add_layer_tensor(p, cur, i, "norm1.weight", D, 0);
+        if (bias)
+            lp->norm1_bias = add_layer_tensor(p, cur, i, "norm1.bias", D, 0);
+    }
     lp->norm2_weight = add_layer_tensor(p, cur, i, "norm2.weight", D, 0);
     if (bias)
         lp->norm2_bias = add_layer_tensor(p, cur, i, "norm2.bias", D, 0);

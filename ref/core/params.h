@@ -17,7 +17,8 @@ typedef struct {
     double *linear1_bias;    /* (F)      linear1.bias;   (2F) gated */
     double *linear2_weight;  /* (D, F)   linear2.weight            */
     double *linear2_bias;    /* (D)      linear2.bias              */
-    double *norm1_weight;    /* (D)      norm1.weight (gamma)      */
+    double *norm1_weight;    /* (D)      norm1.weight (gamma); NULL: norm1 is the identity
+                              *          (layer 0 under skip_first_prenorm) */
     double *norm1_bias;      /* (D)      norm1.bias (beta)         */
     double *norm2_weight;    /* (D)      norm2.weight              */
     double *norm2_bias;      /* (D)      norm2.bias                */
@@ -45,7 +46,7 @@ typedef struct {
  *   embedding_norm.weight, .bias (D)  when embedding_norm
  *   layers.{i}.self_attn.in_proj_weight ... layers.{i}.norm2.bias
  *     (with qk_norm, self_attn.q_norm.weight and self_attn.k_norm.weight (Dh)
- *     after self_attn.out_proj)
+ *     after self_attn.out_proj; no layers.0.norm1.* under skip_first_prenorm)
  *   norm.weight, norm.bias (D)        when final_norm (nn.TransformerEncoder.norm)
  * The tensor table lists them in this order, layer by layer in the order of
  * refenc_layer_params. */

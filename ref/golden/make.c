@@ -316,8 +316,8 @@ static int compute_variant(variant_sets *v, int var, const refenc_variant_info *
     int st;
     if ((st = case_copy(w, &s->c, err)) != REFENC_OK)
         return st;
-    refenc_variant_apply((refenc_variant)var, w, &hooks);
-    if ((st = golden_set_init(alt, w, 0, golden->final_only, err)) == REFENC_OK) {
+    st = refenc_variant_apply((refenc_variant)var, w, &hooks, err);
+    if (st == REFENC_OK && (st = golden_set_init(alt, w, 0, golden->final_only, err)) == REFENC_OK) {
         const refenc_trace tr = {golden_set_collect, alt};
         const golden_engine_options eo = {.threads = (int)a->threads, .quiet = 1};
         st = golden_engine_run(w, &hooks, 0, &eo, &tr, v->desc, sizeof v->desc, err);

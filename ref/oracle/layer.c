@@ -122,6 +122,23 @@ void refenc_mpe_layer_free(refenc_mpe_layer *lm, size_t D)
     refenc_mp_wspan_unfix(&lm->l2_span);
 }
 
+/* dst[r,:] = src[r,:]: an attention norm that is the identity (ModernBERT's
+ * layer 0, whose attn_norm is nn.Identity()); the buffers share a precision. */
+typedef struct {
+    int dst, src;
+} copy_arg;
+
+static void copy_row(refenc_mpe_unit *u, int li, size_t r, refenc_mpe_worker *w, const void *arg)
+{
+    (void)w;
+    const copy_arg *s = arg;
+    const size_t D = u->D;
+    mpfr_ptr y = refenc_mpe_buf(u, li, s->dst) + r * D;
+    mpfr_srcptr x = refenc_mpe_buf(u, li, s->src) + r * D;
+    for (size_t d = 0; d < D; d++)
+        mpfr_set(y + d, x + d, MPFR_RNDN);
+}
+
 /* A residual sublayer's block: t = block(src), its steps certified. */
 typedef int (*block_fn)(refenc_mpe_unit *u, int src, size_t i);
 
@@ -141,7 +158,8 @@ static int ffn_block(refenc_mpe_unit *u, int src, size_t i)
 }
 
 /* h = h + block(LN(h)) (Pre-LN), or h = LN(h + block(h)) (Post-LN), the
- * LayerNorm (gamma, beta) certified as layers.{i}.{norm}. */
+ * LayerNorm (gamma, beta) certified as layers.{i}.{norm}; gamma NULL: LN is
+ * the identity (Pre-LN only: skip_first_prenorm). */
 static int sublayer(refenc_mpe_unit *u, size_t i, block_fn block, const char *norm, mpfr_srcptr gamma,
                     mpfr_srcptr beta)
 {
@@ -149,7 +167,12 @@ static int sublayer(refenc_mpe_unit *u, size_t i, block_fn block, const char *no
     const double w_ln = 2.0 * (double)u->L * (double)u->D;
     char name[64];
     snprintf(name, sizeof name, "layers.%zu.%s", i, norm);
-    if (pre) {
+    if (pre && gamma == NULL) {
+        const copy_arg cp = {MPE_A, MPE_H};
+        refenc_mpe_rows(u, u->L, copy_row, &cp, NULL, 0);
+        if (!refenc_mpe_step_buf(u, name, MPE_A))
+            return 0;
+    } else if (pre) {
         refenc_mpe_layernorm(u, MPE_A, MPE_H, gamma, beta, u->eps);
         refenc_mpe_progress(u, name, w_ln);
         if (!refenc_mpe_step_buf(u, name, MPE_A))
@@ -174,8 +197,10 @@ int refenc_mpe_layer_run(refenc_mpe_unit *u, const refenc_mpe_layer *lm, size_t 
     char name[64];
     u->lm = lm;
     u->layer = i;
-    const int bias = lm->lp->norm1_bias != NULL; /* none: RMSNorm, or a bias-free LayerNorm */
-    if (!sublayer(u, i, attention_block, "norm1", lm->ln, bias ? lm->ln + D : NULL) ||
+    const int bias = lm->lp->norm2_bias != NULL; /* none: RMSNorm, or a bias-free LayerNorm */
+    /* ModernBERT's layer 0 has no attention norm (attn_norm = nn.Identity()) */
+    const int identity = i == 0 && u->cfg->skip_first_prenorm;
+    if (!sublayer(u, i, attention_block, "norm1", identity ? NULL : lm->ln, bias && !identity ? lm->ln + D : NULL) ||
         !sublayer(u, i, ffn_block, "norm2", lm->ln + 2 * D, bias ? lm->ln + 3 * D : NULL))
         return 0;
     snprintf(name, sizeof name, "layers.%zu.output", i);

@@ -314,6 +314,7 @@ int refenc_mpb_blocks_supported(const refenc_config *cfg, refenc_error *err)
                       : cfg->sliding_window_pattern != 0                   ? "sliding_window_pattern"
                       : cfg->embedding_normalizer_dtype != REFENC_NORMALIZER_EXACT ? "embedding_normalizer_dtype"
                       : cfg->pooling != REFENC_POOL_NONE                   ? "pooling"
+                      : cfg->skip_first_prenorm                            ? "skip_first_prenorm"
                                                                    : NULL;
     if (key == NULL)
         return REFENC_OK;
@@ -321,7 +322,7 @@ int refenc_mpb_blocks_supported(const refenc_config *cfg, refenc_error *err)
                             "oracle backward: config key %s: only LayerNorm with its bias, the plain MLP, "
                             "linears with biases, unscaled full-width RoPE and multi-head attention with "
                             "head width d_model / n_heads, uncapped, unwindowed and scaled by it, without Qwen's qkv_bias "
-                            "or qk_norm or a pooling, have an MPFR backward yet", key);
+                            "or qk_norm or a pooling, every layer with its attention norm, have an MPFR backward yet", key);
 }
 
 int refenc_mp_layer_backward(double *dx, const refenc_layer_params *dlp, double *y,

@@ -164,7 +164,10 @@ static void layer(const emu_run *r, double *y, refenc_layer_work *w, const doubl
     const size_t D = cfg->d_model, H = cfg->n_heads, BL = B * L;
     const double eps = cfg->layer_norm_eps;
     if (cfg->norm == REFENC_NORM_PRE) {
-        emu_norm(e, w->ln, x, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
+        if (lp->norm1_weight != NULL)
+            emu_norm(e, w->ln, x, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
+        else /* skip_first_prenorm's layer 0: the identity, no rounding */
+            memcpy(w->ln, x, BL * D * sizeof(double));
         emit_layer(r, i, "norm1", w->ln, 3, B, L, D, 0);
         attention_residual(r, w, w->ln, x, lp, opt, rope, B, L, D, H, i);
         emu_norm(e, w->ln, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);

@@ -260,6 +260,18 @@ static const refenc_variant_info table[REFENC_VAR_COUNT] = {
         "for D 3072, not 55.4256 (huggingface/transformers#29402; google/gemma_pytorch#67)",
         "multiply by sqrt(D) rounded to the model's dtype, as GemmaModel's normalizer is "
         "(embedding_normalizer_dtype)"},
+    [REFENC_VAR_FIRST_PRENORM_APPLIED] = {
+        "first_prenorm_applied", "first_prenorm_applied",
+        "every output off from layer 0's attention on, by how far the embedding LayerNorm's "
+        "weights are from 1: layer 0's attention sees its input normalised twice",
+        "layer 0 given an attention norm: ModernBERT's attn_norm is nn.Identity() in layer 0 "
+        "(the embedding LayerNorm already normalises its input: skip_first_prenorm, "
+        "AnswerDotAI/ModernBERT#64), and a port that builds every layer alike normalises it again "
+        "with a fresh norm of weight 1, as the checkpoint has no layers.0.attn_norm "
+        "(hyprstream/hyprstream#1666's port allocated every norm alike, weights 1 and biases 0, "
+        "whatever the checkpoint holds)",
+        "make layer 0's attention norm the identity (ModernBertEncoderLayer: attn_norm = "
+        "nn.Identity() if layer_id == 0)"},
     [REFENC_VAR_QKV_BIAS_DROPPED] = {
         "qkv_bias_dropped", "qkv_bias_dropped",
         "every attention output off from the first layer on, at every position: q, k and v lack "
@@ -530,6 +542,7 @@ static int pooling_applies(refenc_variant v, const refenc_case *c)
     case REFENC_VAR_MEAN_COUNTS_PADDING: return cfg->pooling == REFENC_POOL_MEAN && padded;
     case REFENC_VAR_LAST_TOKEN_IGNORES_PADDING: return cfg->pooling == REFENC_POOL_LAST_TOKEN && right;
     case REFENC_VAR_POOLING_NOT_NORMALIZED: return cfg->pooling != REFENC_POOL_NONE && cfg->pooling_normalize;
+    case REFENC_VAR_FIRST_PRENORM_APPLIED: return cfg->skip_first_prenorm;
     default: return 0;
     }
 }
@@ -568,8 +581,8 @@ int refenc_variant_applies(refenc_variant v, const refenc_case *c)
                 (has_attention(c) && cfg->positional == REFENC_POS_ALIBI)) && (H & (H - 1)) != 0;
     case REFENC_VAR_PADDING_MASK_INVERTED: /* not under a pooling: it would pool the padding */
         return has_attention(c) && c->key_padding_mask != NULL && cfg->pooling == REFENC_POOL_NONE;
-    case REFENC_VAR_PRE_POST_SWAPPED:
-        return c->component == REFENC_COMP_ENCODER;
+    case REFENC_VAR_PRE_POST_SWAPPED: /* not without layer 0's norm1, which Post-LN needs */
+        return c->component == REFENC_COMP_ENCODER && !cfg->skip_first_prenorm;
     case REFENC_VAR_HEADS_MERGED_WITHOUT_TRANSPOSE:
         return has_attention(c) && H > 1 && c->L > 1;
     case REFENC_VAR_EPS_1E5_FOR_1E12:
@@ -605,7 +618,8 @@ static void unbiased(refenc_case *c)
     refenc_params *p = &c->params;
     for (size_t i = 0; i < p->n_layers; i++)
         for (size_t d = 0; d < c->cfg.d_model; d++) {
-            p->layers[i].norm1_weight[d] *= f;
+            if (p->layers[i].norm1_weight != NULL) /* none: skip_first_prenorm's layer 0 */
+                p->layers[i].norm1_weight[d] *= f;
             p->layers[i].norm2_weight[d] *= f;
         }
     if (p->norm_weight != NULL)
@@ -686,7 +700,8 @@ static void fold_offset(refenc_case *c)
     const size_t D = c->cfg.d_model;
     for (size_t i = 0; i < p->n_layers; i++)
         for (size_t d = 0; d < D; d++) {
-            p->layers[i].norm1_weight[d] += 1.0;
+            if (p->layers[i].norm1_weight != NULL) /* none: skip_first_prenorm's layer 0 */
+                p->layers[i].norm1_weight[d] += 1.0;
             p->layers[i].norm2_weight[d] += 1.0;
         }
     for (size_t d = 0; p->norm_weight != NULL && d < D; d++)
@@ -758,7 +773,31 @@ static void apply_modern(refenc_variant v, refenc_case *c, refenc_variant_hooks 
     }
 }
 
-void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks *hooks)
+/* Layer 0 given the attention norm ModernBERT omits, as a port that builds
+ * every layer alike does: a fresh norm, weight 1 (0 under Gemma's (1 + w))
+ * and bias 0, where the checkpoint has none.  Every other tensor keeps its
+ * values (found by name). */
+static int restore_first_prenorm(refenc_case *c, refenc_error *err)
+{
+    refenc_config cfg = c->cfg;
+    cfg.skip_first_prenorm = 0;
+    refenc_params p;
+    const int st = refenc_params_alloc(&p, &cfg, err);
+    if (st)
+        return st;
+    for (size_t k = 0; k < p.n_tensors; k++) {
+        const refenc_tensor *t = &p.tensors[k], *old = refenc_params_find(&c->params, t->name);
+        const int weight = strstr(t->name, ".weight") != NULL;
+        for (size_t i = 0; i < t->size; i++)
+            t->data[i] = old != NULL ? old->data[i] : weight && !cfg.rmsnorm_offset ? 1.0 : 0.0;
+    }
+    refenc_params_free(&c->params);
+    c->params = p;
+    c->cfg = cfg;
+    return REFENC_OK;
+}
+
+int refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks *hooks, refenc_error *err)
 {
     refenc_config *cfg = &c->cfg;
     /* the width whose square root scales the scores: query_pre_attn_scalar or Dh */
@@ -806,6 +845,8 @@ void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks
     case REFENC_VAR_QUICK_GELU_FOR_GELU: cfg->activation = REFENC_ACT_QUICK_GELU; break;
     case REFENC_VAR_GELU_FOR_QUICK_GELU: cfg->activation = REFENC_ACT_GELU; break;
     case REFENC_VAR_EMBEDDING_SCALED: rescale_embedding(c, 1); break;
+    case REFENC_VAR_FIRST_PRENORM_APPLIED: return restore_first_prenorm(c, err);
     default: apply_modern(v, c, hooks); break;
     }
+    return REFENC_OK;
 }

@@ -74,6 +74,8 @@ typedef enum {
     REFENC_VAR_MEAN_COUNTS_PADDING,
     REFENC_VAR_LAST_TOKEN_IGNORES_PADDING,
     REFENC_VAR_POOLING_NOT_NORMALIZED,
+    /* ModernBERT's first layer (params.h: skip_first_prenorm) */
+    REFENC_VAR_FIRST_PRENORM_APPLIED,
     REFENC_VAR_COUNT
 } refenc_variant;
 
@@ -112,7 +114,9 @@ typedef struct {
 int refenc_variant_applies(refenc_variant v, const refenc_case *c);
 
 /* Turns c, in place, into the case the buggy implementation computes, and
- * sets the engine hooks.  Precondition: refenc_variant_applies(v, c). */
-void refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks *hooks);
+ * sets the engine hooks.  Precondition: refenc_variant_applies(v, c).
+ * A variant that gives the case a tensor it lacks (first_prenorm_applied)
+ * rebuilds its parameters.  Errors: REFENC_ENOMEM (c is then unchanged). */
+int refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks *hooks, refenc_error *err);
 
 #endif

@@ -62,7 +62,7 @@ KNOWN_BUGS = ["layernorm_eps_x10", "layernorm_eps_div10", "unbiased_variance", "
               "window_off_by_one", "window_ignored", "local_base_on_global_layer0",
               "rope_scaling_on_local_layers", "global_rope_scaling_ignored",
               "embedding_normalizer_unrounded", "qkv_bias_dropped", "qk_norm_after_rope",
-              "qk_norm_over_all_heads"] \
+              "qk_norm_over_all_heads", "first_prenorm_applied"] \
     + torch_families.KNOWN_BUGS + torch_rope_scaling.BUGS + POOLING_BUGS
 UNKNOWN_BUGS = ["softmax_over_queries", "ffn_residual_dropped"]
 BUG = None
@@ -521,6 +521,16 @@ NN_MODULES = {"component=*", "input=*", "norm=*", "final_norm=*", "activation=*"
               "positions", "key_padding_mask", "attn_mask"}
 
 
+def first_attn_norm(x, eps):
+    """ModernBERT's layer-0 attention norm: nn.Identity().  The bug
+    first_prenorm_applied gives layer 0 a fresh LayerNorm (weight 1, no
+    bias), as a port that builds every layer alike does."""
+    if BUG == "first_prenorm_applied":
+        ones = torch.ones(x.shape[-1], dtype=x.dtype)
+        return lambda t: layer_norm(t, ones, None, eps)
+    return lambda t: t
+
+
 def needs_manual(case):
     """The torch operations rather than PyTorch's modules: a case the modules
     cannot express, an injected bug, or the emulation of float16/bfloat16 (a
@@ -544,7 +554,8 @@ def run_encoder(case):
         pidx = cfg["padding_idx"] if cfg["padding_idx"] >= 0 else None
         emb = nn.Embedding(cfg["vocab_size"], D, padding_idx=pidx, dtype=dt)
         emb.load_state_dict({"weight": case.t("embedding.weight")})
-        x = emb(tokens) * (1.0 if BUG == "embedding_unscaled" else normalizer(cfg, D))
+        scaled = cfg.get("scale_embedding", True) and BUG != "embedding_unscaled"
+        x = emb(tokens) * (normalizer(cfg, D) if scaled else 1.0)
     else:
         x = case.t("in.x")
     B, L, _ = x.shape
@@ -553,6 +564,10 @@ def run_encoder(case):
         x = x + sinusoidal_pe(positions, D, dt)
     elif cfg["positional"] == "learned":
         x = x + case.t("pos_embedding.weight")[positions]
+    if cfg.get("embedding_norm", False):  # ModernBERT's embeddings.norm, bias-free or not
+        x = norm(cfg, x, case.t("embedding_norm.weight"),
+                 case.t("embedding_norm.bias") if "embedding_norm.bias" in case.params else None,
+                 cfg.get("embedding_norm_eps", eps))
     out["embed"] = x
 
     state = {k: case.t(k) for k in case.params if k.startswith(("layers.", "norm."))}
@@ -585,6 +600,8 @@ def run_encoder(case):
     for i in range(N):
         p = lambda n: state.get(f"layers.{i}.{n}")  # None: a bias the config leaves out
         ln1 = lambda t: norm(cfg, t, p("norm1.weight"), p("norm1.bias"), eps)
+        if i == 0 and cfg.get("skip_first_prenorm", False):  # ModernBERT: attn_norm = nn.Identity()
+            ln1 = first_attn_norm(x, eps)
         ln2 = lambda t: norm(cfg, t, p("norm2.weight"), p("norm2.bias"), eps)
         qk = (p("self_attn.q_norm.weight"), p("self_attn.k_norm.weight")) if cfg.get("qk_norm") == "rms" else None
         attn = lambda t: manual_attention(case, t, p("self_attn.in_proj_weight"), p("self_attn.in_proj_bias"),

@@ -154,6 +154,14 @@ def build(cli, base, source_root):
                                      "input": {"batch": 1, "seq_len": 5}})
     _dump(j("gemma3_grad.json"), {"model": dict(TINY_MODEL, n_layers=2, positional="rope", sliding_window_pattern=2,
                                                 local_rope_theta=100.0), "input": {"batch": 1, "seq_len": 3}})
+    # ModernBERT's layer 0 without its attention norm: a golden is made; Post-LN and a
+    # non-boolean exit 2 naming the key; --grad exits 2 naming it (the MPFR backward)
+    _dump(j("first_prenorm.json"), {"model": dict(TINY_MODEL, n_layers=2, norm="pre", skip_first_prenorm=True),
+                                    "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("first_prenorm_post.json"), {"model": dict(TINY_MODEL, norm="post", skip_first_prenorm=True),
+                                         "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("first_prenorm_int.json"), {"model": dict(TINY_MODEL, skip_first_prenorm=1),
+                                        "input": {"batch": 1, "seq_len": 3}})
     _dump(j("two_patterns.json"), {"model": dict(TINY_MODEL, n_layers=2, global_attn_every_n_layers=2,
                                                  sliding_window_pattern=2), "input": {"batch": 1, "seq_len": 3}})
     _dump(j("gemma3_partial.json"), {"model": dict(TINY_MODEL, n_layers=2, positional="rope", sliding_window_pattern=2,

@@ -67,6 +67,8 @@ CONFIG_SUPPORT = {
     # gated FFN and either half as its gate, bias-free norms and linear maps
     "norm_type": {"layernorm", "rmsnorm"}, "rmsnorm_offset": None, "ffn_type": {"mlp", "glu"},
     "glu_gate": {"first", "second"}, "norm_bias": None, "linear_bias": None,
+    # ModernBERT's layer 0 without its attention norm (attn_norm = nn.Identity())
+    "skip_first_prenorm": None,
     # grouped-query attention and the head width (docs/families.md)
     "n_kv_heads": None, "head_dim": None,
     # Gemma 2/3's attention (docs/families.md): the score scale and softcap
@@ -582,7 +584,10 @@ def run_encoder(g, cfg):
     for i in range(cfg["n_layers"]):
         p = f"layers.{i}."
         if cfg["norm"] == "pre":    # x + f(LN(x))
-            n1 = norm(g, h, f"{p}norm1.", eps, cfg)
+            if i == 0 and cfg.get("skip_first_prenorm", False):
+                n1 = g.op("Identity", h)  # ModernBertEncoderLayer: attn_norm = nn.Identity()
+            else:
+                n1 = norm(g, h, f"{p}norm1.", eps, cfg)
             a, w = attention(g, n1, f"{p}self_attn.", layer_cfg(cfg, i), L, pos, pad)
             h = g.op("Add", h, a)
             n2 = norm(g, h, f"{p}norm2.", eps, cfg)

@@ -150,6 +150,7 @@ def features_of(case):
         norm_type=rmsnorm   RMSNorm for every norm (encoder, layernorm)
         rmsnorm_offset      Gemma's (1 + w) scale
         norm_bias=false     LayerNorms without beta
+        skip_first_prenorm  layer 0 without its attention norm (ModernBERT), encoder
         ffn_type=glu        the gated FFN (encoder, ffn)
         glu_gate=second     the gate is the second half of linear1
         linear_bias=false   linear maps without bias
@@ -199,6 +200,8 @@ def features_of(case):
             f.add("rmsnorm_offset")
         if not c.get("norm_bias", True):
             f.add("norm_bias=false")
+        if comp == "encoder" and c.get("skip_first_prenorm", False):
+            f.add("skip_first_prenorm")
     if comp in ("encoder", "ffn"):
         if c.get("ffn_type", "mlp") == "glu":
             f.add("ffn_type=glu")
