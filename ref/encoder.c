@@ -321,6 +321,39 @@ static void grad_carve(refenc_grad_workspace *g, const refenc_config *cfg, size_
     lw->mha.Drow = cur + 2 * BHLL;
 }
 
+/* The first key the config sets that the backward does not differentiate
+ * yet (docs/gradients.md), with why; NULL when there is none. */
+static const char *forward_only_key(const refenc_config *cfg, const char **why)
+{
+    static const char *const gemma = "Gemma's attention conventions are forward only";
+    static const char *const windows = "attention windows and the local/global layer patterns are forward only";
+    static const char *const qwen = "Qwen's q/k/v bias and per-head q/k norm are forward only";
+    const struct {
+        int set;
+        const char *key, *why;
+    } keys[] = {
+        {cfg->attn_logit_softcapping != 0, "attn_logit_softcapping", gemma},
+        {cfg->query_pre_attn_scalar != 0, "query_pre_attn_scalar", gemma},
+        {cfg->sliding_window != 0, "sliding_window", windows},
+        {cfg->local_attention != 0, "local_attention", windows},
+        {cfg->global_attn_every_n_layers != 0, "global_attn_every_n_layers", windows},
+        {cfg->sliding_window_pattern != 0, "sliding_window_pattern", windows},
+        {cfg->embedding_normalizer_dtype != REFENC_NORMALIZER_EXACT, "embedding_normalizer_dtype",
+         "the rounded sqrt(D) scale is forward only"},
+        {cfg->qkv_bias, "qkv_bias", qwen},
+        {cfg->qk_norm != REFENC_QKNORM_NONE, "qk_norm", qwen},
+        {cfg->pooling != REFENC_POOL_NONE, "pooling",
+         "the pooled embedding is forward only; its gradient is not differentiated"},
+        {cfg->sandwich_norm, "sandwich_norm", "the norms of the sublayers' outputs are forward only"},
+    };
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        if (keys[k].set) {
+            *why = keys[k].why;
+            return keys[k].key;
+        }
+    return NULL;
+}
+
 int refenc_grad_workspace_alloc(refenc_grad_workspace *g, const refenc_config *cfg, size_t B,
                                 size_t L, refenc_error *err)
 {
@@ -333,34 +366,10 @@ int refenc_grad_workspace_alloc(refenc_grad_workspace *g, const refenc_config *c
                                 "config: the backward pass supports multi-head attention only; "
                                 "%s is set (grouped-query attention and head_dim are forward only)",
                                 refenc_config_kv_heads(cfg) != cfg->n_heads ? "n_kv_heads" : "head_dim");
-    if (cfg->attn_logit_softcapping != 0 || cfg->query_pre_attn_scalar != 0)
-        return refenc_error_set(err, REFENC_EINVAL,
-                                "config: the backward pass does not support %s yet (Gemma's attention "
-                                "conventions are forward only)",
-                                cfg->attn_logit_softcapping != 0 ? "attn_logit_softcapping"
-                                                                 : "query_pre_attn_scalar");
-    if (cfg->sliding_window != 0 || cfg->local_attention != 0 || cfg->global_attn_every_n_layers != 0 ||
-        cfg->sliding_window_pattern != 0)
-        return refenc_error_set(err, REFENC_EINVAL,
-                                "config: the backward pass does not support %s yet (attention windows "
-                                "and the local/global layer patterns are forward only)",
-                                cfg->sliding_window != 0               ? "sliding_window"
-                                : cfg->local_attention != 0            ? "local_attention"
-                                : cfg->global_attn_every_n_layers != 0 ? "global_attn_every_n_layers"
-                                                                       : "sliding_window_pattern");
-    if (cfg->embedding_normalizer_dtype != REFENC_NORMALIZER_EXACT)
-        return refenc_error_set(err, REFENC_EINVAL,
-                                "config: the backward pass does not support embedding_normalizer_dtype yet "
-                                "(the rounded sqrt(D) scale is forward only)");
-    if (cfg->qkv_bias || cfg->qk_norm != REFENC_QKNORM_NONE)
-        return refenc_error_set(err, REFENC_EINVAL,
-                                "config: the backward pass does not support %s yet (Qwen's q/k/v bias "
-                                "and per-head q/k norm are forward only)",
-                                cfg->qkv_bias ? "qkv_bias" : "qk_norm");
-    if (cfg->pooling != REFENC_POOL_NONE)
-        return refenc_error_set(err, REFENC_EINVAL,
-                                "config: the backward pass does not support pooling yet (the pooled "
-                                "embedding is forward only; its gradient is not differentiated)");
+    const char *why, *key = forward_only_key(cfg, &why);
+    if (key != NULL)
+        return refenc_error_set(err, REFENC_EINVAL, "config: the backward pass does not support %s yet (%s)",
+                                key, why);
     const size_t n = grad_count(cfg, B, L), params = refenc_config_param_count(cfg);
     size_t total, bytes;
     if (n == 0 || !refenc_size_add(&total, n, params) ||

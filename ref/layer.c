@@ -1,6 +1,8 @@
 /* One encoder layer in double (layer.h):
  *   Pre-LN:   h = x + MHA(LN1(x));   y = h + FFN(LN2(h))
  *             (LN1 the identity in a layer without norm1: skip_first_prenorm)
+ * Sandwich (Pre-LN with sandwich_norm, Gemma 2/3):
+ *             h = x + LN1'(MHA(LN1(x)));   y = h + LN2'(FFN(LN2(h)))
  *   Post-LN:  h = LN1(x + MHA(x));   y = LN2(h + FFN(h))
  * LN is the configured norm (norm.h): LayerNorm or RMSNorm; FFN the configured
  * block (glu.h): the MLP or the gated FFN.
@@ -40,6 +42,16 @@ static void norm1_forward(double *ln, const double *x, const refenc_layer_params
     refenc_norm_forward(ln, x, lp->norm1_weight, lp->norm1_bias, BL, D, cfg->layer_norm_eps, cfg);
 }
 
+/* t = N'(t) in place when the layer has the norm (sandwich_norm: Gemma 2/3's
+ * post_attention and post_feedforward norms on the sublayer's output);
+ * otherwise t is left as it is. */
+static void post_norm(double *t, const double *weight, const double *bias, size_t BL,
+                      const refenc_config *cfg)
+{
+    if (weight != NULL)
+        refenc_norm_forward(t, t, weight, bias, BL, cfg->d_model, cfg->layer_norm_eps, cfg);
+}
+
 /* y = a + b, elementwise over n values. */
 static void add(double *y, const double *a, const double *b, size_t n)
 {
@@ -65,6 +77,7 @@ void refenc_layer_forward(double *y, refenc_layer_work *w, const double *x,
         refenc_gqa_qk_forward(w->attn, &w->mha, w->ln, lp->in_proj_weight, lp->in_proj_bias,
                               lp->out_proj_weight, lp->out_proj_bias, opt, rope, qkn, B, L, D, H,
                               refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg));
+        post_norm(w->attn, lp->post_attn_norm_weight, lp->post_attn_norm_bias, BL, cfg);
         emit(trace, index, "self_attn.weights", w->mha.weights, 4, bhll);
         emit(trace, index, "self_attn", w->attn, 3, bld);
         add(w->resid, x, w->attn, BL * D);
@@ -74,6 +87,7 @@ void refenc_layer_forward(double *y, refenc_layer_work *w, const double *x,
         emit(trace, index, "norm2", w->ln, 3, bld);
         refenc_ffn_block_forward(w->ffn, w->hidden, w->ln, lp->linear1_weight, lp->linear1_bias,
                                  lp->linear2_weight, lp->linear2_bias, BL, cfg);
+        post_norm(w->ffn, lp->post_ffn_norm_weight, lp->post_ffn_norm_bias, BL, cfg);
         emit(trace, index, "ffn", w->ffn, 3, bld);
         add(y, w->resid, w->ffn, BL * D);
     } else {

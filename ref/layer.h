@@ -26,7 +26,12 @@ typedef struct {
  *
  * Pre-LN's LN1 is the identity when lp->norm1_weight is NULL (layer 0 under
  * skip_first_prenorm, ModernBERT's attn_norm = nn.Identity()); the trace's
- * norm1 is then x.
+ * norm1 is then x.  With sandwich_norm (lp->post_attn_norm_weight and
+ * post_ffn_norm_weight set; Pre-LN) each sublayer's output is normalised
+ * before the residual adds it: h = x + LN1'(MHA(LN1(x))), y = h +
+ * LN2'(FFN(LN2(h))); the trace's self_attn and ffn are then the normalised
+ * outputs, the values the residual adds.  The backward refuses it
+ * (refenc_grad_workspace_alloc).
  * opt carries the masks, ALiBi slopes and temperature; rope is NULL unless
  * the positional scheme is RoPE.  No dropout (refenc_layer_backward below).
  * Trace steps, in forward order, with prefix "layers.{index}.":

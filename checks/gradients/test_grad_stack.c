@@ -893,9 +893,9 @@ Test(grad_stack, refuses_attention_windows_by_key)
     refenc_config c;
     refenc_config_default(&c);
     c.d_model = 8, c.n_heads = 4, c.d_ff = 6, c.n_layers = 1;
-    const char *key[6] = {"sliding_window", "local_attention", "global_attn_every_n_layers",
-                          "sliding_window_pattern", "embedding_normalizer_dtype", "pooling"};
-    for (int i = 0; i < 6; i++) {
+    const char *key[7] = {"sliding_window", "local_attention", "global_attn_every_n_layers",
+                          "sliding_window_pattern", "embedding_normalizer_dtype", "pooling", "sandwich_norm"};
+    for (int i = 0; i < 7; i++) {
         refenc_config g = c;
         if (i == 0)
             g.causal = 1, g.sliding_window = 4;
@@ -907,8 +907,10 @@ Test(grad_stack, refuses_attention_windows_by_key)
             g.sliding_window_pattern = 3;
         else if (i == 4)
             g.vocab_size = 5, g.embedding_normalizer_dtype = REFENC_NORMALIZER_FLOAT16;
-        else
+        else if (i == 5)
             g.pooling = REFENC_POOL_MEAN; /* the pooled embedding: forward only */
+        else
+            g.sandwich_norm = 1; /* Gemma 2/3's norms of the sublayers' outputs: forward only */
         refenc_grad_workspace gws;
         refenc_error err;
         cr_assert_eq(refenc_grad_workspace_alloc(&gws, &g, 1, 3, &err), REFENC_EINVAL);

@@ -654,6 +654,22 @@ static void add_bounded(double *y, double *E, const double *a, const double *Ea,
     }
 }
 
+/* t = N'(t) with its bound, when the layer has the norm (sandwich_norm:
+ * Gemma 2/3's norm of a sublayer's output); s, Es: scratch of t's size.
+ * Returns 0 where the norm's bound does not apply. */
+static int post_norm_bounded(double *t, double *Et, double *s, double *Es, const double *weight,
+                             const double *bias, size_t BL, const refenc_config *cfg)
+{
+    const size_t D = cfg->d_model;
+    if (weight == NULL)
+        return 1;
+    refenc_norm_forward(s, t, weight, bias, BL, D, cfg->layer_norm_eps, cfg);
+    const int ok = bnd_norm(Es, t, Et, weight, bias, s, BL, D, cfg->layer_norm_eps, cfg);
+    memcpy(t, s, BL * D * sizeof(double));
+    memcpy(Et, Es, BL * D * sizeof(double));
+    return ok;
+}
+
 int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_config *cfg,
                 const refenc_input *in)
 {
@@ -759,6 +775,8 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
             bnd_mha(Eattn, Ew, &run, ln, Eln, lp->in_proj_weight, lp->in_proj_bias,
                     lp->out_proj_weight, lp->out_proj_bias, &opt_i, rope_ip, slope_err);
             memcpy(attn, run.y, BLD * sizeof(double));
+            st->applicable &= post_norm_bounded(attn, Eattn, out, Eout, lp->post_attn_norm_weight,
+                                                lp->post_attn_norm_bias, BL, cfg);
             REC("self_attn.weights", run.w.weights, Ew, BHLL);
             REC("self_attn", attn, Eattn, BLD);
             add_bounded(resid, Eres, h, Eh, attn, Eattn, BLD);
@@ -766,6 +784,8 @@ int bnd_encoder(bnd_steps *st, double *y, const refenc_params *p, const refenc_c
             st->applicable &= bnd_norm(Eln, resid, Eres, lp->norm2_weight, lp->norm2_bias, ln, BL, D, eps, cfg);
             REC("norm2", ln, Eln, BLD);
             bnd_ffn_block(Effn, Ehid, ffn, hid, ln, Eln, lp, BL, cfg);
+            st->applicable &= post_norm_bounded(ffn, Effn, out, Eout, lp->post_ffn_norm_weight,
+                                                lp->post_ffn_norm_bias, BL, cfg);
             REC("ffn", ffn, Effn, BLD);
             add_bounded(out, Eout, resid, Eres, ffn, Effn, BLD);
         } else {

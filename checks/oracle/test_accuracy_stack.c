@@ -307,6 +307,23 @@ Test(accuracy_stack, modernbert_first_layer_without_attention_norm)
     check_small_stack(&cfg, 282, pad, NULL, "ModernBERT's layer 0 without its attention norm");
 }
 
+/* Gemma 2/3's sandwich norms (sandwich_norm): each sublayer's output
+ * normalised before the residual adds it, here with Gemma's (1 + w)
+ * RMSNorm, tanh GeGLU, RoPE, causal, 2 layers, padding.  Control run: the
+ * oracle's post-attention norm dropped fails this test. */
+Test(accuracy_stack, gemma_sandwich_norms)
+{
+    refenc_config cfg;
+    refenc_config_default(&cfg);
+    cfg.d_model = 12, cfg.n_heads = 3, cfg.d_ff = 20, cfg.n_layers = 2, cfg.max_len = 16;
+    cfg.positional = REFENC_POS_ROPE, cfg.rope_layout = REFENC_ROPE_HALF, cfg.rope_base = 10000.0;
+    cfg.norm_type = REFENC_NORMTYPE_RMSNORM, cfg.rmsnorm_offset = 1, cfg.activation = REFENC_ACT_GELU_TANH;
+    cfg.ffn_type = REFENC_FFN_GLU, cfg.glu_gate = REFENC_GLU_GATE_FIRST, cfg.norm_bias = cfg.linear_bias = 0;
+    cfg.causal = 1, cfg.layer_norm_eps = 1e-6, cfg.sandwich_norm = 1;
+    const uint8_t pad[14] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
+    check_small_stack(&cfg, 285, pad, NULL, "Gemma 2/3's sandwich norms");
+}
+
 /* Gemma 3's pattern (layer_pattern.h): 3 layers with sliding_window_pattern
  * 3 (layers 0 and 1 local, layer 2 global), a causal window of 3 over L 7,
  * local base 10 000, global base 1 000 000, positions 900.., Gemma's

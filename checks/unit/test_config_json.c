@@ -151,6 +151,10 @@ static const json_error_case json_errors[] = {
     /* ModernBERT's first layer: a boolean, Pre-LN only */
     {"skip_first_prenorm_integer", "{\"skip_first_prenorm\": 1}", REFENC_EINVAL,
      "model.skip_first_prenorm: expected true or false"},
+    {"sandwich_norm_string", "{\"sandwich_norm\": \"yes\"}", REFENC_EINVAL,
+     "model.sandwich_norm: expected true or false"},
+    {"sandwich_norm_post_ln", "{\"norm\": \"post\", \"sandwich_norm\": true}", REFENC_EINVAL,
+     "sandwich_norm needs norm 'pre'"},
     {"skip_first_prenorm_post_ln", "{\"norm\": \"post\", \"skip_first_prenorm\": true}", REFENC_EINVAL,
      "skip_first_prenorm needs norm 'pre'"},
     /* the pooling: a name or null; pooling_normalize a boolean, only with a pooling */
@@ -334,6 +338,9 @@ Test(config_json, to_json_round_trips)
     /* ModernBERT's first layer only when set (Pre-LN: norm keeps its key) */
     c.norm = REFENC_NORM_PRE, c.skip_first_prenorm = 1;
     expect_round_trip(&c, 30);
+    /* Gemma 2/3's sandwich norms only when set */
+    c.sandwich_norm = 1;
+    expect_round_trip(&c, 31);
 }
 
 /* skip_first_prenorm: layer 0 has no norm1 tensors, the other layers have
@@ -355,6 +362,32 @@ Test(config_json, skip_first_prenorm_drops_layer0_norm1)
     cr_expect_not_null(refenc_params_find(&p, "layers.0.norm2.weight"));
     c.skip_first_prenorm = 0;
     cr_expect_eq(refenc_config_param_count(&c), p.n_values + 8, "layer 0's norm1.weight (D 8)");
+    refenc_params_free(&p);
+}
+
+/* sandwich_norm: every layer has post_attn_norm and post_ffn_norm (D), with
+ * biases only under LayerNorm with norm_bias, after norm2. */
+Test(config_json, sandwich_norm_makes_two_norms_a_layer)
+{
+    refenc_config c;
+    refenc_config_default(&c);
+    c.d_model = 8, c.n_heads = 2, c.n_layers = 2, c.sandwich_norm = 1;
+    refenc_params p;
+    refenc_error err;
+    cr_assert_eq(refenc_params_alloc(&p, &c, &err), REFENC_OK, "%s", err.message);
+    for (size_t i = 0; i < 2; i++) {
+        cr_expect_eq(p.layers[i].post_attn_norm_weight, refenc_params_find(&p, i ? "layers.1.post_attn_norm.weight" : "layers.0.post_attn_norm.weight")->data);
+        cr_expect_not_null(p.layers[i].post_ffn_norm_bias);
+        cr_expect_eq(p.layers[i].post_attn_norm_weight, p.layers[i].norm2_bias + 8, "after norm2");
+    }
+    refenc_params_free(&p);
+    c.norm_type = REFENC_NORMTYPE_RMSNORM;
+    cr_assert_eq(refenc_params_alloc(&p, &c, &err), REFENC_OK, "%s", err.message);
+    cr_expect_null(p.layers[0].post_attn_norm_bias);
+    cr_expect_null(refenc_params_find(&p, "layers.0.post_ffn_norm.bias"));
+    cr_expect_not_null(refenc_params_find(&p, "layers.1.post_ffn_norm.weight"));
+    c.sandwich_norm = 0;
+    cr_expect_eq(refenc_config_param_count(&c) + 2 * 2 * 8, p.n_values, "two (D) weights a layer");
     refenc_params_free(&p);
 }
 

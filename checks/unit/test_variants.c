@@ -427,3 +427,42 @@ Test(variants, first_prenorm_applied_restores_a_unit_norm)
     cr_expect_eq(refenc_case_alloc(&c, REFENC_COMP_LAYERNORM, &cfg, 1, 3, 0, 0, 0, &err), REFENC_EINVAL);
     cr_expect(strstr(err.message, "skip_first_prenorm") != NULL, "%s", err.message);
 }
+
+/* The sandwich norms' variants (sandwich_norm): they apply only with the
+ * key; sandwich_norms_missing clears the key and the layers' post-norm
+ * views (the tensors stay); post_attention_norm_as_pre_ffn copies each
+ * layer's post-attention norm into its pre-FFN norm; pre_post_swapped does
+ * not apply.  An attention case with the key is refused. */
+Test(variants, sandwich_norm_variants)
+{
+    refenc_case c;
+    small_case(&c, REFENC_POS_NONE, 6, 0);
+    cr_expect(!refenc_variant_applies(REFENC_VAR_SANDWICH_NORMS_MISSING, &c));
+    cr_expect(!refenc_variant_applies(REFENC_VAR_POST_ATTENTION_NORM_AS_PRE_FFN, &c));
+    refenc_config cfg = c.cfg;
+    refenc_case_free(&c);
+    cfg.sandwich_norm = 1;
+    refenc_error err;
+    cr_assert_eq(refenc_case_alloc(&c, REFENC_COMP_ENCODER, &cfg, 1, 3, 1, 0, 0, &err), REFENC_OK, "%s",
+                 err.message);
+    gsl_rng *r = test_rng(74);
+    refenc_params_init_random(&c.params, &cfg, r);
+    gsl_rng_free(r);
+    cr_expect(refenc_variant_applies(REFENC_VAR_SANDWICH_NORMS_MISSING, &c));
+    cr_expect(refenc_variant_applies(REFENC_VAR_POST_ATTENTION_NORM_AS_PRE_FFN, &c));
+    cr_expect(!refenc_variant_applies(REFENC_VAR_PRE_POST_SWAPPED, &c), "Post-LN has no place for them");
+    refenc_variant_hooks hooks;
+    const refenc_layer_params *l0 = &c.params.layers[0];
+    cr_assert(l0->norm2_weight[2] != l0->post_attn_norm_weight[2]);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_POST_ATTENTION_NORM_AS_PRE_FFN, &c, &hooks, &err), REFENC_OK);
+    for (size_t d = 0; d < cfg.d_model; d++)
+        cr_expect(l0->norm2_weight[d] == l0->post_attn_norm_weight[d] && l0->norm2_bias[d] == l0->post_attn_norm_bias[d]);
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_SANDWICH_NORMS_MISSING, &c, &hooks, &err), REFENC_OK);
+    cr_expect_eq(c.cfg.sandwich_norm, 0);
+    cr_expect(l0->post_attn_norm_weight == NULL && l0->post_ffn_norm_weight == NULL);
+    cr_expect_not_null(refenc_params_find(&c.params, "layers.0.post_attn_norm.weight"), "the tensor stays");
+    refenc_case_free(&c);
+
+    cr_expect_eq(refenc_case_alloc(&c, REFENC_COMP_ATTENTION, &cfg, 1, 3, 0, 0, 0, &err), REFENC_EINVAL);
+    cr_expect(strstr(err.message, "sandwich_norm in a case of component 'attention'") != NULL, "%s", err.message);
+}

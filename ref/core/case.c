@@ -82,6 +82,10 @@ int refenc_case_alloc(refenc_case *c, refenc_component comp, const refenc_config
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: skip_first_prenorm in a layernorm case: the component "
                                 "normalises with layers.0.norm1, which skip_first_prenorm removes");
+    if (comp != REFENC_COMP_ENCODER && cfg->sandwich_norm)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: sandwich_norm in a case of component '%s': the norms of the sublayers' outputs "
+                                "belong to a layer (encoder cases only)", refenc_component_name(comp));
     if ((st = refenc_params_alloc(&c->params, cfg, err)))
         return st;
 

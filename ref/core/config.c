@@ -123,6 +123,7 @@ size_t refenc_config_param_count(const refenc_config *c)
     mul_add(&layer, D, F, &ok);                  /* linear2.weight (D, F)             */
     mul_add(&layer, lb, D, &ok);                 /* linear2.bias (D)                  */
     mul_add(&layer, 2 * norm, D, &ok);           /* norm1, norm2 weight (and bias) (D) */
+    mul_add(&layer, c->sandwich_norm ? 2 * norm : 0, D, &ok); /* post_attn_norm, post_ffn_norm (D) */
     if (c->qk_norm == REFENC_QKNORM_RMS)
         mul_add(&layer, 2, refenc_config_head_dim(c), &ok); /* self_attn.q_norm, k_norm .weight (Dh) */
     mul_add(&total, c->n_layers, layer, &ok);
@@ -213,6 +214,33 @@ static int validate_qwen(const refenc_config *c, refenc_error *err)
     return REFENC_OK;
 }
 
+/* The norms' keys: their biases, Gemma's offset, the layer's structure
+ * (Gemma 2/3's sandwich norms, ModernBERT's first layer). */
+static int validate_norms(const refenc_config *c, refenc_error *err)
+{
+    if (c->norm_bias != 0 && c->norm_bias != 1)
+        return refenc_error_set(err, REFENC_EINVAL, "config: norm_bias must be true or false");
+    if (c->sandwich_norm != 0 && c->sandwich_norm != 1)
+        return refenc_error_set(err, REFENC_EINVAL, "config: sandwich_norm must be true or false");
+    if (c->sandwich_norm && c->norm != REFENC_NORM_PRE)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: sandwich_norm needs norm 'pre' (it adds norms on the sublayers' "
+                                "outputs of a Pre-LN layer, as Gemma 2 and 3 do)");
+    if (c->skip_first_prenorm != 0 && c->skip_first_prenorm != 1)
+        return refenc_error_set(err, REFENC_EINVAL, "config: skip_first_prenorm must be true or false");
+    if (c->skip_first_prenorm && c->norm != REFENC_NORM_PRE)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: skip_first_prenorm needs norm 'pre' (it drops layer 0's "
+                                "attention norm, which Post-LN applies after the residual)");
+    if (c->rmsnorm_offset != 0 && c->rmsnorm_offset != 1)
+        return refenc_error_set(err, REFENC_EINVAL, "config: rmsnorm_offset must be true or false");
+    if (c->rmsnorm_offset && c->norm_type != REFENC_NORMTYPE_RMSNORM)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: rmsnorm_offset (the (1 + w) scale) needs norm_type 'rmsnorm', "
+                                "but norm_type is '%s'", refenc_norm_type_name(c->norm_type));
+    return validate_qwen(c, err);
+}
+
 /* Each enumeration one of its values, each flag 0 or 1. */
 static int validate_choices(const refenc_config *c, refenc_error *err)
 {
@@ -257,22 +285,9 @@ static int validate_choices(const refenc_config *c, refenc_error *err)
         return refenc_error_set(err, REFENC_EINVAL, "config: norm_type is not 'layernorm' or 'rmsnorm'");
     if (c->linear_bias != 0 && c->linear_bias != 1)
         return refenc_error_set(err, REFENC_EINVAL, "config: linear_bias must be true or false");
-    if (c->norm_bias != 0 && c->norm_bias != 1)
-        return refenc_error_set(err, REFENC_EINVAL, "config: norm_bias must be true or false");
-    if (c->skip_first_prenorm != 0 && c->skip_first_prenorm != 1)
-        return refenc_error_set(err, REFENC_EINVAL, "config: skip_first_prenorm must be true or false");
-    if (c->skip_first_prenorm && c->norm != REFENC_NORM_PRE)
-        return refenc_error_set(err, REFENC_EINVAL,
-                                "config: skip_first_prenorm needs norm 'pre' (it drops layer 0's "
-                                "attention norm, which Post-LN applies after the residual)");
-    if (c->rmsnorm_offset != 0 && c->rmsnorm_offset != 1)
-        return refenc_error_set(err, REFENC_EINVAL, "config: rmsnorm_offset must be true or false");
-    if (c->rmsnorm_offset && c->norm_type != REFENC_NORMTYPE_RMSNORM)
-        return refenc_error_set(err, REFENC_EINVAL,
-                                "config: rmsnorm_offset (the (1 + w) scale) needs norm_type 'rmsnorm', "
-                                "but norm_type is '%s'", refenc_norm_type_name(c->norm_type));
-    return validate_qwen(c, err);
+    return validate_norms(c, err);
 }
+
 
 /* The widths the heads and the positional schemes need: Dh = D/H whole,
  * RoPE's Dh and the sinusoidal D even (they work on pairs). */

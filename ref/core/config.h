@@ -155,6 +155,10 @@ typedef struct {
                                  * layer 0 has no norm1 tensors (ModernBERT: its
                                  * embedding LayerNorm already normalises layer 0's
                                  * input); Pre-LN only; default 0                    */
+    int sandwich_norm;          /* 1: each sublayer's output normalised before the
+                                 * residual adds it (Gemma 2/3's post_attention and
+                                 * post_feedforward norms): h = x + N1'(MHA(N1(x))),
+                                 * y = h + N2'(FFN(N2(h))); Pre-LN only; default 0  */
     /* the feed-forward block (glu.h) */
     refenc_ffn_type ffn_type;   /* default MLP                                        */
     refenc_glu_gate glu_gate;   /* with GLU: which half of linear1 is activated       */

@@ -60,6 +60,14 @@ static void add_layer(refenc_params *p, double **cur, size_t i, const refenc_con
     lp->norm2_weight = add_layer_tensor(p, cur, i, "norm2.weight", D, 0);
     if (bias)
         lp->norm2_bias = add_layer_tensor(p, cur, i, "norm2.bias", D, 0);
+    if (cfg->sandwich_norm) { /* Gemma 2/3's norms of the sublayers' outputs */
+        lp->post_attn_norm_weight = add_layer_tensor(p, cur, i, "post_attn_norm.weight", D, 0);
+        if (bias)
+            lp->post_attn_norm_bias = add_layer_tensor(p, cur, i, "post_attn_norm.bias", D, 0);
+        lp->post_ffn_norm_weight = add_layer_tensor(p, cur, i, "post_ffn_norm.weight", D, 0);
+        if (bias)
+            lp->post_ffn_norm_bias = add_layer_tensor(p, cur, i, "post_ffn_norm.bias", D, 0);
+    }
 }
 
 int refenc_params_alloc(refenc_params *p, const refenc_config *cfg, refenc_error *err)
@@ -71,7 +79,7 @@ int refenc_params_alloc(refenc_params *p, const refenc_config *cfg, refenc_error
 
     const size_t D = cfg->d_model, N = cfg->n_layers;
     const size_t n_values = refenc_config_param_count(cfg); /* > 0: validated */
-    const size_t max_tensors = 14 * N + 7; /* 12 a layer, 14 with q_norm, k_norm */
+    const size_t max_tensors = 18 * N + 7; /* 12 a layer, 14 with q_norm, k_norm, 18 sandwiched */
     const int bias = refenc_config_norm_has_bias(cfg); /* RMSNorm has no beta; nor LayerNorm without norm_bias */
 
     p->block = calloc(n_values, sizeof(double));

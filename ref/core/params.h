@@ -24,6 +24,9 @@ typedef struct {
     double *norm2_bias;      /* (D)      norm2.bias                */
     double *q_norm_weight;   /* (Dh)     self_attn.q_norm.weight (qk_norm 'rms'), else NULL */
     double *k_norm_weight;   /* (Dh)     self_attn.k_norm.weight (qk_norm 'rms'), else NULL */
+    double *post_attn_norm_weight, *post_attn_norm_bias; /* (D) post_attn_norm.weight, .bias  */
+    double *post_ffn_norm_weight, *post_ffn_norm_bias;   /* (D) post_ffn_norm.weight, .bias:  *
+                              * sandwich_norm only (the biases: LayerNorm with norm_bias), else NULL */
 } refenc_layer_params;
 
 #define REFENC_TENSOR_NAME_MAX 64
@@ -46,7 +49,9 @@ typedef struct {
  *   embedding_norm.weight, .bias (D)  when embedding_norm
  *   layers.{i}.self_attn.in_proj_weight ... layers.{i}.norm2.bias
  *     (with qk_norm, self_attn.q_norm.weight and self_attn.k_norm.weight (Dh)
- *     after self_attn.out_proj; no layers.0.norm1.* under skip_first_prenorm)
+ *     after self_attn.out_proj; no layers.0.norm1.* under skip_first_prenorm;
+ *     with sandwich_norm, post_attn_norm.weight (, .bias) and post_ffn_norm.weight
+ *     (, .bias) (D) after norm2)
  *   norm.weight, norm.bias (D)        when final_norm (nn.TransformerEncoder.norm)
  * The tensor table lists them in this order, layer by layer in the order of
  * refenc_layer_params. */

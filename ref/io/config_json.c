@@ -90,7 +90,7 @@ static const char *const model_keys[] = {
     "d_model", "n_heads", "d_ff", "n_layers", "norm", "activation", "layer_norm_eps",
     "final_norm", "positional", "rope_layout", "rope_base", "max_len", "temperature",
     "causal", "vocab_size", "padding_idx", "family", "scale_embedding", "type_vocab_size",
-    "embedding_norm", "embedding_norm_eps", "position_ids", "mask_value", "norm_type", "rmsnorm_offset", "ffn_type", "glu_gate", "norm_bias", "linear_bias", "skip_first_prenorm",
+    "embedding_norm", "embedding_norm_eps", "position_ids", "mask_value", "norm_type", "rmsnorm_offset", "ffn_type", "glu_gate", "norm_bias", "linear_bias", "skip_first_prenorm", "sandwich_norm",
     "rope_scaling", "partial_rotary_factor", "n_kv_heads", "head_dim",
     "attn_logit_softcapping", "query_pre_attn_scalar", "sliding_window", "local_attention",
     "global_attn_every_n_layers", "local_rope_theta", "global_rope_theta", "sliding_window_pattern", "embedding_normalizer_dtype",
@@ -229,6 +229,16 @@ static int read_choices(refenc_config *c, const json_t *obj, const char *where, 
 }
 
 /* Qwen's attention keys (qk_norm.h): qkv_bias (Qwen2), qk_norm (Qwen3). */
+/* The layer's structure: ModernBERT's first layer, Gemma 2/3's sandwich norms. */
+static int read_layer_keys(refenc_config *c, const json_t *obj, const char *where, refenc_error *err)
+{
+    int st;
+    if ((st = get_bool(&c->skip_first_prenorm, obj, "skip_first_prenorm", where, err)) ||
+        (st = get_bool(&c->sandwich_norm, obj, "sandwich_norm", where, err)))
+        return st;
+    return REFENC_OK;
+}
+
 static int read_qwen_keys(refenc_config *c, const json_t *obj, const char *where, refenc_error *err)
 {
     char field[128];
@@ -288,7 +298,6 @@ int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *whe
         (st = get_bool(&c->embedding_norm, obj, "embedding_norm", where, err)) ||
         (st = get_bool(&c->rmsnorm_offset, obj, "rmsnorm_offset", where, err)) ||
         (st = get_bool(&c->norm_bias, obj, "norm_bias", where, err)) ||
-        (st = get_bool(&c->skip_first_prenorm, obj, "skip_first_prenorm", where, err)) ||
         (st = get_bool(&c->linear_bias, obj, "linear_bias", where, err)))
         return st;
 
@@ -301,6 +310,7 @@ int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *whe
         return st;
 
     if ((st = read_choices(c, obj, where, err)) || (st = read_qwen_keys(c, obj, where, err)) ||
+        (st = read_layer_keys(c, obj, where, err)) ||
         (st = read_pooling(c, obj, where, err)) ||
         (st = refenc_rope_scaling_from_json(&c->rope_scaling, obj, where, err)))
         return st;
@@ -412,6 +422,8 @@ json_t *refenc_config_to_json(const refenc_config *c)
         bad |= json_object_set_new(j, "linear_bias", json_boolean(c->linear_bias));
     if (c->norm_type == REFENC_NORMTYPE_LAYERNORM && c->norm_bias != d.norm_bias)
         bad |= json_object_set_new(j, "norm_bias", json_boolean(c->norm_bias));
+    if (c->sandwich_norm != d.sandwich_norm)
+        bad |= json_object_set_new(j, "sandwich_norm", json_boolean(c->sandwich_norm));
     if (c->skip_first_prenorm != d.skip_first_prenorm)
         bad |= json_object_set_new(j, "skip_first_prenorm", json_boolean(c->skip_first_prenorm));
     if (c->ffn_type != d.ffn_type)

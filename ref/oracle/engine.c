@@ -286,7 +286,7 @@ size_t refenc_mp_encoder_run_bytes(const refenc_config *cfg, size_t L, int threa
     /* a layer's weights in fixed point (U, and at most one outlier index each) */
     const double F1 = (double)refenc_config_ffn_rows(cfg); /* linear1's rows: 2F gated */
     bytes += 16 * (R * D + D * E + D * F + D * F1) + 8 * 4 * (R + D + F1 + 2);
-    bytes += mp_bytes(fmax(L, 2) * D + 4 * D + (double)L * L + 5, 53); /* tables, LayerNorms, mask, scalars */
+    bytes += mp_bytes(fmax(L, 2) * D + 8 * D + (double)L * L + 5, 53); /* tables, the norms (sandwiched: 8 D), mask, scalars */
     /* what the model does not count: MPFR's own temporaries inside its
      * functions and malloc's bookkeeping, which depend on the values (one
      * seed of twelve measured 56 bytes above the model); a page a thread */

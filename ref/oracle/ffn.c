@@ -50,6 +50,8 @@ int refenc_mpe_ffn(refenc_mpe_unit *u, int src, const char *hidden_step, const c
     refenc_mpe_rows(u, u->L, ffn_row, &a, "ffn", work);
     if (a.keep && hidden_step != NULL && !refenc_mpe_step_buf(u, hidden_step, MPE_HID))
         return 0;
+    if (out_step == NULL) /* the caller normalises, then certifies (sandwich_norm) */
+        return 1;
     if (!refenc_mpe_step_buf(u, out_step, MPE_T))
         return 0;
     refenc_mpe_progress(u, out_step, 0);

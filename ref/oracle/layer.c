@@ -83,12 +83,14 @@ int refenc_mpe_layer_init(refenc_mpe_layer *lm, const refenc_layer_params *lp, c
 {
     const size_t D = cfg->d_model, F = cfg->d_ff, F1 = refenc_config_ffn_rows(cfg);
     const size_t R = refenc_config_qkv_rows(cfg), E = cfg->n_heads * refenc_config_head_dim(cfg);
-    const double *ln[4] = {lp->norm1_weight, lp->norm1_bias, lp->norm2_weight, lp->norm2_bias};
+    const double *ln[8] = {lp->norm1_weight,          lp->norm1_bias,          lp->norm2_weight,
+                           lp->norm2_bias,            lp->post_attn_norm_weight, lp->post_attn_norm_bias,
+                           lp->post_ffn_norm_weight,  lp->post_ffn_norm_bias};
     memset(lm, 0, sizeof *lm);
     lm->lp = lp;
-    lm->ln = refenc_mp_alloc(4 * D, 53);
+    lm->ln = refenc_mp_alloc(8 * D, 53);
     int ok = lm->ln != NULL;
-    for (size_t k = 0; ok && k < 4; k++)
+    for (size_t k = 0; ok && k < 8; k++)
         if (ln[k] != NULL)
             refenc_mp_set_d(lm->ln + k * D, ln[k], D);
     ok = ok && span_init(&lm->in_span, lp->in_proj_weight, lp->in_proj_bias, R, D); /* (E + 2 Ekv, D) */
@@ -112,7 +114,7 @@ int refenc_mpe_layer_init(refenc_mpe_layer *lm, const refenc_layer_params *lp, c
 
 void refenc_mpe_layer_free(refenc_mpe_layer *lm, size_t D)
 {
-    refenc_mp_free(lm->ln, 4 * D);
+    refenc_mp_free(lm->ln, 8 * D);
     lm->ln = NULL;
     refenc_mp_free(lm->qkn, lm->qkn_n);
     lm->qkn = NULL, lm->qkn_n = 0;
@@ -142,19 +144,34 @@ static void copy_row(refenc_mpe_unit *u, int li, size_t r, refenc_mpe_worker *w,
 /* A residual sublayer's block: t = block(src), its steps certified. */
 typedef int (*block_fn)(refenc_mpe_unit *u, int src, size_t i);
 
+/* Gemma 2/3's norm of a sublayer's output (sandwich_norm), t = N'(t), then
+ * t certified as step; k: 0 the attention's (post_attention), 1 the FFN's
+ * (post_feedforward): their (gamma, beta) follow norm1's and norm2's. */
+static int post_norm(refenc_mpe_unit *u, const char *step, int k)
+{
+    const size_t D = u->D;
+    mpfr_srcptr gamma = u->lm->ln + (4 + 2 * (size_t)k) * D;
+    mpfr_srcptr beta = u->lm->lp->post_attn_norm_bias != NULL ? gamma + D : NULL;
+    refenc_mpe_layernorm(u, MPE_T, MPE_T, gamma, beta, u->eps);
+    refenc_mpe_progress(u, step, 2.0 * (double)u->L * (double)D);
+    return refenc_mpe_step_buf(u, step, MPE_T);
+}
+
 static int attention_block(refenc_mpe_unit *u, int src, size_t i)
 {
     char w[64], o[64];
+    const int sandwich = u->cfg->sandwich_norm;
     snprintf(w, sizeof w, "layers.%zu.self_attn.weights", i);
     snprintf(o, sizeof o, "layers.%zu.self_attn", i);
-    return refenc_mpe_mha(u, src, w, o);
+    return refenc_mpe_mha(u, src, w, sandwich ? NULL : o) && (!sandwich || post_norm(u, o, 0));
 }
 
 static int ffn_block(refenc_mpe_unit *u, int src, size_t i)
 {
     char o[64];
+    const int sandwich = u->cfg->sandwich_norm;
     snprintf(o, sizeof o, "layers.%zu.ffn", i);
-    return refenc_mpe_ffn(u, src, NULL, o);
+    return refenc_mpe_ffn(u, src, NULL, sandwich ? NULL : o) && (!sandwich || post_norm(u, o, 1));
 }
 
 /* h = h + block(LN(h)) (Pre-LN), or h = LN(h + block(h)) (Post-LN), the

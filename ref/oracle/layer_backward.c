@@ -315,6 +315,7 @@ int refenc_mpb_blocks_supported(const refenc_config *cfg, refenc_error *err)
                       : cfg->embedding_normalizer_dtype != REFENC_NORMALIZER_EXACT ? "embedding_normalizer_dtype"
                       : cfg->pooling != REFENC_POOL_NONE                   ? "pooling"
                       : cfg->skip_first_prenorm                            ? "skip_first_prenorm"
+                      : cfg->sandwich_norm                                 ? "sandwich_norm"
                                                                    : NULL;
     if (key == NULL)
         return REFENC_OK;

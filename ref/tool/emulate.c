@@ -150,6 +150,9 @@ static void attention_residual(const emu_run *r, refenc_layer_work *w, const dou
                                const refenc_rope_options *rope, size_t B, size_t L, size_t D, size_t H, size_t i)
 {
     mha(r, w->attn, &w->mha, in, lp, opt, rope, B, L, D, H);
+    if (lp->post_attn_norm_weight != NULL) /* sandwich_norm: in place, row by row */
+        emu_norm(r->e, w->attn, w->attn, lp->post_attn_norm_weight, lp->post_attn_norm_bias, B * L, D,
+                 r->cfg->layer_norm_eps, r->cfg);
     emit_layer(r, i, "self_attn.weights", w->mha.weights, 4, B, H, L, L);
     emit_layer(r, i, "self_attn", w->attn, 3, B, L, D, 0);
     emu_add(r->e, w->resid, x, w->attn, B * L * D);
@@ -173,6 +176,8 @@ static void layer(const emu_run *r, double *y, refenc_layer_work *w, const doubl
         emu_norm(e, w->ln, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);
         emit_layer(r, i, "norm2", w->ln, 3, B, L, D, 0);
         ffn(r, w->ffn, w->hidden, w->ln, lp, BL, cfg);
+        if (lp->post_ffn_norm_weight != NULL) /* sandwich_norm: in place, row by row */
+            emu_norm(e, w->ffn, w->ffn, lp->post_ffn_norm_weight, lp->post_ffn_norm_bias, BL, D, eps, cfg);
         emit_layer(r, i, "ffn", w->ffn, 3, B, L, D, 0);
         emu_add(e, y, w->resid, w->ffn, BL * D);
     } else {

@@ -272,6 +272,27 @@ static const refenc_variant_info table[REFENC_VAR_COUNT] = {
         "whatever the checkpoint holds)",
         "make layer 0's attention norm the identity (ModernBertEncoderLayer: attn_norm = "
         "nn.Identity() if layer_id == 0)"},
+    [REFENC_VAR_SANDWICH_NORMS_MISSING] = {
+        "sandwich_norms_missing", "sandwich_norms_missing",
+        "every output off from layer 0's attention on: each sublayer adds its raw output to the "
+        "residual, at its own scale instead of the norm's",
+        "Gemma 2/3's post_attention_layernorm and post_feedforward_layernorm left out: a "
+        "Llama-shaped block (one norm before each sublayer) run on a Gemma 2/3 checkpoint "
+        "(tenstorrent/tt-metal#22808: \"Gemma3 has additional normalizations in Decoder\"; "
+        "keras-team/keras-hub#1678 maps Gemma 2's norms apart from Gemma's)",
+        "normalise each sublayer's output before the residual adds it: h = x + "
+        "post_attention_layernorm(attn(input_layernorm(x))), y = h + "
+        "post_feedforward_layernorm(mlp(pre_feedforward_layernorm(h))) (Gemma2DecoderLayer)"},
+    [REFENC_VAR_POST_ATTENTION_NORM_AS_PRE_FFN] = {
+        "post_attention_norm_as_pre_ffn", "post_attention_norm_as_pre_ffn",
+        "every FFN input off from layer 0 on, by how far the post-attention norm's weights are from "
+        "the pre-FFN norm's; attention outputs right",
+        "the pre-FFN norm loaded from post_attention_layernorm, Llama's name for its pre-FFN norm, "
+        "where Gemma 2/3 call that norm pre_feedforward_layernorm and post_attention_layernorm "
+        "normalises the attention's output (NVIDIA-NeMo/Megatron-Bridge#4201: the dense MLP "
+        "\"never received its real pre-FFN normalization\")",
+        "load the FFN's input norm from pre_feedforward_layernorm.weight (Gemma 2/3), "
+        "post_attention_layernorm.weight only for Llama-shaped blocks"},
     [REFENC_VAR_QKV_BIAS_DROPPED] = {
         "qkv_bias_dropped", "qkv_bias_dropped",
         "every attention output off from the first layer on, at every position: q, k and v lack "
@@ -476,6 +497,9 @@ static int modern_block_applies(refenc_variant v, const refenc_case *c)
     case REFENC_VAR_WINDOW_IGNORED:    /* w < L, or w // 2 < L - 1 */
         return has_attention(c) && ((cfg->sliding_window > 0 && cfg->sliding_window < c->L) ||
                                     (cfg->local_attention > 0 && cfg->local_attention / 2 + 1 < c->L));
+    case REFENC_VAR_FIRST_PRENORM_APPLIED: return cfg->skip_first_prenorm; /* encoder cases only */
+    case REFENC_VAR_SANDWICH_NORMS_MISSING:
+    case REFENC_VAR_POST_ATTENTION_NORM_AS_PRE_FFN: return cfg->sandwich_norm;
     case REFENC_VAR_QKV_BIAS_DROPPED: /* Qwen2's q, k, v biases on otherwise bias-free linears */
         return has_attention(c) && cfg->qkv_bias;
     case REFENC_VAR_QK_NORM_AFTER_ROPE: /* RoPE moves the weights only with RoPE */
@@ -542,7 +566,6 @@ static int pooling_applies(refenc_variant v, const refenc_case *c)
     case REFENC_VAR_MEAN_COUNTS_PADDING: return cfg->pooling == REFENC_POOL_MEAN && padded;
     case REFENC_VAR_LAST_TOKEN_IGNORES_PADDING: return cfg->pooling == REFENC_POOL_LAST_TOKEN && right;
     case REFENC_VAR_POOLING_NOT_NORMALIZED: return cfg->pooling != REFENC_POOL_NONE && cfg->pooling_normalize;
-    case REFENC_VAR_FIRST_PRENORM_APPLIED: return cfg->skip_first_prenorm;
     default: return 0;
     }
 }
@@ -581,8 +604,8 @@ int refenc_variant_applies(refenc_variant v, const refenc_case *c)
                 (has_attention(c) && cfg->positional == REFENC_POS_ALIBI)) && (H & (H - 1)) != 0;
     case REFENC_VAR_PADDING_MASK_INVERTED: /* not under a pooling: it would pool the padding */
         return has_attention(c) && c->key_padding_mask != NULL && cfg->pooling == REFENC_POOL_NONE;
-    case REFENC_VAR_PRE_POST_SWAPPED: /* not without layer 0's norm1, which Post-LN needs */
-        return c->component == REFENC_COMP_ENCODER && !cfg->skip_first_prenorm;
+    case REFENC_VAR_PRE_POST_SWAPPED: /* Post-LN needs layer 0's norm1 and has no post norms */
+        return c->component == REFENC_COMP_ENCODER && !cfg->skip_first_prenorm && !cfg->sandwich_norm;
     case REFENC_VAR_HEADS_MERGED_WITHOUT_TRANSPOSE:
         return has_attention(c) && H > 1 && c->L > 1;
     case REFENC_VAR_EPS_1E5_FOR_1E12:
@@ -621,6 +644,10 @@ static void unbiased(refenc_case *c)
             if (p->layers[i].norm1_weight != NULL) /* none: skip_first_prenorm's layer 0 */
                 p->layers[i].norm1_weight[d] *= f;
             p->layers[i].norm2_weight[d] *= f;
+            if (p->layers[i].post_attn_norm_weight != NULL) { /* sandwich_norm's */
+                p->layers[i].post_attn_norm_weight[d] *= f;
+                p->layers[i].post_ffn_norm_weight[d] *= f;
+            }
         }
     if (p->norm_weight != NULL)
         for (size_t d = 0; d < c->cfg.d_model; d++)
@@ -703,6 +730,10 @@ static void fold_offset(refenc_case *c)
             if (p->layers[i].norm1_weight != NULL) /* none: skip_first_prenorm's layer 0 */
                 p->layers[i].norm1_weight[d] += 1.0;
             p->layers[i].norm2_weight[d] += 1.0;
+            if (p->layers[i].post_attn_norm_weight != NULL) { /* sandwich_norm's */
+                p->layers[i].post_attn_norm_weight[d] += 1.0;
+                p->layers[i].post_ffn_norm_weight[d] += 1.0;
+            }
         }
     for (size_t d = 0; p->norm_weight != NULL && d < D; d++)
         p->norm_weight[d] += 1.0;
@@ -797,6 +828,32 @@ static int restore_first_prenorm(refenc_case *c, refenc_error *err)
     return REFENC_OK;
 }
 
+/* A Llama-shaped block on a Gemma 2/3 checkpoint: no norm on the sublayers'
+ * outputs (the tensors stay, unread, so the case keeps its layout). */
+static void drop_post_norms(refenc_case *c)
+{
+    c->cfg.sandwich_norm = 0;
+    for (size_t i = 0; i < c->params.n_layers; i++) {
+        refenc_layer_params *lp = &c->params.layers[i];
+        lp->post_attn_norm_weight = lp->post_attn_norm_bias = NULL;
+        lp->post_ffn_norm_weight = lp->post_ffn_norm_bias = NULL;
+    }
+}
+
+/* Every layer's pre-FFN norm (norm2) given the post-attention norm's weights
+ * (and bias), as a loader that maps Llama's post_attention_layernorm, its
+ * pre-FFN norm, onto Gemma 2/3's checkpoint does. */
+static void post_attention_norm_as_pre_ffn(refenc_case *c)
+{
+    const size_t D = c->cfg.d_model;
+    for (size_t i = 0; i < c->params.n_layers; i++) {
+        refenc_layer_params *lp = &c->params.layers[i];
+        memcpy(lp->norm2_weight, lp->post_attn_norm_weight, D * sizeof(double));
+        if (lp->norm2_bias != NULL && lp->post_attn_norm_bias != NULL)
+            memcpy(lp->norm2_bias, lp->post_attn_norm_bias, D * sizeof(double));
+    }
+}
+
 int refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks *hooks, refenc_error *err)
 {
     refenc_config *cfg = &c->cfg;
@@ -846,6 +903,8 @@ int refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks 
     case REFENC_VAR_GELU_FOR_QUICK_GELU: cfg->activation = REFENC_ACT_GELU; break;
     case REFENC_VAR_EMBEDDING_SCALED: rescale_embedding(c, 1); break;
     case REFENC_VAR_FIRST_PRENORM_APPLIED: return restore_first_prenorm(c, err);
+    case REFENC_VAR_SANDWICH_NORMS_MISSING: drop_post_norms(c); break;
+    case REFENC_VAR_POST_ATTENTION_NORM_AS_PRE_FFN: post_attention_norm_as_pre_ffn(c); break;
     default: apply_modern(v, c, hooks); break;
     }
     return REFENC_OK;

@@ -76,6 +76,9 @@ typedef enum {
     REFENC_VAR_POOLING_NOT_NORMALIZED,
     /* ModernBERT's first layer (params.h: skip_first_prenorm) */
     REFENC_VAR_FIRST_PRENORM_APPLIED,
+    /* Gemma 2/3's norms of the sublayers' outputs (sandwich_norm) */
+    REFENC_VAR_SANDWICH_NORMS_MISSING,
+    REFENC_VAR_POST_ATTENTION_NORM_AS_PRE_FFN,
     REFENC_VAR_COUNT
 } refenc_variant;
 

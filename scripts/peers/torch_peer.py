@@ -62,7 +62,8 @@ KNOWN_BUGS = ["layernorm_eps_x10", "layernorm_eps_div10", "unbiased_variance", "
               "window_off_by_one", "window_ignored", "local_base_on_global_layer0",
               "rope_scaling_on_local_layers", "global_rope_scaling_ignored",
               "embedding_normalizer_unrounded", "qkv_bias_dropped", "qk_norm_after_rope",
-              "qk_norm_over_all_heads", "first_prenorm_applied"] \
+              "qk_norm_over_all_heads", "first_prenorm_applied", "sandwich_norms_missing",
+              "post_attention_norm_as_pre_ffn"] \
     + torch_families.KNOWN_BUGS + torch_rope_scaling.BUGS + POOLING_BUGS
 UNKNOWN_BUGS = ["softmax_over_queries", "ffn_residual_dropped"]
 BUG = None
@@ -521,6 +522,17 @@ NN_MODULES = {"component=*", "input=*", "norm=*", "final_norm=*", "activation=*"
               "positions", "key_padding_mask", "attn_mask"}
 
 
+def sandwich_norms(cfg, p, eps):
+    """Gemma 2/3's norms of the sublayers' outputs (Gemma2DecoderLayer:
+    post_attention_layernorm on the attention's output, post_feedforward_layernorm
+    on the MLP's, each before the residual adds it), or the identity.  The
+    bug sandwich_norms_missing leaves them out, as a Llama-shaped block does."""
+    if not cfg.get("sandwich_norm", False) or BUG == "sandwich_norms_missing":
+        return (lambda t: t), (lambda t: t)
+    return (lambda t: norm(cfg, t, p("post_attn_norm.weight"), p("post_attn_norm.bias"), eps),
+            lambda t: norm(cfg, t, p("post_ffn_norm.weight"), p("post_ffn_norm.bias"), eps))
+
+
 def first_attn_norm(x, eps):
     """ModernBERT's layer-0 attention norm: nn.Identity().  The bug
     first_prenorm_applied gives layer 0 a fresh LayerNorm (weight 1, no
@@ -603,6 +615,10 @@ def run_encoder(case):
         if i == 0 and cfg.get("skip_first_prenorm", False):  # ModernBERT: attn_norm = nn.Identity()
             ln1 = first_attn_norm(x, eps)
         ln2 = lambda t: norm(cfg, t, p("norm2.weight"), p("norm2.bias"), eps)
+        post_attn, post_ffn = sandwich_norms(cfg, p, eps)
+        # the bug: Llama's name for its pre-FFN norm read on a Gemma 2/3 checkpoint
+        if BUG == "post_attention_norm_as_pre_ffn" and cfg.get("sandwich_norm", False):
+            ln2 = lambda t: norm(cfg, t, p("post_attn_norm.weight"), p("post_attn_norm.bias"), eps)
         qk = (p("self_attn.q_norm.weight"), p("self_attn.k_norm.weight")) if cfg.get("qk_norm") == "rms" else None
         attn = lambda t: manual_attention(case, t, p("self_attn.in_proj_weight"), p("self_attn.in_proj_bias"),
                                           p("self_attn.out_proj.weight"), p("self_attn.out_proj.bias"), positions,
@@ -611,8 +627,8 @@ def run_encoder(case):
                                   p("linear2.bias"), act)
         keep = 0.0 if BUG == "ffn_residual_dropped" else 1.0
         if pre:
-            n1 = ln1(x); a, w = attn(n1); h = x + a
-            n2 = ln2(h); f = ffn(n2); x = keep * h + f
+            n1 = ln1(x); a, w = attn(n1); a = post_attn(a); h = x + a
+            n2 = ln2(h); f = post_ffn(ffn(n2)); x = keep * h + f
         else:
             a, w = attn(x); n1 = ln1(x + a)
             f = ffn(n1); n2 = ln2(keep * n1 + f); x = n2

@@ -162,6 +162,12 @@ def build(cli, base, source_root):
                                          "input": {"batch": 1, "seq_len": 3}})
     _dump(j("first_prenorm_int.json"), {"model": dict(TINY_MODEL, skip_first_prenorm=1),
                                         "input": {"batch": 1, "seq_len": 3}})
+    # Gemma 2/3's sandwich norms: a golden is made; Post-LN exits 2 naming the key; --grad
+    # exits 2 naming it (both backward passes refuse it)
+    _dump(j("sandwich.json"), {"model": dict(TINY_MODEL, n_layers=2, norm="pre", sandwich_norm=True),
+                               "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("sandwich_post.json"), {"model": dict(TINY_MODEL, norm="post", sandwich_norm=True),
+                                    "input": {"batch": 1, "seq_len": 3}})
     _dump(j("two_patterns.json"), {"model": dict(TINY_MODEL, n_layers=2, global_attn_every_n_layers=2,
                                                  sliding_window_pattern=2), "input": {"batch": 1, "seq_len": 3}})
     _dump(j("gemma3_partial.json"), {"model": dict(TINY_MODEL, n_layers=2, positional="rope", sliding_window_pattern=2,

@@ -69,6 +69,8 @@ CONFIG_SUPPORT = {
     "glu_gate": {"first", "second"}, "norm_bias": None, "linear_bias": None,
     # ModernBERT's layer 0 without its attention norm (attn_norm = nn.Identity())
     "skip_first_prenorm": None,
+    # Gemma 2/3's norms of the sublayers' outputs (post_attention, post_feedforward)
+    "sandwich_norm": None,
     # grouped-query attention and the head width (docs/families.md)
     "n_kv_heads": None, "head_dim": None,
     # Gemma 2/3's attention (docs/families.md): the score scale and softcap
@@ -589,9 +591,13 @@ def run_encoder(g, cfg):
             else:
                 n1 = norm(g, h, f"{p}norm1.", eps, cfg)
             a, w = attention(g, n1, f"{p}self_attn.", layer_cfg(cfg, i), L, pos, pad)
+            if cfg.get("sandwich_norm", False):  # Gemma2DecoderLayer's post_attention_layernorm
+                a = norm(g, a, f"{p}post_attn_norm.", eps, cfg)
             h = g.op("Add", h, a)
             n2 = norm(g, h, f"{p}norm2.", eps, cfg)
             f = ffn(g, n2, p, cfg)
+            if cfg.get("sandwich_norm", False):  # and its post_feedforward_layernorm
+                f = norm(g, f, f"{p}post_ffn_norm.", eps, cfg)
             h = g.op("Add", h, f)
         else:                       # LN(x + f(x))
             a, w = attention(g, h, f"{p}self_attn.", layer_cfg(cfg, i), L, pos, pad)

@@ -151,6 +151,7 @@ def features_of(case):
         rmsnorm_offset      Gemma's (1 + w) scale
         norm_bias=false     LayerNorms without beta
         skip_first_prenorm  layer 0 without its attention norm (ModernBERT), encoder
+        sandwich_norm       each sublayer's output normalised (Gemma 2/3), encoder
         ffn_type=glu        the gated FFN (encoder, ffn)
         glu_gate=second     the gate is the second half of linear1
         linear_bias=false   linear maps without bias
@@ -202,6 +203,8 @@ def features_of(case):
             f.add("norm_bias=false")
         if comp == "encoder" and c.get("skip_first_prenorm", False):
             f.add("skip_first_prenorm")
+        if comp == "encoder" and c.get("sandwich_norm", False):
+            f.add("sandwich_norm")
     if comp in ("encoder", "ffn"):
         if c.get("ffn_type", "mlp") == "glu":
             f.add("ffn_type=glu")
