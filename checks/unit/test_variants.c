@@ -466,3 +466,24 @@ Test(variants, sandwich_norm_variants)
     cr_expect_eq(refenc_case_alloc(&c, REFENC_COMP_ATTENTION, &cfg, 1, 3, 0, 0, 0, &err), REFENC_EINVAL);
     cr_expect(strstr(err.message, "sandwich_norm in a case of component 'attention'") != NULL, "%s", err.message);
 }
+
+/* bidirectional_run_causally: a bidirectional RoPE + RMSNorm encoder (a
+ * decoder's block run as an embedding model) only, not a causal one, not
+ * a LayerNorm encoder, not a one-token sequence; the transform sets causal. */
+Test(variants, bidirectional_run_causally_applies_to_decoder_blocks_run_bidirectionally)
+{
+    refenc_case c;
+    small_case(&c, REFENC_POS_ROPE, 4, 0);
+    cr_expect(!refenc_variant_applies(REFENC_VAR_BIDIRECTIONAL_RUN_CAUSALLY, &c), "LayerNorm: a BERT-style encoder");
+    c.cfg.norm_type = REFENC_NORMTYPE_RMSNORM;
+    cr_expect(refenc_variant_applies(REFENC_VAR_BIDIRECTIONAL_RUN_CAUSALLY, &c));
+    c.cfg.causal = 1;
+    cr_expect(!refenc_variant_applies(REFENC_VAR_BIDIRECTIONAL_RUN_CAUSALLY, &c), "causal already");
+    c.cfg.causal = 0, c.cfg.positional = REFENC_POS_NONE;
+    cr_expect(!refenc_variant_applies(REFENC_VAR_BIDIRECTIONAL_RUN_CAUSALLY, &c), "no RoPE");
+    c.cfg.positional = REFENC_POS_ROPE;
+    refenc_variant_hooks hooks;
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_BIDIRECTIONAL_RUN_CAUSALLY, &c, &hooks, NULL), REFENC_OK);
+    cr_expect_eq(c.cfg.causal, 1);
+    refenc_case_free(&c);
+}

@@ -293,6 +293,18 @@ static const refenc_variant_info table[REFENC_VAR_COUNT] = {
         "\"never received its real pre-FFN normalization\")",
         "load the FFN's input norm from pre_feedforward_layernorm.weight (Gemma 2/3), "
         "post_attention_layernorm.weight only for Llama-shaped blocks"},
+    [REFENC_VAR_BIDIRECTIONAL_RUN_CAUSALLY] = {
+        "bidirectional_run_causally", "bidirectional_run_causally",
+        "every token but the last sees too little: each query attends to the keys up to itself "
+        "only, so early tokens' outputs (and any mean-pooled embedding) move most; the last "
+        "unpadded token's first layer is right",
+        "an embedding model built from decoder blocks and trained bidirectionally (EmbeddingGemma, "
+        "gte-Qwen2, LLM2Vec) run with the decoder's causal mask "
+        "(huggingface/sentence-transformers#3513: one EmbeddingGemma similarity was 0.469 with a causal "
+        "mask and 0.748 with the bidirectional one; huggingface/text-embeddings-inference#358: gte-Qwen2 "
+        "without trust_remote_code's bidirectional attention gives wrong embeddings)",
+        "build the attention mask from the padding only (use_bidirectional_attention, is_causal "
+        "False) for these models, as their config or modeling code says"},
     [REFENC_VAR_QKV_BIAS_DROPPED] = {
         "qkv_bias_dropped", "qkv_bias_dropped",
         "every attention output off from the first layer on, at every position: q, k and v lack "
@@ -498,6 +510,9 @@ static int modern_block_applies(refenc_variant v, const refenc_case *c)
         return has_attention(c) && ((cfg->sliding_window > 0 && cfg->sliding_window < c->L) ||
                                     (cfg->local_attention > 0 && cfg->local_attention / 2 + 1 < c->L));
     case REFENC_VAR_FIRST_PRENORM_APPLIED: return cfg->skip_first_prenorm; /* encoder cases only */
+    case REFENC_VAR_BIDIRECTIONAL_RUN_CAUSALLY: /* a decoder's block (RoPE, RMSNorm) run bidirectionally */
+        return c->component == REFENC_COMP_ENCODER && !cfg->causal && c->L > 1 &&
+               cfg->positional == REFENC_POS_ROPE && cfg->norm_type == REFENC_NORMTYPE_RMSNORM;
     case REFENC_VAR_SANDWICH_NORMS_MISSING:
     case REFENC_VAR_POST_ATTENTION_NORM_AS_PRE_FFN: return cfg->sandwich_norm;
     case REFENC_VAR_QKV_BIAS_DROPPED: /* Qwen2's q, k, v biases on otherwise bias-free linears */
@@ -904,6 +919,7 @@ int refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks 
     case REFENC_VAR_EMBEDDING_SCALED: rescale_embedding(c, 1); break;
     case REFENC_VAR_FIRST_PRENORM_APPLIED: return restore_first_prenorm(c, err);
     case REFENC_VAR_SANDWICH_NORMS_MISSING: drop_post_norms(c); break;
+    case REFENC_VAR_BIDIRECTIONAL_RUN_CAUSALLY: c->cfg.causal = 1; break;
     case REFENC_VAR_POST_ATTENTION_NORM_AS_PRE_FFN: post_attention_norm_as_pre_ffn(c); break;
     default: apply_modern(v, c, hooks); break;
     }

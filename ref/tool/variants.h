@@ -79,6 +79,8 @@ typedef enum {
     /* Gemma 2/3's norms of the sublayers' outputs (sandwich_norm) */
     REFENC_VAR_SANDWICH_NORMS_MISSING,
     REFENC_VAR_POST_ATTENTION_NORM_AS_PRE_FFN,
+    /* decoder blocks run as bidirectional encoders (docs/families.md) */
+    REFENC_VAR_BIDIRECTIONAL_RUN_CAUSALLY,
     REFENC_VAR_COUNT
 } refenc_variant;
 

@@ -63,7 +63,7 @@ KNOWN_BUGS = ["layernorm_eps_x10", "layernorm_eps_div10", "unbiased_variance", "
               "rope_scaling_on_local_layers", "global_rope_scaling_ignored",
               "embedding_normalizer_unrounded", "qkv_bias_dropped", "qk_norm_after_rope",
               "qk_norm_over_all_heads", "first_prenorm_applied", "sandwich_norms_missing",
-              "post_attention_norm_as_pre_ffn"] \
+              "post_attention_norm_as_pre_ffn", "bidirectional_run_causally"] \
     + torch_families.KNOWN_BUGS + torch_rope_scaling.BUGS + POOLING_BUGS
 UNKNOWN_BUGS = ["softmax_over_queries", "ffn_residual_dropped"]
 BUG = None
@@ -412,6 +412,16 @@ def layer_cfg(cfg, i):
     return c
 
 
+def masked_score(case):
+    """What a masked score becomes: -inf, or with mask_value finfo_min the
+    model dtype's torch.finfo(dtype).min, as Hugging Face's masks fill it (a
+    query whose keys are all masked then attends uniformly, not NaN; the
+    model's dtype, as torch_families does: float32's min is -inf in bfloat16)."""
+    if case.cfg.get("mask_value", "-inf") == "finfo_min":
+        return torch.finfo(getattr(case, "model_dtype", case.dt)).min
+    return float("-inf")
+
+
 def score_bias(case, B, H, L, positions, cfg=None):
     """The float mask added to the scores, (B*H, L, L), or None: ALiBi,
     causal, in.attn_mask, the attention windows (key padding is passed
@@ -422,14 +432,16 @@ def score_bias(case, B, H, L, positions, cfg=None):
     if cfg["positional"] == "alibi":
         bias = bias + alibi_bias(H, positions, dt)
         used = True
-    if cfg["causal"]:
-        bias = bias.masked_fill(torch.ones(L, L, dtype=torch.bool).triu(1), float("-inf"))
+    # the bug bidirectional_run_causally: a decoder's causal mask kept for a
+    # bidirectional embedding model (sentence-transformers#3513)
+    if cfg["causal"] or BUG == "bidirectional_run_causally":
+        bias = bias.masked_fill(torch.ones(L, L, dtype=torch.bool).triu(1), masked_score(case))
         used = True
     if case.has("in.attn_mask"):
         bias = bias + case.t("in.attn_mask")
         used = True
     if cfg.get("sliding_window") is not None or cfg.get("local_attention") is not None:
-        bias = bias.masked_fill(outside_window(cfg, L), float("-inf"))
+        bias = bias.masked_fill(outside_window(cfg, L), masked_score(case))
         used = True
     return bias.repeat(B, 1, 1) if used else None
 
@@ -505,7 +517,7 @@ def manual_attention(case, x, W_in, b_in, W_o, b_o, positions, cfg=None, qk=None
         s = s + bias.reshape(B, H, L, L)
     pad = case.padding()
     if pad is not None:
-        s = s.masked_fill(pad[:, None, None, :], float("-inf"))
+        s = s.masked_fill(pad[:, None, None, :], masked_score(case))
     if cap is not None and late:
         s = torch.tanh(s / cap) * cap
     w = torch.softmax(s, dim=-2 if BUG == "softmax_over_queries" else -1)
