@@ -532,7 +532,7 @@ def needs_manual(case):
 
 def run_encoder(case):
     if torch_families.handles(case.cfg):
-        return torch_families.run(case, BUG)
+        return torch_families.run(case, BUG, sys.modules[__name__])
     cfg, dt = case.cfg, case.dt
     D, H, N = cfg["d_model"], cfg["n_heads"], cfg["n_layers"]
     eps, pre = cfg["layer_norm_eps"], cfg["norm"] == "pre"
