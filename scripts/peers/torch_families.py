@@ -36,6 +36,7 @@ FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "clip-text", "llama", "mist
 # decoder blocks run as encoders, under LlamaModel's names (MistralModel, Qwen2Model
 # and Qwen3Model keep them)
 LLAMA_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+LLAMA_BLOCKS = {"norm_type": "rmsnorm", "ffn_type": "glu", "positional": "rope"}  # what their modules are
 
 # The variants of the families (refenc certify --list-bugs); torch_peer.py
 # adds them to the bugs it can inject.
@@ -355,13 +356,13 @@ class RMSNorm(nn.Module):
     times the weight; computed by the peer's rms_norm, which rounds it as
     the peer's emulation does (and carries the eps bugs)."""
 
-    def __init__(self, D, eps, dt, peer):
+    def __init__(self, D, eps, dt, peer, offset=False):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(D, dtype=dt))
-        self.eps, self.peer = eps, peer
+        self.eps, self.peer, self.offset = eps, peer, offset
 
     def forward(self, t):
-        return self.peer.rms_norm(t, self.weight, self.eps, False)
+        return self.peer.rms_norm(t, self.weight, self.eps, self.offset)
 
 
 def maybe_linear(i, o, bias, dt):
@@ -393,8 +394,9 @@ class LlamaDecoderLayer(nn.Module):
         self.mlp.gate_proj = maybe_linear(D, Fh, lb, dt)
         self.mlp.up_proj = maybe_linear(D, Fh, lb, dt)
         self.mlp.down_proj = maybe_linear(Fh, D, lb, dt)
-        self.input_layernorm = RMSNorm(D, eps, dt, peer)
-        self.post_attention_layernorm = RMSNorm(D, eps, dt, peer)
+        off = cfg.get("rmsnorm_offset", False)  # (1 + w), should a config declare it
+        self.input_layernorm = RMSNorm(D, eps, dt, peer, off)
+        self.post_attention_layernorm = RMSNorm(D, eps, dt, peer, off)
         self.cfg, self.H, self.Hkv, self.Dh, self.bug, self.peer = cfg, H, Hkv, Dh, bug, peer
         self.act = activation_fn(cfg["activation"], bug)
 
@@ -448,7 +450,7 @@ class LlamaModel(nn.Module):
         self.embed_tokens = nn.Embedding(cfg["vocab_size"], D, dtype=dt)
         self.layers = nn.ModuleList(LlamaDecoderLayer(cfg, dt, bug, peer) for _ in range(N))
         if cfg["final_norm"]:
-            self.norm = RMSNorm(D, cfg["layer_norm_eps"], dt, peer)
+            self.norm = RMSNorm(D, cfg["layer_norm_eps"], dt, peer, cfg.get("rmsnorm_offset", False))
         self.cfg, self.bug, self.peer = cfg, bug, peer
 
     def forward(self, case):
@@ -690,7 +692,12 @@ def run(case, bug, peer):
     module (its RMSNorm, RoPE, repeat_kv, q/k norm and window mask, for the
     Llama-style families)."""
     if case.cfg["family"] in LLAMA_FAMILIES:
-        model = LlamaModel(case.cfg, case.dt, bug, peer)
+        cfg = case.cfg  # LlamaModel is Llama's blocks: a config overriding them away is not modelled
+        off = {k: v for k, v in LLAMA_BLOCKS.items() if cfg.get(k) != v}
+        if off:
+            raise ValueError(f"{case.name}: the {cfg['family']} family's modules need "
+                             + ", ".join(f"{k} {v!r}" for k, v in off.items()))
+        model = LlamaModel(cfg, case.dt, bug, peer)
     else:
         model = Family(case.cfg, case.dt, bug)
     sd = {k: torch.from_numpy(np.ascontiguousarray(v)).to(case.dt)
