@@ -12,7 +12,7 @@ typedef struct {
     int causal, embedding_norm;
 } preset;
 
-static const preset presets[REFENC_FAMILY_LLAMA] = {
+static const preset presets[REFENC_FAMILY_COUNT] = { /* the decoder families' rows unused: llm_presets */
     /* bert-base-uncased: config.json; BertEmbeddings, BertLayer */
     [REFENC_FAMILY_BERT] = {768, 12, 3072, 12, 30522, 512, 2, REFENC_NORM_POST, REFENC_ACT_GELU,
                             1e-12, REFENC_POSIDS_INDEX, 0, 0, 1},
@@ -39,7 +39,7 @@ typedef struct {
     refenc_qk_norm_type qk_norm;
 } llm_preset;
 
-static const llm_preset llm_presets[] = {
+static const llm_preset llm_presets[REFENC_FAMILY_QWEN3 - REFENC_FAMILY_LLAMA + 1] = {
     /* meta-llama/Meta-Llama-3-8B config.json: hidden_size 4096, num_attention_heads 32,
      * num_key_value_heads 8, intermediate_size 14336, num_hidden_layers 32, vocab_size
      * 128256, max_position_embeddings 8192, rope_theta 500000, rms_norm_eps 1e-5,
