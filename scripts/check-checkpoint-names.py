@@ -19,6 +19,7 @@ usage: scripts/check-checkpoint-names.py REFENC_CLI GOLDEN_DIR WORK_DIR
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -30,13 +31,18 @@ import refenc  # noqa: E402
 import torch_families  # noqa: E402
 
 PREFIX = {"bert": "bert.", "roberta": "roberta.", "distilbert": "distilbert.", "gpt2": "transformer.",
-          "clip-text": "text_model."}
+          "clip-text": "text_model.", "llama": "model.", "mistral": "model.", "qwen2": "model.", "qwen3": "model."}
 # a tensor outside the prefix, and one of the family's buffers inside it
+LLAMA_EXTRA = {"lm_head.weight": (5, "D"), "model.layers.0.self_attn.rotary_emb.inv_freq": (4,)}
 EXTRA = {"bert": {"cls.predictions.bias": (5,), "bert.pooler.dense.bias": ("D",)},
          "roberta": {"lm_head.bias": (5,), "roberta.pooler.dense.bias": ("D",)},
          "distilbert": {"vocab_projector.bias": (5,)},
          "gpt2": {"lm_head.weight": (5,), "transformer.h.0.attn.masked_bias": ()},
-         "clip-text": {"text_projection.weight": (5,)}}
+         "clip-text": {"text_projection.weight": (5,)},
+         "llama": LLAMA_EXTRA, "mistral": LLAMA_EXTRA, "qwen2": LLAMA_EXTRA, "qwen3": LLAMA_EXTRA}
+# the peer's modes in which the goldens made from the Llama-style families'
+# Hugging Face files must PASS (issue 24: F64, F32, BF16, F16)
+PEER_MODES = ("float64", "float32", "bfloat16", "float16")
 
 
 def write_safetensors(path, tensors):
@@ -57,9 +63,37 @@ def fingerprint(cli, config, weights, work, name):
     return m.group(1), read.group(0) if read else ""
 
 
+def peer_passes(cli, golden, work, n):
+    """The PyTorch peer on the n goldens refenc golden --weights made from the
+    Hugging Face files: every case must PASS in each of PEER_MODES, and FAIL
+    with the key/value heads tiled (the negative control)."""
+    peer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", "torch_peer.py")
+    ok = True
+    for mode in PEER_MODES + ("float32 --bug gqa_tiled",):
+        control = "--bug" in mode  # negative control: KV heads tiled, every case (all GQA) must FAIL
+        out = os.path.join(work, "hf-results-" + mode.replace(" ", ""))
+        shutil.rmtree(out, ignore_errors=True)
+        r = subprocess.run([sys.executable, peer, "--golden", golden, "--out", out, "--dtype", *mode.split()],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"check-checkpoint-names: torch_peer.py --dtype {mode} failed: {r.stderr.strip()[-300:]}")
+        c = subprocess.run([cli, "certify", "--golden", golden, "--results", out, "--quiet"],
+                           capture_output=True, text=True)
+        m = re.search(r"^summary: (\d+) cases?, (\d+) passed.*$", c.stdout, re.M)
+        good = m is not None and int(m.group(1)) == n and int(m.group(2)) == (0 if control else n)
+        good &= c.returncode == (1 if control else 0)
+        ok &= good
+        print(f"  {'ok   ' if good else 'WRONG'} PyTorch peer {mode} on the {n} goldens made by refenc golden "
+              f"--weights from Hugging Face files: {m.group(0) if m else c.stdout.strip()[-300:]}")
+    return ok
+
+
 def main():
     cli, golden, work = sys.argv[1:4]
     os.makedirs(work, exist_ok=True)
+    hf_goldens = 0
+    if os.path.isdir(os.path.join(work, "hf-goldens")):
+        shutil.rmtree(os.path.join(work, "hf-goldens"))
     manifest = json.load(open(os.path.join(golden, "manifest.json")))
     ok, n = True, 0
     for entry in manifest["cases"]:
@@ -73,6 +107,9 @@ def main():
             hf[k] = np.zeros(tuple(D if s == "D" else s for s in shape))
         B, L = case.inputs["in.tokens"].shape
         run_cfg = {"model": cfg, "input": {"batch": int(B), "seq_len": int(L)}}
+        pad = case.inputs.get("in.key_padding_mask")
+        if pad is not None and not np.asarray(pad)[:, 0].any():  # the case's right padding (the only
+            run_cfg["input"]["padding"] = [int(c) for c in np.asarray(pad).sum(axis=1)]  # side run knows)
         own_cfg = {"model": dict(cfg, family="vaswani"), "input": run_cfg["input"]}
 
         hf_path = os.path.join(work, entry["case"] + ".hf.safetensors")
@@ -97,6 +134,17 @@ def main():
                   f"{r.stderr.strip()[:300]}")
         ok &= golden_ok
 
+        # the Llama-style families: a whole golden from the Hugging Face file
+        # (every intermediate), for the PyTorch peer below
+        if fam in torch_families.LLAMA_FAMILIES:
+            r = subprocess.run([cli, "golden", "--config", cfg_path, "--weights", hf_path, "--name",
+                                entry["case"] + "_hf_weights", "--quiet", "--out", os.path.join(work, "hf-goldens")],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                print(f"  WRONG {entry['case']}: refenc golden --weights --out: exit {r.returncode} {r.stderr.strip()[:300]}")
+                ok = False
+            hf_goldens += r.returncode == 0
+
         # negative control: two tensors of one shape swapped in the HF file
         names = sorted(k for k in hf if k.startswith(PREFIX[fam]) and hf[k].shape == (D,))
         a, b = names[0], names[1]
@@ -112,6 +160,9 @@ def main():
         print(f"        {line}")
     if n == 0:
         sys.exit("check-checkpoint-names: no family case in the golden set")
+    if hf_goldens == 0:
+        sys.exit("check-checkpoint-names: no Llama-style family case in the golden set")
+    ok &= peer_passes(cli, os.path.join(work, "hf-goldens"), work, hf_goldens)
     print("check-checkpoint-names:", f"the two tables agree on {n} family cases, and refenc golden --weights "
           "stores the same parameters from the Hugging Face file" if ok else "MISMATCH")
     return 0 if ok else 1

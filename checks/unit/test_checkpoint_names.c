@@ -495,6 +495,10 @@ Test(checkpoint_names, tables_cover_every_parameter_of_each_preset)
         if (fam == REFENC_FAMILY_VASWANI) /* every optional tensor present */
             cfg.type_vocab_size = 2, cfg.embedding_norm = 1, cfg.positional = REFENC_POS_LEARNED,
             cfg.qk_norm = REFENC_QKNORM_RMS; /* Qwen3's q_norm, k_norm */
+        if (cfg.n_kv_heads != 0) /* the Llama-style presets: grouped, their head_dim small */
+            cfg.n_kv_heads = 1, cfg.head_dim = cfg.head_dim ? 4 : 0;
+        if (fam == REFENC_FAMILY_LLAMA) /* attention_bias and mlp_bias: every bias */
+            cfg.linear_bias = 1;
         refenc_params p;
         refenc_error err;
         cr_assert_eq(refenc_params_alloc(&p, &cfg, &err), REFENC_OK, "%s", err.message);
@@ -746,4 +750,188 @@ Test(checkpoint_names, run_names_the_unknown_prefix_of_a_state_dict)
     char rm[160];
     snprintf(rm, sizeof rm, "rm -rf %s", dir);
     cr_expect_eq(system(rm), 0);
+}
+
+/* ---- Llama, Mistral, Qwen2, Qwen3: LlamaModel's names -------------------------------- */
+
+/* Adds tensor `name` holding rows [first, first + count) of refenc tensor src
+ * (a weight (R, D) or a bias (R)): how modeling_llama's separate projections
+ * sit in refenc's stacked in_proj and linear1. */
+static void put_rows(ckpt *c, const refenc_params *p, const char *name_fmt, const char *src_fmt, size_t i,
+                     size_t first, size_t count)
+{
+    put(c, p, name_fmt, src_fmt, i, AS_IS);
+    refenc_st_entry *e = &c->e[c->n - 1];
+    const size_t cols = e->ndim == 2 ? e->shape[1] : 1;
+    memmove(c->data[c->n - 1], c->data[c->n - 1] + first * cols, count * cols * sizeof(double));
+    e->shape[0] = count;
+}
+
+/* The family's file as LlamaModel.state_dict() saves it (modeling_llama.py:
+ * q_proj (H Dh, D), k_proj and v_proj (Hkv Dh, D), o_proj (D, H Dh), mlp's
+ * gate_proj and up_proj (F, D), down_proj (D, F); Qwen2's q/k/v biases,
+ * Qwen3's q_norm and k_norm (Dh)), under pre. */
+static void llama_file(ckpt *c, const refenc_params *p, const refenc_config *cfg, const char *pre)
+{
+    char f[160];
+    const size_t Dh = refenc_config_head_dim(cfg), E = cfg->n_heads * Dh, Ekv = refenc_config_kv_heads(cfg) * Dh;
+    const size_t Fh = cfg->d_ff, gate = cfg->glu_gate == REFENC_GLU_GATE_FIRST ? 0 : Fh, up = Fh - gate;
+    const int qb = cfg->qkv_bias || cfg->linear_bias, lb = cfg->linear_bias;
+    memset(c, 0, sizeof *c);
+#define P(name, src, how_)                                        \
+    do {                                                          \
+        snprintf(f, sizeof f, "%s%s", pre, name);                 \
+        put(c, p, f, src, i, how_);                               \
+    } while (0)
+#define R(name, src, first, count)                                \
+    do {                                                          \
+        snprintf(f, sizeof f, "%s%s", pre, name);                 \
+        put_rows(c, p, f, src, i, first, count);                  \
+    } while (0)
+    size_t i = 0;
+    P("embed_tokens.weight", "embedding.weight", AS_IS);
+    for (i = 0; i < N; i++) {
+        R("layers.%zu.self_attn.q_proj.weight", "layers.%zu.self_attn.in_proj_weight", 0, E);
+        R("layers.%zu.self_attn.k_proj.weight", "layers.%zu.self_attn.in_proj_weight", E, Ekv);
+        R("layers.%zu.self_attn.v_proj.weight", "layers.%zu.self_attn.in_proj_weight", E + Ekv, Ekv);
+        if (qb) {
+            R("layers.%zu.self_attn.q_proj.bias", "layers.%zu.self_attn.in_proj_bias", 0, E);
+            R("layers.%zu.self_attn.k_proj.bias", "layers.%zu.self_attn.in_proj_bias", E, Ekv);
+            R("layers.%zu.self_attn.v_proj.bias", "layers.%zu.self_attn.in_proj_bias", E + Ekv, Ekv);
+        }
+        P("layers.%zu.self_attn.o_proj.weight", "layers.%zu.self_attn.out_proj.weight", AS_IS);
+        if (cfg->qk_norm == REFENC_QKNORM_RMS) {
+            P("layers.%zu.self_attn.q_norm.weight", "layers.%zu.self_attn.q_norm.weight", AS_IS);
+            P("layers.%zu.self_attn.k_norm.weight", "layers.%zu.self_attn.k_norm.weight", AS_IS);
+        }
+        R("layers.%zu.mlp.gate_proj.weight", "layers.%zu.linear1.weight", gate, Fh);
+        R("layers.%zu.mlp.up_proj.weight", "layers.%zu.linear1.weight", up, Fh);
+        P("layers.%zu.mlp.down_proj.weight", "layers.%zu.linear2.weight", AS_IS);
+        if (lb) {
+            P("layers.%zu.self_attn.o_proj.bias", "layers.%zu.self_attn.out_proj.bias", AS_IS);
+            R("layers.%zu.mlp.gate_proj.bias", "layers.%zu.linear1.bias", gate, Fh);
+            R("layers.%zu.mlp.up_proj.bias", "layers.%zu.linear1.bias", up, Fh);
+            P("layers.%zu.mlp.down_proj.bias", "layers.%zu.linear2.bias", AS_IS);
+        }
+        P("layers.%zu.input_layernorm.weight", "layers.%zu.norm1.weight", AS_IS);
+        P("layers.%zu.post_attention_layernorm.weight", "layers.%zu.norm2.weight", AS_IS);
+    }
+    P("norm.weight", "norm.weight", AS_IS);
+#undef R
+#undef P
+}
+
+/* A small config of a Llama-style family: D 8, 4 query heads over 2 KV heads;
+ * variant 1: attention_bias and mlp_bias (linear_bias), 2: the gate second. */
+static void small_llama(refenc_config *cfg, refenc_params *p, refenc_family fam, int variant, unsigned long stream)
+{
+    refenc_config_family(cfg, fam);
+    cfg->d_model = 8, cfg->n_heads = 4, cfg->n_kv_heads = 2, cfg->d_ff = F, cfg->n_layers = N;
+    cfg->vocab_size = 7, cfg->max_len = 5, cfg->sliding_window = cfg->sliding_window ? 3 : 0;
+    cfg->head_dim = cfg->head_dim ? 4 : 0; /* Qwen3: H Dh = 16 != D */
+    cfg->linear_bias = variant == 1;
+    cfg->glu_gate = variant == 2 ? REFENC_GLU_GATE_SECOND : REFENC_GLU_GATE_FIRST;
+    refenc_error err;
+    cr_assert_eq(refenc_config_validate(cfg, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_params_alloc(p, cfg, &err), REFENC_OK, "%s", err.message);
+    gsl_rng *r = test_rng(stream);
+    refenc_params_init_random(p, cfg, r);
+    gsl_rng_free(r);
+}
+
+/* Swaps the names of the file's tensors a and b. */
+static void swap_names(ckpt *c, const char *a, const char *b)
+{
+    size_t ia = c->n, ib = c->n;
+    for (size_t e = 0; e < c->n; e++) {
+        ia = strstr(c->e[e].name, a) != NULL ? e : ia;
+        ib = strstr(c->e[e].name, b) != NULL ? e : ib;
+    }
+    cr_assert(ia < c->n && ib < c->n, "no %s or %s in the file", a, b);
+    const char *t = c->e[ia].name;
+    c->e[ia].name = c->e[ib].name;
+    c->e[ib].name = t;
+}
+
+/* Each family reads its LlamaModel file bit for bit, with and without the
+ * model. prefix of *ForCausalLM (lm_head outside it ignored, the old
+ * rotary_emb.inv_freq buffer inside); Llama also with attention_bias and
+ * mlp_bias (linear_bias) and with the gate second.  Negative control: layer
+ * 0's gate_proj and up_proj swapped load other parameters. */
+Test(checkpoint_names, llama_families_load_their_checkpoints_bit_for_bit)
+{
+    static const double head[3] = {1, 2, 3}, inv_freq[2] = {1, 0.01};
+    const refenc_st_entry extra[] = {{"lm_head.weight", REFENC_ST_F64, 1, {3}, head},
+                                     {"model.layers.1.self_attn.rotary_emb.inv_freq", REFENC_ST_F64, 1, {2},
+                                      inv_freq}};
+    const refenc_family fams[] = {REFENC_FAMILY_LLAMA, REFENC_FAMILY_MISTRAL, REFENC_FAMILY_QWEN2,
+                                  REFENC_FAMILY_QWEN3, REFENC_FAMILY_LLAMA, REFENC_FAMILY_LLAMA};
+    for (size_t k = 0; k < sizeof fams / sizeof fams[0]; k++) {
+        for (int with_prefix = 0; with_prefix < 2; with_prefix++) {
+            refenc_config cfg;
+            refenc_params p0, p1;
+            small_llama(&cfg, &p0, fams[k], k < 4 ? 0 : (int)k - 3, 760 + k);
+            ckpt c;
+            llama_file(&c, &p0, &cfg, with_prefix ? "model." : "");
+            refenc_st_file f;
+            write_read(&f, &c, extra, with_prefix ? 2 : 0);
+            refenc_ck_report rep;
+            refenc_error err;
+            const char *name = refenc_family_name(fams[k]);
+            cr_expect_eq(load(&p1, &cfg, &f, &rep, NULL, &err), REFENC_OK, "%s (%zu): %s", name, k, err.message);
+            cr_expect_eq(rep.mapped, c.n, "%s (%zu): %zu tensors mapped of %zu", name, k, rep.mapped, c.n);
+            cr_expect(rep.ignored_outside == (size_t)with_prefix && rep.ignored_buffers == (size_t)with_prefix,
+                      "%s (%zu): %zu outside, %zu buffers", name, k, rep.ignored_outside, rep.ignored_buffers);
+            cr_expect(memcmp(p0.block, p1.block, p0.n_values * sizeof(double)) == 0,
+                      "%s (%zu%s): the parameters differ from the ones written", name, k,
+                      with_prefix ? ", with its prefix" : "");
+            refenc_st_free(&f);
+            refenc_params_free(&p1);
+
+            swap_names(&c, "layers.0.mlp.gate_proj.weight", "layers.0.mlp.up_proj.weight");
+            write_read(&f, &c, NULL, 0);
+            cr_expect_eq(load(&p1, &cfg, &f, NULL, NULL, &err), REFENC_OK, "%s", err.message);
+            cr_expect(memcmp(p0.block, p1.block, p0.n_values * sizeof(double)) != 0,
+                      "%s (%zu): gate_proj and up_proj swapped loaded the same parameters", name, k);
+            refenc_st_free(&f);
+            refenc_params_free(&p1);
+            ckpt_free(&c);
+            refenc_params_free(&p0);
+        }
+    }
+}
+
+/* A Llama file that does not fit: a k_proj of H Dh rows (a loader that
+ * ignores grouped-query attention), a missing up_proj, Qwen2's q bias in a
+ * Llama config, each named with its shapes and the rows it fills. */
+Test(checkpoint_names, llama_tensors_that_do_not_fit_are_named)
+{
+    refenc_config cfg;
+    refenc_params p0;
+    small_llama(&cfg, &p0, REFENC_FAMILY_LLAMA, 0, 780);
+    ckpt c;
+    llama_file(&c, &p0, &cfg, "model.");
+    static double big[8 * 8];
+    refenc_st_entry keep = c.e[2]; /* layer 0's k_proj */
+    cr_assert_str_eq(keep.name, "model.layers.0.self_attn.k_proj.weight");
+    c.e[2].shape[0] = 8, c.e[2].data = big;
+    expect_refused(&c, &cfg, NULL, 0,
+                   "tensor 'model.layers.0.self_attn.k_proj.weight' has shape (8, 8), expected (4, 8) (refenc's "
+                   "'layers.0.self_attn.in_proj_weight', rows [H Dh, H Dh + Hkv Dh))", 1);
+    c.e[2] = keep;
+
+    refenc_st_entry up = c.e[6]; /* layer 0's up_proj, dropped */
+    cr_assert_str_eq(up.name, "model.layers.0.mlp.up_proj.weight");
+    c.e[6] = c.e[--c.n];
+    expect_refused(&c, &cfg, NULL, 0,
+                   "tensor 'model.layers.0.mlp.up_proj.weight' (6, 8) is missing (refenc's 'layers.0.linear1.weight', "
+                   "rows [F, 2F))", 1);
+    c.e[c.n++] = c.e[6], c.e[6] = up;
+
+    const refenc_st_entry bias[] = {{"model.layers.0.self_attn.q_proj.bias", REFENC_ST_F64, 1, {8}, big}};
+    expect_refused(&c, &cfg, bias, 1,
+                   "tensor 'model.layers.0.self_attn.q_proj.bias' (8) maps to refenc's "
+                   "'layers.0.self_attn.in_proj_bias', which this config does not have", 1);
+    ckpt_free(&c);
+    refenc_params_free(&p0);
 }

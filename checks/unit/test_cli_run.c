@@ -81,7 +81,7 @@ static const struct {
     {"positional_unknown_name.json", "model.positional: unknown name 'rotary'"},
     {"rope_layout_unknown_name.json", "model.rope_layout: unknown name 'neox'"},
     /* the families' keys */
-    {"family_unknown_name.json", "model.family: unknown name 'llama'"},
+    {"family_unknown_name.json", "model.family: unknown name 'xlnet'"},
     {"mask_value_unknown_name.json", "model.mask_value: unknown name 'minus_inf'"},
     {"embedding_norm_string.json", "model.embedding_norm: expected true or false"},
     {"type_vocab_size_without_tokens.json", "model: type_vocab_size = 2 needs token inputs"},

@@ -54,9 +54,14 @@ static const json_error_case json_errors[] = {
      "model.rope_layout: unknown name 'neox'"},
     {"names_are_case_sensitive", "{\"activation\": \"GELU\"}", REFENC_EINVAL,
      "model.activation: unknown name 'GELU'"},
-    {"family_unknown_name", "{\"family\": \"llama\"}", REFENC_EINVAL,
-     "model.family: unknown name 'llama' (expected one of 'vaswani', 'bert', 'roberta', "
-     "'distilbert', 'gpt2', 'clip-text')"},
+    {"family_unknown_name", "{\"family\": \"xlnet\"}", REFENC_EINVAL,
+     "model.family: unknown name 'xlnet' (expected one of 'vaswani', 'bert', 'roberta', "
+     "'distilbert', 'gpt2', 'clip-text', 'llama', 'mistral', 'qwen2', 'qwen3')"},
+    {"sliding_window_null_over_mistral_without_causal", "{\"family\": \"mistral\", \"d_model\": 8, "
+     "\"n_heads\": 2, \"n_kv_heads\": 1, \"d_ff\": 8, \"n_layers\": 1, \"vocab_size\": 5, "
+     "\"causal\": false}", REFENC_EINVAL, "sliding_window"},
+    {"llama_preset_alone_over_the_size_limit", "{\"family\": \"llama\"}", REFENC_ELIMIT,
+     "model: the parameters need more than the limit"},
     {"family_integer", "{\"family\": 1}", REFENC_EINVAL, "model.family: expected a string"},
     {"scale_embedding_string", "{\"scale_embedding\": \"no\"}", REFENC_EINVAL,
      "model.scale_embedding: expected true or false"},
@@ -629,4 +634,82 @@ Test(config_json, family_configs_round_trip_with_every_key)
     c.d_model = 24, c.n_heads = 3, c.d_ff = 40, c.n_layers = 2, c.vocab_size = 50, c.max_len = 9;
     c.embedding_norm = 0, c.mask_value = REFENC_MASK_NEG_INF, c.embedding_norm_eps = 3e-7;
     expect_round_trip(&c, 23);
+}
+
+/* The Llama-style presets (family.c): the base model's sizes and Llama's
+ * conventions, each key overridable.  At full size a preset is over
+ * REFENC_MAX_BYTES (Llama-3-8B's parameters in doubles), so the test reads
+ * it with one layer and a small vocabulary. */
+Test(config_json, llama_presets_set_the_base_models_sizes_and_conventions)
+{
+    static const struct {
+        const char *name;
+        refenc_family family;
+        size_t D, H, Hkv, Dh, F, P, window;
+        double theta, eps;
+        int qkv_bias;
+        refenc_qk_norm_type qk_norm;
+    } fam[] = {
+        {"llama", REFENC_FAMILY_LLAMA, 4096, 32, 8, 0, 14336, 8192, 0, 500000.0, 1e-5, 0, REFENC_QKNORM_NONE},
+        {"mistral", REFENC_FAMILY_MISTRAL, 4096, 32, 8, 0, 14336, 32768, 4096, 10000.0, 1e-5, 0, REFENC_QKNORM_NONE},
+        {"qwen2", REFENC_FAMILY_QWEN2, 3584, 28, 4, 0, 18944, 32768, 0, 1e6, 1e-6, 1, REFENC_QKNORM_NONE},
+        {"qwen3", REFENC_FAMILY_QWEN3, 1024, 16, 8, 128, 3072, 32768, 0, 1e6, 1e-6, 0, REFENC_QKNORM_RMS},
+    };
+    for (size_t i = 0; i < sizeof fam / sizeof fam[0]; i++) {
+        char text[128];
+        snprintf(text, sizeof text, "{\"family\": \"%s\", \"n_layers\": 1, \"vocab_size\": 100}", fam[i].name);
+        json_t *obj = json_loads(text, 0, NULL);
+        refenc_config c;
+        refenc_error err;
+        const char *n = fam[i].name;
+        cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s: %s", n, err.message);
+        json_decref(obj);
+        cr_expect(c.family == fam[i].family && c.d_model == fam[i].D && c.n_heads == fam[i].H &&
+                  c.n_kv_heads == fam[i].Hkv && c.head_dim == fam[i].Dh && c.d_ff == fam[i].F &&
+                  c.max_len == fam[i].P && c.sliding_window == fam[i].window, "%s: sizes", n);
+        cr_expect(c.rope_base == fam[i].theta && c.layer_norm_eps == fam[i].eps && c.embedding_norm_eps == fam[i].eps,
+                  "%s: rope_theta, rms_norm_eps", n);
+        cr_expect(c.qkv_bias == fam[i].qkv_bias && c.qk_norm == fam[i].qk_norm, "%s: Qwen's keys", n);
+        cr_expect(c.norm == REFENC_NORM_PRE && c.final_norm == 1 && c.norm_type == REFENC_NORMTYPE_RMSNORM &&
+                  c.rmsnorm_offset == 0, "%s: Pre-norm RMSNorm and the final norm", n);
+        cr_expect(c.ffn_type == REFENC_FFN_GLU && c.glu_gate == REFENC_GLU_GATE_FIRST &&
+                  c.activation == REFENC_ACT_SILU && c.linear_bias == 0, "%s: SwiGLU, gate first, bias-free", n);
+        cr_expect(c.positional == REFENC_POS_ROPE && c.rope_layout == REFENC_ROPE_HALF, "%s: RoPE rotate_half", n);
+        cr_expect(c.causal == 1 && c.mask_value == REFENC_MASK_FINFO_MIN && c.scale_embedding == 0 &&
+                  c.type_vocab_size == 0 && c.embedding_norm == 0 && c.padding_idx == -1 &&
+                  c.pooling == REFENC_POOL_NONE, "%s: causal, finfo.min, the embedding unscaled", n);
+    }
+}
+
+/* A Llama-style family's config writes the 23 keys of a family, norm_type,
+ * linear_bias, ffn_type and n_kv_heads, and those of its preset (head_dim,
+ * sliding_window, qkv_bias, qk_norm).  One that sets keys of its preset back to the
+ * global defaults (bias, MLP, LayerNorm, no window, no q/k norm, multi-head)
+ * or declares an embedding model on it (bidirectional, pooled) writes them
+ * and reads back the same: reading "family" first would bring the preset
+ * back.  A Mistral window turned off writes "sliding_window": null. */
+Test(config_json, llama_family_configs_round_trip)
+{
+    for (int fam = REFENC_FAMILY_LLAMA; fam <= REFENC_FAMILY_QWEN3; fam++) {
+        refenc_config c;
+        refenc_config_family(&c, (refenc_family)fam);
+        c.d_model = 16, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 24, c.n_layers = 2, c.vocab_size = 50;
+        c.max_len = 32, c.head_dim = c.head_dim ? 8 : 0, c.sliding_window = c.sliding_window ? 5 : 0;
+        expect_round_trip(&c, 27 + (c.head_dim != 0) + (c.sliding_window != 0) + (c.qkv_bias != 0) +
+                                  (c.qk_norm != REFENC_QKNORM_NONE));
+        c.causal = 0, c.sliding_window = 0, c.pooling = REFENC_POOL_LAST_TOKEN; /* gte-Qwen2 */
+        c.n_kv_heads = 4, c.qkv_bias = 0, c.qk_norm = REFENC_QKNORM_NONE;
+        c.head_dim = c.head_dim ? 4 : 0; /* D / H, explicit (JSON has no head_dim 0) */
+        c.linear_bias = 1, c.ffn_type = REFENC_FFN_MLP, c.norm_type = REFENC_NORMTYPE_LAYERNORM;
+        c.activation = REFENC_ACT_GELU;
+        refenc_config p;
+        refenc_config_family(&p, (refenc_family)fam);
+        json_t *obj = refenc_config_to_json(&c);
+        cr_assert_not_null(obj);
+        cr_expect(p.sliding_window == 0 || json_is_null(json_object_get(obj, "sliding_window")),
+                  "%s: the window turned off is not written as null", refenc_family_name((refenc_family)fam));
+        json_decref(obj);
+        expect_round_trip(&c, 29 + (p.head_dim != 0) + (p.sliding_window != 0) + (p.qkv_bias != 0) +
+                                  (p.qk_norm != REFENC_QKNORM_NONE));
+    }
 }

@@ -115,6 +115,10 @@ typedef enum {
     REFENC_FAMILY_DISTILBERT,
     REFENC_FAMILY_GPT2,        /* the block stack, without the LM head             */
     REFENC_FAMILY_CLIP_TEXT,
+    REFENC_FAMILY_LLAMA,       /* decoder blocks as encoders: the block stack,    */
+    REFENC_FAMILY_MISTRAL,     /* causal by default, without the LM head          */
+    REFENC_FAMILY_QWEN2,
+    REFENC_FAMILY_QWEN3,
     REFENC_FAMILY_COUNT
 } refenc_family;
 
@@ -252,7 +256,8 @@ const char *refenc_rope_layout_name(refenc_rope_layout v);      /* "half", "inte
 const char *refenc_position_ids_name(refenc_position_ids v);    /* "index", "roberta"          */
 const char *refenc_mask_value_name(refenc_mask_value v);        /* "-inf", "finfo_min"         */
 const char *refenc_family_name(refenc_family v);                /* "vaswani", "bert", ...,
-                                                                   "clip-text"                 */
+                                                                   "clip-text", "llama",
+                                                                   "mistral", "qwen2", "qwen3" */
 const char *refenc_norm_type_name(refenc_norm_type v);          /* "layernorm", "rmsnorm"      */
 const char *refenc_ffn_type_name(refenc_ffn_type v);            /* "mlp", "glu"                */
 const char *refenc_glu_gate_name(refenc_glu_gate v);            /* "first", "second"           */

@@ -12,7 +12,7 @@ typedef struct {
     int causal, embedding_norm;
 } preset;
 
-static const preset presets[REFENC_FAMILY_COUNT] = {
+static const preset presets[REFENC_FAMILY_COUNT] = { /* the decoder families' rows unused: llm_presets */
     /* bert-base-uncased: config.json; BertEmbeddings, BertLayer */
     [REFENC_FAMILY_BERT] = {768, 12, 3072, 12, 30522, 512, 2, REFENC_NORM_POST, REFENC_ACT_GELU,
                             1e-12, REFENC_POSIDS_INDEX, 0, 0, 1},
@@ -30,8 +30,76 @@ static const preset presets[REFENC_FAMILY_COUNT] = {
                                  REFENC_ACT_QUICK_GELU, 1e-5, REFENC_POSIDS_INDEX, -1, 1, 0},
 };
 
+/* The sizes of a decoder family's base model (its config.json); the
+ * conventions every one shares are set by llama_conventions. */
+typedef struct {
+    size_t D, H, Hkv, Dh, F, N, V, P, window; /* Dh 0: D / H; window 0: none  */
+    double theta, eps;
+    int qkv_bias;
+    refenc_qk_norm_type qk_norm;
+} llm_preset;
+
+static const llm_preset llm_presets[REFENC_FAMILY_QWEN3 - REFENC_FAMILY_LLAMA + 1] = {
+    /* meta-llama/Meta-Llama-3-8B config.json: hidden_size 4096, num_attention_heads 32,
+     * num_key_value_heads 8, intermediate_size 14336, num_hidden_layers 32, vocab_size
+     * 128256, max_position_embeddings 8192, rope_theta 500000, rms_norm_eps 1e-5,
+     * attention_bias false, mlp_bias false, rope_scaling null */
+    {4096, 32, 8, 0, 14336, 32, 128256, 8192, 0, 500000.0, 1e-5, 0, REFENC_QKNORM_NONE},
+    /* mistralai/Mistral-7B-v0.1 config.json: as Llama-3-8B but vocab_size 32000,
+     * max_position_embeddings 32768, rope_theta 10000, sliding_window 4096 */
+    {4096, 32, 8, 0, 14336, 32, 32000, 32768, 4096, 10000.0, 1e-5, 0, REFENC_QKNORM_NONE},
+    /* Qwen/Qwen2-7B-Instruct config.json: hidden_size 3584, 28 heads, 4 KV heads,
+     * intermediate_size 18944, 28 layers, vocab_size 152064, max_position_embeddings
+     * 32768, rope_theta 1e6, rms_norm_eps 1e-6, sliding_window null; modeling_qwen2.py:
+     * q_proj, k_proj, v_proj with bias=True, o_proj and the MLP without */
+    {3584, 28, 4, 0, 18944, 28, 152064, 32768, 0, 1e6, 1e-6, 1, REFENC_QKNORM_NONE},
+    /* Qwen/Qwen3-Embedding-0.6B config.json: hidden_size 1024, 16 heads, 8 KV heads,
+     * head_dim 128, intermediate_size 3072, 28 layers, vocab_size 151669,
+     * max_position_embeddings 32768, rope_theta 1e6, rms_norm_eps 1e-6, attention_bias
+     * false; modeling_qwen3.py: q_norm, k_norm (Qwen3RMSNorm(head_dim)) before RoPE */
+    {1024, 16, 8, 128, 3072, 28, 151669, 32768, 0, 1e6, 1e-6, 0, REFENC_QKNORM_RMS},
+};
+
+/* What Llama, Mistral, Qwen2 and Qwen3 share (modeling_llama.py and its copies):
+ * token embeddings unscaled, no token types, no embedding norm, Pre-norm
+ * RMSNorm blocks (input_layernorm, post_attention_layernorm) and a final
+ * RMSNorm (norm), RoPE rotate_half on q and k, SwiGLU MLP
+ * down_proj(silu(gate_proj(x)) * up_proj(x)) stacked gate first, no linear
+ * biases but Qwen2's q/k/v, a causal mask of finfo.min, no pad token. */
+static void llama_conventions(refenc_config *cfg, const llm_preset *p)
+{
+    cfg->d_model = p->D, cfg->n_heads = p->H, cfg->n_kv_heads = p->Hkv, cfg->head_dim = p->Dh;
+    cfg->d_ff = p->F, cfg->n_layers = p->N, cfg->vocab_size = p->V, cfg->max_len = p->P;
+    cfg->sliding_window = p->window;
+    cfg->rope_base = p->theta;
+    cfg->layer_norm_eps = cfg->embedding_norm_eps = p->eps;
+    cfg->qkv_bias = p->qkv_bias;
+    cfg->qk_norm = p->qk_norm;
+    cfg->norm = REFENC_NORM_PRE;
+    cfg->final_norm = 1;
+    cfg->norm_type = REFENC_NORMTYPE_RMSNORM;
+    cfg->activation = REFENC_ACT_SILU;
+    cfg->ffn_type = REFENC_FFN_GLU;
+    cfg->glu_gate = REFENC_GLU_GATE_FIRST;
+    cfg->linear_bias = 0;
+    cfg->positional = REFENC_POS_ROPE;
+    cfg->rope_layout = REFENC_ROPE_HALF;
+    cfg->type_vocab_size = 0;
+    cfg->embedding_norm = 0;
+    cfg->padding_idx = -1;
+    cfg->causal = 1;
+    cfg->scale_embedding = 0;
+    cfg->mask_value = REFENC_MASK_FINFO_MIN;
+}
+
 void refenc_config_family(refenc_config *cfg, refenc_family family)
 {
+    if (family >= REFENC_FAMILY_LLAMA && family <= REFENC_FAMILY_QWEN3) {
+        refenc_config_default(cfg);
+        cfg->family = family;
+        llama_conventions(cfg, &llm_presets[family - REFENC_FAMILY_LLAMA]);
+        return;
+    }
     refenc_config_default(cfg);
     if (family == REFENC_FAMILY_VASWANI || (unsigned)family >= REFENC_FAMILY_COUNT) {
         cfg->family = family;

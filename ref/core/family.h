@@ -8,6 +8,18 @@
  *   distilbert  post  no     gelu        1e-12  learned, index      E[token]    -      yes     no
  *   gpt2        pre   yes    gelu_tanh   1e-5   learned, index      E[token]    -      no      yes
  *   clip-text   pre   yes    quick_gelu  1e-5   learned, index      E[token]    -      no      yes
+ *   llama       pre   yes    silu (GLU)  1e-5   rope 500000         E[token]    -      no      yes
+ *   mistral     pre   yes    silu (GLU)  1e-5   rope 10000, w 4096  E[token]    -      no      yes
+ *   qwen2       pre   yes    silu (GLU)  1e-6   rope 1e6            E[token]    -      no      yes
+ *   qwen3       pre   yes    silu (GLU)  1e-6   rope 1e6            E[token]    -      no      yes
+ *
+ * llama, mistral, qwen2 and qwen3 are decoder blocks run as encoders (the
+ * block stack without the LM head): RMSNorm, bias-free linear maps (qwen2:
+ * q/k/v biased), SwiGLU gate first, grouped-query attention (Hkv 8, qwen2 4),
+ * qwen3 q/k RMSNorm and head_dim 128, mistral a sliding window of 4096.  They
+ * are causal, as their base models; an embedding model built on one declares
+ * what it changes ("causal": false for gte-Qwen2, "pooling": "last_token"
+ * for Qwen3-Embedding).
  *
  * Every family but vaswani masks with finfo_min (the HF models' additive
  * torch.finfo(dtype).min) and takes the sizes of its base model (BERT-base:

@@ -15,6 +15,8 @@
 #define V REFENC_CK_V
 #define COPY REFENC_CK_COPY
 #define T REFENC_CK_TRANSPOSE
+#define GATE REFENC_CK_GATE
+#define UP REFENC_CK_UP
 
 /* ---- the tables ------------------------------------------------------------ */
 
@@ -117,6 +119,36 @@ static const refenc_ck_entry clip_text[] = {
 };
 static const char *const clip_ignored[] = {"embeddings.position_ids", NULL};
 
+/* HF LlamaModel (modeling_llama.py), and MistralModel, Qwen2Model, Qwen3Model, which
+ * keep its names: Qwen2 adds the q/k/v biases (qkv_bias), Qwen3 q_norm and k_norm
+ * (qk_norm 'rms'); the other biases exist with attention_bias / mlp_bias true
+ * (linear_bias true) */
+static const refenc_ck_entry llama[] = {
+    {"embed_tokens.weight", "embedding.weight", COPY},
+    {"layers.{i}.self_attn.q_proj.weight", "layers.{i}.self_attn.in_proj_weight", Q},
+    {"layers.{i}.self_attn.q_proj.bias", "layers.{i}.self_attn.in_proj_bias", Q},
+    {"layers.{i}.self_attn.k_proj.weight", "layers.{i}.self_attn.in_proj_weight", K},
+    {"layers.{i}.self_attn.k_proj.bias", "layers.{i}.self_attn.in_proj_bias", K},
+    {"layers.{i}.self_attn.v_proj.weight", "layers.{i}.self_attn.in_proj_weight", V},
+    {"layers.{i}.self_attn.v_proj.bias", "layers.{i}.self_attn.in_proj_bias", V},
+    {"layers.{i}.self_attn.o_proj.weight", "layers.{i}.self_attn.out_proj.weight", COPY},
+    {"layers.{i}.self_attn.o_proj.bias", "layers.{i}.self_attn.out_proj.bias", COPY},
+    {"layers.{i}.self_attn.q_norm.weight", "layers.{i}.self_attn.q_norm.weight", COPY},
+    {"layers.{i}.self_attn.k_norm.weight", "layers.{i}.self_attn.k_norm.weight", COPY},
+    {"layers.{i}.mlp.gate_proj.weight", "layers.{i}.linear1.weight", GATE},
+    {"layers.{i}.mlp.gate_proj.bias", "layers.{i}.linear1.bias", GATE},
+    {"layers.{i}.mlp.up_proj.weight", "layers.{i}.linear1.weight", UP},
+    {"layers.{i}.mlp.up_proj.bias", "layers.{i}.linear1.bias", UP},
+    {"layers.{i}.mlp.down_proj.weight", "layers.{i}.linear2.weight", COPY},
+    {"layers.{i}.mlp.down_proj.bias", "layers.{i}.linear2.bias", COPY},
+    {"layers.{i}.input_layernorm.weight", "layers.{i}.norm1.weight", COPY},
+    {"layers.{i}.post_attention_layernorm.weight", "layers.{i}.norm2.weight", COPY},
+    {"norm.weight", "norm.weight", COPY},
+};
+/* the rotary inverse frequencies older checkpoints saved as a buffer */
+static const char *const llama_ignored[] = {"layers.{i}.self_attn.rotary_emb.inv_freq", "rotary_emb.inv_freq",
+                                            NULL};
+
 /* refenc's own names, nn.TransformerEncoder's (params.h) */
 static const refenc_ck_entry vaswani[] = {
     {"embedding.weight", "embedding.weight", COPY},
@@ -150,13 +182,18 @@ static const struct {
     size_t n;
     const char *prefix;
     const char *const *ignored;
+    int gqa; /* 1: the names hold grouped-query attention and head_dim */
 } families[REFENC_FAMILY_COUNT] = {
-    [REFENC_FAMILY_VASWANI] = {vaswani, N_OF(vaswani), "", none_ignored},
-    [REFENC_FAMILY_BERT] = {bert, N_OF(bert), "bert.", bert_ignored},
-    [REFENC_FAMILY_ROBERTA] = {bert, N_OF(bert), "roberta.", bert_ignored},
-    [REFENC_FAMILY_DISTILBERT] = {distilbert, N_OF(distilbert), "distilbert.", distilbert_ignored},
-    [REFENC_FAMILY_GPT2] = {gpt2, N_OF(gpt2), "transformer.", gpt2_ignored},
-    [REFENC_FAMILY_CLIP_TEXT] = {clip_text, N_OF(clip_text), "text_model.", clip_ignored},
+    [REFENC_FAMILY_VASWANI] = {vaswani, N_OF(vaswani), "", none_ignored, 1},
+    [REFENC_FAMILY_BERT] = {bert, N_OF(bert), "bert.", bert_ignored, 0},
+    [REFENC_FAMILY_ROBERTA] = {bert, N_OF(bert), "roberta.", bert_ignored, 0},
+    [REFENC_FAMILY_DISTILBERT] = {distilbert, N_OF(distilbert), "distilbert.", distilbert_ignored, 0},
+    [REFENC_FAMILY_GPT2] = {gpt2, N_OF(gpt2), "transformer.", gpt2_ignored, 0},
+    [REFENC_FAMILY_CLIP_TEXT] = {clip_text, N_OF(clip_text), "text_model.", clip_ignored, 0},
+    [REFENC_FAMILY_LLAMA] = {llama, N_OF(llama), "model.", llama_ignored, 1},
+    [REFENC_FAMILY_MISTRAL] = {llama, N_OF(llama), "model.", llama_ignored, 1},
+    [REFENC_FAMILY_QWEN2] = {llama, N_OF(llama), "model.", llama_ignored, 1},
+    [REFENC_FAMILY_QWEN3] = {llama, N_OF(llama), "model.", llama_ignored, 1},
 };
 
 const refenc_ck_entry *refenc_checkpoint_table(refenc_family family, size_t *n,
@@ -248,21 +285,39 @@ static void problem(problems_list *pl, const char *fmt, ...)
 
 /* ---- the loader ----------------------------------------------------------------- */
 
+/* The rows [*first, *first + *count) of the refenc tensor t (in_proj or
+ * linear1, its weight or bias) that a row-block layout fills: q, k, v by the
+ * grouped-query sizes (params.h), gate and up by glu_gate. */
+static void block_rows(const refenc_config *cfg, const refenc_tensor *t, refenc_ck_layout layout, size_t *first,
+                       size_t *count)
+{
+    if (layout == REFENC_CK_GATE || layout == REFENC_CK_UP) {
+        const int second = (layout == REFENC_CK_GATE) == (cfg->glu_gate == REFENC_GLU_GATE_SECOND);
+        *count = t->shape[0] / 2;
+        *first = second ? *count : 0;
+        return;
+    }
+    const size_t Dh = refenc_config_head_dim(cfg), E = cfg->n_heads * Dh, Ekv = refenc_config_kv_heads(cfg) * Dh;
+    *count = layout == REFENC_CK_Q ? E : Ekv;
+    *first = layout == REFENC_CK_Q ? 0 : layout == REFENC_CK_K ? E : E + Ekv;
+}
+
 /* The checkpoint shape a refenc tensor's source has, for a layout. */
-static size_t source_shape(size_t shape[2], const refenc_tensor *t, refenc_ck_layout layout)
+static size_t source_shape(size_t shape[2], const refenc_config *cfg, const refenc_tensor *t, refenc_ck_layout layout)
 {
     if (layout == REFENC_CK_TRANSPOSE && t->ndim == 2) {
         shape[0] = t->shape[1], shape[1] = t->shape[0];
         return 2;
     }
     shape[0] = t->shape[0], shape[1] = t->shape[1];
+    size_t first;
     if (layout >= REFENC_CK_Q)
-        shape[0] /= 3; /* one of the three row blocks */
+        block_rows(cfg, t, layout, &first, &shape[0]); /* one of the row blocks */
     return t->ndim;
 }
 
 /* Writes the source's values (as read, n of them) into the refenc tensor. */
-static void place(refenc_tensor *t, const double *v, refenc_ck_layout layout)
+static void place(refenc_tensor *t, const refenc_config *cfg, const double *v, refenc_ck_layout layout)
 {
     if (layout == REFENC_CK_COPY) {
         memcpy(t->data, v, t->size * sizeof(double));
@@ -271,14 +326,19 @@ static void place(refenc_tensor *t, const double *v, refenc_ck_layout layout)
         for (size_t o = 0; o < out; o++)
             for (size_t k = 0; k < in; k++)
                 t->data[o * in + k] = v[k * out + o];
-    } else { /* row block q, k or v: a third of the rows */
-        const size_t block = t->size / 3;
-        memcpy(t->data + (size_t)(layout - REFENC_CK_Q) * block, v, block * sizeof(double));
+    } else { /* a row block: q, k, v of in_proj, gate or up of linear1 */
+        const size_t width = t->ndim == 2 ? t->shape[1] : 1;
+        size_t first, count;
+        block_rows(cfg, t, layout, &first, &count);
+        memcpy(t->data + first * width, v, count * width * sizeof(double));
     }
 }
 
+/* The bits a layout fills of its tensor: one per row block, all for the others. */
 static unsigned layout_bits(refenc_ck_layout layout)
 {
+    if (layout == REFENC_CK_GATE || layout == REFENC_CK_UP)
+        return 1u << (layout - REFENC_CK_GATE);
     return layout >= REFENC_CK_Q ? 1u << (layout - REFENC_CK_Q) : 7u;
 }
 
@@ -293,6 +353,20 @@ static int is_ignored(const char *const *ignored, const char *name)
 
 static const char *const layout_words[] = {"copied", "transposed from Conv1D (in, out)",
                                            "rows [0, D)", "rows [D, 2D)", "rows [2D, 3D)"};
+static const char *const gqa_words[] = {"rows [0, H Dh)", "rows [H Dh, H Dh + Hkv Dh)",
+                                        "rows [H Dh + Hkv Dh, H Dh + 2 Hkv Dh)"};
+
+/* How a layout fills its refenc tensor, in words (the blocks of in_proj as
+ * multiples of D under multi-head attention). */
+static const char *layout_text(const refenc_config *cfg, refenc_ck_layout layout)
+{
+    if (layout == REFENC_CK_GATE || layout == REFENC_CK_UP)
+        return (layout == REFENC_CK_GATE) == (cfg->glu_gate == REFENC_GLU_GATE_FIRST) ? "rows [0, F), the gate first"
+                                                                                       : "rows [F, 2F)";
+    if (layout >= REFENC_CK_Q && !refenc_config_attention_is_mha(cfg))
+        return gqa_words[layout - REFENC_CK_Q];
+    return layout_words[layout];
+}
 
 /* One loading of a checkpoint into p: the family's names, what was seen and the problems found. */
 typedef struct {
@@ -334,7 +408,7 @@ static refenc_tensor *ck_target(ck_load *ld, const refenc_st_tensor *s, const ch
     refenc_tensor *t = refenc_params_find(ld->p, rname);
     if (t == NULL)
         problem(&ld->pl, "%s: tensor '%s' %s maps to refenc's '%s', which this config does not have "
-                "(see type_vocab_size, embedding_norm, positional, final_norm)", ld->f->path, s->name,
+                "(see type_vocab_size, embedding_norm, positional, final_norm, linear_bias, qkv_bias, qk_norm)", ld->f->path, s->name,
                 shape_s, rname);
     *entry = e;
     return t;
@@ -362,13 +436,13 @@ static int ck_map_tensor(ck_load *ld, const refenc_st_tensor *s, refenc_error *e
     if (t == NULL)
         return REFENC_OK;
     size_t want[2];
-    const size_t nd = source_shape(want, t, e->layout);
+    const size_t nd = source_shape(want, ld->cfg, t, e->layout);
     ld->seen[t - ld->p->tensors] |= (unsigned char)layout_bits(e->layout); /* found, if unfit */
     if (!refenc_st_shape_is(s, nd, want)) {
         char want_s[128];
         refenc_shape_format(want_s, sizeof want_s, want, nd, "()");
         problem(&ld->pl, "%s: tensor '%s' has shape %s, expected %s (refenc's '%s', %s)", ld->f->path,
-                s->name, shape_s, want_s, rname, layout_words[e->layout]);
+                s->name, shape_s, want_s, rname, layout_text(ld->cfg, e->layout));
         return REFENC_OK;
     }
     if (s->dtype != REFENC_ST_F64 && s->dtype != REFENC_ST_F32 && s->dtype != REFENC_ST_F16 &&
@@ -379,7 +453,7 @@ static int ck_map_tensor(ck_load *ld, const refenc_st_tensor *s, refenc_error *e
     }
     const int st = refenc_st_to_f64(ld->buf, ld->f, s, err);
     if (st == REFENC_OK) {
-        place(t, ld->buf, e->layout);
+        place(t, ld->cfg, ld->buf, e->layout);
         ld->rep->mapped++;
     }
     return st;
@@ -402,9 +476,10 @@ static void ck_note_missing(ck_load *ld)
             char cname[256], want_s[128];
             size_t want[2];
             name_expand(cname, sizeof cname, table[r].checkpoint, layer);
-            refenc_shape_format(want_s, sizeof want_s, want, source_shape(want, t, table[r].layout), "()");
+            refenc_shape_format(want_s, sizeof want_s, want, source_shape(want, ld->cfg, t, table[r].layout),
+                                "()");
             problem(&ld->pl, "%s: tensor '%s%s' %s is missing (refenc's '%s', %s)", ld->f->path,
-                    ld->rep->prefix, cname, want_s, t->name, layout_words[table[r].layout]);
+                    ld->rep->prefix, cname, want_s, t->name, layout_text(ld->cfg, table[r].layout));
         }
     }
 }
@@ -472,7 +547,7 @@ int refenc_params_from_checkpoint(refenc_params *p, const refenc_config *cfg,
         *problems = NULL;
     if ((unsigned)cfg->family >= REFENC_FAMILY_COUNT)
         return refenc_error_set(err, REFENC_EINVAL, "%s: unknown family %d", f->path, (int)cfg->family);
-    if (cfg->family != REFENC_FAMILY_VASWANI && !refenc_config_attention_is_mha(cfg))
+    if (!families[cfg->family].gqa && !refenc_config_attention_is_mha(cfg))
         return refenc_error_set(err, REFENC_EINVAL,
                                 "%s: config key %s: the %s family's names hold q, k and v as three blocks "
                                 "of d_model rows (or one fused (D, 3D) c_attn), which grouped-query "

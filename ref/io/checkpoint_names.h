@@ -13,15 +13,25 @@
  *   q, k, v    BERT, RoBERTa, DistilBERT and CLIP keep separate query, key and
  *              value projections (D, D) and (D): they are the row blocks
  *              [0, D), [D, 2D), [2D, 3D) of in_proj_weight and in_proj_bias.
+ *              Under grouped-query attention (Llama, Mistral, Qwen) q_proj
+ *              has H Dh rows and k_proj, v_proj Hkv Dh rows each: the blocks
+ *              [0, E), [E, E + Ekv), [E + Ekv, E + 2 Ekv), E = H Dh, Ekv =
+ *              Hkv Dh (params.h's in_proj layout);
+ *   gate, up   Llama's gate_proj and up_proj (F, D): the halves of the gated
+ *              linear1 (2F, D), the gate the half glu_gate names (the
+ *              families' preset: first, rows [0, F)).
  * The vaswani family's names are refenc's own (nn.TransformerEncoder's).
  *
  * Names may carry the family's model prefix ("bert.", "roberta.",
- * "distilbert.", "transformer.", "text_model."): a file whose tensors have it
+ * "distilbert.", "transformer.", "text_model.", "model." for Llama, Mistral
+ * and Qwen as their *ForCausalLM save them): a file whose tensors have it
  * is read through it, and its tensors outside it (task heads, the pooler of
  * a task model, the other tower of a CLIPModel) are ignored and counted.
  * Inside, the family's buffers and pooler (embeddings.position_ids, GPT-2's
- * attn.bias and attn.masked_bias masks, BERT's pooler) are ignored too; any
- * other tensor is an error. */
+ * attn.bias and attn.masked_bias masks, BERT's pooler, the rotary_emb.inv_freq
+ * of older Llama checkpoints) are ignored too; any other tensor is an error.
+ * BERT, RoBERTa, DistilBERT, GPT-2 and CLIP have no grouped-query attention
+ * (a config with n_kv_heads or head_dim is refused for them). */
 #ifndef REFENC_CHECKPOINT_NAMES_H
 #define REFENC_CHECKPOINT_NAMES_H
 
@@ -37,7 +47,9 @@ typedef enum {
     REFENC_CK_TRANSPOSE = 1, /* Conv1D (in, out) -> (out, in)              */
     REFENC_CK_Q = 2,         /* row block 0 of in_proj_weight / _bias      */
     REFENC_CK_K = 3,         /* row block 1                                */
-    REFENC_CK_V = 4          /* row block 2                                */
+    REFENC_CK_V = 4,         /* row block 2                                */
+    REFENC_CK_GATE = 5,      /* the gate half of a gated linear1 (2F rows) */
+    REFENC_CK_UP = 6         /* its other half                             */
 } refenc_ck_layout;
 
 /* One row of a family's table. */

@@ -127,8 +127,9 @@ static int get_optional_positive(double *v, const json_t *obj, const char *key, 
     return REFENC_OK;
 }
 
-/* An optional count in 1 .. max: absent or null leaves 0 (off); an
- * explicit value must be an integer >= 1.  The windows sliding_window and
+/* An optional count in 1 .. max: absent leaves the value (0, off, or the
+ * family's preset); null sets 0 (off, also over a preset: Mistral's window);
+ * an explicit value must be an integer >= 1.  The windows sliding_window and
  * local_attention (window.h; max REFENC_MAX_DIM: Hugging Face writes null
  * for no window, and 0 would be a window of no key) and the layer periods
  * global_attn_every_n_layers and sliding_window_pattern (layer_pattern.h;
@@ -137,8 +138,12 @@ static int get_optional_count(size_t *v, const json_t *obj, const char *key, siz
                               refenc_error *err)
 {
     const json_t *j = json_object_get(obj, key);
-    if (j == NULL || json_is_null(j))
+    if (j == NULL)
         return REFENC_OK;
+    if (json_is_null(j)) { /* off, also where the family's preset sets it (Mistral's window) */
+        *v = 0;
+        return REFENC_OK;
+    }
     if (!json_is_integer(j) || json_integer_value(j) < 1)
         return refenc_error_set(err, REFENC_EINVAL, "%s.%s: expected an integer >= 1 or null", where, key);
     if ((unsigned long long)json_integer_value(j) > max)
@@ -326,8 +331,10 @@ int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *whe
 }
 
 /* n_kv_heads, head_dim, attn_logit_softcapping and query_pre_attn_scalar,
- * written only when set (absent: the defaults). */
-static int attention_keys_to_json(json_t *j, const refenc_config *c)
+ * written only when set (absent: the defaults), or when the family's preset
+ * f sets them: n_kv_heads and head_dim as their values (H, D / H when 0),
+ * sliding_window as null when off (the preset's window would come back). */
+static int attention_keys_to_json(json_t *j, const refenc_config *c, const refenc_config *f)
 {
     int bad = 0;
     if (c->attn_logit_softcapping != 0)
@@ -336,6 +343,8 @@ static int attention_keys_to_json(json_t *j, const refenc_config *c)
         bad |= json_object_set_new(j, "query_pre_attn_scalar", json_real(c->query_pre_attn_scalar));
     if (c->sliding_window != 0)
         bad |= json_object_set_new(j, "sliding_window", json_integer((json_int_t)c->sliding_window));
+    else if (f->sliding_window != 0)
+        bad |= json_object_set_new(j, "sliding_window", json_null());
     if (c->local_attention != 0)
         bad |= json_object_set_new(j, "local_attention", json_integer((json_int_t)c->local_attention));
     if (c->global_attn_every_n_layers != 0)
@@ -347,13 +356,13 @@ static int attention_keys_to_json(json_t *j, const refenc_config *c)
         bad |= json_object_set_new(j, "local_rope_theta", json_real(c->local_rope_theta));
     if (c->global_rope_theta != 0)
         bad |= json_object_set_new(j, "global_rope_theta", json_real(c->global_rope_theta));
-    if (c->n_kv_heads != 0)
-        bad |= json_object_set_new(j, "n_kv_heads", json_integer((json_int_t)c->n_kv_heads));
-    if (c->head_dim != 0)
-        bad |= json_object_set_new(j, "head_dim", json_integer((json_int_t)c->head_dim));
-    if (c->qkv_bias != 0)
+    if (c->n_kv_heads != 0 || f->n_kv_heads != 0)
+        bad |= json_object_set_new(j, "n_kv_heads", json_integer((json_int_t)refenc_config_kv_heads(c)));
+    if (c->head_dim != 0 || f->head_dim != 0)
+        bad |= json_object_set_new(j, "head_dim", json_integer((json_int_t)refenc_config_head_dim(c)));
+    if (c->qkv_bias != 0 || f->qkv_bias != 0)
         bad |= json_object_set_new(j, "qkv_bias", json_boolean(c->qkv_bias));
-    if (c->qk_norm != REFENC_QKNORM_NONE)
+    if (c->qk_norm != REFENC_QKNORM_NONE || f->qk_norm != REFENC_QKNORM_NONE)
         bad |= json_object_set_new(j, "qk_norm", json_string(refenc_qk_norm_name(c->qk_norm)));
     return bad;
 }
@@ -410,30 +419,35 @@ json_t *refenc_config_to_json(const refenc_config *c)
                           "padding_idx", (json_int_t)c->padding_idx);
     if (j == NULL)
         return NULL;
-    refenc_config d;
+    refenc_config d, f;
     refenc_config_default(&d);
+    refenc_config_family(&f, c->family);
     int bad = family_keys_to_json(j, c, &d);
-    /* no preset sets these yet: written only off their default, family or not */
-    if (c->norm_type != d.norm_type)
+    /* written off their default or off the family's preset (f; the default
+     * for the encoder families, which set none of them): a file without them
+     * writes what it always wrote, and every one reads back */
+#define OFF(field) (c->field != d.field || c->field != f.field)
+    if (OFF(norm_type))
         bad |= json_object_set_new(j, "norm_type", json_string(refenc_norm_type_name(c->norm_type)));
     if (c->rmsnorm_offset != d.rmsnorm_offset)
         bad |= json_object_set_new(j, "rmsnorm_offset", json_boolean(c->rmsnorm_offset));
-    if (c->linear_bias != d.linear_bias)
+    if (OFF(linear_bias))
         bad |= json_object_set_new(j, "linear_bias", json_boolean(c->linear_bias));
     if (c->norm_type == REFENC_NORMTYPE_LAYERNORM && c->norm_bias != d.norm_bias)
         bad |= json_object_set_new(j, "norm_bias", json_boolean(c->norm_bias));
-    if (c->sandwich_norm != d.sandwich_norm)
+    if (OFF(sandwich_norm))
         bad |= json_object_set_new(j, "sandwich_norm", json_boolean(c->sandwich_norm));
-    if (c->skip_first_prenorm != d.skip_first_prenorm)
+    if (OFF(skip_first_prenorm))
         bad |= json_object_set_new(j, "skip_first_prenorm", json_boolean(c->skip_first_prenorm));
-    if (c->ffn_type != d.ffn_type)
+    if (OFF(ffn_type))
         bad |= json_object_set_new(j, "ffn_type", json_string(refenc_ffn_type_name(c->ffn_type)));
     if (c->embedding_normalizer_dtype != REFENC_NORMALIZER_EXACT) /* only when set: byte-identical goldens */
         bad |= json_object_set_new(j, "embedding_normalizer_dtype",
                                    json_string(refenc_normalizer_dtype_name(c->embedding_normalizer_dtype)));
-    if (c->ffn_type == REFENC_FFN_GLU && c->glu_gate != d.glu_gate)
+    if (c->ffn_type == REFENC_FFN_GLU && OFF(glu_gate))
         bad |= json_object_set_new(j, "glu_gate", json_string(refenc_glu_gate_name(c->glu_gate)));
-    bad |= attention_keys_to_json(j, c) | pooling_to_json(j, c);
+#undef OFF
+    bad |= attention_keys_to_json(j, c, &f) | pooling_to_json(j, c);
     bad |= refenc_rope_scaling_to_json(j, &c->rope_scaling) != 0;
     if (bad) {
         json_decref(j);

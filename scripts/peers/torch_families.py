@@ -1,5 +1,6 @@
 """The encoder families for the PyTorch peer (torch_peer.py): BERT, RoBERTa,
-DistilBERT, GPT-2 (the block stack) and the CLIP text encoder, as plain torch
+DistilBERT, GPT-2 (the block stack), the CLIP text encoder, and the decoder
+blocks of Llama, Mistral, Qwen2 and Qwen3 run as encoders, as plain torch
 modules written from the Hugging Face modeling files' documented semantics
 (docs/families.md cites them), not from refenc's code.
 
@@ -15,7 +16,11 @@ Case (a refenc.Case read by the refenc Python module, as torch tensors).
 
     import torch_families
     if torch_families.handles(case.cfg):
-        outputs = torch_families.run(case, bug)
+        outputs = torch_families.run(case, bug, peer)
+
+peer is torch_peer's module: the Llama-style families take its RMSNorm (the
+float32 statistic of LlamaRMSNorm as the peer's emulation rounds it), RoPE,
+repeat_kv, q/k norm and window mask, with the bug hooks those carry.
 
 The bug names are refenc's known variants (ref/tool/variants.h), injected
 into these modules' own computation for `make check-diagnosis`.
@@ -27,7 +32,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "clip-text")
+FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "clip-text", "llama", "mistral", "qwen2", "qwen3")
+# decoder blocks run as encoders, under LlamaModel's names (MistralModel, Qwen2Model
+# and Qwen3Model keep them)
+LLAMA_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+LLAMA_BLOCKS = {"norm_type": "rmsnorm", "ffn_type": "glu", "positional": "rope"}  # what their modules are
 
 # The variants of the families (refenc certify --list-bugs); torch_peer.py
 # adds them to the bugs it can inject.
@@ -341,6 +350,129 @@ class CLIPEncoderLayer(nn.Module):
                               self.layer_norm2, self.bug)
 
 
+class RMSNorm(nn.Module):
+    """HF LlamaRMSNorm (Qwen2RMSNorm, Qwen3RMSNorm, MistralRMSNorm are copies):
+    weight (D), x * rsqrt(mean(x^2) + eps) with the statistic in float32,
+    times the weight; computed by the peer's rms_norm, which rounds it as
+    the peer's emulation does (and carries the eps bugs)."""
+
+    def __init__(self, D, eps, dt, peer, offset=False):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(D, dtype=dt))
+        self.eps, self.peer, self.offset = eps, peer, offset
+
+    def forward(self, t):
+        return self.peer.rms_norm(t, self.weight, self.eps, self.offset)
+
+
+def maybe_linear(i, o, bias, dt):
+    return nn.Linear(i, o, bias=bias, dtype=dt)
+
+
+class LlamaDecoderLayer(nn.Module):
+    """HF LlamaDecoderLayer (modeling_llama.py; Mistral's, Qwen2's and Qwen3's
+    keep its names): self_attn.{q_proj (H Dh, D), k_proj, v_proj (Hkv Dh, D),
+    o_proj (D, H Dh)} bias-free but Qwen2's q/k/v (attention_bias), Qwen3's
+    self_attn.{q_norm, k_norm} (RMSNorm (Dh)) on every head before RoPE;
+    mlp.{gate_proj, up_proj (F, D), down_proj (D, F)}: down(silu(gate(x)) *
+    up(x)); input_layernorm, post_attention_layernorm; Pre-norm."""
+
+    def __init__(self, cfg, dt, bug, peer):
+        super().__init__()
+        D, Fh, eps, H = cfg["d_model"], cfg["d_ff"], cfg["layer_norm_eps"], cfg["n_heads"]
+        Hkv, Dh = cfg.get("n_kv_heads", H), cfg.get("head_dim", D // H)
+        lb, qb = cfg.get("linear_bias", True), cfg.get("qkv_bias", False) or cfg.get("linear_bias", True)
+        self.self_attn = nn.Module()
+        self.self_attn.q_proj = maybe_linear(D, H * Dh, qb, dt)
+        self.self_attn.k_proj = maybe_linear(D, Hkv * Dh, qb, dt)
+        self.self_attn.v_proj = maybe_linear(D, Hkv * Dh, qb, dt)
+        self.self_attn.o_proj = maybe_linear(H * Dh, D, lb, dt)
+        if cfg.get("qk_norm", "none") == "rms":
+            self.self_attn.q_norm = RMSNorm(Dh, eps, dt, peer)
+            self.self_attn.k_norm = RMSNorm(Dh, eps, dt, peer)
+        self.mlp = nn.Module()
+        self.mlp.gate_proj = maybe_linear(D, Fh, lb, dt)
+        self.mlp.up_proj = maybe_linear(D, Fh, lb, dt)
+        self.mlp.down_proj = maybe_linear(Fh, D, lb, dt)
+        off = cfg.get("rmsnorm_offset", False)  # (1 + w), should a config declare it
+        self.input_layernorm = RMSNorm(D, eps, dt, peer, off)
+        self.post_attention_layernorm = RMSNorm(D, eps, dt, peer, off)
+        self.cfg, self.H, self.Hkv, self.Dh, self.bug, self.peer = cfg, H, Hkv, Dh, bug, peer
+        self.act = activation_fn(cfg["activation"], bug)
+
+    def project(self, lin, x, n):
+        """(B, L, D) -> (B, n, L, Dh): view(hidden_shape).transpose(1, 2); the
+        bug qkv_bias_dropped leaves Qwen2's biases out."""
+        B, L, _ = x.shape
+        b = None if self.bug == "qkv_bias_dropped" else lin.bias
+        return F.linear(x, lin.weight, b).reshape(B, L, n, self.Dh).transpose(1, 2)
+
+    def self_attention(self, x, masks):
+        a, cfg, bug, peer = self.self_attn, self.cfg, self.bug, self.peer
+        B, L, D = x.shape
+        q, k, v = self.project(a.q_proj, x, self.H), self.project(a.k_proj, x, self.Hkv), self.project(
+            a.v_proj, x, self.Hkv)
+        qk = (a.q_norm.weight, a.k_norm.weight) if hasattr(a, "q_norm") else None
+        late = bug == "qk_norm_after_rope"
+        if qk is not None and not late:  # Qwen3Attention: q_norm(q_proj(x).view(...)), then RoPE
+            q, k = peer.qk_norm(cfg, q, k, qk)
+        pos = masks.positions
+        q = peer.rope(q, pos, cfg["rope_base"], cfg["rope_layout"], cfg)  # apply_rotary_pos_emb, rotate_half
+        k = peer.rope(k, pos, cfg["rope_base"], cfg["rope_layout"], cfg)
+        if qk is not None and late:
+            q, k = peer.qk_norm(cfg, q, k, qk)
+        k, v = peer.repeat_kv(k, self.H // self.Hkv), peer.repeat_kv(v, self.H // self.Hkv)
+        s = (q @ k.transpose(-1, -2)) * (1.0 / score_divisor(self.Dh, D, bug))  # * self.scaling
+        w = softmax(s + masks.llama_4d, bug)
+        return a.o_proj(merge(w @ v, bug)), w
+
+    def forward(self, x, masks, pre):
+        m, bug = self.mlp, self.bug
+        if bug == "glu_halves_swapped":  # the up projection activated instead of the gate
+            ffn = lambda t: m.down_proj(self.act(m.up_proj(t)) * m.gate_proj(t))
+        else:
+            ffn = lambda t: m.down_proj(self.act(m.gate_proj(t)) * m.up_proj(t))
+        return residual_block(x, masks, pre, self.self_attention, ffn, self.input_layernorm,
+                              self.post_attention_layernorm, bug)
+
+
+class LlamaModel(nn.Module):
+    """HF LlamaModel (MistralModel, Qwen2Model, Qwen3Model): embed_tokens (V, D)
+    unscaled, layers, the final norm; positions 0 .. L-1 (position_ids
+    default to the cache positions, whatever the padding); one 4D mask of
+    finfo.min, causal (unless the embedding model declares it bidirectional),
+    padded keys and, for Mistral, keys outside the sliding window (masking_utils'
+    sliding_window_overlay), a masked pair getting min once."""
+
+    def __init__(self, cfg, dt, bug, peer):
+        super().__init__()
+        D, N = cfg["d_model"], cfg["n_layers"]
+        self.embed_tokens = nn.Embedding(cfg["vocab_size"], D, dtype=dt)
+        self.layers = nn.ModuleList(LlamaDecoderLayer(cfg, dt, bug, peer) for _ in range(N))
+        if cfg["final_norm"]:
+            self.norm = RMSNorm(D, cfg["layer_norm_eps"], dt, peer, cfg.get("rmsnorm_offset", False))
+        self.cfg, self.bug, self.peer = cfg, bug, peer
+
+    def forward(self, case):
+        cfg, bug = self.cfg, self.bug
+        tokens = case.i("in.tokens")
+        B, L = tokens.shape
+        x = self.embed_tokens(tokens) * embed_scale(cfg, bug)
+        out = {"embed": x}
+        masks = Masks(case, B, L, bug)
+        masks.positions = case.positions(L)
+        masks.llama_4d = masks.combined_4d().masked_fill(self.peer.outside_window(cfg, L), masks.min)
+        pre = (cfg["norm"] == "pre") != (bug == "pre_post_swapped")
+        for i, layer in enumerate(self.layers):
+            x, steps = layer(x, masks, pre)
+            out.update({f"layers.{i}.{k}": v for k, v in steps.items()})
+        if hasattr(self, "norm") and bug != "missing_final_norm":
+            x = self.norm(x)
+            out["norm"] = x
+        out["output"] = x
+        return out
+
+
 def residual_block(x, masks, pre, attn, ffn, ln1, ln2, bug):
     """Pre-LN  h = x + attn(ln1(x)), y = h + ffn(ln2(h));
     Post-LN h = ln1(x + attn(x)),  y = ln2(h + ffn(h));
@@ -448,6 +580,8 @@ def hf_state_dict(cfg, tensors):
     weights are transposed into Conv1D's (in, out)."""
     fam, D, N = cfg["family"], cfg["d_model"], cfg["n_layers"]
     r = lambda name: np.asarray(tensors[name], dtype=np.float64)
+    if fam in LLAMA_FAMILIES:
+        return llama_state_dict(cfg, r, tensors)
     sd = {}
 
     def qkv(prefix, names, i):
@@ -516,9 +650,56 @@ def hf_state_dict(cfg, tensors):
     return sd
 
 
-def run(case, bug):
-    """The family case's outputs under refenc's step names."""
-    model = Family(case.cfg, case.dt, bug)
+def llama_state_dict(cfg, r, tensors):
+    """LlamaModel's names from refenc's (docs/families.md, "llama"): in_proj's
+    rows split at H Dh and H Dh + Hkv Dh into q_proj, k_proj, v_proj (and
+    Qwen2's biases alike); linear1's (2F, D) halves into gate_proj and
+    up_proj, the gate the half glu_gate names; norm1, norm2 are
+    input_layernorm, post_attention_layernorm."""
+    D, N, H, F_ = cfg["d_model"], cfg["n_layers"], cfg["n_heads"], cfg["d_ff"]
+    Hkv, Dh = cfg.get("n_kv_heads", H), cfg.get("head_dim", D // H)
+    E, Ekv = H * Dh, Hkv * Dh
+    gate_first = cfg.get("glu_gate", "first") == "first"
+    sd = {"embed_tokens.weight": r("embedding.weight")}
+    for i in range(N):
+        L, p = f"layers.{i}.", f"layers.{i}."
+        for kind in ("weight", "bias"):
+            src = L + "self_attn.in_proj_" + kind
+            if src in tensors:
+                W = r(src)
+                sd[p + "self_attn.q_proj." + kind] = W[:E]
+                sd[p + "self_attn.k_proj." + kind] = W[E:E + Ekv]
+                sd[p + "self_attn.v_proj." + kind] = W[E + Ekv:E + 2 * Ekv]
+            if L + "linear1." + kind in tensors:
+                W1 = r(L + "linear1." + kind)
+                first, second = W1[:F_], W1[F_:]
+                sd[p + "mlp.gate_proj." + kind], sd[p + "mlp.up_proj." + kind] = \
+                    (first, second) if gate_first else (second, first)
+            for dst, name in (("self_attn.o_proj.", "self_attn.out_proj."), ("mlp.down_proj.", "linear2.")):
+                if L + name + kind in tensors:
+                    sd[p + dst + kind] = r(L + name + kind)
+        for dst, name in (("self_attn.q_norm", "self_attn.q_norm"), ("self_attn.k_norm", "self_attn.k_norm"),
+                          ("input_layernorm", "norm1"), ("post_attention_layernorm", "norm2")):
+            if L + name + ".weight" in tensors:
+                sd[p + dst + ".weight"] = r(L + name + ".weight")
+    if "norm.weight" in tensors:
+        sd["norm.weight"] = r("norm.weight")
+    return sd
+
+
+def run(case, bug, peer):
+    """The family case's outputs under refenc's step names; peer: torch_peer's
+    module (its RMSNorm, RoPE, repeat_kv, q/k norm and window mask, for the
+    Llama-style families)."""
+    if case.cfg["family"] in LLAMA_FAMILIES:
+        cfg = case.cfg  # LlamaModel is Llama's blocks: a config overriding them away is not modelled
+        off = {k: v for k, v in LLAMA_BLOCKS.items() if cfg.get(k) != v}
+        if off:
+            raise ValueError(f"{case.name}: the {cfg['family']} family's modules need "
+                             + ", ".join(f"{k} {v!r}" for k, v in off.items()))
+        model = LlamaModel(cfg, case.dt, bug, peer)
+    else:
+        model = Family(case.cfg, case.dt, bug)
     sd = {k: torch.from_numpy(np.ascontiguousarray(v)).to(case.dt)
           for k, v in hf_state_dict(case.cfg, case.params).items()}
     model.load_state_dict(sd, strict=True)

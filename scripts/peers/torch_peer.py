@@ -11,8 +11,9 @@ It uses PyTorch's own modules where they exist (nn.TransformerEncoder /
 nn.TransformerEncoderLayer, nn.MultiheadAttention with a float attn_mask for
 ALiBi, nn.LayerNorm, nn.Embedding, F.gelu, torch.softmax) and plain torch
 operations where they don't (RoPE, sinusoidal PE, temperature), in float64 or
-float32.  The family cases (BERT, RoBERTa, DistilBERT, GPT-2, CLIP text) go
-to torch_families.py: modules under the families' own names.
+float32.  The family cases (BERT, RoBERTa, DistilBERT, GPT-2, CLIP text,
+Llama, Mistral, Qwen2, Qwen3) go to torch_families.py: modules under the
+families' own names.
 
 In float16 and bfloat16 it computes the way tensor-core and fused CPU kernels
 do: every operation in float32 on values of the dtype, its output rounded to
@@ -45,7 +46,7 @@ except ImportError:  # in the source tree: scripts/python
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
     import refenc
 
-import torch_families  # the encoder families (BERT, RoBERTa, DistilBERT, GPT-2, CLIP text)
+import torch_families  # the families (BERT, RoBERTa, DistilBERT, GPT-2, CLIP text, Llama, Mistral, Qwen)
 import torch_rope_scaling  # Hugging Face's rope_scaling types
 
 # ---- bug injection (--bug) -------------------------------------------------------
@@ -566,7 +567,7 @@ def needs_manual(case):
 
 def run_encoder(case):
     if torch_families.handles(case.cfg):
-        return torch_families.run(case, BUG)
+        return torch_families.run(case, BUG, sys.modules[__name__])
     cfg, dt = case.cfg, case.dt
     D, H, N = cfg["d_model"], cfg["n_heads"], cfg["n_layers"]
     eps, pre = cfg["layer_norm_eps"], cfg["norm"] == "pre"
