@@ -1,5 +1,5 @@
 /* Scaled dot-product attention in double (attention.h):
- *   s[i,j] = c((q_i . k_j) / (sqrt(S) tau)) - m_h |pos_i - pos_j| + attn_mask[i,j]
+ *   s[i,j] = c((q_i . k_j) / (sqrt(S) tau)) - m_h |pos_i - pos_j| + t5[h,i,j] + attn_mask[i,j]
  *            S = score_scalar or Dh;  c(s) = cap tanh(s / cap) with a softcap,
  *            else s
  *   s[i,j] = M where key j is padding, or j > i under the causal mask, or
@@ -17,6 +17,7 @@
 #include <math.h>
 
 #include "alibi.h"
+#include "relative_bias.h"
 #include "softcap.h"
 #include "window.h"
 #include "softmax.h"
@@ -60,6 +61,10 @@ void refenc_attention_forward(double *out, double *weights,
                     if (opt->alibi_slopes != NULL)
                         s += refenc_alibi_bias(opt->alibi_slopes[h], opt->positions[i],
                                                opt->positions[j]);
+                    if (opt->relative_bias != NULL) /* T5: with the mask (HF adds them first) */
+                        s += refenc_relative_bias(opt->relative_bias, H, h, opt->positions[i], opt->positions[j],
+                                                  opt->relative_num_buckets, opt->relative_max_distance,
+                                                  opt->relative_unclamped);
                     if (opt->attn_mask != NULL)
                         s += opt->attn_mask[i * L + j];
                     if ((pad_b != NULL && pad_b[j]) || (opt->causal && j > i) ||

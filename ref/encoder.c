@@ -189,14 +189,16 @@ static void embed(double *h, refenc_workspace *ws, const refenc_params *p, const
     embed_norm(h, h, p, cfg, in->B * in->L);
 }
 
-/* The masks, ALiBi and temperature every attention of the stack uses, and
- * RoPE's options (*rope_p NULL unless the scheme is RoPE). */
+/* The masks, ALiBi, T5's bias and temperature every attention of the stack
+ * uses, and RoPE's options (*rope_p NULL unless the scheme is RoPE).  T5's
+ * table is layer 0's for every layer (relative_bias.h). */
 static void attention_setup(refenc_attn_options *opt, refenc_rope_options *rope,
                             const refenc_rope_options **rope_p, const refenc_workspace *ws,
-                            const refenc_config *cfg, const refenc_input *in)
+                            const refenc_params *p, const refenc_config *cfg, const refenc_input *in)
 {
     const int64_t *pos = in->positions != NULL ? in->positions : ws->positions;
     *opt = refenc_attn_options_of(cfg, in->key_padding_mask, in->attn_mask, pos, ws->alibi_slopes);
+    opt->relative_bias = p->layers[0].relative_attention_bias;
     *rope = (refenc_rope_options){cfg->rope_layout, cfg->rope_base, pos, &cfg->rope_scaling};
     *rope_p = cfg->positional == REFENC_POS_ROPE ? rope : NULL;
 }
@@ -245,7 +247,7 @@ int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params 
     refenc_attn_options opt;
     refenc_rope_options rope;
     const refenc_rope_options *rope_p;
-    attention_setup(&opt, &rope, &rope_p, ws, cfg, in);
+    attention_setup(&opt, &rope, &rope_p, ws, p, cfg, in);
 
     for (size_t i = 0; i < cfg->n_layers; i++) {
         /* layer i's window and RoPE base (layer_pattern.h) */
@@ -357,6 +359,10 @@ int refenc_grad_workspace_alloc(refenc_grad_workspace *g, const refenc_config *c
                                 "config: the backward pass does not support %s yet (Qwen's q/k/v bias "
                                 "and per-head q/k norm are forward only)",
                                 cfg->qkv_bias ? "qkv_bias" : "qk_norm");
+    if (cfg->relative_attention_num_buckets != 0)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: the backward pass does not support relative_attention_num_buckets "
+                                "yet (T5's relative position bias is forward only)");
     if (cfg->pooling != REFENC_POOL_NONE)
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: the backward pass does not support pooling yet (the pooled "
@@ -455,7 +461,7 @@ int refenc_encoder_backward_traced(refenc_params *grad, double *dx, refenc_grad_
     refenc_attn_options opt;
     refenc_rope_options rope;
     const refenc_rope_options *rope_p;
-    attention_setup(&opt, &rope, &rope_p, ws, cfg, in);
+    attention_setup(&opt, &rope, &rope_p, ws, p, cfg, in);
 
     /* the forward again, keeping each layer's input: acts[i] (B, L, D) */
     embed_sum(g->e, ws, p, cfg, in);

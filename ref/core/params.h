@@ -23,6 +23,8 @@ typedef struct {
     double *norm2_bias;      /* (D)      norm2.bias                */
     double *q_norm_weight;   /* (Dh)     self_attn.q_norm.weight (qk_norm 'rms'), else NULL */
     double *k_norm_weight;   /* (Dh)     self_attn.k_norm.weight (qk_norm 'rms'), else NULL */
+    double *relative_attention_bias; /* (nb, H) self_attn.relative_attention_bias.weight:
+                              * layer 0 only, shared by every layer (T5); else NULL */
 } refenc_layer_params;
 
 #define REFENC_TENSOR_NAME_MAX 64
@@ -45,7 +47,9 @@ typedef struct {
  *   embedding_norm.weight, .bias (D)  when embedding_norm
  *   layers.{i}.self_attn.in_proj_weight ... layers.{i}.norm2.bias
  *     (with qk_norm, self_attn.q_norm.weight and self_attn.k_norm.weight (Dh)
- *     after self_attn.out_proj)
+ *     after self_attn.out_proj; with relative_attention_num_buckets,
+ *     layers.0.self_attn.relative_attention_bias.weight (nb, H) after them,
+ *     in layer 0 only: HF T5 stores it in its first block, shared by all)
  *   norm.weight, norm.bias (D)        when final_norm (nn.TransformerEncoder.norm)
  * The tensor table lists them in this order, layer by layer in the order of
  * refenc_layer_params. */

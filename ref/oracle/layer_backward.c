@@ -314,6 +314,7 @@ int refenc_mpb_blocks_supported(const refenc_config *cfg, refenc_error *err)
                       : cfg->sliding_window_pattern != 0                   ? "sliding_window_pattern"
                       : cfg->embedding_normalizer_dtype != REFENC_NORMALIZER_EXACT ? "embedding_normalizer_dtype"
                       : cfg->pooling != REFENC_POOL_NONE                   ? "pooling"
+                      : cfg->relative_attention_num_buckets != 0           ? "relative_attention_num_buckets"
                                                                    : NULL;
     if (key == NULL)
         return REFENC_OK;

@@ -185,10 +185,12 @@ static void layer(const emu_run *r, double *y, refenc_layer_work *w, const doubl
     emit_layer(r, i, "output", y, 3, B, L, D, 0);
 }
 
-/* The attention options of the case. */
+/* The attention options of the case (T5's table: layer 0's). */
 static refenc_attn_options attn_options(const refenc_case *c, const double *slopes)
 {
-    return refenc_attn_options_of(&c->cfg, c->key_padding_mask, c->attn_mask, c->positions, slopes);
+    refenc_attn_options opt = refenc_attn_options_of(&c->cfg, c->key_padding_mask, c->attn_mask, c->positions, slopes);
+    opt.relative_bias = c->params.layers[0].relative_attention_bias;
+    return opt;
 }
 
 /* The layers on h (next: their other buffer), each with its window and RoPE
@@ -201,6 +203,9 @@ static double *stack(const emu_run *r, double *h, double *next, refenc_workspace
         refenc_attn_options opt = attn_options(c, slopes);
         refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions, &cfg->rope_scaling};
         refenc_layer_options(cfg, i, &opt, &rope);
+        if (r->hooks != NULL && r->hooks->t5_bias_per_layer && i > 0) /* only block 0 has a table */
+            opt.relative_bias = NULL;
+        opt.relative_unclamped = r->hooks != NULL && r->hooks->t5_bucket_not_clamped;
         if (r->hooks != NULL && r->hooks->rope_scaling_on_local_layers)
             rope.scaling = &cfg->rope_scaling;
         layer(r, next, &ws->layer, h, &c->params.layers[i], cfg, &opt,

@@ -1,0 +1,51 @@
+/* T5's bidirectional relative position bucket (relative_bucket.h):
+ *   bucket(rel) = (rel > 0 ? half : 0) + m(|rel|),  half = nb/2, me = half/2, n = half - me
+ *   m(r) = r  (r < me);   m(r) = min(me + floor(n log(r/me) / log(md/me)), half - 1)
+ * with floor(n log(r/me)/log(md/me)) >= t  <=>  r^n >= md^t me^(n-t), exact
+ * in integers (the proof is in the header). */
+#include "relative_bucket.h"
+
+/* a^k, or 0 when it reaches 2^64 (a >= 1) */
+static uint64_t power_or_zero(uint64_t a, size_t k)
+{
+    uint64_t p = 1;
+    for (size_t i = 0; i < k; i++) {
+        if (a != 0 && p > UINT64_MAX / a)
+            return 0;
+        p *= a;
+    }
+    return p;
+}
+
+int refenc_relative_bucket_fits(size_t num_buckets, size_t max_distance)
+{
+    const size_t half = num_buckets / 2, n = half - half / 2;
+    return power_or_zero((uint64_t)max_distance, n) != 0;
+}
+
+/* The largest t in [0, tmax] with r^n >= md^t me^(n-t); every power is at
+ * most md^n < 2^64 (r < md). */
+static size_t log_steps(uint64_t r, uint64_t me, uint64_t md, size_t n, size_t tmax)
+{
+    const uint64_t rn = power_or_zero(r, n);
+    size_t t = 0;
+    while (t < tmax && rn >= power_or_zero(md, t + 1) * power_or_zero(me, n - t - 1))
+        t++;
+    return t;
+}
+
+size_t refenc_relative_bucket(int64_t rel, size_t num_buckets, size_t max_distance, int unclamped)
+{
+    const size_t half = num_buckets / 2, me = half / 2, n = half - me;
+    const uint64_t r = rel < 0 ? (uint64_t)0 - (uint64_t)rel : (uint64_t)rel;
+    const size_t sign = rel > 0 ? half : 0;
+    if (r < me)
+        return sign + (size_t)r;
+    if (r < max_distance)
+        return sign + me + log_steps(r, me, max_distance, n, n - 1);
+    if (!unclamped)
+        return sign + half - 1;
+    /* unclamped (the variant): floor(n log(r/me)/log(md/me)) = n while
+     * r < md (md/me)^(1/n) (T5: r < 181), one past the clamp */
+    return sign + half;
+}
