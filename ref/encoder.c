@@ -323,13 +323,10 @@ static void grad_carve(refenc_grad_workspace *g, const refenc_config *cfg, size_
     lw->mha.Drow = cur + 2 * BHLL;
 }
 
-int refenc_grad_workspace_alloc(refenc_grad_workspace *g, const refenc_config *cfg, size_t B,
-                                size_t L, refenc_error *err)
+/* The keys the backward does not differentiate yet (docs/gradients.md): the
+ * first one set is named. */
+static int refuse_forward_only(const refenc_config *cfg, refenc_error *err)
 {
-    memset(g, 0, sizeof *g);
-    int st = refenc_config_validate_shape(cfg, B, L, err);
-    if (st)
-        return st;
     if (!refenc_config_attention_is_mha(cfg)) /* docs/gradients.md: not differentiated yet */
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: the backward pass supports multi-head attention only; "
@@ -367,6 +364,18 @@ int refenc_grad_workspace_alloc(refenc_grad_workspace *g, const refenc_config *c
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: the backward pass does not support pooling yet (the pooled "
                                 "embedding is forward only; its gradient is not differentiated)");
+    return REFENC_OK;
+}
+
+int refenc_grad_workspace_alloc(refenc_grad_workspace *g, const refenc_config *cfg, size_t B,
+                                size_t L, refenc_error *err)
+{
+    memset(g, 0, sizeof *g);
+    int st = refenc_config_validate_shape(cfg, B, L, err);
+    if (st)
+        return st;
+    if ((st = refuse_forward_only(cfg, err)))
+        return st;
     const size_t n = grad_count(cfg, B, L), params = refenc_config_param_count(cfg);
     size_t total, bytes;
     if (n == 0 || !refenc_size_add(&total, n, params) ||

@@ -10,6 +10,7 @@
  * integer (T5: 16, 32, 64) and fails exact_everywhere; a reference without
  * the clamp fails it from r = md on. */
 #include <gmp.h>
+#include <math.h>
 #include <stdint.h>
 
 #include <criterion/criterion.h>
@@ -121,4 +122,46 @@ Test(relative_bias, key_minus_query)
         table[i] = (double)i;
     cr_assert_eq(refenc_relative_bias(table, H, 2, 5, 8, NB, 128, 0), (double)((16 + 3) * H + 2));
     cr_assert_eq(refenc_relative_bias(table, H, 2, 8, 5, NB, 128, 0), (double)(3 * H + 2));
+}
+
+/* The oracle's attention with T5's bias equals, bit for bit, its attention
+ * with that bias written out as an additive mask: both add the same double
+ * to the same score with one rounding, so the certified weights and outputs
+ * are identical.  Each head h of an H = 2 run is compared with an H = 1 run
+ * on that head's q, k, v and the mask table[bucket(j - i), h] built here with
+ * the GMP bucket, so a wrong head, a transposed table or a reversed offset
+ * fails.  Positions 0, 1, 3, 9, 17, 30: offsets up to 30 with md 16 (the
+ * clamp) and nb 16 (max_exact 4).  Negative control (run by hand): the
+ * oracle reading rel = pos_i - pos_j fails it. */
+Test(relative_bias, oracle_attention_adds_the_table_entry)
+{
+    enum { H = 2, L = 6, DH = 3, NB = 16, MD = 16 };
+    const int64_t pos[L] = {0, 1, 3, 9, 17, 30};
+    double q[H * L * DH], k[H * L * DH], v[H * L * DH], table[NB * H];
+    for (size_t i = 0; i < H * L * DH; i++) {
+        q[i] = 0.3 * sin(1.0 + 0.7 * (double)i);
+        k[i] = 0.4 * cos(2.0 + 1.3 * (double)i);
+        v[i] = 2.385 - 0.25 * (double)(i % 11);
+    }
+    for (size_t i = 0; i < NB * H; i++)
+        table[i] = 1.75 * sin(0.9 * (double)i) - 0.125;
+    refenc_attn_options opt = {.positions = pos, .temperature = 1.0, .score_scalar = 1.0,
+                               .relative_bias = table, .relative_num_buckets = NB,
+                               .relative_max_distance = MD};
+    double out[H * L * DH], w[H * L * L];
+    refenc_mp_report rep;
+    cr_assert_eq(refenc_mp_attention_forward(out, w, q, k, v, &opt, 1, H, L, DH, 128, &rep), 0);
+    for (size_t h = 0; h < H; h++) {
+        double mask[L * L], out1[L * DH], w1[L * L];
+        for (size_t i = 0; i < L; i++)
+            for (size_t j = 0; j < L; j++)
+                mask[i * L + j] = table[gmp_bucket(pos[j] - pos[i], NB, MD) * H + h];
+        refenc_attn_options opt1 = {.positions = pos, .temperature = 1.0, .score_scalar = 1.0, .attn_mask = mask};
+        cr_assert_eq(refenc_mp_attention_forward(out1, w1, q + h * L * DH, k + h * L * DH, v + h * L * DH, &opt1,
+                                                 1, 1, L, DH, 128, &rep), 0);
+        for (size_t i = 0; i < L * L; i++)
+            cr_assert_eq(w[h * L * L + i], w1[i], "head %zu weight %zu: %a vs %a", h, i, w[h * L * L + i], w1[i]);
+        for (size_t i = 0; i < L * DH; i++)
+            cr_assert_eq(out[h * L * DH + i], out1[i], "head %zu output %zu", h, i);
+    }
 }

@@ -655,8 +655,7 @@ int refenc_variant_applies(refenc_variant v, const refenc_case *c)
     case REFENC_VAR_GELU_FOR_QUICK_GELU:
         return has_activation(c, REFENC_ACT_QUICK_GELU);
     default: /* the modern blocks', the RoPE scaling and the pooling variants, else 0 */
-        return modern_block_applies(v, c) || rope_scaling_applies(v, c) || pooling_applies(v, c) ||
-               t5_applies(v, c);
+        return modern_block_applies(v, c) || rope_scaling_applies(v, c) || pooling_applies(v, c) || t5_applies(v, c);
     }
 }
 
