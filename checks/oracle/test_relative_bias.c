@@ -11,10 +11,12 @@
  * the clamp fails it from r = md on. */
 #include <gmp.h>
 #include <math.h>
+#include <string.h>
 #include <stdint.h>
 
 #include <criterion/criterion.h>
 
+#include "../../ref/attention.h"
 #include "../../ref/oracle/oracle.h"
 #include "../../ref/relative_bias.h"
 #include "../../ref/relative_bucket.h"
@@ -164,4 +166,39 @@ Test(relative_bias, oracle_attention_adds_the_table_entry)
         for (size_t i = 0; i < L * DH; i++)
             cr_assert_eq(out[h * L * DH + i], out1[i], "head %zu output %zu", h, i);
     }
+}
+
+/* The reference's attention with T5's bias depends on the positions only
+ * through their differences: every position shifted by 1000 gives the same
+ * weights and outputs, bit for bit (the bucket reads pos_j - pos_i; the
+ * scores are otherwise position-free).  And the bias does act: a zero
+ * table changes the weights.  Negative control (run by hand): the bias
+ * indexed by bucket(pos_j) instead of bucket(pos_j - pos_i) fails the
+ * shift. */
+Test(relative_bias, reference_attention_depends_on_offsets_only)
+{
+    enum { H = 2, L = 40, DH = 4, NB = 32, MD = 20 };
+    int64_t pos[L], shifted[L];
+    double q[H * L * DH], k[H * L * DH], v[H * L * DH], table[NB * H], zeros[NB * H] = {0};
+    for (size_t i = 0; i < L; i++)
+        pos[i] = (int64_t)i, shifted[i] = (int64_t)i + 1000;
+    for (size_t i = 0; i < H * L * DH; i++) {
+        q[i] = 0.3 * sin(0.5 + 0.37 * (double)i);
+        k[i] = 0.4 * cos(1.5 + 0.91 * (double)i);
+        v[i] = 1.125 - 0.0625 * (double)(i % 23);
+    }
+    for (size_t i = 0; i < NB * H; i++)
+        table[i] = 2.0 * sin(1.3 * (double)i);
+    double out[3][H * L * DH], w[3][H * L * L];
+    const int64_t *p[3] = {pos, shifted, pos};
+    const double *t[3] = {table, table, zeros};
+    for (int r = 0; r < 3; r++) {
+        const refenc_attn_options opt = {.positions = p[r], .temperature = 1.0, .score_scalar = 1.0,
+                                         .relative_bias = t[r], .relative_num_buckets = NB,
+                                         .relative_max_distance = MD};
+        refenc_attention_forward(out[r], w[r], q, k, v, &opt, 1, H, L, DH);
+    }
+    cr_assert(memcmp(w[0], w[1], sizeof w[0]) == 0 && memcmp(out[0], out[1], sizeof out[0]) == 0,
+              "shifting every position by 1000 changed the attention");
+    cr_assert(memcmp(w[0], w[2], sizeof w[0]) != 0, "the table did not reach the scores");
 }
