@@ -5,31 +5,22 @@
  * in integers (the proof is in the header). */
 #include "relative_bucket.h"
 
-/* a^k, or 0 when it reaches 2^64 (a >= 1) */
-static uint64_t power_or_zero(uint64_t a, size_t k)
+/* a^k; no overflow where it is used: every power is at most md^n < 2^64
+ * (r < md; md^t me^(n-t) <= md^n), which the config's validation requires */
+static uint64_t ipow(uint64_t a, size_t k)
 {
     uint64_t p = 1;
-    for (size_t i = 0; i < k; i++) {
-        if (a != 0 && p > UINT64_MAX / a)
-            return 0;
+    for (size_t i = 0; i < k; i++)
         p *= a;
-    }
     return p;
 }
 
-int refenc_relative_bucket_fits(size_t num_buckets, size_t max_distance)
+/* The largest t in [0, n-1] with r^n >= md^t me^(n-t), me <= r < md. */
+static size_t log_steps(uint64_t r, uint64_t me, uint64_t md, size_t n)
 {
-    const size_t half = num_buckets / 2, n = half - half / 2;
-    return power_or_zero((uint64_t)max_distance, n) != 0;
-}
-
-/* The largest t in [0, tmax] with r^n >= md^t me^(n-t); every power is at
- * most md^n < 2^64 (r < md). */
-static size_t log_steps(uint64_t r, uint64_t me, uint64_t md, size_t n, size_t tmax)
-{
-    const uint64_t rn = power_or_zero(r, n);
+    const uint64_t rn = ipow(r, n);
     size_t t = 0;
-    while (t < tmax && rn >= power_or_zero(md, t + 1) * power_or_zero(me, n - t - 1))
+    while (t + 1 < n && rn >= ipow(md, t + 1) * ipow(me, n - t - 1))
         t++;
     return t;
 }
@@ -42,7 +33,7 @@ size_t refenc_relative_bucket(int64_t rel, size_t num_buckets, size_t max_distan
     if (r < me)
         return sign + (size_t)r;
     if (r < max_distance)
-        return sign + me + log_steps(r, me, max_distance, n, n - 1);
+        return sign + me + log_steps(r, me, max_distance, n);
     if (!unclamped)
         return sign + half - 1;
     /* unclamped (the variant): floor(n log(r/me)/log(md/me)) = n while

@@ -26,11 +26,7 @@
  * so m(r) = me + the largest t in [0, n-1] with r^n >= md^t me^(n-t); for
  * r >= md, t = n already holds and the clamp gives half - 1.  Both sides are
  * at most md^n (r < md; md^t me^(n-t) <= md^n): exact in uint64_t when
- * md^n < 2^64, which refenc_relative_bucket_fits checks and the config's
- * validation requires (T5: 128^8 = 2^56). */
-
-/* 1 when md^n < 2^64 for n = half - me (the comparisons above are exact). */
-int refenc_relative_bucket_fits(size_t num_buckets, size_t max_distance);
+ * md^n < 2^64, which the config's validation requires (T5: 128^8 = 2^56). */
 
 /* The bucket of rel as above, in [0, num_buckets).  unclamped != 0 is the
  * bug variant t5_bucket_not_clamped (candle#1312): the min(., half - 1) left
@@ -40,7 +36,7 @@ int refenc_relative_bucket_fits(size_t num_buckets, size_t max_distance);
  * cases stay below), so the index is exact and at most num_buckets
  * (relative_bias.h reads row index mod nb).
  * Preconditions: num_buckets even, >= 4; max_distance > me;
- * refenc_relative_bucket_fits.  Never fails. */
+ * max_distance^(half - me) < 2^64.  Never fails. */
 size_t refenc_relative_bucket(int64_t rel, size_t num_buckets, size_t max_distance, int unclamped);
 
 #endif
