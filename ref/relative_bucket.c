@@ -15,12 +15,13 @@ static uint64_t ipow(uint64_t a, size_t k)
     return p;
 }
 
-/* The largest t in [0, n-1] with r^n >= md^t me^(n-t), me <= r < md. */
+/* The largest t in [0, n-1] with r^n >= md^t me^(n-t), me <= r < md: t = 0
+ * holds (r >= me) and t = n does not (r < md), so the loop stops by n - 1. */
 static size_t log_steps(uint64_t r, uint64_t me, uint64_t md, size_t n)
 {
     const uint64_t rn = ipow(r, n);
     size_t t = 0;
-    while (t + 1 < n && rn >= ipow(md, t + 1) * ipow(me, n - t - 1))
+    while (rn >= ipow(md, t + 1) * ipow(me, n - t - 1))
         t++;
     return t;
 }
