@@ -48,9 +48,10 @@ static size_t gmp_bucket(int64_t rel, size_t nb, size_t md)
 }
 
 /* (nb, md): T5's, and others whose md^(nb/2 - nb/4) stays below 2^64 (the
- * config's bound), with and without exact boundaries, powers of two or not */
+ * config's bound), with and without exact boundaries, powers of two or not;
+ * (34, 27) is one where HF's float32 formula misses the exact bucket (r 12, 18) */
 static const size_t pairs[][2] = {{32, 128}, {32, 100}, {32, 64}, {16, 64}, {8, 20}, {4, 3},
-                                  {20, 1000}, {12, 7}, {24, 81}, {34, 9}};
+                                  {20, 1000}, {12, 7}, {24, 81}, {34, 9}, {34, 27}};
 
 Test(relative_bias, reference_and_oracle_buckets_exact_everywhere)
 {
