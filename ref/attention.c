@@ -1,5 +1,5 @@
 /* Scaled dot-product attention in double (attention.h):
- *   s[i,j] = c((q_i . k_j) / (sqrt(S) tau)) - m_h |pos_i - pos_j| + attn_mask[i,j]
+ *   s[i,j] = c((q_i . k_j) / (sqrt(S) tau)) - m_h |pos_i - pos_j| + t5[h,i,j] + attn_mask[i,j]
  *            S = score_scalar or Dh;  c(s) = cap tanh(s / cap) with a softcap,
  *            else s
  *   s[i,j] = M where key j is padding, or j > i under the causal mask, or
@@ -17,6 +17,7 @@
 #include <math.h>
 
 #include "alibi.h"
+#include "relative_bias.h"
 #include "softcap.h"
 #include "window.h"
 #include "softmax.h"
@@ -25,6 +26,27 @@ double refenc_attention_divisor(const refenc_attn_options *opt, size_t Dh)
 {
     const double S = opt->score_scalar > 0 ? opt->score_scalar : (double)Dh;
     return sqrt(S) * opt->temperature;
+}
+
+/* The score s[i,j] of head h, q_i . k_j (Dh) unmasked: the scaled dot
+ * product, capped, plus ALiBi, T5's bias and attn_mask, in that order. */
+static double score(const refenc_attn_options *opt, const double *q_i, const double *k_j, size_t h, size_t H,
+                    size_t i, size_t j, size_t L, size_t Dh, double divisor)
+{
+    double dot = 0.0;
+    for (size_t d = 0; d < Dh; d++)
+        dot += q_i[d] * k_j[d];
+    double s = dot / divisor;
+    if (opt->softcap > 0) /* Gemma 2: capped before any bias or mask */
+        s = refenc_softcap(s, opt->softcap);
+    if (opt->alibi_slopes != NULL)
+        s += refenc_alibi_bias(opt->alibi_slopes[h], opt->positions[i], opt->positions[j]);
+    if (opt->relative_bias != NULL) /* T5: with the mask (HF adds them first) */
+        s += refenc_relative_bias(opt->relative_bias, H, h, opt->positions[i], opt->positions[j],
+                                  opt->relative_num_buckets, opt->relative_max_distance, opt->relative_unclamped);
+    if (opt->attn_mask != NULL)
+        s += opt->attn_mask[i * L + j];
+    return s;
 }
 
 void refenc_attention_forward(double *out, double *weights,
@@ -47,25 +69,11 @@ void refenc_attention_forward(double *out, double *weights,
 
             /* scores, written into the weights buffer */
             for (size_t i = 0; i < L; i++) {
-                const double *q_i = q_bh + i * Dh;
                 double *s_i = w_bh + i * L;
                 for (size_t j = 0; j < L; j++) {
-                    const double *k_j = k_bh + j * Dh;
-                    double dot = 0.0;
-                    for (size_t d = 0; d < Dh; d++)
-                        dot += q_i[d] * k_j[d];
-                    double s = dot / divisor;
-                    if (opt->softcap > 0) /* Gemma 2: capped before any bias or mask */
-                        s = refenc_softcap(s, opt->softcap);
-                    if (opt->alibi_slopes != NULL)
-                        s += refenc_alibi_bias(opt->alibi_slopes[h], opt->positions[i],
-                                               opt->positions[j]);
-                    if (opt->attn_mask != NULL)
-                        s += opt->attn_mask[i * L + j];
-                    if ((pad_b != NULL && pad_b[j]) || (opt->causal && j > i) ||
-                        refenc_window_excludes(opt->sliding_window, opt->local_attention, i, j))
-                        s = masked;
-                    s_i[j] = s;
+                    const int out_of_sight = (pad_b != NULL && pad_b[j]) || (opt->causal && j > i) ||
+                                             refenc_window_excludes(opt->sliding_window, opt->local_attention, i, j);
+                    s_i[j] = out_of_sight ? masked : score(opt, q_bh + i * Dh, k_bh + j * Dh, h, H, i, j, L, Dh, divisor);
                 }
             }
 

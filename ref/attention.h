@@ -14,7 +14,7 @@ double refenc_attention_divisor(const refenc_attn_options *opt, size_t Dh);
 /* Scaled dot-product attention over B*H independent heads.
  * out: (B, H, L, Dh)   weights: (B, H, L, L)   q, k, v: (B, H, L, Dh)
  *
- *   s[i,j] = c((q_i . k_j) / (sqrt(S) tau))  +  alibi[h,i,j]  +  attn_mask[i,j]
+ *   s[i,j] = c((q_i . k_j) / (sqrt(S) tau))  +  alibi[h,i,j]  +  t5[h,i,j]  +  attn_mask[i,j]
  *   S = opt->score_scalar (Gemma's query_pre_attn_scalar) if > 0, else Dh;
  *   c(s) = cap tanh(s / cap) when opt->softcap = cap > 0 (softcap.h), else s
  *   s[i,j] = M      where key j is padding, or j > i with the causal mask, or
@@ -27,7 +27,9 @@ double refenc_attention_divisor(const refenc_attn_options *opt, size_t Dh);
  * The divisor sqrt(S) tau is formed once (two roundings) and each score is
  * one division of the dot product (accumulated j = 0 upward) by it; the cap
  * comes before ALiBi, the additive mask and the masks, as in Gemma 2.
- * alibi[h,i,j] = -m_h |pos_i - pos_j| (alibi.h), added after the scaling.
+ * alibi[h,i,j] = -m_h |pos_i - pos_j| (alibi.h), added after the scaling;
+ * t5[h,i,j] = opt->relative_bias[bucket(pos_j - pos_i), h] (relative_bias.h),
+ * added after ALiBi (never both: the config refuses it), then attn_mask.
  * Masked-row policy: a query whose every score is -inf (every key masked
  * with M = -inf, or an attn_mask row of -inf) gets weights all 0 and output
  * 0: finite and deterministic.  With M = -DBL_MAX a row that sees some key

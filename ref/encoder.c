@@ -189,14 +189,16 @@ static void embed(double *h, refenc_workspace *ws, const refenc_params *p, const
     embed_norm(h, h, p, cfg, in->B * in->L);
 }
 
-/* The masks, ALiBi and temperature every attention of the stack uses, and
- * RoPE's options (*rope_p NULL unless the scheme is RoPE). */
+/* The masks, ALiBi, T5's bias and temperature every attention of the stack
+ * uses, and RoPE's options (*rope_p NULL unless the scheme is RoPE).  T5's
+ * table is layer 0's for every layer (relative_bias.h). */
 static void attention_setup(refenc_attn_options *opt, refenc_rope_options *rope,
                             const refenc_rope_options **rope_p, const refenc_workspace *ws,
-                            const refenc_config *cfg, const refenc_input *in)
+                            const refenc_params *p, const refenc_config *cfg, const refenc_input *in)
 {
     const int64_t *pos = in->positions != NULL ? in->positions : ws->positions;
     *opt = refenc_attn_options_of(cfg, in->key_padding_mask, in->attn_mask, pos, ws->alibi_slopes);
+    opt->relative_bias = p->layers[0].relative_attention_bias;
     *rope = (refenc_rope_options){cfg->rope_layout, cfg->rope_base, pos, &cfg->rope_scaling};
     *rope_p = cfg->positional == REFENC_POS_ROPE ? rope : NULL;
 }
@@ -245,7 +247,7 @@ int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params 
     refenc_attn_options opt;
     refenc_rope_options rope;
     const refenc_rope_options *rope_p;
-    attention_setup(&opt, &rope, &rope_p, ws, cfg, in);
+    attention_setup(&opt, &rope, &rope_p, ws, p, cfg, in);
 
     for (size_t i = 0; i < cfg->n_layers; i++) {
         /* layer i's window and RoPE base (layer_pattern.h) */
@@ -342,6 +344,8 @@ static const char *forward_only_key(const refenc_config *cfg, const char **why)
          "the rounded sqrt(D) scale is forward only"},
         {cfg->qkv_bias, "qkv_bias", qwen},
         {cfg->qk_norm != REFENC_QKNORM_NONE, "qk_norm", qwen},
+        {cfg->relative_attention_num_buckets != 0, "relative_attention_num_buckets",
+         "T5's relative position bias is forward only"},
         {cfg->pooling != REFENC_POOL_NONE, "pooling",
          "the pooled embedding is forward only; its gradient is not differentiated"},
         {cfg->sandwich_norm, "sandwich_norm", "the norms of the sublayers' outputs are forward only"},
@@ -354,13 +358,10 @@ static const char *forward_only_key(const refenc_config *cfg, const char **why)
     return NULL;
 }
 
-int refenc_grad_workspace_alloc(refenc_grad_workspace *g, const refenc_config *cfg, size_t B,
-                                size_t L, refenc_error *err)
+/* The configs the backward does not differentiate yet (docs/gradients.md):
+ * grouped-query attention, then the first forward-only key set, named. */
+static int refuse_forward_only(const refenc_config *cfg, refenc_error *err)
 {
-    memset(g, 0, sizeof *g);
-    int st = refenc_config_validate_shape(cfg, B, L, err);
-    if (st)
-        return st;
     if (!refenc_config_attention_is_mha(cfg)) /* docs/gradients.md: not differentiated yet */
         return refenc_error_set(err, REFENC_EINVAL,
                                 "config: the backward pass supports multi-head attention only; "
@@ -370,6 +371,18 @@ int refenc_grad_workspace_alloc(refenc_grad_workspace *g, const refenc_config *c
     if (key != NULL)
         return refenc_error_set(err, REFENC_EINVAL, "config: the backward pass does not support %s yet (%s)",
                                 key, why);
+    return REFENC_OK;
+}
+
+int refenc_grad_workspace_alloc(refenc_grad_workspace *g, const refenc_config *cfg, size_t B,
+                                size_t L, refenc_error *err)
+{
+    memset(g, 0, sizeof *g);
+    int st = refenc_config_validate_shape(cfg, B, L, err);
+    if (st)
+        return st;
+    if ((st = refuse_forward_only(cfg, err)))
+        return st;
     const size_t n = grad_count(cfg, B, L), params = refenc_config_param_count(cfg);
     size_t total, bytes;
     if (n == 0 || !refenc_size_add(&total, n, params) ||
@@ -464,7 +477,7 @@ int refenc_encoder_backward_traced(refenc_params *grad, double *dx, refenc_grad_
     refenc_attn_options opt;
     refenc_rope_options rope;
     const refenc_rope_options *rope_p;
-    attention_setup(&opt, &rope, &rope_p, ws, cfg, in);
+    attention_setup(&opt, &rope, &rope_p, ws, p, cfg, in);
 
     /* the forward again, keeping each layer's input: acts[i] (B, L, D) */
     embed_sum(g->e, ws, p, cfg, in);

@@ -107,7 +107,7 @@ AREAS = {
     "kernels": {
         "files": None,  # ref/*.c
         "filter": "@(activation|alibi|attention|embedding|encoder|ffn|glu|gqa|layer|layernorm|rmsnorm|learned_pe|linear|mha|position_ids|"
-                  "rope|rope_scaling|sinusoidal|softcap|softmax|window|layer_pattern|qk_norm|pooling|params|accuracy_*|oracle_selfcheck|structure|permutation|"
+                  "rope|rope_scaling|sinusoidal|softcap|softmax|window|layer_pattern|qk_norm|relative_bias|pooling|params|accuracy_*|oracle_selfcheck|structure|permutation|"
                   "softmax_temperature|pe_rotation|rope_relative|layernorm_invariance|qk_variance|case_outputs|"
                   "nonfinite|run_inputs|cli_run|grad_*)/*",
         "budget": 30,
@@ -117,8 +117,8 @@ AREAS = {
         "files": ["ref/oracle/dot.c", "ref/oracle/engine.c", "ref/oracle/encoder.c", "ref/oracle/layer.c",
                   "ref/oracle/mha.c", "ref/oracle/ffn.c", "ref/oracle/attention.c", "ref/oracle/ziv.c",
                   "ref/oracle/rope.c", "ref/oracle/rope_scaling.c", "ref/oracle/rmsnorm.c",
-                  "ref/oracle/embedding.c", "ref/oracle/pooling.c"],
-        "filter": "@(oracle_*/*|accuracy_*/*|golden/*|out_of_memory/oracle_*)",
+                  "ref/oracle/embedding.c", "ref/oracle/pooling.c", "ref/oracle/relative_bias.c"],
+        "filter": "@(oracle_*/*|accuracy_*/*|golden/*|out_of_memory/oracle_*|relative_bias/*)",
         "budget": 30,
     },
     "oracle_backward": {

@@ -126,7 +126,7 @@ Test(bad_golden, metadata_missing_or_wrong)
     char head[4096];
     snprintf(head, sizeof head, "refenc run: %s: __metadata__.config.d_modle: unknown key (known keys: "
              "d_model, n_heads, d_ff, ", s.golden);
-    const char *tail = "attn_logit_softcapping, query_pre_attn_scalar, sliding_window, local_attention, global_attn_every_n_layers, local_rope_theta, global_rope_theta, sliding_window_pattern, embedding_normalizer_dtype, qkv_bias, qk_norm, pooling, pooling_normalize)\n";
+    const char *tail = "local_attention, global_attn_every_n_layers, local_rope_theta, global_rope_theta, sliding_window_pattern, embedding_normalizer_dtype, qkv_bias, qk_norm, pooling, pooling_normalize, relative_attention_num_buckets, relative_attention_max_distance)\n";
     cr_expect_eq(r.status, 2, "an unknown config key: exit %d", r.status);
     cr_expect(strncmp(r.err, head, strlen(head)) == 0, "an unknown config key: %s", r.err);
     cr_expect(strlen(r.err) > strlen(tail) && strcmp(r.err + strlen(r.err) - strlen(tail), tail) == 0,

@@ -159,6 +159,22 @@ static const struct {
     {"pooling_normalize_string.json", "model.pooling_normalize: expected true or false"},
     {"pooling_normalize_without_pooling.json", "model.pooling_normalize: needs pooling"},
     {"pooling_all_padding.json", "input.padding[1] = 4 pads every token, but model.pooling 'mean' needs a token"},
+    /* T5's relative position bias (docs/families.md, "T5's relative position bias") */
+    {"relative_attention_num_buckets_odd.json", "model: relative_attention_num_buckets = 31 must be even and at least 4"},
+    {"relative_attention_num_buckets_two.json", "model: relative_attention_num_buckets = 2 must be even and at least 4"},
+    {"relative_attention_num_buckets_string.json", "model.relative_attention_num_buckets: expected an integer >= 1 or null"},
+    {"relative_attention_num_buckets_negative.json", "model.relative_attention_num_buckets: expected an integer >= 1 or null"},
+    {"relative_attention_max_distance_not_past_max_exact.json",
+     "model: relative_attention_max_distance = 8 must exceed max_exact = relative_attention_num_buckets / 4 = 8"},
+    {"relative_attention_max_distance_zero.json", "model.relative_attention_max_distance: expected an integer >= 1 or null"},
+    {"relative_attention_max_distance_without_buckets.json",
+     "model.relative_attention_max_distance: needs relative_attention_num_buckets"},
+    {"relative_attention_max_distance_power_overflow.json",
+     "model: relative_attention_max_distance = 1048576 to the power nb/2 - nb/4 = 16 reaches 2^64"},
+    {"relative_attention_with_alibi.json", "model: relative_attention_num_buckets: T5's relative bias is the model's "
+                                           "position signal; positional must be 'none', not 'alibi'"},
+    {"relative_attention_causal.json", "model: relative_attention_num_buckets: the bidirectional buckets of T5's "
+                                       "encoder need causal: false"},
     /* malformed JSON: line, column and byte offset */
     {"duplicate_model_key.json", "line 1, column 49 (byte 49): duplicate object key near '\"d_model\"'"},
     {"duplicate_top_level_key.json", "line 1, column 21 (byte 21): duplicate object key near '\"model\"'"},

@@ -396,6 +396,26 @@ Test(config_json, sandwich_norm_makes_two_norms_a_layer)
     refenc_params_free(&p);
 }
 
+/* T5's relative bias keys only when set, both of them (max_distance's
+ * default 128 is written too: reading "family" first must not change it);
+ * an explicit 0 buckets is off, as T5Config's num_buckets 0 would be.
+ * Negative control: without the writer's two keys the round trip reads
+ * num_buckets 0 and the memcmp fails. */
+Test(config_json, relative_bias_keys_round_trip)
+{
+    refenc_config c;
+    refenc_config_default(&c);
+    c.d_model = 12, c.n_heads = 2, c.d_ff = 7, c.n_layers = 3, c.query_pre_attn_scalar = 1;
+    c.relative_attention_num_buckets = 32, c.relative_attention_max_distance = 100;
+    expect_round_trip(&c, 19); /* 16, query_pre_attn_scalar and the two */
+    json_t *off = json_pack("{s:i, s:i}", "relative_attention_num_buckets", 0, "d_model", 12);
+    refenc_config back;
+    refenc_error err;
+    cr_assert_eq(refenc_config_from_json(&back, off, "model", &err), REFENC_OK, "%s", err.message);
+    cr_expect_eq(back.relative_attention_num_buckets, 0);
+    json_decref(off);
+}
+
 /* Qwen2's qkv_bias and Qwen3's qk_norm: in_proj_bias (E + 2 Ekv) with no
  * other linear bias; q_norm, k_norm (Dh) each after out_proj. */
 Test(config_json, qwen_keys_make_their_tensors)

@@ -39,6 +39,7 @@ static const struct {
     {REFENC_COMP_LAYERNORM, "layers.0.norm1.bias", "bias"},
     {REFENC_COMP_ATTENTION, "layers.0.self_attn.q_norm.weight", "q_norm.weight"},
     {REFENC_COMP_ATTENTION, "layers.0.self_attn.k_norm.weight", "k_norm.weight"},
+    {REFENC_COMP_ATTENTION, "layers.0.self_attn.relative_attention_bias.weight", "relative_attention_bias.weight"},
 };
 
 const char *refenc_case_param_name(refenc_component c, const char *encoder_name)

@@ -38,6 +38,8 @@ void refenc_config_default(refenc_config *cfg)
     cfg->glu_gate = REFENC_GLU_GATE_FIRST;
     cfg->pooling = REFENC_POOL_NONE;
     cfg->pooling_normalize = 1;
+    cfg->relative_attention_num_buckets = 0;
+    cfg->relative_attention_max_distance = 128; /* T5Config's default */
 }
 
 int refenc_config_norm_has_bias(const refenc_config *cfg)
@@ -129,6 +131,8 @@ size_t refenc_config_param_count(const refenc_config *c)
     mul_add(&total, c->n_layers, layer, &ok);
     if (c->skip_first_prenorm && ok && c->n_layers > 0)
         total -= norm * D;                       /* layer 0 without norm1 (D)          */
+    mul_add(&total, c->relative_attention_num_buckets, c->n_heads, &ok); /* layers.0.self_attn.
+                                                 * relative_attention_bias.weight (nb, H), layer 0 only */
     if (c->vocab_size > 0)
         mul_add(&total, c->vocab_size, D, &ok);  /* embedding.weight (V, D)           */
     mul_add(&total, c->type_vocab_size, D, &ok); /* token_type_embedding.weight (T, D) */
@@ -399,6 +403,58 @@ static int validate_windows(const refenc_config *c, refenc_error *err)
     return validate_layer_pattern(c, err);
 }
 
+/* T5's relative position bias (relative_bucket.h, relative_bias.h): nb = 0
+ * is off; otherwise nb even (nb / 2 buckets per sign; an odd nb leaves a row
+ * no offset reads) and >= 4 (max_exact = nb / 4 >= 1: log(r / max_exact));
+ * max_distance > max_exact (log(md / max_exact) > 0) and small enough for the
+ * exact integer bucket (md^(nb/2 - nb/4) < 2^64).  The buckets are T5's
+ * bidirectional ones: not with causal attention; the bias is the model's
+ * only position signal: positional 'none' (ALiBi and RoPE are other relative
+ * schemes; no model stacks them). */
+/* 1 when md^k < 2^64 (relative_bucket.h's comparisons are exact) */
+static int power_fits(size_t md, size_t k)
+{
+    uint64_t p = 1;
+    for (size_t i = 0; i < k; i++) {
+        if (p > UINT64_MAX / md)
+            return 0;
+        p *= md;
+    }
+    return 1;
+}
+
+static int validate_relative_bias(const refenc_config *c, refenc_error *err)
+{
+    const size_t nb = c->relative_attention_num_buckets, md = c->relative_attention_max_distance;
+    if (nb == 0)
+        return REFENC_OK;
+    if (nb > REFENC_MAX_DIM)
+        return refenc_error_set(err, REFENC_ELIMIT, "config: relative_attention_num_buckets = %zu exceeds %zu",
+                                nb, REFENC_MAX_DIM);
+    if (nb < 4 || nb % 2 != 0)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: relative_attention_num_buckets = %zu must be even and at least 4 "
+                                "(nb / 2 buckets per sign, max_exact = nb / 4 >= 1), or 0 for none", nb);
+    if (md <= nb / 4)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: relative_attention_max_distance = %zu must exceed max_exact = "
+                                "relative_attention_num_buckets / 4 = %zu", md, nb / 4);
+    if (!power_fits(md, nb / 2 - nb / 4))
+        return refenc_error_set(err, REFENC_ELIMIT,
+                                "config: relative_attention_max_distance = %zu to the power nb/2 - nb/4 = %zu "
+                                "reaches 2^64 (the exact bucket compares integers below it)", md, nb / 2 - nb / 4);
+    if (c->causal)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: relative_attention_num_buckets: the bidirectional buckets of T5's "
+                                "encoder need causal: false");
+    if (c->positional != REFENC_POS_NONE)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: relative_attention_num_buckets: T5's relative bias is the model's "
+                                "position signal; positional must be 'none', not '%s'",
+                                refenc_positional_name(c->positional));
+    return REFENC_OK;
+}
+
 /* The token side: padding_idx a row of the table (or -1), token types only
  * with tokens, RoBERTa's positions inside the learned PE table. */
 static int validate_tokens(const refenc_config *c, refenc_error *err)
@@ -437,6 +493,7 @@ int refenc_config_validate(const refenc_config *c, refenc_error *err)
     if ((st = validate_sizes(c, err)) || (st = validate_choices(c, err)) ||
         (st = validate_widths(c, err)) || (st = validate_reals(c, err)) ||
         (st = validate_windows(c, err)) || (st = validate_tokens(c, err)) ||
+        (st = validate_relative_bias(c, err)) ||
         (st = refenc_rope_scaling_validate(&c->rope_scaling, c->positional == REFENC_POS_ROPE,
                                            refenc_config_head_dim(c), err)))
         return st;

@@ -197,6 +197,12 @@ typedef struct {
     refenc_pooling pooling;     /* default NONE: no out.embedding                    */
     int pooling_normalize;      /* 1: e / max(||e||, 1e-12) (sentence-transformers'
                                  * Normalize); default 1; read only with pooling     */
+    /* T5's relative position bias (relative_bias.h, docs/families.md): 0 = off */
+    size_t relative_attention_num_buckets;  /* nb: buckets of the (nb, H) table,
+                                             * nb / 2 per sign (T5: 32)          */
+    size_t relative_attention_max_distance; /* md: offsets >= md share the last
+                                             * bucket of their sign (T5: 128);
+                                             * default 128, read only with nb    */
 } refenc_config;
 
 /* Documented limits.  A config or input beyond them is refused with

@@ -17,5 +17,7 @@ refenc_attn_options refenc_attn_options_of(const refenc_config *cfg, const uint8
         .softcap = cfg->attn_logit_softcapping,
         .sliding_window = cfg->sliding_window,
         .local_attention = cfg->local_attention,
+        .relative_num_buckets = cfg->relative_attention_num_buckets,
+        .relative_max_distance = cfg->relative_attention_max_distance,
     };
 }

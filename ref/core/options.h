@@ -24,9 +24,15 @@ typedef struct {
                                       * (softcap.h); 0: none                             */
     size_t sliding_window;           /* w >= 1: key j seen iff i - w < j (window.h); 0: off */
     size_t local_attention;          /* w >= 1: key j seen iff |i - j| <= w / 2; 0: off */
+    const double *relative_bias;     /* (nb, H) T5's table (relative_bias.h), layer 0's *
+                                      * for every layer; NULL: none; needs positions    */
+    size_t relative_num_buckets;     /* nb (relative_attention_num_buckets)             */
+    size_t relative_max_distance;    /* relative_attention_max_distance                 */
+    int relative_unclamped;          /* the bug variant t5_bucket_not_clamped; 0        */
 } refenc_attn_options;
 
 /* The options every attention of a model uses: the config's mask kind,
+ * (relative_bias, T5's table, is the caller's to set from layer 0's params)
  * temperature, score scale, soft-cap and windows, with the inputs' masks
  * and positions; alibi_slopes (H) is taken only when the config's scheme is
  * ALiBi.  The reference's stack, its component runs and the low-precision

@@ -46,6 +46,9 @@ static void add_layer(refenc_params *p, double **cur, size_t i, const refenc_con
         lp->q_norm_weight = add_layer_tensor(p, cur, i, "self_attn.q_norm.weight", refenc_config_head_dim(cfg), 0);
         lp->k_norm_weight = add_layer_tensor(p, cur, i, "self_attn.k_norm.weight", refenc_config_head_dim(cfg), 0);
     }
+    if (i == 0 && cfg->relative_attention_num_buckets > 0) /* T5: layer 0's, shared by every layer */
+        lp->relative_attention_bias = add_layer_tensor(p, cur, i, "self_attn.relative_attention_bias.weight",
+                                                       cfg->relative_attention_num_buckets, cfg->n_heads);
     lp->linear1_weight = add_layer_tensor(p, cur, i, "linear1.weight", F1, D); /* GLU: gate and up */
     if (cfg->linear_bias)
         lp->linear1_bias = add_layer_tensor(p, cur, i, "linear1.bias", F1, 0);
@@ -79,7 +82,7 @@ int refenc_params_alloc(refenc_params *p, const refenc_config *cfg, refenc_error
 
     const size_t D = cfg->d_model, N = cfg->n_layers;
     const size_t n_values = refenc_config_param_count(cfg); /* > 0: validated */
-    const size_t max_tensors = 18 * N + 7; /* 12 a layer, 14 with q_norm, k_norm, 18 sandwiched */
+    const size_t max_tensors = 18 * N + 8; /* 12 a layer, 14 with q_norm, k_norm, 18 sandwiched; T5's bias */
     const int bias = refenc_config_norm_has_bias(cfg); /* RMSNorm has no beta; nor LayerNorm without norm_bias */
 
     p->block = calloc(n_values, sizeof(double));

@@ -27,6 +27,8 @@ typedef struct {
     double *post_attn_norm_weight, *post_attn_norm_bias; /* (D) post_attn_norm.weight, .bias  */
     double *post_ffn_norm_weight, *post_ffn_norm_bias;   /* (D) post_ffn_norm.weight, .bias:  *
                               * sandwich_norm only (the biases: LayerNorm with norm_bias), else NULL */
+    double *relative_attention_bias; /* (nb, H) self_attn.relative_attention_bias.weight:
+                              * layer 0 only, shared by every layer (T5); else NULL */
 } refenc_layer_params;
 
 #define REFENC_TENSOR_NAME_MAX 64
@@ -51,7 +53,9 @@ typedef struct {
  *     (with qk_norm, self_attn.q_norm.weight and self_attn.k_norm.weight (Dh)
  *     after self_attn.out_proj; no layers.0.norm1.* under skip_first_prenorm;
  *     with sandwich_norm, post_attn_norm.weight (, .bias) and post_ffn_norm.weight
- *     (, .bias) (D) after norm2)
+ *     (, .bias) (D) after norm2; with relative_attention_num_buckets,
+ *     layers.0.self_attn.relative_attention_bias.weight (nb, H) after them,
+ *     in layer 0 only: HF T5 stores it in its first block, shared by all)
  *   norm.weight, norm.bias (D)        when final_norm (nn.TransformerEncoder.norm)
  * The tensor table lists them in this order, layer by layer in the order of
  * refenc_layer_params. */

@@ -94,7 +94,8 @@ static const char *const model_keys[] = {
     "rope_scaling", "partial_rotary_factor", "n_kv_heads", "head_dim",
     "attn_logit_softcapping", "query_pre_attn_scalar", "sliding_window", "local_attention",
     "global_attn_every_n_layers", "local_rope_theta", "global_rope_theta", "sliding_window_pattern", "embedding_normalizer_dtype",
-    "qkv_bias", "qk_norm", "pooling", "pooling_normalize", NULL};
+    "qkv_bias", "qk_norm", "pooling", "pooling_normalize",
+    "relative_attention_num_buckets", "relative_attention_max_distance", NULL};
 
 /* n_kv_heads or head_dim: absent leaves the default (0: H, or D / H); an
  * explicit value must be an integer >= 1, as every other size. */
@@ -172,6 +173,26 @@ static int read_attention_keys(refenc_config *c, const json_t *obj, const char *
         (st = get_optional_positive(&c->local_rope_theta, obj, "local_rope_theta", where, err)) ||
         (st = get_optional_positive(&c->global_rope_theta, obj, "global_rope_theta", where, err)))
         return st;
+    return REFENC_OK;
+}
+
+/* T5's relative bias (relative_bias.h): relative_attention_num_buckets
+ * absent, null or 0 is off (T5Config writes 32); max_distance (default
+ * 128) only with buckets.  The values' rules are the config's validation. */
+static int read_relative_bias(refenc_config *c, const json_t *obj, const char *where, refenc_error *err)
+{
+    const json_t *nb = json_object_get(obj, "relative_attention_num_buckets");
+    int st;
+    if (nb != NULL && !json_is_null(nb) && !(json_is_integer(nb) && json_integer_value(nb) == 0) &&
+        (st = get_optional_count(&c->relative_attention_num_buckets, obj, "relative_attention_num_buckets",
+                                 REFENC_MAX_DIM, where, err)))
+        return st;
+    if ((st = get_optional_count(&c->relative_attention_max_distance, obj, "relative_attention_max_distance",
+                                 REFENC_MAX_DIM, where, err)))
+        return st;
+    if (c->relative_attention_num_buckets == 0 && json_object_get(obj, "relative_attention_max_distance") != NULL)
+        return refenc_error_set(err, REFENC_EINVAL, "%s.relative_attention_max_distance: needs "
+                                "relative_attention_num_buckets (no relative bias to bound)", where);
     return REFENC_OK;
 }
 
@@ -316,7 +337,7 @@ int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *whe
 
     if ((st = read_choices(c, obj, where, err)) || (st = read_qwen_keys(c, obj, where, err)) ||
         (st = read_layer_keys(c, obj, where, err)) ||
-        (st = read_pooling(c, obj, where, err)) ||
+        (st = read_pooling(c, obj, where, err)) || (st = read_relative_bias(c, obj, where, err)) ||
         (st = refenc_rope_scaling_from_json(&c->rope_scaling, obj, where, err)))
         return st;
 
@@ -364,6 +385,11 @@ static int attention_keys_to_json(json_t *j, const refenc_config *c, const refen
         bad |= json_object_set_new(j, "qkv_bias", json_boolean(c->qkv_bias));
     if (c->qk_norm != REFENC_QKNORM_NONE || f->qk_norm != REFENC_QKNORM_NONE)
         bad |= json_object_set_new(j, "qk_norm", json_string(refenc_qk_norm_name(c->qk_norm)));
+    if (c->relative_attention_num_buckets != 0) /* only when set: byte-identical goldens */
+        bad |= json_object_set_new(j, "relative_attention_num_buckets",
+                                   json_integer((json_int_t)c->relative_attention_num_buckets)) |
+               json_object_set_new(j, "relative_attention_max_distance",
+                                   json_integer((json_int_t)c->relative_attention_max_distance));
     return bad;
 }
 

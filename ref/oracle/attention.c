@@ -1,5 +1,6 @@
 /* Scaled dot-product attention in MPFR (attention.h):
- *   s[i,j] = c((q_i . k_j) / (sqrt(S) tau)) - m_h |pos_i - pos_j| + attn_mask[i,j]
+ *   s[i,j] = c((q_i . k_j) / (sqrt(S) tau)) - m_h |pos_i - pos_j| + t5[h,i,j] + attn_mask[i,j]
+ *            t5: T5's table[bucket(pos_j - pos_i), h] (relative_bias.c)
  *            S = score_scalar or Dh;  c(s) = cap tanh(s / cap) with a softcap
  *            (softcap.h: mpfr_tanh, correctly rounded at the working
  *            precision; Ziv's loop certifies the result), else s
@@ -100,6 +101,8 @@ static void one_score(mpfr_ptr s, const refenc_mp_attn_options *opt, const score
         refenc_mp_mul_pos(c->t, opt->alibi_slopes + h, pi > pj ? pi - pj : pj - pi);
         mpfr_sub(s, s, c->t, MPFR_RNDN);
     }
+    if (opt->relative_bias != NULL) /* T5: table[bucket(pos_j - pos_i), h] */
+        refenc_mpk_relative_bias_add(s, opt, h, i, j);
     if (opt->attn_mask != NULL)
         mpfr_add(s, s, opt->attn_mask + i * L + j, MPFR_RNDN);
     if (c->late)
@@ -153,6 +156,11 @@ static int opts_from_d(mp_opts *m, const refenc_attn_options *opt, size_t H, siz
     m->opt.local_attention = opt->local_attention;
     m->opt.mask_value = opt->mask_value;
     m->opt.positions = opt->positions;
+    m->opt.relative_bias = opt->relative_bias; /* a table of doubles, read exactly */
+    m->opt.relative_stride = H;
+    m->opt.relative_num_buckets = opt->relative_num_buckets;
+    m->opt.relative_max_distance = opt->relative_max_distance;
+    m->opt.relative_unclamped = opt->relative_unclamped;
     m->tau = refenc_mp_from_d(&opt->temperature, 1, 53);
     m->opt.temperature = m->tau;
     if (opt->score_scalar > 0)

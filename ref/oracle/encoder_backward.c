@@ -237,7 +237,8 @@ static int enc_setup(enc *s, refenc_mp_arena *ar, refenc_mp_ws *ws, mpfr_prec_t 
     if (s->slopes != NULL)
         refenc_mpk_alibi_slopes(s->slopes, H, ws);
     s->mo = (refenc_mp_attn_options){in->key_padding_mask, c->causal, s->mask, s->slopes, s->pos,
-                                     s->tau, c->mask_value, NULL, NULL, 0, 0, 0}; /* no scalar, cap, window: blocks_supported */
+                                     s->tau, c->mask_value, NULL, NULL, 0, 0, 0,
+                                     NULL, 0, 0, 0, 0}; /* no scalar, cap, window, T5 bias: blocks_supported */
     s->rope = (refenc_rope_options){c->rope_layout, c->rope_base, s->pos, NULL}; /* unscaled: blocks_supported */
     s->m.opt = &s->mo;
     s->m.rope = c->positional == REFENC_POS_ROPE ? &s->rope : NULL;

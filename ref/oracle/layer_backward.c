@@ -298,6 +298,7 @@ int refenc_mpb_blocks_supported(const refenc_config *cfg, refenc_error *err)
 {
     const char *key = cfg->qkv_bias                                ? "qkv_bias" /* Qwen's: named first */
                       : cfg->qk_norm != REFENC_QKNORM_NONE         ? "qk_norm"
+                      : cfg->relative_attention_num_buckets != 0 ? "relative_attention_num_buckets" /* T5's, too */
                       : cfg->norm_type != REFENC_NORMTYPE_LAYERNORM ? "norm_type"
                       : cfg->ffn_type != REFENC_FFN_MLP            ? "ffn_type"
                       : !cfg->norm_bias                            ? "norm_bias"
@@ -323,7 +324,7 @@ int refenc_mpb_blocks_supported(const refenc_config *cfg, refenc_error *err)
                             "oracle backward: config key %s: only LayerNorm with its bias, the plain MLP, "
                             "linears with biases, unscaled full-width RoPE and multi-head attention with "
                             "head width d_model / n_heads, uncapped, unwindowed and scaled by it, without Qwen's qkv_bias "
-                            "or qk_norm or a pooling, every layer with its attention norm, have an MPFR backward yet", key);
+                            "or qk_norm, T5's relative bias or a pooling, every layer with its attention norm, have an MPFR backward yet", key);
 }
 
 int refenc_mp_layer_backward(double *dx, const refenc_layer_params *dlp, double *y,

@@ -182,6 +182,10 @@ static void head(refenc_mpe_unit *u, size_t h, refenc_mpe_worker *w, void *arg)
     const size_t kv = tiled ? h % u->Hkv : h / (u->H / u->Hkv);
     const refenc_input *in = u->run->in;
     const int flat = u->run->hooks != NULL && u->run->hooks->merge_without_transpose;
+    /* T5's table: layer 0's for every layer; the bug variant t5_bias_per_layer
+     * gives the later layers none (only block 0 has relative_attention_bias) */
+    const int own = u->run->hooks != NULL && u->run->hooks->t5_bias_per_layer;
+    const double *t5 = own && u->layer > 0 ? NULL : u->run->params->layers[0].relative_attention_bias;
     int inexact[2] = {0, 0};
     REFENC_MPE_LANES(u, li) {
         refenc_mpe_lane *ln = &u->lanes[li];
@@ -193,7 +197,11 @@ static void head(refenc_mpe_unit *u, size_t h, refenc_mpe_worker *w, void *arg)
             .score_scalar = u->scalar, .softcap = u->cap,
             .cap_after_mask = u->run->hooks != NULL && u->run->hooks->softcap_after_mask,
             .sliding_window = layer_is_global(u) ? 0 : u->cfg->sliding_window,
-            .local_attention = layer_is_global(u) ? 0 : u->cfg->local_attention};
+            .local_attention = layer_is_global(u) ? 0 : u->cfg->local_attention,
+            .relative_bias = t5 != NULL ? t5 + h : NULL, .relative_stride = u->H, /* column h as head 0 */
+            .relative_num_buckets = u->cfg->relative_attention_num_buckets,
+            .relative_max_distance = u->cfg->relative_attention_max_distance,
+            .relative_unclamped = u->run->hooks != NULL && u->run->hooks->t5_bucket_not_clamped};
         mpfr_clear_inexflag();
         refenc_mpk_attention_forward(w->out[li], w->weights[li], ln->q + h * L * Dh, ln->k + kv * L * Dh,
                                      ln->v + kv * L * Dh, &opt, 1, 1, L, Dh, &w->ws[li]);
@@ -283,6 +291,8 @@ int refenc_mp_gqa_forward(double *y, double *weights, const double *x,
     cfg.causal = opt->causal, cfg.temperature = opt->temperature, cfg.mask_value = opt->mask_value;
     cfg.query_pre_attn_scalar = opt->score_scalar, cfg.attn_logit_softcapping = opt->softcap;
     cfg.sliding_window = opt->sliding_window, cfg.local_attention = opt->local_attention;
+    cfg.relative_attention_num_buckets = opt->relative_bias != NULL ? opt->relative_num_buckets : 0;
+    cfg.relative_attention_max_distance = opt->relative_max_distance;
     cfg.positional = rope != NULL ? REFENC_POS_ROPE : opt->alibi_slopes != NULL ? REFENC_POS_ALIBI : REFENC_POS_NONE;
     if (rope != NULL)
         cfg.rope_layout = rope->layout, cfg.rope_base = rope->base;
@@ -290,7 +300,8 @@ int refenc_mp_gqa_forward(double *y, double *weights, const double *x,
         cfg.rope_scaling = *rope->scaling;
     refenc_layer_params lp = {.in_proj_weight = (double *)in_proj_weight, .in_proj_bias = (double *)in_proj_bias,
                               .out_proj_weight = (double *)out_proj_weight,
-                              .out_proj_bias = (double *)out_proj_bias};
+                              .out_proj_bias = (double *)out_proj_bias,
+                              .relative_attention_bias = (double *)opt->relative_bias};
     const refenc_params p = {.n_layers = 1, .layers = &lp};
     const refenc_input in = {.B = B, .L = L, .x = x, .key_padding_mask = opt->key_padding_mask,
                              .positions = rope != NULL ? rope->positions : opt->positions,

@@ -65,6 +65,8 @@ typedef struct {
     int qk_norm_after_rope;      /* Qwen3's q_norm, k_norm after RoPE, not before */
     int qk_norm_over_all_heads;  /* q_norm, k_norm over the H Dh of a row      */
     int pooling_ignores_padding; /* the pooling reads every row as a token     */
+    int t5_bucket_not_clamped;   /* T5's bucket without min(., nb/2 - 1)        */
+    int t5_bias_per_layer;       /* T5's bias in layer 0 only (its own table)   */
 } refenc_mp_hooks;
 
 /* ------------------------------------------------------------------------ */
@@ -400,7 +402,19 @@ typedef struct {
                                       * after ALiBi and the masks (masked: -cap)   */
     size_t sliding_window;           /* w: key j seen iff j + w > i; 0: off       */
     size_t local_attention;          /* w: key j seen iff 2 |i - j| <= w; 0: off   */
+    const double *relative_bias;     /* T5's table (nb, H): entry [b, h] at        *
+                                      * b * relative_stride + h; NULL: none         */
+    size_t relative_stride;          /* H                                          */
+    size_t relative_num_buckets;     /* nb                                         */
+    size_t relative_max_distance;    /* md                                         */
+    int relative_unclamped;          /* the bug variant t5_bucket_not_clamped      */
 } refenc_mp_attn_options;
+
+/* T5's bidirectional bucket of rel = pos_j - pos_i (relative_bias.c; the
+ * rule of relative_bucket.h, computed apart), and s += table[bucket, h]
+ * (one rounding).  Never fail. */
+size_t refenc_mpk_relative_bucket(int64_t rel, size_t num_buckets, size_t max_distance, int unclamped);
+void refenc_mpk_relative_bias_add(mpfr_ptr s, const refenc_mp_attn_options *opt, size_t h, size_t i, size_t j);
 
 /* Scaled dot-product attention, masked-row policy of attention.h (a masked
  * key's score is -inf, or exactly -DBL_MAX with mask_value finfo_min).

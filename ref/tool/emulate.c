@@ -193,10 +193,14 @@ static void layer(const emu_run *r, double *y, refenc_layer_work *w, const doubl
     emit_layer(r, i, "output", y, 3, B, L, D, 0);
 }
 
-/* The attention options of the case. */
-static refenc_attn_options attn_options(const refenc_case *c, const double *slopes)
+/* The attention options of the case (T5's table: layer 0's; the bug
+ * variant t5_bucket_not_clamped from the hooks). */
+static refenc_attn_options attn_options(const emu_run *r, const refenc_case *c, const double *slopes)
 {
-    return refenc_attn_options_of(&c->cfg, c->key_padding_mask, c->attn_mask, c->positions, slopes);
+    refenc_attn_options opt = refenc_attn_options_of(&c->cfg, c->key_padding_mask, c->attn_mask, c->positions, slopes);
+    opt.relative_bias = c->params.layers[0].relative_attention_bias;
+    opt.relative_unclamped = r->hooks != NULL && r->hooks->t5_bucket_not_clamped;
+    return opt;
 }
 
 /* The layers on h (next: their other buffer), each with its window and RoPE
@@ -206,9 +210,11 @@ static double *stack(const emu_run *r, double *h, double *next, refenc_workspace
 {
     const refenc_config *cfg = &c->cfg;
     for (size_t i = 0; i < cfg->n_layers; i++) {
-        refenc_attn_options opt = attn_options(c, slopes);
+        refenc_attn_options opt = attn_options(r, c, slopes);
         refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions, &cfg->rope_scaling};
         refenc_layer_options(cfg, i, &opt, &rope);
+        if (r->hooks != NULL && r->hooks->t5_bias_per_layer && i > 0) /* only block 0 has a table */
+            opt.relative_bias = NULL;
         if (r->hooks != NULL && r->hooks->rope_scaling_on_local_layers)
             rope.scaling = &cfg->rope_scaling;
         layer(r, next, &ws->layer, h, &c->params.layers[i], cfg, &opt,
@@ -284,7 +290,7 @@ static void component(const emu_run *r, double *y, double *y2, refenc_workspace 
     const refenc_layer_params *lp = &c->params.layers[0];
     switch (c->component) {
     case REFENC_COMP_ATTENTION: {
-        const refenc_attn_options opt = attn_options(c, slopes);
+        const refenc_attn_options opt = attn_options(r, c, slopes);
         const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions, &cfg->rope_scaling};
         mha(r, y, &ws->layer.mha, c->x, lp, &opt, cfg->positional == REFENC_POS_ROPE ? &rope : NULL, B, L, D, H);
         emit(r, "weights", ws->layer.mha.weights, 4, B, H, L, L);

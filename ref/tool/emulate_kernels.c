@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../alibi.h"
+#include "../relative_bias.h"
 #include "../attention.h"
 #include "../pooling.h"
 #include "../rope.h"
@@ -204,12 +205,12 @@ static double emu_softcap(const refenc_emulation *e, double s, double cap)
 }
 
 /* The scores of one (b, h) into w (L, L): q.k / divisor, capped (Gemma 2,
- * before the biases and masks), + ALiBi + mask.  cap_after_mask (the bug
+ * before the biases and masks), + ALiBi + T5's bias + mask.  cap_after_mask (the bug
  * variant softcap_after_mask) caps after them instead: a masked -inf or
  * -DBL_MAX becomes -cap. */
 static void scores(const refenc_emulation *e, double *w, const double *q, const double *k,
-                   const refenc_attn_options *opt, const uint8_t *pad, size_t h, size_t L, size_t Dh,
-                   double divisor, int cap_after_mask)
+                   const refenc_attn_options *opt, const uint8_t *pad, size_t h, size_t H, size_t L,
+                   size_t Dh, double divisor, int cap_after_mask)
 {
     const int cap = opt->softcap > 0;
     for (size_t i = 0; i < L; i++)
@@ -220,6 +221,12 @@ static void scores(const refenc_emulation *e, double *w, const double *q, const 
             if (opt->alibi_slopes != NULL)
                 s = emu_m(e, s + emu_m(e, refenc_alibi_bias(opt->alibi_slopes[h], opt->positions[i],
                                                              opt->positions[j])));
+            if (opt->relative_bias != NULL) /* T5: a table entry in the model's dtype */
+                s = emu_m(e, s + emu_m(e, refenc_relative_bias(opt->relative_bias, H, h,
+                                                                opt->positions[i], opt->positions[j],
+                                                                opt->relative_num_buckets,
+                                                                opt->relative_max_distance,
+                                                                opt->relative_unclamped)));
             if (opt->attn_mask != NULL)
                 s = emu_m(e, s + opt->attn_mask[i * L + j]);
             if ((pad != NULL && pad[j]) || (opt->causal && j > i) || /* the model's mask value */
@@ -243,7 +250,7 @@ void emu_attention(const refenc_emulation *e, double *out, double *weights, cons
             const size_t bh = b * H + h;
             double *w_bh = weights + bh * L * L;
             const double *v_bh = v + bh * L * Dh;
-            scores(e, w_bh, q + bh * L * Dh, k + bh * L * Dh, opt, pad_b, h, L, Dh, divisor, cap_after_mask);
+            scores(e, w_bh, q + bh * L * Dh, k + bh * L * Dh, opt, pad_b, h, H, L, Dh, divisor, cap_after_mask);
             emu_softmax(e, w_bh, w_bh, L, L, 1.0, 1);
             for (size_t i = 0; i < L; i++)
                 for (size_t d = 0; d < Dh; d++)

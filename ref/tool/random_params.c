@@ -21,6 +21,8 @@ void refenc_params_init_random(refenc_params *p, const refenc_config *cfg, gsl_r
             sigma = 1.0 / sqrt((double)cfg->d_model);
         else if (strcmp(x->name, "pos_embedding.weight") == 0)
             sigma = 0.5;
+        else if (strstr(x->name, "relative_attention_bias") != NULL)
+            sigma = 1.0; /* T5's (nb, H) table: biases of the order of the unscaled scores */
         else if (strstr(x->name, "norm") != NULL) { /* norm1, norm2, norm: gamma and beta */
             sigma = 0.1; /* the scale near 1: Gemma's w stores (scale - 1), so it is near 0 */
             mean = ends_with(x->name, ".weight") && !cfg->rmsnorm_offset ? 1.0 : 0.0;

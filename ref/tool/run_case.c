@@ -60,8 +60,9 @@ static void run_attention(double *y, refenc_workspace *ws, const refenc_case *c,
     const refenc_config *cfg = &c->cfg;
     const size_t B = c->B, L = c->L, D = cfg->d_model, H = cfg->n_heads;
     const refenc_layer_params *lp = &c->params.layers[0];
-    const refenc_attn_options opt =
+    refenc_attn_options opt =
         refenc_attn_options_of(cfg, c->key_padding_mask, c->attn_mask, c->positions, ws->alibi_slopes);
+    opt.relative_bias = lp->relative_attention_bias; /* T5's table, layer 0's */
     const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions, &cfg->rope_scaling};
     refenc_qk_norm qk;
     refenc_gqa_qk_forward(y, &ws->layer.mha, c->x, lp->in_proj_weight, lp->in_proj_bias,

@@ -365,6 +365,36 @@ static const refenc_variant_info table[REFENC_VAR_COUNT] = {
         "missing the step of normalizing embeddings\", #8143)",
         "divide each pooled vector by max(||e||_2, 1e-12) (torch.nn.functional.normalize) when "
         "the model's modules.json has a Normalize module (pooling_normalize)"},
+    [REFENC_VAR_T5_SCORES_SCALED] = {
+        "t5_scores_scaled", "t5_scores_scaled",
+        "every attention too flat (weights closer to uniform) in every layer: the scores divided "
+        "by sqrt(Dh) where T5 leaves them unscaled",
+        "T5's scores scaled by 1/sqrt(d_kv), as every other Transformer does: T5 folds the scale "
+        "into its initialisation (\"Mesh TensorFlow initialization to avoid scaling before "
+        "softmax\", HF T5Attention), and a generic attention kernel divides once too often "
+        "(nntile/nntile#356: a C++ T5 whose sdpa_eager always divides by sqrt(head_size); "
+        "allenai/allennlp#5360 found T5's scaling factor forced to 1)",
+        "compute q k^T without any 1/sqrt(d) (query_pre_attn_scalar 1: the divisor is 1)"},
+    [REFENC_VAR_T5_BUCKET_NOT_CLAMPED] = {
+        "t5_bucket_not_clamped", "t5_bucket_not_clamped",
+        "right for every pair of positions closer than max_distance; wrong from |i - j| = "
+        "max_distance on (T5: 128): those keys get another bucket's bias",
+        "the large-offset bucket max_exact + floor(log(r / max_exact) / log(max_distance / "
+        "max_exact) (nb/2 - max_exact)) not clamped to nb/2 - 1 (huggingface/candle#1312): at "
+        "r >= max_distance it is nb/2, the other sign's first row (keys before the query) or "
+        "past the table (after it; refenc reads row index mod nb, row 0)",
+        "take min(bucket, nb/2 - 1) before adding the sign's offset (T5Attention."
+        "_relative_position_bucket: torch.min(relative_position_if_large, num_buckets - 1))"},
+    [REFENC_VAR_T5_BIAS_PER_LAYER] = {
+        "t5_bias_per_layer", "t5_bias_per_layer",
+        "layer 0 right, every later layer's attention without position information: its "
+        "weights depend on the content only",
+        "the relative bias computed per layer from that layer's own relative_attention_bias, "
+        "which only block 0 has (has_relative_attention_bias): the later layers add none "
+        "(huggingface/transformers#13397 and #10221 asked why only the first layer had it; "
+        "OpenNMT/CTranslate2#1335 reuses the first layer's bias in every layer)",
+        "compute position_bias once, in layer 0, from its table, and add the same bias in every "
+        "layer (T5Stack passes position_bias from block 0 to the next blocks)"},
     [REFENC_VAR_RMSNORM_OFFSET_MISSING] = {
         "rmsnorm_offset_missing", "rmsnorm_offset_missing",
         "every RMSNorm output scaled by w (near 0) instead of 1 + w: outputs far too small",
@@ -482,6 +512,40 @@ static int gemma3_scaled(const refenc_case *c)
            (s->factor != 1.0 || refenc_rope_attention_factor(s) != 1.0);
 }
 
+/* T5's convention: a relative bias and unscaled scores (query_pre_attn_scalar
+ * 1: the divisor is tau), where the scaled scores are t5_scores_scaled. */
+static int t5_unscaled(const refenc_case *c)
+{
+    return c->cfg.relative_attention_num_buckets > 0 && c->cfg.query_pre_attn_scalar == 1.0;
+}
+
+/* The largest |pos_i - pos_j| of the case's positions. */
+static int64_t position_span(const refenc_case *c)
+{
+    int64_t lo = 0, hi = 0;
+    for (size_t l = 0; l < c->L; l++) {
+        const int64_t p = c->positions != NULL ? c->positions[l] : (int64_t)l;
+        lo = l == 0 || p < lo ? p : lo;
+        hi = l == 0 || p > hi ? p : hi;
+    }
+    return hi - lo;
+}
+
+/* T5's variants (relative_bias.h): each only where it changes the scores. */
+static int t5_applies(refenc_variant v, const refenc_case *c)
+{
+    const refenc_config *cfg = &c->cfg;
+    if (!has_attention(c) || cfg->relative_attention_num_buckets == 0)
+        return 0;
+    switch (v) {
+    case REFENC_VAR_T5_SCORES_SCALED: return t5_unscaled(c) && refenc_config_head_dim(cfg) > 1;
+    case REFENC_VAR_T5_BUCKET_NOT_CLAMPED: /* a pair of positions max_distance apart */
+        return position_span(c) >= (int64_t)cfg->relative_attention_max_distance;
+    case REFENC_VAR_T5_BIAS_PER_LAYER: return c->component == REFENC_COMP_ENCODER && cfg->n_layers > 1;
+    default: return 0;
+    }
+}
+
 /* The modern blocks' variants: the gated FFN's, Gemma's (1 + w) RMSNorm's,
  * grouped-query attention's, the attention windows'. */
 static int modern_block_applies(refenc_variant v, const refenc_case *c)
@@ -500,9 +564,9 @@ static int modern_block_applies(refenc_variant v, const refenc_case *c)
         return has_attention(c) && cfg->attn_logit_softcapping > 0 &&
                (cfg->causal || c->key_padding_mask != NULL || c->attn_mask != NULL ||
                 cfg->positional == REFENC_POS_ALIBI);
-    case REFENC_VAR_QUERY_SCALE_HEAD_DIM: /* S = Dh: the same scale */
+    case REFENC_VAR_QUERY_SCALE_HEAD_DIM: /* S = Dh: the same scale; T5's is t5_scores_scaled */
         return has_attention(c) && cfg->query_pre_attn_scalar > 0 &&
-               cfg->query_pre_attn_scalar != (double)refenc_config_head_dim(cfg);
+               cfg->query_pre_attn_scalar != (double)refenc_config_head_dim(cfg) && !t5_unscaled(c);
     case REFENC_VAR_GQA_TILED: /* with Hkv = 1 or Hkv = H tiling is grouping */
         return has_attention(c) && refenc_config_kv_heads(cfg) > 1 && refenc_config_kv_heads(cfg) < cfg->n_heads;
     case REFENC_VAR_WINDOW_OFF_BY_ONE: /* only where the window cuts a key: */
@@ -604,8 +668,8 @@ int refenc_variant_applies(refenc_variant v, const refenc_case *c)
         return has_rope(c);
     case REFENC_VAR_ATTENTION_SCALE_SQRT_D:
         return has_attention(c) && H > 1;
-    case REFENC_VAR_ATTENTION_UNSCALED:
-        return has_attention(c) && refenc_config_head_dim(cfg) > 1;
+    case REFENC_VAR_ATTENTION_UNSCALED: /* not where the scores are unscaled already (T5) */
+        return has_attention(c) && refenc_config_head_dim(cfg) > 1 && cfg->query_pre_attn_scalar != 1.0;
     case REFENC_VAR_MISSING_FINAL_NORM:
         return c->component == REFENC_COMP_ENCODER && cfg->norm == REFENC_NORM_PRE && cfg->final_norm;
     case REFENC_VAR_EMBEDDING_UNSCALED:
@@ -642,7 +706,7 @@ int refenc_variant_applies(refenc_variant v, const refenc_case *c)
     case REFENC_VAR_GELU_FOR_QUICK_GELU:
         return has_activation(c, REFENC_ACT_QUICK_GELU);
     default: /* the modern blocks', the RoPE scaling and the pooling variants, else 0 */
-        return modern_block_applies(v, c) || rope_scaling_applies(v, c) || pooling_applies(v, c);
+        return modern_block_applies(v, c) || rope_scaling_applies(v, c) || pooling_applies(v, c) || t5_applies(v, c);
     }
 }
 
@@ -815,6 +879,9 @@ static void apply_modern(refenc_variant v, refenc_case *c, refenc_variant_hooks 
     case REFENC_VAR_MEAN_COUNTS_PADDING:
     case REFENC_VAR_LAST_TOKEN_IGNORES_PADDING: hooks->pooling_ignores_padding = 1; break;
     case REFENC_VAR_POOLING_NOT_NORMALIZED: cfg->pooling_normalize = 0; break;
+    case REFENC_VAR_T5_SCORES_SCALED: cfg->query_pre_attn_scalar = 0; break; /* S = Dh */
+    case REFENC_VAR_T5_BUCKET_NOT_CLAMPED: hooks->t5_bucket_not_clamped = 1; break;
+    case REFENC_VAR_T5_BIAS_PER_LAYER: hooks->t5_bias_per_layer = 1; break;
     default: break;
     }
 }

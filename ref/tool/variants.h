@@ -81,6 +81,10 @@ typedef enum {
     REFENC_VAR_POST_ATTENTION_NORM_AS_PRE_FFN,
     /* decoder blocks run as bidirectional encoders (docs/families.md) */
     REFENC_VAR_BIDIRECTIONAL_RUN_CAUSALLY,
+    /* T5's relative position bias (relative_bias.h, docs/families.md) */
+    REFENC_VAR_T5_SCORES_SCALED,
+    REFENC_VAR_T5_BUCKET_NOT_CLAMPED,
+    REFENC_VAR_T5_BIAS_PER_LAYER,
     REFENC_VAR_COUNT
 } refenc_variant;
 
@@ -112,6 +116,9 @@ typedef struct {
     int qk_norm_over_all_heads;  /* q_norm, k_norm over a row's H Dh (OLMo-2's) */
     int pooling_ignores_padding; /* the pooling reads every row as a token:
                                   * the mean over L, the last token at L - 1   */
+    int t5_bucket_not_clamped;   /* T5's bucket without min(., nb/2 - 1)       */
+    int t5_bias_per_layer;       /* T5's bias in layer 0 only: the later layers
+                                  * have no table of their own                 */
 } refenc_variant_hooks;
 
 /* Whether the variant changes this case at all (e.g. no RoPE variant for a

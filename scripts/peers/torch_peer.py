@@ -64,7 +64,8 @@ KNOWN_BUGS = ["layernorm_eps_x10", "layernorm_eps_div10", "unbiased_variance", "
               "rope_scaling_on_local_layers", "global_rope_scaling_ignored",
               "embedding_normalizer_unrounded", "qkv_bias_dropped", "qk_norm_after_rope",
               "qk_norm_over_all_heads", "first_prenorm_applied", "sandwich_norms_missing",
-              "post_attention_norm_as_pre_ffn", "bidirectional_run_causally"] \
+              "post_attention_norm_as_pre_ffn", "bidirectional_run_causally", "t5_scores_scaled",
+              "t5_bucket_not_clamped", "t5_bias_per_layer"] \
     + torch_families.KNOWN_BUGS + torch_rope_scaling.BUGS + POOLING_BUGS
 UNKNOWN_BUGS = ["softmax_over_queries", "ffn_residual_dropped"]
 BUG = None
@@ -167,6 +168,22 @@ class table_precision:
     def __enter__(self):
         self.saved = EMU.exempt if EMU is not None else None
         if EMU is not None and not EMU.pure:
+            EMU.exempt = True
+
+    def __exit__(self, *exc):
+        if EMU is not None:
+            EMU.exempt = self.saved
+
+
+class index_precision:
+    """T5's bucket indices: HF computes them from integer positions with an
+    explicit float32 logarithm whatever the model's dtype (.float()), so
+    neither emulation rounds them (a bfloat16 log(32 / 8) would move offset
+    32 to the bucket below)."""
+
+    def __enter__(self):
+        self.saved = EMU.exempt if EMU is not None else None
+        if EMU is not None:
             EMU.exempt = True
 
     def __exit__(self, *exc):
@@ -423,16 +440,63 @@ def masked_score(case):
     return float("-inf")
 
 
-def score_bias(case, B, H, L, positions, cfg=None):
+def t5_relative_position_bucket(relative_position, num_buckets, max_distance):
+    """Hugging Face's T5Attention._relative_position_bucket with
+    bidirectional=True (models/t5/modeling_t5.py), the encoder's: half the
+    buckets per sign, keys after the query (relative_position > 0) in the
+    upper half, offsets below max_exact = num_buckets // 4 exact, larger ones
+    logarithmic up to max_distance, clamped to the sign's last bucket.  The
+    logarithm is HF's float32 one; for T5's (32, 128) it gives the exact
+    buckets for every offset (docs/certify.md, "T5's relative buckets").  The
+    bug t5_bucket_not_clamped leaves the clamp out; as refenc defines it
+    (ref/relative_bucket.h), offsets >= max_distance then take bucket
+    num_buckets // 2 of their sign, read modulo the table's rows."""
+    relative_buckets = 0
+    num_buckets //= 2
+    relative_buckets += (relative_position > 0).to(torch.long) * num_buckets
+    relative_position = torch.abs(relative_position)
+    max_exact = num_buckets // 2
+    is_small = relative_position < max_exact
+    large = max_exact + (torch.log(relative_position.float() / max_exact) / math.log(max_distance / max_exact)
+                         * (num_buckets - max_exact)).to(torch.long)
+    last = num_buckets if BUG == "t5_bucket_not_clamped" else num_buckets - 1
+    large = torch.min(large, torch.full_like(large, last))
+    return (relative_buckets + torch.where(is_small, relative_position, large)) % (2 * num_buckets)
+
+
+def t5_bias(case, positions, layer):
+    """T5Attention.compute_bias: position_bias (H, L, L) = table[bucket(memory
+    - query), h] from block 0's relative_attention_bias (nb, H), which T5Stack
+    passes on to every later block (transformers#13397).  The bug
+    t5_bias_per_layer gives the later blocks none (they have no table)."""
+    if layer > 0 and BUG == "t5_bias_per_layer":
+        return None
+    name = "layers.0.self_attn.relative_attention_bias.weight"
+    table = case.t(name if case.has(name) else "relative_attention_bias.weight")
+    cfg = case.cfg
+    relative_position = positions[None, :] - positions[:, None]  # memory_position - context_position
+    with index_precision():
+        bucket = t5_relative_position_bucket(relative_position, cfg["relative_attention_num_buckets"],
+                                             cfg.get("relative_attention_max_distance", 128))
+    return table[bucket].permute(2, 0, 1)
+
+
+def score_bias(case, B, H, L, positions, cfg=None, layer=0):
     """The float mask added to the scores, (B*H, L, L), or None: ALiBi,
-    causal, in.attn_mask, the attention windows (key padding is passed
-    separately); cfg: a layer's (layer_cfg), else the case's."""
+    T5's relative bias (of layer `layer`), causal, in.attn_mask, the
+    attention windows (key padding is passed separately); cfg: a layer's
+    (layer_cfg), else the case's."""
     cfg, dt = cfg if cfg is not None else case.cfg, case.dt
     bias = torch.zeros(H, L, L, dtype=dt)
     used = False
     if cfg["positional"] == "alibi":
         bias = bias + alibi_bias(H, positions, dt)
         used = True
+    if cfg.get("relative_attention_num_buckets"):
+        t5 = t5_bias(case, positions, layer)
+        if t5 is not None:
+            bias = bias + t5
+            used = True
     # the bug bidirectional_run_causally: a decoder's causal mask kept for a
     # bidirectional embedding model (sentence-transformers#3513)
     if cfg["causal"] or BUG == "bidirectional_run_causally":
@@ -476,7 +540,7 @@ def qk_norm(cfg, q, k, qk):
     return whole(q, qk[0]), whole(k, qk[1])
 
 
-def manual_attention(case, x, W_in, b_in, W_o, b_o, positions, cfg=None, qk=None):
+def manual_attention(case, x, W_in, b_in, W_o, b_o, positions, cfg=None, qk=None, layer=0):
     """Multi-head attention from torch operations, for what nn.MultiheadAttention
     cannot do (RoPE, temperature, grouped-query attention, head_dim, Gemma's
     score scale and softcap, Qwen3's q/k norms: qk = (q_norm, k_norm) weights
@@ -503,8 +567,11 @@ def manual_attention(case, x, W_in, b_in, W_o, b_o, positions, cfg=None, qk=None
     k, v = repeat_kv(k, H // Hkv), repeat_kv(v, H // Hkv)
     # Gemma 2/3: query_pre_attn_scalar^-0.5 instead of head_dim^-0.5 (the bug
     # query_scale_head_dim keeps head_dim's, antonellof/ferrox#40)
+    # T5 (query_pre_attn_scalar 1): no scale at all; the bug t5_scores_scaled
+    # divides by sqrt(d_kv) as a generic kernel does (nntile#356)
     S = cfg.get("query_pre_attn_scalar")
-    width = Dh if S is None or BUG == "query_scale_head_dim" else S
+    t5 = bool(cfg.get("relative_attention_num_buckets"))  # T5's unscaled scores: t5_scores_scaled's
+    width = Dh if S is None or BUG == ("t5_scores_scaled" if t5 else "query_scale_head_dim") else S
     scale = {"attention_scale_sqrt_d": math.sqrt(D), "attention_unscaled": 1.0}.get(BUG, math.sqrt(width))
     s = q @ k.transpose(-1, -2) / (scale * cfg["temperature"])
     cap = cfg.get("attn_logit_softcapping")
@@ -513,7 +580,7 @@ def manual_attention(case, x, W_in, b_in, W_o, b_o, positions, cfg=None, qk=None
     late = BUG == "softcap_after_mask"  # the cap over score + mask (onnx#7865): masked keys -cap
     if cap is not None and not late:  # Gemma2Attention: before the mask
         s = torch.tanh(s / cap) * cap
-    bias = score_bias(case, B, H, L, positions, cfg)
+    bias = score_bias(case, B, H, L, positions, cfg, layer)
     if bias is not None:
         s = s + bias.reshape(B, H, L, L)
     pad = case.padding()
@@ -579,7 +646,10 @@ def run_encoder(case):
         pidx = cfg["padding_idx"] if cfg["padding_idx"] >= 0 else None
         emb = nn.Embedding(cfg["vocab_size"], D, padding_idx=pidx, dtype=dt)
         emb.load_state_dict({"weight": case.t("embedding.weight")})
-        scaled = cfg.get("scale_embedding", True) and BUG != "embedding_unscaled"
+        # scale_embedding false (T5): no sqrt(D); the bugs embedding_unscaled
+        # and embedding_scaled drop it or add it
+        scaled = cfg.get("scale_embedding", True)
+        scaled = False if BUG == "embedding_unscaled" else True if BUG == "embedding_scaled" else scaled
         x = emb(tokens) * (normalizer(cfg, D) if scaled else 1.0)
     else:
         x = case.t("in.x")
@@ -635,7 +705,7 @@ def run_encoder(case):
         qk = (p("self_attn.q_norm.weight"), p("self_attn.k_norm.weight")) if cfg.get("qk_norm") == "rms" else None
         attn = lambda t: manual_attention(case, t, p("self_attn.in_proj_weight"), p("self_attn.in_proj_bias"),
                                           p("self_attn.out_proj.weight"), p("self_attn.out_proj.bias"), positions,
-                                          layer_cfg(cfg, i), qk)
+                                          layer_cfg(cfg, i), qk, i)
         ffn = lambda t: ffn_block(cfg, t, p("linear1.weight"), p("linear1.bias"), p("linear2.weight"),
                                   p("linear2.bias"), act)
         keep = 0.0 if BUG == "ffn_residual_dropped" else 1.0

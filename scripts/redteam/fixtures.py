@@ -208,6 +208,17 @@ def build(cli, base, source_root):
     _dump(j("qkv_bias_str.json"), {"model": dict(TINY_MODEL, linear_bias=False, qkv_bias="true"),
                                    "input": {"batch": 1, "seq_len": 3}})
     _dump(j("qk_norm_bad.json"), {"model": dict(TINY_MODEL, qk_norm="layernorm"), "input": {"batch": 1, "seq_len": 3}})
+    # T5's relative bias: a T5 config (buckets, unscaled scores, RMSNorm) is made over 2 layers;
+    # odd buckets, a max_distance within max_exact, buckets with ALiBi exit 2 naming the field;
+    # --grad exits 2 naming it
+    _dump(j("t5.json"), {"model": dict(TINY_MODEL, n_layers=2, norm_type="rmsnorm", query_pre_attn_scalar=1,
+                                       relative_attention_num_buckets=8, relative_attention_max_distance=4),
+                         "input": {"batch": 1, "seq_len": 6}})
+    _dump(j("t5_odd.json"), {"model": dict(TINY_MODEL, relative_attention_num_buckets=9), "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("t5_md.json"), {"model": dict(TINY_MODEL, relative_attention_num_buckets=32,
+                                          relative_attention_max_distance=8), "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("t5_alibi.json"), {"model": dict(TINY_MODEL, positional="alibi", relative_attention_num_buckets=32),
+                               "input": {"batch": 1, "seq_len": 3}})
     _dump(j("tok.json"), {"model": dict(TINY_MODEL, vocab_size=10), "input": {"batch": 2, "seq_len": 3}})
     os.makedirs(j("sub"))
     shutil.copyfile(j("cfg.json"), os.path.join(base, "x\udcffcfg.json"))  # a config named in bytes not UTF-8

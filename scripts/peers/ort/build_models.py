@@ -89,6 +89,8 @@ CONFIG_SUPPORT = {
     "qkv_bias": None, "qk_norm": {"none", "rms"},
     # the pooled embedding out.embedding (docs/families.md, "Pooling")
     "pooling": {"none", "mean", "cls", "last_token"}, "pooling_normalize": None,
+    # T5's relative position bias (docs/families.md): layer 0's table in every layer
+    "relative_attention_num_buckets": None, "relative_attention_max_distance": None,
 }
 
 
@@ -96,7 +98,7 @@ CONFIG_SUPPORT = {
 # models, to show that the certifier names them through ONNX Runtime's own
 # kernels too (scripts/certify-ort.sh).
 BUGS = ("layernorm_eps_x10", "unbiased_variance", "gelu_tanh_for_exact", "gqa_tiled", "softcap_after_mask",
-        "window_off_by_one")
+        "window_off_by_one", "t5_bucket_not_clamped")
 BUG = None
 
 
@@ -387,6 +389,37 @@ def alibi(g, pos, H):
     return slopes, g.op("Neg", g.op("Mul", m, dist))
 
 
+def t5_bias(g, cfg, L):
+    """T5's position_bias (H, L, L) as an exported HF T5 computes it
+    (T5Attention._relative_position_bucket with bidirectional=True, then
+    compute_bias): relative = memory - query positions (int64), half the
+    buckets per sign, offsets below max_exact = nb // 4 exact, larger ones
+    max_exact + int(log(r / max_exact) / log(md / max_exact) (nb/2 -
+    max_exact)) in float32, clamped to nb/2 - 1; then layers.0's table (nb,
+    H) gathered and transposed.  Built once; every layer adds it."""
+    nb, md = cfg["relative_attention_num_buckets"], cfg.get("relative_attention_max_distance", 128)
+    half = nb // 2
+    me = half // 2
+    pos = g.input("in.positions") if "in.positions" in g.tensors else g.const(np.arange(L), np.int64)
+    rel = g.op("Sub", g.op("Unsqueeze", pos, g.const([0], np.int64)),
+               g.op("Unsqueeze", pos, g.const([1], np.int64)))                       # (L, L): j - i
+    sign = g.op("Mul", g.op("Cast", g.op("Greater", rel, g.const(0, np.int64)), to=TensorProto.INT64),
+                g.const(half, np.int64))
+    r = g.op("Abs", rel)
+    rf = g.op("Div", g.op("Cast", r, to=TensorProto.FLOAT), g.const(float(me)))
+    large = g.op("Cast", g.op("Mul", g.op("Div", g.op("Log", rf), g.const(math.log(md / me))),
+                              g.const(float(half - me))), to=TensorProto.INT64)    # truncation, as .to(long)
+    # the bug t5_bucket_not_clamped (candle#1312), as refenc defines it
+    # (ref/relative_bucket.h): the clamp one bucket late, the index read mod nb
+    last = half if BUG == "t5_bucket_not_clamped" else half - 1
+    large = g.op("Min", g.op("Add", large, g.const(me, np.int64)), g.const(last, np.int64))
+    bucket = g.op("Add", sign, g.op("Where", g.op("Less", r, g.const(me, np.int64)), r, large))
+    if BUG == "t5_bucket_not_clamped":
+        bucket = g.op("Mod", bucket, g.const(nb, np.int64))
+    table = g.param("layers.0.self_attn.relative_attention_bias.weight")            # (nb, H)
+    return g.op("Transpose", g.op("Gather", table, bucket), perm=[2, 0, 1])          # (H, L, L)
+
+
 def padding_mask(g):
     """(B, 1, 1, L) boolean, 1 = padding: where the scores are set to −inf
     (a masked_fill, which also clears a NaN score)."""
@@ -455,7 +488,7 @@ def layer_cfg(cfg, i):
     return c
 
 
-def attention(g, x, prefix, cfg, L, pos, pad):
+def attention(g, x, prefix, cfg, L, pos, pad, t5=None):
     """Multi-head attention on x (B, L, D) -> (output (B, L, D), weights (B, H, L, L)).
     pos: the positions (L) as float32 (RoPE, ALiBi), pad: padding_mask or None.
     Grouped-query attention (n_kv_heads) and head_dim: in_proj is
@@ -499,6 +532,8 @@ def attention(g, x, prefix, cfg, L, pos, pad):
         s = g.op("Mul", g.op("Tanh", g.op("Div", s, g.const(cap))), g.const(cap))
     if cfg["positional"] == "alibi":
         s = g.op("Add", s, alibi(g, pos, H)[1])
+    if t5 is not None:  # T5's position_bias (H, L, L), layer 0's
+        s = g.op("Add", s, t5)
     if "in.attn_mask" in g.tensors:
         s = g.op("Add", s, g.input("in.attn_mask"))
     # a masked score: -inf, or float32's finfo.min as the HF models mask (a
@@ -583,6 +618,7 @@ def run_encoder(g, cfg):
     if cfg.get("embedding_norm", False):
         h = norm(g, h, "embedding_norm.", cfg.get("embedding_norm_eps", eps), cfg)
     out["embed"] = h
+    t5 = t5_bias(g, cfg, L) if cfg.get("relative_attention_num_buckets") else None
     for i in range(cfg["n_layers"]):
         p = f"layers.{i}."
         if cfg["norm"] == "pre":    # x + f(LN(x))
@@ -590,7 +626,7 @@ def run_encoder(g, cfg):
                 n1 = g.op("Identity", h)  # ModernBertEncoderLayer: attn_norm = nn.Identity()
             else:
                 n1 = norm(g, h, f"{p}norm1.", eps, cfg)
-            a, w = attention(g, n1, f"{p}self_attn.", layer_cfg(cfg, i), L, pos, pad)
+            a, w = attention(g, n1, f"{p}self_attn.", layer_cfg(cfg, i), L, pos, pad, t5)
             if cfg.get("sandwich_norm", False):  # Gemma2DecoderLayer's post_attention_layernorm
                 a = norm(g, a, f"{p}post_attn_norm.", eps, cfg)
             h = g.op("Add", h, a)
@@ -600,7 +636,7 @@ def run_encoder(g, cfg):
                 f = norm(g, f, f"{p}post_ffn_norm.", eps, cfg)
             h = g.op("Add", h, f)
         else:                       # LN(x + f(x))
-            a, w = attention(g, h, f"{p}self_attn.", layer_cfg(cfg, i), L, pos, pad)
+            a, w = attention(g, h, f"{p}self_attn.", layer_cfg(cfg, i), L, pos, pad, t5)
             n1 = norm(g, g.op("Add", h, a), f"{p}norm1.", eps, cfg)
             f = ffn(g, n1, p, cfg)
             n2 = norm(g, g.op("Add", n1, f), f"{p}norm2.", eps, cfg)

@@ -167,6 +167,8 @@ def features_of(case):
       Qwen's attention (docs/families.md), encoder and attention:
         qkv_bias            q, k, v biased on bias-free linears (Qwen2)
         qk_norm             q and k RMS-normalised per head before RoPE (Qwen3)
+      T5's relative position bias (docs/families.md), encoder and attention:
+        relative_attention_num_buckets  bias table[bucket(j - i), h] on the scores
       local and global layers (docs/families.md), encoder:
         global_attn_every_n_layers  layer l global iff l % n == 0 (ModernBERT)
         sliding_window_pattern      layer l global iff (l + 1) % p == 0 (Gemma 3)
@@ -222,6 +224,8 @@ def features_of(case):
             f.add("qkv_bias")
         if c.get("qk_norm", "none") != "none":
             f.add("qk_norm")
+        if c.get("relative_attention_num_buckets"):
+            f.add("relative_attention_num_buckets")
     for key in ("global_attn_every_n_layers", "sliding_window_pattern"):
         if comp == "encoder" and c.get(key) is not None:
             f.add(key)
