@@ -31,7 +31,8 @@ import refenc  # noqa: E402
 import torch_families  # noqa: E402
 
 PREFIX = {"bert": "bert.", "roberta": "roberta.", "distilbert": "distilbert.", "gpt2": "transformer.",
-          "clip-text": "text_model.", "llama": "model.", "mistral": "model.", "qwen2": "model.", "qwen3": "model."}
+          "clip-text": "text_model.", "llama": "model.", "mistral": "model.", "qwen2": "model.", "qwen3": "model.",
+          "modernbert": "model."}
 # a tensor outside the prefix, and one of the family's buffers inside it
 LLAMA_EXTRA = {"lm_head.weight": (5, "D"), "model.layers.0.self_attn.rotary_emb.inv_freq": (4,)}
 EXTRA = {"bert": {"cls.predictions.bias": (5,), "bert.pooler.dense.bias": ("D",)},
@@ -39,7 +40,8 @@ EXTRA = {"bert": {"cls.predictions.bias": (5,), "bert.pooler.dense.bias": ("D",)
          "distilbert": {"vocab_projector.bias": (5,)},
          "gpt2": {"lm_head.weight": (5,), "transformer.h.0.attn.masked_bias": ()},
          "clip-text": {"text_projection.weight": (5,)},
-         "llama": LLAMA_EXTRA, "mistral": LLAMA_EXTRA, "qwen2": LLAMA_EXTRA, "qwen3": LLAMA_EXTRA}
+         "llama": LLAMA_EXTRA, "mistral": LLAMA_EXTRA, "qwen2": LLAMA_EXTRA, "qwen3": LLAMA_EXTRA,
+         "modernbert": {"head.norm.weight": ("D",), "decoder.bias": (5,)}}
 # the peer's modes in which the goldens made from the Llama-style families'
 # Hugging Face files must PASS (issue 24: F64, F32, BF16, F16)
 PEER_MODES = ("float64", "float32", "bfloat16", "float16")
@@ -99,7 +101,7 @@ def main():
     for entry in manifest["cases"]:
         case = refenc.Case(os.path.join(golden, "cases", entry["file"]))
         cfg, params = case.config, case.params
-        if not torch_families.handles(cfg) or case.component != "encoder":
+        if cfg.get("family", "vaswani") not in torch_families.HF_NAME_FAMILIES or case.component != "encoder":
             continue
         fam, D = cfg["family"], cfg["d_model"]
         hf = {PREFIX[fam] + k: np.ascontiguousarray(v) for k, v in torch_families.hf_state_dict(cfg, params).items()}

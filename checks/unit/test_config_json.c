@@ -56,7 +56,7 @@ static const json_error_case json_errors[] = {
      "model.activation: unknown name 'GELU'"},
     {"family_unknown_name", "{\"family\": \"xlnet\"}", REFENC_EINVAL,
      "model.family: unknown name 'xlnet' (expected one of 'vaswani', 'bert', 'roberta', "
-     "'distilbert', 'gpt2', 'clip-text', 'llama', 'mistral', 'qwen2', 'qwen3')"},
+     "'distilbert', 'gpt2', 'clip-text', 'llama', 'mistral', 'qwen2', 'qwen3', 'modernbert')"},
     {"sliding_window_null_over_mistral_without_causal", "{\"family\": \"mistral\", \"d_model\": 8, "
      "\"n_heads\": 2, \"n_kv_heads\": 1, \"d_ff\": 8, \"n_layers\": 1, \"vocab_size\": 5, "
      "\"causal\": false}", REFENC_EINVAL, "sliding_window"},
@@ -732,4 +732,37 @@ Test(config_json, llama_family_configs_round_trip)
         expect_round_trip(&c, 29 + (p.head_dim != 0) + (p.sliding_window != 0) + (p.qkv_bias != 0) +
                                   (p.qk_norm != REFENC_QKNORM_NONE));
     }
+}
+
+/* The modernbert preset: ModernBERT-base's sizes and conventions
+ * (family.c), and its config round-trips, also with every key of its
+ * preset set back to the global defaults (biased LayerNorms and linears,
+ * an attention norm in layer 0, an MLP, no window or layer pattern, one
+ * RoPE base), since reading "family" first brings the preset back. */
+Test(config_json, modernbert_preset_and_round_trip)
+{
+    refenc_config c;
+    refenc_config_family(&c, REFENC_FAMILY_MODERNBERT);
+    cr_expect(c.d_model == 768 && c.n_heads == 12 && c.d_ff == 1152 && c.n_layers == 22);
+    cr_expect(c.vocab_size == 50368 && c.max_len == 8192 && c.padding_idx == 50283);
+    cr_expect(c.skip_first_prenorm && !c.norm_bias && !c.linear_bias && c.embedding_norm && !c.scale_embedding);
+    cr_expect(c.ffn_type == REFENC_FFN_GLU && c.glu_gate == REFENC_GLU_GATE_FIRST && c.activation == REFENC_ACT_GELU);
+    cr_expect(c.local_attention == 128 && c.global_attn_every_n_layers == 3);
+    cr_expect(c.local_rope_theta == 10000.0 && c.global_rope_theta == 160000.0 && !c.causal);
+    cr_expect_str_eq(refenc_family_name(REFENC_FAMILY_MODERNBERT), "modernbert");
+    c.d_model = 16, c.n_heads = 4, c.d_ff = 24, c.n_layers = 4, c.vocab_size = 50, c.max_len = 32, c.padding_idx = 0;
+    c.local_attention = 6;
+    json_t *obj = refenc_config_to_json(&c);
+    cr_assert_not_null(obj);
+    const size_t n = json_object_size(obj);
+    json_decref(obj);
+    expect_round_trip(&c, n);
+    c.norm_bias = 1, c.linear_bias = 1, c.skip_first_prenorm = 0, c.ffn_type = REFENC_FFN_MLP;
+    c.local_attention = 0, c.global_attn_every_n_layers = 0, c.local_rope_theta = 0, c.global_rope_theta = 0;
+    c.embedding_norm = 0, c.scale_embedding = 1;
+    obj = refenc_config_to_json(&c);
+    cr_assert_not_null(obj);
+    const size_t n2 = json_object_size(obj);
+    json_decref(obj);
+    expect_round_trip(&c, n2);
 }

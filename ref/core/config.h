@@ -119,6 +119,7 @@ typedef enum {
     REFENC_FAMILY_MISTRAL,     /* causal by default, without the LM head          */
     REFENC_FAMILY_QWEN2,
     REFENC_FAMILY_QWEN3,
+    REFENC_FAMILY_MODERNBERT,  /* ModernBertModel: local/global layers, GeGLU       */
     REFENC_FAMILY_COUNT
 } refenc_family;
 
@@ -263,7 +264,8 @@ const char *refenc_position_ids_name(refenc_position_ids v);    /* "index", "rob
 const char *refenc_mask_value_name(refenc_mask_value v);        /* "-inf", "finfo_min"         */
 const char *refenc_family_name(refenc_family v);                /* "vaswani", "bert", ...,
                                                                    "clip-text", "llama",
-                                                                   "mistral", "qwen2", "qwen3" */
+                                                                   "mistral", "qwen2", "qwen3",
+                                                                   "modernbert" */
 const char *refenc_norm_type_name(refenc_norm_type v);          /* "layernorm", "rmsnorm"      */
 const char *refenc_ffn_type_name(refenc_ffn_type v);            /* "mlp", "glu"                */
 const char *refenc_glu_gate_name(refenc_glu_gate v);            /* "first", "second"           */

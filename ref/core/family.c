@@ -92,8 +92,39 @@ static void llama_conventions(refenc_config *cfg, const llm_preset *p)
     cfg->mask_value = REFENC_MASK_FINFO_MIN;
 }
 
+/* answerdotai/ModernBERT-base config.json: hidden_size 768, num_attention_heads 12,
+ * intermediate_size 1152, num_hidden_layers 22, vocab_size 50368,
+ * max_position_embeddings 8192, norm_eps 1e-5, norm_bias false, attention_bias and
+ * mlp_bias false, hidden_activation "gelu" (exact), global_attn_every_n_layers 3,
+ * local_attention 128, global_rope_theta 160000, local_rope_theta 10000,
+ * pad_token_id 50283.  modeling_modernbert.py: tok_embeddings then a bias-free
+ * LayerNorm (no positions, no scale), Pre-LN layers whose layer 0 has attn_norm =
+ * nn.Identity(), fused Wqkv, RoPE rotate_half, Wi (2F, D) chunked input | gate with
+ * the first half activated, a final_norm; bidirectional, padding masked with
+ * finfo.min (_prepare_4d_attention_mask). */
+static void modernbert_conventions(refenc_config *cfg)
+{
+    cfg->d_model = 768, cfg->n_heads = 12, cfg->d_ff = 1152, cfg->n_layers = 22;
+    cfg->vocab_size = 50368, cfg->max_len = 8192, cfg->padding_idx = 50283;
+    cfg->layer_norm_eps = cfg->embedding_norm_eps = 1e-5;
+    cfg->norm = REFENC_NORM_PRE, cfg->final_norm = 1, cfg->skip_first_prenorm = 1;
+    cfg->norm_type = REFENC_NORMTYPE_LAYERNORM, cfg->norm_bias = 0, cfg->linear_bias = 0;
+    cfg->embedding_norm = 1, cfg->scale_embedding = 0, cfg->type_vocab_size = 0;
+    cfg->activation = REFENC_ACT_GELU, cfg->ffn_type = REFENC_FFN_GLU, cfg->glu_gate = REFENC_GLU_GATE_FIRST;
+    cfg->positional = REFENC_POS_ROPE, cfg->rope_layout = REFENC_ROPE_HALF, cfg->rope_base = 160000.0;
+    cfg->local_attention = 128, cfg->global_attn_every_n_layers = 3;
+    cfg->local_rope_theta = 10000.0, cfg->global_rope_theta = 160000.0;
+    cfg->causal = 0, cfg->mask_value = REFENC_MASK_FINFO_MIN;
+}
+
 void refenc_config_family(refenc_config *cfg, refenc_family family)
 {
+    if (family == REFENC_FAMILY_MODERNBERT) {
+        refenc_config_default(cfg);
+        cfg->family = family;
+        modernbert_conventions(cfg);
+        return;
+    }
     if (family >= REFENC_FAMILY_LLAMA && family <= REFENC_FAMILY_QWEN3) {
         refenc_config_default(cfg);
         cfg->family = family;

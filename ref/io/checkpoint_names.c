@@ -149,6 +149,22 @@ static const refenc_ck_entry llama[] = {
 static const char *const llama_ignored[] = {"layers.{i}.self_attn.rotary_emb.inv_freq", "rotary_emb.inv_freq",
                                             NULL};
 
+/* HF ModernBertModel (modeling_modernbert.py): Wqkv fused [q; k; v] as refenc's
+ * in_proj, Wi (2F, D) [input | gate] with the first half activated as refenc's
+ * gated linear1, no biases, bias-free LayerNorms; layer 0 has no attn_norm
+ * (nn.Identity(), skip_first_prenorm) */
+static const refenc_ck_entry modernbert[] = {
+    {"embeddings.tok_embeddings.weight", "embedding.weight", COPY},
+    {"embeddings.norm.weight", "embedding_norm.weight", COPY},
+    {"layers.{i}.attn_norm.weight", "layers.{i}.norm1.weight", COPY},
+    {"layers.{i}.attn.Wqkv.weight", "layers.{i}.self_attn.in_proj_weight", COPY},
+    {"layers.{i}.attn.Wo.weight", "layers.{i}.self_attn.out_proj.weight", COPY},
+    {"layers.{i}.mlp_norm.weight", "layers.{i}.norm2.weight", COPY},
+    {"layers.{i}.mlp.Wi.weight", "layers.{i}.linear1.weight", COPY},
+    {"layers.{i}.mlp.Wo.weight", "layers.{i}.linear2.weight", COPY},
+    {"final_norm.weight", "norm.weight", COPY},
+};
+
 /* refenc's own names, nn.TransformerEncoder's (params.h) */
 static const refenc_ck_entry vaswani[] = {
     {"embedding.weight", "embedding.weight", COPY},
@@ -194,6 +210,7 @@ static const struct {
     [REFENC_FAMILY_MISTRAL] = {llama, N_OF(llama), "model.", llama_ignored, 1},
     [REFENC_FAMILY_QWEN2] = {llama, N_OF(llama), "model.", llama_ignored, 1},
     [REFENC_FAMILY_QWEN3] = {llama, N_OF(llama), "model.", llama_ignored, 1},
+    [REFENC_FAMILY_MODERNBERT] = {modernbert, N_OF(modernbert), "model.", none_ignored, 0},
 };
 
 const refenc_ck_entry *refenc_checkpoint_table(refenc_family family, size_t *n,
@@ -408,7 +425,8 @@ static refenc_tensor *ck_target(ck_load *ld, const refenc_st_tensor *s, const ch
     refenc_tensor *t = refenc_params_find(ld->p, rname);
     if (t == NULL)
         problem(&ld->pl, "%s: tensor '%s' %s maps to refenc's '%s', which this config does not have "
-                "(see type_vocab_size, embedding_norm, positional, final_norm, linear_bias, qkv_bias, qk_norm)", ld->f->path, s->name,
+                "(see type_vocab_size, embedding_norm, positional, final_norm, linear_bias, qkv_bias, qk_norm, "
+                "skip_first_prenorm)", ld->f->path, s->name,
                 shape_s, rname);
     *entry = e;
     return t;

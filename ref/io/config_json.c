@@ -117,8 +117,12 @@ static int get_optional_positive(double *v, const json_t *obj, const char *key, 
                                  refenc_error *err)
 {
     const json_t *j = json_object_get(obj, key);
-    if (j == NULL || json_is_null(j))
+    if (j == NULL) /* absent: the value stays (0, or the family's preset) */
         return REFENC_OK;
+    if (json_is_null(j)) { /* null: 0, also over a preset (ModernBERT's bases) */
+        *v = 0;
+        return REFENC_OK;
+    }
     if (!json_is_number(j))
         return refenc_error_set(err, REFENC_EINVAL, "%s.%s: expected a number > 0 or null", where, key);
     if (!(json_number_value(j) > 0))
@@ -355,6 +359,23 @@ int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *whe
  * written only when set (absent: the defaults), or when the family's preset
  * f sets them: n_kv_heads and head_dim as their values (H, D / H when 0),
  * sliding_window as null when off (the preset's window would come back). */
+/* An optional count or real key: written when set, and as null when the
+ * family's preset (f) sets it and the config turned it off, so that reading
+ * "family" first does not bring the preset's value back. */
+static int optional_count(json_t *j, const char *key, size_t v, size_t preset)
+{
+    if (v != 0)
+        return json_object_set_new(j, key, json_integer((json_int_t)v));
+    return preset != 0 ? json_object_set_new(j, key, json_null()) : 0;
+}
+
+static int optional_real(json_t *j, const char *key, double v, double preset)
+{
+    if (v != 0)
+        return json_object_set_new(j, key, json_real(v));
+    return preset != 0 ? json_object_set_new(j, key, json_null()) : 0;
+}
+
 static int attention_keys_to_json(json_t *j, const refenc_config *c, const refenc_config *f)
 {
     int bad = 0;
@@ -362,21 +383,13 @@ static int attention_keys_to_json(json_t *j, const refenc_config *c, const refen
         bad |= json_object_set_new(j, "attn_logit_softcapping", json_real(c->attn_logit_softcapping));
     if (c->query_pre_attn_scalar != 0)
         bad |= json_object_set_new(j, "query_pre_attn_scalar", json_real(c->query_pre_attn_scalar));
-    if (c->sliding_window != 0)
-        bad |= json_object_set_new(j, "sliding_window", json_integer((json_int_t)c->sliding_window));
-    else if (f->sliding_window != 0)
-        bad |= json_object_set_new(j, "sliding_window", json_null());
-    if (c->local_attention != 0)
-        bad |= json_object_set_new(j, "local_attention", json_integer((json_int_t)c->local_attention));
-    if (c->global_attn_every_n_layers != 0)
-        bad |= json_object_set_new(j, "global_attn_every_n_layers",
-                                   json_integer((json_int_t)c->global_attn_every_n_layers));
-    if (c->sliding_window_pattern != 0)
-        bad |= json_object_set_new(j, "sliding_window_pattern", json_integer((json_int_t)c->sliding_window_pattern));
-    if (c->local_rope_theta != 0)
-        bad |= json_object_set_new(j, "local_rope_theta", json_real(c->local_rope_theta));
-    if (c->global_rope_theta != 0)
-        bad |= json_object_set_new(j, "global_rope_theta", json_real(c->global_rope_theta));
+    bad |= optional_count(j, "sliding_window", c->sliding_window, f->sliding_window);
+    bad |= optional_count(j, "local_attention", c->local_attention, f->local_attention);
+    bad |= optional_count(j, "global_attn_every_n_layers", c->global_attn_every_n_layers,
+                          f->global_attn_every_n_layers);
+    bad |= optional_count(j, "sliding_window_pattern", c->sliding_window_pattern, f->sliding_window_pattern);
+    bad |= optional_real(j, "local_rope_theta", c->local_rope_theta, f->local_rope_theta);
+    bad |= optional_real(j, "global_rope_theta", c->global_rope_theta, f->global_rope_theta);
     if (c->n_kv_heads != 0 || f->n_kv_heads != 0)
         bad |= json_object_set_new(j, "n_kv_heads", json_integer((json_int_t)refenc_config_kv_heads(c)));
     if (c->head_dim != 0 || f->head_dim != 0)
@@ -459,7 +472,7 @@ json_t *refenc_config_to_json(const refenc_config *c)
         bad |= json_object_set_new(j, "rmsnorm_offset", json_boolean(c->rmsnorm_offset));
     if (OFF(linear_bias))
         bad |= json_object_set_new(j, "linear_bias", json_boolean(c->linear_bias));
-    if (c->norm_type == REFENC_NORMTYPE_LAYERNORM && c->norm_bias != d.norm_bias)
+    if (c->norm_type == REFENC_NORMTYPE_LAYERNORM && OFF(norm_bias))
         bad |= json_object_set_new(j, "norm_bias", json_boolean(c->norm_bias));
     if (OFF(sandwich_norm))
         bad |= json_object_set_new(j, "sandwich_norm", json_boolean(c->sandwich_norm));

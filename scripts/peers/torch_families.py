@@ -36,6 +36,9 @@ FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "clip-text", "llama", "mist
 # decoder blocks run as encoders, under LlamaModel's names (MistralModel, Qwen2Model
 # and Qwen3Model keep them)
 LLAMA_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+# the families whose Hugging Face names hf_state_dict knows: ModernBERT's too,
+# whose cases the peer computes from refenc's names (torch_peer.py's layers)
+HF_NAME_FAMILIES = FAMILIES + ("modernbert",)
 LLAMA_BLOCKS = {"norm_type": "rmsnorm", "ffn_type": "glu", "positional": "rope"}  # what their modules are
 
 # The variants of the families (refenc certify --list-bugs); torch_peer.py
@@ -582,6 +585,8 @@ def hf_state_dict(cfg, tensors):
     r = lambda name: np.asarray(tensors[name], dtype=np.float64)
     if fam in LLAMA_FAMILIES:
         return llama_state_dict(cfg, r, tensors)
+    if fam == "modernbert":
+        return modernbert_state_dict(cfg, r, tensors)
     sd = {}
 
     def qkv(prefix, names, i):
@@ -684,6 +689,26 @@ def llama_state_dict(cfg, r, tensors):
                 sd[p + dst + ".weight"] = r(L + name + ".weight")
     if "norm.weight" in tensors:
         sd["norm.weight"] = r("norm.weight")
+    return sd
+
+
+def modernbert_state_dict(cfg, r, tensors):
+    """ModernBertModel's names from refenc's (docs/families.md, "modernbert"):
+    Wqkv is in_proj as it is (modeling_modernbert: qkv.view(..., 3, H, Dh),
+    q, k, v each D rows), Wi is linear1 (2F, D) as it is (input, gate =
+    Wi(x).chunk(2): the first half activated), the norms bias-free; layer 0
+    has no attn_norm (nn.Identity())."""
+    sd = {"embeddings.tok_embeddings.weight": r("embedding.weight"),
+          "embeddings.norm.weight": r("embedding_norm.weight")}
+    for i in range(cfg["n_layers"]):
+        L = f"layers.{i}."
+        for dst, src in (("attn_norm", "norm1"), ("attn.Wqkv", "self_attn.in_proj"), ("attn.Wo", "self_attn.out_proj"),
+                         ("mlp_norm", "norm2"), ("mlp.Wi", "linear1"), ("mlp.Wo", "linear2")):
+            name = L + src + ("_weight" if src == "self_attn.in_proj" else ".weight")
+            if name in tensors:
+                sd[L + dst + ".weight"] = r(name)
+    if "norm.weight" in tensors:
+        sd["final_norm.weight"] = r("norm.weight")
     return sd
 
 
