@@ -28,6 +28,19 @@ static double *add_layer_tensor(refenc_params *p, double **cursor, size_t layer,
     return add_tensor(p, cursor, name, rows, cols);
 }
 
+/* Layer i's norm `name`: its weight (D), and its bias (D) when bias. */
+static void add_layer_norm(refenc_params *p, double **cur, size_t i, const char *name, size_t D, int bias,
+                           double **weight, double **bias_out)
+{
+    char suffix[32];
+    snprintf(suffix, sizeof suffix, "%s.weight", name);
+    *weight = add_layer_tensor(p, cur, i, suffix, D, 0);
+    if (bias) {
+        snprintf(suffix, sizeof suffix, "%s.bias", name);
+        *bias_out = add_layer_tensor(p, cur, i, suffix, D, 0);
+    }
+}
+
 /* Layer i's tensors, in the order of docs/architecture.md; the norms' biases
  * only under LayerNorm; no norm1 in layer 0 under skip_first_prenorm. */
 static void add_layer(refenc_params *p, double **cur, size_t i, const refenc_config *cfg)
@@ -55,21 +68,12 @@ static void add_layer(refenc_params *p, double **cur, size_t i, const refenc_con
     lp->linear2_weight = add_layer_tensor(p, cur, i, "linear2.weight", D, F);
     if (cfg->linear_bias)
         lp->linear2_bias = add_layer_tensor(p, cur, i, "linear2.bias", D, 0);
-    if (i > 0 || !cfg->skip_first_prenorm) { /* ModernBERT's layer 0 has none */
-        lp->norm1_weight = add_layer_tensor(p, cur, i, "norm1.weight", D, 0);
-        if (bias)
-            lp->norm1_bias = add_layer_tensor(p, cur, i, "norm1.bias", D, 0);
-    }
-    lp->norm2_weight = add_layer_tensor(p, cur, i, "norm2.weight", D, 0);
-    if (bias)
-        lp->norm2_bias = add_layer_tensor(p, cur, i, "norm2.bias", D, 0);
+    if (i > 0 || !cfg->skip_first_prenorm) /* ModernBERT's layer 0 has none */
+        add_layer_norm(p, cur, i, "norm1", D, bias, &lp->norm1_weight, &lp->norm1_bias);
+    add_layer_norm(p, cur, i, "norm2", D, bias, &lp->norm2_weight, &lp->norm2_bias);
     if (cfg->sandwich_norm) { /* Gemma 2/3's norms of the sublayers' outputs */
-        lp->post_attn_norm_weight = add_layer_tensor(p, cur, i, "post_attn_norm.weight", D, 0);
-        if (bias)
-            lp->post_attn_norm_bias = add_layer_tensor(p, cur, i, "post_attn_norm.bias", D, 0);
-        lp->post_ffn_norm_weight = add_layer_tensor(p, cur, i, "post_ffn_norm.weight", D, 0);
-        if (bias)
-            lp->post_ffn_norm_bias = add_layer_tensor(p, cur, i, "post_ffn_norm.bias", D, 0);
+        add_layer_norm(p, cur, i, "post_attn_norm", D, bias, &lp->post_attn_norm_weight, &lp->post_attn_norm_bias);
+        add_layer_norm(p, cur, i, "post_ffn_norm", D, bias, &lp->post_ffn_norm_weight, &lp->post_ffn_norm_bias);
     }
 }
 
