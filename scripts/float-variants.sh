@@ -25,7 +25,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 variants='layernorm_sd|ref/layernorm.c|const double sd = sqrt(var + eps);|const double sd = (double)(float)sqrt(var + eps);
 layernorm_mean|ref/layernorm.c@refenc_layernorm_forward|const double mu = sum / (double)D;|const double mu = (double)(float)(sum / (double)D);
 softmax_exp|ref/softmax.c|y_r[i] = exp(s_r[i] / tau - m);|y_r[i] = (double)(float)exp(s_r[i] / tau - m);
-attention_scores|ref/attention.c|s_i[j] = s;|s_i[j] = (double)(float)s;
+attention_scores|ref/attention.c@score|return s;|return (double)(float)s;
 ffn_activation|ref/ffn.c|refenc_activation_forward(hidden, hidden, N * F, act);|refenc_activation_forward(hidden, hidden, N * F, act); for (size_t i_ = 0; i_ < N * F; i_++) hidden[i_] = (double)(float)hidden[i_];
 gelu_output|ref/activation.c|return x * (0.5 * erfc(-x * M_SQRT1_2));|return (double)(float)(x * (0.5 * erfc(-x * M_SQRT1_2)));
 pe_angle|ref/sinusoidal.c|return (double)pos * refenc_sinusoidal_frequency(i, D);|return (double)(float)((double)pos * refenc_sinusoidal_frequency(i, D));
