@@ -659,7 +659,7 @@ def run_encoder(case):
         x = x + sinusoidal_pe(positions, D, dt)
     elif cfg["positional"] == "learned":
         x = x + case.t("pos_embedding.weight")[positions]
-    if cfg.get("embedding_norm", False):  # ModernBERT's embeddings.norm, bias-free or not
+    if cfg.get("embedding_norm", False) and BUG != "embedding_norm_missing":  # ModernBERT's embeddings.norm
         x = norm(cfg, x, case.t("embedding_norm.weight"),
                  case.t("embedding_norm.bias") if "embedding_norm.bias" in case.params else None,
                  cfg.get("embedding_norm_eps", eps))
