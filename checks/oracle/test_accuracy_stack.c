@@ -276,15 +276,23 @@ static void check_small_stack(const refenc_config *cfg, unsigned long seed, cons
  * local window of 4 (|i - j| <= 2: cuts keys at L 7), bases 10 000 (local)
  * and 160 000 (global), RoPE, bias-free GeGLU, padding.  Control run: the
  * oracle's pattern read as l % n != 0 for global fails this test. */
+/* The ModernBERT-style stack of the two tests below: N layers, D 12, H 3,
+ * F 20, RoPE, bias-free GeGLU, local_attention 4 every layer but each
+ * second, bases 10 000 / 160 000. */
+static void modernbert_stack(refenc_config *cfg, size_t N)
+{
+    refenc_config_default(cfg);
+    cfg->d_model = 12, cfg->n_heads = 3, cfg->d_ff = 20, cfg->n_layers = N, cfg->max_len = 16;
+    cfg->positional = REFENC_POS_ROPE, cfg->rope_layout = REFENC_ROPE_HALF, cfg->rope_base = 10000.0;
+    cfg->ffn_type = REFENC_FFN_GLU, cfg->glu_gate = REFENC_GLU_GATE_FIRST, cfg->norm_bias = cfg->linear_bias = 0;
+    cfg->local_attention = 4, cfg->global_attn_every_n_layers = 2;
+    cfg->local_rope_theta = 10000.0, cfg->global_rope_theta = 160000.0;
+}
+
 Test(accuracy_stack, local_and_global_layers_modernbert_pattern)
 {
     refenc_config cfg;
-    refenc_config_default(&cfg);
-    cfg.d_model = 12, cfg.n_heads = 3, cfg.d_ff = 20, cfg.n_layers = 3, cfg.max_len = 16;
-    cfg.positional = REFENC_POS_ROPE, cfg.rope_layout = REFENC_ROPE_HALF, cfg.rope_base = 10000.0;
-    cfg.ffn_type = REFENC_FFN_GLU, cfg.glu_gate = REFENC_GLU_GATE_FIRST, cfg.norm_bias = cfg.linear_bias = 0;
-    cfg.local_attention = 4, cfg.global_attn_every_n_layers = 2;
-    cfg.local_rope_theta = 10000.0, cfg.global_rope_theta = 160000.0;
+    modernbert_stack(&cfg, 3);
     const uint8_t pad[14] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1}; /* both sides */
     check_small_stack(&cfg, 280, pad, NULL, "local and global layers (ModernBERT pattern)");
 }
@@ -296,12 +304,7 @@ Test(accuracy_stack, local_and_global_layers_modernbert_pattern)
 Test(accuracy_stack, modernbert_first_layer_without_attention_norm)
 {
     refenc_config cfg;
-    refenc_config_default(&cfg);
-    cfg.d_model = 12, cfg.n_heads = 3, cfg.d_ff = 20, cfg.n_layers = 2, cfg.max_len = 16;
-    cfg.positional = REFENC_POS_ROPE, cfg.rope_layout = REFENC_ROPE_HALF, cfg.rope_base = 10000.0;
-    cfg.ffn_type = REFENC_FFN_GLU, cfg.glu_gate = REFENC_GLU_GATE_FIRST, cfg.norm_bias = cfg.linear_bias = 0;
-    cfg.local_attention = 4, cfg.global_attn_every_n_layers = 2;
-    cfg.local_rope_theta = 10000.0, cfg.global_rope_theta = 160000.0;
+    modernbert_stack(&cfg, 2);
     cfg.skip_first_prenorm = 1;
     const uint8_t pad[14] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
     check_small_stack(&cfg, 282, pad, NULL, "ModernBERT's layer 0 without its attention norm");

@@ -390,6 +390,17 @@ Test(variants, modern_block_variants_apply_only_to_their_blocks)
 }
 
 
+/* An encoder case of cfg (B 1, L 3, tokens), its parameters drawn from seed. */
+static void encoder_case(refenc_case *c, const refenc_config *cfg, unsigned long seed)
+{
+    refenc_error err;
+    cr_assert_eq(refenc_case_alloc(c, REFENC_COMP_ENCODER, cfg, 1, 3, 1, 0, 0, &err), REFENC_OK, "%s",
+                 err.message);
+    gsl_rng *r = test_rng(seed);
+    refenc_params_init_random(&c->params, cfg, r);
+    gsl_rng_free(r);
+}
+
 /* first_prenorm_applied (skip_first_prenorm): applies only with the key;
  * the transform gives layer 0 a norm1 of weight 1 and bias 0, keeps every
  * other tensor's values, and clears the key; pre_post_swapped does not
@@ -405,11 +416,7 @@ Test(variants, first_prenorm_applied_restores_a_unit_norm)
 
     cfg.skip_first_prenorm = 1, cfg.n_layers = 2;
     refenc_error err;
-    cr_assert_eq(refenc_case_alloc(&c, REFENC_COMP_ENCODER, &cfg, 1, 3, 1, 0, 0, &err), REFENC_OK, "%s",
-                 err.message);
-    gsl_rng *r = test_rng(73);
-    refenc_params_init_random(&c.params, &cfg, r);
-    gsl_rng_free(r);
+    encoder_case(&c, &cfg, 73);
     cr_expect(refenc_variant_applies(REFENC_VAR_FIRST_PRENORM_APPLIED, &c));
     cr_expect(!refenc_variant_applies(REFENC_VAR_PRE_POST_SWAPPED, &c), "Post-LN needs layer 0's norm1");
     const double w1 = c.params.layers[1].norm1_weight[3], e5 = c.params.embedding[5];
@@ -443,11 +450,7 @@ Test(variants, sandwich_norm_variants)
     refenc_case_free(&c);
     cfg.sandwich_norm = 1;
     refenc_error err;
-    cr_assert_eq(refenc_case_alloc(&c, REFENC_COMP_ENCODER, &cfg, 1, 3, 1, 0, 0, &err), REFENC_OK, "%s",
-                 err.message);
-    gsl_rng *r = test_rng(74);
-    refenc_params_init_random(&c.params, &cfg, r);
-    gsl_rng_free(r);
+    encoder_case(&c, &cfg, 74);
     cr_expect(refenc_variant_applies(REFENC_VAR_SANDWICH_NORMS_MISSING, &c));
     cr_expect(refenc_variant_applies(REFENC_VAR_POST_ATTENTION_NORM_AS_PRE_FFN, &c));
     cr_expect(!refenc_variant_applies(REFENC_VAR_PRE_POST_SWAPPED, &c), "Post-LN has no place for them");

@@ -218,24 +218,32 @@ static int validate_qwen(const refenc_config *c, refenc_error *err)
     return REFENC_OK;
 }
 
+/* A flag of a Pre-LN layer's structure (key): 0 or 1, and set only with
+ * norm 'pre' (why: what it changes that Post-LN places elsewhere). */
+static int validate_pre_ln_flag(const refenc_config *c, int v, const char *key, const char *why,
+                                refenc_error *err)
+{
+    if (v != 0 && v != 1)
+        return refenc_error_set(err, REFENC_EINVAL, "config: %s must be true or false", key);
+    if (v && c->norm != REFENC_NORM_PRE)
+        return refenc_error_set(err, REFENC_EINVAL, "config: %s needs norm 'pre' (%s)", key, why);
+    return REFENC_OK;
+}
+
 /* The norms' keys: their biases, Gemma's offset, the layer's structure
  * (Gemma 2/3's sandwich norms, ModernBERT's first layer). */
 static int validate_norms(const refenc_config *c, refenc_error *err)
 {
+    int st;
     if (c->norm_bias != 0 && c->norm_bias != 1)
         return refenc_error_set(err, REFENC_EINVAL, "config: norm_bias must be true or false");
-    if (c->sandwich_norm != 0 && c->sandwich_norm != 1)
-        return refenc_error_set(err, REFENC_EINVAL, "config: sandwich_norm must be true or false");
-    if (c->sandwich_norm && c->norm != REFENC_NORM_PRE)
-        return refenc_error_set(err, REFENC_EINVAL,
-                                "config: sandwich_norm needs norm 'pre' (it adds norms on the sublayers' "
-                                "outputs of a Pre-LN layer, as Gemma 2 and 3 do)");
-    if (c->skip_first_prenorm != 0 && c->skip_first_prenorm != 1)
-        return refenc_error_set(err, REFENC_EINVAL, "config: skip_first_prenorm must be true or false");
-    if (c->skip_first_prenorm && c->norm != REFENC_NORM_PRE)
-        return refenc_error_set(err, REFENC_EINVAL,
-                                "config: skip_first_prenorm needs norm 'pre' (it drops layer 0's "
-                                "attention norm, which Post-LN applies after the residual)");
+    if ((st = validate_pre_ln_flag(c, c->sandwich_norm, "sandwich_norm",
+                                   "it adds norms on the sublayers' outputs of a Pre-LN layer, as Gemma 2 and 3 do",
+                                   err)) ||
+        (st = validate_pre_ln_flag(c, c->skip_first_prenorm, "skip_first_prenorm",
+                                   "it drops layer 0's attention norm, which Post-LN applies after the residual",
+                                   err)))
+        return st;
     if (c->rmsnorm_offset != 0 && c->rmsnorm_offset != 1)
         return refenc_error_set(err, REFENC_EINVAL, "config: rmsnorm_offset must be true or false");
     if (c->rmsnorm_offset && c->norm_type != REFENC_NORMTYPE_RMSNORM)

@@ -613,13 +613,12 @@ def sandwich_norms(cfg, p, eps):
             lambda t: norm(cfg, t, p("post_ffn_norm.weight"), p("post_ffn_norm.bias"), eps))
 
 
-def first_attn_norm(x, eps):
+def first_attn_norm(eps):
     """ModernBERT's layer-0 attention norm: nn.Identity().  The bug
     first_prenorm_applied gives layer 0 a fresh LayerNorm (weight 1, no
     bias), as a port that builds every layer alike does."""
     if BUG == "first_prenorm_applied":
-        ones = torch.ones(x.shape[-1], dtype=x.dtype)
-        return lambda t: layer_norm(t, ones, None, eps)
+        return lambda t: layer_norm(t, torch.ones(t.shape[-1], dtype=t.dtype), None, eps)
     return lambda t: t
 
 
@@ -696,7 +695,7 @@ def run_encoder(case):
         p = lambda n: state.get(f"layers.{i}.{n}")  # None: a bias the config leaves out
         ln1 = lambda t: norm(cfg, t, p("norm1.weight"), p("norm1.bias"), eps)
         if i == 0 and cfg.get("skip_first_prenorm", False):  # ModernBERT: attn_norm = nn.Identity()
-            ln1 = first_attn_norm(x, eps)
+            ln1 = first_attn_norm(eps)
         ln2 = lambda t: norm(cfg, t, p("norm2.weight"), p("norm2.bias"), eps)
         post_attn, post_ffn = sandwich_norms(cfg, p, eps)
         # the bug: Llama's name for its pre-FFN norm read on a Gemma 2/3 checkpoint
