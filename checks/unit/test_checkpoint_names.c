@@ -405,6 +405,15 @@ Test(checkpoint_names, tensors_that_do_not_fit_are_named_with_their_shapes)
                    "(4, 4) (refenc's 'layers.0.self_attn.in_proj_weight', rows [0, D))", 1);
     c.e[5] = keep;
 
+    /* a missing key block while the query's is there: its rows of in_proj
+     * are named (each row block is counted apart from the others) */
+    const refenc_st_entry last = c.e[c.n - 1], key = c.e[7];
+    c.e[7] = last, c.n--;
+    expect_refused(&c, &cfg, NULL, 0,
+                   "tensor 'encoder.layer.0.attention.self.key.weight' (4, 4) is missing (refenc's "
+                   "'layers.0.self_attn.in_proj_weight', rows [D, 2D))", 1);
+    c.n++, c.e[7] = key, c.e[c.n - 1] = last;
+
     /* a missing tensor: drop the last (layer 1's output LayerNorm bias) */
     c.n--;
     expect_refused(&c, &cfg, NULL, 0,

@@ -168,6 +168,19 @@ def build(cli, base, source_root):
                                "input": {"batch": 1, "seq_len": 3}})
     _dump(j("sandwich_post.json"), {"model": dict(TINY_MODEL, norm="post", sandwich_norm=True),
                                     "input": {"batch": 1, "seq_len": 3}})
+    # the modernbert preset at a tiny width: a golden is made; a ModernBertModel file that
+    # gives layer 0 an attention norm (which ModernBERT has not) exits 2 naming the tensor
+    # and skip_first_prenorm
+    mb = {"family": "modernbert", "d_model": 4, "n_heads": 2, "d_ff": 6, "n_layers": 2, "vocab_size": 5,
+          "max_len": 8, "padding_idx": 0, "local_attention": 2}
+    _dump(j("modernbert.json"), {"model": mb, "input": {"batch": 1, "seq_len": 3}})
+    hf = {"model.embeddings.tok_embeddings.weight": [5, 4], "model.embeddings.norm.weight": [4],
+          "model.final_norm.weight": [4]}
+    for i in (0, 1):
+        hf.update({f"model.layers.{i}.attn_norm.weight": [4], f"model.layers.{i}.attn.Wqkv.weight": [12, 4],
+                   f"model.layers.{i}.attn.Wo.weight": [4, 4], f"model.layers.{i}.mlp_norm.weight": [4],
+                   f"model.layers.{i}.mlp.Wi.weight": [12, 4], f"model.layers.{i}.mlp.Wo.weight": [4, 6]})
+    st.write(j("modernbert_attn0.safetensors"), None, {n: st.filled("F32", s, 0.25) for n, s in hf.items()})
     _dump(j("two_patterns.json"), {"model": dict(TINY_MODEL, n_layers=2, global_attn_every_n_layers=2,
                                                  sliding_window_pattern=2), "input": {"batch": 1, "seq_len": 3}})
     _dump(j("gemma3_partial.json"), {"model": dict(TINY_MODEL, n_layers=2, positional="rope", sliding_window_pattern=2,
