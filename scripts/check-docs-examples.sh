@@ -117,12 +117,14 @@ block docs/families.md families-small-bert json && "$cli" run --config "$out/fam
     fail "docs/families.md's config is refused"
 block docs/families.md families-small-llama json && "$cli" run --config "$out/families-small-llama.json" > /dev/null ||
     fail "docs/families.md's llama config is refused"
+block docs/families.md families-small-gemma3 json && "$cli" run --config "$out/families-small-gemma3.json" > /dev/null ||
+    fail "docs/families.md's gemma3 config is refused"
 # a fragment of a model object: inside a small model
 block docs/rope-scaling.md rope-scaling-config json
 { echo '{"model": {"d_model": 16, "n_heads": 2, "d_ff": 32, "n_layers": 1,'
   cat "$out/rope-scaling-config.json"; echo '}, "input": {"batch": 1, "seq_len": 4}}'; } > "$out/rope-model.json"
 "$cli" run --config "$out/rope-model.json" > /dev/null || fail "docs/rope-scaling.md's fragment is refused"
-echo "check-docs-examples: cli-config, families-small-bert, families-small-llama, rope-scaling-config: accepted by refenc run"
+echo "check-docs-examples: cli-config, families-small-bert, families-small-llama, families-small-gemma3, rope-scaling-config: accepted by refenc run"
 
 # --- docs/certify.md --------------------------------------------------------
 block docs/certify.md torch-peer-by-hand && run torch-peer-by-hand

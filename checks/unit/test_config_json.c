@@ -56,7 +56,7 @@ static const json_error_case json_errors[] = {
      "model.activation: unknown name 'GELU'"},
     {"family_unknown_name", "{\"family\": \"xlnet\"}", REFENC_EINVAL,
      "model.family: unknown name 'xlnet' (expected one of 'vaswani', 'bert', 'roberta', "
-     "'distilbert', 'gpt2', 'clip-text', 'llama', 'mistral', 'qwen2', 'qwen3', 'modernbert')"},
+     "'distilbert', 'gpt2', 'clip-text', 'llama', 'mistral', 'qwen2', 'qwen3', 'modernbert', 'gemma3')"},
     {"sliding_window_null_over_mistral_without_causal", "{\"family\": \"mistral\", \"d_model\": 8, "
      "\"n_heads\": 2, \"n_kv_heads\": 1, \"d_ff\": 8, \"n_layers\": 1, \"vocab_size\": 5, "
      "\"causal\": false}", REFENC_EINVAL, "sliding_window"},
@@ -760,6 +760,44 @@ Test(config_json, modernbert_preset_and_round_trip)
     c.norm_bias = 1, c.linear_bias = 1, c.skip_first_prenorm = 0, c.ffn_type = REFENC_FFN_MLP;
     c.local_attention = 0, c.global_attn_every_n_layers = 0, c.local_rope_theta = 0, c.global_rope_theta = 0;
     c.embedding_norm = 0, c.scale_embedding = 1;
+    obj = refenc_config_to_json(&c);
+    cr_assert_not_null(obj);
+    const size_t n2 = json_object_size(obj);
+    json_decref(obj);
+    expect_round_trip(&c, n2);
+}
+
+/* The gemma3 preset: Gemma-3-1B's sizes and conventions (family.c), and its
+ * config round-trips, also with every key of its preset set back to the
+ * global defaults (w rather than 1 + w, no sandwich norms, the exact
+ * normaliser, sqrt(Dh) scores, no window or layer pattern, one RoPE base),
+ * since reading "family" first brings the preset back; control: the writer's
+ * old rules (rmsnorm_offset, the normaliser and the query scalar written only
+ * off the global default) lose those three here. */
+Test(config_json, gemma3_preset_and_round_trip)
+{
+    refenc_config c;
+    refenc_config_family(&c, REFENC_FAMILY_GEMMA3);
+    cr_expect(c.d_model == 1152 && c.n_heads == 4 && c.n_kv_heads == 1 && c.head_dim == 256);
+    cr_expect(c.d_ff == 6912 && c.n_layers == 26 && c.vocab_size == 262144 && c.max_len == 32768);
+    cr_expect(c.norm_type == REFENC_NORMTYPE_RMSNORM && c.rmsnorm_offset && c.sandwich_norm && c.layer_norm_eps == 1e-6);
+    cr_expect(c.qk_norm == REFENC_QKNORM_RMS && !c.linear_bias && !c.qkv_bias && c.query_pre_attn_scalar == 256);
+    cr_expect(c.ffn_type == REFENC_FFN_GLU && c.glu_gate == REFENC_GLU_GATE_FIRST &&
+              c.activation == REFENC_ACT_GELU_TANH);
+    cr_expect(c.sliding_window == 512 && c.sliding_window_pattern == 6 && c.local_rope_theta == 10000.0 &&
+              c.rope_base == 1e6 && c.causal && c.padding_idx == 0);
+    cr_expect(c.scale_embedding && c.embedding_normalizer_dtype == REFENC_NORMALIZER_BFLOAT16 && !c.embedding_norm);
+    cr_expect_str_eq(refenc_family_name(REFENC_FAMILY_GEMMA3), "gemma3");
+    c.d_model = 16, c.n_heads = 4, c.head_dim = 8, c.d_ff = 24, c.n_layers = 3, c.vocab_size = 50, c.max_len = 32;
+    c.sliding_window = 5, c.sliding_window_pattern = 3, c.query_pre_attn_scalar = 8;
+    json_t *obj = refenc_config_to_json(&c);
+    cr_assert_not_null(obj);
+    const size_t n = json_object_size(obj);
+    json_decref(obj);
+    expect_round_trip(&c, n);
+    c.rmsnorm_offset = 0, c.sandwich_norm = 0, c.embedding_normalizer_dtype = REFENC_NORMALIZER_EXACT;
+    c.query_pre_attn_scalar = 0, c.sliding_window = 0, c.sliding_window_pattern = 0, c.local_rope_theta = 0;
+    c.qk_norm = REFENC_QKNORM_NONE, c.causal = 0;
     obj = refenc_config_to_json(&c);
     cr_assert_not_null(obj);
     const size_t n2 = json_object_size(obj);

@@ -120,6 +120,7 @@ typedef enum {
     REFENC_FAMILY_QWEN2,
     REFENC_FAMILY_QWEN3,
     REFENC_FAMILY_MODERNBERT,  /* ModernBertModel: local/global layers, GeGLU       */
+    REFENC_FAMILY_GEMMA3,      /* Gemma3TextModel: sandwich norms, (1 + w), 5:1     */
     REFENC_FAMILY_COUNT
 } refenc_family;
 

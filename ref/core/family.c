@@ -117,8 +117,42 @@ static void modernbert_conventions(refenc_config *cfg)
     cfg->causal = 0, cfg->mask_value = REFENC_MASK_FINFO_MIN;
 }
 
+/* google/gemma-3-1b-pt config.json (Gemma3TextConfig): hidden_size 1152,
+ * num_attention_heads 4, num_key_value_heads 1, head_dim 256, intermediate_size
+ * 6912, num_hidden_layers 26, vocab_size 262144, max_position_embeddings 32768,
+ * query_pre_attn_scalar 256, rms_norm_eps 1e-6, rope_theta 1000000,
+ * rope_local_base_freq 10000, sliding_window 512, sliding_window_pattern 6,
+ * hidden_activation "gelu_pytorch_tanh", attention_bias false,
+ * attn_logit_softcapping null, rope_scaling null, pad_token_id 0, torch_dtype
+ * "bfloat16".  modeling_gemma3.py: the embedding times sqrt(D) as a tensor of
+ * the weights' dtype (Gemma3TextScaledWordEmbedding: bfloat16 as shipped), no
+ * positions or types; Pre-norm blocks with sandwich norms (input_layernorm,
+ * post_attention_layernorm, pre_feedforward_layernorm,
+ * post_feedforward_layernorm), every norm and q_norm/k_norm Gemma3RMSNorm
+ * x * (1 + w); q/k/v/o bias-free, scores over sqrt(query_pre_attn_scalar);
+ * down(gelu_tanh(gate) * up); layer l global iff (l + 1) % 6 == 0, the others
+ * a causal sliding window of 512 keys with base 10000; a final norm; causal
+ * with finfo.min.  EmbeddingGemma declares what it changes (docs/families.md). */
+static void gemma3_conventions(refenc_config *cfg)
+{
+    const llm_preset p = {1152, 4, 1, 256, 6912, 26, 262144, 32768, 512, 1e6, 1e-6, 0, REFENC_QKNORM_RMS};
+    llama_conventions(cfg, &p);
+    cfg->padding_idx = 0;
+    cfg->rmsnorm_offset = 1, cfg->sandwich_norm = 1;
+    cfg->activation = REFENC_ACT_GELU_TANH;
+    cfg->query_pre_attn_scalar = 256;
+    cfg->sliding_window_pattern = 6, cfg->local_rope_theta = 10000.0;
+    cfg->scale_embedding = 1, cfg->embedding_normalizer_dtype = REFENC_NORMALIZER_BFLOAT16;
+}
+
 void refenc_config_family(refenc_config *cfg, refenc_family family)
 {
+    if (family == REFENC_FAMILY_GEMMA3) {
+        refenc_config_default(cfg);
+        cfg->family = family;
+        gemma3_conventions(cfg);
+        return;
+    }
     if (family == REFENC_FAMILY_MODERNBERT) {
         refenc_config_default(cfg);
         cfg->family = family;

@@ -12,6 +12,8 @@
  *   mistral     pre   yes    silu (GLU)  1e-5   rope 10000, w 4096  E[token]    -      no      yes
  *   qwen2       pre   yes    silu (GLU)  1e-6   rope 1e6            E[token]    -      no      yes
  *   qwen3       pre   yes    silu (GLU)  1e-6   rope 1e6            E[token]    -      no      yes
+ *   modernbert  pre   yes    gelu (GLU)  1e-5   rope 160000/10000   E[token]    -      yes     no
+ *   gemma3      pre   yes    gelu_tanh   1e-6   rope 1e6/10000      x sqrt(D)   -      no      yes
  *
  * llama, mistral, qwen2 and qwen3 are decoder blocks run as encoders (the
  * block stack without the LM head): RMSNorm, bias-free linear maps (qwen2:
@@ -19,7 +21,11 @@
  * qwen3 q/k RMSNorm and head_dim 128, mistral a sliding window of 4096.  They
  * are causal, as their base models; an embedding model built on one declares
  * what it changes ("causal": false for gte-Qwen2, "pooling": "last_token"
- * for Qwen3-Embedding).
+ * for Qwen3-Embedding).  gemma3 is Gemma3TextModel's block (1B): Llama's
+ * layout with sandwich norms, (1 + w) RMSNorms (q/k norms too), tanh GeGLU,
+ * multi-query attention of head_dim 256 scaled by query_pre_attn_scalar, five
+ * local layers (causal window 512, base 10000) to one global, sqrt(D) rounded
+ * to bfloat16; modernbert is ModernBertModel's (modernbert_conventions).
  *
  * Every family but vaswani masks with finfo_min (the HF models' additive
  * torch.finfo(dtype).min) and takes the sizes of its base model (BERT-base:

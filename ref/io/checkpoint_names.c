@@ -165,6 +165,30 @@ static const refenc_ck_entry modernbert[] = {
     {"final_norm.weight", "norm.weight", COPY},
 };
 
+/* HF Gemma3TextModel (modeling_gemma3.py; Gemma3ForCausalLM under "model.",
+ * EmbeddingGemma's sentence-transformers module without it): Llama's
+ * attention and MLP names, q_norm/k_norm, and four norms a layer:
+ * post_attention_layernorm is the norm of the attention's output (refenc's
+ * post_attn_norm, sandwich_norm), not Llama's pre-FFN norm, which is
+ * pre_feedforward_layernorm here (refenc's norm2) */
+static const refenc_ck_entry gemma3[] = {
+    {"embed_tokens.weight", "embedding.weight", COPY},
+    {"layers.{i}.self_attn.q_proj.weight", "layers.{i}.self_attn.in_proj_weight", Q},
+    {"layers.{i}.self_attn.k_proj.weight", "layers.{i}.self_attn.in_proj_weight", K},
+    {"layers.{i}.self_attn.v_proj.weight", "layers.{i}.self_attn.in_proj_weight", V},
+    {"layers.{i}.self_attn.o_proj.weight", "layers.{i}.self_attn.out_proj.weight", COPY},
+    {"layers.{i}.self_attn.q_norm.weight", "layers.{i}.self_attn.q_norm.weight", COPY},
+    {"layers.{i}.self_attn.k_norm.weight", "layers.{i}.self_attn.k_norm.weight", COPY},
+    {"layers.{i}.mlp.gate_proj.weight", "layers.{i}.linear1.weight", GATE},
+    {"layers.{i}.mlp.up_proj.weight", "layers.{i}.linear1.weight", UP},
+    {"layers.{i}.mlp.down_proj.weight", "layers.{i}.linear2.weight", COPY},
+    {"layers.{i}.input_layernorm.weight", "layers.{i}.norm1.weight", COPY},
+    {"layers.{i}.post_attention_layernorm.weight", "layers.{i}.post_attn_norm.weight", COPY},
+    {"layers.{i}.pre_feedforward_layernorm.weight", "layers.{i}.norm2.weight", COPY},
+    {"layers.{i}.post_feedforward_layernorm.weight", "layers.{i}.post_ffn_norm.weight", COPY},
+    {"norm.weight", "norm.weight", COPY},
+};
+
 /* refenc's own names, nn.TransformerEncoder's (params.h) */
 static const refenc_ck_entry vaswani[] = {
     {"embedding.weight", "embedding.weight", COPY},
@@ -211,6 +235,7 @@ static const struct {
     [REFENC_FAMILY_QWEN2] = {llama, N_OF(llama), "model.", llama_ignored, 1},
     [REFENC_FAMILY_QWEN3] = {llama, N_OF(llama), "model.", llama_ignored, 1},
     [REFENC_FAMILY_MODERNBERT] = {modernbert, N_OF(modernbert), "model.", none_ignored, 0},
+    [REFENC_FAMILY_GEMMA3] = {gemma3, N_OF(gemma3), "model.", llama_ignored, 1},
 };
 
 const refenc_ck_entry *refenc_checkpoint_table(refenc_family family, size_t *n,
@@ -426,7 +451,7 @@ static refenc_tensor *ck_target(ck_load *ld, const refenc_st_tensor *s, const ch
     if (t == NULL)
         problem(&ld->pl, "%s: tensor '%s' %s maps to refenc's '%s', which this config does not have "
                 "(see type_vocab_size, embedding_norm, positional, final_norm, linear_bias, qkv_bias, qk_norm, "
-                "skip_first_prenorm)", ld->f->path, s->name,
+                "skip_first_prenorm, sandwich_norm)", ld->f->path, s->name,
                 shape_s, rname);
     *entry = e;
     return t;

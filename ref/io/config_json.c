@@ -355,10 +355,6 @@ int refenc_config_from_json(refenc_config *c, const json_t *obj, const char *whe
     return validate_at(c, where, err);
 }
 
-/* n_kv_heads, head_dim, attn_logit_softcapping and query_pre_attn_scalar,
- * written only when set (absent: the defaults), or when the family's preset
- * f sets them: n_kv_heads and head_dim as their values (H, D / H when 0),
- * sliding_window as null when off (the preset's window would come back). */
 /* An optional count or real key: written when set, and as null when the
  * family's preset (f) sets it and the config turned it off, so that reading
  * "family" first does not bring the preset's value back. */
@@ -376,13 +372,15 @@ static int optional_real(json_t *j, const char *key, double v, double preset)
     return preset != 0 ? json_object_set_new(j, key, json_null()) : 0;
 }
 
+/* n_kv_heads, head_dim, the windows, periods, bases, softcap and query scalar,
+ * written only when set (absent: the defaults), or when the family's preset
+ * f sets them: n_kv_heads and head_dim as their values (H, D / H when 0),
+ * sliding_window as null when off (the preset's window would come back). */
 static int attention_keys_to_json(json_t *j, const refenc_config *c, const refenc_config *f)
 {
     int bad = 0;
-    if (c->attn_logit_softcapping != 0)
-        bad |= json_object_set_new(j, "attn_logit_softcapping", json_real(c->attn_logit_softcapping));
-    if (c->query_pre_attn_scalar != 0)
-        bad |= json_object_set_new(j, "query_pre_attn_scalar", json_real(c->query_pre_attn_scalar));
+    bad |= optional_real(j, "attn_logit_softcapping", c->attn_logit_softcapping, f->attn_logit_softcapping);
+    bad |= optional_real(j, "query_pre_attn_scalar", c->query_pre_attn_scalar, f->query_pre_attn_scalar);
     bad |= optional_count(j, "sliding_window", c->sliding_window, f->sliding_window);
     bad |= optional_count(j, "local_attention", c->local_attention, f->local_attention);
     bad |= optional_count(j, "global_attn_every_n_layers", c->global_attn_every_n_layers,
@@ -468,7 +466,7 @@ json_t *refenc_config_to_json(const refenc_config *c)
 #define OFF(field) (c->field != d.field || c->field != f.field)
     if (OFF(norm_type))
         bad |= json_object_set_new(j, "norm_type", json_string(refenc_norm_type_name(c->norm_type)));
-    if (c->rmsnorm_offset != d.rmsnorm_offset)
+    if (OFF(rmsnorm_offset))
         bad |= json_object_set_new(j, "rmsnorm_offset", json_boolean(c->rmsnorm_offset));
     if (OFF(linear_bias))
         bad |= json_object_set_new(j, "linear_bias", json_boolean(c->linear_bias));
@@ -480,7 +478,7 @@ json_t *refenc_config_to_json(const refenc_config *c)
         bad |= json_object_set_new(j, "skip_first_prenorm", json_boolean(c->skip_first_prenorm));
     if (OFF(ffn_type))
         bad |= json_object_set_new(j, "ffn_type", json_string(refenc_ffn_type_name(c->ffn_type)));
-    if (c->embedding_normalizer_dtype != REFENC_NORMALIZER_EXACT) /* only when set: byte-identical goldens */
+    if (OFF(embedding_normalizer_dtype)) /* only when set: byte-identical goldens */
         bad |= json_object_set_new(j, "embedding_normalizer_dtype",
                                    json_string(refenc_normalizer_dtype_name(c->embedding_normalizer_dtype)));
     if (c->ffn_type == REFENC_FFN_GLU && OFF(glu_gate))

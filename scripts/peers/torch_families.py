@@ -36,9 +36,10 @@ FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "clip-text", "llama", "mist
 # decoder blocks run as encoders, under LlamaModel's names (MistralModel, Qwen2Model
 # and Qwen3Model keep them)
 LLAMA_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
-# the families whose Hugging Face names hf_state_dict knows: ModernBERT's too,
-# whose cases the peer computes from refenc's names (torch_peer.py's layers)
-HF_NAME_FAMILIES = FAMILIES + ("modernbert",)
+# the families whose Hugging Face names hf_state_dict knows: ModernBERT's and
+# Gemma 3's too, whose cases the peer computes from refenc's names (torch_peer.py's
+# layers)
+HF_NAME_FAMILIES = FAMILIES + ("modernbert", "gemma3")
 LLAMA_BLOCKS = {"norm_type": "rmsnorm", "ffn_type": "glu", "positional": "rope"}  # what their modules are
 
 # The variants of the families (refenc certify --list-bugs); torch_peer.py
@@ -587,6 +588,8 @@ def hf_state_dict(cfg, tensors):
         return llama_state_dict(cfg, r, tensors)
     if fam == "modernbert":
         return modernbert_state_dict(cfg, r, tensors)
+    if fam == "gemma3":
+        return llama_state_dict(cfg, r, tensors, GEMMA3_NORMS)
     sd = {}
 
     def qkv(prefix, names, i):
@@ -655,12 +658,20 @@ def hf_state_dict(cfg, tensors):
     return sd
 
 
-def llama_state_dict(cfg, r, tensors):
+LLAMA_NORMS = (("input_layernorm", "norm1"), ("post_attention_layernorm", "norm2"))
+# Gemma3TextModel's four norms a layer: post_attention_layernorm normalises the
+# attention's output (sandwich_norm), pre_feedforward_layernorm is the FFN's
+GEMMA3_NORMS = (("input_layernorm", "norm1"), ("post_attention_layernorm", "post_attn_norm"),
+                ("pre_feedforward_layernorm", "norm2"), ("post_feedforward_layernorm", "post_ffn_norm"))
+
+
+def llama_state_dict(cfg, r, tensors, norms=LLAMA_NORMS):
     """LlamaModel's names from refenc's (docs/families.md, "llama"): in_proj's
     rows split at H Dh and H Dh + Hkv Dh into q_proj, k_proj, v_proj (and
     Qwen2's biases alike); linear1's (2F, D) halves into gate_proj and
-    up_proj, the gate the half glu_gate names; norm1, norm2 are
-    input_layernorm, post_attention_layernorm."""
+    up_proj, the gate the half glu_gate names; the norms as `norms` names
+    them (Llama: norm1, norm2 are input_layernorm, post_attention_layernorm;
+    Gemma 3: GEMMA3_NORMS)."""
     D, N, H, F_ = cfg["d_model"], cfg["n_layers"], cfg["n_heads"], cfg["d_ff"]
     Hkv, Dh = cfg.get("n_kv_heads", H), cfg.get("head_dim", D // H)
     E, Ekv = H * Dh, Hkv * Dh
@@ -683,8 +694,7 @@ def llama_state_dict(cfg, r, tensors):
             for dst, name in (("self_attn.o_proj.", "self_attn.out_proj."), ("mlp.down_proj.", "linear2.")):
                 if L + name + kind in tensors:
                     sd[p + dst + kind] = r(L + name + kind)
-        for dst, name in (("self_attn.q_norm", "self_attn.q_norm"), ("self_attn.k_norm", "self_attn.k_norm"),
-                          ("input_layernorm", "norm1"), ("post_attention_layernorm", "norm2")):
+        for dst, name in (("self_attn.q_norm", "self_attn.q_norm"), ("self_attn.k_norm", "self_attn.k_norm")) + norms:
             if L + name + ".weight" in tensors:
                 sd[p + dst + ".weight"] = r(L + name + ".weight")
     if "norm.weight" in tensors:

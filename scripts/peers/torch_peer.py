@@ -882,7 +882,9 @@ def main():
                     help="float16/bfloat16: accumulate in float32 (default) or in the dtype itself")
     ap.add_argument("--native", action="store_true",
                     help="bfloat16: PyTorch's own bfloat16 CPU kernels and modules instead")
-    ap.add_argument("--case", default="*", help="only cases matching this shell pattern")
+    ap.add_argument("--case", action="append", metavar="GLOB[,GLOB...]",
+                    help="only cases matching a shell pattern; repeatable, commas separate several, "
+                         "a case is taken when any matches, each must match some case (as refenc certify's)")
     ap.add_argument("--bug", choices=KNOWN_BUGS + UNKNOWN_BUGS,
                     help="inject a bug into this peer's computation: one of refenc's known variants "
                          "(docs/certify.md), or one it does not know")
@@ -897,8 +899,8 @@ def main():
     configure(args.dtype, args.accumulate, args.native, args.bug)
     implementation = {"implementation": f"torch {torch.__version__} {describe(args)}"}
     try:
-        cases = refenc.all_cases(args.golden, args.case)
-    except (OSError, refenc.FormatError) as e:
+        cases = refenc.all_cases(args.golden, args.case or "*", require_match=args.case is not None)
+    except (OSError, ValueError, refenc.FormatError) as e:
         print(f"torch_peer: {e}", file=sys.stderr)
         return 2
     for case in cases:

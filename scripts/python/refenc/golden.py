@@ -271,12 +271,32 @@ def load_case(name, golden=None):
     raise KeyError(f"no case '{name}' in {g}/manifest.json")
 
 
-def all_cases(golden=None, pattern="*"):
-    """Every case of the golden directory whose name matches `pattern`, in
-    the manifest's order."""
+def case_patterns(pattern):
+    """A case selection in refenc certify's grammar (docs/cli.md, "Selecting
+    cases and outputs"): a shell pattern, commas separating several, or an
+    iterable of them, each a repeated --case; a case is selected when any
+    pattern matches it.  ValueError for an empty pattern or selection."""
+    items = [pattern] if isinstance(pattern, (str, os.PathLike)) else list(pattern)
+    pats = [p for item in items for p in os.fspath(item).split(",")]
+    if not pats or "" in pats:
+        raise ValueError(f"case selection {pattern!r}: an empty pattern selects nothing")
+    return pats
+
+
+def all_cases(golden=None, pattern="*", require_match=False):
+    """Every case of the golden directory whose name matches `pattern` (see
+    case_patterns), in the manifest's order.  require_match: every pattern
+    must match some case, as certify's --case must (ValueError naming the
+    first that matches none)."""
+    pats = case_patterns(pattern)
     g = locate.golden_dir(golden)
-    return [Case(os.path.join(g, "cases", e["file"])) for e in manifest(g)["cases"]
-            if fnmatch.fnmatchcase(e["case"], pattern)]
+    entries = manifest(g)["cases"]
+    if require_match:
+        for p in pats:
+            if not any(fnmatch.fnmatchcase(e["case"], p) for e in entries):
+                raise ValueError(f"--case '{p}' matches no case of {g}")
+    return [Case(os.path.join(g, "cases", e["file"])) for e in entries
+            if any(fnmatch.fnmatchcase(e["case"], p) for p in pats)]
 
 
 def cases(supports, golden=None, pattern="*"):

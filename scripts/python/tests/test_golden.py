@@ -131,3 +131,22 @@ def test_locate_refuses_a_wrong_explicit_path(tmp_path, monkeypatch):
     monkeypatch.setenv("REFENC_CLI", str(tmp_path / "nothing"))
     with pytest.raises(FileNotFoundError, match="REFENC_CLI"):
         refenc.cli_path()
+
+
+def test_all_cases_takes_the_selection_grammar_of_certify(golden):
+    """Commas and lists as refenc certify's repeated --case (docs/cli.md): a
+    case is taken when any pattern matches, in the manifest's order; with
+    require_match a pattern that matches nothing is an error naming it
+    (torch_peer.py --case).  Control: the old single-pattern reading
+    selected nothing for the comma list."""
+    def names(sel, **kw):
+        return [c.name for c in refenc.all_cases(golden, sel, **kw)]
+    a, b = names("layernorm_*"), names("attention_*")
+    assert a and b
+    both = names("layernorm_*,attention_*")
+    assert both == names(["attention_*", "layernorm_*"]) and sorted(both) == sorted(a + b)
+    assert names(["layernorm_*", "no_such_case*"]) == a
+    with pytest.raises(ValueError, match="no_such_case"):
+        refenc.all_cases(golden, ["layernorm_*", "no_such_case*"], require_match=True)
+    with pytest.raises(ValueError, match="empty"):
+        refenc.all_cases(golden, "layernorm_*,,attention_*")
