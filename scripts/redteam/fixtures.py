@@ -181,6 +181,23 @@ def build(cli, base, source_root):
                    f"model.layers.{i}.attn.Wo.weight": [4, 4], f"model.layers.{i}.mlp_norm.weight": [4],
                    f"model.layers.{i}.mlp.Wi.weight": [12, 4], f"model.layers.{i}.mlp.Wo.weight": [4, 6]})
     st.write(j("modernbert_attn0.safetensors"), None, {n: st.filled("F32", s, 0.25) for n, s in hf.items()})
+    # the gemma3 preset at a tiny width: a golden is made; a file saved with a Llama
+    # loader's names (two norms a layer, post_attention_layernorm as the pre-FFN norm)
+    # exits 2 naming the missing pre_feedforward_layernorm
+    g3 = {"family": "gemma3", "d_model": 4, "n_heads": 2, "n_kv_heads": 1, "head_dim": 2, "d_ff": 6,
+          "n_layers": 2, "vocab_size": 5, "max_len": 8, "query_pre_attn_scalar": 2, "sliding_window": 2,
+          "sliding_window_pattern": 2}
+    _dump(j("gemma3.json"), {"model": g3, "input": {"batch": 1, "seq_len": 3}})
+    hf = {"model.embed_tokens.weight": [5, 4], "model.norm.weight": [4]}
+    for i in (0, 1):
+        L = f"model.layers.{i}."
+        hf.update({L + "self_attn.q_proj.weight": [4, 4], L + "self_attn.k_proj.weight": [2, 4],
+                   L + "self_attn.v_proj.weight": [2, 4], L + "self_attn.o_proj.weight": [4, 4],
+                   L + "self_attn.q_norm.weight": [2], L + "self_attn.k_norm.weight": [2],
+                   L + "mlp.gate_proj.weight": [6, 4], L + "mlp.up_proj.weight": [6, 4],
+                   L + "mlp.down_proj.weight": [4, 6], L + "input_layernorm.weight": [4],
+                   L + "post_attention_layernorm.weight": [4]})
+    st.write(j("gemma3_llama_names.safetensors"), None, {n: st.filled("F32", s, 0.25) for n, s in hf.items()})
     _dump(j("two_patterns.json"), {"model": dict(TINY_MODEL, n_layers=2, global_attn_every_n_layers=2,
                                                  sliding_window_pattern=2), "input": {"batch": 1, "seq_len": 3}})
     _dump(j("gemma3_partial.json"), {"model": dict(TINY_MODEL, n_layers=2, positional="rope", sliding_window_pattern=2,
