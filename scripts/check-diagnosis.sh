@@ -60,6 +60,9 @@ ALSO = {  # expected variant -> (dtypes, names the diagnosis may give instead; N
     "quick_gelu_for_gelu": (("bfloat16",), {None}),
     # outputs twice the golden's: the copy cannot be matched within the golden's budget
     "rmsnorm_offset_doubled": (("float16", "bfloat16"), {None}),
+    # the pooled embedding's rounding errors, relative to its norm, beyond the golden's
+    # budget (Gemma's RMSNorm order: the tighter baseline; scripts/detectability.py)
+    "bidirectional_run_causally": (("float16", "bfloat16"), {None}),
     # a shift of at most 2^-9 relative: within two float16 budgets of the golden
     "embedding_normalizer_unrounded": (("float16",), {None}),
 }

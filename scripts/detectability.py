@@ -102,6 +102,17 @@ NAMING_EXCEPTIONS = {
     ("rmsnorm_offset_doubled", "BF16"): (
         {None},
         "the same as in F16 (below): 0.21 from the copy at out.output against a bfloat16 budget of 0.075"),
+    ("bidirectional_run_causally", "F16"): (
+        {None},
+        "caught by a wide margin (x767), but on encoder_embeddinggemma_bidirectional, the one case that "
+        "stores it, the emulated result lies 1.05 budgets from the copy at out.embedding (0.68 at "
+        "out.output): the pooled embedding is divided by its norm, and the causal run's pooled mean is "
+        "not the golden's, so its rounding errors relative to that norm are not bounded by the "
+        "golden's budget; since the baseline follows Gemma's RMSNorm order (one rounding where Llama's "
+        "has three) that budget is the tighter of the two orders'"),
+    ("bidirectional_run_causally", "BF16"): (
+        {None},
+        "the same as in F16 (above): 1.10 budgets from the copy at out.embedding (0.79 at out.output)"),
     ("embedding_normalizer_unrounded", "F16"): (
         {None},
         "caught (x1.8 on encoder_gemma_embedding_normalizer_bf16), but the variant moves the outputs by "

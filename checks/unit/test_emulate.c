@@ -215,3 +215,45 @@ Test(emulate, without_rounding_it_is_the_reference_bit_for_bit)
     cr_expect(n_bf16_differs > 50, "bfloat16 changes the outputs of only %zu cases", n_bf16_differs);
     json_decref(m);
 }
+
+/* RMSNorm's baseline follows each family's rounding order (docs/certify.md):
+ * scaled by (1 + w) (Gemma), x / rms and 1 + w in float32 and the product
+ * cast once; scaled by w (Llama, T5), x / rms cast to the dtype, then the
+ * product rounded in it.  The expected values are formed here from
+ * refenc_round, step by step; the rows are such that the two orders differ
+ * somewhere, so the test tells them apart (control run: the earlier
+ * baseline, which cast x / rms and 1 + w before the product for Gemma too,
+ * fails the Gemma rows). */
+Test(emulate, rmsnorm_follows_each_familys_rounding_order)
+{
+    enum { N = 16, D = 4 };
+    const refenc_emulation e = refenc_emulation_baseline(REFENC_FMT_BF16);
+    const double w[D] = {0.0123, -0.37, 1.9, 0.51}, eps = 1e-6;
+    double x[N * D], y[N * D];
+    for (size_t i = 0; i < N * D; i++)
+        x[i] = refenc_round(REFENC_FMT_BF16, sin(1.7 * (double)i + 0.3) * (double)(1 + i % 3));
+#define R32(v) refenc_round(REFENC_FMT_F32, (v))
+#define RB(v) refenc_round(REFENC_FMT_BF16, (v))
+    for (int offset = 0; offset <= 1; offset++) {
+        emu_rmsnorm(&e, y, x, w, N, D, eps, offset);
+        int orders_differ = 0;
+        for (size_t n = 0; n < N; n++) {
+            double ss = 0;
+            for (size_t k = 0; k < D; k++)
+                ss = R32(ss + R32(x[n * D + k] * x[n * D + k]));
+            const double r = R32(sqrt(R32(R32(ss / D) + eps)));
+            for (size_t d = 0; d < D; d++) {
+                const double xd = x[n * D + d];
+                const double gemma = RB(R32(R32(xd / r) * R32(1.0 + w[d])));
+                const double cast_first = offset ? RB(RB(RB(xd / r) * RB(1.0 + w[d]))) : RB(RB(xd / r) * w[d]);
+                const double want = offset ? gemma : cast_first;
+                cr_expect_eq(y[n * D + d], want, "offset %d, row %zu, element %zu: %.17g, want %.17g", offset, n,
+                             d, y[n * D + d], want);
+                orders_differ |= gemma != cast_first;
+            }
+        }
+        cr_expect(!offset || orders_differ, "the rows do not tell Gemma's order from the cast-first one");
+    }
+#undef R32
+#undef RB
+}

@@ -149,8 +149,11 @@ void emu_rmsnorm_rows(const refenc_emulation *e, double *y, const double *x, con
                 y_n[d] = emu_v(e, emu_v(e, z) * wd);
                 continue;
             }
-            const double s = offset ? emu_m(e, 1.0 + wd) : wd;
-            y_n[d] = emu_v(e, emu_m(e, z * s));
+            if (offset) { /* Gemma: x / rms and (1 + w) in float32, the product cast once */
+                y_n[d] = emu_v(e, emu_a(e, emu_a(e, x_n[d] / r) * emu_a(e, 1.0 + wd)));
+                continue;
+            }
+            y_n[d] = emu_v(e, emu_m(e, z * wd));
         }
     }
 }

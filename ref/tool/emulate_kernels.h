@@ -41,12 +41,12 @@ void emu_add(const refenc_emulation *e, double *y, const double *a, const double
 void emu_layernorm(const refenc_emulation *e, double *y, const double *x, const double *gamma,
                    const double *beta, size_t N, size_t D, double eps);
 
-/* RMSNorm over the last axis of x (N, D), no mean, no bias: the sum of
- * squares in the accumulation format, z = x / rms in the math format, the
- * scale (1 + w when offset, formed in the math format, Gemma's order) times z
- * in the math format, then the output rounded once.  One rounding order for
- * every family: Llama's and T5's (cast z before the multiply) is left to the
- * families' presets (issue 23). */
+/* RMSNorm over the last axis of x (N, D), no mean, no bias, in each
+ * family's rounding order: the sum of squares in the accumulation format;
+ * then w (Llama, T5: LlamaRMSNorm, T5LayerNorm) times z = x / rms rounded to
+ * the math format, the product rounded in it, or, when offset (Gemma:
+ * GemmaRMSNorm, "(x * w).to(float16)"), z and 1 + w in the accumulation
+ * format, their product too, and the output rounded once. */
 void emu_rmsnorm(const refenc_emulation *e, double *y, const double *x, const double *w, size_t N,
                  size_t D, double eps, int offset);
 

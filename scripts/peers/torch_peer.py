@@ -89,20 +89,28 @@ def layer_norm(t, w, b, eps):
 def rms_norm(t, w, eps, offset):
     """RMSNorm over the last axis, HF's LlamaRMSNorm / T5LayerNorm (offset
     False: x / sqrt(mean(x^2) + eps) * w) or GemmaRMSNorm (offset True:
-    * (1 + w)).  The statistic is float32 as those modules compute it
-    (table_precision: not rounded in the float32-accumulation emulation,
-    each partial sum rounded in the pure one); the normalised x is rounded
-    to the dtype, then multiplied by the scale: the reference rounding
-    order of ref/tool/emulate_kernels.c (emu_rmsnorm)."""
+    * (1 + w)), each in its module's rounding order, as
+    ref/tool/emulate_kernels.c's emu_rmsnorm: the statistic is float32 as
+    those modules compute it (table_precision: not rounded in the
+    float32-accumulation emulation, each partial sum rounded in the pure
+    one); Llama and T5 round the normalised x to the dtype, then multiply by
+    w; Gemma normalises and multiplies by (1 + w) in float32 and casts once
+    ("Llama does x.to(float16) * w whilst Gemma is (x * w).to(float16)",
+    modeling_gemma.py)."""
     eps = bugged_eps(eps)
-    with table_precision():
-        r = torch.sqrt((t * t).mean(-1, keepdim=True) + eps)
-    z = t / r
     if BUG == "rmsnorm_offset_missing":
         offset = False
     if BUG == "rmsnorm_offset_doubled" and offset:  # Gemma's +1 folded into the weights, then added again
         w = w + 1.0
-    return z * (1.0 + w) if offset else z * w
+    if offset:
+        up = t.dtype in (torch.float16, torch.bfloat16)  # --native: the module's .float()
+        x, w32 = (t.float(), w.float()) if up else (t, w)
+        with table_precision():
+            y = x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * (1.0 + w32)
+        return rounded_table(y).to(t.dtype)
+    with table_precision():
+        r = torch.sqrt((t * t).mean(-1, keepdim=True) + eps)
+    return t / r * w
 
 
 def norm(cfg, t, w, b, eps):
