@@ -42,6 +42,10 @@ EXTRA = {"bert": {"cls.predictions.bias": (5,), "bert.pooler.dense.bias": ("D",)
          "clip-text": {"text_projection.weight": (5,)},
          "llama": LLAMA_EXTRA, "mistral": LLAMA_EXTRA, "qwen2": LLAMA_EXTRA, "qwen3": LLAMA_EXTRA,
          "modernbert": {"head.norm.weight": ("D",), "decoder.bias": (5,)}, "gemma3": LLAMA_EXTRA}
+# the families whose goldens are also made whole from their Hugging Face files
+# and run by the PyTorch peer (issue 24: the decoder presets; every one of their
+# cases has grouped-query attention, which the negative control tiles)
+HF_GOLDEN_FAMILIES = torch_families.LLAMA_FAMILIES + ("gemma3",)
 # the peer's modes in which the goldens made from the Llama-style families'
 # Hugging Face files must PASS (issue 24: F64, F32, BF16, F16)
 PEER_MODES = ("float64", "float32", "bfloat16", "float16")
@@ -136,9 +140,9 @@ def main():
                   f"{r.stderr.strip()[:300]}")
         ok &= golden_ok
 
-        # the Llama-style families: a whole golden from the Hugging Face file
+        # the decoder families (HF_GOLDEN_FAMILIES): a whole golden from the Hugging Face file
         # (every intermediate), for the PyTorch peer below
-        if fam in torch_families.LLAMA_FAMILIES:
+        if fam in HF_GOLDEN_FAMILIES:
             r = subprocess.run([cli, "golden", "--config", cfg_path, "--weights", hf_path, "--name",
                                 entry["case"] + "_hf_weights", "--quiet", "--out", os.path.join(work, "hf-goldens")],
                                capture_output=True, text=True)

@@ -5,7 +5,7 @@
 # peer's (scripts/peers/torch_families.py), on every family case of the
 # golden set: the case's parameters saved under the family's Hugging Face
 # names and under refenc's must give the same output, and a swapped pair must
-# not; then, for the Llama-style families (llama, mistral, qwen2, qwen3),
+# not; then, for the decoder families (llama, mistral, qwen2, qwen3, gemma3),
 # goldens made by refenc golden --weights from those Hugging Face files, on
 # which the PyTorch peer must PASS in float64, float32, bfloat16 and float16
 # and FAIL with its key/value heads tiled (scripts/check-checkpoint-names.py).
