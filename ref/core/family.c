@@ -56,7 +56,9 @@ static const llm_preset llm_presets[REFENC_FAMILY_QWEN3 - REFENC_FAMILY_LLAMA + 
     /* Qwen/Qwen3-Embedding-0.6B config.json: hidden_size 1024, 16 heads, 8 KV heads,
      * head_dim 128, intermediate_size 3072, 28 layers, vocab_size 151669,
      * max_position_embeddings 32768, rope_theta 1e6, rms_norm_eps 1e-6, attention_bias
-     * false; modeling_qwen3.py: q_norm, k_norm (Qwen3RMSNorm(head_dim)) before RoPE */
+     * false (595 776 512 parameters with this vocabulary, keras-hub#2455's count for the
+     * model; Qwen3-0.6B's 151936 rows would give 596 049 920); modeling_qwen3.py: q_norm,
+     * k_norm (Qwen3RMSNorm(head_dim)) before RoPE */
     {1024, 16, 8, 128, 3072, 28, 151669, 32768, 0, 1e6, 1e-6, 0, REFENC_QKNORM_RMS},
 };
 
