@@ -56,7 +56,8 @@ static const json_error_case json_errors[] = {
      "model.activation: unknown name 'GELU'"},
     {"family_unknown_name", "{\"family\": \"xlnet\"}", REFENC_EINVAL,
      "model.family: unknown name 'xlnet' (expected one of 'vaswani', 'bert', 'roberta', "
-     "'distilbert', 'gpt2', 'clip-text', 'llama', 'mistral', 'qwen2', 'qwen3', 'modernbert')"},
+     "'distilbert', 'gpt2', 'clip-text', 'llama', 'mistral', 'qwen2', 'qwen3', 'modernbert', "
+     "'t5-encoder')"},
     {"sliding_window_null_over_mistral_without_causal", "{\"family\": \"mistral\", \"d_model\": 8, "
      "\"n_heads\": 2, \"n_kv_heads\": 1, \"d_ff\": 8, \"n_layers\": 1, \"vocab_size\": 5, "
      "\"causal\": false}", REFENC_EINVAL, "sliding_window"},
@@ -762,6 +763,44 @@ Test(config_json, modernbert_preset_and_round_trip)
     c.embedding_norm = 0, c.scale_embedding = 1;
     obj = refenc_config_to_json(&c);
     cr_assert_not_null(obj);
+    const size_t n2 = json_object_size(obj);
+    json_decref(obj);
+    expect_round_trip(&c, n2);
+}
+
+/* The t5-encoder preset: t5-base's sizes and T5's conventions (family.c),
+ * and its config round-trips, also with every key of its preset set back to
+ * the global defaults (LayerNorm, biases, scaled scores, no relative bias,
+ * scaled embedding), which the writer then writes (null for the scalar and
+ * the buckets), since reading "family" first brings the preset back. */
+Test(config_json, t5_encoder_preset_and_round_trip)
+{
+    refenc_config c;
+    refenc_config_family(&c, REFENC_FAMILY_T5_ENCODER);
+    cr_expect(c.d_model == 768 && c.n_heads == 12 && c.d_ff == 3072 && c.n_layers == 12 && c.head_dim == 0);
+    cr_expect(c.vocab_size == 32128 && c.max_len == 512 && c.padding_idx == -1);
+    cr_expect(c.norm == REFENC_NORM_PRE && c.final_norm && c.norm_type == REFENC_NORMTYPE_RMSNORM &&
+              !c.rmsnorm_offset && c.layer_norm_eps == 1e-6 && !c.linear_bias && !c.embedding_norm &&
+              !c.scale_embedding);
+    cr_expect(c.ffn_type == REFENC_FFN_MLP && c.activation == REFENC_ACT_RELU && c.positional == REFENC_POS_NONE);
+    cr_expect(c.query_pre_attn_scalar == 1.0 && c.relative_attention_num_buckets == 32 &&
+              c.relative_attention_max_distance == 128 && !c.causal && c.mask_value == REFENC_MASK_FINFO_MIN);
+    cr_expect_str_eq(refenc_family_name(REFENC_FAMILY_T5_ENCODER), "t5-encoder");
+    refenc_error err;
+    cr_expect_eq(refenc_config_validate(&c, &err), REFENC_OK, "t5-base itself: %s", err.message);
+    c.d_model = 16, c.n_heads = 4, c.d_ff = 24, c.n_layers = 3, c.vocab_size = 50, c.max_len = 32;
+    c.ffn_type = REFENC_FFN_GLU, c.activation = REFENC_ACT_GELU_TANH; /* v1.1 */
+    json_t *obj = refenc_config_to_json(&c);
+    cr_assert_not_null(obj);
+    const size_t n = json_object_size(obj);
+    json_decref(obj);
+    expect_round_trip(&c, n);
+    c.norm_type = REFENC_NORMTYPE_LAYERNORM, c.linear_bias = 1, c.query_pre_attn_scalar = 0;
+    c.relative_attention_num_buckets = 0, c.scale_embedding = 1, c.ffn_type = REFENC_FFN_MLP;
+    obj = refenc_config_to_json(&c);
+    cr_assert_not_null(obj);
+    cr_expect(json_is_null(json_object_get(obj, "relative_attention_num_buckets")) &&
+              json_is_null(json_object_get(obj, "query_pre_attn_scalar")), "the preset's keys turned off: null");
     const size_t n2 = json_object_size(obj);
     json_decref(obj);
     expect_round_trip(&c, n2);

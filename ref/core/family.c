@@ -117,12 +117,44 @@ static void modernbert_conventions(refenc_config *cfg)
     cfg->causal = 0, cfg->mask_value = REFENC_MASK_FINFO_MIN;
 }
 
+/* google-t5/t5-base config.json: d_model 768, num_heads 12, d_kv 64 (= D / H),
+ * d_ff 3072, num_layers 12, vocab_size 32128, n_positions 512,
+ * relative_attention_num_buckets 32, layer_norm_epsilon 1e-6, feed_forward_proj
+ * "relu" (relative_attention_max_distance absent: T5Config's default 128).
+ * modeling_t5.py, the encoder stack of T5EncoderModel: shared = nn.Embedding(V, D)
+ * without scale or padding row (the pad token 0 is an ordinary row), no absolute
+ * positions; T5Block Pre-norm (T5LayerSelfAttention: layer_norm, SelfAttention,
+ * residual; T5LayerFF: layer_norm, DenseReluDense, residual) and the stack's
+ * final_layer_norm; T5LayerNorm = RMSNorm without mean or bias; q, k, v, o and
+ * wi, wo without biases; scores not divided by sqrt(d_kv) (query_pre_attn_scalar
+ * 1: the divisor is exactly 1); block 0's relative_attention_bias (32, H) shared
+ * by every block; bidirectional, padding added as finfo.min
+ * (get_extended_attention_mask).  v1.1 / flan-T5 differ by keys, not by this
+ * preset: "ffn_type": "glu", "activation": "gelu_tanh" (gated-gelu, wi_0 the
+ * activated half) and their sizes (docs/families.md). */
+static void t5_encoder_conventions(refenc_config *cfg)
+{
+    cfg->d_model = 768, cfg->n_heads = 12, cfg->d_ff = 3072, cfg->n_layers = 12;
+    cfg->vocab_size = 32128, cfg->max_len = 512, cfg->padding_idx = -1;
+    cfg->layer_norm_eps = cfg->embedding_norm_eps = 1e-6;
+    cfg->norm = REFENC_NORM_PRE, cfg->final_norm = 1;
+    cfg->norm_type = REFENC_NORMTYPE_RMSNORM, cfg->linear_bias = 0;
+    cfg->embedding_norm = 0, cfg->scale_embedding = 0, cfg->type_vocab_size = 0;
+    cfg->activation = REFENC_ACT_RELU, cfg->ffn_type = REFENC_FFN_MLP;
+    cfg->positional = REFENC_POS_NONE, cfg->query_pre_attn_scalar = 1.0;
+    cfg->relative_attention_num_buckets = 32, cfg->relative_attention_max_distance = 128;
+    cfg->causal = 0, cfg->mask_value = REFENC_MASK_FINFO_MIN;
+}
+
 void refenc_config_family(refenc_config *cfg, refenc_family family)
 {
-    if (family == REFENC_FAMILY_MODERNBERT) {
+    if (family == REFENC_FAMILY_MODERNBERT || family == REFENC_FAMILY_T5_ENCODER) {
         refenc_config_default(cfg);
         cfg->family = family;
-        modernbert_conventions(cfg);
+        if (family == REFENC_FAMILY_MODERNBERT)
+            modernbert_conventions(cfg);
+        else
+            t5_encoder_conventions(cfg);
         return;
     }
     if (family >= REFENC_FAMILY_LLAMA && family <= REFENC_FAMILY_QWEN3) {

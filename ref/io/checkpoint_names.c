@@ -165,6 +165,47 @@ static const refenc_ck_entry modernbert[] = {
     {"final_norm.weight", "norm.weight", COPY},
 };
 
+/* HF T5EncoderModel (modeling_t5.py): the embedding is the model's `shared`, the
+ * stack's names under encoder.; T5Attention's q, k, v (H d_kv, D) as the row
+ * blocks of in_proj, o; relative_attention_bias (nb, H) in block 0 only (a file
+ * with one in another block is refused: relative_attention_num_buckets);
+ * T5DenseActDense's wi (v1.0) or T5DenseGatedActDense's wi_0, the activated half
+ * (gelu_new), and wi_1 (v1.1, flan-T5: ffn_type "glu"), wo; T5LayerNorm's
+ * weight; no biases anywhere */
+static const refenc_ck_entry t5_encoder[] = {
+    {"shared.weight", "embedding.weight", COPY},
+    {"encoder.block.{i}.layer.0.layer_norm.weight", "layers.{i}.norm1.weight", COPY},
+    {"encoder.block.{i}.layer.0.SelfAttention.q.weight", "layers.{i}.self_attn.in_proj_weight", Q},
+    {"encoder.block.{i}.layer.0.SelfAttention.k.weight", "layers.{i}.self_attn.in_proj_weight", K},
+    {"encoder.block.{i}.layer.0.SelfAttention.v.weight", "layers.{i}.self_attn.in_proj_weight", V},
+    {"encoder.block.{i}.layer.0.SelfAttention.o.weight", "layers.{i}.self_attn.out_proj.weight", COPY},
+    {"encoder.block.{i}.layer.0.SelfAttention.relative_attention_bias.weight",
+     "layers.{i}.self_attn.relative_attention_bias.weight", COPY},
+    {"encoder.block.{i}.layer.1.layer_norm.weight", "layers.{i}.norm2.weight", COPY},
+    {"encoder.block.{i}.layer.1.DenseReluDense.wi.weight", "layers.{i}.linear1.weight", COPY},
+    {"encoder.block.{i}.layer.1.DenseReluDense.wi_0.weight", "layers.{i}.linear1.weight", GATE},
+    {"encoder.block.{i}.layer.1.DenseReluDense.wi_1.weight", "layers.{i}.linear1.weight", UP},
+    {"encoder.block.{i}.layer.1.DenseReluDense.wo.weight", "layers.{i}.linear2.weight", COPY},
+    {"encoder.final_layer_norm.weight", "norm.weight", COPY},
+};
+/* encoder.embed_tokens is shared, tied (a state_dict holds both, a saved file
+ * one); a T5Model or T5ForConditionalGeneration file's decoder and LM head,
+ * v1.0's and v1.1's, which the encoder does not read */
+static const char *const t5_ignored[] = {
+    "encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight",
+    "decoder.final_layer_norm.weight",
+    "decoder.block.{i}.layer.0.layer_norm.weight", "decoder.block.{i}.layer.0.SelfAttention.q.weight",
+    "decoder.block.{i}.layer.0.SelfAttention.k.weight", "decoder.block.{i}.layer.0.SelfAttention.v.weight",
+    "decoder.block.{i}.layer.0.SelfAttention.o.weight",
+    "decoder.block.{i}.layer.0.SelfAttention.relative_attention_bias.weight",
+    "decoder.block.{i}.layer.1.layer_norm.weight", "decoder.block.{i}.layer.1.EncDecAttention.q.weight",
+    "decoder.block.{i}.layer.1.EncDecAttention.k.weight", "decoder.block.{i}.layer.1.EncDecAttention.v.weight",
+    "decoder.block.{i}.layer.1.EncDecAttention.o.weight",
+    "decoder.block.{i}.layer.1.EncDecAttention.relative_attention_bias.weight",
+    "decoder.block.{i}.layer.2.layer_norm.weight", "decoder.block.{i}.layer.2.DenseReluDense.wi.weight",
+    "decoder.block.{i}.layer.2.DenseReluDense.wi_0.weight", "decoder.block.{i}.layer.2.DenseReluDense.wi_1.weight",
+    "decoder.block.{i}.layer.2.DenseReluDense.wo.weight", NULL};
+
 /* refenc's own names, nn.TransformerEncoder's (params.h) */
 static const refenc_ck_entry vaswani[] = {
     {"embedding.weight", "embedding.weight", COPY},
@@ -188,6 +229,8 @@ static const refenc_ck_entry vaswani[] = {
     {"norm.bias", "norm.bias", COPY},
     {"layers.{i}.self_attn.q_norm.weight", "layers.{i}.self_attn.q_norm.weight", COPY}, /* qk_norm 'rms' */
     {"layers.{i}.self_attn.k_norm.weight", "layers.{i}.self_attn.k_norm.weight", COPY},
+    {"layers.{i}.self_attn.relative_attention_bias.weight", "layers.{i}.self_attn.relative_attention_bias.weight",
+     COPY}, /* T5's table, layer 0 only */
 };
 static const char *const none_ignored[] = {NULL};
 
@@ -211,6 +254,7 @@ static const struct {
     [REFENC_FAMILY_QWEN2] = {llama, N_OF(llama), "model.", llama_ignored, 1},
     [REFENC_FAMILY_QWEN3] = {llama, N_OF(llama), "model.", llama_ignored, 1},
     [REFENC_FAMILY_MODERNBERT] = {modernbert, N_OF(modernbert), "model.", none_ignored, 0},
+    [REFENC_FAMILY_T5_ENCODER] = {t5_encoder, N_OF(t5_encoder), "", t5_ignored, 1},
 };
 
 const refenc_ck_entry *refenc_checkpoint_table(refenc_family family, size_t *n,
@@ -426,7 +470,7 @@ static refenc_tensor *ck_target(ck_load *ld, const refenc_st_tensor *s, const ch
     if (t == NULL)
         problem(&ld->pl, "%s: tensor '%s' %s maps to refenc's '%s', which this config does not have "
                 "(see type_vocab_size, embedding_norm, positional, final_norm, linear_bias, qkv_bias, qk_norm, "
-                "skip_first_prenorm)", ld->f->path, s->name,
+                "skip_first_prenorm, relative_attention_num_buckets)", ld->f->path, s->name,
                 shape_s, rname);
     *entry = e;
     return t;

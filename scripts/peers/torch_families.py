@@ -36,9 +36,10 @@ FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "clip-text", "llama", "mist
 # decoder blocks run as encoders, under LlamaModel's names (MistralModel, Qwen2Model
 # and Qwen3Model keep them)
 LLAMA_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
-# the families whose Hugging Face names hf_state_dict knows: ModernBERT's too,
-# whose cases the peer computes from refenc's names (torch_peer.py's layers)
-HF_NAME_FAMILIES = FAMILIES + ("modernbert",)
+# the families whose Hugging Face names hf_state_dict knows: ModernBERT's and
+# T5EncoderModel's too, whose cases the peer computes from refenc's names
+# (torch_peer.py's layers)
+HF_NAME_FAMILIES = FAMILIES + ("modernbert", "t5-encoder")
 LLAMA_BLOCKS = {"norm_type": "rmsnorm", "ffn_type": "glu", "positional": "rope"}  # what their modules are
 
 # The variants of the families (refenc certify --list-bugs); torch_peer.py
@@ -587,6 +588,8 @@ def hf_state_dict(cfg, tensors):
         return llama_state_dict(cfg, r, tensors)
     if fam == "modernbert":
         return modernbert_state_dict(cfg, r, tensors)
+    if fam == "t5-encoder":
+        return t5_encoder_state_dict(cfg, r, tensors)
     sd = {}
 
     def qkv(prefix, names, i):
@@ -709,6 +712,42 @@ def modernbert_state_dict(cfg, r, tensors):
                 sd[L + dst + ".weight"] = r(name)
     if "norm.weight" in tensors:
         sd["final_norm.weight"] = r("norm.weight")
+    return sd
+
+
+def t5_encoder_state_dict(cfg, r, tensors):
+    """T5EncoderModel's names from refenc's (docs/families.md, "t5-encoder";
+    modeling_t5.py): shared is the embedding; in_proj's rows split at H d_kv
+    and 2 H d_kv into SelfAttention.q, k, v; block 0 alone holds
+    relative_attention_bias (nb, H); linear1 is DenseReluDense.wi, or, gated
+    (v1.1), its halves wi_0 (the activated one, glu_gate first) and wi_1; the
+    T5LayerNorms have a weight only."""
+    H, F_ = cfg["n_heads"], cfg["d_ff"]
+    E = H * cfg.get("head_dim", cfg["d_model"] // H)
+    gated = cfg.get("ffn_type", "mlp") == "glu"
+    gate_first = cfg.get("glu_gate", "first") == "first"
+    sd = {"shared.weight": r("embedding.weight")}
+    for i in range(cfg["n_layers"]):
+        L, p = f"layers.{i}.", f"encoder.block.{i}."
+        W = r(L + "self_attn.in_proj_weight")
+        for k, n in enumerate("qkv"):
+            sd[p + f"layer.0.SelfAttention.{n}.weight"] = W[k * E:(k + 1) * E]
+        sd[p + "layer.0.SelfAttention.o.weight"] = r(L + "self_attn.out_proj.weight")
+        if L + "self_attn.relative_attention_bias.weight" in tensors:
+            sd[p + "layer.0.SelfAttention.relative_attention_bias.weight"] = \
+                r(L + "self_attn.relative_attention_bias.weight")
+        sd[p + "layer.0.layer_norm.weight"] = r(L + "norm1.weight")
+        sd[p + "layer.1.layer_norm.weight"] = r(L + "norm2.weight")
+        W1 = r(L + "linear1.weight")
+        if gated:
+            first, second = W1[:F_], W1[F_:]
+            sd[p + "layer.1.DenseReluDense.wi_0.weight"], sd[p + "layer.1.DenseReluDense.wi_1.weight"] = \
+                (first, second) if gate_first else (second, first)
+        else:
+            sd[p + "layer.1.DenseReluDense.wi.weight"] = W1
+        sd[p + "layer.1.DenseReluDense.wo.weight"] = r(L + "linear2.weight")
+    if "norm.weight" in tensors:
+        sd["encoder.final_layer_norm.weight"] = r("norm.weight")
     return sd
 
 

@@ -95,9 +95,13 @@ def rms_norm(t, w, eps, offset):
     to the dtype, then multiplied by the scale: the reference rounding
     order of ref/tool/emulate_kernels.c (emu_rmsnorm)."""
     eps = bugged_eps(eps)
-    with table_precision():
-        r = torch.sqrt((t * t).mean(-1, keepdim=True) + eps)
-    z = t / r
+    if EMU is None and t.dtype in (torch.bfloat16, torch.float16):  # --native: the modules' own code,
+        t32 = t.float()  # hidden_states.to(float32).pow(2).mean, rsqrt, .to(weight dtype), then weight *
+        z = (t32 * torch.rsqrt(t32.pow(2).mean(-1, keepdim=True) + eps)).to(t.dtype)
+    else:
+        with table_precision():
+            r = torch.sqrt((t * t).mean(-1, keepdim=True) + eps)
+        z = t / r
     if BUG == "rmsnorm_offset_missing":
         offset = False
     if BUG == "rmsnorm_offset_doubled" and offset:  # Gemma's +1 folded into the weights, then added again

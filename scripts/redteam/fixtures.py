@@ -181,6 +181,20 @@ def build(cli, base, source_root):
                    f"model.layers.{i}.attn.Wo.weight": [4, 4], f"model.layers.{i}.mlp_norm.weight": [4],
                    f"model.layers.{i}.mlp.Wi.weight": [12, 4], f"model.layers.{i}.mlp.Wo.weight": [4, 6]})
     st.write(j("modernbert_attn0.safetensors"), None, {n: st.filled("F32", s, 0.25) for n, s in hf.items()})
+    # the t5-encoder preset at a tiny width: a golden is made; a T5EncoderModel file that
+    # gives block 1 its own relative_attention_bias (t5_bias_per_layer's port) exits 2
+    # naming the tensor and relative_attention_num_buckets
+    t5 = {"family": "t5-encoder", "d_model": 4, "n_heads": 2, "d_ff": 6, "n_layers": 2, "vocab_size": 5,
+          "max_len": 8}
+    _dump(j("t5_encoder.json"), {"model": t5, "input": {"batch": 1, "seq_len": 3}})
+    hf = {"shared.weight": [5, 4], "encoder.final_layer_norm.weight": [4]}
+    for i in (0, 1):
+        b = f"encoder.block.{i}.layer."
+        hf.update({b + "0.layer_norm.weight": [4], b + "0.SelfAttention.relative_attention_bias.weight": [32, 2],
+                   b + "1.layer_norm.weight": [4], b + "1.DenseReluDense.wi.weight": [6, 4],
+                   b + "1.DenseReluDense.wo.weight": [4, 6]})
+        hf.update({b + f"0.SelfAttention.{n}.weight": [4, 4] for n in "qkvo"})
+    st.write(j("t5_bias_per_block.safetensors"), None, {n: st.filled("F32", s, 0.25) for n, s in hf.items()})
     _dump(j("two_patterns.json"), {"model": dict(TINY_MODEL, n_layers=2, global_attn_every_n_layers=2,
                                                  sliding_window_pattern=2), "input": {"batch": 1, "seq_len": 3}})
     _dump(j("gemma3_partial.json"), {"model": dict(TINY_MODEL, n_layers=2, positional="rope", sliding_window_pattern=2,
