@@ -32,7 +32,7 @@ import torch_families  # noqa: E402
 
 PREFIX = {"bert": "bert.", "roberta": "roberta.", "distilbert": "distilbert.", "gpt2": "transformer.",
           "clip-text": "text_model.", "llama": "model.", "mistral": "model.", "qwen2": "model.", "qwen3": "model.",
-          "modernbert": "model.", "t5-encoder": ""}
+          "modernbert": "model.", "t5-encoder": "", "nomic-bert": "bert."}
 # a tensor outside the prefix, and one of the family's buffers inside it
 LLAMA_EXTRA = {"lm_head.weight": (5, "D"), "model.layers.0.self_attn.rotary_emb.inv_freq": (4,)}
 EXTRA = {"bert": {"cls.predictions.bias": (5,), "bert.pooler.dense.bias": ("D",)},
@@ -43,7 +43,9 @@ EXTRA = {"bert": {"cls.predictions.bias": (5,), "bert.pooler.dense.bias": ("D",)
          "llama": LLAMA_EXTRA, "mistral": LLAMA_EXTRA, "qwen2": LLAMA_EXTRA, "qwen3": LLAMA_EXTRA,
          "modernbert": {"head.norm.weight": ("D",), "decoder.bias": (5,)},
          # T5ForConditionalGeneration's LM head and decoder, beside the encoder (no prefix)
-         "t5-encoder": {"lm_head.weight": (5, "D"), "decoder.block.0.layer.2.DenseReluDense.wo.weight": ("D", 5)}}
+         "t5-encoder": {"lm_head.weight": (5, "D"), "decoder.block.0.layer.2.DenseReluDense.wo.weight": ("D", 5)},
+         # NomicBertForPreTraining's MLM head outside bert., the optional pooler inside
+         "nomic-bert": {"cls.predictions.decoder.weight": (5, "D"), "bert.pooler.dense.bias": ("D",)}}
 # the peer's modes in which the goldens made from the Llama-style families'
 # Hugging Face files must PASS (issue 24: F64, F32, BF16, F16)
 PEER_MODES = ("float64", "float32", "bfloat16", "float16")

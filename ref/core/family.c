@@ -146,15 +146,46 @@ static void t5_encoder_conventions(refenc_config *cfg)
     cfg->causal = 0, cfg->mask_value = REFENC_MASK_FINFO_MIN;
 }
 
+/* nomic-ai/nomic-embed-text-v1.5 config.json (NomicBertConfig, GPT-2's key names):
+ * n_embd 768, n_head 12, n_inner 3072, n_layer 12, vocab_size 30528, type_vocab_size
+ * 2, n_positions 8192, max_trained_positions 2048, layer_norm_epsilon 1e-12,
+ * activation_function "swiglu", prenorm false, qkv_proj_bias, mlp_fc1_bias and
+ * mlp_fc2_bias false, rotary_emb_fraction 1.0, rotary_emb_base 1000,
+ * rotary_emb_interleaved false, rotary_scaling_factor null, causal false.
+ * contrastors' modeling_hf_nomic_bert.py (the model's remote code): word + token
+ * type embeddings (no positions table: rotary_emb_fraction > 0), unscaled, then
+ * emb_ln (LayerNorm with bias); NomicBertBlock Post-LN: norm1(attn(x) + x),
+ * norm2(mlp(h) + h), no final norm; Wqkv fused [q; k; v], out_proj, no biases;
+ * scores / sqrt(Dh) plus the extended mask (finfo.min); NeoX rotate_half RoPE on
+ * every coordinate; NomciBertGatedMLP: fc2(fc11(x) * silu(fc12(x))), fc12 the
+ * activated half.  The pad row 0 is [PAD] of its bert-base-uncased tokenizer.
+ * Its dynamic NTK (rotary_scaling_factor, the model card's 8192-token use) is
+ * the "dynamic" rope_scaling with max_position_embeddings = max_trained_positions
+ * (docs/families.md); the config.json has none. */
+static void nomic_bert_conventions(refenc_config *cfg)
+{
+    cfg->d_model = 768, cfg->n_heads = 12, cfg->d_ff = 3072, cfg->n_layers = 12;
+    cfg->vocab_size = 30528, cfg->max_len = 8192, cfg->padding_idx = 0, cfg->type_vocab_size = 2;
+    cfg->layer_norm_eps = cfg->embedding_norm_eps = 1e-12;
+    cfg->norm = REFENC_NORM_POST, cfg->final_norm = 0, cfg->norm_type = REFENC_NORMTYPE_LAYERNORM;
+    cfg->embedding_norm = 1, cfg->scale_embedding = 0, cfg->linear_bias = 0;
+    cfg->activation = REFENC_ACT_SILU, cfg->ffn_type = REFENC_FFN_GLU, cfg->glu_gate = REFENC_GLU_GATE_FIRST;
+    cfg->positional = REFENC_POS_ROPE, cfg->rope_layout = REFENC_ROPE_HALF, cfg->rope_base = 1000.0;
+    cfg->causal = 0, cfg->mask_value = REFENC_MASK_FINFO_MIN;
+}
+
 void refenc_config_family(refenc_config *cfg, refenc_family family)
 {
-    if (family == REFENC_FAMILY_MODERNBERT || family == REFENC_FAMILY_T5_ENCODER) {
+    if (family == REFENC_FAMILY_MODERNBERT || family == REFENC_FAMILY_T5_ENCODER ||
+        family == REFENC_FAMILY_NOMIC_BERT) {
         refenc_config_default(cfg);
         cfg->family = family;
         if (family == REFENC_FAMILY_MODERNBERT)
             modernbert_conventions(cfg);
-        else
+        else if (family == REFENC_FAMILY_T5_ENCODER)
             t5_encoder_conventions(cfg);
+        else
+            nomic_bert_conventions(cfg);
         return;
     }
     if (family >= REFENC_FAMILY_LLAMA && family <= REFENC_FAMILY_QWEN3) {

@@ -14,6 +14,7 @@
  *   qwen3       pre   yes    silu (GLU)  1e-6   rope 1e6            E[token]    -      no      yes
  *   modernbert  pre   yes    gelu (GLU)  1e-5   rope 160000/10000   E[token]    -      yes     no
  *   t5-encoder  pre   yes    relu        1e-6   T5 buckets 32/128   E[token]    -      no      no
+ *   nomic-bert  post  no     silu (GLU)  1e-12  rope 1000           E[token]    T = 2  yes     no
  *
  * llama, mistral, qwen2 and qwen3 are decoder blocks run as encoders (the
  * block stack without the LM head): RMSNorm, bias-free linear maps (qwen2:
@@ -21,9 +22,10 @@
  * qwen3 q/k RMSNorm and head_dim 128, mistral a sliding window of 4096.  They
  * are causal, as their base models; an embedding model built on one declares
  * what it changes ("causal": false for gte-Qwen2, "pooling": "last_token"
- * for Qwen3-Embedding).  modernbert and t5-encoder are encoders: their
- * every convention is listed in family.c and docs/families.md (t5-encoder:
- * RMSNorm, bias-free, unscaled scores, T5's relative bias in layer 0).
+ * for Qwen3-Embedding).  modernbert, t5-encoder and nomic-bert are encoders:
+ * their every convention is listed in family.c and docs/families.md
+ * (t5-encoder: RMSNorm, bias-free, unscaled scores, T5's relative bias in
+ * layer 0; nomic-bert: bias-free linears, SwiGLU, LayerNorms with biases).
  *
  * Every family but vaswani masks with finfo_min (the HF models' additive
  * torch.finfo(dtype).min) and takes the sizes of its base model (BERT-base:

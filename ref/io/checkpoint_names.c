@@ -206,6 +206,35 @@ static const char *const t5_ignored[] = {
     "decoder.block.{i}.layer.2.DenseReluDense.wi_0.weight", "decoder.block.{i}.layer.2.DenseReluDense.wi_1.weight",
     "decoder.block.{i}.layer.2.DenseReluDense.wo.weight", NULL};
 
+/* NomicBertModel (contrastors' modeling_hf_nomic_bert.py, nomic-embed-text's remote
+ * code): Wqkv fused [q; k; v] as refenc's in_proj, out_proj; the gated MLP's fc12
+ * (activated by silu) and fc11 as the gate and up halves of linear1, fc2; emb_ln and
+ * the Post-LN norm1, norm2 with biases; the linears' biases exist with
+ * qkv_proj_bias / mlp_fc1_bias / mlp_fc2_bias true (linear_bias true).  Prefix
+ * bert. as NomicBertForPreTraining stores it. */
+static const refenc_ck_entry nomic_bert[] = {
+    {"embeddings.word_embeddings.weight", "embedding.weight", COPY},
+    {"embeddings.token_type_embeddings.weight", "token_type_embedding.weight", COPY},
+    {"emb_ln.weight", "embedding_norm.weight", COPY},
+    {"emb_ln.bias", "embedding_norm.bias", COPY},
+    {"encoder.layers.{i}.attn.Wqkv.weight", "layers.{i}.self_attn.in_proj_weight", COPY},
+    {"encoder.layers.{i}.attn.Wqkv.bias", "layers.{i}.self_attn.in_proj_bias", COPY},
+    {"encoder.layers.{i}.attn.out_proj.weight", "layers.{i}.self_attn.out_proj.weight", COPY},
+    {"encoder.layers.{i}.attn.out_proj.bias", "layers.{i}.self_attn.out_proj.bias", COPY},
+    {"encoder.layers.{i}.norm1.weight", "layers.{i}.norm1.weight", COPY},
+    {"encoder.layers.{i}.norm1.bias", "layers.{i}.norm1.bias", COPY},
+    {"encoder.layers.{i}.mlp.fc12.weight", "layers.{i}.linear1.weight", GATE},
+    {"encoder.layers.{i}.mlp.fc12.bias", "layers.{i}.linear1.bias", GATE},
+    {"encoder.layers.{i}.mlp.fc11.weight", "layers.{i}.linear1.weight", UP},
+    {"encoder.layers.{i}.mlp.fc11.bias", "layers.{i}.linear1.bias", UP},
+    {"encoder.layers.{i}.mlp.fc2.weight", "layers.{i}.linear2.weight", COPY},
+    {"encoder.layers.{i}.mlp.fc2.bias", "layers.{i}.linear2.bias", COPY},
+    {"encoder.layers.{i}.norm2.weight", "layers.{i}.norm2.weight", COPY},
+    {"encoder.layers.{i}.norm2.bias", "layers.{i}.norm2.bias", COPY},
+};
+/* NomicBertModel's optional pooler (add_pooling_layer) */
+static const char *const nomic_ignored[] = {"pooler.dense.weight", "pooler.dense.bias", NULL};
+
 /* refenc's own names, nn.TransformerEncoder's (params.h) */
 static const refenc_ck_entry vaswani[] = {
     {"embedding.weight", "embedding.weight", COPY},
@@ -254,7 +283,8 @@ static const struct {
     [REFENC_FAMILY_QWEN2] = {llama, N_OF(llama), "model.", llama_ignored, 1},
     [REFENC_FAMILY_QWEN3] = {llama, N_OF(llama), "model.", llama_ignored, 1},
     [REFENC_FAMILY_MODERNBERT] = {modernbert, N_OF(modernbert), "model.", none_ignored, 0},
-    [REFENC_FAMILY_T5_ENCODER] = {t5_encoder, N_OF(t5_encoder), "", t5_ignored, 1},
+    [REFENC_FAMILY_T5_ENCODER] = {t5_encoder, N_OF(t5_encoder), "", t5_ignored, 1}, /* d_kv: head_dim */
+    [REFENC_FAMILY_NOMIC_BERT] = {nomic_bert, N_OF(nomic_bert), "bert.", nomic_ignored, 0},
 };
 
 const refenc_ck_entry *refenc_checkpoint_table(refenc_family family, size_t *n,

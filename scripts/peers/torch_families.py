@@ -36,10 +36,10 @@ FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "clip-text", "llama", "mist
 # decoder blocks run as encoders, under LlamaModel's names (MistralModel, Qwen2Model
 # and Qwen3Model keep them)
 LLAMA_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
-# the families whose Hugging Face names hf_state_dict knows: ModernBERT's and
-# T5EncoderModel's too, whose cases the peer computes from refenc's names
-# (torch_peer.py's layers)
-HF_NAME_FAMILIES = FAMILIES + ("modernbert", "t5-encoder")
+# the families whose Hugging Face names hf_state_dict knows: ModernBERT's,
+# T5EncoderModel's and NomicBertModel's too, whose cases the peer computes from
+# refenc's names (torch_peer.py's layers)
+HF_NAME_FAMILIES = FAMILIES + ("modernbert", "t5-encoder", "nomic-bert")
 LLAMA_BLOCKS = {"norm_type": "rmsnorm", "ffn_type": "glu", "positional": "rope"}  # what their modules are
 
 # The variants of the families (refenc certify --list-bugs); torch_peer.py
@@ -590,6 +590,8 @@ def hf_state_dict(cfg, tensors):
         return modernbert_state_dict(cfg, r, tensors)
     if fam == "t5-encoder":
         return t5_encoder_state_dict(cfg, r, tensors)
+    if fam == "nomic-bert":
+        return nomic_bert_state_dict(cfg, r, tensors)
     sd = {}
 
     def qkv(prefix, names, i):
@@ -748,6 +750,36 @@ def t5_encoder_state_dict(cfg, r, tensors):
         sd[p + "layer.1.DenseReluDense.wo.weight"] = r(L + "linear2.weight")
     if "norm.weight" in tensors:
         sd["encoder.final_layer_norm.weight"] = r("norm.weight")
+    return sd
+
+
+def nomic_bert_state_dict(cfg, r, tensors):
+    """NomicBertModel's names from refenc's (docs/families.md, "nomic-bert";
+    contrastors' modeling_hf_nomic_bert.py): attn.Wqkv is in_proj as it is
+    (rearrange "(three h d)": q, k, v each D rows); linear1's (2F, D) halves
+    are mlp.fc12, the silu-activated one (the gate, glu_gate first), and
+    mlp.fc11; emb_ln, norm1, norm2 are LayerNorms with biases; the linears'
+    biases exist with linear_bias."""
+    F_ = cfg["d_ff"]
+    gate_first = cfg.get("glu_gate", "first") == "first"
+    sd = {"embeddings.word_embeddings.weight": r("embedding.weight")}
+    if "token_type_embedding.weight" in tensors:
+        sd["embeddings.token_type_embeddings.weight"] = r("token_type_embedding.weight")
+    for kind in ("weight", "bias"):
+        if "embedding_norm." + kind in tensors:
+            sd["emb_ln." + kind] = r("embedding_norm." + kind)
+    for i in range(cfg["n_layers"]):
+        L, p = f"layers.{i}.", f"encoder.layers.{i}."
+        for kind in ("weight", "bias"):
+            for dst, src in (("attn.Wqkv.", "self_attn.in_proj_"), ("attn.out_proj.", "self_attn.out_proj."),
+                             ("norm1.", "norm1."), ("mlp.fc2.", "linear2."), ("norm2.", "norm2.")):
+                if L + src + kind in tensors:
+                    sd[p + dst + kind] = r(L + src + kind)
+            if L + "linear1." + kind in tensors:
+                W1 = r(L + "linear1." + kind)
+                first, second = W1[:F_], W1[F_:]
+                sd[p + "mlp.fc12." + kind], sd[p + "mlp.fc11." + kind] = \
+                    (first, second) if gate_first else (second, first)
     return sd
 
 

@@ -654,6 +654,9 @@ def run_encoder(case):
         scaled = cfg.get("scale_embedding", True)
         scaled = False if BUG == "embedding_unscaled" else True if BUG == "embedding_scaled" else scaled
         x = emb(tokens) * (normalizer(cfg, D) if scaled else 1.0)
+        if cfg.get("type_vocab_size", 0) > 0:  # NomicBERT's token_type_embeddings: word + type, then positions
+            types = torch_families.token_types(case, *tokens.shape, BUG)
+            x = x + case.t("token_type_embedding.weight")[types]
     else:
         x = case.t("in.x")
     B, L, _ = x.shape
