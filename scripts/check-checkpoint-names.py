@@ -32,7 +32,7 @@ import torch_families  # noqa: E402
 
 PREFIX = {"bert": "bert.", "roberta": "roberta.", "distilbert": "distilbert.", "gpt2": "transformer.",
           "clip-text": "text_model.", "llama": "model.", "mistral": "model.", "qwen2": "model.", "qwen3": "model.",
-          "modernbert": "model.", "gemma3": "model."}
+          "modernbert": "model.", "gemma3": "model.", "t5-encoder": "", "nomic-bert": "bert."}
 # a tensor outside the prefix, and one of the family's buffers inside it
 LLAMA_EXTRA = {"lm_head.weight": (5, "D"), "model.layers.0.self_attn.rotary_emb.inv_freq": (4,)}
 EXTRA = {"bert": {"cls.predictions.bias": (5,), "bert.pooler.dense.bias": ("D",)},
@@ -41,14 +41,21 @@ EXTRA = {"bert": {"cls.predictions.bias": (5,), "bert.pooler.dense.bias": ("D",)
          "gpt2": {"lm_head.weight": (5,), "transformer.h.0.attn.masked_bias": ()},
          "clip-text": {"text_projection.weight": (5,)},
          "llama": LLAMA_EXTRA, "mistral": LLAMA_EXTRA, "qwen2": LLAMA_EXTRA, "qwen3": LLAMA_EXTRA,
-         "modernbert": {"head.norm.weight": ("D",), "decoder.bias": (5,)}, "gemma3": LLAMA_EXTRA}
-# the families whose goldens are also made whole from their Hugging Face files
-# and run by the PyTorch peer (issue 24: the decoder presets; every one of their
-# cases has grouped-query attention, which the negative control tiles)
-HF_GOLDEN_FAMILIES = torch_families.LLAMA_FAMILIES + ("gemma3",)
-# the peer's modes in which the goldens made from the Llama-style families'
-# Hugging Face files must PASS (issue 24: F64, F32, BF16, F16)
+         "modernbert": {"head.norm.weight": ("D",), "decoder.bias": (5,)},
+         # T5ForConditionalGeneration's LM head and decoder, beside the encoder (no prefix)
+         "t5-encoder": {"lm_head.weight": (5, "D"), "decoder.block.0.layer.2.DenseReluDense.wo.weight": ("D", 5)},
+         # NomicBertForPreTraining's MLM head outside bert., the optional pooler inside
+         "nomic-bert": {"cls.predictions.decoder.weight": (5, "D"), "bert.pooler.dense.bias": ("D",)},
+         "gemma3": LLAMA_EXTRA}
+# the peer's modes in which the goldens made from the families' Hugging Face
+# files must PASS (issues 23, 24: F64, F32, BF16, F16)
 PEER_MODES = ("float64", "float32", "bfloat16", "float16")
+# the families whose goldens are made from their Hugging Face files, and the
+# negative control of each: a bug of the family's own convention, injected
+# into the peer, must FAIL every one of its goldens
+HF_GOLDEN_CONTROL = {"llama": "gqa_tiled", "mistral": "gqa_tiled", "qwen2": "gqa_tiled", "qwen3": "gqa_tiled",
+                     "modernbert": "first_prenorm_applied", "t5-encoder": "t5_bias_per_layer",
+                     "nomic-bert": "glu_halves_swapped", "gemma3": "gqa_tiled"}
 
 
 def write_safetensors(path, tensors):
@@ -69,15 +76,16 @@ def fingerprint(cli, config, weights, work, name):
     return m.group(1), read.group(0) if read else ""
 
 
-def peer_passes(cli, golden, work, n):
+def peer_passes(cli, golden, work, n, bug):
     """The PyTorch peer on the n goldens refenc golden --weights made from the
     Hugging Face files: every case must PASS in each of PEER_MODES, and FAIL
-    with the key/value heads tiled (the negative control)."""
+    with the control bug (the Llama-style families' key/value heads tiled,
+    T5's bias recomputed per layer, ...) injected."""
     peer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", "torch_peer.py")
     ok = True
-    for mode in PEER_MODES + ("float32 --bug gqa_tiled",):
-        control = "--bug" in mode  # negative control: KV heads tiled, every case (all GQA) must FAIL
-        out = os.path.join(work, "hf-results-" + mode.replace(" ", ""))
+    for mode in PEER_MODES + ("float32 --bug " + bug,):
+        control = "--bug" in mode  # negative control: every case must FAIL
+        out = os.path.join(work, "hf-results-" + os.path.basename(golden) + "-" + mode.replace(" ", ""))
         shutil.rmtree(out, ignore_errors=True)
         r = subprocess.run([sys.executable, peer, "--golden", golden, "--out", out, "--dtype", *mode.split()],
                            capture_output=True, text=True)
@@ -90,16 +98,17 @@ def peer_passes(cli, golden, work, n):
         good &= c.returncode == (1 if control else 0)
         ok &= good
         print(f"  {'ok   ' if good else 'WRONG'} PyTorch peer {mode} on the {n} goldens made by refenc golden "
-              f"--weights from Hugging Face files: {m.group(0) if m else c.stdout.strip()[-300:]}")
+              f"--weights from Hugging Face files ({os.path.basename(golden)}): "
+              f"{m.group(0) if m else c.stdout.strip()[-300:]}")
     return ok
 
 
 def main():
     cli, golden, work = sys.argv[1:4]
     os.makedirs(work, exist_ok=True)
-    hf_goldens = 0
-    if os.path.isdir(os.path.join(work, "hf-goldens")):
-        shutil.rmtree(os.path.join(work, "hf-goldens"))
+    hf_goldens = {}  # control bug: number of goldens made from Hugging Face files
+    for bug in set(HF_GOLDEN_CONTROL.values()):
+        shutil.rmtree(os.path.join(work, "hf-goldens-" + bug), ignore_errors=True)
     manifest = json.load(open(os.path.join(golden, "manifest.json")))
     ok, n = True, 0
     for entry in manifest["cases"]:
@@ -140,16 +149,17 @@ def main():
                   f"{r.stderr.strip()[:300]}")
         ok &= golden_ok
 
-        # the decoder families (HF_GOLDEN_FAMILIES): a whole golden from the Hugging Face file
-        # (every intermediate), for the PyTorch peer below
-        if fam in HF_GOLDEN_FAMILIES:
+        # a whole golden from the Hugging Face file (every intermediate), for
+        # the PyTorch peer below
+        if fam in HF_GOLDEN_CONTROL:
+            bug = HF_GOLDEN_CONTROL[fam]
             r = subprocess.run([cli, "golden", "--config", cfg_path, "--weights", hf_path, "--name",
-                                entry["case"] + "_hf_weights", "--quiet", "--out", os.path.join(work, "hf-goldens")],
-                               capture_output=True, text=True)
+                                entry["case"] + "_hf_weights", "--quiet", "--out",
+                                os.path.join(work, "hf-goldens-" + bug)], capture_output=True, text=True)
             if r.returncode != 0:
                 print(f"  WRONG {entry['case']}: refenc golden --weights --out: exit {r.returncode} {r.stderr.strip()[:300]}")
                 ok = False
-            hf_goldens += r.returncode == 0
+            hf_goldens[bug] = hf_goldens.get(bug, 0) + (r.returncode == 0)
 
         # negative control: two tensors of one shape swapped in the HF file
         names = sorted(k for k in hf if k.startswith(PREFIX[fam]) and hf[k].shape == (D,))
@@ -166,9 +176,10 @@ def main():
         print(f"        {line}")
     if n == 0:
         sys.exit("check-checkpoint-names: no family case in the golden set")
-    if hf_goldens == 0:
-        sys.exit("check-checkpoint-names: no Llama-style family case in the golden set")
-    ok &= peer_passes(cli, os.path.join(work, "hf-goldens"), work, hf_goldens)
+    if not hf_goldens:
+        sys.exit("check-checkpoint-names: no family case made from Hugging Face files in the golden set")
+    for bug, count in sorted(hf_goldens.items()):
+        ok &= peer_passes(cli, os.path.join(work, "hf-goldens-" + bug), work, count, bug)
     print("check-checkpoint-names:", f"the two tables agree on {n} family cases, and refenc golden --weights "
           "stores the same parameters from the Hugging Face file" if ok else "MISMATCH")
     return 0 if ok else 1

@@ -946,3 +946,205 @@ Test(checkpoint_names, llama_tensors_that_do_not_fit_are_named)
     ckpt_free(&c);
     refenc_params_free(&p0);
 }
+
+/* ---- T5: T5EncoderModel's names ------------------------------------------------------- */
+
+/* The file as T5EncoderModel saves it (modeling_t5.py: shared (V, D); per
+ * block layer.0.SelfAttention.q, k, v (H d_kv, D), o (D, H d_kv), block 0's
+ * relative_attention_bias (nb, H), layer.0/1.layer_norm (D); layer.1's
+ * DenseReluDense wi (F, D), or v1.1's wi_0 (the gelu_new half) and wi_1, wo
+ * (D, F); encoder.final_layer_norm), typed from that file's shapes. */
+static void t5_file(ckpt *c, const refenc_params *p, const refenc_config *cfg)
+{
+    const size_t E = cfg->n_heads * refenc_config_head_dim(cfg), Fh = cfg->d_ff;
+    memset(c, 0, sizeof *c);
+    size_t i = 0;
+    put(c, p, "shared.weight", "embedding.weight", 0, AS_IS);
+    for (i = 0; i < N; i++) {
+        put(c, p, "encoder.block.%zu.layer.0.layer_norm.weight", "layers.%zu.norm1.weight", i, AS_IS);
+        put_rows(c, p, "encoder.block.%zu.layer.0.SelfAttention.q.weight", "layers.%zu.self_attn.in_proj_weight", i,
+                 0, E);
+        put_rows(c, p, "encoder.block.%zu.layer.0.SelfAttention.k.weight", "layers.%zu.self_attn.in_proj_weight", i,
+                 E, E);
+        put_rows(c, p, "encoder.block.%zu.layer.0.SelfAttention.v.weight", "layers.%zu.self_attn.in_proj_weight", i,
+                 2 * E, E);
+        put(c, p, "encoder.block.%zu.layer.0.SelfAttention.o.weight", "layers.%zu.self_attn.out_proj.weight", i,
+            AS_IS);
+        if (i == 0)
+            put(c, p, "encoder.block.%zu.layer.0.SelfAttention.relative_attention_bias.weight",
+                "layers.%zu.self_attn.relative_attention_bias.weight", i, AS_IS);
+        put(c, p, "encoder.block.%zu.layer.1.layer_norm.weight", "layers.%zu.norm2.weight", i, AS_IS);
+        if (cfg->ffn_type == REFENC_FFN_GLU) {
+            put_rows(c, p, "encoder.block.%zu.layer.1.DenseReluDense.wi_0.weight", "layers.%zu.linear1.weight", i,
+                     0, Fh);
+            put_rows(c, p, "encoder.block.%zu.layer.1.DenseReluDense.wi_1.weight", "layers.%zu.linear1.weight", i,
+                     Fh, Fh);
+        } else {
+            put(c, p, "encoder.block.%zu.layer.1.DenseReluDense.wi.weight", "layers.%zu.linear1.weight", i, AS_IS);
+        }
+        put(c, p, "encoder.block.%zu.layer.1.DenseReluDense.wo.weight", "layers.%zu.linear2.weight", i, AS_IS);
+    }
+    put(c, p, "encoder.final_layer_norm.weight", "norm.weight", 0, AS_IS);
+}
+
+/* t5-encoder, v1.0 (wi) and v1.1 (wi_0, wi_1, ffn_type glu), also with
+ * head_dim (d_kv) other than D / H as t5-11b has it: the file loads bit for
+ * bit; a T5ForConditionalGeneration file's decoder, LM head and the tied
+ * encoder.embed_tokens are ignored as buffers.  Negative control: wi_0 and
+ * wi_1 swapped load other parameters.  A relative_attention_bias in block 1
+ * (a port that gives every block its table) is refused naming the key. */
+Test(checkpoint_names, t5_encoder_loads_its_checkpoint_bit_for_bit)
+{
+    static const double v[64] = {0.25, -1.5, 3.125};
+    const refenc_st_entry extra[] = {{"lm_head.weight", REFENC_ST_F64, 2, {7, 4}, v},
+                                     {"encoder.embed_tokens.weight", REFENC_ST_F64, 2, {7, 4}, v},
+                                     {"decoder.block.1.layer.1.EncDecAttention.q.weight", REFENC_ST_F64, 2, {4, 4}, v},
+                                     {"decoder.block.0.layer.2.DenseReluDense.wi_1.weight", REFENC_ST_F64, 2, {6, 4},
+                                      v}};
+    for (int variant = 0; variant < 3; variant++) {
+        refenc_config cfg;
+        refenc_params p0, p1;
+        refenc_config_family(&cfg, REFENC_FAMILY_T5_ENCODER);
+        cfg.d_model = D, cfg.n_heads = 2, cfg.d_ff = F, cfg.n_layers = N, cfg.vocab_size = 7, cfg.max_len = 5;
+        cfg.ffn_type = variant >= 1 ? REFENC_FFN_GLU : REFENC_FFN_MLP;
+        cfg.activation = variant >= 1 ? REFENC_ACT_GELU_TANH : REFENC_ACT_RELU;
+        cfg.head_dim = variant == 2 ? 3 : 0; /* H d_kv = 6 != D */
+        refenc_error err;
+        cr_assert_eq(refenc_config_validate(&cfg, &err), REFENC_OK, "%s", err.message);
+        cr_assert_eq(refenc_params_alloc(&p0, &cfg, &err), REFENC_OK, "%s", err.message);
+        gsl_rng *r = test_rng(790 + (unsigned long)variant);
+        refenc_params_init_random(&p0, &cfg, r);
+        gsl_rng_free(r);
+        ckpt c;
+        t5_file(&c, &p0, &cfg);
+        refenc_st_file f;
+        write_read(&f, &c, extra, 4);
+        refenc_ck_report rep;
+        cr_expect_eq(load(&p1, &cfg, &f, &rep, NULL, &err), REFENC_OK, "variant %d: %s", variant, err.message);
+        cr_expect(rep.mapped == c.n && rep.ignored_buffers == 4, "variant %d: %zu mapped of %zu, %zu ignored",
+                  variant, rep.mapped, c.n, rep.ignored_buffers);
+        cr_expect(memcmp(p0.block, p1.block, p0.n_values * sizeof(double)) == 0,
+                  "variant %d: the parameters differ from the ones written", variant);
+        refenc_st_free(&f);
+        refenc_params_free(&p1);
+        if (variant == 1) {
+            swap_names(&c, "block.0.layer.1.DenseReluDense.wi_0", "block.0.layer.1.DenseReluDense.wi_1");
+            write_read(&f, &c, NULL, 0);
+            cr_expect_eq(load(&p1, &cfg, &f, NULL, NULL, &err), REFENC_OK, "%s", err.message);
+            cr_expect(memcmp(p0.block, p1.block, p0.n_values * sizeof(double)) != 0,
+                      "wi_0 and wi_1 swapped loaded the same parameters");
+            refenc_st_free(&f);
+            refenc_params_free(&p1);
+        }
+        if (variant == 0) {
+            const refenc_st_entry per_layer[] = {
+                {"encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight", REFENC_ST_F64, 2, {32, 2},
+                 v}};
+            expect_refused(&c, &cfg, per_layer, 1,
+                           "tensor 'encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight' (32, 2) "
+                           "maps to refenc's 'layers.1.self_attn.relative_attention_bias.weight', which this config "
+                           "does not have",
+                           1);
+        }
+        ckpt_free(&c);
+        refenc_params_free(&p0);
+    }
+}
+
+/* ---- NomicBERT: NomicBertModel's names ------------------------------------------------ */
+
+/* The file as NomicBertModel saves it (contrastors' modeling_hf_nomic_bert.py:
+ * word and token-type embeddings, emb_ln; per layer attn.Wqkv (3D, D) [q; k; v],
+ * attn.out_proj, norm1, mlp.fc11 and mlp.fc12 (F, D) with fc12 the silu-activated
+ * one, mlp.fc2 (D, F), norm2; the biases of the linears with linear_bias),
+ * typed from that file's shapes. */
+static void nomic_file(ckpt *c, const refenc_params *p, const refenc_config *cfg, const char *pre)
+{
+    char f[160];
+    const size_t Fh = cfg->d_ff;
+    memset(c, 0, sizeof *c);
+#define P(name, src, how_)                                        \
+    do {                                                          \
+        snprintf(f, sizeof f, "%s%s", pre, name);                 \
+        put(c, p, f, src, i, how_);                               \
+    } while (0)
+#define R(name, src, first, count)                                \
+    do {                                                          \
+        snprintf(f, sizeof f, "%s%s", pre, name);                 \
+        put_rows(c, p, f, src, i, first, count);                  \
+    } while (0)
+    size_t i = 0;
+    P("embeddings.word_embeddings.weight", "embedding.weight", AS_IS);
+    P("embeddings.token_type_embeddings.weight", "token_type_embedding.weight", AS_IS);
+    P("emb_ln.weight", "embedding_norm.weight", AS_IS);
+    P("emb_ln.bias", "embedding_norm.bias", AS_IS);
+    for (i = 0; i < N; i++) {
+        P("encoder.layers.%zu.attn.Wqkv.weight", "layers.%zu.self_attn.in_proj_weight", AS_IS);
+        P("encoder.layers.%zu.attn.out_proj.weight", "layers.%zu.self_attn.out_proj.weight", AS_IS);
+        P("encoder.layers.%zu.norm1.weight", "layers.%zu.norm1.weight", AS_IS);
+        P("encoder.layers.%zu.norm1.bias", "layers.%zu.norm1.bias", AS_IS);
+        R("encoder.layers.%zu.mlp.fc12.weight", "layers.%zu.linear1.weight", 0, Fh);
+        R("encoder.layers.%zu.mlp.fc11.weight", "layers.%zu.linear1.weight", Fh, Fh);
+        P("encoder.layers.%zu.mlp.fc2.weight", "layers.%zu.linear2.weight", AS_IS);
+        if (cfg->linear_bias) {
+            P("encoder.layers.%zu.attn.Wqkv.bias", "layers.%zu.self_attn.in_proj_bias", AS_IS);
+            P("encoder.layers.%zu.attn.out_proj.bias", "layers.%zu.self_attn.out_proj.bias", AS_IS);
+            R("encoder.layers.%zu.mlp.fc12.bias", "layers.%zu.linear1.bias", 0, Fh);
+            R("encoder.layers.%zu.mlp.fc11.bias", "layers.%zu.linear1.bias", Fh, Fh);
+            P("encoder.layers.%zu.mlp.fc2.bias", "layers.%zu.linear2.bias", AS_IS);
+        }
+        P("encoder.layers.%zu.norm2.weight", "layers.%zu.norm2.weight", AS_IS);
+        P("encoder.layers.%zu.norm2.bias", "layers.%zu.norm2.bias", AS_IS);
+    }
+#undef R
+#undef P
+}
+
+/* nomic-bert reads its NomicBertModel file bit for bit, with and without the
+ * bert. prefix of NomicBertForPreTraining (its cls head outside ignored, the
+ * pooler inside), bias-free as the preset and with every bias.  Negative
+ * control: layer 0's fc11 and fc12 swapped (the gate read from the other
+ * matrix) load other parameters. */
+Test(checkpoint_names, nomic_bert_loads_its_checkpoint_bit_for_bit)
+{
+    static const double v[64] = {0.5, -2.25};
+    const refenc_st_entry extra[] = {{"cls.predictions.decoder.weight", REFENC_ST_F64, 2, {7, 4}, v},
+                                     {"bert.pooler.dense.bias", REFENC_ST_F64, 1, {4}, v}};
+    for (int variant = 0; variant < 4; variant++) {
+        const int with_prefix = variant & 1, biased = variant >> 1;
+        refenc_config cfg;
+        refenc_params p0, p1;
+        refenc_config_family(&cfg, REFENC_FAMILY_NOMIC_BERT);
+        cfg.d_model = D, cfg.n_heads = 2, cfg.d_ff = F, cfg.n_layers = N, cfg.vocab_size = 7, cfg.max_len = 5;
+        cfg.linear_bias = biased;
+        refenc_error err;
+        cr_assert_eq(refenc_config_validate(&cfg, &err), REFENC_OK, "%s", err.message);
+        cr_assert_eq(refenc_params_alloc(&p0, &cfg, &err), REFENC_OK, "%s", err.message);
+        gsl_rng *r = test_rng(800 + (unsigned long)variant);
+        refenc_params_init_random(&p0, &cfg, r);
+        gsl_rng_free(r);
+        ckpt c;
+        nomic_file(&c, &p0, &cfg, with_prefix ? "bert." : "");
+        refenc_st_file f;
+        write_read(&f, &c, extra, with_prefix ? 2 : 0);
+        refenc_ck_report rep;
+        cr_expect_eq(load(&p1, &cfg, &f, &rep, NULL, &err), REFENC_OK, "variant %d: %s", variant, err.message);
+        cr_expect(rep.mapped == c.n && rep.ignored_outside == (size_t)with_prefix &&
+                      rep.ignored_buffers == (size_t)with_prefix,
+                  "variant %d: %zu mapped of %zu, %zu outside, %zu buffers", variant, rep.mapped, c.n,
+                  rep.ignored_outside, rep.ignored_buffers);
+        cr_expect(memcmp(p0.block, p1.block, p0.n_values * sizeof(double)) == 0,
+                  "variant %d: the parameters differ from the ones written", variant);
+        refenc_st_free(&f);
+        refenc_params_free(&p1);
+        swap_names(&c, "layers.0.mlp.fc11.weight", "layers.0.mlp.fc12.weight");
+        write_read(&f, &c, NULL, 0);
+        cr_expect_eq(load(&p1, &cfg, &f, NULL, NULL, &err), REFENC_OK, "%s", err.message);
+        cr_expect(memcmp(p0.block, p1.block, p0.n_values * sizeof(double)) != 0,
+                  "variant %d: fc11 and fc12 swapped loaded the same parameters", variant);
+        refenc_st_free(&f);
+        refenc_params_free(&p1);
+        ckpt_free(&c);
+        refenc_params_free(&p0);
+    }
+}

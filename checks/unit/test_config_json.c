@@ -56,7 +56,8 @@ static const json_error_case json_errors[] = {
      "model.activation: unknown name 'GELU'"},
     {"family_unknown_name", "{\"family\": \"xlnet\"}", REFENC_EINVAL,
      "model.family: unknown name 'xlnet' (expected one of 'vaswani', 'bert', 'roberta', "
-     "'distilbert', 'gpt2', 'clip-text', 'llama', 'mistral', 'qwen2', 'qwen3', 'modernbert', 'gemma3')"},
+     "'distilbert', 'gpt2', 'clip-text', 'llama', 'mistral', 'qwen2', 'qwen3', 'modernbert', 'gemma3', "
+     "'t5-encoder', 'nomic-bert')"},
     {"sliding_window_null_over_mistral_without_causal", "{\"family\": \"mistral\", \"d_model\": 8, "
      "\"n_heads\": 2, \"n_kv_heads\": 1, \"d_ff\": 8, \"n_layers\": 1, \"vocab_size\": 5, "
      "\"causal\": false}", REFENC_EINVAL, "sliding_window"},
@@ -798,6 +799,83 @@ Test(config_json, gemma3_preset_and_round_trip)
     c.rmsnorm_offset = 0, c.sandwich_norm = 0, c.embedding_normalizer_dtype = REFENC_NORMALIZER_EXACT;
     c.query_pre_attn_scalar = 0, c.sliding_window = 0, c.sliding_window_pattern = 0, c.local_rope_theta = 0;
     c.qk_norm = REFENC_QKNORM_NONE, c.causal = 0;
+    obj = refenc_config_to_json(&c);
+    cr_assert_not_null(obj);
+    const size_t n2 = json_object_size(obj);
+    json_decref(obj);
+    expect_round_trip(&c, n2);
+}
+
+/* The t5-encoder preset: t5-base's sizes and T5's conventions (family.c),
+ * and its config round-trips, also with every key of its preset set back to
+ * the global defaults (LayerNorm, biases, scaled scores, no relative bias,
+ * scaled embedding), which the writer then writes (null for the scalar and
+ * the buckets), since reading "family" first brings the preset back. */
+Test(config_json, t5_encoder_preset_and_round_trip)
+{
+    refenc_config c;
+    refenc_config_family(&c, REFENC_FAMILY_T5_ENCODER);
+    cr_expect(c.d_model == 768 && c.n_heads == 12 && c.d_ff == 3072 && c.n_layers == 12 && c.head_dim == 0);
+    cr_expect(c.vocab_size == 32128 && c.max_len == 512 && c.padding_idx == -1);
+    cr_expect(c.norm == REFENC_NORM_PRE && c.final_norm && c.norm_type == REFENC_NORMTYPE_RMSNORM &&
+              !c.rmsnorm_offset && c.layer_norm_eps == 1e-6 && !c.linear_bias && !c.embedding_norm &&
+              !c.scale_embedding);
+    cr_expect(c.ffn_type == REFENC_FFN_MLP && c.activation == REFENC_ACT_RELU && c.positional == REFENC_POS_NONE);
+    cr_expect(c.query_pre_attn_scalar == 1.0 && c.relative_attention_num_buckets == 32 &&
+              c.relative_attention_max_distance == 128 && !c.causal && c.mask_value == REFENC_MASK_FINFO_MIN);
+    cr_expect_str_eq(refenc_family_name(REFENC_FAMILY_T5_ENCODER), "t5-encoder");
+    refenc_error err;
+    cr_expect_eq(refenc_config_validate(&c, &err), REFENC_OK, "t5-base itself: %s", err.message);
+    c.d_model = 16, c.n_heads = 4, c.d_ff = 24, c.n_layers = 3, c.vocab_size = 50, c.max_len = 32;
+    c.ffn_type = REFENC_FFN_GLU, c.activation = REFENC_ACT_GELU_TANH; /* v1.1 */
+    json_t *obj = refenc_config_to_json(&c);
+    cr_assert_not_null(obj);
+    const size_t n = json_object_size(obj);
+    json_decref(obj);
+    expect_round_trip(&c, n);
+    c.norm_type = REFENC_NORMTYPE_LAYERNORM, c.linear_bias = 1, c.query_pre_attn_scalar = 0;
+    c.relative_attention_num_buckets = 0, c.scale_embedding = 1, c.ffn_type = REFENC_FFN_MLP;
+    obj = refenc_config_to_json(&c);
+    cr_assert_not_null(obj);
+    cr_expect(json_is_null(json_object_get(obj, "relative_attention_num_buckets")) &&
+              json_is_null(json_object_get(obj, "query_pre_attn_scalar")), "the preset's keys turned off: null");
+    const size_t n2 = json_object_size(obj);
+    json_decref(obj);
+    expect_round_trip(&c, n2);
+}
+
+/* The nomic-bert preset: nomic-embed-text-v1.5's sizes and NomicBERT's
+ * conventions (family.c), and its config round-trips, also with its dynamic
+ * NTK declared (the model card's rotary_scaling_factor 2 over 2048 trained
+ * positions) and with every key of its preset set back to the global
+ * defaults (biases, an MLP, Pre-LN, no RoPE, no token types, no embedding
+ * norm), which reading "family" first would otherwise bring back. */
+Test(config_json, nomic_bert_preset_and_round_trip)
+{
+    refenc_config c;
+    refenc_config_family(&c, REFENC_FAMILY_NOMIC_BERT);
+    cr_expect(c.d_model == 768 && c.n_heads == 12 && c.d_ff == 3072 && c.n_layers == 12);
+    cr_expect(c.vocab_size == 30528 && c.max_len == 8192 && c.padding_idx == 0 && c.type_vocab_size == 2);
+    cr_expect(c.norm == REFENC_NORM_POST && !c.final_norm && c.norm_type == REFENC_NORMTYPE_LAYERNORM && c.norm_bias &&
+              c.layer_norm_eps == 1e-12 && c.embedding_norm && c.embedding_norm_eps == 1e-12 && !c.scale_embedding);
+    cr_expect(!c.linear_bias && c.ffn_type == REFENC_FFN_GLU && c.glu_gate == REFENC_GLU_GATE_FIRST &&
+              c.activation == REFENC_ACT_SILU);
+    cr_expect(c.positional == REFENC_POS_ROPE && c.rope_layout == REFENC_ROPE_HALF && c.rope_base == 1000.0 &&
+              c.rope_scaling.type == REFENC_ROPE_SCALING_NONE && !c.causal && c.mask_value == REFENC_MASK_FINFO_MIN);
+    cr_expect_str_eq(refenc_family_name(REFENC_FAMILY_NOMIC_BERT), "nomic-bert");
+    refenc_error err;
+    cr_expect_eq(refenc_config_validate(&c, &err), REFENC_OK, "nomic-embed-text-v1.5 itself: %s", err.message);
+    c.d_model = 16, c.n_heads = 2, c.d_ff = 24, c.n_layers = 2, c.vocab_size = 50, c.max_len = 32;
+    c.rope_scaling.type = REFENC_ROPE_SCALING_DYNAMIC, c.rope_scaling.factor = 2;
+    c.rope_scaling.max_position_embeddings = 8;
+    json_t *obj = refenc_config_to_json(&c);
+    cr_assert_not_null(obj);
+    const size_t n = json_object_size(obj);
+    json_decref(obj);
+    expect_round_trip(&c, n);
+    refenc_rope_scaling_default(&c.rope_scaling);
+    c.norm = REFENC_NORM_PRE, c.final_norm = 1, c.linear_bias = 1, c.ffn_type = REFENC_FFN_MLP;
+    c.activation = REFENC_ACT_GELU, c.positional = REFENC_POS_NONE, c.type_vocab_size = 0, c.embedding_norm = 0;
     obj = refenc_config_to_json(&c);
     cr_assert_not_null(obj);
     const size_t n2 = json_object_size(obj);

@@ -119,6 +119,63 @@ static void modernbert_conventions(refenc_config *cfg)
     cfg->causal = 0, cfg->mask_value = REFENC_MASK_FINFO_MIN;
 }
 
+/* google-t5/t5-base config.json: d_model 768, num_heads 12, d_kv 64 (= D / H),
+ * d_ff 3072, num_layers 12, vocab_size 32128, n_positions 512,
+ * relative_attention_num_buckets 32, layer_norm_epsilon 1e-6, feed_forward_proj
+ * "relu" (relative_attention_max_distance absent: T5Config's default 128).
+ * modeling_t5.py, the encoder stack of T5EncoderModel: shared = nn.Embedding(V, D)
+ * without scale or padding row (the pad token 0 is an ordinary row), no absolute
+ * positions; T5Block Pre-norm (T5LayerSelfAttention: layer_norm, SelfAttention,
+ * residual; T5LayerFF: layer_norm, DenseReluDense, residual) and the stack's
+ * final_layer_norm; T5LayerNorm = RMSNorm without mean or bias; q, k, v, o and
+ * wi, wo without biases; scores not divided by sqrt(d_kv) (query_pre_attn_scalar
+ * 1: the divisor is exactly 1); block 0's relative_attention_bias (32, H) shared
+ * by every block; bidirectional, padding added as finfo.min
+ * (get_extended_attention_mask).  v1.1 / flan-T5 differ by keys, not by this
+ * preset: "ffn_type": "glu", "activation": "gelu_tanh" (gated-gelu, wi_0 the
+ * activated half) and their sizes (docs/families.md). */
+static void t5_encoder_conventions(refenc_config *cfg)
+{
+    cfg->d_model = 768, cfg->n_heads = 12, cfg->d_ff = 3072, cfg->n_layers = 12;
+    cfg->vocab_size = 32128, cfg->max_len = 512, cfg->padding_idx = -1;
+    cfg->layer_norm_eps = cfg->embedding_norm_eps = 1e-6;
+    cfg->norm = REFENC_NORM_PRE, cfg->final_norm = 1;
+    cfg->norm_type = REFENC_NORMTYPE_RMSNORM, cfg->linear_bias = 0;
+    cfg->embedding_norm = 0, cfg->scale_embedding = 0, cfg->type_vocab_size = 0;
+    cfg->activation = REFENC_ACT_RELU, cfg->ffn_type = REFENC_FFN_MLP;
+    cfg->positional = REFENC_POS_NONE, cfg->query_pre_attn_scalar = 1.0;
+    cfg->relative_attention_num_buckets = 32, cfg->relative_attention_max_distance = 128;
+    cfg->causal = 0, cfg->mask_value = REFENC_MASK_FINFO_MIN;
+}
+
+/* nomic-ai/nomic-embed-text-v1.5 config.json (NomicBertConfig, GPT-2's key names):
+ * n_embd 768, n_head 12, n_inner 3072, n_layer 12, vocab_size 30528, type_vocab_size
+ * 2, n_positions 8192, max_trained_positions 2048, layer_norm_epsilon 1e-12,
+ * activation_function "swiglu", prenorm false, qkv_proj_bias, mlp_fc1_bias and
+ * mlp_fc2_bias false, rotary_emb_fraction 1.0, rotary_emb_base 1000,
+ * rotary_emb_interleaved false, rotary_scaling_factor null, causal false.
+ * contrastors' modeling_hf_nomic_bert.py (the model's remote code): word + token
+ * type embeddings (no positions table: rotary_emb_fraction > 0), unscaled, then
+ * emb_ln (LayerNorm with bias); NomicBertBlock Post-LN: norm1(attn(x) + x),
+ * norm2(mlp(h) + h), no final norm; Wqkv fused [q; k; v], out_proj, no biases;
+ * scores / sqrt(Dh) plus the extended mask (finfo.min); NeoX rotate_half RoPE on
+ * every coordinate; NomciBertGatedMLP: fc2(fc11(x) * silu(fc12(x))), fc12 the
+ * activated half.  The pad row 0 is [PAD] of its bert-base-uncased tokenizer.
+ * Its dynamic NTK (rotary_scaling_factor, the model card's 8192-token use) is
+ * the "dynamic" rope_scaling with max_position_embeddings = max_trained_positions
+ * (docs/families.md); the config.json has none. */
+static void nomic_bert_conventions(refenc_config *cfg)
+{
+    cfg->d_model = 768, cfg->n_heads = 12, cfg->d_ff = 3072, cfg->n_layers = 12;
+    cfg->vocab_size = 30528, cfg->max_len = 8192, cfg->padding_idx = 0, cfg->type_vocab_size = 2;
+    cfg->layer_norm_eps = cfg->embedding_norm_eps = 1e-12;
+    cfg->norm = REFENC_NORM_POST, cfg->final_norm = 0, cfg->norm_type = REFENC_NORMTYPE_LAYERNORM;
+    cfg->embedding_norm = 1, cfg->scale_embedding = 0, cfg->linear_bias = 0;
+    cfg->activation = REFENC_ACT_SILU, cfg->ffn_type = REFENC_FFN_GLU, cfg->glu_gate = REFENC_GLU_GATE_FIRST;
+    cfg->positional = REFENC_POS_ROPE, cfg->rope_layout = REFENC_ROPE_HALF, cfg->rope_base = 1000.0;
+    cfg->causal = 0, cfg->mask_value = REFENC_MASK_FINFO_MIN;
+}
+
 /* google/gemma-3-1b-pt config.json (Gemma3TextConfig): hidden_size 1152,
  * num_attention_heads 4, num_key_value_heads 1, head_dim 256, intermediate_size
  * 6912, num_hidden_layers 26, vocab_size 262144, max_position_embeddings 32768,
@@ -155,10 +212,16 @@ void refenc_config_family(refenc_config *cfg, refenc_family family)
         gemma3_conventions(cfg);
         return;
     }
-    if (family == REFENC_FAMILY_MODERNBERT) {
+    if (family == REFENC_FAMILY_MODERNBERT || family == REFENC_FAMILY_T5_ENCODER ||
+        family == REFENC_FAMILY_NOMIC_BERT) {
         refenc_config_default(cfg);
         cfg->family = family;
-        modernbert_conventions(cfg);
+        if (family == REFENC_FAMILY_MODERNBERT)
+            modernbert_conventions(cfg);
+        else if (family == REFENC_FAMILY_T5_ENCODER)
+            t5_encoder_conventions(cfg);
+        else
+            nomic_bert_conventions(cfg);
         return;
     }
     if (family >= REFENC_FAMILY_LLAMA && family <= REFENC_FAMILY_QWEN3) {

@@ -188,6 +188,75 @@ static const refenc_ck_entry gemma3[] = {
     {"layers.{i}.post_feedforward_layernorm.weight", "layers.{i}.post_ffn_norm.weight", COPY},
     {"norm.weight", "norm.weight", COPY},
 };
+/* HF T5EncoderModel (modeling_t5.py): the embedding is the model's `shared`, the
+ * stack's names under encoder.; T5Attention's q, k, v (H d_kv, D) as the row
+ * blocks of in_proj, o; relative_attention_bias (nb, H) in block 0 only (a file
+ * with one in another block is refused: relative_attention_num_buckets);
+ * T5DenseActDense's wi (v1.0) or T5DenseGatedActDense's wi_0, the activated half
+ * (gelu_new), and wi_1 (v1.1, flan-T5: ffn_type "glu"), wo; T5LayerNorm's
+ * weight; no biases anywhere */
+static const refenc_ck_entry t5_encoder[] = {
+    {"shared.weight", "embedding.weight", COPY},
+    {"encoder.block.{i}.layer.0.layer_norm.weight", "layers.{i}.norm1.weight", COPY},
+    {"encoder.block.{i}.layer.0.SelfAttention.q.weight", "layers.{i}.self_attn.in_proj_weight", Q},
+    {"encoder.block.{i}.layer.0.SelfAttention.k.weight", "layers.{i}.self_attn.in_proj_weight", K},
+    {"encoder.block.{i}.layer.0.SelfAttention.v.weight", "layers.{i}.self_attn.in_proj_weight", V},
+    {"encoder.block.{i}.layer.0.SelfAttention.o.weight", "layers.{i}.self_attn.out_proj.weight", COPY},
+    {"encoder.block.{i}.layer.0.SelfAttention.relative_attention_bias.weight",
+     "layers.{i}.self_attn.relative_attention_bias.weight", COPY},
+    {"encoder.block.{i}.layer.1.layer_norm.weight", "layers.{i}.norm2.weight", COPY},
+    {"encoder.block.{i}.layer.1.DenseReluDense.wi.weight", "layers.{i}.linear1.weight", COPY},
+    {"encoder.block.{i}.layer.1.DenseReluDense.wi_0.weight", "layers.{i}.linear1.weight", GATE},
+    {"encoder.block.{i}.layer.1.DenseReluDense.wi_1.weight", "layers.{i}.linear1.weight", UP},
+    {"encoder.block.{i}.layer.1.DenseReluDense.wo.weight", "layers.{i}.linear2.weight", COPY},
+    {"encoder.final_layer_norm.weight", "norm.weight", COPY},
+};
+/* encoder.embed_tokens is shared, tied (a state_dict holds both, a saved file
+ * one); a T5Model or T5ForConditionalGeneration file's decoder and LM head,
+ * v1.0's and v1.1's, which the encoder does not read */
+static const char *const t5_ignored[] = {
+    "encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight",
+    "decoder.final_layer_norm.weight",
+    "decoder.block.{i}.layer.0.layer_norm.weight", "decoder.block.{i}.layer.0.SelfAttention.q.weight",
+    "decoder.block.{i}.layer.0.SelfAttention.k.weight", "decoder.block.{i}.layer.0.SelfAttention.v.weight",
+    "decoder.block.{i}.layer.0.SelfAttention.o.weight",
+    "decoder.block.{i}.layer.0.SelfAttention.relative_attention_bias.weight",
+    "decoder.block.{i}.layer.1.layer_norm.weight", "decoder.block.{i}.layer.1.EncDecAttention.q.weight",
+    "decoder.block.{i}.layer.1.EncDecAttention.k.weight", "decoder.block.{i}.layer.1.EncDecAttention.v.weight",
+    "decoder.block.{i}.layer.1.EncDecAttention.o.weight",
+    "decoder.block.{i}.layer.1.EncDecAttention.relative_attention_bias.weight",
+    "decoder.block.{i}.layer.2.layer_norm.weight", "decoder.block.{i}.layer.2.DenseReluDense.wi.weight",
+    "decoder.block.{i}.layer.2.DenseReluDense.wi_0.weight", "decoder.block.{i}.layer.2.DenseReluDense.wi_1.weight",
+    "decoder.block.{i}.layer.2.DenseReluDense.wo.weight", NULL};
+
+/* NomicBertModel (contrastors' modeling_hf_nomic_bert.py, nomic-embed-text's remote
+ * code): Wqkv fused [q; k; v] as refenc's in_proj, out_proj; the gated MLP's fc12
+ * (activated by silu) and fc11 as the gate and up halves of linear1, fc2; emb_ln and
+ * the Post-LN norm1, norm2 with biases; the linears' biases exist with
+ * qkv_proj_bias / mlp_fc1_bias / mlp_fc2_bias true (linear_bias true).  Prefix
+ * bert. as NomicBertForPreTraining stores it. */
+static const refenc_ck_entry nomic_bert[] = {
+    {"embeddings.word_embeddings.weight", "embedding.weight", COPY},
+    {"embeddings.token_type_embeddings.weight", "token_type_embedding.weight", COPY},
+    {"emb_ln.weight", "embedding_norm.weight", COPY},
+    {"emb_ln.bias", "embedding_norm.bias", COPY},
+    {"encoder.layers.{i}.attn.Wqkv.weight", "layers.{i}.self_attn.in_proj_weight", COPY},
+    {"encoder.layers.{i}.attn.Wqkv.bias", "layers.{i}.self_attn.in_proj_bias", COPY},
+    {"encoder.layers.{i}.attn.out_proj.weight", "layers.{i}.self_attn.out_proj.weight", COPY},
+    {"encoder.layers.{i}.attn.out_proj.bias", "layers.{i}.self_attn.out_proj.bias", COPY},
+    {"encoder.layers.{i}.norm1.weight", "layers.{i}.norm1.weight", COPY},
+    {"encoder.layers.{i}.norm1.bias", "layers.{i}.norm1.bias", COPY},
+    {"encoder.layers.{i}.mlp.fc12.weight", "layers.{i}.linear1.weight", GATE},
+    {"encoder.layers.{i}.mlp.fc12.bias", "layers.{i}.linear1.bias", GATE},
+    {"encoder.layers.{i}.mlp.fc11.weight", "layers.{i}.linear1.weight", UP},
+    {"encoder.layers.{i}.mlp.fc11.bias", "layers.{i}.linear1.bias", UP},
+    {"encoder.layers.{i}.mlp.fc2.weight", "layers.{i}.linear2.weight", COPY},
+    {"encoder.layers.{i}.mlp.fc2.bias", "layers.{i}.linear2.bias", COPY},
+    {"encoder.layers.{i}.norm2.weight", "layers.{i}.norm2.weight", COPY},
+    {"encoder.layers.{i}.norm2.bias", "layers.{i}.norm2.bias", COPY},
+};
+/* NomicBertModel's optional pooler (add_pooling_layer) */
+static const char *const nomic_ignored[] = {"pooler.dense.weight", "pooler.dense.bias", NULL};
 
 /* refenc's own names, nn.TransformerEncoder's (params.h) */
 static const refenc_ck_entry vaswani[] = {
@@ -212,6 +281,8 @@ static const refenc_ck_entry vaswani[] = {
     {"norm.bias", "norm.bias", COPY},
     {"layers.{i}.self_attn.q_norm.weight", "layers.{i}.self_attn.q_norm.weight", COPY}, /* qk_norm 'rms' */
     {"layers.{i}.self_attn.k_norm.weight", "layers.{i}.self_attn.k_norm.weight", COPY},
+    {"layers.{i}.self_attn.relative_attention_bias.weight", "layers.{i}.self_attn.relative_attention_bias.weight",
+     COPY}, /* T5's table, layer 0 only */
 };
 static const char *const none_ignored[] = {NULL};
 
@@ -236,6 +307,8 @@ static const struct {
     [REFENC_FAMILY_QWEN3] = {llama, N_OF(llama), "model.", llama_ignored, 1},
     [REFENC_FAMILY_MODERNBERT] = {modernbert, N_OF(modernbert), "model.", none_ignored, 0},
     [REFENC_FAMILY_GEMMA3] = {gemma3, N_OF(gemma3), "model.", llama_ignored, 1},
+    [REFENC_FAMILY_T5_ENCODER] = {t5_encoder, N_OF(t5_encoder), "", t5_ignored, 1}, /* d_kv: head_dim */
+    [REFENC_FAMILY_NOMIC_BERT] = {nomic_bert, N_OF(nomic_bert), "bert.", nomic_ignored, 0},
 };
 
 const refenc_ck_entry *refenc_checkpoint_table(refenc_family family, size_t *n,
@@ -451,7 +524,7 @@ static refenc_tensor *ck_target(ck_load *ld, const refenc_st_tensor *s, const ch
     if (t == NULL)
         problem(&ld->pl, "%s: tensor '%s' %s maps to refenc's '%s', which this config does not have "
                 "(see type_vocab_size, embedding_norm, positional, final_norm, linear_bias, qkv_bias, qk_norm, "
-                "skip_first_prenorm, sandwich_norm)", ld->f->path, s->name,
+                "skip_first_prenorm, sandwich_norm, relative_attention_num_buckets)", ld->f->path, s->name,
                 shape_s, rname);
     *entry = e;
     return t;

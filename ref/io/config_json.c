@@ -181,15 +181,18 @@ static int read_attention_keys(refenc_config *c, const json_t *obj, const char *
 }
 
 /* T5's relative bias (relative_bias.h): relative_attention_num_buckets
- * absent, null or 0 is off (T5Config writes 32); max_distance (default
- * 128) only with buckets.  The values' rules are the config's validation. */
+ * null or 0 is off, also over the t5-encoder preset; absent leaves the
+ * preset's (T5Config writes 32) or off; max_distance (default 128) only with
+ * buckets.  The values' rules are the config's validation. */
 static int read_relative_bias(refenc_config *c, const json_t *obj, const char *where, refenc_error *err)
 {
     const json_t *nb = json_object_get(obj, "relative_attention_num_buckets");
     int st;
-    if (nb != NULL && !json_is_null(nb) && !(json_is_integer(nb) && json_integer_value(nb) == 0) &&
-        (st = get_optional_count(&c->relative_attention_num_buckets, obj, "relative_attention_num_buckets",
-                                 REFENC_MAX_DIM, where, err)))
+    if (json_is_null(nb) || (json_is_integer(nb) && json_integer_value(nb) == 0))
+        c->relative_attention_num_buckets = 0;
+    else if (nb != NULL &&
+             (st = get_optional_count(&c->relative_attention_num_buckets, obj, "relative_attention_num_buckets",
+                                      REFENC_MAX_DIM, where, err)))
         return st;
     if ((st = get_optional_count(&c->relative_attention_max_distance, obj, "relative_attention_max_distance",
                                  REFENC_MAX_DIM, where, err)))
@@ -401,6 +404,8 @@ static int attention_keys_to_json(json_t *j, const refenc_config *c, const refen
                                    json_integer((json_int_t)c->relative_attention_num_buckets)) |
                json_object_set_new(j, "relative_attention_max_distance",
                                    json_integer((json_int_t)c->relative_attention_max_distance));
+    else if (f->relative_attention_num_buckets != 0) /* off over t5-encoder's preset */
+        bad |= json_object_set_new(j, "relative_attention_num_buckets", json_null());
     return bad;
 }
 

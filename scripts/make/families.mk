@@ -5,10 +5,13 @@
 # peer's (scripts/peers/torch_families.py), on every family case of the
 # golden set: the case's parameters saved under the family's Hugging Face
 # names and under refenc's must give the same output, and a swapped pair must
-# not; then, for the decoder families (llama, mistral, qwen2, qwen3, gemma3),
-# goldens made by refenc golden --weights from those Hugging Face files, on
-# which the PyTorch peer must PASS in float64, float32, bfloat16 and float16
-# and FAIL with its key/value heads tiled (scripts/check-checkpoint-names.py).
+# not; then, for the Llama-style families (llama, mistral, qwen2, qwen3),
+# gemma3, modernbert, t5-encoder and nomic-bert, goldens made by refenc golden
+# --weights from those Hugging Face files, on which the PyTorch peer must
+# PASS in float64, float32, bfloat16 and float16 and FAIL with a bug of the
+# family injected (the key/value heads tiled (gemma3 too), layer 0's attention norm
+# applied, T5's bias per layer, the GLU halves swapped)
+# (scripts/check-checkpoint-names.py).
 # Needs python3-torch and numpy, like certify-torch; about 15 s.
 
 .PHONY: check-checkpoint-names

@@ -36,10 +36,10 @@ FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "clip-text", "llama", "mist
 # decoder blocks run as encoders, under LlamaModel's names (MistralModel, Qwen2Model
 # and Qwen3Model keep them)
 LLAMA_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
-# the families whose Hugging Face names hf_state_dict knows: ModernBERT's and
-# Gemma 3's too, whose cases the peer computes from refenc's names (torch_peer.py's
-# layers)
-HF_NAME_FAMILIES = FAMILIES + ("modernbert", "gemma3")
+# the families whose Hugging Face names hf_state_dict knows: ModernBERT's,
+# Gemma 3's, T5EncoderModel's and NomicBertModel's too, whose cases the peer
+# computes from refenc's names (torch_peer.py's layers)
+HF_NAME_FAMILIES = FAMILIES + ("modernbert", "gemma3", "t5-encoder", "nomic-bert")
 LLAMA_BLOCKS = {"norm_type": "rmsnorm", "ffn_type": "glu", "positional": "rope"}  # what their modules are
 
 # The variants of the families (refenc certify --list-bugs); torch_peer.py
@@ -590,6 +590,10 @@ def hf_state_dict(cfg, tensors):
         return modernbert_state_dict(cfg, r, tensors)
     if fam == "gemma3":
         return llama_state_dict(cfg, r, tensors, GEMMA3_NORMS)
+    if fam == "t5-encoder":
+        return t5_encoder_state_dict(cfg, r, tensors)
+    if fam == "nomic-bert":
+        return nomic_bert_state_dict(cfg, r, tensors)
     sd = {}
 
     def qkv(prefix, names, i):
@@ -719,6 +723,72 @@ def modernbert_state_dict(cfg, r, tensors):
                 sd[L + dst + ".weight"] = r(name)
     if "norm.weight" in tensors:
         sd["final_norm.weight"] = r("norm.weight")
+    return sd
+
+
+def t5_encoder_state_dict(cfg, r, tensors):
+    """T5EncoderModel's names from refenc's (docs/families.md, "t5-encoder";
+    modeling_t5.py): shared is the embedding; in_proj's rows split at H d_kv
+    and 2 H d_kv into SelfAttention.q, k, v; block 0 alone holds
+    relative_attention_bias (nb, H); linear1 is DenseReluDense.wi, or, gated
+    (v1.1), its halves wi_0 (the activated one, glu_gate first) and wi_1; the
+    T5LayerNorms have a weight only."""
+    H, F_ = cfg["n_heads"], cfg["d_ff"]
+    E = H * cfg.get("head_dim", cfg["d_model"] // H)
+    gated = cfg.get("ffn_type", "mlp") == "glu"
+    gate_first = cfg.get("glu_gate", "first") == "first"
+    sd = {"shared.weight": r("embedding.weight")}
+    for i in range(cfg["n_layers"]):
+        L, p = f"layers.{i}.", f"encoder.block.{i}."
+        W = r(L + "self_attn.in_proj_weight")
+        for k, n in enumerate("qkv"):
+            sd[p + f"layer.0.SelfAttention.{n}.weight"] = W[k * E:(k + 1) * E]
+        sd[p + "layer.0.SelfAttention.o.weight"] = r(L + "self_attn.out_proj.weight")
+        if L + "self_attn.relative_attention_bias.weight" in tensors:
+            sd[p + "layer.0.SelfAttention.relative_attention_bias.weight"] = \
+                r(L + "self_attn.relative_attention_bias.weight")
+        sd[p + "layer.0.layer_norm.weight"] = r(L + "norm1.weight")
+        sd[p + "layer.1.layer_norm.weight"] = r(L + "norm2.weight")
+        W1 = r(L + "linear1.weight")
+        if gated:
+            first, second = W1[:F_], W1[F_:]
+            sd[p + "layer.1.DenseReluDense.wi_0.weight"], sd[p + "layer.1.DenseReluDense.wi_1.weight"] = \
+                (first, second) if gate_first else (second, first)
+        else:
+            sd[p + "layer.1.DenseReluDense.wi.weight"] = W1
+        sd[p + "layer.1.DenseReluDense.wo.weight"] = r(L + "linear2.weight")
+    if "norm.weight" in tensors:
+        sd["encoder.final_layer_norm.weight"] = r("norm.weight")
+    return sd
+
+
+def nomic_bert_state_dict(cfg, r, tensors):
+    """NomicBertModel's names from refenc's (docs/families.md, "nomic-bert";
+    contrastors' modeling_hf_nomic_bert.py): attn.Wqkv is in_proj as it is
+    (rearrange "(three h d)": q, k, v each D rows); linear1's (2F, D) halves
+    are mlp.fc12, the silu-activated one (the gate, glu_gate first), and
+    mlp.fc11; emb_ln, norm1, norm2 are LayerNorms with biases; the linears'
+    biases exist with linear_bias."""
+    F_ = cfg["d_ff"]
+    gate_first = cfg.get("glu_gate", "first") == "first"
+    sd = {"embeddings.word_embeddings.weight": r("embedding.weight")}
+    if "token_type_embedding.weight" in tensors:
+        sd["embeddings.token_type_embeddings.weight"] = r("token_type_embedding.weight")
+    for kind in ("weight", "bias"):
+        if "embedding_norm." + kind in tensors:
+            sd["emb_ln." + kind] = r("embedding_norm." + kind)
+    for i in range(cfg["n_layers"]):
+        L, p = f"layers.{i}.", f"encoder.layers.{i}."
+        for kind in ("weight", "bias"):
+            for dst, src in (("attn.Wqkv.", "self_attn.in_proj_"), ("attn.out_proj.", "self_attn.out_proj."),
+                             ("norm1.", "norm1."), ("mlp.fc2.", "linear2."), ("norm2.", "norm2.")):
+                if L + src + kind in tensors:
+                    sd[p + dst + kind] = r(L + src + kind)
+            if L + "linear1." + kind in tensors:
+                W1 = r(L + "linear1." + kind)
+                first, second = W1[:F_], W1[F_:]
+                sd[p + "mlp.fc12." + kind], sd[p + "mlp.fc11." + kind] = \
+                    (first, second) if gate_first else (second, first)
     return sd
 
 

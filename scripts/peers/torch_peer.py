@@ -108,9 +108,14 @@ def rms_norm(t, w, eps, offset):
         with table_precision():
             y = x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * (1.0 + w32)
         return rounded_table(y).to(t.dtype)
-    with table_precision():
-        r = torch.sqrt((t * t).mean(-1, keepdim=True) + eps)
-    return t / r * w
+    if EMU is None and t.dtype in (torch.bfloat16, torch.float16):  # --native: the modules' own code,
+        t32 = t.float()  # hidden_states.to(float32).pow(2).mean, rsqrt, .to(weight dtype), then weight *
+        z = (t32 * torch.rsqrt(t32.pow(2).mean(-1, keepdim=True) + eps)).to(t.dtype)
+    else:
+        with table_precision():
+            r = torch.sqrt((t * t).mean(-1, keepdim=True) + eps)
+        z = t / r
+    return z * w
 
 
 def norm(cfg, t, w, b, eps):
@@ -658,6 +663,9 @@ def run_encoder(case):
         scaled = cfg.get("scale_embedding", True)
         scaled = False if BUG == "embedding_unscaled" else True if BUG == "embedding_scaled" else scaled
         x = emb(tokens) * (normalizer(cfg, D) if scaled else 1.0)
+        if cfg.get("type_vocab_size", 0) > 0:  # NomicBERT's token_type_embeddings: word + type, then positions
+            types = torch_families.token_types(case, *tokens.shape, BUG)
+            x = x + case.t("token_type_embedding.weight")[types]
     else:
         x = case.t("in.x")
     B, L, _ = x.shape

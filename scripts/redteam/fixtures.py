@@ -198,6 +198,32 @@ def build(cli, base, source_root):
                    L + "mlp.down_proj.weight": [4, 6], L + "input_layernorm.weight": [4],
                    L + "post_attention_layernorm.weight": [4]})
     st.write(j("gemma3_llama_names.safetensors"), None, {n: st.filled("F32", s, 0.25) for n, s in hf.items()})
+    # the t5-encoder preset at a tiny width: a golden is made; a T5EncoderModel file that
+    # gives block 1 its own relative_attention_bias (t5_bias_per_layer's port) exits 2
+    # naming the tensor and relative_attention_num_buckets
+    t5 = {"family": "t5-encoder", "d_model": 4, "n_heads": 2, "d_ff": 6, "n_layers": 2, "vocab_size": 5,
+          "max_len": 8}
+    _dump(j("t5_encoder.json"), {"model": t5, "input": {"batch": 1, "seq_len": 3}})
+    hf = {"shared.weight": [5, 4], "encoder.final_layer_norm.weight": [4]}
+    for i in (0, 1):
+        b = f"encoder.block.{i}.layer."
+        hf.update({b + "0.layer_norm.weight": [4], b + "0.SelfAttention.relative_attention_bias.weight": [32, 2],
+                   b + "1.layer_norm.weight": [4], b + "1.DenseReluDense.wi.weight": [6, 4],
+                   b + "1.DenseReluDense.wo.weight": [4, 6]})
+        hf.update({b + f"0.SelfAttention.{n}.weight": [4, 4] for n in "qkvo"})
+    st.write(j("t5_bias_per_block.safetensors"), None, {n: st.filled("F32", s, 0.25) for n, s in hf.items()})
+    # the nomic-bert preset at a tiny width: a golden is made; a NomicBertModel file whose
+    # MLP is the plain fc1 (a port without SwiGLU's fc11/fc12) exits 2 naming the tensor
+    nomic = {"family": "nomic-bert", "d_model": 4, "n_heads": 2, "d_ff": 6, "n_layers": 1, "vocab_size": 5,
+             "max_len": 8}
+    _dump(j("nomic_bert.json"), {"model": nomic, "input": {"batch": 1, "seq_len": 3}})
+    hf = {"embeddings.word_embeddings.weight": [5, 4], "embeddings.token_type_embeddings.weight": [2, 4],
+          "emb_ln.weight": [4], "emb_ln.bias": [4], "encoder.layers.0.attn.Wqkv.weight": [12, 4],
+          "encoder.layers.0.attn.out_proj.weight": [4, 4], "encoder.layers.0.norm1.weight": [4],
+          "encoder.layers.0.norm1.bias": [4], "encoder.layers.0.mlp.fc1.weight": [6, 4],
+          "encoder.layers.0.mlp.fc2.weight": [4, 6], "encoder.layers.0.norm2.weight": [4],
+          "encoder.layers.0.norm2.bias": [4]}
+    st.write(j("nomic_fc1.safetensors"), None, {n: st.filled("F32", s, 0.25) for n, s in hf.items()})
     _dump(j("two_patterns.json"), {"model": dict(TINY_MODEL, n_layers=2, global_attn_every_n_layers=2,
                                                  sliding_window_pattern=2), "input": {"batch": 1, "seq_len": 3}})
     _dump(j("gemma3_partial.json"), {"model": dict(TINY_MODEL, n_layers=2, positional="rope", sliding_window_pattern=2,

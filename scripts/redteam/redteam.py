@@ -89,6 +89,8 @@ def parse_keys(text):
             keys.setdefault(m.group(1) + "s", []).append(decode_value(m.group(2)))
             continue
         k, _, v = tok.partition("=")
+        if k == "err" and k in keys:  # err= repeated: every one must match (it kept only the last)
+            v = r"(?=[\s\S]*(?:%s))(?=[\s\S]*(?:%s))" % (keys[k], v)
         keys[k] = v
     return keys
 
