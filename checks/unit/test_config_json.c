@@ -151,6 +151,10 @@ static const json_error_case json_errors[] = {
      "model.qkv_bias: expected true or false"},
     {"qkv_bias_with_linear_bias", "{\"qkv_bias\": true}", REFENC_EINVAL,
      "model: qkv_bias (Qwen2's biased q, k, v on bias-free linears) needs linear_bias false"},
+    /* Jina's and GTE's linear1 without bias: a boolean, only beside biased linear maps */
+    {"linear1_bias_string", "{\"linear1_bias\": \"false\"}", REFENC_EINVAL, "model.linear1_bias: expected true or false"},
+    {"linear1_bias_without_linear_bias", "{\"linear_bias\": false, \"linear1_bias\": false}", REFENC_EINVAL,
+     "model: linear1_bias false (linear1 bias-free beside biased linear maps: Jina-v2, GTE) needs linear_bias true"},
     {"qk_norm_unknown", "{\"qk_norm\": \"layernorm\"}", REFENC_EINVAL,
      "model.qk_norm: unknown name 'layernorm' (expected one of 'none', 'rms')"},
     {"qk_norm_boolean", "{\"qk_norm\": true}", REFENC_EINVAL, "model.qk_norm: expected a string"},
@@ -881,4 +885,40 @@ Test(config_json, nomic_bert_preset_and_round_trip)
     const size_t n2 = json_object_size(obj);
     json_decref(obj);
     expect_round_trip(&c, n2);
+}
+
+/* linear1_bias false (Jina-v2's gated_layers, GTE's up_gate_proj): linear1
+ * has no bias while in_proj, out_proj and linear2 keep theirs; the parameter
+ * count drops by linear1's rows (2F under a gated FFN); the key is written
+ * only when set (every earlier golden writes what it wrote) and reads back. */
+Test(config_json, linear1_bias_false_drops_linear1_bias_only)
+{
+    json_t *obj = json_loads("{\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 6, \"n_layers\": 2, \"ffn_type\": \"glu\", "
+                             "\"linear1_bias\": false}", 0, NULL);
+    refenc_config c, with;
+    refenc_error err;
+    cr_assert_eq(refenc_config_from_json(&c, obj, "model", &err), REFENC_OK, "%s", err.message);
+    json_decref(obj);
+    cr_expect(!refenc_config_has_linear1_bias(&c) && c.linear_bias);
+    with = c;
+    with.linear1_bias = 1;
+    cr_expect_eq(refenc_config_param_count(&with) - refenc_config_param_count(&c), 2 * 2 * 6,
+                 "two layers of linear1.bias (2F) fewer");
+    refenc_params p;
+    cr_assert_eq(refenc_params_alloc(&p, &c, &err), REFENC_OK, "%s", err.message);
+    cr_expect_null(refenc_params_find(&p, "layers.0.linear1.bias"));
+    cr_expect_not_null(refenc_params_find(&p, "layers.1.linear2.bias"));
+    cr_expect_not_null(refenc_params_find(&p, "layers.0.self_attn.in_proj_bias"));
+    cr_expect_not_null(refenc_params_find(&p, "layers.0.self_attn.out_proj.bias"));
+    refenc_params_free(&p);
+    json_t *w = refenc_config_to_json(&with);
+    cr_assert_not_null(w);
+    cr_expect_null(json_object_get(w, "linear1_bias"), "the default is not written");
+    json_decref(w);
+    w = refenc_config_to_json(&c);
+    cr_assert_not_null(w);
+    const size_t n = json_object_size(w);
+    cr_expect(json_is_false(json_object_get(w, "linear1_bias")));
+    json_decref(w);
+    expect_round_trip(&c, n);
 }

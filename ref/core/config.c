@@ -34,6 +34,7 @@ void refenc_config_default(refenc_config *cfg)
     cfg->rmsnorm_offset = 0;
     cfg->norm_bias = 1;
     cfg->linear_bias = 1;
+    cfg->linear1_bias = 1;
     cfg->ffn_type = REFENC_FFN_MLP;
     cfg->glu_gate = REFENC_GLU_GATE_FIRST;
     cfg->pooling = REFENC_POOL_NONE;
@@ -50,6 +51,11 @@ int refenc_config_norm_has_bias(const refenc_config *cfg)
 int refenc_config_has_qkv_bias(const refenc_config *cfg)
 {
     return cfg->linear_bias || cfg->qkv_bias;
+}
+
+int refenc_config_has_linear1_bias(const refenc_config *cfg)
+{
+    return cfg->linear_bias && cfg->linear1_bias;
 }
 
 size_t refenc_config_kv_heads(const refenc_config *cfg)
@@ -121,7 +127,7 @@ size_t refenc_config_param_count(const refenc_config *c)
     mul_add(&layer, D, E, &ok);                  /* self_attn.out_proj.weight (D, E)  */
     mul_add(&layer, lb, D, &ok);                 /* self_attn.out_proj.bias (D)       */
     mul_add(&layer, F1, D, &ok);                 /* linear1.weight (F or 2F, D)       */
-    mul_add(&layer, lb, F1, &ok);                /* linear1.bias (F or 2F)            */
+    mul_add(&layer, refenc_config_has_linear1_bias(c) ? 1 : 0, F1, &ok); /* linear1.bias (F or 2F) */
     mul_add(&layer, D, F, &ok);                  /* linear2.weight (D, F)             */
     mul_add(&layer, lb, D, &ok);                 /* linear2.bias (D)                  */
     mul_add(&layer, 2 * norm, D, &ok);           /* norm1, norm2 weight (and bias) (D) */
@@ -297,6 +303,13 @@ static int validate_choices(const refenc_config *c, refenc_error *err)
         return refenc_error_set(err, REFENC_EINVAL, "config: norm_type is not 'layernorm' or 'rmsnorm'");
     if (c->linear_bias != 0 && c->linear_bias != 1)
         return refenc_error_set(err, REFENC_EINVAL, "config: linear_bias must be true or false");
+    if (c->linear1_bias != 0 && c->linear1_bias != 1)
+        return refenc_error_set(err, REFENC_EINVAL, "config: linear1_bias must be true or false");
+    if (!c->linear1_bias && !c->linear_bias)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "config: linear1_bias false (linear1 bias-free beside biased linear maps: "
+                                "Jina-v2, GTE) needs linear_bias true; with linear_bias false every linear "
+                                "map is bias-free already");
     return validate_norms(c, err);
 }
 

@@ -157,6 +157,11 @@ typedef struct {
     int rmsnorm_offset;         /* 1: RMSNorm scales by (1 + w) (Gemma); needs RMSNorm */
     int linear_bias;            /* 0: every linear map bias-free (in_proj, out_proj,
                                  * linear1, linear2: ModernBERT, Llama); default 1  */
+    int linear1_bias;           /* 0: linear1 (the FFN's first map, both halves of a
+                                 * gated FFN) bias-free while linear_bias keeps the
+                                 * other maps' biases (Jina-v2's gated_layers, GTE's
+                                 * up_gate_proj); needs linear_bias; default 1.  Read
+                                 * through refenc_config_has_linear1_bias            */
     int norm_bias;              /* 0: LayerNorm without beta (ModernBERT); default 1;
                                  * RMSNorm never has one                             */
     int skip_first_prenorm;     /* 1: layer 0's attention norm is the identity, and
@@ -305,6 +310,9 @@ int refenc_config_norm_has_bias(const refenc_config *cfg);
 
 /* Whether in_proj_bias exists: linear_bias, or qkv_bias (Qwen2). */
 int refenc_config_has_qkv_bias(const refenc_config *cfg);
+
+/* Whether linear1.bias exists: linear_bias and linear1_bias (not Jina's, GTE's). */
+int refenc_config_has_linear1_bias(const refenc_config *cfg);
 
 /* Hkv: n_kv_heads, or H when unset (0). */
 size_t refenc_config_kv_heads(const refenc_config *cfg);

@@ -63,7 +63,7 @@ static void add_layer(refenc_params *p, double **cur, size_t i, const refenc_con
         lp->relative_attention_bias = add_layer_tensor(p, cur, i, "self_attn.relative_attention_bias.weight",
                                                        cfg->relative_attention_num_buckets, cfg->n_heads);
     lp->linear1_weight = add_layer_tensor(p, cur, i, "linear1.weight", F1, D); /* GLU: gate and up */
-    if (cfg->linear_bias)
+    if (refenc_config_has_linear1_bias(cfg)) /* linear_bias, but not Jina's or GTE's linear1 */
         lp->linear1_bias = add_layer_tensor(p, cur, i, "linear1.bias", F1, 0);
     lp->linear2_weight = add_layer_tensor(p, cur, i, "linear2.weight", D, F);
     if (cfg->linear_bias)

@@ -90,7 +90,7 @@ static const char *const model_keys[] = {
     "d_model", "n_heads", "d_ff", "n_layers", "norm", "activation", "layer_norm_eps",
     "final_norm", "positional", "rope_layout", "rope_base", "max_len", "temperature",
     "causal", "vocab_size", "padding_idx", "family", "scale_embedding", "type_vocab_size",
-    "embedding_norm", "embedding_norm_eps", "position_ids", "mask_value", "norm_type", "rmsnorm_offset", "ffn_type", "glu_gate", "norm_bias", "linear_bias", "skip_first_prenorm", "sandwich_norm",
+    "embedding_norm", "embedding_norm_eps", "position_ids", "mask_value", "norm_type", "rmsnorm_offset", "ffn_type", "glu_gate", "norm_bias", "linear_bias", "linear1_bias", "skip_first_prenorm", "sandwich_norm",
     "rope_scaling", "partial_rotary_factor", "n_kv_heads", "head_dim",
     "attn_logit_softcapping", "query_pre_attn_scalar", "sliding_window", "local_attention",
     "global_attn_every_n_layers", "local_rope_theta", "global_rope_theta", "sliding_window_pattern", "embedding_normalizer_dtype",
@@ -261,17 +261,19 @@ static int read_choices(refenc_config *c, const json_t *obj, const char *where, 
     return REFENC_OK;
 }
 
-/* Qwen's attention keys (qk_norm.h): qkv_bias (Qwen2), qk_norm (Qwen3). */
-/* The layer's structure: ModernBERT's first layer, Gemma 2/3's sandwich norms. */
+/* The layer's structure: ModernBERT's first layer, Gemma 2/3's sandwich
+ * norms, Jina-v2's and GTE's bias-free linear1. */
 static int read_layer_keys(refenc_config *c, const json_t *obj, const char *where, refenc_error *err)
 {
     int st;
     if ((st = get_bool(&c->skip_first_prenorm, obj, "skip_first_prenorm", where, err)) ||
-        (st = get_bool(&c->sandwich_norm, obj, "sandwich_norm", where, err)))
+        (st = get_bool(&c->sandwich_norm, obj, "sandwich_norm", where, err)) ||
+        (st = get_bool(&c->linear1_bias, obj, "linear1_bias", where, err)))
         return st;
     return REFENC_OK;
 }
 
+/* Qwen's attention keys (qk_norm.h): qkv_bias (Qwen2), qk_norm (Qwen3). */
 static int read_qwen_keys(refenc_config *c, const json_t *obj, const char *where, refenc_error *err)
 {
     char field[128];
@@ -475,6 +477,8 @@ json_t *refenc_config_to_json(const refenc_config *c)
         bad |= json_object_set_new(j, "rmsnorm_offset", json_boolean(c->rmsnorm_offset));
     if (OFF(linear_bias))
         bad |= json_object_set_new(j, "linear_bias", json_boolean(c->linear_bias));
+    if (OFF(linear1_bias)) /* only when set: byte-identical goldens */
+        bad |= json_object_set_new(j, "linear1_bias", json_boolean(c->linear1_bias));
     if (c->norm_type == REFENC_NORMTYPE_LAYERNORM && OFF(norm_bias))
         bad |= json_object_set_new(j, "norm_bias", json_boolean(c->norm_bias));
     if (OFF(sandwich_norm))

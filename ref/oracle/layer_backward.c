@@ -303,6 +303,7 @@ int refenc_mpb_blocks_supported(const refenc_config *cfg, refenc_error *err)
                       : cfg->ffn_type != REFENC_FFN_MLP            ? "ffn_type"
                       : !cfg->norm_bias                            ? "norm_bias"
                       : !cfg->linear_bias                          ? "linear_bias"
+                      : !cfg->linear1_bias                         ? "linear1_bias"
                       : cfg->rope_scaling.type != REFENC_ROPE_SCALING_NONE ? "rope_scaling"
                       : cfg->rope_scaling.partial_rotary_factor != 1.0     ? "partial_rotary_factor"
                       : refenc_config_kv_heads(cfg) != cfg->n_heads        ? "n_kv_heads"

@@ -166,6 +166,11 @@ def build(cli, base, source_root):
     # exits 2 naming it (both backward passes refuse it)
     _dump(j("sandwich.json"), {"model": dict(TINY_MODEL, n_layers=2, norm="pre", sandwich_norm=True),
                                "input": {"batch": 1, "seq_len": 3}})
+    # linear1 alone bias-free (Jina-v2, GTE): a golden is made; without linear_bias it exits
+    # 2 naming both keys; --grad exits 2 naming it (the oracle's backward does not compute it)
+    _dump(j("linear1_bias.json"), {"model": dict(TINY_MODEL, linear1_bias=False), "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("linear1_bias_alone.json"), {"model": dict(TINY_MODEL, linear_bias=False, linear1_bias=False),
+                                         "input": {"batch": 1, "seq_len": 3}})
     _dump(j("sandwich_post.json"), {"model": dict(TINY_MODEL, norm="post", sandwich_norm=True),
                                     "input": {"batch": 1, "seq_len": 3}})
     # the modernbert preset at a tiny width: a golden is made; a ModernBertModel file that

@@ -67,6 +67,7 @@ CONFIG_SUPPORT = {
     # gated FFN and either half as its gate, bias-free norms and linear maps
     "norm_type": {"layernorm", "rmsnorm"}, "rmsnorm_offset": None, "ffn_type": {"mlp", "glu"},
     "glu_gate": {"first", "second"}, "norm_bias": None, "linear_bias": None,
+    "linear1_bias": None,  # Jina-v2's and GTE's linear1 without bias (the case stores none)
     # ModernBERT's layer 0 without its attention norm (attn_norm = nn.Identity())
     "skip_first_prenorm": None,
     # Gemma 2/3's norms of the sublayers' outputs (post_attention, post_feedforward)

@@ -155,6 +155,7 @@ def features_of(case):
         ffn_type=glu        the gated FFN (encoder, ffn)
         glu_gate=second     the gate is the second half of linear1
         linear_bias=false   linear maps without bias
+        linear1_bias=false  linear1 alone without bias (Jina-v2, GTE)
       grouped-query attention (docs/families.md), encoder and attention:
         n_kv_heads          fewer key/value heads than query heads (GQA, MQA)
         head_dim            a head width other than d_model / n_heads
@@ -235,6 +236,8 @@ def features_of(case):
             f.add("pooling_normalize=false")
     if comp in ("encoder", "attention", "ffn") and not c.get("linear_bias", True):
         f.add("linear_bias=false")
+    if comp in ("encoder", "ffn") and not c.get("linear1_bias", True):
+        f.add("linear1_bias=false")
     if comp == "rope" or (comp in ("encoder", "attention") and c["positional"] == "rope"):
         f.add(f"rope_layout={c['rope_layout']}")
         rs = c.get("rope_scaling") or {}
