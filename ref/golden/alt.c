@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/alloc.h"
 #include "../core/version.h"
 #include "../io/golden_names.h"
 #include "../tool/certify.h"
 #include "../tool/emulate.h"
+#include "../tool/run_case.h"
 #include "engine.h"
 
 /* A copy of a case, for a bug variant to change. */
@@ -118,6 +120,20 @@ static void stream_collect(void *ctx, const char *name, const double *data, size
     alt->n--;
 }
 
+/* The double reference on case c with the variant's hooks: the reference's
+ * own kernels when no hook is set, else its emulation at F64, which computes
+ * the same doubles bit for bit (emulate.h) but rounds every operation through
+ * a call, several times slower. */
+static int run_reference(const refenc_case *c, const refenc_variant_hooks *hooks, const refenc_trace *tr,
+                         refenc_error *err)
+{
+    static const refenc_variant_hooks none;
+    if (hooks == NULL || memcmp(hooks, &none, sizeof none) == 0)
+        return refenc_case_run_reference(c, tr, err);
+    const refenc_emulation e = refenc_emulation_baseline(REFENC_FMT_F64);
+    return refenc_emulation_run_case(c, &e, hooks, tr, err);
+}
+
 /* The reference's outputs of the case itself against the golden's: its
  * error, in float64 tolerances, on this case (docs/certify.md, "Variants
  * from the double reference"). */
@@ -148,10 +164,47 @@ static int reference_error(double *worst, const refenc_case *c, const golden_set
 {
     reference_check rc = {golden, *tol64, 0};
     const refenc_trace tr = {check_collect, &rc};
-    const refenc_emulation e = refenc_emulation_baseline(REFENC_FMT_F64);
-    const int st = refenc_emulation_run_case(c, &e, NULL, &tr, err);
+    const int st = run_reference(c, NULL, &tr, err);
     *worst = rc.worst;
     return st;
+}
+
+/* A copy of the case's inputs, sharing its parameters (never written through
+ * it: refenc_variant_writes_params says which variants need case_copy);
+ * free it with view_free, never refenc_case_free. */
+static int case_view(refenc_case *dst, const refenc_case *src, refenc_error *err)
+{
+    const size_t BL = src->B * src->L;
+    *dst = *src;
+    dst->x = NULL, dst->tokens = dst->token_types = dst->positions = NULL;
+    dst->key_padding_mask = NULL, dst->attn_mask = NULL;
+    int ok = 1;
+#define DUP(f, n)                                                                        \
+    if (src->f != NULL) {                                                                \
+        dst->f = refenc_alloc_array((n) > 0 ? (n) : 1, sizeof *src->f);                     \
+        if (dst->f != NULL)                                                              \
+            memcpy(dst->f, src->f, (n) * sizeof *src->f);                                \
+        ok &= dst->f != NULL;                                                            \
+    }
+    DUP(x, src->x_numel)
+    DUP(tokens, BL)
+    DUP(token_types, BL)
+    DUP(key_padding_mask, BL)
+    DUP(positions, src->L)
+    DUP(attn_mask, src->L * src->L)
+#undef DUP
+    return ok ? REFENC_OK : refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", src->name);
+}
+
+static void view_free(refenc_case *c)
+{
+    free(c->x);
+    free(c->tokens);
+    free(c->token_types);
+    free(c->key_padding_mask);
+    free(c->positions);
+    free(c->attn_mask);
+    memset(c, 0, sizeof *c);
 }
 
 /* Runs bug variant var on a copy of the case into v's next set; from then on golden_alt_free frees it. */
@@ -162,22 +215,31 @@ static int compute_variant(golden_alt *v, int var, const refenc_variant_info *in
     golden_set *alt = &v->set[v->n];
     refenc_variant_hooks hooks;
     int st;
-    if ((st = case_copy(w, rq->c, err)) != REFENC_OK)
+    /* the reference's variants share the parameters when they leave them be */
+    const int view = rq->by_reference && !refenc_variant_writes_params((refenc_variant)var);
+    if ((st = view ? case_view(w, rq->c, err) : case_copy(w, rq->c, err)) != REFENC_OK) {
+        if (view)
+            view_free(w);
         return st;
+    }
     st = refenc_variant_apply((refenc_variant)var, w, &hooks, err);
     if (st == REFENC_OK && (st = golden_set_init(alt, w, 0, golden->final_only, err)) == REFENC_OK &&
         rq->by_reference) { /* the double reference with the variant (emulate.h at F64) */
         variant_stream vs = {.alt = alt, .golden = golden, .c = rq->c};
         refenc_certify_policy(&vs.tol64, REFENC_ST_F64);
         const refenc_trace tr = {stream_collect, &vs};
-        const refenc_emulation e = refenc_emulation_baseline(REFENC_FMT_F64);
-        st = refenc_emulation_run_case(w, &e, &hooks, &tr, err);
-        refenc_case_free(w); /* the outputs hold no reference to it: one copy at a time */
+        st = run_reference(w, &hooks, &tr, err);
+        if (view) /* the outputs hold no reference to it: one copy at a time */
+            view_free(w);
+        else
+            refenc_case_free(w);
     } else if (st == REFENC_OK) {
         const refenc_trace tr = {golden_set_collect, alt};
         const golden_engine_options eo = {.threads = (int)rq->threads, .quiet = 1};
         st = golden_engine_run(w, &hooks, 0, &eo, &tr, v->desc, sizeof v->desc, err);
     }
+    if (view) /* whatever happened: a view is never refenc_case_free'd, its parameters are the case's */
+        view_free(w);
     int *keep = calloc(alt->n ? alt->n : 1, sizeof *keep);
     v->keep[v->n] = keep;
     v->names[v->n] = info->name;

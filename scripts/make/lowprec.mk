@@ -43,3 +43,15 @@ variant-accuracy: $(VARACC_MD)
 
 variant-accuracy-docs: $(VARACC_MD)
 	/usr/bin/python3 scripts/docs-block.py write docs/certify.md variant-accuracy $(VARACC_MD)
+
+# make bench-variants   what the bug variants cost a user's golden: the
+#                      same BERT-style golden (D 256, L 128, V 30522)
+#                      without variants, with the double reference's (the
+#                      default) and with the oracle's; fails if the
+#                      reference's exceed 1.5 times the time or the memory
+#                      of the golden without (issue 26).  A few minutes;
+#                      meaningful on a quiet machine only.
+.PHONY: bench-variants
+bench-variants: $(CLI)
+	@sh scripts/install-deps.sh time bc
+	sh scripts/bench-variants.sh $(CLI) $(BUILD)/bench-variants
