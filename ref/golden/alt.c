@@ -310,9 +310,9 @@ int golden_alt_make(golden_alt *v, const golden_alt_request *rq, const golden_se
     if (st == REFENC_OK && v->by_reference)
         st = reference_error(&v->ref_error, rq->c, golden, &tol64, err);
     if (st == REFENC_OK && v->by_reference) {
-        snprintf(v->desc, sizeof v->desc, "refenc %s double reference: bug variants computed in double "
-                 "(ref/tool/emulate.h at F64); on this case's golden outputs its error is %.2g float64 "
-                 "tolerances", REFENC_VERSION, v->ref_error);
+        snprintf(v->desc, sizeof v->desc, "refenc %s double reference: bug variants computed by the "
+                 "reference in double (its F64 emulation for the variants with an engine hook); on this "
+                 "case's golden outputs its error is %.2g float64 tolerances", REFENC_VERSION, v->ref_error);
         if (!(v->ref_error <= REFERENCE_ERROR_MAX)) /* even with --quiet: the variants may be off */
             fprintf(stderr, "refenc golden: %s: the double reference is %.3g float64 tolerances from the "
                     "oracle on this case (more than %g): its bug variants may be off by as much; "
