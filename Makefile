@@ -84,6 +84,8 @@ help:
 	@echo "make certify-torch  certify PyTorch (float64 to bfloat16) against the golden cases"
 	@echo "make check-diagnosis  inject each known bug into the PyTorch peer: each must be named"
 	@echo "make detectability  every known bug in emulated F64/F32/F16/BF16: each must be caught"
+	@echo "make variant-accuracy  the double reference's bug variants against the oracle's: within 0.1 of a bound"
+	@echo "make bench-variants  a user golden's time and memory with and without bug variants (goal x1.5)"
 	@echo "make check-checkpoint-names  the families' Hugging Face names: refenc's loader and the peer agree"
 	@echo "make clean      remove $(BUILD)/ and the hardening build directories"
 	@echo "make bench-oracle          time the reference and the MPFR oracle (docs/oracle.md)"

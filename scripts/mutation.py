@@ -133,9 +133,9 @@ AREAS = {
         "budget": 50,
     },
     "golden": {
-        # the golden maker: units, parts and merge, digests, input validation, files
+        # the golden maker: units, parts and merge, digests, input validation, files, bug variants
         "files": ["ref/golden/make.c", "ref/golden/parts.c", "ref/golden/plan.c", "ref/golden/digest.c",
-                  "ref/golden/validate.c", "ref/golden/file.c", "ref/golden/grad.c"],
+                  "ref/golden/validate.c", "ref/golden/file.c", "ref/golden/grad.c", "ref/golden/alt.c"],
         "filter": "@(golden*/*|out_of_memory/golden_*)",
         "budget": 30,
     },

@@ -524,7 +524,7 @@ Test(golden_command, bad_shards_and_merges_are_refused, .timeout = 60)
         {"a case file for a part", {"refenc", "golden", "merge", "--out-file", out, "golden/cases/encoder_pre.safetensors", NULL},
          "not a part of a golden case"},
         {"variants in parts", {"refenc", "golden", "--config", cfg, "--variants", "--shard", "1/2", "--out-file", out, NULL},
-         "--per-layer and --shard make no bug variants"},
+         "--shard makes no oracle bug variants (merge computes the double reference's)"},
     };
     expect_refusals(cases, sizeof cases / sizeof cases[0], out);
     /* negative control: the two right parts merge */

@@ -358,7 +358,7 @@ Test(golden_errors, what_a_case_cannot_be_made_with_is_named)
          {"only encoder cases are made in parts", NULL}},
         {"--shard of a catalogue entry with bug classes",
          {"refenc", "golden", "--catalogue", enc, "--case", "e", "--shard", "1/2", "--out-file", out, NULL},
-         {"--per-layer and --shard make no bug variants", "--no-variants", NULL}},
+         {"--shard makes no oracle bug variants", "--no-variants", NULL}},
         {"two shards of one item", {"refenc", "golden", "--config", one, "--shard", "1/2", "--out-file", out, NULL},
          {"--shard 1/2: case one has only 1 unit (batch items; --per-layer makes layers x batch items); "
           "give at most 1 shards", NULL}},
@@ -959,8 +959,8 @@ Test(golden_errors, bug_variants_are_stored_and_reported, .timeout = 60)
               "\"input\": {\"batch\": 2, \"seq_len\": 4, \"attn_mask\": \"random\"}, "
               "\"bug_classes\": [\"layernorm_eps\"]}]}");
     snprintf(out, sizeof out, "%s/v.safetensors", dir);
-    /* negative control first: without --variants, no alt.* tensor */
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--out-file", out, "--quiet", NULL});
+    /* negative control first: with --no-variants, no alt.* tensor */
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--no-variants", "--out-file", out, "--quiet", NULL});
     cr_expect_eq(count_prefixed(out, "alt."), 0);
     rb_result r = rb_run((const char *[]){"refenc", "golden", "--config", cfg, "--variants", "--out-file", out, NULL});
     cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
@@ -1027,8 +1027,8 @@ static void weights_file(const char *dir, const char *bad, size_t at, float v)
     snprintf(whole, sizeof whole, "%s/whole.tmp", dir);
     snprintf(w, sizeof w, "%s/w.safetensors", dir);
     rb_write_file(cfg, BI_CONFIG, strlen(BI_CONFIG));
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--outputs", "final", "--out-file", whole, "--quiet",
-                            NULL});
+    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--outputs", "final", "--no-variants", "--out-file",
+                            whole, "--quiet", NULL});
     rb_golden g;
     rb_golden_load_file(&g, whole);
     refenc_st_entry e[RB_MAX_TENSORS];

@@ -42,9 +42,12 @@ static void print_diagnosis(FILE *out, const refenc_case_report *rep)
         fprintf(out, "    diagnosis: the results match the known bug '%s' (within %.2g of the tolerance)\n"
                 "      symptom: %s\n      cause:   %s\n      fix:     %s\n",
                 info->name, rep->diagnosis_ratio, info->symptom, info->cause, info->fix);
+        if (rep->variants_by_reference)
+            fprintf(out, "      (the golden's bug variants are the double reference's, not the oracle's: "
+                    "docs/certify.md, \"Variants from the double reference\")\n");
     } else if (rep->variants_stored == 0) {
         fprintf(out, "    diagnosis: none possible: the golden stores no bug variants for this case "
-                "('refenc golden --variants' stores them)\n");
+                "('refenc golden' stores them unless --no-variants)\n");
     } else {
         fprintf(out, "    diagnosis: no known variant matches (%zu checked)\n", rep->variants_checked);
     }
@@ -133,7 +136,7 @@ static void print_not_ruled_out(FILE *out, const refenc_certificate_tally *t, co
         return;
     if (t->with_variants == 0) {
         fprintf(out, "known bugs: the golden stores no bug variants for these cases, so none can be named and "
-                "none is ruled out beyond the budgets ('refenc golden --variants' stores them)\n");
+                "none is ruled out beyond the budgets ('refenc golden' stores them unless --no-variants)\n");
         return;
     }
     for (int v = 0; v < REFENC_VAR_COUNT; v++)

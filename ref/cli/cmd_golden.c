@@ -24,7 +24,8 @@ static const char golden_usage[] =
     "usage: refenc golden (--config FILE.json | --catalogue CAT.json --case NAME)\n"
     "                     [--weights W.safetensors] [--inputs I.safetensors] [--seed N]\n"
     "                     [--name NAME] [--description TEXT] [--outputs all|final]\n"
-    "                     [--variants | --no-variants] [--per-layer] [--shard K/N|auto]\n"
+    "                     [--variants[=oracle|reference] | --no-variants] [--per-layer]\n"
+    "                     [--shard K/N|auto]\n"
     "                     [--grad] [--threads N] [--prec P] [--quiet] (--out DIR | --out-file FILE)\n"
     "       refenc golden merge (--out DIR | --out-file FILE) PART.safetensors...\n"
     "       refenc golden list CATALOGUE.json\n"
@@ -52,9 +53,16 @@ static const char golden_usage[] =
     "what it holds:\n"
     "  --outputs all|final  every step of the forward pass (default), or only the\n"
     "                       required final output\n"
-    "  --variants           also the outputs of each known bug that changes them,\n"
-    "                       for certify's diagnosis (a catalogue entry: those of its\n"
-    "                       bug classes, unless --no-variants)\n"
+    "  (default)            bug variants for certify's diagnosis: a config's case\n"
+    "                       stores the outputs of every known bug that changes them,\n"
+    "                       from the double reference (with --shard, merge computes\n"
+    "                       them); a catalogue entry those of its bug classes, from\n"
+    "                       the oracle\n"
+    "  --variants           the variants from the oracle (MPFR, 128 bits), as before:\n"
+    "                       exact, slow at real sizes; the same as --variants=oracle\n"
+    "  --variants=reference from the double reference: within a tenth of the float64\n"
+    "                       tolerance of the oracle's (docs/certify.md)\n"
+    "  --no-variants        none (certify can then name no bug)\n"
     "  --grad               also the gradients (grad.*): the oracle's correctly\n"
     "                       rounded backward at the upstream gradient in.grad.dY,\n"
     "                       the --inputs file's or seeded (N(0, 1) from --seed, 8\n"
@@ -213,6 +221,8 @@ static int golden_flag(golden_request *a, const char *s)
                                                   : NULL;
     if (flag != NULL)
         *flag = 1;
+    if (flag == &a->variants) /* as it always has: the oracle's variants */
+        a->variants_engine = GOLDEN_VARIANTS_ORACLE;
     return flag != NULL;
 }
 
@@ -341,6 +351,14 @@ static int golden_request_parse(golden_request *a, int argc, char **argv, int *h
         }
         if (golden_flag(a, s))
             continue;
+        if (strncmp(s, "--variants=", 11) == 0) {
+            const char *v = s + 11;
+            if (strcmp(v, "oracle") != 0 && strcmp(v, "reference") != 0)
+                return cli_error("golden", "--variants: '%s' is neither 'oracle' nor 'reference'", v);
+            a->variants = 1;
+            a->variants_engine = strcmp(v, "oracle") == 0 ? GOLDEN_VARIANTS_ORACLE : GOLDEN_VARIANTS_REFERENCE;
+            continue;
+        }
         const char **slot = golden_slot(a, s);
         const int valued = slot != NULL || strcmp(s, "--seed") == 0 || strcmp(s, "--outputs") == 0 ||
                            strcmp(s, "--threads") == 0 || strcmp(s, "--shard") == 0 ||
@@ -393,6 +411,8 @@ int cmd_golden(int argc, char **argv)
         return cli_error("golden", "--catalogue and --case go together");
     if ((a.out_dir != NULL) == (a.out_file != NULL))
         return cli_error("golden", "give one of --out DIR and --out-file FILE");
+    if (a.variants && a.no_variants)
+        return cli_error("golden", "--variants and --no-variants contradict each other: give one");
     const size_t dlen = a.description ? strlen(a.description) : 0,
                  dbad = dlen ? refenc_utf8_invalid_at((const unsigned char *)a.description, dlen) : 0;
     if (dbad < dlen) /* it goes into the case's JSON metadata, which is UTF-8 */

@@ -489,6 +489,12 @@ int golden_file_write_at(const golden_file *g, int at, const char *path, const c
         json_object_set_new(meta, "float32_hazard", json_string(g->float32_hazard));
     if (meta != NULL && g->variant_oracle != NULL)
         json_object_set_new(meta, "variant_oracle", json_string(g->variant_oracle));
+    if (meta != NULL && g->variants_by_reference) { /* only then: the oracle's cases keep their bytes */
+        char e[32];
+        snprintf(e, sizeof e, "%.3g", g->variant_reference_error);
+        json_object_set_new(meta, "variant_engine", json_string("reference"));
+        json_object_set_new(meta, "variant_reference_error_f64", json_string(e));
+    }
     if (meta != NULL && g->extra_meta != NULL)
         json_object_update(meta, (json_t *)g->extra_meta);
     const int st = entries_write_at(&es, at, path, display, meta, g->name, err);

@@ -78,6 +78,9 @@ typedef struct {
     const char *float32_hazard;    /* or NULL */
     const char *oracle;            /* how the golden outputs were computed */
     const char *variant_oracle;    /* how the variants' were, or NULL */
+    int variants_by_reference;     /* computed by the double reference: the metadata's
+                                      variant_engine "reference" and its error */
+    double variant_reference_error;/* the reference's on the golden outputs, F64 tolerances */
     const golden_set *golden;
     size_t n_alt;
     const golden_set *alt;         /* (n_alt) the variants' outputs */

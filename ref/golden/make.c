@@ -24,6 +24,7 @@
 #include "../io/run_config.h"
 #include "../oracle/oracle.h"
 #include "../tool/variants.h"
+#include "alt.h"
 #include "catalogue.h"
 #include "engine.h"
 #include "file.h"
@@ -47,6 +48,7 @@ typedef struct {
     const json_t *bug_classes, *tolerance;
     const char *hazard;
     int all_variants;         /* a config: every variant that applies */
+    int variants_ref;         /* the variants from the double reference, not the oracle */
     int grad;                 /* --grad, or the catalogue entry's "grad" */
     uint64_t seed;            /* the case's seed (the seeded dY's) */
 } golden_source;
@@ -149,6 +151,7 @@ static int source_from_catalogue(golden_source *s, const golden_request *a, cata
     if (json_object_size(s->tolerance) == 0) /* {} is the default policy, as no key */
         s->tolerance = NULL;
     s->hazard = json_string_value(json_object_get(cc->entry, "float32_hazard"));
+    s->variants_ref = a->variants_engine == GOLDEN_VARIANTS_REFERENCE;
     return REFENC_OK;
 }
 
@@ -175,7 +178,9 @@ static int source_from_config(golden_source *s, const golden_request *a, catalog
     s->doc = entry_for_config(&cfg, spec, s->name, seed);
     s->description = a->description ? strdup(a->description) : describe_config(&cfg, a, seed);
     s->bug_classes = json_object_get(s->doc, "bug_classes");
-    s->all_variants = a->variants;
+    /* by default every variant, from the reference (in parts too: merge computes them) */
+    s->all_variants = !a->no_variants;
+    s->variants_ref = a->variants_engine != GOLDEN_VARIANTS_ORACLE;
     s->seed = seed;
     s->grad = a->grad;
     if (s->doc == NULL)
@@ -240,195 +245,6 @@ static int source_build(golden_source *s, const golden_request *a, char **report
     return st;
 }
 
-/* A copy of a case, for a bug variant to change. */
-static int case_copy(refenc_case *dst, const refenc_case *src, refenc_error *err)
-{
-    int st = refenc_case_alloc(dst, src->component, &src->cfg, src->B, src->L, src->tokens != NULL,
-                               src->key_padding_mask != NULL, src->attn_mask != NULL, err);
-    if (st != REFENC_OK)
-        return st;
-    memcpy(dst->name, src->name, sizeof dst->name);
-    memcpy(dst->params.block, src->params.block, src->params.n_values * sizeof(double));
-    if (src->x != NULL)
-        memcpy(dst->x, src->x, src->x_numel * sizeof *src->x);
-    if (src->tokens != NULL)
-        memcpy(dst->tokens, src->tokens, src->B * src->L * sizeof *src->tokens);
-    if (src->token_types != NULL && dst->token_types != NULL)
-        memcpy(dst->token_types, src->token_types, src->B * src->L * sizeof *src->token_types);
-    if (src->key_padding_mask != NULL)
-        memcpy(dst->key_padding_mask, src->key_padding_mask, src->B * src->L);
-    if (src->attn_mask != NULL)
-        memcpy(dst->attn_mask, src->attn_mask, src->L * src->L * sizeof *src->attn_mask);
-    memcpy(dst->positions, src->positions, src->L * sizeof *src->positions);
-    dst->has_positions = src->has_positions;
-    return REFENC_OK;
-}
-
-/* ---- the bug variants ------------------------------------------------------------ */
-
-/* A bug variant is stored only when it moves a required output this many
- * times the float64 tolerance: otherwise it could not be told apart from a
- * correct float64 result (docs/certify.md). */
-#define VARIANT_MIN_EXCESS 100.0
-
-typedef struct {
-    size_t n;
-    golden_set set[REFENC_VAR_COUNT];
-    refenc_case vc[REFENC_VAR_COUNT];
-    const char *names[REFENC_VAR_COUNT];
-    int *keep[REFENC_VAR_COUNT];
-    json_t *meta;          /* the "variants" array */
-    json_t *classes;       /* a config's bug classes: those of the stored variants */
-    char desc[256];
-} variant_sets;
-
-static void variants_free(variant_sets *v)
-{
-    for (size_t i = 0; i < v->n; i++) {
-        golden_set_free(&v->set[i]);
-        refenc_case_free(&v->vc[i]);
-        free(v->keep[i]);
-    }
-    json_decref(v->meta);
-    json_decref(v->classes);
-    memset(v, 0, sizeof *v);
-}
-
-static int targeted(const golden_source *s, const refenc_variant_info *info)
-{
-    if (s->all_variants)
-        return 1;
-    size_t i;
-    json_t *cl;
-    json_array_foreach(s->bug_classes, i, cl)
-        if (strcmp(json_string_value(cl), info->bug_class) == 0)
-            return 1;
-    return 0;
-}
-
-/* Runs bug variant var on a copy of the case into v's next set; from then on variants_free frees it. */
-static int compute_variant(variant_sets *v, int var, const refenc_variant_info *info, const golden_source *s,
-                           const golden_set *golden, const golden_request *a, refenc_error *err)
-{
-    refenc_case *w = &v->vc[v->n];
-    golden_set *alt = &v->set[v->n];
-    refenc_variant_hooks hooks;
-    int st;
-    if ((st = case_copy(w, &s->c, err)) != REFENC_OK)
-        return st;
-    st = refenc_variant_apply((refenc_variant)var, w, &hooks, err);
-    if (st == REFENC_OK && (st = golden_set_init(alt, w, 0, golden->final_only, err)) == REFENC_OK) {
-        const refenc_trace tr = {golden_set_collect, alt};
-        const golden_engine_options eo = {.threads = (int)a->threads, .quiet = 1};
-        st = golden_engine_run(w, &hooks, 0, &eo, &tr, v->desc, sizeof v->desc, err);
-    }
-    int *keep = calloc(alt->n ? alt->n : 1, sizeof *keep);
-    v->keep[v->n] = keep;
-    v->names[v->n] = info->name;
-    v->n++; /* from here on variants_free frees it */
-    if (st == REFENC_OK && (alt->failed || keep == NULL))
-        st = refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", s->name);
-    return st;
-}
-
-/* The variant's effect on the required outputs, which it keeps; returns the first diverging output or -1. */
-static int variant_effect(const golden_set *alt, const golden_set *golden, const refenc_case *c, int *keep,
-                          const refenc_tolerance *tol64, const refenc_tolerance *tol32, double *effect64,
-                          double *effect32)
-{
-    int first = -1;
-    for (size_t k = 0; k < alt->n; k++) {
-        const golden_output *ao = &alt->o[k];
-        size_t g = 0;
-        while (g < golden->n && strcmp(golden->o[g].name, ao->name) != 0)
-            g++;
-        if (g == golden->n || golden->o[g].numel != ao->numel)
-            continue;
-        const golden_output *go = &golden->o[g];
-        const double e64 = golden_excess(ao->data, go->data, ao->dc, go->dc, ao->numel, *tol64);
-        if (first < 0 && e64 > 1)
-            first = (int)k;
-        if (golden_is_required(c, ao->name)) {
-            keep[k] = 1;
-            *effect64 = fmax(*effect64, e64);
-            *effect32 = fmax(*effect32, golden_excess(ao->data, go->data, ao->dc, go->dc, ao->numel, *tol32));
-        }
-    }
-    return first;
-}
-
-/* Records a stored variant in the "variants" metadata, and its bug class among the case's. */
-static void record_variant(variant_sets *v, const refenc_variant_info *info, const golden_set *alt,
-                           const int *keep, int first, double effect64, double effect32)
-{
-    json_t *stored = json_array();
-    for (size_t k = 0; k < alt->n; k++)
-        if (keep[k])
-            json_array_append_new(stored, json_string(alt->o[k].name));
-    json_array_append_new(v->meta, json_pack("{s:s, s:o, s:s?, s:f, s:f}", "name", info->name, "outputs",
-                                             stored, "first_divergence",
-                                             first >= 0 ? alt->o[first].name : NULL,
-                                             "effect_f64", effect64, "effect_f32", effect32));
-    int listed = 0;
-    size_t i;
-    json_t *cl;
-    json_array_foreach(v->classes, i, cl)
-        listed |= strcmp(json_string_value(cl), info->bug_class) == 0;
-    if (!listed)
-        json_array_append_new(v->classes, json_string(info->bug_class));
-}
-
-/* Runs every targeted bug variant that applies; stores those that move the required outputs. */
-static int run_variants(variant_sets *v, const golden_source *s, const golden_set *golden,
-                        const golden_request *a, refenc_error *err)
-{
-    memset(v, 0, sizeof *v);
-    v->meta = json_array();
-    v->classes = json_array();
-    refenc_tolerance tol64, tol32;
-    refenc_certify_policy(&tol64, REFENC_ST_F64);
-    refenc_certify_policy(&tol32, REFENC_ST_F32);
-    int st = v->meta && v->classes ? REFENC_OK : refenc_error_set(err, REFENC_ENOMEM, "out of memory");
-    size_t total = 0, done = 0;
-    for (int var = 0; var < REFENC_VAR_COUNT; var++)
-        total += targeted(s, refenc_variant_get((refenc_variant)var)) &&
-                 refenc_variant_applies((refenc_variant)var, &s->c);
-    golden_log log;
-    golden_log_start(&log, a->quiet);
-    for (int var = 0; var < REFENC_VAR_COUNT && st == REFENC_OK; var++) {
-        const refenc_variant_info *info = refenc_variant_get((refenc_variant)var);
-        if (!targeted(s, info) || !refenc_variant_applies((refenc_variant)var, &s->c))
-            continue;
-        char elapsed[32];
-        if (golden_log_due(&log, elapsed, sizeof elapsed)) /* off a terminal, at most every 30 s */
-            fprintf(stderr, "refenc golden: %s: bug variants: %zu/%zu done, now %s, elapsed %s\n", s->name,
-                    done, total, info->name, elapsed);
-        done++;
-        if ((st = compute_variant(v, var, info, s, golden, a, err)) != REFENC_OK)
-            break;
-        refenc_case *w = &v->vc[v->n - 1];
-        golden_set *alt = &v->set[v->n - 1];
-        int *keep = v->keep[v->n - 1];
-        /* effect on the required outputs; keep those and the first diverging one */
-        double effect64 = 0, effect32 = 0;
-        const int first = variant_effect(alt, golden, &s->c, keep, &tol64, &tol32, &effect64, &effect32);
-        if (!(effect64 >= VARIANT_MIN_EXCESS)) { /* indistinguishable: not stored */
-            if (!a->quiet || !s->all_variants)
-                fprintf(stderr, "refenc golden: %s: variant %s moves the outputs by only %.3g float64 "
-                        "tolerances; not stored\n", s->name, info->name, effect64);
-            v->n--;
-            golden_set_free(alt);
-            refenc_case_free(w);
-            free(keep);
-            continue;
-        }
-        if (first >= 0)
-            keep[first] = 1;
-        record_variant(v, info, alt, keep, first, effect64, effect32);
-    }
-    return st;
-}
-
 /* ---- gen ------------------------------------------------------------------------ */
 
 /* --outputs final: the oracle certifies the final output only, and the
@@ -489,7 +305,7 @@ static int refuse_inputs(const golden_request *a, const char *name, refenc_error
 typedef struct {
     golden_source s;
     golden_set golden;
-    variant_sets v;
+    golden_alt v;
     golden_steps steps;
     golden_part_set ps;
     layer_entries le;
@@ -500,6 +316,19 @@ typedef struct {
     int in_parts;              /* --per-layer or --shard */
     size_t units, begin, end;  /* the case's units, and those this run computes */
 } golden_run;
+
+/* The bug variants this run stores: every one that applies (a config's), or
+ * a catalogue entry's bug classes' unless --no-variants. */
+static int wants_variants(const golden_source *s, const golden_request *a)
+{
+    return s->all_variants || (a->catalogue_path != NULL && !a->no_variants && json_array_size(s->bug_classes) > 0);
+}
+
+/* What a shard's plan says of the variants merge computes: NULL (none), "all" or "bug_classes". */
+static const char *plan_variants(const golden_source *s, const golden_request *a)
+{
+    return !wants_variants(s, a) ? NULL : s->all_variants ? "all" : "bug_classes";
+}
 
 /* Refuses what cannot be made in parts, and finds the units this run computes. */
 static int plan_units(golden_run *r, const golden_request *a, refenc_error *err)
@@ -512,10 +341,10 @@ static int plan_units(golden_run *r, const golden_request *a, refenc_error *err)
     if (r->in_parts && s->c.component != REFENC_COMP_ENCODER)
         st = refenc_error_set(err, REFENC_EINVAL, "--per-layer and --shard: case %s is a %s case; only "
                               "encoder cases are made in parts", s->name, refenc_component_name(s->c.component));
-    else if (r->in_parts && (s->all_variants || (a->catalogue_path != NULL && !a->no_variants &&
-                                                 json_array_size(s->bug_classes) > 0)))
-        st = refenc_error_set(err, REFENC_EINVAL, "--per-layer and --shard make no bug variants: drop "
-                              "--variants, or give --no-variants for a catalogue entry with bug classes");
+    else if (a->shard_n > 0 && wants_variants(s, a) && !s->variants_ref)
+        st = refenc_error_set(err, REFENC_EINVAL, "--shard makes no oracle bug variants (merge computes the "
+                              "double reference's): give --variants=reference, or --no-variants%s",
+                              a->catalogue_path != NULL ? " for a catalogue entry with bug classes" : "");
     else if (a->shard_n > r->units)
         st = refenc_error_set(err, REFENC_EINVAL, "--shard %zu/%zu: case %s has only %zu unit%s (%s); "
                               "give at most %zu shards", a->shard_k, a->shard_n, s->name, r->units,
@@ -562,7 +391,8 @@ static golden_file part_case(const golden_source *s)
 static char *run_plan_text(const golden_run *r, const golden_request *a)
 {
     const golden_file g = part_case(&r->s);
-    json_t *plan = golden_plan_make(&g, a->per_layer, a->final_only, (long)a->prec, r->units, a->shard_n);
+    json_t *plan = golden_plan_make(&g, a->per_layer, a->final_only, (long)a->prec, r->units, a->shard_n,
+                                    plan_variants(&r->s, a));
     char *text = plan != NULL ? golden_plan_text(plan) : NULL;
     json_decref(plan);
     return text;
@@ -683,7 +513,7 @@ static int case_outputs(golden_run *r, const golden_request *a, refenc_error *er
 static int write_case(golden_run *r, const golden_request *a, golden_outcome *out, refenc_error *err)
 {
     const golden_source *s = &r->s;
-    const variant_sets *v = &r->v;
+    const golden_alt *v = &r->v;
     int st;
     json_t *per_layer_meta = a->per_layer ? json_pack("{s:s}", "per_layer", "true") : NULL;
     const golden_file g = {
@@ -691,6 +521,7 @@ static int write_case(golden_run *r, const golden_request *a, golden_outcome *ou
         .bug_classes = s->all_variants ? v->classes : s->bug_classes, .tolerance = s->tolerance,
         .float32_hazard = s->hazard, .oracle = r->engine_desc,
         .variant_oracle = v->n > 0 ? v->desc : NULL, .golden = &r->golden, .n_alt = v->n,
+        .variants_by_reference = v->n > 0 && v->by_reference, .variant_reference_error = v->ref_error,
         .alt = v->set, .alt_names = v->names, .alt_keep = (const int *const *)v->keep,
         .variants = v->meta ? v->meta : json_array(),
         .extra_meta = s->grad ? r->grad.meta : per_layer_meta,
@@ -744,7 +575,7 @@ static void golden_run_free(golden_run *r)
     golden_part_set_free(&r->ps);
     golden_steps_free(&r->steps);
     golden_layer_inputs_free(r->inputs, r->s.c.cfg.n_layers);
-    variants_free(&r->v);
+    golden_alt_free(&r->v);
     golden_set_free(&r->golden);
     source_free(&r->s);
 }
@@ -800,8 +631,11 @@ int golden_make(const golden_request *a, golden_outcome *out, char **report, ref
         st = done ? REFENC_OK : make_part(&r, a, out, err);
     } else if (st == REFENC_OK) {
         st = case_outputs(&r, a, err);
-        if (st == REFENC_OK && !r.in_parts && (r.s.all_variants || (a->catalogue_path != NULL && !a->no_variants)))
-            st = run_variants(&r.v, &r.s, &r.golden, a, err);
+        if (st == REFENC_OK && (r.s.all_variants || (a->catalogue_path != NULL && !a->no_variants)))
+            st = golden_alt_make(&r.v, &(golden_alt_request){.c = &r.s.c, .name = r.s.name,
+                                 .bug_classes = r.s.bug_classes, .all = r.s.all_variants,
+                                 .by_reference = r.s.variants_ref, .threads = (int)a->threads,
+                                 .quiet = a->quiet}, &r.golden, err);
         if (st == REFENC_OK && r.s.grad)
             st = case_gradients(&r, a, err);
         if (st == REFENC_OK)

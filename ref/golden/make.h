@@ -21,7 +21,18 @@
  * default, 192, the precision the committed cases record. */
 #define GOLDEN_CONFIG_PREC 96u
 
-/* One run of refenc golden: the command line's options, parsed. */
+/* What computes the bug variants' outputs (docs/cli.md, `--variants`;
+ * docs/certify.md, "Variants from the double reference"). */
+typedef enum {
+    GOLDEN_VARIANTS_AUTO = 0,  /* a config: the reference; a catalogue entry: the oracle */
+    GOLDEN_VARIANTS_ORACLE,    /* --variants, --variants=oracle: MPFR at 128 bits        */
+    GOLDEN_VARIANTS_REFERENCE  /* --variants=reference: the double reference             */
+} golden_variants_engine;
+
+/* One run of refenc golden: the command line's options, parsed.  variants:
+ * asked for (--variants[=...]); no_variants: refused (--no-variants).  With
+ * neither, a config stores every variant that applies, from the reference,
+ * unless it is made in parts; a catalogue entry those of its bug classes. */
 typedef struct {
     const char *config_path, *catalogue_path, *case_name;
     const char *weights_path, *inputs_path;
@@ -29,6 +40,7 @@ typedef struct {
     int have_seed;
     const char *name, *description;
     int final_only, variants, no_variants, quiet, per_layer;
+    golden_variants_engine variants_engine;
     int grad;                  /* --grad: the oracle's gradients too (grad.h) */
     size_t shard_k, shard_n;   /* 0/0: the whole case */
     uint64_t threads, prec;    /* 0: every core; 0: golden_default_prec */

@@ -16,6 +16,7 @@
 #include "../core/version.h"
 #include "../oracle/oracle.h"
 #include "../tool/certify.h"
+#include "alt.h"
 #include "digest.h"
 #include "manifest.h"
 #include "plan.h"
@@ -389,6 +390,8 @@ typedef struct {
     double **layer_inputs;
     refenc_st_entry *extra;
     size_t n_layers, n_seen;
+    const char *variants; /* the plan's: NULL, "all" or "bug_classes" */
+    golden_alt alt;       /* the bug variants, computed here (the reference's) */
 } merge;
 
 /* Names the shards that no part holds. */
@@ -650,9 +653,18 @@ static int write_merged(const merge *m, golden_file *g, const char *out_dir, con
     char desc[256];
     golden_oracle_desc(desc, sizeof desc, prec, check);
     json_t *variants = json_array();
+    const golden_alt *v = &m->alt;
     g->oracle = desc;
     g->golden = &m->gs;
-    g->variants = variants;
+    g->variants = v->meta != NULL ? v->meta : variants;
+    if (m->variants != NULL) /* as the run without --shard writes them (make.c, write_case) */
+        *g = (golden_file){.c = g->c, .name = g->name, .description = g->description,
+                           .bug_classes = strcmp(m->variants, "all") == 0 ? v->classes : g->bug_classes,
+                           .tolerance = g->tolerance, .float32_hazard = g->float32_hazard, .oracle = desc,
+                           .golden = &m->gs, .variant_oracle = v->n > 0 ? v->desc : NULL,
+                           .variants_by_reference = v->n > 0 && v->by_reference,
+                           .variant_reference_error = v->ref_error, .n_alt = v->n, .alt = v->set,
+                           .alt_names = v->names, .alt_keep = (const int *const *)v->keep, .variants = g->variants};
     g->extra_meta = m->extra_meta;
     g->n_extra = m->per_layer ? m->n_layers : 0;
     g->extra = m->extra;
@@ -680,6 +692,7 @@ static void merge_free(merge *m)
         free(m->seen[i]);
     free(m->seen);
     golden_layer_inputs_free(m->layer_inputs, m->n_layers);
+    golden_alt_free(&m->alt);
     golden_set_free(&m->gs);
     golden_steps_free(&m->steps);
     json_decref(m->bugs);
@@ -736,6 +749,11 @@ int golden_merge(const char *const *paths, size_t n_parts, const char *out_dir, 
         st = adopt_outputs(&m, err);
     if (st == REFENC_OK && m.per_layer)
         st = layer_input_entries(&m, err);
+    m.variants = m.first != NULL ? json_string_value(json_object_get(m.first->plan, "variants")) : NULL;
+    if (st == REFENC_OK && m.variants != NULL) /* the double reference's, from the merged case */
+        st = golden_alt_make(&m.alt, &(golden_alt_request){.c = &m.c, .name = g.name, .bug_classes = m.bugs,
+                             .all = strcmp(m.variants, "all") == 0, .by_reference = 1, .threads = 1,
+                             .quiet = quiet}, &m.gs, err);
     if (st == REFENC_OK)
         st = write_merged(&m, &g, out_dir, out_file, quiet, err);
     merge_free(&m);

@@ -80,8 +80,13 @@ static const struct {
 };
 #define N_FIELDS (sizeof fields / sizeof fields[0])
 
+/* The one optional field, present only when merge makes the bug variants
+ * (the double reference's): "all" (a config's: every variant that applies)
+ * or "bug_classes" (a catalogue entry's); plans without it keep their text. */
+#define VARIANTS_FIELD "variants"
+
 json_t *golden_plan_make(const golden_file *g, int per_layer, int final_only, long first_prec, size_t units,
-                         size_t shards)
+                         size_t shards, const char *variants)
 {
     const refenc_case *c = g->c;
     char w[65], in[65], cm[65];
@@ -92,11 +97,16 @@ json_t *golden_plan_make(const golden_file *g, int per_layer, int final_only, lo
     json_t *config = refenc_config_to_json(&c->cfg);
     if (config == NULL)
         return NULL;
-    return json_pack("{s:s, s:s, s:s, s:o, s:s, s:s, s:s, s:b, s:s, s:I, s:I, s:I}", "refenc_version",
-                     REFENC_VERSION, "case", g->name, "component", refenc_component_name(c->component), "config",
-                     config, "weights_sha256", w, "inputs_sha256", in, "case_meta_sha256", cm, "per_layer",
-                     per_layer, "outputs", final_only ? "final" : "all", "first_prec", (json_int_t)first_prec,
-                     "units", (json_int_t)units, "shards", (json_int_t)shards);
+    json_t *plan = json_pack("{s:s, s:s, s:s, s:o, s:s, s:s, s:s, s:b, s:s, s:I, s:I, s:I}", "refenc_version",
+                             REFENC_VERSION, "case", g->name, "component", refenc_component_name(c->component),
+                             "config", config, "weights_sha256", w, "inputs_sha256", in, "case_meta_sha256", cm,
+                             "per_layer", per_layer, "outputs", final_only ? "final" : "all", "first_prec",
+                             (json_int_t)first_prec, "units", (json_int_t)units, "shards", (json_int_t)shards);
+    if (plan != NULL && variants != NULL && json_object_set_new(plan, VARIANTS_FIELD, json_string(variants)) != 0) {
+        json_decref(plan);
+        return NULL;
+    }
+    return plan;
 }
 
 char *golden_plan_text(const json_t *plan)
@@ -131,7 +141,12 @@ int golden_plan_check(const json_t *plan, const char *path, refenc_error *err)
                                     : fields[i].type == JSON_OBJECT  ? "object"
                                                                      : "string");
     }
-    if (json_object_size(plan) != N_FIELDS)
+    const json_t *vars = json_object_get(plan, VARIANTS_FIELD);
+    const char *vs = json_string_value(vars);
+    if (vars != NULL && (vs == NULL || (strcmp(vs, "all") != 0 && strcmp(vs, "bug_classes") != 0)))
+        return refenc_error_set(err, REFENC_EFORMAT, "%s: __metadata__.plan: '" VARIANTS_FIELD "' is neither "
+                                "'all' nor 'bug_classes'", path);
+    if (json_object_size(plan) != N_FIELDS + (vars != NULL))
         return refenc_error_set(err, REFENC_EFORMAT, "%s: __metadata__.plan has %zu fields, not the %zu of "
                                 "part format version " GOLDEN_PART_FORMAT_VERSION, path, json_object_size(plan),
                                 N_FIELDS);
@@ -157,6 +172,9 @@ const char *golden_plan_differs(const json_t *a, const json_t *b)
     for (size_t i = 0; i < N_FIELDS; i++)
         if (!json_equal(json_object_get(a, fields[i].key), json_object_get(b, fields[i].key)))
             return fields[i].key;
+    const json_t *va = json_object_get(a, VARIANTS_FIELD), *vb = json_object_get(b, VARIANTS_FIELD);
+    if ((va == NULL) != (vb == NULL) || (va != NULL && !json_equal(va, vb)))
+        return VARIANTS_FIELD;
     return NULL;
 }
 
@@ -167,7 +185,8 @@ int golden_plan_verify_case(const json_t *plan, const golden_file *g, const char
                                     strcmp(json_string_value(json_object_get(plan, "outputs")), "final") == 0,
                                     (long)json_integer_value(json_object_get(plan, "first_prec")),
                                     (size_t)json_integer_value(json_object_get(plan, "units")),
-                                    (size_t)json_integer_value(json_object_get(plan, "shards")));
+                                    (size_t)json_integer_value(json_object_get(plan, "shards")),
+                                    json_string_value(json_object_get(plan, VARIANTS_FIELD)));
     if (have == NULL)
         return refenc_error_set(err, REFENC_ENOMEM, "out of memory");
     const char *field = golden_plan_differs(plan, have);

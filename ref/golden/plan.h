@@ -15,6 +15,8 @@
  *   per_layer, outputs    --per-layer; "all" or "final"
  *   first_prec            the oracle's first working precision
  *   units, shards         the case's units and the number of shards N
+ *   variants              only when merge computes the bug variants (the
+ *                         double reference's, alt.h): "all" or "bug_classes"
  * The part's fingerprint is the sha256 of that text; its own shard K/N and
  * units [begin, end) are in its metadata beside it, and tensors_sha256 is
  * the sha256 of every tensor the part holds (golden_entries_sha256, digest.h).
@@ -34,10 +36,11 @@
 #include "../io/safetensors.h"
 #include "file.h"
 
-/* The plan of case g made in `shards` parts of `units` units; NULL when out
+/* The plan of case g made in `shards` parts of `units` units, with the bug
+ * variants merge computes (NULL: none; "all", "bug_classes"); NULL when out
  * of memory. */
 json_t *golden_plan_make(const golden_file *g, int per_layer, int final_only, long first_prec, size_t units,
-                         size_t shards);
+                         size_t shards, const char *variants);
 
 /* The plan's canonical text (free it); NULL when out of memory. */
 char *golden_plan_text(const json_t *plan);

@@ -263,6 +263,8 @@ static json_t *not_ruled_out_json(const refenc_case_report *rep)
 static void variants_json(json_t *c, const refenc_case_report *rep)
 {
     json_object_set_new(c, "variants_stored", json_integer((json_int_t)rep->variants_stored));
+    if (rep->variants_stored > 0) /* what computed them: the oracle, or the double reference */
+        json_object_set_new(c, "variants_computed_by", json_string(rep->variants_by_reference ? "reference" : "oracle"));
     json_object_set_new(c, "closest_variant",
                         rep->closest[0] ? json_pack("{s:s, s:o, s:b}", "variant", rep->closest, "distance",
                                                     refenc_certificate_number(rep->closest_distance), "named",

@@ -81,6 +81,7 @@ typedef struct {
     double scale[REFENC_FMT_COUNT]; /* the case's scale of the policy, per dtype (1: none) */
     int holds_inputs[REFENC_FMT_COUNT]; /* input_dtype: the formats that hold every input  */
     json_t *variants;               /* the checked "variants" array, or NULL              */
+    int by_reference;               /* variant_engine "reference": the double reference's */
 } case_meta;
 
 static int meta_error(refenc_error *err, const refenc_st_file *golden, const char *name, const char *key,
@@ -173,6 +174,10 @@ static int read_meta(case_meta *m, const refenc_case_report *rep, const refenc_s
     m->holds_inputs[REFENC_FMT_F32] = strcmp(held, "F64") != 0;
     m->holds_inputs[REFENC_FMT_F16] = strcmp(held, "F16") == 0 || strcmp(held, "F16,BF16") == 0;
     m->holds_inputs[REFENC_FMT_BF16] = strcmp(held, "BF16") == 0 || strcmp(held, "F16,BF16") == 0;
+    const char *engine = refenc_st_metadata(golden, "variant_engine"); /* absent: the oracle's */
+    if (engine != NULL && strcmp(engine, "reference") != 0 && strcmp(engine, "oracle") != 0)
+        return meta_error(err, golden, rep->name, "variant_engine", "is neither \"oracle\" nor \"reference\"");
+    m->by_reference = engine != NULL && strcmp(engine, "reference") == 0;
     const int st = parse_tolerance(m, golden, rep->name, err);
     return st ? st : parse_variants(m, rep, golden, err);
 }
@@ -879,6 +884,7 @@ int refenc_certify_case_outputs(refenc_case_report *rep, const refenc_st_file *g
         st = load_grads(rep, golden, err);
     if (st == REFENC_OK)
         st = read_meta(&x.meta, rep, golden, err);
+    rep->variants_by_reference = x.meta.by_reference;
     if (st == REFENC_OK)
         st = check_result_names(rep, results, err);
     apply_glob(rep, outputs_glob);
@@ -919,6 +925,7 @@ int refenc_certify_missing_outputs(refenc_case_report *rep, const refenc_st_file
     if ((st = read_meta(&m, rep, golden, err)) != REFENC_OK)
         return st;
     rep->variants_stored = json_array_size(m.variants);
+    rep->variants_by_reference = m.by_reference;
     json_decref(m.variants);
     apply_glob(rep, outputs_glob);
     for (size_t i = 0; i < rep->n_outputs; i++)

@@ -66,6 +66,11 @@ static double f_cos(const refenc_emulation *e, double x)
 static double dot(const refenc_emulation *e, const double *a, const double *b, size_t stride, size_t n)
 {
     double acc = 0.0;
+    if (e->acc == REFENC_FMT_F64 && !e->reverse_sums) { /* every rounding the identity: the */
+        for (size_t i = 0; i < n; i++)                  /* same sum, without a call per term */
+            acc += a[i] * b[i * stride];                /* (the golden's bug variants, alt.c) */
+        return acc;
+    }
     for (size_t k = 0; k < n; k++) {
         const size_t i = at(e, k, n);
         acc = emu_a(e, acc + emu_a(e, a[i] * b[i * stride]));

@@ -100,6 +100,8 @@ typedef struct {
      * tell them from a correct result, which no verdict here rules out.
      * Distances are in bounds of each output's rule (1: at the bound). */
     size_t variants_stored;         /* variants the case stores (0: none to name)   */
+    int variants_by_reference;      /* they are the double reference's, not the     */
+                                    /* oracle's (metadata variant_engine)            */
     char closest[64];               /* the closest variant, or "" (none compared)    */
     double closest_distance;        /* its largest error / bound                     */
     unsigned long not_ruled_out;    /* bit v: variant v's effect within the bounds   */

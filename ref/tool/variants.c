@@ -992,3 +992,19 @@ int refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks 
     }
     return REFENC_OK;
 }
+
+int refenc_variant_writes_params(refenc_variant v)
+{
+    switch (v) {
+    case REFENC_VAR_UNBIASED_VARIANCE:             /* unbiased: the norms' weights      */
+    case REFENC_VAR_EMBEDDING_UNSCALED:            /* rescale_embedding: the table      */
+    case REFENC_VAR_EMBEDDING_SCALED:
+    case REFENC_VAR_CONV1D_NOT_TRANSPOSED:         /* transpose_out_proj                */
+    case REFENC_VAR_RMSNORM_OFFSET_DOUBLED:        /* fold_offset: the norms' weights   */
+    case REFENC_VAR_QKV_BIAS_DROPPED:              /* zero_qkv_bias                     */
+    case REFENC_VAR_FIRST_PRENORM_APPLIED:         /* restore_first_prenorm: new params */
+    case REFENC_VAR_SANDWICH_NORMS_MISSING:        /* drop_post_norms: the pointers     */
+    case REFENC_VAR_POST_ATTENTION_NORM_AS_PRE_FFN: return 1;
+    default: return 0;
+    }
+}

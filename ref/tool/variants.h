@@ -131,4 +131,12 @@ int refenc_variant_applies(refenc_variant v, const refenc_case *c);
  * rebuilds its parameters.  Errors: REFENC_ENOMEM (c is then unchanged). */
 int refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks *hooks, refenc_error *err);
 
+/* Whether refenc_variant_apply(v, ...) writes the case's parameters: their
+ * values, their pointers or their allocation.  The other variants change
+ * only the config, the hooks and the inputs (token types, padding mask), so
+ * a caller may run them on a copy that shares the parameters (the golden
+ * generator's variants, golden/alt.c).  checks/unit/test_variant_writes.c
+ * holds every variant to it on every shipped case. */
+int refenc_variant_writes_params(refenc_variant v);
+
 #endif

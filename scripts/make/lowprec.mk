@@ -20,3 +20,38 @@ detectability: $(DETECT_MD)
 
 detectability-docs: $(DETECT_MD)
 	/usr/bin/python3 scripts/docs-block.py write docs/certify.md detectability $(DETECT_MD)
+
+# make variant-accuracy   the double reference's bug variants against the
+#                      oracle's stored ones, on every shipped case, in bounds
+#                      of each dtype's rule: exits 1 if one reaches 0.1, and
+#                      the table must equal the one in docs/certify.md
+#                      ("Variants from the double reference"; about 10 s;
+#                      scripts/variant-accuracy.py)
+# make variant-accuracy-docs   rewrites that table
+.PHONY: variant-accuracy variant-accuracy-docs
+
+VARACC_DIR := $(BUILD)/variant-accuracy
+VARACC_MD  := $(VARACC_DIR)/table.md
+
+$(VARACC_MD): $(CLI) scripts/variant-accuracy.py golden/manifest.json FORCE
+	@mkdir -p $(VARACC_DIR)
+	/usr/bin/python3 scripts/variant-accuracy.py $(CLI) golden $(VARACC_DIR)/runs --markdown $@ > $(VARACC_DIR)/log.txt
+	@tail -7 $(VARACC_DIR)/log.txt
+
+variant-accuracy: $(VARACC_MD)
+	@/usr/bin/python3 scripts/docs-block.py check docs/certify.md variant-accuracy $(VARACC_MD)
+
+variant-accuracy-docs: $(VARACC_MD)
+	/usr/bin/python3 scripts/docs-block.py write docs/certify.md variant-accuracy $(VARACC_MD)
+
+# make bench-variants   what the bug variants cost a user's golden: the
+#                      same BERT-style golden (D 256, L 128, V 30522)
+#                      without variants, with the double reference's (the
+#                      default) and with the oracle's; fails if the
+#                      reference's exceed 1.5 times the time or the memory
+#                      of the golden without (issue 26).  A few minutes;
+#                      meaningful on a quiet machine only.
+.PHONY: bench-variants
+bench-variants: $(CLI)
+	@sh scripts/install-deps.sh time bc
+	sh scripts/bench-variants.sh $(CLI) $(BUILD)/bench-variants
