@@ -87,6 +87,9 @@ static void put(ckpt *c, const refenc_params *p, const char *name_fmt, const cha
 
 /* ---- the families, as their code saves them ---------------------------------------- */
 
+/* P: a tensor named pre + name (its "%zu" the layer i) from refenc's src, as
+ * it is or transposed; R: rows [first, first + count) of src.  Both for every
+ * family's file below (each function's char f[160] and size_t i). */
 static void bert_like(ckpt *c, const refenc_params *p, const char *pre, int types)
 {
     char f[160];
@@ -94,6 +97,11 @@ static void bert_like(ckpt *c, const refenc_params *p, const char *pre, int type
     do {                                                      \
         snprintf(f, sizeof f, "%s%s", pre, name);             \
         put(c, p, f, src, i, how_);                           \
+    } while (0)
+#define R(name, src, first, count)                        \
+    do {                                                      \
+        snprintf(f, sizeof f, "%s%s", pre, name);             \
+        put_rows(c, p, f, src, i, first, count);              \
     } while (0)
     size_t i = 0;
     P("embeddings.word_embeddings.weight", "embedding.weight", AS_IS);
@@ -200,7 +208,6 @@ static void clip_file(ckpt *c, const refenc_params *p, const char *pre)
     }
     P("final_layer_norm.weight", "norm.weight", AS_IS);
     P("final_layer_norm.bias", "norm.bias", AS_IS);
-#undef P
 }
 
 /* The family's small config and random parameters P0. */
@@ -789,16 +796,6 @@ static void llama_file(ckpt *c, const refenc_params *p, const refenc_config *cfg
     const size_t Fh = cfg->d_ff, gate = cfg->glu_gate == REFENC_GLU_GATE_FIRST ? 0 : Fh, up = Fh - gate;
     const int qb = cfg->qkv_bias || cfg->linear_bias, lb = cfg->linear_bias;
     memset(c, 0, sizeof *c);
-#define P(name, src, how_)                                        \
-    do {                                                          \
-        snprintf(f, sizeof f, "%s%s", pre, name);                 \
-        put(c, p, f, src, i, how_);                               \
-    } while (0)
-#define R(name, src, first, count)                                \
-    do {                                                          \
-        snprintf(f, sizeof f, "%s%s", pre, name);                 \
-        put_rows(c, p, f, src, i, first, count);                  \
-    } while (0)
     size_t i = 0;
     P("embed_tokens.weight", "embedding.weight", AS_IS);
     for (i = 0; i < N; i++) {
@@ -828,8 +825,6 @@ static void llama_file(ckpt *c, const refenc_params *p, const refenc_config *cfg
         P("layers.%zu.post_attention_layernorm.weight", "layers.%zu.norm2.weight", AS_IS);
     }
     P("norm.weight", "norm.weight", AS_IS);
-#undef R
-#undef P
 }
 
 /* A small config of a Llama-style family: D 8, 4 query heads over 2 KV heads;
@@ -1063,16 +1058,6 @@ static void nomic_file(ckpt *c, const refenc_params *p, const refenc_config *cfg
     char f[160];
     const size_t Fh = cfg->d_ff;
     memset(c, 0, sizeof *c);
-#define P(name, src, how_)                                        \
-    do {                                                          \
-        snprintf(f, sizeof f, "%s%s", pre, name);                 \
-        put(c, p, f, src, i, how_);                               \
-    } while (0)
-#define R(name, src, first, count)                                \
-    do {                                                          \
-        snprintf(f, sizeof f, "%s%s", pre, name);                 \
-        put_rows(c, p, f, src, i, first, count);                  \
-    } while (0)
     size_t i = 0;
     P("embeddings.word_embeddings.weight", "embedding.weight", AS_IS);
     P("embeddings.token_type_embeddings.weight", "token_type_embedding.weight", AS_IS);
@@ -1096,9 +1081,9 @@ static void nomic_file(ckpt *c, const refenc_params *p, const refenc_config *cfg
         P("encoder.layers.%zu.norm2.weight", "layers.%zu.norm2.weight", AS_IS);
         P("encoder.layers.%zu.norm2.bias", "layers.%zu.norm2.bias", AS_IS);
     }
+}
 #undef R
 #undef P
-}
 
 /* nomic-bert reads its NomicBertModel file bit for bit, with and without the
  * bert. prefix of NomicBertForPreTraining (its cls head outside ignored, the

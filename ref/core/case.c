@@ -119,6 +119,13 @@ void refenc_case_free(refenc_case *c)
     if (c == NULL)
         return;
     refenc_params_free(&c->params);
+    refenc_case_free_inputs(c);
+}
+
+void refenc_case_free_inputs(refenc_case *c)
+{
+    if (c == NULL)
+        return;
     free(c->x);
     free(c->tokens);
     free(c->token_types);

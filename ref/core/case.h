@@ -78,6 +78,11 @@ int refenc_case_alloc(refenc_case *c, refenc_component component, const refenc_c
                       refenc_error *err);
 void refenc_case_free(refenc_case *c);
 
+/* Frees the inputs (x, tokens, token types, masks, positions) and zeroes
+ * the case, leaving its parameters alone: for a copy of a case that shares
+ * another's parameters (ref/golden/alt.c). */
+void refenc_case_free_inputs(refenc_case *c);
+
 /* The case's inputs as the encoder takes them (refenc_encoder_forward); no
  * positions under the RoBERTa rule, which derives them from the tokens. */
 refenc_input refenc_case_input(const refenc_case *c);

@@ -171,7 +171,7 @@ static int reference_error(double *worst, const refenc_case *c, const golden_set
 
 /* A copy of the case's inputs, sharing its parameters (never written through
  * it: refenc_variant_writes_params says which variants need case_copy);
- * free it with view_free, never refenc_case_free. */
+ * free it with refenc_case_free_inputs, never refenc_case_free. */
 static int case_view(refenc_case *dst, const refenc_case *src, refenc_error *err)
 {
     const size_t BL = src->B * src->L;
@@ -196,17 +196,6 @@ static int case_view(refenc_case *dst, const refenc_case *src, refenc_error *err
     return ok ? REFENC_OK : refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", src->name);
 }
 
-static void view_free(refenc_case *c)
-{
-    free(c->x);
-    free(c->tokens);
-    free(c->token_types);
-    free(c->key_padding_mask);
-    free(c->positions);
-    free(c->attn_mask);
-    memset(c, 0, sizeof *c);
-}
-
 /* Runs bug variant var on a copy of the case into v's next set; from then on golden_alt_free frees it. */
 static int compute_variant(golden_alt *v, int var, const refenc_variant_info *info, const golden_alt_request *rq,
                            const golden_set *golden, refenc_error *err)
@@ -219,7 +208,7 @@ static int compute_variant(golden_alt *v, int var, const refenc_variant_info *in
     const int view = rq->by_reference && !refenc_variant_writes_params((refenc_variant)var);
     if ((st = view ? case_view(w, rq->c, err) : case_copy(w, rq->c, err)) != REFENC_OK) {
         if (view)
-            view_free(w);
+            refenc_case_free_inputs(w);
         return st;
     }
     st = refenc_variant_apply((refenc_variant)var, w, &hooks, err);
@@ -230,7 +219,7 @@ static int compute_variant(golden_alt *v, int var, const refenc_variant_info *in
         const refenc_trace tr = {stream_collect, &vs};
         st = run_reference(w, &hooks, &tr, err);
         if (view) /* the outputs hold no reference to it: one copy at a time */
-            view_free(w);
+            refenc_case_free_inputs(w);
         else
             refenc_case_free(w);
     } else if (st == REFENC_OK) {
@@ -239,7 +228,7 @@ static int compute_variant(golden_alt *v, int var, const refenc_variant_info *in
         st = golden_engine_run(w, &hooks, 0, &eo, &tr, v->desc, sizeof v->desc, err);
     }
     if (view) /* whatever happened: a view is never refenc_case_free'd, its parameters are the case's */
-        view_free(w);
+        refenc_case_free_inputs(w);
     int *keep = calloc(alt->n ? alt->n : 1, sizeof *keep);
     v->keep[v->n] = keep;
     v->names[v->n] = info->name;
