@@ -246,6 +246,33 @@ Test(golden_variants, variants_made_in_parts_are_the_whole_runs_bytes, .timeout 
     rb_tmpdir_remove(dir);
 }
 
+/* A catalogue entry's variants from the reference (its bug classes: the
+ * plan's 'variants' is 'bug_classes', where a config's is 'all') made in
+ * parts are the whole run's bytes too. */
+Test(golden_variants, a_catalogue_entrys_variants_made_in_parts_are_the_whole_runs_bytes, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], whole[RB_PATH_MAX + 32], merged[RB_PATH_MAX + 32], p[2][RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(whole, sizeof whole, "%s/whole.safetensors", dir);
+    snprintf(merged, sizeof merged, "%s/merged.safetensors", dir);
+    run_ok((const char *[]){"refenc", "golden", "--catalogue", "golden/catalogue.json", "--case", "encoder_post_alibi_h8",
+                            "--variants=reference", "--quiet", "--out-file", whole, NULL});
+    cr_expect_gt(count_prefixed(whole, "alt."), 0, "the whole run stored no variant");
+    for (size_t k = 0; k < 2; k++) {
+        char spec[8];
+        snprintf(spec, sizeof spec, "%zu/2", k + 1);
+        snprintf(p[k], sizeof p[k], "%s/p%zu.safetensors", dir, k + 1);
+        run_ok((const char *[]){"refenc", "golden", "--catalogue", "golden/catalogue.json", "--case",
+                                "encoder_post_alibi_h8", "--variants=reference", "--quiet", "--shard", spec,
+                                "--out-file", p[k], NULL});
+    }
+    run_ok((const char *[]){"refenc", "golden", "merge", "--quiet", "--out-file", merged, p[0], p[1], NULL});
+    cr_expect(rb_same_file(merged, whole), "the merged case differs from the whole run's");
+    for (size_t k = 0; k < 2; k++)
+        remove(p[k]);
+    rb_tmpdir_remove(dir);
+}
+
 Test(golden_variants, the_option_and_the_metadata_are_checked, .timeout = 60)
 {
     char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32], gold[RB_PATH_MAX + 32];
