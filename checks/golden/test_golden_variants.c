@@ -214,7 +214,7 @@ Test(golden_variants, the_references_variants_are_the_oracles_within_a_tenth_of_
 Test(golden_variants, variants_made_in_parts_are_the_whole_runs_bytes, .timeout = 60)
 {
     char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], whole[RB_PATH_MAX + 32], merged[RB_PATH_MAX + 32];
-    char p[4][RB_PATH_MAX + 32];
+    char p[4][RB_PATH_MAX + 64];
     rb_tmpdir(dir);
     text_file(cfg, sizeof cfg, dir, "u.json", CONFIG);
     snprintf(whole, sizeof whole, "%s/whole.safetensors", dir);
@@ -225,7 +225,7 @@ Test(golden_variants, variants_made_in_parts_are_the_whole_runs_bytes, .timeout 
         run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--quiet", "--out-file", whole, modes[m], NULL});
         cr_expect_gt(count_prefixed(whole, "alt."), 0, "the whole run stored no variant");
         for (size_t k = 0; k < n; k++) {
-            char spec[16];
+            char spec[48];
             snprintf(spec, sizeof spec, "%zu/%zu", k + 1, n);
             snprintf(p[k], sizeof p[k], "%s/p%zu.safetensors", dir, k + 1);
             run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--quiet", "--shard", spec, "--out-file", p[k],
@@ -251,7 +251,7 @@ Test(golden_variants, variants_made_in_parts_are_the_whole_runs_bytes, .timeout 
  * parts are the whole run's bytes too. */
 Test(golden_variants, a_catalogue_entrys_variants_made_in_parts_are_the_whole_runs_bytes, .timeout = 60)
 {
-    char dir[RB_PATH_MAX], whole[RB_PATH_MAX + 32], merged[RB_PATH_MAX + 32], p[2][RB_PATH_MAX + 32];
+    char dir[RB_PATH_MAX], whole[RB_PATH_MAX + 32], merged[RB_PATH_MAX + 32], p[2][RB_PATH_MAX + 64];
     rb_tmpdir(dir);
     snprintf(whole, sizeof whole, "%s/whole.safetensors", dir);
     snprintf(merged, sizeof merged, "%s/merged.safetensors", dir);
@@ -259,7 +259,7 @@ Test(golden_variants, a_catalogue_entrys_variants_made_in_parts_are_the_whole_ru
                             "--variants=reference", "--quiet", "--out-file", whole, NULL});
     cr_expect_gt(count_prefixed(whole, "alt."), 0, "the whole run stored no variant");
     for (size_t k = 0; k < 2; k++) {
-        char spec[8];
+        char spec[48];
         snprintf(spec, sizeof spec, "%zu/2", k + 1);
         snprintf(p[k], sizeof p[k], "%s/p%zu.safetensors", dir, k + 1);
         run_ok((const char *[]){"refenc", "golden", "--catalogue", "golden/catalogue.json", "--case",
