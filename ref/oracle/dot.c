@@ -99,7 +99,7 @@ static inline __attribute__((always_inline)) void add_product_2(mp_limb_t *a, co
             "addq %[h0], 8(%[a])\n\t"
             "adcq %[h1], 16(%[a])\n\t"
             "adcq $0, %[c]"
-            : ACC(3), [c] "+r"(c)
+            : ACC(3), [c] "+&r"(c)
             : [a] "r"(a), [l0] "r"((mp_limb_t)p0), [l1] "r"((mp_limb_t)p1),
               [h0] "r"((mp_limb_t)(p0 >> 64)), [h1] "r"((mp_limb_t)(p1 >> 64))
             : "cc");
@@ -120,7 +120,7 @@ static inline __attribute__((always_inline)) void add_product_3(mp_limb_t *a, co
             "adcq %[h1], 16(%[a])\n\t"
             "adcq %[h2], 24(%[a])\n\t"
             "adcq $0, %[c]"
-            : ACC(4), [c] "+r"(c)
+            : ACC(4), [c] "+&r"(c)
             : [a] "r"(a), [l0] "r"((mp_limb_t)p0), [l1] "r"((mp_limb_t)p1), [l2] "r"((mp_limb_t)p2),
               [h0] "r"((mp_limb_t)(p0 >> 64)), [h1] "r"((mp_limb_t)(p1 >> 64)),
               [h2] "r"((mp_limb_t)(p2 >> 64))
@@ -144,7 +144,7 @@ static inline __attribute__((always_inline)) void add_product_4(mp_limb_t *a, co
             "adcq %[h2], 24(%[a])\n\t"
             "adcq %[h3], 32(%[a])\n\t"
             "adcq $0, %[c]"
-            : ACC(5), [c] "+r"(c)
+            : ACC(5), [c] "+&r"(c)
             : [a] "r"(a), [l0] "r"((mp_limb_t)p0), [l1] "r"((mp_limb_t)p1), [l2] "r"((mp_limb_t)p2),
               [l3] "r"((mp_limb_t)p3), [h0] "r"((mp_limb_t)(p0 >> 64)),
               [h1] "r"((mp_limb_t)(p1 >> 64)), [h2] "r"((mp_limb_t)(p2 >> 64)),
