@@ -37,31 +37,16 @@ import json
 import math
 import os
 import shutil
-import struct
 import subprocess
 import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "python"))
+import refenc  # noqa: E402  (the safetensors reader the project's Python module has)
+
 DTYPES = [("F64", None), ("F32", "f32"), ("F16", "f16"), ("BF16", "bf16")]
 ACCEPT = 0.1
-
-
-def read(path):
-    with open(path, "rb") as f:
-        buf = f.read()
-    (n,) = struct.unpack("<Q", buf[:8])
-    header = json.loads(buf[8:8 + n])
-    meta = header.pop("__metadata__", {})
-    dt = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "BOOL": "u1", "U8": "u1"}
-    out = {}
-    for k, e in header.items():
-        raw = buf[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]]
-        if e["dtype"] == "BF16":
-            out[k] = (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32).reshape(e["shape"])
-        elif e["dtype"] in dt:
-            out[k] = np.frombuffer(raw, dt[e["dtype"]]).reshape(e["shape"])
-    return meta, out
 
 
 def sh(cmd):
@@ -126,12 +111,12 @@ def main(argv):
     os.makedirs(bugs)
     rows, worst = [], {d: (0.0, "") for d, _ in DTYPES}
     for case, path in cases:
-        meta, t = read(path)
+        meta, t = refenc.read_safetensors(path)
         for v in json.loads(meta.get("variants", "[]")):
             name = v["name"]
             res = os.path.join(bugs, f"{case}.{name}.safetensors")
             sh([cli, "run", "--case", path, "--bug", name, "--out", res])
-            _, r = read(res)
+            _, r = refenc.read_safetensors(res)
             dist, sep = {}, {}
             for dtype, _ in DTYPES:
                 dist[dtype], sep[dtype] = 0.0, 0.0
