@@ -1082,6 +1082,40 @@ static void nomic_file(ckpt *c, const refenc_params *p, const refenc_config *cfg
         P("encoder.layers.%zu.norm2.bias", "layers.%zu.norm2.bias", AS_IS);
     }
 }
+
+/* The file as JinaBertModel saves it (jina-bert-implementation's
+ * modeling_bert.py; candle's jina_bert.rs): BERT's embeddings without
+ * positions, BERT's attention names; mlp.gated_layers (2F, D) as linear1 (its
+ * bias only under linear1_bias), mlp.wo, mlp.layernorm. */
+static void jina_file(ckpt *c, const refenc_params *p, const refenc_config *cfg, const char *pre)
+{
+    char f[160];
+    memset(c, 0, sizeof *c);
+    size_t i = 0;
+    P("embeddings.word_embeddings.weight", "embedding.weight", AS_IS);
+    P("embeddings.token_type_embeddings.weight", "token_type_embedding.weight", AS_IS);
+    P("embeddings.LayerNorm.weight", "embedding_norm.weight", AS_IS);
+    P("embeddings.LayerNorm.bias", "embedding_norm.bias", AS_IS);
+    for (i = 0; i < N; i++) {
+        P("encoder.layer.%zu.attention.self.query.weight", "layers.%zu.self_attn.in_proj_weight", ROWS_Q);
+        P("encoder.layer.%zu.attention.self.query.bias", "layers.%zu.self_attn.in_proj_bias", ROWS_Q);
+        P("encoder.layer.%zu.attention.self.key.weight", "layers.%zu.self_attn.in_proj_weight", ROWS_K);
+        P("encoder.layer.%zu.attention.self.key.bias", "layers.%zu.self_attn.in_proj_bias", ROWS_K);
+        P("encoder.layer.%zu.attention.self.value.weight", "layers.%zu.self_attn.in_proj_weight", ROWS_V);
+        P("encoder.layer.%zu.attention.self.value.bias", "layers.%zu.self_attn.in_proj_bias", ROWS_V);
+        P("encoder.layer.%zu.attention.output.dense.weight", "layers.%zu.self_attn.out_proj.weight", AS_IS);
+        P("encoder.layer.%zu.attention.output.dense.bias", "layers.%zu.self_attn.out_proj.bias", AS_IS);
+        P("encoder.layer.%zu.attention.output.LayerNorm.weight", "layers.%zu.norm1.weight", AS_IS);
+        P("encoder.layer.%zu.attention.output.LayerNorm.bias", "layers.%zu.norm1.bias", AS_IS);
+        P("encoder.layer.%zu.mlp.gated_layers.weight", "layers.%zu.linear1.weight", AS_IS);
+        if (cfg->linear1_bias)
+            P("encoder.layer.%zu.mlp.gated_layers.bias", "layers.%zu.linear1.bias", AS_IS);
+        P("encoder.layer.%zu.mlp.wo.weight", "layers.%zu.linear2.weight", AS_IS);
+        P("encoder.layer.%zu.mlp.wo.bias", "layers.%zu.linear2.bias", AS_IS);
+        P("encoder.layer.%zu.mlp.layernorm.weight", "layers.%zu.norm2.weight", AS_IS);
+        P("encoder.layer.%zu.mlp.layernorm.bias", "layers.%zu.norm2.bias", AS_IS);
+    }
+}
 #undef R
 #undef P
 
@@ -1127,6 +1161,57 @@ Test(checkpoint_names, nomic_bert_loads_its_checkpoint_bit_for_bit)
         cr_expect_eq(load(&p1, &cfg, &f, NULL, NULL, &err), REFENC_OK, "%s", err.message);
         cr_expect(memcmp(p0.block, p1.block, p0.n_values * sizeof(double)) != 0,
                   "variant %d: fc11 and fc12 swapped loaded the same parameters", variant);
+        refenc_st_free(&f);
+        refenc_params_free(&p1);
+        ckpt_free(&c);
+        refenc_params_free(&p0);
+    }
+}
+
+/* ---- Jina-v2: JinaBertModel's names ---------------------------------------------------- */
+
+/* jina-bert-v2 reads its JinaBertModel file bit for bit, with and without the
+ * bert. prefix of JinaBertForMaskedLM (its cls head outside ignored, the
+ * pooler inside), gated_layers bias-free as the preset and biased.  Negative
+ * control: layer 0's two LayerNorms swapped (the attention's read as the
+ * MLP's) load other parameters. */
+Test(checkpoint_names, jina_bert_v2_loads_its_checkpoint_bit_for_bit)
+{
+    static const double v[64] = {0.5, -2.25};
+    const refenc_st_entry extra[] = {{"cls.predictions.decoder.weight", REFENC_ST_F64, 2, {7, 4}, v},
+                                     {"bert.pooler.dense.bias", REFENC_ST_F64, 1, {4}, v}};
+    for (int variant = 0; variant < 4; variant++) {
+        const int with_prefix = variant & 1, biased = variant >> 1;
+        refenc_config cfg;
+        refenc_params p0, p1;
+        refenc_config_family(&cfg, REFENC_FAMILY_JINA_BERT_V2);
+        cfg.d_model = D, cfg.n_heads = 2, cfg.d_ff = F, cfg.n_layers = N, cfg.vocab_size = 7, cfg.max_len = 5;
+        cfg.linear1_bias = biased;
+        refenc_error err;
+        cr_assert_eq(refenc_config_validate(&cfg, &err), REFENC_OK, "%s", err.message);
+        cr_assert_eq(refenc_params_alloc(&p0, &cfg, &err), REFENC_OK, "%s", err.message);
+        gsl_rng *r = test_rng(820 + (unsigned long)variant);
+        refenc_params_init_random(&p0, &cfg, r);
+        gsl_rng_free(r);
+        ckpt c;
+        jina_file(&c, &p0, &cfg, with_prefix ? "bert." : "");
+        refenc_st_file f;
+        write_read(&f, &c, extra, with_prefix ? 2 : 0);
+        refenc_ck_report rep;
+        cr_expect_eq(load(&p1, &cfg, &f, &rep, NULL, &err), REFENC_OK, "variant %d: %s", variant, err.message);
+        cr_expect(rep.mapped == c.n && rep.ignored_outside == (size_t)with_prefix &&
+                      rep.ignored_buffers == (size_t)with_prefix,
+                  "variant %d: %zu mapped of %zu, %zu outside, %zu buffers", variant, rep.mapped, c.n,
+                  rep.ignored_outside, rep.ignored_buffers);
+        cr_expect(memcmp(p0.block, p1.block, p0.n_values * sizeof(double)) == 0,
+                  "variant %d: the parameters differ from the ones written", variant);
+        refenc_st_free(&f);
+        refenc_params_free(&p1);
+        swap_names(&c, "encoder.layer.0.attention.output.LayerNorm.weight", "encoder.layer.0.mlp.layernorm.weight");
+        write_read(&f, &c, NULL, 0);
+        cr_expect_eq(load(&p1, &cfg, &f, NULL, NULL, &err), REFENC_OK, "%s", err.message);
+        cr_expect(memcmp(p0.block, p1.block, p0.n_values * sizeof(double)) != 0,
+                  "variant %d: the two LayerNorms swapped loaded the same parameters", variant);
         refenc_st_free(&f);
         refenc_params_free(&p1);
         ckpt_free(&c);

@@ -57,7 +57,7 @@ static const json_error_case json_errors[] = {
     {"family_unknown_name", "{\"family\": \"xlnet\"}", REFENC_EINVAL,
      "model.family: unknown name 'xlnet' (expected one of 'vaswani', 'bert', 'roberta', "
      "'distilbert', 'gpt2', 'clip-text', 'llama', 'mistral', 'qwen2', 'qwen3', 'modernbert', 'gemma3', "
-     "'t5-encoder', 'nomic-bert')"},
+     "'t5-encoder', 'nomic-bert', 'jina-bert-v2')"},
     {"sliding_window_null_over_mistral_without_causal", "{\"family\": \"mistral\", \"d_model\": 8, "
      "\"n_heads\": 2, \"n_kv_heads\": 1, \"d_ff\": 8, \"n_layers\": 1, \"vocab_size\": 5, "
      "\"causal\": false}", REFENC_EINVAL, "sliding_window"},
@@ -880,6 +880,41 @@ Test(config_json, nomic_bert_preset_and_round_trip)
     refenc_rope_scaling_default(&c.rope_scaling);
     c.norm = REFENC_NORM_PRE, c.final_norm = 1, c.linear_bias = 1, c.ffn_type = REFENC_FFN_MLP;
     c.activation = REFENC_ACT_GELU, c.positional = REFENC_POS_NONE, c.type_vocab_size = 0, c.embedding_norm = 0;
+    obj = refenc_config_to_json(&c);
+    cr_assert_not_null(obj);
+    const size_t n2 = json_object_size(obj);
+    json_decref(obj);
+    expect_round_trip(&c, n2);
+}
+
+/* The jina-bert-v2 preset: jina-embeddings-v2-base-en's sizes and JinaBERT's
+ * conventions (family.c), and its config round-trips, also with every key
+ * of its preset set back to the global defaults (linear1 biased, an MLP,
+ * Pre-LN, no ALiBi, no token types, no embedding norm), which reading
+ * "family" first would otherwise bring back. */
+Test(config_json, jina_bert_v2_preset_and_round_trip)
+{
+    refenc_config c;
+    refenc_config_family(&c, REFENC_FAMILY_JINA_BERT_V2);
+    cr_expect(c.d_model == 768 && c.n_heads == 12 && c.d_ff == 3072 && c.n_layers == 12);
+    cr_expect(c.vocab_size == 30528 && c.max_len == 8192 && c.padding_idx == 0 && c.type_vocab_size == 2);
+    cr_expect(c.norm == REFENC_NORM_POST && !c.final_norm && c.norm_type == REFENC_NORMTYPE_LAYERNORM && c.norm_bias &&
+              c.layer_norm_eps == 1e-12 && c.embedding_norm && c.embedding_norm_eps == 1e-12 && !c.scale_embedding);
+    cr_expect(c.linear_bias && !c.linear1_bias && !refenc_config_has_linear1_bias(&c) && c.ffn_type == REFENC_FFN_GLU &&
+              c.glu_gate == REFENC_GLU_GATE_FIRST && c.activation == REFENC_ACT_GELU);
+    cr_expect(c.positional == REFENC_POS_ALIBI && !c.causal && c.mask_value == REFENC_MASK_FINFO_MIN &&
+              c.pooling == REFENC_POOL_NONE);
+    refenc_error err;
+    cr_expect_eq(refenc_config_validate(&c, &err), REFENC_OK, "jina-embeddings-v2-base-en itself: %s", err.message);
+    c.d_model = 24, c.n_heads = 12, c.d_ff = 16, c.n_layers = 2, c.vocab_size = 50, c.max_len = 32;
+    c.pooling = REFENC_POOL_MEAN;
+    json_t *obj = refenc_config_to_json(&c);
+    cr_assert_not_null(obj);
+    const size_t n = json_object_size(obj);
+    json_decref(obj);
+    expect_round_trip(&c, n);
+    c.norm = REFENC_NORM_PRE, c.final_norm = 1, c.linear1_bias = 1, c.ffn_type = REFENC_FFN_MLP;
+    c.positional = REFENC_POS_NONE, c.type_vocab_size = 0, c.embedding_norm = 0;
     obj = refenc_config_to_json(&c);
     cr_assert_not_null(obj);
     const size_t n2 = json_object_size(obj);

@@ -176,6 +176,32 @@ static void nomic_bert_conventions(refenc_config *cfg)
     cfg->causal = 0, cfg->mask_value = REFENC_MASK_FINFO_MIN;
 }
 
+/* jinaai/jina-embeddings-v2-base-en config.json (JinaBertConfig of
+ * jinaai/jina-bert-implementation): hidden_size 768, num_attention_heads 12,
+ * intermediate_size 3072, num_hidden_layers 12, vocab_size 30528,
+ * type_vocab_size 2, max_position_embeddings 8192, layer_norm_eps 1e-12,
+ * hidden_act "gelu", feed_forward_type "geglu", position_embedding_type
+ * "alibi", pad_token_id 0.  JinaBertModel (candle's jina_bert.rs, TEI's
+ * jina.rs): word + token-type embeddings, unscaled, no positions table, then
+ * LayerNorm; Post-LN layers: attention.output.LayerNorm(dense(attn) + x),
+ * mlp.layernorm(wo(gelu(g) * u) + h) with [g | u] = gated_layers(h), gated_layers
+ * bias-free, query/key/value, dense and wo biased; scores / sqrt(Dh) plus the
+ * symmetric ALiBi bias -m_h |i - j| (Press's slopes, interleaved when H is not a
+ * power of two: 12 heads) and the extended mask (finfo.min); no final norm.
+ * The model card's embedding is the mean over the non-padding tokens, declared
+ * with "pooling": "mean" (docs/families.md). */
+static void jina_bert_v2_conventions(refenc_config *cfg)
+{
+    cfg->d_model = 768, cfg->n_heads = 12, cfg->d_ff = 3072, cfg->n_layers = 12;
+    cfg->vocab_size = 30528, cfg->max_len = 8192, cfg->padding_idx = 0, cfg->type_vocab_size = 2;
+    cfg->layer_norm_eps = cfg->embedding_norm_eps = 1e-12;
+    cfg->norm = REFENC_NORM_POST, cfg->final_norm = 0, cfg->norm_type = REFENC_NORMTYPE_LAYERNORM;
+    cfg->embedding_norm = 1, cfg->scale_embedding = 0, cfg->linear_bias = 1, cfg->linear1_bias = 0;
+    cfg->activation = REFENC_ACT_GELU, cfg->ffn_type = REFENC_FFN_GLU, cfg->glu_gate = REFENC_GLU_GATE_FIRST;
+    cfg->positional = REFENC_POS_ALIBI;
+    cfg->causal = 0, cfg->mask_value = REFENC_MASK_FINFO_MIN;
+}
+
 /* google/gemma-3-1b-pt config.json (Gemma3TextConfig): hidden_size 1152,
  * num_attention_heads 4, num_key_value_heads 1, head_dim 256, intermediate_size
  * 6912, num_hidden_layers 26, vocab_size 262144, max_position_embeddings 32768,
@@ -213,15 +239,17 @@ void refenc_config_family(refenc_config *cfg, refenc_family family)
         return;
     }
     if (family == REFENC_FAMILY_MODERNBERT || family == REFENC_FAMILY_T5_ENCODER ||
-        family == REFENC_FAMILY_NOMIC_BERT) {
+        family == REFENC_FAMILY_NOMIC_BERT || family == REFENC_FAMILY_JINA_BERT_V2) {
         refenc_config_default(cfg);
         cfg->family = family;
         if (family == REFENC_FAMILY_MODERNBERT)
             modernbert_conventions(cfg);
         else if (family == REFENC_FAMILY_T5_ENCODER)
             t5_encoder_conventions(cfg);
-        else
+        else if (family == REFENC_FAMILY_NOMIC_BERT)
             nomic_bert_conventions(cfg);
+        else
+            jina_bert_v2_conventions(cfg);
         return;
     }
     if (family >= REFENC_FAMILY_LLAMA && family <= REFENC_FAMILY_QWEN3) {

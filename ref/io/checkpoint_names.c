@@ -258,6 +258,35 @@ static const refenc_ck_entry nomic_bert[] = {
 /* NomicBertModel's optional pooler (add_pooling_layer) */
 static const char *const nomic_ignored[] = {"pooler.dense.weight", "pooler.dense.bias", NULL};
 
+/* JinaBertModel (jinaai/jina-bert-implementation's modeling_bert.py; candle's
+ * jina_bert.rs): BERT's embeddings without a positions table (ALiBi), BERT's
+ * attention names; the GLU MLP's gated_layers (2F, D) [gated; non_gated] is
+ * linear1 as it is (the first half activated, glu_gate first) and has no bias,
+ * wo is linear2, and mlp.layernorm the FFN's Post-LN norm2.  Prefix bert. as
+ * JinaBertForMaskedLM stores it. */
+static const refenc_ck_entry jina_bert_v2[] = {
+    {"embeddings.word_embeddings.weight", "embedding.weight", COPY},
+    {"embeddings.token_type_embeddings.weight", "token_type_embedding.weight", COPY},
+    {"embeddings.LayerNorm.weight", "embedding_norm.weight", COPY},
+    {"embeddings.LayerNorm.bias", "embedding_norm.bias", COPY},
+    {"encoder.layer.{i}.attention.self.query.weight", "layers.{i}.self_attn.in_proj_weight", Q},
+    {"encoder.layer.{i}.attention.self.query.bias", "layers.{i}.self_attn.in_proj_bias", Q},
+    {"encoder.layer.{i}.attention.self.key.weight", "layers.{i}.self_attn.in_proj_weight", K},
+    {"encoder.layer.{i}.attention.self.key.bias", "layers.{i}.self_attn.in_proj_bias", K},
+    {"encoder.layer.{i}.attention.self.value.weight", "layers.{i}.self_attn.in_proj_weight", V},
+    {"encoder.layer.{i}.attention.self.value.bias", "layers.{i}.self_attn.in_proj_bias", V},
+    {"encoder.layer.{i}.attention.output.dense.weight", "layers.{i}.self_attn.out_proj.weight", COPY},
+    {"encoder.layer.{i}.attention.output.dense.bias", "layers.{i}.self_attn.out_proj.bias", COPY},
+    {"encoder.layer.{i}.attention.output.LayerNorm.weight", "layers.{i}.norm1.weight", COPY},
+    {"encoder.layer.{i}.attention.output.LayerNorm.bias", "layers.{i}.norm1.bias", COPY},
+    {"encoder.layer.{i}.mlp.gated_layers.weight", "layers.{i}.linear1.weight", COPY},
+    {"encoder.layer.{i}.mlp.gated_layers.bias", "layers.{i}.linear1.bias", COPY}, /* linear1_bias true */
+    {"encoder.layer.{i}.mlp.wo.weight", "layers.{i}.linear2.weight", COPY},
+    {"encoder.layer.{i}.mlp.wo.bias", "layers.{i}.linear2.bias", COPY},
+    {"encoder.layer.{i}.mlp.layernorm.weight", "layers.{i}.norm2.weight", COPY},
+    {"encoder.layer.{i}.mlp.layernorm.bias", "layers.{i}.norm2.bias", COPY},
+};
+
 /* refenc's own names, nn.TransformerEncoder's (params.h) */
 static const refenc_ck_entry vaswani[] = {
     {"embedding.weight", "embedding.weight", COPY},
@@ -309,6 +338,7 @@ static const struct {
     [REFENC_FAMILY_GEMMA3] = {gemma3, N_OF(gemma3), "model.", llama_ignored, 1},
     [REFENC_FAMILY_T5_ENCODER] = {t5_encoder, N_OF(t5_encoder), "", t5_ignored, 1}, /* d_kv: head_dim */
     [REFENC_FAMILY_NOMIC_BERT] = {nomic_bert, N_OF(nomic_bert), "bert.", nomic_ignored, 0},
+    [REFENC_FAMILY_JINA_BERT_V2] = {jina_bert_v2, N_OF(jina_bert_v2), "bert.", bert_ignored, 0},
 };
 
 const refenc_ck_entry *refenc_checkpoint_table(refenc_family family, size_t *n,
@@ -523,8 +553,8 @@ static refenc_tensor *ck_target(ck_load *ld, const refenc_st_tensor *s, const ch
     refenc_tensor *t = refenc_params_find(ld->p, rname);
     if (t == NULL)
         problem(&ld->pl, "%s: tensor '%s' %s maps to refenc's '%s', which this config does not have "
-                "(see type_vocab_size, embedding_norm, positional, final_norm, linear_bias, qkv_bias, qk_norm, "
-                "skip_first_prenorm, sandwich_norm, relative_attention_num_buckets)", ld->f->path, s->name,
+                "(see type_vocab_size, embedding_norm, positional, final_norm, linear_bias, linear1_bias, qkv_bias, "
+                "qk_norm, skip_first_prenorm, sandwich_norm, relative_attention_num_buckets)", ld->f->path, s->name,
                 shape_s, rname);
     *entry = e;
     return t;

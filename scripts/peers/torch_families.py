@@ -39,7 +39,7 @@ LLAMA_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
 # the families whose Hugging Face names hf_state_dict knows: ModernBERT's,
 # Gemma 3's, T5EncoderModel's and NomicBertModel's too, whose cases the peer
 # computes from refenc's names (torch_peer.py's layers)
-HF_NAME_FAMILIES = FAMILIES + ("modernbert", "gemma3", "t5-encoder", "nomic-bert")
+HF_NAME_FAMILIES = FAMILIES + ("modernbert", "gemma3", "t5-encoder", "nomic-bert", "jina-bert-v2")
 LLAMA_BLOCKS = {"norm_type": "rmsnorm", "ffn_type": "glu", "positional": "rope"}  # what their modules are
 
 # The variants of the families (refenc certify --list-bugs); torch_peer.py
@@ -594,6 +594,8 @@ def hf_state_dict(cfg, tensors):
         return t5_encoder_state_dict(cfg, r, tensors)
     if fam == "nomic-bert":
         return nomic_bert_state_dict(cfg, r, tensors)
+    if fam == "jina-bert-v2":
+        return jina_bert_v2_state_dict(cfg, r, tensors)
     sd = {}
 
     def qkv(prefix, names, i):
@@ -789,6 +791,35 @@ def nomic_bert_state_dict(cfg, r, tensors):
                 first, second = W1[:F_], W1[F_:]
                 sd[p + "mlp.fc12." + kind], sd[p + "mlp.fc11." + kind] = \
                     (first, second) if gate_first else (second, first)
+    return sd
+
+
+def jina_bert_v2_state_dict(cfg, r, tensors):
+    """JinaBertModel's names from refenc's (docs/families.md, "jina-bert-v2";
+    jina-bert-implementation's modeling_bert.py, candle's jina_bert.rs):
+    BERT's embeddings without a positions table and BERT's attention names
+    (in_proj's row blocks are query, key and value); mlp.gated_layers is
+    linear1 as it is ([gated; non_gated], the first half activated), its bias
+    only under linear1_bias; mlp.wo is linear2 and mlp.layernorm norm2."""
+    D = cfg["d_model"]
+    sd = {"embeddings.word_embeddings.weight": r("embedding.weight")}
+    if "token_type_embedding.weight" in tensors:
+        sd["embeddings.token_type_embeddings.weight"] = r("token_type_embedding.weight")
+    for kind in ("weight", "bias"):
+        if "embedding_norm." + kind in tensors:
+            sd["embeddings.LayerNorm." + kind] = r("embedding_norm." + kind)
+    for i in range(cfg["n_layers"]):
+        L, p = f"layers.{i}.", f"encoder.layer.{i}."
+        for kind in ("weight", "bias"):
+            if L + "self_attn.in_proj_" + kind in tensors:
+                W = r(L + "self_attn.in_proj_" + kind)
+                for k, n in enumerate(("query", "key", "value")):
+                    sd[f"{p}attention.self.{n}.{kind}"] = W[k * D:(k + 1) * D]
+            for dst, src in (("attention.output.dense.", "self_attn.out_proj."),
+                             ("attention.output.LayerNorm.", "norm1."), ("mlp.gated_layers.", "linear1."),
+                             ("mlp.wo.", "linear2."), ("mlp.layernorm.", "norm2.")):
+                if L + src + kind in tensors:
+                    sd[p + dst + kind] = r(L + src + kind)
     return sd
 
 

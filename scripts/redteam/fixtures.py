@@ -229,6 +229,22 @@ def build(cli, base, source_root):
           "encoder.layers.0.mlp.fc2.weight": [4, 6], "encoder.layers.0.norm2.weight": [4],
           "encoder.layers.0.norm2.bias": [4]}
     st.write(j("nomic_fc1.safetensors"), None, {n: st.filled("F32", s, 0.25) for n, s in hf.items()})
+    # the jina-bert-v2 preset at a tiny width: a golden is made; a JinaBertModel file whose
+    # gated_layers carry a bias (the preset's linear1 has none) exits 2 naming the tensor
+    jina = {"family": "jina-bert-v2", "d_model": 4, "n_heads": 2, "d_ff": 6, "n_layers": 1, "vocab_size": 5,
+            "max_len": 8}
+    _dump(j("jina_bert_v2.json"), {"model": jina, "input": {"batch": 1, "seq_len": 3}})
+    b = "encoder.layer.0."
+    hf = {"embeddings.word_embeddings.weight": [5, 4], "embeddings.token_type_embeddings.weight": [2, 4],
+          "embeddings.LayerNorm.weight": [4], "embeddings.LayerNorm.bias": [4],
+          b + "attention.output.dense.weight": [4, 4], b + "attention.output.dense.bias": [4],
+          b + "attention.output.LayerNorm.weight": [4], b + "attention.output.LayerNorm.bias": [4],
+          b + "mlp.gated_layers.weight": [12, 4], b + "mlp.gated_layers.bias": [12],
+          b + "mlp.wo.weight": [4, 6], b + "mlp.wo.bias": [4],
+          b + "mlp.layernorm.weight": [4], b + "mlp.layernorm.bias": [4]}
+    hf.update({b + f"attention.self.{n}.{k}": [4, 4] if k == "weight" else [4]
+               for n in ("query", "key", "value") for k in ("weight", "bias")})
+    st.write(j("jina_gated_bias.safetensors"), None, {n: st.filled("F32", s, 0.25) for n, s in hf.items()})
     _dump(j("two_patterns.json"), {"model": dict(TINY_MODEL, n_layers=2, global_attn_every_n_layers=2,
                                                  sliding_window_pattern=2), "input": {"batch": 1, "seq_len": 3}})
     _dump(j("gemma3_partial.json"), {"model": dict(TINY_MODEL, n_layers=2, positional="rope", sliding_window_pattern=2,
