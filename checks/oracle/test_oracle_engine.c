@@ -512,15 +512,17 @@ Test(oracle_engine, one_evaluation_at_1000_bits_rounds_to_the_certified_doubles,
 /* The hooks of the bug variants (variants.h) do what the variant does:
  * ALiBi's power-of-two slopes change nothing for 4 heads and the attention
  * of 3 heads; merging the heads without the transpose changes nothing for
- * one head (its (1, L, Dh) is (L, D)) and the output of 3. */
+ * one head (its (1, L, Dh) is (L, D)) and the output of 3; ALiBi's bias
+ * with the wrong sign changes the attention of 4 heads and of 1. */
 Test(oracle_engine, the_bug_variants_hooks_change_what_they_should, .timeout = 60)
 {
-    const refenc_mp_hooks pow2 = {.alibi_slopes_pow2 = 1}, flat = {.merge_without_transpose = 1};
+    const refenc_mp_hooks pow2 = {.alibi_slopes_pow2 = 1}, flat = {.merge_without_transpose = 1},
+                          positive = {.alibi_bias_positive = 1};
     const struct {
         const refenc_mp_hooks *hooks;
         size_t H;
         int changes;
-    } cases[] = {{&pow2, 4, 0}, {&pow2, 3, 1}, {&flat, 1, 0}, {&flat, 3, 1}};
+    } cases[] = {{&pow2, 4, 0}, {&pow2, 3, 1}, {&flat, 1, 0}, {&flat, 3, 1}, {&positive, 4, 1}, {&positive, 1, 1}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         refenc_config cfg;
         refenc_config_default(&cfg);
@@ -538,7 +540,7 @@ Test(oracle_engine, the_bug_variants_hooks_change_what_they_should, .timeout = 6
                   "case %zu: the attention weights have %zu elements", k, nw);
         const int weights_differ = memcmp(w0, w1, nw * sizeof(double)) != 0;
         if (cases[k].changes)
-            cr_expect(d > 0 && weights_differ == (cases[k].hooks == &pow2), "case %zu: %zu steps differ, weights %s",
+            cr_expect(d > 0 && weights_differ == (cases[k].hooks != &flat), "case %zu: %zu steps differ, weights %s",
                       k, d, weights_differ ? "differ" : "do not");
         else
             cr_expect_eq(d, 0, "case %zu: %zu steps differ", k, d);

@@ -8,7 +8,11 @@
 
 #include "../../ref/core/family.h"
 #include "../../ref/encoder.h"
+#include "../../ref/layer_pattern.h"
 #include "../../ref/layernorm.h"
+#include "../../ref/norm.h"
+#include "../../ref/rmsnorm.h"
+#include "../../ref/rope_scaling.h"
 #include "../../ref/tool/variants.h"
 #include "../common/testutil.h"
 #include "../../ref/tool/random_params.h"
@@ -488,5 +492,106 @@ Test(variants, bidirectional_run_causally_applies_to_decoder_blocks_run_bidirect
     refenc_variant_hooks hooks;
     cr_assert_eq(refenc_variant_apply(REFENC_VAR_BIDIRECTIONAL_RUN_CAUSALLY, &c, &hooks, NULL), REFENC_OK);
     cr_expect_eq(c.cfg.causal, 1);
+    refenc_case_free(&c);
+}
+
+/* alibi_bias_positive: applies to ALiBi attention of two positions or more
+ * (any head count), not to RoPE, not to the slopes component; the transform
+ * is the hook alone (the engines negate the slopes). */
+Test(variants, alibi_bias_positive_is_a_hook_on_alibi_attention)
+{
+    refenc_case c;
+    small_case(&c, REFENC_POS_ALIBI, 4, 0);
+    cr_expect(refenc_variant_applies(REFENC_VAR_ALIBI_BIAS_POSITIVE, &c), "4 heads: the sign is wrong at any H");
+    c.component = REFENC_COMP_ALIBI;
+    cr_expect(!refenc_variant_applies(REFENC_VAR_ALIBI_BIAS_POSITIVE, &c), "the slopes alone carry no sign");
+    c.component = REFENC_COMP_ENCODER;
+    const refenc_config before = c.cfg;
+    refenc_variant_hooks hooks;
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_ALIBI_BIAS_POSITIVE, &c, &hooks, NULL), REFENC_OK);
+    cr_expect(hooks.alibi_bias_positive && !hooks.alibi_slopes_pow2);
+    cr_expect(memcmp(&before, &c.cfg, sizeof before) == 0, "the config is untouched");
+    refenc_case_free(&c);
+    small_case(&c, REFENC_POS_ROPE, 4, 0);
+    cr_expect(!refenc_variant_applies(REFENC_VAR_ALIBI_BIAS_POSITIVE, &c), "RoPE: no ALiBi bias");
+    refenc_case_free(&c);
+}
+
+/* rmsnorm_mean_subtracted: applies to RMSNorm with the weight w (Llama, T5),
+ * not to Gemma's (1 + w) nor to LayerNorm; the transform makes the norms
+ * bias-free LayerNorms, and the reference's norm on the transformed config
+ * is the RMSNorm of the centred row: y = (x - mu) / sqrt(var + eps) w,
+ * var = mean((x - mu)^2), computed both ways.  The two differ by the
+ * roundings of the mean and of two normalisations of D terms each, as in
+ * unbiased_variance_transform_is_layernorm_with_d_minus_1: gamma_{2D+14}
+ * times LayerNorm's condition 2 max|x| / sd times |w| (1 + |n_d|).
+ * Negative control: the RMSNorm of the row itself is far from it. */
+Test(variants, rmsnorm_mean_subtracted_is_rmsnorm_of_the_centred_row)
+{
+    refenc_case c;
+    small_case(&c, REFENC_POS_NONE, 6, 0);
+    cr_expect(!refenc_variant_applies(REFENC_VAR_RMSNORM_MEAN_SUBTRACTED, &c), "LayerNorm subtracts it already");
+    c.cfg.norm_type = REFENC_NORMTYPE_RMSNORM, c.cfg.norm_bias = 0;
+    cr_expect(refenc_variant_applies(REFENC_VAR_RMSNORM_MEAN_SUBTRACTED, &c));
+    c.cfg.rmsnorm_offset = 1;
+    cr_expect(!refenc_variant_applies(REFENC_VAR_RMSNORM_MEAN_SUBTRACTED, &c), "Gemma's (1 + w)");
+    c.cfg.rmsnorm_offset = 0;
+    const size_t D = c.cfg.d_model;
+    double x[24], centred[24], want[24], got[24], plain[24];
+    gsl_rng *r = test_rng(74);
+    test_fill_gaussian(x, D, 0.7, 1.0, r);
+    gsl_rng_free(r);
+    const double *w = c.params.layers[0].norm1_weight;
+    long double mu = 0, ss = 0, xmax = 0;
+    for (size_t d = 0; d < D; d++)
+        mu += x[d], xmax = fmaxl(xmax, fabsl(x[d]));
+    mu /= D;
+    for (size_t d = 0; d < D; d++)
+        centred[d] = (double)(x[d] - mu), ss += (x[d] - mu) * (x[d] - mu);
+    refenc_rmsnorm_forward(want, centred, w, 1, D, c.cfg.layer_norm_eps, 0);
+    refenc_norm_forward(plain, x, w, NULL, 1, D, c.cfg.layer_norm_eps, &c.cfg);
+    refenc_variant_hooks hooks;
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_RMSNORM_MEAN_SUBTRACTED, &c, &hooks, NULL), REFENC_OK);
+    cr_expect(c.cfg.norm_type == REFENC_NORMTYPE_LAYERNORM && !c.cfg.norm_bias);
+    refenc_norm_forward(got, x, w, NULL, 1, D, c.cfg.layer_norm_eps, &c.cfg);
+    const double u = 0x1p-53, g = (2 * D + 14) * u / (1 - (2 * D + 14) * u);
+    const long double kappa = 2 * xmax / sqrtl(ss / D + c.cfg.layer_norm_eps);
+    int far = 0;
+    for (size_t d = 0; d < D; d++) {
+        const double bound = g * (double)kappa * fabs(w[d]) * (1 + fabs(want[d] / w[d]));
+        cr_expect_leq(fabs(got[d] - want[d]), bound, "d %zu: %.17g against %.17g", d, got[d], want[d]);
+        far |= fabs(plain[d] - want[d]) > 1e3 * bound;
+    }
+    cr_expect(far, "control: the RMSNorm of the uncentred row (mean 0.7) should be far from it");
+    refenc_case_free(&c);
+}
+
+/* layer_pattern_shifted: applies to a pattern of period >= 2 where a local
+ * layer differs from a global one (a window that cuts a key), not to period
+ * 1 nor under RoPE scaling; the transform moves the period to the other
+ * rule, so layer 0 (global under ModernBERT's l % n == 0) becomes local and
+ * layer n - 1 global (Gemma's (l + 1) % n == 0), and back.  Negative
+ * control: the unshifted pattern makes layer 0 global. */
+Test(variants, layer_pattern_shifted_moves_the_global_layers_by_one)
+{
+    refenc_case c;
+    small_case(&c, REFENC_POS_ROPE, 4, 0);
+    c.cfg.n_layers = 3, c.cfg.local_attention = 2; /* |i - j| <= 1 of 5 positions */
+    cr_expect(!refenc_variant_applies(REFENC_VAR_LAYER_PATTERN_SHIFTED, &c), "no pattern");
+    c.cfg.global_attn_every_n_layers = 1;
+    cr_expect(!refenc_variant_applies(REFENC_VAR_LAYER_PATTERN_SHIFTED, &c), "period 1: every layer global");
+    c.cfg.global_attn_every_n_layers = 3;
+    cr_expect(refenc_variant_applies(REFENC_VAR_LAYER_PATTERN_SHIFTED, &c));
+    c.cfg.rope_scaling.type = REFENC_ROPE_SCALING_LINEAR, c.cfg.rope_scaling.factor = 2;
+    cr_expect(!refenc_variant_applies(REFENC_VAR_LAYER_PATTERN_SHIFTED, &c), "scaled RoPE: the rules differ there too");
+    refenc_rope_scaling_default(&c.cfg.rope_scaling);
+    cr_expect(!refenc_layer_windowed(&c.cfg, 0) && refenc_layer_windowed(&c.cfg, 2), "control: ModernBERT's rule");
+    refenc_variant_hooks hooks;
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_LAYER_PATTERN_SHIFTED, &c, &hooks, NULL), REFENC_OK);
+    cr_expect(c.cfg.global_attn_every_n_layers == 0 && c.cfg.sliding_window_pattern == 3);
+    cr_expect(refenc_layer_windowed(&c.cfg, 0) && refenc_layer_windowed(&c.cfg, 1) && !refenc_layer_windowed(&c.cfg, 2),
+              "Gemma's rule: layer 2 global");
+    cr_assert_eq(refenc_variant_apply(REFENC_VAR_LAYER_PATTERN_SHIFTED, &c, &hooks, NULL), REFENC_OK);
+    cr_expect(c.cfg.global_attn_every_n_layers == 3 && c.cfg.sliding_window_pattern == 0, "and back");
     refenc_case_free(&c);
 }

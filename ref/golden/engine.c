@@ -292,7 +292,8 @@ int golden_engine_run(const refenc_case *c, const refenc_variant_hooks *hooks, i
                                .qk_norm_over_all_heads = hooks->qk_norm_over_all_heads,
                                .pooling_ignores_padding = hooks->pooling_ignores_padding,
                                .t5_bucket_not_clamped = hooks->t5_bucket_not_clamped,
-                               .t5_bias_per_layer = hooks->t5_bias_per_layer};
+                               .t5_bias_per_layer = hooks->t5_bias_per_layer,
+                               .alibi_bias_positive = hooks->alibi_bias_positive};
     const int st = refenc_mp_case_run(c, hooks != NULL ? &mh : NULL, certify, trace,
                                       certify ? REFENC_MP_PREC_DEFAULT : VARIANT_PREC, &rep);
     if (st != REFENC_OK)

@@ -317,7 +317,7 @@ static void unit_free(refenc_mpe_unit *u, int n_workers)
 }
 
 /* The lanes' ALiBi slopes: the run's (given doubles), the bug variant's,
- * or the exact ones. */
+ * or the exact ones; negated under alibi_bias_positive. */
 static void unit_slopes(refenc_mpe_unit *u)
 {
     const refenc_mp_hooks *hooks = u->run->hooks;
@@ -330,6 +330,8 @@ static void unit_slopes(refenc_mpe_unit *u)
             refenc_mpk_alibi_slopes_pow2(u->lanes[li].slopes, u->H, ws);
         else
             refenc_mpk_alibi_slopes(u->lanes[li].slopes, u->H, ws);
+        for (size_t h = 0; hooks != NULL && hooks->alibi_bias_positive && h < u->H; h++)
+            mpfr_neg(u->lanes[li].slopes + h, u->lanes[li].slopes + h, MPFR_RNDN); /* exact */
         refenc_mpe_inexact_end(u, li);
     }
 }

@@ -15,13 +15,15 @@ typedef struct {
     const refenc_mp_hooks *hooks;
 } case_args;
 
-/* The ALiBi slopes, as specified or as the bug variant computes them. */
+/* The ALiBi slopes, as specified or as the bug variants compute them. */
 static void slopes(mpfr_ptr m, size_t H, const refenc_mp_hooks *hooks, refenc_mp_ws *ws)
 {
     if (hooks != NULL && hooks->alibi_slopes_pow2)
         refenc_mpk_alibi_slopes_pow2(m, H, ws);
     else
         refenc_mpk_alibi_slopes(m, H, ws);
+    for (size_t h = 0; hooks != NULL && hooks->alibi_bias_positive && h < H; h++)
+        mpfr_neg(m + h, m + h, MPFR_RNDN); /* exact */
 }
 
 /* What every component's evaluation shares: the case's input x and hyper-parameters in MPFR, an

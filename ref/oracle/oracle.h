@@ -67,6 +67,7 @@ typedef struct {
     int pooling_ignores_padding; /* the pooling reads every row as a token     */
     int t5_bucket_not_clamped;   /* T5's bucket without min(., nb/2 - 1)        */
     int t5_bias_per_layer;       /* T5's bias in layer 0 only (its own table)   */
+    int alibi_bias_positive;     /* the ALiBi bias +m_h |i - j| (slopes negated) */
 } refenc_mp_hooks;
 
 /* ------------------------------------------------------------------------ */

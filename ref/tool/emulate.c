@@ -361,6 +361,8 @@ int refenc_emulation_run_case(const refenc_case *c, const refenc_emulation *e,
     } else {
         const emu_run r = {e, hooks, trace, refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg), cfg};
         emu_alibi_slopes(e, slopes, H, hooks != NULL && hooks->alibi_slopes_pow2);
+        for (size_t h = 0; hooks != NULL && hooks->alibi_bias_positive && h < H; h++)
+            slopes[h] = -slopes[h]; /* the bias +m_h |i - j| */
         if (k == REFENC_COMP_ENCODER)
             encoder(&r, y, &ws, slopes, c);
         else

@@ -395,6 +395,28 @@ static const refenc_variant_info table[REFENC_VAR_COUNT] = {
         "OpenNMT/CTranslate2#1335 reuses the first layer's bias in every layer)",
         "compute position_bias once, in layer 0, from its table, and add the same bias in every "
         "layer (T5Stack passes position_bias from block 0 to the next blocks)"},
+    [REFENC_VAR_ALIBI_BIAS_POSITIVE] = {
+        "alibi_bias_positive", "alibi_bias_positive",
+        "attention favours distant keys: the weights grow with |i - j| instead of decaying",
+        "the ALiBi bias added with the wrong sign, +m_h |i - j| (huggingface/candle#1187, "
+        "fixed in #1189: candle's first Jina-v2 port)",
+        "add -m_h |i - j| to the scores: ALiBi penalises distance (slopes m_h > 0)"},
+    [REFENC_VAR_RMSNORM_MEAN_SUBTRACTED] = {
+        "rmsnorm_mean_subtracted", "rmsnorm_mean_subtracted",
+        "norm outputs differ where a row's mean is not small against its spread",
+        "RMSNorm computed as a LayerNorm without bias: the row's mean subtracted before the "
+        "root mean square (ggml-org/llama.cpp#173, LLaMA's norms through ggml_norm; "
+        "huggingface/pytorch-image-models#2380; keras-team/keras#21234)",
+        "divide x itself by sqrt(mean(x^2) + eps): RMSNorm does not centre the row"},
+    [REFENC_VAR_LAYER_PATTERN_SHIFTED] = {
+        "layer_pattern_shifted", "layer_pattern_shifted",
+        "layer 0 matches only without a window; later layers alternate wrongly between "
+        "windowed and global attention (and their RoPE bases)",
+        "the local/global layer pattern shifted by one layer: ModernBERT's global layers at "
+        "l % n == 0 taken as Gemma's (l + 1) % n == 0, or the reverse (ggml-org/llama.cpp#18330: "
+        "the SWA pattern set without dense_first)",
+        "take the family's rule: global_attn_every_n_layers (ModernBERT, layer 0 global) or "
+        "sliding_window_pattern (Gemma 2/3, layer p - 1 global)"},
     [REFENC_VAR_RMSNORM_OFFSET_MISSING] = {
         "rmsnorm_offset_missing", "rmsnorm_offset_missing",
         "every RMSNorm output scaled by w (near 0) instead of 1 + w: outputs far too small",
@@ -512,6 +534,31 @@ static int gemma3_scaled(const refenc_case *c)
            (s->factor != 1.0 || refenc_rope_attention_factor(s) != 1.0);
 }
 
+/* Whether an attention window cuts a key of the case: w < L, or
+ * w // 2 < L - 1 for the symmetric one. */
+static int window_cuts(const refenc_case *c)
+{
+    const refenc_config *cfg = &c->cfg;
+    return (cfg->sliding_window > 0 && cfg->sliding_window < c->L) ||
+           (cfg->local_attention > 0 && cfg->local_attention / 2 + 1 < c->L);
+}
+
+/* layer_pattern_shifted: a stack with a pattern of period >= 2 (period 1:
+ * every layer global either way), unscaled RoPE (Gemma's rule drops the
+ * local layers' scaling, ModernBERT's does not) and no partial rotary
+ * factor (refused with sliding_window_pattern), where a local layer differs
+ * from a global one: a window that cuts a key, or two RoPE bases. */
+static int pattern_shift_applies(const refenc_case *c)
+{
+    const refenc_config *cfg = &c->cfg;
+    const size_t n = cfg->global_attn_every_n_layers, p = cfg->sliding_window_pattern;
+    const double global = cfg->global_rope_theta != 0 ? cfg->global_rope_theta : cfg->rope_base;
+    const int bases = cfg->positional == REFENC_POS_ROPE && global != local_base(cfg);
+    return c->component == REFENC_COMP_ENCODER && (n >= 2 || p >= 2) &&
+           cfg->rope_scaling.type == REFENC_ROPE_SCALING_NONE && cfg->rope_scaling.partial_rotary_factor == 1 &&
+           (window_cuts(c) || bases);
+}
+
 /* T5's convention: a relative bias and unscaled scores (query_pre_attn_scalar
  * 1: the divisor is tau), where the scaled scores are t5_scores_scaled. */
 static int t5_unscaled(const refenc_case *c)
@@ -569,10 +616,8 @@ static int modern_block_applies(refenc_variant v, const refenc_case *c)
                cfg->query_pre_attn_scalar != (double)refenc_config_head_dim(cfg) && !t5_unscaled(c);
     case REFENC_VAR_GQA_TILED: /* with Hkv = 1 or Hkv = H tiling is grouping */
         return has_attention(c) && refenc_config_kv_heads(cfg) > 1 && refenc_config_kv_heads(cfg) < cfg->n_heads;
-    case REFENC_VAR_WINDOW_OFF_BY_ONE: /* only where the window cuts a key: */
-    case REFENC_VAR_WINDOW_IGNORED:    /* w < L, or w // 2 < L - 1 */
-        return has_attention(c) && ((cfg->sliding_window > 0 && cfg->sliding_window < c->L) ||
-                                    (cfg->local_attention > 0 && cfg->local_attention / 2 + 1 < c->L));
+    case REFENC_VAR_WINDOW_OFF_BY_ONE: /* only where the window cuts a key */
+    case REFENC_VAR_WINDOW_IGNORED: return has_attention(c) && window_cuts(c);
     case REFENC_VAR_FIRST_PRENORM_APPLIED: return cfg->skip_first_prenorm; /* encoder cases only */
     case REFENC_VAR_BIDIRECTIONAL_RUN_CAUSALLY: /* a decoder's block (RoPE, RMSNorm) run bidirectionally */
         return c->component == REFENC_COMP_ENCODER && !cfg->causal && c->L > 1 &&
@@ -594,6 +639,11 @@ static int modern_block_applies(refenc_variant v, const refenc_case *c)
         return gemma3_scaled(c) && cfg->sliding_window_pattern >= 2;
     case REFENC_VAR_GLOBAL_ROPE_SCALING_IGNORED: /* a global layer: p <= N */
         return gemma3_scaled(c) && cfg->sliding_window_pattern <= cfg->n_layers;
+    case REFENC_VAR_RMSNORM_MEAN_SUBTRACTED: /* Gemma's (1 + w) has no LayerNorm twin */
+        return has_layernorm(c) && cfg->norm_type == REFENC_NORMTYPE_RMSNORM && !cfg->rmsnorm_offset &&
+               cfg->d_model > 1;
+    case REFENC_VAR_LAYER_PATTERN_SHIFTED: return pattern_shift_applies(c);
+    case REFENC_VAR_ALIBI_BIAS_POSITIVE: return has_attention(c) && cfg->positional == REFENC_POS_ALIBI && c->L > 1;
     case REFENC_VAR_EMBEDDING_NORMALIZER_UNROUNDED: { /* only where rounding moves sqrt(D) */
         const unsigned bits = refenc_normalizer_bits(cfg->embedding_normalizer_dtype);
         return c->component == REFENC_COMP_ENCODER && cfg->vocab_size > 0 && cfg->scale_embedding &&
@@ -836,6 +886,14 @@ static void zero_qkv_bias(refenc_case *c)
             memset(c->params.layers[i].in_proj_bias, 0, R * sizeof(double));
 }
 
+/* The other family's phase with the same period: ModernBERT's global layers
+ * l % n == 0 become Gemma's (l + 1) % n == 0, or the reverse. */
+static void shift_pattern(refenc_config *cfg)
+{
+    const size_t n = cfg->global_attn_every_n_layers, p = cfg->sliding_window_pattern;
+    cfg->global_attn_every_n_layers = p, cfg->sliding_window_pattern = n;
+}
+
 /* The modern blocks' variants (the gated FFN, Gemma's RMSNorm and attention,
  * RoPE scaling, grouped-query attention); hooks already cleared. */
 static void apply_modern(refenc_variant v, refenc_case *c, refenc_variant_hooks *hooks)
@@ -882,6 +940,10 @@ static void apply_modern(refenc_variant v, refenc_case *c, refenc_variant_hooks 
     case REFENC_VAR_T5_SCORES_SCALED: cfg->query_pre_attn_scalar = 0; break; /* S = Dh */
     case REFENC_VAR_T5_BUCKET_NOT_CLAMPED: hooks->t5_bucket_not_clamped = 1; break;
     case REFENC_VAR_T5_BIAS_PER_LAYER: hooks->t5_bias_per_layer = 1; break;
+    case REFENC_VAR_ALIBI_BIAS_POSITIVE: hooks->alibi_bias_positive = 1; break;
+    /* a LayerNorm with the RMSNorm's weight and no bias */
+    case REFENC_VAR_RMSNORM_MEAN_SUBTRACTED: cfg->norm_type = REFENC_NORMTYPE_LAYERNORM, cfg->norm_bias = 0; break;
+    case REFENC_VAR_LAYER_PATTERN_SHIFTED: shift_pattern(cfg); break;
     default: break;
     }
 }

@@ -85,6 +85,11 @@ typedef enum {
     REFENC_VAR_T5_SCORES_SCALED,
     REFENC_VAR_T5_BUCKET_NOT_CLAMPED,
     REFENC_VAR_T5_BIAS_PER_LAYER,
+    /* issue 23's last three: ALiBi's sign, RMSNorm's centring, the layer
+     * pattern's phase (docs/certify.md) */
+    REFENC_VAR_ALIBI_BIAS_POSITIVE,
+    REFENC_VAR_RMSNORM_MEAN_SUBTRACTED,
+    REFENC_VAR_LAYER_PATTERN_SHIFTED,
     REFENC_VAR_COUNT
 } refenc_variant;
 
@@ -119,6 +124,7 @@ typedef struct {
     int t5_bucket_not_clamped;   /* T5's bucket without min(., nb/2 - 1)       */
     int t5_bias_per_layer;       /* T5's bias in layer 0 only: the later layers
                                   * have no table of their own                 */
+    int alibi_bias_positive;     /* the ALiBi bias +m_h |i - j|: slopes negated */
 } refenc_variant_hooks;
 
 /* Whether the variant changes this case at all (e.g. no RoPE variant for a

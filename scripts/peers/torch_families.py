@@ -360,12 +360,14 @@ class RMSNorm(nn.Module):
     times the weight; computed by the peer's rms_norm, which rounds it as
     the peer's emulation does (and carries the eps bugs)."""
 
-    def __init__(self, D, eps, dt, peer, offset=False):
+    def __init__(self, D, eps, dt, peer, offset=False, block=True):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(D, dtype=dt))
-        self.eps, self.peer, self.offset = eps, peer, offset
+        self.eps, self.peer, self.offset, self.block = eps, peer, offset, block
 
     def forward(self, t):
+        if self.peer.BUG == "rmsnorm_mean_subtracted" and self.block and not self.offset:
+            return self.peer.layer_norm(t, self.weight, None, self.eps)  # the block's norms, not q/k's
         return self.peer.rms_norm(t, self.weight, self.eps, self.offset)
 
 
@@ -392,8 +394,8 @@ class LlamaDecoderLayer(nn.Module):
         self.self_attn.v_proj = maybe_linear(D, Hkv * Dh, qb, dt)
         self.self_attn.o_proj = maybe_linear(H * Dh, D, lb, dt)
         if cfg.get("qk_norm", "none") == "rms":
-            self.self_attn.q_norm = RMSNorm(Dh, eps, dt, peer)
-            self.self_attn.k_norm = RMSNorm(Dh, eps, dt, peer)
+            self.self_attn.q_norm = RMSNorm(Dh, eps, dt, peer, block=False)
+            self.self_attn.k_norm = RMSNorm(Dh, eps, dt, peer, block=False)
         self.mlp = nn.Module()
         self.mlp.gate_proj = maybe_linear(D, Fh, lb, dt)
         self.mlp.up_proj = maybe_linear(D, Fh, lb, dt)

@@ -65,7 +65,8 @@ KNOWN_BUGS = ["layernorm_eps_x10", "layernorm_eps_div10", "unbiased_variance", "
               "embedding_normalizer_unrounded", "qkv_bias_dropped", "qk_norm_after_rope",
               "qk_norm_over_all_heads", "first_prenorm_applied", "sandwich_norms_missing",
               "post_attention_norm_as_pre_ffn", "bidirectional_run_causally", "t5_scores_scaled",
-              "t5_bucket_not_clamped", "t5_bias_per_layer"] \
+              "t5_bucket_not_clamped", "t5_bias_per_layer", "alibi_bias_positive",
+              "rmsnorm_mean_subtracted", "layer_pattern_shifted"] \
     + torch_families.KNOWN_BUGS + torch_rope_scaling.BUGS + POOLING_BUGS
 UNKNOWN_BUGS = ["softmax_over_queries", "ffn_residual_dropped"]
 BUG = None
@@ -119,9 +120,14 @@ def rms_norm(t, w, eps, offset):
 
 
 def norm(cfg, t, w, b, eps):
-    """The configured norm (norm_type): LayerNorm or RMSNorm."""
+    """The configured norm (norm_type): LayerNorm or RMSNorm.  The bug
+    rmsnorm_mean_subtracted computes an RMSNorm (w, not Gemma's 1 + w) as a
+    bias-free LayerNorm (llama.cpp#173's ggml_norm)."""
     if cfg.get("norm_type", "layernorm") == "rmsnorm":
-        return rms_norm(t, w, eps, cfg.get("rmsnorm_offset", False))
+        offset = cfg.get("rmsnorm_offset", False)
+        if BUG == "rmsnorm_mean_subtracted" and not offset:
+            return layer_norm(t, w, None, eps)
+        return rms_norm(t, w, eps, offset)
     return layer_norm(t, w, b, eps)
 
 
@@ -275,11 +281,13 @@ def alibi_slopes(n):
 
 
 def alibi_bias(H, positions, dt):
-    """(H, L, L): -m_h |p_i - p_j|, symmetric (encoder)."""
+    """(H, L, L): -m_h |p_i - p_j|, symmetric (encoder); +m_h |p_i - p_j|
+    under the bug alibi_bias_positive (candle#1187)."""
     m = torch.tensor(alibi_slopes(H), dtype=dt)
     p = positions.to(dt)
     dist = (p[:, None] - p[None, :]).abs()
-    return -m[:, None, None] * dist[None]
+    sign = 1.0 if BUG == "alibi_bias_positive" else -1.0
+    return sign * m[:, None, None] * dist[None]
 
 
 def sinusoidal_pe(positions, D, dt):
@@ -424,10 +432,14 @@ def layer_cfg(cfg, i):
     (modeling_gemma3's rotary_emb_local).  The bugs: local_base_on_global_layer0
     rotates every layer with the local base (llama.cpp#18330);
     rope_scaling_on_local_layers scales the local layers too (ferrox#39);
-    global_rope_scaling_ignored scales no layer (mlxcel#1340)."""
+    global_rope_scaling_ignored scales no layer (mlxcel#1340);
+    layer_pattern_shifted takes the other family's phase with the same
+    period (llama.cpp#18330: its SWA pattern without dense_first)."""
     n, p = cfg.get("global_attn_every_n_layers"), cfg.get("sliding_window_pattern")
     if n is None and p is None:
         return cfg
+    if BUG == "layer_pattern_shifted":
+        n, p = p, n
     c = dict(cfg)
     local = cfg.get("local_rope_theta", cfg["rope_base"])
     if (p is not None and (i + 1) % p == 0) or (p is None and i % n == 0):
