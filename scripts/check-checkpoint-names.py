@@ -32,7 +32,7 @@ import torch_families  # noqa: E402
 
 PREFIX = {"bert": "bert.", "roberta": "roberta.", "distilbert": "distilbert.", "gpt2": "transformer.",
           "clip-text": "text_model.", "llama": "model.", "mistral": "model.", "qwen2": "model.", "qwen3": "model.",
-          "modernbert": "model.", "gemma3": "model.", "t5-encoder": "", "nomic-bert": "bert."}
+          "modernbert": "model.", "gemma3": "model.", "t5-encoder": "", "nomic-bert": "bert.", "gte": "new."}
 # a tensor outside the prefix, and one of the family's buffers inside it
 LLAMA_EXTRA = {"lm_head.weight": (5, "D"), "model.layers.0.self_attn.rotary_emb.inv_freq": (4,)}
 EXTRA = {"bert": {"cls.predictions.bias": (5,), "bert.pooler.dense.bias": ("D",)},
@@ -46,7 +46,9 @@ EXTRA = {"bert": {"cls.predictions.bias": (5,), "bert.pooler.dense.bias": ("D",)
          "t5-encoder": {"lm_head.weight": (5, "D"), "decoder.block.0.layer.2.DenseReluDense.wo.weight": ("D", 5)},
          # NomicBertForPreTraining's MLM head outside bert., the optional pooler inside
          "nomic-bert": {"cls.predictions.decoder.weight": (5, "D"), "bert.pooler.dense.bias": ("D",)},
-         "gemma3": LLAMA_EXTRA}
+         "gemma3": LLAMA_EXTRA,
+         # NewForMaskedLM's lm_head outside new., NewModel's optional pooler inside
+         "gte": {"lm_head.decoder.weight": (5, "D"), "new.pooler.dense.bias": ("D",)}}
 # the peer's modes in which the goldens made from the families' Hugging Face
 # files must PASS (issues 23, 24: F64, F32, BF16, F16)
 PEER_MODES = ("float64", "float32", "bfloat16", "float16")
@@ -55,7 +57,7 @@ PEER_MODES = ("float64", "float32", "bfloat16", "float16")
 # into the peer, must FAIL every one of its goldens
 HF_GOLDEN_CONTROL = {"llama": "gqa_tiled", "mistral": "gqa_tiled", "qwen2": "gqa_tiled", "qwen3": "gqa_tiled",
                      "modernbert": "first_prenorm_applied", "t5-encoder": "t5_bias_per_layer",
-                     "nomic-bert": "glu_halves_swapped", "gemma3": "gqa_tiled"}
+                     "nomic-bert": "glu_halves_swapped", "gemma3": "gqa_tiled", "gte": "ntk_scaling_ignored"}
 
 
 def write_safetensors(path, tensors):

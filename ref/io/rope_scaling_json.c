@@ -162,6 +162,11 @@ int refenc_rope_scaling_from_json(refenc_rope_scaling *s, const json_t *model, c
     int st;
     snprintf(at, sizeof at, "%s.rope_scaling", where);
     const json_t *obj = json_object_get(model, "rope_scaling");
+    if (obj != NULL) { /* the object is whole, as in HF: over a preset's (gte's) too */
+        const double p = s->partial_rotary_factor;
+        refenc_rope_scaling_default(s);
+        s->partial_rotary_factor = p;
+    }
     if (obj != NULL && !json_is_null(obj) && (st = read_object(s, obj, at, err)))
         return st;
     return get_number(&s->partial_rotary_factor, model, "partial_rotary_factor", where, err);

@@ -6,11 +6,11 @@
 # golden set: the case's parameters saved under the family's Hugging Face
 # names and under refenc's must give the same output, and a swapped pair must
 # not; then, for the Llama-style families (llama, mistral, qwen2, qwen3),
-# gemma3, modernbert, t5-encoder and nomic-bert, goldens made by refenc golden
+# gemma3, modernbert, t5-encoder, nomic-bert and gte, goldens made by refenc golden
 # --weights from those Hugging Face files, on which the PyTorch peer must
 # PASS in float64, float32, bfloat16 and float16 and FAIL with a bug of the
 # family injected (the key/value heads tiled (gemma3 too), layer 0's attention norm
-# applied, T5's bias per layer, the GLU halves swapped)
+# applied, T5's bias per layer, the GLU halves swapped, GTE's ntk ignored)
 # (scripts/check-checkpoint-names.py).
 # Needs python3-torch and numpy, like certify-torch; about 15 s.
 
