@@ -66,6 +66,16 @@ static double llama3_frequency(size_t j, size_t R, double base, const refenc_rop
     return (1.0 - m) * theta / s->factor + m * theta;
 }
 
+/* GTE's ntk: the fixed NTK (base s)^(-2j/R) / s^(2/R), or with mixed_b the
+ * unscaled theta_j / lambda_j, lambda_j = exp(a (j + 1)^b), a = ln s / (R/2)^b */
+static double ntk_frequency(size_t j, size_t R, double base, const refenc_rope_scaling *s)
+{
+    if (!s->mixed)
+        return unscaled(j, R, base * s->factor) / pow(s->factor, 2.0 / (double)R);
+    const double a = log(s->factor) / pow((double)R / 2.0, s->mixed_b);
+    return unscaled(j, R, base) / exp(a * pow((double)(j + 1), s->mixed_b));
+}
+
 double refenc_rope_scaled_frequency(size_t j, size_t R, double base, const refenc_rope_scaling *s,
                                     int64_t S)
 {
@@ -76,6 +86,7 @@ double refenc_rope_scaled_frequency(size_t j, size_t R, double base, const refen
     case REFENC_ROPE_SCALING_DYNAMIC: return unscaled(j, R, refenc_rope_scaled_base(base, R, s, S));
     case REFENC_ROPE_SCALING_YARN: return yarn_frequency(j, R, base, s);
     case REFENC_ROPE_SCALING_LLAMA3: return llama3_frequency(j, R, base, s);
+    case REFENC_ROPE_SCALING_NTK: return ntk_frequency(j, R, base, s);
     case REFENC_ROPE_SCALING_LONGROPE: {
         const size_t L0 = s->original_max_position_embeddings ? s->original_max_position_embeddings
                                                               : s->max_position_embeddings;

@@ -23,6 +23,10 @@
  *             (1 - m) theta_j / s + m theta_j, m = (L0 / w_j - low) / (high - low)
  *   longrope  theta_j / ext_j, ext = long_factor when S > L0, short_factor
  *             otherwise
+ *   ntk       GTE's fixed NTK (Alibaba-NLP/new-impl NTKScalingRotaryEmbedding,
+ *             kexue.fm/archives/9706), at every length:
+ *             (base s)^(-2j/R) / s^(2/R);  with mixed_b = b:
+ *             theta_j / exp(a (j + 1)^b), a = ln(s) / (R/2)^b
  * Every operation is rounded once in double; the oracle's twin
  * (ref/oracle/rope_scaling.c) evaluates the same formulas exactly. */
 

@@ -33,7 +33,7 @@ import torch_families  # noqa: E402
 PREFIX = {"bert": "bert.", "roberta": "roberta.", "distilbert": "distilbert.", "gpt2": "transformer.",
           "clip-text": "text_model.", "llama": "model.", "mistral": "model.", "qwen2": "model.", "qwen3": "model.",
           "modernbert": "model.", "gemma3": "model.", "t5-encoder": "", "nomic-bert": "bert.",
-          "jina-bert-v2": "bert."}
+          "jina-bert-v2": "bert.", "gte": "new."}
 # a tensor outside the prefix, and one of the family's buffers inside it
 LLAMA_EXTRA = {"lm_head.weight": (5, "D"), "model.layers.0.self_attn.rotary_emb.inv_freq": (4,)}
 EXTRA = {"bert": {"cls.predictions.bias": (5,), "bert.pooler.dense.bias": ("D",)},
@@ -49,7 +49,9 @@ EXTRA = {"bert": {"cls.predictions.bias": (5,), "bert.pooler.dense.bias": ("D",)
          "nomic-bert": {"cls.predictions.decoder.weight": (5, "D"), "bert.pooler.dense.bias": ("D",)},
          # JinaBertForMaskedLM's MLM head outside bert., the pooler inside
          "jina-bert-v2": {"cls.predictions.decoder.weight": (5, "D"), "bert.pooler.dense.bias": ("D",)},
-         "gemma3": LLAMA_EXTRA}
+         "gemma3": LLAMA_EXTRA,
+         # NewForMaskedLM's lm_head outside new., NewModel's optional pooler inside
+         "gte": {"lm_head.decoder.weight": (5, "D"), "new.pooler.dense.bias": ("D",)}}
 # the peer's modes in which the goldens made from the families' Hugging Face
 # files must PASS (issues 23, 24: F64, F32, BF16, F16)
 PEER_MODES = ("float64", "float32", "bfloat16", "float16")
@@ -59,7 +61,7 @@ PEER_MODES = ("float64", "float32", "bfloat16", "float16")
 HF_GOLDEN_CONTROL = {"llama": "gqa_tiled", "mistral": "gqa_tiled", "qwen2": "gqa_tiled", "qwen3": "gqa_tiled",
                      "modernbert": "first_prenorm_applied", "t5-encoder": "t5_bias_per_layer",
                      "nomic-bert": "glu_halves_swapped", "gemma3": "gqa_tiled",
-                     "jina-bert-v2": "alibi_slopes_pow2"}
+                     "jina-bert-v2": "alibi_slopes_pow2", "gte": "ntk_scaling_ignored"}
 
 
 def write_safetensors(path, tensors):

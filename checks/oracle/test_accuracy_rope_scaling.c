@@ -21,6 +21,13 @@
  *     + 3; y = theta ((1 - m)/s + m) >= theta/s moves by (s - 1) dm relative,
  *     plus K0 and 5 roundings: K = K0 + 5 + (s - 1) dm (the band edges are
  *     continuous, so a decision that flips at an edge is inside this bound)
+ *   ntk (GTE's fixed NTK): b' = fl(base s) within u moves theta by e u;
+ *     pow(b', -fl(e)): e ln(b') + 2; pow(s, fl(2/R)): (2/R) ln s + 2; the
+ *     division 1: K = e ln(base s) + e + (2/R) ln s + 5
+ *   ntk, mixed_b: a = fl(log s / pow(R/2, b)) within 5u (log, pow 1 ulp each,
+ *     a division), (j + 1)^b 2u, their product 1u: x = a (j + 1)^b within
+ *     8u relative, so exp(x) within 8 x u + 2u; theta_j / exp(x):
+ *     K = K0 + 8 x + 3,  x = ln s ((j + 1) / (R/2))^b <= ln s
  * The angle fl(p theta) adds 1.  Rotation (bounds.c bnd_rope) with c' =
  * fl(cos(a) f): its error is f (da + ulp(c)) + Kf u f |c| + u |c'|, Kf the
  * attention factor's: yarn 0.1 m ln(s) + 1: 6 (0.1's own rounding, log, two
@@ -64,6 +71,14 @@ static double k_llama3(size_t j, size_t R, double base, const refenc_rope_scalin
     return K0 + 5 + (s->factor - 1) * dm;
 }
 
+static double k_ntk(size_t j, size_t R, double base, const refenc_rope_scaling *s)
+{
+    const double e = (double)(2 * j) / (double)R, ls = log(s->factor);
+    if (s->mixed)
+        return k0(j, R, base) + 8 * ls * pow((double)(j + 1) / ((double)R / 2), s->mixed_b) + 3;
+    return e * log(base * s->factor) + e + 2.0 / (double)R * ls + 4 * LIBM_ULP_POW + 1;
+}
+
 /* The relative bound of theta_j^ in units of u. */
 static double k_freq(size_t j, size_t R, double base, const refenc_rope_scaling *s, int64_t S)
 {
@@ -73,6 +88,7 @@ static double k_freq(size_t j, size_t R, double base, const refenc_rope_scaling 
     case REFENC_ROPE_SCALING_DYNAMIC: return k_dynamic(j, R, base, s, S);
     case REFENC_ROPE_SCALING_YARN: return k0(j, R, base) + 7 + 2 * s->factor;
     case REFENC_ROPE_SCALING_LLAMA3: return k_llama3(j, R, base, s);
+    case REFENC_ROPE_SCALING_NTK: return k_ntk(j, R, base, s);
     default: return k0(j, R, base);
     }
 }
@@ -125,6 +141,10 @@ static size_t cases(scaled_case *c)
     c[n].s.n_factors = 4;
     const double sf[4] = {1.0, 1.1, 1.3, 2.0}, lf[4] = {1.08, 2.6, 9.09, 30.42};
     memcpy(c[n].s.short_factor, sf, sizeof sf), memcpy(c[n++].s.long_factor, lf, sizeof lf);
+    /* GTE: gte-base-en-v1.5 (Dh 64, rope_theta 500000, ntk 2), and the mixed form */
+    c[n++] = make_case("ntk 2 (gte-base-en-v1.5)", REFENC_ROPE_SCALING_NTK, 2.0, 64, 500000.0);
+    c[n] = make_case("ntk 8, mixed_b 0.75", REFENC_ROPE_SCALING_NTK, 8.0, 64, 160000.0);
+    c[n].s.mixed = 1, c[n++].s.mixed_b = 0.75;
     return n;
 }
 

@@ -1000,3 +1000,40 @@ Test(certify_lowprec, the_baseline_measures_every_element_and_a_zero_golden)
     refenc_baseline_free(&b);
     refenc_st_free(&g);
 }
+
+/* GTE's ntk (docs/certify.md, "Float32 angles"): rope_ntk_long's allowance is
+ * the documented one, omega_i = (base s)^(-2i/R) / s^(2/R) with the unscaled
+ * bound taken at the base b s, plus 2i/R units (b s rounded to float32) and
+ * one (the division by s^(2/R)).  Negative control: the unscaled frequency and
+ * bound (ntk ignored) give another allowance wherever the position is not 0. */
+Test(certify_lowprec, an_ntk_rope_turns_by_gtes_fixed_frequencies)
+{
+    refenc_st_file g;
+    read_golden(&g, "rope_ntk_long");
+    refenc_case c;
+    refenc_error err;
+    cr_assert_eq(refenc_case_from_file(&c, &g, &err), REFENC_OK, "%s", err.message);
+    const refenc_rope_scaling *sc = &c.cfg.rope_scaling;
+    const size_t Dh = c.cfg.d_model / c.cfg.n_heads, R = Dh;
+    const double base = c.cfg.rope_base, s = sc->factor;
+    cr_assert(sc->type == REFENC_ROPE_SCALING_NTK && !sc->mixed && s == 2.0 && c.cfg.rope_layout == REFENC_ROPE_HALF);
+    size_t m, other = 0, turned = 0;
+    double *want, *allow = output_allowance(&g, "rope_ntk_long", &want, &m);
+    for (size_t k = 0; k < m; k++) {
+        const size_t d = k % Dh, l = (k / Dh) % c.L, i = d % (R / 2), partner = d < R / 2 ? k + R / 2 : k - R / 2;
+        const double pos = fabs((double)c.positions[l]), e = (double)(2 * i) / (double)R;
+        const double omega = pow(base * s, -e) / pow(s, 2.0 / (double)R);
+        const double doc = fabs(want[partner]) * (refenc_angle_error_units(2 * i, R, base * s) + e + 1) * 0x1p-24 *
+                           pos * omega;
+        cr_expect(fabs(allow[k] - doc) <= 1e-14 * doc, "[%zu]: %a, the docs give %a", k, allow[k], doc);
+        const double unscaled = fabs(want[partner]) * refenc_angle_error_units(2 * i, R, base) * 0x1p-24 * pos *
+                                pow(base, -e);
+        other += fabs(allow[k] - unscaled) > 1e-14 * unscaled;
+        turned += allow[k] > 0;
+    }
+    cr_expect(turned > 0 && other == turned, "%zu turned, %zu differ from the unscaled allowance", turned, other);
+    free(allow);
+    free(want);
+    refenc_case_free(&c);
+    refenc_st_free(&g);
+}

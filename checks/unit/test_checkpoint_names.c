@@ -1218,3 +1218,98 @@ Test(checkpoint_names, jina_bert_v2_loads_its_checkpoint_bit_for_bit)
         refenc_params_free(&p0);
     }
 }
+
+/* ---- GTE: NewModel's names -------------------------------------------------------------- */
+
+/* The file as GTE's NewModel saves it (Alibaba-NLP/new-impl modeling.py: word
+ * (and, with type_vocab_size > 0, token-type) embeddings, embeddings.LayerNorm;
+ * per layer attention.qkv_proj (3D, D) [q; k; v] and o_proj with biases, attn_ln,
+ * mlp.up_gate_proj (2F, D) [up; gate] without bias, mlp.down_proj with bias,
+ * mlp_ln). */
+static void gte_file(ckpt *c, const refenc_params *p, const refenc_config *cfg, const char *pre)
+{
+    char f[160];
+    memset(c, 0, sizeof *c);
+#define P(name, src)                                              \
+    do {                                                          \
+        snprintf(f, sizeof f, "%s%s", pre, name);                 \
+        put(c, p, f, src, i, AS_IS);                              \
+    } while (0)
+    size_t i = 0;
+    P("embeddings.word_embeddings.weight", "embedding.weight");
+    if (cfg->type_vocab_size > 0)
+        P("embeddings.token_type_embeddings.weight", "token_type_embedding.weight");
+    P("embeddings.LayerNorm.weight", "embedding_norm.weight");
+    P("embeddings.LayerNorm.bias", "embedding_norm.bias");
+    for (i = 0; i < N; i++) {
+        P("encoder.layer.%zu.attention.qkv_proj.weight", "layers.%zu.self_attn.in_proj_weight");
+        P("encoder.layer.%zu.attention.qkv_proj.bias", "layers.%zu.self_attn.in_proj_bias");
+        P("encoder.layer.%zu.attention.o_proj.weight", "layers.%zu.self_attn.out_proj.weight");
+        P("encoder.layer.%zu.attention.o_proj.bias", "layers.%zu.self_attn.out_proj.bias");
+        P("encoder.layer.%zu.attn_ln.weight", "layers.%zu.norm1.weight");
+        P("encoder.layer.%zu.attn_ln.bias", "layers.%zu.norm1.bias");
+        P("encoder.layer.%zu.mlp.up_gate_proj.weight", "layers.%zu.linear1.weight");
+        P("encoder.layer.%zu.mlp.down_proj.weight", "layers.%zu.linear2.weight");
+        P("encoder.layer.%zu.mlp.down_proj.bias", "layers.%zu.linear2.bias");
+        P("encoder.layer.%zu.mlp_ln.weight", "layers.%zu.norm2.weight");
+        P("encoder.layer.%zu.mlp_ln.bias", "layers.%zu.norm2.bias");
+    }
+#undef P
+}
+
+/* gte reads its NewModel file bit for bit, with and without the new. prefix of
+ * NewForMaskedLM (its lm_head outside ignored, the pooler inside), with
+ * gte-base's no token types and gte-large's two.  Negative controls: layer 0's
+ * attn_ln and mlp_ln swapped load other parameters; an up_gate_proj.bias (a
+ * port that gave the GLU a bias) is refused, naming the tensor. */
+Test(checkpoint_names, gte_loads_its_checkpoint_bit_for_bit)
+{
+    static const double v[64] = {0.5, -2.25};
+    const refenc_st_entry extra[] = {{"lm_head.decoder.weight", REFENC_ST_F64, 2, {7, 4}, v},
+                                     {"new.pooler.dense.bias", REFENC_ST_F64, 1, {4}, v}};
+    for (int variant = 0; variant < 4; variant++) {
+        const int with_prefix = variant & 1;
+        refenc_config cfg;
+        refenc_params p0, p1;
+        refenc_config_family(&cfg, REFENC_FAMILY_GTE);
+        cfg.d_model = D, cfg.n_heads = 2, cfg.d_ff = F, cfg.n_layers = N, cfg.vocab_size = 7, cfg.max_len = 5;
+        cfg.type_vocab_size = (size_t)(variant >> 1) * 2;
+        refenc_error err;
+        cr_assert_eq(refenc_config_validate(&cfg, &err), REFENC_OK, "%s", err.message);
+        cr_assert_eq(refenc_params_alloc(&p0, &cfg, &err), REFENC_OK, "%s", err.message);
+        gsl_rng *r = test_rng(900 + (unsigned long)variant);
+        refenc_params_init_random(&p0, &cfg, r);
+        gsl_rng_free(r);
+        ckpt c;
+        gte_file(&c, &p0, &cfg, with_prefix ? "new." : "");
+        refenc_st_file f;
+        write_read(&f, &c, extra, with_prefix ? 2 : 0);
+        refenc_ck_report rep;
+        cr_expect_eq(load(&p1, &cfg, &f, &rep, NULL, &err), REFENC_OK, "variant %d: %s", variant, err.message);
+        cr_expect(rep.mapped == c.n && rep.ignored_outside == (size_t)with_prefix &&
+                      rep.ignored_buffers == (size_t)with_prefix,
+                  "variant %d: %zu mapped of %zu, %zu outside, %zu buffers", variant, rep.mapped, c.n,
+                  rep.ignored_outside, rep.ignored_buffers);
+        cr_expect(memcmp(p0.block, p1.block, p0.n_values * sizeof(double)) == 0,
+                  "variant %d: the parameters differ from the ones written", variant);
+        refenc_st_free(&f);
+        refenc_params_free(&p1);
+        swap_names(&c, "encoder.layer.0.attn_ln.weight", "encoder.layer.0.mlp_ln.weight");
+        write_read(&f, &c, NULL, 0);
+        cr_expect_eq(load(&p1, &cfg, &f, NULL, NULL, &err), REFENC_OK, "%s", err.message);
+        cr_expect(memcmp(p0.block, p1.block, p0.n_values * sizeof(double)) != 0,
+                  "variant %d: attn_ln and mlp_ln swapped loaded the same parameters", variant);
+        refenc_st_free(&f);
+        refenc_params_free(&p1);
+        const refenc_st_entry glu_bias[] = {{with_prefix ? "new.encoder.layer.0.mlp.up_gate_proj.bias"
+                                                         : "encoder.layer.0.mlp.up_gate_proj.bias",
+                                             REFENC_ST_F64, 1, {2 * F}, v}};
+        write_read(&f, &c, glu_bias, 1);
+        cr_expect_neq(load(&p1, &cfg, &f, NULL, NULL, &err), REFENC_OK, "variant %d: up_gate_proj.bias loaded", variant);
+        cr_expect(strstr(err.message, "encoder.layer.0.mlp.up_gate_proj.bias") != NULL, "%s", err.message);
+        refenc_st_free(&f);
+        refenc_params_free(&p1);
+        ckpt_free(&c);
+        refenc_params_free(&p0);
+    }
+}

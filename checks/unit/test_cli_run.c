@@ -88,7 +88,7 @@ static const struct {
     {"roberta_positions_past_the_table.json",
      "seq_len = 7 with position_ids 'roberta' reaches position padding_idx + seq_len = 8"},
     /* rope_scaling and partial_rotary_factor (docs/rope-scaling.md) */
-    {"rope_scaling_type_unknown.json", "model.rope_scaling.rope_type: unknown name 'ntk'"},
+    {"rope_scaling_type_unknown.json", "model.rope_scaling.rope_type: unknown name 'xpos'"},
     {"rope_scaling_type_missing.json", "model.rope_scaling.rope_type: missing"},
     {"rope_scaling_type_disagrees.json", "model.rope_scaling.type: 'dynamic' disagrees with rope_type 'linear'"},
     {"rope_scaling_factor_below_one.json", "model: rope_scaling.factor must be finite and >= 1, got 0.5"},
@@ -104,6 +104,9 @@ static const struct {
     {"rope_scaling_llama3_high_not_above_low.json", "model: rope_scaling.high_freq_factor must be finite and > low_freq_factor"},
     {"rope_scaling_longrope_wrong_count.json", "model: rope_scaling.short_factor: 'longrope' needs rotary_dim / 2 = 4 factors, got 3"},
     {"rope_scaling_longrope_factor_negative.json", "model: rope_scaling.long_factor[2] must be finite and > 0, got -2"},
+    {"rope_scaling_ntk_mixed_b_negative.json", "model: rope_scaling.mixed_b must be finite and > 0, got -0.5"},
+    {"rope_scaling_mixed_b_without_ntk.json", "model: rope_scaling.mixed_b: only the type 'ntk' reads it, the type is 'linear'"},
+    {"rope_scaling_ntk_mixed_b_string.json", "model.rope_scaling.mixed_b: expected a number"},
     {"rope_scaling_attention_factor_negative.json", "model: rope_scaling.attention_factor must be finite and > 0"},
     {"rope_scaling_without_rope.json", "model: rope_scaling and partial_rotary_factor need positional 'rope'"},
     {"partial_rotary_factor_odd_rotary_dim.json", "model: partial_rotary_factor 0.20000000000000001 gives rotary_dim floor(16"},

@@ -405,6 +405,7 @@ Test(config, enum_names_round_trip_and_unknown_names_are_refused)
     cr_expect_str_eq(refenc_family_name(REFENC_FAMILY_T5_ENCODER), "t5-encoder");
     cr_expect_str_eq(refenc_family_name(REFENC_FAMILY_NOMIC_BERT), "nomic-bert");
     cr_expect_str_eq(refenc_family_name(REFENC_FAMILY_JINA_BERT_V2), "jina-bert-v2");
+    cr_expect_str_eq(refenc_family_name(REFENC_FAMILY_GTE), "gte");
     cr_expect_str_eq(refenc_mask_value_name(REFENC_MASK_FINFO_MIN), "finfo_min");
     cr_expect_str_eq(refenc_activation_name(REFENC_ACT_QUICK_GELU), "quick_gelu");
     cr_expect_str_eq(refenc_activation_name(REFENC_ACT_GELU_TANH), "gelu_tanh");

@@ -57,7 +57,7 @@ static const json_error_case json_errors[] = {
     {"family_unknown_name", "{\"family\": \"xlnet\"}", REFENC_EINVAL,
      "model.family: unknown name 'xlnet' (expected one of 'vaswani', 'bert', 'roberta', "
      "'distilbert', 'gpt2', 'clip-text', 'llama', 'mistral', 'qwen2', 'qwen3', 'modernbert', 'gemma3', "
-     "'t5-encoder', 'nomic-bert', 'jina-bert-v2')"},
+     "'t5-encoder', 'nomic-bert', 'jina-bert-v2', 'gte')"},
     {"sliding_window_null_over_mistral_without_causal", "{\"family\": \"mistral\", \"d_model\": 8, "
      "\"n_heads\": 2, \"n_kv_heads\": 1, \"d_ff\": 8, \"n_layers\": 1, \"vocab_size\": 5, "
      "\"causal\": false}", REFENC_EINVAL, "sliding_window"},
@@ -955,5 +955,58 @@ Test(config_json, linear1_bias_false_drops_linear1_bias_only)
     const size_t n = json_object_size(w);
     cr_expect(json_is_false(json_object_get(w, "linear1_bias")));
     json_decref(w);
+    expect_round_trip(&c, n);
+}
+
+/* The gte preset: gte-base-en-v1.5's sizes and GTE's conventions (family.c):
+ * biased linears but a bias-free linear1, the GLU's second half activated,
+ * rope_theta 500000 with its ntk factor 2, CLS pooling normalised.  Its config
+ * round-trips; with the preset's rope_scaling and pooling set off ("rope_scaling":
+ * null and "pooling": "none" are written, else reading "family" first would bring
+ * them back) and its other keys at the global defaults.  Negative control: the
+ * same config written without those two keys reads back with the preset's ntk
+ * and CLS pooling. */
+Test(config_json, gte_preset_and_round_trip)
+{
+    refenc_config c;
+    refenc_config_family(&c, REFENC_FAMILY_GTE);
+    cr_expect(c.d_model == 768 && c.n_heads == 12 && c.d_ff == 3072 && c.n_layers == 12);
+    cr_expect(c.vocab_size == 30528 && c.max_len == 8192 && c.padding_idx == 0 && c.type_vocab_size == 0);
+    cr_expect(c.norm == REFENC_NORM_POST && !c.final_norm && c.norm_type == REFENC_NORMTYPE_LAYERNORM && c.norm_bias &&
+              c.layer_norm_eps == 1e-12 && c.embedding_norm && c.embedding_norm_eps == 1e-12 && !c.scale_embedding);
+    cr_expect(c.linear_bias && !c.linear1_bias && !refenc_config_has_linear1_bias(&c) && c.ffn_type == REFENC_FFN_GLU &&
+              c.glu_gate == REFENC_GLU_GATE_SECOND && c.activation == REFENC_ACT_GELU);
+    cr_expect(c.positional == REFENC_POS_ROPE && c.rope_layout == REFENC_ROPE_HALF && c.rope_base == 500000.0 &&
+              c.rope_scaling.type == REFENC_ROPE_SCALING_NTK && c.rope_scaling.factor == 2.0 && !c.rope_scaling.mixed);
+    cr_expect(!c.causal && c.mask_value == REFENC_MASK_FINFO_MIN && c.pooling == REFENC_POOL_CLS && c.pooling_normalize);
+    refenc_error err;
+    cr_expect_eq(refenc_config_validate(&c, &err), REFENC_OK, "gte-base-en-v1.5 itself: %s", err.message);
+    c.d_model = 16, c.n_heads = 2, c.d_ff = 24, c.n_layers = 2, c.vocab_size = 50, c.max_len = 32;
+    c.type_vocab_size = 2, c.rope_base = 160000.0; /* gte-large-en-v1.5's */
+    json_t *obj = refenc_config_to_json(&c);
+    cr_assert_not_null(obj);
+    size_t n = json_object_size(obj);
+    json_decref(obj);
+    expect_round_trip(&c, n);
+    refenc_rope_scaling_default(&c.rope_scaling);
+    c.pooling = REFENC_POOL_NONE;
+    obj = refenc_config_to_json(&c);
+    cr_assert_not_null(obj);
+    cr_expect(json_is_null(json_object_get(obj, "rope_scaling")), "rope_scaling off the preset not written null");
+    cr_expect_str_eq(json_string_value(json_object_get(obj, "pooling")), "none");
+    n = json_object_size(obj);
+    refenc_config back;
+    json_object_del(obj, "rope_scaling"), json_object_del(obj, "pooling");
+    cr_assert_eq(refenc_config_from_json(&back, obj, "model", &err), REFENC_OK, "%s", err.message);
+    cr_expect(back.rope_scaling.type == REFENC_ROPE_SCALING_NTK && back.pooling == REFENC_POOL_CLS,
+              "without the two keys the preset's did not come back: the control is void");
+    json_decref(obj);
+    expect_round_trip(&c, n);
+    c.norm = REFENC_NORM_PRE, c.final_norm = 1, c.linear1_bias = 1, c.ffn_type = REFENC_FFN_MLP;
+    c.positional = REFENC_POS_NONE, c.type_vocab_size = 0, c.embedding_norm = 0;
+    obj = refenc_config_to_json(&c);
+    cr_assert_not_null(obj);
+    n = json_object_size(obj);
+    json_decref(obj);
     expect_round_trip(&c, n);
 }

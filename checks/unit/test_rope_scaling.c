@@ -248,6 +248,87 @@ Test(rope_scaling, longrope_switches_factors_past_the_original_length)
     EXPECT_ULPS_REJECTS(refenc_rope_scaled_frequency(1, 4, 10000.0, &s, 4096), 0.00125, 2, "long at L0");
 }
 
+/* ---- ntk (GTE's fixed NTK) ------------------------------------------------ */
+
+/* base 10000, R = 8, s = 16: (base s)^(-2j/8) / 16^(2/8) = 160000^(-j/4) / 2,
+ * 160000 = 20^4: theta_0 = 1/2, theta_1 = 1/40, theta_3 = 1/16000 in the reals.
+ * Bound (checks/oracle/test_accuracy_rope_scaling.c, k_ntk): e ln(base s) +
+ * e + (2/R) ln s + 5 units, e = 2j/R: j = 1: 9.0, j = 3: 15.4; plus half an
+ * ULP for the closed form: 10 and 16 ULPs; j = 0: only 16^(1/4) = 2 (pow of
+ * an exact case) and an exact division: 2 ULPs. */
+Test(rope_scaling, ntk_is_base_times_factor_and_one_more_factor_power)
+{
+    const refenc_rope_scaling s = scaling(REFENC_ROPE_SCALING_NTK, 16.0);
+    EXPECT_ULPS(refenc_rope_scaled_frequency(0, 8, 10000.0, &s, 1), 0.5, 2, "theta_0 = 16^(-1/4)");
+    EXPECT_ULPS(refenc_rope_scaled_frequency(1, 8, 10000.0, &s, 1), 1.0 / 40.0, 10, "theta_1");
+    EXPECT_ULPS(refenc_rope_scaled_frequency(3, 8, 10000.0, &s, 1), 1.0 / 16000.0, 16, "theta_3");
+    /* negative controls: HF's linear (theta_j / s) and dynamic (theta_0 = 1,
+     * at any length) give other tables; so does the unscaled one */
+    refenc_rope_scaling lin = scaling(REFENC_ROPE_SCALING_LINEAR, 16.0), dyn = scaling(REFENC_ROPE_SCALING_DYNAMIC, 16.0);
+    dyn.max_position_embeddings = 512;
+    EXPECT_ULPS_REJECTS(refenc_rope_scaled_frequency(1, 8, 10000.0, &lin, 1), 1.0 / 40.0, 10, "linear's theta_1");
+    EXPECT_ULPS_REJECTS(refenc_rope_scaled_frequency(0, 8, 10000.0, &lin, 1), 0.5, 2, "linear's theta_0");
+    for (int64_t S = 1; S <= 1 << 20; S *= 32) {
+        EXPECT_ULPS_REJECTS(refenc_rope_scaled_frequency(0, 8, 10000.0, &dyn, S), 0.5, 2, "dynamic's theta_0, S %lld",
+                            (long long)S);
+        EXPECT_ULPS_REJECTS(refenc_rope_scaled_frequency(1, 8, 10000.0, &dyn, S), 1.0 / 40.0, 10,
+                            "dynamic's theta_1, S %lld", (long long)S);
+    }
+    EXPECT_ULPS_REJECTS(refenc_rope_scaled_frequency(1, 8, 10000.0, NULL, 1), 1.0 / 40.0, 10, "unscaled theta_1");
+}
+
+/* Fixed at every length (new-impl fills its cache for s max_position_embeddings
+ * at construction, which takes the scaled branch): the table at S = 1 is the
+ * table at S = 2^40, bit for bit.  Negative control: dynamic's is not. */
+Test(rope_scaling, ntk_table_does_not_depend_on_the_length)
+{
+    const refenc_rope_scaling s = scaling(REFENC_ROPE_SCALING_NTK, 2.0);
+    refenc_rope_scaling dyn = scaling(REFENC_ROPE_SCALING_DYNAMIC, 2.0);
+    dyn.max_position_embeddings = 8192;
+    int dyn_moved = 0;
+    for (size_t j = 0; j < 32; j++) {
+        EXPECT_EXACT(refenc_rope_scaled_frequency(j, 64, 500000.0, &s, 1),
+                     refenc_rope_scaled_frequency(j, 64, 500000.0, &s, (int64_t)1 << 40), "j = %zu", j);
+        dyn_moved |= refenc_rope_scaled_frequency(j, 64, 500000.0, &dyn, 1) !=
+                     refenc_rope_scaled_frequency(j, 64, 500000.0, &dyn, (int64_t)1 << 40);
+    }
+    cr_expect(dyn_moved, "dynamic's table did not move with the length");
+}
+
+/* mixed_b = b: theta_j / exp(a (j + 1)^b), a = ln s / (R/2)^b.  R = 8, s = 16,
+ * b = 2: lambda_j = 16^((j + 1)^2 / 16): lambda_1 = 2, so theta_1 = 0.1 / 2 =
+ * 0.05 in the reals; bound K0 + 8x + 3 (x = ln 16 / 4 = 0.69, K0 = 4.3):
+ * 13.9, 14 ULPs.  The last pair is s-scaled for every b (lambda = s): theta_3
+ * = 10^-3 / 16.  Negative control: the fixed NTK's theta_1 = 1/40. */
+Test(rope_scaling, ntk_mixed_b_scales_each_pair_by_its_own_lambda)
+{
+    refenc_rope_scaling s = scaling(REFENC_ROPE_SCALING_NTK, 16.0);
+    s.mixed = 1, s.mixed_b = 2.0;
+    EXPECT_ULPS(refenc_rope_scaled_frequency(1, 8, 10000.0, &s, 1), 0.05, 14, "theta_1, lambda_1 = 2");
+    EXPECT_ULPS(refenc_rope_scaled_frequency(3, 8, 10000.0, &s, 1), 1e-3 / 16, 24, "theta_3, lambda_3 = s");
+    EXPECT_ULPS_REJECTS(refenc_rope_scaled_frequency(1, 8, 10000.0, &s, 1), 1.0 / 40.0, 14, "the fixed NTK's");
+}
+
+/* kexue.fm/archives/9706: b = 1 is the fixed NTK: lambda_j = s^(2(j+1)/R) =
+ * s^(2j/R) s^(2/R).  Both evaluations within their bounds of the same real
+ * value: the sum of the two K, largest at j = 31 (R = 64, s = 2, base
+ * 500000): fixed 19.4, mixed 23.3, so 43 units.
+ * Negative control: b = 0.5 is another table. */
+Test(rope_scaling, ntk_mixed_b_one_is_the_fixed_ntk)
+{
+    const refenc_rope_scaling fixed = scaling(REFENC_ROPE_SCALING_NTK, 2.0);
+    refenc_rope_scaling m1 = fixed, mh = fixed;
+    m1.mixed = 1, m1.mixed_b = 1.0, mh.mixed = 1, mh.mixed_b = 0.5;
+    int half_differs = 0;
+    for (size_t j = 0; j < 32; j++) {
+        const double a = refenc_rope_scaled_frequency(j, 64, 500000.0, &fixed, 1);
+        const double b = refenc_rope_scaled_frequency(j, 64, 500000.0, &m1, 1);
+        cr_expect(fabs(a - b) <= 43 * TEST_U * a, "j = %zu: fixed %.17g, mixed_b 1 %.17g", j, a, b);
+        half_differs |= fabs(refenc_rope_scaled_frequency(j, 64, 500000.0, &mh, 1) - a) > 43 * TEST_U * a;
+    }
+    cr_expect(half_differs, "mixed_b 0.5 gave the fixed NTK's table");
+}
+
 /* ---- partial rotary and the attention factor in the kernel ---------------- */
 
 /* partial_rotary_factor 0.5 of Dh = 8: R = 4, pairs (0, 2), (1, 3) in the half

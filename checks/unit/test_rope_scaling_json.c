@@ -60,6 +60,36 @@ Test(rope_scaling_json, longrope_lists_and_partial_rotary_round_trip)
     cr_expect(memcmp(&back.rope_scaling, &c.rope_scaling, sizeof c.rope_scaling) == 0);
 }
 
+/* GTE's config.json: the legacy key "type", "ntk", no mixed_b (new-impl's
+ * None: the fixed NTK); then the mixed form; both round-trip.  Negative
+ * control: a mixed_b of null is the fixed NTK, not mixed. */
+Test(rope_scaling_json, gte_ntk_and_mixed_b_round_trip)
+{
+    const char *texts[] = {
+        "{\"positional\": \"rope\", \"rope_base\": 500000.0, \"d_model\": 64, \"n_heads\": 2,"
+        " \"rope_scaling\": {\"factor\": 2.0, \"type\": \"ntk\"}}",
+        "{\"positional\": \"rope\", \"d_model\": 64, \"n_heads\": 2,"
+        " \"rope_scaling\": {\"factor\": 2.0, \"type\": \"ntk\", \"mixed_b\": 0.75}}"};
+    for (int i = 0; i < 2; i++) {
+        const refenc_config c = read_config(texts[i]);
+        cr_expect_eq(c.rope_scaling.type, REFENC_ROPE_SCALING_NTK);
+        cr_expect_eq(c.rope_scaling.factor, 2.0);
+        cr_expect_eq(c.rope_scaling.mixed, i);
+        cr_expect_eq(c.rope_scaling.mixed_b, i ? 0.75 : 0.0);
+        json_t *j = refenc_config_to_json(&c);
+        cr_assert_not_null(j);
+        cr_expect_eq(json_object_get(json_object_get(j, "rope_scaling"), "mixed_b") != NULL, i, "mixed_b written: %d", i);
+        refenc_config back;
+        refenc_error err = {0};
+        cr_assert_eq(refenc_config_from_json(&back, j, "model", &err), REFENC_OK, "%s", err.message);
+        json_decref(j);
+        cr_expect(memcmp(&back.rope_scaling, &c.rope_scaling, sizeof c.rope_scaling) == 0, "config %d", i);
+    }
+    const refenc_config n = read_config("{\"positional\": \"rope\", \"rope_scaling\": {\"type\": \"ntk\","
+                                        " \"factor\": 2.0, \"mixed_b\": null}}");
+    cr_expect_eq(n.rope_scaling.mixed, 0, "mixed_b null read as mixed");
+}
+
 /* null and absent are no scaling, and write nothing (goldens unchanged). */
 Test(rope_scaling_json, null_means_none_and_writes_nothing)
 {

@@ -574,7 +574,7 @@ static const char *const qk_norm_names[] = {"none", "rms"};
 static const char *const pooling_names[] = {"none", "mean", "cls", "last_token"};
 static const char *const family_names[REFENC_FAMILY_COUNT] = {
     "vaswani", "bert", "roberta", "distilbert", "gpt2", "clip-text", "llama", "mistral", "qwen2", "qwen3",
-    "modernbert", "gemma3", "t5-encoder", "nomic-bert", "jina-bert-v2"};
+    "modernbert", "gemma3", "t5-encoder", "nomic-bert", "jina-bert-v2", "gte"};
 
 #define NAME_OF(table, v) ((unsigned)(v) < sizeof table / sizeof table[0] ? table[v] : "?")
 

@@ -124,6 +124,7 @@ typedef enum {
     REFENC_FAMILY_T5_ENCODER,  /* T5EncoderModel: relative bias, RMSNorm, no biases */
     REFENC_FAMILY_NOMIC_BERT,  /* NomicBertModel: Post-LN, RoPE, SwiGLU, no biases  */
     REFENC_FAMILY_JINA_BERT_V2, /* JinaBertModel: Post-LN, symmetric ALiBi, GeGLU    */
+    REFENC_FAMILY_GTE,         /* GTE "new" NewModel: Post-LN, ntk RoPE, GeGLU      */
     REFENC_FAMILY_COUNT
 } refenc_family;
 
@@ -276,7 +277,7 @@ const char *refenc_family_name(refenc_family v);                /* "vaswani", "b
                                                                    "mistral", "qwen2", "qwen3",
                                                                    "modernbert", "gemma3",
                                                                    "t5-encoder", "nomic-bert",
-                                                                   "jina-bert-v2" */
+                                                                   "jina-bert-v2", "gte" */
 const char *refenc_norm_type_name(refenc_norm_type v);          /* "layernorm", "rmsnorm"      */
 const char *refenc_ffn_type_name(refenc_ffn_type v);            /* "mlp", "glu"                */
 const char *refenc_glu_gate_name(refenc_glu_gate v);            /* "first", "second"           */

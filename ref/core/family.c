@@ -202,6 +202,35 @@ static void jina_bert_v2_conventions(refenc_config *cfg)
     cfg->causal = 0, cfg->mask_value = REFENC_MASK_FINFO_MIN;
 }
 
+/* Alibaba-NLP/gte-base-en-v1.5 config.json (NewConfig): hidden_size 768,
+ * num_attention_heads 12, num_hidden_layers 12, intermediate_size 3072,
+ * layer_norm_eps 1e-12, layer_norm_type "layer_norm", max_position_embeddings
+ * 8192, position_embedding_type "rope", rope_theta 500000, rope_scaling
+ * {"factor": 2.0, "type": "ntk"}, type_vocab_size 0, vocab_size 30528,
+ * pad_token_id 0, hidden_act "gelu", pack_qkv true, logn_attention_scale false.
+ * Alibaba-NLP/new-impl modeling.py (NewModel): word (+ token-type when
+ * type_vocab_size > 0) embeddings, unscaled, then LayerNorm; NewLayer Post-LN:
+ * attn_ln(x + attention(x)), mlp_ln(h + mlp(h)), no final norm; qkv_proj
+ * [q; k; v] and o_proj biased; scores / sqrt(Dh) plus the extended mask
+ * (finfo.min); rotate_half RoPE with NTKScalingRotaryEmbedding (rope_scaling
+ * "ntk"); NewGatedMLP: up_gate_proj = [up | gate] without bias, down_proj(act(gate)
+ * * up) biased (glu_gate second, linear1_bias false).  The model card's embedding:
+ * last_hidden_state[:, 0], normalised (pooling cls).  gte-large-en-v1.5: D 1024,
+ * H 16, N 24, F 4096, rope_theta 160000, type_vocab_size 2 (docs/families.md). */
+static void gte_conventions(refenc_config *cfg)
+{
+    cfg->d_model = 768, cfg->n_heads = 12, cfg->d_ff = 3072, cfg->n_layers = 12;
+    cfg->vocab_size = 30528, cfg->max_len = 8192, cfg->padding_idx = 0, cfg->type_vocab_size = 0;
+    cfg->layer_norm_eps = cfg->embedding_norm_eps = 1e-12;
+    cfg->norm = REFENC_NORM_POST, cfg->final_norm = 0, cfg->norm_type = REFENC_NORMTYPE_LAYERNORM;
+    cfg->embedding_norm = 1, cfg->scale_embedding = 0, cfg->linear_bias = 1, cfg->linear1_bias = 0;
+    cfg->activation = REFENC_ACT_GELU, cfg->ffn_type = REFENC_FFN_GLU, cfg->glu_gate = REFENC_GLU_GATE_SECOND;
+    cfg->positional = REFENC_POS_ROPE, cfg->rope_layout = REFENC_ROPE_HALF, cfg->rope_base = 500000.0;
+    cfg->rope_scaling.type = REFENC_ROPE_SCALING_NTK, cfg->rope_scaling.factor = 2.0;
+    cfg->causal = 0, cfg->mask_value = REFENC_MASK_FINFO_MIN;
+    cfg->pooling = REFENC_POOL_CLS, cfg->pooling_normalize = 1;
+}
+
 /* google/gemma-3-1b-pt config.json (Gemma3TextConfig): hidden_size 1152,
  * num_attention_heads 4, num_key_value_heads 1, head_dim 256, intermediate_size
  * 6912, num_hidden_layers 26, vocab_size 262144, max_position_embeddings 32768,
@@ -239,7 +268,8 @@ void refenc_config_family(refenc_config *cfg, refenc_family family)
         return;
     }
     if (family == REFENC_FAMILY_MODERNBERT || family == REFENC_FAMILY_T5_ENCODER ||
-        family == REFENC_FAMILY_NOMIC_BERT || family == REFENC_FAMILY_JINA_BERT_V2) {
+        family == REFENC_FAMILY_NOMIC_BERT || family == REFENC_FAMILY_JINA_BERT_V2 ||
+        family == REFENC_FAMILY_GTE) {
         refenc_config_default(cfg);
         cfg->family = family;
         if (family == REFENC_FAMILY_MODERNBERT)
@@ -248,8 +278,10 @@ void refenc_config_family(refenc_config *cfg, refenc_family family)
             t5_encoder_conventions(cfg);
         else if (family == REFENC_FAMILY_NOMIC_BERT)
             nomic_bert_conventions(cfg);
-        else
+        else if (family == REFENC_FAMILY_JINA_BERT_V2)
             jina_bert_v2_conventions(cfg);
+        else
+            gte_conventions(cfg);
         return;
     }
     if (family >= REFENC_FAMILY_LLAMA && family <= REFENC_FAMILY_QWEN3) {

@@ -17,6 +17,7 @@
  *   t5-encoder  pre   yes    relu        1e-6   T5 buckets 32/128   E[token]    -      no      no
  *   nomic-bert  post  no     silu (GLU)  1e-12  rope 1000           E[token]    T = 2  yes     no
  *   jina-bert-v2 post no     gelu (GLU)  1e-12  alibi, symmetric    E[token]    T = 2  yes     no
+ *   gte         post  no     gelu (GLU)  1e-12  rope 500000, ntk 2  E[token]    -      yes     no
  *
  * llama, mistral, qwen2 and qwen3 are decoder blocks run as encoders (the
  * block stack without the LM head): RMSNorm, bias-free linear maps (qwen2:
@@ -29,12 +30,13 @@
  * multi-query attention of head_dim 256 scaled by query_pre_attn_scalar, five
  * local layers (causal window 512, base 10000) to one global, sqrt(D) rounded
  * to bfloat16.
- * modernbert, t5-encoder, nomic-bert and jina-bert-v2 are encoders:
+ * modernbert, t5-encoder, nomic-bert, jina-bert-v2 and gte are encoders:
  * their every convention is listed in family.c and docs/families.md
  * (t5-encoder: RMSNorm, bias-free, unscaled scores, T5's relative bias in
  * layer 0; nomic-bert: bias-free linears, SwiGLU, LayerNorms with biases;
  * jina-bert-v2: BERT's layers with ALiBi and a GeGLU whose gated_layers
- * alone are bias-free).
+ * alone are bias-free; gte: biased linears but a bias-free linear1, the
+ * GLU's second half activated, GTE's fixed NTK, CLS pooling).
  *
  * Every family but vaswani masks with finfo_min (the HF models' additive
  * torch.finfo(dtype).min) and takes the sizes of its base model (BERT-base:

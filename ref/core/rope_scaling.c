@@ -90,9 +90,19 @@ static int validate_longrope(const refenc_rope_scaling *s, size_t R, refenc_erro
     return REFENC_OK;
 }
 
+/* GTE's ntk: mixed_b only with it, finite and > 0 when given. */
+static int validate_mixed_b(const refenc_rope_scaling *s, refenc_error *err)
+{
+    if (s->mixed && s->type != REFENC_ROPE_SCALING_NTK)
+        return BAD("mixed_b: only the type 'ntk' reads it, the type is '%s'", refenc_rope_scaling_name(s->type));
+    if (s->mixed && !in_range(s->mixed_b, 0, 1))
+        return BAD("mixed_b must be finite and > 0, got %.17g", s->mixed_b);
+    return REFENC_OK;
+}
+
 int refenc_rope_scaling_validate(const refenc_rope_scaling *s, int rope, size_t Dh, refenc_error *err)
 {
-    if ((unsigned)s->type > REFENC_ROPE_SCALING_LONGROPE)
+    if ((unsigned)s->type > REFENC_ROPE_SCALING_NTK)
         return BAD("rope_type is not a known type");
     if (!rope && (s->type != REFENC_ROPE_SCALING_NONE || s->partial_rotary_factor != 1.0))
         return refenc_error_set(err, REFENC_EINVAL,
@@ -100,7 +110,7 @@ int refenc_rope_scaling_validate(const refenc_rope_scaling *s, int rope, size_t 
     if (!rope)
         return REFENC_OK;
     int st = validate_rotary(s, Dh, err);
-    if (st || s->type == REFENC_ROPE_SCALING_NONE)
+    if (st || (st = validate_mixed_b(s, err)) || s->type == REFENC_ROPE_SCALING_NONE)
         return st;
     if (!in_range(s->factor, 1, 0))
         return BAD("factor must be finite and >= 1, got %.17g", s->factor);
@@ -118,7 +128,7 @@ int refenc_rope_scaling_validate(const refenc_rope_scaling *s, int rope, size_t 
     }
 }
 
-static const char *const type_names[] = {"default", "linear", "dynamic", "yarn", "llama3", "longrope"};
+static const char *const type_names[] = {"default", "linear", "dynamic", "yarn", "llama3", "longrope", "ntk"};
 #define N_TYPES (sizeof type_names / sizeof *type_names)
 
 const char *refenc_rope_scaling_name(refenc_rope_scaling_type t)
@@ -135,6 +145,6 @@ int refenc_rope_scaling_parse(refenc_rope_scaling_type *t, const char *name, con
             return REFENC_OK;
         }
     return refenc_error_set(err, REFENC_EINVAL,
-                            "%s: unknown name '%s' (known: default, linear, dynamic, yarn, llama3, longrope)",
+                            "%s: unknown name '%s' (known: default, linear, dynamic, yarn, llama3, longrope, ntk)",
                             field, name);
 }

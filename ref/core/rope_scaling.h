@@ -11,6 +11,9 @@
  *   LLAMA3    "llama3"       three wavelength bands (Llama 3.1)
  *   LONGROPE  "longrope"     theta_j / ext_j (short or long factors), and an
  *                            attention factor
+ *   NTK       "ntk"          GTE's fixed NTK (not an HF rope_type): base s and
+ *                            one more s^(-2/R) at every length, or mixed_b's
+ *                            per-pair exp(a (j + 1)^b) (Alibaba-NLP/new-impl)
  * R = rotary_dim = floor(Dh * partial_rotary_factor): the first R coordinates
  * of a head rotate, the other Dh - R pass through. */
 #ifndef REFENC_ROPE_SCALING_CONFIG_H
@@ -26,7 +29,8 @@ typedef enum {
     REFENC_ROPE_SCALING_DYNAMIC,
     REFENC_ROPE_SCALING_YARN,
     REFENC_ROPE_SCALING_LLAMA3,
-    REFENC_ROPE_SCALING_LONGROPE
+    REFENC_ROPE_SCALING_LONGROPE,
+    REFENC_ROPE_SCALING_NTK
 } refenc_rope_scaling_type;
 
 /* longrope's short/long factors: one per rotated pair, R/2 <= this */
@@ -34,7 +38,7 @@ typedef enum {
 
 typedef struct {
     refenc_rope_scaling_type type;
-    double factor;                    /* s >= 1 (linear, dynamic, yarn, llama3, longrope)  */
+    double factor;                    /* s >= 1 (linear, dynamic, yarn, llama3, longrope, ntk) */
     double partial_rotary_factor;     /* (0, 1], default 1                                 */
     size_t max_position_embeddings;   /* HF config.max_position_embeddings: dynamic's L0,  *
                                        * longrope's s = max / original; 0: absent          */
@@ -45,6 +49,8 @@ typedef struct {
     int truncate;                     /* yarn: floor/ceil the ramp's ends (default 1)      */
     double low_freq_factor, high_freq_factor; /* llama3: 1, 4                              */
     size_t n_factors;                 /* longrope: R/2                                     */
+    int mixed;                        /* ntk: mixed_b given (mixed NTK), 0: fixed NTK      */
+    double mixed_b;                   /* ntk with mixed: the exponent b > 0                */
     double short_factor[REFENC_ROPE_MAX_FACTORS], long_factor[REFENC_ROPE_MAX_FACTORS];
 } refenc_rope_scaling;
 
@@ -63,7 +69,7 @@ size_t refenc_rope_scaling_rotary_dim(const refenc_rope_scaling *s, size_t Dh);
  * too small rotary dim, a wrong count of longrope factors, ...). */
 int refenc_rope_scaling_validate(const refenc_rope_scaling *s, int rope, size_t Dh, refenc_error *err);
 
-/* "default", "linear", "dynamic", "yarn", "llama3", "longrope"; parse
+/* "default", "linear", "dynamic", "yarn", "llama3", "longrope", "ntk"; parse
  * returns REFENC_EINVAL naming `field` and listing the names. */
 const char *refenc_rope_scaling_name(refenc_rope_scaling_type t);
 int refenc_rope_scaling_parse(refenc_rope_scaling_type *t, const char *name, const char *field,

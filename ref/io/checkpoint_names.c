@@ -287,6 +287,35 @@ static const refenc_ck_entry jina_bert_v2[] = {
     {"encoder.layer.{i}.mlp.layernorm.bias", "layers.{i}.norm2.bias", COPY},
 };
 
+/* GTE's NewModel (Alibaba-NLP/new-impl modeling.py, gte-*-en-v1.5's remote code):
+ * embeddings.LayerNorm after word (+ token-type) embeddings; per layer
+ * attention.qkv_proj (pack_qkv) [q; k; v] as refenc's in_proj, attention.o_proj,
+ * attn_ln, mlp.up_gate_proj [up; gate] as linear1 as it is (glu_gate second, no
+ * bias: linear1_bias false), mlp.down_proj, mlp_ln.  Prefix new. as NewForMaskedLM
+ * stores it (its lm_head outside ignored). */
+static const refenc_ck_entry gte[] = {
+    {"embeddings.word_embeddings.weight", "embedding.weight", COPY},
+    {"embeddings.token_type_embeddings.weight", "token_type_embedding.weight", COPY},
+    {"embeddings.LayerNorm.weight", "embedding_norm.weight", COPY},
+    {"embeddings.LayerNorm.bias", "embedding_norm.bias", COPY},
+    {"encoder.layer.{i}.attention.qkv_proj.weight", "layers.{i}.self_attn.in_proj_weight", COPY},
+    {"encoder.layer.{i}.attention.qkv_proj.bias", "layers.{i}.self_attn.in_proj_bias", COPY},
+    {"encoder.layer.{i}.attention.o_proj.weight", "layers.{i}.self_attn.out_proj.weight", COPY},
+    {"encoder.layer.{i}.attention.o_proj.bias", "layers.{i}.self_attn.out_proj.bias", COPY},
+    {"encoder.layer.{i}.attn_ln.weight", "layers.{i}.norm1.weight", COPY},
+    {"encoder.layer.{i}.attn_ln.bias", "layers.{i}.norm1.bias", COPY},
+    {"encoder.layer.{i}.mlp.up_gate_proj.weight", "layers.{i}.linear1.weight", COPY},
+    {"encoder.layer.{i}.mlp.up_gate_proj.bias", "layers.{i}.linear1.bias", COPY},
+    {"encoder.layer.{i}.mlp.down_proj.weight", "layers.{i}.linear2.weight", COPY},
+    {"encoder.layer.{i}.mlp.down_proj.bias", "layers.{i}.linear2.bias", COPY},
+    {"encoder.layer.{i}.mlp_ln.weight", "layers.{i}.norm2.weight", COPY},
+    {"encoder.layer.{i}.mlp_ln.bias", "layers.{i}.norm2.bias", COPY},
+};
+/* NewModel's optional pooler (add_pooling_layer), and the position_ids buffer
+ * older exports saved */
+static const char *const gte_ignored[] = {"pooler.dense.weight", "pooler.dense.bias", "embeddings.position_ids",
+                                          NULL};
+
 /* refenc's own names, nn.TransformerEncoder's (params.h) */
 static const refenc_ck_entry vaswani[] = {
     {"embedding.weight", "embedding.weight", COPY},
@@ -339,6 +368,7 @@ static const struct {
     [REFENC_FAMILY_T5_ENCODER] = {t5_encoder, N_OF(t5_encoder), "", t5_ignored, 1}, /* d_kv: head_dim */
     [REFENC_FAMILY_NOMIC_BERT] = {nomic_bert, N_OF(nomic_bert), "bert.", nomic_ignored, 0},
     [REFENC_FAMILY_JINA_BERT_V2] = {jina_bert_v2, N_OF(jina_bert_v2), "bert.", bert_ignored, 0},
+    [REFENC_FAMILY_GTE] = {gte, N_OF(gte), "new.", gte_ignored, 0},
 };
 
 const refenc_ck_entry *refenc_checkpoint_table(refenc_family family, size_t *n,

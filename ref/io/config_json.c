@@ -438,11 +438,11 @@ static int family_keys_to_json(json_t *j, const refenc_config *c, const refenc_c
 }
 
 /* pooling and pooling_normalize, written only with a pooling (absent: no
- * pooled output, as every file before them) */
-static int pooling_to_json(json_t *j, const refenc_config *c)
+ * pooled output, as every file before them), or "none" over a preset's (gte) */
+static int pooling_to_json(json_t *j, const refenc_config *c, const refenc_config *f)
 {
     if (c->pooling == REFENC_POOL_NONE)
-        return 0;
+        return f->pooling == REFENC_POOL_NONE ? 0 : json_object_set_new(j, "pooling", json_string("none"));
     return json_object_set_new(j, "pooling", json_string(refenc_pooling_name(c->pooling))) |
            json_object_set_new(j, "pooling_normalize", json_boolean(c->pooling_normalize));
 }
@@ -493,8 +493,10 @@ json_t *refenc_config_to_json(const refenc_config *c)
     if (c->ffn_type == REFENC_FFN_GLU && OFF(glu_gate))
         bad |= json_object_set_new(j, "glu_gate", json_string(refenc_glu_gate_name(c->glu_gate)));
 #undef OFF
-    bad |= attention_keys_to_json(j, c, &f) | pooling_to_json(j, c);
+    bad |= attention_keys_to_json(j, c, &f) | pooling_to_json(j, c, &f);
     bad |= refenc_rope_scaling_to_json(j, &c->rope_scaling) != 0;
+    if (c->rope_scaling.type == REFENC_ROPE_SCALING_NONE && f.rope_scaling.type != REFENC_ROPE_SCALING_NONE)
+        bad |= json_object_set_new(j, "rope_scaling", json_null()); /* off over gte's preset */
     if (bad) {
         json_decref(j);
         return NULL;

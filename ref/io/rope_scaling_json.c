@@ -8,7 +8,7 @@
 static const char *const keys[] = {
     "rope_type", "type", "factor", "max_position_embeddings", "original_max_position_embeddings",
     "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate",
-    "low_freq_factor", "high_freq_factor", "short_factor", "long_factor", NULL};
+    "low_freq_factor", "high_freq_factor", "short_factor", "long_factor", "mixed_b", NULL};
 
 /* Fails naming where.key for the first key of obj not in `keys`. */
 static int check_keys(const json_t *obj, const char *where, refenc_error *err)
@@ -25,7 +25,7 @@ static int check_keys(const json_t *obj, const char *where, refenc_error *err)
                                     "%s.%s: unknown key (known keys: rope_type, type, factor, max_position_embeddings, "
                                     "original_max_position_embeddings, attention_factor, beta_fast, beta_slow, mscale, "
                                     "mscale_all_dim, truncate, low_freq_factor, high_freq_factor, short_factor, "
-                                    "long_factor)", where, key);
+                                    "long_factor, mixed_b)", where, key);
     }
     return REFENC_OK;
 }
@@ -65,7 +65,7 @@ static int get_type(refenc_rope_scaling_type *t, const json_t *obj, const char *
     snprintf(field, sizeof field, "%s.%s", where, key);
     if (v == NULL)
         return refenc_error_set(err, REFENC_EINVAL, "%s.rope_type: missing (one of default, linear, "
-                                "dynamic, yarn, llama3, longrope)", where);
+                                "dynamic, yarn, llama3, longrope, ntk)", where);
     if (!json_is_string(v) || (b != NULL && !json_is_string(b)))
         return refenc_error_set(err, REFENC_EINVAL, "%s.%s: expected a string", where, b && !json_is_string(b) ? "type" : key);
     if (b != NULL && a != NULL && strcmp(json_string_value(a), json_string_value(b)) != 0)
@@ -106,6 +106,17 @@ static int get_truncate(int *v, const json_t *obj, const char *where, refenc_err
     return REFENC_OK;
 }
 
+/* GTE's ntk: mixed_b a number (the mixed NTK), or null or absent (the fixed NTK,
+ * new-impl's default None). */
+static int get_mixed_b(refenc_rope_scaling *s, const json_t *obj, const char *where, refenc_error *err)
+{
+    const json_t *j = json_object_get(obj, "mixed_b");
+    if (j == NULL || json_is_null(j))
+        return REFENC_OK;
+    s->mixed = 1;
+    return get_number(&s->mixed_b, obj, "mixed_b", where, err);
+}
+
 /* The lists: short_factor and long_factor, of the same length. */
 static int get_lists(refenc_rope_scaling *s, const json_t *obj, const char *where, refenc_error *err)
 {
@@ -138,7 +149,8 @@ static int read_object(refenc_rope_scaling *s, const json_t *obj, const char *wh
         (st = get_number(&s->mscale_all_dim, obj, "mscale_all_dim", where, err)) ||
         (st = get_truncate(&s->truncate, obj, where, err)) ||
         (st = get_number(&s->low_freq_factor, obj, "low_freq_factor", where, err)) ||
-        (st = get_number(&s->high_freq_factor, obj, "high_freq_factor", where, err)))
+        (st = get_number(&s->high_freq_factor, obj, "high_freq_factor", where, err)) ||
+        (st = get_mixed_b(s, obj, where, err)))
         return st;
     return get_lists(s, obj, where, err);
 }
@@ -150,6 +162,11 @@ int refenc_rope_scaling_from_json(refenc_rope_scaling *s, const json_t *model, c
     int st;
     snprintf(at, sizeof at, "%s.rope_scaling", where);
     const json_t *obj = json_object_get(model, "rope_scaling");
+    if (obj != NULL) { /* the object is whole, as in HF: over a preset's (gte's) too */
+        const double p = s->partial_rotary_factor;
+        refenc_rope_scaling_default(s);
+        s->partial_rotary_factor = p;
+    }
     if (obj != NULL && !json_is_null(obj) && (st = read_object(s, obj, at, err)))
         return st;
     return get_number(&s->partial_rotary_factor, model, "partial_rotary_factor", where, err);
@@ -181,6 +198,8 @@ int refenc_rope_scaling_to_json(json_t *j, const refenc_rope_scaling *s)
                           "high_freq_factor", s->high_freq_factor);
     if (o == NULL)
         return -1;
+    if (s->mixed)
+        bad |= json_object_set_new(o, "mixed_b", json_real(s->mixed_b));
     if (s->n_factors > 0) {
         bad |= json_object_set_new(o, "short_factor", factor_list(s->short_factor, s->n_factors));
         bad |= json_object_set_new(o, "long_factor", factor_list(s->long_factor, s->n_factors));

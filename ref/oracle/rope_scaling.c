@@ -6,7 +6,9 @@
  * doubles, within one rounding of them.
  *   linear    theta_j / s              dynamic   (base (s S/L0 - s + 1)^(R/(R-2)))^(-2j/R), S > L0
  *   yarn      theta_j (r_j / s + 1 - r_j)  (= HF's theta/s (1 - e) + theta e, e = 1 - r)
- *   llama3    bands by w_j = 2 pi / theta_j     longrope  theta_j / ext_j */
+ *   llama3    bands by w_j = 2 pi / theta_j     longrope  theta_j / ext_j
+ *   ntk       exp(-(2j ln(base s) + 2 ln s) / R) = (base s)^(-2j/R) s^(-2/R);
+ *             mixed_b: exp(-2j ln(base) / R - ln(s) ((j + 1) / (R/2))^b) */
 #include "internal.h"
 
 #include <math.h>
@@ -109,6 +111,35 @@ static void llama3(mpfr_ptr y, size_t j, size_t R, mpfr_srcptr base, const refen
     mpfr_mul(y, y, t, MPFR_RNDN);
 }
 
+/* GTE's ntk as one exponential of the exact exponent: fixed,
+ * -(2/R) (j ln(base s) + ln s); mixed, -(2/R) j ln(base) - ln(s) ((j + 1) / (R/2))^b
+ * (the same as theta_j / exp(a (j + 1)^b), a = ln s / (R/2)^b). */
+static void ntk(mpfr_ptr y, size_t j, size_t R, mpfr_srcptr base, const refenc_rope_scaling *s, mpfr_ptr t,
+                mpfr_ptr u, mpfr_ptr v)
+{
+    mpfr_set_d(u, s->factor, MPFR_RNDN);
+    mpfr_log(u, u, MPFR_RNDN);                           /* ln s */
+    mpfr_log(t, base, MPFR_RNDN);
+    if (!s->mixed) {
+        mpfr_add(t, t, u, MPFR_RNDN);                    /* ln(base s) */
+        mpfr_mul_ui(t, t, j, MPFR_RNDN);
+        mpfr_add(t, t, u, MPFR_RNDN);                    /* j ln(base s) + ln s */
+        mpfr_mul_ui(t, t, 2, MPFR_RNDN);
+        mpfr_div_ui(t, t, R, MPFR_RNDN);
+    } else {
+        mpfr_mul_ui(t, t, 2 * j, MPFR_RNDN);
+        mpfr_div_ui(t, t, R, MPFR_RNDN);                 /* (2j/R) ln base */
+        mpfr_set_ui(y, j + 1, MPFR_RNDN);
+        mpfr_div_ui(y, y, R / 2, MPFR_RNDN);
+        mpfr_set_d(v, s->mixed_b, MPFR_RNDN);
+        mpfr_pow(y, y, v, MPFR_RNDN);                    /* ((j + 1) / (R/2))^b */
+        mpfr_mul(u, u, y, MPFR_RNDN);
+        mpfr_add(t, t, u, MPFR_RNDN);
+    }
+    mpfr_neg(t, t, MPFR_RNDN);
+    mpfr_exp(y, t, MPFR_RNDN);
+}
+
 void refenc_mpk_rope_frequency(mpfr_ptr y, size_t j, size_t R, mpfr_srcptr base, const refenc_rope_scaling *s,
                                int64_t S)
 {
@@ -123,6 +154,7 @@ void refenc_mpk_rope_frequency(mpfr_ptr y, size_t j, size_t R, mpfr_srcptr base,
     case REFENC_ROPE_SCALING_DYNAMIC: dynamic(y, j, R, base, s, S, t, u); break;
     case REFENC_ROPE_SCALING_YARN: yarn(y, j, R, base, s, t, u, v); break;
     case REFENC_ROPE_SCALING_LLAMA3: llama3(y, j, R, base, s, t, u); break;
+    case REFENC_ROPE_SCALING_NTK: ntk(y, j, R, base, s, t, u, v); break;
     case REFENC_ROPE_SCALING_LONGROPE: {
         const size_t L0 = s->original_max_position_embeddings ? s->original_max_position_embeddings
                                                               : s->max_position_embeddings;

@@ -201,6 +201,21 @@ static double dynamic_units(size_t j, size_t R, double base, const refenc_rope_s
            (double)(2 * j) / (double)R * db;
 }
 
+/* GTE's ntk as HF forms it in float32: fixed, base s rounded to float32
+ * (theta moves by (2j/R) u), its power as refenc_angle_error_units says, then
+ * a division by s^(2/R) (a Python double): one u; mixed_b, x = a (j + 1)^b
+ * with a = ln(fl(s)) / (R/2)^b: fl(s) moves ln s by u, log, pow (2u each), a
+ * division and a product: x within (6 + 1/ln s) x u, exp(x) that plus 2u,
+ * theta / exp(x) one u more. */
+static double ntk_units(size_t j, size_t R, double base, const refenc_rope_scaling *s)
+{
+    const double ls = log(s->factor);
+    if (!s->mixed)
+        return refenc_angle_error_units(2 * j, R, base * s->factor) + (double)(2 * j) / (double)R + 1;
+    const double x = ls * pow((double)(j + 1) / ((double)R / 2), s->mixed_b);
+    return refenc_angle_error_units(2 * j, R, base) + (ls > 0 ? 6 * x + x / ls : 0) + 3;
+}
+
 double refenc_angle_scaled_units(size_t j, size_t R, double base, const refenc_rope_scaling *s, int64_t S)
 {
     switch (s == NULL ? REFENC_ROPE_SCALING_NONE : s->type) {
@@ -209,6 +224,7 @@ double refenc_angle_scaled_units(size_t j, size_t R, double base, const refenc_r
     case REFENC_ROPE_SCALING_DYNAMIC: return dynamic_units(j, R, base, s, S);
     case REFENC_ROPE_SCALING_YARN: return refenc_angle_error_units(2 * j, R, base) + 7 + 2 * s->factor;
     case REFENC_ROPE_SCALING_LLAMA3: return llama3_units(j, R, base, s);
+    case REFENC_ROPE_SCALING_NTK: return ntk_units(j, R, base, s);
     default: return refenc_angle_error_units(2 * j, R, base);
     }
 }

@@ -100,7 +100,9 @@ double refenc_angle_error_units(size_t two_i, size_t width, double base);
  * frequency is a power of, plus what the scaling's own float32 operations
  * add (linear, longrope: one division; dynamic: the new base's error times
  * 2j/R; yarn: 7 + 2 factor; llama3 between its bands: 5 + (factor - 1) dm,
- * dm the band position's error; docs/certify.md, "Float32 angles"). */
+ * dm the band position's error; ntk: at the base s, plus 2j/R + 1, or with
+ * mixed_b (6 + 1/ln s) x + 3, x = ln s ((j + 1)/(R/2))^b; docs/certify.md,
+ * "Float32 angles"). */
 double refenc_angle_scaled_units(size_t j, size_t R, double base, const refenc_rope_scaling *s, int64_t S);
 
 /* Per element of an output of a golden case, the extra absolute error a

@@ -456,6 +456,14 @@ static const refenc_variant_info table[REFENC_VAR_COUNT] = {
         "instead of the sequence length, i.e. never grown",
         "recompute base' = base (s S/L0 - (s-1))^(R/(R-2)) with S = max(position_ids) + 1 when "
         "S > L0 (HF dynamic_rope_update)"},
+    [REFENC_VAR_NTK_SCALING_IGNORED] = {
+        "ntk_scaling_ignored", "ntk_scaling_ignored",
+        "right at position 0, increasingly wrong with the position: every pair rotates too fast, "
+        "by s^(2(j+1)/R), even the first (gte-base-en-v1.5: 2^(1/32), a radian off near position 47)",
+        "GTE's rope_scaling {\"type\": \"ntk\"} never read: the unscaled frequencies "
+        "base^(-2j/R) (the class of lablup/mlxcel#1355, rope_scaling never read)",
+        "apply new-impl's NTKScalingRotaryEmbedding at every length: theta_j = (base s)^(-2j/R) / "
+        "s^(2/R) (with mixed_b: theta_j / exp(a (j + 1)^b), a = ln s / (R/2)^b)"},
 };
 
 const refenc_variant_info *refenc_variant_get(refenc_variant v)
@@ -670,6 +678,7 @@ static int rope_scaling_applies(refenc_variant v, const refenc_case *c)
     case REFENC_VAR_DYNAMIC_NTK_FROM_MAX_POSITIONS:
         return s->type == REFENC_ROPE_SCALING_DYNAMIC && s->factor != 1.0 &&
                (uint64_t)refenc_rope_seq_len(c->positions, c->L) > s->max_position_embeddings;
+    case REFENC_VAR_NTK_SCALING_IGNORED: return s->type == REFENC_ROPE_SCALING_NTK && s->factor != 1.0;
     default: return 0;
     }
 }
@@ -908,6 +917,9 @@ static void apply_modern(refenc_variant v, refenc_case *c, refenc_variant_hooks 
     /* the unscaled frequencies: type none (dynamic's base at S = L0 is base) */
     case REFENC_VAR_LLAMA3_SCALING_IGNORED:
     case REFENC_VAR_DYNAMIC_NTK_FROM_MAX_POSITIONS: cfg->rope_scaling.type = REFENC_ROPE_SCALING_NONE; break;
+    case REFENC_VAR_NTK_SCALING_IGNORED:
+        cfg->rope_scaling.type = REFENC_ROPE_SCALING_NONE, cfg->rope_scaling.mixed = 0;
+        break;
     case REFENC_VAR_YARN_FACTOR_SQUARED: {
         const double f = refenc_rope_attention_factor(&cfg->rope_scaling);
         cfg->rope_scaling.attention_factor = f * f;

@@ -51,6 +51,7 @@ typedef enum {
     REFENC_VAR_YARN_FACTOR_SQUARED,
     REFENC_VAR_YARN_FACTOR_DROPPED,
     REFENC_VAR_DYNAMIC_NTK_FROM_MAX_POSITIONS,
+    REFENC_VAR_NTK_SCALING_IGNORED,
     /* grouped-query attention (docs/families.md) */
     REFENC_VAR_GQA_TILED,
     /* Gemma 2/3's attention (docs/families.md) */

@@ -37,9 +37,10 @@ FAMILIES = ("bert", "roberta", "distilbert", "gpt2", "clip-text", "llama", "mist
 # and Qwen3Model keep them)
 LLAMA_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
 # the families whose Hugging Face names hf_state_dict knows: ModernBERT's,
-# Gemma 3's, T5EncoderModel's and NomicBertModel's too, whose cases the peer
-# computes from refenc's names (torch_peer.py's layers)
-HF_NAME_FAMILIES = FAMILIES + ("modernbert", "gemma3", "t5-encoder", "nomic-bert", "jina-bert-v2")
+# Gemma 3's, T5EncoderModel's, NomicBertModel's, JinaBertModel's and GTE's
+# NewModel too, whose cases the peer computes from refenc's names
+# (torch_peer.py's layers)
+HF_NAME_FAMILIES = FAMILIES + ("modernbert", "gemma3", "t5-encoder", "nomic-bert", "jina-bert-v2", "gte")
 LLAMA_BLOCKS = {"norm_type": "rmsnorm", "ffn_type": "glu", "positional": "rope"}  # what their modules are
 
 # The variants of the families (refenc certify --list-bugs); torch_peer.py
@@ -598,6 +599,8 @@ def hf_state_dict(cfg, tensors):
         return nomic_bert_state_dict(cfg, r, tensors)
     if fam == "jina-bert-v2":
         return jina_bert_v2_state_dict(cfg, r, tensors)
+    if fam == "gte":
+        return gte_state_dict(r, tensors)
     sd = {}
 
     def qkv(prefix, names, i):
@@ -763,6 +766,31 @@ def t5_encoder_state_dict(cfg, r, tensors):
         sd[p + "layer.1.DenseReluDense.wo.weight"] = r(L + "linear2.weight")
     if "norm.weight" in tensors:
         sd["encoder.final_layer_norm.weight"] = r("norm.weight")
+    return sd
+
+
+def gte_state_dict(r, tensors):
+    """GTE's NewModel names from refenc's (docs/families.md, "gte";
+    Alibaba-NLP/new-impl modeling.py): attention.qkv_proj is in_proj as it is
+    (split(all_head_size): q, k, v); mlp.up_gate_proj is linear1 as it is
+    ([up | gate], glu_gate second) and has no bias (linear1_bias false);
+    embeddings.LayerNorm, attn_ln, mlp_ln are LayerNorms with biases."""
+    sd = {"embeddings.word_embeddings.weight": r("embedding.weight")}
+    if "token_type_embedding.weight" in tensors:
+        sd["embeddings.token_type_embeddings.weight"] = r("token_type_embedding.weight")
+    names = (("embeddings.LayerNorm.", "embedding_norm."),)
+    i = 0
+    while f"layers.{i}.norm1.weight" in tensors:
+        L, p = f"layers.{i}.", f"encoder.layer.{i}."
+        names += ((p + "attention.qkv_proj.", L + "self_attn.in_proj_"),
+                  (p + "attention.o_proj.", L + "self_attn.out_proj."),
+                  (p + "attn_ln.", L + "norm1."), (p + "mlp.up_gate_proj.", L + "linear1."),
+                  (p + "mlp.down_proj.", L + "linear2."), (p + "mlp_ln.", L + "norm2."))
+        i += 1
+    for dst, src in names:
+        for kind in ("weight", "bias"):
+            if src + kind in tensors:
+                sd[dst + kind] = r(src + kind)
     return sd
 
 

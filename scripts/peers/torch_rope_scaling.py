@@ -1,6 +1,7 @@
 """Hugging Face's RoPE scaling for the PyTorch peer: the inverse frequencies
 and the attention factor of each rope_type of transformers'
-modeling_rope_utils.py (default, linear, dynamic, yarn, llama3, longrope),
+modeling_rope_utils.py (default, linear, dynamic, yarn, llama3, longrope)
+and GTE's "ntk" (Alibaba-NLP/new-impl's NTKScalingRotaryEmbedding),
 written from HF's formulas in torch operations of the table dtype (float64
 in the float64 mode, float32 otherwise, as HF forms its tables), and the
 RoPE scaling bug variants of refenc (docs/rope-scaling.md).  The golden
@@ -11,7 +12,7 @@ import math
 import torch
 
 BUGS = ["llama3_scaling_ignored", "yarn_attention_factor_squared", "yarn_attention_factor_dropped",
-        "dynamic_ntk_from_max_positions"]
+        "dynamic_ntk_from_max_positions", "ntk_scaling_ignored"]
 
 
 def _default(base, R, dt):
@@ -64,6 +65,19 @@ def _longrope(rs, base, R, S, dt):
     return 1.0 / (torch.tensor(ext, dtype=dt) * base ** (torch.arange(0, R, 2, dtype=dt) / R))
 
 
+def _ntk(rs, base, R, dt):
+    """GTE's fixed NTK as new-impl's _set_cos_sin_cache forms it (its
+    constructor fills the cache for factor * max_position_embeddings
+    positions, the scaled branch): base * s, then / s^(2/R); with mixed_b,
+    the unscaled table / exp(a (j + 1)^b), a = ln s / (R/2)^b."""
+    s, b = rs["factor"], rs.get("mixed_b")
+    inv = _default(base * (s if b is None else 1), R, dt)
+    if b is None:
+        return inv / s ** (2 / R)
+    a = torch.tensor(s, dtype=dt).log() / (R / 2) ** b
+    return inv / (a * torch.arange(1, R // 2 + 1, dtype=dt) ** b).exp()
+
+
 def _mscale(s, m=1.0):
     return 1.0 if s <= 1 else 0.1 * m * math.log(s) + 1.0
 
@@ -97,6 +111,8 @@ def inv_freq(rs, base, R, S, dt, bug=None):
     t = (rs or {}).get("rope_type") or (rs or {}).get("type") or "default"
     if t == "llama3" and bug == "llama3_scaling_ignored":
         t = "default"
+    if t == "ntk" and bug == "ntk_scaling_ignored":
+        t = "default"  # rope_scaling never read (lablup/mlxcel#1355's class)
     if t == "dynamic" and bug == "dynamic_ntk_from_max_positions":
         S = rs["max_position_embeddings"]  # HF's initial inv_freq, never grown
     if t == "linear":
@@ -109,4 +125,6 @@ def inv_freq(rs, base, R, S, dt, bug=None):
         return _llama3(rs, base, R, dt)
     if t == "longrope":
         return _longrope(rs, base, R, S, dt)
+    if t == "ntk":
+        return _ntk(rs, base, R, dt)
     return _default(base, R, dt)

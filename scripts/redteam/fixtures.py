@@ -245,6 +245,18 @@ def build(cli, base, source_root):
     hf.update({b + f"attention.self.{n}.{k}": [4, 4] if k == "weight" else [4]
                for n in ("query", "key", "value") for k in ("weight", "bias")})
     st.write(j("jina_gated_bias.safetensors"), None, {n: st.filled("F32", s, 0.25) for n, s in hf.items()})
+    # the gte preset at a tiny width: a golden is made; a NewModel file whose GLU has a
+    # bias (new-impl's up_gate_proj has none) exits 2 naming the tensor
+    gte = {"family": "gte", "d_model": 4, "n_heads": 2, "d_ff": 6, "n_layers": 1, "vocab_size": 5, "max_len": 8}
+    _dump(j("gte.json"), {"model": gte, "input": {"batch": 1, "seq_len": 3}})
+    b = "encoder.layer.0."
+    hf = {"embeddings.word_embeddings.weight": [5, 4], "embeddings.LayerNorm.weight": [4],
+          "embeddings.LayerNorm.bias": [4], b + "attention.qkv_proj.weight": [12, 4], b + "attention.qkv_proj.bias": [12],
+          b + "attention.o_proj.weight": [4, 4], b + "attention.o_proj.bias": [4], b + "attn_ln.weight": [4],
+          b + "attn_ln.bias": [4], b + "mlp.up_gate_proj.weight": [12, 4], b + "mlp.up_gate_proj.bias": [12],
+          b + "mlp.down_proj.weight": [4, 6], b + "mlp.down_proj.bias": [4], b + "mlp_ln.weight": [4],
+          b + "mlp_ln.bias": [4]}
+    st.write(j("gte_glu_bias.safetensors"), None, {n: st.filled("F32", s, 0.25) for n, s in hf.items()})
     _dump(j("two_patterns.json"), {"model": dict(TINY_MODEL, n_layers=2, global_attn_every_n_layers=2,
                                                  sliding_window_pattern=2), "input": {"batch": 1, "seq_len": 3}})
     _dump(j("gemma3_partial.json"), {"model": dict(TINY_MODEL, n_layers=2, positional="rope", sliding_window_pattern=2,

@@ -99,7 +99,7 @@ CONFIG_SUPPORT = {
 # models, to show that the certifier names them through ONNX Runtime's own
 # kernels too (scripts/certify-ort.sh).
 BUGS = ("layernorm_eps_x10", "unbiased_variance", "gelu_tanh_for_exact", "gqa_tiled", "softcap_after_mask",
-        "window_off_by_one", "t5_bucket_not_clamped")
+        "window_off_by_one", "t5_bucket_not_clamped", "ntk_scaling_ignored")
 BUG = None
 
 
@@ -331,7 +331,8 @@ def rope_tables(cfg, Dh, S):
     import torch_rope_scaling
     rs = cfg.get("rope_scaling")
     R = int(Dh * cfg.get("partial_rotary_factor", 1.0))
-    theta = torch_rope_scaling.inv_freq(rs, float(cfg["rope_base"]), R, S, torch.float32)
+    # BUG: the table's own variants (ntk_scaling_ignored: GTE's ntk never read)
+    theta = torch_rope_scaling.inv_freq(rs, float(cfg["rope_base"]), R, S, torch.float32, BUG)
     return theta.numpy().astype(np.float32), torch_rope_scaling.attention_factor(rs or {}), R
 
 
