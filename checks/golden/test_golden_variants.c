@@ -13,6 +13,9 @@
  *     variant from the golden);
  *   - made in parts (--per-layer, --shard then merge) the case holds the
  *     same variants, byte for byte the whole run's file;
+ *   - computed on any number of --threads workers, the file is the same
+ *     bytes and the messages the same lines (the control: the variants
+ *     collected in the order they finish fail it, run by hand);
  *   - the option's values and the metadata's are checked. */
 #include <math.h>
 #include <stdio.h>
@@ -243,6 +246,47 @@ Test(golden_variants, variants_made_in_parts_are_the_whole_runs_bytes, .timeout 
         for (size_t k = 0; k < n; k++)
             remove(p[k]);
     }
+    rb_tmpdir_remove(dir);
+}
+
+/* The reference's variants run on the --threads workers (ref/golden/alt.c):
+ * whatever their number, the same file and the same messages, in the
+ * variants' order.  Three workers on two cores, so that they interleave;
+ * BERT's eps, so that the eps variants move too little to be stored and say
+ * so (unbiased_variance runs on a copy of the parameters, heads_merged_... on
+ * the emulation: every kind of run). */
+#define CONFIG_BERT_EPS                                                                            \
+    "{\"model\": {\"d_model\": 16, \"n_heads\": 2, \"d_ff\": 24, \"n_layers\": 2, \"norm\": \"pre\", " \
+    "\"positional\": \"rope\", \"final_norm\": true, \"layer_norm_eps\": 1e-12}, "                 \
+    "\"input\": {\"batch\": 2, \"seq_len\": 5, \"padding\": [0, 2]}}"
+
+Test(golden_variants, the_references_variants_are_the_same_bytes_and_messages_on_any_number_of_threads,
+     .timeout = 60)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32], one[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    text_file(cfg, sizeof cfg, dir, "u.json", CONFIG_BERT_EPS);
+    snprintf(out, sizeof out, "%s/u.safetensors", dir);
+    snprintf(one, sizeof one, "%s/one.safetensors", dir);
+    char *err1 = NULL;
+    static const char *const threads[] = {"1", "3", "2"};
+    for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+        rb_result r = rb_run((const char *[]){"refenc", "golden", "--config", cfg, "--name", "u", "--threads",
+                                              threads[t], "--out-file", out, NULL});
+        cr_assert_eq(r.status, 0, "--threads %s: exit %d: %s", threads[t], r.status, r.err);
+        if (t == 0) {
+            rb_copy_file(out, one);
+            err1 = strdup(r.err);
+            /* what the comparisons below compare: variants stored, and some said not to be */
+            cr_expect_gt(count_prefixed(one, "alt."), 0, "no variant stored");
+            cr_expect(strstr(err1, "not stored") != NULL, "no variant said not stored: %s", err1);
+        } else {
+            cr_expect(rb_same_file(out, one), "--threads %s: the file differs from --threads 1's", threads[t]);
+            cr_expect_str_eq(r.err, err1, "--threads %s: the messages differ from --threads 1's", threads[t]);
+        }
+        rb_result_free(&r);
+    }
+    free(err1);
     rb_tmpdir_remove(dir);
 }
 
