@@ -401,6 +401,20 @@ static void *pool_work(void *arg)
     return NULL;
 }
 
+int golden_alt_workers(const refenc_config *cfg, size_t B, size_t L, int threads, size_t runs)
+{
+    const size_t ws = refenc_config_workspace_count(cfg, B, L), params = refenc_config_param_count(cfg);
+    /* each further worker: its workspace, and a step's copy as large (the
+     * attention weights, the biggest, are both) */
+    const size_t extra = ws > 0 ? params / 4 / ws : runs;
+    size_t k = 1 + (extra < runs ? extra : runs);
+    if (k > (size_t)(threads < 1 ? 1 : threads))
+        k = (size_t)(threads < 1 ? 1 : threads);
+    if (k > runs)
+        k = runs;
+    return k < 1 ? 1 : (int)k;
+}
+
 /* Runs the pool's runs on the caller's thread and threads - 1 more (fewer if
  * they cannot start: the results are the same). */
 static void pool_run(reference_pool *p, int threads)
@@ -474,7 +488,7 @@ static int reference_variants(golden_alt *v, const golden_alt_request *rq, const
     pthread_mutex_init(&p.mu, NULL);
     pthread_cond_init(&p.cv, NULL);
     golden_log_start(&p.log, rq->quiet);
-    pool_run(&p, rq->threads);
+    pool_run(&p, golden_alt_workers(&rq->c->cfg, rq->c->B, rq->c->L, rq->threads, p.n));
     pthread_cond_destroy(&p.cv);
     pthread_mutex_destroy(&p.mu);
     const int st = pool_collect(v, &p, err);
