@@ -13,6 +13,12 @@
  *     variant from the golden);
  *   - made in parts (--per-layer, --shard then merge) the case holds the
  *     same variants, byte for byte the whole run's file;
+ *   - computed on any number of --threads workers, the file is the same
+ *     bytes and the messages the same lines (the control: the variants
+ *     collected in the order they finish fail it, run by hand);
+ *   - the workers beyond the first hold at most half the parameters'
+ *     memory (the control: without that bound a long sequence gets every
+ *     thread, run by hand);
  *   - the option's values and the metadata's are checked. */
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +28,8 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 
+#include "../../ref/core/config.h"
+#include "../../ref/golden/alt.h"
 #include "../../ref/io/safetensors.h"
 #include "../robustness/robust.h"
 
@@ -244,6 +252,81 @@ Test(golden_variants, variants_made_in_parts_are_the_whole_runs_bytes, .timeout 
             remove(p[k]);
     }
     rb_tmpdir_remove(dir);
+}
+
+/* The reference's variants run on the --threads workers (ref/golden/alt.c):
+ * whatever their number, the same file and the same messages, in the
+ * variants' order.  Three workers on two cores, so that they interleave;
+ * BERT's eps, so that the eps variants move too little to be stored and say
+ * so (unbiased_variance runs on a copy of the parameters, heads_merged_... on
+ * the emulation: every kind of run); a token table, so that the parameters
+ * leave room for three workers (golden_alt_workers; checked below). */
+#define CONFIG_BERT_EPS                                                                            \
+    "{\"model\": {\"d_model\": 16, \"n_heads\": 2, \"d_ff\": 24, \"n_layers\": 2, \"norm\": \"pre\", " \
+    "\"positional\": \"rope\", \"final_norm\": true, \"layer_norm_eps\": 1e-12, \"vocab_size\": 2000}, " \
+    "\"input\": {\"batch\": 2, \"seq_len\": 5, \"padding\": [0, 2]}}"
+
+Test(golden_variants, the_references_variants_are_the_same_bytes_and_messages_on_any_number_of_threads,
+     .timeout = 60)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32], one[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    text_file(cfg, sizeof cfg, dir, "u.json", CONFIG_BERT_EPS);
+    snprintf(out, sizeof out, "%s/u.safetensors", dir);
+    snprintf(one, sizeof one, "%s/one.safetensors", dir);
+    refenc_config c; /* CONFIG_BERT_EPS's sizes: the workers --threads 3 and 2 give */
+    refenc_config_default(&c);
+    c.d_model = 16, c.n_heads = 2, c.d_ff = 24, c.n_layers = 2, c.positional = REFENC_POS_ROPE;
+    c.final_norm = 1, c.vocab_size = 2000;
+    cr_assert_eq(golden_alt_workers(&c, 2, 5, 3, 15), 3, "the parameters leave room for fewer workers");
+    cr_assert_eq(golden_alt_workers(&c, 2, 5, 2, 15), 2);
+    char *err1 = NULL;
+    static const char *const threads[] = {"1", "3", "2", "3", "2", "3"}; /* repeated: timing varies */
+    for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+        rb_result r = rb_run((const char *[]){"refenc", "golden", "--config", cfg, "--name", "u", "--threads",
+                                              threads[t], "--out-file", out, NULL});
+        cr_assert_eq(r.status, 0, "--threads %s: exit %d: %s", threads[t], r.status, r.err);
+        if (t == 0) {
+            rb_copy_file(out, one);
+            err1 = strdup(r.err);
+            /* what the comparisons below compare: variants stored, and some said not to be */
+            cr_expect_gt(count_prefixed(one, "alt."), 0, "no variant stored");
+            cr_expect(strstr(err1, "not stored") != NULL, "no variant said not stored: %s", err1);
+        } else {
+            cr_expect(rb_same_file(out, one), "--threads %s: the file differs from --threads 1's", threads[t]);
+            cr_expect_str_eq(r.err, err1, "--threads %s: the messages differ from --threads 1's", threads[t]);
+        }
+        rb_result_free(&r);
+    }
+    free(err1);
+    rb_tmpdir_remove(dir);
+}
+
+/* golden_alt_workers: at most --threads and the runs, and the workers beyond
+ * the first at two workspaces each within half the parameters' memory. */
+Test(golden_variants, the_variants_workers_beyond_the_first_fit_in_half_the_parameters, .timeout = 10)
+{
+    refenc_config cfg;
+    refenc_config_default(&cfg);
+    /* BERT-base width, one layer, L 128 (make bench-variants WIDTH=base): the parameters dwarf a workspace */
+    cfg.d_model = 768, cfg.n_heads = 12, cfg.d_ff = 3072, cfg.n_layers = 1, cfg.vocab_size = 30522;
+    cfg.positional = REFENC_POS_LEARNED, cfg.max_len = 512, cfg.type_vocab_size = 2;
+    cr_expect_eq(golden_alt_workers(&cfg, 1, 128, 2, 15), 2, "the bench's two threads");
+    cr_expect_eq(golden_alt_workers(&cfg, 1, 128, 1, 15), 1);
+    cr_expect_eq(golden_alt_workers(&cfg, 1, 128, 0, 15), 1, "threads < 1: one");
+    cr_expect_eq(golden_alt_workers(&cfg, 1, 128, 64, 3), 3, "no more workers than runs");
+    /* a long sequence: (B, H, L, L) attention weights far beyond the parameters: one worker */
+    cr_expect_eq(golden_alt_workers(&cfg, 2, 4096, 64, 15), 1);
+    static const size_t Ls[] = {1, 16, 128, 512, 2048, 4096};
+    static const int threads[] = {1, 2, 3, 8, 64, 4096};
+    for (size_t i = 0; i < sizeof Ls / sizeof Ls[0]; i++)
+        for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+            const int k = golden_alt_workers(&cfg, 1, Ls[i], threads[t], 15);
+            const size_t ws = refenc_config_workspace_count(&cfg, 1, Ls[i]);
+            cr_expect(k >= 1 && k <= threads[t] && k <= 15, "L %zu threads %d: %d workers", Ls[i], threads[t], k);
+            cr_expect_leq((size_t)(k - 1) * 2 * ws, refenc_config_param_count(&cfg) / 2,
+                          "L %zu threads %d: %d workers of %zu doubles each", Ls[i], threads[t], k, 2 * ws);
+        }
 }
 
 /* A catalogue entry's variants from the reference (its bug classes: the

@@ -2,6 +2,7 @@
 #include "alt.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,39 +197,22 @@ static int case_view(refenc_case *dst, const refenc_case *src, refenc_error *err
     return ok ? REFENC_OK : refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", src->name);
 }
 
-/* Runs bug variant var on a copy of the case into v's next set; from then on golden_alt_free frees it. */
+/* Runs bug variant var by the oracle on a copy of the case into v's next set; from then on golden_alt_free frees it. */
 static int compute_variant(golden_alt *v, int var, const refenc_variant_info *info, const golden_alt_request *rq,
                            const golden_set *golden, refenc_error *err)
 {
     refenc_case *w = &v->vc[v->n];
     golden_set *alt = &v->set[v->n];
     refenc_variant_hooks hooks;
-    int st;
-    /* the reference's variants share the parameters when they leave them be */
-    const int view = rq->by_reference && !refenc_variant_writes_params((refenc_variant)var);
-    if ((st = view ? case_view(w, rq->c, err) : case_copy(w, rq->c, err)) != REFENC_OK) {
-        if (view)
-            refenc_case_free_inputs(w);
+    int st = case_copy(w, rq->c, err);
+    if (st != REFENC_OK)
         return st;
-    }
     st = refenc_variant_apply((refenc_variant)var, w, &hooks, err);
-    if (st == REFENC_OK && (st = golden_set_init(alt, w, 0, golden->final_only, err)) == REFENC_OK &&
-        rq->by_reference) { /* the double reference with the variant (emulate.h at F64) */
-        variant_stream vs = {.alt = alt, .golden = golden, .c = rq->c};
-        refenc_certify_policy(&vs.tol64, REFENC_ST_F64);
-        const refenc_trace tr = {stream_collect, &vs};
-        st = run_reference(w, &hooks, &tr, err);
-        if (view) /* the outputs hold no reference to it: one copy at a time */
-            refenc_case_free_inputs(w);
-        else
-            refenc_case_free(w);
-    } else if (st == REFENC_OK) {
+    if (st == REFENC_OK && (st = golden_set_init(alt, w, 0, golden->final_only, err)) == REFENC_OK) {
         const refenc_trace tr = {golden_set_collect, alt};
         const golden_engine_options eo = {.threads = (int)rq->threads, .quiet = 1};
         st = golden_engine_run(w, &hooks, 0, &eo, &tr, v->desc, sizeof v->desc, err);
     }
-    if (view) /* whatever happened: a view is never refenc_case_free'd, its parameters are the case's */
-        refenc_case_free_inputs(w);
     int *keep = calloc(alt->n ? alt->n : 1, sizeof *keep);
     v->keep[v->n] = keep;
     v->names[v->n] = info->name;
@@ -285,6 +269,273 @@ static void record_variant(golden_alt *v, const refenc_variant_info *info, const
         json_array_append_new(v->classes, json_string(info->bug_class));
 }
 
+/* The variants a request asks for, in the table's order; returns how many. */
+static size_t wanted_variants(int *vars, const golden_alt_request *rq)
+{
+    size_t n = 0;
+    for (int var = 0; var < REFENC_VAR_COUNT; var++)
+        if (targeted(rq, refenc_variant_get((refenc_variant)var)) &&
+            refenc_variant_applies((refenc_variant)var, rq->c))
+            vars[n++] = var;
+    return n;
+}
+
+/* Says on stderr that a variant is not stored (unless quiet and every variant was asked for). */
+static void say_not_stored(const golden_alt_request *rq, const refenc_variant_info *info, double effect64)
+{
+    if (!rq->quiet || !rq->all)
+        fprintf(stderr, "refenc golden: %s: variant %s moves the outputs by only %.3g float64 "
+                "tolerances; not stored\n", rq->name, info->name, effect64);
+}
+
+/* ---- the double reference's variants, on the --threads workers -------------------- */
+
+/* One run of the double reference: on the case itself (var < 0: its error on
+ * the golden outputs) or with bug variant var.  The runs are independent, and
+ * each is the same sequence of double operations whatever the thread that
+ * runs it; golden_alt_make reads them in this order once all are done, so
+ * the file and the messages are the same for any --threads. */
+typedef struct {
+    int var;
+    int writes;        /* on a copy of the parameters (refenc_variant_writes_params) */
+    int taken, st;
+    refenc_error err;
+    golden_set set;    /* the outputs it keeps: emptied when not stored */
+    int *keep;         /* NULL when not stored */
+    int first;
+    double effect64, effect32, ref_error;
+} reference_run;
+
+/* The workers' queue.  At most one run on a copy of the parameters at a
+ * time, so that --threads adds no more than one workspace per thread to the
+ * memory of one thread's runs. */
+typedef struct {
+    const golden_alt_request *rq;
+    const golden_set *golden;
+    const refenc_tolerance *tol64, *tol32;
+    reference_run *runs;
+    size_t n, done;
+    int copying, failed;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    golden_log log;
+} reference_pool;
+
+/* Variant r->var by the reference into r: its kept outputs and its effect,
+ * or nothing kept when it moves the required outputs too little. */
+static int reference_variant(reference_run *r, const reference_pool *p)
+{
+    refenc_case w;
+    refenc_variant_hooks hooks;
+    int st = r->writes ? case_copy(&w, p->rq->c, &r->err) : case_view(&w, p->rq->c, &r->err);
+    if (st == REFENC_OK)
+        st = refenc_variant_apply((refenc_variant)r->var, &w, &hooks, &r->err);
+    if (st == REFENC_OK && (st = golden_set_init(&r->set, &w, 0, p->golden->final_only, &r->err)) == REFENC_OK) {
+        variant_stream vs = {.alt = &r->set, .golden = p->golden, .c = p->rq->c, .tol64 = *p->tol64};
+        const refenc_trace tr = {stream_collect, &vs};
+        st = run_reference(&w, &hooks, &tr, &r->err);
+    }
+    if (r->writes) /* the outputs hold no reference to it: one copy at a time */
+        refenc_case_free(&w);
+    else /* a view is never refenc_case_free'd: its parameters are the case's */
+        refenc_case_free_inputs(&w);
+    if (st == REFENC_OK && (r->set.failed || (r->keep = calloc(r->set.n ? r->set.n : 1, sizeof *r->keep)) == NULL))
+        st = refenc_error_set(&r->err, REFENC_ENOMEM, "case %s: out of memory", p->rq->name);
+    if (st != REFENC_OK)
+        return st;
+    r->first = variant_effect(&r->set, p->golden, p->rq->c, r->keep, p->tol64, p->tol32, &r->effect64,
+                              &r->effect32);
+    if (!(r->effect64 >= VARIANT_MIN_EXCESS)) { /* not stored: its outputs go now */
+        golden_set_free(&r->set);
+        free(r->keep);
+        r->keep = NULL;
+    } else if (r->first >= 0)
+        r->keep[r->first] = 1;
+    return REFENC_OK;
+}
+
+/* The next run to do, in order but for a copy of the parameters while
+ * another is in use; NULL when none is left or one failed. */
+static reference_run *pool_take(reference_pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    reference_run *r = NULL;
+    for (;;) {
+        int left = 0;
+        for (size_t i = 0; i < p->n && r == NULL && !p->failed; i++)
+            if (!p->runs[i].taken) {
+                left = 1;
+                if (!p->runs[i].writes || !p->copying)
+                    r = &p->runs[i];
+            }
+        if (r != NULL || !left || p->failed)
+            break;
+        pthread_cond_wait(&p->cv, &p->mu);
+    }
+    if (r != NULL) {
+        r->taken = 1;
+        p->copying |= r->writes;
+        char elapsed[32];
+        if (r->var >= 0 && golden_log_due(&p->log, elapsed, sizeof elapsed)) /* off a terminal, every 30 s */
+            fprintf(stderr, "refenc golden: %s: bug variants: %zu/%zu done, now %s, elapsed %s\n", p->rq->name,
+                    p->done, p->n - 1, refenc_variant_get((refenc_variant)r->var)->name, elapsed);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return r;
+}
+
+static void *pool_work(void *arg)
+{
+    reference_pool *p = arg;
+    reference_run *r;
+    while ((r = pool_take(p)) != NULL) {
+        r->st = r->var < 0 ? reference_error(&r->ref_error, p->rq->c, p->golden, p->tol64, &r->err)
+                           : reference_variant(r, p);
+        pthread_mutex_lock(&p->mu);
+        p->copying &= !r->writes;
+        p->failed |= r->st != REFENC_OK;
+        p->done += r->var >= 0;
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    return NULL;
+}
+
+int golden_alt_workers(const refenc_config *cfg, size_t B, size_t L, int threads, size_t runs)
+{
+    const size_t ws = refenc_config_workspace_count(cfg, B, L), params = refenc_config_param_count(cfg);
+    /* each further worker: its workspace, and a step's copy as large (the
+     * attention weights, the biggest, are both) */
+    const size_t extra = ws > 0 ? params / 4 / ws : runs;
+    size_t k = 1 + (extra < runs ? extra : runs);
+    if (k > (size_t)(threads < 1 ? 1 : threads))
+        k = (size_t)(threads < 1 ? 1 : threads);
+    if (k > runs)
+        k = runs;
+    return k < 1 ? 1 : (int)k;
+}
+
+/* Runs the pool's runs on the caller's thread and threads - 1 more (fewer if
+ * they cannot start: the results are the same). */
+static void pool_run(reference_pool *p, int threads)
+{
+    pthread_t t[64];
+    int started = 0;
+    if (threads > 64)
+        threads = 64;
+    while (started < threads - 1 && (size_t)started + 1 < p->n &&
+           pthread_create(&t[started], NULL, pool_work, p) == 0)
+        started++;
+    pool_work(p);
+    for (int i = 0; i < started; i++)
+        pthread_join(t[i], NULL);
+}
+
+/* The reference's error on the case into v: its description, and the
+ * warning (even when quiet) when its variants may not stand for the oracle's. */
+static void reference_describe(golden_alt *v, const golden_alt_request *rq, double ref_error)
+{
+    v->ref_error = ref_error;
+    snprintf(v->desc, sizeof v->desc, "refenc %s double reference: bug variants computed by the "
+             "reference in double (its F64 emulation for the variants with an engine hook); on this "
+             "case's golden outputs its error is %.2g float64 tolerances", REFENC_VERSION, v->ref_error);
+    if (!(v->ref_error <= REFERENCE_ERROR_MAX)) /* even with --quiet: the variants may be off */
+        fprintf(stderr, "refenc golden: %s: the double reference is %.3g float64 tolerances from the "
+                "oracle on this case (more than %g): its bug variants may be off by as much; "
+                "--variants=oracle computes them exactly\n", rq->name, v->ref_error, REFERENCE_ERROR_MAX);
+}
+
+/* The runs' results into v, in order: the first failure, else the
+ * reference's error, then each variant stored or said not to be. */
+static int pool_collect(golden_alt *v, reference_pool *p, refenc_error *err)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (p->runs[i].st != REFENC_OK) {
+            if (err != NULL)
+                *err = p->runs[i].err;
+            return p->runs[i].st;
+        }
+    reference_describe(v, p->rq, p->runs[0].ref_error);
+    for (size_t i = 1; i < p->n; i++) {
+        reference_run *r = &p->runs[i];
+        const refenc_variant_info *info = refenc_variant_get((refenc_variant)r->var);
+        if (r->keep == NULL) {
+            say_not_stored(p->rq, info, r->effect64);
+            continue;
+        }
+        v->set[v->n] = r->set, v->keep[v->n] = r->keep, v->names[v->n] = info->name;
+        memset(&r->set, 0, sizeof r->set), r->keep = NULL;
+        record_variant(v, info, &v->set[v->n], v->keep[v->n], r->first, r->effect64, r->effect32);
+        v->n++;
+    }
+    return REFENC_OK;
+}
+
+/* The double reference's variants: the case itself first, for its error,
+ * then every variant asked for, on rq->threads workers. */
+static int reference_variants(golden_alt *v, const golden_alt_request *rq, const golden_set *golden,
+                              const refenc_tolerance *tol64, const refenc_tolerance *tol32, refenc_error *err)
+{
+    reference_run runs[REFENC_VAR_COUNT + 1];
+    int vars[REFENC_VAR_COUNT];
+    reference_pool p = {.rq = rq, .golden = golden, .tol64 = tol64, .tol32 = tol32, .runs = runs};
+    memset(runs, 0, sizeof runs);
+    runs[0].var = -1;
+    const size_t total = wanted_variants(vars, rq);
+    for (size_t i = 0; i < total; i++)
+        runs[i + 1].var = vars[i], runs[i + 1].writes = refenc_variant_writes_params((refenc_variant)vars[i]);
+    p.n = total + 1;
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv, NULL);
+    golden_log_start(&p.log, rq->quiet);
+    pool_run(&p, golden_alt_workers(&rq->c->cfg, rq->c->B, rq->c->L, rq->threads, p.n));
+    pthread_cond_destroy(&p.cv);
+    pthread_mutex_destroy(&p.mu);
+    const int st = pool_collect(v, &p, err);
+    for (size_t i = 0; i < p.n; i++) { /* what pool_collect did not take (all, on failure) */
+        golden_set_free(&runs[i].set);
+        free(runs[i].keep);
+    }
+    return st;
+}
+
+/* The oracle's variants, one after the other (each runs on the oracle's threads). */
+static int oracle_variants(golden_alt *v, const golden_alt_request *rq, const golden_set *golden,
+                           const refenc_tolerance *tol64, const refenc_tolerance *tol32, refenc_error *err)
+{
+    int vars[REFENC_VAR_COUNT];
+    const size_t total = wanted_variants(vars, rq);
+    golden_log log;
+    golden_log_start(&log, rq->quiet);
+    int st = REFENC_OK;
+    for (size_t i = 0; i < total && st == REFENC_OK; i++) {
+        const refenc_variant_info *info = refenc_variant_get((refenc_variant)vars[i]);
+        char elapsed[32];
+        if (golden_log_due(&log, elapsed, sizeof elapsed)) /* off a terminal, at most every 30 s */
+            fprintf(stderr, "refenc golden: %s: bug variants: %zu/%zu done, now %s, elapsed %s\n", rq->name,
+                    i, total, info->name, elapsed);
+        if ((st = compute_variant(v, vars[i], info, rq, golden, err)) != REFENC_OK)
+            break;
+        golden_set *alt = &v->set[v->n - 1];
+        int *keep = v->keep[v->n - 1];
+        /* effect on the required outputs; keep those and the first diverging one */
+        double effect64 = 0, effect32 = 0;
+        const int first = variant_effect(alt, golden, rq->c, keep, tol64, tol32, &effect64, &effect32);
+        if (!(effect64 >= VARIANT_MIN_EXCESS)) { /* indistinguishable: not stored */
+            say_not_stored(rq, info, effect64);
+            v->n--;
+            golden_set_free(alt);
+            refenc_case_free(&v->vc[v->n]);
+            free(keep);
+            continue;
+        }
+        if (first >= 0)
+            keep[first] = 1;
+        record_variant(v, info, alt, keep, first, effect64, effect32);
+    }
+    return st;
+}
+
 /* Runs every targeted bug variant that applies; stores those that move the required outputs. */
 int golden_alt_make(golden_alt *v, const golden_alt_request *rq, const golden_set *golden, refenc_error *err)
 {
@@ -294,55 +545,10 @@ int golden_alt_make(golden_alt *v, const golden_alt_request *rq, const golden_se
     refenc_tolerance tol64, tol32;
     refenc_certify_policy(&tol64, REFENC_ST_F64);
     refenc_certify_policy(&tol32, REFENC_ST_F32);
-    int st = v->meta && v->classes ? REFENC_OK : refenc_error_set(err, REFENC_ENOMEM, "out of memory");
+    if (v->meta == NULL || v->classes == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM, "out of memory");
     v->by_reference = rq->by_reference;
-    if (st == REFENC_OK && v->by_reference)
-        st = reference_error(&v->ref_error, rq->c, golden, &tol64, err);
-    if (st == REFENC_OK && v->by_reference) {
-        snprintf(v->desc, sizeof v->desc, "refenc %s double reference: bug variants computed by the "
-                 "reference in double (its F64 emulation for the variants with an engine hook); on this "
-                 "case's golden outputs its error is %.2g float64 tolerances", REFENC_VERSION, v->ref_error);
-        if (!(v->ref_error <= REFERENCE_ERROR_MAX)) /* even with --quiet: the variants may be off */
-            fprintf(stderr, "refenc golden: %s: the double reference is %.3g float64 tolerances from the "
-                    "oracle on this case (more than %g): its bug variants may be off by as much; "
-                    "--variants=oracle computes them exactly\n", rq->name, v->ref_error, REFERENCE_ERROR_MAX);
-    }
-    size_t total = 0, done = 0;
-    for (int var = 0; var < REFENC_VAR_COUNT; var++)
-        total += targeted(rq, refenc_variant_get((refenc_variant)var)) &&
-                 refenc_variant_applies((refenc_variant)var, rq->c);
-    golden_log log;
-    golden_log_start(&log, rq->quiet);
-    for (int var = 0; var < REFENC_VAR_COUNT && st == REFENC_OK; var++) {
-        const refenc_variant_info *info = refenc_variant_get((refenc_variant)var);
-        if (!targeted(rq, info) || !refenc_variant_applies((refenc_variant)var, rq->c))
-            continue;
-        char elapsed[32];
-        if (golden_log_due(&log, elapsed, sizeof elapsed)) /* off a terminal, at most every 30 s */
-            fprintf(stderr, "refenc golden: %s: bug variants: %zu/%zu done, now %s, elapsed %s\n", rq->name,
-                    done, total, info->name, elapsed);
-        done++;
-        if ((st = compute_variant(v, var, info, rq, golden, err)) != REFENC_OK)
-            break;
-        refenc_case *w = &v->vc[v->n - 1];
-        golden_set *alt = &v->set[v->n - 1];
-        int *keep = v->keep[v->n - 1];
-        /* effect on the required outputs; keep those and the first diverging one */
-        double effect64 = 0, effect32 = 0;
-        const int first = variant_effect(alt, golden, rq->c, keep, &tol64, &tol32, &effect64, &effect32);
-        if (!(effect64 >= VARIANT_MIN_EXCESS)) { /* indistinguishable: not stored */
-            if (!rq->quiet || !rq->all)
-                fprintf(stderr, "refenc golden: %s: variant %s moves the outputs by only %.3g float64 "
-                        "tolerances; not stored\n", rq->name, info->name, effect64);
-            v->n--;
-            golden_set_free(alt);
-            refenc_case_free(w);
-            free(keep);
-            continue;
-        }
-        if (first >= 0)
-            keep[first] = 1;
-        record_variant(v, info, alt, keep, first, effect64, effect32);
-    }
-    return st;
+    if (rq->by_reference)
+        return reference_variants(v, rq, golden, &tol64, &tol32, err);
+    return oracle_variants(v, rq, golden, &tol64, &tol32, err);
 }

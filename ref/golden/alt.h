@@ -53,4 +53,14 @@ int golden_alt_make(golden_alt *v, const golden_alt_request *rq, const golden_se
 
 void golden_alt_free(golden_alt *v);
 
+/* How many workers run the double reference's variants (runs: the case's
+ * own run and the variants'): at most threads (< 1: one) and runs, and
+ * beyond the first only as many as fit, at two workspaces each (the
+ * reference's, and the copy of a step a run keeps or compares), in half the
+ * parameters' memory.  So the workers add at most half a parameter block to
+ * the peak, which the golden without variants already holds: a case whose
+ * workspace dwarfs its parameters (a long sequence's (B, H, L, L) attention
+ * weights) runs its variants one at a time, as a single thread would. */
+int golden_alt_workers(const refenc_config *cfg, size_t B, size_t L, int threads, size_t runs);
+
 #endif

@@ -49,8 +49,11 @@ variant-accuracy-docs: $(VARACC_MD)
 #                      without variants, with the double reference's (the
 #                      default) and with the oracle's; fails if the
 #                      reference's exceed 1.5 times the time or the memory
-#                      of the golden without (issue 26).  A few minutes;
-#                      meaningful on a quiet machine only.
+#                      of the golden without (issue 26), in CPU seconds;
+#                      prints the wall-time ratio too.  WIDTH=base: BERT-
+#                      base's width (with LAYERS=1, the docs' second
+#                      figure).  A few minutes; meaningful on a quiet
+#                      machine only.
 .PHONY: bench-variants
 bench-variants: $(CLI)
 	@sh scripts/install-deps.sh time bc
