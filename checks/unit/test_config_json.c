@@ -853,7 +853,7 @@ Test(config_json, t5_encoder_preset_and_round_trip)
  * NTK declared (the model card's rotary_scaling_factor 2 over 2048 trained
  * positions) and with every key of its preset set back to the global
  * defaults (biases, an MLP, Pre-LN, no RoPE, no token types, no embedding
- * norm), which reading "family" first would otherwise bring back. */
+ * norm, no pooling), which reading "family" first would otherwise bring back. */
 Test(config_json, nomic_bert_preset_and_round_trip)
 {
     refenc_config c;
@@ -866,6 +866,7 @@ Test(config_json, nomic_bert_preset_and_round_trip)
               c.activation == REFENC_ACT_SILU);
     cr_expect(c.positional == REFENC_POS_ROPE && c.rope_layout == REFENC_ROPE_HALF && c.rope_base == 1000.0 &&
               c.rope_scaling.type == REFENC_ROPE_SCALING_NONE && !c.causal && c.mask_value == REFENC_MASK_FINFO_MIN);
+    cr_expect(c.pooling == REFENC_POOL_MEAN && c.pooling_normalize, "the model card's mean, normalised");
     cr_expect_str_eq(refenc_family_name(REFENC_FAMILY_NOMIC_BERT), "nomic-bert");
     refenc_error err;
     cr_expect_eq(refenc_config_validate(&c, &err), REFENC_OK, "nomic-embed-text-v1.5 itself: %s", err.message);
@@ -880,6 +881,7 @@ Test(config_json, nomic_bert_preset_and_round_trip)
     refenc_rope_scaling_default(&c.rope_scaling);
     c.norm = REFENC_NORM_PRE, c.final_norm = 1, c.linear_bias = 1, c.ffn_type = REFENC_FFN_MLP;
     c.activation = REFENC_ACT_GELU, c.positional = REFENC_POS_NONE, c.type_vocab_size = 0, c.embedding_norm = 0;
+    c.pooling = REFENC_POOL_NONE;
     obj = refenc_config_to_json(&c);
     cr_assert_not_null(obj);
     const size_t n2 = json_object_size(obj);
@@ -890,8 +892,8 @@ Test(config_json, nomic_bert_preset_and_round_trip)
 /* The jina-bert-v2 preset: jina-embeddings-v2-base-en's sizes and JinaBERT's
  * conventions (family.c), and its config round-trips, also with every key
  * of its preset set back to the global defaults (linear1 biased, an MLP,
- * Pre-LN, no ALiBi, no token types, no embedding norm), which reading
- * "family" first would otherwise bring back. */
+ * Pre-LN, no ALiBi, no token types, no embedding norm, no pooling), which
+ * reading "family" first would otherwise bring back. */
 Test(config_json, jina_bert_v2_preset_and_round_trip)
 {
     refenc_config c;
@@ -903,18 +905,17 @@ Test(config_json, jina_bert_v2_preset_and_round_trip)
     cr_expect(c.linear_bias && !c.linear1_bias && !refenc_config_has_linear1_bias(&c) && c.ffn_type == REFENC_FFN_GLU &&
               c.glu_gate == REFENC_GLU_GATE_FIRST && c.activation == REFENC_ACT_GELU);
     cr_expect(c.positional == REFENC_POS_ALIBI && !c.causal && c.mask_value == REFENC_MASK_FINFO_MIN &&
-              c.pooling == REFENC_POOL_NONE);
+              c.pooling == REFENC_POOL_MEAN && c.pooling_normalize, "the model card's mean, normalised");
     refenc_error err;
     cr_expect_eq(refenc_config_validate(&c, &err), REFENC_OK, "jina-embeddings-v2-base-en itself: %s", err.message);
     c.d_model = 24, c.n_heads = 12, c.d_ff = 16, c.n_layers = 2, c.vocab_size = 50, c.max_len = 32;
-    c.pooling = REFENC_POOL_MEAN;
     json_t *obj = refenc_config_to_json(&c);
     cr_assert_not_null(obj);
     const size_t n = json_object_size(obj);
     json_decref(obj);
     expect_round_trip(&c, n);
     c.norm = REFENC_NORM_PRE, c.final_norm = 1, c.linear1_bias = 1, c.ffn_type = REFENC_FFN_MLP;
-    c.positional = REFENC_POS_NONE, c.type_vocab_size = 0, c.embedding_norm = 0;
+    c.positional = REFENC_POS_NONE, c.type_vocab_size = 0, c.embedding_norm = 0, c.pooling = REFENC_POOL_NONE;
     obj = refenc_config_to_json(&c);
     cr_assert_not_null(obj);
     const size_t n2 = json_object_size(obj);
@@ -1003,7 +1004,7 @@ Test(config_json, gte_preset_and_round_trip)
     json_decref(obj);
     expect_round_trip(&c, n);
     c.norm = REFENC_NORM_PRE, c.final_norm = 1, c.linear1_bias = 1, c.ffn_type = REFENC_FFN_MLP;
-    c.positional = REFENC_POS_NONE, c.type_vocab_size = 0, c.embedding_norm = 0;
+    c.positional = REFENC_POS_NONE, c.type_vocab_size = 0, c.embedding_norm = 0, c.pooling = REFENC_POOL_NONE;
     obj = refenc_config_to_json(&c);
     cr_assert_not_null(obj);
     n = json_object_size(obj);

@@ -163,7 +163,8 @@ static void t5_encoder_conventions(refenc_config *cfg)
  * activated half.  The pad row 0 is [PAD] of its bert-base-uncased tokenizer.
  * Its dynamic NTK (rotary_scaling_factor, the model card's 8192-token use) is
  * the "dynamic" rope_scaling with max_position_embeddings = max_trained_positions
- * (docs/families.md); the config.json has none. */
+ * (docs/families.md); the config.json has none.  The model card's embedding:
+ * the mean over the non-padding tokens, L2-normalised (pooling mean). */
 static void nomic_bert_conventions(refenc_config *cfg)
 {
     cfg->d_model = 768, cfg->n_heads = 12, cfg->d_ff = 3072, cfg->n_layers = 12;
@@ -174,6 +175,7 @@ static void nomic_bert_conventions(refenc_config *cfg)
     cfg->activation = REFENC_ACT_SILU, cfg->ffn_type = REFENC_FFN_GLU, cfg->glu_gate = REFENC_GLU_GATE_FIRST;
     cfg->positional = REFENC_POS_ROPE, cfg->rope_layout = REFENC_ROPE_HALF, cfg->rope_base = 1000.0;
     cfg->causal = 0, cfg->mask_value = REFENC_MASK_FINFO_MIN;
+    cfg->pooling = REFENC_POOL_MEAN, cfg->pooling_normalize = 1;
 }
 
 /* jinaai/jina-embeddings-v2-base-en config.json (JinaBertConfig of
@@ -188,8 +190,8 @@ static void nomic_bert_conventions(refenc_config *cfg)
  * bias-free, query/key/value, dense and wo biased; scores / sqrt(Dh) plus the
  * symmetric ALiBi bias -m_h |i - j| (Press's slopes, interleaved when H is not a
  * power of two: 12 heads) and the extended mask (finfo.min); no final norm.
- * The model card's embedding is the mean over the non-padding tokens, declared
- * with "pooling": "mean" (docs/families.md). */
+ * The model card's embedding (model.encode): the mean over the non-padding
+ * tokens, L2-normalised (pooling mean). */
 static void jina_bert_v2_conventions(refenc_config *cfg)
 {
     cfg->d_model = 768, cfg->n_heads = 12, cfg->d_ff = 3072, cfg->n_layers = 12;
@@ -200,6 +202,7 @@ static void jina_bert_v2_conventions(refenc_config *cfg)
     cfg->activation = REFENC_ACT_GELU, cfg->ffn_type = REFENC_FFN_GLU, cfg->glu_gate = REFENC_GLU_GATE_FIRST;
     cfg->positional = REFENC_POS_ALIBI;
     cfg->causal = 0, cfg->mask_value = REFENC_MASK_FINFO_MIN;
+    cfg->pooling = REFENC_POOL_MEAN, cfg->pooling_normalize = 1;
 }
 
 /* Alibaba-NLP/gte-base-en-v1.5 config.json (NewConfig): hidden_size 768,
