@@ -117,13 +117,6 @@ static size_t same_outputs(const char *got, const char *want)
     return compared;
 }
 
-static void run_ok(const char *const *args)
-{
-    rb_result r = rb_run(args);
-    cr_assert_eq(r.status, 0, "%s %s: exit %d: %s", args[1], args[2], r.status, r.err);
-    rb_result_free(&r);
-}
-
 /* A command that must be refused: exit 2, one message with the fragment,
  * and `out` not written. */
 typedef struct {
@@ -162,8 +155,8 @@ Test(golden_command, run_config_on_files_writes_the_reference_outputs)
         snprintf(got, sizeof got, "%s/got.safetensors", dir);
         snprintf(want, sizeof want, "%s/want.safetensors", dir);
         rb_fixture_case(golden, cases[k]);
-        run_ok((const char *[]){"refenc", "run", "--config", cfg, "--weights", w, "--inputs", in, "--out", got, NULL});
-        run_ok((const char *[]){"refenc", "run", "--case", golden, "--out", want, NULL});
+        rb_run_ok((const char *[]){"refenc", "run", "--config", cfg, "--weights", w, "--inputs", in, "--out", got, NULL});
+        rb_run_ok((const char *[]){"refenc", "run", "--case", golden, "--out", want, NULL});
         cr_expect_geq(same_outputs(got, want), 3, "%s: too few outputs compared", cases[k]);
         rb_tmpdir_remove(dir);
     }
@@ -182,8 +175,8 @@ Test(golden_command, run_config_on_a_changed_weight_differs)
     snprintf(got, sizeof got, "%s/got.safetensors", dir);
     snprintf(want, sizeof want, "%s/want.safetensors", dir);
     rb_fixture_case(golden, "encoder_causal_learned");
-    run_ok((const char *[]){"refenc", "run", "--config", cfg, "--weights", w, "--inputs", in, "--out", got, NULL});
-    run_ok((const char *[]){"refenc", "run", "--case", golden, "--out", want, NULL});
+    rb_run_ok((const char *[]){"refenc", "run", "--config", cfg, "--weights", w, "--inputs", in, "--out", got, NULL});
+    rb_run_ok((const char *[]){"refenc", "run", "--case", golden, "--out", want, NULL});
     size_t na, nb;
     unsigned char *a = tensor_bytes(got, "out.output", &na), *b = tensor_bytes(want, "out.output", &nb);
     cr_assert(a && b && na == nb);
@@ -205,7 +198,7 @@ Test(golden_command, golden_from_files_reproduces_the_seeded_golden, .timeout = 
         snprintf(cfg, sizeof cfg, "%s/config.json", dir);
         snprintf(w, sizeof w, "%s/weights.safetensors", dir);
         snprintf(in, sizeof in, "%s/inputs.safetensors", dir);
-        run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--weights", w, "--inputs", in,
+        rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--weights", w, "--inputs", in,
                                 "--name", "mine", "--out", dir, "--quiet", NULL});
         snprintf(got, sizeof got, "%s/cases/mine.safetensors", dir);
         rb_fixture_case(want, cases[k]);
@@ -232,7 +225,7 @@ Test(golden_command, golden_from_a_changed_weight_differs, .timeout = 60)
     snprintf(w, sizeof w, "%s/weights.safetensors", dir);
     snprintf(in, sizeof in, "%s/inputs.safetensors", dir);
     snprintf(got, sizeof got, "%s/mine.safetensors", dir);
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--weights", w, "--inputs", in,
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--weights", w, "--inputs", in,
                             "--out-file", got, "--outputs", "final", "--quiet", NULL});
     rb_fixture_case(want, "encoder_causal_learned");
     size_t na, nb;
@@ -258,7 +251,7 @@ Test(golden_command, the_manifest_gathers_the_cases_of_a_directory, .timeout = 6
     config_file(cfg, sizeof cfg, dir, text);
     const char *names[] = {"first", "second", "first"};
     for (int k = 0; k < 3; k++)
-        run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--name", names[k], "--seed",
+        rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--name", names[k], "--seed",
                                 k == 2 ? "7" : "1", "--out", dir, "--quiet", NULL});
     snprintf(manifest, sizeof manifest, "%s/manifest.json", dir);
     json_t *m = json_load_file(manifest, 0, NULL);
@@ -376,11 +369,11 @@ Test(golden_command, any_thread_count_gives_the_same_bytes, .timeout = 60)
     snprintf(f1, sizeof f1, "%s/t1.safetensors", dir);
     snprintf(f2, sizeof f2, "%s/t2.safetensors", dir);
     snprintf(f3, sizeof f3, "%s/seed.safetensors", dir);
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--threads", "1", "--out-file", f1, "--quiet", NULL});
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--threads", "2", "--out-file", f2, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--threads", "1", "--out-file", f1, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--threads", "2", "--out-file", f2, "--quiet", NULL});
     cr_expect(rb_same_file(f1, f2), "1 and 2 threads gave different files");
     /* negative control: the comparison tells two cases apart */
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--seed", "2", "--threads", "2", "--out-file", f3,
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--seed", "2", "--threads", "2", "--out-file", f3,
                             "--quiet", NULL});
     cr_expect(!rb_same_file(f1, f3), "two seeds gave the same file");
     rb_tmpdir_remove(dir);
@@ -392,7 +385,7 @@ Test(golden_command, an_encoder_case_of_the_catalogue_regenerates_byte_for_byte,
     char dir[RB_PATH_MAX], out[RB_PATH_MAX + 32];
     rb_tmpdir(dir);
     snprintf(out, sizeof out, "%s/case.safetensors", dir);
-    run_ok((const char *[]){"refenc", "golden", "--catalogue", "golden/catalogue.json", "--case",
+    rb_run_ok((const char *[]){"refenc", "golden", "--catalogue", "golden/catalogue.json", "--case",
                             "encoder_pre_alibi_h6", "--threads", "2", "--out-file", out, "--quiet", NULL});
     cr_expect(rb_same_file(out, "golden/cases/encoder_pre_alibi_h6.safetensors"),
               "encoder_pre_alibi_h6 regenerates to other bytes than golden/cases/");
@@ -416,21 +409,21 @@ Test(golden_command, shards_merge_into_the_unsharded_file, .timeout = 90)
          * of layer 0, then of layer 1 (whose reference runs on those items
          * alone); the whole stack, 3 items in 2 parts */
         const int n = per_layer ? 4 : 2;
-        run_ok((const char *[]){"refenc", "golden", "--config", cfg, per_layer ? "--per-layer" : "--quiet",
+        rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, per_layer ? "--per-layer" : "--quiet",
                                 "--out-file", whole, "--quiet", NULL});
         for (int k = 1; k <= n; k++) {
             snprintf(part[k], sizeof part[k], "%s/part%d.safetensors", dir, k);
             snprintf(spec, sizeof spec, "%d/%d", k, n);
-            run_ok((const char *[]){"refenc", "golden", "--config", cfg, per_layer ? "--per-layer" : "--quiet",
+            rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, per_layer ? "--per-layer" : "--quiet",
                                     "--shard", spec, "--threads", k == 1 ? "2" : "1", "--out-file", part[k],
                                     "--quiet", NULL});
         }
         /* in any order */
         if (n == 4)
-            run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", merged, part[3], part[1], part[4],
+            rb_run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", merged, part[3], part[1], part[4],
                                     part[2], "--quiet", NULL});
         else
-            run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", merged, part[2], part[1], "--quiet",
+            rb_run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", merged, part[2], part[1], "--quiet",
                                     NULL});
         cr_expect(rb_same_file(whole, merged), "%s: the merged parts differ from the whole run",
                   per_layer ? "per layer" : "whole stack");
@@ -438,7 +431,7 @@ Test(golden_command, shards_merge_into_the_unsharded_file, .timeout = 90)
     /* negative control: the whole stack and per layer are different files */
     char other[RB_PATH_MAX + 32];
     snprintf(other, sizeof other, "%s/per_layer.safetensors", dir);
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--out-file", other, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--out-file", other, "--quiet", NULL});
     cr_expect(!rb_same_file(whole, other), "per layer and whole stack gave the same file");
     /* a case made per layer holds every layer's input, (B, L, D) in F64
      * (docs/golden-format.md), the first layer's too */
@@ -472,7 +465,7 @@ Test(golden_command, per_layer_shards_inside_a_layer_take_their_own_tokens, .tim
     config_file(cfg, sizeof cfg, dir, text);
     snprintf(whole, sizeof whole, "%s/whole.safetensors", dir);
     snprintf(merged, sizeof merged, "%s/merged.safetensors", dir);
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--out-file", whole, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--out-file", whole, "--quiet", NULL});
     /* the case has token ids and token types that differ between items */
     size_t nt = 0, ny = 0;
     unsigned char *tok = tensor_bytes(whole, "in.tokens", &nt), *typ = tensor_bytes(whole, "in.token_type_ids", &ny);
@@ -484,10 +477,10 @@ Test(golden_command, per_layer_shards_inside_a_layer_take_their_own_tokens, .tim
     for (int k = 1; k <= 4; k++) {
         snprintf(part[k], sizeof part[k], "%s/part%d.safetensors", dir, k);
         snprintf(spec, sizeof spec, "%d/4", k);
-        run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--shard", spec, "--threads", "1",
+        rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--shard", spec, "--threads", "1",
                                 "--out-file", part[k], "--quiet", NULL});
     }
-    run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", merged, part[4], part[2], part[3], part[1],
+    rb_run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", merged, part[4], part[2], part[3], part[1],
                             "--quiet", NULL});
     cr_expect(rb_same_file(whole, merged), "per-layer shards starting inside a layer merge to other bytes than the "
               "unsharded run");
@@ -506,9 +499,9 @@ Test(golden_command, bad_shards_and_merges_are_refused, .timeout = 60)
     snprintf(p2, sizeof p2, "%s/p2.safetensors", dir);
     snprintf(q2, sizeof q2, "%s/q2.safetensors", dir);
     snprintf(out, sizeof out, "%s/merged.safetensors", dir);
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "1/2", "--out-file", p1, "--quiet", NULL});
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "2/2", "--out-file", p2, "--quiet", NULL});
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--seed", "9", "--shard", "2/2", "--out-file", q2,
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "1/2", "--out-file", p1, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "2/2", "--out-file", p2, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--seed", "9", "--shard", "2/2", "--out-file", q2,
                             "--quiet", NULL});
     const refusal cases[] = {
         {"shard 3/2", {"refenc", "golden", "--config", cfg, "--shard", "3/2", "--out-file", out, NULL},
@@ -528,7 +521,7 @@ Test(golden_command, bad_shards_and_merges_are_refused, .timeout = 60)
     };
     expect_refusals(cases, sizeof cases / sizeof cases[0], out);
     /* negative control: the two right parts merge */
-    run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", out, p1, p2, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", out, p1, p2, "--quiet", NULL});
     cr_expect(rb_exists(out));
     rb_tmpdir_remove(dir);
 }
@@ -574,7 +567,7 @@ Test(golden_command, inputs_are_never_rounded_and_their_dtype_is_recorded, .time
             cr_assert_eq(refenc_st_write(w, e, n, NULL, &err), REFENC_OK, "%s", err.message);
             rb_golden_free(&g);
         }
-        run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--weights", w, "--out-file", out,
+        rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--weights", w, "--out-file", out,
                                 "--outputs", "final", "--quiet", NULL});
         refenc_st_file f;
         refenc_error err;
@@ -603,7 +596,7 @@ Test(golden_command, variants_of_a_config_list_their_bug_classes_once, .timeout 
     config_file(cfg, sizeof cfg, dir,
                 "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1},"
                 " \"input\": {\"batch\": 1, \"seq_len\": 3}}");
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--variants", "--out-file", out, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--variants", "--out-file", out, "--quiet", NULL});
     refenc_st_file f;
     refenc_error err;
     cr_assert_eq(refenc_st_read(&f, out, &err), REFENC_OK, "%s", err.message);
@@ -656,13 +649,13 @@ Test(golden_command, a_merge_records_the_highest_precision_of_its_parts, .timeou
         char spec[16];
         snprintf(part[k], sizeof part[k], "%s/part%d.safetensors", dir, k);
         snprintf(spec, sizeof spec, "%d/2", k);
-        run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", spec, "--out-file", part[k],
+        rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", spec, "--out-file", part[k],
                                 "--quiet", NULL});
     }
     set_part_meta(part[1], "prec", "640"); /* as if shard 1 had needed two more steps of Ziv's loop */
     set_part_meta(part[1], "prec_check", "1152");
     /* that part given first: the parts are taken in the order given */
-    run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", merged, part[1], part[2], "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", merged, part[1], part[2], "--quiet", NULL});
     refenc_st_file f;
     refenc_error err;
     cr_assert_eq(refenc_st_read(&f, merged, &err), REFENC_OK, "%s", err.message);

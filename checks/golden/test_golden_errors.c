@@ -53,20 +53,7 @@ static void expect_refusals(const refusal *cases, size_t n, const char *dir, int
     }
 }
 
-static void run_ok(const char *const *args)
-{
-    rb_result r = rb_run(args);
-    cr_assert_eq(r.status, 0, "%s %s: exit %d: %s", args[1], args[2], r.status, r.err);
-    rb_result_free(&r);
-}
-
 /* dir/name holding text; its path in path. */
-static void text_file(char *path, size_t cap, const char *dir, const char *name, const char *text)
-{
-    snprintf(path, cap, "%s/%s", dir, name);
-    rb_write_file(path, text, strlen(text));
-}
-
 /* A catalogue whose one case "t" (a LayerNorm over D = 4) has `extra` spliced into its entry and
  * `input` as its input object. */
 static void catalogue(char *path, size_t cap, const char *dir, const char *extra, const char *input)
@@ -77,7 +64,7 @@ static void catalogue(char *path, size_t cap, const char *dir, const char *extra
              "\"seed\": 7, \"model\": {\"d_model\": 4, \"n_heads\": 1, \"d_ff\": 1, \"n_layers\": 1}, "
              "\"input\": %s%s}]}",
              input, extra);
-    text_file(path, cap, dir, "cat.json", text);
+    rb_text_file(path, cap, dir, "cat.json", text);
 }
 
 #define GOOD_INPUT "{\"batch\": 2, \"seq_len\": 3}"
@@ -145,7 +132,7 @@ Test(golden_errors, a_bad_catalogue_entry_is_named_and_nothing_is_written)
                  "{\"cases\": [{\"case\": \"t\", \"component\": %s, \"description\": %s, "
                  "\"seed\": %s, \"model\": %s, \"input\": %s%s}]}",
                  component, description, seed, model, bad[i].input, extra);
-        text_file(cat, sizeof cat, dir, "cat.json", text);
+        rb_text_file(cat, sizeof cat, dir, "cat.json", text);
         const refusal r = {bad[i].what, {"refenc", "golden", "--catalogue", cat, "--case", "t", "--out-file", out,
                                          "--quiet", NULL},
                            {bad[i].fragment[0], bad[i].fragment[1], NULL}};
@@ -157,7 +144,7 @@ Test(golden_errors, a_bad_catalogue_entry_is_named_and_nothing_is_written)
               ", \"params\": {\"norm1.weight\": {\"mean\": 1, \"scale\": 0.5}}, \"input_bits\": 24, "
               "\"bug_classes\": [], \"tolerance\": {}, \"float32_hazard\": \"none here\"",
               GOOD_INPUT);
-    run_ok((const char *[]){"refenc", "golden", "--catalogue", cat, "--case", "t", "--out-file", out, "--quiet",
+    rb_run_ok((const char *[]){"refenc", "golden", "--catalogue", cat, "--case", "t", "--out-file", out, "--quiet",
                             "--name", "u", "--description", "given", "--seed", "8", NULL});
     cr_expect(rb_exists(out), "the good catalogue made no case");
     refenc_st_file f;
@@ -187,7 +174,7 @@ Test(golden_errors, a_catalogue_that_is_not_one_is_refused_by_every_verb)
         {"an entry not an object", "{\"cases\": [3]}", "cat.json: cases[0] is not an object"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        text_file(cat, sizeof cat, dir, "cat.json", bad[i].text);
+        rb_text_file(cat, sizeof cat, dir, "cat.json", bad[i].text);
         const refusal r[] = {
             {bad[i].what, {"refenc", "golden", "--catalogue", cat, "--case", "t", "--out-file", out, NULL},
              {bad[i].fragment, NULL}},
@@ -230,7 +217,7 @@ Test(golden_errors, a_manifest_over_missing_or_foreign_files_is_refused)
     expect_refusals(&usage, 1, dir, 2);
     /* a made case with one of the keys the manifest needs missing, or not an array */
     remove(file);
-    run_ok((const char *[]){"refenc", "golden", "--catalogue", cat, "--case", "t", "--out-file", file, "--quiet",
+    rb_run_ok((const char *[]){"refenc", "golden", "--catalogue", cat, "--case", "t", "--out-file", file, "--quiet",
                             NULL});
     char good[RB_PATH_MAX + 32];
     snprintf(good, sizeof good, "%s/good.safetensors", dir);
@@ -252,7 +239,7 @@ Test(golden_errors, a_manifest_over_missing_or_foreign_files_is_refused)
     }
     /* negative control: the case as made, the manifest lists it */
     rb_copy_file(good, file);
-    run_ok((const char *[]){"refenc", "golden", "manifest", cat, cases, man, NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "manifest", cat, cases, man, NULL});
     cr_expect(rb_exists(man));
     remove(file);
     rmdir(cases);
@@ -333,15 +320,15 @@ Test(golden_errors, what_a_case_cannot_be_made_with_is_named)
     rb_tmpdir(dir);
     catalogue(cat, sizeof cat, dir, "", GOOD_INPUT);
     snprintf(out, sizeof out, "%s/t.safetensors", dir);
-    text_file(cfg, sizeof cfg, dir, "finfo.json",
+    rb_text_file(cfg, sizeof cfg, dir, "finfo.json",
               "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1, "
               "\"mask_value\": \"finfo_min\"}, \"input\": {\"batch\": 2, \"seq_len\": 3}}");
-    text_file(enc, sizeof enc, dir, "enc.json",
+    rb_text_file(enc, sizeof enc, dir, "enc.json",
               "{\"cases\": [{\"case\": \"e\", \"component\": \"encoder\", \"description\": \"d\", \"seed\": 3, "
               "\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1}, "
               "\"input\": {\"batch\": 2, \"seq_len\": 3}, \"bug_classes\": [\"rope_layout\"]}]}");
     char one[RB_PATH_MAX + 32];
-    text_file(one, sizeof one, dir, "one.json",
+    rb_text_file(one, sizeof one, dir, "one.json",
               "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1}, "
               "\"input\": {\"batch\": 1, \"seq_len\": 3}}");
     char inputs[RB_PATH_MAX];
@@ -369,11 +356,11 @@ Test(golden_errors, what_a_case_cannot_be_made_with_is_named)
     expect_refusals(cases, sizeof cases / sizeof cases[0], dir, 4);
     /* negative controls: the entry with --no-variants, and a family option (the finfo.min mask
      * value) made per layer, as any encoder */
-    run_ok((const char *[]){"refenc", "golden", "--catalogue", enc, "--case", "e", "--no-variants", "--shard", "1/2",
+    rb_run_ok((const char *[]){"refenc", "golden", "--catalogue", enc, "--case", "e", "--no-variants", "--shard", "1/2",
                             "--out-file", out, "--quiet", NULL});
     cr_expect(rb_exists(out));
     remove(out);
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--out-file", out, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--out-file", out, "--quiet", NULL});
     cr_expect(rb_exists(out));
     rb_tmpdir_remove(dir);
 }
@@ -386,7 +373,7 @@ Test(golden_errors, an_output_place_that_cannot_take_the_case_is_refused)
     char gold[RB_PATH_MAX + 32], cases[RB_PATH_MAX + 64], man[RB_PATH_MAX + 64], nodir[RB_PATH_MAX + 32];
     rb_tmpdir(dir);
     catalogue(cat, sizeof cat, dir, "", GOOD_INPUT);
-    text_file(file, sizeof file, dir, "plain", "x");
+    rb_text_file(file, sizeof file, dir, "plain", "x");
     snprintf(deep, sizeof deep, "%s/no/such", dir);
     snprintf(nodir, sizeof nodir, "%s/no/t.safetensors", dir);
     snprintf(gold, sizeof gold, "%s/gold", dir);
@@ -432,13 +419,13 @@ Test(golden_errors, an_output_place_that_cannot_take_the_case_is_refused)
  * part 2/4. */
 static void make_parts(const char *dir, char *cfg, char *p1, char *p2, char *q2, size_t cap)
 {
-    text_file(cfg, cap, dir, "config.json", PART_CONFIG);
+    rb_text_file(cfg, cap, dir, "config.json", PART_CONFIG);
     snprintf(p1, cap, "%s/p1.safetensors", dir);
     snprintf(p2, cap, "%s/p2.safetensors", dir);
     snprintf(q2, cap, "%s/q2.safetensors", dir);
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "1/2", "--out-file", p1, "--quiet", NULL});
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "2/2", "--out-file", p2, "--quiet", NULL});
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "2/4", "--out-file", q2, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "1/2", "--out-file", p1, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "2/2", "--out-file", p2, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "2/4", "--out-file", q2, "--quiet", NULL});
 }
 
 /* A copy of part `from` at `to` with metadata key set to value (NULL: removed). */
@@ -480,7 +467,7 @@ Test(golden_errors, parts_that_do_not_make_a_case_are_not_merged, .timeout = 60)
     };
     expect_refusals(cases, sizeof cases / sizeof cases[0], dir, 4);
     /* negative control: the right parts merge */
-    run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", out, p2, p1, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", out, p2, p1, "--quiet", NULL});
     cr_expect(rb_exists(out));
     rb_tmpdir_remove(dir);
 }
@@ -578,7 +565,7 @@ Test(golden_errors, a_part_with_edited_metadata_is_named, .timeout = 60)
     expect_refusals(&never, 1, dir, 5);
     /* negative control: the copies unedited merge */
     rb_copy_file(p2, e2);
-    run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", out, e1, e2, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", out, e1, e2, "--quiet", NULL});
     cr_expect(rb_exists(out));
     free(slices1);
     free(slices2_less);
@@ -711,12 +698,12 @@ Test(golden_errors, a_part_that_is_not_what_its_plan_says_is_refused, .timeout =
     snprintf(c2, sizeof c2, "%s/c2.safetensors", dir);
     /* shard 2/2 of the same config with another seed (other weights and inputs), and of another
      * config (d_ff 16): their values are of the same shapes */
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--seed", "9", "--shard", "2/2", "--out-file", s2,
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--seed", "9", "--shard", "2/2", "--out-file", s2,
                             "--quiet", NULL});
-    text_file(cfg2, sizeof cfg2, dir, "config2.json",
+    rb_text_file(cfg2, sizeof cfg2, dir, "config2.json",
               "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1}, "
               "\"input\": {\"batch\": 4, \"seq_len\": 3}}");
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg2, "--name", "config", "--description", "d",
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg2, "--name", "config", "--description", "d",
                             "--shard", "2/2", "--out-file", c2, "--quiet", NULL});
     rb_golden g;
     rb_golden_load_file(&g, p2);
@@ -832,7 +819,7 @@ Test(golden_errors, a_part_that_is_not_what_its_plan_says_is_refused, .timeout =
     /* negative control: the parts as made merge, also from copies */
     rb_copy_file(p1, e1);
     rb_copy_file(p2, e2);
-    run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", out, e2, e1, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", out, e2, e1, "--quiet", NULL});
     cr_expect(rb_exists(out));
     rb_tmpdir_remove(dir);
 }
@@ -845,13 +832,13 @@ Test(golden_errors, parts_in_a_directory_merge_into_a_golden_directory, .timeout
     char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], whole[RB_PATH_MAX + 32], parts[RB_PATH_MAX + 32];
     char gold[RB_PATH_MAX + 32], p[2][RB_PATH_MAX + 96], merged[RB_PATH_MAX + 96], man[RB_PATH_MAX + 64];
     rb_tmpdir(dir);
-    text_file(cfg, sizeof cfg, dir, "pc.json", PART_CONFIG);
+    rb_text_file(cfg, sizeof cfg, dir, "pc.json", PART_CONFIG);
     snprintf(whole, sizeof whole, "%s/whole.safetensors", dir);
     snprintf(parts, sizeof parts, "%s/parts", dir);
     snprintf(gold, sizeof gold, "%s/gold", dir);
     snprintf(merged, sizeof merged, "%s/cases/pc.safetensors", gold);
     snprintf(man, sizeof man, "%s/manifest.json", gold);
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--outputs", "final", "--out-file", whole, "--quiet",
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--outputs", "final", "--out-file", whole, "--quiet",
                             NULL});
     for (int k = 1; k <= 2; k++) {
         char spec[16];
@@ -872,7 +859,7 @@ Test(golden_errors, parts_in_a_directory_merge_into_a_golden_directory, .timeout
     cr_expect(rb_same_file(merged, whole), "the parts merged into a directory differ from the whole run");
     cr_expect(rb_exists(man), "no manifest in %s", gold);
     /* negative control: the comparison tells the final outputs from all of them */
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--out-file", whole, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--out-file", whole, "--quiet", NULL});
     cr_expect(!rb_same_file(merged, whole), "all outputs and the final ones gave the same file");
     for (int k = 0; k < 2; k++)
         remove(p[k]);
@@ -887,15 +874,15 @@ Test(golden_errors, a_layer_input_no_part_holds_is_named, .timeout = 60)
     char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], p1[RB_PATH_MAX + 32], p2[RB_PATH_MAX + 32];
     char e2[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32];
     rb_tmpdir(dir);
-    text_file(cfg, sizeof cfg, dir, "config.json", PART_CONFIG);
+    rb_text_file(cfg, sizeof cfg, dir, "config.json", PART_CONFIG);
     snprintf(p1, sizeof p1, "%s/p1.safetensors", dir);
     snprintf(p2, sizeof p2, "%s/p2.safetensors", dir);
     snprintf(e2, sizeof e2, "%s/e2.safetensors", dir);
     snprintf(out, sizeof out, "%s/merged.safetensors", dir);
     /* 4 units (1 layer x 4 items) in 2 parts */
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--shard", "1/2", "--out-file", p1,
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--shard", "1/2", "--out-file", p1,
                             "--quiet", NULL});
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--shard", "2/2", "--out-file", p2,
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--shard", "2/2", "--out-file", p2,
                             "--quiet", NULL});
     rb_golden g;
     rb_golden_load_file(&g, p2);
@@ -912,7 +899,7 @@ Test(golden_errors, a_layer_input_no_part_holds_is_named, .timeout = 60)
                        {"no part holds item 2 of 'in.layers.0.input'", NULL}};
     expect_refusals(&r, 1, dir, 4);
     /* negative control: the parts as made merge */
-    run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", out, p1, p2, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", out, p1, p2, "--quiet", NULL});
     cr_expect(rb_exists(out));
     rb_tmpdir_remove(dir);
 }
@@ -950,17 +937,17 @@ Test(golden_errors, bug_variants_are_stored_and_reported, .timeout = 60)
 {
     char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], cat[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32];
     rb_tmpdir(dir);
-    text_file(cfg, sizeof cfg, dir, "v.json",
+    rb_text_file(cfg, sizeof cfg, dir, "v.json",
               "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1, \"positional\": \"alibi\"}, "
               "\"input\": {\"batch\": 2, \"seq_len\": 4, \"padding\": [0, 1]}}");
-    text_file(cat, sizeof cat, dir, "cat.json",
+    rb_text_file(cat, sizeof cat, dir, "cat.json",
               "{\"cases\": [{\"case\": \"m\", \"component\": \"encoder\", \"description\": \"d\", \"seed\": 5, "
               "\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1}, "
               "\"input\": {\"batch\": 2, \"seq_len\": 4, \"attn_mask\": \"random\"}, "
               "\"bug_classes\": [\"layernorm_eps\"]}]}");
     snprintf(out, sizeof out, "%s/v.safetensors", dir);
     /* negative control first: with --no-variants, no alt.* tensor */
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--no-variants", "--out-file", out, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--no-variants", "--out-file", out, "--quiet", NULL});
     cr_expect_eq(count_prefixed(out, "alt."), 0);
     rb_result r = rb_run((const char *[]){"refenc", "golden", "--config", cfg, "--variants", "--out-file", out, NULL});
     cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
@@ -988,8 +975,8 @@ Test(golden_errors, a_config_case_is_named_after_its_file)
     rb_tmpdir(dir);
     const char *text = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 2}, "
                        "\"input\": {\"batch\": 1, \"seq_len\": 3}}";
-    text_file(plain, sizeof plain, dir, "enc.v2", text);
-    text_file(js, sizeof js, dir, "enc.json", text);
+    rb_text_file(plain, sizeof plain, dir, "enc.v2", text);
+    rb_text_file(js, sizeof js, dir, "enc.json", text);
     snprintf(out, sizeof out, "%s/case.safetensors", dir);
     static const struct {
         int json;
@@ -1027,7 +1014,7 @@ static void weights_file(const char *dir, const char *bad, size_t at, float v)
     snprintf(whole, sizeof whole, "%s/whole.tmp", dir);
     snprintf(w, sizeof w, "%s/w.safetensors", dir);
     rb_write_file(cfg, BI_CONFIG, strlen(BI_CONFIG));
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--outputs", "final", "--no-variants", "--out-file",
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--outputs", "final", "--no-variants", "--out-file",
                             whole, "--quiet", NULL});
     rb_golden g;
     rb_golden_load_file(&g, whole);
@@ -1084,8 +1071,8 @@ Test(golden_errors, ground_truth_is_never_made_from_bad_input, .timeout = 60)
     char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], pad_cfg[RB_PATH_MAX + 32], w[RB_PATH_MAX + 32];
     char in[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32];
     rb_tmpdir(dir);
-    text_file(cfg, sizeof cfg, dir, "c.json", BI_CONFIG);
-    text_file(pad_cfg, sizeof pad_cfg, dir, "padded.json",
+    rb_text_file(cfg, sizeof cfg, dir, "c.json", BI_CONFIG);
+    rb_text_file(pad_cfg, sizeof pad_cfg, dir, "padded.json",
               "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 1}, "
               "\"input\": {\"batch\": 2, \"seq_len\": 3, \"padding\": [3, 3]}}");
     snprintf(w, sizeof w, "%s/w.safetensors", dir);
@@ -1155,13 +1142,13 @@ Test(golden_errors, ground_truth_is_never_made_from_bad_input, .timeout = 60)
     /* negative controls: finite weights and inputs with -inf in the mask, one query that sees a
      * key (item 1's query 0 with key 0 unpadded), an unpadded position under the config */
     inputs_file(dir, 99, 0, no_pad, only_key0);
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--weights", w, "--inputs", in, "--out-file", out,
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--weights", w, "--inputs", in, "--out-file", out,
                             "--quiet", NULL});
     cr_expect(rb_exists(out));
     remove(out);
     const uint8_t one_open[6] = {1, 1, 1, 0, 1, 1};
     inputs_file(dir, 99, 0, one_open, NULL);
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--inputs", in, "--out-file", out, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--inputs", in, "--out-file", out, "--quiet", NULL});
     cr_expect(rb_exists(out));
     remove(out);
     rb_tmpdir_remove(dir);

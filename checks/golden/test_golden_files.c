@@ -68,13 +68,6 @@ static const char *text_file(char *path, const char *dir, const char *name, cons
     return path;
 }
 
-static void run_ok(const char *const *args)
-{
-    rb_result r = rb_run(args);
-    cr_assert_eq(r.status, 0, "%s %s: exit %d: %s", args[1], args[2], r.status, r.err);
-    rb_result_free(&r);
-}
-
 static void remove_tree(const char *dir)
 {
     char cmd[PATH_MAX + 32];
@@ -122,12 +115,12 @@ Test(golden_files, an_output_that_is_an_input_of_the_same_command_is_refused, .t
     text_file(junk, dir, "junk.safetensors", "not a safetensors file");
     pf(p1, "%s/p1.safetensors", dir);
     pf(p2, "%s/p2.safetensors", dir);
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "1/2", "--out-file", p1, "--quiet", NULL});
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "2/2", "--out-file", p2, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "1/2", "--out-file", p1, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "2/2", "--out-file", p2, "--quiet", NULL});
     pf(cases, "%s/cases", dir);
     cr_assert_eq(mkdir(cases, 0700), 0);
     pf(tcase, "%s/t.safetensors", cases);
-    run_ok((const char *[]){"refenc", "golden", "--catalogue", cat, "--case", "t", "--out-file", tcase, "--quiet",
+    rb_run_ok((const char *[]){"refenc", "golden", "--catalogue", cat, "--case", "t", "--out-file", tcase, "--quiet",
                             NULL});
     /* a golden directory whose manifest.json is the config of the run */
     pf(gold, "%s/gold", dir);
@@ -187,11 +180,11 @@ Test(golden_files, an_output_that_is_an_input_of_the_same_command_is_refused, .t
     /* controls: the same commands with another output succeed */
     char out[PATH_MAX];
     pf(out, "%s/other.safetensors", dir);
-    run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", out, p1, p2, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", out, p1, p2, "--quiet", NULL});
     pf(out, "%s/manifest.json", dir);
-    run_ok((const char *[]){"refenc", "golden", "manifest", cat, cases, out, NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "manifest", cat, cases, out, NULL});
     pf(out, "%s/results.safetensors", dir);
-    run_ok((const char *[]){"refenc", "run", "--config", cfg, "--out", out, NULL});
+    rb_run_ok((const char *[]){"refenc", "run", "--config", cfg, "--out", out, NULL});
     pf(out, "%s/cert.json", dir);
     char junit[PATH_MAX];
     pf(junit, "%s/cert.xml", dir);
@@ -258,8 +251,8 @@ Test(golden_files, a_case_name_that_is_not_a_file_name_is_refused_where_it_becom
     pf(p2, "%s/p2.safetensors", dir);
     pf(q1, "%s/q1.safetensors", dir);
     pf(q2, "%s/q2.safetensors", dir);
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "1/2", "--out-file", p1, "--quiet", NULL});
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "2/2", "--out-file", p2, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "1/2", "--out-file", p1, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--shard", "2/2", "--out-file", p2, "--quiet", NULL});
     rename_parts(p1, p2, q1, q2, "../../../x");
     pf(deep, "%s/one", dir);
     cr_assert_eq(mkdir(deep, 0700), 0);
@@ -275,11 +268,11 @@ Test(golden_files, a_case_name_that_is_not_a_file_name_is_refused_where_it_becom
     cr_expect(!rb_exists(deep), "merge made its output directory for a case it refuses");
     /* control: the same parts renamed to a file name merge into the directory */
     rename_parts(p1, p2, q1, q2, "x");
-    run_ok((const char *[]){"refenc", "golden", "merge", "--out", deep, q1, q2, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "merge", "--out", deep, q1, q2, "--quiet", NULL});
     pf(escaped, "%s/one/two/out/cases/x.safetensors", dir);
     cr_expect(rb_exists(escaped));
     /* control: a dotted name that is one, a.b */
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--name", "a.b", "--out", out, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--name", "a.b", "--out", out, "--quiet", NULL});
     remove_tree(dir);
 }
 
@@ -347,7 +340,7 @@ Test(golden_files, a_fifo_or_a_link_in_the_golden_directory_is_refused_at_once, 
     unlink(parts);
 
     /* control: a plain directory takes the case and the manifest */
-    run_ok(make);
+    rb_run_ok(make);
     pf(victim, "%s/m.safetensors", cases);
     cr_expect(rb_exists(victim) && rb_exists(man));
     remove_tree(dir);
@@ -406,7 +399,7 @@ Test(golden_files, a_path_over_path_max_is_an_error_not_a_shorter_path, .timeout
     rb_result_free(&r);
     cr_expect(!rb_exists(out));
     /* control: a short name fits, and is written where it says */
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--name", "m", "--out", deep, "--quiet", NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--name", "m", "--out", deep, "--quiet", NULL});
     char file[PATH_MAX + 32];
     pf(file, "%s/cases", deep);
     cr_expect_eq(entries(file), 1);
@@ -461,9 +454,9 @@ Test(golden_files, two_runs_with_one_name_each_store_their_own_case, .timeout = 
     /* what each run makes on its own: two different cases named m */
     pf(ref1, "%s/seed1.safetensors", dir);
     pf(ref2, "%s/seed2.safetensors", dir);
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--seed", "1", "--name", "m", "--out-file", ref1,
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--seed", "1", "--name", "m", "--out-file", ref1,
                             "--quiet", NULL});
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--seed", "2", "--name", "m", "--out-file", ref2,
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--seed", "2", "--name", "m", "--out-file", ref2,
                             "--quiet", NULL});
     cr_assert(!rb_same_file(ref1, ref2));
     pf(gold, "%s/gold", dir);

@@ -115,13 +115,6 @@ static void ts_free(tset *s)
 
 /* ---- running and certifying ------------------------------------------------------- */
 
-static void run_ok(const char *const *args)
-{
-    rb_result r = rb_run(args);
-    cr_assert_eq(r.status, 0, "%s %s: exit %d: %s", args[1], args[2], r.status, r.err);
-    rb_result_free(&r);
-}
-
 static void golden_path(char *p, size_t n, const char *name)
 {
     snprintf(p, n, "golden/cases/%s.safetensors", name);
@@ -132,7 +125,7 @@ static void reference_results(const char *name, const char *out)
 {
     char g[RB_PATH_MAX];
     golden_path(g, sizeof g, name);
-    run_ok((const char *[]){"refenc", "run", "--case", g, "--grad", "--out", out, NULL});
+    rb_run_ok((const char *[]){"refenc", "run", "--case", g, "--grad", "--out", out, NULL});
 }
 
 static void certify(refenc_case_report *rep, const char *name, const char *results)
@@ -477,7 +470,7 @@ Test(golden_grad, bad_upstream_gradients_and_configs_are_refused, .timeout = 60)
 
     /* the same inputs with a good dY: the case holds it as given */
     inputs_file(in, 3, 0.25);
-    run_ok(gi);
+    rb_run_ok(gi);
     refenc_st_file f;
     refenc_error err;
     cr_assert_eq(refenc_st_read(&f, out, &err), REFENC_OK, "%s", err.message);
@@ -494,7 +487,7 @@ Test(golden_grad, bad_upstream_gradients_and_configs_are_refused, .timeout = 60)
     /* a float32 dY is taken, its values exactly */
     unlink(out);
     inputs_file_typed(in, REFENC_ST_F32);
-    run_ok(gi);
+    rb_run_ok(gi);
     cr_assert_eq(refenc_st_read(&f, out, &err), REFENC_OK, "%s", err.message);
     cr_assert_eq(refenc_st_to_f64(dy, &f, refenc_st_find(&f, "in.grad.dY"), &err), REFENC_OK);
     cr_expect(dy[0] == -0.5 && dy[1] == 0.25 && dy[2] == 0.5, "%g %g %g", dy[0], dy[1], dy[2]);
@@ -507,7 +500,7 @@ Test(golden_grad, a_shipped_gradient_case_regenerates_byte_for_byte, .timeout = 
     char dir[RB_PATH_MAX], out[RB_PATH_MAX + 32];
     rb_tmpdir(dir);
     snprintf(out, sizeof out, "%s/case.safetensors", dir);
-    run_ok((const char *[]){"refenc", "golden", "--catalogue", "golden/catalogue.json", "--case", "grad_bert_tokens",
+    rb_run_ok((const char *[]){"refenc", "golden", "--catalogue", "golden/catalogue.json", "--case", "grad_bert_tokens",
                             "--threads", "2", "--out-file", out, "--quiet", NULL});
     cr_expect(rb_same_file(out, "golden/cases/grad_bert_tokens.safetensors"));
     refenc_st_file f;

@@ -42,13 +42,6 @@ static void slurm_task(int id, int min, int max)
     slurm_env((const char *const[5]){s[0], s[1], s[2], s[3], "1"});
 }
 
-static void run_ok(const char *const *args)
-{
-    rb_result r = rb_run(args);
-    cr_assert_eq(r.status, 0, "%s %s: exit %d: %s", args[1], args[2], r.status, r.err);
-    rb_result_free(&r);
-}
-
 /* 2 layers x 2 items: 4 units per layer, one per shard of 4. */
 static const char config_text[] = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 12, \"n_layers\": 2},"
                                   " \"input\": {\"batch\": 2, \"seq_len\": 3, \"padding\": [0, 1]}}";
@@ -63,7 +56,7 @@ static void setup_dir(char *dir, char *cfg, size_t cap)
 /* The part of `spec` (K/N, auto or auto/N) in path. */
 static void part(const char *cfg, const char *spec, const char *path)
 {
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--shard", spec, "--threads", "1",
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--shard", spec, "--threads", "1",
                             "--quiet", "--out-file", path, NULL});
 }
 
@@ -87,8 +80,8 @@ Test(golden_shard_auto, array_tasks_write_the_parts_of_their_index, .timeout = 9
     slurm_env((const char *const[5]){NULL, NULL, NULL, NULL, NULL});
     snprintf(whole, sizeof whole, "%s/whole.safetensors", dir);
     snprintf(merged, sizeof merged, "%s/merged.safetensors", dir);
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--quiet", "--out-file", whole, NULL});
-    run_ok((const char *[]){"refenc", "golden", "merge", "--quiet", "--out-file", merged, autos[1], autos[2], autos[3],
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--quiet", "--out-file", whole, NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "merge", "--quiet", "--out-file", merged, autos[1], autos[2], autos[3],
                             autos[4], NULL});
     cr_expect(rb_same_file(whole, merged), "the parts of --shard auto do not merge into the unsharded file");
     /* a rerun of task 3 alone (sbatch --array=3), N given */

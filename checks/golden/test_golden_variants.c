@@ -44,19 +44,6 @@
 #define F64_ATOL 1e-11
 #define REFERENCE_SHARE 0.1
 
-static void run_ok(const char *const *args)
-{
-    rb_result r = rb_run(args);
-    cr_assert_eq(r.status, 0, "%s %s: exit %d: %s", args[1], args[2], r.status, r.err);
-    rb_result_free(&r);
-}
-
-static void text_file(char *path, size_t cap, const char *dir, const char *name, const char *text)
-{
-    snprintf(path, cap, "%s/%s", dir, name);
-    rb_write_file(path, text, strlen(text));
-}
-
 static size_t count_prefixed(const char *path, const char *prefix)
 {
     refenc_st_file f;
@@ -93,12 +80,12 @@ static void golden_and_buggy_results(const char *dir, const char *cfg, const cha
     rb_tmpdir_remove(gold);
     const char *args[] = {"refenc", "golden", "--config", cfg, "--name", "u", "--quiet", "--out", gold,
                           option, NULL};
-    run_ok(args);
+    rb_run_ok(args);
     rb_tmpdir_remove(res);
     char mk[RB_PATH_MAX + 48];
     snprintf(mk, sizeof mk, "mkdir -p '%s'", res);
     cr_assert_eq(system(mk), 0);
-    run_ok((const char *[]){"refenc", "run", "--case", casef, "--emulate", "f32", "--bug", bug, "--out", out,
+    rb_run_ok((const char *[]){"refenc", "run", "--case", casef, "--emulate", "f32", "--bug", bug, "--out", out,
                             NULL});
 }
 
@@ -107,7 +94,7 @@ Test(golden_variants, default_variants_name_an_injected_bug_and_say_whose_they_a
     char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], gold[RB_PATH_MAX + 32], res[RB_PATH_MAX + 32];
     char casef[RB_PATH_MAX + 64], cert[RB_PATH_MAX + 32];
     rb_tmpdir(dir);
-    text_file(cfg, sizeof cfg, dir, "u.json", CONFIG);
+    rb_text_file(cfg, sizeof cfg, dir, "u.json", CONFIG);
     snprintf(gold, sizeof gold, "%s/g", dir);
     snprintf(res, sizeof res, "%s/r", dir);
     snprintf(casef, sizeof casef, "%s/cases/u.safetensors", gold);
@@ -176,11 +163,11 @@ Test(golden_variants, the_references_variants_are_the_oracles_within_a_tenth_of_
 {
     char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], ref[RB_PATH_MAX + 32], orc[RB_PATH_MAX + 32];
     rb_tmpdir(dir);
-    text_file(cfg, sizeof cfg, dir, "u.json", CONFIG);
+    rb_text_file(cfg, sizeof cfg, dir, "u.json", CONFIG);
     snprintf(ref, sizeof ref, "%s/ref.safetensors", dir);
     snprintf(orc, sizeof orc, "%s/orc.safetensors", dir);
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--quiet", "--out-file", ref, NULL});
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--variants", "--quiet", "--out-file", orc, NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--quiet", "--out-file", ref, NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--variants", "--quiet", "--out-file", orc, NULL});
     char *engine = meta_of(orc, "variant_engine");
     cr_expect_null(engine, "--variants (the oracle's) wrote variant_engine %s", engine);
     free(engine);
@@ -224,28 +211,28 @@ Test(golden_variants, variants_made_in_parts_are_the_whole_runs_bytes, .timeout 
     char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], whole[RB_PATH_MAX + 32], merged[RB_PATH_MAX + 32];
     char p[4][RB_PATH_MAX + 64];
     rb_tmpdir(dir);
-    text_file(cfg, sizeof cfg, dir, "u.json", CONFIG);
+    rb_text_file(cfg, sizeof cfg, dir, "u.json", CONFIG);
     snprintf(whole, sizeof whole, "%s/whole.safetensors", dir);
     snprintf(merged, sizeof merged, "%s/merged.safetensors", dir);
     static const char *const modes[] = {NULL, "--per-layer"};
     for (size_t m = 0; m < 2; m++) {
         const size_t n = m == 0 ? 2 : 4; /* items, or (layer, item) pairs */
-        run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--quiet", "--out-file", whole, modes[m], NULL});
+        rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--quiet", "--out-file", whole, modes[m], NULL});
         cr_expect_gt(count_prefixed(whole, "alt."), 0, "the whole run stored no variant");
         for (size_t k = 0; k < n; k++) {
             char spec[48];
             snprintf(spec, sizeof spec, "%zu/%zu", k + 1, n);
             snprintf(p[k], sizeof p[k], "%s/p%zu.safetensors", dir, k + 1);
-            run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--quiet", "--shard", spec, "--out-file", p[k],
+            rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--quiet", "--shard", spec, "--out-file", p[k],
                                     modes[m], NULL});
             cr_expect_eq(count_prefixed(p[k], "alt."), 0, "a part holds variants: merge computes them");
         }
-        run_ok((const char *[]){"refenc", "golden", "merge", "--quiet", "--out-file", merged, p[0], p[1],
+        rb_run_ok((const char *[]){"refenc", "golden", "merge", "--quiet", "--out-file", merged, p[0], p[1],
                                 n > 2 ? p[2] : NULL, n > 2 ? p[3] : NULL, NULL});
         cr_expect(rb_same_file(merged, whole), "%s: the merged case differs from the whole run's",
                   modes[m] ? modes[m] : "--shard");
         /* negative control: the comparison tells a case without variants from one with them */
-        run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--quiet", "--no-variants", "--out-file", whole,
+        rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--quiet", "--no-variants", "--out-file", whole,
                                 modes[m], NULL});
         cr_expect(!rb_same_file(merged, whole), "with and without variants: the same bytes");
         for (size_t k = 0; k < n; k++)
@@ -271,7 +258,7 @@ Test(golden_variants, the_references_variants_are_the_same_bytes_and_messages_on
 {
     char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32], one[RB_PATH_MAX + 32];
     rb_tmpdir(dir);
-    text_file(cfg, sizeof cfg, dir, "u.json", CONFIG_BERT_EPS);
+    rb_text_file(cfg, sizeof cfg, dir, "u.json", CONFIG_BERT_EPS);
     snprintf(out, sizeof out, "%s/u.safetensors", dir);
     snprintf(one, sizeof one, "%s/one.safetensors", dir);
     refenc_config c; /* CONFIG_BERT_EPS's sizes: the workers --threads 3 and 2 give */
@@ -338,18 +325,18 @@ Test(golden_variants, a_catalogue_entrys_variants_made_in_parts_are_the_whole_ru
     rb_tmpdir(dir);
     snprintf(whole, sizeof whole, "%s/whole.safetensors", dir);
     snprintf(merged, sizeof merged, "%s/merged.safetensors", dir);
-    run_ok((const char *[]){"refenc", "golden", "--catalogue", "golden/catalogue.json", "--case", "encoder_post_alibi_h8",
+    rb_run_ok((const char *[]){"refenc", "golden", "--catalogue", "golden/catalogue.json", "--case", "encoder_post_alibi_h8",
                             "--variants=reference", "--quiet", "--out-file", whole, NULL});
     cr_expect_gt(count_prefixed(whole, "alt."), 0, "the whole run stored no variant");
     for (size_t k = 0; k < 2; k++) {
         char spec[48];
         snprintf(spec, sizeof spec, "%zu/2", k + 1);
         snprintf(p[k], sizeof p[k], "%s/p%zu.safetensors", dir, k + 1);
-        run_ok((const char *[]){"refenc", "golden", "--catalogue", "golden/catalogue.json", "--case",
+        rb_run_ok((const char *[]){"refenc", "golden", "--catalogue", "golden/catalogue.json", "--case",
                                 "encoder_post_alibi_h8", "--variants=reference", "--quiet", "--shard", spec,
                                 "--out-file", p[k], NULL});
     }
-    run_ok((const char *[]){"refenc", "golden", "merge", "--quiet", "--out-file", merged, p[0], p[1], NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "merge", "--quiet", "--out-file", merged, p[0], p[1], NULL});
     cr_expect(rb_same_file(merged, whole), "the merged case differs from the whole run's");
     for (size_t k = 0; k < 2; k++)
         remove(p[k]);
@@ -361,7 +348,7 @@ Test(golden_variants, the_option_and_the_metadata_are_checked, .timeout = 60)
     char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32], gold[RB_PATH_MAX + 32];
     char casef[RB_PATH_MAX + 64], res[RB_PATH_MAX + 32];
     rb_tmpdir(dir);
-    text_file(cfg, sizeof cfg, dir, "u.json", CONFIG);
+    rb_text_file(cfg, sizeof cfg, dir, "u.json", CONFIG);
     snprintf(out, sizeof out, "%s/o.safetensors", dir);
     rb_result r = rb_run((const char *[]){"refenc", "golden", "--config", cfg, "--variants=exact", "--out-file", out,
                                           NULL});
@@ -373,12 +360,12 @@ Test(golden_variants, the_option_and_the_metadata_are_checked, .timeout = 60)
     rb_result_free(&r);
     cr_expect(!rb_exists(out), "a refused run wrote its file");
     /* negative control: the right spellings are accepted, and say which */
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--variants=reference", "--quiet", "--out-file", out,
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--variants=reference", "--quiet", "--out-file", out,
                             NULL});
     char *engine = meta_of(out, "variant_engine");
     cr_expect(engine != NULL && strcmp(engine, "reference") == 0);
     free(engine);
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--variants=oracle", "--quiet", "--out-file", out,
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--variants=oracle", "--quiet", "--out-file", out,
                             NULL});
     engine = meta_of(out, "variant_engine");
     cr_expect_null(engine);
@@ -387,7 +374,7 @@ Test(golden_variants, the_option_and_the_metadata_are_checked, .timeout = 60)
     /* a golden whose variant_engine is neither: certify exits 2 naming the field */
     snprintf(gold, sizeof gold, "%s/g", dir);
     snprintf(res, sizeof res, "%s/r.safetensors", dir);
-    run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--name", "u", "--quiet", "--out", gold, NULL});
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--name", "u", "--quiet", "--out", gold, NULL});
     snprintf(casef, sizeof casef, "%s/cases/u.safetensors", gold);
     rb_golden g;
     rb_golden_load_file(&g, casef);
@@ -401,7 +388,7 @@ Test(golden_variants, the_option_and_the_metadata_are_checked, .timeout = 60)
     char mk[RB_PATH_MAX + 48];
     snprintf(mk, sizeof mk, "mkdir -p '%s'", rdir);
     cr_assert_eq(system(mk), 0);
-    run_ok((const char *[]){"refenc", "run", "--case", casef, "--out", rfile, NULL});
+    rb_run_ok((const char *[]){"refenc", "run", "--case", casef, "--out", rfile, NULL});
     r = rb_run((const char *[]){"refenc", "certify", "--golden", gold, "--results", rdir, NULL});
     cr_expect_eq(r.status, 2, "exit %d: %s", r.status, r.err);
     cr_expect(strstr(r.err, "__metadata__.variant_engine is neither") != NULL, "%s", r.err);

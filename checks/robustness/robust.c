@@ -89,6 +89,13 @@ void rb_write_file(const char *path, const void *bytes, size_t n)
     cr_assert_eq(fclose(f), 0, "cannot write %s", path);
 }
 
+void rb_text_file(char *path, size_t cap, const char *dir, const char *name, const char *text)
+{
+    const int n = snprintf(path, cap, "%s/%s", dir, name);
+    cr_assert(n >= 0 && (size_t)n < cap, "the path %s/%s does not fit in %zu bytes", dir, name, cap);
+    rb_write_file(path, text, strlen(text));
+}
+
 void rb_copy_file(const char *from, const char *to)
 {
     size_t n;
@@ -256,6 +263,13 @@ rb_result rb_run_with(const char *const *args, const rb_run_options *opt)
 rb_result rb_run(const char *const *args)
 {
     return rb_run_with(args, NULL);
+}
+
+void rb_run_ok(const char *const *args)
+{
+    rb_result r = rb_run(args);
+    cr_assert_eq(r.status, 0, "%s %s: exit %d: %s", args[1], args[2], r.status, r.err);
+    rb_result_free(&r);
 }
 
 void rb_result_free(rb_result *r)

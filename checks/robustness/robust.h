@@ -60,6 +60,8 @@ const char *rb_fixture_dir(void);
 rb_result rb_run(const char *const *args);
 rb_result rb_run_with(const char *const *args, const rb_run_options *opt);
 void rb_result_free(rb_result *r);
+/* rb_run, asserting exit 0 (the failure names args[1], args[2] and stderr). */
+void rb_run_ok(const char *const *args);
 
 /* exit `status`, and stderr exactly one line starting "refenc CMD: " that
  * contains every fragment (NULL-terminated list). */
@@ -78,6 +80,8 @@ unsigned char *rb_read_file(const char *path, size_t *n);
 /* Whether two files hold the same bytes (both readable). */
 int rb_same_file(const char *a, const char *b);
 void rb_write_file(const char *path, const void *bytes, size_t n);
+/* path (cap bytes) := dir/name, a file written with text. */
+void rb_text_file(char *path, size_t cap, const char *dir, const char *name, const char *text);
 void rb_copy_file(const char *from, const char *to);
 int rb_exists(const char *path);
 
