@@ -284,10 +284,11 @@ def alibi_bias(H, positions, dt):
     """(H, L, L): -m_h |p_i - p_j|, symmetric (encoder); +m_h |p_i - p_j|
     under the bug alibi_bias_positive (candle#1187)."""
     m = torch.tensor(alibi_slopes(H), dtype=dt)
-    p = positions.to(dt)
+    p = positions.to(torch.float64)  # the distances exactly: bfloat16 holds no odd integer above 256
     dist = (p[:, None] - p[None, :]).abs()
     sign = 1.0 if BUG == "alibi_bias_positive" else -1.0
-    return sign * m[:, None, None] * dist[None]
+    # m_h |i - j| rounded once to the dtype (as the product of two values of it would be)
+    return (sign * m.to(torch.float64)[:, None, None] * dist[None]).to(dt)
 
 
 def sinusoidal_pe(positions, D, dt):
