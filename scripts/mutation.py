@@ -98,9 +98,9 @@ AREAS = {
     },
     "readers": {
         "files": ["ref/io/safetensors.c", "ref/io/case_file.c", "ref/io/manifest.c", "ref/io/file_read.c",
-                  "ref/io/grad_input.c", "ref/io/checkpoint_names.c"],
+                  "ref/io/grad_input.c", "ref/io/checkpoint_names.c", "ref/io/rope_scaling_json.c"],
         "filter": "@(safetensors|safetensors_convert|st_limits|manifest|file_read|bad_golden|bad_results|api_edges|"
-                  "checkpoint_names|"
+                  "checkpoint_names|rope_scaling_json|cli_run|config_json|"
                   "case_outputs|golden_trust|file_safety|messages|out_of_memory|nonfinite|cli_usage|"
                   "atomic_write|golden_grad)/*",
         "budget": 30,

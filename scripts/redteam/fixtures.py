@@ -257,6 +257,17 @@ def build(cli, base, source_root):
           b + "mlp.down_proj.weight": [4, 6], b + "mlp.down_proj.bias": [4], b + "mlp_ln.weight": [4],
           b + "mlp_ln.bias": [4]}
     st.write(j("gte_glu_bias.safetensors"), None, {n: st.filled("F32", s, 0.25) for n, s in hf.items()})
+    # GTE's ntk RoPE scaling: a golden is made with mixed_b; a negative mixed_b, and mixed_b
+    # under another type, exit 2 naming the field
+    ntk = dict(TINY_MODEL, positional="rope")
+    _dump(j("ntk_mixed.json"), {"model": dict(ntk, rope_scaling={"rope_type": "ntk", "factor": 2.0, "mixed_b": 0.75}),
+                                "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("ntk_mixed_negative.json"), {"model": dict(ntk, rope_scaling={"rope_type": "ntk", "factor": 2.0,
+                                                                          "mixed_b": -0.5}),
+                                         "input": {"batch": 1, "seq_len": 3}})
+    _dump(j("mixed_b_linear.json"), {"model": dict(ntk, rope_scaling={"rope_type": "linear", "factor": 2.0,
+                                                                      "mixed_b": 0.75}),
+                                     "input": {"batch": 1, "seq_len": 3}})
     _dump(j("two_patterns.json"), {"model": dict(TINY_MODEL, n_layers=2, global_attn_every_n_layers=2,
                                                  sliding_window_pattern=2), "input": {"batch": 1, "seq_len": 3}})
     _dump(j("gemma3_partial.json"), {"model": dict(TINY_MODEL, n_layers=2, positional="rope", sliding_window_pattern=2,
