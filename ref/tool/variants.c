@@ -560,8 +560,15 @@ static int pattern_shift_applies(const refenc_case *c)
 {
     const refenc_config *cfg = &c->cfg;
     const size_t n = cfg->global_attn_every_n_layers, p = cfg->sliding_window_pattern;
-    const double global = cfg->global_rope_theta != 0 ? cfg->global_rope_theta : cfg->rope_base;
-    const int bases = cfg->positional == REFENC_POS_ROPE && global != local_base(cfg);
+    /* one period of the pattern holds a layer of each kind, when it has both */
+    double global = cfg->rope_base, local = cfg->rope_base;
+    for (size_t l = 0; l < n + p; l++) {
+        if (refenc_layer_windowed(cfg, l))
+            local = refenc_layer_rope_base(cfg, l);
+        else
+            global = refenc_layer_rope_base(cfg, l);
+    }
+    const int bases = cfg->positional == REFENC_POS_ROPE && global != local;
     return c->component == REFENC_COMP_ENCODER && (n >= 2 || p >= 2) &&
            cfg->rope_scaling.type == REFENC_ROPE_SCALING_NONE && cfg->rope_scaling.partial_rotary_factor == 1 &&
            (window_cuts(c) || bases);
