@@ -33,6 +33,19 @@ void refenc_mpk_alibi_slopes_pow2(mpfr_ptr slopes, size_t H, refenc_mp_ws *ws)
     }
 }
 
+void refenc_mpk_alibi_slopes_of(mpfr_ptr slopes, size_t H, const double *given,
+                                const refenc_mp_hooks *hooks, refenc_mp_ws *ws)
+{
+    if (given != NULL)
+        refenc_mp_set_d(slopes, given, H);
+    else if (hooks != NULL && hooks->alibi_slopes_pow2)
+        refenc_mpk_alibi_slopes_pow2(slopes, H, ws);
+    else
+        refenc_mpk_alibi_slopes(slopes, H, ws);
+    for (size_t h = 0; hooks != NULL && hooks->alibi_bias_positive && h < H; h++)
+        mpfr_neg(slopes + h, slopes + h, MPFR_RNDN); /* exact */
+}
+
 typedef struct {
     size_t H;
 } alibi_args;

@@ -324,14 +324,7 @@ static void unit_slopes(refenc_mpe_unit *u)
     REFENC_MPE_LANES(u, li) {
         refenc_mp_ws *ws = &u->workers[0].ws[li];
         refenc_mpe_inexact_begin();
-        if (u->run->alibi_slopes != NULL)
-            refenc_mp_set_d(u->lanes[li].slopes, u->run->alibi_slopes, u->H);
-        else if (hooks != NULL && hooks->alibi_slopes_pow2)
-            refenc_mpk_alibi_slopes_pow2(u->lanes[li].slopes, u->H, ws);
-        else
-            refenc_mpk_alibi_slopes(u->lanes[li].slopes, u->H, ws);
-        for (size_t h = 0; hooks != NULL && hooks->alibi_bias_positive && h < u->H; h++)
-            mpfr_neg(u->lanes[li].slopes + h, u->lanes[li].slopes + h, MPFR_RNDN); /* exact */
+        refenc_mpk_alibi_slopes_of(u->lanes[li].slopes, u->H, u->run->alibi_slopes, hooks, ws);
         refenc_mpe_inexact_end(u, li);
     }
 }

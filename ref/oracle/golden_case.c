@@ -15,17 +15,6 @@ typedef struct {
     const refenc_mp_hooks *hooks;
 } case_args;
 
-/* The ALiBi slopes, as specified or as the bug variants compute them. */
-static void slopes(mpfr_ptr m, size_t H, const refenc_mp_hooks *hooks, refenc_mp_ws *ws)
-{
-    if (hooks != NULL && hooks->alibi_slopes_pow2)
-        refenc_mpk_alibi_slopes_pow2(m, H, ws);
-    else
-        refenc_mpk_alibi_slopes(m, H, ws);
-    for (size_t h = 0; hooks != NULL && hooks->alibi_bias_positive && h < H; h++)
-        mpfr_neg(m + h, m + h, MPFR_RNDN); /* exact */
-}
-
 /* What every component's evaluation shares: the case's input x and hyper-parameters in MPFR, an
  * arena for the outputs and a kernel workspace, all at prec. */
 typedef struct {
@@ -58,7 +47,7 @@ static int alibi_eval(component_state *s, const refenc_mp_sink *sink, refenc_err
     mpfr_ptr bias = refenc_mp_arena_alloc(&s->ar, H * L * L, s->prec);
     if (s->ar.failed)
         return refenc_mp_enomem(err, c->name, s->prec);
-    slopes(m, H, s->a->hooks, &s->ws);
+    refenc_mpk_alibi_slopes_of(m, H, NULL, s->a->hooks, &s->ws);
     /* bias[h,i,j] = -m_h |pos_i - pos_j|, |pos_i - pos_j| < 2^53 exact */
     for (size_t h = 0; h < H; h++)
         for (size_t i = 0; i < L; i++)

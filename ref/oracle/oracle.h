@@ -388,6 +388,12 @@ void refenc_mpk_alibi_slopes(mpfr_ptr slopes, size_t H, refenc_mp_ws *ws);
  * whatever H, the exponent an exact rational.  ws: n_tmp >= 1. */
 void refenc_mpk_alibi_slopes_pow2(mpfr_ptr slopes, size_t H, refenc_mp_ws *ws);
 
+/* The slopes a run uses: the given doubles (NULL: none), else the bug
+ * variant alibi_slopes_pow2's or the exact ones; negated under the bug
+ * variant alibi_bias_positive (hooks may be NULL).  ws: n_tmp >= 1. */
+void refenc_mpk_alibi_slopes_of(mpfr_ptr slopes, size_t H, const double *given,
+                                const refenc_mp_hooks *hooks, refenc_mp_ws *ws);
+
 /* What attention sees besides q, k, v (refenc_attn_options, in MPFR). */
 typedef struct {
     const uint8_t *key_padding_mask; /* (B, L), 1 = padding; NULL: none          */
