@@ -367,8 +367,8 @@ class RMSNorm(nn.Module):
         self.eps, self.peer, self.offset, self.block = eps, peer, offset, block
 
     def forward(self, t):
-        if self.peer.BUG == "rmsnorm_mean_subtracted" and self.block and not self.offset:
-            return self.peer.layer_norm(t, self.weight, None, self.eps)  # the block's norms, not q/k's
+        if self.block:  # the block's norms carry the norm bugs, q/k's do not
+            return self.peer.block_rms_norm(t, self.weight, self.eps, self.offset)
         return self.peer.rms_norm(t, self.weight, self.eps, self.offset)
 
 

@@ -119,15 +119,19 @@ def rms_norm(t, w, eps, offset):
     return z * w
 
 
-def norm(cfg, t, w, b, eps):
-    """The configured norm (norm_type): LayerNorm or RMSNorm.  The bug
-    rmsnorm_mean_subtracted computes an RMSNorm (w, not Gemma's 1 + w) as a
+def block_rms_norm(t, w, eps, offset):
+    """A block's RMSNorm (not the per-head q/k norms).  The bug
+    rmsnorm_mean_subtracted computes it (w, not Gemma's 1 + w) as a
     bias-free LayerNorm (llama.cpp#173's ggml_norm)."""
+    if BUG == "rmsnorm_mean_subtracted" and not offset:
+        return layer_norm(t, w, None, eps)
+    return rms_norm(t, w, eps, offset)
+
+
+def norm(cfg, t, w, b, eps):
+    """The configured norm (norm_type): LayerNorm or RMSNorm."""
     if cfg.get("norm_type", "layernorm") == "rmsnorm":
-        offset = cfg.get("rmsnorm_offset", False)
-        if BUG == "rmsnorm_mean_subtracted" and not offset:
-            return layer_norm(t, w, None, eps)
-        return rms_norm(t, w, eps, offset)
+        return block_rms_norm(t, w, eps, cfg.get("rmsnorm_offset", False))
     return layer_norm(t, w, b, eps)
 
 
