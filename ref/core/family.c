@@ -148,6 +148,23 @@ static void t5_encoder_conventions(refenc_config *cfg)
     cfg->causal = 0, cfg->mask_value = REFENC_MASK_FINFO_MIN;
 }
 
+/* What nomic-bert, jina-bert-v2 and gte share, each from its config.json
+ * and remote code (below): BERT-base's sizes with a 30528-word vocabulary
+ * and 8192 positions, pad id 0, LayerNorm eps 1e-12 on the embeddings and in
+ * Post-LN layers, no final norm, unscaled word (+ type) embeddings then a
+ * LayerNorm, bidirectional with the extended mask (finfo.min), a pooled
+ * embedding L2-normalised. */
+static void long_bert_conventions(refenc_config *cfg)
+{
+    cfg->d_model = 768, cfg->n_heads = 12, cfg->d_ff = 3072, cfg->n_layers = 12;
+    cfg->vocab_size = 30528, cfg->max_len = 8192, cfg->padding_idx = 0, cfg->type_vocab_size = 2;
+    cfg->layer_norm_eps = cfg->embedding_norm_eps = 1e-12;
+    cfg->norm = REFENC_NORM_POST, cfg->final_norm = 0, cfg->norm_type = REFENC_NORMTYPE_LAYERNORM;
+    cfg->embedding_norm = 1, cfg->scale_embedding = 0;
+    cfg->causal = 0, cfg->mask_value = REFENC_MASK_FINFO_MIN;
+    cfg->pooling_normalize = 1;
+}
+
 /* nomic-ai/nomic-embed-text-v1.5 config.json (NomicBertConfig, GPT-2's key names):
  * n_embd 768, n_head 12, n_inner 3072, n_layer 12, vocab_size 30528, type_vocab_size
  * 2, n_positions 8192, max_trained_positions 2048, layer_norm_epsilon 1e-12,
@@ -167,15 +184,11 @@ static void t5_encoder_conventions(refenc_config *cfg)
  * the mean over the non-padding tokens, L2-normalised (pooling mean). */
 static void nomic_bert_conventions(refenc_config *cfg)
 {
-    cfg->d_model = 768, cfg->n_heads = 12, cfg->d_ff = 3072, cfg->n_layers = 12;
-    cfg->vocab_size = 30528, cfg->max_len = 8192, cfg->padding_idx = 0, cfg->type_vocab_size = 2;
-    cfg->layer_norm_eps = cfg->embedding_norm_eps = 1e-12;
-    cfg->norm = REFENC_NORM_POST, cfg->final_norm = 0, cfg->norm_type = REFENC_NORMTYPE_LAYERNORM;
-    cfg->embedding_norm = 1, cfg->scale_embedding = 0, cfg->linear_bias = 0;
+    long_bert_conventions(cfg);
+    cfg->linear_bias = 0;
     cfg->activation = REFENC_ACT_SILU, cfg->ffn_type = REFENC_FFN_GLU, cfg->glu_gate = REFENC_GLU_GATE_FIRST;
     cfg->positional = REFENC_POS_ROPE, cfg->rope_layout = REFENC_ROPE_HALF, cfg->rope_base = 1000.0;
-    cfg->causal = 0, cfg->mask_value = REFENC_MASK_FINFO_MIN;
-    cfg->pooling = REFENC_POOL_MEAN, cfg->pooling_normalize = 1;
+    cfg->pooling = REFENC_POOL_MEAN;
 }
 
 /* jinaai/jina-embeddings-v2-base-en config.json (JinaBertConfig of
@@ -194,15 +207,11 @@ static void nomic_bert_conventions(refenc_config *cfg)
  * tokens, L2-normalised (pooling mean). */
 static void jina_bert_v2_conventions(refenc_config *cfg)
 {
-    cfg->d_model = 768, cfg->n_heads = 12, cfg->d_ff = 3072, cfg->n_layers = 12;
-    cfg->vocab_size = 30528, cfg->max_len = 8192, cfg->padding_idx = 0, cfg->type_vocab_size = 2;
-    cfg->layer_norm_eps = cfg->embedding_norm_eps = 1e-12;
-    cfg->norm = REFENC_NORM_POST, cfg->final_norm = 0, cfg->norm_type = REFENC_NORMTYPE_LAYERNORM;
-    cfg->embedding_norm = 1, cfg->scale_embedding = 0, cfg->linear_bias = 1, cfg->linear1_bias = 0;
+    long_bert_conventions(cfg);
+    cfg->linear_bias = 1, cfg->linear1_bias = 0;
     cfg->activation = REFENC_ACT_GELU, cfg->ffn_type = REFENC_FFN_GLU, cfg->glu_gate = REFENC_GLU_GATE_FIRST;
     cfg->positional = REFENC_POS_ALIBI;
-    cfg->causal = 0, cfg->mask_value = REFENC_MASK_FINFO_MIN;
-    cfg->pooling = REFENC_POOL_MEAN, cfg->pooling_normalize = 1;
+    cfg->pooling = REFENC_POOL_MEAN;
 }
 
 /* Alibaba-NLP/gte-base-en-v1.5 config.json (NewConfig): hidden_size 768,
@@ -222,16 +231,12 @@ static void jina_bert_v2_conventions(refenc_config *cfg)
  * H 16, N 24, F 4096, rope_theta 160000, type_vocab_size 2 (docs/families.md). */
 static void gte_conventions(refenc_config *cfg)
 {
-    cfg->d_model = 768, cfg->n_heads = 12, cfg->d_ff = 3072, cfg->n_layers = 12;
-    cfg->vocab_size = 30528, cfg->max_len = 8192, cfg->padding_idx = 0, cfg->type_vocab_size = 0;
-    cfg->layer_norm_eps = cfg->embedding_norm_eps = 1e-12;
-    cfg->norm = REFENC_NORM_POST, cfg->final_norm = 0, cfg->norm_type = REFENC_NORMTYPE_LAYERNORM;
-    cfg->embedding_norm = 1, cfg->scale_embedding = 0, cfg->linear_bias = 1, cfg->linear1_bias = 0;
+    long_bert_conventions(cfg);
+    cfg->type_vocab_size = 0, cfg->linear_bias = 1, cfg->linear1_bias = 0;
     cfg->activation = REFENC_ACT_GELU, cfg->ffn_type = REFENC_FFN_GLU, cfg->glu_gate = REFENC_GLU_GATE_SECOND;
     cfg->positional = REFENC_POS_ROPE, cfg->rope_layout = REFENC_ROPE_HALF, cfg->rope_base = 500000.0;
     cfg->rope_scaling.type = REFENC_ROPE_SCALING_NTK, cfg->rope_scaling.factor = 2.0;
-    cfg->causal = 0, cfg->mask_value = REFENC_MASK_FINFO_MIN;
-    cfg->pooling = REFENC_POOL_CLS, cfg->pooling_normalize = 1;
+    cfg->pooling = REFENC_POOL_CLS;
 }
 
 /* google/gemma-3-1b-pt config.json (Gemma3TextConfig): hidden_size 1152,
