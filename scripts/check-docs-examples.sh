@@ -8,7 +8,10 @@
 # example's outcome is checked, not only its exit code.  First,
 # scripts/docs-examples.py: every example of README.md and docs/ is run by
 # some check (this one, check-quickstart, check-ci-recipe, check-parallel,
-# check-slurm, check-numpy-reader) or says why not.  Each block is timed.
+# check-slurm, check-numpy-reader) or says why not; and
+# scripts/check-doc-refs.py: every reference to a section of the docs, in
+# the code, the scripts and the docs, names a section that exists.  Each
+# block is timed.
 #
 # usage: scripts/check-docs-examples.sh OUT_DIR
 set -eu
@@ -18,6 +21,7 @@ tree=$(pwd)
 py=/usr/bin/python3
 cli=$tree/build/refenc
 $py scripts/docs-examples.py > /dev/null || { $py scripts/docs-examples.py | grep MISSING >&2; exit 1; }
+$py scripts/check-doc-refs.py || exit 1  # every "docs/X.md, \"Section\"" names a section that exists
 rm -rf "$out" && mkdir -p "$out" && out=$(cd "$out" && pwd)
 for e in "$tree"/*; do ln -s "$e" "$out/${e##*/}"; done
 fail() { echo "check-docs-examples: $*" >&2; exit 1; }

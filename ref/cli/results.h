@@ -1,6 +1,6 @@
 /* A results file being built: named tensors (out.<step>) collected from a
  * trace, in F64 or, for an emulation, in its dtype, then written at once
- * (docs/golden-format.md, "results file"). */
+ * (docs/golden-format.md, "Tensors"). */
 #ifndef REFENC_CLI_RESULTS_H
 #define REFENC_CLI_RESULTS_H
 

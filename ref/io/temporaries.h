@@ -1,6 +1,6 @@
 /* The temporary files a process has open for writing, removed when it is
  * ended by a termination signal (SIGHUP, SIGINT, SIGQUIT, SIGTERM) in any of
- * its threads (docs/hardening.md, "Files").
+ * its threads (docs/hardening.md, "The file-system layer").
  *
  * The atomic writer (atomic_write.h) reserves an entry before it creates a
  * temporary file, publishes its name once created, and takes it out when it

@@ -275,8 +275,8 @@ def load_case(name, golden=None):
 
 
 def case_patterns(pattern):
-    """A case selection in refenc certify's grammar (docs/cli.md, "Selecting
-    cases and outputs"): a shell pattern, commas separating several, or an
+    """A case selection in refenc certify's grammar (docs/cli.md, "refenc
+    certify", the selection options): a shell pattern, commas separating several, or an
     iterable of them, each a repeated --case; a case is selected when any
     pattern matches it.  ValueError for an empty pattern or selection."""
     items = [pattern] if isinstance(pattern, (str, os.PathLike)) else list(pattern)
