@@ -3,7 +3,7 @@
 
 The code, the tests, the scripts and the docs cite sections by their
 heading: `docs/certify.md, "The tolerance policy"`, `(docs/oracle.md,
-"Memory")`, and, inside a document, `("Float32: why the baseline", below)`.
+"Cost")`, and, inside a document, `("Float32: why the baseline", below)`.
 A section renamed or moved to another document leaves such a reference
 pointing at nothing, and nothing else notices.  This script reads every
 tracked text file and checks each reference:
