@@ -573,3 +573,38 @@ Test(grad_budget, a_nan_or_infinite_gradient_never_passes_in_any_dtype, .timeout
     nt_free(&s);
     rb_tmpdir_remove(dir);
 }
+
+/* refenc run --case --grad --emulate: the emulated backward as a peer. */
+Test(grad_budget, run_grad_emulate_writes_the_emulated_backward_in_the_dtype, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], g[RB_PATH_MAX], out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    shipped(g, sizeof g, "grad_post_rope_interleaved_padding");
+    snprintf(out, sizeof out, "%s/emu.safetensors", dir);
+    rb_run_ok((const char *[]){"refenc", "run", "--case", g, "--grad", "--emulate", "bf16", "--out", out, NULL});
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, out, &err), REFENC_OK, "%s", err.message);
+    const refenc_st_tensor *t = refenc_st_find(&f, "grad.layers.0.linear1.weight");
+    cr_assert_not_null(t);
+    cr_expect_eq(t->dtype, REFENC_ST_BF16);
+    refenc_st_free(&f);
+    refenc_case_report rep;
+    certify(&rep, g, out);
+    cr_expect_eq(rep.verdict, REFENC_VERDICT_PASS);
+    cr_expect_eq(rep.grads_given, rep.grads);
+    refenc_case_report_free(&rep);
+    /* the knobs the emulated backward does not model, and --bug, are refused */
+    const char *const mods[] = {"bf16,fused", "f16,reverse", "f32,float-libm"};
+    for (size_t k = 0; k < 3; k++) {
+        rb_result r = rb_run((const char *[]){"refenc", "run", "--case", g, "--grad", "--emulate", mods[k], "--out",
+                                              out, NULL});
+        rb_expect_error(&r, 2, "run", mods[k], (const char *[]){"--grad", "does not model", NULL});
+        rb_result_free(&r);
+    }
+    rb_result r = rb_run((const char *[]){"refenc", "run", "--case", g, "--grad", "--bug", "layernorm_eps_x10",
+                                          "--out", out, NULL});
+    rb_expect_error(&r, 2, "run", "--bug", (const char *[]){"--grad", "--bug", NULL});
+    rb_result_free(&r);
+    rb_tmpdir_remove(dir);
+}
