@@ -608,3 +608,21 @@ Test(grad_budget, run_grad_emulate_writes_the_emulated_backward_in_the_dtype, .t
     rb_result_free(&r);
     rb_tmpdir_remove(dir);
 }
+
+/* A config outside the gradient goldens is refused by name, never computed
+ * as another (partial_rotary_factor: the backward would rotate every pair). */
+Test(grad_budget, the_emulated_backward_refuses_what_the_gradient_goldens_do_not_hold, .timeout = 60)
+{
+    char g[RB_PATH_MAX];
+    shipped(g, sizeof g, "grad_pre_rope_padding");
+    refenc_case c;
+    double *dY;
+    load_case(&c, &dY, g);
+    c.cfg.rope_scaling.partial_rotary_factor = 0.5;
+    const refenc_emulation e = refenc_emulation_baseline(REFENC_FMT_BF16);
+    refenc_error err;
+    cr_expect_eq(refenc_emulation_backward_case(&c, dY, &e, NULL, &err), REFENC_EINVAL);
+    cr_expect(strstr(err.message, "partial_rotary_factor") != NULL, "%s", err.message);
+    free(dY);
+    refenc_case_free(&c);
+}

@@ -347,6 +347,8 @@ static const char *unsupported_key(const refenc_config *cfg)
         return "ffn_type";
     if (cfg->rope_scaling.type != REFENC_ROPE_SCALING_NONE)
         return "rope_scaling";
+    if (cfg->rope_scaling.partial_rotary_factor != 1.0) /* the backward rotates every pair */
+        return "partial_rotary_factor";
     if (cfg->skip_first_prenorm)
         return "skip_first_prenorm";
     if (cfg->embedding_normalizer_dtype != REFENC_NORMALIZER_EXACT)
