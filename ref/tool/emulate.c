@@ -226,9 +226,8 @@ static double *stack(const emu_run *r, double *h, double *next, refenc_workspace
     return h;
 }
 
-/* refenc_encoder_forward: embedding (scaled or not) or x, token types,
- * additive PE (RoBERTa's positions from the tokens), embedding LayerNorm,
- * the layers, the final norm. */
+/* The embedding path before its norm into h: embedding (scaled or not) or
+ * x, token types, additive PE (RoBERTa's positions from the tokens). */
 static void embed_sum(const refenc_emulation *e, double *h, refenc_workspace *ws, const refenc_case *c)
 {
     const refenc_config *cfg = &c->cfg;
@@ -259,6 +258,8 @@ static void embed_sum(const refenc_emulation *e, double *h, refenc_workspace *ws
     }
 }
 
+/* refenc_encoder_forward: the embedding path (embed_sum), embedding
+ * LayerNorm, the layers, the final norm. */
 static void encoder(const emu_run *r, double *y, refenc_workspace *ws, const double *slopes,
                     const refenc_case *c)
 {
