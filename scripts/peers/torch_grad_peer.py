@@ -8,6 +8,7 @@ every gradient the case lists, for `refenc certify` (docs/gradients.md,
 "Certifying a PyTorch backward").
 
   float64, float32  PyTorch's own autograd in that dtype.
+  bfloat16 --native PyTorch's own bfloat16 CPU kernels, forward and autograd.
   float16, bfloat16 the forward as torch_peer computes it (float32 operations
                     on values of the dtype, every operation's output rounded
                     to it), and the backward the same way: every aten
@@ -40,6 +41,7 @@ all four dtypes, each injected bug fails every case in each.
 """
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -216,6 +218,21 @@ def compute(golden, bug=None):
     return res
 
 
+PRECISION = {"float16": (11, -14), "bfloat16": (8, -126), "float32": (24, -126)}
+
+
+def without_growth(o, dtype):
+    """How far a 16-bit gradient output is from the budget computed without
+    the growth term G (budget.h: refenc_budget, the forward's rule on the
+    emulated backward's baseline), from the certificate's figures."""
+    p, emin = PRECISION[dtype]
+    m = o["scale"]
+    e = emin if m == 0 else max(math.frexp(m)[1] - 1, emin)
+    max_abs = 2 * o["baseline_max_abs_error"] + 2 * 2.0 ** (e - p + 1)
+    nmse = 4 * o["baseline_nmse"] + (2 * 2.0 ** -p) ** 2
+    return max(o["max_abs_error"] / max_abs, math.sqrt(o["nmse"] / nmse))
+
+
 def check_pinned(args, cases):
     """Every mode of the pinned file: compute, certify, compare; 0 when every
     case of every mode has its pinned verdict."""
@@ -223,7 +240,7 @@ def check_pinned(args, cases):
     names = sorted(c.name for c in cases)
     ok, t0 = True, time.time()
     for mode, spec in pinned.items():
-        torch_peer.configure(spec["dtype"])
+        torch_peer.configure(spec["dtype"], native=spec.get("native", False))
         out = os.path.join(args.out, mode)
         for case in cases:
             case.write_results(out, compute(case, spec.get("bug")), dtype=spec["dtype"])
@@ -239,6 +256,17 @@ def check_pinned(args, cases):
             worst = max(grads, key=lambda o: o["excess"]) if grads else None
             got[c["case"]] = (c["verdict"], len(grads), worst)
         want = spec["expect"]
+        if spec.get("needs_growth"):  # the growth term's control: some parameter gradient needs it
+            over = [(without_growth(o, spec["dtype"]), c["case"], o["name"])
+                    for c in json.load(open(cert))["cases"] for o in c["outputs"]
+                    if o["name"].startswith("grad.") and o["status"] == "PASS" and o.get("rule") == "budget"
+                    and not o["name"].endswith(("output", ".embed", ".x"))]
+            over = sorted(x for x in over if x[0] > 1)
+            print(f"\n{mode}: {len(over)} parameter gradient(s) beyond the budget without the growth term"
+                  + (f", up to {over[-1][0]:.3g} ({over[-1][1]} {over[-1][2]})" if over else ""))
+            if not over:
+                print("  <-- expected some: the growth term is pinned as needed here")
+                ok = False
         line = []
         for name in names:
             verdict, n, worst = got[name]
@@ -259,6 +287,8 @@ def main():
     ap.add_argument("--golden", required=True, help="the golden directory (manifest.json, cases/)")
     ap.add_argument("--out", required=True, help="directory for the results files")
     ap.add_argument("--dtype", choices=["float64", "float32", "float16", "bfloat16"], default="float64")
+    ap.add_argument("--native", action="store_true",
+                    help="bfloat16: PyTorch's own bfloat16 CPU kernels, forward and autograd")
     ap.add_argument("--case", action="append", metavar="GLOB[,GLOB...]", help="only the gradient cases matching")
     ap.add_argument("--bug", choices=BUGS, help="inject a backward bug (the negative controls)")
     ap.add_argument("--certify", action="store_true",
@@ -266,7 +296,9 @@ def main():
     ap.add_argument("--check-pinned", metavar="FILE", help="run every mode FILE pins and compare (above)")
     ap.add_argument("--cli", default="build/refenc", help="the refenc CLI for --check-pinned")
     args = ap.parse_args()
-    torch_peer.configure(args.dtype)
+    if args.native and args.dtype != "bfloat16":
+        ap.error("--native goes with --dtype bfloat16 (PyTorch has no float16 CPU kernels)")
+    torch_peer.configure(args.dtype, native=args.native)
     torch_peer.needs_manual = lambda case: True  # the layers from torch operations: their leaves are Case.t's
     try:
         cases = [c for c in refenc.all_cases(args.golden, args.case or "*", require_match=args.case is not None)
@@ -276,7 +308,7 @@ def main():
         return 2
     if args.check_pinned:
         return check_pinned(args, cases)
-    what = f"torch {torch.__version__} autograd {args.dtype}" + (f" with bug {args.bug}" if args.bug else "")
+    what = f"torch {torch.__version__} autograd {args.dtype}" + (" (PyTorch's own kernels)" if args.native else "") + (f" with bug {args.bug}" if args.bug else "")
     for case in cases:
         case.write_results(args.out, compute(case, args.bug), dtype=args.dtype, metadata={"implementation": what})
     print(f"torch_grad_peer: {len(cases)} gradient case(s) computed in {what} into {args.out}")
