@@ -66,7 +66,7 @@ CLI        := $(BUILD)/refenc
 CHECKS     := $(BUILD)/checks/refenc-checks
 REPORTS    := $(BUILD)/reports
 
-.PHONY: all deps check demo clean help golden golden-cases golden-verify certify-torch
+.PHONY: all deps check demo clean help golden golden-cases golden-verify certify-torch certify-torch-grad
 .PHONY: bench-oracle check-float-variants accuracy-report check-diagnosis
 .DEFAULT_GOAL := all
 
@@ -82,6 +82,7 @@ help:
 	@echo "make demo       trace a 2-layer encoder, then certify the reference on every golden case"
 	@echo "make golden     regenerate the golden cases from the oracle; golden-verify compares"
 	@echo "make certify-torch  certify PyTorch (float64 to bfloat16) against the golden cases"
+	@echo "make certify-torch-grad  certify PyTorch autograd (float64 to bfloat16) against the gradient cases"
 	@echo "make check-diagnosis  inject each known bug into the PyTorch peer: each must be named"
 	@echo "make detectability  every known bug in emulated F64/F32/F16/BF16: each must be caught"
 	@echo "make variant-accuracy  the double reference's bug variants against the oracle's: within 0.1 of a bound"
@@ -218,6 +219,16 @@ certify-torch: $(CLI)
 	@sh scripts/install-deps.sh python3-torch python3-numpy
 	sh scripts/check-numpy-reader.sh
 	sh scripts/certify-torch.sh $(CLI) $(BUILD)/results $(CERTIFY_GOLDEN)
+
+# PyTorch's autograd against the gradient goldens (scripts/peers/torch_grad_peer.py):
+# float64, float32, float16 and bfloat16 pass every gradient case, the injected
+# backward bugs fail every one, each as scripts/peers/torch_grad_expected.json
+# pins, PyTorch's own bfloat16 kernels needing the growth term of the parameter
+# gradients' budget (docs/gradients.md, "Certifying a PyTorch backward"); about 7 s.
+certify-torch-grad: $(CLI)
+	@sh scripts/install-deps.sh python3-torch python3-numpy
+	/usr/bin/python3 scripts/peers/torch_grad_peer.py --golden golden --out $(BUILD)/results/torch-grad \
+	    --check-pinned scripts/peers/torch_grad_expected.json --cli $(CLI)
 
 # The diagnosis end to end: the PyTorch peer with each known bug injected, in
 # float64, float32, float16 and bfloat16, must FAIL and be named; unknown bugs

@@ -58,8 +58,9 @@ static const char run_usage[] =
     "  --bug VARIANT       ... with a known bug (refenc certify --list-bugs)\n"
     "  --grad              ... and the reference's double backward at the case's\n"
     "                      in.grad.dY: every gradient it lists (grad.*), F64 (a\n"
-    "                      case made with 'refenc golden --grad'; not with --emulate\n"
-    "                      or --bug)\n"
+    "                      case made with 'refenc golden --grad'); with --emulate the\n"
+    "                      emulated backward, in DTYPE (not with --bug, fused,\n"
+    "                      reverse or float-libm)\n"
     "  -h, --help          this help\n"
     "\n"
     "exit codes: 0 success, 2 usage or input error (one message on stderr)\n";
@@ -401,9 +402,12 @@ int cmd_run(int argc, char **argv)
             return cli_error("run", "--case and --out go together (see 'refenc run --help')");
         if (a.config_path != NULL || a.trace || a.weights_path != NULL || a.inputs_path != NULL)
             return cli_error("run", "--case does not combine with --config, --weights, --inputs or --trace");
-        if (a.cspec.grad && (a.cspec.emulate || a.cspec.has_bug))
-            return cli_error("run", "--grad: the reference's double backward only; it does not combine with "
-                             "--emulate or --bug (low-precision gradients are not certified yet)");
+        const refenc_emulation *ge = &a.cspec.emulation;
+        if (a.cspec.grad && (a.cspec.has_bug || (a.cspec.emulate && (ge->fused || ge->reverse_sums ||
+                                                                      ge->float_functions))))
+            return cli_error("run", "--grad: the double backward, or with --emulate the emulated backward "
+                             "(pure or not); it does not combine with --bug, fused, reverse or float-libm "
+                             "(the emulated backward does not model them: docs/gradients.md)");
         return run_case(a.case_path, a.out_path, &a.cspec);
     }
     if (a.cspec.emulate || a.cspec.has_bug)

@@ -12,6 +12,7 @@
 
 #include "../io/grad_input.h"
 #include "../io/atomic_write.h"
+#include "../tool/emulate_backward.h"
 #include "../refenc.h"
 #include "cli.h"
 #include "results.h"
@@ -49,6 +50,41 @@ static void grad_bufs_free(grad_bufs *g)
     refenc_grad_workspace_free(&g->gws);
     refenc_params_free(&g->grad);
     free(g->dY), free(g->dx);
+}
+
+/* The emulated backward's gradients into the results, under the shapes of
+ * the parameters, or (B, L, D). */
+typedef struct {
+    const refenc_case *c;
+    results *col;
+} emu_grad_ctx;
+
+static void emu_grad_collect(void *ctx, const char *name, const double *g, const double *mag, size_t n)
+{
+    (void)mag, (void)n;
+    const emu_grad_ctx *x = ctx;
+    const refenc_tensor *t = refenc_params_find(&x->c->params, name);
+    const size_t bld[3] = {x->c->B, x->c->L, x->c->cfg.d_model};
+    results_collect(x->col, name, g, t != NULL ? t->ndim : 3, t != NULL ? t->shape : bld);
+}
+
+/* --grad --emulate: the emulated backward (tool/emulate_backward.h) of the
+ * case, whose inputs and parameters compute() has rounded. */
+static int compute_emulated_grad(const refenc_case *c, const refenc_st_file *f, const run_case_spec *spec,
+                                 results *col, refenc_error *err)
+{
+    double *dY = NULL;
+    int st = refenc_grad_dy_from_file(&dY, c, f, err);
+    if (st == REFENC_OK && dY == NULL)
+        st = refenc_error_set(err, REFENC_EFORMAT, "%s: --grad: case %s lists gradients but has no %s", f->path,
+                              c->name, REFENC_NAME_GRAD_DY);
+    emu_grad_ctx x = {c, col};
+    const refenc_grad_sink sink = {emu_grad_collect, &x};
+    col->prefix = REFENC_NAME_GRAD, col->wanted = NULL;
+    if (st == REFENC_OK)
+        st = refenc_emulation_backward_case(c, dY, &spec->emulation, &sink, err);
+    free(dY);
+    return st;
 }
 
 /* --grad: the reference's double backward at the case's in.grad.dY, every
@@ -131,8 +167,11 @@ int run_case(const char *case_path, const char *out_path, const run_case_spec *s
         const refenc_trace tr = {results_collect, &col};
         st = compute(&c, spec, &tr, &err);
     }
+    if (st == REFENC_OK && spec->grad && refenc_st_metadata(&f, "grad_outputs") == NULL)
+        st = refenc_error_set(&err, REFENC_EINVAL, "%s: --grad: case %s holds no gradients (made without "
+                              "'refenc golden --grad')", f.path, c.name);
     if (st == REFENC_OK && spec->grad)
-        st = compute_grad(&c, &f, &col, &err);
+        st = spec->emulate ? compute_emulated_grad(&c, &f, spec, &col, &err) : compute_grad(&c, &f, &col, &err);
     if (st == REFENC_OK) {
         char impl[160];
         describe(impl, sizeof impl, spec);

@@ -9,6 +9,8 @@
 #include "../core/alloc.h"
 #include "../io/case_file.h"
 #include "../io/golden_names.h"
+#include "../io/grad_input.h"
+#include "emulate_backward.h"
 #include "../rope.h"
 #include "../rope_scaling.h"
 
@@ -46,6 +48,20 @@ void refenc_budget(double *max_abs, double *nmse, const refenc_baseline_error *b
 double refenc_budget_f32(const refenc_baseline_error *base)
 {
     return base != NULL && base->finite ? REFENC_BUDGET_C * base->max_abs : 0.0;
+}
+
+double refenc_grad_growth(const refenc_baseline_error *base, refenc_format f)
+{
+    return base != NULL ? REFENC_BUDGET_FLOOR_ULPS * ldexp(base->growth, -refenc_format_precision(f)) : 0.0;
+}
+
+void refenc_grad_budget(double *max_abs, double *nmse, const refenc_baseline_error *base, refenc_format f,
+                        double max_want, double mean_sq_want)
+{
+    refenc_budget(max_abs, nmse, base, f, max_want);
+    const double G = refenc_grad_growth(base, f);
+    *max_abs += G;
+    *nmse += mean_sq_want > 0 ? G * G / mean_sq_want : G * G;
 }
 
 void refenc_baseline_free(refenc_baseline *b)
@@ -155,6 +171,69 @@ int refenc_baseline_measure_inputs(refenc_baseline *b, const refenc_st_file *gol
         if (st == REFENC_OK)
             st = mc.st;
     }
+    refenc_case_free(&c);
+    if (st != REFENC_OK)
+        refenc_baseline_free(b);
+    return st;
+}
+
+/* ---- gradients ---------------------------------------------------------------------- */
+
+typedef struct {
+    refenc_baseline *b;
+    const refenc_st_file *golden;
+    refenc_error *err;
+    int st;
+} grad_measure_ctx;
+
+static void grad_measure(void *ctx, const char *name, const double *g, const double *mag, size_t n)
+{
+    grad_measure_ctx *mc = ctx;
+    char out[REFENC_NAME_MAX];
+    snprintf(out, sizeof out, REFENC_NAME_GRAD "%s", name);
+    if (mc->st != REFENC_OK || refenc_st_find(mc->golden, out) == NULL)
+        return; /* an error already, or a gradient the golden does not store */
+    refenc_baseline *b = mc->b;
+    refenc_baseline_error *grown = realloc(b->outputs, (b->n + 1) * sizeof *grown);
+    if (grown == NULL) {
+        mc->st = refenc_error_set(mc->err, REFENC_ENOMEM, "%s: out of memory", mc->golden->path);
+        return;
+    }
+    b->outputs = grown;
+    refenc_baseline_error *m = &b->outputs[b->n];
+    memset(m, 0, sizeof *m);
+    mc->st = measure_one(m, mc->golden, out, g, n, mc->err);
+    for (size_t i = 0; mag != NULL && i < n; i++)
+        m->growth = fmax(m->growth, mag[i]);
+    b->n += mc->st == REFENC_OK;
+}
+
+int refenc_grad_baseline_measure(refenc_baseline *b, const refenc_st_file *golden, refenc_format f,
+                                 refenc_error *err)
+{
+    memset(b, 0, sizeof *b);
+    b->format = f;
+    const char *in_dtype = refenc_st_metadata(golden, "input_dtype");
+    const int needs_f32 = in_dtype != NULL && strcmp(in_dtype, "F32") == 0;
+    refenc_case c;
+    memset(&c, 0, sizeof c);
+    double *dY = NULL;
+    int st = refenc_case_from_file(&c, golden, err);
+    if (st == REFENC_OK)
+        st = refenc_grad_dy_from_file(&dY, &c, golden, err);
+    if (st == REFENC_OK && dY == NULL)
+        st = refenc_error_set(err, REFENC_EFORMAT, "%s: case %s lists gradients but has no %s", golden->path,
+                              c.name, REFENC_NAME_GRAD_DY);
+    if (st == REFENC_OK) {
+        refenc_emulation_round_case(&c, needs_f32 && f != REFENC_FMT_F64 ? REFENC_FMT_F32 : f);
+        const refenc_emulation e = refenc_emulation_baseline(f);
+        grad_measure_ctx mc = {b, golden, err, REFENC_OK};
+        const refenc_grad_sink sink = {grad_measure, &mc};
+        st = refenc_emulation_backward_case(&c, dY, &e, &sink, err);
+        if (st == REFENC_OK)
+            st = mc.st;
+    }
+    free(dY);
     refenc_case_free(&c);
     if (st != REFENC_OK)
         refenc_baseline_free(b);

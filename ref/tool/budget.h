@@ -44,6 +44,8 @@ typedef struct {
     double max_abs;   /* max |base - want| over the compared elements           */
     double nmse;      /* sum (base - want)^2 / sum want^2 (sum want^2 = 0: the sum) */
     int finite;       /* 0: the baseline overflowed (inf or NaN) somewhere        */
+    double growth;    /* a parameter gradient's: max over its elements of the sum   *
+                       * over the B L tokens of k |t_n| (emulate_backward.h); else 0 */
 } refenc_baseline_error;
 
 typedef struct {
@@ -81,6 +83,34 @@ void refenc_budget(double *max_abs, double *nmse, const refenc_baseline_error *b
  * output: BUDGET_C * max |base - want| of the float32 baseline (0 where it
  * overflows or is absent), added to every element's policy bound. */
 double refenc_budget_f32(const refenc_baseline_error *base);
+
+/* ---- gradients (docs/gradients.md, "Budgets of F32, F16 and BF16 gradients") ----
+ *
+ * The baseline of a gradient golden's grad.* tensors: the emulated backward
+ * (emulate_backward.h) of the case in format f at its in.grad.dY, measured
+ * as refenc_baseline_measure measures the forward's outputs (names
+ * "grad.<name>"), each parameter gradient with its growth term.
+ * Errors: as refenc_baseline_measure, and those of reading in.grad.dY
+ * (REFENC_EINVAL, REFENC_EFORMAT). */
+int refenc_grad_baseline_measure(refenc_baseline *b, const refenc_st_file *golden, refenc_format f,
+                                 refenc_error *err);
+
+/* A parameter gradient P = sum_n t_n over the N = B L tokens: the roundings
+ * no baseline predicts are the last ones before the sum, those of the k
+ * stored tensors each term is formed from (dy_n and the layer's input, for a
+ * weight), half an ulp each, u |.| relative, twice for the realisation (the
+ * floor's argument, budget.h).  They are not at the scale of |P| but of the
+ * terms, which cancel in the sum:
+ *     G = REFENC_BUDGET_FLOOR_ULPS u max_e sum_n k |t_n,e|,   u = 2^-p,
+ * which grows linearly with N (for terms of one size, N times one term's).
+ * 0 for a gradient that is not a parameter's (its floor is the forward's). */
+double refenc_grad_growth(const refenc_baseline_error *base, refenc_format f);
+
+/* The budget of a gradient in format f (F16, BF16): refenc_budget's, plus G
+ * on the largest error and, on the NMSE, the NMSE of an error of G at every
+ * element, G^2 / mean(want^2) (mean_sq_want = 0: G^2). */
+void refenc_grad_budget(double *max_abs, double *nmse, const refenc_baseline_error *base, refenc_format f,
+                        double max_want, double mean_sq_want);
 
 /* The precision p (bits of significand) of a format, and ulp_f(x): the
  * spacing of f's values in x's binade (subnormal binades included). */

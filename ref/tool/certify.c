@@ -283,6 +283,8 @@ typedef struct {
     case_meta meta;
     refenc_baseline base[REFENC_FMT_COUNT]; /* measured when first needed */
     int have_base[REFENC_FMT_COUNT];
+    refenc_baseline gbase[REFENC_FMT_COUNT]; /* the emulated backward's, measured when first needed */
+    int have_gbase[REFENC_FMT_COUNT];
     char hint[256];                         /* a recognisable mistake (dtype_hint) */
     refenc_error *err;
 } certify_ctx;
@@ -414,17 +416,74 @@ static int f32_allowances(refenc_output_report *r, certify_ctx *x, out_data *d)
     return st;
 }
 
+/* The emulated backward's baseline of format f, measured once per case. */
+static int grad_baseline(const refenc_baseline **b, certify_ctx *x, refenc_format f)
+{
+    if (!x->have_gbase[f]) {
+        const int st = refenc_grad_baseline_measure(&x->gbase[f], x->golden, f, x->err);
+        if (st)
+            return st;
+        x->have_gbase[f] = 1;
+    }
+    *b = &x->gbase[f];
+    return REFENC_OK;
+}
+
+/* A gradient in F32, F16 or BF16 (certify.h, docs/gradients.md): the
+ * forward's rules with the emulated backward's baseline and the growth term
+ * of a parameter gradient (budget.h); F32's policy with its absolute term at
+ * the tensor's scale, as the F64 gradient rule. */
+static int set_grad_rule(elem_bound *b, refenc_output_report *r, certify_ctx *x, const out_data *d,
+                         refenc_format f)
+{
+    const refenc_baseline *base;
+    const int st = grad_baseline(&base, x, f);
+    if (st)
+        return st;
+    const refenc_baseline_error *e = refenc_baseline_find(base, r->name);
+    r->base_max_abs = e ? e->max_abs : 0;
+    r->base_nmse = e ? e->nmse : 0;
+    if (e != NULL && !e->finite)
+        snprintf(r->note, sizeof r->note, "the emulated %s backward overflows: the budget is its floor",
+                 refenc_format_name(f));
+    if (f == REFENC_FMT_F32) {
+        refenc_certify_policy(&r->tol, r->dtype);
+        r->tol.atol *= r->max_want;
+        r->rule = b->rule = REFENC_RULE_POLICY;
+        r->base_allowance = refenc_budget_f32(e) + refenc_grad_growth(e, f);
+        b->tol = r->tol;
+        b->budget = r->base_allowance;
+        r->scale = r->max_want;
+        return REFENC_OK;
+    }
+    double sum_w2 = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < d->n; i++)
+        if (!d->dc[i]) {
+            sum_w2 += d->want[i] * d->want[i];
+            n++;
+        }
+    r->rule = b->rule = REFENC_RULE_BUDGET;
+    refenc_grad_budget(&r->budget_max_abs, &r->budget_nmse, e, f, r->max_want, n > 0 ? sum_w2 / (double)n : 0);
+    b->budget = r->budget_max_abs;
+    r->tol = (refenc_tolerance){0.0, r->budget_max_abs};
+    r->scale = r->max_want;
+    return REFENC_OK;
+}
+
 /* Chooses the output's rule and fills its tolerance or budget (certify.h). */
 static int set_rule(elem_bound *b, refenc_output_report *r, certify_ctx *x, out_data *d, refenc_format f)
 {
     memset(b, 0, sizeof *b);
     const double max_want = max_abs_want(d);
     r->max_want = max_want;
+    if (r->grad && f != REFENC_FMT_F64 && !(x->opt && x->opt->override_tolerance))
+        return set_grad_rule(b, r, x, d, f);
     if ((x->opt && x->opt->override_tolerance) || refenc_certify_policy(&r->tol, r->dtype)) {
         r->rule = REFENC_RULE_POLICY;
         if (x->opt && x->opt->override_tolerance) {
             r->tol = x->opt->tol;
-        } else if (r->grad) { /* F64 only (compare_output): certify.h, docs/gradients.md */
+        } else if (r->grad) { /* F64 (F32, F16, BF16: set_grad_rule): certify.h, docs/gradients.md */
             r->tol = (refenc_tolerance){REFENC_GRAD_RTOL * x->meta.scale[f],
                                         REFENC_GRAD_ATOL * max_want * x->meta.scale[f]};
         } else {
@@ -557,13 +616,6 @@ static int compare_output(refenc_output_report *r, certify_ctx *x, const refenc_
                                 "%s: tensor '%s' has dtype %s; outputs must be F64, F32, F16 or BF16 "
                                 "(data at byte %zu)", x->results->path, r->name,
                                 refenc_st_dtype_name(got_t->dtype), got_t->file_offset);
-    if (r->grad && got_t->dtype != REFENC_ST_F64 && !(x->opt && x->opt->override_tolerance)) {
-        r->status = REFENC_OUT_NOT_CHECKED;
-        snprintf(r->note, sizeof r->note, "not certified: a %s gradient; gradients are certified in F64 "
-                 "only, the budgets of F32, F16 and BF16 gradients are not derived yet (docs/gradients.md)",
-                 refenc_st_dtype_name(got_t->dtype));
-        return REFENC_OK;
-    }
     if (got_t->ndim != want_t->ndim ||
         memcmp(got_t->shape, want_t->shape, want_t->ndim * sizeof(size_t)) != 0) {
         char gs[96], ws[96];
@@ -615,7 +667,7 @@ static int expect_hazard(refenc_case_report *rep, certify_ctx *x)
     for (size_t i = 0; !rep->pass && st == REFENC_OK && i < rep->n_outputs; i++) {
         refenc_output_report *r = &rep->outputs[i];
         refenc_format f;
-        if (r->status != REFENC_OUT_FAIL || !format_of(&f, r->dtype) || (int)f != low ||
+        if (r->status != REFENC_OUT_FAIL || !format_of(&f, r->dtype) || (int)f != low || r->grad ||
             (x->opt && x->opt->override_tolerance))
             continue;
         const refenc_baseline_error *e = refenc_baseline_find(&hb, r->name);
@@ -850,14 +902,16 @@ static void grad_summary(refenc_case_report *rep)
             rep->first_grad_divergence = (int)i;
     }
     if (rep->grads > 0 && rep->grads_given == 0 && rep->note[0] == '\0')
-        snprintf(rep->note, sizeof rep->note, "the case holds %zu gradients (grad.*), the results none in "
-                 "F64: the backward is not certified", rep->grads);
+        snprintf(rep->note, sizeof rep->note, "the case holds %zu gradients (grad.*), the results none: "
+                 "the backward is not certified", rep->grads);
 }
 
 static void free_ctx(certify_ctx *x)
 {
-    for (int f = 0; f < REFENC_FMT_COUNT; f++)
+    for (int f = 0; f < REFENC_FMT_COUNT; f++) {
         refenc_baseline_free(&x->base[f]);
+        refenc_baseline_free(&x->gbase[f]);
+    }
     json_decref(x->meta.variants);
 }
 

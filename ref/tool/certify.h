@@ -54,8 +54,12 @@ int refenc_certify_policy(refenc_tolerance *tol, refenc_st_dtype dtype);
  * REFENC_GRAD_ATOL max |want| over the tensor (times the case's F64 scale):
  * the forward's F64 policy with its absolute term at the tensor's own scale,
  * as a gradient's unit is its parameter's (a sum over the B L tokens).
- * Gradients in F32, F16 or BF16 are not certified yet (their budgets are
- * not derived): reported NOT_CHECKED with a note. */
+ * Gradients in F32, F16 or BF16 get the forward's rules with the baseline
+ * of the emulated backward (emulate_backward.h) and, for a parameter
+ * gradient, the growth term G that grows with the B L tokens it sums over
+ * (budget.h: refenc_grad_growth, refenc_grad_budget): F16 and BF16 the
+ * budget, F32 the F32 policy with its absolute term times max |want| plus
+ * twice the float32 backward's largest error plus G. */
 #define REFENC_GRAD_RTOL 1e-10
 #define REFENC_GRAD_ATOL 1e-11
 

@@ -226,17 +226,13 @@ static double *stack(const emu_run *r, double *h, double *next, refenc_workspace
     return h;
 }
 
-/* refenc_encoder_forward: embedding (scaled or not) or x, token types,
- * additive PE (RoBERTa's positions from the tokens), embedding LayerNorm,
- * the layers, the final norm. */
-static void encoder(const emu_run *r, double *y, refenc_workspace *ws, const double *slopes,
-                    const refenc_case *c)
+/* The embedding path before its norm into h: embedding (scaled or not) or
+ * x, token types, additive PE (RoBERTa's positions from the tokens). */
+static void embed_sum(const refenc_emulation *e, double *h, refenc_workspace *ws, const refenc_case *c)
 {
-    const refenc_emulation *e = r->e;
     const refenc_config *cfg = &c->cfg;
     const refenc_params *p = &c->params;
     const size_t B = c->B, L = c->L, D = cfg->d_model;
-    double *h = ws->h0, *next = ws->h1;
     if (cfg->vocab_size > 0 && cfg->scale_embedding)
         emu_embedding(e, h, c->tokens, p->embedding, B, L, D,
                       refenc_embedding_normalizer(D, refenc_normalizer_bits(cfg->embedding_normalizer_dtype)));
@@ -260,6 +256,19 @@ static void encoder(const emu_run *r, double *y, refenc_workspace *ws, const dou
     } else if (cfg->positional == REFENC_POS_LEARNED) {
         emu_learned_pe(e, h, h, c->positions, p->pos_embedding, B, L, D);
     }
+}
+
+/* refenc_encoder_forward: the embedding path (embed_sum), embedding
+ * LayerNorm, the layers, the final norm. */
+static void encoder(const emu_run *r, double *y, refenc_workspace *ws, const double *slopes,
+                    const refenc_case *c)
+{
+    const refenc_emulation *e = r->e;
+    const refenc_config *cfg = &c->cfg;
+    const refenc_params *p = &c->params;
+    const size_t B = c->B, L = c->L, D = cfg->d_model;
+    double *h = ws->h0, *next = ws->h1;
+    embed_sum(e, h, ws, c);
     if (cfg->embedding_norm)
         emu_norm(e, h, h, p->embedding_norm_weight, p->embedding_norm_bias, B * L, D,
                       cfg->embedding_norm_eps, cfg);
@@ -373,4 +382,19 @@ int refenc_emulation_run_case(const refenc_case *c, const refenc_emulation *e,
     free(slopes);
     refenc_workspace_free(&ws);
     return st;
+}
+
+/* ---- what the emulated backward recomputes (emulate_backward.c) ---- */
+
+void refenc_emulation_embed_sum(const refenc_emulation *e, double *h, refenc_workspace *ws, const refenc_case *c)
+{
+    embed_sum(e, h, ws, c);
+}
+
+void refenc_emulation_layer_forward(const refenc_emulation *e, double *y, refenc_layer_work *w, const double *x,
+                                    const refenc_case *c, const refenc_attn_options *opt,
+                                    const refenc_rope_options *rope, size_t i)
+{
+    const emu_run r = {e, NULL, NULL, refenc_config_kv_heads(&c->cfg), refenc_config_head_dim(&c->cfg), &c->cfg};
+    layer(&r, y, w, x, &c->params.layers[i], &c->cfg, opt, rope, c->B, c->L, i);
 }

@@ -16,6 +16,7 @@
 #define REFENC_EMULATE_H
 
 #include "../core/case.h"
+#include "../encoder.h"
 #include "../core/status.h"
 #include "../core/trace.h"
 #include "precision.h"
@@ -33,5 +34,14 @@ void refenc_emulation_round_case(refenc_case *c, refenc_format f);
 int refenc_emulation_run_case(const refenc_case *c, const refenc_emulation *e,
                               const refenc_variant_hooks *hooks, const refenc_trace *trace,
                               refenc_error *err);
+
+/* What the emulated backward recomputes (emulate_backward.h), with the
+ * forward's roundings and without a trace: the embedding path's sum before
+ * its norm into h (B, L, D); layer i of the case's stack on x into y, leaving
+ * its stored activations in w as refenc_layer_forward does. */
+void refenc_emulation_embed_sum(const refenc_emulation *e, double *h, refenc_workspace *ws, const refenc_case *c);
+void refenc_emulation_layer_forward(const refenc_emulation *e, double *y, refenc_layer_work *w, const double *x,
+                                    const refenc_case *c, const refenc_attn_options *opt,
+                                    const refenc_rope_options *rope, size_t i);
 
 #endif

@@ -1,0 +1,628 @@
+/* The budgets of F32, F16 and BF16 gradients (docs/gradients.md, "Budgets
+ * of F32, F16 and BF16 gradients"; ref/tool/budget.h, emulate_backward.h):
+ *   - correct implementations pass: the double backward rounded to each
+ *     dtype, and a backward that reduces its parameter gradients over the
+ *     batch items in the dtype (data-parallel or micro-batched);
+ *   - the emulated backward in float64 is the reference's backward: within
+ *     the F64 gradient tolerance of the oracle (and in float32 it is not);
+ *   - a planted bug fails in every dtype: the LayerNorm backward without its
+ *     mean term, on the final norm, the rest of the stack's backward run on
+ *     its wrong gradient by the public API;
+ *   - the growth term is needed: without it, the budget rejects the
+ *     per-item reduction on a case whose items' gradients cancel.
+ * Every control here is run by the tests themselves. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "../../ref/io/case_file.h"
+#include "../../ref/io/grad_input.h"
+#include "../../ref/io/half.h"
+#include "../../ref/io/safetensors.h"
+#include "../../ref/refenc.h"
+#include "../../ref/tool/budget.h"
+#include "../../ref/tool/emulate_backward.h"
+#include "../robustness/robust.h"
+
+static const char *const grad_cases[] = {"grad_pre_rope_padding", "grad_post_rope_interleaved_padding",
+                                         "grad_bert_tokens"};
+static const refenc_format low[] = {REFENC_FMT_F32, REFENC_FMT_F16, REFENC_FMT_BF16};
+
+/* ---- named tensors ------------------------------------------------------------------- */
+
+#define NT_MAX 96
+typedef struct {
+    size_t n;
+    char name[NT_MAX][REFENC_NAME_MAX];
+    double *data[NT_MAX];
+    size_t ndim[NT_MAX], shape[NT_MAX][4], numel[NT_MAX];
+} nset;
+
+static double *nt_put(nset *s, const char *name, const double *x, size_t ndim, const size_t *shape)
+{
+    size_t k = 0, numel = 1;
+    while (k < s->n && strcmp(s->name[k], name) != 0)
+        k++;
+    cr_assert_lt(k, NT_MAX);
+    for (size_t d = 0; d < ndim; d++)
+        numel *= shape[d];
+    if (k == s->n) {
+        s->n++;
+        s->data[k] = calloc(numel, sizeof(double));
+    }
+    snprintf(s->name[k], sizeof s->name[k], "%s", name);
+    if (x != NULL)
+        memcpy(s->data[k], x, numel * sizeof(double));
+    s->ndim[k] = ndim, s->numel[k] = numel;
+    memcpy(s->shape[k], shape, ndim * sizeof *shape);
+    return s->data[k];
+}
+
+static double *nt_get(const nset *s, const char *name)
+{
+    for (size_t k = 0; k < s->n; k++)
+        if (strcmp(s->name[k], name) == 0)
+            return s->data[k];
+    return NULL;
+}
+
+static void nt_free(nset *s)
+{
+    for (size_t k = 0; k < s->n; k++)
+        free(s->data[k]);
+    s->n = 0;
+}
+
+/* The reference's results file (forward and --grad), its out.output and grad.* into s. */
+static void nt_load(nset *s, const char *path)
+{
+    refenc_st_file f;
+    refenc_error err;
+    memset(s, 0, sizeof *s);
+    cr_assert_eq(refenc_st_read(&f, path, &err), REFENC_OK, "%s", err.message);
+    for (size_t t = 0; t < f.n_tensors; t++) {
+        const refenc_st_tensor *tt = &f.tensors[t];
+        if (strcmp(tt->name, "out.output") != 0 && strncmp(tt->name, "grad.", 5) != 0)
+            continue;
+        double *x = nt_put(s, tt->name, NULL, tt->ndim, tt->shape);
+        cr_assert_eq(refenc_st_to_f64(x, &f, tt, &err), REFENC_OK, "%s", err.message);
+    }
+    refenc_st_free(&f);
+}
+
+/* Writes s in format f, every value rounded to it (round to nearest even). */
+static void nt_write(const nset *s, const char *path, refenc_format f)
+{
+    refenc_st_entry e[NT_MAX];
+    void *buf[NT_MAX] = {0};
+    for (size_t k = 0; k < s->n; k++) {
+        e[k] = (refenc_st_entry){.name = s->name[k], .ndim = s->ndim[k]};
+        memcpy(e[k].shape, s->shape[k], s->ndim[k] * sizeof(size_t));
+        if (f == REFENC_FMT_F64) {
+            e[k].dtype = REFENC_ST_F64, e[k].data = s->data[k];
+        } else if (f == REFENC_FMT_F32) {
+            float *v = malloc(s->numel[k] * sizeof *v);
+            for (size_t i = 0; i < s->numel[k]; i++)
+                v[i] = (float)s->data[k][i];
+            e[k].dtype = REFENC_ST_F32, e[k].data = buf[k] = v;
+        } else {
+            uint16_t *v = malloc(s->numel[k] * sizeof *v);
+            for (size_t i = 0; i < s->numel[k]; i++)
+                v[i] = f == REFENC_FMT_F16 ? refenc_double_to_f16(s->data[k][i]) : refenc_double_to_bf16(s->data[k][i]);
+            e[k].dtype = f == REFENC_FMT_F16 ? REFENC_ST_F16 : REFENC_ST_BF16, e[k].data = buf[k] = v;
+        }
+    }
+    refenc_error err;
+    cr_assert_eq(refenc_st_write(path, e, s->n, NULL, &err), REFENC_OK, "%s", err.message);
+    for (size_t k = 0; k < s->n; k++)
+        free(buf[k]);
+}
+
+/* ---- cases, results, certify ---------------------------------------------------------- */
+
+static void shipped(char *p, size_t n, const char *name)
+{
+    snprintf(p, n, "golden/cases/%s.safetensors", name);
+}
+
+static void certify(refenc_case_report *rep, const char *golden, const char *results)
+{
+    refenc_st_file gf, rf;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&gf, golden, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_st_read(&rf, results, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_certify_case(rep, &gf, &rf, NULL, &err), REFENC_OK, "%s", err.message);
+    refenc_st_free(&gf);
+    refenc_st_free(&rf);
+}
+
+/* s <- the double reference's out.output and gradients of the golden g. */
+static void reference_results(nset *s, const char *g, const char *dir)
+{
+    char out[RB_PATH_MAX + 32];
+    snprintf(out, sizeof out, "%s/ref64.safetensors", dir);
+    rb_run_ok((const char *[]){"refenc", "run", "--case", g, "--grad", "--out", out, NULL});
+    nt_load(s, out);
+}
+
+/* Certifies s in format f against g; returns the report (free it). */
+static void certify_as(refenc_case_report *rep, const nset *s, const char *g, const char *dir, refenc_format f)
+{
+    char out[RB_PATH_MAX + 32];
+    snprintf(out, sizeof out, "%s/results-%s.safetensors", dir, refenc_format_name(f));
+    nt_write(s, out, f);
+    certify(rep, g, out);
+}
+
+static void load_case(refenc_case *c, double **dY, const char *g)
+{
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, g, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_case_from_file(c, &f, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_grad_dy_from_file(dY, c, &f, &err), REFENC_OK, "%s", err.message);
+    cr_assert_not_null(*dY);
+    refenc_st_free(&f);
+}
+
+static double worst_grad(const refenc_case_report *rep, const char **name)
+{
+    double w = 0;
+    for (size_t i = 0; i < rep->n_outputs; i++)
+        if (rep->outputs[i].grad && rep->outputs[i].excess >= w) {
+            w = rep->outputs[i].excess;
+            *name = rep->outputs[i].name;
+        }
+    return w;
+}
+
+/* ---- correct implementations pass ----------------------------------------------------- */
+
+Test(grad_budget, the_double_backward_rounded_to_each_dtype_passes, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], g[RB_PATH_MAX];
+    rb_tmpdir(dir);
+    for (size_t k = 0; k < sizeof grad_cases / sizeof grad_cases[0]; k++) {
+        shipped(g, sizeof g, grad_cases[k]);
+        nset s;
+        reference_results(&s, g, dir);
+        for (size_t j = 0; j < sizeof low / sizeof low[0]; j++) {
+            refenc_case_report rep;
+            certify_as(&rep, &s, g, dir, low[j]);
+            cr_expect_eq(rep.verdict, REFENC_VERDICT_PASS, "%s %s", grad_cases[k], refenc_format_name(low[j]));
+            cr_expect(rep.grads > 20 && rep.grads_given == rep.grads, "%s: %zu of %zu gradients certified",
+                      grad_cases[k], rep.grads_given, rep.grads);
+            for (size_t i = 0; i < rep.n_outputs; i++)
+                if (rep.outputs[i].grad)
+                    cr_expect(rep.outputs[i].status == REFENC_OUT_PASS &&
+                                  rep.outputs[i].rule == (low[j] == REFENC_FMT_F32 ? REFENC_RULE_POLICY
+                                                                                    : REFENC_RULE_BUDGET),
+                              "%s %s %s", grad_cases[k], refenc_format_name(low[j]), rep.outputs[i].name);
+            const char *wn = "";
+            const double w = worst_grad(&rep, &wn);
+            cr_log_info("%s %s: the rounded double backward uses %.3g of its bound (%s)", grad_cases[k],
+                        refenc_format_name(low[j]), w, wn);
+            refenc_case_report_free(&rep);
+        }
+        nt_free(&s);
+    }
+    rb_tmpdir_remove(dir);
+}
+
+/* The emulated backward's gradients into an nset (the golden's names). */
+static void into_nset(void *ctx, const char *name, const double *g, const double *mag, size_t n)
+{
+    (void)mag;
+    char full[REFENC_NAME_MAX];
+    snprintf(full, sizeof full, "grad.%s", name);
+    nset *s = ctx;
+    double *d = nt_get(s, full);
+    if (d != NULL)
+        memcpy(d, g, n * sizeof *d); /* the shape the golden's (the reference's results) */
+}
+
+/* s's gradients replaced by the emulated backward's in e on the golden g. */
+static void emulated(nset *s, const char *g, const refenc_emulation *e)
+{
+    refenc_case c;
+    double *dY;
+    load_case(&c, &dY, g);
+    refenc_emulation_round_case(&c, e->value);
+    refenc_error err;
+    const refenc_grad_sink sink = {into_nset, s};
+    cr_assert_eq(refenc_emulation_backward_case(&c, dY, e, &sink, &err), REFENC_OK, "%s", err.message);
+    free(dY);
+    refenc_case_free(&c);
+}
+
+Test(grad_budget, the_emulated_backward_in_float64_is_the_reference_backward, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], g[RB_PATH_MAX];
+    rb_tmpdir(dir);
+    for (size_t k = 0; k < sizeof grad_cases / sizeof grad_cases[0]; k++) {
+        shipped(g, sizeof g, grad_cases[k]);
+        nset s;
+        reference_results(&s, g, dir);
+        const refenc_emulation e64 = refenc_emulation_baseline(REFENC_FMT_F64);
+        emulated(&s, g, &e64);
+        refenc_case_report rep;
+        certify_as(&rep, &s, g, dir, REFENC_FMT_F64);
+        const char *wn = "";
+        const double w = worst_grad(&rep, &wn);
+        cr_expect_eq(rep.verdict, REFENC_VERDICT_PASS, "%s: the F64 emulated backward fails (%s at %g)",
+                     grad_cases[k], wn, w);
+        cr_expect_eq(rep.grads_given, rep.grads);
+        cr_log_info("%s: the F64 emulated backward uses %.3g of the F64 gradient tolerance (%s)", grad_cases[k],
+                    w, wn);
+        refenc_case_report_free(&rep);
+        /* control: the float32 emulation's gradients are not float64's */
+        const refenc_emulation e32 = refenc_emulation_baseline(REFENC_FMT_F32);
+        emulated(&s, g, &e32);
+        certify_as(&rep, &s, g, dir, REFENC_FMT_F64);
+        cr_expect_eq(rep.verdict, REFENC_VERDICT_FAIL, "%s: the F32 emulation passes in F64", grad_cases[k]);
+        refenc_case_report_free(&rep);
+        nt_free(&s);
+    }
+    rb_tmpdir_remove(dir);
+}
+
+/* ---- a correct backward that reduces over the batch items in the dtype --------------------- */
+
+typedef struct {
+    nset *s;
+    const refenc_case *c;
+    size_t b;           /* the item */
+    refenc_format f;
+} item_ctx;
+
+/* Item b's gradients into s: a (B, L, D) gradient into its slice; a
+ * parameter gradient added to the sum of the items before, rounded to f
+ * (item 0's is the sum's first value). */
+static void item_grad(void *ctx, const char *name, const double *g, const double *mag, size_t n)
+{
+    (void)mag;
+    item_ctx *x = ctx;
+    char full[REFENC_NAME_MAX];
+    snprintf(full, sizeof full, "grad.%s", name);
+    double *d = nt_get(x->s, full);
+    if (d == NULL)
+        return;
+    if (refenc_params_find(&x->c->params, name) == NULL) {
+        memcpy(d + x->b * n, g, n * sizeof *d);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        d[i] = x->b == 0 ? g[i] : refenc_round(x->f, d[i] + g[i]);
+}
+
+/* s's gradients replaced by those of the emulated backward in f run on each
+ * batch item alone (a batch of one: the items are independent), the
+ * parameter gradients summed over the items in f: micro-batches of one
+ * item accumulated into .grad in the dtype, or data parallel with the
+ * gradients reduced in the dtype. */
+static void per_item(nset *s, const char *g, refenc_format f)
+{
+    refenc_case c;
+    double *dY;
+    load_case(&c, &dY, g);
+    refenc_emulation_round_case(&c, f);
+    const refenc_emulation e = refenc_emulation_baseline(f);
+    const size_t B = c.B, L = c.L, D = c.cfg.d_model;
+    for (size_t b = 0; b < B; b++) {
+        refenc_case cb = c; /* item b: views into c's arrays */
+        cb.B = 1;
+        if (c.x != NULL)
+            cb.x = c.x + b * L * D, cb.x_numel = L * D;
+        if (c.tokens != NULL)
+            cb.tokens = c.tokens + b * L;
+        if (c.token_types != NULL)
+            cb.token_types = c.token_types + b * L;
+        if (c.key_padding_mask != NULL)
+            cb.key_padding_mask = c.key_padding_mask + b * L;
+        item_ctx x = {s, &c, b, f};
+        const refenc_grad_sink sink = {item_grad, &x};
+        refenc_error err;
+        cr_assert_eq(refenc_emulation_backward_case(&cb, dY + b * L * D, &e, &sink, &err), REFENC_OK, "%s",
+                     err.message);
+    }
+    free(dY);
+    refenc_case_free(&c);
+}
+
+/* Whether output r exceeds the budget computed without the growth term:
+ * refenc_budget's, the forward's rule on the emulated backward's baseline. */
+static int exceeds_without_growth(const refenc_output_report *r, refenc_format f)
+{
+    refenc_baseline_error e = {.max_abs = r->base_max_abs, .nmse = r->base_nmse, .finite = 1};
+    double max_abs, nmse;
+    refenc_budget(&max_abs, &nmse, &e, f, r->max_want);
+    return r->max_abs > max_abs || r->nmse > nmse;
+}
+
+Test(grad_budget, a_backward_reducing_over_the_batch_items_in_the_dtype_passes, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], g[RB_PATH_MAX];
+    rb_tmpdir(dir);
+    for (size_t k = 0; k < sizeof grad_cases / sizeof grad_cases[0]; k++) {
+        shipped(g, sizeof g, grad_cases[k]);
+        nset s;
+        reference_results(&s, g, dir);
+        for (size_t j = 1; j < sizeof low / sizeof low[0]; j++) {
+            per_item(&s, g, low[j]);
+            refenc_case_report rep;
+            certify_as(&rep, &s, g, dir, low[j]);
+            const char *wn = "";
+            const double w = worst_grad(&rep, &wn);
+            cr_expect_eq(rep.verdict, REFENC_VERDICT_PASS, "%s %s: %s at %g", grad_cases[k],
+                         refenc_format_name(low[j]), wn, w);
+            cr_log_info("%s %s: the per-item reduction uses %.3g of its budget (%s)", grad_cases[k],
+                        refenc_format_name(low[j]), w, wn);
+            refenc_case_report_free(&rep);
+        }
+        nt_free(&s);
+    }
+    rb_tmpdir_remove(dir);
+}
+
+/* A gradient golden whose B = 16 items are one sequence (L 4, D 8, one
+ * Pre-LN layer), the upstream gradient of item b the same pattern times
+ * (-1)^b plus up to 0.1 of its own: every parameter gradient is a sum of 16
+ * per-item gradients that nearly cancel in pairs, so that the sum is a
+ * fraction of its terms' magnitudes (64 tokens' worth). */
+#define CB 16
+#define CL 4
+#define CD 8
+static void cancelling_golden(char *g, size_t n, const char *dir)
+{
+    char cfg[RB_PATH_MAX + 32], in[RB_PATH_MAX + 32];
+    rb_text_file(cfg, sizeof cfg, dir, "cancel.json",
+                 "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1, \"norm\": \"pre\", "
+                 "\"activation\": \"gelu\"}, \"input\": {\"batch\": 16, \"seq_len\": 4}}");
+    static double x[CB * CL * CD], dy[CB * CL * CD];
+    uint64_t r = 0x9e3779b97f4a7c15u;
+    for (size_t i = 0; i < CL * CD; i++) { /* values on an 8-bit grid: exact in every dtype */
+        r = r * 6364136223846793005u + 1442695040888963407u;
+        const double u1 = (double)(r >> 11) * 0x1p-53;
+        r = r * 6364136223846793005u + 1442695040888963407u;
+        const double u2 = (double)(r >> 11) * 0x1p-53;
+        x[i] = refenc_round(REFENC_FMT_BF16, 4.0 * u1 - 2.0);
+        dy[i] = refenc_round(REFENC_FMT_BF16, 2.0 * u2 - 1.0);
+    }
+    for (size_t b = CB; b-- > 0;) /* item 0's pattern last: it is read by every item */
+        for (size_t i = 0; i < CL * CD; i++) {
+            r = r * 6364136223846793005u + 1442695040888963407u;
+            const double eta = 0.2 * ((double)(r >> 11) * 0x1p-53 - 0.5); /* a few ulps: the items' */
+            x[b * CL * CD + i] = x[i];                                      /* roundings decorrelate */
+            dy[b * CL * CD + i] = refenc_round(REFENC_FMT_BF16, (b % 2 ? -dy[i] : dy[i]) + eta);
+        }
+    snprintf(in, sizeof in, "%s/cancel-inputs.safetensors", dir);
+    const refenc_st_entry e[2] = {{"in.x", REFENC_ST_F64, 3, {CB, CL, CD}, x},
+                                  {"in.grad.dY", REFENC_ST_F64, 3, {CB, CL, CD}, dy}};
+    refenc_error err;
+    cr_assert_eq(refenc_st_write(in, e, 2, NULL, &err), REFENC_OK, "%s", err.message);
+    snprintf(g, n, "%s/cancel.safetensors", dir);
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--inputs", in, "--grad", "--no-variants",
+                               "--quiet", "--out-file", g, NULL});
+}
+
+Test(grad_budget, without_the_growth_term_a_correct_per_item_reduction_fails_where_items_cancel, .timeout = 120)
+{
+    char dir[RB_PATH_MAX], g[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    cancelling_golden(g, sizeof g, dir);
+    nset s;
+    reference_results(&s, g, dir);
+    for (size_t j = 1; j < sizeof low / sizeof low[0]; j++) {
+        per_item(&s, g, low[j]);
+        refenc_case_report rep;
+        certify_as(&rep, &s, g, dir, low[j]);
+        const char *wn = "";
+        const double w = worst_grad(&rep, &wn);
+        cr_expect_eq(rep.verdict, REFENC_VERDICT_PASS, "%s: the per-item reduction fails (%s at %g)",
+                     refenc_format_name(low[j]), wn, w);
+        size_t over = 0, params = 0;
+        for (size_t i = 0; i < rep.n_outputs; i++) {
+            const refenc_output_report *r = &rep.outputs[i];
+            if (!r->grad || strstr(r->name, "output") != NULL || strcmp(r->name, "grad.x") == 0 ||
+                strcmp(r->name, "grad.embed") == 0)
+                continue;
+            params++;
+            if (exceeds_without_growth(r, low[j])) {
+                refenc_baseline_error e = {.max_abs = r->base_max_abs, .nmse = r->base_nmse, .finite = 1};
+                double nb, nn;
+                refenc_budget(&nb, &nn, &e, low[j], r->max_want);
+                over++;
+                cr_log_info("%s %s: error %.3g, NMSE %.3g; without the growth term the budget is %.3g, NMSE "
+                            "%.3g; with it %.3g, NMSE %.3g (%.3g used)", refenc_format_name(low[j]), r->name,
+                            r->max_abs, r->nmse, nb, nn, r->budget_max_abs, r->budget_nmse, r->excess);
+            }
+        }
+        cr_expect_gt(over, 0, "%s: no parameter gradient needs the growth term", refenc_format_name(low[j]));
+        cr_log_info("%s: %zu of %zu parameter gradients exceed the budget without the growth term; with it "
+                    "the worst uses %.3g (%s)", refenc_format_name(low[j]), over, params, w, wn);
+        refenc_case_report_free(&rep);
+    }
+    nt_free(&s);
+    rb_tmpdir_remove(dir);
+}
+
+/* ---- a planted bug fails in every dtype ---------------------------------------------------- */
+
+/* The LayerNorm backward without its mean term (issue 25's "mean term
+ * missing"): dx = (g - xhat mean(g xhat)) / sigma, g = dy gamma. */
+static void ln_backward_mean_missing(double *dx, const double *dy, const double *x, const double *gamma,
+                                     size_t N, size_t D, double eps)
+{
+    for (size_t n = 0; n < N; n++) {
+        const double *xn = x + n * D, *dyn = dy + n * D;
+        double mu = 0, var = 0, mgx = 0;
+        for (size_t d = 0; d < D; d++)
+            mu += xn[d];
+        mu /= (double)D;
+        for (size_t d = 0; d < D; d++)
+            var += (xn[d] - mu) * (xn[d] - mu);
+        const double sd = sqrt(var / (double)D + eps);
+        for (size_t d = 0; d < D; d++)
+            mgx += dyn[d] * gamma[d] * (xn[d] - mu) / sd;
+        mgx /= (double)D;
+        for (size_t d = 0; d < D; d++)
+            dx[n * D + d] = (dyn[d] * gamma[d] - (xn[d] - mu) / sd * mgx) / sd;
+    }
+}
+
+static void collect_step(void *ctx, const char *name, const double *data, size_t ndim, const size_t *shape)
+{
+    char full[REFENC_NAME_MAX];
+    snprintf(full, sizeof full, "grad.%s", name);
+    if (nt_get(ctx, full) != NULL)
+        nt_put(ctx, full, data, ndim, shape);
+}
+
+/* s's gradients below the final norm replaced by the planted bug's: the
+ * final norm's backward without its mean term, then the stack without its
+ * final norm (whose layers' backward does not depend on it) by the public API. */
+static void plant(nset *s, const char *g)
+{
+    refenc_case c;
+    double *dY;
+    load_case(&c, &dY, g);
+    const size_t B = c.B, L = c.L, D = c.cfg.d_model, n = B * L * D, N = c.cfg.n_layers;
+    const refenc_input in = refenc_case_input(&c);
+    refenc_error err;
+    refenc_workspace ws, ws2;
+    refenc_grad_workspace gws, gws2;
+    refenc_params grad, p2, g2;
+    cr_assert_eq(refenc_workspace_alloc(&ws, &c.cfg, B, L, &err), 0, "%s", err.message);
+    cr_assert_eq(refenc_grad_workspace_alloc(&gws, &c.cfg, B, L, &err), 0, "%s", err.message);
+    cr_assert_eq(refenc_params_alloc(&grad, &c.cfg, &err), 0, "%s", err.message);
+    cr_assert_eq(refenc_encoder_backward(&grad, NULL, &gws, &ws, &c.params, &c.cfg, &in, dY, &err), 0);
+    double *dh = malloc(n * sizeof *dh), *dx = malloc(n * sizeof *dx);
+    ln_backward_mean_missing(dh, dY, gws.acts + N * n, c.params.norm_weight, B * L, D, c.cfg.layer_norm_eps);
+    refenc_config cfg2 = c.cfg;
+    cfg2.final_norm = 0;
+    cr_assert_eq(refenc_params_alloc(&p2, &cfg2, &err), 0, "%s", err.message);
+    cr_assert_eq(refenc_params_alloc(&g2, &cfg2, &err), 0, "%s", err.message);
+    for (size_t t = 0; t < p2.n_tensors; t++)
+        memcpy(p2.tensors[t].data, refenc_params_find(&c.params, p2.tensors[t].name)->data,
+               p2.tensors[t].size * sizeof(double));
+    cr_assert_eq(refenc_workspace_alloc(&ws2, &cfg2, B, L, &err), 0, "%s", err.message);
+    cr_assert_eq(refenc_grad_workspace_alloc(&gws2, &cfg2, B, L, &err), 0, "%s", err.message);
+    const refenc_trace tr = {collect_step, s};
+    cr_assert_eq(refenc_encoder_backward_traced(&g2, dx, &gws2, &ws2, &p2, &cfg2, &in, dh, &tr, &err), 0,
+                 "%s", err.message);
+    for (size_t t = 0; t < g2.n_tensors; t++)
+        collect_step(s, g2.tensors[t].name, g2.tensors[t].data, g2.tensors[t].ndim, g2.tensors[t].shape);
+    const size_t bld[3] = {B, L, D};
+    collect_step(s, "x", dx, 3, bld);
+    free(dh), free(dx), free(dY);
+    refenc_params_free(&grad), refenc_params_free(&p2), refenc_params_free(&g2);
+    refenc_workspace_free(&ws), refenc_workspace_free(&ws2);
+    refenc_grad_workspace_free(&gws), refenc_grad_workspace_free(&gws2);
+    refenc_case_free(&c);
+}
+
+Test(grad_budget, a_layernorm_backward_without_its_mean_term_fails_in_every_dtype, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], g[RB_PATH_MAX];
+    rb_tmpdir(dir);
+    shipped(g, sizeof g, "grad_pre_rope_padding"); /* Pre-LN: a final norm */
+    nset s;
+    reference_results(&s, g, dir);
+    plant(&s, g);
+    const refenc_format all[] = {REFENC_FMT_F64, REFENC_FMT_F32, REFENC_FMT_F16, REFENC_FMT_BF16};
+    for (size_t j = 0; j < 4; j++) {
+        refenc_case_report rep;
+        certify_as(&rep, &s, g, dir, all[j]);
+        cr_expect_eq(rep.verdict, REFENC_VERDICT_FAIL, "%s", refenc_format_name(all[j]));
+        cr_assert_geq(rep.first_grad_divergence, 0);
+        const refenc_output_report *r = &rep.outputs[rep.first_grad_divergence];
+        cr_expect_str_eq(r->name, "grad.layers.1.output", "%s", refenc_format_name(all[j]));
+        cr_log_info("%s: first diverging backward step %s at %.3g bounds", refenc_format_name(all[j]), r->name,
+                    r->excess);
+        refenc_case_report_free(&rep);
+    }
+    nt_free(&s);
+    rb_tmpdir_remove(dir);
+}
+
+Test(grad_budget, a_nan_or_infinite_gradient_never_passes_in_any_dtype, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], g[RB_PATH_MAX];
+    rb_tmpdir(dir);
+    shipped(g, sizeof g, "grad_bert_tokens");
+    nset s;
+    reference_results(&s, g, dir);
+    for (size_t j = 0; j < sizeof low / sizeof low[0]; j++)
+        for (int inf = 0; inf < 2; inf++) {
+            double *t = nt_get(&s, "grad.embedding.weight");
+            const double keep = t[5];
+            t[5] = inf ? INFINITY : NAN;
+            refenc_case_report rep;
+            certify_as(&rep, &s, g, dir, low[j]);
+            t[5] = keep;
+            cr_expect_eq(rep.verdict, REFENC_VERDICT_FAIL, "%s", refenc_format_name(low[j]));
+            const refenc_output_report *r = &rep.outputs[rep.first_grad_divergence];
+            cr_expect(strcmp(r->name, "grad.embedding.weight") == 0 && r->nonfinite == 1, "%s %s",
+                      refenc_format_name(low[j]), r->name);
+            refenc_case_report_free(&rep);
+        }
+    nt_free(&s);
+    rb_tmpdir_remove(dir);
+}
+
+/* refenc run --case --grad --emulate: the emulated backward as a peer. */
+Test(grad_budget, run_grad_emulate_writes_the_emulated_backward_in_the_dtype, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], g[RB_PATH_MAX], out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    shipped(g, sizeof g, "grad_post_rope_interleaved_padding");
+    snprintf(out, sizeof out, "%s/emu.safetensors", dir);
+    rb_run_ok((const char *[]){"refenc", "run", "--case", g, "--grad", "--emulate", "bf16", "--out", out, NULL});
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, out, &err), REFENC_OK, "%s", err.message);
+    const refenc_st_tensor *t = refenc_st_find(&f, "grad.layers.0.linear1.weight");
+    cr_assert_not_null(t);
+    cr_expect_eq(t->dtype, REFENC_ST_BF16);
+    refenc_st_free(&f);
+    refenc_case_report rep;
+    certify(&rep, g, out);
+    cr_expect_eq(rep.verdict, REFENC_VERDICT_PASS);
+    cr_expect_eq(rep.grads_given, rep.grads);
+    refenc_case_report_free(&rep);
+    /* the knobs the emulated backward does not model, and --bug, are refused */
+    const char *const mods[] = {"bf16,fused", "f16,reverse", "f32,float-libm"};
+    for (size_t k = 0; k < 3; k++) {
+        rb_result r = rb_run((const char *[]){"refenc", "run", "--case", g, "--grad", "--emulate", mods[k], "--out",
+                                              out, NULL});
+        rb_expect_error(&r, 2, "run", mods[k], (const char *[]){"--grad", "does not model", NULL});
+        rb_result_free(&r);
+    }
+    rb_result r = rb_run((const char *[]){"refenc", "run", "--case", g, "--grad", "--bug", "layernorm_eps_x10",
+                                          "--out", out, NULL});
+    rb_expect_error(&r, 2, "run", "--bug", (const char *[]){"--grad", "--bug", NULL});
+    rb_result_free(&r);
+    rb_tmpdir_remove(dir);
+}
+
+/* A config outside the gradient goldens is refused by name, never computed
+ * as another (partial_rotary_factor: the backward would rotate every pair). */
+Test(grad_budget, the_emulated_backward_refuses_what_the_gradient_goldens_do_not_hold, .timeout = 60)
+{
+    char g[RB_PATH_MAX];
+    shipped(g, sizeof g, "grad_pre_rope_padding");
+    refenc_case c;
+    double *dY;
+    load_case(&c, &dY, g);
+    c.cfg.rope_scaling.partial_rotary_factor = 0.5;
+    const refenc_emulation e = refenc_emulation_baseline(REFENC_FMT_BF16);
+    refenc_error err;
+    cr_expect_eq(refenc_emulation_backward_case(&c, dY, &e, NULL, &err), REFENC_EINVAL);
+    cr_expect(strstr(err.message, "partial_rotary_factor") != NULL, "%s", err.message);
+    free(dY);
+    refenc_case_free(&c);
+}

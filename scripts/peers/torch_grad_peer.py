@@ -1,0 +1,328 @@
+#!/usr/bin/python3
+"""The PyTorch autograd peer of the gradient goldens: for every golden case
+that holds gradients (grad.*, made with `refenc golden --grad`), runs the
+PyTorch peer's forward (torch_peer.py: the same model construction, the same
+float16/bfloat16 model) with autograd, backpropagates the case's upstream
+gradient in.grad.dY (loss = sum dY * out.output) and writes out.output and
+every gradient the case lists, for `refenc certify` (docs/gradients.md,
+"Certifying a PyTorch backward").
+
+  float64, float32  PyTorch's own autograd in that dtype.
+  bfloat16 --native PyTorch's own bfloat16 CPU kernels, forward and autograd.
+  float16, bfloat16 the forward as torch_peer computes it (float32 operations
+                    on values of the dtype, every operation's output rounded
+                    to it), and the backward the same way: every aten
+                    operation autograd runs (mm, native_layer_norm_backward,
+                    gelu_backward, _softmax_backward_data,
+                    embedding_dense_backward, the additions of gradient
+                    contributions) computes in float32 and its output is
+                    rounded to the dtype (a TorchDispatchMode): the
+                    straightforward backward of a tensor-core or fused CPU
+                    implementation.
+
+The parameters' gradients are taken where the model holds its parameters:
+the leaves torch_peer's Case.t gives the layers built from torch operations,
+or a family's modules (torch_families.Family under Hugging Face's names),
+mapped back to refenc's names through the family's own state-dict map.
+
+--bug injects a backward bug for the negative controls:
+  layernorm_backward_mean_missing   every LayerNorm's dx without its mean(g)
+                                    term (a custom autograd.Function)
+  grad_scaled                       one parameter gradient (the last layer's
+                                    linear1.weight) times 1.5
+
+    scripts/peers/torch_grad_peer.py --golden golden --out results/tg-bf16 --dtype bfloat16 --certify
+
+--check-pinned FILE runs every mode FILE lists (a dtype, and a bug or none)
+in this one process, certifies each with --cli, and compares every case's
+verdict with the one pinned (make certify-torch-grad, FILE
+scripts/peers/torch_grad_expected.json): a correct peer passes every case in
+all four dtypes, each injected bug fails every case in each.
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_peer  # noqa: E402  (the forward peer: its Case, its model construction, its float16/bfloat16 model)
+import torch_families  # noqa: E402
+
+refenc = torch_peer.refenc
+BUGS = ["layernorm_backward_mean_missing", "grad_scaled"]
+
+
+# ---- the backward in float16 and bfloat16 ----------------------------------------------
+
+class RoundEveryOp(TorchDispatchMode):
+    """While active, every aten operation's float32 output is rounded to dt
+    (round to nearest even); views and in-place updates alias a tensor that
+    is already of the dtype and are left alone."""
+
+    def __init__(self, dt):
+        super().__init__()
+        self.dt = dt
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if any(r.alias_info is not None for r in func._schema.returns):
+            return out
+        return tree_map(lambda t: t.to(self.dt).to(torch.float32)
+                        if isinstance(t, torch.Tensor) and t.dtype == torch.float32 else t, out)
+
+
+# ---- the injected backward bug ---------------------------------------------------------
+
+class LayerNormMeanMissing(torch.autograd.Function):
+    """F.layer_norm's forward; a backward dx = (g - x^ mean(g x^)) / sigma,
+    without the mean(g) term (issue 25's "LayerNorm: mean term missing")."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, eps):
+        ctx.save_for_backward(x, w)
+        ctx.eps, ctx.has_b = eps, b is not None
+        return ORIGINAL_LAYER_NORM(x, (x.shape[-1],), w, b, eps)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        mu = x.mean(-1, keepdim=True)
+        sd = torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + ctx.eps)
+        xhat = (x - mu) / sd
+        g = dy * w
+        dx = (g - xhat * (g * xhat).mean(-1, keepdim=True)) / sd
+        red = tuple(range(dy.dim() - 1))
+        return dx, (dy * xhat).sum(red), dy.sum(red) if ctx.has_b else None, None
+
+
+ORIGINAL_LAYER_NORM = F.layer_norm
+
+
+def buggy_layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    return LayerNormMeanMissing.apply(x, weight, bias, eps)
+
+
+# ---- the leaves: where the model holds its parameters ----------------------------------
+
+class GradCase(torch_peer.Case):
+    """torch_peer's Case whose floating inputs and parameters are autograd
+    leaves, one per name (the same tensor at every use)."""
+
+    def __init__(self, golden, dt):
+        super().__init__(golden, dt)
+        self.leaves = {}
+
+    def t(self, name):
+        if name not in self.leaves:
+            leaf = super().t(name).detach()
+            if name != "in.attn_mask":
+                leaf.requires_grad_(True)
+            self.leaves[name] = leaf
+        return self.leaves[name]
+
+
+def family_forward(case):
+    """torch_families.run's model, with autograd (run is for the forward
+    only: torch.no_grad()); returns the steps and {refenc name: [(module
+    parameter, index array)]}: which elements of which refenc parameter each
+    parameter of the family's modules holds, found by passing the element
+    indices through the family's own state-dict map (hf_state_dict)."""
+    model = torch_families.Family(case.cfg, case.dt, None)
+    sd = {k: torch.from_numpy(np.ascontiguousarray(v)).to(case.dt)
+          for k, v in torch_families.hf_state_dict(case.cfg, case.params).items()}
+    model.load_state_dict(sd, strict=True)
+    model.eval()
+    for p in model.parameters():  # values of the model's dtype, as torch_peer's Case.t gives
+        with torch.no_grad():
+            p.copy_(torch_peer.EMU.round(p) if torch_peer.EMU is not None else p)
+    offsets, tagged, at = {}, {}, 0
+    for k, v in case.params.items():
+        offsets[k] = (at, np.shape(v))
+        tagged[k] = np.arange(at, at + np.size(v), dtype=np.float64).reshape(np.shape(v))
+        at += np.size(v)
+    where = {}
+    params = dict(model.named_parameters())
+    for k, idx in torch_families.hf_state_dict(case.cfg, tagged).items():
+        where[k] = (params[k], np.asarray(idx, dtype=np.int64))
+    return model(case), where, offsets
+
+
+def param_grads(case, where, offsets):
+    """The refenc parameters' gradients from the family's modules' (a sum
+    where an element is held twice)."""
+    flat = {k: np.zeros(int(np.prod(s)) if s else 1) for k, (_, s) in offsets.items()}
+    total = np.zeros(sum(f.size for f in flat.values()))
+    for _, (p, idx) in where.items():
+        if p.grad is not None:
+            np.add.at(total, idx.reshape(-1), p.grad.detach().double().numpy().reshape(-1))
+    return {k: total[at:at + int(np.prod(s))].reshape(s) for k, (at, s) in offsets.items()}
+
+
+# ---- one case -----------------------------------------------------------------------------
+
+def compute(golden, bug=None):
+    """{results name: array} for a gradient case: out.output and every grad.*."""
+    mode = torch_peer.EMU
+    case = GradCase(golden, torch_peer.DT)
+    fam = torch_families.handles(case.cfg)
+    if bug == "layernorm_backward_mean_missing":
+        F.layer_norm = buggy_layer_norm
+    try:
+        if mode is not None:
+            with mode:
+                outs, where, offsets = family_forward(case) if fam else (torch_peer.run_encoder(case), None, None)
+        else:
+            outs, where, offsets = family_forward(case) if fam else (torch_peer.run_encoder(case), None, None)
+    finally:
+        F.layer_norm = ORIGINAL_LAYER_NORM
+    y = outs["output"]
+    steps = {n: outs[n] for n in ["embed"] + [f"layers.{i}.output" for i in range(case.cfg["n_layers"])]}
+    for t in steps.values():
+        if t.requires_grad:
+            t.retain_grad()
+    dY = refenc.tensor(golden.grad_dY, y.dtype)
+    if mode is not None:
+        dY = mode.round(dY)
+        with RoundEveryOp(mode.dt):
+            y.backward(dY)
+    else:
+        y.backward(dY)
+    res = {"out.output": y.detach().double().numpy()}
+    grads = param_grads(case, where, offsets) if fam else \
+        {k: case.leaves[k].grad.detach().double().numpy() for k in case.params if k in case.leaves
+         and case.leaves[k].grad is not None}
+    for k in case.params:
+        grads.setdefault(k, np.zeros(np.shape(case.params[k])))  # a parameter the loss does not reach
+    if "in.x" in case.leaves:
+        grads["x"] = case.leaves["in.x"].grad.detach().double().numpy()
+    for n, t in steps.items():
+        g = t.grad if t.grad is not None else (case.leaves["in.x"].grad if n == "embed" else None)
+        if g is not None:
+            grads[n] = g.detach().double().numpy()
+    if bug == "grad_scaled":
+        k = f"layers.{case.cfg['n_layers'] - 1}.linear1.weight"
+        grads[k] = grads[k] * 1.5
+    for k, g in grads.items():
+        name = "grad." + k
+        if name in golden.grads:
+            res[name] = g
+    return res
+
+
+PRECISION = {"float16": (11, -14), "bfloat16": (8, -126), "float32": (24, -126)}
+
+
+def without_growth(o, dtype):
+    """How far a 16-bit gradient output is from the budget computed without
+    the growth term G (budget.h: refenc_budget, the forward's rule on the
+    emulated backward's baseline), from the certificate's figures."""
+    p, emin = PRECISION[dtype]
+    m = o["scale"]
+    e = emin if m == 0 else max(math.frexp(m)[1] - 1, emin)
+    max_abs = 2 * o["baseline_max_abs_error"] + 2 * 2.0 ** (e - p + 1)
+    nmse = 4 * o["baseline_nmse"] + (2 * 2.0 ** -p) ** 2
+    return max(o["max_abs_error"] / max_abs, math.sqrt(o["nmse"] / nmse))
+
+
+def check_pinned(args, cases):
+    """Every mode of the pinned file: compute, certify, compare; 0 when every
+    case of every mode has its pinned verdict."""
+    pinned = json.load(open(args.check_pinned))["modes"]
+    names = sorted(c.name for c in cases)
+    ok, t0 = True, time.time()
+    for mode, spec in pinned.items():
+        torch_peer.configure(spec["dtype"], native=spec.get("native", False))
+        out = os.path.join(args.out, mode)
+        for case in cases:
+            case.write_results(out, compute(case, spec.get("bug")), dtype=spec["dtype"])
+        cert = os.path.join(args.out, mode + ".json")
+        rc = subprocess.run([args.cli, "certify", "--golden", args.golden, "--results", out, "--json", cert,
+                             "--quiet", "--case", ",".join(names)], stdout=subprocess.DEVNULL).returncode
+        if rc > 1:
+            print(f"torch_grad_peer: refenc certify exited {rc} on {mode}", file=sys.stderr)
+            return 2
+        got = {}
+        for c in json.load(open(cert))["cases"]:
+            grads = [o for o in c["outputs"] if o["name"].startswith("grad.") and o["status"] in ("PASS", "FAIL")]
+            worst = max(grads, key=lambda o: o["excess"]) if grads else None
+            got[c["case"]] = (c["verdict"], len(grads), worst)
+        want = spec["expect"]
+        if spec.get("needs_growth"):  # the growth term's control: some parameter gradient needs it
+            over = [(without_growth(o, spec["dtype"]), c["case"], o["name"])
+                    for c in json.load(open(cert))["cases"] for o in c["outputs"]
+                    if o["name"].startswith("grad.") and o["status"] == "PASS" and o.get("rule") == "budget"
+                    and not o["name"].endswith(("output", ".embed", ".x"))]
+            over = sorted(x for x in over if x[0] > 1)
+            print(f"\n{mode}: {len(over)} parameter gradient(s) beyond the budget without the growth term"
+                  + (f", up to {over[-1][0]:.3g} ({over[-1][1]} {over[-1][2]})" if over else ""))
+            if not over:
+                print("  <-- expected some: the growth term is pinned as needed here")
+                ok = False
+        line = []
+        for name in names:
+            verdict, n, worst = got[name]
+            exp = want.get(name, "PASS")
+            line.append(f"{name} {verdict} ({n} gradients, worst {worst['name'] if worst else '-'} "
+                        f"at {worst['excess']:.3g} budgets)" if worst else f"{name} {verdict} (no gradient compared)")
+            if verdict != exp or n == 0:
+                line[-1] += f"  <-- expected {exp}" + (" with gradients compared" if n == 0 else "")
+                ok = False
+        print(f"\n{mode}:\n  " + "\n  ".join(line))
+    print(f"\ncertify-torch-grad: " + ("every mode has its pinned outcome (" + args.check_pinned + ")" if ok
+                                       else "UNEXPECTED OUTCOME") + f"; {time.time() - t0:.1f} s")
+    return 0 if ok else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--golden", required=True, help="the golden directory (manifest.json, cases/)")
+    ap.add_argument("--out", required=True, help="directory for the results files")
+    ap.add_argument("--dtype", choices=["float64", "float32", "float16", "bfloat16"], default="float64")
+    ap.add_argument("--native", action="store_true",
+                    help="bfloat16: PyTorch's own bfloat16 CPU kernels, forward and autograd")
+    ap.add_argument("--case", action="append", metavar="GLOB[,GLOB...]", help="only the gradient cases matching")
+    ap.add_argument("--bug", choices=BUGS, help="inject a backward bug (the negative controls)")
+    ap.add_argument("--certify", action="store_true",
+                    help="then certify the results with refenc certify; exit 1 if a case failed")
+    ap.add_argument("--check-pinned", metavar="FILE", help="run every mode FILE pins and compare (above)")
+    ap.add_argument("--cli", default="build/refenc", help="the refenc CLI for --check-pinned")
+    args = ap.parse_args()
+    if args.native and args.dtype != "bfloat16":
+        ap.error("--native goes with --dtype bfloat16 (PyTorch has no float16 CPU kernels)")
+    torch_peer.configure(args.dtype, native=args.native)
+    torch_peer.needs_manual = lambda case: True  # the layers from torch operations: their leaves are Case.t's
+    try:
+        cases = [c for c in refenc.all_cases(args.golden, args.case or "*", require_match=args.case is not None)
+                 if c.grads]
+    except (OSError, ValueError, refenc.FormatError) as e:
+        print(f"torch_grad_peer: {e}", file=sys.stderr)
+        return 2
+    if args.check_pinned:
+        return check_pinned(args, cases)
+    what = f"torch {torch.__version__} autograd {args.dtype}" + (" (PyTorch's own kernels)" if args.native else "") + (f" with bug {args.bug}" if args.bug else "")
+    for case in cases:
+        case.write_results(args.out, compute(case, args.bug), dtype=args.dtype, metadata={"implementation": what})
+    print(f"torch_grad_peer: {len(cases)} gradient case(s) computed in {what} into {args.out}")
+    if not cases:
+        return 2
+    if not args.certify:
+        return 0
+    cert = refenc.certify(args.out, [c.name for c in cases], golden=args.golden)
+    s = cert.summary
+    print(f"refenc certify: {s['cases']} case(s): {s['passed']} PASS, {s['failed']} FAIL")
+    if not cert.passed:
+        print(cert.explain())
+    return 0 if cert.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
