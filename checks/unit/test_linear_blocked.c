@@ -287,6 +287,8 @@ Test(linear_blocked, the_references_runs_with_it_are_the_plain_runs_bit_for_bit,
         refenc_case_free(&c);
         refenc_st_free(&f);
     }
+    cr_log_info("%zu cases, %zu with linear maps, %zu changed by two accumulators", n_cases, n_with_maps,
+                n_changed);
     cr_expect(n_cases > 50, "%zu cases", n_cases);
     cr_expect(n_with_maps > 30, "only %zu cases with linear maps", n_with_maps);
     cr_expect_geq(n_changed + MAX_EXACT_CASES, n_with_maps,
