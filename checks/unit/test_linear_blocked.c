@@ -9,7 +9,7 @@
  * changes some bits (the negative controls run two such maps through the
  * same comparison and require it to fail).  The shapes cover the blocks'
  * edges: N and out of 1 .. 9 (the 4 x 4 blocks and their leftovers), in
- * across the 512-term passes (511, 512, 513, 1025), bias and no bias. */
+ * across the 256-term passes (255, 256, 257, 511, 1025), bias and no bias. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -78,7 +78,7 @@ static size_t differences(refenc_linear_fn *map, size_t N, size_t in, size_t out
 
 static const size_t SIZES[] = {1, 2, 3, 4, 5, 7, 8, 9};
 #define N_SIZES (sizeof SIZES / sizeof SIZES[0])
-static const size_t LONG_IN[] = {63, 511, 512, 513, 1025};
+static const size_t LONG_IN[] = {63, 255, 256, 257, 511, 1025};
 #define N_LONG (sizeof LONG_IN / sizeof LONG_IN[0])
 
 /* Runs map over every shape; returns the shapes where it differs from the

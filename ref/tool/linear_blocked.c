@@ -23,7 +23,7 @@
 
 #define OB 4    /* outputs per group: two vectors of two doubles        */
 #define TB 4    /* tokens per group: 4 x 4 = 16 chains, 8 registers     */
-#define KC 512  /* terms per pass: pk holds KC * OB doubles (16 KiB)    */
+#define KC 256  /* terms per pass: pk holds KC * OB doubles (8 KiB)     */
 
 /* Two doubles: a lane is an independent chain, + and * act lane by lane
  * with IEEE rounding (no contraction: -ffp-contract=off). */

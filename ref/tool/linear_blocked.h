@@ -16,7 +16,7 @@
  * serving 4 of them (the plain loop waits for one addition's latency per
  * term).  Needs the build's -ffp-contract=off, as every kernel: a fused
  * multiply-add would round once where the formula rounds twice.
- * y must not alias x, W or b.  Never fails, never allocates (a 16 KiB
+ * y must not alias x, W or b.  Never fails, never allocates (an 8 KiB
  * buffer on the stack). */
 void refenc_linear_blocked_forward(double *y, const double *x, const double *W, const double *b,
                                    size_t N, size_t in, size_t out);
