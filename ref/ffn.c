@@ -10,9 +10,18 @@ void refenc_ffn_forward(double *y, double *hidden, const double *x,
                         const double *W2, const double *b2,
                         size_t N, size_t D, size_t F, refenc_activation act)
 {
-    refenc_linear_forward(hidden, x, W1, b1, N, D, F);   /* (N, D) -> (N, F) */
+    refenc_ffn_forward_with(y, hidden, x, W1, b1, W2, b2, N, D, F, act, refenc_linear_forward);
+}
+
+void refenc_ffn_forward_with(double *y, double *hidden, const double *x,
+                             const double *W1, const double *b1,
+                             const double *W2, const double *b2,
+                             size_t N, size_t D, size_t F, refenc_activation act,
+                             refenc_linear_fn *linear)
+{
+    linear(hidden, x, W1, b1, N, D, F);   /* (N, D) -> (N, F) */
     refenc_activation_forward(hidden, hidden, N * F, act);
-    refenc_linear_forward(y, hidden, W2, b2, N, F, D);   /* (N, F) -> (N, D) */
+    linear(y, hidden, W2, b2, N, F, D);   /* (N, F) -> (N, D) */
 }
 
 /* Backward: with a = x W1^T + b1 (recomputed), hidden = act(a):

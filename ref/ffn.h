@@ -4,6 +4,7 @@
 #include <stddef.h>
 
 #include "core/config.h"
+#include "linear.h"
 
 /* Position-wise feed-forward network ("Attention Is All You Need" 3.3), the
  * same at every position (a 1x1 convolution):
@@ -15,6 +16,14 @@ void refenc_ffn_forward(double *y, double *hidden, const double *x,
                         const double *W1, const double *b1,
                         const double *W2, const double *b2,
                         size_t N, size_t D, size_t F, refenc_activation act);
+
+/* The same with linear (linear.h: the same doubles) for linear1 and linear2.
+ * Never fails. */
+void refenc_ffn_forward_with(double *y, double *hidden, const double *x,
+                             const double *W1, const double *b1,
+                             const double *W2, const double *b2,
+                             size_t N, size_t D, size_t F, refenc_activation act,
+                             refenc_linear_fn *linear);
 
 /* Backward (docs/gradients.md).  dy: (N, D), the gradient with respect to
  * y.  Saved from the forward: x (N, D) and hidden (N, F), the activations

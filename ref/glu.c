@@ -8,17 +8,26 @@
 #include "ffn.h"
 #include "linear.h"
 
+/* refenc_glu_forward with the linear map linear (linear.h). */
+static void glu_forward(double *y, double *hidden, double *up, const double *x,
+                        const double *Wg, const double *bg, const double *Wu, const double *bu,
+                        const double *W2, const double *b2,
+                        size_t N, size_t D, size_t F, refenc_activation act, refenc_linear_fn *linear)
+{
+    linear(hidden, x, Wg, bg, N, D, F);  /* a: (N, D) -> (N, F) */
+    refenc_activation_forward(hidden, hidden, N * F, act);
+    linear(up, x, Wu, bu, N, D, F);      /* b: (N, D) -> (N, F) */
+    for (size_t i = 0; i < N * F; i++)
+        hidden[i] *= up[i];              /* h = act(a) * b      */
+    linear(y, hidden, W2, b2, N, F, D);  /* (N, F) -> (N, D)    */
+}
+
 void refenc_glu_forward(double *y, double *hidden, double *up, const double *x,
                         const double *Wg, const double *bg, const double *Wu, const double *bu,
                         const double *W2, const double *b2,
                         size_t N, size_t D, size_t F, refenc_activation act)
 {
-    refenc_linear_forward(hidden, x, Wg, bg, N, D, F);  /* a: (N, D) -> (N, F) */
-    refenc_activation_forward(hidden, hidden, N * F, act);
-    refenc_linear_forward(up, x, Wu, bu, N, D, F);      /* b: (N, D) -> (N, F) */
-    for (size_t i = 0; i < N * F; i++)
-        hidden[i] *= up[i];                             /* h = act(a) * b      */
-    refenc_linear_forward(y, hidden, W2, b2, N, F, D);  /* (N, F) -> (N, D)    */
+    glu_forward(y, hidden, up, x, Wg, bg, Wu, bu, W2, b2, N, D, F, act, refenc_linear_forward);
 }
 
 void refenc_glu_halves(const double **Wg, const double **bg, const double **Wu, const double **bu,
@@ -35,14 +44,21 @@ void refenc_ffn_block_forward(double *y, double *hidden, const double *x, const 
                               const double *b1, const double *W2, const double *b2, size_t N,
                               const refenc_config *cfg)
 {
+    refenc_ffn_block_forward_with(y, hidden, x, W1, b1, W2, b2, N, cfg, refenc_linear_forward);
+}
+
+void refenc_ffn_block_forward_with(double *y, double *hidden, const double *x, const double *W1,
+                                   const double *b1, const double *W2, const double *b2, size_t N,
+                                   const refenc_config *cfg, refenc_linear_fn *linear)
+{
     const size_t D = cfg->d_model, F = cfg->d_ff;
     if (cfg->ffn_type != REFENC_FFN_GLU) {
-        refenc_ffn_forward(y, hidden, x, W1, b1, W2, b2, N, D, F, cfg->activation);
+        refenc_ffn_forward_with(y, hidden, x, W1, b1, W2, b2, N, D, F, cfg->activation, linear);
         return;
     }
     const double *Wg, *bg, *Wu, *bu;
     refenc_glu_halves(&Wg, &bg, &Wu, &bu, W1, b1, D, F, cfg->glu_gate);
-    refenc_glu_forward(y, hidden, hidden + N * F, x, Wg, bg, Wu, bu, W2, b2, N, D, F, cfg->activation);
+    glu_forward(y, hidden, hidden + N * F, x, Wg, bg, Wu, bu, W2, b2, N, D, F, cfg->activation, linear);
 }
 
 /* The gated FFN's backward (glu.h): dh into pre + NF, a into pre, dh * b

@@ -4,6 +4,7 @@
 #include <stddef.h>
 
 #include "core/config.h"
+#include "linear.h"
 
 /* Gated feed-forward network (Shazeer 2020, "GLU Variants Improve
  * Transformer"):
@@ -53,5 +54,11 @@ void refenc_glu_halves(const double **Wg, const double **bg, const double **Wu, 
 void refenc_ffn_block_forward(double *y, double *hidden, const double *x, const double *W1,
                               const double *b1, const double *W2, const double *b2, size_t N,
                               const refenc_config *cfg);
+
+/* The same with linear (linear.h: the same doubles) for its linear maps
+ * (refenc_layer_work.linear's).  Never fails. */
+void refenc_ffn_block_forward_with(double *y, double *hidden, const double *x, const double *W1,
+                                   const double *b1, const double *W2, const double *b2, size_t N,
+                                   const refenc_config *cfg, refenc_linear_fn *linear);
 
 #endif

@@ -15,6 +15,7 @@
 
 #include "ffn.h"
 #include "glu.h"
+#include "linear.h"
 #include "norm.h"
 
 /* Emits "layers.{index}.{step}" with shape (B, L, width) or (B, H, L, L). */
@@ -69,14 +70,15 @@ void refenc_layer_forward(double *y, refenc_layer_work *w, const double *x,
     const size_t bld[3] = {B, L, D}, bhll[4] = {B, H, L, L};
     refenc_qk_norm qk;
     const refenc_qk_norm *qkn = refenc_qk_norm_of(&qk, cfg, lp); /* NULL: no qk_norm */
+    refenc_linear_fn *linear = w->linear != NULL ? w->linear : refenc_linear_forward;
 
     if (cfg->norm == REFENC_NORM_PRE) {
         /* h = x + MHA(LN1(x)) */
         norm1_forward(w->ln, x, lp, BL, cfg);
         emit(trace, index, "norm1", w->ln, 3, bld);
-        refenc_gqa_qk_forward(w->attn, &w->mha, w->ln, lp->in_proj_weight, lp->in_proj_bias,
-                              lp->out_proj_weight, lp->out_proj_bias, opt, rope, qkn, B, L, D, H,
-                              refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg));
+        refenc_gqa_qk_forward_with(w->attn, &w->mha, w->ln, lp->in_proj_weight, lp->in_proj_bias,
+                                   lp->out_proj_weight, lp->out_proj_bias, opt, rope, qkn, B, L, D, H,
+                                   refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg), linear);
         post_norm(w->attn, lp->post_attn_norm_weight, lp->post_attn_norm_bias, BL, cfg);
         emit(trace, index, "self_attn.weights", w->mha.weights, 4, bhll);
         emit(trace, index, "self_attn", w->attn, 3, bld);
@@ -85,16 +87,16 @@ void refenc_layer_forward(double *y, refenc_layer_work *w, const double *x,
         /* y = h + FFN(LN2(h)) */
         refenc_norm_forward(w->ln, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);
         emit(trace, index, "norm2", w->ln, 3, bld);
-        refenc_ffn_block_forward(w->ffn, w->hidden, w->ln, lp->linear1_weight, lp->linear1_bias,
-                                 lp->linear2_weight, lp->linear2_bias, BL, cfg);
+        refenc_ffn_block_forward_with(w->ffn, w->hidden, w->ln, lp->linear1_weight, lp->linear1_bias,
+                                      lp->linear2_weight, lp->linear2_bias, BL, cfg, linear);
         post_norm(w->ffn, lp->post_ffn_norm_weight, lp->post_ffn_norm_bias, BL, cfg);
         emit(trace, index, "ffn", w->ffn, 3, bld);
         add(y, w->resid, w->ffn, BL * D);
     } else {
         /* h = LN1(x + MHA(x)) */
-        refenc_gqa_qk_forward(w->attn, &w->mha, x, lp->in_proj_weight, lp->in_proj_bias,
-                              lp->out_proj_weight, lp->out_proj_bias, opt, rope, qkn, B, L, D, H,
-                              refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg));
+        refenc_gqa_qk_forward_with(w->attn, &w->mha, x, lp->in_proj_weight, lp->in_proj_bias,
+                                   lp->out_proj_weight, lp->out_proj_bias, opt, rope, qkn, B, L, D, H,
+                                   refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg), linear);
         emit(trace, index, "self_attn.weights", w->mha.weights, 4, bhll);
         emit(trace, index, "self_attn", w->attn, 3, bld);
         add(w->resid, x, w->attn, BL * D);
@@ -102,8 +104,8 @@ void refenc_layer_forward(double *y, refenc_layer_work *w, const double *x,
         emit(trace, index, "norm1", w->ln, 3, bld);
 
         /* y = LN2(h + FFN(h)) */
-        refenc_ffn_block_forward(w->ffn, w->hidden, w->ln, lp->linear1_weight, lp->linear1_bias,
-                                 lp->linear2_weight, lp->linear2_bias, BL, cfg);
+        refenc_ffn_block_forward_with(w->ffn, w->hidden, w->ln, lp->linear1_weight, lp->linear1_bias,
+                                      lp->linear2_weight, lp->linear2_bias, BL, cfg, linear);
         emit(trace, index, "ffn", w->ffn, 3, bld);
         add(w->resid, w->ln, w->ffn, BL * D);
         refenc_norm_forward(y, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);

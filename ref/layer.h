@@ -16,6 +16,9 @@ typedef struct {
     double *ffn;       /* (B, L, D)  FFN output                             */
     double *hidden;    /* (B, L, F)  FFN hidden activations; (B, L, 2F) gated */
     refenc_mha_work mha;
+    refenc_linear_fn *linear; /* the linear maps' (linear.h): NULL, the reference's *
+                               * refenc_linear_forward; a tool's faster map of the  *
+                               * same doubles (tool/linear_blocked.h)               */
 } refenc_layer_work;
 
 /* One encoder layer, in nn.TransformerEncoderLayer's structure.
@@ -33,7 +36,8 @@ typedef struct {
  * outputs, the values the residual adds.  The backward refuses it
  * (refenc_grad_workspace_alloc).
  * opt carries the masks, ALiBi slopes and temperature; rope is NULL unless
- * the positional scheme is RoPE.  No dropout (refenc_layer_backward below).
+ * the positional scheme is RoPE.  The six linear maps (q, k, v, out_proj,
+ * linear1, linear2; three in a gated FFN's linear1) are work->linear's.  No dropout (refenc_layer_backward below).
  * Trace steps, in forward order, with prefix "layers.{index}.":
  *   Pre-LN:  norm1, self_attn.weights, self_attn, norm2, ffn, output
  *   Post-LN: self_attn.weights, self_attn, norm1, ffn, norm2, output

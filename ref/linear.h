@@ -14,6 +14,14 @@
 void refenc_linear_forward(double *y, const double *x, const double *W, const double *b,
                            size_t N, size_t in, size_t out);
 
+/* A linear map with refenc_linear_forward's arguments that computes its y
+ * bit for bit.  The forwards with linear maps take one in their _with twins
+ * (mha.h, ffn.h, glu.h; refenc_layer_work.linear for a layer) so that a
+ * tool may pass a faster schedule of the same sums (tool/linear_blocked.h);
+ * the plain functions pass refenc_linear_forward. */
+typedef void refenc_linear_fn(double *y, const double *x, const double *W, const double *b,
+                              size_t N, size_t in, size_t out);
+
 /* Backward (docs/gradients.md).  dy: (N, out), the gradient of the loss
  * with respect to y; x: (N, in), the forward's input; W: (out, in).
  *   dx[n,k]  = sum_o dy[n,o] W[o,k]        dx: (N, in), written; NULL: not computed

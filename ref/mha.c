@@ -68,6 +68,18 @@ void refenc_gqa_qk_forward(double *y, refenc_mha_work *w, const double *x,
                            const refenc_qk_norm *qk_norm,
                            size_t B, size_t L, size_t D, size_t H, size_t Hkv, size_t Dh)
 {
+    refenc_gqa_qk_forward_with(y, w, x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias,
+                               opt, rope, qk_norm, B, L, D, H, Hkv, Dh, refenc_linear_forward);
+}
+
+void refenc_gqa_qk_forward_with(double *y, refenc_mha_work *w, const double *x,
+                                const double *in_proj_weight, const double *in_proj_bias,
+                                const double *out_proj_weight, const double *out_proj_bias,
+                                const refenc_attn_options *opt, const refenc_rope_options *rope,
+                                const refenc_qk_norm *qk_norm,
+                                size_t B, size_t L, size_t D, size_t H, size_t Hkv, size_t Dh,
+                                refenc_linear_fn *linear)
+{
     const size_t BL = B * L, E = H * Dh, Ekv = Hkv * Dh;
     const double *W_q = in_proj_weight;               /* in_proj_weight[0:E, :]          */
     const double *W_k = in_proj_weight + E * D;       /* in_proj_weight[E:E+Ekv, :]      */
@@ -77,9 +89,9 @@ void refenc_gqa_qk_forward(double *y, refenc_mha_work *w, const double *x,
     const double *b_v = in_proj_bias != NULL ? in_proj_bias + E + Ekv : NULL;
 
     /* projections: (B*L, D) -> q (B*L, E), k and v (B*L, Ekv) */
-    refenc_linear_forward(w->q, x, W_q, b_q, BL, D, E);
-    refenc_linear_forward(w->k, x, W_k, b_k, BL, D, Ekv);
-    refenc_linear_forward(w->v, x, W_v, b_v, BL, D, Ekv);
+    linear(w->q, x, W_q, b_q, BL, D, E);
+    linear(w->k, x, W_k, b_k, BL, D, Ekv);
+    linear(w->v, x, W_v, b_v, BL, D, Ekv);
     if (qk_norm != NULL) /* Qwen3: every head of q and k RMS-normalised, before RoPE */
         refenc_qk_norm_forward(w->q, w->k, qk_norm, BL, H, Hkv, Dh);
 
@@ -96,7 +108,7 @@ void refenc_gqa_qk_forward(double *y, refenc_mha_work *w, const double *x,
     refenc_attention_forward(w->ctxh, w->weights, w->qh, w->kh, w->vh, opt, B, H, L, Dh);
 
     refenc_heads_merge(w->ctx, w->ctxh, B, L, H, Dh);
-    refenc_linear_forward(y, w->ctx, out_proj_weight, out_proj_bias, BL, E, D); /* (B*L, E) -> (B*L, D) */
+    linear(y, w->ctx, out_proj_weight, out_proj_bias, BL, E, D); /* (B*L, E) -> (B*L, D) */
 }
 
 void refenc_mha_forward(double *y, refenc_mha_work *w, const double *x,

@@ -12,6 +12,7 @@
 #include "../io/golden_names.h"
 #include "../tool/certify.h"
 #include "../tool/emulate.h"
+#include "../tool/linear_blocked.h"
 #include "../tool/run_case.h"
 #include "engine.h"
 
@@ -124,13 +125,15 @@ static void stream_collect(void *ctx, const char *name, const double *data, size
 /* The double reference on case c with the variant's hooks: the reference's
  * own kernels when no hook is set, else its emulation at F64, which computes
  * the same doubles bit for bit (emulate.h) but rounds every operation through
- * a call, several times slower. */
+ * a call.  Both with the linear maps, most of a run's time, in the blocked
+ * schedule of the same sums (linear_blocked.h: the same doubles, bit for
+ * bit; the emulation's at F64, emu_linear). */
 static int run_reference(const refenc_case *c, const refenc_variant_hooks *hooks, const refenc_trace *tr,
                          refenc_error *err)
 {
     static const refenc_variant_hooks none;
     if (hooks == NULL || memcmp(hooks, &none, sizeof none) == 0)
-        return refenc_case_run_reference(c, tr, err);
+        return refenc_case_run_reference_with(c, refenc_linear_blocked_forward, tr, err);
     const refenc_emulation e = refenc_emulation_baseline(REFENC_FMT_F64);
     return refenc_emulation_run_case(c, &e, hooks, tr, err);
 }

@@ -65,11 +65,11 @@ static void run_attention(double *y, refenc_workspace *ws, const refenc_case *c,
     opt.relative_bias = lp->relative_attention_bias; /* T5's table, layer 0's */
     const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions, &cfg->rope_scaling};
     refenc_qk_norm qk;
-    refenc_gqa_qk_forward(y, &ws->layer.mha, c->x, lp->in_proj_weight, lp->in_proj_bias,
-                          lp->out_proj_weight, lp->out_proj_bias, &opt,
-                          cfg->positional == REFENC_POS_ROPE ? &rope : NULL,
-                          refenc_qk_norm_of(&qk, cfg, lp), B, L, D, H,
-                          refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg));
+    refenc_gqa_qk_forward_with(y, &ws->layer.mha, c->x, lp->in_proj_weight, lp->in_proj_bias,
+                               lp->out_proj_weight, lp->out_proj_bias, &opt,
+                               cfg->positional == REFENC_POS_ROPE ? &rope : NULL,
+                               refenc_qk_norm_of(&qk, cfg, lp), B, L, D, H,
+                               refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg), ws->layer.linear);
     emit(trace, "weights", ws->layer.mha.weights, 4, B, H, L, L);
     emit(trace, "output", y, 3, B, L, D, 0);
 }
@@ -103,8 +103,8 @@ static int run_component(double *y, double *y2, refenc_workspace *ws, const refe
         run_attention(y, ws, c, trace);
         return REFENC_OK;
     case REFENC_COMP_FFN:
-        refenc_ffn_block_forward(y, ws->layer.hidden, c->x, lp->linear1_weight, lp->linear1_bias,
-                                 lp->linear2_weight, lp->linear2_bias, B * L, cfg);
+        refenc_ffn_block_forward_with(y, ws->layer.hidden, c->x, lp->linear1_weight, lp->linear1_bias,
+                                      lp->linear2_weight, lp->linear2_bias, B * L, cfg, ws->layer.linear);
         emit(trace, "output", y, 3, B, L, D, 0);
         return REFENC_OK;
     case REFENC_COMP_LAYERNORM:
@@ -140,14 +140,22 @@ static int run_component(double *y, double *y2, refenc_workspace *ws, const refe
 
 int refenc_case_run_reference(const refenc_case *c, const refenc_trace *trace, refenc_error *err)
 {
+    return refenc_case_run_reference_with(c, refenc_linear_forward, trace, err);
+}
+
+int refenc_case_run_reference_with(const refenc_case *c, refenc_linear_fn *linear,
+                                   const refenc_trace *trace, refenc_error *err)
+{
     int st = refenc_case_validate(c, err);
     if (st)
         return st;
     refenc_workspace ws;
     memset(&ws, 0, sizeof ws);
     double *y = NULL, *y2 = NULL;
-    if ((st = alloc_outputs(&y, &y2, &ws, c, err)) == REFENC_OK)
+    if ((st = alloc_outputs(&y, &y2, &ws, c, err)) == REFENC_OK) {
+        ws.layer.linear = linear != NULL ? linear : refenc_linear_forward;
         st = run_component(y, y2, &ws, c, trace, err);
+    }
     free(y);
     free(y2);
     refenc_workspace_free(&ws);
