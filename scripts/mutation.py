@@ -132,6 +132,13 @@ AREAS = {
                   "out_of_memory/oracle_backward_*)",
         "budget": 50,
     },
+    "linear_blocked": {
+        # the tools' blocked linear map (the golden maker's reference runs): bit for bit the
+        # reference's refenc_linear_forward, so any change of its sums must fail its suite
+        "files": ["ref/tool/linear_blocked.c"],
+        "filter": "@(linear_blocked|linear)/*",
+        "budget": 20,
+    },
     "golden": {
         # the golden maker: units, parts and merge, digests, input validation, files, bug variants
         "files": ["ref/golden/make.c", "ref/golden/parts.c", "ref/golden/plan.c", "ref/golden/digest.c",
@@ -447,7 +454,7 @@ class SanitizedStage:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--areas", default="certify,readers,kernels,oracle,golden")  # oracle_backward: on request (docs/hardening.md)
+    ap.add_argument("--areas", default="certify,readers,kernels,oracle,golden,linear_blocked")  # oracle_backward: on request (docs/hardening.md)
     ap.add_argument("--budget", type=int, default=None, help="mutants per area (default: each area's)")
     ap.add_argument("--seed", type=int, default=int(os.environ.get("MUTATION_SEED", "20240521")))
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
