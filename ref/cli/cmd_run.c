@@ -401,9 +401,13 @@ int cmd_run(int argc, char **argv)
             return cli_error("run", "--case and --out go together (see 'refenc run --help')");
         if (a.config_path != NULL || a.trace || a.weights_path != NULL || a.inputs_path != NULL)
             return cli_error("run", "--case does not combine with --config, --weights, --inputs or --trace");
-        if (a.cspec.grad && (a.cspec.emulate || a.cspec.has_bug))
-            return cli_error("run", "--grad: the reference's double backward only; it does not combine with "
-                             "--emulate or --bug (low-precision gradients are not certified yet)");
+        const int backward_bug = a.cspec.has_bug && refenc_variant_is_backward(a.cspec.bug);
+        if (a.cspec.grad && (a.cspec.emulate || (a.cspec.has_bug && !backward_bug)))
+            return cli_error("run", "--grad: the reference's double backward, or with --bug one of the named "
+                             "backward bugs (refenc certify --list-grad-bugs); it does not combine with "
+                             "--emulate or a forward bug (low-precision gradients are not certified yet)");
+        if (backward_bug && !a.cspec.grad)
+            return cli_error("run", "--bug %s is a backward bug: it goes with --grad", refenc_variant_get(a.cspec.bug)->name);
         return run_case(a.case_path, a.out_path, &a.cspec);
     }
     if (a.cspec.emulate || a.cspec.has_bug)

@@ -16,7 +16,7 @@
 #include "variants.h"
 
 _Static_assert(REFENC_VAR_COUNT <= REFENC_CASE_MAX_VARIANTS, "a case report holds every variant's effect");
-_Static_assert(REFENC_CASE_MAX_VARIANTS <= sizeof(unsigned long) * CHAR_BIT,
+_Static_assert(REFENC_CASE_MAX_VARIANTS <= sizeof(refenc_variant_set) * CHAR_BIT,
                "a case report's candidates and not_ruled_out hold one bit per variant");
 
 /* ---- the policy ----------------------------------------------------------------------
@@ -734,14 +734,14 @@ static void note_variant(refenc_case_report *rep, refenc_variant vv, const char 
 {
     rep->effect[vv] = sep;
     if (sep >= 0 && sep <= VARIANT_SEPARATION)
-        rep->not_ruled_out |= 1UL << vv;
+        refenc_variant_set_add(&rep->not_ruled_out, vv);
     if (worst >= 0 && (rep->closest[0] == '\0' || worst < rep->closest_distance)) {
         snprintf(rep->closest, sizeof rep->closest, "%s", vname);
         rep->closest_distance = worst;
     }
     if (rep->pass || !match)
         return;
-    rep->candidates |= 1UL << vv;
+    refenc_variant_set_add(&rep->candidates, vv);
     if (rep->diagnosis[0] == '\0' || worst < rep->diagnosis_ratio) {
         snprintf(rep->diagnosis, sizeof rep->diagnosis, "%s", vname);
         rep->diagnosis_ratio = worst;
