@@ -697,12 +697,21 @@ static int variant_output_ratio(double *ratio, double *separation, certify_ctx *
  * provide within the rule, a required one among them, and the variant told
  * apart from the golden; *worst: the ratio, *separation: the variant's
  * distance from the golden (its effect on the case), both -1 when no output
- * it stores was compared. */
+ * it stores was compared.  A backward variant (variants.h) stores gradients
+ * only, all optional: some gradient it stores stands for the required
+ * output, and its forward is the golden's, so results whose forward fails
+ * do not match it.  Each gradient is compared under the bound its rule
+ * gives the results' dtype (r->rule, r->tol, r->budget_*: set_rule), so
+ * the naming follows the gradient rule wherever it certifies gradients. */
 static int variant_matches(int *match, double *worst, double *separation, certify_ctx *x, refenc_case_report *rep,
                            const json_t *v)
 {
     const char *vname = json_string_value(json_object_get(v, "name"));
+    refenc_variant known;
+    const int backward = refenc_variant_parse(&known, vname) && refenc_variant_is_backward(known);
     int required_seen = 0, mismatch = 0, st = REFENC_OK;
+    for (size_t j = 0; backward && j < rep->n_outputs; j++)
+        mismatch |= !rep->outputs[j].grad && rep->outputs[j].status == REFENC_OUT_FAIL;
     size_t k;
     json_t *o;
     *worst = -1;
@@ -718,7 +727,7 @@ static int variant_matches(int *match, double *worst, double *separation, certif
         if ((st = variant_output_ratio(&q, &sep, x, vname, r)))
             return st;
         *separation = fmax(*separation, sep);
-        required_seen |= r->required && q >= 0;
+        required_seen |= (backward ? r->grad : r->required) && q >= 0;
         mismatch |= q > 1;
         *worst = fmax(*worst, q);
     }
