@@ -89,6 +89,25 @@ static inline int refenc_variant_set_has(const refenc_variant_set *s, int v)
     return (int)((s->w[v / 64] >> (v % 64)) & 1);
 }
 
+/* The set {a, b}; a or b < 0: left out. */
+static inline refenc_variant_set refenc_variant_set_of(int a, int b)
+{
+    refenc_variant_set s = {{0}};
+    if (a >= 0)
+        refenc_variant_set_add(&s, a);
+    if (b >= 0)
+        refenc_variant_set_add(&s, b);
+    return s;
+}
+
+static inline int refenc_variant_set_equal(refenc_variant_set a, refenc_variant_set b)
+{
+    for (size_t i = 0; i < sizeof a.w / sizeof a.w[0]; i++)
+        if (a.w[i] != b.w[i])
+            return 0;
+    return 1;
+}
+
 typedef struct {
     char name[128];
     int pass;                       /* every compared output passed                 */
