@@ -1,8 +1,8 @@
 /* The named backward bugs of issue 25 as kernel tables of gradcheck.h: the
- * reference with one kernel replaced.  Eleven are the shipped variants'
- * kernels (ref/tool/backward_bugs.h, which certify names); two are
+ * reference with one kernel replaced.  Twelve are the shipped variants'
+ * kernels (ref/tool/backward_bugs.h, which certify names); one is
  * test-only: the standalone softmax backward without D (the stack's softmax
- * backward is the attention's) and dK from the unmasked scores.
+ * backward is the attention's).
  * test_grad_controls.c shows that some property of gradcheck.h fails on each. */
 #include <math.h>
 #include <stdlib.h>
@@ -18,25 +18,6 @@ static void softmax_no_rowsum(double *ds, const double *dy, const double *y, siz
 {
     for (size_t i = 0; i < R * n; i++)
         ds[i] = y[i] * dy[i] / tau;
-}
-
-/* dK (and everything) from the unmasked scores: the weights recomputed
- * without the key padding mask, and the backward told of no padding. */
-static void attention_unmasked(double *dq, double *dk, double *dv, double *dP, double *dS,
-                               double *Drow, const double *dO, const double *q, const double *k,
-                               const double *v, const double *P, const double *O,
-                               const refenc_attn_options *opt, size_t B, size_t H, size_t L,
-                               size_t Dh)
-{
-    (void)P, (void)O;
-    refenc_attn_options open = *opt;
-    open.key_padding_mask = NULL;
-    double *P2 = prop_calloc(B * H * L * L, sizeof(double));
-    double *O2 = prop_calloc(B * H * L * Dh, sizeof(double));
-    refenc_attention_forward(O2, P2, q, k, v, &open, B, H, L, Dh);
-    refenc_attention_backward(dq, dk, dv, dP, dS, Drow, dO, q, k, v, P2, O2, &open, B, H, L, Dh);
-    free(P2);
-    free(O2);
 }
 
 /* ---- the shipped named backward bugs (ref/tool/backward_bugs.h) ----------------
@@ -83,6 +64,7 @@ LN_SHIPPED(ln_var_missing, REFENC_VAR_LAYERNORM_BACKWARD_VARIANCE_MISSING)
 AT_SHIPPED(attention_no_rowsum, REFENC_VAR_SOFTMAX_BACKWARD_WITHOUT_ROWSUM)
 AT_SHIPPED(attention_scale_missing, REFENC_VAR_ATTENTION_BACKWARD_UNSCALED)
 AT_SHIPPED(attention_scale_twice, REFENC_VAR_ATTENTION_BACKWARD_SCALED_TWICE)
+AT_SHIPPED(attention_unmasked, REFENC_VAR_ATTENTION_BACKWARD_UNMASKED)
 
 static void activation_tanh_for_exact(double *dx, const double *dy, const double *x, size_t n,
                                       refenc_activation act)

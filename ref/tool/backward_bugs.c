@@ -84,6 +84,26 @@ static void attention_scaled_twice(double *dq, double *dk, double *dv, double *d
     scale_dq_dk(dq, dk, 1.0 / refenc_attention_divisor(opt, Dh), B * H * L * Dh);
 }
 
+/* dq_i = sum_j dS_ij k_j / divisor, dk_i = sum_j dS_ji q_j / divisor, per
+ * head: the reference's last step, from a dS a bug changed. */
+static void dq_dk_from_ds(double *dq, double *dk, const double *dS, const double *q, const double *k, size_t BH,
+                          size_t L, size_t Dh, double divisor)
+{
+    for (size_t bh = 0; bh < BH; bh++) {
+        const size_t hd = bh * L * Dh, ll = bh * L * L;
+        for (size_t i = 0; i < L; i++)
+            for (size_t d = 0; d < Dh; d++) {
+                double aq = 0.0, ak = 0.0;
+                for (size_t j = 0; j < L; j++) {
+                    aq += dS[ll + i * L + j] * k[hd + j * Dh + d];
+                    ak += dS[ll + j * L + i] * q[hd + j * Dh + d];
+                }
+                dq[hd + i * Dh + d] = aq / divisor;
+                dk[hd + i * Dh + d] = ak / divisor;
+            }
+    }
+}
+
 /* Softmax's backward without the row term: dS_ij = P_ij dP_ij, the
  * reference's dS plus P_ij D_i where the score was not replaced (a replaced
  * score is a constant either way), then dq and dk from it as the reference
@@ -98,24 +118,55 @@ static void attention_without_rowsum(double *dq, double *dk, double *dv, double 
     const double divisor = refenc_attention_divisor(opt, Dh);
     for (size_t bh = 0; bh < B * H; bh++) {
         const uint8_t *pad = opt->key_padding_mask ? opt->key_padding_mask + (bh / H) * L : NULL;
-        const size_t hd = bh * L * Dh, ll = bh * L * L;
+        const size_t ll = bh * L * L;
         for (size_t i = 0; i < L; i++)
             for (size_t j = 0; j < L; j++) {
                 const int replaced = (pad != NULL && pad[j]) || (opt->causal && j > i);
                 if (!replaced)
                     dS[ll + i * L + j] += weights[ll + i * L + j] * Drow[bh * L + i];
             }
-        for (size_t i = 0; i < L; i++)
-            for (size_t d = 0; d < Dh; d++) {
-                double aq = 0.0, ak = 0.0;
-                for (size_t j = 0; j < L; j++) {
-                    aq += dS[ll + i * L + j] * k[hd + j * Dh + d];
-                    ak += dS[ll + j * L + i] * q[hd + j * Dh + d];
-                }
-                dq[hd + i * Dh + d] = aq / divisor;
-                dk[hd + i * Dh + d] = ak / divisor;
-            }
     }
+    dq_dk_from_ds(dq, dk, dS, q, k, B * H, L, Dh, divisor);
+}
+
+/* dK from the unmasked scores: a backward that recomputes the weights from
+ * the scores and the forward's normaliser (FlashAttention's P = exp(S -
+ * LSE)) without the key padding mask.  A padded key j then gets
+ * P'_ij = P_ij0 exp(s_ij - s_ij0) (j0 the row's largest weight, so the
+ * forward's normaliser), dS'_ij = P'_ij (dP_ij - D_i), dV_j += sum_i P'_ij
+ * dO_i, and dq, dk from dS': masked keys get gradient.  Rows whose every
+ * key is padded have no normaliser to reuse: left as they are. */
+static void attention_unmasked(double *dq, double *dk, double *dv, double *dP, double *dS, double *Drow,
+                               const double *dout, const double *q, const double *k, const double *v,
+                               const double *weights, const double *out, const refenc_attn_options *opt,
+                               size_t B, size_t H, size_t L, size_t Dh)
+{
+    refenc_attention_backward(dq, dk, dv, dP, dS, Drow, dout, q, k, v, weights, out, opt, B, H, L, Dh);
+    if (opt->key_padding_mask == NULL)
+        return;
+    for (size_t bh = 0; bh < B * H; bh++) {
+        const uint8_t *pad = opt->key_padding_mask + (bh / H) * L;
+        const size_t hd = bh * L * Dh, ll = bh * L * L, h = bh % H;
+        for (size_t i = 0; i < L; i++) {
+            size_t j0 = L;
+            for (size_t j = 0; j < L; j++)
+                if (!pad[j] && !(opt->causal && j > i) && (j0 == L || weights[ll + i * L + j] > weights[ll + i * L + j0]))
+                    j0 = j;
+            if (j0 == L || !(weights[ll + i * L + j0] > 0))
+                continue;
+            const double s0 = refenc_attention_score(opt, q + hd + i * Dh, k + hd + j0 * Dh, h, H, i, j0, L, Dh);
+            for (size_t j = 0; j < L; j++) {
+                if (!pad[j] || (opt->causal && j > i))
+                    continue;
+                const double s = refenc_attention_score(opt, q + hd + i * Dh, k + hd + j * Dh, h, H, i, j, L, Dh);
+                const double p = weights[ll + i * L + j0] * exp(s - s0);
+                dS[ll + i * L + j] = p * (dP[ll + i * L + j] - Drow[bh * L + i]);
+                for (size_t d = 0; d < Dh; d++)
+                    dv[hd + j * Dh + d] += p * dout[hd + i * Dh + d];
+            }
+        }
+    }
+    dq_dk_from_ds(dq, dk, dS, q, k, B * H, L, Dh, refenc_attention_divisor(opt, Dh));
 }
 
 /* ---- RoPE: the gradient rotated by +theta (the forward's rotation) again ------- */
@@ -192,6 +243,7 @@ static const refenc_backward_kernels tables[] = {
     [REFENC_VAR_SOFTMAX_BACKWARD_WITHOUT_ROWSUM - REFENC_VAR_FIRST_BACKWARD] = BUG_TABLE(attention, attention_without_rowsum),
     [REFENC_VAR_ATTENTION_BACKWARD_UNSCALED - REFENC_VAR_FIRST_BACKWARD] = BUG_TABLE(attention, attention_unscaled),
     [REFENC_VAR_ATTENTION_BACKWARD_SCALED_TWICE - REFENC_VAR_FIRST_BACKWARD] = BUG_TABLE(attention, attention_scaled_twice),
+    [REFENC_VAR_ATTENTION_BACKWARD_UNMASKED - REFENC_VAR_FIRST_BACKWARD] = BUG_TABLE(attention, attention_unmasked),
     [REFENC_VAR_ROPE_BACKWARD_PLUS_THETA - REFENC_VAR_FIRST_BACKWARD] = BUG_TABLE(rope, rope_plus_theta),
     [REFENC_VAR_GELU_BACKWARD_TANH_DERIVATIVE - REFENC_VAR_FIRST_BACKWARD] = BUG_TABLE(activation, gelu_tanh_derivative),
     [REFENC_VAR_BIAS_GRAD_NOT_SUMMED_OVER_BATCH - REFENC_VAR_FIRST_BACKWARD] = BUG_TABLE(linear, linear_bias_one_token),

@@ -509,6 +509,15 @@ static const refenc_variant_info backward_table[REFENC_VAR_COUNT - REFENC_VAR_FI
         "the scale 1/(sqrt(Dh) tau) applied twice in dQ and dK: once folded into Q (or the "
         "scores) and once more at the end (the class of NVIDIA/TransformerEngine#3216)",
         "apply the scores' scale once in the backward, where the forward applied it"},
+    [REFENC_VAR_ATTENTION_BACKWARD_UNMASKED - REFENC_VAR_FIRST_BACKWARD] = {
+        "attention_backward_unmasked", "attention_backward_unmasked",
+        "forward right; padded keys get gradient: dK and dV of padding positions nonzero, and "
+        "through them every earlier gradient of the padded positions, dQ off where rows see padding",
+        "dK from the unmasked scores: the backward recomputes the weights from the scores and the "
+        "forward's normaliser (P = exp(S - LSE)) without the key padding mask, so masked keys get "
+        "weight and gradient (issue 25's list)",
+        "apply the same mask in the backward's recomputation as in the forward: a masked key's "
+        "weight is 0, its dS 0, its dK and dV 0"},
     [REFENC_VAR_ROPE_BACKWARD_PLUS_THETA - REFENC_VAR_FIRST_BACKWARD] = {
         "rope_backward_plus_theta", "rope_backward_plus_theta",
         "forward right; dQ and dK (so the q and k projections' gradients) right at position 0, "
@@ -805,6 +814,19 @@ static int token_repeats(const refenc_case *c)
     return 0;
 }
 
+/* Whether some item has a padded key and an unpadded one. */
+static int padded_key(const refenc_case *c)
+{
+    for (size_t b = 0; c->key_padding_mask != NULL && b < c->B; b++) {
+        size_t padded = 0;
+        for (size_t l = 0; l < c->L; l++)
+            padded += c->key_padding_mask[b * c->L + l] != 0;
+        if (padded > 0 && padded < c->L)
+            return 1;
+    }
+    return 0;
+}
+
 /* The backward variants: where the kernel they replace runs on the case
  * and the bug changes what it computes.  The encoder's backward only. */
 static int backward_applies(refenc_variant v, const refenc_case *c)
@@ -821,6 +843,8 @@ static int backward_applies(refenc_variant v, const refenc_case *c)
     case REFENC_VAR_ATTENTION_BACKWARD_UNSCALED:
     case REFENC_VAR_ATTENTION_BACKWARD_SCALED_TWICE:
         return cfg->n_layers > 0 && refenc_config_head_dim(cfg) * cfg->temperature * cfg->temperature != 1.0;
+    case REFENC_VAR_ATTENTION_BACKWARD_UNMASKED: /* a padded key some row can see past */
+        return cfg->n_layers > 0 && c->L > 1 && padded_key(c);
     case REFENC_VAR_ROPE_BACKWARD_PLUS_THETA: return cfg->n_layers > 0 && cfg->positional == REFENC_POS_ROPE;
     case REFENC_VAR_GELU_BACKWARD_TANH_DERIVATIVE: return cfg->n_layers > 0 && cfg->activation == REFENC_ACT_GELU;
     case REFENC_VAR_BIAS_GRAD_NOT_SUMMED_OVER_BATCH:
