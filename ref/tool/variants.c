@@ -523,7 +523,8 @@ static const refenc_variant_info backward_table[REFENC_VAR_COUNT - REFENC_VAR_FI
         "forward right; dQ and dK (so the q and k projections' gradients) right at position 0, "
         "rotated by 2 pos theta elsewhere",
         "RoPE's backward rotates the gradient by +theta (the forward's rotation) where R(pos)^T = "
-        "R(-pos theta) is meant (issue 25's list)",
+        "R(-pos theta) is meant (issue 25's list; the class of PaddlePaddle/Paddle#74716, a fused RoPE "
+        "backward that rotated the gradient wrongly, unseen while the test's sin halves were equal)",
         "rotate the gradient back: (ga cos + gb sin, gb cos - ga sin) for each pair (a, b)"},
     [REFENC_VAR_GELU_BACKWARD_TANH_DERIVATIVE - REFENC_VAR_FIRST_BACKWARD] = {
         "gelu_backward_tanh_derivative", "gelu_backward_tanh_derivative",
@@ -536,21 +537,24 @@ static const refenc_variant_info backward_table[REFENC_VAR_COUNT - REFENC_VAR_FI
         "forward right, input gradients right; every bias gradient of a linear map is one "
         "token's dy",
         "a linear map's bias gradient not reduced over the B L tokens: db = dy[0] where "
-        "sum_n dy[n] is meant (issue 25's list)",
+        "sum_n dy[n] is meant (mlpack/mlpack#3679: an Add layer's gradient = error, right only for "
+        "batch size 1)",
         "db = sum over the batch and the sequence of dy (dy.sum over every dimension but the last)"},
     [REFENC_VAR_EMBEDDING_GRAD_OVERWRITTEN - REFENC_VAR_FIRST_BACKWARD] = {
         "embedding_grad_overwritten", "embedding_grad_overwritten",
         "forward right; the token embedding's gradient wrong only in the rows of repeated "
         "tokens: each holds one occurrence's gradient",
         "the embedding's backward writes dE[token] = dx instead of accumulating dE[token] += dx, "
-        "so a token at several positions keeps the last one's (issue 25's list)",
+        "so a token at several positions keeps the last one's (karpathy/nn-zero-to-hero#57 and "
+        "pytorch/pytorch#1528: indexed += with repeated indices keeps one contribution)",
         "scatter-add: dE[tokens[n]] += dx[n] (index_add_, or atomics in a kernel)"},
     [REFENC_VAR_LINEAR_DW_TRANSPOSED - REFENC_VAR_FIRST_BACKWARD] = {
         "linear_dw_transposed", "linear_dw_transposed",
         "forward right, input gradients right; every linear weight's gradient is in the wrong "
         "layout: dW^T's values read as dW",
         "a linear map's weight gradient written as x^T dy, (in, out), into the (out, in) tensor of "
-        "nn.Linear (issue 25's list)",
+        "nn.Linear (issue 25's list; nntrainer/nntrainer#705: a weight gradient transposed in the "
+        "wrong order)",
         "dW = dy^T x, shape (out, in) like W (nn.Linear's layout)"},
 };
 
