@@ -184,13 +184,13 @@ static int read_meta(case_meta *m, const refenc_case_report *rep, const refenc_s
     /* a gradient case whose variants are all backward bugs: those are the
      * double reference's (grad_variant_engine, docs/golden-format.md) */
     const char *grad_engine = refenc_st_metadata(golden, "grad_variant_engine");
-    int all_backward = json_array_size(m->variants) > 0;
+    int all_backward = st == REFENC_OK && json_array_size(m->variants) > 0; /* names checked by parse_variants */
     size_t i;
     json_t *v;
-    json_array_foreach(m->variants, i, v) {
+    json_array_foreach(all_backward ? m->variants : NULL, i, v) {
         refenc_variant known;
-        all_backward &= refenc_variant_parse(&known, json_string_value(json_object_get(v, "name"))) &&
-                        refenc_variant_is_backward(known);
+        const char *vname = json_string_value(json_object_get(v, "name"));
+        all_backward &= vname != NULL && refenc_variant_parse(&known, vname) && refenc_variant_is_backward(known);
     }
     if (st == REFENC_OK && engine == NULL && all_backward && grad_engine != NULL && strcmp(grad_engine, "reference") == 0)
         m->by_reference = 1;
