@@ -237,3 +237,30 @@ Test(golden_grad_variants, the_double_backward_with_each_bug_fails_in_f64_and_is
     cr_expect_eq(named, 32, "%zu (case, backward variant) pairs named", named);
     rb_tmpdir_remove(dir);
 }
+
+/* `refenc run --bug` with a backward bug: only with --grad, only where it
+ * applies, never with --emulate; exit 2 with one message each.  (A forward
+ * run that took a backward bug for a forward one would write the golden's
+ * own outputs under a bug's name.) */
+Test(golden_grad_variants, a_backward_bug_runs_only_with_grad_where_it_applies, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(out, sizeof out, "%s/r.safetensors", dir);
+    const char *pre = "golden/cases/grad_pre_rope_padding.safetensors";
+    rb_result r = rb_run((const char *[]){"refenc", "run", "--case", pre, "--bug", "linear_dw_transposed", "--out",
+                                          out, NULL});
+    rb_expect_error(&r, 2, "run", "a backward bug without --grad",
+                    (const char *[]){"linear_dw_transposed", "backward bug", "--grad", NULL});
+    rb_result_free(&r);
+    r = rb_run((const char *[]){"refenc", "run", "--case", pre, "--grad", "--bug", "embedding_grad_overwritten",
+                                "--out", out, NULL});
+    rb_expect_error(&r, 2, "run", "a backward bug that does not apply (no tokens)",
+                    (const char *[]){"embedding_grad_overwritten", "does not apply", NULL});
+    rb_result_free(&r);
+    r = rb_run((const char *[]){"refenc", "run", "--case", pre, "--grad", "--emulate", "bf16", "--bug",
+                                "linear_dw_transposed", "--out", out, NULL});
+    rb_expect_error(&r, 2, "run", "a backward bug in an emulation", (const char *[]){"--emulate", NULL});
+    rb_result_free(&r);
+    rb_tmpdir_remove(dir);
+}
