@@ -4,11 +4,7 @@
  * test-only: the standalone softmax backward without D (the stack's softmax
  * backward is the attention's).
  * test_grad_controls.c shows that some property of gradcheck.h fails on each. */
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include "../common/propcase.h"
 #include "gradcheck.h"
 
 /* ---- softmax without the row term D ------------------------------------------ */
