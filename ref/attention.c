@@ -49,6 +49,12 @@ static double score(const refenc_attn_options *opt, const double *q_i, const dou
     return s;
 }
 
+double refenc_attention_score(const refenc_attn_options *opt, const double *q_i, const double *k_j, size_t h,
+                              size_t H, size_t i, size_t j, size_t L, size_t Dh)
+{
+    return score(opt, q_i, k_j, h, H, i, j, L, Dh, refenc_attention_divisor(opt, Dh));
+}
+
 void refenc_attention_forward(double *out, double *weights,
                               const double *q, const double *k, const double *v,
                               const refenc_attn_options *opt,

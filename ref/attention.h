@@ -11,6 +11,13 @@
  * forward, the backward and the low-precision emulation all divide by it. */
 double refenc_attention_divisor(const refenc_attn_options *opt, size_t Dh);
 
+/* The score s[i,j] of head h of H before any mask, as the forward forms it:
+ * q_i . k_j (Dh) / divisor, capped, plus ALiBi, T5's bias and attn_mask.
+ * (A named backward bug recomputes masked scores with it:
+ * tool/backward_bugs.c.)  Never fails. */
+double refenc_attention_score(const refenc_attn_options *opt, const double *q_i, const double *k_j, size_t h,
+                              size_t H, size_t i, size_t j, size_t L, size_t Dh);
+
 /* Scaled dot-product attention over B*H independent heads.
  * out: (B, H, L, Dh)   weights: (B, H, L, L)   q, k, v: (B, H, L, Dh)
  *

@@ -420,7 +420,7 @@ static void embed_backward(refenc_params *grad, double *dx, double *dh, refenc_w
     const size_t B = in->B, L = in->L, D = cfg->d_model, V = cfg->vocab_size;
     const int64_t *pos = in->positions != NULL ? in->positions : ws->positions;
     if (cfg->embedding_norm)
-        refenc_norm_backward(dh, grad->embedding_norm_weight, grad->embedding_norm_bias, dh,
+        refenc_norm_backward_k(g->kernels, dh, grad->embedding_norm_weight, grad->embedding_norm_bias, dh,
                              g->e, p->embedding_norm_weight, B * L, D, cfg->embedding_norm_eps, cfg);
     /* the additive terms pass dh through (dx = dy) and take a scatter-add */
     if (cfg->positional == REFENC_POS_LEARNED && cfg->position_ids == REFENC_POSIDS_ROBERTA) {
@@ -432,10 +432,9 @@ static void embed_backward(refenc_params *grad, double *dx, double *dh, refenc_w
     if (cfg->type_vocab_size > 0)
         refenc_embedding_add_backward(grad->token_type_embedding, dh, token_types(ws, in), B, L,
                                       cfg->type_vocab_size, D);
-    if (V > 0 && cfg->scale_embedding)
-        refenc_embedding_backward(grad->embedding, dh, in->tokens, B, L, V, D);
-    else if (V > 0)
-        refenc_embedding_lookup_backward(grad->embedding, dh, in->tokens, B, L, V, D);
+    if (V > 0) /* dE[tokens] += dh s, s = sqrt(D) when scaled (backward_kernels.h) */
+        refenc_backward_kernels_or_reference(g->kernels)->embedding(grad->embedding, dh, in->tokens, B, L, V, D,
+                                                                    cfg->scale_embedding);
     if (dx != NULL)
         memcpy(dx, dh, B * L * D * sizeof(double));
 }
@@ -487,8 +486,9 @@ int refenc_encoder_backward_traced(refenc_params *grad, double *dx, refenc_grad_
                              &p->layers[i], cfg, &opt, rope_p, B, L, i, NULL);
 
     double *dh = g->dh0, *dnext = g->dh1;
+    g->layer.kernels = g->kernels;
     if (cfg->final_norm)
-        refenc_norm_backward(dh, grad->norm_weight, grad->norm_bias, dy, g->acts + N * BLD,
+        refenc_norm_backward_k(g->kernels, dh, grad->norm_weight, grad->norm_bias, dy, g->acts + N * BLD,
                              p->norm_weight, B * L, D, cfg->layer_norm_eps, cfg);
     else
         memcpy(dh, dy, BLD * sizeof(double));

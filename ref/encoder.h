@@ -80,6 +80,9 @@ typedef struct {
     double *dh0, *dh1;        /* (B, L, D) the gradient between layers (ping-pong)  */
     refenc_layer_grad_work layer; /* the layer's backward buffers: after the call,  *
                                * those of layer 0 (dP, dS, D_i of its attention)    */
+    const refenc_backward_kernels *kernels; /* the kernels the backward calls: NULL   *
+                               * (refenc_grad_workspace_alloc's) for the reference's; *
+                               * a named backward bug's table (tool/backward_bugs.h)  */
 } refenc_grad_workspace;
 
 /* Errors: REFENC_EINVAL / REFENC_ELIMIT (config or shape invalid, or the

@@ -33,8 +33,17 @@ void refenc_ffn_backward(double *dx, double *dW1, double *db1, double *dW2, doub
                          const double *W1, const double *b1, const double *W2,
                          size_t N, size_t D, size_t F, refenc_activation act)
 {
-    refenc_linear_backward(dpre, dW2, db2, dy, hidden, W2, N, F, D); /* (N, D) -> (N, F) */
-    refenc_linear_forward(pre, x, W1, b1, N, D, F);                  /* a, as the forward */
-    refenc_activation_backward(dpre, dpre, pre, N * F, act);
-    refenc_linear_backward(dx, dW1, db1, dpre, x, W1, N, D, F);       /* (N, F) -> (N, D) */
+    refenc_ffn_backward_k(NULL, dx, dW1, db1, dW2, db2, pre, dpre, dy, x, hidden, W1, b1, W2, N, D, F, act);
+}
+
+void refenc_ffn_backward_k(const refenc_backward_kernels *k, double *dx, double *dW1, double *db1, double *dW2,
+                           double *db2, double *pre, double *dpre, const double *dy, const double *x,
+                           const double *hidden, const double *W1, const double *b1, const double *W2,
+                           size_t N, size_t D, size_t F, refenc_activation act)
+{
+    const refenc_backward_kernels *K = refenc_backward_kernels_or_reference(k);
+    K->linear(dpre, dW2, db2, dy, hidden, W2, N, F, D);   /* (N, D) -> (N, F) */
+    refenc_linear_forward(pre, x, W1, b1, N, D, F);       /* a, as the forward */
+    K->activation(dpre, dpre, pre, N * F, act);
+    K->linear(dx, dW1, db1, dpre, x, W1, N, D, F);        /* (N, F) -> (N, D) */
 }

@@ -3,6 +3,7 @@
 
 #include <stddef.h>
 
+#include "backward_kernels.h"
 #include "core/config.h"
 #include "linear.h"
 
@@ -39,5 +40,12 @@ void refenc_ffn_backward(double *dx, double *dW1, double *db1, double *dW2, doub
                          const double *dy, const double *x, const double *hidden,
                          const double *W1, const double *b1, const double *W2,
                          size_t N, size_t D, size_t F, refenc_activation act);
+
+/* The same with the linear and activation kernels of table k
+ * (backward_kernels.h; NULL: the reference's). */
+void refenc_ffn_backward_k(const refenc_backward_kernels *k, double *dx, double *dW1, double *db1, double *dW2,
+                           double *db2, double *pre, double *dpre, const double *dy, const double *x,
+                           const double *hidden, const double *W1, const double *b1, const double *W2,
+                           size_t N, size_t D, size_t F, refenc_activation act);
 
 #endif

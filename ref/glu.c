@@ -63,8 +63,8 @@ void refenc_ffn_block_forward_with(double *y, double *hidden, const double *x, c
 
 /* The gated FFN's backward (glu.h): dh into pre + NF, a into pre, dh * b
  * into pre + 2NF, then d[a | b] (N, 2F) in linear1's row order into dpre. */
-static void glu_backward(double *dx, double *dW1, double *db1, double *dW2, double *db2,
-                         double *pre, double *dpre, const double *dy, const double *x,
+static void glu_backward(const refenc_backward_kernels *K, double *dx, double *dW1, double *db1, double *dW2,
+                         double *db2, double *pre, double *dpre, const double *dy, const double *x,
                          const double *hidden, const double *W1, const double *b1,
                          const double *W2, size_t N, const refenc_config *cfg)
 {
@@ -74,18 +74,18 @@ static void glu_backward(double *dx, double *dW1, double *db1, double *dW2, doub
     const size_t g = cfg->glu_gate == REFENC_GLU_GATE_FIRST ? 0 : F, u = F - g;
     double *a = pre, *dh = pre + NF, *dhb = pre + 2 * NF;
     const double *b = hidden + NF;
-    refenc_linear_backward(dh, dW2, db2, dy, hidden, W2, N, F, D); /* (N, D) -> (N, F) */
+    K->linear(dh, dW2, db2, dy, hidden, W2, N, F, D);              /* (N, D) -> (N, F) */
     refenc_linear_forward(a, x, Wg, bg, N, D, F);                  /* a, as the forward */
     for (size_t i = 0; i < NF; i++)
         dhb[i] = dh[i] * b[i];
-    refenc_activation_backward(dhb, dhb, a, NF, cfg->activation); /* da = dh b act'(a) */
+    K->activation(dhb, dhb, a, NF, cfg->activation);              /* da = dh b act'(a) */
     refenc_activation_forward(a, a, NF, cfg->activation);         /* act(a), a no longer needed */
     for (size_t n = 0; n < N; n++)
         for (size_t f = 0; f < F; f++) {
             dpre[n * 2 * F + g + f] = dhb[n * F + f];
             dpre[n * 2 * F + u + f] = dh[n * F + f] * a[n * F + f]; /* db = dh act(a) */
         }
-    refenc_linear_backward(dx, dW1, db1, dpre, x, W1, N, D, 2 * F); /* (N, 2F) -> (N, D) */
+    K->linear(dx, dW1, db1, dpre, x, W1, N, D, 2 * F);              /* (N, 2F) -> (N, D) */
 }
 
 void refenc_ffn_block_backward(double *dx, double *dW1, double *db1, double *dW2, double *db2,
@@ -93,10 +93,19 @@ void refenc_ffn_block_backward(double *dx, double *dW1, double *db1, double *dW2
                                const double *hidden, const double *W1, const double *b1,
                                const double *W2, size_t N, const refenc_config *cfg)
 {
+    refenc_ffn_block_backward_k(NULL, dx, dW1, db1, dW2, db2, pre, dpre, dy, x, hidden, W1, b1, W2, N, cfg);
+}
+
+void refenc_ffn_block_backward_k(const refenc_backward_kernels *k, double *dx, double *dW1, double *db1,
+                                 double *dW2, double *db2, double *pre, double *dpre, const double *dy,
+                                 const double *x, const double *hidden, const double *W1, const double *b1,
+                                 const double *W2, size_t N, const refenc_config *cfg)
+{
     if (cfg->ffn_type != REFENC_FFN_GLU) {
-        refenc_ffn_backward(dx, dW1, db1, dW2, db2, pre, dpre, dy, x, hidden, W1, b1, W2, N,
-                            cfg->d_model, cfg->d_ff, cfg->activation);
+        refenc_ffn_backward_k(k, dx, dW1, db1, dW2, db2, pre, dpre, dy, x, hidden, W1, b1, W2, N,
+                              cfg->d_model, cfg->d_ff, cfg->activation);
         return;
     }
-    glu_backward(dx, dW1, db1, dW2, db2, pre, dpre, dy, x, hidden, W1, b1, W2, N, cfg);
+    glu_backward(refenc_backward_kernels_or_reference(k), dx, dW1, db1, dW2, db2, pre, dpre, dy, x, hidden,
+                 W1, b1, W2, N, cfg);
 }

@@ -3,6 +3,7 @@
 
 #include <stddef.h>
 
+#include "backward_kernels.h"
 #include "core/config.h"
 #include "linear.h"
 
@@ -40,6 +41,13 @@ void refenc_ffn_block_backward(double *dx, double *dW1, double *db1, double *dW2
                                double *pre, double *dpre, const double *dy, const double *x,
                                const double *hidden, const double *W1, const double *b1,
                                const double *W2, size_t N, const refenc_config *cfg);
+
+/* The same with the kernels of table k (backward_kernels.h; NULL: the
+ * reference's). */
+void refenc_ffn_block_backward_k(const refenc_backward_kernels *k, double *dx, double *dW1, double *db1,
+                                 double *dW2, double *db2, double *pre, double *dpre, const double *dy,
+                                 const double *x, const double *hidden, const double *W1, const double *b1,
+                                 const double *W2, size_t N, const refenc_config *cfg);
 
 /* The gate and up halves of a fused linear1 W1 (2F, D), b1 (2F) (b1 may be
  * NULL): rows [0, F) are the gate when gate is REFENC_GLU_GATE_FIRST

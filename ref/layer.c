@@ -129,10 +129,10 @@ static void pre_ln_backward(double *dx, const refenc_layer_params *dlp, refenc_l
     norm1_forward(g->a, x, lp, BL, cfg);
 
     /* dc = FFN^T dy;  dh = dy + LN2^T dc */
-    refenc_ffn_block_backward(g->d1, dlp->linear1_weight, dlp->linear1_bias, dlp->linear2_weight,
+    refenc_ffn_block_backward_k(g->kernels, g->d1, dlp->linear1_weight, dlp->linear1_bias, dlp->linear2_weight,
                               dlp->linear2_bias, g->pre, g->dpre, dy, w->ln, w->hidden,
                               lp->linear1_weight, lp->linear1_bias, lp->linear2_weight, BL, cfg);
-    refenc_norm_backward(g->d1, dlp->norm2_weight, dlp->norm2_bias, g->d1, w->resid,
+    refenc_norm_backward_k(g->kernels, g->d1, dlp->norm2_weight, dlp->norm2_bias, g->d1, w->resid,
                               lp->norm2_weight, BL, D, eps, cfg);
     add(g->d1, dy, g->d1, BL * D);
 
@@ -141,7 +141,7 @@ static void pre_ln_backward(double *dx, const refenc_layer_params *dlp, refenc_l
                         dlp->out_proj_bias, &g->mha, g->d1, g->a, &w->mha, lp->in_proj_weight,
                         lp->out_proj_weight, opt, rope, B, L, D, H);
     if (lp->norm1_weight != NULL) /* the identity's transpose is the identity */
-        refenc_norm_backward(g->d2, dlp->norm1_weight, dlp->norm1_bias, g->d2, x,
+        refenc_norm_backward_k(g->kernels, g->d2, dlp->norm1_weight, dlp->norm1_bias, g->d2, x,
                              lp->norm1_weight, BL, D, eps, cfg);
     add(dx, g->d1, g->d2, BL * D);
 }
@@ -160,15 +160,15 @@ static void post_ln_backward(double *dx, const refenc_layer_params *dlp, refenc_
     add(g->a, x, w->attn, BL * D);
 
     /* dr2 = LN2^T dy;  dh = dr2 + FFN^T dr2 */
-    refenc_norm_backward(g->d1, dlp->norm2_weight, dlp->norm2_bias, dy, w->resid,
+    refenc_norm_backward_k(g->kernels, g->d1, dlp->norm2_weight, dlp->norm2_bias, dy, w->resid,
                               lp->norm2_weight, BL, D, eps, cfg);
-    refenc_ffn_block_backward(g->d2, dlp->linear1_weight, dlp->linear1_bias, dlp->linear2_weight,
+    refenc_ffn_block_backward_k(g->kernels, g->d2, dlp->linear1_weight, dlp->linear1_bias, dlp->linear2_weight,
                               dlp->linear2_bias, g->pre, g->dpre, g->d1, w->ln, w->hidden,
                               lp->linear1_weight, lp->linear1_bias, lp->linear2_weight, BL, cfg);
     add(g->d2, g->d1, g->d2, BL * D);
 
     /* dr1 = LN1^T dh;  dx = dr1 + MHA^T dr1 */
-    refenc_norm_backward(g->d2, dlp->norm1_weight, dlp->norm1_bias, g->d2, g->a,
+    refenc_norm_backward_k(g->kernels, g->d2, dlp->norm1_weight, dlp->norm1_bias, g->d2, g->a,
                               lp->norm1_weight, BL, D, eps, cfg);
     refenc_mha_backward(g->d3, dlp->in_proj_weight, dlp->in_proj_bias, dlp->out_proj_weight,
                         dlp->out_proj_bias, &g->mha, g->d2, x, &w->mha, lp->in_proj_weight,
@@ -184,6 +184,7 @@ void refenc_layer_backward(double *dx, const refenc_layer_params *dlp, refenc_la
 {
     /* recompute the forward: it leaves what the backward reads in w */
     refenc_layer_forward(g->y, w, x, lp, cfg, opt, rope, B, L, 0, NULL);
+    g->mha.kernels = g->kernels;
     if (cfg->norm == REFENC_NORM_PRE)
         pre_ln_backward(dx, dlp, g, w, dy, x, lp, cfg, opt, rope, B, L);
     else

@@ -58,7 +58,8 @@ typedef struct {
                         * for the gated FFN (refenc_ffn_block_backward)              */
     double *dpre;      /* (B, L, F)  its gradient; (B, L, 2F) for the gated FFN       */
     double *d1, *d2, *d3; /* (B, L, D) gradients inside the layer                     */
-    refenc_mha_grad_work mha;
+    refenc_mha_grad_work mha; /* its kernels: the layer's (refenc_layer_backward sets them) */
+    const refenc_backward_kernels *kernels; /* NULL: the reference's (backward_kernels.h) */
 } refenc_layer_grad_work;
 
 /* Backward of one layer (docs/gradients.md).  dy: (B, L, D), the gradient

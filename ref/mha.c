@@ -127,9 +127,10 @@ static void projections_backward(double *dx, double *tmp, double *d_in_w, double
                                  const refenc_mha_grad_work *g, const double *x,
                                  const double *in_proj_weight, size_t BL, size_t D)
 {
+    const refenc_backward_kernels *K = refenc_backward_kernels_or_reference(g->kernels);
     const double *dp[3] = {g->dq, g->dk, g->dv};
     for (size_t p = 0; p < 3; p++) {   /* rows [pD, (p+1)D) of in_proj: W_q, W_k, W_v */
-        refenc_linear_backward(p == 0 ? dx : tmp, d_in_w + p * D * D, d_in_b != NULL ? d_in_b + p * D : NULL,
+        K->linear(p == 0 ? dx : tmp, d_in_w + p * D * D, d_in_b != NULL ? d_in_b + p * D : NULL,
                                dp[p], x, in_proj_weight + p * D * D, BL, D, D);
         if (p > 0)
             for (size_t i = 0; i < BL * D; i++)
@@ -146,18 +147,19 @@ void refenc_mha_backward(double *dx, double *d_in_proj_weight, double *d_in_proj
                          size_t B, size_t L, size_t D, size_t H)
 {
     const size_t Dh = D / H, BL = B * L;
+    const refenc_backward_kernels *K = refenc_backward_kernels_or_reference(g->kernels);
 
     /* y = ctx W_o^T + b_o */
-    refenc_linear_backward(g->dctx, d_out_proj_weight, d_out_proj_bias, dy, w->ctx,
+    K->linear(g->dctx, d_out_proj_weight, d_out_proj_bias, dy, w->ctx,
                            out_proj_weight, BL, D, D);
     refenc_heads_split(g->dctxh, g->dctx, B, L, H, Dh);
 
-    refenc_attention_backward(g->dqh, g->dkh, g->dvh, g->dP, g->dS, g->Drow, g->dctxh,
+    K->attention(g->dqh, g->dkh, g->dvh, g->dP, g->dS, g->Drow, g->dctxh,
                               w->qh, w->kh, w->vh, w->weights, w->ctxh, opt, B, H, L, Dh);
 
     if (rope != NULL) { /* q and k were rotated by +theta: their gradients by -theta */
-        refenc_rope_scaled_backward(g->dqh, g->dqh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
-        refenc_rope_scaled_backward(g->dkh, g->dkh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
+        K->rope(g->dqh, g->dqh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
+        K->rope(g->dkh, g->dkh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
     }
     refenc_heads_merge(g->dq, g->dqh, B, L, H, Dh);
     refenc_heads_merge(g->dk, g->dkh, B, L, H, Dh);

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "attention.h"
+#include "backward_kernels.h"
 #include "core/config.h"
 #include "core/options.h"
 #include "linear.h"
@@ -92,6 +93,7 @@ typedef struct {
     double *dq, *dk, *dv;  /* (B, L, D)      the projections' gradients           */
     double *dP, *dS;       /* (B, H, L, L)   d weights, d scores                  */
     double *Drow;          /* (B, H, L)      D_i = rowsum(dO * O)                 */
+    const refenc_backward_kernels *kernels; /* NULL: the reference's (backward_kernels.h) */
 } refenc_mha_grad_work;
 
 /* Backward of refenc_mha_forward (docs/gradients.md).  dy: (B, L, D), the

@@ -3,6 +3,7 @@
 
 #include <stddef.h>
 
+#include "backward_kernels.h"
 #include "core/config.h"
 
 /* The normalisation the config selects (norm_type), for every norm of the
@@ -17,5 +18,11 @@ void refenc_norm_forward(double *y, const double *x, const double *weight, const
 void refenc_norm_backward(double *dx, double *dweight, double *dbias, const double *dy,
                           const double *x, const double *weight, size_t N, size_t D, double eps,
                           const refenc_config *cfg);
+
+/* The same with the LayerNorm kernel of table k (backward_kernels.h; NULL:
+ * the reference's).  RMSNorm has no entry: it is always the reference's. */
+void refenc_norm_backward_k(const refenc_backward_kernels *k, double *dx, double *dweight, double *dbias,
+                            const double *dy, const double *x, const double *weight, size_t N, size_t D,
+                            double eps, const refenc_config *cfg);
 
 #endif

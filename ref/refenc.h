@@ -70,6 +70,8 @@ extern "C" {
 #include "tool/certify.h"
 #include "tool/emulate.h"
 #include "tool/report.h"
+#include "tool/backward_bugs.h"
+#include "tool/run_backward.h"
 #include "tool/run_case.h"
 #include "tool/variants.h"
 

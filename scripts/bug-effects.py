@@ -51,6 +51,8 @@ for entry in manifest["cases"]:
     meta, t = read("golden/cases/" + entry["file"])
     scale = json.loads(meta["tolerance"]).get("scale", {})
     for v in json.loads(meta.get("variants", "[]")):
+        if all(o.startswith("grad.") for o in v["outputs"]):
+            continue  # a named backward bug: docs/gradients.md has its table
         rows.setdefault(v["name"], []).append((entry["case"], v["effect_f64"], v["effect_f32"]))
     if "pe_angle_float32" in entry["bug_classes"] and entry["component"] == "sinusoidal_pe":
         pos = t["in.positions"].astype(np.float64)

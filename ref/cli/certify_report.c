@@ -61,7 +61,7 @@ static void print_variants(FILE *out, const refenc_case_report *rep)
         fprintf(out, "    closest known variant: %s, %.3g budgets away (a match is within 1, and told apart "
                 "from the golden)\n", rep->closest, rep->closest_distance);
     for (int k = 0; k < REFENC_VAR_COUNT; k++)
-        if (rep->not_ruled_out & (1UL << k))
+        if (refenc_variant_set_has(&rep->not_ruled_out, k))
             fprintf(out, "    not ruled out: %s (its effect on this case is %.2g budgets, too small to tell in "
                     "these dtypes)\n", refenc_variant_get((refenc_variant)k)->name, rep->effect[k]);
 }
@@ -131,7 +131,7 @@ void certify_print_case(FILE *out, const refenc_case_report *rep, int quiet)
 static void print_not_ruled_out(FILE *out, const refenc_certificate_tally *t, const char *verdict)
 {
     static const char *const dtypes[] = {"F64", "F32", "F16", "BF16"};
-    const unsigned long bits = refenc_certificate_not_ruled_out(t);
+    const refenc_variant_set bits = refenc_certificate_not_ruled_out(t);
     if (t->cases == t->skipped + t->errors)
         return;
     if (t->with_variants == 0) {
@@ -140,7 +140,7 @@ static void print_not_ruled_out(FILE *out, const refenc_certificate_tally *t, co
         return;
     }
     for (int v = 0; v < REFENC_VAR_COUNT; v++)
-        if (bits & (1UL << v))
+        if (refenc_variant_set_has(&bits, v))
             fprintf(out, "a %s %s here does not rule out %s: its effect on these cases is at most %.2g budgets; "
                     "only cases designed to show it, or a wider dtype, can\n", dtypes[t->run_dtype & 3], verdict,
                     refenc_variant_get((refenc_variant)v)->name, t->largest_effect[v]);

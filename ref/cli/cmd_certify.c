@@ -52,6 +52,8 @@ static const char certify_usage[] =
     "  --quiet             print only the failing cases and the summaries\n"
     "  --list-bugs         print the known bug variants the diagnosis recognises\n"
     "                      (name, symptom, cause, fix) and exit\n"
+    "  --list-grad-bugs    the same for the named backward bugs, which certify names\n"
+    "                      from a case's gradients (docs/gradients.md)\n"
     "  -h, --help          this help\n"
     "\n"
     "F64 results pass when |got - want| <= atol + rtol |want| per element; F32\n"
@@ -72,9 +74,11 @@ typedef struct {
     refenc_certify_options opt;
 } certify_args;
 
-static int list_bugs(void)
+/* The forward's variants (--list-bugs) or the backward's (--list-grad-bugs). */
+static int list_bugs(int backward)
 {
-    for (int k = 0; k < REFENC_VAR_COUNT; k++) {
+    for (int k = backward ? REFENC_VAR_FIRST_BACKWARD : 0; k < (backward ? REFENC_VAR_COUNT : REFENC_VAR_FIRST_BACKWARD);
+         k++) {
         const refenc_variant_info *info = refenc_variant_get((refenc_variant)k);
         printf("%s\n  symptom: %s\n  cause:   %s\n  fix:     %s\n", info->name, info->symptom, info->cause,
                info->fix);
@@ -116,9 +120,10 @@ static int parse_args(certify_args *a, int argc, char **argv, int *done)
 {
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0 || strcmp(s, "--list-bugs") == 0) {
+        if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0 || strcmp(s, "--list-bugs") == 0 ||
+            strcmp(s, "--list-grad-bugs") == 0) {
             *done = 1;
-            return s[2] == 'l' ? list_bugs() : (fputs(certify_usage, stdout), REFENC_EXIT_OK);
+            return s[2] == 'l' ? list_bugs(s[7] == 'g') : (fputs(certify_usage, stdout), REFENC_EXIT_OK);
         }
         int sel_value;
         if (strcmp(s, "--quiet") == 0) {

@@ -55,7 +55,8 @@ static const char run_usage[] =
     "                      implementation in DTYPE: f32, f16 or bf16, accumulating in\n"
     "                      float32; modifiers: pure (accumulate in DTYPE), fused,\n"
     "                      reverse, float-libm; results written in DTYPE (docs/certify.md)\n"
-    "  --bug VARIANT       ... with a known bug (refenc certify --list-bugs)\n"
+    "  --bug VARIANT       ... with a known bug (refenc certify --list-bugs), or with\n"
+    "                      --grad a backward bug (refenc certify --list-grad-bugs)\n"
     "  --grad              ... and the reference's double backward at the case's\n"
     "                      in.grad.dY: every gradient it lists (grad.*), F64 (a\n"
     "                      case made with 'refenc golden --grad'); with --emulate the\n"
@@ -388,6 +389,27 @@ static int forward_and_report(const refenc_case *c, const refenc_config *cfg, co
     return st;
 }
 
+/* refenc run --case: the options that go together, then the run. */
+static int cmd_run_case(const run_args *a)
+{
+    if (a->out_path == NULL)
+        return cli_error("run", "--case and --out go together (see 'refenc run --help')");
+    if (a->config_path != NULL || a->trace || a->weights_path != NULL || a->inputs_path != NULL)
+        return cli_error("run", "--case does not combine with --config, --weights, --inputs or --trace");
+    const refenc_emulation *ge = &a->cspec.emulation;
+    const int backward_bug = a->cspec.has_bug && refenc_variant_is_backward(a->cspec.bug);
+    if (a->cspec.grad && ((a->cspec.has_bug && !backward_bug) ||
+                         (a->cspec.emulate && (a->cspec.has_bug || ge->fused || ge->reverse_sums ||
+                                              ge->float_functions))))
+        return cli_error("run", "--grad: the double backward (with --bug, one of the named backward bugs: "
+                         "refenc certify --list-grad-bugs), or with --emulate the emulated backward (pure or "
+                         "not); it does not combine with a forward bug, nor --emulate with --bug, fused, "
+                         "reverse or float-libm (the emulated backward does not model them: docs/gradients.md)");
+    if (backward_bug && !a->cspec.grad)
+        return cli_error("run", "--bug %s is a backward bug: it goes with --grad", refenc_variant_get(a->cspec.bug)->name);
+    return run_case(a->case_path, a->out_path, &a->cspec);
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_args a;
@@ -397,19 +419,8 @@ int cmd_run(int argc, char **argv)
             fputs(run_usage, stdout);
         return rc;
     }
-    if (a.case_path != NULL) {
-        if (a.out_path == NULL)
-            return cli_error("run", "--case and --out go together (see 'refenc run --help')");
-        if (a.config_path != NULL || a.trace || a.weights_path != NULL || a.inputs_path != NULL)
-            return cli_error("run", "--case does not combine with --config, --weights, --inputs or --trace");
-        const refenc_emulation *ge = &a.cspec.emulation;
-        if (a.cspec.grad && (a.cspec.has_bug || (a.cspec.emulate && (ge->fused || ge->reverse_sums ||
-                                                                      ge->float_functions))))
-            return cli_error("run", "--grad: the double backward, or with --emulate the emulated backward "
-                             "(pure or not); it does not combine with --bug, fused, reverse or float-libm "
-                             "(the emulated backward does not model them: docs/gradients.md)");
-        return run_case(a.case_path, a.out_path, &a.cspec);
-    }
+    if (a.case_path != NULL)
+        return cmd_run_case(&a);
     if (a.cspec.emulate || a.cspec.has_bug)
         return cli_error("run", "--emulate and --bug go with --case (see 'refenc run --help')");
     if (a.cspec.grad)

@@ -20,7 +20,10 @@
 /* Runs the reference, or the emulation with the variant's changes. */
 static int compute(refenc_case *c, const run_case_spec *spec, const refenc_trace *tr, refenc_error *err)
 {
-    if (!spec->emulate && !spec->has_bug)
+    if (spec->has_bug && refenc_variant_is_backward(spec->bug) && !refenc_variant_applies(spec->bug, c))
+        return refenc_error_set(err, REFENC_EINVAL, "case %s: the bug variant '%s' does not apply to it",
+                                c->name, refenc_variant_get(spec->bug)->name);
+    if (!spec->emulate && (!spec->has_bug || refenc_variant_is_backward(spec->bug))) /* the forward is right */
         return refenc_case_run_reference(c, tr, err);
     refenc_variant_hooks hooks = {0};
     if (spec->has_bug) {
@@ -34,22 +37,6 @@ static int compute(refenc_case *c, const run_case_spec *spec, const refenc_trace
     const refenc_emulation e = spec->emulate ? spec->emulation : refenc_emulation_baseline(REFENC_FMT_F64);
     refenc_emulation_round_case(c, e.value);
     return refenc_emulation_run_case(c, &e, &hooks, tr, err);
-}
-
-/* The double backward's buffers. */
-typedef struct {
-    refenc_workspace ws;
-    refenc_grad_workspace gws;
-    refenc_params grad;
-    double *dY, *dx;
-} grad_bufs;
-
-static void grad_bufs_free(grad_bufs *g)
-{
-    refenc_workspace_free(&g->ws);
-    refenc_grad_workspace_free(&g->gws);
-    refenc_params_free(&g->grad);
-    free(g->dY), free(g->dx);
 }
 
 /* The emulated backward's gradients into the results, under the shapes of
@@ -87,40 +74,23 @@ static int compute_emulated_grad(const refenc_case *c, const refenc_st_file *f, 
     return st;
 }
 
-/* --grad: the reference's double backward at the case's in.grad.dY, every
- * gradient kept as grad.<name> (docs/golden-format.md, "Gradients"). */
-static int compute_grad(const refenc_case *c, const refenc_st_file *f, results *col, refenc_error *err)
+/* --grad: the reference's double backward at the case's in.grad.dY (with
+ * --bug, a backward bug's kernels: tool/backward_bugs.h), every gradient
+ * kept as grad.<name> (docs/golden-format.md, "Gradients"). */
+static int compute_grad(const refenc_case *c, const refenc_st_file *f, const run_case_spec *spec, results *col,
+                        refenc_error *err)
 {
-    grad_bufs g;
-    memset(&g, 0, sizeof g);
-    const size_t bld[3] = {c->B, c->L, c->cfg.d_model};
-    int st = refenc_st_metadata(f, "grad_outputs") == NULL
-                 ? refenc_error_set(err, REFENC_EINVAL, "%s: --grad: case %s holds no gradients (made without "
-                                    "'refenc golden --grad')", f->path, c->name)
-                 : refenc_grad_dy_from_file(&g.dY, c, f, err);
-    if (st == REFENC_OK && g.dY == NULL)
+    double *dY = NULL;
+    int st = refenc_grad_dy_from_file(&dY, c, f, err);
+    if (st == REFENC_OK && dY == NULL)
         st = refenc_error_set(err, REFENC_EFORMAT, "%s: --grad: case %s lists gradients but has no %s", f->path,
                               c->name, REFENC_NAME_GRAD_DY);
-    if (st == REFENC_OK)
-        st = refenc_workspace_alloc(&g.ws, &c->cfg, c->B, c->L, err);
-    if (st == REFENC_OK)
-        st = refenc_grad_workspace_alloc(&g.gws, &c->cfg, c->B, c->L, err);
-    if (st == REFENC_OK)
-        st = refenc_params_alloc(&g.grad, &c->cfg, err);
-    if (st == REFENC_OK && c->x != NULL && (g.dx = calloc(bld[0] * bld[1] * bld[2], sizeof *g.dx)) == NULL)
-        st = refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", c->name);
-    const refenc_input in = refenc_case_input(c);
     const refenc_trace tr = {results_collect, col};
     col->prefix = REFENC_NAME_GRAD, col->wanted = NULL;
     if (st == REFENC_OK)
-        st = refenc_encoder_backward_traced(&g.grad, g.dx, &g.gws, &g.ws, &c->params, &c->cfg, &in, g.dY, &tr,
-                                            err);
-    for (size_t t = 0; st == REFENC_OK && t < g.grad.n_tensors; t++)
-        results_collect(col, g.grad.tensors[t].name, g.grad.tensors[t].data, g.grad.tensors[t].ndim,
-                        g.grad.tensors[t].shape);
-    if (st == REFENC_OK && g.dx != NULL)
-        results_collect(col, "x", g.dx, 3, bld);
-    grad_bufs_free(&g);
+        st = refenc_case_run_backward(c, dY, spec->has_bug ? refenc_backward_bug_kernels(spec->bug) : NULL, &tr,
+                                      err);
+    free(dY);
     return st;
 }
 
@@ -171,7 +141,8 @@ int run_case(const char *case_path, const char *out_path, const run_case_spec *s
         st = refenc_error_set(&err, REFENC_EINVAL, "%s: --grad: case %s holds no gradients (made without "
                               "'refenc golden --grad')", f.path, c.name);
     if (st == REFENC_OK && spec->grad)
-        st = spec->emulate ? compute_emulated_grad(&c, &f, spec, &col, &err) : compute_grad(&c, &f, &col, &err);
+        st = spec->emulate ? compute_emulated_grad(&c, &f, spec, &col, &err)
+                           : compute_grad(&c, &f, spec, &col, &err);
     if (st == REFENC_OK) {
         char impl[160];
         describe(impl, sizeof impl, spec);

@@ -272,11 +272,12 @@ static void record_variant(golden_alt *v, const refenc_variant_info *info, const
         json_array_append_new(v->classes, json_string(info->bug_class));
 }
 
-/* The variants a request asks for, in the table's order; returns how many. */
+/* The forward variants a request asks for, in the table's order; returns
+ * how many.  The backward's are grad.h's. */
 static size_t wanted_variants(int *vars, const golden_alt_request *rq)
 {
     size_t n = 0;
-    for (int var = 0; var < REFENC_VAR_COUNT; var++)
+    for (int var = 0; var < REFENC_VAR_FIRST_BACKWARD; var++)
         if (targeted(rq, refenc_variant_get((refenc_variant)var)) &&
             refenc_variant_applies((refenc_variant)var, rq->c))
             vars[n++] = var;

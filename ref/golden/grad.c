@@ -14,7 +14,11 @@
 
 #include "../core/alloc.h"
 #include "../io/grad_input.h"
+#include "../io/golden_names.h"
 #include "../oracle/backward.h"
+#include "../tool/backward_bugs.h"
+#include "../tool/certify.h"
+#include "../tool/run_backward.h"
 #include "catalogue.h"
 #include "engine.h"
 
@@ -237,4 +241,197 @@ void golden_grad_free(golden_grad *g)
     free(g->data), free(g->e), free(g->names);
     json_decref(g->meta);
     memset(g, 0, sizeof *g);
+}
+
+/* ---- the named backward bugs' gradients (golden_grad_variants) --------------------- */
+
+/* A backward variant is stored when it moves some gradient by this many F64
+ * gradient bounds, as a forward variant its required outputs (alt.c). */
+#define GRAD_VARIANT_MIN_EXCESS 100.0
+/* The reference's error on the golden gradients above which its variants
+ * may not stand for the exact ones (alt.c's REFERENCE_ERROR_MAX). */
+#define GRAD_REFERENCE_ERROR_MAX 0.1
+
+/* One run of the reference's backward, its gradients by name ("grad.<name>"). */
+typedef struct {
+    size_t n;
+    char (*names)[REFENC_NAME_MAX];
+    double **data;
+    size_t *numel, (*shape)[REFENC_ST_MAX_NDIM], *ndim;
+    size_t cap;
+    int failed;
+} grad_run;
+
+static void grad_run_collect(void *ctx, const char *name, const double *data, size_t ndim, const size_t *shape)
+{
+    grad_run *r = ctx;
+    size_t n = 1;
+    for (size_t d = 0; d < ndim; d++)
+        n *= shape[d];
+    if (r->failed || r->n == r->cap || ndim > REFENC_ST_MAX_NDIM) {
+        r->failed = 1;
+        return;
+    }
+    double *copy = copy_of(data, n);
+    if (copy == NULL) {
+        r->failed = 1;
+        return;
+    }
+    snprintf(r->names[r->n], sizeof r->names[r->n], REFENC_NAME_GRAD "%s", name);
+    r->data[r->n] = copy, r->numel[r->n] = n, r->ndim[r->n] = ndim;
+    memcpy(r->shape[r->n], shape, ndim * sizeof *shape);
+    r->n++;
+}
+
+static void grad_run_free(grad_run *r)
+{
+    for (size_t i = 0; r->data != NULL && i < r->n; i++)
+        free(r->data[i]);
+    free(r->names), free(r->data), free(r->numel), free(r->shape), free(r->ndim);
+    memset(r, 0, sizeof *r);
+}
+
+/* The reference's backward of c at dY with the kernels k into r. */
+static int grad_run_make(grad_run *r, const refenc_case *c, const double *dY, const refenc_backward_kernels *k,
+                         size_t cap, refenc_error *err)
+{
+    memset(r, 0, sizeof *r);
+    r->cap = cap;
+    r->names = calloc(cap, sizeof *r->names), r->data = calloc(cap, sizeof *r->data);
+    r->numel = calloc(cap, sizeof *r->numel), r->shape = calloc(cap, sizeof *r->shape);
+    r->ndim = calloc(cap, sizeof *r->ndim);
+    if (!r->names || !r->data || !r->numel || !r->shape || !r->ndim)
+        return refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", c->name);
+    const refenc_trace tr = {grad_run_collect, r};
+    const int st = refenc_case_run_backward(c, dY, k, &tr, err);
+    return st == REFENC_OK && r->failed ? refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", c->name)
+                                        : st;
+}
+
+/* The golden gradient named name (g's entry), or -1. */
+static long golden_index(const golden_grad *g, const char *name)
+{
+    for (size_t i = 0; i < g->n; i++)
+        if (strcmp(g->names[i], name) == 0)
+            return (long)i;
+    return -1;
+}
+
+/* How far a is from the golden gradient want (n values), in F64 gradient
+ * bounds: max |a - want| / (rtol |want| + atol max |want|) (certify.h). */
+static double grad_excess(const double *a, const double *want, size_t n)
+{
+    double m = 0, worst = 0;
+    for (size_t i = 0; i < n; i++)
+        m = fmax(m, fabs(want[i]));
+    for (size_t i = 0; i < n; i++) {
+        const double q = fabs(a[i] - want[i]) / (REFENC_GRAD_RTOL * fabs(want[i]) + REFENC_GRAD_ATOL * m);
+        worst = isnan(q) ? INFINITY : fmax(worst, q);
+    }
+    return worst;
+}
+
+/* Grows g's entries to hold more (the names move: the entries point at them again). */
+static int grad_grow(golden_grad *g, size_t more)
+{
+    const size_t cap = g->n + more;
+    refenc_st_entry *e = realloc(g->e, cap * sizeof *e);
+    if (e != NULL)
+        g->e = e;
+    char(*names)[REFENC_NAME_MAX] = realloc(g->names, cap * sizeof *names);
+    if (names != NULL)
+        g->names = names;
+    double **data = realloc(g->data, cap * sizeof *data);
+    if (data != NULL)
+        g->data = data;
+    for (size_t i = 0; i < g->n; i++)
+        g->e[i].name = g->names[i];
+    return e != NULL && names != NULL && data != NULL;
+}
+
+/* Variant v's run r against the golden gradients: stored (its moved
+ * gradients appended to g, its record to variants) when it moves one by
+ * GRAD_VARIANT_MIN_EXCESS bounds; else said on stderr unless quiet. */
+static int store_variant(golden_grad *g, json_t *variants, refenc_variant v, grad_run *r, const refenc_case *c,
+                         int quiet, refenc_error *err)
+{
+    const char *vname = refenc_variant_get(v)->name;
+    double effect = 0;
+    int first = -1, *moved = calloc(r->n ? r->n : 1, sizeof *moved);
+    size_t n_moved = 0;
+    if (moved == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", c->name);
+    for (size_t i = 0; i < r->n; i++) {
+        const long k = golden_index(g, r->names[i]);
+        if (k < 0 || g->e[k].dtype != REFENC_ST_F64)
+            continue;
+        const double q = grad_excess(r->data[i], g->data[k], r->numel[i]);
+        effect = fmax(effect, q);
+        if (q > 1) {
+            moved[i] = 1, n_moved++;
+            first = first < 0 || k < golden_index(g, r->names[first]) ? (int)i : first;
+        }
+    }
+    int st = REFENC_OK;
+    if (!(effect >= GRAD_VARIANT_MIN_EXCESS)) {
+        if (!quiet)
+            fprintf(stderr, "refenc golden: %s: backward variant %s moves the gradients by only %.3g float64 "
+                    "gradient bounds; not stored\n", c->name, vname, effect);
+    } else if (!grad_grow(g, n_moved)) {
+        st = refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", c->name);
+    } else {
+        json_t *outs = json_array();
+        for (size_t i = 0; i < r->n; i++) {
+            if (!moved[i])
+                continue;
+            const size_t k = g->n;
+            snprintf(g->names[k], sizeof g->names[k], REFENC_NAME_ALT "%s.%s", vname, r->names[i]);
+            g->data[k] = r->data[i];
+            g->e[k] = (refenc_st_entry){.name = g->names[k], .dtype = REFENC_ST_F64, .ndim = r->ndim[i],
+                                        .data = r->data[i]};
+            memcpy(g->e[k].shape, r->shape[i], r->ndim[i] * sizeof r->shape[i][0]);
+            r->data[i] = NULL; /* taken over by g */
+            g->n++;
+            json_array_append_new(outs, json_string(r->names[i]));
+        }
+        json_array_append_new(variants, json_pack("{s:s, s:o, s:s, s:f}", "name", vname, "outputs", outs,
+                                                  "first_divergence", r->names[first], "effect_f64", effect));
+    }
+    free(moved);
+    return st;
+}
+
+int golden_grad_variants(golden_grad *g, const refenc_case *c, json_t *variants, int quiet, refenc_error *err)
+{
+    const double *dY = g->data[0]; /* in.grad.dY (collect's first entry) */
+    const size_t cap = g->n + 1;   /* the backward reports what the golden holds, and no more */
+    grad_run r;
+    double worst = 0;
+    /* the reference itself: its error on the golden gradients */
+    int st = grad_run_make(&r, c, dY, NULL, cap, err);
+    for (size_t i = 0; st == REFENC_OK && i < r.n; i++) {
+        const long k = golden_index(g, r.names[i]);
+        if (k >= 0)
+            worst = fmax(worst, grad_excess(r.data[i], g->data[k], r.numel[i]));
+    }
+    grad_run_free(&r);
+    if (st != REFENC_OK)
+        return st;
+    char e[32];
+    snprintf(e, sizeof e, "%.3g", worst);
+    json_object_set_new(g->meta, "grad_variant_engine", json_string("reference"));
+    json_object_set_new(g->meta, "grad_variant_reference_error_f64", json_string(e));
+    if (!(worst <= GRAD_REFERENCE_ERROR_MAX)) /* even with --quiet: the variants may be off */
+        fprintf(stderr, "refenc golden: %s: the double reference's backward is %.3g float64 gradient bounds "
+                "from the oracle's on this case (more than %g): its backward variants may be off by as much\n",
+                c->name, worst, GRAD_REFERENCE_ERROR_MAX);
+    for (int v = REFENC_VAR_FIRST_BACKWARD; st == REFENC_OK && v < REFENC_VAR_COUNT; v++) {
+        if (!refenc_variant_applies((refenc_variant)v, c))
+            continue;
+        st = grad_run_make(&r, c, dY, refenc_backward_bug_kernels((refenc_variant)v), cap, err);
+        if (st == REFENC_OK)
+            st = store_variant(g, variants, (refenc_variant)v, &r, c, quiet, err);
+        grad_run_free(&r);
+    }
+    return st;
 }

@@ -51,4 +51,18 @@ int golden_grad_make(golden_grad *g, const refenc_case *c, const double *dY, uin
                      int quiet, refenc_error *err);
 void golden_grad_free(golden_grad *g);
 
+/* The named backward bugs' gradients (tool/backward_bugs.h), each computed
+ * by the double reference's backward with the bug's kernels at g's dY:
+ * every backward variant that applies to c and moves some gradient by at
+ * least 100 F64 gradient bounds (certify.h: REFENC_GRAD_RTOL, _ATOL) is
+ * stored as alt.<variant>.grad.<name>, the gradients it moves by more than
+ * one bound, appended to g's entries, and recorded in variants (the case's
+ * "variants" metadata array: name, outputs, first_divergence, effect_f64).
+ * The reference's own error on g's gradients, in those bounds, goes into
+ * g->meta (grad_variant_engine "reference", grad_variant_reference_error_f64),
+ * with a warning on stderr (even when quiet) above 0.1.  Says on stderr,
+ * unless quiet, which variants are not stored.
+ * Errors: those of the reference's backward, REFENC_ENOMEM. */
+int golden_grad_variants(golden_grad *g, const refenc_case *c, json_t *variants, int quiet, refenc_error *err);
+
 #endif

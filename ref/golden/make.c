@@ -638,6 +638,12 @@ int golden_make(const golden_request *a, golden_outcome *out, char **report, ref
                                  .quiet = a->quiet}, &r.golden, err);
         if (st == REFENC_OK && r.s.grad)
             st = case_gradients(&r, a, err);
+        if (st == REFENC_OK && r.s.grad && !a->no_variants) { /* the named backward bugs' (grad.h) */
+            if (r.v.meta == NULL && (r.v.meta = json_array()) == NULL)
+                st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");
+            if (st == REFENC_OK)
+                st = golden_grad_variants(&r.grad, &r.s.c, r.v.meta, a->quiet, err);
+        }
         if (st == REFENC_OK)
             st = write_case(&r, a, out, err);
     }

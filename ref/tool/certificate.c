@@ -228,7 +228,7 @@ static json_t *candidates_json(const refenc_case_report *rep)
 {
     json_t *a = json_array();
     for (int k = 0; a != NULL && k < REFENC_VAR_COUNT; k++)
-        if (rep->candidates & (1UL << k))
+        if (refenc_variant_set_has(&rep->candidates, k))
             json_array_append_new(a, json_string(refenc_variant_get((refenc_variant)k)->name));
     return a;
 }
@@ -252,7 +252,7 @@ static json_t *not_ruled_out_json(const refenc_case_report *rep)
 {
     json_t *a = json_array();
     for (int k = 0; a != NULL && k < REFENC_VAR_COUNT; k++)
-        if (rep->not_ruled_out & (1UL << k))
+        if (refenc_variant_set_has(&rep->not_ruled_out, k))
             json_array_append_new(a, json_pack("{s:s, s:o}", "variant", refenc_variant_get((refenc_variant)k)->name,
                                                "effect", refenc_certificate_number(rep->effect[k])));
     return a;
@@ -335,7 +335,7 @@ static void tally_failing(refenc_certificate_tally *t, const refenc_case_report 
     else
         t->undiagnosed++;
     for (int k = 0; k < REFENC_VAR_COUNT; k++)
-        if (rep->candidates & (1UL << k)) {
+        if (refenc_variant_set_has(&rep->candidates, k)) {
             t->candidate[k]++;
             matched++;
         }
@@ -360,7 +360,7 @@ static void tally_variants(refenc_certificate_tally *t, const refenc_case_report
         if (!(rep->effect[v] >= 0))
             continue; /* not stored, or nothing compared */
         t->stored[v]++;
-        if (rep->not_ruled_out & (1UL << v))
+        if (refenc_variant_set_has(&rep->not_ruled_out, v))
             t->largest_effect[v] = fmax(t->largest_effect[v], rep->effect[v]);
         else
             t->told_apart[v]++;
@@ -434,12 +434,12 @@ void refenc_certificate_bug_candidates(char *buf, size_t cap, size_t *n, const r
                  ": indistinguishable in %s on these cases", dtypes[t->low_dtype & 3]);
 }
 
-unsigned long refenc_certificate_not_ruled_out(const refenc_certificate_tally *t)
+refenc_variant_set refenc_certificate_not_ruled_out(const refenc_certificate_tally *t)
 {
-    unsigned long bits = 0;
+    refenc_variant_set bits = {{0}};
     for (int v = 0; v < REFENC_VAR_COUNT; v++)
         if (t->stored[v] > 0 && t->told_apart[v] == 0)
-            bits |= 1UL << v;
+            refenc_variant_set_add(&bits, v);
     return bits;
 }
 
@@ -447,10 +447,10 @@ unsigned long refenc_certificate_not_ruled_out(const refenc_certificate_tally *t
  * those the run does not rule out with their largest effect. */
 static void summary_variants(json_t *summary, const refenc_certificate_tally *t)
 {
-    const unsigned long bits = refenc_certificate_not_ruled_out(t);
+    const refenc_variant_set bits = refenc_certificate_not_ruled_out(t);
     json_t *a = json_array();
     for (int v = 0; v < REFENC_VAR_COUNT; v++)
-        if (bits & (1UL << v))
+        if (refenc_variant_set_has(&bits, v))
             json_array_append_new(a, json_pack("{s:s, s:o, s:I}", "variant", refenc_variant_get((refenc_variant)v)->name,
                                                "largest_effect", refenc_certificate_number(t->largest_effect[v]),
                                                "cases", (json_int_t)t->stored[v]));

@@ -134,7 +134,7 @@ typedef struct {
 /* The variants no case of the run tells apart from the golden (stored and
  * compared somewhere, told apart nowhere): what the run's verdict does not
  * rule out.  Bit v set. */
-unsigned long refenc_certificate_not_ruled_out(const refenc_certificate_tally *t);
+refenc_variant_set refenc_certificate_not_ruled_out(const refenc_certificate_tally *t);
 
 void refenc_certificate_tally_add(refenc_certificate_tally *t, const refenc_case_report *rep);
 

@@ -16,7 +16,7 @@
 #include "variants.h"
 
 _Static_assert(REFENC_VAR_COUNT <= REFENC_CASE_MAX_VARIANTS, "a case report holds every variant's effect");
-_Static_assert(REFENC_CASE_MAX_VARIANTS <= sizeof(unsigned long) * CHAR_BIT,
+_Static_assert(REFENC_CASE_MAX_VARIANTS <= sizeof(refenc_variant_set) * CHAR_BIT,
                "a case report's candidates and not_ruled_out hold one bit per variant");
 
 /* ---- the policy ----------------------------------------------------------------------
@@ -178,8 +178,23 @@ static int read_meta(case_meta *m, const refenc_case_report *rep, const refenc_s
     if (engine != NULL && strcmp(engine, "reference") != 0 && strcmp(engine, "oracle") != 0)
         return meta_error(err, golden, rep->name, "variant_engine", "is neither \"oracle\" nor \"reference\"");
     m->by_reference = engine != NULL && strcmp(engine, "reference") == 0;
-    const int st = parse_tolerance(m, golden, rep->name, err);
-    return st ? st : parse_variants(m, rep, golden, err);
+    int st = parse_tolerance(m, golden, rep->name, err);
+    if (st == REFENC_OK)
+        st = parse_variants(m, rep, golden, err);
+    /* a gradient case whose variants are all backward bugs: those are the
+     * double reference's (grad_variant_engine, docs/golden-format.md) */
+    const char *grad_engine = refenc_st_metadata(golden, "grad_variant_engine");
+    int all_backward = st == REFENC_OK && json_array_size(m->variants) > 0; /* names checked by parse_variants */
+    size_t i;
+    json_t *v;
+    json_array_foreach(all_backward ? m->variants : NULL, i, v) {
+        refenc_variant known;
+        const char *vname = json_string_value(json_object_get(v, "name"));
+        all_backward &= vname != NULL && refenc_variant_parse(&known, vname) && refenc_variant_is_backward(known);
+    }
+    if (st == REFENC_OK && engine == NULL && all_backward && grad_engine != NULL && strcmp(grad_engine, "reference") == 0)
+        m->by_reference = 1;
+    return st;
 }
 
 /* Reads the golden's metadata "outputs" list into rep->outputs (names,
@@ -749,12 +764,21 @@ static int variant_output_ratio(double *ratio, double *separation, certify_ctx *
  * provide within the rule, a required one among them, and the variant told
  * apart from the golden; *worst: the ratio, *separation: the variant's
  * distance from the golden (its effect on the case), both -1 when no output
- * it stores was compared. */
+ * it stores was compared.  A backward variant (variants.h) stores gradients
+ * only, all optional: some gradient it stores stands for the required
+ * output, and its forward is the golden's, so results whose forward fails
+ * do not match it.  Each gradient is compared under the bound its rule
+ * gives the results' dtype (r->rule, r->tol, r->budget_*: set_rule), so
+ * the naming follows the gradient rule wherever it certifies gradients. */
 static int variant_matches(int *match, double *worst, double *separation, certify_ctx *x, refenc_case_report *rep,
                            const json_t *v)
 {
     const char *vname = json_string_value(json_object_get(v, "name"));
+    refenc_variant known;
+    const int backward = refenc_variant_parse(&known, vname) && refenc_variant_is_backward(known);
     int required_seen = 0, mismatch = 0, st = REFENC_OK;
+    for (size_t j = 0; backward && j < rep->n_outputs; j++)
+        mismatch |= !rep->outputs[j].grad && rep->outputs[j].status == REFENC_OUT_FAIL;
     size_t k;
     json_t *o;
     *worst = -1;
@@ -770,7 +794,7 @@ static int variant_matches(int *match, double *worst, double *separation, certif
         if ((st = variant_output_ratio(&q, &sep, x, vname, r)))
             return st;
         *separation = fmax(*separation, sep);
-        required_seen |= r->required && q >= 0;
+        required_seen |= (backward ? r->grad : r->required) && q >= 0;
         mismatch |= q > 1;
         *worst = fmax(*worst, q);
     }
@@ -786,14 +810,14 @@ static void note_variant(refenc_case_report *rep, refenc_variant vv, const char 
 {
     rep->effect[vv] = sep;
     if (sep >= 0 && sep <= VARIANT_SEPARATION)
-        rep->not_ruled_out |= 1UL << vv;
+        refenc_variant_set_add(&rep->not_ruled_out, vv);
     if (worst >= 0 && (rep->closest[0] == '\0' || worst < rep->closest_distance)) {
         snprintf(rep->closest, sizeof rep->closest, "%s", vname);
         rep->closest_distance = worst;
     }
     if (rep->pass || !match)
         return;
-    rep->candidates |= 1UL << vv;
+    refenc_variant_set_add(&rep->candidates, vv);
     if (rep->diagnosis[0] == '\0' || worst < rep->diagnosis_ratio) {
         snprintf(rep->diagnosis, sizeof rep->diagnosis, "%s", vname);
         rep->diagnosis_ratio = worst;

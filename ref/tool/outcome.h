@@ -7,6 +7,7 @@
 #define REFENC_TOOL_OUTCOME_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../io/safetensors.h"
 
@@ -71,7 +72,41 @@ typedef struct {
 } refenc_output_report;
 
 /* Room for every known variant (variants.h checks REFENC_VAR_COUNT fits). */
-#define REFENC_CASE_MAX_VARIANTS 64
+#define REFENC_CASE_MAX_VARIANTS 128
+
+/* A set of variants, bit v for variant v. */
+typedef struct {
+    uint64_t w[REFENC_CASE_MAX_VARIANTS / 64];
+} refenc_variant_set;
+
+static inline void refenc_variant_set_add(refenc_variant_set *s, int v)
+{
+    s->w[v / 64] |= (uint64_t)1 << (v % 64);
+}
+
+static inline int refenc_variant_set_has(const refenc_variant_set *s, int v)
+{
+    return (int)((s->w[v / 64] >> (v % 64)) & 1);
+}
+
+/* The set {a, b}; a or b < 0: left out. */
+static inline refenc_variant_set refenc_variant_set_of(int a, int b)
+{
+    refenc_variant_set s = {{0}};
+    if (a >= 0)
+        refenc_variant_set_add(&s, a);
+    if (b >= 0)
+        refenc_variant_set_add(&s, b);
+    return s;
+}
+
+static inline int refenc_variant_set_equal(refenc_variant_set a, refenc_variant_set b)
+{
+    for (size_t i = 0; i < sizeof a.w / sizeof a.w[0]; i++)
+        if (a.w[i] != b.w[i])
+            return 0;
+    return 1;
+}
 
 typedef struct {
     char name[128];
@@ -91,7 +126,7 @@ typedef struct {
     size_t variants_checked;        /* variants the case carries, all compared        */
     char diagnosis[64];             /* the matching variant's name, or ""            */
     double diagnosis_ratio;         /* its largest error / tolerance (<= 1)           */
-    unsigned long candidates;       /* bit v: variant v matches too (the diagnosis is */
+    refenc_variant_set candidates;  /* bit v: variant v matches too (the diagnosis is */
                                     /* the closest); two or more: indistinguishable  */
                                     /* on this case in the result's dtype             */
     /* Every variant the case stores, matched or not (certify.h): the one
@@ -104,7 +139,7 @@ typedef struct {
                                     /* oracle's (metadata variant_engine)            */
     char closest[64];               /* the closest variant, or "" (none compared)    */
     double closest_distance;        /* its largest error / bound                     */
-    unsigned long not_ruled_out;    /* bit v: variant v's effect within the bounds   */
+    refenc_variant_set not_ruled_out; /* bit v: variant v's effect within the bounds   */
     double effect[REFENC_CASE_MAX_VARIANTS]; /* variant v's distance from the golden,
                                        -1 when the case does not store it         */
     char hint[256];                 /* a recognisable mistake (certify.h), or ""     */

@@ -7,7 +7,7 @@
 #include "../layer_pattern.h"
 #include "../rope_scaling.h"
 
-static const refenc_variant_info table[REFENC_VAR_COUNT] = {
+static const refenc_variant_info table[REFENC_VAR_FIRST_BACKWARD] = {
     [REFENC_VAR_LAYERNORM_EPS_X10] = {
         "layernorm_eps_x10", "layernorm_eps",
         "LayerNorm outputs shrink toward beta where the row variance is small",
@@ -466,15 +466,109 @@ static const refenc_variant_info table[REFENC_VAR_COUNT] = {
         "s^(2/R) (with mixed_b: theta_j / exp(a (j + 1)^b), a = ln s / (R/2)^b)"},
 };
 
+/* The named backward bugs (issue 25, item 5; docs/gradients.md). */
+static const refenc_variant_info backward_table[REFENC_VAR_COUNT - REFENC_VAR_FIRST_BACKWARD] = {
+    [REFENC_VAR_LAYERNORM_BACKWARD_MEAN_TWICE - REFENC_VAR_FIRST_BACKWARD] = {
+        "layernorm_backward_mean_twice", "layernorm_backward_mean_twice",
+        "forward right; every LayerNorm's input gradient off by -mean(dy gamma)/sigma per row: its "
+        "rows no longer sum to zero, the training loss still decreases",
+        "LayerNorm's backward subtracts mean(dy gamma) twice: dx = (g - 2 mean(g) - x^ mean(g x^)) / "
+        "sigma (tenstorrent/tt-metal#53204: \"silent, loss still decreases\", hidden by an atol of 0.5)",
+        "dx = (g - mean(g) - x^ mean(g x^)) / sigma, g = dy gamma: subtract the mean term once"},
+    [REFENC_VAR_LAYERNORM_BACKWARD_MEAN_MISSING - REFENC_VAR_FIRST_BACKWARD] = {
+        "layernorm_backward_mean_missing", "layernorm_backward_mean_missing",
+        "forward right; every LayerNorm's input gradient off by +mean(dy gamma)/sigma per row: its "
+        "rows no longer sum to zero",
+        "LayerNorm's backward without the mean term: dx = (g - x^ mean(g x^)) / sigma, the gradient "
+        "through the mean mu dropped (issue 25's list of LayerNorm backward bugs)",
+        "dx = (g - mean(g) - x^ mean(g x^)) / sigma: differentiate through mu as well as sigma"},
+    [REFENC_VAR_LAYERNORM_BACKWARD_VARIANCE_MISSING - REFENC_VAR_FIRST_BACKWARD] = {
+        "layernorm_backward_variance_missing", "layernorm_backward_variance_missing",
+        "forward right; every LayerNorm's input gradient keeps its component along x^: its rows "
+        "are no longer orthogonal to the normalised input",
+        "LayerNorm's backward without the variance term: dx = (g - mean(g)) / sigma, sigma treated "
+        "as a constant (issue 25's list of LayerNorm backward bugs)",
+        "subtract x^ mean(g x^) too: sigma depends on x"},
+    [REFENC_VAR_SOFTMAX_BACKWARD_WITHOUT_ROWSUM - REFENC_VAR_FIRST_BACKWARD] = {
+        "softmax_backward_without_rowsum", "softmax_backward_without_rowsum",
+        "forward right, dV right; dQ and dK wrong in every head: dS = P dP, whose rows no longer "
+        "sum to zero",
+        "the attention's softmax backward without the row term D_i = rowsum(dO O): dS_ij = P_ij "
+        "dP_ij where P_ij (dP_ij - D_i) is meant (Dao-AILab/flash-attention#2481: a corrupted "
+        "row term, dpsum, moved dQ and dK and not dV)",
+        "dS_ij = P_ij (dP_ij - D_i), D_i = sum_d dO_id O_id (FlashAttention's row term)"},
+    [REFENC_VAR_ATTENTION_BACKWARD_UNSCALED - REFENC_VAR_FIRST_BACKWARD] = {
+        "attention_backward_unscaled", "attention_backward_unscaled",
+        "forward right, dV right; dQ and dK sqrt(Dh) tau times too large",
+        "the attention backward forgets the scores' scale 1/(sqrt(Dh) tau) in dQ and dK "
+        "(NVIDIA/TransformerEngine#3216: FA4's dQ about 5 times too large with a right forward)",
+        "dQ = dS K / (sqrt(Dh) tau), dK = dS^T Q / (sqrt(Dh) tau): the forward's scale, once"},
+    [REFENC_VAR_ATTENTION_BACKWARD_SCALED_TWICE - REFENC_VAR_FIRST_BACKWARD] = {
+        "attention_backward_scaled_twice", "attention_backward_scaled_twice",
+        "forward right, dV right; dQ and dK sqrt(Dh) tau times too small",
+        "the scale 1/(sqrt(Dh) tau) applied twice in dQ and dK: once folded into Q (or the "
+        "scores) and once more at the end (the class of NVIDIA/TransformerEngine#3216)",
+        "apply the scores' scale once in the backward, where the forward applied it"},
+    [REFENC_VAR_ATTENTION_BACKWARD_UNMASKED - REFENC_VAR_FIRST_BACKWARD] = {
+        "attention_backward_unmasked", "attention_backward_unmasked",
+        "forward right; padded keys get gradient: dK and dV of padding positions nonzero, and "
+        "through them every earlier gradient of the padded positions, dQ off where rows see padding",
+        "dK from the unmasked scores: the backward recomputes the weights from the scores and the "
+        "forward's normaliser (P = exp(S - LSE)) without the key padding mask, so masked keys get "
+        "weight and gradient (issue 25's list)",
+        "apply the same mask in the backward's recomputation as in the forward: a masked key's "
+        "weight is 0, its dS 0, its dK and dV 0"},
+    [REFENC_VAR_ROPE_BACKWARD_PLUS_THETA - REFENC_VAR_FIRST_BACKWARD] = {
+        "rope_backward_plus_theta", "rope_backward_plus_theta",
+        "forward right; dQ and dK (so the q and k projections' gradients) right at position 0, "
+        "rotated by 2 pos theta elsewhere",
+        "RoPE's backward rotates the gradient by +theta (the forward's rotation) where R(pos)^T = "
+        "R(-pos theta) is meant (issue 25's list; the class of PaddlePaddle/Paddle#74716, a fused RoPE "
+        "backward that rotated the gradient wrongly, unseen while the test's sin halves were equal)",
+        "rotate the gradient back: (ga cos + gb sin, gb cos - ga sin) for each pair (a, b)"},
+    [REFENC_VAR_GELU_BACKWARD_TANH_DERIVATIVE - REFENC_VAR_FIRST_BACKWARD] = {
+        "gelu_backward_tanh_derivative", "gelu_backward_tanh_derivative",
+        "forward right; the FFN's gradients off by up to about 1e-3 relative per hidden unit, "
+        "most near |x| = 2",
+        "exact GELU's backward uses the tanh approximation's derivative (issue 25's list)",
+        "differentiate x Phi(x): Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi)"},
+    [REFENC_VAR_BIAS_GRAD_NOT_SUMMED_OVER_BATCH - REFENC_VAR_FIRST_BACKWARD] = {
+        "bias_grad_not_summed_over_batch", "bias_grad_not_summed_over_batch",
+        "forward right, input gradients right; every bias gradient of a linear map is one "
+        "token's dy",
+        "a linear map's bias gradient not reduced over the B L tokens: db = dy[0] where "
+        "sum_n dy[n] is meant (mlpack/mlpack#3679: an Add layer's gradient = error, right only for "
+        "batch size 1)",
+        "db = sum over the batch and the sequence of dy (dy.sum over every dimension but the last)"},
+    [REFENC_VAR_EMBEDDING_GRAD_OVERWRITTEN - REFENC_VAR_FIRST_BACKWARD] = {
+        "embedding_grad_overwritten", "embedding_grad_overwritten",
+        "forward right; the token embedding's gradient wrong only in the rows of repeated "
+        "tokens: each holds one occurrence's gradient",
+        "the embedding's backward writes dE[token] = dx instead of accumulating dE[token] += dx, "
+        "so a token at several positions keeps the last one's (karpathy/nn-zero-to-hero#57 and "
+        "pytorch/pytorch#1528: indexed += with repeated indices keeps one contribution)",
+        "scatter-add: dE[tokens[n]] += dx[n] (index_add_, or atomics in a kernel)"},
+    [REFENC_VAR_LINEAR_DW_TRANSPOSED - REFENC_VAR_FIRST_BACKWARD] = {
+        "linear_dw_transposed", "linear_dw_transposed",
+        "forward right, input gradients right; every linear weight's gradient is in the wrong "
+        "layout: dW^T's values read as dW",
+        "a linear map's weight gradient written as x^T dy, (in, out), into the (out, in) tensor of "
+        "nn.Linear (issue 25's list; nntrainer/nntrainer#705: a weight gradient transposed in the "
+        "wrong order)",
+        "dW = dy^T x, shape (out, in) like W (nn.Linear's layout)"},
+};
+
 const refenc_variant_info *refenc_variant_get(refenc_variant v)
 {
-    return (unsigned)v < REFENC_VAR_COUNT ? &table[v] : NULL;
+    if ((unsigned)v >= REFENC_VAR_COUNT)
+        return NULL;
+    return v >= REFENC_VAR_FIRST_BACKWARD ? &backward_table[v - REFENC_VAR_FIRST_BACKWARD] : &table[v];
 }
 
 int refenc_variant_parse(refenc_variant *v, const char *name)
 {
     for (int i = 0; i < REFENC_VAR_COUNT; i++)
-        if (strcmp(table[i].name, name) == 0) {
+        if (strcmp(refenc_variant_get((refenc_variant)i)->name, name) == 0) {
             *v = (refenc_variant)i;
             return 1;
         }
@@ -715,7 +809,64 @@ static int pooling_applies(refenc_variant v, const refenc_case *c)
     }
 }
 
-int refenc_variant_applies(refenc_variant v, const refenc_case *c)
+int refenc_variant_is_backward(refenc_variant v)
+{
+    return v >= REFENC_VAR_FIRST_BACKWARD && v < REFENC_VAR_COUNT;
+}
+
+/* Whether a token occurs twice among the case's unpadded and padded
+ * positions alike (the embedding's scatter-add reads every one). */
+static int token_repeats(const refenc_case *c)
+{
+    for (size_t i = 0; c->tokens != NULL && i < c->B * c->L; i++)
+        for (size_t j = 0; j < i; j++)
+            if (c->tokens[i] == c->tokens[j])
+                return 1;
+    return 0;
+}
+
+/* Whether some item has a padded key and an unpadded one. */
+static int padded_key(const refenc_case *c)
+{
+    for (size_t b = 0; c->key_padding_mask != NULL && b < c->B; b++) {
+        size_t padded = 0;
+        for (size_t l = 0; l < c->L; l++)
+            padded += c->key_padding_mask[b * c->L + l] != 0;
+        if (padded > 0 && padded < c->L)
+            return 1;
+    }
+    return 0;
+}
+
+/* The backward variants: where the kernel they replace runs on the case
+ * and the bug changes what it computes.  The encoder's backward only. */
+static int backward_applies(refenc_variant v, const refenc_case *c)
+{
+    const refenc_config *cfg = &c->cfg;
+    const int layernorm = cfg->norm_type == REFENC_NORMTYPE_LAYERNORM;
+    if (c->component != REFENC_COMP_ENCODER)
+        return 0;
+    switch (v) {
+    case REFENC_VAR_LAYERNORM_BACKWARD_MEAN_TWICE:
+    case REFENC_VAR_LAYERNORM_BACKWARD_MEAN_MISSING:
+    case REFENC_VAR_LAYERNORM_BACKWARD_VARIANCE_MISSING: return layernorm && cfg->d_model > 1;
+    case REFENC_VAR_SOFTMAX_BACKWARD_WITHOUT_ROWSUM: return c->L > 1 && cfg->n_layers > 0;
+    case REFENC_VAR_ATTENTION_BACKWARD_UNSCALED:
+    case REFENC_VAR_ATTENTION_BACKWARD_SCALED_TWICE:
+        return cfg->n_layers > 0 && refenc_config_head_dim(cfg) * cfg->temperature * cfg->temperature != 1.0;
+    case REFENC_VAR_ATTENTION_BACKWARD_UNMASKED: /* a padded key some row can see past */
+        return cfg->n_layers > 0 && c->L > 1 && padded_key(c);
+    case REFENC_VAR_ROPE_BACKWARD_PLUS_THETA: return cfg->n_layers > 0 && cfg->positional == REFENC_POS_ROPE;
+    case REFENC_VAR_GELU_BACKWARD_TANH_DERIVATIVE: return cfg->n_layers > 0 && cfg->activation == REFENC_ACT_GELU;
+    case REFENC_VAR_BIAS_GRAD_NOT_SUMMED_OVER_BATCH:
+        return cfg->n_layers > 0 && c->B * c->L > 1 && cfg->linear_bias;
+    case REFENC_VAR_EMBEDDING_GRAD_OVERWRITTEN: return cfg->vocab_size > 0 && token_repeats(c);
+    case REFENC_VAR_LINEAR_DW_TRANSPOSED: return cfg->n_layers > 0 && cfg->d_model > 1;
+    default: return 0;
+    }
+}
+
+static int forward_applies(refenc_variant v, const refenc_case *c)
 {
     const refenc_config *cfg = &c->cfg;
     const size_t H = cfg->n_heads;
@@ -774,6 +925,11 @@ int refenc_variant_applies(refenc_variant v, const refenc_case *c)
     default: /* the modern blocks', the RoPE scaling and the pooling variants, else 0 */
         return modern_block_applies(v, c) || rope_scaling_applies(v, c) || pooling_applies(v, c) || t5_applies(v, c);
     }
+}
+
+int refenc_variant_applies(refenc_variant v, const refenc_case *c)
+{
+    return refenc_variant_is_backward(v) ? backward_applies(v, c) : forward_applies(v, c);
 }
 
 /* gamma' = gamma sqrt((D-1)/D), eps' = eps (D-1)/D give
@@ -1024,6 +1180,8 @@ int refenc_variant_apply(refenc_variant v, refenc_case *c, refenc_variant_hooks 
     const double Dh = cfg->query_pre_attn_scalar > 0 ? cfg->query_pre_attn_scalar
                                                      : (double)refenc_config_head_dim(cfg);
     memset(hooks, 0, sizeof *hooks);
+    if (refenc_variant_is_backward(v))
+        return REFENC_OK; /* the forward is right: the bug is in the backward's kernels */
     switch (v) {
     case REFENC_VAR_LAYERNORM_EPS_X10: scale_eps(cfg, 1); break;
     case REFENC_VAR_LAYERNORM_EPS_DIV10: scale_eps(cfg, 0); break;

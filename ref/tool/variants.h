@@ -91,7 +91,22 @@ typedef enum {
     REFENC_VAR_ALIBI_BIAS_POSITIVE,
     REFENC_VAR_RMSNORM_MEAN_SUBTRACTED,
     REFENC_VAR_LAYER_PATTERN_SHIFTED,
-    REFENC_VAR_COUNT
+    /* the named backward bugs (issue 25; tool/backward_bugs.h, docs/gradients.md):
+     * the forward is right, one backward kernel is not.  They come last. */
+    REFENC_VAR_LAYERNORM_BACKWARD_MEAN_TWICE,
+    REFENC_VAR_LAYERNORM_BACKWARD_MEAN_MISSING,
+    REFENC_VAR_LAYERNORM_BACKWARD_VARIANCE_MISSING,
+    REFENC_VAR_SOFTMAX_BACKWARD_WITHOUT_ROWSUM,
+    REFENC_VAR_ATTENTION_BACKWARD_UNSCALED,
+    REFENC_VAR_ATTENTION_BACKWARD_SCALED_TWICE,
+    REFENC_VAR_ATTENTION_BACKWARD_UNMASKED,
+    REFENC_VAR_ROPE_BACKWARD_PLUS_THETA,
+    REFENC_VAR_GELU_BACKWARD_TANH_DERIVATIVE,
+    REFENC_VAR_BIAS_GRAD_NOT_SUMMED_OVER_BATCH,
+    REFENC_VAR_EMBEDDING_GRAD_OVERWRITTEN,
+    REFENC_VAR_LINEAR_DW_TRANSPOSED,
+    REFENC_VAR_COUNT,
+    REFENC_VAR_FIRST_BACKWARD = REFENC_VAR_LAYERNORM_BACKWARD_MEAN_TWICE
 } refenc_variant;
 
 typedef struct {
@@ -127,6 +142,13 @@ typedef struct {
                                   * have no table of their own                 */
     int alibi_bias_positive;     /* the ALiBi bias +m_h |i - j|: slopes negated */
 } refenc_variant_hooks;
+
+/* Whether v is a backward bug: the forward unchanged (refenc_variant_apply
+ * leaves the case as it is), the gradients those of the backward with
+ * refenc_backward_bug_kernels(v) (tool/backward_bugs.h).  The golden
+ * generator stores them only for cases with gradients (--grad), as
+ * alt.<variant>.grad.*; --list-bugs lists the forward's. */
+int refenc_variant_is_backward(refenc_variant v);
 
 /* Whether the variant changes this case at all (e.g. no RoPE variant for a
  * case without RoPE, no ALiBi slope variant for a power-of-two head count). */
