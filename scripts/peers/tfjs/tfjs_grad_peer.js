@@ -9,6 +9,7 @@
 //
 //   node tfjs_grad_peer.js --golden golden --out RESULTS [--case GLOB] [--bug NAME]
 //   node tfjs_grad_peer.js --golden golden --out RESULTS --forward
+//   (either with --erf double: exact GELU's erf computed in doubles, below)
 //   node tfjs_grad_peer.js --golden golden --out WORK --check-pinned FILE --cli build/refenc
 //
 // The gradients are all tf.grads': with respect to the case's input x, every
@@ -39,8 +40,13 @@
 //   grad_scaled                      one parameter gradient (the last layer's
 //                                    linear1.weight) times 1.5
 //
-// --check-pinned FILE runs every mode FILE lists (a bug or none, or the
-// forward), certifies each with --cli and compares each case's verdict, and
+// --erf double computes exact GELU's erf in the peer, in doubles, rounded to
+// float32, instead of tf.erf (Abramowitz and Stegun's 7.1.26 on the CPU
+// backend, an error up to 1.5e-7), the derivative still tf's: how much of
+// the budget tf.erf's approximation takes.
+//
+// --check-pinned FILE runs every mode FILE lists (a bug or none, the erf,
+// or the forward), certifies each with --cli and compares each case's verdict, and
 // a failing case's first diverging backward step, with the ones pinned
 // (make certify-tfjs-grad): exit 0 when all agree, 1 when one differs.
 //
@@ -57,13 +63,13 @@ class PeerError extends Error {}
 const BUGS = ['gelu_tanh_for_exact', 'layernorm_backward_mean_missing', 'grad_scaled'];
 
 function usage(msg) {
-  throw new PeerError(`${msg}\nusage: tfjs_grad_peer.js --golden DIR --out DIR [--case GLOB] [--bug NAME | --forward]\n` +
+  throw new PeerError(`${msg}\nusage: tfjs_grad_peer.js --golden DIR --out DIR [--case GLOB] [--bug NAME | --forward] [--erf tf|double]\n` +
                       '       tfjs_grad_peer.js --golden DIR --out DIR --check-pinned FILE [--cli REFENC]');
 }
 
 function parseArgs(argv) {
   const args = { case: '*', cli: 'build/refenc' };
-  const known = ['golden', 'out', 'case', 'bug', 'check-pinned', 'cli'];
+  const known = ['golden', 'out', 'case', 'bug', 'erf', 'check-pinned', 'cli'];
   for (let i = 0; i < argv.length; i += 2) {
     if (argv[i] === '--forward') {   // the only flag without a value
       args.forward = true;
@@ -77,6 +83,7 @@ function parseArgs(argv) {
   }
   for (const k of ['golden', 'out']) if (!(k in args)) usage(`--${k} is required`);
   if (args.bug && args.forward) usage('--bug is for the gradient cases, not --forward');
+  if (args.erf && !['tf', 'double'].includes(args.erf)) usage(`--erf must be 'tf' or 'double', not '${args.erf}'`);
   if (args.bug && !BUGS.includes(args.bug)) usage(`--bug must be one of ${BUGS.join(', ')}, not '${args.bug}'`);
   return args;
 }
@@ -258,11 +265,43 @@ function layerNormMeanMissing(eps) {
   });
 }
 
-function activation(x, kind, bug) {
-  if (kind === 'gelu' && bug === 'gelu_tanh_for_exact') kind = 'gelu_tanh';
+// --erf double: erf computed by the peer in doubles, then rounded to float32,
+// in place of tf.erf (whose CPU kernel is Abramowitz and Stegun's 7.1.26, an
+// error up to 1.5e-7), with tf's own derivative 2/sqrt(pi) exp(-x^2): how
+// much of the budget tf.erf's approximation takes (docs/gradients.md).
+// Taylor's series below 3 (terms at most 3^(2n)/n! < 2^13: about 13 bits
+// lost of 53, far below float32's), the continued fraction of erfc above.
+function erfDouble(x) {
+  const a = Math.abs(x);
+  if (a < 3) {
+    let term = a;
+    let sum = a;
+    for (let n = 1; n < 200; n++) {
+      term *= -a * a / n;
+      const t = term / (2 * n + 1);
+      sum += t;
+      if (Math.abs(t) < 1e-18 * Math.abs(sum)) break;
+    }
+    return Math.sign(x) * sum * 2 / Math.sqrt(Math.PI);
+  }
+  let f = a;  // erfc(a) = exp(-a^2) / sqrt(pi) / (a + (1/2)/(a + 1/(a + (3/2)/(a + ...))))
+  for (let k = 60; k >= 1; k--) f = a + (k / 2) / f;
+  return Math.sign(x) * (1 - Math.exp(-a * a) / Math.sqrt(Math.PI) / f);
+}
+
+const erfInDoubles = tf.customGrad((x, save) => {
+  save([x]);
+  return {
+    value: tf.tensor(Float32Array.from(x.dataSync(), erfDouble), x.shape, 'float32'),
+    gradFunc: (dy, [xs]) => [tf.mul(dy, tf.mul(tf.exp(tf.neg(tf.square(xs))), tf.scalar(2 / Math.sqrt(Math.PI))))],
+  };
+});
+
+function activation(x, kind, mode) {
+  if (kind === 'gelu' && mode.bug === 'gelu_tanh_for_exact') kind = 'gelu_tanh';
   if (kind === 'relu') return tf.relu(x);
   if (kind === 'gelu') {       // x * 1/2 (1 + erf(x / sqrt 2))
-    return tf.mul(tf.mul(x, tf.scalar(0.5)), tf.add(tf.scalar(1), tf.erf(tf.div(x, tf.scalar(Math.SQRT2)))));
+    return tf.mul(tf.mul(x, tf.scalar(0.5)), tf.add(tf.scalar(1), (mode.erf === 'double' ? erfInDoubles : tf.erf)(tf.div(x, tf.scalar(Math.SQRT2)))));
   }
   if (kind === 'gelu_tanh') {  // x * 1/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
     const inner = tf.add(x, tf.mul(tf.mul(tf.mul(x, x), x), tf.scalar(0.044715)));
@@ -330,9 +369,9 @@ function attention(x, P, prefix, cfg, pos, keep) {
 // The encoder's forward; probes: {step: zero tensor} added to each step's
 // output (the gradient of a step), or {} (the forward alone).
 // -> {output, embed, 'layers.{i}.output'}
-function encoder(st, cfg, P, x, probes, bug) {
+function encoder(st, cfg, P, x, probes, mode) {
   const eps = cfg.layer_norm_eps;
-  const norm = (t, prefix, e) => (bug === 'layernorm_backward_mean_missing'
+  const norm = (t, prefix, e) => (mode.bug === 'layernorm_backward_mean_missing'
     ? layerNormMeanMissing(e)(t, P[`${prefix}weight`], P[`${prefix}bias`])
     : layerNormForward(t, P[`${prefix}weight`], P[`${prefix}bias`], e));
   let h;
@@ -365,7 +404,7 @@ function encoder(st, cfg, P, x, probes, bug) {
   }
   for (let i = 0; i < cfg.n_layers; i++) {
     const p = `layers.${i}.`;
-    const ffn = (t) => linear(activation(linear(t, P[`${p}linear1.weight`], P[`${p}linear1.bias`]), cfg.activation, bug),
+    const ffn = (t) => linear(activation(linear(t, P[`${p}linear1.weight`], P[`${p}linear1.bias`]), cfg.activation, mode),
       P[`${p}linear2.weight`], P[`${p}linear2.bias`]);
     if (cfg.norm === 'pre') {           // x + f(LN(x))
       h = tf.add(h, attention(norm(h, `${p}norm1.`, eps), P, `${p}self_attn.`, cfg, pos, keep));
@@ -395,15 +434,15 @@ function parameters(st) {
 }
 
 // The forward alone (a case without gradients): {results name: {data, dims}}.
-function computeForward(st, cfg) {
+function computeForward(st, cfg, mode) {
   const x = st.header['in.x'] ? floatTensor(st, 'in.x') : null;
-  const steps = encoder(st, cfg, parameters(st), x, {}, null);
+  const steps = encoder(st, cfg, parameters(st), x, {}, mode);
   return Object.fromEntries(Object.entries(steps).map(([k, t]) => [`out.${k}`, { data: t.dataSync(), dims: t.shape }]));
 }
 
 // {results name: {data, dims}} for a gradient case: the forward's steps and
 // every grad.* the case lists.
-function compute(st, cfg, bug) {
+function compute(st, cfg, mode) {
   const gradNames = JSON.parse(st.metadata.grad_outputs || '[]');
   const P = parameters(st);
   const x = st.header['in.x'] ? floatTensor(st, 'in.x') : null;
@@ -418,7 +457,7 @@ function compute(st, cfg, bug) {
     const byName = Object.fromEntries(wrt.map((n, i) => [n, args[i]]));
     const params = Object.fromEntries(Object.keys(P).map((n) => [n, byName[n]]));
     const pr = Object.fromEntries(Object.keys(probes).map((n) => [n, byName[n]]));
-    steps = encoder(st, cfg, params, byName.x, pr, bug);
+    steps = encoder(st, cfg, params, byName.x, pr, mode);
     for (const t of Object.values(steps)) tf.keep(t);   // tf.grads disposes the forward's tensors
     return tf.sum(tf.mul(dY, steps.output));                                          // <dY, Y>
   };
@@ -429,7 +468,7 @@ function compute(st, cfg, bug) {
   wrt.forEach((n, i) => {
     if (!gradNames.includes(`grad.${n}`)) return;
     let g = grads[i].dataSync();
-    if (bug === 'grad_scaled' && n === `layers.${cfg.n_layers - 1}.linear1.weight`) g = g.map((v) => Math.fround(v * 1.5));
+    if (mode.bug === 'grad_scaled' && n === `layers.${cfg.n_layers - 1}.linear1.weight`) g = g.map((v) => Math.fround(v * 1.5));
     res[`grad.${n}`] = { data: g, dims: grads[i].shape };
   });
   const missing = gradNames.filter((n) => !(n in res));
@@ -463,20 +502,21 @@ function encoderCases(golden, glob) {
   return cases;
 }
 
-function implementation(bug, forward) {
-  return `TensorFlow.js ${tf.version.tfjs} (backend ${tf.getBackend()}) ${forward ? 'forward' : 'tf.grads'} float32` +
-    (bug ? ` with bug ${bug}` : '');
+// mode: {bug, forward, erf}
+function implementation(mode) {
+  return `TensorFlow.js ${tf.version.tfjs} (backend ${tf.getBackend()}) ${mode.forward ? 'forward' : 'tf.grads'} float32` +
+    (mode.erf === 'double' ? ', erf in doubles' : '') + (mode.bug ? ` with bug ${mode.bug}` : '');
 }
 
 // Computes every case it expresses into out: the gradient cases, or with
 // forward the others' forward alone; -> the names computed.
-function runAll(cases, out, bug, forward) {
+function runAll(cases, out, mode) {
   fs.mkdirSync(out, { recursive: true });
   const done = [];
   for (const c of cases) {
-    if (c.why || c.grad === Boolean(forward)) continue;
-    const res = tf.tidy(() => (forward ? computeForward(c.st, c.cfg) : compute(c.st, c.cfg, bug)));
-    writeResults(path.join(out, `${c.name}.safetensors`), res, { implementation: implementation(bug, forward) });
+    if (c.why || c.grad === Boolean(mode.forward)) continue;
+    const res = tf.tidy(() => (mode.forward ? computeForward(c.st, c.cfg, mode) : compute(c.st, c.cfg, mode)));
+    writeResults(path.join(out, `${c.name}.safetensors`), res, { implementation: implementation(mode) });
     done.push(c.name);
   }
   return done;
@@ -505,7 +545,7 @@ function checkPinned(args, cases) {
   for (const [mode, spec] of Object.entries(pinned.modes)) {
     const out = path.join(args.out, mode);
     fs.rmSync(out, { recursive: true, force: true });
-    const names = runAll(cases, out, spec.bug, spec.forward);
+    const names = runAll(cases, out, spec);
     const cert = path.join(args.out, `${mode}.json`);
     const r = childProcess.spawnSync(args.cli, ['certify', '--golden', args.golden, '--results', out, '--json', cert,
                                                 '--quiet', '--case', names.join(',')], { stdio: ['ignore', 'ignore', 'inherit'] });
@@ -534,12 +574,13 @@ function checkPinned(args, cases) {
       }
       lines.push(line);
     }
-    console.log(`\n${mode}${spec.bug ? ` (bug ${spec.bug})` : ''}${spec.forward ? ' (the forward of the other encoder cases it expresses)' : ''}:` +
+    console.log(`\n${mode}${spec.bug ? ` (bug ${spec.bug})` : ''}${spec.erf === 'double' ? ' (erf in doubles, not tf.erf)' : ''}` +
+                `${spec.forward ? ' (the forward of the other encoder cases it expresses)' : ''}:` +
                 `\n  ${lines.join('\n  ')}`);
   }
   if (skipped.length) console.log(`\ngradient cases skipped: ${skipped.map((c) => `${c.name} (${c.why})`).join('; ')}`);
   console.log(`\ncertify-tfjs-grad: ${ok ? `every mode has its pinned outcome (${args['check-pinned']})` : 'UNEXPECTED OUTCOME'}` +
-              `; ${implementation()}; ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+              `; ${implementation({})}; ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   return ok ? 0 : 1;
 }
 
@@ -550,10 +591,11 @@ async function main() {
   const cases = encoderCases(args.golden, args.case);
   if (!cases.some((c) => c.grad && !c.why)) throw new PeerError(`${args.golden}: no gradient case the peer expresses matches '${args.case}'`);
   if (args['check-pinned']) return checkPinned(args, cases);
-  const done = runAll(cases, args.out, args.bug, args.forward);
+  const mode = { bug: args.bug, forward: args.forward, erf: args.erf };
+  const done = runAll(cases, args.out, mode);
   for (const c of cases) if (c.grad && c.why) console.log(`tfjs_grad_peer: skipped ${c.name}: ${c.why}`);
   console.log(`tfjs_grad_peer: ${done.length} ${args.forward ? 'case(s) without gradients, the forward alone,' : 'gradient case(s)'} ` +
-              `computed by ${implementation(args.bug, args.forward)} into ${args.out}`);
+              `computed by ${implementation(mode)} into ${args.out}`);
   return 0;
 }
 
