@@ -83,6 +83,7 @@ help:
 	@echo "make golden     regenerate the golden cases from the oracle; golden-verify compares"
 	@echo "make certify-torch  certify PyTorch (float64 to bfloat16) against the golden cases"
 	@echo "make certify-torch-grad  certify PyTorch autograd (float64 to bfloat16) against the gradient cases"
+	@echo "make certify-tfjs-grad   certify TensorFlow.js autograd (npm, float32) against the gradient cases, outcomes pinned"
 	@echo "make check-diagnosis  inject each known bug into the PyTorch peer: each must be named"
 	@echo "make detectability  every known bug in emulated F64/F32/F16/BF16: each must be caught"
 	@echo "make variant-accuracy  the double reference's bug variants against the oracle's: within 0.1 of a bound"
