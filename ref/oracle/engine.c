@@ -186,17 +186,20 @@ static size_t lane_hid(const refenc_mpe_unit *u)
     return u->run->block == REFENC_MP_BLOCK_FFN && refenc_mpe_wanted(u, "hidden") ? u->L * u->F : 0;
 }
 
-/* The values of buffer i of a lane, in the order of lane_bufs: h, a, t
- * (L, D); q, ctx (L, E); k, v (L, Hkv Dh), the key/value heads' width
- * under grouped-query attention (a quarter of E at Llama's 32 / 8). */
+/* The values of buffer i of a lane, in the order of bufs below: h, a (L,
+ * D); q and t (L, max(D, E)), one buffer: the queries are dead once the
+ * heads have run (ctx holds their output) and t, the sublayers' output, is
+ * born in out_proj and dead once added to h; ctx (L, E); k, v (L, Hkv
+ * Dh), the key/value heads' width under grouped-query attention (a quarter
+ * of E at Llama's 32 / 8). */
 static size_t lane_buf_n(const refenc_mpe_unit *u, size_t i)
 {
-    return u->L * (i < 3 ? u->D : i == 3 || i == 6 ? u->E : u->Hkv * u->Dh);
+    return u->L * (i < 2 ? u->D : i == 2 ? u->W : i == 5 ? u->E : u->Hkv * u->Dh);
 }
 
 static void lane_free(refenc_mpe_lane *ln)
 {
-    mpfr_ptr *bufs[] = {&ln->h, &ln->a, &ln->t, &ln->q, &ln->k, &ln->v, &ln->ctx};
+    mpfr_ptr *bufs[] = {&ln->h, &ln->a, &ln->q, &ln->k, &ln->v, &ln->ctx}; /* t is q */
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         refenc_mp_block_free(*bufs[i]);
     refenc_mp_block_free(ln->hid);
@@ -210,10 +213,11 @@ static int lane_alloc(refenc_mpe_lane *ln, const refenc_mpe_unit *u, mpfr_prec_t
     const size_t LD = u->L * u->D, hid = lane_hid(u);
     memset(ln, 0, sizeof *ln);
     ln->p = p;
-    mpfr_ptr *bufs[] = {&ln->h, &ln->a, &ln->t, &ln->q, &ln->k, &ln->v, &ln->ctx};
+    mpfr_ptr *bufs[] = {&ln->h, &ln->a, &ln->q, &ln->k, &ln->v, &ln->ctx};
     int ok = 1;
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         ok &= (*bufs[i] = refenc_mp_block_alloc(lane_buf_n(u, i), p)) != NULL;
+    ln->t = ln->q;
     ok &= hid == 0 || (ln->hid = refenc_mp_block_alloc(hid, p)) != NULL;
     ok &= (ln->slopes = refenc_mp_block_alloc(u->H, p)) != NULL;
     ok &= (ln->exact = malloc(LD)) != NULL;
@@ -296,13 +300,14 @@ size_t refenc_mp_encoder_run_bytes(const refenc_config *cfg, size_t L, int threa
     const double E = H * (double)refenc_config_head_dim(cfg), LE = (double)L * E;
     const double LKV = (double)L * (double)refenc_config_kv_heads(cfg) * (double)refenc_config_head_dim(cfg);
     const double R = (double)refenc_config_qkv_rows(cfg); /* in_proj's rows: E + 2 Hkv Dh */
-    for (int li = 0; li < 2; li++) /* the lanes (q, ctx (L, E), k, v (L, Hkv Dh)), exact flags, threads' buffers */
-        bytes += mp_block_bytes(3 * LD + 2 * LE + 2 * LKV + H, p[li]) + LD + threads * worker_bytes(cfg, L, p[li]);
+    for (int li = 0; li < 2; li++) /* the lanes (h, a; q and t; ctx; k, v), exact flags, threads' buffers */
+        bytes += mp_block_bytes(2 * LD + (double)L * fmax(D, E) + LE + 2 * LKV + H, p[li]) + LD + threads * worker_bytes(cfg, L, p[li]);
     bytes += 8 * fmax(fmax(LD, H * L * L), (double)L * F); /* a step's doubles */
     bytes += 32 * (double)L + threads * (double)sizeof(refenc_mpe_worker); /* positions, ids; the workers */
-    /* a layer's weights in fixed point (U, and at most one outlier index each) */
+    /* one block's weights in fixed point (U, and at most one outlier index
+     * each): the attention's or the FFN's, whichever is larger */
     const double F1 = (double)refenc_config_ffn_rows(cfg); /* linear1's rows: 2F gated */
-    bytes += 16 * (R * D + D * E + D * F + D * F1) + 8 * 4 * (R + D + F1 + 2);
+    bytes += 16 * fmax(R * D + D * E, D * F + D * F1) + 8 * 4 * (fmax(R + D, F1 + D) + 2);
     bytes += mp_bytes(fmax(L, 2) * D + 8 * D + (double)L * L + 5, 53); /* tables, the norms (sandwiched: 8 D), mask, scalars */
     /* what the model does not count: MPFR's own temporaries inside its
      * functions and malloc's bookkeeping, which depend on the values (one
