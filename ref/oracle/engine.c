@@ -464,11 +464,12 @@ static int run_unit(refenc_mpe_unit *u, size_t first, size_t last, mpfr_prec_t p
     int n_workers = 0, st = REFENC_OK;
     *certified = 0;
     u->failed = 0;
+    u->oom = 0;
     if (!unit_alloc(u, p_lo, p_hi, &n_workers)) {
         st = refenc_mp_enomem(err, "one batch item", u->lanes_n == 2 ? p_hi : p_lo);
     } else {
         const int ok = unit_compute(u, first, last);
-        if (ok < 0)
+        if (ok < 0 || u->oom)
             st = refenc_mp_enomem(err, "a layer's parameters", 53);
         *certified = ok == 1;
     }

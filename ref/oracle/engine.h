@@ -78,6 +78,7 @@ struct refenc_mpe_unit {
     double *dbl;                     /* a step's doubles: max(L D, H L L, L F) */
     refenc_mpe_layer *lm;            /* the layer being run */
     int failed;                      /* a value was not certified: fail says which */
+    int oom;                         /* a block's fixed-point weights found no memory */
     char fail[REFENC_ERRMSG_MAX];
     double done, total;              /* progress, in multiply-adds */
     size_t unit, units;
@@ -151,8 +152,9 @@ void refenc_mpe_layer_free(refenc_mpe_layer *lm, size_t D);
 /* The fixed-point weights of the attention's linear maps (block 0: in_proj,
  * out_proj) or the FFN's (1: linear1, linear2), made when the block starts
  * (on) and freed when it ends (off): one block's at a time (layer.c).
- * Without memory for them the sums are the same, slower. */
-void refenc_mpe_block_weights(refenc_mpe_unit *u, int block, int on);
+ * 0 on allocation failure (u->oom set, nothing kept: the block returns 0
+ * and the run REFENC_ENOMEM). */
+int refenc_mpe_block_weights(refenc_mpe_unit *u, int block, int on);
 
 /* Layer i on h (layer.c); 0 if a step is not certified. */
 int refenc_mpe_layer_run(refenc_mpe_unit *u, refenc_mpe_layer *lm, size_t i);

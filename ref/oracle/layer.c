@@ -77,28 +77,30 @@ static void span_init(refenc_mp_wspan *s, const double *W, const double *b, size
         refenc_mp_wspan_of(s, W, out * in, b, out);
 }
 
-/* W (out, in) in fixed point for span s (none without W). */
-static void span_fix(refenc_mp_wspan *s, const double *W, size_t out, size_t in)
+/* W (out, in) in fixed point for span s (none without W); 0 on allocation failure. */
+static int span_fix(refenc_mp_wspan *s, const double *W, size_t out, size_t in)
 {
-    if (W != NULL && refenc_mp_wspan_fix(s, W, out, in) != REFENC_OK)
-        s->fix = NULL; /* no memory: refenc_mp_dot_row_d takes the residue path, the same sums */
+    return W == NULL || refenc_mp_wspan_fix(s, W, out, in) == REFENC_OK;
 }
 
-void refenc_mpe_block_weights(refenc_mpe_unit *u, int block, int on)
+int refenc_mpe_block_weights(refenc_mpe_unit *u, int block, int on)
 {
     refenc_mpe_layer *lm = u->lm;
     const refenc_layer_params *lp = lm->lp;
     const size_t D = u->D, F = u->F, E = u->E;
-    if (!on) {
+    int ok = 1;
+    if (on && block == 0)
+        ok = span_fix(&lm->in_span, lp->in_proj_weight, refenc_config_qkv_rows(u->cfg), D) && /* (E + 2 Ekv, D) */
+             span_fix(&lm->out_span, lp->out_proj_weight, D, E);
+    else if (on)
+        ok = span_fix(&lm->l1_span, lp->linear1_weight, refenc_config_ffn_rows(u->cfg), D) && /* F, gated 2F */
+             span_fix(&lm->l2_span, lp->linear2_weight, D, F);
+    if (!on || !ok) {
         refenc_mp_wspan_unfix(block ? &lm->l1_span : &lm->in_span);
         refenc_mp_wspan_unfix(block ? &lm->l2_span : &lm->out_span);
-    } else if (block == 0) {
-        span_fix(&lm->in_span, lp->in_proj_weight, refenc_config_qkv_rows(u->cfg), D); /* (E + 2 Ekv, D) */
-        span_fix(&lm->out_span, lp->out_proj_weight, D, E);
-    } else {
-        span_fix(&lm->l1_span, lp->linear1_weight, refenc_config_ffn_rows(u->cfg), D); /* F, gated 2F */
-        span_fix(&lm->l2_span, lp->linear2_weight, D, F);
     }
+    u->oom |= !ok;
+    return ok;
 }
 
 int refenc_mpe_layer_init(refenc_mpe_layer *lm, const refenc_layer_params *lp, const refenc_config *cfg)

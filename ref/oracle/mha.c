@@ -250,7 +250,8 @@ int refenc_mpe_mha(refenc_mpe_unit *u, int src, const char *weights_step, const 
 {
     const double L = (double)u->L, D = (double)u->D, H = (double)u->H, Dh = (double)u->Dh;
     const double E = (double)u->E, R = E + 2 * (double)u->Hkv * Dh; /* in_proj's rows */
-    refenc_mpe_block_weights(u, 0, 1);
+    if (!refenc_mpe_block_weights(u, 0, 1))
+        return 0;
     refenc_mpe_rows(u, u->L, qkv_row, &src, "q, k, v", L * R * D);
     qk_transforms(u);
     int ok = heads(u, weights_step);
