@@ -26,8 +26,9 @@
 #      --per-layer --shard 1/1: one unit, its part file written as a job's
 #      shard writes it.  Goal (issues 24 and 27): <= 20 min of CPU and
 #      <= 4 GB; reported, not enforced (a benchmark, not a timed test).
-#      Long: about 10 min of CPU, 13 min of wall time on 2 loaded cores,
-#      5.7 GiB (docs/oracle.md).
+#      Long: about 10 min of CPU, 13 min of wall time on 2 loaded cores;
+#      its peak memory and the figures before and after the oracle's memory
+#      changes: docs/oracle.md.
 #
 # usage: scripts/bench-oracle-large.sh REFENC WORKDIR
 #   THREADS (default 2); STEPS, the steps to run (default "1 2 2b 3 llama":

@@ -719,3 +719,119 @@ Test(oracle_dot, fixed_point_sums_of_one_limb_equal_mpfr_sum)
         refenc_mp_free(x, IN);
     }
 }
+
+/* ---- narrow fixed point: 32-bit weights ---------------------------------------------------- */
+
+/* Weights of 8 significant bits (bfloat16's, and the seeded parameters')
+ * take the narrow fixed point (refenc_mp_wspan_fix: U32, 31-bit windows,
+ * half the memory): rows of gaussians rounded to 8 bits; with a tiny
+ * outlier now and then (at most one weight in 1024 of the matrix); weights
+ * at the top of the window, 8 bits of ones, of both signs (the largest
+ * biased integers, carries); zeros of both signs; powers of two over the
+ * whole window, the lowest at its last bit and its neighbour below an
+ * outlier; one nonzero weight.  Every output and its inexact flag is
+ * mpfr_sum's, with x86-64's ADX code and the portable one, at 1 to 4
+ * limbs.  Negative controls: weights of 53 bits, and 8-bit ones with more
+ * outliers than one in 1024, keep the 64-bit fixed point (same sums). */
+static double bits8(double w)
+{
+    int e;
+    const double m = frexp(w, &e);
+    return ldexp(nearbyint(ldexp(m, 8)), e - 8); /* 8 significant bits */
+}
+
+static void narrow_rows(gsl_rng *r, size_t in, int want_narrow, int outliers_per_row)
+{
+    enum { ROWS = 2, OUT = 6 };
+    const mpfr_prec_t precs[] = {64, 96, 160, 256};
+    double *W = malloc(OUT * in * sizeof *W), b[OUT];
+    cr_assert(W != NULL);
+    for (size_t o = 0; o < OUT; o++) {
+        for (size_t k = 0; k < in; k++) {
+            double w = bits8(gsl_ran_gaussian(r, 0.05));
+            switch (o) {
+            case 0: break; /* gaussians of 8 bits */
+            case 1: /* the same, and outliers: 2^-40 below the row's largest */
+                w = (int)(k % 997) < outliers_per_row ? ldexp(w, -40) : w;
+                break;
+            case 2: /* 8 bits of ones at the window's top, both signs */
+                w = (k % 3 ? 1.0 : -1.0) * (2.0 - 0x1p-7);
+                break;
+            case 3: w = k % 2 ? -0.0 : 0.0; break;
+            case 4: /* 2^0 .. 2^-30: the window [2^-30, 2^1); 2^-31 below it, an outlier */
+                w = (k % 2 ? -1.0 : 1.0) * ldexp(1.0, k == in / 2 && outliers_per_row > 0 ? -31 : -(int)(k % 31));
+                break;
+            default: w = k == in / 3 ? -w : 0.0; break;
+            }
+            W[o * in + k] = w;
+        }
+        b[o] = o == 3 ? -0.0 : gsl_ran_gaussian(r, 0.1);
+    }
+    if (!want_narrow && outliers_per_row == 0) /* the control: 53-bit weights */
+        for (size_t k = 0; k < OUT * in; k++)
+            W[k] = W[k] != 0 ? W[k] * (1.0 + 0x1p-52) : W[k];
+    refenc_mp_wspan span;
+    refenc_mp_wspan_of(&span, W, OUT * in, b, OUT);
+    cr_assert_eq(refenc_mp_wspan_fix(&span, W, OUT, in), REFENC_OK);
+    cr_assert(span.fix != NULL);
+    cr_expect_eq(span.fix->U32 != NULL, want_narrow, "n %zu, %d outliers a row: the %s fixed point was taken",
+                 in, outliers_per_row, span.fix->U32 != NULL ? "narrow" : "wide");
+    cr_expect_eq(span.fix->width, want_narrow ? 31 : 63);
+    for (size_t pi = 0; pi < sizeof precs / sizeof precs[0]; pi++) {
+        const mpfr_prec_t prec = precs[pi];
+        mpfr_ptr x = refenc_mp_alloc(ROWS * in, prec), got = refenc_mp_alloc(2, prec), want = refenc_mp_alloc(1, prec);
+        mpfr_ptr prod = refenc_mp_alloc(in + 1, 2 * prec + 53);
+        mpfr_ptr *pp = malloc((in + 1) * sizeof *pp);
+        cr_assert(x && got && want && prod && pp);
+        for (size_t k = 0; k < in; k++) {
+            random_x(x + k, r, (long)gsl_rng_uniform_int(r, 40) - 20); /* full values */
+            mpfr_set_d(x + in + k, gsl_ran_gaussian(r, 1.0), MPFR_RNDN); /* doubles at p bits */
+        }
+        refenc_mp_ws ws;
+        cr_assert_eq(refenc_mp_ws_alloc(&ws, prec, 4, in + 1), REFENC_OK);
+        for (size_t n = 0; n < ROWS; n++) {
+            refenc_mp_row_load(&ws, x + n * in, in);
+            for (size_t o = 0; o < OUT; o++) {
+                for (size_t k = 0; k < in; k++) {
+                    cr_assert_eq(mpfr_mul_d(prod + k, x + n * in + k, W[o * in + k], MPFR_RNDN), 0);
+                    pp[k] = prod + k;
+                }
+                mpfr_set_d(prod + in, b[o], MPFR_RNDN);
+                pp[in] = prod + in;
+                mpfr_clear_flags();
+                mpfr_sum(want, pp, in + 1, MPFR_RNDN);
+                const int want_inexact = mpfr_inexflag_p();
+                for (int portable = 0; portable < 2; portable++) {
+                    refenc_mp_dot_portable(portable);
+                    mpfr_clear_flags();
+                    const size_t fixed = ws.fixed_rows;
+                    refenc_mp_dot_row_d(got + portable, x + n * in, W + o * in, b + o, o, &span, &ws);
+                    cr_expect(same(got + portable, want) && mpfr_inexflag_p() == want_inexact,
+                              "seed %lu, n %zu, %ld bits, x row %zu, weight row %zu, %s: got %a, want %a",
+                              test_seed(), in, (long)prec, n, o, portable ? "portable" : "ADX where present",
+                              mpfr_get_d(got + portable, MPFR_RNDN), mpfr_get_d(want, MPFR_RNDN));
+                    if (n == 1 && o != 3) /* doubles: the fixed-point path is taken (zeros' row: no terms) */
+                        cr_expect_eq(ws.fixed_rows, fixed + 1, "n %zu, %ld bits, row %zu: not the fixed-point path",
+                                     in, (long)prec, o);
+                }
+                refenc_mp_dot_portable(0);
+            }
+        }
+        refenc_mp_ws_free(&ws);
+        free(pp);
+        refenc_mp_free(x, ROWS * in), refenc_mp_free(got, 2), refenc_mp_free(want, 1);
+        refenc_mp_free(prod, in + 1);
+    }
+    refenc_mp_wspan_unfix(&span);
+    free(W);
+}
+
+Test(oracle_dot, narrow_fixed_point_weights_equal_mpfr_sum)
+{
+    gsl_rng *r = test_rng(79);
+    narrow_rows(r, 40, 1, 0);
+    narrow_rows(r, 3000, 1, 2);  /* 2 outliers in a row of 3000, 4 in the matrix of 18 000 */
+    narrow_rows(r, 3000, 0, 0);  /* control: 53-bit weights, wide */
+    narrow_rows(r, 3000, 0, 20); /* control: 40 outliers (row 1) + 1 (row 4) > 18 000 / 1024 */
+    gsl_rng_free(r);
+}

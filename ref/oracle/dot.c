@@ -450,9 +450,15 @@ void refenc_mp_wspan_of(refenc_mp_wspan *s, const double *W, size_t n_w, const d
  * zeros stripped, is in the window if lsb >= base: then m 2^(lsb - base)
  * < 2^63 is exact in an int64 M, with the weight's sign, stored as
  * M + 2^63 >= 0 (refenc_mp_dot_row_d's products are then unsigned, and
- * the bias times the sum of the values is taken off once per group). */
-/* Row w's window: base = (its largest weight's top bit) - 63, not below lo. */
-static long row_window(const double *w, size_t in, long lo)
+ * the bias times the sum of the values is taken off once per group).
+ * Narrow, the same with 31 for 63 and 32-bit integers: weights of 8
+ * significant bits (bf16) fit a 31-bit window unless they are 2^23 times
+ * below their row's largest, and the matrix takes half the memory (a
+ * Llama-3-8B layer's 218 M weights: 832 MiB instead of 1664) and half the
+ * memory traffic of the sums. */
+/* Row w's window of `width` bits: base = (its largest weight's top bit) -
+ * width, not below lo. */
+static long row_window(const double *w, size_t in, long lo, int width)
 {
     long top = lo;
     for (size_t k = 0; k < in; k++) {
@@ -462,11 +468,27 @@ static long row_window(const double *w, size_t in, long lo)
         if (decode_double(w[k], &m, &lsb, &neg) == OP_REGULAR && lsb + 64 - __builtin_clzll(m) > top)
             top = lsb + 64 - __builtin_clzll(m);
     }
-    return top - 63 > lo ? top - 63 : lo;
+    return top - width > lo ? top - width : lo;
 }
 
-/* Row o of f: its weights biased in U, its outliers appended to out_idx
- * (n_out of cap).  0 on allocation failure. */
+/* The weights of row w outside its window [base, base + width) (top bit
+ * below base + width by row_window's choice): those whose last bit, once
+ * the trailing zeros are stripped, is below base. */
+static size_t row_outliers(const double *w, size_t in, long base)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < in; k++) {
+        mp_limb_t m;
+        long lsb;
+        int neg;
+        if (decode_double(w[k], &m, &lsb, &neg) == OP_REGULAR && lsb + __builtin_ctzll(m) < base)
+            n++;
+    }
+    return n;
+}
+
+/* Row o of f: its weights biased in U (U32 when narrow), its outliers
+ * appended to out_idx (n_out of cap).  0 on allocation failure. */
 static int row_fix(refenc_mp_wfix *f, size_t o, size_t *n_out, size_t *cap)
 {
     const size_t in = f->in;
@@ -481,7 +503,7 @@ static int row_fix(refenc_mp_wfix *f, size_t o, size_t *n_out, size_t *cap)
             const int tz = __builtin_ctzll(m);
             m >>= tz;
             lsb += tz;
-            if (lsb >= base) { /* in the window: m 2^(lsb - base) < 2^63 */
+            if (lsb >= base) { /* in the window: m 2^(lsb - base) < 2^width */
                 M = (int64_t)(m << (lsb - base));
                 M = neg ? -M : M;
             } else { /* an outlier */
@@ -495,9 +517,26 @@ static int row_fix(refenc_mp_wfix *f, size_t o, size_t *n_out, size_t *cap)
                 f->out_idx[(*n_out)++] = k;
             }
         }
-        f->U[o * in + k] = (uint64_t)M ^ (uint64_t)1 << 63; /* M + 2^63 */
+        if (f->U32 != NULL)
+            f->U32[o * in + k] = (uint32_t)M ^ (uint32_t)1 << 31; /* M + 2^31, |M| < 2^31 */
+        else
+            f->U[o * in + k] = (uint64_t)M ^ (uint64_t)1 << 63; /* M + 2^63 */
     }
     return 1;
+}
+
+/* Whether W's rows fit 31-bit windows but for at most one weight in 1024
+ * (the outliers take the slower residue path).  A double has up to 53
+ * significant bits, so general weights do not; weights rounded to bf16 or
+ * to a few bits (the seeded parameters) spread over fewer than 31 bits
+ * below their row's largest but for the tiny ones. */
+static int fits_narrow(const double *W, size_t out, size_t in, long lo)
+{
+    size_t outliers = 0;
+    const size_t allowed = out * in / 1024;
+    for (size_t o = 0; o < out && outliers <= allowed; o++)
+        outliers += row_outliers(W + o * in, in, row_window(W + o * in, in, lo, 31));
+    return outliers <= allowed;
 }
 
 int refenc_mp_wspan_fix(refenc_mp_wspan *s, const double *W, size_t out, size_t in)
@@ -509,16 +548,20 @@ int refenc_mp_wspan_fix(refenc_mp_wspan *s, const double *W, size_t out, size_t 
     if (f == NULL)
         return REFENC_ENOMEM;
     f->W = W, f->out = out, f->in = in;
-    f->U = malloc(out * in * sizeof *f->U);
+    f->width = fits_narrow(W, out, in, s->w_lo) ? 31 : 63;
+    if (f->width == 31)
+        f->U32 = malloc(out * in * sizeof *f->U32);
+    else
+        f->U = malloc(out * in * sizeof *f->U);
     f->base = malloc(out * sizeof *f->base);
     f->out_off = malloc((out + 1) * sizeof *f->out_off);
     size_t cap = 64, n_out = 0;
     f->out_idx = malloc(cap * sizeof *f->out_idx);
     s->fix = f;
-    if (f->U == NULL || f->base == NULL || f->out_off == NULL || f->out_idx == NULL)
+    if ((f->U == NULL && f->U32 == NULL) || f->base == NULL || f->out_off == NULL || f->out_idx == NULL)
         goto fail;
     for (size_t o = 0; o < out; o++) {
-        f->base[o] = row_window(W + o * in, in, s->w_lo);
+        f->base[o] = row_window(W + o * in, in, s->w_lo, f->width);
         f->out_off[o] = n_out;
         if (!row_fix(f, o, &n_out, &cap))
             goto fail;
@@ -536,6 +579,7 @@ void refenc_mp_wspan_unfix(refenc_mp_wspan *s)
     if (f == NULL)
         return;
     free(f->U);
+    free(f->U32);
     free(f->base);
     free(f->out_off);
     free(f->out_idx);
@@ -664,11 +708,13 @@ void refenc_mp_row_load(refenc_mp_ws *ws, mpfr_srcptr x, size_t n)
     "mulxq " #OFF "(%[p]), %[l], %[h]\n\t"                                      \
     "adcxq %[l], %[" #LO "]\n\t"                                                \
     "adoxq %[h], %[" #HI "]\n\t"
-#define ADX_HEAD                                                                \
+#define ADX_HEAD(LOAD)                                                          \
     "1:\n\t"                                                                    \
     "movq (%[p]), %[l]\n\t"                                                     \
-    "movq (%[U],%[l],8), %%rdx\n\t"                                             \
+    LOAD                                                                        \
     "xorl %k[z], %k[z]\n\t" /* z = 0, CF = OF = 0 */
+#define ADX_LOAD64 "movq (%[U],%[l],8), %%rdx\n\t"
+#define ADX_LOAD32 "movl (%[U],%[l],4), %%edx\n\t" /* zero-extended into rdx */
 #define ADX_TAIL(STRIDE, TOP1, TOP2)                                            \
     "adcxq %[z], %[" #TOP1 "]\n\t"                                              \
     "adoxq %[z], %[" #TOP2 "]\n\t"                                              \
@@ -693,33 +739,42 @@ static int have_adx(void)
     }
     return k;
 }
-static void group_sum_adx(mp_limb_t *S, const mp_limb_t *P, size_t cnt, const uint64_t *U, size_t N)
-{
-    const mp_limb_t *p = P, *const end = P + cnt * (N + 1);
-    mp_limb_t l, h, z;
-    memset(S, 0, (N + 2) * sizeof *S);
-    switch (N) {
-    case 2:
-        __asm__(ADX_HEAD ADX_LIMB(8, s0, s1) ADX_LIMB(16, s1, s2) ADX_TAIL(24, s2, s3)
-                : ADX_IN, ADX_OUT(0), ADX_OUT(1), ADX_OUT(2), ADX_OUT(3) ADX_ARGS);
-        break;
-    case 3:
-        __asm__(ADX_HEAD ADX_LIMB(8, s0, s1) ADX_LIMB(16, s1, s2) ADX_LIMB(24, s2, s3) ADX_TAIL(32, s3, s4)
-                : ADX_IN, ADX_OUT(0), ADX_OUT(1), ADX_OUT(2), ADX_OUT(3), ADX_OUT(4) ADX_ARGS);
-        break;
-    case 4:
-        __asm__(ADX_HEAD ADX_LIMB(8, s0, s1) ADX_LIMB(16, s1, s2) ADX_LIMB(24, s2, s3) ADX_LIMB(32, s3, s4)
-                ADX_TAIL(40, s4, s5)
-                : ADX_IN, ADX_OUT(0), ADX_OUT(1), ADX_OUT(2), ADX_OUT(3), ADX_OUT(4), ADX_OUT(5) ADX_ARGS);
-        break;
-    default:
-        __asm__(ADX_HEAD ADX_LIMB(8, s0, s1) ADX_LIMB(16, s1, s2) ADX_LIMB(24, s2, s3) ADX_LIMB(32, s3, s4)
-                ADX_LIMB(40, s4, s5) ADX_TAIL(48, s5, s6)
-                : ADX_IN, ADX_OUT(0), ADX_OUT(1), ADX_OUT(2), ADX_OUT(3), ADX_OUT(4), ADX_OUT(5),
-                  ADX_OUT(6) ADX_ARGS);
-        break;
+/* group_sum_adx64 (U: 64-bit weights) and group_sum_adx32 (32-bit). */
+#define GROUP_SUM_ADX(NAME, UTYPE, LOAD)                                                                    \
+    static void NAME(mp_limb_t *S, const mp_limb_t *P, size_t cnt, const UTYPE *U, size_t N)               \
+    {                                                                                                       \
+        const mp_limb_t *p = P, *const end = P + cnt * (N + 1);                                             \
+        mp_limb_t l, h, z;                                                                                  \
+        memset(S, 0, (N + 2) * sizeof *S);                                                                  \
+        switch (N) {                                                                                        \
+        case 2:                                                                                             \
+            __asm__(ADX_HEAD(LOAD) ADX_LIMB(8, s0, s1) ADX_LIMB(16, s1, s2) ADX_TAIL(24, s2, s3)            \
+                    : ADX_IN, ADX_OUT(0), ADX_OUT(1), ADX_OUT(2), ADX_OUT(3) ADX_ARGS);                     \
+            break;                                                                                          \
+        case 3:                                                                                             \
+            __asm__(ADX_HEAD(LOAD) ADX_LIMB(8, s0, s1) ADX_LIMB(16, s1, s2) ADX_LIMB(24, s2, s3)            \
+                    ADX_TAIL(32, s3, s4)                                                                    \
+                    : ADX_IN, ADX_OUT(0), ADX_OUT(1), ADX_OUT(2), ADX_OUT(3), ADX_OUT(4) ADX_ARGS);         \
+            break;                                                                                          \
+        case 4:                                                                                             \
+            __asm__(ADX_HEAD(LOAD) ADX_LIMB(8, s0, s1) ADX_LIMB(16, s1, s2) ADX_LIMB(24, s2, s3)            \
+                    ADX_LIMB(32, s3, s4) ADX_TAIL(40, s4, s5)                                               \
+                    : ADX_IN, ADX_OUT(0), ADX_OUT(1), ADX_OUT(2), ADX_OUT(3), ADX_OUT(4),                   \
+                      ADX_OUT(5) ADX_ARGS);                                                                 \
+            break;                                                                                          \
+        default:                                                                                            \
+            __asm__(ADX_HEAD(LOAD) ADX_LIMB(8, s0, s1) ADX_LIMB(16, s1, s2) ADX_LIMB(24, s2, s3)            \
+                    ADX_LIMB(32, s3, s4) ADX_LIMB(40, s4, s5) ADX_TAIL(48, s5, s6)                          \
+                    : ADX_IN, ADX_OUT(0), ADX_OUT(1), ADX_OUT(2), ADX_OUT(3), ADX_OUT(4), ADX_OUT(5),       \
+                      ADX_OUT(6) ADX_ARGS);                                                                 \
+            break;                                                                                          \
+        }                                                                                                   \
     }
-}
+GROUP_SUM_ADX(group_sum_adx64, uint64_t, ADX_LOAD64)
+GROUP_SUM_ADX(group_sum_adx32, uint32_t, ADX_LOAD32)
+#undef GROUP_SUM_ADX
+#undef ADX_LOAD64
+#undef ADX_LOAD32
 #undef ADX_LIMB
 #undef ADX_HEAD
 #undef ADX_TAIL
@@ -738,21 +793,26 @@ void refenc_mp_dot_portable(int on)
 }
 
 /* The portable code (and x86-64 without ADX): per term, X times the 64-bit
- * U[k], the products' low and high words into N + 1 column sums of 128 bits
- * -- no carry runs between the columns in the loop.  A column stays below
- * 2^(65 + 20); the columns are carried into S at the end. */
+ * U[k] (or U32[k], narrow), the products' low and high words into N + 1
+ * column sums of 128 bits -- no carry runs between the columns in the
+ * loop.  A column stays below 2^(65 + 20); the columns are carried into S
+ * at the end. */
 static inline __attribute__((always_inline)) void group_sum(mp_limb_t *S, const mp_limb_t *P, size_t cnt,
-                                                            const uint64_t *U, const size_t N)
+                                                            const uint64_t *U, const uint32_t *U32,
+                                                            const size_t N)
 {
 #if REFENC_MP_ADC_CHAINS
     if (have_adx()) {
-        group_sum_adx(S, P, cnt, U, N);
+        if (U32 != NULL)
+            group_sum_adx32(S, P, cnt, U32, N);
+        else
+            group_sum_adx64(S, P, cnt, U, N);
         return;
     }
 #endif
     u128 col[6] = {0};
     for (size_t t = 0; t < cnt; t++, P += N + 1) {
-        const uint64_t u = U[P[0]];
+        const uint64_t u = U32 != NULL ? U32[P[0]] : U[P[0]];
         const mp_limb_t *X = P + 1;
         for (size_t i = 0; i < N; i++) {
             const u128 p = (u128)X[i] * u;
@@ -772,25 +832,40 @@ static inline __attribute__((always_inline)) void group_sum(mp_limb_t *S, const 
 /* The group sums of row o's fixed-point weights against the loaded row,
  * added to acc[0] (positive) or acc[1] (negative), the last bit of acc of
  * weight 2^lo.  A group's sum of X W is its sum of X U less its
- * correction (2^63 sum X), of the group's sign times the difference's. */
+ * correction (2^63 sum X; narrow, 2^31 sum X: the same shifted down 32
+ * bits, exactly, as its low 63 bits are zero), of the group's sign times
+ * the difference's. */
 static void add_groups(mp_limb_t *acc[2], long lo, const refenc_mp_row *row, const refenc_mp_wfix *f, size_t o)
 {
-    const uint64_t *U = f->U + o * f->in;
+    const uint64_t *U = f->U != NULL ? f->U + o * f->in : NULL;
+    const uint32_t *U32 = f->U32 != NULL ? f->U32 + o * f->in : NULL;
     const size_t N = row->fx_n;
     size_t t0 = 0;
     for (size_t g = 0; g < row->fx_groups; g++) {
         const size_t cnt = row->fx_end[g] - t0;
         const mp_limb_t *P = row->fx_x + t0 * (N + 1);
-        mp_limb_t S[7];
-        switch (N) { /* constant N: the loop's body is straight code */
-        case 2: group_sum(S, P, cnt, U, 2); break;
-        case 3: group_sum(S, P, cnt, U, 3); break;
-        case 4: group_sum(S, P, cnt, U, 4); break;
-        default: group_sum(S, P, cnt, U, 5); break;
+        mp_limb_t S[7], corr32[7];
+        const mp_limb_t *corr = row->fx_corr[g];
+        if (U32 != NULL) { /* constant N and width: the loop's body is straight code */
+            switch (N) {
+            case 2: group_sum(S, P, cnt, NULL, U32, 2); break;
+            case 3: group_sum(S, P, cnt, NULL, U32, 3); break;
+            case 4: group_sum(S, P, cnt, NULL, U32, 4); break;
+            default: group_sum(S, P, cnt, NULL, U32, 5); break;
+            }
+            mpn_rshift(corr32, corr, (mp_size_t)(N + 2), 32);
+            corr = corr32;
+        } else {
+            switch (N) {
+            case 2: group_sum(S, P, cnt, U, NULL, 2); break;
+            case 3: group_sum(S, P, cnt, U, NULL, 3); break;
+            case 4: group_sum(S, P, cnt, U, NULL, 4); break;
+            default: group_sum(S, P, cnt, U, NULL, 5); break;
+            }
         }
         t0 = row->fx_end[g];
         int neg = row->fx_neg[g];
-        if (mpn_sub_n(S, S, row->fx_corr[g], (mp_size_t)(N + 2)) != 0) { /* a borrow: negative */
+        if (mpn_sub_n(S, S, corr, (mp_size_t)(N + 2)) != 0) { /* a borrow: negative */
             mpn_neg(S, S, (mp_size_t)(N + 2));
             neg = !neg;
         }

@@ -179,47 +179,58 @@ int refenc_mpe_step_buf(refenc_mpe_unit *u, const char *step, int which)
 
 /* ---- memory ------------------------------------------------------------------------------- */
 
-/* The sizes of one lane's buffers: h, a, t, q, k, v, ctx (L D each), hid
- * (L F when the run reports "hidden"), slopes (H). */
+/* The FFN's activations of one lane: hid (L F), when the run reports
+ * "hidden" (the other buffers: lane_buf_n, slopes (H)). */
 static size_t lane_hid(const refenc_mpe_unit *u)
 {
     return u->run->block == REFENC_MP_BLOCK_FFN && refenc_mpe_wanted(u, "hidden") ? u->L * u->F : 0;
 }
 
-static void lane_free(refenc_mpe_lane *ln, const refenc_mpe_unit *u)
+/* The values of buffer i of a lane, in the order of bufs below: h, a (L,
+ * D); q and t (L, max(D, E)), one buffer: the queries are dead once the
+ * heads have run (ctx holds their output) and t, the sublayers' output, is
+ * born in out_proj and dead once added to h; ctx (L, E); k, v (L, Hkv
+ * Dh), the key/value heads' width under grouped-query attention (a quarter
+ * of E at Llama's 32 / 8). */
+static size_t lane_buf_n(const refenc_mpe_unit *u, size_t i)
 {
-    const size_t LD = u->L * u->D, LE = u->L * u->E;
-    mpfr_ptr *bufs[] = {&ln->h, &ln->a, &ln->t, &ln->q, &ln->k, &ln->v, &ln->ctx};
+    return u->L * (i < 2 ? u->D : i == 2 ? u->W : i == 5 ? u->E : u->Hkv * u->Dh);
+}
+
+static void lane_free(refenc_mpe_lane *ln)
+{
+    mpfr_ptr *bufs[] = {&ln->h, &ln->a, &ln->q, &ln->k, &ln->v, &ln->ctx}; /* t is q */
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        refenc_mp_free(*bufs[i], i < 3 ? LD : LE); /* q, k, v, ctx: (L, E) */
-    refenc_mp_free(ln->hid, lane_hid(u));
-    refenc_mp_free(ln->slopes, u->H);
+        refenc_mp_block_free(*bufs[i]);
+    refenc_mp_block_free(ln->hid);
+    refenc_mp_block_free(ln->slopes);
     free(ln->exact);
     memset(ln, 0, sizeof *ln);
 }
 
 static int lane_alloc(refenc_mpe_lane *ln, const refenc_mpe_unit *u, mpfr_prec_t p)
 {
-    const size_t LD = u->L * u->D, LE = u->L * u->E, hid = lane_hid(u);
+    const size_t LD = u->L * u->D, hid = lane_hid(u);
     memset(ln, 0, sizeof *ln);
     ln->p = p;
-    mpfr_ptr *bufs[] = {&ln->h, &ln->a, &ln->t, &ln->q, &ln->k, &ln->v, &ln->ctx};
+    mpfr_ptr *bufs[] = {&ln->h, &ln->a, &ln->q, &ln->k, &ln->v, &ln->ctx};
     int ok = 1;
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        ok &= (*bufs[i] = refenc_mp_alloc(i < 3 ? LD : LE, p)) != NULL; /* q, k, v, ctx: (L, E) */
-    ok &= hid == 0 || (ln->hid = refenc_mp_alloc(hid, p)) != NULL;
-    ok &= (ln->slopes = refenc_mp_alloc(u->H, p)) != NULL;
+        ok &= (*bufs[i] = refenc_mp_block_alloc(lane_buf_n(u, i), p)) != NULL;
+    ln->t = ln->q;
+    ok &= hid == 0 || (ln->hid = refenc_mp_block_alloc(hid, p)) != NULL;
+    ok &= (ln->slopes = refenc_mp_block_alloc(u->H, p)) != NULL;
     ok &= (ln->exact = malloc(LD)) != NULL;
     return ok;
 }
 
-static void worker_free(refenc_mpe_worker *w, const refenc_mpe_unit *u)
+static void worker_free(refenc_mpe_worker *w)
 {
     for (int li = 0; li < 2; li++) {
         refenc_mp_ws_free(&w->ws[li]);
-        refenc_mp_free(w->weights[li], u->L * u->L);
-        refenc_mp_free(w->out[li], u->L * u->Dh);
-        refenc_mp_free(w->hidden[li], refenc_config_ffn_rows(u->cfg));
+        refenc_mp_block_free(w->weights[li]);
+        refenc_mp_block_free(w->out[li]);
+        refenc_mp_block_free(w->hidden[li]);
     }
     mpfr_clear(w->t);
     mpfr_clear(w->u);
@@ -235,9 +246,9 @@ static int worker_alloc(refenc_mpe_worker *w, const refenc_mpe_unit *u)
         const mpfr_prec_t p = u->lanes[li].p;
         ok &= refenc_mp_ws_alloc(&w->ws[li], p, refenc_mpk_ws_tmp(u->W, u->F, u->L, u->Dh),
                                  refenc_mpk_ws_ptr(u->W, u->F, u->L, u->Dh)) == REFENC_OK;
-        ok &= (w->weights[li] = refenc_mp_alloc(u->L * u->L, p)) != NULL;
-        ok &= (w->out[li] = refenc_mp_alloc(u->L * u->Dh, p)) != NULL;
-        ok &= (w->hidden[li] = refenc_mp_alloc(refenc_config_ffn_rows(u->cfg), p)) != NULL; /* GLU: a, b */
+        ok &= (w->weights[li] = refenc_mp_block_alloc(u->L * u->L, p)) != NULL;
+        ok &= (w->out[li] = refenc_mp_block_alloc(u->L * u->Dh, p)) != NULL;
+        ok &= (w->hidden[li] = refenc_mp_block_alloc(refenc_config_ffn_rows(u->cfg), p)) != NULL; /* GLU: a, b */
     }
     return ok;
 }
@@ -250,6 +261,15 @@ static double mp_bytes(double n, mpfr_prec_t p)
 {
     const double limbs = (double)(((size_t)p + 63) / 64) + 1, chunk = 16 * ceil((8 * limbs + 8) / 16);
     return n * ((double)sizeof(__mpfr_struct) + fmax(chunk, 32));
+}
+
+/* n MPFR numbers at precision p as refenc_mp_block_alloc makes them (the
+ * lanes' and the workers' buffers): the structs and their limbs in one
+ * block, 32 + 8 ceil(p / 64) bytes a value (malloc's header, once an
+ * array, is in the estimate's slack). */
+static double mp_block_bytes(double n, mpfr_prec_t p)
+{
+    return n * ((double)sizeof(__mpfr_struct) + (double)mpfr_custom_get_size(p));
 }
 
 /* A kernel workspace at precision p for n_tmp values and n_ptr terms
@@ -268,7 +288,7 @@ static double worker_bytes(const refenc_config *cfg, size_t L, mpfr_prec_t p)
 {
     const size_t F = cfg->d_ff, Dh = refenc_config_head_dim(cfg), E = cfg->n_heads * Dh;
     const size_t W = cfg->d_model > E ? cfg->d_model : E; /* the longest dot product: D or E */
-    return mp_bytes((double)L * L + (double)L * Dh + (double)refenc_config_ffn_rows(cfg), p) +
+    return mp_block_bytes((double)L * L + (double)L * Dh + (double)refenc_config_ffn_rows(cfg), p) +
            ws_bytes((double)refenc_mpk_ws_tmp(W, F, L, Dh), (double)refenc_mpk_ws_ptr(W, F, L, Dh), p);
 }
 
@@ -278,14 +298,16 @@ size_t refenc_mp_encoder_run_bytes(const refenc_config *cfg, size_t L, int threa
     const mpfr_prec_t p[2] = {prec, refenc_mp_next_prec(prec, 0)};
     double bytes = 0;
     const double E = H * (double)refenc_config_head_dim(cfg), LE = (double)L * E;
+    const double LKV = (double)L * (double)refenc_config_kv_heads(cfg) * (double)refenc_config_head_dim(cfg);
     const double R = (double)refenc_config_qkv_rows(cfg); /* in_proj's rows: E + 2 Hkv Dh */
-    for (int li = 0; li < 2; li++) /* the lanes (q, k, v, ctx (L, E)), exact flags, threads' buffers */
-        bytes += mp_bytes(3 * LD + 4 * LE + H, p[li]) + LD + threads * worker_bytes(cfg, L, p[li]);
+    for (int li = 0; li < 2; li++) /* the lanes (h, a; q and t; ctx; k, v), exact flags, threads' buffers */
+        bytes += mp_block_bytes(2 * LD + (double)L * fmax(D, E) + LE + 2 * LKV + H, p[li]) + LD + threads * worker_bytes(cfg, L, p[li]);
     bytes += 8 * fmax(fmax(LD, H * L * L), (double)L * F); /* a step's doubles */
     bytes += 32 * (double)L + threads * (double)sizeof(refenc_mpe_worker); /* positions, ids; the workers */
-    /* a layer's weights in fixed point (U, and at most one outlier index each) */
+    /* one block's weights in fixed point (U, and at most one outlier index
+     * each): the attention's or the FFN's, whichever is larger */
     const double F1 = (double)refenc_config_ffn_rows(cfg); /* linear1's rows: 2F gated */
-    bytes += 16 * (R * D + D * E + D * F + D * F1) + 8 * 4 * (R + D + F1 + 2);
+    bytes += 16 * fmax(R * D + D * E, D * F + D * F1) + 8 * 4 * (fmax(R + D, F1 + D) + 2);
     bytes += mp_bytes(fmax(L, 2) * D + 8 * D + (double)L * L + 5, 53); /* tables, the norms (sandwiched: 8 D), mask, scalars */
     /* what the model does not count: MPFR's own temporaries inside its
      * functions and malloc's bookkeeping, which depend on the values (one
@@ -311,9 +333,9 @@ static int unit_alloc(refenc_mpe_unit *u, mpfr_prec_t p_lo, mpfr_prec_t p_hi, in
 static void unit_free(refenc_mpe_unit *u, int n_workers)
 {
     for (int t = 0; t < n_workers; t++)
-        worker_free(&u->workers[t], u);
-    lane_free(&u->lanes[0], u);
-    lane_free(&u->lanes[1], u);
+        worker_free(&u->workers[t]);
+    lane_free(&u->lanes[0]);
+    lane_free(&u->lanes[1]);
 }
 
 /* The lanes' ALiBi slopes: the run's (given doubles), the bug variant's,
@@ -435,11 +457,12 @@ static int run_unit(refenc_mpe_unit *u, size_t first, size_t last, mpfr_prec_t p
     int n_workers = 0, st = REFENC_OK;
     *certified = 0;
     u->failed = 0;
+    u->oom = 0;
     if (!unit_alloc(u, p_lo, p_hi, &n_workers)) {
         st = refenc_mp_enomem(err, "one batch item", u->lanes_n == 2 ? p_hi : p_lo);
     } else {
         const int ok = unit_compute(u, first, last);
-        if (ok < 0)
+        if (ok < 0 || u->oom)
             st = refenc_mp_enomem(err, "a layer's parameters", 53);
         *certified = ok == 1;
     }

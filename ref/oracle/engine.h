@@ -13,7 +13,8 @@
  * Buffers of a lane, one item's (L rows):
  *   h (L, D)            the hidden state: the block's input and the residual
  *   a (L, D)            a LayerNorm's output (Pre-LN's sublayer input)
- *   t (L, D)            a sublayer's output
+ *   t (L, D)            a sublayer's output, in q's memory: born in
+ *                       out_proj, when the queries are dead
  *   q (H, L, Dh)        the heads' queries
  *   k, v (Hkv, L, Dh)   the key/value heads' keys, values (query head h
  *                       reads key/value head h / (H / Hkv): gqa.h)
@@ -75,8 +76,9 @@ struct refenc_mpe_unit {
     const int64_t *pos;
     size_t item, layer;
     double *dbl;                     /* a step's doubles: max(L D, H L L, L F) */
-    const refenc_mpe_layer *lm;      /* the layer being run */
+    refenc_mpe_layer *lm;            /* the layer being run */
     int failed;                      /* a value was not certified: fail says which */
+    int oom;                         /* a block's fixed-point weights found no memory */
     char fail[REFENC_ERRMSG_MAX];
     double done, total;              /* progress, in multiply-adds */
     size_t unit, units;
@@ -142,12 +144,20 @@ int refenc_mpe_mha(refenc_mpe_unit *u, int src, const char *weights_step, const 
  * run wants it).  0 if a value is not certified. */
 int refenc_mpe_ffn(refenc_mpe_unit *u, int src, const char *hidden_step, const char *out_step);
 
-/* The layer's parameters (layer.c).  0 on allocation failure (*lm freed). */
+/* The layer's parameters (layer.c): the norms at 53 bits, the linear maps'
+ * spans.  0 on allocation failure (*lm freed). */
 int refenc_mpe_layer_init(refenc_mpe_layer *lm, const refenc_layer_params *lp, const refenc_config *cfg);
 void refenc_mpe_layer_free(refenc_mpe_layer *lm, size_t D);
 
+/* The fixed-point weights of the attention's linear maps (block 0: in_proj,
+ * out_proj) or the FFN's (1: linear1, linear2), made when the block starts
+ * (on) and freed when it ends (off): one block's at a time (layer.c).
+ * 0 on allocation failure (u->oom set, nothing kept: the block returns 0
+ * and the run REFENC_ENOMEM). */
+int refenc_mpe_block_weights(refenc_mpe_unit *u, int block, int on);
+
 /* Layer i on h (layer.c); 0 if a step is not certified. */
-int refenc_mpe_layer_run(refenc_mpe_unit *u, const refenc_mpe_layer *lm, size_t i);
+int refenc_mpe_layer_run(refenc_mpe_unit *u, refenc_mpe_layer *lm, size_t i);
 
 /* h = the item's embedding, "embed" certified (embedding.c); 0 if not certified. */
 int refenc_mpe_embed(refenc_mpe_unit *u);

@@ -47,7 +47,10 @@ int refenc_mpe_ffn(refenc_mpe_unit *u, int src, const char *hidden_step, const c
     const double L = (double)u->L, D = (double)u->D, F = (double)u->F;
     const double work = 2 * L * D * F + (c->activation == REFENC_ACT_RELU ? 0 : 600 * L * F);
     const ffn_arg a = {src, u->lanes[0].hid != NULL};
+    if (!refenc_mpe_block_weights(u, 1, 1))
+        return 0;
     refenc_mpe_rows(u, u->L, ffn_row, &a, "ffn", work);
+    refenc_mpe_block_weights(u, 1, 0);
     if (a.keep && hidden_step != NULL && !refenc_mpe_step_buf(u, hidden_step, MPE_HID))
         return 0;
     if (out_step == NULL) /* the caller normalises, then certifies (sandwich_norm) */

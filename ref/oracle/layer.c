@@ -67,16 +67,40 @@ double refenc_mpe_layer_work(const refenc_config *c, size_t L)
            2 * L * D * F + act * L * F;
 }
 
-/* The span of W (out, in) and b, and W in fixed point, for all the rows'
- * dot products (the memory estimate counts it).  A block's twin leaves the
- * other blocks' W NULL.  0 on allocation failure. */
-static int span_init(refenc_mp_wspan *s, const double *W, const double *b, size_t out, size_t in)
+/* The span of W (out, in) and b, for all the rows' dot products; W's
+ * fixed point comes with its block (refenc_mpe_block_weights).  A block's
+ * twin leaves the other blocks' W NULL. */
+static void span_init(refenc_mp_wspan *s, const double *W, const double *b, size_t out, size_t in)
 {
     memset(s, 0, sizeof *s);
-    if (W == NULL)
-        return 1;
-    refenc_mp_wspan_of(s, W, out * in, b, out);
-    return refenc_mp_wspan_fix(s, W, out, in) == REFENC_OK;
+    if (W != NULL)
+        refenc_mp_wspan_of(s, W, out * in, b, out);
+}
+
+/* W (out, in) in fixed point for span s (none without W); 0 on allocation failure. */
+static int span_fix(refenc_mp_wspan *s, const double *W, size_t out, size_t in)
+{
+    return W == NULL || refenc_mp_wspan_fix(s, W, out, in) == REFENC_OK;
+}
+
+int refenc_mpe_block_weights(refenc_mpe_unit *u, int block, int on)
+{
+    refenc_mpe_layer *lm = u->lm;
+    const refenc_layer_params *lp = lm->lp;
+    const size_t D = u->D, F = u->F, E = u->E;
+    int ok = 1;
+    if (on && block == 0)
+        ok = span_fix(&lm->in_span, lp->in_proj_weight, refenc_config_qkv_rows(u->cfg), D) && /* (E + 2 Ekv, D) */
+             span_fix(&lm->out_span, lp->out_proj_weight, D, E);
+    else if (on)
+        ok = span_fix(&lm->l1_span, lp->linear1_weight, refenc_config_ffn_rows(u->cfg), D) && /* F, gated 2F */
+             span_fix(&lm->l2_span, lp->linear2_weight, D, F);
+    if (!on || !ok) {
+        refenc_mp_wspan_unfix(block ? &lm->l1_span : &lm->in_span);
+        refenc_mp_wspan_unfix(block ? &lm->l2_span : &lm->out_span);
+    }
+    u->oom |= !ok;
+    return ok;
 }
 
 int refenc_mpe_layer_init(refenc_mpe_layer *lm, const refenc_layer_params *lp, const refenc_config *cfg)
@@ -93,10 +117,10 @@ int refenc_mpe_layer_init(refenc_mpe_layer *lm, const refenc_layer_params *lp, c
     for (size_t k = 0; ok && k < 8; k++)
         if (ln[k] != NULL)
             refenc_mp_set_d(lm->ln + k * D, ln[k], D);
-    ok = ok && span_init(&lm->in_span, lp->in_proj_weight, lp->in_proj_bias, R, D); /* (E + 2 Ekv, D) */
-    ok = ok && span_init(&lm->out_span, lp->out_proj_weight, lp->out_proj_bias, D, E);
-    ok = ok && span_init(&lm->l1_span, lp->linear1_weight, lp->linear1_bias, F1, D); /* F1 = F, gated 2F */
-    ok = ok && span_init(&lm->l2_span, lp->linear2_weight, lp->linear2_bias, D, F);
+    span_init(&lm->in_span, lp->in_proj_weight, lp->in_proj_bias, R, D); /* (E + 2 Ekv, D) */
+    span_init(&lm->out_span, lp->out_proj_weight, lp->out_proj_bias, D, E);
+    span_init(&lm->l1_span, lp->linear1_weight, lp->linear1_bias, F1, D); /* F1 = F, gated 2F */
+    span_init(&lm->l2_span, lp->linear2_weight, lp->linear2_bias, D, F);
     if (ok && lp->q_norm_weight != NULL && lp->k_norm_weight != NULL) { /* Qwen3's (Dh) weights */
         const size_t Dh = refenc_config_head_dim(cfg);
         lm->qkn = refenc_mp_alloc(2 * Dh, 53);
@@ -208,7 +232,7 @@ static int sublayer(refenc_mpe_unit *u, size_t i, block_fn block, const char *no
     return 1;
 }
 
-int refenc_mpe_layer_run(refenc_mpe_unit *u, const refenc_mpe_layer *lm, size_t i)
+int refenc_mpe_layer_run(refenc_mpe_unit *u, refenc_mpe_layer *lm, size_t i)
 {
     const size_t D = u->D;
     char name[64];

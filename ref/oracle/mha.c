@@ -250,12 +250,18 @@ int refenc_mpe_mha(refenc_mpe_unit *u, int src, const char *weights_step, const 
 {
     const double L = (double)u->L, D = (double)u->D, H = (double)u->H, Dh = (double)u->Dh;
     const double E = (double)u->E, R = E + 2 * (double)u->Hkv * Dh; /* in_proj's rows */
+    if (!refenc_mpe_block_weights(u, 0, 1))
+        return 0;
     refenc_mpe_rows(u, u->L, qkv_row, &src, "q, k, v", L * R * D);
     qk_transforms(u);
-    if (!heads(u, weights_step))
+    int ok = heads(u, weights_step);
+    if (ok) {
+        refenc_mpe_progress(u, weights_step, 2 * H * L * L * Dh + 60 * H * L * L);
+        refenc_mpe_rows(u, u->L, out_proj_row, NULL, "out_proj", L * E * D);
+    }
+    refenc_mpe_block_weights(u, 0, 0);
+    if (!ok)
         return 0;
-    refenc_mpe_progress(u, weights_step, 2 * H * L * L * Dh + 60 * H * L * L);
-    refenc_mpe_rows(u, u->L, out_proj_row, NULL, "out_proj", L * E * D);
     if (out_step == NULL) /* the caller normalises, then certifies (sandwich_norm) */
         return 1;
     if (!refenc_mpe_step_buf(u, out_step, MPE_T))

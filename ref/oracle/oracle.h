@@ -223,11 +223,16 @@ void refenc_mp_dot(mpfr_ptr r, mpfr_srcptr x, size_t sx, mpfr_srcptr y, size_t s
  * unsigned (the signed integer biased by 2^63), for every weight whose
  * significant bits fit in row o's window [base[o], base[o] + 63); the others
  * (outliers, and zeros: U = 2^63) are listed, out_idx[out_off[o] ..
- * out_off[o + 1]). */
+ * out_off[o + 1]).  Narrow (U32 instead of U): the same in 32 bits, w[o, k]
+ * = (U32[o in + k] - 2^31) 2^base[o], windows of 31 bits, for matrices whose
+ * weights have few significant bits (bf16 or seeded weights: 8), half the
+ * memory; wspan_fix takes it when at most one weight in 1024 is an outlier. */
 typedef struct {
     const double *W;
     size_t out, in;
-    uint64_t *U;
+    uint64_t *U;     /* (out, in), or NULL when narrow */
+    uint32_t *U32;   /* (out, in) when narrow, else NULL */
+    int width;       /* the windows' width in bits: 63, or 31 when narrow */
     long *base;
     size_t *out_off, *out_idx;
 } refenc_mp_wfix;
@@ -242,7 +247,9 @@ typedef struct {
 } refenc_mp_wspan;
 void refenc_mp_wspan_of(refenc_mp_wspan *s, const double *W, size_t n_w, const double *b, size_t n_b);
 /* After refenc_mp_wspan_of(s, W, out * in, ...): W's rows in fixed point,
- * which refenc_mp_dot_row_d then uses for row o (same sums, faster).
+ * which refenc_mp_dot_row_d then uses for row o (same sums, faster); narrow
+ * (32 bits a weight) when at most one weight in 1024 falls outside its
+ * row's 31-bit window, else 64 bits.
  * Errors: REFENC_ENOMEM (s->fix stays NULL: the sums are the same, slower).
  * W must outlive s->fix; refenc_mp_wspan_unfix frees it. */
 int refenc_mp_wspan_fix(refenc_mp_wspan *s, const double *W, size_t out, size_t in);
