@@ -416,7 +416,7 @@ Test(golden_grad, bad_upstream_gradients_and_configs_are_refused, .timeout = 60)
     snprintf(out, sizeof out, "%s/o.safetensors", dir);
     const char *c = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1}}";
     const char *r = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1, "
-                    "\"norm_type\": \"rmsnorm\"}, \"input\": {\"batch\": 1, \"seq_len\": 3}}";
+                    "\"norm\": \"pre\", \"sandwich_norm\": true}, \"input\": {\"batch\": 1, \"seq_len\": 3}}";
     rb_write_file(cfg, c, strlen(c));
     rb_write_file(rms, r, strlen(r));
     const char *gi[] = {"refenc", "golden", "--config", cfg, "--inputs", in, "--grad", "--quiet",
@@ -434,7 +434,7 @@ Test(golden_grad, bad_upstream_gradients_and_configs_are_refused, .timeout = 60)
     const char *fwd[] = {"refenc", "golden", "--config", cfg, "--inputs", in, "--quiet", "--out-file", out, NULL};
     expect_refused(fwd, "golden", "dY without --grad", "in.grad.dY", out);
     const char *rm[] = {"refenc", "golden", "--config", rms, "--grad", "--quiet", "--out-file", out, NULL};
-    expect_refused(rm, "golden", "RMSNorm", "norm_type", out);
+    expect_refused(rm, "golden", "Gemma's sandwich norms", "sandwich_norm", out);
     /* the forward-only conventions have no backward yet: each refused by its key */
     static const struct {
         const char *model, *key; /* the model's keys besides d_model 8, n_heads 2, d_ff 16 */

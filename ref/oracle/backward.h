@@ -65,12 +65,19 @@ void refenc_mpk_linear_backward(mpfr_ptr dx, mpfr_ptr dW, mpfr_ptr db, mpfr_srcp
                                 unsigned char *ex_dx, unsigned char *ex_dW, unsigned char *ex_db,
                                 refenc_mp_ws *ws);
 
-/* LayerNorm's backward; dgamma, dbeta accumulated as above.  xhat: (N, D)
+/* LayerNorm's backward; dgamma, dbeta (NULL: a bias-free LayerNorm) accumulated as above.  xhat: (N, D)
  * scratch at p (on return, x^).  ws: n_tmp >= D + 5, n_ptr >= max(N, D) + 1. */
 void refenc_mpk_layernorm_backward(mpfr_ptr dx, mpfr_ptr dgamma, mpfr_ptr dbeta, mpfr_ptr xhat,
                                    mpfr_srcptr dy, mpfr_srcptr x, mpfr_srcptr gamma, size_t N,
                                    size_t D, mpfr_srcptr eps, unsigned char *ex_dbeta,
                                    refenc_mp_ws *ws);
+
+/* RMSNorm's backward (rmsnorm_backward.c); dw accumulated as above, the
+ * same for both scales (offset: s = 1 + w).  xhat: (N, D) scratch at p (on
+ * return, x^).  ws: n_tmp >= D + 2, n_ptr >= max(N, D) + 1. */
+void refenc_mpk_rmsnorm_backward(mpfr_ptr dx, mpfr_ptr dw, mpfr_ptr xhat, mpfr_srcptr dy,
+                                 mpfr_srcptr x, mpfr_srcptr w, size_t N, size_t D, mpfr_srcptr eps,
+                                 int offset, refenc_mp_ws *ws);
 
 /* ds = y (dy - D) / tau row by row, y the forward's weights (exact, at p).
  * ws: n_tmp >= 2, n_ptr >= n + 1. */
@@ -81,10 +88,13 @@ void refenc_mpk_softmax_backward(mpfr_ptr ds, mpfr_srcptr dy, mpfr_srcptr y, siz
 void refenc_mpk_activation_derivative(mpfr_ptr d, mpfr_srcptr x, size_t n, refenc_activation act,
                                       refenc_mp_ws *ws);
 
-/* dx = R(pos)^T dy per head vector (dx may alias dy).  ws: n_tmp >= L Dh + 5. */
+/* dx = f R(pos)^T dy per head vector (dx may alias dy): the forward's
+ * rotation by -theta, its angles those of the scaling sc (NULL: unscaled,
+ * the whole head, f = 1; the pass-through coordinates of a partial rotary
+ * head copied).  ws: n_tmp >= L Dh + 5. */
 void refenc_mpk_rope_backward(mpfr_ptr dx, mpfr_srcptr dy, const int64_t *pos, size_t N,
                               size_t L, size_t Dh, mpfr_srcptr base, refenc_rope_layout layout,
-                              refenc_mp_ws *ws);
+                              const refenc_rope_scaling *sc, refenc_mp_ws *ws);
 
 /* The attention backward from the forward's exact P and O (attention.c's
  * kernel): dq, dk, dv (B, H, L, Dh), dP, dS (B, H, L, L), Drow (B, H, L).
@@ -114,6 +124,13 @@ int refenc_mp_layernorm_backward(double *dx, double *dgamma, double *dbeta, cons
                                  double eps, mpfr_prec_t prec, refenc_mp_report *rep);
 
 /* s: the forward's logits (R, n) (not its output y). */
+/* RMSNorm (rmsnorm.h, refenc_rmsnorm_backward): dx written, dw accumulated;
+ * offset: Gemma's s = 1 + w, exact here (the double kernel's fl(1 + w) is
+ * one rounding of its error). */
+int refenc_mp_rmsnorm_backward(double *dx, double *dw, const double *dy, const double *x,
+                               const double *w, size_t N, size_t D, double eps, int offset,
+                               mpfr_prec_t prec, refenc_mp_report *rep);
+
 int refenc_mp_softmax_backward(double *ds, const double *dy, const double *s, size_t R, size_t n,
                                double tau, mpfr_prec_t prec, refenc_mp_report *rep);
 
