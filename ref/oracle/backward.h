@@ -195,8 +195,8 @@ int refenc_mp_encoder_backward_steps(refenc_params *grad, double *dx, double *y,
                                      const double *dY, mpfr_prec_t prec, refenc_mp_report *rep);
 
 /* REFENC_OK when the oracle's backward computes cfg's blocks, else
- * REFENC_EINVAL with a message naming the config key it does not (RMSNorm,
- * the gated FFN, bias-free blocks, RoPE scaling: docs/gradients.md). */
+ * REFENC_EINVAL with a message naming the config key it does not (the
+ * conventions still forward only: docs/gradients.md). */
 int refenc_mp_backward_supported(const refenc_config *cfg, refenc_error *err);
 
 /* The forward's name of step i of refenc_mp_encoder_backward_steps: "embed"
