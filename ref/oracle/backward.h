@@ -79,6 +79,24 @@ void refenc_mpk_rmsnorm_backward(mpfr_ptr dx, mpfr_ptr dw, mpfr_ptr xhat, mpfr_s
                                  mpfr_srcptr x, mpfr_srcptr w, size_t N, size_t D, mpfr_srcptr eps,
                                  int offset, refenc_mp_ws *ws);
 
+/* The gated FFN (glu.h), h = act(a) * b, a and b linear1's gate and up
+ * halves (gate: the gate's first row, 0 or F), y = h W2^T + b2: the forward
+ * keeping z = x W1^T + b1 (N, 2F), ga = act(a) and h (N, F) (y may be NULL;
+ * b1, b2 may be NULL), and its backward on them: dx written, dW1, db1, dW2,
+ * db2 accumulated (db1, db2 NULL: bias-free), dz (N, 2F), dh, t, gd (N, F)
+ * scratch; ex_db2 as refenc_mpk_linear_backward's ex_db.
+ * ws: n_tmp >= 6, n_ptr >= max(N, 2F, D) + 1. */
+void refenc_mpk_glu_forward_keep(mpfr_ptr y, mpfr_ptr z, mpfr_ptr ga, mpfr_ptr h, mpfr_srcptr x,
+                                 mpfr_srcptr W1, mpfr_srcptr b1, mpfr_srcptr W2, mpfr_srcptr b2,
+                                 size_t N, size_t D, size_t F, size_t gate, refenc_activation act,
+                                 refenc_mp_ws *ws);
+void refenc_mpk_glu_backward(mpfr_ptr dx, mpfr_ptr dW1, mpfr_ptr db1, mpfr_ptr dW2, mpfr_ptr db2,
+                             mpfr_ptr dz, mpfr_ptr dh, mpfr_ptr t, mpfr_ptr gd, mpfr_srcptr dy,
+                             mpfr_srcptr x, mpfr_srcptr z, mpfr_srcptr ga, mpfr_srcptr h,
+                             mpfr_srcptr W1, mpfr_srcptr W2, size_t N, size_t D, size_t F,
+                             size_t gate, refenc_activation act, unsigned char *ex_db2,
+                             refenc_mp_ws *ws);
+
 /* ds = y (dy - D) / tau row by row, y the forward's weights (exact, at p).
  * ws: n_tmp >= 2, n_ptr >= n + 1. */
 void refenc_mpk_softmax_backward(mpfr_ptr ds, mpfr_srcptr dy, mpfr_srcptr y, size_t R, size_t n,
@@ -130,6 +148,16 @@ int refenc_mp_layernorm_backward(double *dx, double *dgamma, double *dbeta, cons
 int refenc_mp_rmsnorm_backward(double *dx, double *dw, const double *dy, const double *x,
                                const double *w, size_t N, size_t D, double eps, int offset,
                                mpfr_prec_t prec, refenc_mp_report *rep);
+
+/* The gated FFN (glu.h, refenc_ffn_block_backward with ffn_type "glu"):
+ * x (N, D), W1 (2F, D), b1 (2F) or NULL, W2 (D, F), b2 (D) or NULL; dx
+ * written, dW1, db1, dW2, db2 accumulated (db1, db2 ignored when b1, b2
+ * are NULL). */
+int refenc_mp_glu_backward(double *dx, double *dW1, double *db1, double *dW2, double *db2,
+                           const double *dy, const double *x, const double *W1, const double *b1,
+                           const double *W2, const double *b2, size_t N, size_t D, size_t F,
+                           refenc_activation act, refenc_glu_gate gate, mpfr_prec_t prec,
+                           refenc_mp_report *rep);
 
 int refenc_mp_softmax_backward(double *ds, const double *dy, const double *s, size_t R, size_t n,
                                double tau, mpfr_prec_t prec, refenc_mp_report *rep);

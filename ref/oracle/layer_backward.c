@@ -100,20 +100,14 @@ static void mha_fwd(lyr *m, mpfr_srcptr in, refenc_mp_ws *ws)
  * and h in hid */
 static void ffn_fwd(lyr *m, mpfr_srcptr in, refenc_mp_ws *ws)
 {
-    const size_t F = m->F, up = m->F - m->gate;
-    refenc_mpk_linear_forward(m->z, in, m->P[L1W], m->P[L1B], m->BL, m->D, m->F1, ws);
-    if (!m->glu) {
-        refenc_mpk_activation_forward(m->hid, m->z, m->BL * F, m->act, ws);
-    } else {
-        for (size_t n = 0; n < m->BL; n++)
-            for (size_t f = 0; f < F; f++)
-                mpfr_set(m->ga + n * F + f, m->z + n * 2 * F + m->gate + f, MPFR_RNDN);
-        refenc_mpk_activation_forward(m->ga, m->ga, m->BL * F, m->act, ws); /* act(a) */
-        for (size_t n = 0; n < m->BL; n++)
-            for (size_t f = 0; f < F; f++) /* h = act(a) * b */
-                mpfr_mul(m->hid + n * F + f, m->ga + n * F + f, m->z + n * 2 * F + up + f, MPFR_RNDN);
+    if (m->glu) { /* glu_backward.c */
+        refenc_mpk_glu_forward_keep(m->f, m->z, m->ga, m->hid, in, m->P[L1W], m->P[L1B], m->P[L2W],
+                                    m->P[L2B], m->BL, m->D, m->F, m->gate, m->act, ws);
+        return;
     }
-    refenc_mpk_linear_forward(m->f, m->hid, m->P[L2W], m->P[L2B], m->BL, F, m->D, ws);
+    refenc_mpk_linear_forward(m->z, in, m->P[L1W], m->P[L1B], m->BL, m->D, m->F, ws);
+    refenc_mpk_activation_forward(m->hid, m->z, m->BL * m->F, m->act, ws);
+    refenc_mpk_linear_forward(m->f, m->hid, m->P[L2W], m->P[L2B], m->BL, m->F, m->D, ws);
 }
 
 static void add(mpfr_ptr y, mpfr_srcptr a, mpfr_srcptr b, size_t n)
@@ -220,29 +214,21 @@ static void mha_bwd(lyr *m, mpfr_ptr dx_out, mpfr_srcptr dy, mpfr_srcptr in, ref
 static void ffn_bwd(lyr *m, mpfr_ptr dx_out, mpfr_srcptr dy, mpfr_srcptr in, int dy_exact,
                     refenc_mp_ws *ws)
 {
-    const size_t F = m->F, n = m->BL * F, up = m->F - m->gate;
-    refenc_mpk_linear_backward(m->dhid, m->G[L2W], m->G[L2B], dy, m->hid, m->P[L2W], m->BL, F,
-                               m->D, NULL, NULL, dy_exact ? m->ex[L2B] : NULL, ws);
-    if (!m->glu) {
-        refenc_mpk_activation_derivative(m->gd, m->z, n, m->act, ws);
-        for (size_t i = 0; i < n; i++)
-            mpfr_mul(m->dz + i, m->dhid + i, m->gd + i, MPFR_RNDN); /* da = dh act'(a) */
-    } else {
-        for (size_t r = 0; r < m->BL; r++)
-            for (size_t f = 0; f < F; f++)
-                mpfr_set(m->za + r * F + f, m->z + r * 2 * F + m->gate + f, MPFR_RNDN);
-        refenc_mpk_activation_derivative(m->gd, m->za, n, m->act, ws); /* act'(a) */
-        for (size_t r = 0; r < m->BL; r++)
-            for (size_t f = 0; f < F; f++) {
-                const size_t i = r * F + f;
-                mpfr_ptr da = m->dz + r * 2 * F + m->gate + f, db = m->dz + r * 2 * F + up + f;
-                mpfr_mul(db, m->dhid + i, m->ga + i, MPFR_RNDN);         /* db = dh act(a) */
-                mpfr_mul(da, m->dhid + i, m->z + r * 2 * F + up + f, MPFR_RNDN);
-                mpfr_mul(da, da, m->gd + i, MPFR_RNDN);                  /* da = dh b act'(a) */
-            }
+    const size_t n = m->BL * m->F;
+    unsigned char *ex = dy_exact ? m->ex[L2B] : NULL;
+    if (m->glu) { /* glu_backward.c */
+        refenc_mpk_glu_backward(dx_out, m->G[L1W], m->G[L1B], m->G[L2W], m->G[L2B], m->dz, m->dhid,
+                                m->za, m->gd, dy, in, m->z, m->ga, m->hid, m->P[L1W], m->P[L2W],
+                                m->BL, m->D, m->F, m->gate, m->act, ex, ws);
+        return;
     }
+    refenc_mpk_linear_backward(m->dhid, m->G[L2W], m->G[L2B], dy, m->hid, m->P[L2W], m->BL, m->F,
+                               m->D, NULL, NULL, ex, ws);
+    refenc_mpk_activation_derivative(m->gd, m->z, n, m->act, ws);
+    for (size_t i = 0; i < n; i++)
+        mpfr_mul(m->dz + i, m->dhid + i, m->gd + i, MPFR_RNDN); /* da = dh act'(a) */
     refenc_mpk_linear_backward(dx_out, m->G[L1W], m->G[L1B], m->dz, in, m->P[L1W], m->BL, m->D,
-                               m->F1, NULL, NULL, NULL, ws);
+                               m->F, NULL, NULL, NULL, ws);
 }
 
 /* dx_out = LN^T dy (the norm's input x), the norm's weight at P[w] */
