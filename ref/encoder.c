@@ -278,10 +278,11 @@ int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params 
 
 /* ---- backward (docs/gradients.md) ----------------------------------------- */
 
-/* The number of doubles of a gradient workspace: (N + 1) layer inputs, 16
- * (B, L, D) buffers (e, dh0, dh1; the layer's y, a, d1, d2, d3; MHA's dctx,
- * dctxh, dqh, dkh, dvh, dq, dk, dv), 2 (B, L, F) (pre, dpre; 5 for the gated
- * FFN: pre 3, dpre 2, glu.h), 2 (B, H, L, L), (B, H, L).  0 on overflow. */
+/* The number of doubles of a gradient workspace: (N + 1) layer inputs, 8
+ * (B, L, D) buffers (e, dh0, dh1; the layer's y, a, d1, d2, d3), 8 (B, L, A)
+ * of attention's backward, A = max(D, E), E = H Dh (dctx, dctxh, dqh, dkh,
+ * dvh, dq, dk, dv), 2 (B, L, F) (pre, dpre; 5 for the gated FFN: pre 3,
+ * dpre 2, glu.h), 2 (B, H, L, L), (B, H, L).  0 on overflow. */
 /* The (B, L, F) buffers of the FFN's backward: pre and dpre (N, F), or
  * for the gated FFN pre (N, 3F) and dpre (N, 2F) (glu.h). */
 static size_t ffn_slots(const refenc_config *cfg)
@@ -289,31 +290,42 @@ static size_t ffn_slots(const refenc_config *cfg)
     return cfg->ffn_type == REFENC_FFN_GLU ? 5 : 2;
 }
 
+/* A = max(D, H Dh): the width of attention's backward buffers per token */
+static size_t attn_width(const refenc_config *cfg)
+{
+    const size_t E = cfg->n_heads * refenc_config_head_dim(cfg); /* bounded: validated */
+    return E > cfg->d_model ? E : cfg->d_model;
+}
+
 static size_t grad_count(const refenc_config *cfg, size_t B, size_t L)
 {
-    size_t BL, BLD, BLF, BHL, BHLL, n_bld, t1, t2, t3, total;
+    size_t BL, BLD, BLA, BLF, BHL, BHLL, n_bld, t1, t2, t3, t4, total;
     int ok = refenc_size_mul(&BL, B, L) && refenc_size_mul(&BLD, BL, cfg->d_model) &&
+             refenc_size_mul(&BLA, BL, attn_width(cfg)) &&
              refenc_size_mul(&BLF, BL, cfg->d_ff) && refenc_size_mul(&BHL, BL, cfg->n_heads) &&
-             refenc_size_mul(&BHLL, BHL, L) && refenc_size_add(&n_bld, cfg->n_layers, 17) &&
+             refenc_size_mul(&BHLL, BHL, L) && refenc_size_add(&n_bld, cfg->n_layers, 9) &&
              refenc_size_mul(&t1, n_bld, BLD) && refenc_size_mul(&t2, ffn_slots(cfg), BLF) &&
-             refenc_size_mul(&t3, 2, BHLL) && refenc_size_add(&total, t1, t2) &&
-             refenc_size_add(&total, total, t3) && refenc_size_add(&total, total, BHL);
+             refenc_size_mul(&t3, 2, BHLL) && refenc_size_mul(&t4, 8, BLA) &&
+             refenc_size_add(&total, t1, t2) && refenc_size_add(&total, total, t3) &&
+             refenc_size_add(&total, total, t4) && refenc_size_add(&total, total, BHL);
     return ok ? total : 0;
 }
 
 static void grad_carve(refenc_grad_workspace *g, const refenc_config *cfg, size_t B, size_t L)
 {
-    const size_t BLD = B * L * cfg->d_model, BLF = B * L * cfg->d_ff;
+    const size_t BLD = B * L * cfg->d_model, BLF = B * L * cfg->d_ff, BLA = B * L * attn_width(cfg);
     const size_t BHL = B * L * cfg->n_heads, BHLL = BHL * L;
     double *cur = g->block;
     g->acts = cur;
     cur += (cfg->n_layers + 1) * BLD;
     refenc_layer_grad_work *lw = &g->layer;
-    double **bld[] = {&g->e, &g->dh0, &g->dh1, &lw->y, &lw->a, &lw->d1, &lw->d2, &lw->d3,
-                      &lw->mha.dctx, &lw->mha.dctxh, &lw->mha.dqh, &lw->mha.dkh, &lw->mha.dvh,
-                      &lw->mha.dq, &lw->mha.dk, &lw->mha.dv};
+    double **bld[] = {&g->e, &g->dh0, &g->dh1, &lw->y, &lw->a, &lw->d1, &lw->d2, &lw->d3};
     for (size_t i = 0; i < sizeof bld / sizeof bld[0]; i++, cur += BLD)
         *bld[i] = cur;
+    double **bla[] = {&lw->mha.dctx, &lw->mha.dctxh, &lw->mha.dqh, &lw->mha.dkh, &lw->mha.dvh,
+                      &lw->mha.dq, &lw->mha.dk, &lw->mha.dv};
+    for (size_t i = 0; i < sizeof bla / sizeof bla[0]; i++, cur += BLA)
+        *bla[i] = cur;
     const size_t pre = ffn_slots(cfg) == 5 ? 3 : 1; /* pre's share of the slots */
     lw->pre = cur;
     lw->dpre = cur + pre * BLF;
@@ -359,14 +371,9 @@ static const char *forward_only_key(const refenc_config *cfg, const char **why)
 }
 
 /* The configs the backward does not differentiate yet (docs/gradients.md):
- * grouped-query attention, then the first forward-only key set, named. */
+ * the first forward-only key set, named. */
 static int refuse_forward_only(const refenc_config *cfg, refenc_error *err)
 {
-    if (!refenc_config_attention_is_mha(cfg)) /* docs/gradients.md: not differentiated yet */
-        return refenc_error_set(err, REFENC_EINVAL,
-                                "config: the backward pass supports multi-head attention only; "
-                                "%s is set (grouped-query attention and head_dim are forward only)",
-                                refenc_config_kv_heads(cfg) != cfg->n_heads ? "n_kv_heads" : "head_dim");
     const char *why, *key = forward_only_key(cfg, &why);
     if (key != NULL)
         return refenc_error_set(err, REFENC_EINVAL, "config: the backward pass does not support %s yet (%s)",

@@ -14,4 +14,12 @@
 void refenc_kv_heads_repeat(double *dst, const double *src, size_t B, size_t H, size_t Hkv,
                             size_t L, size_t Dh);
 
+/* The adjoint of refenc_kv_heads_repeat (the backward of repeat_kv):
+ * dst: (B, Hkv, L, Dh)   src: (B, H, L, Dh),  g = H / Hkv.
+ * dst[b,j,:,:] = sum_{i=0}^{g-1} src[b, j g + i, :, :], summed in that order
+ * (g - 1 additions per element: within gamma_{g-1} of the sum of magnitudes).
+ * Preconditions as above.  Never fails. */
+void refenc_kv_heads_reduce(double *dst, const double *src, size_t B, size_t H, size_t Hkv,
+                            size_t L, size_t Dh);
+
 #endif

@@ -137,9 +137,10 @@ static void pre_ln_backward(double *dx, const refenc_layer_params *dlp, refenc_l
     add(g->d1, dy, g->d1, BL * D);
 
     /* da = MHA^T dh;  dx = dh + LN1^T da */
-    refenc_mha_backward(g->d2, dlp->in_proj_weight, dlp->in_proj_bias, dlp->out_proj_weight,
+    refenc_gqa_backward(g->d2, dlp->in_proj_weight, dlp->in_proj_bias, dlp->out_proj_weight,
                         dlp->out_proj_bias, &g->mha, g->d1, g->a, &w->mha, lp->in_proj_weight,
-                        lp->out_proj_weight, opt, rope, B, L, D, H);
+                        lp->out_proj_weight, opt, rope, B, L, D, H, refenc_config_kv_heads(cfg),
+                        refenc_config_head_dim(cfg));
     if (lp->norm1_weight != NULL) /* the identity's transpose is the identity */
         refenc_norm_backward_k(g->kernels, g->d2, dlp->norm1_weight, dlp->norm1_bias, g->d2, x,
                              lp->norm1_weight, BL, D, eps, cfg);
@@ -170,9 +171,10 @@ static void post_ln_backward(double *dx, const refenc_layer_params *dlp, refenc_
     /* dr1 = LN1^T dh;  dx = dr1 + MHA^T dr1 */
     refenc_norm_backward_k(g->kernels, g->d2, dlp->norm1_weight, dlp->norm1_bias, g->d2, g->a,
                               lp->norm1_weight, BL, D, eps, cfg);
-    refenc_mha_backward(g->d3, dlp->in_proj_weight, dlp->in_proj_bias, dlp->out_proj_weight,
+    refenc_gqa_backward(g->d3, dlp->in_proj_weight, dlp->in_proj_bias, dlp->out_proj_weight,
                         dlp->out_proj_bias, &g->mha, g->d2, x, &w->mha, lp->in_proj_weight,
-                        lp->out_proj_weight, opt, rope, B, L, D, H);
+                        lp->out_proj_weight, opt, rope, B, L, D, H, refenc_config_kv_heads(cfg),
+                        refenc_config_head_dim(cfg));
     add(dx, g->d2, g->d3, BL * D);
 }
 

@@ -121,37 +121,53 @@ void refenc_mha_forward(double *y, refenc_mha_work *w, const double *x,
                        rope, B, L, D, H, H, D / H);
 }
 
-/* dx = sum over the three projections p of dp W_p; dW_p, db_p += (linear.h).
- * tmp (B*L, D) is scratch. */
+/* dx = sum over the three projections p of dp W_p; dW_p, db_p += (linear.h):
+ * W_q rows [0, E), W_k [E, E + Ekv), W_v [E + Ekv, E + 2 Ekv).  tmp (B*L, D)
+ * is scratch. */
 static void projections_backward(double *dx, double *tmp, double *d_in_w, double *d_in_b,
                                  const refenc_mha_grad_work *g, const double *x,
-                                 const double *in_proj_weight, size_t BL, size_t D)
+                                 const double *in_proj_weight, size_t BL, size_t D, size_t E,
+                                 size_t Ekv)
 {
     const refenc_backward_kernels *K = refenc_backward_kernels_or_reference(g->kernels);
     const double *dp[3] = {g->dq, g->dk, g->dv};
-    for (size_t p = 0; p < 3; p++) {   /* rows [pD, (p+1)D) of in_proj: W_q, W_k, W_v */
-        K->linear(p == 0 ? dx : tmp, d_in_w + p * D * D, d_in_b != NULL ? d_in_b + p * D : NULL,
-                               dp[p], x, in_proj_weight + p * D * D, BL, D, D);
+    const size_t row[3] = {0, E, E + Ekv}, out[3] = {E, Ekv, Ekv};
+    for (size_t p = 0; p < 3; p++) {
+        K->linear(p == 0 ? dx : tmp, d_in_w + row[p] * D, d_in_b != NULL ? d_in_b + row[p] : NULL, dp[p], x,
+                  in_proj_weight + row[p] * D, BL, D, out[p]);
         if (p > 0)
             for (size_t i = 0; i < BL * D; i++)
                 dx[i] += tmp[i];
     }
 }
 
-void refenc_mha_backward(double *dx, double *d_in_proj_weight, double *d_in_proj_bias,
+/* The projections' gradient of the key/value heads: dkh (B, H, L, Dh),
+ * the gradient of the repeated heads, summed over each group into
+ * (B, Hkv, L, Dh) in scratch (gqa.h), then merged into dk (B, L, Ekv). */
+static void kv_heads_backward(double *dk, double *scratch, const double *dkh, size_t B, size_t L,
+                              size_t H, size_t Hkv, size_t Dh)
+{
+    if (Hkv == H) {
+        refenc_heads_merge(dk, dkh, B, L, H, Dh);
+        return;
+    }
+    refenc_kv_heads_reduce(scratch, dkh, B, H, Hkv, L, Dh);
+    refenc_heads_merge(dk, scratch, B, L, Hkv, Dh);
+}
+
+void refenc_gqa_backward(double *dx, double *d_in_proj_weight, double *d_in_proj_bias,
                          double *d_out_proj_weight, double *d_out_proj_bias,
                          refenc_mha_grad_work *g, const double *dy, const double *x,
                          const refenc_mha_work *w,
                          const double *in_proj_weight, const double *out_proj_weight,
                          const refenc_attn_options *opt, const refenc_rope_options *rope,
-                         size_t B, size_t L, size_t D, size_t H)
+                         size_t B, size_t L, size_t D, size_t H, size_t Hkv, size_t Dh)
 {
-    const size_t Dh = D / H, BL = B * L;
+    const size_t BL = B * L, E = H * Dh, Ekv = Hkv * Dh;
     const refenc_backward_kernels *K = refenc_backward_kernels_or_reference(g->kernels);
 
-    /* y = ctx W_o^T + b_o */
-    K->linear(g->dctx, d_out_proj_weight, d_out_proj_bias, dy, w->ctx,
-                           out_proj_weight, BL, D, D);
+    /* y = ctx W_o^T + b_o, ctx (B*L, E) */
+    K->linear(g->dctx, d_out_proj_weight, d_out_proj_bias, dy, w->ctx, out_proj_weight, BL, E, D);
     refenc_heads_split(g->dctxh, g->dctx, B, L, H, Dh);
 
     K->attention(g->dqh, g->dkh, g->dvh, g->dP, g->dS, g->Drow, g->dctxh,
@@ -162,9 +178,23 @@ void refenc_mha_backward(double *dx, double *d_in_proj_weight, double *d_in_proj
         K->rope(g->dkh, g->dkh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
     }
     refenc_heads_merge(g->dq, g->dqh, B, L, H, Dh);
-    refenc_heads_merge(g->dk, g->dkh, B, L, H, Dh);
-    refenc_heads_merge(g->dv, g->dvh, B, L, H, Dh);
+    /* key/value head j served query heads j g .. j g + g - 1: their sum (dctx free until below) */
+    kv_heads_backward(g->dk, g->dctx, g->dkh, B, L, H, Hkv, Dh);
+    kv_heads_backward(g->dv, g->dctx, g->dvh, B, L, H, Hkv, Dh);
 
     projections_backward(dx, g->dctx, d_in_proj_weight, d_in_proj_bias, g, x, in_proj_weight,
-                         BL, D);
+                         BL, D, E, Ekv);
+}
+
+void refenc_mha_backward(double *dx, double *d_in_proj_weight, double *d_in_proj_bias,
+                         double *d_out_proj_weight, double *d_out_proj_bias,
+                         refenc_mha_grad_work *g, const double *dy, const double *x,
+                         const refenc_mha_work *w,
+                         const double *in_proj_weight, const double *out_proj_weight,
+                         const refenc_attn_options *opt, const refenc_rope_options *rope,
+                         size_t B, size_t L, size_t D, size_t H)
+{
+    refenc_gqa_backward(dx, d_in_proj_weight, d_in_proj_bias, d_out_proj_weight, d_out_proj_bias,
+                        g, dy, x, w, in_proj_weight, out_proj_weight, opt, rope, B, L, D, H, H,
+                        D / H);
 }

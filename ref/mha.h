@@ -87,10 +87,10 @@ void refenc_gqa_qk_forward_with(double *y, refenc_mha_work *work, const double *
 /* Buffers the backward writes; the caller owns them (refenc_grad_workspace
  * provides them).  After refenc_mha_backward they hold the intermediates. */
 typedef struct {
-    double *dctx;          /* (B, L, D)      d of the merged heads (then scratch) */
+    double *dctx;          /* (B, L, max(D, E)) d of the merged heads (then scratch) */
     double *dctxh;         /* (B, H, L, Dh)  dO, the attention output's gradient  */
-    double *dqh, *dkh, *dvh; /* (B, H, L, Dh) dq, dk (un-rotated), dv per head     */
-    double *dq, *dk, *dv;  /* (B, L, D)      the projections' gradients           */
+    double *dqh, *dkh, *dvh; /* (B, H, L, Dh) dq, dk (un-rotated), dv per query head */
+    double *dq, *dk, *dv;  /* (B, L, E), (B, L, Ekv) x 2: the projections' gradients */
     double *dP, *dS;       /* (B, H, L, L)   d weights, d scores                  */
     double *Drow;          /* (B, H, L)      D_i = rowsum(dO * O)                 */
     const refenc_backward_kernels *kernels; /* NULL: the reference's (backward_kernels.h) */
@@ -114,5 +114,22 @@ void refenc_mha_backward(double *dx, double *d_in_proj_weight, double *d_in_proj
                          const double *in_proj_weight, const double *out_proj_weight,
                          const refenc_attn_options *opt, const refenc_rope_options *rope,
                          size_t B, size_t L, size_t D, size_t H);
+
+/* Backward of refenc_gqa_forward (docs/gradients.md), the general case of
+ * the above: E = H Dh, Ekv = Hkv Dh, g = H / Hkv.  As refenc_mha_backward,
+ * with out_proj (D, E) and in_proj's blocks W_q (E rows), W_k, W_v (Ekv
+ * rows each); the repeated key/value heads' gradients dkh, dvh (per query
+ * head, kept in g) are summed over each group (gqa.h: the adjoint of
+ * repeat_kv) before the projections' backward:
+ *   dk[b, l, j Dh + d] = sum_{i<g} dkh[b, j g + i, l, d]   (the same for v)
+ * d_in_proj_bias may be NULL (bias-free), d_out_proj_bias too.  g's buffers
+ * hold (B, L, max(D, E)) each.  Never fails. */
+void refenc_gqa_backward(double *dx, double *d_in_proj_weight, double *d_in_proj_bias,
+                         double *d_out_proj_weight, double *d_out_proj_bias,
+                         refenc_mha_grad_work *g, const double *dy, const double *x,
+                         const refenc_mha_work *w,
+                         const double *in_proj_weight, const double *out_proj_weight,
+                         const refenc_attn_options *opt, const refenc_rope_options *rope,
+                         size_t B, size_t L, size_t D, size_t H, size_t Hkv, size_t Dh);
 
 #endif

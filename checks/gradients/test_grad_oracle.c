@@ -184,9 +184,13 @@ Test(grad_oracle, encoder_twin_refuses_mismatched_gradients_and_bad_input)
     refenc_params_free(&g), refenc_params_free(&p);
 }
 
-/* Blocks without an MPFR backward yet (RMSNorm, the gated FFN, bias-free
- * norms and linears) are refused by name, never computed as LayerNorm/MLP;
- * control: the same config with the defaults gets past this check. */
+/* Blocks without an MPFR backward yet (Gemma's attention conventions, the
+ * windows and layer patterns, Qwen's and T5's attention keys, the pooling,
+ * the sandwich norms, a layer without its attention norm) are refused by
+ * name, never computed as something else; the blocks that have one now
+ * (RMSNorm, the gated FFN, bias-free norms and linears, RoPE scaling,
+ * grouped-query attention and head_dim) get past the check.  Control: the
+ * same config with the defaults gets past it too. */
 Test(grad_oracle, encoder_twin_refuses_blocks_it_cannot_differentiate)
 {
     refenc_config a;
@@ -197,12 +201,7 @@ Test(grad_oracle, encoder_twin_refuses_blocks_it_cannot_differentiate)
     double x[8] = {0}, dY[8] = {0};
     refenc_input in = {.B = 1, .L = 2, .x = x};
     refenc_mp_report rep;
-    const char *keys[16] = {"norm_type", "ffn_type", "norm_bias", "linear_bias", "rope_scaling",
-                            "partial_rotary_factor", "n_kv_heads", "head_dim", "attn_logit_softcapping",
-                            "query_pre_attn_scalar", "sliding_window", "local_attention",
-                            "global_attn_every_n_layers", "sliding_window_pattern",
-                            "embedding_normalizer_dtype", "pooling"};
-    for (int i = 0; i < 16; i++) {
+    for (int i = 0; i < 8; i++) { /* differentiated by the twins now */
         refenc_config c = a;
         if (i == 0)
             c.norm_type = REFENC_NORMTYPE_RMSNORM, c.norm_bias = 0;
@@ -217,22 +216,29 @@ Test(grad_oracle, encoder_twin_refuses_blocks_it_cannot_differentiate)
         else if (i == 5)
             c.rope_scaling.partial_rotary_factor = 0.5;
         else if (i == 6)
-            c.n_kv_heads = 1; /* multi-query: dK, dV summed over the group, not written */
-        else if (i == 7)
+            c.n_kv_heads = 1; /* multi-query: dK, dV summed over the group */
+        else
             c.head_dim = 4;   /* 2 heads of 4 over D 4 */
-        else if (i == 8)
+        cr_expect_eq(refenc_mpb_blocks_supported(&c, &rep.error), REFENC_OK, "%d: %s", i, rep.error.message);
+    }
+    const char *keys[8] = {"attn_logit_softcapping", "query_pre_attn_scalar", "sliding_window",
+                           "local_attention", "global_attn_every_n_layers", "sliding_window_pattern",
+                           "embedding_normalizer_dtype", "pooling"};
+    for (int i = 0; i < 8; i++) {
+        refenc_config c = a;
+        if (i == 0)
             c.attn_logit_softcapping = 50; /* Gemma 2: the cap's derivative is not applied */
-        else if (i == 9)
+        else if (i == 1)
             c.query_pre_attn_scalar = 3;   /* a scale other than sqrt(Dh) */
-        else if (i == 10)
+        else if (i == 2)
             c.causal = 1, c.sliding_window = 2; /* the window's masks are not in the backward */
-        else if (i == 11)
+        else if (i == 3)
             c.local_attention = 2;
-        else if (i == 12)
+        else if (i == 4)
             c.global_attn_every_n_layers = 2; /* per-layer windows and bases: forward only */
-        else if (i == 13)
+        else if (i == 5)
             c.sliding_window_pattern = 2; /* Gemma 3's pattern: forward only */
-        else if (i == 14)
+        else if (i == 6)
             c.embedding_normalizer_dtype = REFENC_NORMALIZER_BFLOAT16; /* Gemma's rounded sqrt(D): forward only */
         else
             c.pooling = REFENC_POOL_LAST_TOKEN; /* the pooled embedding: forward only */

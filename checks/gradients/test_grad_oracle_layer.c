@@ -27,7 +27,7 @@ enum { B = 2, L = 3, D = 4, H = 2, F = 6, N = B * L * D };
 typedef struct {
     refenc_config cfg;
     refenc_params p;
-    double x[N], dY[N], v[N];
+    double x[N], dY[N];
     double *theta, *dir; /* the perturbed tensor and its direction */
     size_t n;
     uint8_t pad[B * L];
@@ -44,14 +44,22 @@ static void lcase_init(lcase *c, int which, gsl_rng *r)
     g->d_model = D, g->n_heads = H, g->d_ff = F, g->n_layers = 1, g->final_norm = 0;
     g->vocab_size = 0;
     g->norm = which % 2 ? REFENC_NORM_POST : REFENC_NORM_PRE;
-    static const refenc_activation acts[4] = {REFENC_ACT_GELU, REFENC_ACT_RELU,
-                                              REFENC_ACT_QUICK_GELU, REFENC_ACT_GELU_TANH};
+    static const refenc_activation acts[5] = {REFENC_ACT_GELU, REFENC_ACT_RELU,
+                                              REFENC_ACT_QUICK_GELU, REFENC_ACT_GELU_TANH, REFENC_ACT_SILU};
     g->activation = acts[which];
     g->positional = which == 1 || which == 3 ? REFENC_POS_ROPE : which == 2 ? REFENC_POS_ALIBI
                                                                             : REFENC_POS_NONE;
     g->rope_layout = which == 3 ? REFENC_ROPE_INTERLEAVED : REFENC_ROPE_HALF;
     g->causal = which == 0 || which == 3;
     g->mask_value = which == 3 ? REFENC_MASK_FINFO_MIN : REFENC_MASK_NEG_INF;
+    if (which == 4) { /* a Llama layer: RMSNorm, SwiGLU, bias-free, MQA of width 4, llama3 RoPE */
+        g->norm = REFENC_NORM_PRE, g->norm_type = REFENC_NORMTYPE_RMSNORM, g->ffn_type = REFENC_FFN_GLU;
+        g->activation = REFENC_ACT_SILU, g->linear_bias = 0, g->n_kv_heads = 1, g->head_dim = 4;
+        g->positional = REFENC_POS_ROPE, g->causal = 1, g->mask_value = REFENC_MASK_FINFO_MIN;
+        g->rope_scaling.type = REFENC_ROPE_SCALING_LLAMA3, g->rope_scaling.factor = 8;
+        g->rope_scaling.low_freq_factor = 1, g->rope_scaling.high_freq_factor = 4;
+        g->rope_scaling.original_max_position_embeddings = 2;
+    }
     cr_assert_eq(refenc_config_validate(g, NULL), 0);
     cr_assert_eq(refenc_params_alloc(&c->p, g, NULL), 0);
     refenc_params_init_random(&c->p, g, r);
@@ -67,7 +75,7 @@ static void lcase_init(lcase *c, int which, gsl_rng *r)
                                    .alibi_slopes = g->positional == REFENC_POS_ALIBI ? c->slopes : NULL,
                                    .positions = c->pos, .temperature = g->temperature,
                                    .mask_value = g->mask_value};
-    c->rope = (refenc_rope_options){g->rope_layout, g->rope_base, c->pos, NULL};
+    c->rope = (refenc_rope_options){g->rope_layout, g->rope_base, c->pos, &g->rope_scaling};
 }
 
 static int forward(lcase *c, double *y)
@@ -105,27 +113,32 @@ static void twin(lcase *c, const refenc_config *cfg, double *dx, refenc_params *
 
 /* The identity along x, along linear1.weight and along in_proj_bias (its
  * key block is 0 only without RoPE: a rotated key bias R_j b_k changes the
- * scores of a row unequally); returns the violations. */
+ * scores of a row unequally), or in_proj_weight when the layer has no
+ * bias; returns the violations. */
 static size_t adjoint(lcase *c, const double *dx, const refenc_params *grad, gsl_rng *r,
                       test_worst *w)
 {
     size_t bad = 0;
-    double vw[F * D], vb[3 * D];
-    double *th[3] = {c->x, c->p.layers[0].linear1_weight, c->p.layers[0].in_proj_bias};
-    const double *g[3] = {dx, grad->layers[0].linear1_weight, grad->layers[0].in_proj_bias};
-    double *dirs[3] = {c->v, vw, vb};
-    const size_t n[3] = {N, F * D, 3 * D};
-    static const char *const what[3] = {"dx", "dW1", "d in_proj_bias"};
+    const char *in = c->p.layers[0].in_proj_bias != NULL ? "layers.0.self_attn.in_proj_bias"
+                                                         : "layers.0.self_attn.in_proj_weight";
+    const refenc_tensor *t1 = refenc_params_find(&c->p, "layers.0.linear1.weight");
+    const refenc_tensor *t2 = refenc_params_find(&c->p, in);
+    double *th[3] = {c->x, t1->data, t2->data};
+    const double *g[3] = {dx, refenc_params_find(grad, t1->name)->data, refenc_params_find(grad, in)->data};
+    const size_t n[3] = {N, t1->size, t2->size};
+    const char *what[3] = {"dx", "dW1", in};
     for (int k = 0; k < 3; k++) {
-        gc_direction(dirs[k], n[k], 1.0, r);
-        c->theta = th[k], c->dir = dirs[k], c->n = n[k];
+        double *dir = malloc(n[k] * sizeof *dir);
+        gc_direction(dir, n[k], 1.0, r);
+        c->theta = th[k], c->dir = dir, c->n = n[k];
         gc_fd fd;
         gc_central(&fd, phi, c, GC_STEP);
         double ea = 0;
-        const double a = gc_dot(g[k], dirs[k], n[k], &ea);
+        const double a = gc_dot(g[k], dir, n[k], &ea);
         for (size_t i = 0; i < n[k]; i++)
-            ea += TEST_U * (1.0 + 2.0 * TEST_U) * fabs(g[k][i] * dirs[k][i]);
+            ea += TEST_U * (1.0 + 2.0 * TEST_U) * fabs(g[k][i] * dir[i]);
         bad += gc_fd_check(w, a, ea, &fd, "%s", what[k]) ? 0 : 1;
+        free(dir);
     }
     return bad;
 }
@@ -174,3 +187,4 @@ Test(oracle_layer_backward, pre_ln_gelu_causal_padding) { run_case(0, 2631); }
 Test(oracle_layer_backward, post_ln_relu_rope_half_padding) { run_case(1, 2632); }
 Test(oracle_layer_backward, pre_ln_quick_gelu_alibi) { run_case(2, 2633); }
 Test(oracle_layer_backward, post_ln_gelu_tanh_rope_interleaved_finfo_min) { run_case(3, 2634); }
+Test(oracle_layer_backward, llama_rmsnorm_swiglu_bias_free_mqa_llama3_rope) { run_case(4, 2635); }

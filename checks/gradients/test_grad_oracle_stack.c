@@ -33,14 +33,20 @@ typedef struct {
     size_t n;
 } scase;
 
-static void scase_init(scase *c, refenc_family fam, gsl_rng *r)
+typedef void (*variant_fn)(refenc_config *g);
+
+static void scase_init(scase *c, refenc_family fam, variant_fn variant, gsl_rng *r)
 {
     refenc_config *g = &c->cfg;
     refenc_config_family(g, fam);
     g->d_model = D, g->n_heads = 2, g->d_ff = 6, g->n_layers = 2, g->max_len = 8;
     g->vocab_size = g->vocab_size > 0 ? 7 : 0;
     g->type_vocab_size = g->type_vocab_size > 0 ? 2 : 0;
-    cr_assert_eq(refenc_config_validate(g, NULL), 0, "%s", refenc_family_name(fam));
+    g->n_kv_heads = 0, g->head_dim = 0; /* the decoder presets' sizes do not fit D 4 */
+    if (variant != NULL)
+        variant(g);
+    refenc_error err;
+    cr_assert_eq(refenc_config_validate(g, &err), 0, "%s: %s", refenc_family_name(fam), err.message);
     cr_assert_eq(refenc_params_alloc(&c->p, g, NULL), 0);
     refenc_params_init_random(&c->p, g, r);
     gc_quantize(c->p.block, c->p.n_values, GC_GRID_X);
@@ -114,11 +120,23 @@ static void twin(scase *c, const refenc_config *cfg, refenc_params *grad, double
     cr_assert_eq(st, 0, "%s", rep.error.message);
 }
 
-static void run_family(refenc_family fam, unsigned long stream)
+/* The twin of cfg with one convention changed must break the identity. */
+static void control(scase *c, const refenc_config *bug, gsl_rng *r, const char *what)
+{
+    double dx[N], y[N];
+    refenc_params g2;
+    test_worst w;
+    twin(c, bug, &g2, dx, y);
+    test_worst_init(&w);
+    cr_expect(adjoint(c, dx, &g2, r, &w, 1) > 0, "%s keeps the identity", what);
+    refenc_params_free(&g2);
+}
+
+static void run_variant(refenc_family fam, variant_fn variant, unsigned long stream)
 {
     gsl_rng *r = test_rng(stream);
     scase *c = calloc(1, sizeof *c);
-    scase_init(c, fam, r);
+    scase_init(c, fam, variant, r);
     double dx[N], y[N], y_fwd[N];
     refenc_params grad, g2;
     twin(c, &c->cfg, &grad, dx, y);
@@ -140,9 +158,56 @@ static void run_family(refenc_family fam, unsigned long stream)
     test_worst_init(&w);
     cr_expect(adjoint(c, dx, &g2, r, &w, 1) > 0, "%s: the other placement keeps the identity",
               refenc_family_name(fam));
+    if (c->cfg.ffn_type == REFENC_FFN_GLU) { /* the other half as the gate */
+        bug = c->cfg;
+        bug.glu_gate = bug.glu_gate == REFENC_GLU_GATE_FIRST ? REFENC_GLU_GATE_SECOND : REFENC_GLU_GATE_FIRST;
+        control(c, &bug, r, "the other GLU half as the gate");
+    }
+    if (c->cfg.norm_type == REFENC_NORMTYPE_RMSNORM) { /* w for 1 + w, or the reverse */
+        bug = c->cfg;
+        bug.rmsnorm_offset = !bug.rmsnorm_offset;
+        control(c, &bug, r, "RMSNorm's other scale");
+    }
+    if (c->cfg.rope_scaling.type != REFENC_ROPE_SCALING_NONE) { /* the table unscaled */
+        bug = c->cfg;
+        bug.rope_scaling.type = REFENC_ROPE_SCALING_NONE;
+        control(c, &bug, r, "RoPE without its scaling");
+    }
     refenc_params_free(&g2), refenc_params_free(&grad), refenc_params_free(&c->p);
     free(c);
     gsl_rng_free(r);
+}
+
+static void run_family(refenc_family fam, unsigned long stream) { run_variant(fam, NULL, stream); }
+
+/* The Llama block at D 4: RMSNorm, SwiGLU (gate first), bias-free linears,
+ * RoPE rotate_half, causal with finfo.min, the final RMSNorm, and 2 query
+ * heads of width 4 over 1 key/value head (multi-query: dK, dV summed over
+ * both query heads; E = 8 != D). */
+static void llama_mqa(refenc_config *g) { g->n_kv_heads = 1, g->head_dim = 4; }
+
+/* Gemma's and GTE's conventions in one Post-LN block: RMSNorm (1 + w),
+ * GeGLU (tanh) with the gate second, linear biases but linear1's, heads of
+ * width 6 (E = 12), interleaved RoPE with linear scaling (factor 4). */
+static void gemma_post(refenc_config *g)
+{
+    g->norm = REFENC_NORM_POST, g->rmsnorm_offset = 1, g->activation = REFENC_ACT_GELU_TANH;
+    g->glu_gate = REFENC_GLU_GATE_SECOND, g->linear_bias = 1, g->linear1_bias = 0;
+    g->head_dim = 6, g->rope_layout = REFENC_ROPE_INTERLEAVED, g->causal = 0;
+    g->rope_scaling.type = REFENC_ROPE_SCALING_LINEAR, g->rope_scaling.factor = 4;
+}
+
+/* A bias-free LayerNorm and bias-free linears, the plain MLP (exact GELU),
+ * 2 query heads over 1 key/value head of width 4, an RMSNorm-free stack
+ * with Llama 3.1's scaling (llama3, factor 8, bands 1 and 4) over 2 trained
+ * positions, so that the low-frequency pairs are scaled at these lengths. */
+static void layernorm_bias_free(refenc_config *g)
+{
+    g->norm_type = REFENC_NORMTYPE_LAYERNORM, g->norm_bias = 0, g->ffn_type = REFENC_FFN_MLP;
+    g->activation = REFENC_ACT_GELU, g->n_kv_heads = 1, g->head_dim = 4;
+    g->rope_scaling.type = REFENC_ROPE_SCALING_LLAMA3, g->rope_scaling.factor = 8;
+    g->rope_scaling.low_freq_factor = 1, g->rope_scaling.high_freq_factor = 4;
+    g->rope_scaling.original_max_position_embeddings = 2;
 }
 
 Test(oracle_encoder_backward, vaswani) { run_family(REFENC_FAMILY_VASWANI, 2641); }
@@ -151,3 +216,6 @@ Test(oracle_encoder_backward, roberta) { run_family(REFENC_FAMILY_ROBERTA, 2643)
 Test(oracle_encoder_backward, distilbert) { run_family(REFENC_FAMILY_DISTILBERT, 2644); }
 Test(oracle_encoder_backward, gpt2) { run_family(REFENC_FAMILY_GPT2, 2645); }
 Test(oracle_encoder_backward, clip_text) { run_family(REFENC_FAMILY_CLIP_TEXT, 2646); }
+Test(oracle_encoder_backward, llama_multi_query_head_dim_4) { run_variant(REFENC_FAMILY_LLAMA, llama_mqa, 2647); }
+Test(oracle_encoder_backward, gemma_post_ln_geglu_gate_second_scaled_rope) { run_variant(REFENC_FAMILY_LLAMA, gemma_post, 2648); }
+Test(oracle_encoder_backward, bias_free_layernorm_gqa_llama3_rope) { run_variant(REFENC_FAMILY_LLAMA, layernorm_bias_free, 2649); }

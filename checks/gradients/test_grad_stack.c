@@ -537,13 +537,16 @@ static void expect_disjoint(const gw_span *sp, size_t k, const double *block, si
 
 Test(grad_stack, the_workspace_buffers_are_disjoint_and_inside_the_block)
 {
-    for (int glu = 0; glu < 2; glu++) {
+    for (int glu = 0; glu < 3; glu++) {
         refenc_config g;
         refenc_config_default(&g);
         g.d_model = 8, g.n_heads = 2, g.d_ff = 16, g.n_layers = 2;
         if (glu)
             g.ffn_type = REFENC_FFN_GLU;
+        if (glu == 2) /* grouped-query attention, E = 2 x 12 > D: attention's buffers (B, L, E) */
+            g.n_kv_heads = 1, g.head_dim = 12;
         const size_t B = 1, L = 20, N = g.n_layers, BLD = B * L * 8, BLF = B * L * 16, BHL = B * 2 * L;
+        const size_t BLA = glu == 2 ? B * L * 24 : BLD;
         refenc_grad_workspace w;
         refenc_error err;
         cr_assert_eq(refenc_grad_workspace_alloc(&w, &g, B, L, &err), REFENC_OK, "%s", err.message);
@@ -553,9 +556,9 @@ Test(grad_stack, the_workspace_buffers_are_disjoint_and_inside_the_block)
             {w.acts, (N + 1) * BLD, "acts"}, {w.e, BLD, "e"}, {w.dh0, BLD, "dh0"}, {w.dh1, BLD, "dh1"},
             {lw->y, BLD, "y"}, {lw->a, BLD, "a"}, {lw->d1, BLD, "d1"}, {lw->d2, BLD, "d2"}, {lw->d3, BLD, "d3"},
             {lw->pre, F3 * BLF, "pre"}, {lw->dpre, F2 * BLF, "dpre"},
-            {lw->mha.dctx, BLD, "dctx"}, {lw->mha.dctxh, BLD, "dctxh"}, {lw->mha.dqh, BLD, "dqh"},
-            {lw->mha.dkh, BLD, "dkh"}, {lw->mha.dvh, BLD, "dvh"}, {lw->mha.dq, BLD, "dq"},
-            {lw->mha.dk, BLD, "dk"}, {lw->mha.dv, BLD, "dv"}, {lw->mha.dP, BHL * L, "dP"},
+            {lw->mha.dctx, BLA, "dctx"}, {lw->mha.dctxh, BLA, "dctxh"}, {lw->mha.dqh, BLA, "dqh"},
+            {lw->mha.dkh, BLA, "dkh"}, {lw->mha.dvh, BLA, "dvh"}, {lw->mha.dq, BLA, "dq"},
+            {lw->mha.dk, BLA, "dk"}, {lw->mha.dv, BLA, "dv"}, {lw->mha.dP, BHL * L, "dP"},
             {lw->mha.dS, BHL * L, "dS"}, {lw->mha.Drow, BHL, "Drow"}};
         const size_t k = sizeof sp / sizeof sp[0];
         size_t total = 0;
@@ -832,35 +835,6 @@ Test(grad_stack, control_swapping_two_tokens_with_positions_or_causal_changes_gr
         st_case_free(&s);
     }
     gsl_rng_free(r);
-}
-
-/* Grouped-query attention and head_dim are forward only (docs/gradients.md):
- * the gradient workspace refuses them by key, allocating nothing, rather than
- * differentiating them as multi-head attention. */
-Test(grad_stack, refuses_grouped_query_attention_and_head_dim_by_key)
-{
-    refenc_config c;
-    refenc_config_default(&c);
-    c.d_model = 8, c.n_heads = 4, c.d_ff = 6, c.n_layers = 1;
-    const char *key[2] = {"n_kv_heads is set", "head_dim is set"};
-    for (int i = 0; i < 2; i++) {
-        refenc_config g = c;
-        if (i == 0)
-            g.n_kv_heads = 2;
-        else
-            g.head_dim = 3;
-        refenc_grad_workspace gws;
-        refenc_error err;
-        cr_assert_eq(refenc_grad_workspace_alloc(&gws, &g, 1, 3, &err), REFENC_EINVAL);
-        cr_expect(strstr(err.message, key[i]) != NULL, "%s", err.message);
-        cr_expect_null(gws.block);
-    }
-    /* head_dim = D / H set explicitly is multi-head attention: accepted */
-    refenc_config g = c;
-    g.head_dim = 2, g.n_kv_heads = 4;
-    refenc_grad_workspace gws;
-    cr_assert_eq(refenc_grad_workspace_alloc(&gws, &g, 1, 3, NULL), REFENC_OK);
-    refenc_grad_workspace_free(&gws);
 }
 
 /* Gemma's attention conventions are forward only (docs/gradients.md): the

@@ -76,6 +76,14 @@ static const char *const embed_order[] = {"embedding_norm.weight", "embedding_no
                                           "pos_embedding.weight", "token_type_embedding.weight",
                                           "embedding.weight", NULL};
 
+/* Appends the parameter name when the case has that tensor (a bias-free
+ * block's bias, RMSNorm's beta: none). */
+static void append_param(json_t *a, const refenc_case *c, const char *name)
+{
+    if (refenc_params_find(&c->params, name) != NULL)
+        json_array_append_new(a, json_string(name));
+}
+
 /* The backward's names, in backward order, without "grad.": what the oracle
  * computes, in the order a backward computes it. */
 static json_t *backward_names(const refenc_case *c)
@@ -84,15 +92,15 @@ static json_t *backward_names(const refenc_case *c)
     json_t *a = json_array();
     char b[REFENC_NAME_MAX];
     if (cfg->final_norm) {
-        json_array_append_new(a, json_string("norm.weight"));
-        json_array_append_new(a, json_string("norm.bias"));
+        append_param(a, c, "norm.weight");
+        append_param(a, c, "norm.bias");
     }
     for (size_t i = cfg->n_layers; i-- > 0;) {
         snprintf(b, sizeof b, "layers.%zu.output", i);
         json_array_append_new(a, json_string(b));
         for (const char *const *s = cfg->norm == REFENC_NORM_PRE ? pre_order : post_order; *s; s++) {
             snprintf(b, sizeof b, "layers.%zu.%s", i, *s);
-            json_array_append_new(a, json_string(b));
+            append_param(a, c, b);
         }
     }
     json_array_append_new(a, json_string("embed"));

@@ -65,12 +65,37 @@ void refenc_mpk_linear_backward(mpfr_ptr dx, mpfr_ptr dW, mpfr_ptr db, mpfr_srcp
                                 unsigned char *ex_dx, unsigned char *ex_dW, unsigned char *ex_db,
                                 refenc_mp_ws *ws);
 
-/* LayerNorm's backward; dgamma, dbeta accumulated as above.  xhat: (N, D)
+/* LayerNorm's backward; dgamma, dbeta (NULL: a bias-free LayerNorm) accumulated as above.  xhat: (N, D)
  * scratch at p (on return, x^).  ws: n_tmp >= D + 5, n_ptr >= max(N, D) + 1. */
 void refenc_mpk_layernorm_backward(mpfr_ptr dx, mpfr_ptr dgamma, mpfr_ptr dbeta, mpfr_ptr xhat,
                                    mpfr_srcptr dy, mpfr_srcptr x, mpfr_srcptr gamma, size_t N,
                                    size_t D, mpfr_srcptr eps, unsigned char *ex_dbeta,
                                    refenc_mp_ws *ws);
+
+/* RMSNorm's backward (rmsnorm_backward.c); dw accumulated as above, the
+ * same for both scales (offset: s = 1 + w).  xhat: (N, D) scratch at p (on
+ * return, x^).  ws: n_tmp >= D + 2, n_ptr >= max(N, D) + 1. */
+void refenc_mpk_rmsnorm_backward(mpfr_ptr dx, mpfr_ptr dw, mpfr_ptr xhat, mpfr_srcptr dy,
+                                 mpfr_srcptr x, mpfr_srcptr w, size_t N, size_t D, mpfr_srcptr eps,
+                                 int offset, refenc_mp_ws *ws);
+
+/* The gated FFN (glu.h), h = act(a) * b, a and b linear1's gate and up
+ * halves (gate: the gate's first row, 0 or F), y = h W2^T + b2: the forward
+ * keeping z = x W1^T + b1 (N, 2F), ga = act(a) and h (N, F) (y may be NULL;
+ * b1, b2 may be NULL), and its backward on them: dx written, dW1, db1, dW2,
+ * db2 accumulated (db1, db2 NULL: bias-free), dz (N, 2F), dh, t, gd (N, F)
+ * scratch; ex_db2 as refenc_mpk_linear_backward's ex_db.
+ * ws: n_tmp >= 6, n_ptr >= max(N, 2F, D) + 1. */
+void refenc_mpk_glu_forward_keep(mpfr_ptr y, mpfr_ptr z, mpfr_ptr ga, mpfr_ptr h, mpfr_srcptr x,
+                                 mpfr_srcptr W1, mpfr_srcptr b1, mpfr_srcptr W2, mpfr_srcptr b2,
+                                 size_t N, size_t D, size_t F, size_t gate, refenc_activation act,
+                                 refenc_mp_ws *ws);
+void refenc_mpk_glu_backward(mpfr_ptr dx, mpfr_ptr dW1, mpfr_ptr db1, mpfr_ptr dW2, mpfr_ptr db2,
+                             mpfr_ptr dz, mpfr_ptr dh, mpfr_ptr t, mpfr_ptr gd, mpfr_srcptr dy,
+                             mpfr_srcptr x, mpfr_srcptr z, mpfr_srcptr ga, mpfr_srcptr h,
+                             mpfr_srcptr W1, mpfr_srcptr W2, size_t N, size_t D, size_t F,
+                             size_t gate, refenc_activation act, unsigned char *ex_db2,
+                             refenc_mp_ws *ws);
 
 /* ds = y (dy - D) / tau row by row, y the forward's weights (exact, at p).
  * ws: n_tmp >= 2, n_ptr >= n + 1. */
@@ -81,10 +106,13 @@ void refenc_mpk_softmax_backward(mpfr_ptr ds, mpfr_srcptr dy, mpfr_srcptr y, siz
 void refenc_mpk_activation_derivative(mpfr_ptr d, mpfr_srcptr x, size_t n, refenc_activation act,
                                       refenc_mp_ws *ws);
 
-/* dx = R(pos)^T dy per head vector (dx may alias dy).  ws: n_tmp >= L Dh + 5. */
+/* dx = f R(pos)^T dy per head vector (dx may alias dy): the forward's
+ * rotation by -theta, its angles those of the scaling sc (NULL: unscaled,
+ * the whole head, f = 1; the pass-through coordinates of a partial rotary
+ * head copied).  ws: n_tmp >= L Dh + 5. */
 void refenc_mpk_rope_backward(mpfr_ptr dx, mpfr_srcptr dy, const int64_t *pos, size_t N,
                               size_t L, size_t Dh, mpfr_srcptr base, refenc_rope_layout layout,
-                              refenc_mp_ws *ws);
+                              const refenc_rope_scaling *sc, refenc_mp_ws *ws);
 
 /* The attention backward from the forward's exact P and O (attention.c's
  * kernel): dq, dk, dv (B, H, L, Dh), dP, dS (B, H, L, L), Drow (B, H, L).
@@ -114,6 +142,23 @@ int refenc_mp_layernorm_backward(double *dx, double *dgamma, double *dbeta, cons
                                  double eps, mpfr_prec_t prec, refenc_mp_report *rep);
 
 /* s: the forward's logits (R, n) (not its output y). */
+/* RMSNorm (rmsnorm.h, refenc_rmsnorm_backward): dx written, dw accumulated;
+ * offset: Gemma's s = 1 + w, exact here (the double kernel's fl(1 + w) is
+ * one rounding of its error). */
+int refenc_mp_rmsnorm_backward(double *dx, double *dw, const double *dy, const double *x,
+                               const double *w, size_t N, size_t D, double eps, int offset,
+                               mpfr_prec_t prec, refenc_mp_report *rep);
+
+/* The gated FFN (glu.h, refenc_ffn_block_backward with ffn_type "glu"):
+ * x (N, D), W1 (2F, D), b1 (2F) or NULL, W2 (D, F), b2 (D) or NULL; dx
+ * written, dW1, db1, dW2, db2 accumulated (db1, db2 ignored when b1, b2
+ * are NULL). */
+int refenc_mp_glu_backward(double *dx, double *dW1, double *db1, double *dW2, double *db2,
+                           const double *dy, const double *x, const double *W1, const double *b1,
+                           const double *W2, const double *b2, size_t N, size_t D, size_t F,
+                           refenc_activation act, refenc_glu_gate gate, mpfr_prec_t prec,
+                           refenc_mp_report *rep);
+
 int refenc_mp_softmax_backward(double *ds, const double *dy, const double *s, size_t R, size_t n,
                                double tau, mpfr_prec_t prec, refenc_mp_report *rep);
 
@@ -178,8 +223,8 @@ int refenc_mp_encoder_backward_steps(refenc_params *grad, double *dx, double *y,
                                      const double *dY, mpfr_prec_t prec, refenc_mp_report *rep);
 
 /* REFENC_OK when the oracle's backward computes cfg's blocks, else
- * REFENC_EINVAL with a message naming the config key it does not (RMSNorm,
- * the gated FFN, bias-free blocks, RoPE scaling: docs/gradients.md). */
+ * REFENC_EINVAL with a message naming the config key it does not (the
+ * conventions still forward only: docs/gradients.md). */
 int refenc_mp_backward_supported(const refenc_config *cfg, refenc_error *err);
 
 /* The forward's name of step i of refenc_mp_encoder_backward_steps: "embed"

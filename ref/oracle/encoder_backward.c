@@ -36,14 +36,21 @@ typedef struct {
     lyr m;
 } enc;
 
-/* the index of the tensor whose data is ptr (every parameter is one) */
+/* the index of the tensor whose data is ptr (every parameter is one); NONE
+ * for NULL, a tensor the config does not have (a bias-free block's bias) */
+static const size_t NONE = (size_t)-1;
 static size_t tidx(const enc *s, const double *ptr)
 {
-    for (size_t t = 0; t < s->nt; t++)
+    for (size_t t = 0; ptr != NULL && t < s->nt; t++)
         if (s->a->p->tensors[t].data == ptr)
             return t;
-    return 0; /* not reached: ptr is a parameter of p */
+    return NONE;
 }
+
+/* the parameter, its gradient, its exactness array of tensor t, or NULL */
+static mpfr_ptr PT(const enc *s, size_t t) { return t == NONE ? NULL : s->PT[t]; }
+static mpfr_ptr GT(const enc *s, size_t t) { return t == NONE ? NULL : s->GT[t]; }
+static unsigned char *exT(const enc *s, size_t t) { return t == NONE ? NULL : s->exT[t]; }
 
 static void bind_layer(enc *s, size_t i, int dy_exact)
 {
@@ -54,8 +61,8 @@ static void bind_layer(enc *s, size_t i, int dy_exact)
                                  lp->norm1_bias, lp->norm2_weight, lp->norm2_bias};
     for (int k = 0; k < 12; k++) {
         const size_t j = tidx(s, t[k]);
-        s->m.P[k] = s->PT[j], s->m.G[k] = s->GT[j];
-        s->m.ex[k] = dy_exact && (k == L2B || k == N2B) ? s->exT[j] : NULL;
+        s->m.P[k] = PT(s, j), s->m.G[k] = GT(s, j);
+        s->m.ex[k] = dy_exact && (k == L2B || k == N2B) ? exT(s, j) : NULL;
     }
 }
 
@@ -82,9 +89,8 @@ static void embed_fwd(enc *s, refenc_mp_ws *ws)
         refenc_mpk_embedding_add(s->e, NULL, s->e, s->ids, s->PT[tidx(s, p->pos_embedding)], s->B,
                                  s->L, s->D);
     if (c->embedding_norm)
-        refenc_mpk_layernorm_forward(s->xs[0], s->e, s->PT[tidx(s, p->embedding_norm_weight)],
-                                     s->PT[tidx(s, p->embedding_norm_bias)], s->BL, s->D,
-                                     s->emb_eps, ws);
+        refenc_mpb_norm_forward(&s->m, s->xs[0], s->e, PT(s, tidx(s, p->embedding_norm_weight)),
+                                PT(s, tidx(s, p->embedding_norm_bias)), s->emb_eps, ws);
     else
         for (size_t i = 0; i < s->BL * s->D; i++)
             mpfr_set(s->xs[0] + i, s->e + i, MPFR_RNDN);
@@ -97,8 +103,8 @@ static void embed_bwd(enc *s, refenc_mp_ws *ws)
     const refenc_params *p = s->a->p;
     if (c->embedding_norm) {
         const size_t w = tidx(s, p->embedding_norm_weight), b = tidx(s, p->embedding_norm_bias);
-        refenc_mpk_layernorm_backward(s->m.d1, s->GT[w], s->GT[b], s->m.xhat, s->d, s->e, s->PT[w],
-                                      s->BL, s->D, s->emb_eps, NULL, ws);
+        refenc_mpb_norm_backward(&s->m, s->m.d1, s->GT[w], GT(s, b), s->d, s->e, s->PT[w],
+                                 s->emb_eps, NULL, ws);
         for (size_t i = 0; i < s->BL * s->D; i++)
             mpfr_set(s->d + i, s->m.d1 + i, MPFR_RNDN);
     }
@@ -138,15 +144,14 @@ static void run(enc *s, refenc_mp_ws *ws)
     size_t nw = 0, nb = 0;
     if (fin) {
         nw = tidx(s, p->norm_weight), nb = tidx(s, p->norm_bias);
-        refenc_mpk_layernorm_forward(s->out, s->xs[s->N], s->PT[nw], s->PT[nb], s->BL, s->D,
-                                     s->m.eps, ws);
+        refenc_mpb_norm_forward(&s->m, s->out, s->xs[s->N], s->PT[nw], PT(s, nb), s->m.eps, ws);
     } else {
         copy(s->out, s->xs[s->N], n);
     }
     refenc_mp_set_d(s->d, s->a->dY, n);
     if (fin) { /* dY is exact: norm.bias's sums of it are recorded */
-        refenc_mpk_layernorm_backward(s->m.d1, s->GT[nw], s->GT[nb], s->m.xhat, s->d, s->xs[s->N],
-                                      s->PT[nw], s->BL, s->D, s->m.eps, s->exT[nb], ws);
+        refenc_mpb_norm_backward(&s->m, s->m.d1, s->GT[nw], GT(s, nb), s->d, s->xs[s->N],
+                                 s->PT[nw], s->m.eps, exT(s, nb), ws);
         copy(s->d, s->m.d1, n);
     }
     for (size_t i = s->N; i-- > 0;) {
@@ -217,7 +222,8 @@ static int enc_tensors(enc *s, mpfr_prec_t prec)
     const double *exact_bias = s->a->cfg->final_norm ? p->norm_bias
                                : s->m.pre            ? last->linear2_bias
                                                      : last->norm2_bias;
-    ok &= (s->exT[tidx(s, exact_bias)] = malloc(s->D)) != NULL;
+    if (exact_bias != NULL) /* none: RMSNorm, a bias-free LayerNorm or linear2 */
+        ok &= (s->exT[tidx(s, exact_bias)] = malloc(s->D)) != NULL;
     return ok;
 }
 
@@ -227,8 +233,8 @@ static int enc_setup(enc *s, refenc_mp_arena *ar, refenc_mp_ws *ws, mpfr_prec_t 
     const refenc_config *c = s->a->cfg;
     const refenc_input *in = s->a->in;
     const size_t H = c->n_heads;
-    s->m = (lyr){.B = s->B, .L = s->L, .D = s->D, .H = H, .Dh = s->D / H, .F = c->d_ff,
-                 .BL = s->BL, .act = c->activation, .pre = c->norm == REFENC_NORM_PRE};
+    s->m = (lyr){0};
+    refenc_mpb_layer_shape(&s->m, c, s->B, s->L);
     if (!enc_ints(s) || !enc_tensors(s, prec))
         return 0;
     s->mask = in->attn_mask ? refenc_mp_arena_from_d(ar, in->attn_mask, s->L * s->L, 53) : NULL;
@@ -239,7 +245,7 @@ static int enc_setup(enc *s, refenc_mp_arena *ar, refenc_mp_ws *ws, mpfr_prec_t 
     s->mo = (refenc_mp_attn_options){in->key_padding_mask, c->causal, s->mask, s->slopes, s->pos,
                                      s->tau, c->mask_value, NULL, NULL, 0, 0, 0,
                                      NULL, 0, 0, 0, 0}; /* no scalar, cap, window, T5 bias: blocks_supported */
-    s->rope = (refenc_rope_options){c->rope_layout, c->rope_base, s->pos, NULL}; /* unscaled: blocks_supported */
+    s->rope = (refenc_rope_options){c->rope_layout, c->rope_base, s->pos, &c->rope_scaling}; /* as the forward's */
     s->m.opt = &s->mo;
     s->m.rope = c->positional == REFENC_POS_ROPE ? &s->rope : NULL;
     s->m.base = refenc_mp_arena_from_d(ar, &c->rope_base, 1, 53);
@@ -286,9 +292,12 @@ static int encb_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, re
     s.BL = s.B * s.L;
     refenc_mp_arena ar = {0}, ar2 = {0};
     refenc_mp_ws ws;
-    const size_t np = s.BL > 3 * s.D ? s.BL : 3 * s.D;
-    int st = refenc_mp_ws_alloc(&ws, prec, s.L * s.D + 2 * s.D + 8,
-                                (np > c->d_ff ? np : c->d_ff) + s.L + 1);
+    lyr shape = {0};
+    refenc_mpb_layer_shape(&shape, c, s.B, s.L);
+    size_t np = s.BL > shape.R ? s.BL : shape.R, w = s.D > shape.Dh ? s.D : shape.Dh;
+    np = np > shape.F1 ? np : shape.F1;
+    np = np > s.D ? np : s.D;
+    int st = refenc_mp_ws_alloc(&ws, prec, s.L * w + 2 * s.D + 8, np + s.L + shape.Dh + 1);
     const int ok = st == REFENC_OK && enc_setup(&s, &ar, &ws, prec);
     if (ok)
         refenc_mpb_layer_buffers(&s.m, &ar2, prec);

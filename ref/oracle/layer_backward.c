@@ -3,66 +3,108 @@
  *            dh = dy + LN2^T(FFN^T dy);   dx = dh + LN1^T(MHA^T dh)
  *   Post-LN  r1 = x + MHA(x), h = LN1(r1), r2 = h + FFN(h), y = LN2(r2)
  *            dr2 = LN2^T dy;  dh = dr2 + FFN^T dr2;  dr1 = LN1^T dh;  dx = dr1 + MHA^T dr1
- *   MHA^T    dctx = dy W_o, split into heads, attention backward, dq and dk
- *            rotated back by -theta (RoPE), merged; dx = dqkv W_in
- *   FFN^T    dh = dy W2, da = dh act'(a), dx = da W1
+ *   MHA^T    dctx = dy W_o, split into the H heads, attention backward, dq and
+ *            dk rotated back by -theta (RoPE, scaled or not), merged; with
+ *            grouped-query attention (Hkv < H, g = H / Hkv) the key/value head
+ *            j was repeated to query heads j g .. j g + g - 1, so its dk and dv
+ *            are the sums over that group (the adjoint of repeat_kv);
+ *            dx = dqkv W_in, W_in (E + 2 Ekv, D)
+ *   FFN^T    MLP: dh = dy W2, da = dh act'(a), dx = da W1
+ *            gated (h = act(a) * b, a and b linear1's gate and up halves):
+ *            dh = dy W2, db = dh act(a), da = dh b act'(a), d[a | b] in
+ *            linear1's row order, dx = d[a | b] W1
+ *   LN^T     LayerNorm's (layernorm_backward.c) or RMSNorm's (rmsnorm_backward.c)
  * The forward is recomputed here in MPFR from the oracle's kernels (every
  * intermediate exact to the working precision, nothing rounded to double),
  * then the backward kernels of backward.h run on it: every output is the
  * exact gradient of the exact layer, certified by Ziv's loop.  The
- * parameter gradients are accumulated as in the double layer. */
+ * parameter gradients are accumulated as in the double layer; a bias the
+ * config does not have (P NULL) has no gradient. */
 #include "layer_backward.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-
-/* (BL, 3D) -> q, k, v (B, H, L, Dh) (dir 0) or back into dqkv (dir 1) */
-static void heads(lyr *m, mpfr_ptr qkv, mpfr_ptr q, mpfr_ptr k, mpfr_ptr v, int dir)
+void refenc_mpb_layer_shape(lyr *m, const refenc_config *c, size_t B, size_t L)
 {
-    const size_t D = m->D, Dh = m->Dh;
-    mpfr_ptr part[3] = {q, k, v};
+    m->B = B, m->L = L, m->BL = B * L, m->D = c->d_model, m->H = c->n_heads;
+    m->Hkv = refenc_config_kv_heads(c), m->Dh = refenc_config_head_dim(c);
+    m->E = m->H * m->Dh, m->Ekv = m->Hkv * m->Dh, m->R = m->E + 2 * m->Ekv;
+    m->F = c->d_ff, m->glu = c->ffn_type == REFENC_FFN_GLU, m->F1 = m->glu ? 2 * m->F : m->F;
+    m->gate = m->glu && c->glu_gate == REFENC_GLU_GATE_SECOND ? m->F : 0;
+    m->act = c->activation, m->pre = c->norm == REFENC_NORM_PRE;
+    m->rms = c->norm_type == REFENC_NORMTYPE_RMSNORM, m->offset = c->rmsnorm_offset;
+}
+
+/* qkv (BL, R) -> q (B, H, L, Dh) and k, v repeated to the H query heads
+ * (dir 0); or back (dir 1): dqkv's q block from dq, its key/value head j
+ * from the sum over query heads j g .. j g + g - 1 of dk, dv (one rounding). */
+static void heads(lyr *m, mpfr_ptr qkv, mpfr_ptr q, mpfr_ptr k, mpfr_ptr v, int dir,
+                  refenc_mp_ws *ws)
+{
+    const size_t E = m->E, Ekv = m->Ekv, Dh = m->Dh, g = m->H / m->Hkv;
     for (size_t b = 0; b < m->B; b++)
         for (size_t l = 0; l < m->L; l++)
-            for (size_t c = 0; c < 3 * D; c++) {
-                const size_t hh = (c % D) / Dh, d = c % Dh;
-                mpfr_ptr hv = part[c / D] + ((b * m->H + hh) * m->L + l) * Dh + d;
-                mpfr_ptr rv = qkv + (b * m->L + l) * 3 * D + c;
-                mpfr_set(dir == 0 ? hv : rv, dir == 0 ? rv : hv, MPFR_RNDN);
+            for (size_t c = 0; c < m->R; c++) {
+                const int part = c < E ? 0 : c < E + Ekv ? 1 : 2;
+                const size_t cc = part == 0 ? c : part == 1 ? c - E : c - E - Ekv;
+                const size_t hh = cc / Dh, d = cc % Dh; /* the head in its block */
+                mpfr_ptr base = part == 0 ? q : part == 1 ? k : v;
+                mpfr_ptr rv = qkv + (b * m->L + l) * m->R + c;
+                const size_t h0 = part == 0 ? hh : hh * g, n = part == 0 ? 1 : g;
+                for (size_t i = 0; i < n; i++) {
+                    mpfr_ptr hv = base + ((b * m->H + h0 + i) * m->L + l) * Dh + d;
+                    if (dir == 0)
+                        mpfr_set(hv, rv, MPFR_RNDN);
+                    ws->pa[i] = hv;
+                }
+                if (dir == 1)
+                    mpfr_sum(rv, ws->pa, n, MPFR_RNDN);
             }
 }
 
-/* ctx (BL, D) <- o (B, H, L, Dh) (dir 0), or o <- ctx (dir 1) */
+/* ctx (BL, E) <- o (B, H, L, Dh) (dir 0), or o <- ctx (dir 1) */
 static void merge(lyr *m, mpfr_ptr ctx, mpfr_ptr o, int dir)
 {
     for (size_t b = 0; b < m->B; b++)
         for (size_t l = 0; l < m->L; l++)
-            for (size_t c = 0; c < m->D; c++) {
+            for (size_t c = 0; c < m->E; c++) {
                 mpfr_ptr hv = o + ((b * m->H + c / m->Dh) * m->L + l) * m->Dh + c % m->Dh;
-                mpfr_ptr cv = ctx + (b * m->L + l) * m->D + c;
+                mpfr_ptr cv = ctx + (b * m->L + l) * m->E + c;
                 mpfr_set(dir == 0 ? cv : hv, dir == 0 ? hv : cv, MPFR_RNDN);
             }
+}
+
+static const refenc_rope_scaling *scaling(const lyr *m)
+{
+    return m->rope != NULL ? m->rope->scaling : NULL;
 }
 
 /* t = MHA(in) */
 static void mha_fwd(lyr *m, mpfr_srcptr in, refenc_mp_ws *ws)
 {
-    refenc_mpk_linear_forward(m->qkv, in, m->P[IPW], m->P[IPB], m->BL, m->D, 3 * m->D, ws);
-    heads(m, m->qkv, m->q, m->k, m->v, 0);
-    if (m->rope != NULL) {
+    refenc_mpk_linear_forward(m->qkv, in, m->P[IPW], m->P[IPB], m->BL, m->D, m->R, ws);
+    heads(m, m->qkv, m->q, m->k, m->v, 0, ws);
+    if (m->rope != NULL) { /* the repeated key heads rotated alike: HF's rotate-then-repeat */
         refenc_mpk_rope_forward(m->q, m->q, m->rope->positions, m->B * m->H, m->L, m->Dh, m->base,
-                                m->rope->layout, NULL, ws); /* unscaled: blocks_supported */
+                                m->rope->layout, scaling(m), ws);
         refenc_mpk_rope_forward(m->k, m->k, m->rope->positions, m->B * m->H, m->L, m->Dh, m->base,
-                                m->rope->layout, NULL, ws); /* unscaled: blocks_supported */
+                                m->rope->layout, scaling(m), ws);
     }
     refenc_mpk_attention_forward(m->o, m->Pw, m->q, m->k, m->v, m->opt, m->B, m->H, m->L, m->Dh, ws);
     merge(m, m->ctx, m->o, 0);
-    refenc_mpk_linear_forward(m->t, m->ctx, m->P[OPW], m->P[OPB], m->BL, m->D, m->D, ws);
+    refenc_mpk_linear_forward(m->t, m->ctx, m->P[OPW], m->P[OPB], m->BL, m->E, m->D, ws);
 }
 
-/* f = FFN(in), keeping the pre-activation z and the activations hid */
+/* f = FFN(in), keeping the pre-activation z (BL, F1), act(a) in ga (gated)
+ * and h in hid */
 static void ffn_fwd(lyr *m, mpfr_srcptr in, refenc_mp_ws *ws)
 {
+    if (m->glu) { /* glu_backward.c */
+        refenc_mpk_glu_forward_keep(m->f, m->z, m->ga, m->hid, in, m->P[L1W], m->P[L1B], m->P[L2W],
+                                    m->P[L2B], m->BL, m->D, m->F, m->gate, m->act, ws);
+        return;
+    }
     refenc_mpk_linear_forward(m->z, in, m->P[L1W], m->P[L1B], m->BL, m->D, m->F, ws);
     refenc_mpk_activation_forward(m->hid, m->z, m->BL * m->F, m->act, ws);
     refenc_mpk_linear_forward(m->f, m->hid, m->P[L2W], m->P[L2B], m->BL, m->F, m->D, ws);
@@ -74,23 +116,48 @@ static void add(mpfr_ptr y, mpfr_srcptr a, mpfr_srcptr b, size_t n)
         mpfr_add(y + i, a + i, b + i, MPFR_RNDN);
 }
 
+void refenc_mpb_norm_forward(const lyr *m, mpfr_ptr y, mpfr_srcptr x, mpfr_srcptr w, mpfr_srcptr b,
+                             mpfr_srcptr eps, refenc_mp_ws *ws)
+{
+    if (m->rms)
+        refenc_mpk_rmsnorm_forward(y, x, w, m->BL, m->D, eps, m->offset, ws);
+    else
+        refenc_mpk_layernorm_forward(y, x, w, b, m->BL, m->D, eps, ws);
+}
+
+void refenc_mpb_norm_backward(lyr *m, mpfr_ptr dx, mpfr_ptr dw, mpfr_ptr db, mpfr_srcptr dy,
+                              mpfr_srcptr x, mpfr_srcptr w, mpfr_srcptr eps, unsigned char *ex_db,
+                              refenc_mp_ws *ws)
+{
+    if (m->rms)
+        refenc_mpk_rmsnorm_backward(dx, dw, m->xhat, dy, x, w, m->BL, m->D, eps, m->offset, ws);
+    else
+        refenc_mpk_layernorm_backward(dx, dw, db, m->xhat, dy, x, w, m->BL, m->D, eps, ex_db, ws);
+}
+
+/* y = LN(x), the norm's weight at P[wi], its bias (if any) at P[wi + 1] */
+static void ln_fwd(lyr *m, mpfr_ptr y, mpfr_srcptr x, int wi, refenc_mp_ws *ws)
+{
+    refenc_mpb_norm_forward(m, y, x, m->P[wi], m->P[wi + 1], m->eps, ws);
+}
+
 void refenc_mpb_layer_forward(lyr *m, mpfr_srcptr x, refenc_mp_ws *ws)
 {
     const size_t n = m->BL * m->D;
     if (m->pre) {
-        refenc_mpk_layernorm_forward(m->a, x, m->P[N1W], m->P[N1B], m->BL, m->D, m->eps, ws);
+        ln_fwd(m, m->a, x, N1W, ws);
         mha_fwd(m, m->a, ws);
         add(m->h, x, m->t, n);
-        refenc_mpk_layernorm_forward(m->a2, m->h, m->P[N2W], m->P[N2B], m->BL, m->D, m->eps, ws);
+        ln_fwd(m, m->a2, m->h, N2W, ws);
         ffn_fwd(m, m->a2, ws);
         add(m->y, m->h, m->f, n);
     } else {
         mha_fwd(m, x, ws);
         add(m->r1, x, m->t, n);
-        refenc_mpk_layernorm_forward(m->h, m->r1, m->P[N1W], m->P[N1B], m->BL, m->D, m->eps, ws);
+        ln_fwd(m, m->h, m->r1, N1W, ws);
         ffn_fwd(m, m->h, ws);
         add(m->r2, m->h, m->f, n);
-        refenc_mpk_layernorm_forward(m->y, m->r2, m->P[N2W], m->P[N2B], m->BL, m->D, m->eps, ws);
+        ln_fwd(m, m->y, m->r2, N2W, ws);
     }
 }
 
@@ -99,18 +166,20 @@ void refenc_mpb_layer_forward(lyr *m, mpfr_srcptr x, refenc_mp_ws *ws)
  * adds q_i . b_k to every score of query i alike (ALiBi, attn_mask and the
  * masks' constants do not depend on it), which the softmax ignores;
  * equivalently each row of dS sums to 0, so sum_j dk_j = sum_i (sum_j dS_ij)
- * q_i / divisor = 0.  Computed, the sum is a cancellation to 0 whose sign of
- * zero differs between precisions, which no precision certifies.  With RoPE
- * the key is rotated after the bias, R_j (W x_j + b_k), so the bias adds
- * q_i . R_j b_k, which depends on j: the block is summed like the others. */
+ * q_i / divisor = 0 (under grouped-query attention for each query head of
+ * the group, hence for their sum).  Computed, the sum is a cancellation to 0
+ * whose sign of zero differs between precisions, which no precision
+ * certifies.  With RoPE the key is rotated after the bias, R_j (W x_j + b_k),
+ * so the bias adds q_i . R_j b_k, which depends on j: the block is summed
+ * like the others. */
 static void in_bias_backward(lyr *m, refenc_mp_ws *ws)
 {
     mpfr_ptr t = ws->tmp;
-    for (size_t c = 0; c < 3 * m->D; c++) {
-        if (c >= m->D && c < 2 * m->D && m->rope == NULL)
+    for (size_t c = 0; c < m->R; c++) {
+        if (c >= m->E && c < m->E + m->Ekv && m->rope == NULL)
             continue;
         for (size_t n = 0; n < m->BL; n++)
-            ws->pa[n] = m->dqkv + n * 3 * m->D + c;
+            ws->pa[n] = m->dqkv + n * m->R + c;
         ws->pa[m->BL] = m->G[IPB] + c;
         mpfr_sum(t, ws->pa, m->BL + 1, MPFR_RNDN);
         mpfr_set(m->G[IPB] + c, t, MPFR_RNDN);
@@ -121,7 +190,7 @@ static void in_bias_backward(lyr *m, refenc_mp_ws *ws)
 static void mha_bwd(lyr *m, mpfr_ptr dx_out, mpfr_srcptr dy, mpfr_srcptr in, refenc_mp_ws *ws)
 {
     const size_t BH = m->B * m->H;
-    refenc_mpk_linear_backward(m->d1, m->G[OPW], m->G[OPB], dy, m->ctx, m->P[OPW], m->BL, m->D,
+    refenc_mpk_linear_backward(m->d1, m->G[OPW], m->G[OPB], dy, m->ctx, m->P[OPW], m->BL, m->E,
                                m->D, NULL, NULL, NULL, ws);
     merge(m, m->d1, m->dob, 1);
     refenc_mpk_attention_backward(m->dq, m->dk, m->dv, m->dP, m->dS, m->Dr, m->dob, m->q, m->k,
@@ -129,14 +198,15 @@ static void mha_bwd(lyr *m, mpfr_ptr dx_out, mpfr_srcptr dy, mpfr_srcptr in, ref
                                   ws);
     if (m->rope != NULL) {
         refenc_mpk_rope_backward(m->dq, m->dq, m->rope->positions, BH, m->L, m->Dh, m->base,
-                                 m->rope->layout, ws);
+                                 m->rope->layout, scaling(m), ws);
         refenc_mpk_rope_backward(m->dk, m->dk, m->rope->positions, BH, m->L, m->Dh, m->base,
-                                 m->rope->layout, ws);
+                                 m->rope->layout, scaling(m), ws);
     }
-    heads(m, m->dqkv, m->dq, m->dk, m->dv, 1);
+    heads(m, m->dqkv, m->dq, m->dk, m->dv, 1, ws); /* dk, dv summed over each group */
     refenc_mpk_linear_backward(dx_out, m->G[IPW], NULL, m->dqkv, in, m->P[IPW], m->BL, m->D,
-                               3 * m->D, NULL, NULL, NULL, ws);
-    in_bias_backward(m, ws);
+                               m->R, NULL, NULL, NULL, ws);
+    if (m->G[IPB] != NULL)
+        in_bias_backward(m, ws);
 }
 
 /* dx_out = FFN^T dy (input in); dy_exact: dy is the layer's own input dY
@@ -145,21 +215,28 @@ static void ffn_bwd(lyr *m, mpfr_ptr dx_out, mpfr_srcptr dy, mpfr_srcptr in, int
                     refenc_mp_ws *ws)
 {
     const size_t n = m->BL * m->F;
-    refenc_mpk_linear_backward(m->dz, m->G[L2W], m->G[L2B], dy, m->hid, m->P[L2W], m->BL, m->F,
-                               m->D, NULL, NULL, dy_exact ? m->ex[L2B] : NULL, ws);
-    refenc_mpk_activation_derivative(m->hid, m->z, n, m->act, ws); /* hid is no longer needed */
+    unsigned char *ex = dy_exact ? m->ex[L2B] : NULL;
+    if (m->glu) { /* glu_backward.c */
+        refenc_mpk_glu_backward(dx_out, m->G[L1W], m->G[L1B], m->G[L2W], m->G[L2B], m->dz, m->dhid,
+                                m->za, m->gd, dy, in, m->z, m->ga, m->hid, m->P[L1W], m->P[L2W],
+                                m->BL, m->D, m->F, m->gate, m->act, ex, ws);
+        return;
+    }
+    refenc_mpk_linear_backward(m->dhid, m->G[L2W], m->G[L2B], dy, m->hid, m->P[L2W], m->BL, m->F,
+                               m->D, NULL, NULL, ex, ws);
+    refenc_mpk_activation_derivative(m->gd, m->z, n, m->act, ws);
     for (size_t i = 0; i < n; i++)
-        mpfr_mul(m->dz + i, m->dz + i, m->hid + i, MPFR_RNDN);
+        mpfr_mul(m->dz + i, m->dhid + i, m->gd + i, MPFR_RNDN); /* da = dh act'(a) */
     refenc_mpk_linear_backward(dx_out, m->G[L1W], m->G[L1B], m->dz, in, m->P[L1W], m->BL, m->D,
                                m->F, NULL, NULL, NULL, ws);
 }
 
-/* dx_out = LN^T dy (the norm's input x), the norm's gamma at P[w] */
+/* dx_out = LN^T dy (the norm's input x), the norm's weight at P[w] */
 static void ln_bwd(lyr *m, mpfr_ptr dx_out, mpfr_srcptr dy, mpfr_srcptr x, int w, int dy_exact,
                    refenc_mp_ws *ws)
 {
-    refenc_mpk_layernorm_backward(dx_out, m->G[w], m->G[w + 1], m->xhat, dy, x, m->P[w], m->BL,
-                                  m->D, m->eps, dy_exact ? m->ex[w + 1] : NULL, ws);
+    refenc_mpb_norm_backward(m, dx_out, m->G[w], m->G[w + 1], dy, x, m->P[w], m->eps,
+                             dy_exact ? m->ex[w + 1] : NULL, ws);
 }
 
 /* dx = the layer's input gradient, into d3's place (returned) */
@@ -186,8 +263,10 @@ mpfr_ptr refenc_mpb_layer_backward(lyr *m, mpfr_srcptr dy, mpfr_srcptr x, refenc
 
 int refenc_mpb_layer_ws(refenc_mp_ws *ws, const lyr *m, mpfr_prec_t prec)
 {
-    const size_t np = m->BL > 3 * m->D ? m->BL : 3 * m->D;
-    return refenc_mp_ws_alloc(ws, prec, m->L * m->Dh + m->D + 8, (np > m->F ? np : m->F) + m->L + 1);
+    size_t np = m->BL > m->R ? m->BL : m->R;
+    np = np > m->F1 ? np : m->F1;
+    np = np > m->D ? np : m->D;
+    return refenc_mp_ws_alloc(ws, prec, m->L * m->Dh + m->D + 8, np + m->L + m->Dh + 1);
 }
 
 static const char *const grad_names[12] = {
@@ -195,11 +274,14 @@ static const char *const grad_names[12] = {
     "self_attn.out_proj.bias", "linear1.weight", "linear1.bias", "linear2.weight", "linear2.bias",
     "norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias"};
 
-/* the sizes of the 12 tensors, in refenc_layer_params order */
-static void tensor_sizes(size_t *n, size_t D, size_t F)
+/* the sizes (rows, cols) of the 12 tensors, in refenc_layer_params order
+ * (a vector: rows 1) */
+static void tensor_shapes(size_t (*s)[2], const lyr *m)
 {
-    const size_t s[12] = {3 * D * D, 3 * D, D * D, D, F * D, F, D * F, D, D, D, D, D};
-    memcpy(n, s, sizeof s);
+    const size_t D = m->D;
+    const size_t t[12][2] = {{m->R, D}, {1, m->R}, {D, m->E}, {1, D}, {m->F1, D}, {1, m->F1},
+                             {D, m->F}, {1, D},    {1, D},    {1, D}, {1, D},    {1, D}};
+    memcpy(s, t, sizeof t);
 }
 
 static const double *param_ptr(const refenc_layer_params *p, int i)
@@ -212,7 +294,7 @@ static const double *param_ptr(const refenc_layer_params *p, int i)
 }
 
 typedef struct {
-    const double *dy, *x, *start; /* start: the 12 gradients' starting values, concatenated */
+    const double *dy, *x, *start; /* start: the gradients' starting values, concatenated */
     const refenc_layer_params *lp;
     const refenc_config *cfg;
     const refenc_attn_options *opt;
@@ -223,14 +305,20 @@ typedef struct {
 void refenc_mpb_layer_buffers(lyr *m, refenc_mp_arena *ar2, mpfr_prec_t p)
 {
     const size_t nd = m->BL * m->D, nf = m->BL * m->F, nw = m->B * m->H * m->L * m->L;
-    mpfr_ptr *fd[] = {&m->a, &m->q, &m->k, &m->v, &m->o, &m->ctx, &m->t, &m->h, &m->a2, &m->f,
-                      &m->r1, &m->r2, &m->y, &m->d1, &m->d2, &m->d3, &m->dh, &m->dob, &m->dq,
-                      &m->dk, &m->dv, &m->xhat};
+    const size_t ne = m->BL * (m->E > m->D ? m->E : m->D); /* attention's (BL, E) and d1 */
+    mpfr_ptr *fd[] = {&m->a, &m->t, &m->h, &m->a2, &m->f, &m->r1, &m->r2, &m->y, &m->d2,
+                      &m->d3, &m->dh, &m->xhat};
     for (size_t i = 0; i < sizeof fd / sizeof fd[0]; i++)
         *fd[i] = refenc_mp_arena_alloc(ar2, nd, p);
-    m->qkv = refenc_mp_arena_alloc(ar2, 3 * nd, p), m->dqkv = refenc_mp_arena_alloc(ar2, 3 * nd, p);
-    m->z = refenc_mp_arena_alloc(ar2, nf, p), m->hid = refenc_mp_arena_alloc(ar2, nf, p);
-    m->dz = refenc_mp_arena_alloc(ar2, nf, p);
+    mpfr_ptr *fe[] = {&m->q, &m->k, &m->v, &m->o, &m->ctx, &m->d1, &m->dob, &m->dq, &m->dk, &m->dv};
+    for (size_t i = 0; i < sizeof fe / sizeof fe[0]; i++)
+        *fe[i] = refenc_mp_arena_alloc(ar2, ne, p);
+    m->qkv = refenc_mp_arena_alloc(ar2, m->BL * m->R, p);
+    m->dqkv = refenc_mp_arena_alloc(ar2, m->BL * m->R, p);
+    m->z = refenc_mp_arena_alloc(ar2, m->BL * m->F1, p), m->dz = refenc_mp_arena_alloc(ar2, m->BL * m->F1, p);
+    mpfr_ptr *ff[] = {&m->hid, &m->ga, &m->dhid, &m->za, &m->gd};
+    for (size_t i = 0; i < sizeof ff / sizeof ff[0]; i++)
+        *ff[i] = refenc_mp_arena_alloc(ar2, nf, p);
     m->Pw = refenc_mp_arena_alloc(ar2, nw, p), m->dP = refenc_mp_arena_alloc(ar2, nw, p);
     m->dS = refenc_mp_arena_alloc(ar2, nw, p);
     m->Dr = refenc_mp_arena_alloc(ar2, m->B * m->H * m->L, p);
@@ -238,18 +326,18 @@ void refenc_mpb_layer_buffers(lyr *m, refenc_mp_arena *ar2, mpfr_prec_t p)
 
 static int lyr_emit(const lyr *m, const refenc_mp_sink *sink, mpfr_srcptr dx)
 {
-    size_t n[12];
-    tensor_sizes(n, m->D, m->F);
+    size_t sh[12][2];
+    tensor_shapes(sh, m);
     const size_t sx[3] = {m->B, m->L, m->D};
     int st = refenc_mp_sink_emit(sink, "y", m->y, 3, sx);
     if (st == REFENC_OK)
         st = refenc_mp_sink_emit(sink, "dx", dx, 3, sx);
     for (int i = 0; i < 12 && st == REFENC_OK; i++) {
-        const int matrix = i % 2 == 0 && i < 8;  /* the four weights */
-        const size_t cols = i == L2W ? m->F : m->D;
-        const size_t shape[2] = {matrix ? n[i] / cols : n[i], cols};
+        if (m->G[i] == NULL) /* a tensor the config does not have */
+            continue;
+        const int matrix = i % 2 == 0 && i < 8; /* the four weights */
         st = refenc_mp_sink_emit_exact(sink, grad_names[i], m->G[i], m->ex[i], matrix ? 2 : 1,
-                                       shape);
+                                       matrix ? sh[i] : sh[i] + 1);
     }
     return st;
 }
@@ -258,19 +346,23 @@ static int layb_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, re
 {
     const layb_args *a = ctx;
     const refenc_config *c = a->cfg;
-    lyr m = {.B = a->B, .L = a->L, .D = c->d_model, .H = c->n_heads, .F = c->d_ff,
-             .act = c->activation, .pre = c->norm == REFENC_NORM_PRE, .rope = a->rope};
-    m.Dh = m.D / m.H, m.BL = m.B * m.L;
+    lyr m = {.rope = a->rope};
+    refenc_mpb_layer_shape(&m, c, a->B, a->L);
     refenc_mp_arena ar1 = {0}, ar2 = {0};
     refenc_mp_ws ws;
     int st = refenc_mpb_layer_ws(&ws, &m, prec);
     void *handle = NULL;
     const int ok = refenc_mp_attn_options_from_d(&handle, &m.opt, a->opt, m.H, m.L);
-    size_t n[12];
-    tensor_sizes(n, m.D, m.F);
-    for (int i = 0, off = 0; i < 12; off += (int)n[i], i++) {
-        m.P[i] = refenc_mp_arena_from_d(&ar1, param_ptr(a->lp, i), n[i], 53);
-        m.G[i] = refenc_mp_arena_from_d(&ar1, a->start + off, n[i], prec);
+    size_t sh[12][2];
+    tensor_shapes(sh, &m);
+    for (int i = 0, off = 0; i < 12; i++) {
+        const double *pt = param_ptr(a->lp, i);
+        const size_t n = sh[i][0] * sh[i][1];
+        if (pt == NULL)
+            continue;
+        m.P[i] = refenc_mp_arena_from_d(&ar1, pt, n, 53);
+        m.G[i] = refenc_mp_arena_from_d(&ar1, a->start + off, n, prec);
+        off += (int)n;
     }
     refenc_mpb_layer_buffers(&m, &ar2, prec);
     mpfr_ptr x = refenc_mp_arena_from_d(&ar1, a->x, m.BL * m.D, 53);
@@ -278,9 +370,10 @@ static int layb_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, re
     m.eps = refenc_mp_arena_from_d(&ar1, &c->layer_norm_eps, 1, 53);
     const double base = a->rope ? a->rope->base : 2.0;
     m.base = refenc_mp_arena_from_d(&ar1, &base, 1, 53);
-    unsigned char *exb = malloc(m.D); /* the bias summed from dy: db2 (Pre-LN), dbeta2 (Post-LN) */
-    m.ex[m.pre ? L2B : N2B] = exb;
-    if (st || !ok || ar1.failed || ar2.failed || exb == NULL) {
+    const int eb = m.pre ? L2B : N2B; /* the bias summed from dy: db2 (Pre-LN), dbeta2 (Post-LN) */
+    unsigned char *exb = m.G[eb] != NULL ? malloc(m.D) : NULL;
+    m.ex[eb] = exb;
+    if (st || !ok || ar1.failed || ar2.failed || (m.G[eb] != NULL && exb == NULL)) {
         st = refenc_mp_enomem(err, "layer backward", prec);
     } else {
         refenc_mpb_layer_forward(&m, x, &ws);
@@ -299,15 +392,6 @@ int refenc_mpb_blocks_supported(const refenc_config *cfg, refenc_error *err)
     const char *key = cfg->qkv_bias                                ? "qkv_bias" /* Qwen's: named first */
                       : cfg->qk_norm != REFENC_QKNORM_NONE         ? "qk_norm"
                       : cfg->relative_attention_num_buckets != 0 ? "relative_attention_num_buckets" /* T5's, too */
-                      : cfg->norm_type != REFENC_NORMTYPE_LAYERNORM ? "norm_type"
-                      : cfg->ffn_type != REFENC_FFN_MLP            ? "ffn_type"
-                      : !cfg->norm_bias                            ? "norm_bias"
-                      : !cfg->linear_bias                          ? "linear_bias"
-                      : !cfg->linear1_bias                         ? "linear1_bias"
-                      : cfg->rope_scaling.type != REFENC_ROPE_SCALING_NONE ? "rope_scaling"
-                      : cfg->rope_scaling.partial_rotary_factor != 1.0     ? "partial_rotary_factor"
-                      : refenc_config_kv_heads(cfg) != cfg->n_heads        ? "n_kv_heads"
-                      : !refenc_config_attention_is_mha(cfg)               ? "head_dim"
                       : cfg->attn_logit_softcapping != 0                   ? "attn_logit_softcapping"
                       : cfg->query_pre_attn_scalar != 0                    ? "query_pre_attn_scalar"
                       : cfg->sliding_window != 0                           ? "sliding_window"
@@ -322,10 +406,12 @@ int refenc_mpb_blocks_supported(const refenc_config *cfg, refenc_error *err)
     if (key == NULL)
         return REFENC_OK;
     return refenc_error_set(err, REFENC_EINVAL,
-                            "oracle backward: config key %s: only LayerNorm with its bias, the plain MLP, "
-                            "linears with biases, unscaled full-width RoPE and multi-head attention with "
-                            "head width d_model / n_heads, uncapped, unwindowed and scaled by it, without Qwen's qkv_bias "
-                            "or qk_norm, T5's relative bias or a pooling, every layer with its attention norm, have an MPFR backward yet", key);
+                            "oracle backward: config key %s: only LayerNorm (with or without its bias) or "
+                            "RMSNorm, the MLP or the gated FFN, linears with or without biases, RoPE scaled "
+                            "or not, multi-head or grouped-query attention of any head width, uncapped, "
+                            "unwindowed and scaled by sqrt(head_dim), without Qwen's qkv_bias or qk_norm, "
+                            "T5's relative bias, a pooling or sandwich norms, every layer with its attention "
+                            "norm, have an MPFR backward yet", key);
 }
 
 int refenc_mp_layer_backward(double *dx, const refenc_layer_params *dlp, double *y,
@@ -334,25 +420,32 @@ int refenc_mp_layer_backward(double *dx, const refenc_layer_params *dlp, double 
                              const refenc_rope_options *rope, size_t B, size_t L,
                              mpfr_prec_t prec, refenc_mp_report *rep)
 {
-    size_t n[12], total = 0;
+    size_t sh[12][2], total = 0;
     refenc_error local;
     const int ok = refenc_mpb_blocks_supported(cfg, rep ? &rep->error : &local);
     if (ok != REFENC_OK)
         return ok;
-    tensor_sizes(n, cfg->d_model, cfg->d_ff);
+    lyr m = {0};
+    refenc_mpb_layer_shape(&m, cfg, B, L);
+    tensor_shapes(sh, &m);
     for (int i = 0; i < 12; i++)
-        total += n[i];
+        total += param_ptr(lp, i) != NULL ? sh[i][0] * sh[i][1] : 0;
     double *start = malloc(total * sizeof *start); /* the starting values: written over */
     if (start == NULL)
         return refenc_mp_enomem(rep ? &rep->error : NULL, "layer backward", prec);
     refenc_mp_output outs[14] = {{"y", y}, {"dx", dx}};
-    for (size_t i = 0, off = 0; i < 12; off += n[i], i++) {
-        memcpy(start + off, param_ptr(dlp, (int)i), n[i] * sizeof *start);
-        outs[2 + i].name = grad_names[i];
-        outs[2 + i].dst = (double *)param_ptr(dlp, (int)i);
+    size_t no = 2;
+    for (size_t i = 0, off = 0; i < 12; i++) {
+        if (param_ptr(lp, (int)i) == NULL)
+            continue;
+        const size_t n = sh[i][0] * sh[i][1];
+        memcpy(start + off, param_ptr(dlp, (int)i), n * sizeof *start);
+        outs[no].name = grad_names[i];
+        outs[no++].dst = (double *)param_ptr(dlp, (int)i);
+        off += n;
     }
     layb_args a = {dy, x, start, lp, cfg, opt, rope, B, L};
-    const int st = refenc_mp_run_twin(layb_eval, &a, prec, rep, outs, 14);
+    const int st = refenc_mp_run_twin(layb_eval, &a, prec, rep, outs, no);
     free(start);
     return st;
 }

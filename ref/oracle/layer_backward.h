@@ -7,21 +7,31 @@
 #include "backward.h"
 #include "internal.h"
 
-/* The layer's MPFR values: parameters (53 bits) and the forward's buffers. */
+/* The layer's MPFR values: parameters (53 bits) and the forward's buffers.
+ * E = H Dh (the attention's width), Ekv = Hkv Dh, R = E + 2 Ekv (in_proj's
+ * rows), F1 = F or 2F (linear1's rows, gated).  A tensor the config does not
+ * have (a bias-free linear, RMSNorm's or a bias-free LayerNorm's beta) has
+ * P and G NULL. */
 typedef struct {
-    size_t B, L, D, H, Dh, F, BL;
+    size_t B, L, D, H, Hkv, Dh, E, Ekv, R, F, F1, BL;
     mpfr_ptr P[12];  /* the parameters, in refenc_layer_params order */
     mpfr_ptr G[12];  /* their gradients (accumulated)               */
     unsigned char *ex[12]; /* which gradient values are exact         */
     mpfr_ptr eps;
-    mpfr_ptr a, qkv, q, k, v, Pw, o, ctx, t, h, a2, z, hid, f, r1, r2, y; /* forward */
-    mpfr_ptr d1, d2, d3, dh, dob, dqkv, dq, dk, dv, dP, dS, Dr, xhat, dz; /* backward */
+    mpfr_ptr a, qkv, q, k, v, Pw, o, ctx, t, h, a2, z, hid, ga, f, r1, r2, y; /* forward */
+    mpfr_ptr d1, d2, d3, dh, dob, dqkv, dq, dk, dv, dP, dS, Dr, xhat, dz, dhid, za, gd; /* backward */
     const refenc_mp_attn_options *opt;
     const refenc_rope_options *rope;
     mpfr_ptr base;
     refenc_activation act;
     int pre;
+    int rms, offset;   /* RMSNorm (norm_type), Gemma's 1 + w (rmsnorm_offset) */
+    int glu;           /* the gated FFN (ffn_type "glu")                       */
+    size_t gate;       /* the gate's first row of linear1: 0 or F (glu_gate)   */
 } lyr;
+
+/* m's sizes and block types from cfg (B, L set by the caller). */
+void refenc_mpb_layer_shape(lyr *m, const refenc_config *cfg, size_t B, size_t L);
 
 enum { IPW, IPB, OPW, OPB, L1W, L1B, L2W, L2B, N1W, N1B, N2W, N2B };
 
@@ -40,11 +50,20 @@ void refenc_mpb_layer_forward(lyr *m, mpfr_srcptr x, refenc_mp_ws *ws);
  * that bias gradient are exact: pass them only when dy is exact (doubles). */
 mpfr_ptr refenc_mpb_layer_backward(lyr *m, mpfr_srcptr dy, mpfr_srcptr x, refenc_mp_ws *ws);
 
-/* REFENC_OK when the layer backward computes cfg's blocks: LayerNorm with
- * its bias, the plain MLP, every linear with its bias, RoPE unscaled over
- * the whole head; otherwise
- * REFENC_EINVAL with a message naming the config key (RMSNorm, the gated
- * FFN and bias-free blocks have a double backward, not yet an MPFR twin). */
+/* y = the configured norm (LayerNorm with beta b or none, RMSNorm) of x
+ * (m->BL, m->D), and its backward: dx written, dw and db (NULL: none)
+ * accumulated, m->xhat scratch; ex_db as refenc_mpk_layernorm_backward's. */
+void refenc_mpb_norm_forward(const lyr *m, mpfr_ptr y, mpfr_srcptr x, mpfr_srcptr w, mpfr_srcptr b,
+                             mpfr_srcptr eps, refenc_mp_ws *ws);
+void refenc_mpb_norm_backward(lyr *m, mpfr_ptr dx, mpfr_ptr dw, mpfr_ptr db, mpfr_srcptr dy,
+                              mpfr_srcptr x, mpfr_srcptr w, mpfr_srcptr eps, unsigned char *ex_db,
+                              refenc_mp_ws *ws);
+
+/* REFENC_OK when the layer backward computes cfg's blocks: LayerNorm (with
+ * or without its bias) or RMSNorm (w or 1 + w), the MLP or the gated FFN,
+ * linears with or without biases, RoPE scaled or not, multi-head or
+ * grouped-query attention of any head width; otherwise REFENC_EINVAL with a
+ * message naming the config key (docs/gradients.md). */
 int refenc_mpb_blocks_supported(const refenc_config *cfg, refenc_error *err);
 
 #endif

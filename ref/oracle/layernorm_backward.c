@@ -71,6 +71,8 @@ void refenc_mpk_layernorm_backward(mpfr_ptr dx, mpfr_ptr dgamma, mpfr_ptr dbeta,
         mpfr_set(dgamma + d, t, MPFR_RNDN);
         for (size_t n = 0; n < N; n++)
             ws->pa[n] = (mpfr_ptr)(dy + n * D + d);
+        if (dbeta == NULL) /* a bias-free LayerNorm (norm_bias false) */
+            continue;
         ws->pa[N] = dbeta + d;
         const int exact = mpfr_sum(t, ws->pa, N + 1, MPFR_RNDN) == 0; /* dbeta0 + sum_n dy */
         if (ex_dbeta != NULL)

@@ -77,9 +77,9 @@ void refenc_mpk_rope_forward(mpfr_ptr y, mpfr_srcptr x, const int64_t *pos, size
 
 void refenc_mpk_rope_backward(mpfr_ptr dx, mpfr_srcptr dy, const int64_t *pos, size_t N,
                               size_t L, size_t Dh, mpfr_srcptr base, refenc_rope_layout layout,
-                              refenc_mp_ws *ws)
+                              const refenc_rope_scaling *sc, refenc_mp_ws *ws)
 {
-    rotate(dx, dy, pos, N, L, Dh, base, layout, NULL, -1, ws); /* unscaled, the whole head */
+    rotate(dx, dy, pos, N, L, Dh, base, layout, sc, -1, ws); /* the angles are constants */
 }
 
 typedef struct {

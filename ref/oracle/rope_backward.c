@@ -28,7 +28,7 @@ static int ropeb_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, r
     if (st || ar.failed) {
         st = refenc_mp_enomem(err, "RoPE backward", prec);
     } else {
-        refenc_mpk_rope_backward(dx, dx, a->pos, a->N, a->L, a->Dh, base, a->layout, &ws);
+        refenc_mpk_rope_backward(dx, dx, a->pos, a->N, a->L, a->Dh, base, a->layout, NULL, &ws);
         const size_t shape[3] = {a->N, a->L, a->Dh};
         st = refenc_mp_sink_emit(sink, "dx", dx, 3, shape);
     }
