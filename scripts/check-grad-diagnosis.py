@@ -51,6 +51,10 @@ FUSED_QKV = (tuple(DTYPES), {UNNAMED},
              "key, value)")
 GROWN = "the bug makes the gradients larger than the golden's, and their rounding errors with them: the budget, " \
         "sized on the golden's gradients and applied around the variant's, is too tight for them"
+# (a) is allowed only while the bug's own variant is the closest, within 2 budgets
+NEAR = {("layernorm_backward_variance_missing", PRE, "float16"): 2.0,
+        ("attention_backward_unmasked", BERT, "float16"): 2.0,
+        ("attention_backward_unmasked", BERT, "bfloat16"): 2.0}
 ALSO = {
     ("linear_dw_transposed", PRE): FUSED_QKV,
     ("linear_dw_transposed", POST): FUSED_QKV,
@@ -135,8 +139,10 @@ def worker(args):
                         f"the golden at {worst:.3g}")
                 exc = ALSO.get((bug, n))
                 if bug in stores[n]:
+                    near_ok = (bug, n, dtype) not in NEAR or (close.get("variant") == bug and
+                                                              close.get("distance", 1e300) <= NEAR[(bug, n, dtype)])
                     good = (verdict == "FAIL" and named == bug) or \
-                        (exc is not None and dtype in exc[0] and (verdict, named) in exc[1])
+                        (exc is not None and dtype in exc[0] and (verdict, named) in exc[1] and near_ok)
                     what = (f"FAIL, named" if named == bug else
                             f"{verdict} unnamed (explained in ALSO: {near})" if good else
                             f"{verdict}, named {named} ({near})  <-- WRONG: must FAIL, named {bug}")

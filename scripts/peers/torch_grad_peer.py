@@ -25,9 +25,11 @@ the leaves torch_peer's Case.t gives the layers built from torch operations,
 or a family's modules (torch_families.Family under Hugging Face's names),
 mapped back to refenc's names through the family's own state-dict map.
 
---bug injects a backward bug for the negative controls:
-  layernorm_backward_mean_missing   every LayerNorm's dx without its mean(g)
-                                    term (a custom autograd.Function)
+--bug injects a backward bug for the negative controls: each of the twelve
+named backward bugs (refenc certify --list-grad-bugs) as a custom
+torch.autograd.Function whose forward is the model's operation and whose
+backward has the bug ("the injected backward bugs" below; make
+check-grad-diagnosis certifies each in four dtypes), or
   grad_scaled                       one parameter gradient (the last layer's
                                     linear1.weight) times 1.5
 
