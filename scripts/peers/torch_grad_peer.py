@@ -62,7 +62,6 @@ import torch_peer  # noqa: E402  (the forward peer: its Case, its model construc
 import torch_families  # noqa: E402
 
 refenc = torch_peer.refenc
-BUGS = None  # the twelve named backward bugs (LN_TERMS, ...) and grad_scaled: set below the Functions
 ROUND = None  # the RoundEveryOp of the float16/bfloat16 backward, while it runs
 
 
@@ -311,6 +310,7 @@ ORIGINAL = {"layer_norm": F.layer_norm, "linear": F.linear, "gelu": F.gelu, "emb
             "softmax": torch.softmax, "rope": torch_peer.rope}
 
 
+# what --bug takes: the twelve named backward bugs (refenc certify --list-grad-bugs) and grad_scaled
 BUGS = list(LN_TERMS) + ATTENTION_BUGS + ["rope_backward_plus_theta", "gelu_backward_tanh_derivative",
                                           "bias_grad_not_summed_over_batch", "embedding_grad_overwritten",
                                           "linear_dw_transposed", "grad_scaled"]
