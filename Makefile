@@ -67,7 +67,7 @@ CHECKS     := $(BUILD)/checks/refenc-checks
 REPORTS    := $(BUILD)/reports
 
 .PHONY: all deps check demo clean help golden golden-cases golden-verify certify-torch certify-torch-grad
-.PHONY: bench-oracle check-float-variants accuracy-report check-diagnosis
+.PHONY: bench-oracle check-float-variants accuracy-report check-diagnosis check-grad-diagnosis
 .DEFAULT_GOAL := all
 
 all: $(LIB) $(LIB_SO) $(CLI)
@@ -84,6 +84,7 @@ help:
 	@echo "make certify-torch  certify PyTorch (float64 to bfloat16) against the golden cases"
 	@echo "make certify-torch-grad  certify PyTorch autograd (float64 to bfloat16) against the gradient cases"
 	@echo "make certify-tfjs-grad   certify TensorFlow.js autograd (npm, float32) against the gradient cases, outcomes pinned"
+	@echo "make check-grad-diagnosis  inject each named backward bug into the PyTorch autograd peer (4 dtypes): each must be named"
 	@echo "make check-diagnosis  inject each known bug into the PyTorch peer: each must be named"
 	@echo "make detectability  every known bug in emulated F64/F32/F16/BF16: each must be caught"
 	@echo "make variant-accuracy  the double reference's bug variants against the oracle's: within 0.1 of a bound"
@@ -230,6 +231,16 @@ certify-torch-grad: $(CLI)
 	@sh scripts/install-deps.sh python3-torch python3-numpy
 	/usr/bin/python3 scripts/peers/torch_grad_peer.py --golden golden --out $(BUILD)/results/torch-grad \
 	    --check-pinned scripts/peers/torch_grad_expected.json --cli $(CLI)
+
+# The backward bugs' diagnosis end to end: the PyTorch autograd peer with each
+# named backward bug injected (a custom autograd.Function), in float64, float32,
+# float16 and bfloat16, must FAIL and be named on every gradient case that stores
+# it, pass where it does not apply, and the clean peer pass, named nothing; the
+# exceptions are explained in scripts/check-grad-diagnosis.py (ALSO) and
+# docs/gradients.md ("The backward bugs in four dtypes").
+check-grad-diagnosis: $(CLI)
+	@sh scripts/install-deps.sh python3-torch python3-numpy
+	/usr/bin/python3 scripts/check-grad-diagnosis.py --cli $(CLI) --golden golden --out $(BUILD)/results/grad-diagnosis
 
 # The diagnosis end to end: the PyTorch peer with each known bug injected, in
 # float64, float32, float16 and bfloat16, must FAIL and be named; unknown bugs

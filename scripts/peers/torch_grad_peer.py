@@ -25,9 +25,11 @@ the leaves torch_peer's Case.t gives the layers built from torch operations,
 or a family's modules (torch_families.Family under Hugging Face's names),
 mapped back to refenc's names through the family's own state-dict map.
 
---bug injects a backward bug for the negative controls:
-  layernorm_backward_mean_missing   every LayerNorm's dx without its mean(g)
-                                    term (a custom autograd.Function)
+--bug injects a backward bug for the negative controls: each of the twelve
+named backward bugs (refenc certify --list-grad-bugs) as a custom
+torch.autograd.Function whose forward is the model's operation and whose
+backward has the bug ("the injected backward bugs" below; make
+check-grad-diagnosis certifies each in four dtypes), or
   grad_scaled                       one parameter gradient (the last layer's
                                     linear1.weight) times 1.5
 
@@ -40,6 +42,7 @@ scripts/peers/torch_grad_expected.json): a correct peer passes every case in
 all four dtypes, each injected bug fails every case in each.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -50,6 +53,7 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
@@ -58,7 +62,7 @@ import torch_peer  # noqa: E402  (the forward peer: its Case, its model construc
 import torch_families  # noqa: E402
 
 refenc = torch_peer.refenc
-BUGS = ["layernorm_backward_mean_missing", "grad_scaled"]
+ROUND = None  # the RoundEveryOp of the float16/bfloat16 backward, while it runs
 
 
 # ---- the backward in float16 and bfloat16 ----------------------------------------------
@@ -70,45 +74,287 @@ class RoundEveryOp(TorchDispatchMode):
 
     def __init__(self, dt):
         super().__init__()
-        self.dt = dt
+        self.dt, self.off = dt, False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if any(r.alias_info is not None for r in func._schema.returns):
+        if self.off or any(r.alias_info is not None for r in func._schema.returns):
             return out
         return tree_map(lambda t: t.to(self.dt).to(torch.float32)
                         if isinstance(t, torch.Tensor) and t.dtype == torch.float32 else t, out)
 
 
-# ---- the injected backward bug ---------------------------------------------------------
+# ---- the injected backward bugs -----------------------------------------------------------
+# Each is what a PyTorch user writes: a custom torch.autograd.Function whose
+# forward is the operation the model calls (the same torch operations, so the
+# same values, rounded alike in the float16/bfloat16 model) and whose
+# backward is written by hand, with the bug.  inject(bug, case) puts it where
+# the model calls the operation (F.layer_norm, F.linear, F.gelu, F.embedding,
+# torch_peer.rope, or the attention's core, below) for one case's forward.
 
-class LayerNormMeanMissing(torch.autograd.Function):
-    """F.layer_norm's forward; a backward dx = (g - x^ mean(g x^)) / sigma,
-    without the mean(g) term (issue 25's "LayerNorm: mean term missing")."""
+def fused(backward):
+    """A hand-written backward as one kernel: in the float16/bfloat16 model it
+    computes in float32 and rounds only its outputs to the dtype, as the
+    RoundEveryOp treats aten's fused backward operations (native_layer_norm_backward,
+    _softmax_backward_data, gelu_backward), rather than rounding each step."""
+    def run(ctx, *grads):
+        if ROUND is None:
+            return backward(ctx, *grads)
+        ROUND.off = True
+        try:
+            outs = backward(ctx, *grads)
+        finally:
+            ROUND.off = False
+        return tuple(t.to(ROUND.dt).to(torch.float32) if isinstance(t, torch.Tensor) else t for t in outs)
+    return run
+
+
+LN_TERMS = {  # bug -> (coefficient of mean(g), of x^ mean(g x^)); the reference's (1, 1)
+    "layernorm_backward_mean_twice": (2.0, 1.0),
+    "layernorm_backward_mean_missing": (0.0, 1.0),
+    "layernorm_backward_variance_missing": (1.0, 0.0),
+}
+
+
+class LayerNormTerms(torch.autograd.Function):
+    """F.layer_norm's forward; a backward dx = (g - a mean(g) - b x^ mean(g x^)) / sigma,
+    g = dy w, with (a, b) = LN_TERMS[bug] (issue 25's LayerNorm bugs;
+    tt-metal#53204: the mean term subtracted twice)."""
 
     @staticmethod
-    def forward(ctx, x, w, b, eps):
+    def forward(ctx, x, w, b, eps, terms):
         ctx.save_for_backward(x, w)
-        ctx.eps, ctx.has_b = eps, b is not None
-        return ORIGINAL_LAYER_NORM(x, (x.shape[-1],), w, b, eps)
+        ctx.eps, ctx.has_b, ctx.terms = eps, b is not None, terms
+        return ORIGINAL["layer_norm"](x, (x.shape[-1],), w, b, eps)
 
     @staticmethod
+    @fused
     def backward(ctx, dy):
         x, w = ctx.saved_tensors
+        a, b = ctx.terms
         mu = x.mean(-1, keepdim=True)
         sd = torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + ctx.eps)
         xhat = (x - mu) / sd
         g = dy * w
-        dx = (g - xhat * (g * xhat).mean(-1, keepdim=True)) / sd
+        dx = (g - a * g.mean(-1, keepdim=True) - b * xhat * (g * xhat).mean(-1, keepdim=True)) / sd
         red = tuple(range(dy.dim() - 1))
-        return dx, (dy * xhat).sum(red), dy.sum(red) if ctx.has_b else None, None
+        return dx, (dy * xhat).sum(red), dy.sum(red) if ctx.has_b else None, None, None
 
 
-ORIGINAL_LAYER_NORM = F.layer_norm
+class LinearBug(torch.autograd.Function):
+    """F.linear's forward; the backward dx = dy W, dW = dy^T x, db = sum_n dy_n,
+    but for the bug: bias_grad_not_summed_over_batch db = dy[0], the first
+    token's (mlpack#3679); linear_dw_transposed dW computed as x^T dy, (in, out),
+    and viewed as the (out, in) weight (reshape_as: autograd refuses the
+    (in, out) shape; nntrainer#705)."""
+
+    @staticmethod
+    def forward(ctx, x, W, b, bug):
+        ctx.save_for_backward(x, W)
+        ctx.has_b, ctx.bug = b is not None, bug
+        return ORIGINAL["linear"](x, W, b)
+
+    @staticmethod
+    @fused
+    def backward(ctx, dy):
+        x, W = ctx.saved_tensors
+        out, inp = W.shape
+        dy2, x2 = dy.reshape(-1, out), x.reshape(-1, inp)
+        dx = (dy2 @ W).reshape(x.shape)
+        if ctx.bug == "linear_dw_transposed":
+            dW = (x2.t() @ dy2).reshape(out, inp)
+        else:
+            dW = dy2.t() @ x2
+        db = None
+        if ctx.has_b:
+            db = dy2[0].clone() if ctx.bug == "bias_grad_not_summed_over_batch" else dy2.sum(0)
+        return dx, dW, db, None
 
 
-def buggy_layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
-    return LayerNormMeanMissing.apply(x, weight, bias, eps)
+class GeluTanhDerivative(torch.autograd.Function):
+    """Exact GELU's forward, x Phi(x); the backward takes the tanh
+    approximation's derivative (aten's gelu_backward with approximate='tanh')."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ORIGINAL["gelu"](x)
+
+    @staticmethod
+    @fused
+    def backward(ctx, dy):
+        x, = ctx.saved_tensors
+        return (torch.ops.aten.gelu_backward(dy, x, approximate="tanh"),)
+
+
+class EmbeddingOverwritten(torch.autograd.Function):
+    """F.embedding's forward; the backward writes dE[token] = dy at each
+    position in turn, n = 0 upward, instead of accumulating (the last
+    occurrence of a repeated token wins; nn-zero-to-hero#57)."""
+
+    @staticmethod
+    def forward(ctx, idx, W, padding_idx):
+        ctx.save_for_backward(idx)
+        ctx.shape = W.shape
+        return ORIGINAL["embedding"](idx, W, padding_idx)
+
+    @staticmethod
+    @fused
+    def backward(ctx, dy):
+        idx, = ctx.saved_tensors
+        dW = torch.zeros(ctx.shape, dtype=dy.dtype)
+        rows, tok = dy.reshape(-1, ctx.shape[1]), idx.reshape(-1).tolist()
+        for n, t in enumerate(tok):
+            dW[t] = rows[n]
+        return None, dW, None
+
+
+class RopePlusTheta(torch.autograd.Function):
+    """torch_peer.rope's forward, R(pos theta) x; the backward applies the same
+    function to the gradient, R(+pos theta) dy, where R^T = R(-pos theta) is
+    meant.  In the float16/bfloat16 model the rotation of dy is computed as the
+    forward computes its rotation (the Emulation, tables in float32)."""
+
+    @staticmethod
+    def forward(ctx, x, positions, base, layout, cfg):
+        ctx.args = (positions, base, layout, cfg)
+        return ORIGINAL["rope"](x, positions, base, layout, cfg)
+
+    @staticmethod
+    def backward(ctx, dy):
+        if torch_peer.EMU is None:
+            return ORIGINAL["rope"](dy, *ctx.args), None, None, None, None
+        ROUND.off = True
+        try:
+            with torch_peer.EMU:
+                dx = ORIGINAL["rope"](dy, *ctx.args)
+        finally:
+            ROUND.off = False
+        return dx, None, None, None, None
+
+
+class AttentionCore(torch.autograd.Function):
+    """The attention's core as a FlashAttention-style Function: forward P =
+    softmax(s), O = P v (s the masked, scaled scores q k^T / divisor the model
+    formed, so the same values); backward written out: dV = P^T dO, dP = dO v^T,
+    D_i = rowsum(dO O), dS = P (dP - D), dq = dS k / divisor, dk = dS^T q / divisor,
+    and nothing to s.  The bugs: softmax_backward_without_rowsum D = 0;
+    attention_backward_unscaled dq, dk without the divisor;
+    attention_backward_scaled_twice divided twice; attention_backward_unmasked
+    P recomputed for the backward as exp(S - LSE) from the unmasked scores
+    S = q k^T / divisor and the forward's LSE, so masked keys (a score of -inf or
+    a finfo.min, below -1e4) get weight, dS, dk and dv."""
+
+    @staticmethod
+    def forward(ctx, q, kT, v, s, divisor, bug):
+        P = ORIGINAL["softmax"](s, dim=-1)
+        O = P @ v
+        ctx.save_for_backward(q, kT, v, s, P, O)
+        ctx.divisor, ctx.bug = divisor, bug
+        return O
+
+    @staticmethod
+    @fused
+    def backward(ctx, dO):
+        q, kT, v, s, P, O = ctx.saved_tensors
+        div, bug = ctx.divisor, ctx.bug
+        if bug == "attention_backward_unmasked":
+            masked = s < -1e4
+            lse = torch.logsumexp(s, dim=-1, keepdim=True)
+            P = torch.where(masked, torch.exp(q @ kT / div - lse), P)
+        dV = P.transpose(-1, -2) @ dO
+        dP = dO @ v.transpose(-1, -2)
+        D = (dO * O).sum(-1, keepdim=True)
+        dS = P * dP if bug == "softmax_backward_without_rowsum" else P * (dP - D)
+        f = {"attention_backward_unscaled": 1.0, "attention_backward_scaled_twice": div * div}.get(bug, div)
+        dq = dS @ kT.transpose(-1, -2) / f
+        dkT = q.transpose(-1, -2) @ dS / f
+        return dq, dkT, dV, None, None, None
+
+
+ATTENTION_BUGS = ["softmax_backward_without_rowsum", "attention_backward_unscaled",
+                  "attention_backward_scaled_twice", "attention_backward_unmasked"]
+
+
+class AttentionHook(TorchFunctionMode):
+    """Splices AttentionCore into the model's attention without changing it:
+    follows the operations the attention runs (q @ k^T, the scores it becomes,
+    softmax, P @ v) and replaces P @ v by AttentionCore(q, k^T, v, s).  Every
+    other operation runs as it is; the first forms of P and O are dropped."""
+
+    def __init__(self, bug, divisor):
+        super().__init__()
+        self.bug, self.divisor, self.qk, self.p = bug, divisor, None, {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", None)
+        if name in ("matmul", "__matmul__") and len(args) == 2:
+            a, b = args
+            hit = self.p.get(id(a))
+            if hit is not None and hit[0] is a:
+                q, kT, s = hit[1]
+                return AttentionCore.apply(q, kT, b, s, self.divisor, self.bug)
+            out = func(*args, **kwargs)
+            if a.dim() == 4 and out.shape[-1] == out.shape[-2] == a.shape[-2]:
+                self.qk = (a, b)  # the scores' product q k^T
+            return out
+        out = func(*args, **kwargs)
+        if name == "softmax" and self.qk is not None:
+            self.p[id(out)] = (out, (*self.qk, args[0]))
+            self.qk = None
+        return out
+
+
+ORIGINAL = {"layer_norm": F.layer_norm, "linear": F.linear, "gelu": F.gelu, "embedding": F.embedding,
+            "softmax": torch.softmax, "rope": torch_peer.rope}
+
+
+# what --bug takes: the twelve named backward bugs (refenc certify --list-grad-bugs) and grad_scaled
+BUGS = list(LN_TERMS) + ATTENTION_BUGS + ["rope_backward_plus_theta", "gelu_backward_tanh_derivative",
+                                          "bias_grad_not_summed_over_batch", "embedding_grad_overwritten",
+                                          "linear_dw_transposed", "grad_scaled"]
+
+
+class inject:
+    """with inject(bug, case): the case's forward with the bug's Function in place."""
+
+    def __init__(self, bug, case):
+        self.bug, self.case, self.hook = bug, case, None
+
+    def __enter__(self):
+        bug, cfg = self.bug, self.case.cfg
+        if bug in LN_TERMS:
+            F.layer_norm = lambda x, shape, weight=None, bias=None, eps=1e-5: \
+                LayerNormTerms.apply(x, weight, bias, eps, LN_TERMS[bug])
+        elif bug in ("bias_grad_not_summed_over_batch", "linear_dw_transposed"):
+            F.linear = lambda x, W, b=None: LinearBug.apply(x, W, b, bug)
+        elif bug == "gelu_backward_tanh_derivative":
+            F.gelu = lambda x, approximate="none": \
+                GeluTanhDerivative.apply(x) if approximate == "none" else ORIGINAL["gelu"](x, approximate=approximate)
+        elif bug == "embedding_grad_overwritten":  # the token embedding's table only
+            tokens = self.case.i("in.tokens") if self.case.has("in.tokens") else None
+            V = cfg.get("vocab_size", 0)
+
+            def embedding(idx, W, padding_idx=None, *a, **k):
+                if tokens is not None and W.shape[0] == V and idx.shape == tokens.shape and torch.equal(idx, tokens):
+                    return EmbeddingOverwritten.apply(idx, W, padding_idx)
+                return ORIGINAL["embedding"](idx, W, padding_idx, *a, **k)
+            F.embedding = embedding
+        elif bug == "rope_backward_plus_theta":
+            torch_peer.rope = lambda x, positions, base, layout, cfg=None: \
+                RopePlusTheta.apply(x, positions, base, layout, cfg)
+        elif bug in ATTENTION_BUGS:
+            Dh = cfg.get("head_dim", cfg["d_model"] // cfg["n_heads"])
+            self.hook = AttentionHook(bug, math.sqrt(Dh) * cfg.get("temperature", 1.0))
+            self.hook.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.hook is not None:
+            self.hook.__exit__(*exc)
+        F.layer_norm, F.linear, F.gelu, F.embedding = (ORIGINAL[k] for k in ("layer_norm", "linear", "gelu", "embedding"))
+        torch_peer.rope = ORIGINAL["rope"]
 
 
 # ---- the leaves: where the model holds its parameters ----------------------------------
@@ -174,16 +420,12 @@ def compute(golden, bug=None):
     mode = torch_peer.EMU
     case = GradCase(golden, torch_peer.DT)
     fam = torch_families.handles(case.cfg)
-    if bug == "layernorm_backward_mean_missing":
-        F.layer_norm = buggy_layer_norm
-    try:
+    forward = (lambda: family_forward(case)) if fam else (lambda: (torch_peer.run_encoder(case), None, None))
+    with contextlib.ExitStack() as stack:
         if mode is not None:
-            with mode:
-                outs, where, offsets = family_forward(case) if fam else (torch_peer.run_encoder(case), None, None)
-        else:
-            outs, where, offsets = family_forward(case) if fam else (torch_peer.run_encoder(case), None, None)
-    finally:
-        F.layer_norm = ORIGINAL_LAYER_NORM
+            stack.enter_context(mode)
+        stack.enter_context(inject(bug, case))  # inside the Emulation: its hook sees the model's operations first
+        outs, where, offsets = forward()
     y = outs["output"]
     steps = {n: outs[n] for n in ["embed"] + [f"layers.{i}.output" for i in range(case.cfg["n_layers"])]}
     for t in steps.values():
@@ -192,8 +434,13 @@ def compute(golden, bug=None):
     dY = refenc.tensor(golden.grad_dY, y.dtype)
     if mode is not None:
         dY = mode.round(dY)
-        with RoundEveryOp(mode.dt):
-            y.backward(dY)
+        global ROUND
+        ROUND = RoundEveryOp(mode.dt)
+        try:
+            with ROUND:
+                y.backward(dY)
+        finally:
+            ROUND = None
     else:
         y.backward(dY)
     res = {"out.output": y.detach().double().numpy()}
