@@ -49,6 +49,12 @@ FUSED_QKV = (tuple(DTYPES), {UNNAMED},
              "(ref/mha.c), and so the stored variant, transposes each (D, D) block of q, k and v apart: another bug "
              "on in_proj_weight (7.6e10 F64 bounds from the variant). Named on grad_bert_tokens (separate query, "
              "key, value)")
+LLAMA = "grad_llama_gqa"
+FUSED_GATE_UP = (tuple(DTYPES), {UNNAMED},
+                 "the other way round: refenc's linear1 is the fused (2F, D) [gate; up] map and the stored variant "
+                 "transposes it as one, while the Llama peer's gate_proj and up_proj are two (F, D) maps, each "
+                 "transposed apart: another bug on linear1.weight only (measured: the peer's every other gradient "
+                 "within 1.2e-15 of the variant's, linear1.weight 1.06 to 1.59 of its scale off it)")
 GROWN = "the bug makes the gradients larger than the golden's, and their rounding errors with them: the budget, " \
         "sized on the golden's gradients and applied around the variant's, is too tight for them"
 # (a) is allowed only while the bug's own variant is the closest, within 2 budgets
@@ -58,6 +64,7 @@ NEAR = {("layernorm_backward_variance_missing", PRE, "float16"): 2.0,
 ALSO = {
     ("linear_dw_transposed", PRE): FUSED_QKV,
     ("linear_dw_transposed", POST): FUSED_QKV,
+    ("linear_dw_transposed", LLAMA): FUSED_GATE_UP,
     ("layernorm_backward_variance_missing", PRE): (("float16",), {UNNAMED},
         GROWN + ": 1.74 float16 budgets from the variant (its layers.0.norm1.weight gradient 1.3 times the "
         "golden's, the peer's error there 4.6 times the clean peer's); 359 from the golden"),
@@ -138,7 +145,17 @@ def worker(args):
                 near = (f"closest {close.get('variant')} at {close.get('distance', float('nan')):.3g} budgets, "
                         f"the golden at {worst:.3g}")
                 exc = ALSO.get((bug, n))
-                if bug in stores[n]:
+                # A dtype whose budget has no baseline for the case's blocks (the emulated
+                # backward does not model them yet): certify says its gradients are not
+                # certified and certifies the forward, which no backward bug changes.
+                uncertified = (dtype != "float64" and verdict == "PASS" and named is None
+                               and "gradients are not certified" in got[n].get("note", ""))
+                if uncertified:
+                    good = not any(o["name"].startswith("grad.") and o["status"] in ("PASS", "FAIL")
+                                   for o in got[n]["outputs"])
+                    what = "PASS, its gradients not certified in this dtype (no budget: the emulated backward " \
+                           "does not model its blocks yet)" + ("" if good else "  <-- WRONG: a gradient compared")
+                elif bug in stores[n]:
                     near_ok = (bug, n, dtype) not in NEAR or (close.get("variant") == bug and
                                                               close.get("distance", 1e300) <= NEAR[(bug, n, dtype)])
                     good = (verdict == "FAIL" and named == bug) or \

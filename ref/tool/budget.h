@@ -52,6 +52,8 @@ typedef struct {
     refenc_format format;
     size_t n;
     refenc_baseline_error *outputs; /* in the order the emulation reports them */
+    const char *unsupported;        /* a gradient baseline: the config key the emulated backward
+                                     * does not model (no outputs then), else NULL */
 } refenc_baseline;
 
 /* Runs the golden case (its inputs and parameters rounded to f, or to F32

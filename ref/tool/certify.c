@@ -455,6 +455,12 @@ static int set_grad_rule(elem_bound *b, refenc_output_report *r, certify_ctx *x,
     const int st = grad_baseline(&base, x, f);
     if (st)
         return st;
+    if (base->unsupported != NULL) {
+        r->status = REFENC_OUT_NOT_CHECKED;
+        snprintf(r->note, sizeof r->note, "not certified: the emulated %s backward, its budget's baseline, "
+                 "does not model %s yet (docs/gradients.md)", refenc_format_name(f), base->unsupported);
+        return REFENC_OK;
+    }
     const refenc_baseline_error *e = refenc_baseline_find(base, r->name);
     r->base_max_abs = e ? e->max_abs : 0;
     r->base_nmse = e ? e->nmse : 0;
@@ -645,7 +651,7 @@ static int compare_output(refenc_output_report *r, certify_ctx *x, const refenc_
     int st = out_data_load(&d, x, got_t, want_t, r->name, NULL);
     if (st == REFENC_OK)
         st = set_rule(&b, r, x, &d, f);
-    if (st == REFENC_OK) {
+    if (st == REFENC_OK && r->status != REFENC_OUT_NOT_CHECKED) { /* set_rule: no budget for it */
         measure(r, &d, &b, f);
         dtype_hint(x, r, &d);
     }
@@ -917,15 +923,21 @@ static void apply_glob(refenc_case_report *rep, const char *glob)
  * holds gradients the results do not give. */
 static void grad_summary(refenc_case_report *rep)
 {
+    const char *unmodelled = NULL; /* set_grad_rule's note: no baseline for the budget */
     for (size_t i = 0; i < rep->n_outputs; i++) {
         const refenc_output_report *r = &rep->outputs[i];
         if (!r->grad)
             continue;
         rep->grads_given += r->status != REFENC_OUT_NOT_PROVIDED && r->status != REFENC_OUT_NOT_CHECKED;
+        if (r->status == REFENC_OUT_NOT_CHECKED && strncmp(r->note, "not certified: ", 15) == 0)
+            unmodelled = r->note + 15;
         if (rep->first_grad_divergence < 0 && (r->status == REFENC_OUT_FAIL || r->status == REFENC_OUT_BAD_SHAPE))
             rep->first_grad_divergence = (int)i;
     }
-    if (rep->grads > 0 && rep->grads_given == 0 && rep->note[0] == '\0')
+    if (unmodelled != NULL && rep->grads_given == 0 && rep->note[0] == '\0')
+        snprintf(rep->note, sizeof rep->note, "the case's %zu gradients are not certified: %s", rep->grads,
+                 unmodelled);
+    else if (rep->grads > 0 && rep->grads_given == 0 && rep->note[0] == '\0')
         snprintf(rep->note, sizeof rep->note, "the case holds %zu gradients (grad.*), the results none: "
                  "the backward is not certified", rep->grads);
 }

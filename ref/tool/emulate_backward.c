@@ -339,8 +339,12 @@ static void embed_backward(const emu_bwd *r, double *dh, refenc_workspace *ws, c
 
 /* The configs the gradient goldens hold (the oracle's backward refuses the
  * others): the first key that is outside them, or NULL. */
-static const char *unsupported_key(const refenc_config *cfg)
+const char *refenc_emulation_backward_unsupported(const refenc_config *cfg)
 {
+    if (refenc_config_kv_heads(cfg) != cfg->n_heads) /* in_proj's blocks taken as D rows each */
+        return "n_kv_heads";
+    if (!refenc_config_attention_is_mha(cfg))
+        return "head_dim";
     if (cfg->norm_type == REFENC_NORMTYPE_RMSNORM)
         return "norm_type";
     if (cfg->ffn_type == REFENC_FFN_GLU)
@@ -427,7 +431,7 @@ int refenc_emulation_backward_case(const refenc_case *c, const double *dY, const
         return st;
     if (c->component != REFENC_COMP_ENCODER)
         return refenc_error_set(err, REFENC_EINVAL, "case %s: gradients are computed for the encoder only", c->name);
-    const char *key = unsupported_key(cfg);
+    const char *key = refenc_emulation_backward_unsupported(cfg);
     if (key != NULL)
         return refenc_error_set(err, REFENC_EINVAL, "config: the emulated backward does not support %s (the "
                                 "gradient goldens do not hold it)", key);

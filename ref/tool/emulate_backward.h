@@ -45,6 +45,13 @@ typedef struct {
     void *ctx;
 } refenc_grad_sink;
 
+/* The config key of a convention the emulated backward does not model yet
+ * (the Llama-style blocks: grouped-query attention, head_dim, RMSNorm, the
+ * gated FFN, RoPE scaling, ...), or NULL when it models them all.  Certify
+ * reports the F32, F16 and BF16 gradients of such a case not certified:
+ * it has no baseline for their budgets. */
+const char *refenc_emulation_backward_unsupported(const refenc_config *cfg);
+
 /* Runs the backward of the case c (its inputs and parameters already in the
  * value format: refenc_emulation_round_case) at the upstream gradient dY
  * (B, L, D) (rounded to the value format here) with the roundings of e.

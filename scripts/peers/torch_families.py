@@ -853,10 +853,10 @@ def jina_bert_v2_state_dict(cfg, r, tensors):
     return sd
 
 
-def run(case, bug, peer):
-    """The family case's outputs under refenc's step names; peer: torch_peer's
-    module (its RMSNorm, RoPE, repeat_kv, q/k norm and window mask, for the
-    Llama-style families)."""
+def build(case, bug, peer):
+    """The family's modules holding the case's parameters under their HF
+    names (eval mode); peer: torch_peer's module (its RMSNorm, RoPE,
+    repeat_kv, q/k norm and window mask, for the Llama-style families)."""
     if case.cfg["family"] in LLAMA_FAMILIES:
         cfg = case.cfg  # LlamaModel is Llama's blocks: a config overriding them away is not modelled
         off = {k: v for k, v in LLAMA_BLOCKS.items() if cfg.get(k) != v}
@@ -870,5 +870,12 @@ def run(case, bug, peer):
           for k, v in hf_state_dict(case.cfg, case.params).items()}
     model.load_state_dict(sd, strict=True)
     model.eval()
+    return model
+
+
+def run(case, bug, peer):
+    """The family case's outputs under refenc's step names (build's model,
+    without autograd)."""
+    model = build(case, bug, peer)
     with torch.no_grad():
         return model(case)
