@@ -93,7 +93,7 @@ AREAS = {
         "files": ["ref/tool/certify.c", "ref/tool/budget.c", "ref/tool/verdict.c", "ref/tool/certificate.c",
                   "ref/cli/selection.c"],
         "filter": "@(certify|certify_lowprec|certify_cli|out_of_memory|figures|certificate|api_edges|bad_results|nonfinite|cli_usage|golden_trust|"
-                  "bad_golden|variants|case_outputs|verdict_rules|report|certificate_run|file_safety|golden_grad|grad_budget)/*",
+                  "bad_golden|variants|case_outputs|verdict_rules|report|certificate_run|file_safety|golden_grad|golden_grad_variants|grad_budget)/*",
         "budget": 30,
     },
     "readers": {

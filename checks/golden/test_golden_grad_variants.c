@@ -155,6 +155,8 @@ Test(golden_grad_variants, results_holding_one_variant_are_named_that_variant, .
             results_from_golden(&f, name, out);
             certify_file(&rep, &f, out);
             expect_named(&rep, v, name, "its stored gradients");
+            cr_expect(rep.variants_by_reference, "%s: its backward variants are the double reference's "
+                      "(grad_variant_engine): the report must say so", grad_cases[k]);
             named += strcmp(rep.diagnosis, name) == 0;
             refenc_case_report_free(&rep);
         }

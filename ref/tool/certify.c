@@ -192,7 +192,7 @@ static int read_meta(case_meta *m, const refenc_case_report *rep, const refenc_s
         const char *vname = json_string_value(json_object_get(v, "name"));
         all_backward &= vname != NULL && refenc_variant_parse(&known, vname) && refenc_variant_is_backward(known);
     }
-    if (st == REFENC_OK && engine == NULL && all_backward && grad_engine != NULL && strcmp(grad_engine, "reference") == 0)
+    if (all_backward && engine == NULL && grad_engine != NULL && strcmp(grad_engine, "reference") == 0)
         m->by_reference = 1;
     return st;
 }
