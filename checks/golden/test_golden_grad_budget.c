@@ -609,6 +609,109 @@ Test(grad_budget, run_grad_emulate_writes_the_emulated_backward_in_the_dtype, .t
     rb_tmpdir_remove(dir);
 }
 
+/* ---- the conventions no shipped golden holds ----------------------------------------- */
+
+/* The worst relative difference, over the parameter gradients, between the
+ * emulated backward's and the double reference's (ctx). */
+typedef struct {
+    const refenc_params *ref;
+    double worst;
+    const char *name;
+} vs_ref;
+
+static void against_ref(void *ctx, const char *name, const double *g, const double *mag, size_t n)
+{
+    (void)mag;
+    vs_ref *v = ctx;
+    const refenc_tensor *t = refenc_params_find(v->ref, name);
+    if (t == NULL)
+        return; /* a step's gradient (layers.{i}.output, embed): the parameters' cover them */
+    cr_assert_eq(t->size, n, "%s", name);
+    double scale = 0.0, err = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        scale = fmax(scale, fabs(t->data[i]));
+        err = fmax(err, fabs(g[i] - t->data[i]));
+    }
+    if (scale > 0 && err / scale >= v->worst) {
+        v->worst = err / scale;
+        v->name = t->name;
+    }
+}
+
+/* The worst relative difference of the emulated backward in e from the
+ * double reference's (refenc_encoder_backward) on the case c. */
+static double emulation_vs_reference(const refenc_case *c, const double *dY, const refenc_emulation *e,
+                                     const char **worst)
+{
+    const refenc_input in = refenc_case_input(c);
+    refenc_error err;
+    refenc_workspace ws;
+    refenc_grad_workspace gws;
+    refenc_params grad;
+    cr_assert_eq(refenc_workspace_alloc(&ws, &c->cfg, c->B, c->L, &err), 0, "%s", err.message);
+    cr_assert_eq(refenc_grad_workspace_alloc(&gws, &c->cfg, c->B, c->L, &err), 0, "%s", err.message);
+    cr_assert_eq(refenc_params_alloc(&grad, &c->cfg, &err), 0, "%s", err.message);
+    cr_assert_eq(refenc_encoder_backward(&grad, NULL, &gws, &ws, &c->params, &c->cfg, &in, dY, &err), 0, "%s",
+                 err.message);
+    vs_ref v = {&grad, 0.0, ""};
+    const refenc_grad_sink sink = {against_ref, &v};
+    cr_assert_eq(refenc_emulation_backward_case(c, dY, e, &sink, &err), REFENC_OK, "%s", err.message);
+    static char name[REFENC_NAME_MAX];
+    snprintf(name, sizeof name, "%s", v.name);
+    *worst = name;
+    refenc_params_free(&grad);
+    refenc_grad_workspace_free(&gws);
+    refenc_workspace_free(&ws);
+    return v.worst;
+}
+
+/* The branches of the modelled blocks grad_llama_gqa does not take (Gemma's
+ * 1 + w, the second gate half, GELU, interleaved RoPE, YaRN with its
+ * attention factor and a partial rotary dim, dynamic NTK, which reads the
+ * sequence length), each on grad_llama_gqa's config edited in memory: the
+ * float64 emulation is the double reference's backward, every parameter
+ * gradient within 1e-12 of its scale (a few ulps of its sums); control: the
+ * float32 emulation is 1e-7 of its scale away or more (6e-7 to 7e-7 measured). */
+Test(grad_budget, the_emulated_backward_in_float64_is_the_reference_backward_on_every_modelled_branch,
+     .timeout = 60)
+{
+    char g[RB_PATH_MAX];
+    shipped(g, sizeof g, "grad_llama_gqa");
+    for (int k = 0; k < 3; k++) {
+        refenc_case c;
+        double *dY;
+        load_case(&c, &dY, g);
+        refenc_rope_scaling *sc = &c.cfg.rope_scaling;
+        if (k == 0) {
+            c.cfg.rmsnorm_offset = 1;
+            c.cfg.glu_gate = REFENC_GLU_GATE_SECOND;
+            c.cfg.activation = REFENC_ACT_GELU;
+            c.cfg.rope_layout = REFENC_ROPE_INTERLEAVED;
+        } else if (k == 1) {
+            sc->type = REFENC_ROPE_SCALING_YARN;
+            sc->factor = 4.0;
+            sc->original_max_position_embeddings = 4;
+            sc->partial_rotary_factor = 0.5;
+        } else {
+            sc->type = REFENC_ROPE_SCALING_DYNAMIC;
+            sc->factor = 2.0;
+            sc->max_position_embeddings = 2;
+        }
+        refenc_error err;
+        cr_assert_eq(refenc_config_validate(&c.cfg, &err), 0, "%d: %s", k, err.message);
+        const char *wn = "";
+        const refenc_emulation e64 = refenc_emulation_baseline(REFENC_FMT_F64);
+        const double w64 = emulation_vs_reference(&c, dY, &e64, &wn);
+        cr_expect_lt(w64, 1e-12, "%d: the F64 emulation is %g of the scale off the reference (%s)", k, w64, wn);
+        cr_log_info("branch set %d: the F64 emulated backward within %.3g of the scale (%s)", k, w64, wn);
+        const refenc_emulation e32 = refenc_emulation_baseline(REFENC_FMT_F32);
+        const double w32 = emulation_vs_reference(&c, dY, &e32, &wn);
+        cr_expect_gt(w32, 1e-7, "%d: the F32 emulation is only %g off (%s)", k, w32, wn);
+        free(dY);
+        refenc_case_free(&c);
+    }
+}
+
 /* A config outside the gradient goldens is refused by name, never computed
  * as another (embedding_normalizer_dtype: the backward would scale by the
  * exact sqrt(D); the oracle's backward refuses it, so no golden holds it). */
