@@ -145,17 +145,7 @@ def worker(args):
                 near = (f"closest {close.get('variant')} at {close.get('distance', float('nan')):.3g} budgets, "
                         f"the golden at {worst:.3g}")
                 exc = ALSO.get((bug, n))
-                # A dtype whose budget has no baseline for the case's blocks (the emulated
-                # backward does not model them yet): certify says its gradients are not
-                # certified and certifies the forward, which no backward bug changes.
-                uncertified = (dtype != "float64" and verdict == "PASS" and named is None
-                               and "gradients are not certified" in got[n].get("note", ""))
-                if uncertified:
-                    good = not any(o["name"].startswith("grad.") and o["status"] in ("PASS", "FAIL")
-                                   for o in got[n]["outputs"])
-                    what = "PASS, its gradients not certified in this dtype (no budget: the emulated backward " \
-                           "does not model its blocks yet)" + ("" if good else "  <-- WRONG: a gradient compared")
-                elif bug in stores[n]:
+                if bug in stores[n]:
                     near_ok = (bug, n, dtype) not in NEAR or (close.get("variant") == bug and
                                                               close.get("distance", 1e300) <= NEAR[(bug, n, dtype)])
                     good = (verdict == "FAIL" and named == bug) or \

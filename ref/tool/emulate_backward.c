@@ -1,6 +1,7 @@
 /* The backward in emulated precision (emulate_backward.h): the structure of
- * refenc_encoder_backward, refenc_layer_backward and refenc_mha_backward
- * (ref/encoder.c, layer.c, mha.c), each kernel the reference's formula with
+ * refenc_encoder_backward, refenc_layer_backward, refenc_gqa_backward and
+ * the norms' and FFNs' backwards (ref/encoder.c, layer.c, mha.c, layernorm.c,
+ * rmsnorm.c, ffn.c, glu.c, rope.c), each kernel the reference's formula with
  * its sums in the acc format and its stored outputs in the value format. */
 #include "emulate_backward.h"
 
@@ -13,6 +14,7 @@
 #include "../attention.h"
 #include "../core/alloc.h"
 #include "../embedding.h"
+#include "../glu.h"
 #include "../encoder.h"
 #include "../layer_pattern.h"
 #include "../mha.h"
@@ -118,6 +120,44 @@ static void layernorm_backward(const refenc_emulation *e, double *dx, double *dg
     }
 }
 
+/* RMSNorm's backward (ref/rmsnorm.c), per row, in the acc format:
+ *   x^ = x / r,  g = dy s (s = w, or 1 + w in the acc format for Gemma's offset),
+ *   dx = (g - x^ mean(g x^)) / r  (stored);  dw += sum_n dy x^  (summed over the
+ *   rows, stored once).  r as emu_rmsnorm forms it.  dx may alias dy.  sums (D): scratch. */
+static void rmsnorm_backward(const refenc_emulation *e, double *dx, double *dw, double *mw, double *sums,
+                             const double *dy, const double *x, const double *w, size_t N, size_t D,
+                             double eps, int offset)
+{
+    for (size_t d = 0; d < D; d++)
+        sums[d] = 0.0;
+    for (size_t n = 0; n < N; n++) {
+        const double *x_n = x + n * D, *dy_n = dy + n * D;
+        double *dx_n = dx + n * D;
+        double ss = 0.0;
+        for (size_t d = 0; d < D; d++)
+            ss = emu_a(e, ss + emu_a(e, x_n[d] * x_n[d]));
+        const double r = emu_a(e, sqrt(emu_a(e, emu_a(e, ss / (double)D) + eps)));
+        double sgx = 0.0;
+        for (size_t d = 0; d < D; d++) {
+            const double xhat = emu_a(e, x_n[d] / r);
+            const double s = offset ? emu_a(e, 1.0 + w[d]) : w[d];
+            const double g = emu_a(e, dy_n[d] * s);
+            sgx = acc_add(e, sgx, g * xhat);
+            sums[d] = acc_add(e, sums[d], dy_n[d] * xhat);
+            mw[d] += 2.0 * fabs(dy_n[d] * xhat);
+        }
+        const double mgx = emu_a(e, sgx / (double)D);
+        for (size_t d = 0; d < D; d++) {
+            const double xhat = emu_a(e, x_n[d] / r);
+            const double s = offset ? emu_a(e, 1.0 + w[d]) : w[d];
+            const double g = emu_a(e, dy_n[d] * s);
+            dx_n[d] = emu_v(e, emu_a(e, g - emu_a(e, xhat * mgx)) / r);
+        }
+    }
+    for (size_t d = 0; d < D; d++)
+        dw[d] = emu_v(e, dw[d] + sums[d]);
+}
+
 /* One head's backward (ref/attention.c's head_backward): D_i in the acc
  * format (inside the kernel, as FlashAttention and softmax's backward keep
  * it); dP, dS, dq, dk, dv stored. */
@@ -167,9 +207,42 @@ typedef struct {
     const refenc_emulation *e;
     const refenc_case *c;
     refenc_params *grad, *mag;  /* the gradients and their growth terms, the parameters' layout */
-    double *sums;               /* (2D) LayerNorm's column sums                               */
-    int64_t *negpos;            /* (L) -positions: RoPE's backward rotates by -theta          */
+    double *sums;               /* (2D) the norms' column sums                                */
 } emu_bwd;
+
+/* The gated FFN's backward (ref/glu.c): dh = dy W2 (stored), then the
+ * elementwise kernels da = fl(dh b) act'(a) and db = dh act(a) (act' and act
+ * in the acc format as the forward's kernel, the products stored), d[a | b]
+ * in linear1's row order (the gate half first or second), dx = d[a | b] W1.
+ * a = x Wg^T + bg recomputed as the forward's emu_linear; hidden (N, 2F)
+ * holds h and b as the forward stored them.  pre: a, dh; dpre: d[a | b]. */
+static void glu_backward(const emu_bwd *r, double *dx, const refenc_layer_params *dlp,
+                         const refenc_layer_params *mlp, refenc_layer_grad_work *g, const double *dy,
+                         const double *x, const double *hidden, const refenc_layer_params *lp, size_t N)
+{
+    const refenc_emulation *e = r->e;
+    const refenc_config *cfg = &r->c->cfg;
+    const size_t D = cfg->d_model, F = cfg->d_ff, NF = N * F;
+    const size_t go = cfg->glu_gate == REFENC_GLU_GATE_FIRST ? 0 : F, uo = F - go;
+    const double *Wg, *bg, *Wu, *bu, *b = hidden + NF;
+    refenc_glu_halves(&Wg, &bg, &Wu, &bu, lp->linear1_weight, lp->linear1_bias, D, F, cfg->glu_gate);
+    double *a = g->pre, *dh = g->pre + NF;
+    emu_linear(e, a, x, Wg, bg, N, D, F);
+    linear_backward(e, dh, dlp->linear2_weight, dlp->linear2_bias, mlp->linear2_weight, mlp->linear2_bias, dy,
+                    hidden, lp->linear2_weight, N, F, D);
+    for (size_t n = 0; n < N; n++)
+        for (size_t f = 0; f < F; f++) {
+            const size_t i = n * F + f;
+            double act;
+            emu_activation(e, &act, &a[i], 1, cfg->activation); /* act(a) as the forward stored it */
+            const double dhb = emu_v(e, dh[i] * b[i]);
+            g->dpre[n * 2 * F + go + f] =
+                emu_v(e, dhb * emu_a(e, refenc_activation_derivative(a[i], cfg->activation)));
+            g->dpre[n * 2 * F + uo + f] = emu_v(e, dh[i] * act);
+        }
+    linear_backward(e, dx, dlp->linear1_weight, dlp->linear1_bias, mlp->linear1_weight, mlp->linear1_bias,
+                    g->dpre, x, lp->linear1_weight, N, D, 2 * F);
+}
 
 /* The MLP's backward (ref/ffn.c): dh = dy W2, da = dh act'(a), dx = da W1;
  * a = x W1^T + b1 recomputed as the forward's emu_linear, hidden = act(a)
@@ -181,6 +254,10 @@ static void ffn_backward(const emu_bwd *r, double *dx, const refenc_layer_params
     const refenc_emulation *e = r->e;
     const refenc_config *cfg = &r->c->cfg;
     const size_t D = cfg->d_model, F = cfg->d_ff;
+    if (cfg->ffn_type == REFENC_FFN_GLU) {
+        glu_backward(r, dx, dlp, mlp, g, dy, x, hidden, lp, N);
+        return;
+    }
     emu_linear(e, g->pre, x, lp->linear1_weight, lp->linear1_bias, N, D, F);
     linear_backward(e, g->dpre, dlp->linear2_weight, dlp->linear2_bias, mlp->linear2_weight, mlp->linear2_bias,
                     dy, hidden, lp->linear2_weight, N, F, D);
@@ -190,16 +267,44 @@ static void ffn_backward(const emu_bwd *r, double *dx, const refenc_layer_params
                     g->dpre, x, lp->linear1_weight, N, D, F);
 }
 
-/* MHA's backward (ref/mha.c) from the forward's stored buffers w. */
+/* The gradient of the key (or value) projection dk (B, L, Hkv Dh) from that
+ * of the repeated heads dkh (B, H, L, Dh): key/value head j served query
+ * heads j g .. j g + g - 1 (gqa.h), so dk[b, l, j Dh + d] = sum_i dkh[b,
+ * j g + i, l, d], summed in the acc format and stored once. */
+static void kv_heads_backward(const refenc_emulation *e, double *dk, const double *dkh, size_t B, size_t L,
+                              size_t H, size_t Hkv, size_t Dh)
+{
+    const size_t gs = H / Hkv, Ekv = Hkv * Dh;
+    if (Hkv == H) {
+        refenc_heads_merge(dk, dkh, B, L, H, Dh);
+        return;
+    }
+    for (size_t b = 0; b < B; b++)
+        for (size_t l = 0; l < L; l++)
+            for (size_t j = 0; j < Hkv; j++)
+                for (size_t d = 0; d < Dh; d++) {
+                    double acc = 0.0;
+                    for (size_t i = 0; i < gs; i++)
+                        acc = emu_a(e, acc + dkh[((b * H + j * gs + i) * L + l) * Dh + d]);
+                    dk[(b * L + l) * Ekv + j * Dh + d] = emu_v(e, acc);
+                }
+}
+
+/* Grouped-query attention's backward (ref/mha.c, refenc_gqa_backward) from
+ * the forward's stored buffers w: H query heads and Hkv key/value heads of
+ * width Dh (gqa.h; multi-head attention when Hkv = H, Dh = D / H);
+ * kv_heads_backward sums a key/value head's gradient over its query heads. */
 static void mha_backward(const emu_bwd *r, double *dx, const refenc_layer_params *dlp,
                          const refenc_layer_params *mlp, refenc_mha_grad_work *g, const double *dy,
                          const double *x, const refenc_mha_work *w, const refenc_layer_params *lp,
                          const refenc_attn_options *opt, const refenc_rope_options *rope)
 {
     const refenc_emulation *e = r->e;
-    const size_t B = r->c->B, L = r->c->L, D = r->c->cfg.d_model, H = r->c->cfg.n_heads, Dh = D / H, BL = B * L;
+    const refenc_config *cfg = &r->c->cfg;
+    const size_t B = r->c->B, L = r->c->L, D = cfg->d_model, H = cfg->n_heads, BL = B * L;
+    const size_t Hkv = refenc_config_kv_heads(cfg), Dh = refenc_config_head_dim(cfg), E = H * Dh, Ekv = Hkv * Dh;
     linear_backward(e, g->dctx, dlp->out_proj_weight, dlp->out_proj_bias, mlp->out_proj_weight,
-                    mlp->out_proj_bias, dy, w->ctx, lp->out_proj_weight, BL, D, D);
+                    mlp->out_proj_bias, dy, w->ctx, lp->out_proj_weight, BL, E, D);
     refenc_heads_split(g->dctxh, g->dctx, B, L, H, Dh);
     const double divisor = refenc_attention_divisor(opt, Dh);
     for (size_t b = 0; b < B; b++) {
@@ -211,36 +316,43 @@ static void mha_backward(const emu_bwd *r, double *dx, const refenc_layer_params
                           pad_b, opt->causal, L, Dh, divisor);
         }
     }
-    if (rope != NULL) { /* R(-theta) is the forward's rotation at -pos, the same roundings */
-        emu_rope(e, g->dqh, g->dqh, r->negpos, B * H, L, Dh, rope->base, rope->layout, NULL);
-        emu_rope(e, g->dkh, g->dkh, r->negpos, B * H, L, Dh, rope->base, rope->layout, NULL);
+    if (rope != NULL) { /* the transpose of the forward's rotation, its tables (scaled, partial) */
+        emu_rope_backward(e, g->dqh, g->dqh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
+        emu_rope_backward(e, g->dkh, g->dkh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
     }
     refenc_heads_merge(g->dq, g->dqh, B, L, H, Dh);
-    refenc_heads_merge(g->dk, g->dkh, B, L, H, Dh);
-    refenc_heads_merge(g->dv, g->dvh, B, L, H, Dh);
-    /* in_proj is one linear map of 3D outputs: dx = sum over its rows in one sum */
+    kv_heads_backward(e, g->dk, g->dkh, B, L, H, Hkv, Dh);
+    kv_heads_backward(e, g->dv, g->dvh, B, L, H, Hkv, Dh);
+    /* in_proj is one linear map of E + 2 Ekv outputs (rows: W_q [0, E), W_k
+     * [E, E + Ekv), W_v [E + Ekv, E + 2 Ekv)): dx = the sum over its rows in one sum */
     const double *dp[3] = {g->dq, g->dk, g->dv};
+    const size_t row[3] = {0, E, E + Ekv}, out[3] = {E, Ekv, Ekv};
     for (size_t n = 0; n < BL; n++)
         for (size_t i = 0; i < D; i++) {
             double acc = 0.0;
             for (size_t p = 0; p < 3; p++)
-                for (size_t o = 0; o < D; o++)
-                    acc = acc_add(e, acc, dp[p][n * D + o] * lp->in_proj_weight[(p * D + o) * D + i]);
+                for (size_t o = 0; o < out[p]; o++)
+                    acc = acc_add(e, acc, dp[p][n * out[p] + o] * lp->in_proj_weight[(row[p] + o) * D + i]);
             dx[n * D + i] = emu_v(e, acc);
         }
     for (size_t p = 0; p < 3; p++) {
-        double *db = dlp->in_proj_bias != NULL ? dlp->in_proj_bias + p * D : NULL;
-        linear_backward(e, NULL, dlp->in_proj_weight + p * D * D, db, mlp->in_proj_weight + p * D * D,
-                        mlp->in_proj_bias != NULL ? mlp->in_proj_bias + p * D : NULL, dp[p], x,
-                        lp->in_proj_weight + p * D * D, BL, D, D);
+        double *db = dlp->in_proj_bias != NULL ? dlp->in_proj_bias + row[p] : NULL;
+        linear_backward(e, NULL, dlp->in_proj_weight + row[p] * D, db, mlp->in_proj_weight + row[p] * D,
+                        mlp->in_proj_bias != NULL ? mlp->in_proj_bias + row[p] : NULL, dp[p], x,
+                        lp->in_proj_weight + row[p] * D, BL, D, out[p]);
     }
 }
 
 static void ln_backward(const emu_bwd *r, double *dx, double *dgamma, double *dbeta, double *mg, double *mb,
                         const double *dy, const double *x, const double *gamma, double eps)
 {
-    layernorm_backward(r->e, dx, dgamma, dbeta, mg, mb, r->sums, dy, x, gamma, r->c->B * r->c->L,
-                       r->c->cfg.d_model, eps);
+    const refenc_config *cfg = &r->c->cfg;
+    if (cfg->norm_type == REFENC_NORMTYPE_RMSNORM)
+        rmsnorm_backward(r->e, dx, dgamma, mg, r->sums, dy, x, gamma, r->c->B * r->c->L, cfg->d_model, eps,
+                         cfg->rmsnorm_offset);
+    else
+        layernorm_backward(r->e, dx, dgamma, dbeta, mg, mb, r->sums, dy, x, gamma, r->c->B * r->c->L,
+                           cfg->d_model, eps);
 }
 
 /* refenc_layer_backward: the layer's forward recomputed into w, then Pre-LN's
@@ -338,21 +450,9 @@ static void embed_backward(const emu_bwd *r, double *dh, refenc_workspace *ws, c
 }
 
 /* The configs the gradient goldens hold (the oracle's backward refuses the
- * others): the first key that is outside them, or NULL. */
+ * others, these two among them): the first key that is outside them, or NULL. */
 const char *refenc_emulation_backward_unsupported(const refenc_config *cfg)
 {
-    if (refenc_config_kv_heads(cfg) != cfg->n_heads) /* in_proj's blocks taken as D rows each */
-        return "n_kv_heads";
-    if (!refenc_config_attention_is_mha(cfg))
-        return "head_dim";
-    if (cfg->norm_type == REFENC_NORMTYPE_RMSNORM)
-        return "norm_type";
-    if (cfg->ffn_type == REFENC_FFN_GLU)
-        return "ffn_type";
-    if (cfg->rope_scaling.type != REFENC_ROPE_SCALING_NONE)
-        return "rope_scaling";
-    if (cfg->rope_scaling.partial_rotary_factor != 1.0) /* the backward rotates every pair */
-        return "partial_rotary_factor";
     if (cfg->skip_first_prenorm)
         return "skip_first_prenorm";
     if (cfg->embedding_normalizer_dtype != REFENC_NORMALIZER_EXACT)
@@ -444,7 +544,6 @@ int refenc_emulation_backward_case(const refenc_case *c, const double *dY, const
     memset(&grad, 0, sizeof grad);
     memset(&mag, 0, sizeof mag);
     double *dy = NULL, *sums = NULL, *slopes = NULL;
-    int64_t *negpos = NULL;
     st = refenc_workspace_alloc(&ws, cfg, B, L, err);
     if (st == REFENC_OK)
         st = refenc_grad_workspace_alloc(&g, cfg, B, L, err);
@@ -456,17 +555,14 @@ int refenc_emulation_backward_case(const refenc_case *c, const double *dY, const
         dy = refenc_alloc_array(BLD, sizeof *dy);
         sums = refenc_alloc_array(2 * D, sizeof *sums);
         slopes = refenc_alloc_array(H, sizeof *slopes);
-        negpos = refenc_alloc_array(L, sizeof *negpos);
-        if (dy == NULL || sums == NULL || slopes == NULL || negpos == NULL)
+        if (dy == NULL || sums == NULL || slopes == NULL)
             st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory for the emulated backward", c->name);
     }
     if (st == REFENC_OK) {
         for (size_t i = 0; i < BLD; i++) /* the upstream gradient, as an implementation reads it */
             dy[i] = emu_v(e, dY[i]);
-        for (size_t l = 0; l < L; l++)
-            negpos[l] = -c->positions[l];
         emu_alibi_slopes(e, slopes, H, 0);
-        emu_bwd r = {e, c, &grad, &mag, sums, negpos};
+        emu_bwd r = {e, c, &grad, &mag, sums};
         encoder_backward(&r, &g, &ws, dy, slopes, sink);
         for (size_t t = 0; t < grad.n_tensors; t++)
             emit(sink, grad.tensors[t].name, grad.tensors[t].data, mag.tensors[t].data, grad.tensors[t].size);
@@ -474,7 +570,6 @@ int refenc_emulation_backward_case(const refenc_case *c, const double *dY, const
     free(dy);
     free(sums);
     free(slopes);
-    free(negpos);
     refenc_params_free(&grad);
     refenc_params_free(&mag);
     refenc_grad_workspace_free(&g);

@@ -19,8 +19,10 @@
  *     is rounded to the value format once, as a GEMM dW = dy^T x or a
  *     column sum with float32 accumulation stores it.
  * With value = acc = F64 every rounding is the identity.  The configs are
- * those of the gradient goldens (LayerNorm and the MLP; the others are
- * refused with REFENC_EINVAL).  The knobs reverse_sums, fused and
+ * those of the gradient goldens, every block the oracle's backward takes
+ * (LayerNorm or RMSNorm, the MLP or the gated FFN, multi-head or
+ * grouped-query attention of any head width, RoPE scaled or partial; the
+ * others are refused with REFENC_EINVAL).  The knobs reverse_sums, fused and
  * float_functions are not modelled in the backward (its kernels are fused:
  * one rounding per stored tensor).
  *
@@ -46,8 +48,8 @@ typedef struct {
 } refenc_grad_sink;
 
 /* The config key of a convention the emulated backward does not model yet
- * (the Llama-style blocks: grouped-query attention, head_dim, RMSNorm, the
- * gated FFN, RoPE scaling, ...), or NULL when it models them all.  Certify
+ * (skip_first_prenorm, the rounded embedding normaliser: the oracle's
+ * backward refuses them too), or NULL when it models them all.  Certify
  * reports the F32, F16 and BF16 gradients of such a case not certified:
  * it has no baseline for their budgets. */
 const char *refenc_emulation_backward_unsupported(const refenc_config *cfg);

@@ -344,8 +344,9 @@ static double scaled_angle(const refenc_emulation *e, int64_t pos, size_t j, siz
  * multiplied by the attention factor in the acc format before they are
  * stored (HF: (cos * attention_scaling).to(dtype)).  Coordinates from the
  * rotary dim R on pass through. */
-void emu_rope(const refenc_emulation *e, double *y, const double *x, const int64_t *pos, size_t N, size_t L,
-              size_t Dh, double base, refenc_rope_layout layout, const refenc_rope_scaling *sc)
+static void rope_rotate(const refenc_emulation *e, double *y, const double *x, const int64_t *pos, size_t N,
+                        size_t L, size_t Dh, double base, refenc_rope_layout layout, const refenc_rope_scaling *sc,
+                        double sign)
 {
     const size_t R = sc != NULL ? refenc_rope_scaling_rotary_dim(sc, Dh) : Dh, half = R / 2;
     const int64_t S = refenc_rope_seq_len(pos, L);
@@ -360,7 +361,8 @@ void emu_rope(const refenc_emulation *e, double *y, const double *x, const int64
                 const double t = scaled_angle(e, pos[l], j, R, base, sc, S);
                 /* the cos and sin tables are stored in the value format */
                 const double c0 = f_cos(e, t), s0 = f_sin(e, t);
-                const double c = emu_m(e, f == 1.0 ? c0 : emu_a(e, c0 * f)), s = emu_m(e, f == 1.0 ? s0 : emu_a(e, s0 * f));
+                const double c = emu_m(e, f == 1.0 ? c0 : emu_a(e, c0 * f)),
+                             s = sign * emu_m(e, f == 1.0 ? s0 : emu_a(e, s0 * f));
                 const double a = x_nl[ia], b = x_nl[ib];
                 y_nl[ia] = emu_v(e, emu_m(e, a * c) - emu_m(e, b * s));
                 y_nl[ib] = emu_v(e, emu_m(e, b * c) + emu_m(e, a * s));
@@ -368,6 +370,18 @@ void emu_rope(const refenc_emulation *e, double *y, const double *x, const int64
             for (size_t d = R; d < Dh && y_nl != x_nl; d++)
                 y_nl[d] = x_nl[d];
         }
+}
+
+void emu_rope(const refenc_emulation *e, double *y, const double *x, const int64_t *pos, size_t N, size_t L,
+              size_t Dh, double base, refenc_rope_layout layout, const refenc_rope_scaling *sc)
+{
+    rope_rotate(e, y, x, pos, N, L, Dh, base, layout, sc, 1.0);
+}
+
+void emu_rope_backward(const refenc_emulation *e, double *dx, const double *dy, const int64_t *pos, size_t N,
+                       size_t L, size_t Dh, double base, refenc_rope_layout layout, const refenc_rope_scaling *sc)
+{
+    rope_rotate(e, dx, dy, pos, N, L, Dh, base, layout, sc, -1.0);
 }
 
 void emu_sinusoidal_table(const refenc_emulation *e, double *pe, const int64_t *pos, size_t L, size_t D)

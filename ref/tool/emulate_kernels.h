@@ -77,6 +77,11 @@ void emu_activation(const refenc_emulation *e, double *y, const double *x, size_
 /* x (N, L, Dh) rotated at pos */
 void emu_rope(const refenc_emulation *e, double *y, const double *x, const int64_t *pos, size_t N, size_t L,
               size_t Dh, double base, refenc_rope_layout layout, const refenc_rope_scaling *sc);
+/* Its backward (ref/rope.c): the transpose f R(pos)^T on the rotated part,
+ * the forward's tables with sin negated (exact); the rest passes through.
+ * dx may alias dy. */
+void emu_rope_backward(const refenc_emulation *e, double *dx, const double *dy, const int64_t *pos, size_t N,
+                       size_t L, size_t Dh, double base, refenc_rope_layout layout, const refenc_rope_scaling *sc);
 
 /* pe (L, D): the sinusoidal table; forward: y = x + PE, (B, L, D) */
 void emu_sinusoidal_table(const refenc_emulation *e, double *pe, const int64_t *pos, size_t L, size_t D);
