@@ -9,6 +9,7 @@
 
 #include "../io/config_json.h"
 #include "../io/file_read.h"
+#include "../io/run_config.h"
 #include "../tool/random_params.h"
 
 static const char *const case_keys[] = {"case", "component", "description", "model", "input", "seed",
@@ -16,7 +17,7 @@ static const char *const case_keys[] = {"case", "component", "description", "mod
                                         "params", "embedding_std", "grad", NULL};
 static const char *const input_keys[] = {"batch", "seq_len", "padding", "padding_side",
                                          "positions_start", "positions", "x_mean", "x_scale", "x_grid",
-                                         "attn_mask", "masked_fraction", "fully_masked_rows", NULL};
+                                         "attn_mask", "masked_fraction", "fully_masked_rows", "rows", NULL};
 
 json_t *catalogue_load(const char *path, refenc_error *err)
 {
@@ -373,6 +374,9 @@ int catalogue_build(refenc_case *c, const catalogue_case *cc, refenc_error *err)
         return st;
     snprintf(c->name, sizeof c->name, "%s", cc->name);
     st = seeded_values(c, cc, &cfg, in, B, L, where, err);
+    const json_t *rows = json_object_get(in, "rows"); /* the last layer's query rows (rows.h) */
+    if (st == REFENC_OK && rows != NULL)
+        st = run_input_rows(&c->rows, &c->R, rows, L, where, err);
     if (st == REFENC_OK)
         st = refenc_case_validate(c, err);
     if (st != REFENC_OK)

@@ -439,6 +439,9 @@ static void add_case(entries *es, const refenc_case *c)
         add(es, "in.positions", REFENC_ST_I64, 1, l1, c->positions);
     if (c->attn_mask != NULL)
         add_float(es, "in.attn_mask", 2, ll, c->attn_mask);
+    const size_t r1[1] = {c->R};
+    if (c->rows != NULL) /* the last layer's query rows (docs/golden-format.md) */
+        add(es, "in.rows", REFENC_ST_I64, 1, r1, c->rows);
     for (size_t t = 0; t < c->params.n_tensors; t++) {
         const refenc_tensor *p = &c->params.tensors[t];
         const char *fname = refenc_case_param_name(c->component, p->name);

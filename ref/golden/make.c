@@ -91,6 +91,12 @@ static json_t *entry_for_config(const refenc_config *cfg, const run_input *spec,
             json_array_append_new(pad, json_integer((json_int_t)spec->padding[b]));
         json_object_set_new(input, "padding", pad);
     }
+    if (input != NULL && spec->rows != NULL) { /* the last layer's query rows, read again by the catalogue */
+        json_t *rows = json_array();
+        for (size_t r = 0; r < spec->n_rows; r++)
+            json_array_append_new(rows, json_integer((json_int_t)spec->rows[r]));
+        json_object_set_new(input, "rows", rows);
+    }
     if (model == NULL || input == NULL) {
         json_decref(model);
         json_decref(input);
@@ -205,8 +211,12 @@ static int source_inputs(golden_source *s, const golden_request *a, const run_in
     if (st == REFENC_OK) {
         memcpy(k.params.block, s->c.params.block, s->c.params.n_values * sizeof(double));
         memcpy(k.name, s->c.name, sizeof k.name);
+        k.rows = s->c.rows, k.R = s->c.R; /* the config's input.rows, for the file's inputs */
+        s->c.rows = NULL;
         refenc_case_free(&s->c);
         s->c = k;
+        if (k.rows != NULL)
+            st = refenc_case_validate(&s->c, err);
     }
     return st;
 }
@@ -221,6 +231,7 @@ static int source_build(golden_source *s, const golden_request *a, char **report
                                        : source_from_config(s, a, &cc, &spec, err);
     if (st != REFENC_OK) {
         free(spec.padding);
+        free(spec.rows);
         return st;
     }
     if (!valid_name(s->name))
@@ -242,6 +253,7 @@ static int source_build(golden_source *s, const golden_request *a, char **report
     if (st == REFENC_OK && a->weights_path != NULL && summary[0] != '\0' && !a->quiet)
         fprintf(stderr, "%s\n", summary);
     free(spec.padding);
+    free(spec.rows);
     return st;
 }
 

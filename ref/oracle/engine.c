@@ -186,12 +186,18 @@ static size_t lane_hid(const refenc_mpe_unit *u)
     return u->run->block == REFENC_MP_BLOCK_FFN && refenc_mpe_wanted(u, "hidden") ? u->L * u->F : 0;
 }
 
+/* The size of lane buffer i of lane_alloc: h, a, t (L, D); q and ctx
+ * (Lq, E), the query rows; k, v (L, E). */
+static size_t lane_buf_size(const refenc_mpe_unit *u, size_t i)
+{
+    return i < 3 ? u->Lseq * u->D : (i == 3 || i == 6) ? u->Lq * u->E : u->Lseq * u->E;
+}
+
 static void lane_free(refenc_mpe_lane *ln, const refenc_mpe_unit *u)
 {
-    const size_t LD = u->L * u->D, LE = u->L * u->E;
     mpfr_ptr *bufs[] = {&ln->h, &ln->a, &ln->t, &ln->q, &ln->k, &ln->v, &ln->ctx};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        refenc_mp_free(*bufs[i], i < 3 ? LD : LE); /* q, k, v, ctx: (L, E) */
+        refenc_mp_free(*bufs[i], lane_buf_size(u, i));
     refenc_mp_free(ln->hid, lane_hid(u));
     refenc_mp_free(ln->slopes, u->H);
     free(ln->exact);
@@ -200,13 +206,13 @@ static void lane_free(refenc_mpe_lane *ln, const refenc_mpe_unit *u)
 
 static int lane_alloc(refenc_mpe_lane *ln, const refenc_mpe_unit *u, mpfr_prec_t p)
 {
-    const size_t LD = u->L * u->D, LE = u->L * u->E, hid = lane_hid(u);
+    const size_t LD = u->L * u->D, hid = lane_hid(u);
     memset(ln, 0, sizeof *ln);
     ln->p = p;
     mpfr_ptr *bufs[] = {&ln->h, &ln->a, &ln->t, &ln->q, &ln->k, &ln->v, &ln->ctx};
     int ok = 1;
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        ok &= (*bufs[i] = refenc_mp_alloc(i < 3 ? LD : LE, p)) != NULL; /* q, k, v, ctx: (L, E) */
+        ok &= (*bufs[i] = refenc_mp_alloc(lane_buf_size(u, i), p)) != NULL;
     ok &= hid == 0 || (ln->hid = refenc_mp_alloc(hid, p)) != NULL;
     ok &= (ln->slopes = refenc_mp_alloc(u->H, p)) != NULL;
     ok &= (ln->exact = malloc(LD)) != NULL;
@@ -217,8 +223,8 @@ static void worker_free(refenc_mpe_worker *w, const refenc_mpe_unit *u)
 {
     for (int li = 0; li < 2; li++) {
         refenc_mp_ws_free(&w->ws[li]);
-        refenc_mp_free(w->weights[li], u->L * u->L);
-        refenc_mp_free(w->out[li], u->L * u->Dh);
+        refenc_mp_free(w->weights[li], u->Lq * u->Lseq);
+        refenc_mp_free(w->out[li], u->Lq * u->Dh);
         refenc_mp_free(w->hidden[li], refenc_config_ffn_rows(u->cfg));
     }
     mpfr_clear(w->t);
@@ -235,8 +241,8 @@ static int worker_alloc(refenc_mpe_worker *w, const refenc_mpe_unit *u)
         const mpfr_prec_t p = u->lanes[li].p;
         ok &= refenc_mp_ws_alloc(&w->ws[li], p, refenc_mpk_ws_tmp(u->W, u->F, u->L, u->Dh),
                                  refenc_mpk_ws_ptr(u->W, u->F, u->L, u->Dh)) == REFENC_OK;
-        ok &= (w->weights[li] = refenc_mp_alloc(u->L * u->L, p)) != NULL;
-        ok &= (w->out[li] = refenc_mp_alloc(u->L * u->Dh, p)) != NULL;
+        ok &= (w->weights[li] = refenc_mp_alloc(u->Lq * u->Lseq, p)) != NULL; /* (Lq, L) */
+        ok &= (w->out[li] = refenc_mp_alloc(u->Lq * u->Dh, p)) != NULL;
         ok &= (w->hidden[li] = refenc_mp_alloc(refenc_config_ffn_rows(u->cfg), p)) != NULL; /* GLU: a, b */
     }
     return ok;
@@ -442,10 +448,17 @@ static int run_unit(refenc_mpe_unit *u, size_t first, size_t last, mpfr_prec_t p
     int n_workers = 0, st = REFENC_OK;
     *certified = 0;
     u->failed = 0;
+    /* a unit of the last layer alone, with selected rows, holds R query rows
+     * in its heads' buffers; every other unit all L */
+    const refenc_input *in = u->run->in;
+    u->L = u->Lseq, u->qrows = NULL, u->kv_ready = 0;
+    u->Lq = in->rows != NULL && first == last && last == u->N - 1 && u->run->block == REFENC_MP_BLOCK_ENCODER
+                ? in->R : u->Lseq;
     if (!unit_alloc(u, p_lo, p_hi, &n_workers)) {
         st = refenc_mp_enomem(err, "one batch item", u->lanes_n == 2 ? p_hi : p_lo);
     } else {
         const int ok = unit_compute(u, first, last);
+        u->L = u->Lseq, u->qrows = NULL, u->kv_ready = 0; /* the buffers' sizes, for unit_free */
         if (ok < 0)
             st = refenc_mp_enomem(err, "a layer's parameters", 53);
         *certified = ok == 1;
@@ -534,7 +547,10 @@ static int run_alloc(refenc_mpe_unit *u, const refenc_mp_run *run, int64_t **pos
     u->B = run->in->B, u->L = run->in->L, u->D = cfg->d_model, u->H = cfg->n_heads, u->F = cfg->d_ff;
     u->Dh = refenc_config_head_dim(cfg), u->N = cfg->n_layers, u->Hkv = refenc_config_kv_heads(cfg);
     u->E = u->H * u->Dh, u->W = u->E > u->D ? u->E : u->D;
-    const size_t L = u->L, D = u->D, LD = L * D, HLL = u->H * L * L, LF = L * u->F;
+    u->Lseq = u->Lq = u->L;
+    /* the heads' weights step: (H, R, L) when the only layer has selected rows */
+    const size_t Lq = run->in->rows != NULL && u->N == 1 ? run->in->R : u->L;
+    const size_t L = u->L, D = u->D, LD = L * D, HLL = u->H * Lq * L, LF = L * u->F;
     *pos_default = refenc_alloc_array(L, sizeof **pos_default);
     u->rows = refenc_alloc_array(L, sizeof *u->rows);
     u->workers = refenc_alloc_array((size_t)u->threads, sizeof *u->workers);
