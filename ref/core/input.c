@@ -136,9 +136,9 @@ int refenc_rows_validate(const int64_t *rows, size_t R, size_t L, const char *wh
                                     r, (long long)rows[r], L);
         if (r > 0 && rows[r] <= rows[r - 1])
             return refenc_error_set(err, REFENC_EINVAL,
-                                    "%s[%zu] = %lld %s %s[%zu] = %lld: the rows must be strictly increasing",
-                                    where, r, (long long)rows[r], rows[r] == rows[r - 1] ? "repeats" : "is below",
-                                    where, r - 1, (long long)rows[r - 1]);
+                                    "%s[%zu] = %lld %s the row before it (%lld, element %zu): the rows must be "
+                                    "strictly increasing", where, r, (long long)rows[r],
+                                    rows[r] == rows[r - 1] ? "repeats" : "is below", (long long)rows[r - 1], r - 1);
     }
     return REFENC_OK;
 }

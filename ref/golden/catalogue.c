@@ -14,7 +14,7 @@
 
 static const char *const case_keys[] = {"case", "component", "description", "model", "input", "seed",
                                         "input_bits", "bug_classes", "tolerance", "float32_hazard",
-                                        "params", "embedding_std", "grad", NULL};
+                                        "params", "embedding_std", "grad", "outputs", NULL};
 static const char *const input_keys[] = {"batch", "seq_len", "padding", "padding_side",
                                          "positions_start", "positions", "x_mean", "x_scale", "x_grid",
                                          "attn_mask", "masked_fraction", "fully_masked_rows", "rows", NULL};
@@ -89,6 +89,13 @@ int catalogue_find(catalogue_case *cc, const json_t *catalogue, const char *name
         if (grad != NULL && !json_is_boolean(grad))
             return refenc_error_set(err, REFENC_EINVAL, "case %s: grad must be true or false", name);
         cc->grad = json_is_true(grad);
+        /* "outputs": "final", as --outputs final: the required outputs only (a long case's
+         * (B, L, ...) steps would weigh megabytes) */
+        const json_t *outs = json_object_get(e, "outputs");
+        const char *os = json_string_value(outs);
+        if (outs != NULL && (os == NULL || (strcmp(os, "all") != 0 && strcmp(os, "final") != 0)))
+            return refenc_error_set(err, REFENC_EINVAL, "case %s: outputs must be \"all\" or \"final\"", name);
+        cc->final_only = os != NULL && strcmp(os, "final") == 0;
         /* a case file's bug_classes is an array of names (the manifest and certify read it so) */
         const json_t *bugs = json_object_get(e, "bug_classes");
         size_t k;

@@ -51,6 +51,7 @@ typedef struct {
     int variants_ref;         /* the variants from the double reference, not the oracle */
     int grad;                 /* --grad, or the catalogue entry's "grad" */
     uint64_t seed;            /* the case's seed (the seeded dY's) */
+    int final_only; /* the catalogue entry's "outputs": "final" */
 } golden_source;
 
 static void source_free(golden_source *s)
@@ -146,6 +147,7 @@ static int source_from_catalogue(golden_source *s, const golden_request *a, cata
         cc->seed = (unsigned long)a->seed;
     s->seed = cc->seed;
     s->grad = a->grad || cc->grad;
+    s->final_only = cc->final_only;
     snprintf(s->name, sizeof s->name, "%s", a->name ? a->name : cc->name);
     s->description = strdup(a->description ? a->description : cc->description);
     /* none given: none exposed, [] in the case file as in every case's */
@@ -623,6 +625,12 @@ int golden_make(const golden_request *a, golden_outcome *out, char **report, ref
     if (st != REFENC_OK) {
         source_free(&r.s);
         return st;
+    }
+    golden_request final_request; /* the entry's "outputs": "final" is --outputs final */
+    if (r.s.final_only && !a->final_only) {
+        final_request = *a;
+        final_request.final_only = 1;
+        a = &final_request;
     }
     if (a->out_file == NULL)
         st = refuse_inputs(a, r.s.name, err);
