@@ -566,6 +566,9 @@ static int grad_refused(const golden_source *s, const golden_request *a, refenc_
                                 "encoder cases", s->name, refenc_component_name(s->c.component));
     if (refenc_mp_backward_supported(&s->c.cfg, &why) != REFENC_OK)
         return refenc_error_set(err, REFENC_EINVAL, "--grad: case %s: %s", s->name, why.message);
+    if (s->c.rows != NULL)
+        return refenc_error_set(err, REFENC_EINVAL, "--grad: case %s: input.rows selects query rows; the "
+                                "gradients are of the whole sequence: drop input.rows", s->name);
     if (a->per_layer || a->shard_n > 0)
         return refenc_error_set(err, REFENC_EINVAL, "--grad: case %s: gradients are not made in parts yet "
                                 "(--per-layer, --shard): the oracle's backward certifies the whole stack in "
