@@ -20,6 +20,7 @@
 #include "relative_bias.h"
 #include "softcap.h"
 #include "window.h"
+#include "rows.h"
 #include "softmax.h"
 
 double refenc_attention_divisor(const refenc_attn_options *opt, size_t Dh)
@@ -60,6 +61,14 @@ void refenc_attention_forward(double *out, double *weights,
                               const refenc_attn_options *opt,
                               size_t B, size_t H, size_t L, size_t Dh)
 {
+    refenc_attention_rows_forward(out, weights, q, k, v, NULL, opt, B, H, L, L, Dh);
+}
+
+void refenc_attention_rows_forward(double *out, double *weights,
+                                   const double *q, const double *k, const double *v,
+                                   const int64_t *rows, const refenc_attn_options *opt,
+                                   size_t B, size_t H, size_t R, size_t L, size_t Dh)
+{
     const double divisor = refenc_attention_divisor(opt, Dh);
     const double masked = opt->mask_value == REFENC_MASK_FINFO_MIN ? -DBL_MAX : -INFINITY;
 
@@ -67,34 +76,36 @@ void refenc_attention_forward(double *out, double *weights,
         const uint8_t *pad_b = opt->key_padding_mask ? opt->key_padding_mask + b * L : NULL;
         for (size_t h = 0; h < H; h++) {
             const size_t bh = b * H + h;
-            const double *q_bh = q + bh * L * Dh;   /* q[b,h,:,:] (L, Dh) */
-            const double *k_bh = k + bh * L * Dh;   /* k[b,h,:,:] */
+            const double *q_bh = q + bh * R * Dh;   /* q[b,h,:,:] (R, Dh) */
+            const double *k_bh = k + bh * L * Dh;   /* k[b,h,:,:] (L, Dh) */
             const double *v_bh = v + bh * L * Dh;   /* v[b,h,:,:] */
-            double *w_bh = weights + bh * L * L;    /* weights[b,h,:,:] (L, L) */
-            double *o_bh = out + bh * L * Dh;       /* out[b,h,:,:] */
+            double *w_bh = weights + bh * R * L;    /* weights[b,h,:,:] (R, L) */
+            double *o_bh = out + bh * R * Dh;       /* out[b,h,:,:] (R, Dh) */
 
-            /* scores, written into the weights buffer */
-            for (size_t i = 0; i < L; i++) {
-                double *s_i = w_bh + i * L;
+            /* scores, written into the weights buffer; query row r is
+             * position index i = rows[r] (r without rows) */
+            for (size_t r = 0; r < R; r++) {
+                const size_t i = refenc_rows_index(rows, r);
+                double *s_i = w_bh + r * L;
                 for (size_t j = 0; j < L; j++) {
                     const int out_of_sight = (pad_b != NULL && pad_b[j]) || (opt->causal && j > i) ||
                                              refenc_window_excludes(opt->sliding_window, opt->local_attention, i, j);
-                    s_i[j] = out_of_sight ? masked : score(opt, q_bh + i * Dh, k_bh + j * Dh, h, H, i, j, L, Dh, divisor);
+                    s_i[j] = out_of_sight ? masked : score(opt, q_bh + r * Dh, k_bh + j * Dh, h, H, i, j, L, Dh, divisor);
                 }
             }
 
             /* weights = softmax over keys; rows of -inf become all 0 */
-            refenc_softmax_forward(w_bh, w_bh, L, L, 1.0);
+            refenc_softmax_forward(w_bh, w_bh, R, L, 1.0);
 
-            /* out[i,:] = sum_j weights[i,j] v[j,:] */
-            for (size_t i = 0; i < L; i++) {
-                const double *w_i = w_bh + i * L;
-                double *o_i = o_bh + i * Dh;
+            /* out[r,:] = sum_j weights[r,j] v[j,:] */
+            for (size_t r = 0; r < R; r++) {
+                const double *w_r = w_bh + r * L;
+                double *o_r = o_bh + r * Dh;
                 for (size_t d = 0; d < Dh; d++) {
                     double acc = 0.0;
                     for (size_t j = 0; j < L; j++)
-                        acc += w_i[j] * v_bh[j * Dh + d];
-                    o_i[d] = acc;
+                        acc += w_r[j] * v_bh[j * Dh + d];
+                    o_r[d] = acc;
                 }
             }
         }

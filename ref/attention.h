@@ -52,6 +52,18 @@ void refenc_attention_forward(double *out, double *weights,
                               const refenc_attn_options *opt,
                               size_t B, size_t H, size_t L, size_t Dh);
 
+/* The same for R selected query rows (rows.h) against all L keys:
+ * q, out: (B, H, R, Dh)   k, v: (B, H, L, Dh)   weights: (B, H, R, L)
+ * rows: (R) increasing in [0, L), the position index i of each query row
+ * (the causal mask, the windows, ALiBi, T5's bias and attn_mask[i, :]
+ * read it); NULL: R = L, row r is position r (refenc_attention_forward).
+ * Each selected row's scores, weights and output are computed by the same
+ * operations as the full run's row i.  Never fails. */
+void refenc_attention_rows_forward(double *out, double *weights,
+                                   const double *q, const double *k, const double *v,
+                                   const int64_t *rows, const refenc_attn_options *opt,
+                                   size_t B, size_t H, size_t R, size_t L, size_t Dh);
+
 /* Backward (docs/gradients.md), FlashAttention's formulation.
  * dout: (B, H, L, Dh), the gradient with respect to out.  Saved from the
  * forward: q, k, v (as the forward read them, RoPE applied), weights P and

@@ -237,8 +237,8 @@ int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params 
         return refenc_error_set(err, REFENC_EINVAL, "workspace: allocated for the embedding alone "
                                 "(refenc_workspace_alloc_embed), not for the layers");
 
-    const size_t B = in->B, L = in->L, D = cfg->d_model, BLD = B * L * D;
-    const size_t bld[3] = {B, L, D};
+    const size_t B = in->B, L = in->L, D = cfg->d_model, R = refenc_input_rows(in), BRD = B * R * D;
+    const size_t bld[3] = {B, L, D}, brd[3] = {B, R, D};
 
     double *h = ws->h0, *next = ws->h1;
     embed(h, ws, p, cfg, in);
@@ -254,20 +254,23 @@ int refenc_encoder_forward(double *y, refenc_workspace *ws, const refenc_params 
         refenc_attn_options opt_i = opt;
         refenc_rope_options rope_i = rope;
         refenc_layer_options(cfg, i, &opt_i, &rope_i);
-        refenc_layer_forward(next, &ws->layer, h, &p->layers[i], cfg, &opt_i, rope_p ? &rope_i : NULL, B,
-                             L, i, trace);
+        /* with selected rows (rows.h) the last layer computes them alone: its
+         * output and everything after it is (B, R, D) */
+        const int last = i + 1 == cfg->n_layers;
+        refenc_layer_rows_forward(next, &ws->layer, h, &p->layers[i], cfg, &opt_i, rope_p ? &rope_i : NULL, B,
+                                  L, last ? in->rows : NULL, last ? R : L, i, trace);
         double *t = h;
         h = next;
         next = t;
     }
 
     if (cfg->final_norm) {
-        refenc_norm_forward(y, h, p->norm_weight, p->norm_bias, B * L, D, cfg->layer_norm_eps, cfg);
-        refenc_trace_emit(trace, "norm", y, 3, bld);
+        refenc_norm_forward(y, h, p->norm_weight, p->norm_bias, B * R, D, cfg->layer_norm_eps, cfg);
+        refenc_trace_emit(trace, "norm", y, 3, brd);
     } else {
-        memcpy(y, h, BLD * sizeof(double));
+        memcpy(y, h, BRD * sizeof(double));
     }
-    refenc_trace_emit(trace, "output", y, 3, bld);
+    refenc_trace_emit(trace, "output", y, 3, brd);
     if (cfg->pooling != REFENC_POOL_NONE) { /* out.embedding (B, D), in the free buffer next */
         const size_t bd[2] = {B, D};
         refenc_pooling_forward(next, y, in->key_padding_mask, B, L, D, cfg->pooling, cfg->pooling_normalize);
@@ -477,6 +480,9 @@ int refenc_encoder_backward_traced(refenc_params *grad, double *dx, refenc_grad_
     int st = check_call(ws, cfg, in, err);
     if (st == REFENC_OK)
         st = check_backward(grad, g, cfg, in, err);
+    if (st == REFENC_OK && in->rows != NULL)
+        st = refenc_error_set(err, REFENC_EINVAL, "input: in.rows: the backward differentiates the whole "
+                              "sequence; selected query rows are forward only");
     if (st)
         return st;
     const size_t B = in->B, L = in->L, D = cfg->d_model, BLD = B * L * D, N = cfg->n_layers;

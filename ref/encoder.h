@@ -38,7 +38,7 @@ int refenc_workspace_alloc_embed(refenc_workspace *ws, const refenc_config *cfg,
                                  refenc_error *err);
 
 /* The encoder stack.
- * y: (B, L, D).
+ * y: (B, L, D), or (B, R, D) with rows (below).
  *   h = E[tokens] * sqrt(D)              if vocab_size > 0 and scale_embedding,
  *   h = E[tokens]                        if vocab_size > 0, not scale_embedding,
  *   h = x                                otherwise                (embedding.h)
@@ -51,6 +51,10 @@ int refenc_workspace_alloc_embed(refenc_workspace *ws, const refenc_config *cfg,
  *   h = layer_i(h), i = 0 .. N-1         RoPE / ALiBi inside every attention
  *   y = LN(h) if final_norm, else h      nn.TransformerEncoder's norm
  * The sums are in HF BertEmbeddings' order: (word + type) + position.
+ * With selected rows (in->rows, rows.h) the last layer computes its keys
+ * and values at every position and the rest on the R rows alone: y, the
+ * last layer's steps and "norm" are (B, R, D), its weights (B, H, R, L)
+ * (refenc_layer_rows_forward); the pooling is refused with rows.
  * Trace steps: "embed" (the embedding module's output, after LN_emb), the
  * layers' steps (layer.h), "norm" (if final_norm), "output", and with a
  * pooling "embedding" (B, D), the pooled y (pooling.h; y is the caller's

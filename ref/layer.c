@@ -17,6 +17,7 @@
 #include "glu.h"
 #include "linear.h"
 #include "norm.h"
+#include "rows.h"
 
 /* Emits "layers.{index}.{step}" with shape (B, L, width) or (B, H, L, L). */
 static void emit(const refenc_trace *trace, size_t index, const char *step,
@@ -65,53 +66,66 @@ void refenc_layer_forward(double *y, refenc_layer_work *w, const double *x,
                           const refenc_attn_options *opt, const refenc_rope_options *rope,
                           size_t B, size_t L, size_t index, const refenc_trace *trace)
 {
-    const size_t D = cfg->d_model, H = cfg->n_heads, BL = B * L;
+    refenc_layer_rows_forward(y, w, x, lp, cfg, opt, rope, B, L, NULL, L, index, trace);
+}
+
+void refenc_layer_rows_forward(double *y, refenc_layer_work *w, const double *x,
+                               const refenc_layer_params *lp, const refenc_config *cfg,
+                               const refenc_attn_options *opt, const refenc_rope_options *rope,
+                               size_t B, size_t L, const int64_t *rows, size_t R, size_t index,
+                               const refenc_trace *trace)
+{
+    const size_t D = cfg->d_model, H = cfg->n_heads, BL = B * L, BR = B * R;
     const double eps = cfg->layer_norm_eps;
-    const size_t bld[3] = {B, L, D}, bhll[4] = {B, H, L, L};
+    const size_t brd[3] = {B, R, D}, bhrl[4] = {B, H, R, L};
     refenc_qk_norm qk;
     const refenc_qk_norm *qkn = refenc_qk_norm_of(&qk, cfg, lp); /* NULL: no qk_norm */
     refenc_linear_fn *linear = w->linear != NULL ? w->linear : refenc_linear_forward;
 
     if (cfg->norm == REFENC_NORM_PRE) {
-        /* h = x + MHA(LN1(x)) */
+        /* h = x + MHA(LN1(x)): keys and values from LN1 of every position,
+         * queries from the selected rows of it (w->ffn is free until the FFN) */
         norm1_forward(w->ln, x, lp, BL, cfg);
-        emit(trace, index, "norm1", w->ln, 3, bld);
-        refenc_gqa_qk_forward_with(w->attn, &w->mha, w->ln, lp->in_proj_weight, lp->in_proj_bias,
-                                   lp->out_proj_weight, lp->out_proj_bias, opt, rope, qkn, B, L, D, H,
-                                   refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg), linear);
-        post_norm(w->attn, lp->post_attn_norm_weight, lp->post_attn_norm_bias, BL, cfg);
-        emit(trace, index, "self_attn.weights", w->mha.weights, 4, bhll);
-        emit(trace, index, "self_attn", w->attn, 3, bld);
-        add(w->resid, x, w->attn, BL * D);
+        refenc_rows_gather(w->ffn, w->ln, rows, B, L, R, D);
+        emit(trace, index, "norm1", w->ffn, 3, brd);
+        refenc_gqa_rows_forward(w->attn, &w->mha, w->ffn, w->ln, rows, R, lp->in_proj_weight, lp->in_proj_bias,
+                                lp->out_proj_weight, lp->out_proj_bias, opt, rope, qkn, B, L, D, H,
+                                refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg), linear);
+        post_norm(w->attn, lp->post_attn_norm_weight, lp->post_attn_norm_bias, BR, cfg);
+        emit(trace, index, "self_attn.weights", w->mha.weights, 4, bhrl);
+        emit(trace, index, "self_attn", w->attn, 3, brd);
+        refenc_rows_gather(w->resid, x, rows, B, L, R, D);
+        add(w->resid, w->resid, w->attn, BR * D);
 
         /* y = h + FFN(LN2(h)) */
-        refenc_norm_forward(w->ln, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);
-        emit(trace, index, "norm2", w->ln, 3, bld);
+        refenc_norm_forward(w->ln, w->resid, lp->norm2_weight, lp->norm2_bias, BR, D, eps, cfg);
+        emit(trace, index, "norm2", w->ln, 3, brd);
         refenc_ffn_block_forward_with(w->ffn, w->hidden, w->ln, lp->linear1_weight, lp->linear1_bias,
-                                      lp->linear2_weight, lp->linear2_bias, BL, cfg, linear);
-        post_norm(w->ffn, lp->post_ffn_norm_weight, lp->post_ffn_norm_bias, BL, cfg);
-        emit(trace, index, "ffn", w->ffn, 3, bld);
-        add(y, w->resid, w->ffn, BL * D);
+                                      lp->linear2_weight, lp->linear2_bias, BR, cfg, linear);
+        post_norm(w->ffn, lp->post_ffn_norm_weight, lp->post_ffn_norm_bias, BR, cfg);
+        emit(trace, index, "ffn", w->ffn, 3, brd);
+        add(y, w->resid, w->ffn, BR * D);
     } else {
-        /* h = LN1(x + MHA(x)) */
-        refenc_gqa_qk_forward_with(w->attn, &w->mha, x, lp->in_proj_weight, lp->in_proj_bias,
-                                   lp->out_proj_weight, lp->out_proj_bias, opt, rope, qkn, B, L, D, H,
-                                   refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg), linear);
-        emit(trace, index, "self_attn.weights", w->mha.weights, 4, bhll);
-        emit(trace, index, "self_attn", w->attn, 3, bld);
-        add(w->resid, x, w->attn, BL * D);
-        refenc_norm_forward(w->ln, w->resid, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
-        emit(trace, index, "norm1", w->ln, 3, bld);
+        /* h = LN1(x + MHA(x)): the queries and the residual from the selected rows of x */
+        refenc_rows_gather(w->ln, x, rows, B, L, R, D);
+        refenc_gqa_rows_forward(w->attn, &w->mha, w->ln, x, rows, R, lp->in_proj_weight, lp->in_proj_bias,
+                                lp->out_proj_weight, lp->out_proj_bias, opt, rope, qkn, B, L, D, H,
+                                refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg), linear);
+        emit(trace, index, "self_attn.weights", w->mha.weights, 4, bhrl);
+        emit(trace, index, "self_attn", w->attn, 3, brd);
+        add(w->resid, w->ln, w->attn, BR * D);
+        refenc_norm_forward(w->ln, w->resid, lp->norm1_weight, lp->norm1_bias, BR, D, eps, cfg);
+        emit(trace, index, "norm1", w->ln, 3, brd);
 
         /* y = LN2(h + FFN(h)) */
         refenc_ffn_block_forward_with(w->ffn, w->hidden, w->ln, lp->linear1_weight, lp->linear1_bias,
-                                      lp->linear2_weight, lp->linear2_bias, BL, cfg, linear);
-        emit(trace, index, "ffn", w->ffn, 3, bld);
-        add(w->resid, w->ln, w->ffn, BL * D);
-        refenc_norm_forward(y, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);
-        emit(trace, index, "norm2", y, 3, bld);
+                                      lp->linear2_weight, lp->linear2_bias, BR, cfg, linear);
+        emit(trace, index, "ffn", w->ffn, 3, brd);
+        add(w->resid, w->ln, w->ffn, BR * D);
+        refenc_norm_forward(y, w->resid, lp->norm2_weight, lp->norm2_bias, BR, D, eps, cfg);
+        emit(trace, index, "norm2", y, 3, brd);
     }
-    emit(trace, index, "output", y, 3, bld);
+    emit(trace, index, "output", y, 3, brd);
 }
 
 /* Pre-LN backward: y = h + FFN(c), c = LN2(h);  h = x + MHA(a), a = LN1(x).

@@ -2,6 +2,7 @@
 #define REFENC_LAYER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/config.h"
 #include "mha.h"
@@ -48,6 +49,19 @@ void refenc_layer_forward(double *y, refenc_layer_work *work, const double *x,
                           const refenc_layer_params *lp, const refenc_config *cfg,
                           const refenc_attn_options *opt, const refenc_rope_options *rope,
                           size_t B, size_t L, size_t index, const refenc_trace *trace);
+
+/* The same on R selected query rows (rows.h), the last layer of a rows
+ * run: y (B, R, D); the keys and values come from every position of x
+ * (B, L, D), everything else (LN1's rows, the queries, attention, the
+ * residual, the FFN, the norms) is computed on the rows alone, gathered
+ * once from x (and from LN1(x) under Pre-LN).  The trace steps are the
+ * same with (B, R, D) and weights (B, H, R, L).  rows NULL: R = L, the
+ * whole layer (refenc_layer_forward).  Never fails. */
+void refenc_layer_rows_forward(double *y, refenc_layer_work *work, const double *x,
+                               const refenc_layer_params *lp, const refenc_config *cfg,
+                               const refenc_attn_options *opt, const refenc_rope_options *rope,
+                               size_t B, size_t L, const int64_t *rows, size_t R, size_t index,
+                               const refenc_trace *trace);
 
 /* Buffers the layer's backward writes; the caller owns them
  * (refenc_grad_workspace provides them). */

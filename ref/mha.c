@@ -68,8 +68,8 @@ void refenc_gqa_qk_forward(double *y, refenc_mha_work *w, const double *x,
                            const refenc_qk_norm *qk_norm,
                            size_t B, size_t L, size_t D, size_t H, size_t Hkv, size_t Dh)
 {
-    refenc_gqa_qk_forward_with(y, w, x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias,
-                               opt, rope, qk_norm, B, L, D, H, Hkv, Dh, refenc_linear_forward);
+    refenc_gqa_rows_forward(y, w, x, x, NULL, L, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias,
+                            opt, rope, qk_norm, B, L, D, H, Hkv, Dh, refenc_linear_forward);
 }
 
 void refenc_gqa_qk_forward_with(double *y, refenc_mha_work *w, const double *x,
@@ -80,7 +80,22 @@ void refenc_gqa_qk_forward_with(double *y, refenc_mha_work *w, const double *x,
                                 size_t B, size_t L, size_t D, size_t H, size_t Hkv, size_t Dh,
                                 refenc_linear_fn *linear)
 {
-    const size_t BL = B * L, E = H * Dh, Ekv = Hkv * Dh;
+    refenc_gqa_rows_forward(y, w, x, x, NULL, L, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias,
+                            opt, rope, qk_norm, B, L, D, H, Hkv, Dh, linear);
+}
+
+void refenc_gqa_rows_forward(double *y, refenc_mha_work *w, const double *xq, const double *x,
+                             const int64_t *rows, size_t R,
+                             const double *in_proj_weight, const double *in_proj_bias,
+                             const double *out_proj_weight, const double *out_proj_bias,
+                             const refenc_attn_options *opt, const refenc_rope_options *rope,
+                             const refenc_qk_norm *qk_norm,
+                             size_t B, size_t L, size_t D, size_t H, size_t Hkv, size_t Dh,
+                             refenc_linear_fn *linear)
+{
+    const size_t BL = B * L, BR = B * R, E = H * Dh, Ekv = Hkv * Dh;
+    if (linear == NULL)
+        linear = refenc_linear_forward;
     const double *W_q = in_proj_weight;               /* in_proj_weight[0:E, :]          */
     const double *W_k = in_proj_weight + E * D;       /* in_proj_weight[E:E+Ekv, :]      */
     const double *W_v = in_proj_weight + (E + Ekv) * D; /* in_proj_weight[E+Ekv:E+2Ekv, :] */
@@ -88,27 +103,28 @@ void refenc_gqa_qk_forward_with(double *y, refenc_mha_work *w, const double *x,
     const double *b_k = in_proj_bias != NULL ? in_proj_bias + E : NULL; /* NULL: bias-free */
     const double *b_v = in_proj_bias != NULL ? in_proj_bias + E + Ekv : NULL;
 
-    /* projections: (B*L, D) -> q (B*L, E), k and v (B*L, Ekv) */
-    linear(w->q, x, W_q, b_q, BL, D, E);
+    /* projections: the queries' rows (B*R, D) -> q (B*R, E); every position
+     * (B*L, D) -> k and v (B*L, Ekv) */
+    linear(w->q, xq, W_q, b_q, BR, D, E);
     linear(w->k, x, W_k, b_k, BL, D, Ekv);
     linear(w->v, x, W_v, b_v, BL, D, Ekv);
     if (qk_norm != NULL) /* Qwen3: every head of q and k RMS-normalised, before RoPE */
-        refenc_qk_norm_forward(w->q, w->k, qk_norm, BL, H, Hkv, Dh);
+        refenc_qk_norm_rows_forward(w->q, w->k, qk_norm, BR, BL, H, Hkv, Dh);
 
-    refenc_heads_split(w->qh, w->q, B, L, H, Dh);
+    refenc_heads_split(w->qh, w->q, B, R, H, Dh); /* qh: (B, H, R, Dh) */
     kv_heads(w, B, L, H, Hkv, Dh); /* kh, vh: (B, H, L, Dh) */
 
     /* rotating the repeated heads rotates each key/value head g times, the
      * same operations on the same values: bit for bit HF's rotate-then-repeat */
     if (rope != NULL) { /* rotate every head's q and k at its position */
-        refenc_rope_scaled_forward(w->qh, w->qh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
+        refenc_rope_rows_forward(w->qh, w->qh, rope->positions, rows, B * H, R, L, Dh, rope->base, rope->layout, rope->scaling);
         refenc_rope_scaled_forward(w->kh, w->kh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
     }
 
-    refenc_attention_forward(w->ctxh, w->weights, w->qh, w->kh, w->vh, opt, B, H, L, Dh);
+    refenc_attention_rows_forward(w->ctxh, w->weights, w->qh, w->kh, w->vh, rows, opt, B, H, R, L, Dh);
 
-    refenc_heads_merge(w->ctx, w->ctxh, B, L, H, Dh);
-    linear(y, w->ctx, out_proj_weight, out_proj_bias, BL, E, D); /* (B*L, E) -> (B*L, D) */
+    refenc_heads_merge(w->ctx, w->ctxh, B, R, H, Dh);
+    linear(y, w->ctx, out_proj_weight, out_proj_bias, BR, E, D); /* (B*R, E) -> (B*R, D) */
 }
 
 void refenc_mha_forward(double *y, refenc_mha_work *w, const double *x,

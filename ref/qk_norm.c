@@ -19,7 +19,13 @@ const refenc_qk_norm *refenc_qk_norm_of(refenc_qk_norm *n, const refenc_config *
 void refenc_qk_norm_forward(double *q, double *k, const refenc_qk_norm *n, size_t BL, size_t H,
                             size_t Hkv, size_t Dh)
 {
+    refenc_qk_norm_rows_forward(q, k, n, BL, BL, H, Hkv, Dh);
+}
+
+void refenc_qk_norm_rows_forward(double *q, double *k, const refenc_qk_norm *n, size_t BLq, size_t BL,
+                                 size_t H, size_t Hkv, size_t Dh)
+{
     /* q[bl, h Dh : (h+1) Dh] is row bl H + h of (BL H, Dh): every head's own rms */
-    refenc_rmsnorm_forward(q, q, n->q_weight, BL * H, Dh, n->eps, n->offset);
+    refenc_rmsnorm_forward(q, q, n->q_weight, BLq * H, Dh, n->eps, n->offset);
     refenc_rmsnorm_forward(k, k, n->k_weight, BL * Hkv, Dh, n->eps, n->offset);
 }

@@ -39,4 +39,9 @@ const refenc_qk_norm *refenc_qk_norm_of(refenc_qk_norm *n, const refenc_config *
 void refenc_qk_norm_forward(double *q, double *k, const refenc_qk_norm *n, size_t BL, size_t H,
                             size_t Hkv, size_t Dh);
 
+/* The same with BLq rows of q (the selected query rows, rows.h) and BL of k.
+ * Never fails. */
+void refenc_qk_norm_rows_forward(double *q, double *k, const refenc_qk_norm *n, size_t BLq, size_t BL,
+                                 size_t H, size_t Hkv, size_t Dh);
+
 #endif

@@ -53,4 +53,12 @@ void refenc_rope_scaled_backward(double *dx, const double *dy, const int64_t *po
                                  size_t N, size_t L, size_t Dh, double base,
                                  refenc_rope_layout layout, const refenc_rope_scaling *sc);
 
+/* refenc_rope_scaled_forward on R selected rows (rows.h): y, x (N, R, Dh),
+ * row k at position pos[rows[k]] (rows NULL: R = L, row k at pos[k]); S =
+ * max(pos) + 1 over all L positions, as the full run reads it, so each row
+ * is rotated by the same operations as the full run's.  Never fails. */
+void refenc_rope_rows_forward(double *y, const double *x, const int64_t *pos, const int64_t *rows,
+                              size_t N, size_t R, size_t L, size_t Dh, double base,
+                              refenc_rope_layout layout, const refenc_rope_scaling *sc);
+
 #endif

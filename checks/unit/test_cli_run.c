@@ -201,6 +201,14 @@ static const struct {
     {"padding_over_seq_len.json", "input.padding[1]: expected an integer in [0, seq_len = 4]"},
     {"padding_negative.json", "input.padding[0]: expected an integer in [0, seq_len = 8]"},
     {"padding_element_string.json", "input.padding[0]: expected an integer"},
+    {"rows_out_of_range.json", "input.rows[1] = 8 is outside [0, seq_len = 8)"},
+    {"rows_negative.json", "input.rows[0] = -1 is outside [0, seq_len = 8)"},
+    {"rows_duplicate.json", "input.rows[2] = 3 repeats the row before it (3, element 1)"},
+    {"rows_unsorted.json", "input.rows[1] = 2 is below the row before it (4, element 0)"},
+    {"rows_empty.json", "input.rows: empty; expected at least one query row"},
+    {"rows_real.json", "input.rows[1]: expected an integer in [0, seq_len = 8)"},
+    {"rows_string.json", "input.rows: expected an array of query rows"},
+    {"rows_with_pooling.json", "input.rows selects query rows, but model.pooling 'mean' reads every row"},
 };
 #define N_BAD_CONFIGS (sizeof bad_configs / sizeof bad_configs[0])
 

@@ -379,8 +379,8 @@ static int forward_and_report(const refenc_case *c, const refenc_config *cfg, co
             printf("\n%-28s %-16s %13s %13s %13s %13s\n", "step", "shape", "mean", "std", "min", "max");
         st = refenc_encoder_forward(y, &ws, &c->params, cfg, &input, &tr, err);
     }
-    if (st == REFENC_OK)
-        print_output(y, B, L, D);
+    if (st == REFENC_OK) /* (B, R, D) with input.rows */
+        print_output(y, B, c->rows != NULL ? c->R : L, D);
     if (st == REFENC_OK && a->out_path != NULL)
         st = write_results(&keep, cfg, a, err);
     results_free(&keep);
@@ -442,6 +442,7 @@ int cmd_run(int argc, char **argv)
             return cli_error("run", "%s", err.message);
     if (run_config_load(&cfg, &spec, a.config_path, &err) != REFENC_OK) {
         free(spec.padding);
+        free(spec.rows);
         return cli_error("run", "%s", err.message);
     }
     refenc_case c;
@@ -449,8 +450,11 @@ int cmd_run(int argc, char **argv)
     int st = model_load(&c, &cfg, &spec, &a, weights_summary, sizeof weights_summary, &report, &err);
     if (st != REFENC_OK) {
         free(spec.padding);
+        free(spec.rows);
         return cli_load_error("run", report, &err);
     }
+    c.rows = spec.rows, c.R = spec.n_rows; /* the case owns them now (input.rows) */
+    spec.rows = NULL;
     st = forward_and_report(&c, &cfg, &spec, &a, weights_summary, &err);
     free(spec.padding);
     refenc_case_free(&c);

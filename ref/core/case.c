@@ -132,6 +132,7 @@ void refenc_case_free_inputs(refenc_case *c)
     free(c->key_padding_mask);
     free(c->positions);
     free(c->attn_mask);
+    free(c->rows);
     memset(c, 0, sizeof *c);
 }
 
@@ -147,6 +148,7 @@ refenc_input refenc_case_input(const refenc_case *c)
         .positions = c->cfg.position_ids == REFENC_POSIDS_ROBERTA ? NULL : c->positions,
         .attn_mask = c->attn_mask,
         .token_types = c->token_types,
+        .rows = c->rows, .R = c->R,
     };
     return in;
 }
@@ -159,6 +161,9 @@ int refenc_case_validate(const refenc_case *c, refenc_error *err)
         in.positions = c->positions; /* given, hence refused (input.h) */
     if (c->component == REFENC_COMP_ENCODER)
         return refenc_input_validate(&in, &c->cfg, err);
+    if (c->rows != NULL) /* a component has no last layer */
+        return refenc_error_set(err, REFENC_EINVAL, "input: in.rows: only an encoder case selects query rows "
+                                "(of its last layer), not a %s case", refenc_component_name(c->component));
     /* components: the checks that apply to what they read */
     refenc_config cfg = c->cfg;
     cfg.vocab_size = 0;

@@ -64,6 +64,8 @@ typedef struct {
     int64_t *positions;       /* (L); always set (0..L-1 when the file has none)     */
     int has_positions;        /* in.positions is part of the case                    */
     double *attn_mask;        /* (L, L), or NULL                                      */
+    int64_t *rows;            /* in.rows (R): the last layer's query rows, or NULL    */
+    size_t R;                 /* their number (0 without rows)                        */
 } refenc_case;
 
 /* The file name of a parameter of the encoder's tensor table in a case of

@@ -120,6 +120,44 @@ static int validate_pooled_rows_live(const refenc_input *in, const refenc_config
     return REFENC_OK;
 }
 
+size_t refenc_input_rows(const refenc_input *in)
+{
+    return in->rows != NULL ? in->R : in->L;
+}
+
+int refenc_rows_validate(const int64_t *rows, size_t R, size_t L, const char *where, refenc_error *err)
+{
+    if (R == 0)
+        return refenc_error_set(err, REFENC_EINVAL,
+                                "%s: empty; expected at least one query row in [0, seq_len = %zu)", where, L);
+    for (size_t r = 0; r < R; r++) {
+        if (rows[r] < 0 || (uint64_t)rows[r] >= L)
+            return refenc_error_set(err, REFENC_EINVAL, "%s[%zu] = %lld is outside [0, seq_len = %zu)", where,
+                                    r, (long long)rows[r], L);
+        if (r > 0 && rows[r] <= rows[r - 1])
+            return refenc_error_set(err, REFENC_EINVAL,
+                                    "%s[%zu] = %lld %s the row before it (%lld, element %zu): the rows must be "
+                                    "strictly increasing", where, r, (long long)rows[r],
+                                    rows[r] == rows[r - 1] ? "repeats" : "is below", (long long)rows[r - 1], r - 1);
+    }
+    return REFENC_OK;
+}
+
+/* Selected rows: valid, and not under a pooling, which reads every row of
+ * the output (a mean over the selected rows is not the model's embedding). */
+static int validate_rows(const refenc_input *in, const refenc_config *cfg, refenc_error *err)
+{
+    if (in->rows == NULL)
+        return REFENC_OK;
+    int st = refenc_rows_validate(in->rows, in->R, in->L, "input: in.rows", err);
+    if (st == REFENC_OK && cfg->pooling != REFENC_POOL_NONE)
+        st = refenc_error_set(err, REFENC_EINVAL,
+                              "input: in.rows selects query rows, but pooling '%s' reads every row of the "
+                              "output: compute the full sequence (no rows) for a pooled embedding",
+                              refenc_pooling_name(cfg->pooling));
+    return st;
+}
+
 /* The checks run in this order and the first failure is the message. */
 int refenc_input_validate(const refenc_input *in, const refenc_config *cfg, refenc_error *err)
 {
@@ -141,7 +179,7 @@ int refenc_input_validate(const refenc_input *in, const refenc_config *cfg, refe
                 return refenc_error_set(err, REFENC_EINVAL,
                                         "input: in.attn_mask[%zu][%zu] = %g: only finite values "
                                         "and -inf are allowed", i / L, i % L, in->attn_mask[i]);
-    if ((st = validate_pooling(in, cfg, err)))
+    if ((st = validate_pooling(in, cfg, err)) || (st = validate_rows(in, cfg, err)))
         return st;
     return validate_pooled_rows_live(in, cfg, err);
 }

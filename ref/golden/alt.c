@@ -37,6 +37,12 @@ static int case_copy(refenc_case *dst, const refenc_case *src, refenc_error *err
         memcpy(dst->attn_mask, src->attn_mask, src->L * src->L * sizeof *src->attn_mask);
     memcpy(dst->positions, src->positions, src->L * sizeof *src->positions);
     dst->has_positions = src->has_positions;
+    if (src->rows != NULL) { /* the last layer's query rows */
+        if ((dst->rows = refenc_alloc_array(src->R, sizeof *dst->rows)) == NULL)
+            return refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", src->name);
+        memcpy(dst->rows, src->rows, src->R * sizeof *src->rows);
+        dst->R = src->R;
+    }
     return REFENC_OK;
 }
 
@@ -181,7 +187,7 @@ static int case_view(refenc_case *dst, const refenc_case *src, refenc_error *err
     const size_t BL = src->B * src->L;
     *dst = *src;
     dst->x = NULL, dst->tokens = dst->token_types = dst->positions = NULL;
-    dst->key_padding_mask = NULL, dst->attn_mask = NULL;
+    dst->key_padding_mask = NULL, dst->attn_mask = NULL, dst->rows = NULL;
     int ok = 1;
 #define DUP(f, n)                                                                        \
     if (src->f != NULL) {                                                                \
@@ -196,6 +202,7 @@ static int case_view(refenc_case *dst, const refenc_case *src, refenc_error *err
     DUP(key_padding_mask, BL)
     DUP(positions, src->L)
     DUP(attn_mask, src->L * src->L)
+    DUP(rows, src->R)
 #undef DUP
     return ok ? REFENC_OK : refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", src->name);
 }

@@ -9,14 +9,15 @@
 
 #include "../io/config_json.h"
 #include "../io/file_read.h"
+#include "../io/run_config.h"
 #include "../tool/random_params.h"
 
 static const char *const case_keys[] = {"case", "component", "description", "model", "input", "seed",
                                         "input_bits", "bug_classes", "tolerance", "float32_hazard",
-                                        "params", "embedding_std", "grad", NULL};
+                                        "params", "embedding_std", "grad", "outputs", NULL};
 static const char *const input_keys[] = {"batch", "seq_len", "padding", "padding_side",
                                          "positions_start", "positions", "x_mean", "x_scale", "x_grid",
-                                         "attn_mask", "masked_fraction", "fully_masked_rows", NULL};
+                                         "attn_mask", "masked_fraction", "fully_masked_rows", "rows", NULL};
 
 json_t *catalogue_load(const char *path, refenc_error *err)
 {
@@ -88,6 +89,13 @@ int catalogue_find(catalogue_case *cc, const json_t *catalogue, const char *name
         if (grad != NULL && !json_is_boolean(grad))
             return refenc_error_set(err, REFENC_EINVAL, "case %s: grad must be true or false", name);
         cc->grad = json_is_true(grad);
+        /* "outputs": "final", as --outputs final: the required outputs only (a long case's
+         * (B, L, ...) steps would weigh megabytes) */
+        const json_t *outs = json_object_get(e, "outputs");
+        const char *os = json_string_value(outs);
+        if (outs != NULL && (os == NULL || (strcmp(os, "all") != 0 && strcmp(os, "final") != 0)))
+            return refenc_error_set(err, REFENC_EINVAL, "case %s: outputs must be \"all\" or \"final\"", name);
+        cc->final_only = os != NULL && strcmp(os, "final") == 0;
         /* a case file's bug_classes is an array of names (the manifest and certify read it so) */
         const json_t *bugs = json_object_get(e, "bug_classes");
         size_t k;
@@ -373,6 +381,9 @@ int catalogue_build(refenc_case *c, const catalogue_case *cc, refenc_error *err)
         return st;
     snprintf(c->name, sizeof c->name, "%s", cc->name);
     st = seeded_values(c, cc, &cfg, in, B, L, where, err);
+    const json_t *rows = json_object_get(in, "rows"); /* the last layer's query rows (rows.h) */
+    if (st == REFENC_OK && rows != NULL)
+        st = run_input_rows(&c->rows, &c->R, rows, L, where, err);
     if (st == REFENC_OK)
         st = refenc_case_validate(c, err);
     if (st != REFENC_OK)

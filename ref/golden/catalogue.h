@@ -18,6 +18,7 @@ typedef struct {
     unsigned long seed;
     int input_bits;           /* significant bits of inputs and parameters    */
     int grad;                 /* "grad": true: the case holds gradients        */
+    int final_only;           /* "outputs": "final": the required outputs only */
 } catalogue_case;
 
 /* Reads a catalogue such as golden/catalogue.json (checked: a "cases" array of objects, each with a

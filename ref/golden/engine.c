@@ -57,7 +57,8 @@ int golden_steps_init(golden_steps *s, const refenc_case *c, int (*wanted)(void 
     memset(s, 0, sizeof *s);
     const refenc_config *cfg = &c->cfg;
     const size_t B = c->B, L = c->L, D = cfg->d_model, H = cfg->n_heads;
-    const size_t bld[3] = {B, L, D}, bhll[4] = {B, H, L, L};
+    const size_t R = c->rows != NULL ? c->R : L; /* the last layer's query rows (rows.h) */
+    const size_t bld[3] = {B, L, D}, bhll[4] = {B, H, L, L}, brd[3] = {B, R, D}, bhrl[4] = {B, H, R, L};
     static const char *const pre[] = {"norm1", "self_attn.weights", "self_attn", "norm2", "ffn", "output"};
     static const char *const post[] = {"self_attn.weights", "self_attn", "norm1", "ffn", "norm2", "output"};
     char name[64];
@@ -74,14 +75,15 @@ int golden_steps_init(golden_steps *s, const refenc_case *c, int (*wanted)(void 
         for (size_t k = 0; k < 6; k++) {
             const char *step = cfg->norm == REFENC_NORM_PRE ? pre[k] : post[k];
             snprintf(name, sizeof name, "layers.%zu.%s", i, step);
+            const int last = i + 1 == cfg->n_layers;
             if (strcmp(step, "self_attn.weights") == 0)
-                STEP(name, 4, bhll);
+                STEP(name, 4, last ? bhrl : bhll);
             else
-                STEP(name, 3, bld);
+                STEP(name, 3, last ? brd : bld);
         }
     if (cfg->final_norm)
-        STEP("norm", 3, bld);
-    STEP("output", 3, bld);
+        STEP("norm", 3, brd);
+    STEP("output", 3, brd);
     const size_t bd[2] = {B, D};
     if (cfg->pooling != REFENC_POOL_NONE) /* the pooled embedding (pooling.h) */
         STEP("embedding", 2, bd);

@@ -134,24 +134,34 @@ void golden_set_adopt(golden_set *s, const char *name, double *data, size_t ndim
     set_add(s, name, data, data, ndim, shape);
 }
 
-/* Marks the don't-care elements of dead query rows in a (B, L, D) or (B, H, L, L) output; returns how many. */
+/* Marks the don't-care elements of dead query rows in a (B, L, D) or (B, H, L, L) output, or, with
+ * selected rows (in.rows), in the last layer's (B, R, D) or (B, H, R, L): row k is query row
+ * rows[k]; returns how many. */
 static size_t dead_query_elements(const golden_set *s, size_t ndim, const size_t *shape, uint8_t *dc)
 {
     const size_t B = s->c->B, L = s->c->L;
-    size_t any = 0;
-    if (ndim == 3 && shape[0] == B && shape[1] == L) {            /* (B, L, D) */
-        for (size_t bl = 0; bl < B * L; bl++)
-            if (s->dead[bl])
+    const int64_t *rows = s->c->rows;
+    size_t any = 0, Q = 0; /* the output's query rows */
+    if (ndim == 3 && shape[0] == B && (shape[1] == L || (rows != NULL && shape[1] == s->c->R)))
+        Q = shape[1];
+    else if (ndim == 4 && shape[0] == B && shape[3] == L && (shape[2] == L || (rows != NULL && shape[2] == s->c->R)))
+        Q = shape[2];
+    if (Q == 0)
+        return 0;
+    const int selected = Q != L; /* a (B, R, ...) output: its row k is query rows[k] */
+    for (size_t b = 0; b < B; b++)
+        for (size_t k = 0; k < Q; k++) {
+            const size_t i = selected ? (size_t)rows[k] : k;
+            if (!s->dead[b * L + i])
+                continue;
+            if (ndim == 3)
                 for (size_t d = 0; d < shape[2]; d++, any++)
-                    dc[bl * shape[2] + d] = 1;
-    } else if (ndim == 4 && shape[0] == B && shape[2] == L) {     /* (B, H, L, L) */
-        for (size_t b = 0; b < B; b++)
-            for (size_t h = 0; h < shape[1]; h++)
-                for (size_t i = 0; i < L; i++)
-                    if (s->dead[b * L + i])
-                        for (size_t j = 0; j < L; j++, any++)
-                            dc[((b * shape[1] + h) * L + i) * L + j] = 1;
-    }
+                    dc[(b * Q + k) * shape[2] + d] = 1;
+            else
+                for (size_t h = 0; h < shape[1]; h++)
+                    for (size_t j = 0; j < L; j++, any++)
+                        dc[((b * shape[1] + h) * Q + k) * L + j] = 1;
+        }
     return any;
 }
 
@@ -439,6 +449,9 @@ static void add_case(entries *es, const refenc_case *c)
         add(es, "in.positions", REFENC_ST_I64, 1, l1, c->positions);
     if (c->attn_mask != NULL)
         add_float(es, "in.attn_mask", 2, ll, c->attn_mask);
+    const size_t r1[1] = {c->R};
+    if (c->rows != NULL) /* the last layer's query rows (docs/golden-format.md) */
+        add(es, "in.rows", REFENC_ST_I64, 1, r1, c->rows);
     for (size_t t = 0; t < c->params.n_tensors; t++) {
         const refenc_tensor *p = &c->params.tensors[t];
         const char *fname = refenc_case_param_name(c->component, p->name);

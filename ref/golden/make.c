@@ -51,6 +51,7 @@ typedef struct {
     int variants_ref;         /* the variants from the double reference, not the oracle */
     int grad;                 /* --grad, or the catalogue entry's "grad" */
     uint64_t seed;            /* the case's seed (the seeded dY's) */
+    int final_only; /* the catalogue entry's "outputs": "final" */
 } golden_source;
 
 static void source_free(golden_source *s)
@@ -90,6 +91,12 @@ static json_t *entry_for_config(const refenc_config *cfg, const run_input *spec,
         for (size_t b = 0; b < spec->batch; b++)
             json_array_append_new(pad, json_integer((json_int_t)spec->padding[b]));
         json_object_set_new(input, "padding", pad);
+    }
+    if (input != NULL && spec->rows != NULL) { /* the last layer's query rows, read again by the catalogue */
+        json_t *rows = json_array();
+        for (size_t r = 0; r < spec->n_rows; r++)
+            json_array_append_new(rows, json_integer((json_int_t)spec->rows[r]));
+        json_object_set_new(input, "rows", rows);
     }
     if (model == NULL || input == NULL) {
         json_decref(model);
@@ -140,6 +147,7 @@ static int source_from_catalogue(golden_source *s, const golden_request *a, cata
         cc->seed = (unsigned long)a->seed;
     s->seed = cc->seed;
     s->grad = a->grad || cc->grad;
+    s->final_only = cc->final_only;
     snprintf(s->name, sizeof s->name, "%s", a->name ? a->name : cc->name);
     s->description = strdup(a->description ? a->description : cc->description);
     /* none given: none exposed, [] in the case file as in every case's */
@@ -205,8 +213,12 @@ static int source_inputs(golden_source *s, const golden_request *a, const run_in
     if (st == REFENC_OK) {
         memcpy(k.params.block, s->c.params.block, s->c.params.n_values * sizeof(double));
         memcpy(k.name, s->c.name, sizeof k.name);
+        k.rows = s->c.rows, k.R = s->c.R; /* the config's input.rows, for the file's inputs */
+        s->c.rows = NULL;
         refenc_case_free(&s->c);
         s->c = k;
+        if (k.rows != NULL)
+            st = refenc_case_validate(&s->c, err);
     }
     return st;
 }
@@ -221,6 +233,7 @@ static int source_build(golden_source *s, const golden_request *a, char **report
                                        : source_from_config(s, a, &cc, &spec, err);
     if (st != REFENC_OK) {
         free(spec.padding);
+        free(spec.rows);
         return st;
     }
     if (!valid_name(s->name))
@@ -242,6 +255,7 @@ static int source_build(golden_source *s, const golden_request *a, char **report
     if (st == REFENC_OK && a->weights_path != NULL && summary[0] != '\0' && !a->quiet)
         fprintf(stderr, "%s\n", summary);
     free(spec.padding);
+    free(spec.rows);
     return st;
 }
 
@@ -552,6 +566,9 @@ static int grad_refused(const golden_source *s, const golden_request *a, refenc_
                                 "encoder cases", s->name, refenc_component_name(s->c.component));
     if (refenc_mp_backward_supported(&s->c.cfg, &why) != REFENC_OK)
         return refenc_error_set(err, REFENC_EINVAL, "--grad: case %s: %s", s->name, why.message);
+    if (s->c.rows != NULL)
+        return refenc_error_set(err, REFENC_EINVAL, "--grad: case %s: input.rows selects query rows; the "
+                                "gradients are of the whole sequence: drop input.rows", s->name);
     if (a->per_layer || a->shard_n > 0)
         return refenc_error_set(err, REFENC_EINVAL, "--grad: case %s: gradients are not made in parts yet "
                                 "(--per-layer, --shard): the oracle's backward certifies the whole stack in "
@@ -590,6 +607,27 @@ uint64_t golden_default_prec(const golden_request *a)
     return a->config_path != NULL ? GOLDEN_CONFIG_PREC : (uint64_t)REFENC_MP_PREC_DEFAULT;
 }
 
+/* The whole case: its outputs, its bug variants, its gradients and their
+ * backward bugs' (grad.h), then the file. */
+static int make_whole(golden_run *r, const golden_request *a, golden_outcome *out, refenc_error *err)
+{
+    int st = case_outputs(r, a, err);
+    if (st == REFENC_OK && (r->s.all_variants || (a->catalogue_path != NULL && !a->no_variants)))
+        st = golden_alt_make(&r->v, &(golden_alt_request){.c = &r->s.c, .name = r->s.name,
+                             .bug_classes = r->s.bug_classes, .all = r->s.all_variants,
+                             .by_reference = r->s.variants_ref, .threads = (int)a->threads,
+                             .quiet = a->quiet}, &r->golden, err);
+    if (st == REFENC_OK && r->s.grad)
+        st = case_gradients(r, a, err);
+    if (st == REFENC_OK && r->s.grad && !a->no_variants) {
+        if (r->v.meta == NULL && (r->v.meta = json_array()) == NULL)
+            st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");
+        if (st == REFENC_OK)
+            st = golden_grad_variants(&r->grad, &r->s.c, r->v.meta, a->quiet, err);
+    }
+    return st == REFENC_OK ? write_case(r, a, out, err) : st;
+}
+
 /* Makes the case, or one part of it, and writes it (make.h). */
 int golden_make(const golden_request *a, golden_outcome *out, char **report, refenc_error *err)
 {
@@ -612,6 +650,12 @@ int golden_make(const golden_request *a, golden_outcome *out, char **report, ref
         source_free(&r.s);
         return st;
     }
+    golden_request final_request; /* the entry's "outputs": "final" is --outputs final */
+    if (r.s.final_only && !a->final_only) {
+        final_request = *a;
+        final_request.final_only = 1;
+        a = &final_request;
+    }
     if (a->out_file == NULL)
         st = refuse_inputs(a, r.s.name, err);
     int done = 0;
@@ -630,22 +674,7 @@ int golden_make(const golden_request *a, golden_outcome *out, char **report, ref
     if (st == REFENC_OK && a->shard_n > 0) {
         st = done ? REFENC_OK : make_part(&r, a, out, err);
     } else if (st == REFENC_OK) {
-        st = case_outputs(&r, a, err);
-        if (st == REFENC_OK && (r.s.all_variants || (a->catalogue_path != NULL && !a->no_variants)))
-            st = golden_alt_make(&r.v, &(golden_alt_request){.c = &r.s.c, .name = r.s.name,
-                                 .bug_classes = r.s.bug_classes, .all = r.s.all_variants,
-                                 .by_reference = r.s.variants_ref, .threads = (int)a->threads,
-                                 .quiet = a->quiet}, &r.golden, err);
-        if (st == REFENC_OK && r.s.grad)
-            st = case_gradients(&r, a, err);
-        if (st == REFENC_OK && r.s.grad && !a->no_variants) { /* the named backward bugs' (grad.h) */
-            if (r.v.meta == NULL && (r.v.meta = json_array()) == NULL)
-                st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");
-            if (st == REFENC_OK)
-                st = golden_grad_variants(&r.grad, &r.s.c, r.v.meta, a->quiet, err);
-        }
-        if (st == REFENC_OK)
-            st = write_case(&r, a, out, err);
+        st = make_whole(&r, a, out, err);
     }
     golden_run_free(&r);
     return st;

@@ -121,7 +121,8 @@ int golden_layer_inputs(double ***inputs, const refenc_case *c, size_t first, si
     if (st == REFENC_OK) {
         chain ch = {*inputs, first, last, N, item_lo * LD, items * LD};
         const refenc_trace tr = {keep_layer_input, &ch};
-        const refenc_input in = items_input(c, item_lo, item_hi);
+        refenc_input in = items_input(c, item_lo, item_hi);
+        in.rows = NULL, in.R = 0; /* the stack before layer `last`: every row (the rows are the last layer's) */
         if (last > 0) {
             st = refenc_encoder_forward(y, &ws, &c->params, &cfg, &in, &tr, err);
         } else if ((st = refenc_encoder_embed(y, &ws, &c->params, &cfg, &in, err)) == REFENC_OK) {

@@ -45,6 +45,10 @@ static void inputs_sha256(char hex[65], const refenc_case *c)
     golden_digest_tensor(&h, "in.key_padding_mask", 2, bl, c->key_padding_mask, c->key_padding_mask ? B * L : 0);
     golden_digest_tensor(&h, "in.positions", 1, l1, c->positions, c->has_positions ? L * sizeof *c->positions : 0);
     golden_digest_tensor(&h, "in.attn_mask", 2, ll, c->attn_mask, c->attn_mask ? L * L * sizeof *c->attn_mask : 0);
+    if (c->rows != NULL) { /* only when present: the plans of cases without rows keep their digest */
+        const size_t r1[1] = {c->R};
+        golden_digest_tensor(&h, "in.rows", 1, r1, c->rows, c->R * sizeof *c->rows);
+    }
     golden_digest_hex(hex, &h);
 }
 

@@ -176,6 +176,16 @@ static int load_tensor(refenc_case *c, const refenc_st_file *f, const refenc_st_
         c->has_positions = 1;
         return refenc_st_shape_is(t, 1, shape) ? refenc_st_to_i64(c->positions, f, t, err) : shape_error(f, t, 1, shape, err);
     }
+    if (strcmp(t->name, "in.rows") == 0) { /* the last layer's query rows: (R), validated with the case */
+        if (t->ndim != 1 || t->shape[0] == 0 || t->shape[0] > L)
+            return refenc_error_set(err, REFENC_EFORMAT, "%s: tensor 'in.rows' (data at byte %zu) should have "
+                                    "shape (R), 1 <= R <= L = %zu", f->path, t->file_offset, L);
+        c->R = t->shape[0];
+        c->rows = malloc(c->R * sizeof *c->rows);
+        if (c->rows == NULL)
+            return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", f->path);
+        return refenc_st_to_i64(c->rows, f, t, err);
+    }
     if (strcmp(t->name, "in.attn_mask") == 0) {
         const size_t shape[2] = {L, L};
         return refenc_st_shape_is(t, 2, shape) ? refenc_st_to_f64(c->attn_mask, f, t, err) : shape_error(f, t, 2, shape, err);

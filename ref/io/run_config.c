@@ -4,11 +4,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/input.h"
 #include "config_json.h"
 #include "file_read.h"
 
 /* The keys of "input" (the model's are refenc_config_from_json's). */
-static const char *const input_keys[] = {"batch", "seq_len", "padding", NULL};
+static const char *const input_keys[] = {"batch", "seq_len", "padding", "rows", NULL};
+
+int run_input_rows(int64_t **rows, size_t *n_rows, const json_t *v, size_t L, const char *where,
+                   refenc_error *err)
+{
+    char field[1100];
+    *rows = NULL;
+    *n_rows = 0;
+    snprintf(field, sizeof field, "%s.rows", where);
+    if (!json_is_array(v))
+        return refenc_error_set(err, REFENC_EINVAL, "%s: expected an array of query rows (integers in "
+                                "[0, seq_len = %zu), strictly increasing)", field, L);
+    const size_t R = json_array_size(v);
+    *rows = malloc((R ? R : 1) * sizeof **rows);
+    if (*rows == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", field);
+    for (size_t r = 0; r < R; r++) {
+        const json_t *e = json_array_get(v, r);
+        if (!json_is_integer(e))
+            return refenc_error_set(err, REFENC_EINVAL, "%s[%zu]: expected an integer in [0, seq_len = %zu)",
+                                    field, r, L);
+        (*rows)[r] = (int64_t)json_integer_value(e);
+    }
+    *n_rows = R;
+    return refenc_rows_validate(*rows, R, L, field, err);
+}
 
 static int read_input_spec(run_input *in, const json_t *obj, const char *where, refenc_error *err)
 {
@@ -16,6 +42,8 @@ static int read_input_spec(run_input *in, const json_t *obj, const char *where, 
     in->batch = 2;
     in->seq_len = 8;
     in->padding = NULL;
+    in->rows = NULL;
+    in->n_rows = 0;
     in->given = obj != NULL;
     if (obj == NULL)
         return REFENC_OK;
@@ -32,6 +60,9 @@ static int read_input_spec(run_input *in, const json_t *obj, const char *where, 
         return refenc_error_set(err, in->seq_len ? REFENC_ELIMIT : REFENC_EINVAL,
                                 "%s.seq_len: %zu is outside [1, %zu]", where, in->seq_len, REFENC_MAX_DIM);
 
+    const json_t *rows = json_object_get(obj, "rows");
+    if (rows != NULL && (st = run_input_rows(&in->rows, &in->n_rows, rows, in->seq_len, where, err)))
+        return st;
     const json_t *pad = json_object_get(obj, "padding");
     if (pad == NULL)
         return REFENC_OK;
@@ -91,6 +122,7 @@ int run_config_from_json(refenc_config *cfg, run_input *in, const json_t *root, 
     int st;
 
     in->padding = NULL;
+    in->rows = NULL;
     if (!json_is_object(root))
         return refenc_error_set(err, REFENC_EINVAL, "%s: the top level must be a JSON object", path);
     if ((st = check_top_keys(root, path, err)) != REFENC_OK)
@@ -117,6 +149,11 @@ int run_config_from_json(refenc_config *cfg, run_input *in, const json_t *root, 
     }
     if (st == REFENC_OK)
         st = check_pooled_padding(cfg, in, path, err);
+    if (st == REFENC_OK && in->rows != NULL && cfg->pooling != REFENC_POOL_NONE)
+        st = refenc_error_set(err, REFENC_EINVAL,
+                              "%s: input.rows selects query rows, but model.pooling '%s' reads every row of "
+                              "the output: compute the full sequence (no rows) for a pooled embedding",
+                              path, refenc_pooling_name(cfg->pooling));
     return st;
 }
 
@@ -127,6 +164,7 @@ int run_config_load(refenc_config *cfg, run_input *in, const char *path, refenc_
     size_t n;
 
     in->padding = NULL;
+    in->rows = NULL;
     /* a regular file only: a FIFO or a device would block jansson's read or
      * feed it forever; a directory reads as an empty file */
     int st = refenc_read_file(&text, &n, path, RUN_CONFIG_MAX_BYTES, err);

@@ -113,6 +113,13 @@ void refenc_mpk_attention_forward(mpfr_ptr out, mpfr_ptr weights, mpfr_srcptr q,
                                   mpfr_srcptr v, const refenc_mp_attn_options *opt, size_t B,
                                   size_t H, size_t L, size_t Dh, refenc_mp_ws *ws)
 {
+    refenc_mpk_attention_rows_forward(out, weights, q, k, v, NULL, opt, B, H, L, L, Dh, ws);
+}
+
+void refenc_mpk_attention_rows_forward(mpfr_ptr out, mpfr_ptr weights, mpfr_srcptr q, mpfr_srcptr k,
+                                       mpfr_srcptr v, const int64_t *rows, const refenc_mp_attn_options *opt,
+                                       size_t B, size_t H, size_t R, size_t L, size_t Dh, refenc_mp_ws *ws)
+{
     /* tmp[0..2) belong to the softmax kernel */
     mpfr_ptr divisor = ws->tmp + 2;
     const score_ctx sc = {divisor, score_divisor(divisor, opt, Dh), ws->tmp + 3,
@@ -122,20 +129,22 @@ void refenc_mpk_attention_forward(mpfr_ptr out, mpfr_ptr weights, mpfr_srcptr q,
         const uint8_t *pad_b = opt->key_padding_mask ? opt->key_padding_mask + b * L : NULL;
         for (size_t h = 0; h < H; h++) {
             const size_t bh = b * H + h;
-            mpfr_srcptr q_bh = q + bh * L * Dh, k_bh = k + bh * L * Dh, v_bh = v + bh * L * Dh;
-            mpfr_ptr w_bh = weights + bh * L * L, o_bh = out + bh * L * Dh;
+            mpfr_srcptr q_bh = q + bh * R * Dh, k_bh = k + bh * L * Dh, v_bh = v + bh * L * Dh;
+            mpfr_ptr w_bh = weights + bh * R * L, o_bh = out + bh * R * Dh;
 
-            for (size_t i = 0; i < L; i++)
+            for (size_t r = 0; r < R; r++) {
+                const size_t i = rows != NULL ? (size_t)rows[r] : r; /* query row r's position index */
                 for (size_t j = 0; j < L; j++)
-                    one_score(w_bh + i * L + j, opt, &sc, q_bh + i * Dh, k_bh + j * Dh, h, i, j, L, Dh,
+                    one_score(w_bh + r * L + j, opt, &sc, q_bh + r * Dh, k_bh + j * Dh, h, i, j, L, Dh,
                               (pad_b != NULL && pad_b[j]) || (opt->causal && j > i) ||
                                   outside_window(opt, i, j), ws);
+            }
 
-            refenc_mpk_softmax_forward(w_bh, w_bh, L, L, NULL, ws);
+            refenc_mpk_softmax_forward(w_bh, w_bh, R, L, NULL, ws);
 
-            for (size_t i = 0; i < L; i++) /* out[i,d] = weights[i,:] . v[:,d] */
+            for (size_t r = 0; r < R; r++) /* out[r,d] = weights[r,:] . v[:,d] */
                 for (size_t d = 0; d < Dh; d++)
-                    refenc_mp_dot(o_bh + i * Dh + d, w_bh + i * L, 1, v_bh + d, Dh, L, NULL, ws);
+                    refenc_mp_dot(o_bh + r * Dh + d, w_bh + r * L, 1, v_bh + d, Dh, L, NULL, ws);
         }
     }
 }

@@ -186,15 +186,17 @@ static size_t lane_hid(const refenc_mpe_unit *u)
     return u->run->block == REFENC_MP_BLOCK_FFN && refenc_mpe_wanted(u, "hidden") ? u->L * u->F : 0;
 }
 
-/* The values of buffer i of a lane, in the order of bufs below: h, a (L,
- * D); q and t (L, max(D, E)), one buffer: the queries are dead once the
- * heads have run (ctx holds their output) and t, the sublayers' output, is
- * born in out_proj and dead once added to h; ctx (L, E); k, v (L, Hkv
- * Dh), the key/value heads' width under grouped-query attention (a quarter
- * of E at Llama's 32 / 8). */
+/* The values of buffer i of a lane, in the order of bufs below: h, a (Lseq,
+ * D); q and t, one buffer of max(Lseq D, Lq E) values: the queries (Lq, E)
+ * are dead once the heads have run (ctx holds their output) and t (L, D),
+ * the sublayers' output, is born in out_proj and dead once added to h; ctx
+ * (Lq, E); k, v (Lseq, Hkv Dh), the key/value heads' width under
+ * grouped-query attention (a quarter of E at Llama's 32 / 8).  Lq is the
+ * query rows a unit of a rows run's last layer holds (engine.h). */
 static size_t lane_buf_n(const refenc_mpe_unit *u, size_t i)
 {
-    return u->L * (i < 2 ? u->D : i == 2 ? u->W : i == 5 ? u->E : u->Hkv * u->Dh);
+    const size_t qt = u->Lseq * u->D > u->Lq * u->E ? u->Lseq * u->D : u->Lq * u->E;
+    return i < 2 ? u->Lseq * u->D : i == 2 ? qt : i == 5 ? u->Lq * u->E : u->Lseq * u->Hkv * u->Dh;
 }
 
 static void lane_free(refenc_mpe_lane *ln)
@@ -246,8 +248,8 @@ static int worker_alloc(refenc_mpe_worker *w, const refenc_mpe_unit *u)
         const mpfr_prec_t p = u->lanes[li].p;
         ok &= refenc_mp_ws_alloc(&w->ws[li], p, refenc_mpk_ws_tmp(u->W, u->F, u->L, u->Dh),
                                  refenc_mpk_ws_ptr(u->W, u->F, u->L, u->Dh)) == REFENC_OK;
-        ok &= (w->weights[li] = refenc_mp_block_alloc(u->L * u->L, p)) != NULL;
-        ok &= (w->out[li] = refenc_mp_block_alloc(u->L * u->Dh, p)) != NULL;
+        ok &= (w->weights[li] = refenc_mp_block_alloc(u->Lq * u->Lseq, p)) != NULL; /* (Lq, L) */
+        ok &= (w->out[li] = refenc_mp_block_alloc(u->Lq * u->Dh, p)) != NULL;
         ok &= (w->hidden[li] = refenc_mp_block_alloc(refenc_config_ffn_rows(u->cfg), p)) != NULL; /* GLU: a, b */
     }
     return ok;
@@ -458,10 +460,17 @@ static int run_unit(refenc_mpe_unit *u, size_t first, size_t last, mpfr_prec_t p
     *certified = 0;
     u->failed = 0;
     u->oom = 0;
+    /* a unit of the last layer alone, with selected rows, holds R query rows
+     * in its heads' buffers; every other unit all L */
+    const refenc_input *in = u->run->in;
+    u->L = u->Lseq, u->qrows = NULL, u->kv_ready = 0;
+    u->Lq = in->rows != NULL && first == last && last == u->N - 1 && u->run->block == REFENC_MP_BLOCK_ENCODER
+                ? in->R : u->Lseq;
     if (!unit_alloc(u, p_lo, p_hi, &n_workers)) {
         st = refenc_mp_enomem(err, "one batch item", u->lanes_n == 2 ? p_hi : p_lo);
     } else {
         const int ok = unit_compute(u, first, last);
+        u->L = u->Lseq, u->qrows = NULL, u->kv_ready = 0; /* the next unit starts from every row */
         if (ok < 0 || u->oom)
             st = refenc_mp_enomem(err, "a layer's parameters", 53);
         *certified = ok == 1;
@@ -550,7 +559,10 @@ static int run_alloc(refenc_mpe_unit *u, const refenc_mp_run *run, int64_t **pos
     u->B = run->in->B, u->L = run->in->L, u->D = cfg->d_model, u->H = cfg->n_heads, u->F = cfg->d_ff;
     u->Dh = refenc_config_head_dim(cfg), u->N = cfg->n_layers, u->Hkv = refenc_config_kv_heads(cfg);
     u->E = u->H * u->Dh, u->W = u->E > u->D ? u->E : u->D;
-    const size_t L = u->L, D = u->D, LD = L * D, HLL = u->H * L * L, LF = L * u->F;
+    u->Lseq = u->Lq = u->L;
+    /* the heads' weights step: (H, R, L) when the only layer has selected rows */
+    const size_t Lq = run->in->rows != NULL && u->N == 1 ? run->in->R : u->L;
+    const size_t L = u->L, D = u->D, LD = L * D, HLL = u->H * Lq * L, LF = L * u->F;
     *pos_default = refenc_alloc_array(L, sizeof **pos_default);
     u->rows = refenc_alloc_array(L, sizeof *u->rows);
     u->workers = refenc_alloc_array((size_t)u->threads, sizeof *u->workers);

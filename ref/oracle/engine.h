@@ -61,6 +61,15 @@ struct refenc_mpe_unit {
     const refenc_config *cfg;
     size_t B, L, D, H, Dh, F, N;
     size_t Hkv, E, W;                /* key/value heads; E = H Dh; W = max(D, E) */
+    size_t Lseq;                     /* the sequence length: every key and value.  L is
+                                      * the rows a step computes: Lseq, or R once the
+                                      * last layer of a rows run has selected its query
+                                      * rows (refenc_mpe_select_rows) */
+    size_t Lq;                       /* the query rows a head's buffers hold: Lseq, or
+                                      * R in a unit that runs only the rows' last layer */
+    const int64_t *qrows;            /* (R) once selected: query row r is position
+                                      * index qrows[r]; NULL: row l is position l */
+    int kv_ready;                    /* k, v hold every position (selected rows) */
     int threads, lanes_n;            /* lanes_n: 1 (one evaluation) or 2 (certified) */
     refenc_mpe_lane lanes[2];
     refenc_mpe_worker *workers;
@@ -136,8 +145,16 @@ void refenc_mpe_progress(refenc_mpe_unit *u, const char *step, double work);
 void refenc_mpe_layernorm(refenc_mpe_unit *u, int dst, int src, mpfr_srcptr gamma, mpfr_srcptr beta,
                           mpfr_srcptr eps);
 
+/* The selection of the last layer's query rows (input.rows; ref/rows.h):
+ * k and v of every position from src (L = Lseq rows), q/k-normalised and
+ * rotated; then rows rows[r] of src and of h moved to row r, L = R,
+ * qrows = rows: every later step computes the R rows (mha.c).  0 when
+ * in_proj's fixed point cannot be allocated (u->oom set). */
+int refenc_mpe_select_rows(refenc_mpe_unit *u, int src);
+
 /* t = MHA(src) (mha.c): the heads' weights certified as weights_step, t as
- * out_step.  0 if a value is not certified. */
+ * out_step; after refenc_mpe_select_rows, the queries of its rows against
+ * every key.  0 if a value is not certified. */
 int refenc_mpe_mha(refenc_mpe_unit *u, int src, const char *weights_step, const char *out_step);
 
 /* t = FFN(src) (ffn.c), certified as out_step (hid as hidden_step when the

@@ -200,9 +200,12 @@ static int ffn_block(refenc_mpe_unit *u, int src, size_t i)
 
 /* h = h + block(LN(h)) (Pre-LN), or h = LN(h + block(h)) (Post-LN), the
  * LayerNorm (gamma, beta) certified as layers.{i}.{norm}; gamma NULL: LN is
- * the identity (Pre-LN only: skip_first_prenorm). */
+ * the identity (Pre-LN only: skip_first_prenorm).  select: the attention
+ * sublayer of the last layer of a rows run, which selects its query rows
+ * (refenc_mpe_select_rows) from the block's input, every position's LN
+ * computed first: from there on the steps hold the R rows. */
 static int sublayer(refenc_mpe_unit *u, size_t i, block_fn block, const char *norm, mpfr_srcptr gamma,
-                    mpfr_srcptr beta)
+                    mpfr_srcptr beta, int select)
 {
     const int pre = u->cfg->norm == REFENC_NORM_PRE;
     const double w_ln = 2.0 * (double)u->L * (double)u->D;
@@ -211,14 +214,14 @@ static int sublayer(refenc_mpe_unit *u, size_t i, block_fn block, const char *no
     if (pre && gamma == NULL) {
         const copy_arg cp = {MPE_A, MPE_H};
         refenc_mpe_rows(u, u->L, copy_row, &cp, NULL, 0);
-        if (!refenc_mpe_step_buf(u, name, MPE_A))
-            return 0;
     } else if (pre) {
         refenc_mpe_layernorm(u, MPE_A, MPE_H, gamma, beta, u->eps);
         refenc_mpe_progress(u, name, w_ln);
-        if (!refenc_mpe_step_buf(u, name, MPE_A))
-            return 0;
     }
+    if (select && !refenc_mpe_select_rows(u, pre ? MPE_A : MPE_H))
+        return 0;
+    if (pre && !refenc_mpe_step_buf(u, name, MPE_A))
+        return 0;
     if (!block(u, pre ? MPE_A : MPE_H, i))
         return 0;
     const add_arg sum = {MPE_H, MPE_H, MPE_T};
@@ -241,8 +244,11 @@ int refenc_mpe_layer_run(refenc_mpe_unit *u, refenc_mpe_layer *lm, size_t i)
     const int bias = lm->lp->norm2_bias != NULL; /* none: RMSNorm, or a bias-free LayerNorm */
     /* ModernBERT's layer 0 has no attention norm (attn_norm = nn.Identity()) */
     const int identity = i == 0 && u->cfg->skip_first_prenorm;
-    if (!sublayer(u, i, attention_block, "norm1", identity ? NULL : lm->ln, bias && !identity ? lm->ln + D : NULL) ||
-        !sublayer(u, i, ffn_block, "norm2", lm->ln + 2 * D, bias ? lm->ln + 3 * D : NULL))
+    /* the last layer of a rows run computes its selected query rows alone */
+    const int select = u->run->in->rows != NULL && i == u->N - 1 && u->run->block == REFENC_MP_BLOCK_ENCODER;
+    if (!sublayer(u, i, attention_block, "norm1", identity ? NULL : lm->ln, bias && !identity ? lm->ln + D : NULL,
+                  select) ||
+        !sublayer(u, i, ffn_block, "norm2", lm->ln + 2 * D, bias ? lm->ln + 3 * D : NULL, 0))
         return 0;
     snprintf(name, sizeof name, "layers.%zu.output", i);
     if (!refenc_mpe_step_buf(u, name, MPE_H))

@@ -11,20 +11,29 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Which projections a row computes, from which buffer. */
+typedef struct {
+    int src;
+    size_t lo, hi; /* in_proj's rows [lo, hi): [0, E) q, [E, E + 2 Ekv) k and v */
+} proj_arg;
+
 /* q, k, v of row r: x[r,:] (in_proj_weight)^T + in_proj_bias, split into
  * heads: q[h, r, d] = (x W_q^T + b_q)[r, h Dh + d] over the E = H Dh rows of
- * W_q, k and v the same over the Ekv = Hkv Dh rows of W_k, W_v after it. */
-static void qkv_row(refenc_mpe_unit *u, int li, size_t r, refenc_mpe_worker *w, const void *arg)
+ * W_q, k and v the same over the Ekv = Hkv Dh rows of W_k, W_v after it.
+ * q holds L rows (the query rows), k and v Lseq (every position). */
+static void proj_row(refenc_mpe_unit *u, int li, size_t r, refenc_mpe_worker *w, const void *arg)
 {
+    const proj_arg *a = arg;
     refenc_mpe_lane *ln = &u->lanes[li];
-    const size_t D = u->D, L = u->L, Dh = u->Dh, E = u->E, Ekv = u->Hkv * u->Dh;
+    const size_t D = u->D, L = u->L, Lk = u->Lseq, Dh = u->Dh, E = u->E, Ekv = u->Hkv * u->Dh;
     const refenc_layer_params *lp = u->lm->lp;
-    mpfr_srcptr x_r = refenc_mpe_buf(u, li, *(const int *)arg) + r * D;
+    mpfr_srcptr x_r = refenc_mpe_buf(u, li, a->src) + r * D;
     refenc_mp_row_load(&w->ws[li], x_r, D);
-    for (size_t o = 0; o < E + 2 * Ekv; o++) {
+    for (size_t o = a->lo; o < a->hi; o++) {
         const size_t which = o < E ? 0 : o < E + Ekv ? 1 : 2;
         const size_t j = which == 0 ? o : (o - E) % Ekv, h = j / Dh, d = j % Dh;
-        mpfr_ptr dest = (which == 0 ? ln->q : which == 1 ? ln->k : ln->v) + (h * L + r) * Dh + d;
+        mpfr_ptr dest = which == 0 ? ln->q + (h * L + r) * Dh + d
+                                   : (which == 1 ? ln->k : ln->v) + (h * Lk + r) * Dh + d;
         refenc_mp_dot_row_d(dest, x_r, lp->in_proj_weight + o * D, REFENC_MP_BIAS_AT(lp->in_proj_bias, o), o,
                             &u->lm->in_span, &w->ws[li]);
     }
@@ -91,8 +100,12 @@ static void rope_row(refenc_mpe_unit *u, int li, size_t task, refenc_mpe_worker 
     (void)arg;
     refenc_mpe_lane *ln = &u->lanes[li];
     mpfr_ptr x = task ? ln->k : ln->q;
-    refenc_mpk_rope_forward(x, x, u->pos, task ? u->Hkv : u->H, u->L, u->Dh, layer_base(u), u->cfg->rope_layout,
-                            layer_scaling(u), &w->ws[li]);
+    if (task == 0 && u->qrows != NULL) /* the selected query rows, at their positions */
+        refenc_mpk_rope_rows_forward(x, x, u->pos, u->qrows, u->H, u->L, u->Lseq, u->Dh, layer_base(u),
+                                     u->cfg->rope_layout, layer_scaling(u), &w->ws[li]);
+    else
+        refenc_mpk_rope_forward(x, x, u->pos, task ? u->Hkv : u->H, task ? u->Lseq : u->L, u->Dh, layer_base(u),
+                                u->cfg->rope_layout, layer_scaling(u), &w->ws[li]);
 }
 
 /* The bug variant qk_norm_over_all_heads: each row l of x (nh, L, Dh)
@@ -138,25 +151,39 @@ static void qk_norm_row(refenc_mpe_unit *u, int li, size_t task, refenc_mpe_work
     mpfr_ptr x = task ? ln->k : ln->q;
     const size_t nh = task ? u->Hkv : u->H;
     mpfr_srcptr wt = u->lm->qkn + task * u->Dh;
+    const size_t L = task ? u->Lseq : u->L; /* k: every position; q: the query rows */
     if (u->run->hooks != NULL && u->run->hooks->qk_norm_over_all_heads)
-        rms_over_heads(x, wt, nh, u->L, u->Dh, u->eps, u->cfg->rmsnorm_offset, &w->ws[li]);
+        rms_over_heads(x, wt, nh, L, u->Dh, u->eps, u->cfg->rmsnorm_offset, &w->ws[li]);
     else
-        refenc_mpk_rmsnorm_forward(x, x, wt, nh * u->L, u->Dh, u->eps, u->cfg->rmsnorm_offset, &w->ws[li]);
+        refenc_mpk_rmsnorm_forward(x, x, wt, nh * L, u->Dh, u->eps, u->cfg->rmsnorm_offset, &w->ws[li]);
 }
 
-/* q and k normalised (qk_norm 'rms') and rotated (RoPE): the norms first,
- * as Qwen3Attention; after the rotation for the bug variant
- * qk_norm_after_rope. */
-static void qk_transforms(refenc_mpe_unit *u)
+/* fn on task first + t of every lane, t < n: q (task 0) and k (task 1). */
+typedef struct {
+    refenc_mpe_row_fn fn;
+    size_t first;
+} task_arg;
+
+static void task_row(refenc_mpe_unit *u, int li, size_t t, refenc_mpe_worker *w, const void *arg)
+{
+    const task_arg *a = arg;
+    a->fn(u, li, a->first + t, w, NULL);
+}
+
+/* q and/or k (tasks first .. first + n - 1: 0 q, 1 k) normalised (qk_norm
+ * 'rms') and rotated (RoPE): the norms first, as Qwen3Attention; after the
+ * rotation for the bug variant qk_norm_after_rope. */
+static void qk_transforms(refenc_mpe_unit *u, size_t first, size_t n)
 {
     const int norm = u->lm->qkn != NULL; /* the layer has q_norm, k_norm: qk_norm 'rms' */
     const int late = u->run->hooks != NULL && u->run->hooks->qk_norm_after_rope;
+    const task_arg an = {qk_norm_row, first}, ar = {rope_row, first};
     if (norm && !late)
-        refenc_mpe_rows(u, 2, qk_norm_row, NULL, NULL, 0);
+        refenc_mpe_rows(u, n, task_row, &an, NULL, 0);
     if (u->cfg->positional == REFENC_POS_ROPE)
-        refenc_mpe_rows(u, 2, rope_row, NULL, NULL, 0);
+        refenc_mpe_rows(u, n, task_row, &ar, NULL, 0);
     if (norm && late)
-        refenc_mpe_rows(u, 2, qk_norm_row, NULL, NULL, 0);
+        refenc_mpe_rows(u, n, task_row, &an, NULL, 0);
 }
 
 /* What the heads report: the first weight of the item not certified
@@ -175,7 +202,7 @@ typedef struct {
 static void head(refenc_mpe_unit *u, size_t h, refenc_mpe_worker *w, void *arg)
 {
     heads_arg *a = arg;
-    const size_t L = u->L, Dh = u->Dh, D = u->E; /* ctx's row width: E = H Dh */
+    const size_t L = u->L, Lk = u->Lseq, Dh = u->Dh, D = u->E; /* L query rows, Lk keys; ctx's width E */
     /* query head h reads key/value head h / g, g = H / Hkv (gqa.h); the bug
      * variant gqa_tiled reads h % Hkv */
     const int tiled = u->run->hooks != NULL && u->run->hooks->gqa_tiled;
@@ -190,7 +217,7 @@ static void head(refenc_mpe_unit *u, size_t h, refenc_mpe_worker *w, void *arg)
     REFENC_MPE_LANES(u, li) {
         refenc_mpe_lane *ln = &u->lanes[li];
         const refenc_mp_attn_options opt = {
-            .key_padding_mask = in->key_padding_mask ? in->key_padding_mask + u->item * L : NULL,
+            .key_padding_mask = in->key_padding_mask ? in->key_padding_mask + u->item * Lk : NULL,
             .causal = u->cfg->causal, .attn_mask = u->mask,
             .alibi_slopes = u->cfg->positional == REFENC_POS_ALIBI ? ln->slopes + h : NULL,
             .positions = u->pos, .temperature = u->tau, .mask_value = u->cfg->mask_value,
@@ -203,19 +230,19 @@ static void head(refenc_mpe_unit *u, size_t h, refenc_mpe_worker *w, void *arg)
             .relative_max_distance = u->cfg->relative_attention_max_distance,
             .relative_unclamped = u->run->hooks != NULL && u->run->hooks->t5_bucket_not_clamped};
         mpfr_clear_inexflag();
-        refenc_mpk_attention_forward(w->out[li], w->weights[li], ln->q + h * L * Dh, ln->k + kv * L * Dh,
-                                     ln->v + kv * L * Dh, &opt, 1, 1, L, Dh, &w->ws[li]);
+        refenc_mpk_attention_rows_forward(w->out[li], w->weights[li], ln->q + h * L * Dh, ln->k + kv * Lk * Dh,
+                                          ln->v + kv * Lk * Dh, u->qrows, &opt, 1, 1, L, Lk, Dh, &w->ws[li]);
         inexact[li] = mpfr_inexflag_p() != 0;
         for (size_t l = 0; l < L; l++) /* moved, not copied */
             for (size_t d = 0; d < Dh; d++)
                 mpfr_swap(ln->ctx + (flat ? (h * L + l) * Dh + d : l * D + h * Dh + d), w->out[li] + l * Dh + d);
     }
     const int exact = !a->was_inexact && !inexact[u->lanes_n - 1];
-    for (size_t i = 0; a->want && i < L * L; i++) {
+    for (size_t i = 0; a->want && i < L * Lk; i++) {
         mpfr_srcptr v[2] = {w->weights[0] + i, w->weights[u->lanes_n - 1] + i};
-        if (!refenc_mpe_value(u, w, v, exact, u->dbl + h * L * L + i)) {
+        if (!refenc_mpe_value(u, w, v, exact, u->dbl + h * L * Lk + i)) {
 #pragma omp critical(refenc_mpe_heads_first)
-            a->first = h * L * L + i < a->first ? h * L * L + i : a->first;
+            a->first = h * L * Lk + i < a->first ? h * L * Lk + i : a->first;
             break;
         }
     }
@@ -240,9 +267,40 @@ static int heads(refenc_mpe_unit *u, const char *step)
         return 0;
     }
     if (a.want) {
-        const size_t shape[3] = {H, L, L};
+        const size_t shape[3] = {H, L, u->Lseq}; /* (H, R, L) after the rows' selection */
         u->run->emit(u->run->emit_ctx, step, u->item, u->dbl, 3, shape);
     }
+    return 1;
+}
+
+/* rows[r] of buffer `which` of every lane moved to row r (W values a row):
+ * rows increase, so rows[r] >= r and a row is read before it is written. */
+static void gather_rows(refenc_mpe_unit *u, int which, size_t W, const int64_t *rows, size_t R)
+{
+    REFENC_MPE_LANES(u, li) {
+        mpfr_ptr x = refenc_mpe_buf(u, li, which);
+        for (size_t r = 0; r < R; r++)
+            for (size_t d = 0; rows[r] != (int64_t)r && d < W; d++)
+                mpfr_swap(x + r * W + d, x + (size_t)rows[r] * W + d);
+    }
+}
+
+int refenc_mpe_select_rows(refenc_mpe_unit *u, int src)
+{
+    const refenc_input *in = u->run->in;
+    const double L = (double)u->L, D = (double)u->D, Ekv = (double)(u->Hkv * u->Dh);
+    const proj_arg kv = {src, u->E, u->E + 2 * u->Hkv * u->Dh};
+    if (!refenc_mpe_block_weights(u, 0, 1)) /* in_proj in fixed point, for k and v here */
+        return 0;
+    refenc_mpe_rows(u, u->L, proj_row, &kv, "k, v", L * 2 * Ekv * D); /* every position */
+    refenc_mpe_block_weights(u, 0, 0); /* the attention takes it again for q */
+    qk_transforms(u, 1, 1);            /* k's norm and rotation */
+    gather_rows(u, src, u->D, in->rows, in->R);
+    if (src != MPE_H) /* the residual's rows too */
+        gather_rows(u, MPE_H, u->D, in->rows, in->R);
+    u->L = in->R;
+    u->qrows = in->rows;
+    u->kv_ready = 1;
     return 1;
 }
 
@@ -252,11 +310,19 @@ int refenc_mpe_mha(refenc_mpe_unit *u, int src, const char *weights_step, const 
     const double E = (double)u->E, R = E + 2 * (double)u->Hkv * Dh; /* in_proj's rows */
     if (!refenc_mpe_block_weights(u, 0, 1))
         return 0;
-    refenc_mpe_rows(u, u->L, qkv_row, &src, "q, k, v", L * R * D);
-    qk_transforms(u);
+    if (u->kv_ready) { /* selected rows: k and v are there, the rows' queries only */
+        const proj_arg q = {src, 0, u->E};
+        refenc_mpe_rows(u, u->L, proj_row, &q, "q", L * E * D);
+        qk_transforms(u, 0, 1);
+    } else {
+        const proj_arg qkv = {src, 0, u->E + 2 * u->Hkv * u->Dh};
+        refenc_mpe_rows(u, u->L, proj_row, &qkv, "q, k, v", L * R * D);
+        qk_transforms(u, 0, 2);
+    }
     int ok = heads(u, weights_step);
     if (ok) {
-        refenc_mpe_progress(u, weights_step, 2 * H * L * L * Dh + 60 * H * L * L);
+        const double Lk = (double)u->Lseq;
+        refenc_mpe_progress(u, weights_step, 2 * H * L * Lk * Dh + 60 * H * L * Lk);
         refenc_mpe_rows(u, u->L, out_proj_row, NULL, "out_proj", L * E * D);
     }
     refenc_mpe_block_weights(u, 0, 0);

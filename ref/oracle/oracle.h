@@ -386,6 +386,11 @@ void refenc_mpk_rope_angles(mpfr_ptr angle, const int64_t *pos, size_t L, size_t
 void refenc_mpk_rope_forward(mpfr_ptr y, mpfr_srcptr x, const int64_t *pos, size_t N, size_t L,
                              size_t Dh, mpfr_srcptr base, refenc_rope_layout layout,
                              const refenc_rope_scaling *sc, refenc_mp_ws *ws);
+/* The same on R selected rows: x, y (N, R, Dh), row r at pos[rows[r]], S =
+ * max(pos) + 1 over all L positions (the full run's).  ws as above (R for L). */
+void refenc_mpk_rope_rows_forward(mpfr_ptr y, mpfr_srcptr x, const int64_t *pos, const int64_t *rows,
+                                  size_t N, size_t R, size_t L, size_t Dh, mpfr_srcptr base,
+                                  refenc_rope_layout layout, const refenc_rope_scaling *sc, refenc_mp_ws *ws);
 
 /* slopes[h] = 2^(-8 (h+1)/H) for H a power of two, else the rule of alibi.h,
  * each exponent an exact rational.  ws: n_tmp >= 1. */
@@ -437,6 +442,13 @@ void refenc_mpk_relative_bias_add(mpfr_ptr s, const refenc_mp_attn_options *opt,
 void refenc_mpk_attention_forward(mpfr_ptr out, mpfr_ptr weights, mpfr_srcptr q, mpfr_srcptr k,
                                   mpfr_srcptr v, const refenc_mp_attn_options *opt, size_t B,
                                   size_t H, size_t L, size_t Dh, refenc_mp_ws *ws);
+/* The same for R selected query rows against all L keys: q, out (B, H, R,
+ * Dh), weights (B, H, R, L), k, v (B, H, L, Dh); query row r is position
+ * index rows[r] (the masks, windows, ALiBi, T5's bias and attn_mask read
+ * it); rows NULL: R = L.  ws as above. */
+void refenc_mpk_attention_rows_forward(mpfr_ptr out, mpfr_ptr weights, mpfr_srcptr q, mpfr_srcptr k,
+                                       mpfr_srcptr v, const int64_t *rows, const refenc_mp_attn_options *opt,
+                                       size_t B, size_t H, size_t R, size_t L, size_t Dh, refenc_mp_ws *ws);
 
 /* ------------------------------------------------------------------------ */
 /* Twins of the double functions: same arguments, plus the first working     */

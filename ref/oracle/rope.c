@@ -11,8 +11,10 @@ static size_t rotary_dim(const refenc_rope_scaling *sc, size_t Dh)
     return sc != NULL ? refenc_rope_scaling_rotary_dim(sc, Dh) : Dh;
 }
 
-void refenc_mpk_rope_angles(mpfr_ptr angle, const int64_t *pos, size_t L, size_t Dh,
-                            mpfr_srcptr base, const refenc_rope_scaling *sc, refenc_mp_ws *ws)
+/* The angles of Lr rows: row l at position pos[rows[l]] (rows NULL: Lr = L,
+ * pos[l]); S from all L positions, whichever rows are rotated. */
+static void angles_rows(mpfr_ptr angle, const int64_t *pos, const int64_t *rows, size_t Lr, size_t L,
+                        size_t Dh, mpfr_srcptr base, const refenc_rope_scaling *sc, refenc_mp_ws *ws)
 {
     mpfr_ptr theta = ws->tmp + 1;
     const size_t half = rotary_dim(sc, Dh) / 2;
@@ -21,21 +23,27 @@ void refenc_mpk_rope_angles(mpfr_ptr angle, const int64_t *pos, size_t L, size_t
         S = pos[l] > S ? pos[l] : S;
     for (size_t j = 0; j < half; j++) {
         refenc_mpk_rope_frequency(theta, j, 2 * half, base, sc, S + 1);
-        for (size_t l = 0; l < L; l++)
-            refenc_mp_mul_pos(angle + l * half + j, theta, pos[l]);
+        for (size_t l = 0; l < Lr; l++)
+            refenc_mp_mul_pos(angle + l * half + j, theta, pos[rows != NULL ? (size_t)rows[l] : l]);
     }
+}
+
+void refenc_mpk_rope_angles(mpfr_ptr angle, const int64_t *pos, size_t L, size_t Dh,
+                            mpfr_srcptr base, const refenc_rope_scaling *sc, refenc_mp_ws *ws)
+{
+    angles_rows(angle, pos, NULL, L, L, Dh, base, sc, ws);
 }
 
 /* y = f R(pos)^dir x on the first R coordinates: dir +1 the rotation by
  * +theta (the forward), -1 by -theta (its transpose, the backward). */
-static void rotate(mpfr_ptr y, mpfr_srcptr x, const int64_t *pos, size_t N, size_t L, size_t Dh,
-                   mpfr_srcptr base, refenc_rope_layout layout, const refenc_rope_scaling *sc, int dir,
-                   refenc_mp_ws *ws)
+static void rotate_rows(mpfr_ptr y, mpfr_srcptr x, const int64_t *pos, const int64_t *rows, size_t N, size_t L,
+                        size_t Lseq, size_t Dh, mpfr_srcptr base, refenc_rope_layout layout,
+                        const refenc_rope_scaling *sc, int dir, refenc_mp_ws *ws)
 {
     const size_t R = rotary_dim(sc, Dh), half = R / 2;
     /* cos and sin of every angle, once: cs[l, j] = (cos, sin) */
     mpfr_ptr cs = ws->tmp + 2, a = cs + L * Dh, b = a + 1, t = a + 2; /* tmp[0..2): angles' */
-    refenc_mpk_rope_angles(cs, pos, L, Dh, base, sc, ws); /* angles in cs[0 .. L*half) */
+    angles_rows(cs, pos, rows, L, Lseq, Dh, base, sc, ws); /* angles in cs[0 .. L*half) */
     /* spread the angles to even slots, from the last (no overlap: 2i >= i) */
     for (size_t i = L * half; i-- > 0;)
         mpfr_swap(cs + 2 * i, cs + i);
@@ -68,11 +76,25 @@ static void rotate(mpfr_ptr y, mpfr_srcptr x, const int64_t *pos, size_t N, size
         }
 }
 
+static void rotate(mpfr_ptr y, mpfr_srcptr x, const int64_t *pos, size_t N, size_t L, size_t Dh,
+                   mpfr_srcptr base, refenc_rope_layout layout, const refenc_rope_scaling *sc, int dir,
+                   refenc_mp_ws *ws)
+{
+    rotate_rows(y, x, pos, NULL, N, L, L, Dh, base, layout, sc, dir, ws);
+}
+
 void refenc_mpk_rope_forward(mpfr_ptr y, mpfr_srcptr x, const int64_t *pos, size_t N, size_t L,
                              size_t Dh, mpfr_srcptr base, refenc_rope_layout layout,
                              const refenc_rope_scaling *sc, refenc_mp_ws *ws)
 {
     rotate(y, x, pos, N, L, Dh, base, layout, sc, 1, ws);
+}
+
+void refenc_mpk_rope_rows_forward(mpfr_ptr y, mpfr_srcptr x, const int64_t *pos, const int64_t *rows,
+                                  size_t N, size_t R, size_t L, size_t Dh, mpfr_srcptr base,
+                                  refenc_rope_layout layout, const refenc_rope_scaling *sc, refenc_mp_ws *ws)
+{
+    rotate_rows(y, x, pos, rows, N, R, L, Dh, base, layout, sc, 1, ws);
 }
 
 void refenc_mpk_rope_backward(mpfr_ptr dx, mpfr_srcptr dy, const int64_t *pos, size_t N,

@@ -16,6 +16,7 @@
 #include "../layer_pattern.h"
 #include "../mha.h"
 #include "../position_ids.h"
+#include "../rows.h"
 #include "emulate_kernels.h"
 
 void refenc_emulation_round_case(refenc_case *c, refenc_format f)
@@ -69,48 +70,51 @@ static void kv_heads(const emu_run *r, double *dst, double *scratch, const doubl
  * Hkv Dh) in Qwen3RMSNorm's order (normalised in the math format, cast, times
  * w; Gemma 3's (1 + w) in its own order); the bug variant
  * qk_norm_over_all_heads normalises each row over its whole width. */
-static void qk_norm(const emu_run *r, double *q, double *k, const refenc_layer_params *lp, size_t rows,
-                    size_t H, size_t Hkv)
+static void qk_norm(const emu_run *r, double *q, double *k, const refenc_layer_params *lp, size_t rows_q,
+                    size_t rows, size_t H, size_t Hkv)
 {
     const refenc_config *cfg = r->cfg;
     const int all = r->hooks != NULL && r->hooks->qk_norm_over_all_heads, off = cfg->rmsnorm_offset;
     const size_t Dh = r->Dh, nq = all ? 1 : H, nk = all ? 1 : Hkv;
-    emu_rmsnorm_rows(r->e, q, q, lp->q_norm_weight, rows * nq, H * Dh / nq, Dh, cfg->layer_norm_eps, off, !off);
+    emu_rmsnorm_rows(r->e, q, q, lp->q_norm_weight, rows_q * nq, H * Dh / nq, Dh, cfg->layer_norm_eps, off, !off);
     emu_rmsnorm_rows(r->e, k, k, lp->k_norm_weight, rows * nk, Hkv * Dh / nk, Dh, cfg->layer_norm_eps, off, !off);
 }
 
-/* refenc_gqa_forward with the emulation's kernels; the merge honours the
- * variant that reads (B, H, L, Dh) as (B, L, E). */
-static void mha(const emu_run *r, double *y, refenc_mha_work *w, const double *x, const refenc_layer_params *lp,
-                const refenc_attn_options *opt, const refenc_rope_options *rope, size_t B, size_t L, size_t D,
-                size_t H)
+/* refenc_gqa_rows_forward with the emulation's kernels: the queries from
+ * xq (B, R, D), the selected rows `rows` (NULL: R = L, xq = x), keys and
+ * values from x (B, L, D); the merge honours the variant that reads
+ * (B, H, R, Dh) as (B, R, E). */
+static void mha(const emu_run *r, double *y, refenc_mha_work *w, const double *xq, const double *x,
+                const int64_t *rows, size_t R, const refenc_layer_params *lp, const refenc_attn_options *opt,
+                const refenc_rope_options *rope, size_t B, size_t L, size_t D, size_t H)
 {
     const refenc_emulation *e = r->e;
-    const size_t Hkv = r->Hkv, Dh = r->Dh, BL = B * L, E = H * Dh, Ekv = Hkv * Dh;
-    emu_linear(e, w->q, x, lp->in_proj_weight, lp->in_proj_bias, BL, D, E);
+    const size_t Hkv = r->Hkv, Dh = r->Dh, BL = B * L, BR = B * R, E = H * Dh, Ekv = Hkv * Dh;
+    emu_linear(e, w->q, xq, lp->in_proj_weight, lp->in_proj_bias, BR, D, E);
     const double *b = lp->in_proj_bias; /* NULL: bias-free (linear_bias false) */
     emu_linear(e, w->k, x, lp->in_proj_weight + E * D, b != NULL ? b + E : NULL, BL, D, Ekv);
     emu_linear(e, w->v, x, lp->in_proj_weight + (E + Ekv) * D, b != NULL ? b + E + Ekv : NULL, BL, D, Ekv);
     const int qkn = r->cfg->qk_norm == REFENC_QKNORM_RMS;
     const int late = qkn && r->hooks != NULL && r->hooks->qk_norm_after_rope;
     if (qkn && !late) /* before RoPE, as Qwen3Attention */
-        qk_norm(r, w->q, w->k, lp, BL, H, Hkv);
-    refenc_heads_split(w->qh, w->q, B, L, H, Dh);
+        qk_norm(r, w->q, w->k, lp, BR, BL, H, Hkv);
+    refenc_heads_split(w->qh, w->q, B, R, H, Dh);
     kv_heads(r, w->kh, w->ctxh, w->k, B, L, H, Hkv, Dh);
     kv_heads(r, w->vh, w->ctxh, w->v, B, L, H, Hkv, Dh);
     if (rope != NULL) {
-        emu_rope(e, w->qh, w->qh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
+        emu_rope_rows(e, w->qh, w->qh, rope->positions, rows, B * H, R, L, Dh, rope->base, rope->layout,
+                      rope->scaling);
         emu_rope(e, w->kh, w->kh, rope->positions, B * H, L, Dh, rope->base, rope->layout, rope->scaling);
     }
     if (late) /* the bug: every head's rows (B H L, Dh), the repeated keys alike */
-        qk_norm(r, w->qh, w->kh, lp, B * L, H, H);
-    emu_attention(e, w->ctxh, w->weights, w->qh, w->kh, w->vh, opt, B, H, L, Dh,
-                  r->hooks != NULL && r->hooks->softcap_after_mask);
+        qk_norm(r, w->qh, w->kh, lp, BR, BL, H, H);
+    emu_attention_rows(e, w->ctxh, w->weights, w->qh, w->kh, w->vh, rows, opt, B, H, R, L, Dh,
+                       r->hooks != NULL && r->hooks->softcap_after_mask);
     if (r->hooks != NULL && r->hooks->merge_without_transpose)
-        memcpy(w->ctx, w->ctxh, BL * E * sizeof(double));
+        memcpy(w->ctx, w->ctxh, BR * E * sizeof(double));
     else
-        refenc_heads_merge(w->ctx, w->ctxh, B, L, H, Dh);
-    emu_linear(e, y, w->ctx, lp->out_proj_weight, lp->out_proj_bias, BL, E, D);
+        refenc_heads_merge(w->ctx, w->ctxh, B, R, H, Dh);
+    emu_linear(e, y, w->ctx, lp->out_proj_weight, lp->out_proj_bias, BR, E, D);
 }
 
 static void emit_layer(const emu_run *r, size_t index, const char *step, const double *data, size_t ndim,
@@ -143,54 +147,61 @@ static void ffn(const emu_run *r, double *y, double *hidden, const double *x, co
     emu_linear(r->e, y, hidden, lp->linear2_weight, lp->linear2_bias, N, F, D);
 }
 
-/* The attention block of a layer on `in`, its trace steps, and the residual
- * w->resid = x + attention. */
-static void attention_residual(const emu_run *r, refenc_layer_work *w, const double *in, const double *x,
-                               const refenc_layer_params *lp, const refenc_attn_options *opt,
-                               const refenc_rope_options *rope, size_t B, size_t L, size_t D, size_t H, size_t i)
+/* The attention block of a layer on the query rows `in` (B, R, D) with keys
+ * and values from kv (B, L, D), its trace steps, and the residual
+ * w->resid = x_rows + attention (x_rows (B, R, D): the selected rows of the
+ * layer's input). */
+static void attention_residual(const emu_run *r, refenc_layer_work *w, const double *in, const double *kv,
+                               const double *x_rows, const int64_t *rows, size_t R, const refenc_layer_params *lp,
+                               const refenc_attn_options *opt, const refenc_rope_options *rope, size_t B,
+                               size_t L, size_t D, size_t H, size_t i)
 {
-    mha(r, w->attn, &w->mha, in, lp, opt, rope, B, L, D, H);
+    mha(r, w->attn, &w->mha, in, kv, rows, R, lp, opt, rope, B, L, D, H);
     if (lp->post_attn_norm_weight != NULL) /* sandwich_norm: in place, row by row */
-        emu_norm(r->e, w->attn, w->attn, lp->post_attn_norm_weight, lp->post_attn_norm_bias, B * L, D,
+        emu_norm(r->e, w->attn, w->attn, lp->post_attn_norm_weight, lp->post_attn_norm_bias, B * R, D,
                  r->cfg->layer_norm_eps, r->cfg);
-    emit_layer(r, i, "self_attn.weights", w->mha.weights, 4, B, H, L, L);
-    emit_layer(r, i, "self_attn", w->attn, 3, B, L, D, 0);
-    emu_add(r->e, w->resid, x, w->attn, B * L * D);
+    emit_layer(r, i, "self_attn.weights", w->mha.weights, 4, B, H, R, L);
+    emit_layer(r, i, "self_attn", w->attn, 3, B, R, D, 0);
+    emu_add(r->e, w->resid, x_rows, w->attn, B * R * D);
 }
 
-/* refenc_layer_forward: Pre-LN or Post-LN, the same trace steps. */
+/* refenc_layer_rows_forward: Pre-LN or Post-LN, the same trace steps; the
+ * selected rows (NULL: all) gathered once, as the reference does. */
 static void layer(const emu_run *r, double *y, refenc_layer_work *w, const double *x,
                   const refenc_layer_params *lp, const refenc_config *cfg, const refenc_attn_options *opt,
-                  const refenc_rope_options *rope, size_t B, size_t L, size_t i)
+                  const refenc_rope_options *rope, size_t B, size_t L, const int64_t *rows, size_t R, size_t i)
 {
     const refenc_emulation *e = r->e;
-    const size_t D = cfg->d_model, H = cfg->n_heads, BL = B * L;
+    const size_t D = cfg->d_model, H = cfg->n_heads, BL = B * L, BR = B * R;
     const double eps = cfg->layer_norm_eps;
     if (cfg->norm == REFENC_NORM_PRE) {
         if (lp->norm1_weight != NULL)
             emu_norm(e, w->ln, x, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
         else /* skip_first_prenorm's layer 0: the identity, no rounding */
             memcpy(w->ln, x, BL * D * sizeof(double));
-        emit_layer(r, i, "norm1", w->ln, 3, B, L, D, 0);
-        attention_residual(r, w, w->ln, x, lp, opt, rope, B, L, D, H, i);
-        emu_norm(e, w->ln, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);
-        emit_layer(r, i, "norm2", w->ln, 3, B, L, D, 0);
-        ffn(r, w->ffn, w->hidden, w->ln, lp, BL, cfg);
+        refenc_rows_gather(w->ffn, w->ln, rows, B, L, R, D); /* the queries' rows; ffn free until the FFN */
+        emit_layer(r, i, "norm1", w->ffn, 3, B, R, D, 0);
+        refenc_rows_gather(w->resid, x, rows, B, L, R, D);
+        attention_residual(r, w, w->ffn, w->ln, w->resid, rows, R, lp, opt, rope, B, L, D, H, i);
+        emu_norm(e, w->ln, w->resid, lp->norm2_weight, lp->norm2_bias, BR, D, eps, cfg);
+        emit_layer(r, i, "norm2", w->ln, 3, B, R, D, 0);
+        ffn(r, w->ffn, w->hidden, w->ln, lp, BR, cfg);
         if (lp->post_ffn_norm_weight != NULL) /* sandwich_norm: in place, row by row */
-            emu_norm(e, w->ffn, w->ffn, lp->post_ffn_norm_weight, lp->post_ffn_norm_bias, BL, D, eps, cfg);
-        emit_layer(r, i, "ffn", w->ffn, 3, B, L, D, 0);
-        emu_add(e, y, w->resid, w->ffn, BL * D);
+            emu_norm(e, w->ffn, w->ffn, lp->post_ffn_norm_weight, lp->post_ffn_norm_bias, BR, D, eps, cfg);
+        emit_layer(r, i, "ffn", w->ffn, 3, B, R, D, 0);
+        emu_add(e, y, w->resid, w->ffn, BR * D);
     } else {
-        attention_residual(r, w, x, x, lp, opt, rope, B, L, D, H, i);
-        emu_norm(e, w->ln, w->resid, lp->norm1_weight, lp->norm1_bias, BL, D, eps, cfg);
-        emit_layer(r, i, "norm1", w->ln, 3, B, L, D, 0);
-        ffn(r, w->ffn, w->hidden, w->ln, lp, BL, cfg);
-        emit_layer(r, i, "ffn", w->ffn, 3, B, L, D, 0);
-        emu_add(e, w->resid, w->ln, w->ffn, BL * D);
-        emu_norm(e, y, w->resid, lp->norm2_weight, lp->norm2_bias, BL, D, eps, cfg);
-        emit_layer(r, i, "norm2", y, 3, B, L, D, 0);
+        refenc_rows_gather(w->ln, x, rows, B, L, R, D);
+        attention_residual(r, w, w->ln, x, w->ln, rows, R, lp, opt, rope, B, L, D, H, i);
+        emu_norm(e, w->ln, w->resid, lp->norm1_weight, lp->norm1_bias, BR, D, eps, cfg);
+        emit_layer(r, i, "norm1", w->ln, 3, B, R, D, 0);
+        ffn(r, w->ffn, w->hidden, w->ln, lp, BR, cfg);
+        emit_layer(r, i, "ffn", w->ffn, 3, B, R, D, 0);
+        emu_add(e, w->resid, w->ln, w->ffn, BR * D);
+        emu_norm(e, y, w->resid, lp->norm2_weight, lp->norm2_bias, BR, D, eps, cfg);
+        emit_layer(r, i, "norm2", y, 3, B, R, D, 0);
     }
-    emit_layer(r, i, "output", y, 3, B, L, D, 0);
+    emit_layer(r, i, "output", y, 3, B, R, D, 0);
 }
 
 /* The attention options of the case (T5's table: layer 0's; the bug
@@ -217,8 +228,10 @@ static double *stack(const emu_run *r, double *h, double *next, refenc_workspace
             opt.relative_bias = NULL;
         if (r->hooks != NULL && r->hooks->rope_scaling_on_local_layers)
             rope.scaling = &cfg->rope_scaling;
+        const int last = i + 1 == cfg->n_layers; /* the selected rows: the last layer's (rows.h) */
         layer(r, next, &ws->layer, h, &c->params.layers[i], cfg, &opt,
-              cfg->positional == REFENC_POS_ROPE ? &rope : NULL, c->B, c->L, i);
+              cfg->positional == REFENC_POS_ROPE ? &rope : NULL, c->B, c->L, last ? c->rows : NULL,
+              last && c->rows != NULL ? c->R : c->L, i);
         double *t = h;
         h = next;
         next = t;
@@ -274,13 +287,14 @@ static void encoder(const emu_run *r, double *y, refenc_workspace *ws, const dou
                       cfg->embedding_norm_eps, cfg);
     emit(r, "embed", h, 3, B, L, D, 0);
     h = stack(r, h, next, ws, slopes, c);
+    const size_t R = c->rows != NULL ? c->R : L; /* the rows the last layer computed */
     if (cfg->final_norm) {
-        emu_norm(e, y, h, p->norm_weight, p->norm_bias, B * L, D, cfg->layer_norm_eps, cfg);
-        emit(r, "norm", y, 3, B, L, D, 0);
+        emu_norm(e, y, h, p->norm_weight, p->norm_bias, B * R, D, cfg->layer_norm_eps, cfg);
+        emit(r, "norm", y, 3, B, R, D, 0);
     } else {
-        memcpy(y, h, B * L * D * sizeof(double));
+        memcpy(y, h, B * R * D * sizeof(double));
     }
-    emit(r, "output", y, 3, B, L, D, 0);
+    emit(r, "output", y, 3, B, R, D, 0);
     if (cfg->pooling != REFENC_POOL_NONE) { /* out.embedding (B, D), in the free buffer next */
         const int ignore = r->hooks != NULL && r->hooks->pooling_ignores_padding;
         emu_pooling(e, next, y, ignore ? NULL : c->key_padding_mask, B, L, D, cfg->pooling,
@@ -301,7 +315,8 @@ static void component(const emu_run *r, double *y, double *y2, refenc_workspace 
     case REFENC_COMP_ATTENTION: {
         const refenc_attn_options opt = attn_options(r, c, slopes);
         const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions, &cfg->rope_scaling};
-        mha(r, y, &ws->layer.mha, c->x, lp, &opt, cfg->positional == REFENC_POS_ROPE ? &rope : NULL, B, L, D, H);
+        mha(r, y, &ws->layer.mha, c->x, c->x, NULL, L, lp, &opt, cfg->positional == REFENC_POS_ROPE ? &rope : NULL,
+            B, L, D, H);
         emit(r, "weights", ws->layer.mha.weights, 4, B, H, L, L);
         emit(r, "output", y, 3, B, L, D, 0);
         break;
@@ -396,5 +411,5 @@ void refenc_emulation_layer_forward(const refenc_emulation *e, double *y, refenc
                                     const refenc_rope_options *rope, size_t i)
 {
     const emu_run r = {e, NULL, NULL, refenc_config_kv_heads(&c->cfg), refenc_config_head_dim(&c->cfg), &c->cfg};
-    layer(&r, y, w, x, &c->params.layers[i], &c->cfg, opt, rope, c->B, c->L, i);
+    layer(&r, y, w, x, &c->params.layers[i], &c->cfg, opt, rope, c->B, c->L, NULL, c->L, i);
 }

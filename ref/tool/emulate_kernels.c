@@ -13,6 +13,7 @@
 #include "../pooling.h"
 #include "../rope.h"
 #include "../rope_scaling.h"
+#include "../rows.h"
 #include "../window.h"
 #include "linear_blocked.h"
 
@@ -224,13 +225,14 @@ static double emu_softcap(const refenc_emulation *e, double s, double cap)
  * variant softcap_after_mask) caps after them instead: a masked -inf or
  * -DBL_MAX becomes -cap. */
 static void scores(const refenc_emulation *e, double *w, const double *q, const double *k,
-                   const refenc_attn_options *opt, const uint8_t *pad, size_t h, size_t H, size_t L,
-                   size_t Dh, double divisor, int cap_after_mask)
+                   const int64_t *rows, const refenc_attn_options *opt, const uint8_t *pad, size_t h,
+                   size_t H, size_t R, size_t L, size_t Dh, double divisor, int cap_after_mask)
 {
     const int cap = opt->softcap > 0;
-    for (size_t i = 0; i < L; i++)
+    for (size_t r = 0; r < R; r++) {
+        const size_t i = refenc_rows_index(rows, r); /* query row r's position index */
         for (size_t j = 0; j < L; j++) {
-            double s = emu_m(e, emu_m(e, dot(e, q + i * Dh, k + j * Dh, 1, Dh)) / divisor);
+            double s = emu_m(e, emu_m(e, dot(e, q + r * Dh, k + j * Dh, 1, Dh)) / divisor);
             if (cap && !cap_after_mask)
                 s = emu_softcap(e, s, opt->softcap);
             if (opt->alibi_slopes != NULL)
@@ -249,13 +251,21 @@ static void scores(const refenc_emulation *e, double *w, const double *q, const 
                 s = opt->mask_value == REFENC_MASK_FINFO_MIN ? -DBL_MAX : -INFINITY;
             if (cap && cap_after_mask)
                 s = emu_softcap(e, s, opt->softcap);
-            w[i * L + j] = s;
+            w[r * L + j] = s;
         }
+    }
 }
 
 void emu_attention(const refenc_emulation *e, double *out, double *weights, const double *q,
                    const double *k, const double *v, const refenc_attn_options *opt, size_t B, size_t H,
                    size_t L, size_t Dh, int cap_after_mask)
+{
+    emu_attention_rows(e, out, weights, q, k, v, NULL, opt, B, H, L, L, Dh, cap_after_mask);
+}
+
+void emu_attention_rows(const refenc_emulation *e, double *out, double *weights, const double *q,
+                        const double *k, const double *v, const int64_t *rows, const refenc_attn_options *opt,
+                        size_t B, size_t H, size_t R, size_t L, size_t Dh, int cap_after_mask)
 {
     /* a scalar, formed in double: sqrt(S) tau, S = query_pre_attn_scalar or Dh */
     const double divisor = refenc_attention_divisor(opt, Dh);
@@ -263,14 +273,15 @@ void emu_attention(const refenc_emulation *e, double *out, double *weights, cons
         const uint8_t *pad_b = opt->key_padding_mask ? opt->key_padding_mask + b * L : NULL;
         for (size_t h = 0; h < H; h++) {
             const size_t bh = b * H + h;
-            double *w_bh = weights + bh * L * L;
+            double *w_bh = weights + bh * R * L;
             const double *v_bh = v + bh * L * Dh;
-            scores(e, w_bh, q + bh * L * Dh, k + bh * L * Dh, opt, pad_b, h, H, L, Dh, divisor, cap_after_mask);
-            emu_softmax(e, w_bh, w_bh, L, L, 1.0, 1);
-            for (size_t i = 0; i < L; i++)
+            scores(e, w_bh, q + bh * R * Dh, k + bh * L * Dh, rows, opt, pad_b, h, H, R, L, Dh, divisor,
+                   cap_after_mask);
+            emu_softmax(e, w_bh, w_bh, R, L, 1.0, 1);
+            for (size_t r = 0; r < R; r++)
                 for (size_t d = 0; d < Dh; d++)
-                    out[(bh * L + i) * Dh + d] = emu_v(e, dot(e, w_bh + i * L, v_bh + d, Dh, L));
-            for (size_t i = 0; i < L * L; i++) /* the stored weights: the value format */
+                    out[(bh * R + r) * Dh + d] = emu_v(e, dot(e, w_bh + r * L, v_bh + d, Dh, L));
+            for (size_t i = 0; i < R * L; i++) /* the stored weights: the value format */
                 w_bh[i] = emu_v(e, w_bh[i]);
         }
     }
@@ -340,25 +351,28 @@ static double scaled_angle(const refenc_emulation *e, int64_t pos, size_t j, siz
     return emu_a(e, (double)pos * emu_a(e, theta * mult));
 }
 
-/* With a scaling sc (NULL: none): the scaled angle above, and cos and sin are
- * multiplied by the attention factor in the acc format before they are
- * stored (HF: (cos * attention_scaling).to(dtype)).  Coordinates from the
- * rotary dim R on pass through. */
-static void rope_rotate(const refenc_emulation *e, double *y, const double *x, const int64_t *pos, size_t N,
-                        size_t L, size_t Dh, double base, refenc_rope_layout layout, const refenc_rope_scaling *sc,
-                        double sign)
+/* y = x rotated at the positions of rows (NULL: rows 0 .. Lr - 1), the
+ * sines by sign (-1: the backward's rotation by -theta).  With a scaling sc
+ * (NULL: none): the scaled angle above, and cos and sin are multiplied by
+ * the attention factor in the acc format before they are stored (HF: (cos *
+ * attention_scaling).to(dtype)).  Coordinates from the rotary dim R on pass
+ * through. */
+static void rope_rows_signed(const refenc_emulation *e, double *y, const double *x, const int64_t *pos,
+                             const int64_t *rows, size_t N, size_t Lr, size_t L, size_t Dh, double base,
+                             refenc_rope_layout layout, const refenc_rope_scaling *sc, double sign)
 {
     const size_t R = sc != NULL ? refenc_rope_scaling_rotary_dim(sc, Dh) : Dh, half = R / 2;
-    const int64_t S = refenc_rope_seq_len(pos, L);
+    const int64_t S = refenc_rope_seq_len(pos, L); /* over all L positions, as the full run */
     const double f = refenc_rope_attention_factor(sc);
     for (size_t n = 0; n < N; n++)
-        for (size_t l = 0; l < L; l++) {
-            const double *x_nl = x + (n * L + l) * Dh;
-            double *y_nl = y + (n * L + l) * Dh;
+        for (size_t l = 0; l < Lr; l++) {
+            const double *x_nl = x + (n * Lr + l) * Dh;
+            double *y_nl = y + (n * Lr + l) * Dh;
+            const int64_t p = pos[refenc_rows_index(rows, l)];
             for (size_t j = 0; j < half; j++) {
                 const size_t ia = layout == REFENC_ROPE_HALF ? j : 2 * j;
                 const size_t ib = layout == REFENC_ROPE_HALF ? j + half : 2 * j + 1;
-                const double t = scaled_angle(e, pos[l], j, R, base, sc, S);
+                const double t = scaled_angle(e, p, j, R, base, sc, S);
                 /* the cos and sin tables are stored in the value format */
                 const double c0 = f_cos(e, t), s0 = f_sin(e, t);
                 const double c = emu_m(e, f == 1.0 ? c0 : emu_a(e, c0 * f)),
@@ -370,6 +384,20 @@ static void rope_rotate(const refenc_emulation *e, double *y, const double *x, c
             for (size_t d = R; d < Dh && y_nl != x_nl; d++)
                 y_nl[d] = x_nl[d];
         }
+}
+
+void emu_rope_rows(const refenc_emulation *e, double *y, const double *x, const int64_t *pos,
+                   const int64_t *rows, size_t N, size_t Lr, size_t L, size_t Dh, double base,
+                   refenc_rope_layout layout, const refenc_rope_scaling *sc)
+{
+    rope_rows_signed(e, y, x, pos, rows, N, Lr, L, Dh, base, layout, sc, 1.0);
+}
+
+static void rope_rotate(const refenc_emulation *e, double *y, const double *x, const int64_t *pos, size_t N,
+                        size_t L, size_t Dh, double base, refenc_rope_layout layout, const refenc_rope_scaling *sc,
+                        double sign)
+{
+    rope_rows_signed(e, y, x, pos, NULL, N, L, L, Dh, base, layout, sc, sign);
 }
 
 void emu_rope(const refenc_emulation *e, double *y, const double *x, const int64_t *pos, size_t N, size_t L,

@@ -72,6 +72,12 @@ void emu_attention(const refenc_emulation *e, double *out, double *weights, cons
                    const double *k, const double *v, const refenc_attn_options *opt, size_t B, size_t H,
                    size_t L, size_t Dh, int cap_after_mask);
 
+/* the same for R selected query rows (rows.h): q, out (B, H, R, Dh), k, v
+ * (B, H, L, Dh), weights (B, H, R, L); rows NULL: R = L */
+void emu_attention_rows(const refenc_emulation *e, double *out, double *weights, const double *q,
+                        const double *k, const double *v, const int64_t *rows, const refenc_attn_options *opt,
+                        size_t B, size_t H, size_t R, size_t L, size_t Dh, int cap_after_mask);
+
 void emu_activation(const refenc_emulation *e, double *y, const double *x, size_t n, refenc_activation act);
 
 /* x (N, L, Dh) rotated at pos */
@@ -82,6 +88,12 @@ void emu_rope(const refenc_emulation *e, double *y, const double *x, const int64
  * dx may alias dy. */
 void emu_rope_backward(const refenc_emulation *e, double *dx, const double *dy, const int64_t *pos, size_t N,
                        size_t L, size_t Dh, double base, refenc_rope_layout layout, const refenc_rope_scaling *sc);
+
+/* x (N, Lr, Dh), row l rotated at pos[rows[l]] (rows NULL: Lr = L), the
+ * scaling's S from all L positions */
+void emu_rope_rows(const refenc_emulation *e, double *y, const double *x, const int64_t *pos,
+                   const int64_t *rows, size_t N, size_t Lr, size_t L, size_t Dh, double base,
+                   refenc_rope_layout layout, const refenc_rope_scaling *sc);
 
 /* pe (L, D): the sinusoidal table; forward: y = x + PE, (B, L, D) */
 void emu_sinusoidal_table(const refenc_emulation *e, double *pe, const int64_t *pos, size_t L, size_t D);

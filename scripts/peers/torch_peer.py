@@ -882,6 +882,19 @@ def configure(dtype="float64", accumulate="float32", native=False, bug=None):
     torch.set_num_threads(1)  # one thread: the same result on every run
 
 
+def selected_rows(case, outs):
+    """A case with in.rows (the last layer's selected query rows, docs/golden-format.md): the
+    full sequence's outputs of the last layer, the final norm and the output sliced to those
+    rows, as any implementation compares them: y[:, rows], weights[:, :, rows]."""
+    if not case.has("in.rows"):
+        return outs
+    rows, last = case.i("in.rows"), f"layers.{case.cfg['n_layers'] - 1}."
+    for step, t in outs.items():
+        if step in ("norm", "output") or step.startswith(last):
+            outs[step] = t[:, :, rows] if step.endswith("self_attn.weights") else t[:, rows]
+    return outs
+
+
 def compute(golden):
     """The outputs of a refenc.Case in the configured mode, {step: tensor}
     under refenc's step names ("output", "layers.0.norm1", ...); the steps
@@ -892,6 +905,7 @@ def compute(golden):
             outs = with_embedding(case, COMPONENTS[case.component](case))
     else:
         outs = with_embedding(case, COMPONENTS[case.component](case))
+    outs = selected_rows(case, outs)
     return {step: t.detach() for step, t in outs.items() if refenc.golden.OUT + step in golden.expected}
 
 

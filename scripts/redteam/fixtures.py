@@ -268,6 +268,17 @@ def build(cli, base, source_root):
     _dump(j("mixed_b_linear.json"), {"model": dict(ntk, rope_scaling={"rope_type": "linear", "factor": 2.0,
                                                                       "mixed_b": 0.75}),
                                      "input": {"batch": 1, "seq_len": 3}})
+    # the last layer's selected query rows (input.rows): a golden is made from a config with rows,
+    # and with --grad exits 2 naming input.rows; rows out of range, negative, repeated, decreasing,
+    # empty, not integers, and with a pooling exit 2 naming input.rows and the element
+    rows_in = {"batch": 2, "seq_len": 5}
+    _dump(j("rows.json"), {"model": dict(TINY_MODEL, n_layers=2, positional="rope", causal=True),
+                           "input": dict(rows_in, rows=[0, 3, 4])})
+    for name, rows in (("rows_range", [1, 5]), ("rows_negative", [-1, 2]), ("rows_repeat", [1, 3, 3]),
+                       ("rows_order", [4, 2]), ("rows_empty", []), ("rows_real", [0, 2.5]),
+                       ("rows_string", "0, 3")):
+        _dump(j(name + ".json"), {"model": TINY_MODEL, "input": dict(rows_in, rows=rows)})
+    _dump(j("rows_pool.json"), {"model": dict(TINY_MODEL, pooling="mean"), "input": dict(rows_in, rows=[0, 4])})
     _dump(j("two_patterns.json"), {"model": dict(TINY_MODEL, n_layers=2, global_attn_every_n_layers=2,
                                                  sliding_window_pattern=2), "input": {"batch": 1, "seq_len": 3}})
     _dump(j("gemma3_partial.json"), {"model": dict(TINY_MODEL, n_layers=2, positional="rope", sliding_window_pattern=2,

@@ -712,6 +712,17 @@ def check_supported(meta, cfg):
             raise Unsupported(f"config {key} = {json.dumps(value)}")
 
 
+def selected_rows(g, cfg, step, value):
+    """A case with in.rows (the last layer's selected query rows, docs/golden-format.md):
+    the full sequence's output of the last layer, the final norm or the output,
+    gathered at those rows (axis 1; the weights' axis 2), as any implementation
+    compares them; every other output as it is."""
+    last = f"layers.{cfg['n_layers'] - 1}."
+    if "in.rows" not in g.tensors or not (step in ("norm", "output") or step.startswith(last)):
+        return value
+    return g.op("Gather", value, g.input("in.rows"), axis=2 if step.endswith("self_attn.weights") else 1)
+
+
 def build_case(path, out_dir):
     """Writes CASE.all.onnx and CASE.final.onnx; returns the index entry."""
     meta, tensors = read_case(path)
@@ -730,7 +741,7 @@ def build_case(path, out_dir):
                 step = o["name"][len("out."):]
                 if step not in values:
                     raise Unsupported(f"output '{o['name']}' is not computed")
-                g.output(values[step], o["name"])
+                g.output(selected_rows(g, cfg, step, values[step]), o["name"])
             file = f"{case}.{variant}.onnx"
             tmp = os.path.join(out_dir, f"{file}.tmp.{os.getpid()}")
             onnx.save(g.model(case), tmp)

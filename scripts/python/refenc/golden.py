@@ -32,7 +32,8 @@ class Case:
     outputs: the output names in forward order ("out.embed", ...);
     required: the outputs a results file must hold;
     inputs: {"in.x": float64 array, "in.tokens": int64, "in.key_padding_mask":
-             bool (True = padding), "in.positions": int64, "in.attn_mask": float64};
+             bool (True = padding), "in.positions": int64, "in.attn_mask": float64,
+             "in.rows": int64, the last layer's selected query rows, when the case has them};
     params: the parameters under PyTorch's state_dict names, float64;
     expected: {output: float64 array}, the oracle's correctly rounded values;
     dontcare: {output: bool array}, only for outputs with don't-care elements;
@@ -145,6 +146,8 @@ def features_of(case):
       key_padding_mask a key padding mask with some key padded
       attn_mask        an additive float mask
       positions        positions other than 0 .. L-1
+      rows             the last layer's selected query rows (in.rows): the
+                       last layer's outputs are the full run's at those rows
       masked_logits    -inf among the softmax's inputs
       the modern blocks (docs/architecture.md), each absent at its default:
         norm_type=rmsnorm   RMSNorm for every norm (encoder, layernorm)
@@ -254,6 +257,8 @@ def features_of(case):
         f.add("attn_mask")
     if "in.positions" in ins and not np.array_equal(ins["in.positions"], np.arange(len(ins["in.positions"]))):
         f.add("positions")
+    if "in.rows" in ins:
+        f.add("rows")
     if comp == "softmax" and np.isneginf(ins["in.x"]).any():
         f.add("masked_logits")
     return frozenset(f)
