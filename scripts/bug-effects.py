@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Prints the table of docs/certify.md "Bug classes and the cases that expose
+"""Prints the table of docs/diagnosis.md "Bug classes and the cases that expose
 them": for every bug class of the catalogue, the cases that target it and by
 how much the bug moves their required outputs, in units of the float64 and
 float32 tolerances (the largest |buggy - golden| / (atol + rtol |golden|)).

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Measures how much a golden case's final output moves per unit of error in
 its positional encoding: the factor K behind the float64 tolerance scale of
-the large-position encoder cases (docs/certify.md, "The tolerance policy").
+the large-position encoder cases (docs/verdict.md, "The tolerance policy").
 
 For each case, the PyTorch peer (float64) is run 20 times with the sinusoidal
 PE table, or every RoPE-rotated q and k, perturbed by uniform noise of

@@ -49,7 +49,7 @@ names = {}
 for c in failed:
     v = c.get("diagnosis", {}).get("variant")
     names.setdefault(v, []).append(c["case"])
-# The exceptions, each explained (docs/certify.md, the detectability matrix):
+# The exceptions, each explained (docs/diagnosis.md, the detectability matrix):
 # some diagnoses a 16-bit dtype cannot make (the eps variants that move a
 # LayerNorm alike, a variant whose copy lies within two budgets of the
 # golden): caught, named otherwise or not at all, never escaping.

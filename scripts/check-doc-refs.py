@@ -2,7 +2,7 @@
 """Every reference to a section of the docs names one that exists.
 
 The code, the tests, the scripts and the docs cite sections by their
-heading: `docs/certify.md, "The tolerance policy"`, `(docs/oracle.md,
+heading: `docs/verdict.md, "The tolerance policy"`, `(docs/oracle.md,
 "Cost")`, and, inside a document, `("Float32: why the baseline", below)`.
 A section renamed or moved to another document leaves such a reference
 pointing at nothing, and nothing else notices.  This script reads every

@@ -11,7 +11,7 @@ its bound among the case's outputs (the certificate's "excess").  The same
 runs without a bug must pass every case (the negative control: what fails is
 the bug).
 
-Prints the matrix as markdown (docs/certify.md holds it) and exits 1 if a
+Prints the matrix as markdown (docs/diagnosis.md holds it) and exits 1 if a
 variant escapes a dtype, is never named by the diagnosis or is taken for
 another variant, or if a clean run fails a case; 2 on a usage error.
 
@@ -63,7 +63,7 @@ def catches(cert):
 # its derivation: the bug's whole effect is smaller than the dtype's own
 # rounding of the results, so no result of that dtype can show it.  Every
 # other variant a dtype does not catch fails this check (an escape); the
-# certificate says "not ruled out" for these (docs/certify.md).
+# certificate says "not ruled out" for these (docs/diagnosis.md).
 CATCH_EXCEPTIONS = {
     ("embedding_normalizer_unrounded", "BF16"): (
         "the bug is the normaliser sqrt(D) where the model's is sqrt(D) rounded to bfloat16: the two "

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The float32 bound at depth (docs/certify.md, "Float32: why the baseline"):
+# The float32 bound at depth (docs/verdict.md, "Float32: why the baseline"):
 # a 12-layer GPT-2-like golden made by `refenc golden` (default D 768, H 12,
 # F 3072, B 2, L 64: GPT-2's sizes but a vocabulary of 1000), then
 #   - correct float32 code: refenc's float32 emulation in two summation

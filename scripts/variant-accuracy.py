@@ -3,13 +3,13 @@
 
 A golden case stores each bug variant's outputs (alt.<variant>.<output>),
 and certify names a variant when the results are within one bound of the
-dtype's rule of every stored output of it (docs/certify.md, "Diagnosis").
+dtype's rule of every stored output of it (docs/diagnosis.md, "Diagnosis").
 The shipped cases' variants are the oracle's (MPFR, one evaluation at 128
 bits, rounded to double); `refenc golden` of a user's model computes them
 with the double reference instead (refenc run --case --bug, ref/tool/emulate.h
 with value = acc = F64).  This script measures, for every shipped case and
 every variant it stores, the distance between the two, in units of each
-dtype's rule as certify applies it (docs/certify.md, "The verdict"):
+dtype's rule as certify applies it (docs/verdict.md, "The verdict"):
 
   F64, F32  the largest |ref - oracle| / bound, bound = atol + rtol |oracle|
             (+ twice the float32 baseline's error for F32; the angle
@@ -26,7 +26,7 @@ Prints one line per (case, variant), then the largest distance per dtype
 and, for comparison, the reference's own largest error on the golden
 outputs (its certificate's excess in that dtype's emulation is not it: the
 F64 figure is the reference certified as it is); exits 1 if a distance
-reaches ACCEPT (a tenth of a bound: the margin docs/certify.md, "The
+reaches ACCEPT (a tenth of a bound: the margin docs/verdict.md, "The
 tolerance policy", leaves between a correct float64 result's error bound
 and the F64 tolerance; make/golden's REFERENCE_ERROR_MAX, ref/golden/alt.c),
 2 on a usage error.

@@ -679,7 +679,7 @@ static void truncated_copy(const char *from, const char *to)
     free(b);
 }
 
-/* A part is verified, not trusted (docs/certify.md, the trust model): values changed after it
+/* A part is verified, not trusted (docs/verdict.md, the trust model): values changed after it
  * was made, a part of another config, weights or inputs even with the fingerprint string copied,
  * parts of another plan or of mixed versions, a case that is not the plan's, and a later part
  * that cannot be read: each is refused, naming the part and the field, and nothing is written. */

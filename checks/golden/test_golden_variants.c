@@ -1,4 +1,4 @@
-/* The bug variants of a user's golden (docs/certify.md, "Variants from the
+/* The bug variants of a user's golden (docs/diagnosis.md, "Variants from the
  * double reference"): by default `refenc golden --config` stores every
  * variant that applies, computed by the double reference; --no-variants
  * stores none; --variants (= --variants=oracle) the oracle's, as before.
@@ -38,7 +38,7 @@
     "\"positional\": \"rope\", \"final_norm\": true}, "                                            \
     "\"input\": {\"batch\": 2, \"seq_len\": 5, \"padding\": [0, 2]}}"
 
-/* The F64 policy (docs/certify.md) and the reference's allowance on it
+/* The F64 policy (docs/verdict.md) and the reference's allowance on it
  * (REFERENCE_ERROR_MAX, ref/golden/alt.c): a tenth of the tolerance. */
 #define F64_RTOL 1e-10
 #define F64_ATOL 1e-11

@@ -439,7 +439,7 @@ Test(bad_results, non_finite_values_and_values_out_of_tolerance_fail)
 }
 
 /* Positive controls: the reference rounded to each result dtype passes
- * under that dtype's policy (docs/certify.md): rounding costs at most half a
+ * under that dtype's policy (docs/verdict.md): rounding costs at most half a
  * unit in the last place, 2^-24, 2^-11, 2^-8 relative, under the rtol of
  * 1.3e-6, 1e-3, 1.6e-2. */
 Test(bad_results, reference_rounded_to_each_dtype_passes)

@@ -1,4 +1,4 @@
-/* The golden directory is not trusted blindly (docs/certify.md, "What a
+/* The golden directory is not trusted blindly (docs/verdict.md, "What a
  * certificate proves"): certify uses a case file only if its bytes have the
  * sha256 the manifest lists and its metadata names the listed case; the
  * manifest's names cannot reach outside the golden and results directories;

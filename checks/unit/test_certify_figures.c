@@ -249,7 +249,7 @@ static double worse(double a, double b)
     return isnan(a) || isnan(b) ? NAN : fmax(a, b);
 }
 
-/* The definitions of docs/certify.md, element by element, for the policy
+/* The definitions of docs/verdict.md, element by element, for the policy
  * rule (F64, F32).  got is as the results file holds it (rounded to dtype).
  * Relative and ULP errors are measured at max(|want|, s), s = atol / rtol
  * (the largest |want| when rtol is 0); a non-finite result makes the

@@ -242,7 +242,7 @@ Test(certify_lowprec, the_angle_allowance_is_what_lets_float32_angles_pass)
 /* The golden's float32_hazard is no hazard of any dtype now: the float32
  * bound holds twice the float32 baseline's error, and that baseline computes
  * the mean of layernorm_large_mean in float32 too, so a float32
- * implementation passes it (docs/certify.md, "Hazards"). */
+ * implementation passes it (docs/verdict.md, "Hazards"). */
 Test(certify_lowprec, a_float32_hazard_case_passes_in_float32)
 {
     refenc_case_report rep;
@@ -428,7 +428,7 @@ Test(certify_lowprec, inputs_that_need_float32_are_not_rounded_to_the_dtype)
     refenc_st_free(&g);
 }
 
-/* The angle allowance element by element, from docs/certify.md ("Float32
+/* The angle allowance element by element, from docs/verdict.md ("Float32
  * angles"): the pair i of width D at position pos turns by pos * omega_i,
  * omega_i = base^(-2i/D), whose float32 error is at most
  * (2 (2i/D) ln(base) + 4) u |pos omega_i|, u = 2^-24; a PE element moves by
@@ -496,7 +496,7 @@ Test(certify_lowprec, the_angle_allowance_of_each_element_is_the_documented_boun
     }
 }
 
-/* A scaled RoPE's allowance (docs/certify.md, "Float32 angles"): its
+/* A scaled RoPE's allowance (docs/verdict.md, "Float32 angles"): its
  * frequencies are the scaled ones and only its first R coordinates turn.
  * Linear scaling by 4, from the formula: omega_i = base^(-2i/R) / 4, whose
  * float32 error is one division more than the unscaled one's.  YaRN (7 + 2s
@@ -559,7 +559,7 @@ Test(certify_lowprec, a_scaled_rope_turns_by_its_scaled_angles_over_its_rotary_d
     }
 }
 
-/* llama3's allowance, from docs/certify.md ("Float32 angles"): with k the
+/* llama3's allowance, from docs/verdict.md ("Float32 angles"): with k the
  * unscaled bound's units and q = L0 theta / (2 pi), a pair clear of the
  * band (q above high or below low, by 1e-6) has k + 1; between them
  * k + 5 + (s - 1) dm, dm = ((k - 1 + 3) q + |q - low|) / (high - low) + 3.
@@ -603,7 +603,7 @@ Test(certify_lowprec, llama3_bands_get_the_documented_allowance)
     refenc_st_free(&g);
 }
 
-/* Dynamic NTK's allowance beyond L0, from docs/certify.md ("Float32
+/* Dynamic NTK's allowance beyond L0, from docs/verdict.md ("Float32
  * angles"): the new base b' = b g^x, g = s S/L0 - (s - 1), x = R/(R - 2),
  * within db = x dg + x ln g + 3 units, dg = (2 s S/L0 + (s - 1))/g + 1;
  * the pair's units are the unscaled bound's at b' plus 2j/R of db, times
@@ -1001,7 +1001,7 @@ Test(certify_lowprec, the_baseline_measures_every_element_and_a_zero_golden)
     refenc_st_free(&g);
 }
 
-/* GTE's ntk (docs/certify.md, "Float32 angles"): rope_ntk_long's allowance is
+/* GTE's ntk (docs/verdict.md, "Float32 angles"): rope_ntk_long's allowance is
  * the documented one, omega_i = (base s)^(-2i/R) / s^(2/R) with the unscaled
  * bound taken at the base b s, plus 2i/R units (b s rounded to float32) and
  * one (the division by s^(2/R)).  Negative control: the unscaled frequency and

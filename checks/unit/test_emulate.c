@@ -216,7 +216,7 @@ Test(emulate, without_rounding_it_is_the_reference_bit_for_bit)
     json_decref(m);
 }
 
-/* RMSNorm's baseline follows each family's rounding order (docs/certify.md):
+/* RMSNorm's baseline follows each family's rounding order (docs/verdict.md):
  * scaled by (1 + w) (Gemma), x / rms and 1 + w in float32 and the product
  * cast once; scaled by w (Llama, T5), x / rms cast to the dtype, then the
  * product rounded in it.  The expected values are formed here from

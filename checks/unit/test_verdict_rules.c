@@ -1,4 +1,4 @@
-/* The verdict rules (ref/tool/verdict.h, docs/certify.md "The verdict"),
+/* The verdict rules (ref/tool/verdict.h, docs/verdict.md "The verdict"),
  * each with the reproducer that broke it and a negative control:
  *   - nothing compared is never a PASS (all-NaN results over an
  *     all-don't-care golden failed to fail);

@@ -44,7 +44,7 @@ static void print_diagnosis(FILE *out, const refenc_case_report *rep)
                 info->name, rep->diagnosis_ratio, info->symptom, info->cause, info->fix);
         if (rep->variants_by_reference)
             fprintf(out, "      (the golden's bug variants are the double reference's, not the oracle's: "
-                    "docs/certify.md, \"Variants from the double reference\")\n");
+                    "docs/diagnosis.md, \"Variants from the double reference\")\n");
     } else if (rep->variants_stored == 0) {
         fprintf(out, "    diagnosis: none possible: the golden stores no bug variants for this case "
                 "('refenc golden' stores them unless --no-variants)\n");

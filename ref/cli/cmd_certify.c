@@ -48,7 +48,7 @@ static const char certify_usage[] =
     "  --junit FILE        also write JUnit XML: one testcase per case and output,\n"
     "                      each failure with its verdict, worst element and diagnosis\n"
     "  --rtol X --atol Y   use this tolerance for every output, instead of the\n"
-    "                      policy and budgets (docs/certify.md); give both\n"
+    "                      policy and budgets (docs/verdict.md); give both\n"
     "  --quiet             print only the failing cases and the summaries\n"
     "  --list-bugs         print the known bug variants the diagnosis recognises\n"
     "                      (name, symptom, cause, fix) and exit\n"
@@ -152,7 +152,7 @@ static int parse_args(certify_args *a, int argc, char **argv, int *done)
 }
 
 /* The golden set, as far as it can be trusted before any case is read
- * (docs/certify.md, the trust model): --golden and --results searchable
+ * (docs/verdict.md, the trust model): --golden and --results searchable
  * directories, the manifest's entries checked, and neither --json nor
  * --junit one of the inputs, nor one the other.  Fills m; prints the message and returns
  * REFENC_EXIT_USAGE on error. */

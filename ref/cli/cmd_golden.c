@@ -61,7 +61,7 @@ static const char golden_usage[] =
     "  --variants           the variants from the oracle (MPFR, 128 bits), as before:\n"
     "                       exact, slow at real sizes; the same as --variants=oracle\n"
     "  --variants=reference from the double reference: within a tenth of the float64\n"
-    "                       tolerance of the oracle's (docs/certify.md)\n"
+    "                       tolerance of the oracle's (docs/verdict.md)\n"
     "  --no-variants        none (certify can then name no bug)\n"
     "  --grad               also the gradients (grad.*): the oracle's correctly\n"
     "                       rounded backward at the upstream gradient in.grad.dY,\n"

@@ -53,12 +53,12 @@ static int case_copy(refenc_case *dst, const refenc_case *src, refenc_error *err
 
 /* The double reference's variants stand for the oracle's when the reference
  * is this close to the oracle on the case's own outputs: a tenth of the
- * float64 tolerance, the margin docs/certify.md ("The tolerance policy")
+ * float64 tolerance, the margin docs/verdict.md ("The tolerance policy")
  * leaves between any correct float64 result's error bound and the
  * tolerance.  Then a buggy result within q bounds of the exact variant is
  * within q + 0.1 of the reference's (the triangle inequality), in float64,
  * and within far less in the wider bounds of F32, F16 and BF16
- * (docs/certify.md, "Variants from the double reference"). */
+ * (docs/diagnosis.md, "Variants from the double reference"). */
 #define REFERENCE_ERROR_MAX 0.1
 
 
@@ -145,7 +145,7 @@ static int run_reference(const refenc_case *c, const refenc_variant_hooks *hooks
 }
 
 /* The reference's outputs of the case itself against the golden's: its
- * error, in float64 tolerances, on this case (docs/certify.md, "Variants
+ * error, in float64 tolerances, on this case (docs/diagnosis.md, "Variants
  * from the double reference"). */
 typedef struct {
     const golden_set *golden;

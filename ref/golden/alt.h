@@ -6,7 +6,7 @@
  * evaluation at 128 bits: the catalogue's cases) or by the double reference
  * (tool/emulate.h at F64: a user's model by default), whose error on the
  * case's own golden outputs is measured and recorded beside them
- * (docs/certify.md, "Variants from the double reference"). */
+ * (docs/diagnosis.md, "Variants from the double reference"). */
 #ifndef REFENC_GOLDEN_ALT_H
 #define REFENC_GOLDEN_ALT_H
 

@@ -22,7 +22,7 @@
 #define GOLDEN_CONFIG_PREC 96u
 
 /* What computes the bug variants' outputs (docs/cli.md, `--variants`;
- * docs/certify.md, "Variants from the double reference"). */
+ * docs/diagnosis.md, "Variants from the double reference"). */
 typedef enum {
     GOLDEN_VARIANTS_AUTO = 0,  /* a config: the reference; a catalogue entry: the oracle */
     GOLDEN_VARIANTS_ORACLE,    /* --variants, --variants=oracle: MPFR at 128 bits        */

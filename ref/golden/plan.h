@@ -21,7 +21,7 @@
  * units [begin, end) are in its metadata beside it, and tensors_sha256 is
  * the sha256 of every tensor the part holds (golden_entries_sha256, digest.h).
  *
- * What this proves (docs/certify.md, the trust model): that the parts were
+ * What this proves (docs/verdict.md, the trust model): that the parts were
  * made by one plan and not changed since, against accidents and mix-ups.  It
  * is unkeyed: whoever rewrites a part can recompute every hash. */
 #ifndef REFENC_GOLDEN_PLAN_H

@@ -1,5 +1,5 @@
 /* The golden directory's manifest, DIR/manifest.json (docs/golden-format.md),
- * and the trust it carries (docs/certify.md, "What a certificate proves"):
+ * and the trust it carries (docs/verdict.md, "What a certificate proves"):
  * each case file is used only if its bytes have the sha256 the manifest
  * lists, so a golden file changed after its release (expected values
  * replaced, a tolerance scale raised, a don't-care mask widened, an output

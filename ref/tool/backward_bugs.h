@@ -5,7 +5,7 @@
  * the gradients an implementation with that one bug computes.  The bugs
  * are variants of tool/variants.h (refenc_variant_is_backward); the golden
  * generator stores their gradients (alt.<variant>.grad.*) and certify names
- * them as it names the forward's (docs/certify.md, "Diagnosis").
+ * them as it names the forward's (docs/diagnosis.md, "Diagnosis").
  *
  * Each replaced kernel is the reference's kernel plus the bug as a
  * correction where the bug is one (LayerNorm's terms, the attention's scale

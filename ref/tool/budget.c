@@ -1,4 +1,4 @@
-/* Error budgets of low-precision results (budget.h, docs/certify.md). */
+/* Error budgets of low-precision results (budget.h, docs/verdict.md). */
 #include "budget.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* Error budgets of low-precision results (docs/certify.md derives every
+/* Error budgets of low-precision results (docs/verdict.md derives every
  * constant below).
  *
  * F16 and BF16 results: an output passes when

@@ -34,7 +34,7 @@ int refenc_certify_dir_check(const char *dir, const char *what, refenc_error *er
 int refenc_certify_refuse_output(const char *out_path, const refenc_manifest *m, const char *golden_dir,
                                  const char *results_dir, refenc_error *err);
 
-/* Certifies one case of a golden directory (docs/certify.md, the trust
+/* Certifies one case of a golden directory (docs/verdict.md, the trust
  * model): reads GOLDEN_DIR/cases/<c->file> and checks it is the file the
  * manifest lists (its sha256 and its name: refenc_manifest_verify), then
  * RESULTS_DIR/<c->name>.safetensors, and compares them (refenc_certify_case).

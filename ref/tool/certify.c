@@ -20,7 +20,7 @@ _Static_assert(REFENC_CASE_MAX_VARIANTS <= sizeof(refenc_variant_set) * CHAR_BIT
                "a case report's candidates and not_ruled_out hold one bit per variant");
 
 /* ---- the policy ----------------------------------------------------------------------
- * F64 (docs/certify.md, "Why F64 is 1e-10 / 1e-11"): a correct float64
+ * F64 (docs/verdict.md, "Why F64 is 1e-10 / 1e-11"): a correct float64
  * implementation's forward error on the golden cases is at most about 1e-12
  * on outputs of order 1 (dot products of n <= 96 terms, gamma_96 ~ 1.1e-14;
  * LayerNorm dividing by sigma >= 0.01; two layers), and a single float32 step
@@ -33,7 +33,7 @@ static const refenc_tolerance POLICY_F64 = {1e-10, 1e-11};
  * tail: 2.4e-7 at |x| = 3.6, 250 times the baseline's error there).  Every
  * element's bound adds refenc_budget_f32, twice the emulated float32
  * baseline's largest error on the output, which grows with the depth of the
- * model where a fixed tolerance does not (docs/certify.md, "Float32"), and
+ * model where a fixed tolerance does not (docs/verdict.md, "Float32"), and
  * the angle allowance (budget.h) where float32 angles cost more. */
 static const refenc_tolerance POLICY_F32 = {1.3e-6, 1e-5};
 

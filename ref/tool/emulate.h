@@ -1,7 +1,7 @@
 /* The reference evaluated in emulated low precision: what a straightforward
  * float32, float16 or bfloat16 implementation of the same formulas computes.
  * `refenc certify` measures this baseline's error against the golden to set
- * the budget of a low-precision result (certify.h, docs/certify.md).
+ * the budget of a low-precision result (certify.h, docs/verdict.md).
  *
  * Everything is computed in double and rounded explicitly after each
  * operation, in the order the reference kernels compute it (ref/<kernel>.c),

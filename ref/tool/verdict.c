@@ -1,4 +1,4 @@
-/* The verdict rules (verdict.h, docs/certify.md "The verdict"). */
+/* The verdict rules (verdict.h, docs/verdict.md "The verdict"). */
 #include "verdict.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* The verdict rules of certification, in one place (docs/certify.md, "The
+/* The verdict rules of certification, in one place (docs/verdict.md, "The
  * verdict"): refenc certify, refenc report and the in-process
  * refenc_certify_case all decide an output's status and a case's verdict
  * here, from the figures certify.c measured.

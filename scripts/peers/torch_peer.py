@@ -50,7 +50,7 @@ import torch_families  # the families (BERT, RoBERTa, DistilBERT, GPT-2, CLIP te
 import torch_rope_scaling  # Hugging Face's rope_scaling types
 
 # ---- bug injection (--bug) -------------------------------------------------------
-# The known bug variants of refenc (ref/tool/variants.h, docs/certify.md), injected
+# The known bug variants of refenc (ref/tool/variants.h, docs/diagnosis.md), injected
 # into this peer's own computation, and two bugs refenc does not know, to
 # check that the certifier names the right variant and never a wrong one.
 POOLING_BUGS = ["mean_counts_padding", "last_token_ignores_padding", "pooling_not_normalized"]
@@ -477,7 +477,7 @@ def t5_relative_position_bucket(relative_position, num_buckets, max_distance):
     upper half, offsets below max_exact = num_buckets // 4 exact, larger ones
     logarithmic up to max_distance, clamped to the sign's last bucket.  The
     logarithm is HF's float32 one; for T5's (32, 128) it gives the exact
-    buckets for every offset (docs/certify.md, "T5's relative buckets").  The
+    buckets for every offset (docs/verdict.md, "T5's relative buckets").  The
     bug t5_bucket_not_clamped leaves the clamp out; as refenc defines it
     (ref/relative_bucket.h), offsets >= max_distance then take bucket
     num_buckets // 2 of their sign, read modulo the table's rows."""

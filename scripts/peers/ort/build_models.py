@@ -95,7 +95,7 @@ CONFIG_SUPPORT = {
 }
 
 
-# Known bug variants of refenc (docs/certify.md) that --bug builds into the
+# Known bug variants of refenc (docs/diagnosis.md) that --bug builds into the
 # models, to show that the certifier names them through ONNX Runtime's own
 # kernels too (scripts/certify-ort.sh).
 BUGS = ("layernorm_eps_x10", "unbiased_variance", "gelu_tanh_for_exact", "gqa_tiled", "softcap_after_mask",

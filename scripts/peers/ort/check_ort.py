@@ -13,7 +13,7 @@ Expected, in each mode:
   - every modelled case passes, except those pinned in ORT_FAILURES, which
     must fail (the golden's float32_hazard is a hazard of no dtype: the
     float32 bound holds twice the float32 baseline's error, which carries
-    the angles and means those cases name; docs/certify.md, "Hazards");
+    the angles and means those cases name; docs/verdict.md, "Hazards");
   - with graph optimisation off, ONNX Runtime ran the models' own ops and no
     fused kernel; fully on, it ran each kernel of FUSED on some case (else the
     two modes would certify the same thing);
