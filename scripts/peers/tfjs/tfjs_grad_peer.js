@@ -58,7 +58,7 @@ const path = require('path');
 const childProcess = require('child_process');
 const tf = require('@tensorflow/tfjs');
 
-class PeerError extends Error {}
+const { PeerError, globRegExp, readSafetensors, tensorBytes, writeResults } = require('../safetensors.js');
 
 const BUGS = ['gelu_tanh_for_exact', 'layernorm_backward_mean_missing', 'grad_scaled'];
 
@@ -88,60 +88,13 @@ function parseArgs(argv) {
   return args;
 }
 
-// A shell pattern (* and ?) as a RegExp over the whole name.
-function globRegExp(glob) {
-  const body = glob.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.');
-  return new RegExp(`^${body}$`);
-}
-
-// ---- safetensors (docs/golden-format.md) ----------------------------------------
-
-const ELEMENT_SIZE = { F64: 8, F32: 4, F16: 2, BF16: 2, I64: 8, U8: 1, BOOL: 1 };
-
-// -> { file, header: {name: entry}, dataStart, buf, metadata }
-function readSafetensors(file) {
-  let buf;
-  try {
-    buf = fs.readFileSync(file);
-  } catch (e) {
-    throw new PeerError(`${file}: cannot read: ${e.message}`);
-  }
-  if (buf.length < 8) throw new PeerError(`${file}: file is ${buf.length} bytes, too short for the 8-byte header length at byte 0`);
-  const n = buf.readBigUInt64LE(0);
-  if (n > BigInt(buf.length - 8)) throw new PeerError(`${file}: header length ${n} at byte 0 exceeds the ${buf.length - 8} bytes that follow it`);
-  let header;
-  try {
-    header = JSON.parse(buf.toString('utf8', 8, 8 + Number(n)));
-  } catch (e) {
-    throw new PeerError(`${file}: header (bytes 8 to ${8 + Number(n)}) is not valid JSON: ${e.message}`);
-  }
-  if (header === null || typeof header !== 'object' || Array.isArray(header)) throw new PeerError(`${file}: header is not a JSON object`);
-  const st = { file, header, dataStart: 8 + Number(n), buf, metadata: header.__metadata__ || {} };
-  delete header.__metadata__;
-  return st;
-}
-
 // The tensor `name` as { dtype, shape, values: a typed array (a copy) }.
 function readTensor(st, name) {
-  const e = st.header[name];
-  if (!e) throw new PeerError(`${st.file}: tensor '${name}' is missing (the forward needs it)`);
-  const size = ELEMENT_SIZE[e.dtype];
-  if (!size || !Array.isArray(e.shape) || !Array.isArray(e.data_offsets) || e.data_offsets.length !== 2) {
-    throw new PeerError(`${st.file}: tensor '${name}': entry is not {dtype, shape, data_offsets} of a known dtype`);
-  }
-  const count = e.shape.reduce((a, d) => a * d, 1);
-  const [b, end] = e.data_offsets;
-  if (!(Number.isInteger(b) && Number.isInteger(end) && 0 <= b && b <= end &&
-        st.dataStart + end <= st.buf.length && end - b === count * size)) {
-    throw new PeerError(`${st.file}: tensor '${name}': data_offsets [${b}, ${end}] do not hold shape [${e.shape}] of ${e.dtype} ` +
-                        `inside the data buffer (bytes ${st.dataStart} to ${st.buf.length})`);
-  }
-  const bytes = new ArrayBuffer(end - b);
-  new Uint8Array(bytes).set(st.buf.subarray(st.dataStart + b, st.dataStart + end));
-  const where = `${st.file}: tensor '${name}' (data at byte ${st.dataStart + b})`;
-  const typed = { F64: Float64Array, F32: Float32Array, I64: BigInt64Array, BOOL: Uint8Array }[e.dtype];
-  if (!typed) throw new PeerError(`${where}: dtype ${e.dtype}, not one the peer reads (F64, F32, I64, BOOL)`);
-  return { dtype: e.dtype, shape: e.shape, values: new typed(bytes), where };
+  const t = tensorBytes(st, name, 'the forward needs it');
+  const where = `${st.file}: tensor '${name}' (data at byte ${t.at})`;
+  const typed = { F64: Float64Array, F32: Float32Array, I64: BigInt64Array, BOOL: Uint8Array }[t.dtype];
+  if (!typed) throw new PeerError(`${where}: dtype ${t.dtype}, not one the peer reads (F64, F32, I64, BOOL)`);
+  return { dtype: t.dtype, shape: t.shape, values: new typed(t.bytes), where };
 }
 
 // A float tensor of the case as a float32 tf tensor (the golden's inputs and
@@ -161,38 +114,6 @@ function indexTensor(st, name, limit) {
     return Number(x);
   });
   return tf.tensor(v, t.shape, 'int32');
-}
-
-// Writes {name: {data: Float32Array, dims}} as F32, header keys sorted,
-// padded to 8 bytes, data in name order; atomically (temporary file, rename).
-function writeResults(file, outputs, metadata) {
-  const names = Object.keys(outputs).sort();
-  const header = { __metadata__: metadata };
-  let offset = 0;
-  for (const name of names) {
-    const o = outputs[name];
-    header[name] = { dtype: 'F32', shape: o.dims, data_offsets: [offset, offset + o.data.byteLength] };
-    offset += o.data.byteLength;
-  }
-  const sorted = {};
-  for (const k of Object.keys(header).sort()) sorted[k] = header[k];
-  let json = JSON.stringify(sorted);
-  json += ' '.repeat((8 - (Buffer.byteLength(json) % 8)) % 8);
-  const len = Buffer.alloc(8);
-  len.writeBigUInt64LE(BigInt(Buffer.byteLength(json)));
-  const parts = [len, Buffer.from(json)];
-  for (const name of names) {
-    const d = outputs[name].data;
-    parts.push(Buffer.from(d.buffer, d.byteOffset, d.byteLength));  // little-endian hosts only (x86-64, arm64)
-  }
-  const tmp = `${file}.tmp.${process.pid}`;
-  try {
-    fs.writeFileSync(tmp, Buffer.concat(parts));
-    fs.renameSync(tmp, file);
-  } catch (e) {
-    fs.rmSync(tmp, { force: true });
-    throw new PeerError(`${file}: cannot write: ${e.message}`);
-  }
 }
 
 // ---- what the peer expresses ---------------------------------------------------------
