@@ -87,6 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    "accepted, then: %s", err.message);
     }
     free(in.padding);
+    free(in.rows);
     json_decref(root);
     return 0;
 }

@@ -25,15 +25,24 @@ int run_input_rows(int64_t **rows, size_t *n_rows, const json_t *v, size_t L, co
     *rows = malloc((R ? R : 1) * sizeof **rows);
     if (*rows == NULL)
         return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", field);
-    for (size_t r = 0; r < R; r++) {
+    int st = REFENC_OK;
+    for (size_t r = 0; st == REFENC_OK && r < R; r++) {
         const json_t *e = json_array_get(v, r);
         if (!json_is_integer(e))
-            return refenc_error_set(err, REFENC_EINVAL, "%s[%zu]: expected an integer in [0, seq_len = %zu)",
-                                    field, r, L);
-        (*rows)[r] = (int64_t)json_integer_value(e);
+            st = refenc_error_set(err, REFENC_EINVAL, "%s[%zu]: expected an integer in [0, seq_len = %zu)",
+                                  field, r, L);
+        else
+            (*rows)[r] = (int64_t)json_integer_value(e);
+    }
+    if (st == REFENC_OK)
+        st = refenc_rows_validate(*rows, R, L, field, err);
+    if (st != REFENC_OK) { /* nothing kept: the caller frees only what a success hands it */
+        free(*rows);
+        *rows = NULL;
+        return st;
     }
     *n_rows = R;
-    return refenc_rows_validate(*rows, R, L, field, err);
+    return REFENC_OK;
 }
 
 static int read_input_spec(run_input *in, const json_t *obj, const char *where, refenc_error *err)
