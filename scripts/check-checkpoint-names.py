@@ -131,6 +131,9 @@ def main():
         pad = case.inputs.get("in.key_padding_mask")
         if pad is not None and not np.asarray(pad)[:, 0].any():  # the case's right padding (the only
             run_cfg["input"]["padding"] = [int(c) for c in np.asarray(pad).sum(axis=1)]  # side run knows)
+        rows = case.inputs.get("in.rows")  # a selected-rows case stays one (its cost is the rows')
+        if rows is not None:
+            run_cfg["input"]["rows"] = [int(r) for r in np.asarray(rows)]
         own_cfg = {"model": dict(cfg, family="vaswani"), "input": run_cfg["input"]}
 
         hf_path = os.path.join(work, entry["case"] + ".hf.safetensors")
