@@ -29,7 +29,7 @@ attention_scores|ref/attention.c@score|return s;|return (double)(float)s;
 ffn_activation|ref/ffn.c|refenc_activation_forward(hidden, hidden, N * F, act);|refenc_activation_forward(hidden, hidden, N * F, act); for (size_t i_ = 0; i_ < N * F; i_++) hidden[i_] = (double)(float)hidden[i_];
 gelu_output|ref/activation.c|return x * (0.5 * erfc(-x * M_SQRT1_2));|return (double)(float)(x * (0.5 * erfc(-x * M_SQRT1_2)));
 pe_angle|ref/sinusoidal.c|return (double)pos * refenc_sinusoidal_frequency(i, D);|return (double)(float)((double)pos * refenc_sinusoidal_frequency(i, D));
-rope_angle|ref/rope.c@rotate|const double angle = (double)pos[l] * refenc_rope_scaled_frequency(j, R, base, sc, S);|const double angle = (double)(float)((double)pos[l] * refenc_rope_scaled_frequency(j, R, base, sc, S));
+rope_angle|ref/rope.c@rotate_rows|const double angle = (double)p * refenc_rope_scaled_frequency(j, R, base, sc, S);|const double angle = (double)(float)((double)p * refenc_rope_scaled_frequency(j, R, base, sc, S));
 rope_yarn_frequency|ref/rope_scaling.c@yarn_frequency|return theta / s->factor * (1.0 - e) + theta * e;|return (double)(float)(theta / s->factor * (1.0 - e) + theta * e);
 rope_llama3_frequency|ref/rope_scaling.c@llama3_frequency|return (1.0 - m) * theta / s->factor + m * theta;|return (double)(float)((1.0 - m) * theta / s->factor + m * theta);
 linear_output|ref/linear.c|y_n[o] = b != NULL ? acc + b[o] : acc;|y_n[o] = (double)(float)(b != NULL ? acc + b[o] : acc);
