@@ -5,9 +5,9 @@
  *     batch items in the dtype (data-parallel or micro-batched);
  *   - the emulated backward in float64 is the reference's backward: within
  *     the F64 gradient tolerance of the oracle (and in float32 it is not);
- *   - a planted bug fails in every dtype: the LayerNorm backward without its
- *     mean term, on the final norm, the rest of the stack's backward run on
- *     its wrong gradient by the public API;
+ *   - a planted bug fails in every dtype: the shipped backward bug
+ *     layernorm_backward_mean_missing (`refenc run --grad --bug`), first at
+ *     the final norm's input gradient;
  *   - the growth term is needed: without it, the budget rejects the
  *     per-item reduction on a case whose items' gradients cancel.
  * Every control here is run by the tests themselves. */
@@ -452,77 +452,17 @@ Test(grad_budget, without_the_growth_term_a_correct_per_item_reduction_fails_whe
 
 /* ---- a planted bug fails in every dtype ---------------------------------------------------- */
 
-/* The LayerNorm backward without its mean term (issue 25's "mean term
- * missing"): dx = (g - xhat mean(g xhat)) / sigma, g = dy gamma. */
-static void ln_backward_mean_missing(double *dx, const double *dy, const double *x, const double *gamma,
-                                     size_t N, size_t D, double eps)
+/* s <- the double reference's outputs and gradients with the named backward
+ * bug layernorm_backward_mean_missing (tool/backward_bugs.h: every
+ * LayerNorm's dx = (g - xhat mean(g xhat)) / sigma, g = dy gamma), as
+ * `refenc run --case --grad --bug` writes them. */
+static void planted_results(nset *s, const char *g, const char *dir)
 {
-    for (size_t n = 0; n < N; n++) {
-        const double *xn = x + n * D, *dyn = dy + n * D;
-        double mu = 0, var = 0, mgx = 0;
-        for (size_t d = 0; d < D; d++)
-            mu += xn[d];
-        mu /= (double)D;
-        for (size_t d = 0; d < D; d++)
-            var += (xn[d] - mu) * (xn[d] - mu);
-        const double sd = sqrt(var / (double)D + eps);
-        for (size_t d = 0; d < D; d++)
-            mgx += dyn[d] * gamma[d] * (xn[d] - mu) / sd;
-        mgx /= (double)D;
-        for (size_t d = 0; d < D; d++)
-            dx[n * D + d] = (dyn[d] * gamma[d] - (xn[d] - mu) / sd * mgx) / sd;
-    }
-}
-
-static void collect_step(void *ctx, const char *name, const double *data, size_t ndim, const size_t *shape)
-{
-    char full[REFENC_NAME_MAX];
-    snprintf(full, sizeof full, "grad.%s", name);
-    if (nt_get(ctx, full) != NULL)
-        nt_put(ctx, full, data, ndim, shape);
-}
-
-/* s's gradients below the final norm replaced by the planted bug's: the
- * final norm's backward without its mean term, then the stack without its
- * final norm (whose layers' backward does not depend on it) by the public API. */
-static void plant(nset *s, const char *g)
-{
-    refenc_case c;
-    double *dY;
-    load_case(&c, &dY, g);
-    const size_t B = c.B, L = c.L, D = c.cfg.d_model, n = B * L * D, N = c.cfg.n_layers;
-    const refenc_input in = refenc_case_input(&c);
-    refenc_error err;
-    refenc_workspace ws, ws2;
-    refenc_grad_workspace gws, gws2;
-    refenc_params grad, p2, g2;
-    cr_assert_eq(refenc_workspace_alloc(&ws, &c.cfg, B, L, &err), 0, "%s", err.message);
-    cr_assert_eq(refenc_grad_workspace_alloc(&gws, &c.cfg, B, L, &err), 0, "%s", err.message);
-    cr_assert_eq(refenc_params_alloc(&grad, &c.cfg, &err), 0, "%s", err.message);
-    cr_assert_eq(refenc_encoder_backward(&grad, NULL, &gws, &ws, &c.params, &c.cfg, &in, dY, &err), 0);
-    double *dh = malloc(n * sizeof *dh), *dx = malloc(n * sizeof *dx);
-    ln_backward_mean_missing(dh, dY, gws.acts + N * n, c.params.norm_weight, B * L, D, c.cfg.layer_norm_eps);
-    refenc_config cfg2 = c.cfg;
-    cfg2.final_norm = 0;
-    cr_assert_eq(refenc_params_alloc(&p2, &cfg2, &err), 0, "%s", err.message);
-    cr_assert_eq(refenc_params_alloc(&g2, &cfg2, &err), 0, "%s", err.message);
-    for (size_t t = 0; t < p2.n_tensors; t++)
-        memcpy(p2.tensors[t].data, refenc_params_find(&c.params, p2.tensors[t].name)->data,
-               p2.tensors[t].size * sizeof(double));
-    cr_assert_eq(refenc_workspace_alloc(&ws2, &cfg2, B, L, &err), 0, "%s", err.message);
-    cr_assert_eq(refenc_grad_workspace_alloc(&gws2, &cfg2, B, L, &err), 0, "%s", err.message);
-    const refenc_trace tr = {collect_step, s};
-    cr_assert_eq(refenc_encoder_backward_traced(&g2, dx, &gws2, &ws2, &p2, &cfg2, &in, dh, &tr, &err), 0,
-                 "%s", err.message);
-    for (size_t t = 0; t < g2.n_tensors; t++)
-        collect_step(s, g2.tensors[t].name, g2.tensors[t].data, g2.tensors[t].ndim, g2.tensors[t].shape);
-    const size_t bld[3] = {B, L, D};
-    collect_step(s, "x", dx, 3, bld);
-    free(dh), free(dx), free(dY);
-    refenc_params_free(&grad), refenc_params_free(&p2), refenc_params_free(&g2);
-    refenc_workspace_free(&ws), refenc_workspace_free(&ws2);
-    refenc_grad_workspace_free(&gws), refenc_grad_workspace_free(&gws2);
-    refenc_case_free(&c);
+    char out[RB_PATH_MAX + 32];
+    snprintf(out, sizeof out, "%s/planted.safetensors", dir);
+    rb_run_ok((const char *[]){"refenc", "run", "--case", g, "--grad", "--bug", "layernorm_backward_mean_missing",
+                               "--out", out, NULL});
+    nt_load(s, out);
 }
 
 Test(grad_budget, a_layernorm_backward_without_its_mean_term_fails_in_every_dtype, .timeout = 60)
@@ -531,8 +471,7 @@ Test(grad_budget, a_layernorm_backward_without_its_mean_term_fails_in_every_dtyp
     rb_tmpdir(dir);
     shipped(g, sizeof g, "grad_pre_rope_padding"); /* Pre-LN: a final norm */
     nset s;
-    reference_results(&s, g, dir);
-    plant(&s, g);
+    planted_results(&s, g, dir);
     const refenc_format all[] = {REFENC_FMT_F64, REFENC_FMT_F32, REFENC_FMT_F16, REFENC_FMT_BF16};
     for (size_t j = 0; j < 4; j++) {
         refenc_case_report rep;
