@@ -516,11 +516,7 @@ def check_pinned(args, cases):
             exp = want.get(name, "PASS")
             line.append(f"{name} {verdict} ({n} gradients, worst {worst['name'] if worst else '-'} "
                         f"at {worst['excess']:.3g} budgets)" if worst else f"{name} {verdict} (no gradient compared)")
-            if exp == "NOT_CERTIFIED":  # the forward certified, the gradients reported not certified (no budget)
-                if verdict != "PASS" or n != 0:
-                    line[-1] += "  <-- expected PASS with its gradients not certified (their dtype has no budget here)"
-                    ok = False
-            elif verdict != exp or n == 0:
+            if verdict != exp or n == 0:
                 line[-1] += f"  <-- expected {exp}" + (" with gradients compared" if n == 0 else "")
                 ok = False
         print(f"\n{mode}:\n  " + "\n  ".join(line))
