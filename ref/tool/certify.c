@@ -921,22 +921,25 @@ static void apply_glob(refenc_case_report *rep, const char *glob)
 
 /* The first failing gradient in backward order, and a note when the case
  * holds gradients the results do not give. */
-static void grad_summary(refenc_case_report *rep)
+static void grad_summary(refenc_case_report *rep, const certify_ctx *x)
 {
-    const char *unmodelled = NULL; /* set_grad_rule's note: no baseline for the budget */
     for (size_t i = 0; i < rep->n_outputs; i++) {
         const refenc_output_report *r = &rep->outputs[i];
         if (!r->grad)
             continue;
         rep->grads_given += r->status != REFENC_OUT_NOT_PROVIDED && r->status != REFENC_OUT_NOT_CHECKED;
-        if (r->status == REFENC_OUT_NOT_CHECKED && strncmp(r->note, "not certified: ", 15) == 0)
-            unmodelled = r->note + 15;
         if (rep->first_grad_divergence < 0 && (r->status == REFENC_OUT_FAIL || r->status == REFENC_OUT_BAD_SHAPE))
             rep->first_grad_divergence = (int)i;
     }
+    const char *unmodelled = NULL; /* a dtype whose gradient budgets have no baseline (set_grad_rule) */
+    refenc_format uf = REFENC_FMT_F64;
+    for (int f = 0; f < REFENC_FMT_COUNT; f++)
+        if (x->have_gbase[f] && x->gbase[f].unsupported != NULL)
+            unmodelled = x->gbase[f].unsupported, uf = (refenc_format)f;
     if (unmodelled != NULL && rep->grads_given == 0 && rep->note[0] == '\0')
-        snprintf(rep->note, sizeof rep->note, "the case's %zu gradients are not certified: %s", rep->grads,
-                 unmodelled);
+        snprintf(rep->note, sizeof rep->note, "the case's %zu gradients are not certified: the emulated %s "
+                 "backward, their budgets' baseline, does not model %s yet (docs/gradients.md)", rep->grads,
+                 refenc_format_name(uf), unmodelled);
     else if (rep->grads > 0 && rep->grads_given == 0 && rep->note[0] == '\0')
         snprintf(rep->note, sizeof rep->note, "the case holds %zu gradients (grad.*), the results none: "
                  "the backward is not certified", rep->grads);
@@ -994,7 +997,7 @@ int refenc_certify_case_outputs(refenc_case_report *rep, const refenc_st_file *g
     snprintf(rep->hint, sizeof rep->hint, "%s", x.hint);
     if (st == REFENC_OK) {
         refenc_verdict_case(rep);
-        grad_summary(rep);
+        grad_summary(rep, &x);
         st = diagnose(rep, &x);
         if (st == REFENC_OK)
             st = expect_hazard(rep, &x);
