@@ -17,39 +17,7 @@
 #include "../../ref/io/config_json.h"
 #include "../../ref/tool/random_params.h"
 
-#define ROWS_STEPS_MAX 64
-
-typedef struct {
-    size_t n;
-    char name[ROWS_STEPS_MAX][64];
-    size_t ndim[ROWS_STEPS_MAX], shape[ROWS_STEPS_MAX][4], numel[ROWS_STEPS_MAX];
-    double *data[ROWS_STEPS_MAX];
-} rows_steps;
-
-/* A refenc_trace function: each step copied whole into ctx (a rows_steps). */
-static inline void rows_steps_record(void *ctx, const char *name, const double *data, size_t ndim,
-                                     const size_t *shape)
-{
-    rows_steps *s = ctx;
-    cr_assert_lt(s->n, ROWS_STEPS_MAX);
-    const size_t i = s->n++;
-    snprintf(s->name[i], sizeof s->name[i], "%s", name);
-    s->ndim[i] = ndim;
-    size_t n = 1;
-    for (size_t d = 0; d < ndim; d++)
-        n *= (s->shape[i][d] = shape[d]);
-    s->numel[i] = n;
-    s->data[i] = malloc((n ? n : 1) * sizeof(double));
-    cr_assert_not_null(s->data[i]);
-    memcpy(s->data[i], data, n * sizeof(double));
-}
-
-static inline void rows_steps_free(rows_steps *s)
-{
-    for (size_t i = 0; i < s->n; i++)
-        free(s->data[i]);
-    memset(s, 0, sizeof *s);
-}
+#include "trace_steps.h"
 
 /* The number of values of the rows run's steps (rows: R selected rows of
  * L) that differ, as bits, from the full run's at those rows: a step of
@@ -57,7 +25,7 @@ static inline void rows_steps_free(rows_steps *s)
  * (B, H, R, L) one against (B, H, L, L).  Every step of the rows run must
  * be in the full run with a matching shape (asserted).  *compared counts
  * the values compared. */
-static inline size_t rows_steps_mismatches(const rows_steps *rows_run, const rows_steps *full,
+static inline size_t rows_steps_mismatches(const trace_steps *rows_run, const trace_steps *full,
                                            const int64_t *rows, size_t R, size_t *compared)
 {
     size_t bad = 0;

@@ -15,14 +15,14 @@
 #include "../../ref/refenc.h"
 #include "../common/rows_steps.h"
 
-static void run_oracle(rows_steps *s, const refenc_case *c)
+static void run_oracle(trace_steps *s, const refenc_case *c)
 {
     const refenc_input in = refenc_case_input(c);
     const size_t R = c->rows != NULL ? c->R : c->L;
     double *y = malloc(c->B * R * c->cfg.d_model * sizeof *y);
     cr_assert_not_null(y);
     refenc_mp_report rep;
-    const refenc_trace tr = {rows_steps_record, s};
+    const refenc_trace tr = {trace_steps_record, s};
     cr_assert_eq(refenc_mp_encoder_forward(y, &c->params, &c->cfg, &in, &tr, REFENC_MP_PREC_DEFAULT, &rep),
                  REFENC_OK, "%s", rep.error.message);
     free(y);
@@ -39,7 +39,7 @@ ParameterizedTestParameters(oracle_rows, rows_equal_the_full_oracle_runs_rows_bi
 ParameterizedTest(size_t *k, oracle_rows, rows_equal_the_full_oracle_runs_rows_bit_for_bit)
 {
     refenc_case c;
-    rows_steps full = {0}, sel = {0};
+    trace_steps full = {0}, sel = {0};
     make_case(&c, *k);
     run_oracle(&full, &c);
     select_rows(&c);
@@ -49,15 +49,15 @@ ParameterizedTest(size_t *k, oracle_rows, rows_equal_the_full_oracle_runs_rows_b
     const size_t bad = rows_steps_mismatches(&sel, &full, ROWS, NR, &n);
     cr_expect_eq(bad, 0, "config %zu: %zu of %zu values differ from the full oracle run's rows", *k, bad, n);
     cr_expect_gt(n, 0);
-    rows_steps_free(&full);
-    rows_steps_free(&sel);
+    trace_steps_free(&full);
+    trace_steps_free(&sel);
     refenc_case_free(&c);
 }
 
 Test(oracle_rows, control_a_rows_position_off_by_one_fails_the_comparison)
 {
     refenc_case c;
-    rows_steps full = {0}, sel = {0};
+    trace_steps full = {0}, sel = {0};
     make_case(&c, 0);
     run_oracle(&full, &c);
     select_rows(&c);
@@ -65,7 +65,7 @@ Test(oracle_rows, control_a_rows_position_off_by_one_fails_the_comparison)
     run_oracle(&sel, &c);
     size_t n;
     cr_expect_gt(rows_steps_mismatches(&sel, &full, ROWS, NR, &n), 0, "went unseen (%zu values compared)", n);
-    rows_steps_free(&full);
-    rows_steps_free(&sel);
+    trace_steps_free(&full);
+    trace_steps_free(&sel);
     refenc_case_free(&c);
 }

@@ -16,6 +16,7 @@
 #include "../../ref/tool/emulate.h"
 #include "../../ref/tool/emulate_kernels.h"
 #include "../../ref/tool/run_case.h"
+#include "../common/trace_steps.h"
 
 static const char *srcdir(void)
 {
@@ -100,37 +101,8 @@ Test(emulate, layernorm_rounds_each_step_of_the_normalisation)
 
 /* ---- the negative control: no rounding is the reference ---------------------- */
 
-#define MAX_OUT 64
-
-typedef struct {
-    size_t n;
-    char name[MAX_OUT][96];
-    double *data[MAX_OUT];
-    size_t numel[MAX_OUT];
-} outputs;
-
-static void keep(void *ctx, const char *name, const double *data, size_t ndim, const size_t *shape)
-{
-    outputs *o = ctx;
-    cr_assert(o->n < MAX_OUT);
-    size_t n = 1;
-    for (size_t d = 0; d < ndim; d++)
-        n *= shape[d];
-    snprintf(o->name[o->n], sizeof o->name[o->n], "%s", name);
-    o->data[o->n] = malloc((n ? n : 1) * sizeof(double));
-    memcpy(o->data[o->n], data, n * sizeof(double));
-    o->numel[o->n++] = n;
-}
-
-static void outputs_free(outputs *o)
-{
-    for (size_t i = 0; i < o->n; i++)
-        free(o->data[i]);
-    o->n = 0;
-}
-
 /* The first element where two runs differ in their bits, or -1. */
-static long first_difference(const outputs *a, const outputs *b, size_t *which)
+static long first_difference(const trace_steps *a, const trace_steps *b, size_t *which)
 {
     cr_assert_eq(a->n, b->n);
     for (size_t i = 0; i < a->n; i++) {
@@ -188,8 +160,9 @@ Test(emulate, without_rounding_it_is_the_reference_bit_for_bit)
         refenc_st_file f;
         refenc_error err;
         load_case(&c, &f, json_string_value(json_object_get(entry, "file")));
-        outputs ref = {0}, emu = {0}, low = {0};
-        const refenc_trace tr = {keep, &ref}, te = {keep, &emu}, tl = {keep, &low};
+        trace_steps ref = {0}, emu = {0}, low = {0};
+        const refenc_trace tr = {trace_steps_record, &ref}, te = {trace_steps_record, &emu},
+                           tl = {trace_steps_record, &low};
         cr_assert_eq(refenc_case_run_reference(&c, &tr, &err), REFENC_OK, "%s", err.message);
         const refenc_emulation id = refenc_emulation_baseline(REFENC_FMT_F64);
         cr_assert_eq(refenc_emulation_run_case(&c, &id, NULL, &te, &err), REFENC_OK, "%s", err.message);
@@ -205,9 +178,9 @@ Test(emulate, without_rounding_it_is_the_reference_bit_for_bit)
                      differs ? "changes" : "does not change");
         n_bf16_differs += differs;
         n_cases++;
-        outputs_free(&ref);
-        outputs_free(&emu);
-        outputs_free(&low);
+        trace_steps_free(&ref);
+        trace_steps_free(&emu);
+        trace_steps_free(&low);
         refenc_case_free(&c);
         refenc_st_free(&f);
     }

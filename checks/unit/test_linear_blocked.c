@@ -24,6 +24,7 @@
 #include "../../ref/linear.h"
 #include "../../ref/tool/linear_blocked.h"
 #include "../../ref/tool/run_case.h"
+#include "../common/trace_steps.h"
 
 #define SEED 0x5eed1b10c4edULL
 
@@ -176,37 +177,8 @@ static const char *srcdir(void)
     return s && *s ? s : ".";
 }
 
-#define MAX_OUT 64
-
-typedef struct {
-    size_t n;
-    char name[MAX_OUT][96];
-    double *data[MAX_OUT];
-    size_t numel[MAX_OUT];
-} outputs;
-
-static void keep(void *ctx, const char *name, const double *data, size_t ndim, const size_t *shape)
-{
-    outputs *o = ctx;
-    cr_assert(o->n < MAX_OUT);
-    size_t n = 1;
-    for (size_t d = 0; d < ndim; d++)
-        n *= shape[d];
-    snprintf(o->name[o->n], sizeof o->name[o->n], "%s", name);
-    o->data[o->n] = malloc((n ? n : 1) * sizeof(double));
-    memcpy(o->data[o->n], data, n * sizeof(double));
-    o->numel[o->n++] = n;
-}
-
-static void outputs_free(outputs *o)
-{
-    for (size_t i = 0; i < o->n; i++)
-        free(o->data[i]);
-    o->n = 0;
-}
-
 /* Whether two runs' outputs are the same, name by name and bit for bit. */
-static int same_outputs(const outputs *a, const outputs *b, const char *case_name)
+static int same_outputs(const trace_steps *a, const trace_steps *b, const char *case_name)
 {
     cr_assert_eq(a->n, b->n, "%s", case_name);
     for (size_t i = 0; i < a->n; i++) {
@@ -264,8 +236,9 @@ Test(linear_blocked, the_references_runs_with_it_are_the_plain_runs_bit_for_bit,
         cr_assert_eq(refenc_st_read(&f, path, &err), REFENC_OK, "%s", err.message);
         memset(&c, 0, sizeof c);
         cr_assert_eq(refenc_case_from_file(&c, &f, &err), REFENC_OK, "%s", err.message);
-        outputs plain = {0}, blocked = {0}, other = {0};
-        const refenc_trace tp = {keep, &plain}, tb = {keep, &blocked}, to = {keep, &other};
+        trace_steps plain = {0}, blocked = {0}, other = {0};
+        const refenc_trace tp = {trace_steps_record, &plain}, tb = {trace_steps_record, &blocked},
+                           to = {trace_steps_record, &other};
         cr_assert_eq(refenc_case_run_reference(&c, &tp, &err), REFENC_OK, "%s", err.message);
         cr_assert_eq(refenc_case_run_reference_with(&c, refenc_linear_blocked_forward, &tb, &err),
                      REFENC_OK, "%s", err.message);
@@ -283,7 +256,7 @@ Test(linear_blocked, the_references_runs_with_it_are_the_plain_runs_bit_for_bit,
             n_with_maps++;
         }
         n_cases++;
-        outputs_free(&plain), outputs_free(&blocked), outputs_free(&other);
+        trace_steps_free(&plain), trace_steps_free(&blocked), trace_steps_free(&other);
         refenc_case_free(&c);
         refenc_st_free(&f);
     }

@@ -24,23 +24,23 @@
 #include "../common/rows_steps.h"
 
 /* Every step of the reference's run on c. */
-static void run(rows_steps *s, const refenc_case *c)
+static void run(trace_steps *s, const refenc_case *c)
 {
     refenc_error err;
-    const refenc_trace tr = {rows_steps_record, s};
+    const refenc_trace tr = {trace_steps_record, s};
     cr_assert_eq(refenc_case_run_reference(c, &tr, &err), REFENC_OK, "%s", err.message);
 }
 
 /* Every step of the float32 emulation's run on c (tool/emulate.h). */
-static void run_emulated(rows_steps *s, const refenc_case *c)
+static void run_emulated(trace_steps *s, const refenc_case *c)
 {
     refenc_error err;
     const refenc_emulation e = refenc_emulation_baseline(REFENC_FMT_F32);
-    const refenc_trace tr = {rows_steps_record, s};
+    const refenc_trace tr = {trace_steps_record, s};
     cr_assert_eq(refenc_emulation_run_case(c, &e, NULL, &tr, &err), REFENC_OK, "%s", err.message);
 }
 
-static size_t compare(const rows_steps *rows_run, const rows_steps *full, size_t *n)
+static size_t compare(const trace_steps *rows_run, const trace_steps *full, size_t *n)
 {
     return rows_steps_mismatches(rows_run, full, ROWS, NR, n);
 }
@@ -57,7 +57,7 @@ ParameterizedTest(size_t *k, rows, rows_equal_the_full_runs_rows_bit_for_bit)
 {
     for (int emulated = 0; emulated < 2; emulated++) {
         refenc_case c;
-        rows_steps full = {0}, sel = {0};
+        trace_steps full = {0}, sel = {0};
         make_case(&c, *k);
         (emulated ? run_emulated : run)(&full, &c);
         select_rows(&c);
@@ -68,8 +68,8 @@ ParameterizedTest(size_t *k, rows, rows_equal_the_full_runs_rows_bit_for_bit)
         cr_expect_eq(bad, 0, "config %zu%s: %zu of %zu values differ from the full run's rows", *k,
                      emulated ? " (f32 emulation)" : "", bad, n);
         cr_expect_gt(n, 0);
-        rows_steps_free(&full);
-        rows_steps_free(&sel);
+        trace_steps_free(&full);
+        trace_steps_free(&sel);
         refenc_case_free(&c);
     }
 }
@@ -79,7 +79,7 @@ ParameterizedTest(size_t *k, rows, rows_equal_the_full_runs_rows_bit_for_bit)
 Test(rows, control_wrong_positions_of_the_rows_fail_the_comparison)
 {
     refenc_case c;
-    rows_steps full = {0}, sel = {0};
+    trace_steps full = {0}, sel = {0};
     make_case(&c, 0);
     run(&full, &c);
     refenc_case_free(&c);
@@ -91,8 +91,8 @@ Test(rows, control_wrong_positions_of_the_rows_fail_the_comparison)
     size_t n;
     const size_t bad = compare(&sel, &full, &n);
     cr_expect_gt(bad, 0, "row 4 one position off went unseen (%zu values compared)", n);
-    rows_steps_free(&full);
-    rows_steps_free(&sel);
+    trace_steps_free(&full);
+    trace_steps_free(&sel);
     refenc_case_free(&c);
 }
 
