@@ -72,18 +72,6 @@ void refenc_gqa_qk_forward(double *y, refenc_mha_work *w, const double *x,
                             opt, rope, qk_norm, B, L, D, H, Hkv, Dh, refenc_linear_forward);
 }
 
-void refenc_gqa_qk_forward_with(double *y, refenc_mha_work *w, const double *x,
-                                const double *in_proj_weight, const double *in_proj_bias,
-                                const double *out_proj_weight, const double *out_proj_bias,
-                                const refenc_attn_options *opt, const refenc_rope_options *rope,
-                                const refenc_qk_norm *qk_norm,
-                                size_t B, size_t L, size_t D, size_t H, size_t Hkv, size_t Dh,
-                                refenc_linear_fn *linear)
-{
-    refenc_gqa_rows_forward(y, w, x, x, NULL, L, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias,
-                            opt, rope, qk_norm, B, L, D, H, Hkv, Dh, linear);
-}
-
 void refenc_gqa_rows_forward(double *y, refenc_mha_work *w, const double *xq, const double *x,
                              const int64_t *rows, size_t R,
                              const double *in_proj_weight, const double *in_proj_bias,

@@ -74,16 +74,6 @@ void refenc_gqa_qk_forward(double *y, refenc_mha_work *work, const double *x,
                            const refenc_qk_norm *qk_norm,
                            size_t B, size_t L, size_t D, size_t H, size_t Hkv, size_t Dh);
 
-/* The same with linear (linear.h: the same doubles) for its four linear
- * maps, the q, k, v and output projections.  Never fails. */
-void refenc_gqa_qk_forward_with(double *y, refenc_mha_work *work, const double *x,
-                                const double *in_proj_weight, const double *in_proj_bias,
-                                const double *out_proj_weight, const double *out_proj_bias,
-                                const refenc_attn_options *opt, const refenc_rope_options *rope,
-                                const refenc_qk_norm *qk_norm,
-                                size_t B, size_t L, size_t D, size_t H, size_t Hkv, size_t Dh,
-                                refenc_linear_fn *linear);
-
 /* The same for R selected query rows (rows.h): the queries from xq (B, R, D),
  * the rows `rows` (R) of the layer's attention input, the keys and values
  * from every position of x (B, L, D); y: (B, R, D), work->weights

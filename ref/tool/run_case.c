@@ -65,11 +65,11 @@ static void run_attention(double *y, refenc_workspace *ws, const refenc_case *c,
     opt.relative_bias = lp->relative_attention_bias; /* T5's table, layer 0's */
     const refenc_rope_options rope = {cfg->rope_layout, cfg->rope_base, c->positions, &cfg->rope_scaling};
     refenc_qk_norm qk;
-    refenc_gqa_qk_forward_with(y, &ws->layer.mha, c->x, lp->in_proj_weight, lp->in_proj_bias,
-                               lp->out_proj_weight, lp->out_proj_bias, &opt,
-                               cfg->positional == REFENC_POS_ROPE ? &rope : NULL,
-                               refenc_qk_norm_of(&qk, cfg, lp), B, L, D, H,
-                               refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg), ws->layer.linear);
+    refenc_gqa_rows_forward(y, &ws->layer.mha, c->x, c->x, NULL, L, lp->in_proj_weight, lp->in_proj_bias,
+                            lp->out_proj_weight, lp->out_proj_bias, &opt,
+                            cfg->positional == REFENC_POS_ROPE ? &rope : NULL,
+                            refenc_qk_norm_of(&qk, cfg, lp), B, L, D, H,
+                            refenc_config_kv_heads(cfg), refenc_config_head_dim(cfg), ws->layer.linear);
     emit(trace, "weights", ws->layer.mha.weights, 4, B, H, L, L);
     emit(trace, "output", y, 3, B, L, D, 0);
 }
