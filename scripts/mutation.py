@@ -98,9 +98,10 @@ AREAS = {
     },
     "readers": {
         "files": ["ref/io/safetensors.c", "ref/io/case_file.c", "ref/io/manifest.c", "ref/io/file_read.c",
-                  "ref/io/grad_input.c", "ref/io/checkpoint_names.c", "ref/io/rope_scaling_json.c"],
+                  "ref/io/grad_input.c", "ref/io/checkpoint_names.c", "ref/io/rope_scaling_json.c",
+                  "ref/io/run_config.c"],
         "filter": "@(safetensors|safetensors_convert|st_limits|manifest|file_read|bad_golden|bad_results|api_edges|"
-                  "checkpoint_names|rope_scaling_json|cli_run|config_json|"
+                  "checkpoint_names|rope_scaling_json|cli_run|config_json|rows|"
                   "case_outputs|golden_trust|file_safety|messages|out_of_memory|nonfinite|cli_usage|"
                   "atomic_write|golden_grad)/*",
         "budget": 30,
@@ -127,10 +128,18 @@ AREAS = {
         "files": ["ref/oracle/linear_backward.c", "ref/oracle/layernorm_backward.c",
                   "ref/oracle/softmax_backward.c", "ref/oracle/attention_backward.c",
                   "ref/oracle/activation_backward.c", "ref/oracle/embedding_backward.c",
-                  "ref/oracle/rope_backward.c", "ref/oracle/layer_backward.c", "ref/oracle/encoder_backward.c"],
+                  "ref/oracle/rope_backward.c", "ref/oracle/layer_backward.c", "ref/oracle/encoder_backward.c",
+                  "ref/oracle/rmsnorm_backward.c", "ref/oracle/glu_backward.c"],
         "filter": "@(grad_oracle/*|oracle_adjoint/*|oracle_layer_backward/*|oracle_encoder_backward/*|"
                   "out_of_memory/oracle_backward_*)",
         "budget": 50,
+    },
+    "grad_tools": {
+        # the gradients' certification tools: the emulated backward (the F32/F16/BF16 budgets'
+        # baseline) and the named backward bugs' kernels
+        "files": ["ref/tool/emulate_backward.c", "ref/tool/backward_bugs.c"],
+        "filter": "@(grad_budget|golden_grad|golden_grad_variants|grad_controls)/*",
+        "budget": 20,
     },
     "linear_blocked": {
         # the tools' blocked linear map (the golden maker's reference runs): bit for bit the
@@ -454,7 +463,7 @@ class SanitizedStage:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--areas", default="certify,readers,kernels,oracle,golden,linear_blocked")  # oracle_backward: on request (docs/hardening.md)
+    ap.add_argument("--areas", default="certify,readers,kernels,oracle,golden,linear_blocked,grad_tools")  # oracle_backward: on request (docs/hardening.md)
     ap.add_argument("--budget", type=int, default=None, help="mutants per area (default: each area's)")
     ap.add_argument("--seed", type=int, default=int(os.environ.get("MUTATION_SEED", "20240521")))
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")

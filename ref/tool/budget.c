@@ -123,6 +123,24 @@ static int measure_one(refenc_baseline_error *m, const refenc_st_file *golden, c
     return st;
 }
 
+/* The baseline's error on the golden's output `out` (n values) appended to
+ * mc->b; the entry, or NULL on an error (in mc->st). */
+static refenc_baseline_error *append_measured(measure_ctx *mc, const char *out, const double *data, size_t n)
+{
+    refenc_baseline *b = mc->b;
+    refenc_baseline_error *grown = realloc(b->outputs, (b->n + 1) * sizeof *grown);
+    if (grown == NULL) {
+        mc->st = refenc_error_set(mc->err, REFENC_ENOMEM, "%s: out of memory", mc->golden->path);
+        return NULL;
+    }
+    b->outputs = grown;
+    refenc_baseline_error *m = &b->outputs[b->n];
+    memset(m, 0, sizeof *m);
+    mc->st = measure_one(m, mc->golden, out, data, n, mc->err);
+    b->n += mc->st == REFENC_OK;
+    return mc->st == REFENC_OK ? m : NULL;
+}
+
 static void measure(void *ctx, const char *name, const double *data, size_t ndim, const size_t *shape)
 {
     measure_ctx *mc = ctx;
@@ -133,16 +151,7 @@ static void measure(void *ctx, const char *name, const double *data, size_t ndim
     size_t n = 1;
     for (size_t d = 0; d < ndim; d++)
         n *= shape[d];
-    refenc_baseline *b = mc->b;
-    refenc_baseline_error *grown = realloc(b->outputs, (b->n + 1) * sizeof *grown);
-    if (grown == NULL) {
-        mc->st = refenc_error_set(mc->err, REFENC_ENOMEM, "%s: out of memory", mc->golden->path);
-        return;
-    }
-    b->outputs = grown;
-    memset(&b->outputs[b->n], 0, sizeof b->outputs[b->n]);
-    mc->st = measure_one(&b->outputs[b->n], mc->golden, out, data, n, mc->err);
-    b->n += mc->st == REFENC_OK;
+    append_measured(mc, out, data, n);
 }
 
 int refenc_baseline_measure(refenc_baseline *b, const refenc_st_file *golden, refenc_format f,
@@ -179,33 +188,16 @@ int refenc_baseline_measure_inputs(refenc_baseline *b, const refenc_st_file *gol
 
 /* ---- gradients ---------------------------------------------------------------------- */
 
-typedef struct {
-    refenc_baseline *b;
-    const refenc_st_file *golden;
-    refenc_error *err;
-    int st;
-} grad_measure_ctx;
-
 static void grad_measure(void *ctx, const char *name, const double *g, const double *mag, size_t n)
 {
-    grad_measure_ctx *mc = ctx;
+    measure_ctx *mc = ctx;
     char out[REFENC_NAME_MAX];
     snprintf(out, sizeof out, REFENC_NAME_GRAD "%s", name);
     if (mc->st != REFENC_OK || refenc_st_find(mc->golden, out) == NULL)
         return; /* an error already, or a gradient the golden does not store */
-    refenc_baseline *b = mc->b;
-    refenc_baseline_error *grown = realloc(b->outputs, (b->n + 1) * sizeof *grown);
-    if (grown == NULL) {
-        mc->st = refenc_error_set(mc->err, REFENC_ENOMEM, "%s: out of memory", mc->golden->path);
-        return;
-    }
-    b->outputs = grown;
-    refenc_baseline_error *m = &b->outputs[b->n];
-    memset(m, 0, sizeof *m);
-    mc->st = measure_one(m, mc->golden, out, g, n, mc->err);
-    for (size_t i = 0; mag != NULL && i < n; i++)
+    refenc_baseline_error *m = append_measured(mc, out, g, n);
+    for (size_t i = 0; m != NULL && mag != NULL && i < n; i++)
         m->growth = fmax(m->growth, mag[i]);
-    b->n += mc->st == REFENC_OK;
 }
 
 int refenc_grad_baseline_measure(refenc_baseline *b, const refenc_st_file *golden, refenc_format f,
@@ -231,7 +223,7 @@ int refenc_grad_baseline_measure(refenc_baseline *b, const refenc_st_file *golde
     if (st == REFENC_OK) {
         refenc_emulation_round_case(&c, needs_f32 && f != REFENC_FMT_F64 ? REFENC_FMT_F32 : f);
         const refenc_emulation e = refenc_emulation_baseline(f);
-        grad_measure_ctx mc = {b, golden, err, REFENC_OK};
+        measure_ctx mc = {b, golden, err, REFENC_OK};
         const refenc_grad_sink sink = {grad_measure, &mc};
         st = refenc_emulation_backward_case(&c, dY, &e, &sink, err);
         if (st == REFENC_OK)
