@@ -463,7 +463,7 @@ class SanitizedStage:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--areas", default="certify,readers,kernels,oracle,golden,linear_blocked,grad_tools")  # oracle_backward: on request (docs/hardening.md)
+    ap.add_argument("--areas", default="certify,readers,kernels,oracle,golden,linear_blocked")  # oracle_backward, grad_tools: on request (docs/hardening.md)
     ap.add_argument("--budget", type=int, default=None, help="mutants per area (default: each area's)")
     ap.add_argument("--seed", type=int, default=int(os.environ.get("MUTATION_SEED", "20240521")))
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
