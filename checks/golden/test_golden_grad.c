@@ -20,6 +20,7 @@
 
 #include <criterion/criterion.h>
 
+#include "../common/tensor_set.h"
 #include "../../ref/golden/grad.h"
 #include "../../ref/io/grad_input.h"
 #include "../../ref/io/case_file.h"
@@ -33,85 +34,12 @@ static const char *const grad_cases[] = {"grad_pre_rope_padding", "grad_post_rop
 
 /* ---- a results file as named double tensors ---------------------------------- */
 
-#define TS_MAX 96
-typedef struct {
-    size_t n;
-    char name[TS_MAX][REFENC_NAME_MAX];
-    double *data[TS_MAX];
-    size_t ndim[TS_MAX], shape[TS_MAX][4], numel[TS_MAX];
-} tset;
-
-static void ts_put(tset *s, const char *name, const double *x, size_t ndim, const size_t *shape)
+/* A tensor the test needs from s (asserted). */
+static double *must_get(const tensor_set *s, const char *name)
 {
-    size_t k = 0, numel = 1;
-    while (k < s->n && strcmp(s->name[k], name) != 0)
-        k++;
-    cr_assert_lt(k, TS_MAX);
-    for (size_t d = 0; d < ndim; d++)
-        numel *= shape[d];
-    if (k == s->n)
-        s->n++;
-    else
-        free(s->data[k]);
-    snprintf(s->name[k], sizeof s->name[k], "%s", name);
-    s->data[k] = malloc(numel * sizeof(double));
-    memcpy(s->data[k], x, numel * sizeof(double));
-    s->ndim[k] = ndim, s->numel[k] = numel;
-    memcpy(s->shape[k], shape, ndim * sizeof *shape);
-}
-
-static double *ts_get(tset *s, const char *name)
-{
-    for (size_t k = 0; k < s->n; k++)
-        if (strcmp(s->name[k], name) == 0)
-            return s->data[k];
-    cr_assert_fail("no tensor %s", name);
-    return NULL;
-}
-
-static void ts_load(tset *s, const char *path)
-{
-    refenc_st_file f;
-    refenc_error err;
-    memset(s, 0, sizeof *s);
-    cr_assert_eq(refenc_st_read(&f, path, &err), REFENC_OK, "%s", err.message);
-    for (size_t t = 0; t < f.n_tensors; t++) {
-        double *x = malloc(f.tensors[t].numel * sizeof *x);
-        cr_assert_eq(refenc_st_to_f64(x, &f, &f.tensors[t], &err), REFENC_OK, "%s", err.message);
-        ts_put(s, f.tensors[t].name, x, f.tensors[t].ndim, f.tensors[t].shape);
-        free(x);
-    }
-    refenc_st_free(&f);
-}
-
-/* Writes s to path, every tensor F64, or as dtype for the grad.* ones
- * (F32: rounded; the tests use it only to mark them). */
-static void ts_write(const tset *s, const char *path, refenc_st_dtype grad_dtype)
-{
-    refenc_st_entry e[TS_MAX];
-    float *f32[TS_MAX] = {0};
-    for (size_t k = 0; k < s->n; k++) {
-        e[k] = (refenc_st_entry){.name = s->name[k], .dtype = REFENC_ST_F64, .ndim = s->ndim[k],
-                                 .data = s->data[k]};
-        memcpy(e[k].shape, s->shape[k], s->ndim[k] * sizeof(size_t));
-        if (grad_dtype == REFENC_ST_F32 && strncmp(s->name[k], "grad.", 5) == 0) {
-            f32[k] = malloc(s->numel[k] * sizeof(float));
-            for (size_t i = 0; i < s->numel[k]; i++)
-                f32[k][i] = (float)s->data[k][i];
-            e[k].dtype = REFENC_ST_F32, e[k].data = f32[k];
-        }
-    }
-    refenc_error err;
-    cr_assert_eq(refenc_st_write(path, e, s->n, NULL, &err), REFENC_OK, "%s", err.message);
-    for (size_t k = 0; k < s->n; k++)
-        free(f32[k]);
-}
-
-static void ts_free(tset *s)
-{
-    for (size_t k = 0; k < s->n; k++)
-        free(s->data[k]);
-    s->n = 0;
+    double *x = tensor_set_get(s, name);
+    cr_assert_not_null(x, "no tensor %s", name);
+    return x;
 }
 
 /* ---- running and certifying ------------------------------------------------------- */
@@ -207,11 +135,11 @@ static void collect_grad(void *ctx, const char *name, const double *data, size_t
 {
     char full[REFENC_NAME_MAX];
     snprintf(full, sizeof full, "grad.%s", name);
-    ts_put(ctx, full, data, ndim, shape);
+    tensor_set_put(ctx, full, data, ndim, shape);
 }
 
 /* The planted final-norm bug's gradients into s (replacing the correct ones). */
-static void plant_final_norm_bug(tset *s, const refenc_case *c, const double *dY)
+static void plant_final_norm_bug(tensor_set *s, const refenc_case *c, const double *dY)
 {
     const size_t B = c->B, L = c->L, D = c->cfg.d_model, n = B * L * D, N = c->cfg.n_layers;
     const refenc_input in = refenc_case_input(c);
@@ -267,7 +195,7 @@ static void load_case(refenc_case *c, double **dY, const char *name)
  * tensors loaded into s to plant a bug in, and where to write them (bad). */
 typedef struct {
     char dir[RB_PATH_MAX], good[RB_PATH_MAX + 32], bad[RB_PATH_MAX + 32];
-    tset s;
+    tensor_set s;
 } planted;
 
 static void planted_open(planted *p, const char *name)
@@ -276,12 +204,12 @@ static void planted_open(planted *p, const char *name)
     snprintf(p->good, sizeof p->good, "%s/good.safetensors", p->dir);
     snprintf(p->bad, sizeof p->bad, "%s/bad.safetensors", p->dir);
     reference_results(name, p->good);
-    ts_load(&p->s, p->good);
+    tensor_set_load(&p->s, p->good, 0);
 }
 
 static void planted_close(planted *p)
 {
-    ts_free(&p->s);
+    tensor_set_free(&p->s);
     rb_tmpdir_remove(p->dir);
 }
 
@@ -295,7 +223,7 @@ Test(golden_grad, layernorm_mean_subtracted_twice_fails_first_at_the_last_layer_
     load_case(&c, &dY, name);
     cr_assert(c.cfg.final_norm && c.cfg.n_layers == 2);
     plant_final_norm_bug(&p.s, &c, dY);
-    ts_write(&p.s, p.bad, REFENC_ST_F64);
+    tensor_set_write(&p.s, p.bad, REFENC_FMT_F64, NULL);
     refenc_case_report rep;
     certify(&rep, name, p.bad);
     cr_expect_eq(rep.verdict, REFENC_VERDICT_FAIL);
@@ -318,14 +246,14 @@ Test(golden_grad, a_bias_gradient_of_one_batch_item_fails_at_that_bias_only, .ti
     planted_open(&p, name);
     /* Pre-LN: linear2's output gradient is the layer's output gradient; the
      * bug sums it over the tokens of batch item 0 only (L = 5, D = 8) */
-    const double *dh = ts_get(&p.s, "grad.layers.1.output");
+    const double *dh = must_get(&p.s, "grad.layers.1.output");
     double db[8] = {0};
     for (size_t l = 0; l < 5; l++)
         for (size_t d = 0; d < 8; d++)
             db[d] += dh[l * 8 + d];
     const size_t shape[1] = {8};
-    ts_put(&p.s, "grad.layers.1.linear2.bias", db, 1, shape);
-    ts_write(&p.s, p.bad, REFENC_ST_F64);
+    tensor_set_put(&p.s, "grad.layers.1.linear2.bias", db, 1, shape);
+    tensor_set_write(&p.s, p.bad, REFENC_FMT_F64, NULL);
     refenc_case_report rep;
     certify(&rep, name, p.bad);
     cr_expect_eq(rep.verdict, REFENC_VERDICT_FAIL);
@@ -341,9 +269,9 @@ Test(golden_grad, a_nan_gradient_never_passes_and_f32_gradients_are_certified, .
     const char *name = "grad_post_rope_interleaved_padding";
     planted p;
     planted_open(&p, name);
-    const double keep = ts_get(&p.s, "grad.layers.0.norm1.weight")[3];
-    ts_get(&p.s, "grad.layers.0.norm1.weight")[3] = NAN;
-    ts_write(&p.s, p.bad, REFENC_ST_F64);
+    const double keep = must_get(&p.s, "grad.layers.0.norm1.weight")[3];
+    must_get(&p.s, "grad.layers.0.norm1.weight")[3] = NAN;
+    tensor_set_write(&p.s, p.bad, REFENC_FMT_F64, NULL);
     refenc_case_report rep;
     certify(&rep, name, p.bad);
     cr_expect_eq(rep.verdict, REFENC_VERDICT_FAIL);
@@ -352,8 +280,8 @@ Test(golden_grad, a_nan_gradient_never_passes_and_f32_gradients_are_certified, .
     cr_expect_str_eq(rep.outputs[rep.first_grad_divergence].name, "grad.layers.0.norm1.weight");
     refenc_case_report_free(&rep);
 
-    ts_get(&p.s, "grad.layers.0.norm1.weight")[3] = keep;
-    ts_write(&p.s, p.bad, REFENC_ST_F32); /* every gradient F32: certified by their budget (test_golden_grad_budget.c) */
+    must_get(&p.s, "grad.layers.0.norm1.weight")[3] = keep;
+    tensor_set_write(&p.s, p.bad, REFENC_FMT_F32, "grad."); /* every gradient F32: certified by their budget (test_golden_grad_budget.c) */
     certify(&rep, name, p.bad);
     cr_expect_eq(rep.verdict, REFENC_VERDICT_PASS);
     cr_expect_eq(rep.grads_given, rep.grads);

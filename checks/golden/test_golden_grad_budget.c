@@ -26,6 +26,7 @@
 #include "../../ref/refenc.h"
 #include "../../ref/tool/budget.h"
 #include "../../ref/tool/emulate_backward.h"
+#include "../common/tensor_set.h"
 #include "../robustness/robust.h"
 
 static const char *const grad_cases[] = {"grad_pre_rope_padding", "grad_post_rope_interleaved_padding",
@@ -33,94 +34,6 @@ static const char *const grad_cases[] = {"grad_pre_rope_padding", "grad_post_rop
 static const refenc_format low[] = {REFENC_FMT_F32, REFENC_FMT_F16, REFENC_FMT_BF16};
 
 /* ---- named tensors ------------------------------------------------------------------- */
-
-#define NT_MAX 96
-typedef struct {
-    size_t n;
-    char name[NT_MAX][REFENC_NAME_MAX];
-    double *data[NT_MAX];
-    size_t ndim[NT_MAX], shape[NT_MAX][4], numel[NT_MAX];
-} nset;
-
-static double *nt_put(nset *s, const char *name, const double *x, size_t ndim, const size_t *shape)
-{
-    size_t k = 0, numel = 1;
-    while (k < s->n && strcmp(s->name[k], name) != 0)
-        k++;
-    cr_assert_lt(k, NT_MAX);
-    for (size_t d = 0; d < ndim; d++)
-        numel *= shape[d];
-    if (k == s->n) {
-        s->n++;
-        s->data[k] = calloc(numel, sizeof(double));
-    }
-    snprintf(s->name[k], sizeof s->name[k], "%s", name);
-    if (x != NULL)
-        memcpy(s->data[k], x, numel * sizeof(double));
-    s->ndim[k] = ndim, s->numel[k] = numel;
-    memcpy(s->shape[k], shape, ndim * sizeof *shape);
-    return s->data[k];
-}
-
-static double *nt_get(const nset *s, const char *name)
-{
-    for (size_t k = 0; k < s->n; k++)
-        if (strcmp(s->name[k], name) == 0)
-            return s->data[k];
-    return NULL;
-}
-
-static void nt_free(nset *s)
-{
-    for (size_t k = 0; k < s->n; k++)
-        free(s->data[k]);
-    s->n = 0;
-}
-
-/* The reference's results file (forward and --grad), its out.output and grad.* into s. */
-static void nt_load(nset *s, const char *path)
-{
-    refenc_st_file f;
-    refenc_error err;
-    memset(s, 0, sizeof *s);
-    cr_assert_eq(refenc_st_read(&f, path, &err), REFENC_OK, "%s", err.message);
-    for (size_t t = 0; t < f.n_tensors; t++) {
-        const refenc_st_tensor *tt = &f.tensors[t];
-        if (strcmp(tt->name, "out.output") != 0 && strncmp(tt->name, "grad.", 5) != 0)
-            continue;
-        double *x = nt_put(s, tt->name, NULL, tt->ndim, tt->shape);
-        cr_assert_eq(refenc_st_to_f64(x, &f, tt, &err), REFENC_OK, "%s", err.message);
-    }
-    refenc_st_free(&f);
-}
-
-/* Writes s in format f, every value rounded to it (round to nearest even). */
-static void nt_write(const nset *s, const char *path, refenc_format f)
-{
-    refenc_st_entry e[NT_MAX];
-    void *buf[NT_MAX] = {0};
-    for (size_t k = 0; k < s->n; k++) {
-        e[k] = (refenc_st_entry){.name = s->name[k], .ndim = s->ndim[k]};
-        memcpy(e[k].shape, s->shape[k], s->ndim[k] * sizeof(size_t));
-        if (f == REFENC_FMT_F64) {
-            e[k].dtype = REFENC_ST_F64, e[k].data = s->data[k];
-        } else if (f == REFENC_FMT_F32) {
-            float *v = malloc(s->numel[k] * sizeof *v);
-            for (size_t i = 0; i < s->numel[k]; i++)
-                v[i] = (float)s->data[k][i];
-            e[k].dtype = REFENC_ST_F32, e[k].data = buf[k] = v;
-        } else {
-            uint16_t *v = malloc(s->numel[k] * sizeof *v);
-            for (size_t i = 0; i < s->numel[k]; i++)
-                v[i] = f == REFENC_FMT_F16 ? refenc_double_to_f16(s->data[k][i]) : refenc_double_to_bf16(s->data[k][i]);
-            e[k].dtype = f == REFENC_FMT_F16 ? REFENC_ST_F16 : REFENC_ST_BF16, e[k].data = buf[k] = v;
-        }
-    }
-    refenc_error err;
-    cr_assert_eq(refenc_st_write(path, e, s->n, NULL, &err), REFENC_OK, "%s", err.message);
-    for (size_t k = 0; k < s->n; k++)
-        free(buf[k]);
-}
 
 /* ---- cases, results, certify ---------------------------------------------------------- */
 
@@ -141,20 +54,20 @@ static void certify(refenc_case_report *rep, const char *golden, const char *res
 }
 
 /* s <- the double reference's out.output and gradients of the golden g. */
-static void reference_results(nset *s, const char *g, const char *dir)
+static void reference_results(tensor_set *s, const char *g, const char *dir)
 {
     char out[RB_PATH_MAX + 32];
     snprintf(out, sizeof out, "%s/ref64.safetensors", dir);
     rb_run_ok((const char *[]){"refenc", "run", "--case", g, "--grad", "--out", out, NULL});
-    nt_load(s, out);
+    tensor_set_load(s, out, 1);
 }
 
 /* Certifies s in format f against g; returns the report (free it). */
-static void certify_as(refenc_case_report *rep, const nset *s, const char *g, const char *dir, refenc_format f)
+static void certify_as(refenc_case_report *rep, const tensor_set *s, const char *g, const char *dir, refenc_format f)
 {
     char out[RB_PATH_MAX + 32];
     snprintf(out, sizeof out, "%s/results-%s.safetensors", dir, refenc_format_name(f));
-    nt_write(s, out, f);
+    tensor_set_write(s, out, f, NULL);
     certify(rep, g, out);
 }
 
@@ -188,7 +101,7 @@ Test(grad_budget, the_double_backward_rounded_to_each_dtype_passes, .timeout = 6
     rb_tmpdir(dir);
     for (size_t k = 0; k < sizeof grad_cases / sizeof grad_cases[0]; k++) {
         shipped(g, sizeof g, grad_cases[k]);
-        nset s;
+        tensor_set s;
         reference_results(&s, g, dir);
         for (size_t j = 0; j < sizeof low / sizeof low[0]; j++) {
             refenc_case_report rep;
@@ -208,25 +121,25 @@ Test(grad_budget, the_double_backward_rounded_to_each_dtype_passes, .timeout = 6
                         refenc_format_name(low[j]), w, wn);
             refenc_case_report_free(&rep);
         }
-        nt_free(&s);
+        tensor_set_free(&s);
     }
     rb_tmpdir_remove(dir);
 }
 
-/* The emulated backward's gradients into an nset (the golden's names). */
+/* The emulated backward's gradients into an tensor_set (the golden's names). */
 static void into_nset(void *ctx, const char *name, const double *g, const double *mag, size_t n)
 {
     (void)mag;
     char full[REFENC_NAME_MAX];
     snprintf(full, sizeof full, "grad.%s", name);
-    nset *s = ctx;
-    double *d = nt_get(s, full);
+    tensor_set *s = ctx;
+    double *d = tensor_set_get(s, full);
     if (d != NULL)
         memcpy(d, g, n * sizeof *d); /* the shape the golden's (the reference's results) */
 }
 
 /* s's gradients replaced by the emulated backward's in e on the golden g. */
-static void emulated(nset *s, const char *g, const refenc_emulation *e)
+static void emulated(tensor_set *s, const char *g, const refenc_emulation *e)
 {
     refenc_case c;
     double *dY;
@@ -245,7 +158,7 @@ Test(grad_budget, the_emulated_backward_in_float64_is_the_reference_backward, .t
     rb_tmpdir(dir);
     for (size_t k = 0; k < sizeof grad_cases / sizeof grad_cases[0]; k++) {
         shipped(g, sizeof g, grad_cases[k]);
-        nset s;
+        tensor_set s;
         reference_results(&s, g, dir);
         const refenc_emulation e64 = refenc_emulation_baseline(REFENC_FMT_F64);
         emulated(&s, g, &e64);
@@ -265,7 +178,7 @@ Test(grad_budget, the_emulated_backward_in_float64_is_the_reference_backward, .t
         certify_as(&rep, &s, g, dir, REFENC_FMT_F64);
         cr_expect_eq(rep.verdict, REFENC_VERDICT_FAIL, "%s: the F32 emulation passes in F64", grad_cases[k]);
         refenc_case_report_free(&rep);
-        nt_free(&s);
+        tensor_set_free(&s);
     }
     rb_tmpdir_remove(dir);
 }
@@ -273,7 +186,7 @@ Test(grad_budget, the_emulated_backward_in_float64_is_the_reference_backward, .t
 /* ---- a correct backward that reduces over the batch items in the dtype --------------------- */
 
 typedef struct {
-    nset *s;
+    tensor_set *s;
     const refenc_case *c;
     size_t b;           /* the item */
     refenc_format f;
@@ -288,7 +201,7 @@ static void item_grad(void *ctx, const char *name, const double *g, const double
     item_ctx *x = ctx;
     char full[REFENC_NAME_MAX];
     snprintf(full, sizeof full, "grad.%s", name);
-    double *d = nt_get(x->s, full);
+    double *d = tensor_set_get(x->s, full);
     if (d == NULL)
         return;
     if (refenc_params_find(&x->c->params, name) == NULL) {
@@ -304,7 +217,7 @@ static void item_grad(void *ctx, const char *name, const double *g, const double
  * parameter gradients summed over the items in f: micro-batches of one
  * item accumulated into .grad in the dtype, or data parallel with the
  * gradients reduced in the dtype. */
-static void per_item(nset *s, const char *g, refenc_format f)
+static void per_item(tensor_set *s, const char *g, refenc_format f)
 {
     refenc_case c;
     double *dY;
@@ -349,7 +262,7 @@ Test(grad_budget, a_backward_reducing_over_the_batch_items_in_the_dtype_passes, 
     rb_tmpdir(dir);
     for (size_t k = 0; k < sizeof grad_cases / sizeof grad_cases[0]; k++) {
         shipped(g, sizeof g, grad_cases[k]);
-        nset s;
+        tensor_set s;
         reference_results(&s, g, dir);
         for (size_t j = 1; j < sizeof low / sizeof low[0]; j++) {
             per_item(&s, g, low[j]);
@@ -363,7 +276,7 @@ Test(grad_budget, a_backward_reducing_over_the_batch_items_in_the_dtype_passes, 
                         refenc_format_name(low[j]), w, wn);
             refenc_case_report_free(&rep);
         }
-        nt_free(&s);
+        tensor_set_free(&s);
     }
     rb_tmpdir_remove(dir);
 }
@@ -414,7 +327,7 @@ Test(grad_budget, without_the_growth_term_a_correct_per_item_reduction_fails_whe
     char dir[RB_PATH_MAX], g[RB_PATH_MAX + 32];
     rb_tmpdir(dir);
     cancelling_golden(g, sizeof g, dir);
-    nset s;
+    tensor_set s;
     reference_results(&s, g, dir);
     for (size_t j = 1; j < sizeof low / sizeof low[0]; j++) {
         per_item(&s, g, low[j]);
@@ -446,7 +359,7 @@ Test(grad_budget, without_the_growth_term_a_correct_per_item_reduction_fails_whe
                     "the worst uses %.3g (%s)", refenc_format_name(low[j]), over, params, w, wn);
         refenc_case_report_free(&rep);
     }
-    nt_free(&s);
+    tensor_set_free(&s);
     rb_tmpdir_remove(dir);
 }
 
@@ -456,13 +369,13 @@ Test(grad_budget, without_the_growth_term_a_correct_per_item_reduction_fails_whe
  * bug layernorm_backward_mean_missing (tool/backward_bugs.h: every
  * LayerNorm's dx = (g - xhat mean(g xhat)) / sigma, g = dy gamma), as
  * `refenc run --case --grad --bug` writes them. */
-static void planted_results(nset *s, const char *g, const char *dir)
+static void planted_results(tensor_set *s, const char *g, const char *dir)
 {
     char out[RB_PATH_MAX + 32];
     snprintf(out, sizeof out, "%s/planted.safetensors", dir);
     rb_run_ok((const char *[]){"refenc", "run", "--case", g, "--grad", "--bug", "layernorm_backward_mean_missing",
                                "--out", out, NULL});
-    nt_load(s, out);
+    tensor_set_load(s, out, 1);
 }
 
 Test(grad_budget, a_layernorm_backward_without_its_mean_term_fails_in_every_dtype, .timeout = 60)
@@ -470,7 +383,7 @@ Test(grad_budget, a_layernorm_backward_without_its_mean_term_fails_in_every_dtyp
     char dir[RB_PATH_MAX], g[RB_PATH_MAX];
     rb_tmpdir(dir);
     shipped(g, sizeof g, "grad_pre_rope_padding"); /* Pre-LN: a final norm */
-    nset s;
+    tensor_set s;
     planted_results(&s, g, dir);
     const refenc_format all[] = {REFENC_FMT_F64, REFENC_FMT_F32, REFENC_FMT_F16, REFENC_FMT_BF16};
     for (size_t j = 0; j < 4; j++) {
@@ -484,7 +397,7 @@ Test(grad_budget, a_layernorm_backward_without_its_mean_term_fails_in_every_dtyp
                     r->excess);
         refenc_case_report_free(&rep);
     }
-    nt_free(&s);
+    tensor_set_free(&s);
     rb_tmpdir_remove(dir);
 }
 
@@ -493,11 +406,11 @@ Test(grad_budget, a_nan_or_infinite_gradient_never_passes_in_any_dtype, .timeout
     char dir[RB_PATH_MAX], g[RB_PATH_MAX];
     rb_tmpdir(dir);
     shipped(g, sizeof g, "grad_bert_tokens");
-    nset s;
+    tensor_set s;
     reference_results(&s, g, dir);
     for (size_t j = 0; j < sizeof low / sizeof low[0]; j++)
         for (int inf = 0; inf < 2; inf++) {
-            double *t = nt_get(&s, "grad.embedding.weight");
+            double *t = tensor_set_get(&s, "grad.embedding.weight");
             const double keep = t[5];
             t[5] = inf ? INFINITY : NAN;
             refenc_case_report rep;
@@ -509,7 +422,7 @@ Test(grad_budget, a_nan_or_infinite_gradient_never_passes_in_any_dtype, .timeout
                       refenc_format_name(low[j]), r->name);
             refenc_case_report_free(&rep);
         }
-    nt_free(&s);
+    tensor_set_free(&s);
     rb_tmpdir_remove(dir);
 }
 
@@ -686,7 +599,7 @@ Test(grad_budget, gradients_the_emulated_backward_does_not_model_are_reported_no
     char dir[RB_PATH_MAX], g[RB_PATH_MAX], edited[RB_PATH_MAX + 32];
     rb_tmpdir(dir);
     shipped(g, sizeof g, "grad_llama_gqa");
-    nset s;
+    tensor_set s;
     reference_results(&s, g, dir);
     rb_golden ed;
     rb_golden_load_file(&ed, g);
@@ -708,6 +621,6 @@ Test(grad_budget, gradients_the_emulated_backward_does_not_model_are_reported_no
                 cr_expect(rep.outputs[i].status == REFENC_OUT_NOT_CHECKED, "%s", rep.outputs[i].name);
         refenc_case_report_free(&rep);
     }
-    nt_free(&s);
+    tensor_set_free(&s);
     rb_tmpdir_remove(dir);
 }
