@@ -428,9 +428,12 @@ class LlamaDecoderLayer(nn.Module):
         k = peer.rope(k, pos, cfg["rope_base"], cfg["rope_layout"], cfg)
         if qk is not None and late:
             q, k = peer.qk_norm(cfg, q, k, qk)
+        mask = masks.llama_4d
+        if masks.rows is not None:  # the selected query rows only (in.rows), against every key
+            q, mask = q[:, :, masks.rows], mask[:, :, masks.rows]
         k, v = peer.repeat_kv(k, self.H // self.Hkv), peer.repeat_kv(v, self.H // self.Hkv)
         s = (q @ k.transpose(-1, -2)) * (1.0 / score_divisor(self.Dh, D, bug))  # * self.scaling
-        w = softmax(s + masks.llama_4d, bug)
+        w = softmax(s + mask, bug)
         return a.o_proj(merge(w @ v, bug)), w
 
     def forward(self, x, masks, pre):
@@ -440,7 +443,7 @@ class LlamaDecoderLayer(nn.Module):
         else:
             ffn = lambda t: m.down_proj(self.act(m.gate_proj(t)) * m.up_proj(t))
         return residual_block(x, masks, pre, self.self_attention, ffn, self.input_layernorm,
-                              self.post_attention_layernorm, bug)
+                              self.post_attention_layernorm, bug, masks.rows)
 
 
 class LlamaModel(nn.Module):
@@ -470,7 +473,11 @@ class LlamaModel(nn.Module):
         masks.positions = case.positions(L)
         masks.llama_4d = masks.combined_4d().masked_fill(self.peer.outside_window(cfg, L), masks.min)
         pre = (cfg["norm"] == "pre") != (bug == "pre_post_swapped")
+        # in.rows: the last layer computes its selected query rows only, as an implementation
+        # serving them would (keys and values from every position); x is then (B, R, D)
+        rows = case.i("in.rows") if case.has("in.rows") else None
         for i, layer in enumerate(self.layers):
+            masks.rows = rows if i == len(self.layers) - 1 else None
             x, steps = layer(x, masks, pre)
             out.update({f"layers.{i}.{k}": v for k, v in steps.items()})
         if hasattr(self, "norm") and bug != "missing_final_norm":
@@ -480,22 +487,24 @@ class LlamaModel(nn.Module):
         return out
 
 
-def residual_block(x, masks, pre, attn, ffn, ln1, ln2, bug):
+def residual_block(x, masks, pre, attn, ffn, ln1, ln2, bug, rows=None):
     """Pre-LN  h = x + attn(ln1(x)), y = h + ffn(ln2(h));
     Post-LN h = ln1(x + attn(x)),  y = ln2(h + ffn(h));
     with refenc's step names.  ffn_residual_dropped (a bug refenc does not
-    know) drops the FFN's residual."""
+    know) drops the FFN's residual.  With rows (in.rows), attn returns those
+    query rows only, and the block goes on with x's rows: (B, R, D)."""
     keep = 0.0 if bug == "ffn_residual_dropped" else 1.0
+    at = (lambda t: t) if rows is None else (lambda t: t[:, rows])
     if pre:
         n1 = ln1(x)
         a, w = attn(n1, masks)
-        h = x + a
+        n1, h = at(n1), at(x) + a
         n2 = ln2(h)
         f = ffn(n2)
         y = keep * h + f
     else:
         a, w = attn(x, masks)
-        n1 = ln1(x + a)
+        n1 = ln1(at(x) + a)
         f = ffn(n1)
         n2 = ln2(keep * n1 + f)
         y = n2

@@ -885,8 +885,9 @@ def configure(dtype="float64", accumulate="float32", native=False, bug=None):
 def selected_rows(case, outs):
     """A case with in.rows (the last layer's selected query rows, docs/golden-format.md): the
     full sequence's outputs of the last layer, the final norm and the output sliced to those
-    rows, as any implementation compares them: y[:, rows], weights[:, :, rows]."""
-    if not case.has("in.rows"):
+    rows, as any implementation compares them: y[:, rows], weights[:, :, rows].  The Llama
+    families' modules (torch_families.LlamaModel) compute those rows only, and are left as they are."""
+    if not case.has("in.rows") or case.cfg.get("family") in torch_families.LLAMA_FAMILIES:
         return outs
     rows, last = case.i("in.rows"), f"layers.{case.cfg['n_layers'] - 1}."
     for step, t in outs.items():
