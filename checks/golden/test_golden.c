@@ -1,6 +1,7 @@
 /* The golden files: intact (checksums), reproducible (regeneration gives the
  * same bytes), loadable, and certifying the reference; the certifier rejects a
- * result just outside its tolerance.
+ * result just outside its tolerance; the golden maker's don't-care masks are
+ * the committed files' (a pooled output has none).
  * Paths are relative to REFENC_SRCDIR, else the current directory (make check
  * runs from the top of the tree); the generator is `refenc golden` (REFENC_CLI). */
 #include <math.h>
@@ -16,6 +17,8 @@
 #include <jansson.h>
 #include <nettle/sha2.h>
 
+#include "../../ref/golden/file.h"
+#include "../../ref/io/golden_names.h"
 #include "../../ref/tool/certify.h"
 #include "../../ref/core/case.h"
 #include "../../ref/io/case_file.h"
@@ -354,4 +357,74 @@ Test(golden, certify_rejects_a_result_just_outside_the_float64_tolerance)
     refenc_case_free(&c);
     refenc_st_free(&f);
     json_decref(m);
+}
+
+/* The output named out_name of the set, or NULL. */
+static const golden_output *set_output(const golden_set *s, const char *out_name)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->o[i].name, out_name) == 0)
+            return &s->o[i];
+    return NULL;
+}
+
+/* Every output of the set has a don't-care mask exactly when the committed
+ * file stores one (dontcare.<output>), and then the same bytes. */
+static void expect_masks_as_committed(const golden_set *s, const refenc_st_file *f)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        const golden_output *o = &s->o[i];
+        char dname[REFENC_NAME_MAX + 16];
+        cr_assert(refenc_name_dontcare(dname, sizeof dname, NULL, o->name));
+        const refenc_st_tensor *t = refenc_st_find(f, dname);
+        cr_expect_eq(o->dc != NULL, t != NULL, "%s: the golden maker's set %s a don't-care mask, %s %s", o->name,
+                     o->dc ? "has" : "has no", f->path, t ? "stores one" : "stores none");
+        if (o->dc != NULL && t != NULL)
+            cr_expect(t->numel == o->numel && memcmp(t->data, o->dc, o->numel) == 0,
+                      "%s: the mask differs from %s's", o->name, f->path);
+    }
+}
+
+Test(golden, a_pooled_output_has_no_dontcare_mask_while_the_rows_it_pools_have_one)
+{
+    /* dead_query_elements (ref/golden/file.c) marks the padded query rows of
+     * the (B, L, ...) outputs; out.embedding (B, D) has no query-row axis, so
+     * no element of it is don't-care, and it must carry no mask at all (not
+     * an all-zero one: the file would store a dontcare.out.embedding that the
+     * committed golden does not have).  The CLS-pooled case has 2 padded
+     * tokens in item 1, no attention mask and no causal mask, so its dead
+     * rows are its padded rows exactly. */
+    char path[4096];
+    case_path(path, sizeof path, "encoder_pool_cls_unnormalized.safetensors");
+    refenc_error err;
+    refenc_st_file f;
+    refenc_case c;
+    cr_assert_eq(refenc_st_read(&f, path, &err), REFENC_OK, "%s", err.message);
+    cr_assert_eq(refenc_case_from_file(&c, &f, &err), REFENC_OK, "%s", err.message);
+    cr_assert(c.key_padding_mask != NULL && c.attn_mask == NULL && !c.cfg.causal, "%s: not the case described", path);
+    golden_set s;
+    cr_assert_eq(golden_set_init(&s, &c, 1, 0, &err), REFENC_OK, "%s", err.message);
+    const refenc_trace tr = {golden_set_collect, &s};
+    cr_assert_eq(refenc_case_run_reference(&c, &tr, &err), REFENC_OK, "%s", err.message);
+    cr_assert(!s.failed);
+
+    const golden_output *emb = set_output(&s, "out.embedding"), *out = set_output(&s, "out.output");
+    cr_assert(emb != NULL && out != NULL && emb->ndim == 2 && out->ndim == 3);
+    cr_expect_null(emb->dc, "out.embedding (B, D) has no query rows, so no don't-care mask");
+    cr_assert_not_null(out->dc, "out.output (B, L, D) of a padded case has a don't-care mask");
+    size_t padded = 0;
+    for (size_t r = 0; r < c.B * c.L; r++) {
+        const int pad = c.key_padding_mask[r] != 0;
+        size_t wrong = 0;
+        padded += pad;
+        for (size_t d = 0; d < out->shape[2]; d++)
+            wrong += out->dc[r * out->shape[2] + d] != pad;
+        cr_expect_eq(wrong, 0, "out.output item %zu, query %zu (%s): %zu of %zu elements %s don't-care", r / c.L,
+                     r % c.L, pad ? "padded" : "a real token", wrong, out->shape[2], pad ? "not" : "marked");
+    }
+    cr_expect_gt(padded, 0, "%s has no padded token", path);
+    expect_masks_as_committed(&s, &f);
+    golden_set_free(&s);
+    refenc_case_free(&c);
+    refenc_st_free(&f);
 }

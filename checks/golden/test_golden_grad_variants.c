@@ -266,3 +266,65 @@ Test(golden_grad_variants, a_backward_bug_runs_only_with_grad_where_it_applies, 
     rb_result_free(&r);
     rb_tmpdir_remove(dir);
 }
+
+/* in.x (1, 3, 8) = mean + spread z, z in [-0.72, 0.72] in steps of 1/16. */
+static void cancelling_inputs(const char *path, double mean, double spread)
+{
+    double x[24];
+    for (int i = 0; i < 24; i++)
+        x[i] = mean + spread * (((i * 7) % 24) / 16.0 - 0.71875);
+    const refenc_st_entry e = {.name = "in.x", .dtype = REFENC_ST_F64, .ndim = 3, .shape = {1, 3, 8}, .data = x};
+    refenc_error err;
+    cr_assert_eq(refenc_st_write(path, &e, 1, NULL, &err), REFENC_OK, "%s", err.message);
+}
+
+/* A metadata number of the golden file at path. */
+static double metadata_number(const char *path, const char *key)
+{
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, path, &err), REFENC_OK, "%s", err.message);
+    const char *s = refenc_st_metadata(&f, key);
+    cr_assert_not_null(s, "%s: no %s", path, key);
+    const double v = strtod(s, NULL);
+    refenc_st_free(&f);
+    return v;
+}
+
+/* The variants are the double reference's runs with a bug's kernels, so they
+ * stand for the exact ones only while the reference itself is close to the
+ * oracle: `refenc golden` records the reference's error on the golden
+ * (variant_reference_error_f64, grad_variant_reference_error_f64) and, above
+ * 0.1, says on stderr, --quiet or not, that the variants may be off.  A
+ * LayerNorm over x = 23850 + 1e-3 z cancels the mean in double (measured:
+ * the forward 109 F64 tolerances, the backward 244 gradient bounds from the
+ * oracle); the same z at mean 0 (1.6e-5 and 5.5e-5) says nothing. */
+Test(golden_grad_variants, a_reference_far_from_the_oracle_is_said_on_stderr_even_with_quiet, .timeout = 60)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], in[RB_PATH_MAX + 32], out[RB_PATH_MAX + 32];
+    rb_tmpdir(dir);
+    snprintf(cfg, sizeof cfg, "%s/c.json", dir);
+    snprintf(in, sizeof in, "%s/in.safetensors", dir);
+    snprintf(out, sizeof out, "%s/o.safetensors", dir);
+    const char *c = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 1}}";
+    rb_write_file(cfg, c, strlen(c));
+    for (int far = 0; far < 2; far++) {
+        cancelling_inputs(in, far ? 2.385e4 : 0.0, 1e-3);
+        rb_result r = rb_run((const char *[]){"refenc", "golden", "--config", cfg, "--inputs", in, "--grad",
+                                              "--quiet", "--out-file", out, NULL});
+        cr_assert_eq(r.status, 0, "mean %s: %s", far ? "23850" : "0", r.err);
+        const double fwd = metadata_number(out, "variant_reference_error_f64"),
+                     bwd = metadata_number(out, "grad_variant_reference_error_f64");
+        cr_expect_eq(fwd > 0.1, far, "mean %s: the forward's reference error %g", far ? "23850" : "0", fwd);
+        cr_expect_eq(bwd > 0.1, far, "mean %s: the backward's reference error %g", far ? "23850" : "0", bwd);
+        cr_expect_eq(strstr(r.err, "its bug variants may be off by as much") != NULL, far,
+                     "mean %s: the forward's note %s; stderr:\n%s", far ? "23850" : "0", far ? "missing" : "given",
+                     r.err);
+        cr_expect_eq(strstr(r.err, "its backward variants may be off by as much") != NULL, far,
+                     "mean %s: the backward's note %s; stderr:\n%s", far ? "23850" : "0", far ? "missing" : "given",
+                     r.err);
+        cr_expect_eq(rb_count_lines(r.err), far ? 2 : 0, "stderr:\n%s", r.err);
+        rb_result_free(&r);
+    }
+    rb_tmpdir_remove(dir);
+}
