@@ -28,12 +28,32 @@ for v in $known; do
         { echo "check-diagnosis: the peer cannot inject '$v'" >&2; exit 2; }
 done
 
-# run NAME DTYPE [BUG]: peer + certify --json into $out/NAME-DTYPE.json; prints the exit code
+# peer_runs DTYPE NAME...: the peer's results, clean (NAME "clean") or with bug NAME, into
+# $out/NAME-DTYPE/, as `torch_peer.py --golden golden --out $out/NAME-DTYPE --dtype DTYPE
+# [--bug NAME]` writes them, all in one Python process (torch imported and the golden read
+# once: 62 runs a dtype would otherwise spend a second each on start-up)
+peer_runs() {
+    /usr/bin/python3 - "$here/peers" "$out" "$@" <<'PY' || { echo "check-diagnosis: the peer failed ($1)" >&2; exit 2; }
+import argparse, shutil, sys
+peers, out, dtype, names = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+sys.path.insert(0, peers)
+import torch_peer
+cases = torch_peer.refenc.all_cases("golden")
+for name in names:
+    bug = None if name == "clean" else name
+    torch_peer.configure(dtype, bug=bug)
+    d = f"{out}/{name}-{dtype}"
+    shutil.rmtree(d, ignore_errors=True)
+    mode = argparse.Namespace(dtype=dtype, accumulate="float32", native=False)
+    meta = {"implementation": f"torch {torch_peer.torch.__version__} {torch_peer.describe(mode)}"}
+    for case in cases:
+        case.write_results(d, torch_peer.compute(case), dtype=dtype, metadata=meta)
+PY
+}
+
+# run NAME DTYPE: certify --json $out/NAME-DTYPE.json of peer_runs' results; prints the exit code
 run() {
-    name=$1 dtype=$2 bug=${3:-}
-    rm -rf "$out/$name-$dtype"
-    /usr/bin/python3 "$peer" --golden golden --out "$out/$name-$dtype" --dtype "$dtype" ${bug:+--bug "$bug"} >/dev/null ||
-        { echo "check-diagnosis: the peer failed ($name, $dtype)" >&2; exit 2; }
+    name=$1 dtype=$2
     "$cli" certify --golden golden --results "$out/$name-$dtype" --json "$out/$name-$dtype.json" --quiet >/dev/null
     echo $?
 }
@@ -102,11 +122,12 @@ PY
 check_dtype() {
     dtype=$1 st=0
     echo "== $dtype"
+    peer_runs "$dtype" clean $known softmax_over_queries ffn_residual_dropped
     rc=$(run clean "$dtype")
     echo "clean peer: exit $rc"
     verdict "$out/clean-$dtype.json" clean "$dtype" || st=1
     for v in $known softmax_over_queries ffn_residual_dropped; do
-        rc=$(run "$v" "$dtype" "$v")
+        rc=$(run "$v" "$dtype")
         case "$v" in softmax_over_queries|ffn_residual_dropped) expect=none ;; *) expect=$v ;; esac
         echo "--bug $v: exit $rc"
         case "$v:$dtype" in  # below bfloat16's resolution (UNCATCHABLE below): may pass
