@@ -169,34 +169,26 @@ static int add_slice(golden_part_set *ps, const char *name, size_t lo, size_t hi
 {
     if (!refenc_array_reserve((void **)&ps->slice, &ps->cap, ps->n + 1, sizeof *ps->slice))
         return 0;
-    golden_slice *sl = &ps->slice[ps->n];
+    golden_slice *sl = &ps->slice[ps->n++];
     memset(sl, 0, sizeof *sl);
     snprintf(sl->name, sizeof sl->name, "%s", name);
     sl->lo = lo, sl->hi = hi, sl->ndim = ndim;
     memcpy(sl->shape, full_shape, ndim * sizeof *full_shape);
     sl->shape[0] = hi - lo;
-    size_t n = 1;
-    for (size_t d = 0; d < ndim; d++)
-        n *= sl->shape[d];
-    if ((sl->data = refenc_alloc_array(n, sizeof(double))) == NULL)
-        return 0;
-    ps->n++;
     return 1;
 }
 
 void golden_part_set_free(golden_part_set *ps)
 {
-    for (size_t i = 0; i < ps->n; i++)
-        free(ps->slice[i].data);
     free(ps->slice);
     memset(ps, 0, sizeof *ps);
 }
 
 int golden_part_set_init(golden_part_set *ps, const refenc_case *c, golden_steps *steps, int per_layer,
-                         const double *const *layer_inputs, size_t begin, size_t end, refenc_error *err)
+                         size_t begin, size_t end, refenc_error *err)
 {
     memset(ps, 0, sizeof *ps);
-    const size_t N = c->cfg.n_layers, B = c->B, LD = c->L * c->cfg.d_model;
+    const size_t N = c->cfg.n_layers, B = c->B;
     char name[REFENC_NAME_MAX];
     for (size_t i = 0; i < steps->n; i++) {
         size_t lo, hi;
@@ -220,9 +212,20 @@ int golden_part_set_init(golden_part_set *ps, const refenc_case *c, golden_steps
             golden_part_set_free(ps);
             return refenc_error_set(err, REFENC_ENOMEM, "out of memory for a part's layer inputs");
         }
-        memcpy(ps->slice[ps->n - 1].data, layer_inputs[l] + lo * LD, (hi - lo) * LD * sizeof(double));
     }
     return REFENC_OK;
+}
+
+void golden_part_set_put_inputs(golden_part_set *ps, const refenc_case *c, const double *const *layer_inputs)
+{
+    const size_t LD = c->L * c->cfg.d_model;
+    for (size_t i = 0; i < ps->n; i++) {
+        size_t l;
+        if (!refenc_name_is_layer_input(ps->slice[i].name, &l))
+            continue;
+        for (size_t b = ps->slice[i].lo; b < ps->slice[i].hi; b++)
+            golden_part_put(ps->file, i, b, layer_inputs[l] + b * LD, LD);
+    }
 }
 
 void golden_part_set_emit(void *ctx, const char *step, size_t item, const double *data, size_t ndim,
@@ -236,7 +239,7 @@ void golden_part_set_emit(void *ctx, const char *step, size_t item, const double
         n *= shape[d];
     for (size_t i = 0; i < ps->n; i++)
         if (strcmp(ps->slice[i].name, name) == 0 && item >= ps->slice[i].lo && item < ps->slice[i].hi) {
-            memcpy(ps->slice[i].data + (item - ps->slice[i].lo) * n, data, n * sizeof(double));
+            golden_part_put(ps->file, i, item, data, n);
             return;
         }
 }
