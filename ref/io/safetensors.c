@@ -1220,6 +1220,22 @@ static int stream_adopt(refenc_st_stream *s, write_plan *p, const refenc_st_entr
     return REFENC_OK;
 }
 
+/* The file's whole size now, its blocks reserved where the file system
+ * can: a full disk or a file-size limit fails the open, not the last piece
+ * of a long run; and a piece read back before it is written reads zeros,
+ * not a short file.  Where space cannot be reserved, the size alone. */
+static int stream_reserve(refenc_st_stream *s, const char *path, refenc_error *err)
+{
+    const off_t size = (off_t)(s->data_at + s->total);
+    const int e = size > 0 ? posix_fallocate(s->a.fd, 0, size) : 0;
+    if (e == ENOSPC || e == EFBIG)
+        return refenc_error_set(err, REFENC_EIO, "%s: cannot write its %lld bytes: %s", path, (long long)size,
+                                strerror(e));
+    if (ftruncate(s->a.fd, size) != 0)
+        return refenc_error_set(err, REFENC_EIO, "%s: cannot write: %s", path, strerror(errno));
+    return REFENC_OK;
+}
+
 int refenc_st_stream_open(refenc_st_stream *s, const char *path, const refenc_st_entry *entries, size_t n,
                           const json_t *guess, refenc_error *err)
 {
@@ -1237,9 +1253,7 @@ int refenc_st_stream_open(refenc_st_stream *s, const char *path, const refenc_st
     if (st == REFENC_OK && (st = refenc_atomic_open(&s->a, path, err)) == REFENC_OK) {
         s->open = 1;
         refenc_atomic_signals(&s->a, 0); /* a long write: a termination signal ends it (atomic_write.h) */
-        /* the whole size now: a piece read back before it is written reads zeros, not a short file */
-        if (ftruncate(s->a.fd, (off_t)(s->data_at + s->total)) != 0)
-            st = refenc_error_set(err, REFENC_EIO, "%s: cannot write: %s", path, strerror(errno));
+        st = stream_reserve(s, path, err);
     }
     for (size_t i = 0; i < n && st == REFENC_OK; i++)
         if (entries[i].data != NULL)
