@@ -716,23 +716,36 @@ static size_t header_extent(const unsigned char *prefix, size_t size)
     return N > (uint64_t)(size - 8) || N > REFENC_ST_MAX_HEADER ? 8 : 8 + (size_t)N;
 }
 
-/* Reads the header and checks it against the file's size, then the data it
- * declares: memory is the header until the header is valid, and the file's
- * size only for a file whose header accounts for every byte of it. */
-static int read_checked(refenc_st_file *f, int fd, size_t size, const char *path, refenc_error *err)
+/* Reads the header and checks it against the file's size: *buf (head
+ * bytes, the caller's) holds it, f's tensors point past it. */
+static int read_header(refenc_st_file *f, int fd, size_t size, const char *path, unsigned char **buf, size_t *head,
+                       refenc_error *err)
 {
     unsigned char prefix[8];
     int st = refenc_read_at(fd, prefix, size < 8 ? size : 8, 0, path, err);
     if (st)
         return st;
-    const size_t head = header_extent(prefix, size);
-    unsigned char *buf = malloc(head ? head : 1);
-    if (buf == NULL)
-        return refenc_error_set(err, REFENC_ENOMEM, "%s: cannot allocate %zu bytes for its header", path, head);
-    if ((st = refenc_read_at(fd, buf, head, 0, path, err)) || (st = parse_file(f, buf, size, path, err))) {
-        free(buf);
-        return st;
+    *head = header_extent(prefix, size);
+    *buf = malloc(*head ? *head : 1);
+    if (*buf == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: cannot allocate %zu bytes for its header", path, *head);
+    if ((st = refenc_read_at(fd, *buf, *head, 0, path, err)) || (st = parse_file(f, *buf, size, path, err))) {
+        free(*buf);
+        *buf = NULL;
     }
+    return st;
+}
+
+/* Reads the header and checks it against the file's size, then the data it
+ * declares: memory is the header until the header is valid, and the file's
+ * size only for a file whose header accounts for every byte of it. */
+static int read_checked(refenc_st_file *f, int fd, size_t size, const char *path, refenc_error *err)
+{
+    unsigned char *buf;
+    size_t head;
+    int st = read_header(f, fd, size, path, &buf, &head, err);
+    if (st)
+        return st;
     /* the header is valid: its tensors tile the rest of the file exactly */
     unsigned char *all = realloc(buf, size ? size : 1);
     if (all == NULL) {
@@ -775,6 +788,26 @@ int refenc_st_read_at(refenc_st_file *f, int at, const char *path, const char *d
         return st;
     st = read_checked(f, fd, size, display, err);
     close(fd);
+    return st;
+}
+
+int refenc_st_read_header(refenc_st_file *f, const char *path, refenc_error *err)
+{
+    memset(f, 0, sizeof *f);
+    int fd;
+    size_t size, head;
+    unsigned char *buf;
+    int st = refenc_open_regular(&fd, &size, path, err);
+    if (st)
+        return st;
+    st = read_header(f, fd, size, path, &buf, &head, err);
+    close(fd);
+    if (st == REFENC_OK) {
+        f->buf = buf;
+        f->owns_buf = 1;
+        for (size_t i = 0; i < f->n_tensors; i++)
+            f->tensors[i].data = NULL; /* past the header: not read */
+    }
     return st;
 }
 

@@ -106,6 +106,12 @@ int refenc_st_read(refenc_st_file *f, const char *path, refenc_error *err);
  * messages and as f->path. */
 int refenc_st_read_at(refenc_st_file *f, int at, const char *path, const char *display, refenc_error *err);
 
+/* The header alone, checked as refenc_st_read checks it (the tensors tile
+ * the file's size exactly), for a file too large to hold: the tensors'
+ * data are NULL (read them at their file_offset).  Errors: as
+ * refenc_st_read's. */
+int refenc_st_read_header(refenc_st_file *f, const char *path, refenc_error *err);
+
 /* Validates a buffer already in memory (the fuzzing entry point): never
  * reads outside buf[0..size), never leaks, whatever the bytes.  `name` is
  * used in messages.  The buffer is borrowed: it must outlive f.
