@@ -665,3 +665,62 @@ Test(golden_command, a_merge_records_the_highest_precision_of_its_parts, .timeou
     refenc_st_free(&f);
     rb_tmpdir_remove(dir);
 }
+
+/* A part read back and written again whole from memory by refenc_st_write
+ * (the writer every part went through before parts were streamed) is the
+ * same file: its layout and header do not depend on the streaming. */
+static void expect_whole_writers_bytes(const char *part, const char *again)
+{
+    refenc_st_file f;
+    refenc_error err;
+    cr_assert_eq(refenc_st_read(&f, part, &err), REFENC_OK, "%s", err.message);
+    refenc_st_entry *e = calloc(f.n_tensors, sizeof *e);
+    cr_assert_not_null(e);
+    for (size_t i = 0; i < f.n_tensors; i++) {
+        e[i] = (refenc_st_entry){.name = f.tensors[i].name, .dtype = f.tensors[i].dtype, .ndim = f.tensors[i].ndim,
+                                 .data = f.tensors[i].data};
+        memcpy(e[i].shape, f.tensors[i].shape, sizeof e[i].shape);
+    }
+    cr_assert_eq(refenc_st_write(again, e, f.n_tensors, f.metadata, &err), REFENC_OK, "%s", err.message);
+    cr_expect(rb_same_file(part, again), "%s: other bytes than the same tensors and metadata written whole", part);
+    free(e);
+    refenc_st_free(&f);
+}
+
+/* Each unit's values go to the part file as the unit completes (file.h,
+ * golden_part_writer): with 1 and 2 threads the parts are the same bytes,
+ * those of the part written whole, and they merge into the unsharded file.
+ * 2 layers x 3 items in 4 shards, so that shards start inside a layer and
+ * hold slices of several items.  Negative control (run when this was
+ * written): an item put one double past its place fails the merge. */
+Test(golden_command, streamed_parts_are_the_same_bytes_on_any_threads, .timeout = 120)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], whole[RB_PATH_MAX + 32], merged[RB_PATH_MAX + 32];
+    char part[3][5][RB_PATH_MAX + 32], again[RB_PATH_MAX + 32], spec[16], threads[4];
+    rb_tmpdir(dir);
+    config_file(cfg, sizeof cfg, dir,
+                "{\"model\": {\"d_model\": 16, \"n_heads\": 2, \"d_ff\": 24, \"n_layers\": 2, \"norm\": \"pre\"},"
+                " \"input\": {\"batch\": 3, \"seq_len\": 5, \"padding\": [0, 2, 1]}}");
+    snprintf(whole, sizeof whole, "%s/whole.safetensors", dir);
+    snprintf(merged, sizeof merged, "%s/merged.safetensors", dir);
+    snprintf(again, sizeof again, "%s/again.safetensors", dir);
+    rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--out-file", whole, "--quiet", NULL});
+    for (int t = 1; t <= 2; t++) {
+        snprintf(threads, sizeof threads, "%d", t);
+        for (int k = 1; k <= 4; k++) {
+            snprintf(part[t][k], sizeof part[t][k], "%s/t%d-part%d.safetensors", dir, t, k);
+            snprintf(spec, sizeof spec, "%d/4", k);
+            rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--per-layer", "--shard", spec, "--threads",
+                                    threads, "--out-file", part[t][k], "--quiet", NULL});
+            expect_whole_writers_bytes(part[t][k], again);
+            if (t == 2)
+                cr_expect(rb_same_file(part[1][k], part[2][k]), "shard %d/4: 1 and 2 threads give other bytes", k);
+        }
+        rb_run_ok((const char *[]){"refenc", "golden", "merge", "--out-file", merged, part[t][2], part[t][4],
+                                part[t][1], part[t][3], "--quiet", NULL});
+        cr_expect(rb_same_file(whole, merged), "%d thread%s: the merged parts differ from the unsharded file", t,
+                  t == 1 ? "" : "s");
+    }
+    cr_expect(!rb_has_temporary_file(dir), "a temporary file was left");
+    rb_tmpdir_remove(dir);
+}

@@ -513,13 +513,15 @@ Test(golden_files, two_runs_with_one_name_each_store_their_own_case, .timeout = 
 #define THREADED_CONFIG "{\"model\": {\"d_model\": 64, \"n_heads\": 4, \"d_ff\": 96, \"n_layers\": 2}, " \
                         "\"input\": {\"batch\": 4, \"seq_len\": 32}}"
 
-/* Runs `refenc golden --config cfg --threads 2 --out-file out`, stops it
- * (SIGSTOP) as soon as a temporary file appears in dir (inotify), sends
- * SIGTERM and lets it go on: its main thread blocks the signal while it
- * writes, so one of the oracle's OpenMP workers, idle since the oracle's
- * run, takes it.  Returns the wait status; *caught = 1 when the temporary
- * was seen (and the signal sent mid-write). */
-static int signal_threaded_write(const char *cfg, const char *dir, const char *out, int *caught)
+/* Runs `refenc golden --config cfg --threads 2 --out-file out` (with
+ * shard: `--per-layer --shard shard`), stops it (SIGSTOP) as soon as a
+ * temporary file appears in dir (inotify), sends SIGTERM and lets it go on:
+ * a case file's main thread blocks the signal while it writes, so one of
+ * the oracle's OpenMP workers, idle since the oracle's run, takes it; a
+ * part's temporary appears before its oracle run, which the signal ends.
+ * Returns the wait status; *caught = 1 when the temporary was seen (and the
+ * signal sent mid-write). */
+static int signal_threaded_write(const char *cfg, const char *dir, const char *out, const char *shard, int *caught)
 {
     *caught = 0;
     const int in = inotify_init1(IN_CLOEXEC);
@@ -534,8 +536,12 @@ static int signal_threaded_write(const char *cfg, const char *dir, const char *o
         dup2(null, 1);
         dup2(null, 2);
         signal(SIGTERM, SIG_DFL);
-        execl(rb_cli(), "refenc", "golden", "--config", cfg, "--threads", "2", "--out-file", out, "--quiet",
-              (char *)NULL);
+        if (shard != NULL)
+            execl(rb_cli(), "refenc", "golden", "--config", cfg, "--per-layer", "--shard", shard, "--threads", "2",
+                  "--out-file", out, "--quiet", (char *)NULL);
+        else
+            execl(rb_cli(), "refenc", "golden", "--config", cfg, "--threads", "2", "--out-file", out, "--quiet",
+                  (char *)NULL);
         _exit(127);
     }
     char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
@@ -573,7 +579,7 @@ Test(golden_files, a_termination_signal_during_a_threaded_write_leaves_no_tempor
     for (int round = 0; round < 8 && mid_write == 0; round++) {
         cr_assert_eq(mkdir(outdir, 0700), 0);
         int caught;
-        const int ws = signal_threaded_write(cfg, outdir, out, &caught);
+        const int ws = signal_threaded_write(cfg, outdir, out, NULL, &caught);
         cr_expect(caught, "round %d: no temporary file appeared", round);
         const int too_late = WIFEXITED(ws) && WEXITSTATUS(ws) == 0 && rb_exists(out);
         cr_expect(too_late || (WIFSIGNALED(ws) && WTERMSIG(ws) == SIGTERM), "round %d: status %#x, not ended by "
@@ -584,6 +590,30 @@ Test(golden_files, a_termination_signal_during_a_threaded_write_leaves_no_tempor
         remove_tree(outdir);
     }
     cr_expect_gt(mid_write, 0, "the signal never came before the rename: the test tested nothing");
+    remove_tree(dir);
+}
+
+/* A shard's part is written as its units complete (file.h,
+ * golden_part_writer): its temporary file is there for the whole oracle
+ * run, with the termination signals let through.  SIGTERM then ends the
+ * shard by that signal, leaving neither a part nor the temporary file (a
+ * rerun computes the shard again: docs/cli.md, "Reruns").  Negative control
+ * (run when this was written): with the signals left blocked over the run,
+ * the shard wrote its part before the signal ended it. */
+Test(golden_files, a_termination_signal_during_a_streamed_part_leaves_no_part, .timeout = 300)
+{
+    char dir[RB_PATH_MAX], cfg[PATH_MAX], outdir[PATH_MAX], out[PATH_MAX];
+    rb_tmpdir(dir);
+    text_file(cfg, dir, "config.json", THREADED_CONFIG);
+    pf(outdir, "%s/out", dir);
+    pf(out, "%s/part.safetensors", outdir);
+    cr_assert_eq(mkdir(outdir, 0700), 0);
+    int caught;
+    const int ws = signal_threaded_write(cfg, outdir, out, "1/2", &caught);
+    cr_expect(caught, "no temporary file appeared");
+    cr_expect(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGTERM, "status %#x, not ended by SIGTERM", ws);
+    cr_expect(!rb_exists(out), "the shard ended by SIGTERM left a part");
+    cr_expect(!rb_has_temporary_file(outdir), "the shard ended by SIGTERM left its temporary file");
     remove_tree(dir);
 }
 

@@ -117,3 +117,34 @@ Test(write_errors, certify_that_cannot_write_its_certificate_leaves_the_old_one)
     rmdir(as_dir);
     rb_tmpdir_remove(dir);
 }
+
+/* A shard reserves its whole part when it opens it (safetensors.h,
+ * refenc_st_stream), before its oracle run: a part that cannot fit fails at
+ * once, with one message and no progress line (REFENC_PROGRESS_INTERVAL=0
+ * prints one per step of the run), and leaves neither a part nor its
+ * temporary.  Part 2 of this case (slices only: layer 0's items 1 and 2)
+ * is 28 kB, over the limit.  Negative control (run when this was written):
+ * with nothing reserved at open, the shard ran its units and failed at a
+ * write within them (progress lines, another message).  Under a file-size
+ * limit setting the size alone already fails; the blocks reserved are for
+ * a full disk, which a test cannot make here. */
+Test(write_errors, a_shard_whose_part_cannot_fit_fails_before_its_oracle_run)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], part[RB_PATH_MAX + 32], frag[3 * RB_PATH_MAX];
+    rb_tmpdir(dir);
+    rb_text_file(cfg, sizeof cfg, dir, "config.json",
+                 "{\"model\": {\"d_model\": 16, \"n_heads\": 2, \"d_ff\": 24, \"n_layers\": 2},"
+                 " \"input\": {\"batch\": 3, \"seq_len\": 12}}");
+    snprintf(part, sizeof part, "%s/part.safetensors", dir);
+    const char *args[] = {"refenc", "golden", "--config", cfg, "--per-layer", "--shard", "2/4", "--threads", "1",
+                          "--out-file", part, NULL};
+    const rb_run_options opt = {.file_size = LIMIT, .env_name = "REFENC_PROGRESS_INTERVAL", .env_value = "0"};
+    rb_result r = rb_run_with(args, &opt);
+    snprintf(frag, sizeof frag, "refenc golden: %s: cannot write its ", part);
+    rb_expect_error(&r, 2, "golden", "a part past the file size limit",
+                    (const char *[]){frag, "bytes: File too large", NULL});
+    cr_expect(!rb_exists(part), "a part was written");
+    cr_expect(!rb_has_temporary_file(dir), "a temporary file is left in %s", dir);
+    rb_result_free(&r);
+    rb_tmpdir_remove(dir);
+}

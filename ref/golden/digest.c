@@ -1,6 +1,10 @@
 /* sha256 digests of a golden part's plan and tensors (digest.h). */
 #include "digest.h"
 
+#include <unistd.h>
+
+#include "../io/file_read.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,4 +106,111 @@ int golden_file_sha256(char hex[65], const refenc_st_file *f)
     const int ok = views_sha256(hex, v, f->n_tensors);
     free(v);
     return ok;
+}
+
+static int entry_by_name(const void *a, const void *b)
+{
+    return strcmp((*(const refenc_st_entry *const *)a)->name, (*(const refenc_st_entry *const *)b)->name);
+}
+
+/* Hashes entry i of s as golden_digest_tensor does, its bytes read back in chunks. */
+static int stream_tensor(struct sha256_ctx *h, refenc_st_stream *s, size_t i, unsigned char *buf, size_t chunk,
+                         refenc_error *err)
+{
+    const refenc_st_entry *e = &s->e[i];
+    golden_digest_str(h, refenc_st_dtype_name(e->dtype));
+    golden_digest_str(h, e->name);
+    uint64_t dims[REFENC_ST_MAX_NDIM + 1] = {e->ndim};
+    for (size_t d = 0; d < e->ndim && d < REFENC_ST_MAX_NDIM; d++)
+        dims[d + 1] = e->shape[d];
+    golden_digest_bytes(h, dims, (e->ndim + 1) * sizeof *dims);
+    const uint64_t len = s->nbytes[i];
+    sha256_update(h, sizeof len, (const uint8_t *)&len);
+    for (size_t at = 0; at < s->nbytes[i];) {
+        const size_t n = s->nbytes[i] - at < chunk ? s->nbytes[i] - at : chunk;
+        const int st = refenc_st_stream_get(s, i, at, buf, n, err);
+        if (st != REFENC_OK)
+            return st;
+        sha256_update(h, n, buf);
+        at += n;
+    }
+    return REFENC_OK;
+}
+
+int golden_stream_sha256(char hex[65], refenc_st_stream *s, refenc_error *err)
+{
+    const size_t chunk = (size_t)1 << 20;
+    const refenc_st_entry **order = calloc(s->n ? s->n : 1, sizeof *order);
+    unsigned char *buf = malloc(chunk);
+    int st = order == NULL || buf == NULL ? refenc_error_set(err, REFENC_ENOMEM, "out of memory") : REFENC_OK;
+    if (st == REFENC_OK) {
+        for (size_t i = 0; i < s->n; i++)
+            order[i] = &s->e[i];
+        qsort(order, s->n, sizeof *order, entry_by_name); /* names are unique: the order is total */
+        struct sha256_ctx h;
+        sha256_init(&h);
+        for (size_t k = 0; k < s->n && st == REFENC_OK; k++)
+            st = stream_tensor(&h, s, (size_t)(order[k] - s->e), buf, chunk, err);
+        if (st == REFENC_OK)
+            golden_digest_hex(hex, &h);
+    }
+    free(order);
+    free(buf);
+    return st;
+}
+
+static int tensor_by_name(const void *a, const void *b)
+{
+    return strcmp((*(const refenc_st_tensor *const *)a)->name, (*(const refenc_st_tensor *const *)b)->name);
+}
+
+/* Hashes tensor t as golden_digest_tensor does, its bytes read from fd in chunks. */
+static int read_tensor(struct sha256_ctx *h, const refenc_st_tensor *t, int fd, const char *path, unsigned char *buf,
+                       size_t chunk, refenc_error *err)
+{
+    golden_digest_str(h, refenc_st_dtype_name(t->dtype));
+    golden_digest_str(h, t->name);
+    uint64_t dims[REFENC_ST_MAX_NDIM + 1] = {t->ndim};
+    for (size_t d = 0; d < t->ndim && d < REFENC_ST_MAX_NDIM; d++)
+        dims[d + 1] = t->shape[d];
+    golden_digest_bytes(h, dims, (t->ndim + 1) * sizeof *dims);
+    const uint64_t len = t->nbytes;
+    sha256_update(h, sizeof len, (const uint8_t *)&len);
+    for (size_t at = 0; at < t->nbytes;) {
+        const size_t n = t->nbytes - at < chunk ? t->nbytes - at : chunk;
+        const int st = refenc_read_at(fd, buf, n, t->file_offset + at, path, err);
+        if (st != REFENC_OK)
+            return st;
+        sha256_update(h, n, buf);
+        at += n;
+    }
+    return REFENC_OK;
+}
+
+int golden_file_sha256_read(char hex[65], const refenc_st_file *f, refenc_error *err)
+{
+    const size_t chunk = (size_t)1 << 20;
+    const refenc_st_tensor **order = calloc(f->n_tensors ? f->n_tensors : 1, sizeof *order);
+    unsigned char *buf = malloc(chunk);
+    int fd = -1;
+    size_t size;
+    int st = order == NULL || buf == NULL ? refenc_error_set(err, REFENC_ENOMEM, "out of memory") : REFENC_OK;
+    if (st == REFENC_OK)
+        st = refenc_open_regular(&fd, &size, f->path, err);
+    if (st == REFENC_OK) {
+        for (size_t i = 0; i < f->n_tensors; i++)
+            order[i] = &f->tensors[i];
+        qsort(order, f->n_tensors, sizeof *order, tensor_by_name); /* names are unique: the order is total */
+        struct sha256_ctx h;
+        sha256_init(&h);
+        for (size_t k = 0; k < f->n_tensors && st == REFENC_OK; k++)
+            st = read_tensor(&h, order[k], fd, f->path, buf, chunk, err);
+        if (st == REFENC_OK)
+            golden_digest_hex(hex, &h);
+    }
+    if (fd >= 0)
+        close(fd);
+    free(order);
+    free(buf);
+    return st;
 }

@@ -28,5 +28,11 @@ void golden_digest_hex(char hex[65], struct sha256_ctx *h);
  * memory (hex is then not set). */
 int golden_entries_sha256(char hex[65], const refenc_st_entry *e, size_t n);
 int golden_file_sha256(char hex[65], const refenc_st_file *f);
+/* The same of a file read with its header alone (refenc_st_read_header),
+ * its data read in pieces from f->path.  Errors: REFENC_ENOMEM, REFENC_EIO. */
+int golden_file_sha256_read(char hex[65], const refenc_st_file *f, refenc_error *err);
+/* The same of a file being streamed, its data read back from it (every
+ * byte written).  Errors: REFENC_ENOMEM, those of refenc_st_stream_get. */
+int golden_stream_sha256(char hex[65], refenc_st_stream *s, refenc_error *err);
 
 #endif

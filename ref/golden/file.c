@@ -313,14 +313,7 @@ const char *golden_input_dtype(const refenc_case *c)
     return h & HOLD_F32 ? "F32" : "F64";
 }
 
-/* The tensors of a file, built before one write. */
-typedef struct {
-    size_t n, cap;
-    refenc_st_entry *e;
-    void **owned;
-    size_t n_owned, cap_owned;
-    int failed;
-} entries;
+typedef golden_entries entries;
 
 static void *own(entries *es, void *p)
 {
@@ -394,6 +387,21 @@ static void add_outputs(entries *es, const golden_set *s, const char *variant, c
     }
 }
 
+void golden_entries_add(golden_entries *es, const char *name, refenc_st_dtype dtype, size_t ndim,
+                        const size_t *shape, const void *data)
+{
+    add(es, name, dtype, ndim, shape, data);
+}
+
+void golden_entries_free(golden_entries *es)
+{
+    for (size_t i = 0; i < es->n_owned; i++)
+        free(es->owned[i]);
+    free(es->owned);
+    free(es->e);
+    memset(es, 0, sizeof *es);
+}
+
 /* Writes the entries with the metadata (NULL: out of memory) to path
  * relative to `at` (display in messages) and frees what they own. */
 static int entries_write_at(entries *es, int at, const char *path, const char *display, const json_t *meta,
@@ -404,23 +412,18 @@ static int entries_write_at(entries *es, int at, const char *path, const char *d
         st = refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", name);
     else
         st = refenc_st_write_at(at, path, display, es->e, es->n, meta, err);
-    for (size_t i = 0; i < es->n_owned; i++)
-        free(es->owned[i]);
-    free(es->owned);
-    free(es->e);
-    memset(es, 0, sizeof *es);
+    golden_entries_free(es);
     return st;
-}
-
-static int entries_write(entries *es, const char *path, const json_t *meta, const char *name,
-                         refenc_error *err)
-{
-    return entries_write_at(es, AT_FDCWD, path, path, meta, name, err);
 }
 
 static char *json_string_of(const json_t *j)
 {
     return j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY) : strdup("null");
+}
+
+char *golden_json_text(const json_t *j)
+{
+    return json_string_of(j);
 }
 
 /* The case's inputs and parameters (under the component's names). */
@@ -458,6 +461,11 @@ static void add_case(entries *es, const refenc_case *c)
         if (fname != NULL)
             add_float(es, fname, p->ndim, p->shape, p->data);
     }
+}
+
+void golden_entries_add_case(golden_entries *es, const refenc_case *c)
+{
+    add_case(es, c);
 }
 
 int golden_file_write(const golden_file *g, const char *path, refenc_error *err)
@@ -518,82 +526,6 @@ int golden_file_write_at(const golden_file *g, int at, const char *path, const c
     free(tol_s);
     json_decref(config);
     json_decref(outputs);
-    json_decref(meta);
-    return st;
-}
-
-/* ---- parts ------------------------------------------------------------------------ */
-
-/* The metadata every part carries: the format, its shard and units, the
- * precisions its oracle run needed, its slices, the plan and its hash (the
- * fingerprint), and the hash of its tensors; NULL when out of memory. */
-static json_t *part_meta(const golden_file *g, const golden_part_info *pi, const char *slices_s,
-                         const char *tensors_sha)
-{
-    const char *plan_s = pi->plan_text;
-    char fp[65], shard[64], units[64], prec[32], check[32];
-    if (plan_s != NULL)
-        refenc_sha256_hex(fp, plan_s, strlen(plan_s));
-    snprintf(shard, sizeof shard, "%zu/%zu", pi->k, pi->n);
-    snprintf(units, sizeof units, "%zu-%zu", pi->unit_begin, pi->unit_end);
-    snprintf(prec, sizeof prec, "%ld", pi->prec);
-    snprintf(check, sizeof check, "%ld", pi->prec_check);
-    json_t *meta = slices_s == NULL || plan_s == NULL ? NULL
-                   : json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
-                               "format", GOLDEN_PART_FORMAT, "format_version", GOLDEN_PART_FORMAT_VERSION,
-                               "case", g->name, "component", refenc_component_name(g->c->component),
-                               "shard", shard, "units", units, "prec", prec, "prec_check", check,
-                               "slices", slices_s, "plan", plan_s, "fingerprint", fp,
-                               "tensors_sha256", tensors_sha);
-    return meta;
-}
-
-/* Adds part 1's metadata of the case itself (config, description, bugs, tolerance); 0 when out of memory. */
-static int part_case_meta(json_t *meta, const golden_file *g)
-{
-    json_t *config = refenc_config_to_json(&g->c->cfg);
-    char *cfg_s = json_string_of(config), *bugs_s = json_string_of(g->bug_classes);
-    char *tol_s = g->tolerance ? json_string_of(g->tolerance) : strdup("{}");
-    const int ok = cfg_s && bugs_s && tol_s;
-    if (ok) {
-        json_object_set_new(meta, "config", json_string(cfg_s));
-        json_object_set_new(meta, "description", json_string(g->description));
-        json_object_set_new(meta, "bug_classes", json_string(bugs_s));
-        json_object_set_new(meta, "tolerance", json_string(tol_s));
-        if (g->float32_hazard != NULL)
-            json_object_set_new(meta, "float32_hazard", json_string(g->float32_hazard));
-    }
-    free(cfg_s);
-    free(bugs_s);
-    free(tol_s);
-    json_decref(config);
-    return ok;
-}
-
-int golden_part_write(const golden_file *g, const golden_part_info *pi, const char *path,
-                      refenc_error *err)
-{
-    const refenc_case *c = g->c;
-    entries es = {0};
-    if (pi->k == 1) /* the case itself */
-        add_case(&es, c);
-    json_t *slices = json_object();
-    for (size_t i = 0; i < pi->n_slices; i++) {
-        const golden_slice *sl = &pi->slices[i];
-        char name[REFENC_NAME_MAX + 8];
-        snprintf(name, sizeof name, GOLDEN_SLICE_PREFIX "%s", sl->name);
-        add(&es, name, REFENC_ST_F64, sl->ndim, sl->shape, sl->data);
-        json_object_set_new(slices, sl->name, json_pack("[I, I]", (json_int_t)sl->lo, (json_int_t)sl->hi));
-    }
-    char *slices_s = json_string_of(slices), tensors_sha[65];
-    json_t *meta = NULL;
-    if (!es.failed && golden_entries_sha256(tensors_sha, es.e, es.n))
-        meta = part_meta(g, pi, slices_s, tensors_sha);
-    if (meta != NULL && pi->k == 1 && !part_case_meta(meta, g))
-        es.failed = 1;
-    const int st = entries_write(&es, path, meta, g->name, err);
-    free(slices_s);
-    json_decref(slices);
     json_decref(meta);
     return st;
 }

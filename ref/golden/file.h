@@ -102,6 +102,27 @@ int golden_file_write(const golden_file *g, const char *path, refenc_error *err)
 int golden_file_write_at(const golden_file *g, int at, const char *path, const char *display,
                          refenc_error *err);
 
+/* The tensors of a file being built, and what they own (names, the F32
+ * copies of inputs and parameters). */
+typedef struct {
+    size_t n, cap;
+    refenc_st_entry *e;
+    void **owned;
+    size_t n_owned, cap_owned;
+    int failed;      /* out of memory */
+} golden_entries;
+
+/* The case's inputs and parameters, as a case file (and part 1) stores them. */
+void golden_entries_add_case(golden_entries *es, const refenc_case *c);
+/* One tensor; data borrowed (NULL: a streamed file's, written later). */
+void golden_entries_add(golden_entries *es, const char *name, refenc_st_dtype dtype, size_t ndim,
+                        const size_t *shape, const void *data);
+void golden_entries_free(golden_entries *es);
+
+/* Canonical JSON text (compact, keys sorted; "null" for NULL), or NULL when
+ * out of memory; free it. */
+char *golden_json_text(const json_t *j);
+
 /* ---- parts of a case computed apart (refenc golden --shard K/N) ----------------- */
 
 #define GOLDEN_PART_FORMAT "refenc-golden-part"
@@ -116,7 +137,6 @@ typedef struct {
     char name[REFENC_NAME_MAX];
     size_t lo, hi;
     size_t ndim, shape[4];  /* the slice's: (hi - lo, ...) */
-    double *data;
 } golden_slice;
 
 typedef struct {
@@ -131,12 +151,44 @@ typedef struct {
     const golden_slice *slices;
 } golden_part_info;
 
-/* Writes a part file: the slices under "slice.<name>", and the metadata
- * that lets refenc golden merge check and join the parts (the plan, its
- * fingerprint and the tensors' sha256: plan.h); part 1 also holds the case's
- * inputs, parameters and metadata.  g->golden is unused.
- * Errors: those of refenc_st_write, REFENC_ENOMEM. */
-int golden_part_write(const golden_file *g, const golden_part_info *pi, const char *path,
-                      refenc_error *err);
+/* A part file written as its units complete, so that a shard holds one
+ * unit's values at a time, whatever its size: the slices under
+ * "slice.<name>", and the metadata that lets refenc golden merge check and
+ * join the parts (the plan, its fingerprint and the tensors' sha256:
+ * plan.h); part 1 also holds the case's inputs, parameters and metadata.
+ * The file's layout follows from the case and the slices alone (every
+ * item's place is fixed before any unit runs), so its bytes do not depend
+ * on the order in which the items come, nor on the threads; they are those
+ * of the part written whole from memory (safetensors.h, refenc_st_stream).
+ * The file appears at commit, whole (atomic_write.h); a shard ended before
+ * leaves none.
+ *
+ *   open    g (g->golden unused) and pi with its slices (pi->prec and
+ *           prec_check: a guess; those of the run are given at commit)
+ *   put     item `item` of slice s: its values, n doubles, in any order
+ *           (the oracle's emit, from one thread; a value certified again
+ *           at a higher precision is put again, to the same place)
+ *   commit  checks every item of every slice was put, hashes the tensors
+ *           read back, writes the metadata and renames the file
+ *   abort   removes the temporary file (safe twice, and after commit) */
+typedef struct {
+    refenc_st_stream st;
+    size_t first;                /* the entry of slice 0: the case's tensors come first */
+    size_t n_slices;
+    const golden_slice *slices;  /* borrowed from open's pi */
+    uint8_t **got;               /* got[s][item - lo]: put */
+    int failed;                  /* a put failed: err says why */
+    refenc_error err;
+} golden_part_writer;
+
+/* Errors: those of refenc_st_stream_open, REFENC_ENOMEM. */
+int golden_part_open(golden_part_writer *pf, const golden_file *g, const golden_part_info *pi, const char *path,
+                     refenc_error *err);
+void golden_part_put(golden_part_writer *pf, size_t s, size_t item, const double *data, size_t n);
+/* Errors: a put's (REFENC_EINVAL, REFENC_EIO), REFENC_EINVAL (an item never
+ * put), those of refenc_st_stream_commit, REFENC_ENOMEM. */
+int golden_part_commit(golden_part_writer *pf, const golden_file *g, const golden_part_info *pi,
+                       refenc_error *err);
+void golden_part_abort(golden_part_writer *pf);
 
 #endif

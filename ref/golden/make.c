@@ -383,16 +383,6 @@ static int stored_layer_inputs(golden_run *r, const golden_request *a, refenc_er
                                err);
 }
 
-/* The bytes of a part's slices, for the oracle's progress and memory report. */
-static double part_bytes(const golden_part_set *ps)
-{
-    double bytes = 0;
-    for (size_t i = 0; i < ps->n; i++)
-        bytes += 8.0 * (double)(ps->slice[i].hi - ps->slice[i].lo) * (double)ps->slice[i].shape[1] *
-                 (double)ps->slice[i].shape[2] * (ps->slice[i].ndim == 4 ? (double)ps->slice[i].shape[3] : 1);
-    return bytes;
-}
-
 /* The case as a part file describes it: no outputs (the slices hold them). */
 static golden_file part_case(const golden_source *s)
 {
@@ -447,36 +437,51 @@ static int part_done(const golden_run *r, const golden_request *a, golden_outcom
     return st;
 }
 
-/* A part: computes the units' slices and writes the part file. */
+/* The precisions a shard's oracle run needs unless a unit is evaluated
+ * again (engine.c, Ziv's loop): its first pair; none without units.  The
+ * part file's header is sized for them (golden_part_open). */
+static void first_precisions(const golden_run *r, const golden_request *a, long *prec, long *prec_check)
+{
+    const mpfr_prec_t p = a->prec > 0 ? (mpfr_prec_t)a->prec : REFENC_MP_PREC_DEFAULT;
+    *prec = r->end > r->begin ? (long)p : 0;
+    *prec_check = r->end > r->begin ? (long)refenc_mp_next_prec(p, 0) : 0;
+}
+
+/* A part: opens the part file, puts the layer inputs, computes the units,
+ * each item's values written as they come (golden_part_set_emit), and
+ * commits the file with the precisions the run needed. */
 static int make_part(golden_run *r, const golden_request *a, golden_outcome *out, refenc_error *err)
 {
     const golden_source *s = &r->s;
     char tmp[PATH_MAX] = "";
-    long prec = 0, prec_check = 0;
-    int st = golden_part_set_init(&r->ps, &s->c, &r->steps, a->per_layer, (const double *const *)r->inputs,
-                                  r->begin, r->end, err);
+    golden_part_writer pf;
+    memset(&pf, 0, sizeof pf);
+    int st = golden_part_set_init(&r->ps, &s->c, &r->steps, a->per_layer, r->begin, r->end, err);
     const golden_run_options ro = {.threads = (int)a->threads, .quiet = a->quiet,
                                    .layer_inputs = (const double *const *)r->inputs,
-                                   .unit_begin = r->begin, .unit_end = r->end, .output_bytes = part_bytes(&r->ps),
-                                   .prec = (long)a->prec};
-    if (st == REFENC_OK && r->end > r->begin)
-        st = golden_encoder_run(&s->c, &ro, &r->steps, golden_part_set_emit, &r->ps, r->engine_desc,
-                                sizeof r->engine_desc, &prec, &prec_check, err);
-    if (st == REFENC_OK && r->end == r->begin)
-        prec = prec_check = 0;
+                                   .unit_begin = r->begin, .unit_end = r->end, .prec = (long)a->prec};
     const golden_file g = part_case(s);
     char *plan_text = run_plan_text(r, a);
-    const golden_part_info pi = {.k = a->shard_k, .n = a->shard_n, .unit_begin = r->begin, .unit_end = r->end,
-                                 .units = r->units, .per_layer = a->per_layer, .final_only = a->final_only,
-                                 .prec = prec, .prec_check = prec_check,
-                                 .first_prec = (long)a->prec, /* golden_default_prec unless --prec */
-                                 .plan_text = plan_text, .n_slices = r->ps.n, .slices = r->ps.slice};
+    golden_part_info pi = {.k = a->shard_k, .n = a->shard_n, .unit_begin = r->begin, .unit_end = r->end,
+                           .units = r->units, .per_layer = a->per_layer, .final_only = a->final_only,
+                           .first_prec = (long)a->prec, /* golden_default_prec unless --prec */
+                           .plan_text = plan_text, .n_slices = r->ps.n, .slices = r->ps.slice};
+    first_precisions(r, a, &pi.prec, &pi.prec_check);
     if (st == REFENC_OK && plan_text == NULL)
         st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");
     if (st == REFENC_OK)
         st = part_path(tmp, sizeof tmp, a, s->name, err);
+    if (st == REFENC_OK && (st = golden_part_open(&pf, &g, &pi, tmp, err)) == REFENC_OK) {
+        r->ps.file = &pf;
+        if (a->per_layer)
+            golden_part_set_put_inputs(&r->ps, &s->c, (const double *const *)r->inputs);
+    }
+    if (st == REFENC_OK && r->end > r->begin)
+        st = golden_encoder_run(&s->c, &ro, &r->steps, golden_part_set_emit, &r->ps, r->engine_desc,
+                                sizeof r->engine_desc, &pi.prec, &pi.prec_check, err);
     if (st == REFENC_OK)
-        st = golden_part_write(&g, &pi, tmp, err);
+        st = golden_part_commit(&pf, &g, &pi, err);
+    golden_part_abort(&pf); /* after an error: no part, no temporary file */
     free(plan_text);
     if (st == REFENC_OK)
         snprintf(out->summary, sizeof out->summary, "case %s: shard %zu/%zu (units %zu to %zu of %zu) written to %s", s->name,

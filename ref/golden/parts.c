@@ -169,34 +169,26 @@ static int add_slice(golden_part_set *ps, const char *name, size_t lo, size_t hi
 {
     if (!refenc_array_reserve((void **)&ps->slice, &ps->cap, ps->n + 1, sizeof *ps->slice))
         return 0;
-    golden_slice *sl = &ps->slice[ps->n];
+    golden_slice *sl = &ps->slice[ps->n++];
     memset(sl, 0, sizeof *sl);
     snprintf(sl->name, sizeof sl->name, "%s", name);
     sl->lo = lo, sl->hi = hi, sl->ndim = ndim;
     memcpy(sl->shape, full_shape, ndim * sizeof *full_shape);
     sl->shape[0] = hi - lo;
-    size_t n = 1;
-    for (size_t d = 0; d < ndim; d++)
-        n *= sl->shape[d];
-    if ((sl->data = refenc_alloc_array(n, sizeof(double))) == NULL)
-        return 0;
-    ps->n++;
     return 1;
 }
 
 void golden_part_set_free(golden_part_set *ps)
 {
-    for (size_t i = 0; i < ps->n; i++)
-        free(ps->slice[i].data);
     free(ps->slice);
     memset(ps, 0, sizeof *ps);
 }
 
 int golden_part_set_init(golden_part_set *ps, const refenc_case *c, golden_steps *steps, int per_layer,
-                         const double *const *layer_inputs, size_t begin, size_t end, refenc_error *err)
+                         size_t begin, size_t end, refenc_error *err)
 {
     memset(ps, 0, sizeof *ps);
-    const size_t N = c->cfg.n_layers, B = c->B, LD = c->L * c->cfg.d_model;
+    const size_t N = c->cfg.n_layers, B = c->B;
     char name[REFENC_NAME_MAX];
     for (size_t i = 0; i < steps->n; i++) {
         size_t lo, hi;
@@ -220,9 +212,20 @@ int golden_part_set_init(golden_part_set *ps, const refenc_case *c, golden_steps
             golden_part_set_free(ps);
             return refenc_error_set(err, REFENC_ENOMEM, "out of memory for a part's layer inputs");
         }
-        memcpy(ps->slice[ps->n - 1].data, layer_inputs[l] + lo * LD, (hi - lo) * LD * sizeof(double));
     }
     return REFENC_OK;
+}
+
+void golden_part_set_put_inputs(golden_part_set *ps, const refenc_case *c, const double *const *layer_inputs)
+{
+    const size_t LD = c->L * c->cfg.d_model;
+    for (size_t i = 0; i < ps->n; i++) {
+        size_t l;
+        if (!refenc_name_is_layer_input(ps->slice[i].name, &l))
+            continue;
+        for (size_t b = ps->slice[i].lo; b < ps->slice[i].hi; b++)
+            golden_part_put(ps->file, i, b, layer_inputs[l] + b * LD, LD);
+    }
 }
 
 void golden_part_set_emit(void *ctx, const char *step, size_t item, const double *data, size_t ndim,
@@ -236,7 +239,7 @@ void golden_part_set_emit(void *ctx, const char *step, size_t item, const double
         n *= shape[d];
     for (size_t i = 0; i < ps->n; i++)
         if (strcmp(ps->slice[i].name, name) == 0 && item >= ps->slice[i].lo && item < ps->slice[i].hi) {
-            memcpy(ps->slice[i].data + (item - ps->slice[i].lo) * n, data, n * sizeof(double));
+            golden_part_put(ps->file, i, item, data, n);
             return;
         }
 }
@@ -307,8 +310,12 @@ static int check_integrity(part *p, const char *path, refenc_error *err)
         return refenc_error_set(err, REFENC_EFORMAT, "%s: __metadata__.fingerprint %.16s... is not the sha256 "
                                 "of its plan (%.16s...): the fingerprint or the plan was edited", path,
                                 meta(p, "fingerprint"), have);
-    if (!golden_file_sha256(have, &p->f))
+    if (p->f.n_tensors > 0 && p->f.tensors[0].data == NULL) { /* the header alone (golden_part_verify) */
+        if ((st = golden_file_sha256_read(have, &p->f, err)) != REFENC_OK)
+            return st;
+    } else if (!golden_file_sha256(have, &p->f)) {
         return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", path);
+    }
     if (strcmp(have, meta(p, "tensors_sha256")) != 0)
         return refenc_error_set(err, REFENC_EFORMAT, "%s: its tensors do not have the sha256 its metadata "
                                 "records (tensors_sha256 %.16s..., the file's %.16s...): values were changed "
@@ -321,10 +328,12 @@ static int check_integrity(part *p, const char *path, refenc_error *err)
     return REFENC_OK;
 }
 
-static int read_part(part *p, const char *path, refenc_error *err)
+/* Reads and checks a part; header_only: its data are read in pieces for
+ * its hash, never held (a rerun's check of a part it may keep). */
+static int read_part(part *p, const char *path, int header_only, refenc_error *err)
 {
     memset(p, 0, sizeof *p);
-    int st = refenc_st_read(&p->f, path, err);
+    int st = header_only ? refenc_st_read_header(&p->f, path, err) : refenc_st_read(&p->f, path, err);
     if (st == REFENC_OK)
         st = check_format(p, path, err);
     if (st == REFENC_OK)
@@ -362,7 +371,7 @@ static void part_free(part *p)
 int golden_part_verify(const char *path, const char *plan_text, size_t k, refenc_error *err)
 {
     part p;
-    int st = read_part(&p, path, err);
+    int st = read_part(&p, path, 1, err);
     json_t *want = st == REFENC_OK ? json_loads(plan_text, 0, NULL) : NULL;
     const char *field = want != NULL ? golden_plan_differs(p.plan, want) : NULL;
     if (st == REFENC_OK && want == NULL)
@@ -716,7 +725,7 @@ int golden_merge(const char *const *paths, size_t n_parts, const char *out_dir, 
     m.paths = paths;
     int st = REFENC_OK;
     for (size_t i = 0; i < n_parts && st == REFENC_OK; i++)
-        st = read_part(&m.p[i], paths[i], err);
+        st = read_part(&m.p[i], paths[i], 0, err);
     if (st == REFENC_OK)
         st = check_shards(&m, err);
     if (st == REFENC_OK)

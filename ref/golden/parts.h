@@ -33,18 +33,23 @@ int golden_layer_inputs(double ***inputs, const refenc_case *c, size_t first, si
                         size_t item_lo, size_t item_hi, refenc_error *err);
 void golden_layer_inputs_free(double **inputs, size_t n_layers);
 
-/* The slices a part holds, filled by the oracle run's emit. */
+/* The slices a part holds: where each item of each output and layer input
+ * of its units goes in the part file (file.h, golden_part_writer). */
 typedef struct {
     size_t n, cap;
     golden_slice *slice;
+    golden_part_writer *file;  /* where emit and the layer inputs go */
 } golden_part_set;
 
 /* The slices of the steps in `steps` and, per layer, of the layer inputs,
  * for the units [begin, end).  Errors: REFENC_ENOMEM. */
 int golden_part_set_init(golden_part_set *ps, const refenc_case *c, golden_steps *steps, int per_layer,
-                         const double *const *layer_inputs, size_t begin, size_t end, refenc_error *err);
+                         size_t begin, size_t end, refenc_error *err);
 void golden_part_set_free(golden_part_set *ps);
-/* The emit of refenc_mp_run (ctx: golden_part_set). */
+/* Puts the layer inputs' slices (per layer: layer_inputs[l], (B, L, D)) into ps->file. */
+void golden_part_set_put_inputs(golden_part_set *ps, const refenc_case *c, const double *const *layer_inputs);
+/* The emit of refenc_mp_run (ctx: golden_part_set): each item's values
+ * straight into ps->file, kept nowhere. */
 void golden_part_set_emit(void *ctx, const char *step, size_t item, const double *data, size_t ndim,
                           const size_t *shape);
 

@@ -107,7 +107,7 @@ static int create_temporary(refenc_atomic_file *a, int replaces, mode_t mode, re
         random_name_part(r);
         snprintf(a->tmp, sizeof a->tmp, "%.*s.tmp.%s", (int)keep, a->base, r);
         /* a new file gets 0666 less the umask, as the target itself would */
-        a->fd = openat(a->dirfd, a->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+        a->fd = openat(a->dirfd, a->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                        replaces ? 0600 : 0666);
         if (a->fd >= 0 || errno != EEXIST)
             break;
@@ -181,6 +181,44 @@ int refenc_atomic_write(refenc_atomic_file *a, const void *buf, size_t n, refenc
         n -= (size_t)w;
     }
     return REFENC_OK;
+}
+
+/* pwrite or pread all n bytes at offset, retrying short transfers and EINTR; 0 or the errno. */
+static int transfer(int fd, unsigned char *p, size_t n, off_t offset, int writing)
+{
+    while (n > 0) {
+        const ssize_t w = writing ? pwrite(fd, p, n, offset) : pread(fd, p, n, offset);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : EIO; /* 0: a full disk (write) or a short file (read) */
+        p += w;
+        n -= (size_t)w;
+        offset += w;
+    }
+    return 0;
+}
+
+int refenc_atomic_pwrite(refenc_atomic_file *a, const void *buf, size_t n, uint64_t offset, refenc_error *err)
+{
+    const int e = offset > (uint64_t)INT64_MAX - n ? EFBIG : transfer(a->fd, (unsigned char *)buf, n, (off_t)offset, 1);
+    return e == 0 ? REFENC_OK : refenc_error_set(err, REFENC_EIO, "%s: cannot write: %s", a->path, strerror(e));
+}
+
+int refenc_atomic_pread(refenc_atomic_file *a, void *buf, size_t n, uint64_t offset, refenc_error *err)
+{
+    const int e = offset > (uint64_t)INT64_MAX - n ? EFBIG : transfer(a->fd, buf, n, (off_t)offset, 0);
+    return e == 0 ? REFENC_OK : refenc_error_set(err, REFENC_EIO, "%s: cannot read back: %s", a->path, strerror(e));
+}
+
+void refenc_atomic_signals(refenc_atomic_file *a, int blocked)
+{
+    if (blocked && !a->blocked)
+        block_signals(a);
+    else if (!blocked && a->blocked) {
+        pthread_sigmask(SIG_SETMASK, &a->saved, NULL);
+        a->blocked = 0;
+    }
 }
 
 int refenc_atomic_commit(refenc_atomic_file *a, refenc_error *err)

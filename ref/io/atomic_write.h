@@ -21,8 +21,10 @@
  * for a new file.
  *
  * Between open and commit or abort, the termination signals (SIGHUP, SIGINT,
- * SIGQUIT, SIGTERM) are blocked in the calling thread: one that arrives
- * mid-write takes effect once the temporary file is renamed or removed.
+ * SIGQUIT, SIGTERM) are blocked in the calling thread (unless a write that
+ * lasts as long as a computation lets them through: refenc_atomic_signals):
+ * one that arrives mid-write takes effect once the temporary file is renamed
+ * or removed.
  * Another thread (an OpenMP worker) may still take it: the temporary file is
  * registered (temporaries.h), and the handler installed there removes it
  * before the process ends by the signal.  SIGKILL can neither be blocked
@@ -39,6 +41,7 @@
 
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -74,6 +77,22 @@ int refenc_atomic_openat(refenc_atomic_file *a, int at, const char *path, const 
 
 /* Appends n bytes.  Errors: REFENC_EIO (the temporary file is then removed). */
 int refenc_atomic_write(refenc_atomic_file *a, const void *buf, size_t n, refenc_error *err);
+
+/* Writes n bytes at offset of the temporary file (pwrite: the end where
+ * refenc_atomic_write appends does not move), or reads them back (the
+ * temporary is open for reading and writing).  Calls for distinct bytes may
+ * come from several threads at once.  Unlike refenc_atomic_write, a failure
+ * leaves the temporary file: the caller aborts.  Errors: REFENC_EIO (a full
+ * disk, a file-size limit, bytes not written yet). */
+int refenc_atomic_pwrite(refenc_atomic_file *a, const void *buf, size_t n, uint64_t offset, refenc_error *err);
+int refenc_atomic_pread(refenc_atomic_file *a, void *buf, size_t n, uint64_t offset, refenc_error *err);
+
+/* blocked 0: the termination signals are let through in the calling thread,
+ * for a write that lasts as long as a computation (a golden part streamed
+ * over its oracle run, safetensors.h): one that arrives then ends the
+ * process and the handler (temporaries.h) removes the temporary file, the
+ * target untouched.  blocked 1: blocked again, as between open and commit. */
+void refenc_atomic_signals(refenc_atomic_file *a, int blocked);
 
 /* Makes the file appear under its name.  Errors: REFENC_EIO (fsync, close or
  * rename failed; the temporary file is removed and the target untouched). */

@@ -716,23 +716,36 @@ static size_t header_extent(const unsigned char *prefix, size_t size)
     return N > (uint64_t)(size - 8) || N > REFENC_ST_MAX_HEADER ? 8 : 8 + (size_t)N;
 }
 
-/* Reads the header and checks it against the file's size, then the data it
- * declares: memory is the header until the header is valid, and the file's
- * size only for a file whose header accounts for every byte of it. */
-static int read_checked(refenc_st_file *f, int fd, size_t size, const char *path, refenc_error *err)
+/* Reads the header and checks it against the file's size: *buf (head
+ * bytes, the caller's) holds it, f's tensors point past it. */
+static int read_header(refenc_st_file *f, int fd, size_t size, const char *path, unsigned char **buf, size_t *head,
+                       refenc_error *err)
 {
     unsigned char prefix[8];
     int st = refenc_read_at(fd, prefix, size < 8 ? size : 8, 0, path, err);
     if (st)
         return st;
-    const size_t head = header_extent(prefix, size);
-    unsigned char *buf = malloc(head ? head : 1);
-    if (buf == NULL)
-        return refenc_error_set(err, REFENC_ENOMEM, "%s: cannot allocate %zu bytes for its header", path, head);
-    if ((st = refenc_read_at(fd, buf, head, 0, path, err)) || (st = parse_file(f, buf, size, path, err))) {
-        free(buf);
-        return st;
+    *head = header_extent(prefix, size);
+    *buf = malloc(*head ? *head : 1);
+    if (*buf == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: cannot allocate %zu bytes for its header", path, *head);
+    if ((st = refenc_read_at(fd, *buf, *head, 0, path, err)) || (st = parse_file(f, *buf, size, path, err))) {
+        free(*buf);
+        *buf = NULL;
     }
+    return st;
+}
+
+/* Reads the header and checks it against the file's size, then the data it
+ * declares: memory is the header until the header is valid, and the file's
+ * size only for a file whose header accounts for every byte of it. */
+static int read_checked(refenc_st_file *f, int fd, size_t size, const char *path, refenc_error *err)
+{
+    unsigned char *buf;
+    size_t head;
+    int st = read_header(f, fd, size, path, &buf, &head, err);
+    if (st)
+        return st;
     /* the header is valid: its tensors tile the rest of the file exactly */
     unsigned char *all = realloc(buf, size ? size : 1);
     if (all == NULL) {
@@ -775,6 +788,26 @@ int refenc_st_read_at(refenc_st_file *f, int at, const char *path, const char *d
         return st;
     st = read_checked(f, fd, size, display, err);
     close(fd);
+    return st;
+}
+
+int refenc_st_read_header(refenc_st_file *f, const char *path, refenc_error *err)
+{
+    memset(f, 0, sizeof *f);
+    int fd;
+    size_t size, head;
+    unsigned char *buf;
+    int st = refenc_open_regular(&fd, &size, path, err);
+    if (st)
+        return st;
+    st = read_header(f, fd, size, path, &buf, &head, err);
+    close(fd);
+    if (st == REFENC_OK) {
+        f->buf = buf;
+        f->owns_buf = 1;
+        for (size_t i = 0; i < f->n_tensors; i++)
+            f->tensors[i].data = NULL; /* past the header: not read */
+    }
     return st;
 }
 
@@ -895,7 +928,7 @@ static int entry_layout_cmp(const void *pa, const void *pb)
 }
 
 /* Validates one entry to write and computes its size. */
-static int check_write_entry(size_t *nbytes, const char *path, const refenc_st_entry *e,
+static int check_write_entry(size_t *nbytes, const char *path, const refenc_st_entry *e, int streamed,
                              refenc_error *err)
 {
     char shown[SHOW_MAX], sh[SHAPE_MAX];
@@ -926,10 +959,10 @@ static int check_write_entry(size_t *nbytes, const char *path, const refenc_st_e
                                 path, show(shown, e->name),
                                 refenc_shape_format(sh, sizeof sh, e->shape, e->ndim, "[]"),
                                 refenc_st_dtype_name(e->dtype));
-    if (*nbytes > 0 && e->data == NULL)
+    if (*nbytes > 0 && e->data == NULL && !streamed)
         return refenc_error_set(err, REFENC_EINVAL, "%s: tensor '%s': data is NULL", path,
                                 show(shown, e->name));
-    if (e->dtype == REFENC_ST_BOOL) {
+    if (e->dtype == REFENC_ST_BOOL && e->data != NULL) {
         const unsigned char *p = e->data;
         for (size_t i = 0; i < numel; i++)
             if (p[i] > 1)
@@ -1064,9 +1097,9 @@ static void plan_free(write_plan *p)
 }
 
 /* Checks every entry and the metadata, refuses duplicate names, and orders
- * the entries for the data (entry_layout_cmp). */
+ * the entries for the data (entry_layout_cmp).  streamed: data may be NULL. */
 static int plan_write(write_plan *p, const char *path, const refenc_st_entry *entries, size_t n,
-                      const json_t *metadata, refenc_error *err)
+                      const json_t *metadata, int streamed, refenc_error *err)
 {
     memset(p, 0, sizeof *p);
     p->n = n;
@@ -1076,7 +1109,7 @@ static int plan_write(write_plan *p, const char *path, const refenc_st_entry *en
         return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory for %zu tensors", path, n);
     int st = REFENC_OK;
     for (size_t i = 0; i < n && st == REFENC_OK; i++)
-        st = check_write_entry(&p->nbytes[i], path, &entries[i], err);
+        st = check_write_entry(&p->nbytes[i], path, &entries[i], streamed, err);
     if (st || (st = check_write_metadata(path, metadata, err)))
         return st;
     for (size_t i = 0; i < n; i++)
@@ -1163,7 +1196,7 @@ int refenc_st_write_at(int at, const char *path, const char *display, const refe
     write_plan p;
     if (display == NULL)
         display = path;
-    int st = plan_write(&p, display, entries, n, metadata, err);
+    int st = plan_write(&p, display, entries, n, metadata, 0, err);
     if (st == REFENC_OK) {
         char *header;
         size_t len = 0;
@@ -1173,5 +1206,167 @@ int refenc_st_write_at(int at, const char *path, const char *display, const refe
         free(header);
     }
     plan_free(&p);
+    return st;
+}
+
+/* ---------------------------------------------------------------- writing in pieces */
+
+void refenc_st_stream_abort(refenc_st_stream *s)
+{
+    if (s->open)
+        refenc_atomic_abort(&s->a); /* after a commit: nothing left to remove */
+    for (size_t i = 0; s->e != NULL && i < s->n; i++)
+        free((char *)s->e[i].name);
+    free(s->e);
+    free(s->sorted);
+    free(s->nbytes);
+    free(s->at);
+    memset(s, 0, sizeof *s);
+}
+
+/* Takes the checked plan of the caller's entries over: copies of the entries
+ * (names owned, no data) in its order, and each one's place in the file
+ * after a header of hlen bytes. */
+static int stream_adopt(refenc_st_stream *s, write_plan *p, const refenc_st_entry *entries, size_t hlen,
+                        const char *path, refenc_error *err)
+{
+    s->n = p->n, s->total = p->total, s->data_at = 8 + (uint64_t)hlen;
+    s->sorted = p->sorted, s->nbytes = p->nbytes;
+    p->sorted = NULL, p->nbytes = NULL;
+    s->e = calloc(s->n ? s->n : 1, sizeof *s->e);
+    s->at = calloc(s->n ? s->n : 1, sizeof *s->at);
+    if (s->e == NULL || s->at == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory for %zu tensors", path, s->n);
+    for (size_t i = 0; i < s->n; i++) {
+        s->e[i] = entries[i];
+        s->e[i].data = NULL;
+        if ((s->e[i].name = strdup(entries[i].name)) == NULL)
+            return refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory for %zu tensors", path, s->n);
+    }
+    uint64_t at = s->data_at;
+    for (size_t k = 0; k < s->n; k++) {
+        const size_t i = (size_t)(s->sorted[k] - entries);
+        s->sorted[k] = &s->e[i];
+        s->at[i] = at;
+        at += s->nbytes[s->n + k];
+    }
+    return REFENC_OK;
+}
+
+/* The file's whole size now, its blocks reserved where the file system
+ * can: a full disk or a file-size limit fails the open, not the last piece
+ * of a long run; and a piece read back before it is written reads zeros,
+ * not a short file.  Where space cannot be reserved, the size alone. */
+static int stream_reserve(refenc_st_stream *s, const char *path, refenc_error *err)
+{
+    const off_t size = (off_t)(s->data_at + s->total);
+    const int e = size > 0 ? posix_fallocate(s->a.fd, 0, size) : 0;
+    if (e == ENOSPC || e == EFBIG)
+        return refenc_error_set(err, REFENC_EIO, "%s: cannot write its %lld bytes: %s", path, (long long)size,
+                                strerror(e));
+    if (ftruncate(s->a.fd, size) != 0)
+        return refenc_error_set(err, REFENC_EIO, "%s: cannot write: %s", path, strerror(errno));
+    return REFENC_OK;
+}
+
+int refenc_st_stream_open(refenc_st_stream *s, const char *path, const refenc_st_entry *entries, size_t n,
+                          const json_t *guess, refenc_error *err)
+{
+    memset(s, 0, sizeof *s);
+    write_plan p;
+    char *header = NULL;
+    size_t hlen = 0;
+    int st = plan_write(&p, path, entries, n, guess, 1, err);
+    if (st == REFENC_OK)
+        st = padded_header(&header, &hlen, &p, guess, path, err);
+    free(header);
+    if (st == REFENC_OK)
+        st = stream_adopt(s, &p, entries, hlen, path, err);
+    plan_free(&p);
+    if (st == REFENC_OK && (st = refenc_atomic_open(&s->a, path, err)) == REFENC_OK) {
+        s->open = 1;
+        refenc_atomic_signals(&s->a, 0); /* a long write: a termination signal ends it (atomic_write.h) */
+        st = stream_reserve(s, path, err);
+    }
+    for (size_t i = 0; i < n && st == REFENC_OK; i++)
+        if (entries[i].data != NULL)
+            st = refenc_st_stream_put(s, i, 0, entries[i].data, s->nbytes[i], err);
+    if (st != REFENC_OK)
+        refenc_st_stream_abort(s);
+    return st;
+}
+
+/* Whether bytes [at, at + n) are in entry i. */
+static int stream_range(const refenc_st_stream *s, size_t i, size_t at, size_t n, refenc_error *err)
+{
+    if (s->open && i < s->n && at <= s->nbytes[i] && n <= s->nbytes[i] - at)
+        return REFENC_OK;
+    return refenc_error_set(err, REFENC_EINVAL, "%s: bytes %zu to %zu of tensor %zu of %zu: not in the tensor, "
+                            "or the file is not open", s->a.path ? s->a.path : "(no file)", at, at + n, i, s->n);
+}
+
+int refenc_st_stream_put(refenc_st_stream *s, size_t i, size_t at, const void *data, size_t n,
+                         refenc_error *err)
+{
+    const int st = stream_range(s, i, at, n, err);
+    return st == REFENC_OK ? refenc_atomic_pwrite(&s->a, data, n, s->at[i] + at, err) : st;
+}
+
+int refenc_st_stream_get(refenc_st_stream *s, size_t i, size_t at, void *data, size_t n, refenc_error *err)
+{
+    const int st = stream_range(s, i, at, n, err);
+    return st == REFENC_OK ? refenc_atomic_pread(&s->a, data, n, s->at[i] + at, err) : st;
+}
+
+/* Moves the data to start at byte `to` of the file: the last bytes first
+ * when they move up, the first when down, so none is overwritten unread. */
+static int stream_move(refenc_st_stream *s, uint64_t to, refenc_error *err)
+{
+    const uint64_t from = s->data_at;
+    const size_t chunk = (size_t)1 << 20;
+    unsigned char *buf = malloc(chunk);
+    int st = buf == NULL ? refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", s->a.path) : REFENC_OK;
+    for (size_t done = 0; done < s->total && st == REFENC_OK;) {
+        const size_t n = s->total - done < chunk ? s->total - done : chunk;
+        const size_t off = to > from ? s->total - done - n : done;
+        st = refenc_atomic_pread(&s->a, buf, n, from + off, err);
+        if (st == REFENC_OK)
+            st = refenc_atomic_pwrite(&s->a, buf, n, to + off, err);
+        done += n;
+    }
+    free(buf);
+    if (st == REFENC_OK && to < from && ftruncate(s->a.fd, (off_t)(to + s->total)) != 0)
+        st = refenc_error_set(err, REFENC_EIO, "%s: cannot write: %s", s->a.path, strerror(errno));
+    for (size_t i = 0; i < s->n && st == REFENC_OK; i++)
+        s->at[i] = s->at[i] - from + to;
+    if (st == REFENC_OK)
+        s->data_at = to;
+    return st;
+}
+
+int refenc_st_stream_commit(refenc_st_stream *s, const json_t *metadata, refenc_error *err)
+{
+    if (!s->open)
+        return refenc_error_set(err, REFENC_EINVAL, "a streamed file committed without being open");
+    refenc_atomic_signals(&s->a, 1);
+    write_plan view = {s->sorted, s->nbytes, s->n, s->total};
+    char *header = NULL;
+    size_t len = 0;
+    int st = check_write_metadata(s->a.path, metadata, err);
+    if (st == REFENC_OK)
+        st = padded_header(&header, &len, &view, metadata, s->a.path, err);
+    if (st == REFENC_OK && 8 + (uint64_t)len != s->data_at)
+        st = stream_move(s, 8 + (uint64_t)len, err);
+    unsigned char prefix[8];
+    for (int i = 0; i < 8; i++)
+        prefix[i] = (unsigned char)((uint64_t)len >> (8 * i));
+    if (st == REFENC_OK)
+        st = refenc_atomic_pwrite(&s->a, prefix, 8, 0, err);
+    if (st == REFENC_OK)
+        st = refenc_atomic_pwrite(&s->a, header, len, 8, err);
+    if (st == REFENC_OK)
+        st = refenc_atomic_commit(&s->a, err);
+    free(header);
+    refenc_st_stream_abort(s);
     return st;
 }

@@ -32,6 +32,7 @@
 #include <jansson.h>
 
 #include "../core/status.h"
+#include "atomic_write.h"
 #include "half.h"
 
 /* 100 MB, the limit of Hugging Face's implementation (MAX_HEADER_SIZE = 100_000_000):
@@ -105,6 +106,12 @@ int refenc_st_read(refenc_st_file *f, const char *path, refenc_error *err);
  * messages and as f->path. */
 int refenc_st_read_at(refenc_st_file *f, int at, const char *path, const char *display, refenc_error *err);
 
+/* The header alone, checked as refenc_st_read checks it (the tensors tile
+ * the file's size exactly), for a file too large to hold: the tensors'
+ * data are NULL (read them at their file_offset).  Errors: as
+ * refenc_st_read's. */
+int refenc_st_read_header(refenc_st_file *f, const char *path, refenc_error *err);
+
 /* Validates a buffer already in memory (the fuzzing entry point): never
  * reads outside buf[0..size), never leaks, whatever the bytes.  `name` is
  * used in messages.  The buffer is borrowed: it must outlive f.
@@ -169,5 +176,47 @@ int refenc_st_write(const char *path, const refenc_st_entry *entries, size_t n,
  * (NULL: path) in messages (atomic_write.h, refenc_atomic_openat). */
 int refenc_st_write_at(int at, const char *path, const char *display, const refenc_st_entry *entries,
                        size_t n, const json_t *metadata, refenc_error *err);
+
+/* A file written in pieces, for data too large to hold at once (a golden
+ * part, written as the oracle's units complete).  The layout follows from
+ * the entries' names, dtypes and shapes alone, as refenc_st_write lays them
+ * out, so each piece goes to its final place as it comes, in any order, from
+ * any thread; the file's bytes are those refenc_st_write gives for the same
+ * tensors and metadata.  The header is written last (its metadata may hold
+ * a checksum of the data): the data start after room for a header with the
+ * metadata `guess`, and are moved once if the final header's padded length
+ * differs.  The file appears atomically at commit (atomic_write.h); between
+ * open and commit the termination signals are let through
+ * (refenc_atomic_signals): a process ended by one leaves neither path nor
+ * the temporary file.
+ *
+ *   open    checks the entries (data may be NULL: put later) and guess,
+ *           creates the temporary file and writes the data given
+ *   put     n bytes of entry i (its index in entries) from byte `at` of its data
+ *   get     reads them back (for a checksum)
+ *   commit  writes the header with the final metadata, renames the file
+ *   abort   removes the temporary file; safe after a failed call, twice */
+typedef struct {
+    refenc_atomic_file a;
+    refenc_st_entry *e;               /* (n) copies of the entries: names owned, data NULL */
+    const refenc_st_entry **sorted;   /* (n) layout order                                  */
+    size_t *nbytes;                   /* (2n) by entry, then in layout order               */
+    uint64_t *at;                     /* (n) by entry: its data's offset in the file       */
+    size_t n, total;                  /* total: the data's size                            */
+    uint64_t data_at;                 /* where the data starts: 8 + the header's room      */
+    int open;
+} refenc_st_stream;
+
+/* Errors: those of refenc_st_write (guess is the metadata checked). */
+int refenc_st_stream_open(refenc_st_stream *s, const char *path, const refenc_st_entry *entries, size_t n,
+                          const json_t *guess, refenc_error *err);
+/* Errors: REFENC_EINVAL (i or the bytes outside the entry), REFENC_EIO. */
+int refenc_st_stream_put(refenc_st_stream *s, size_t i, size_t at, const void *data, size_t n,
+                         refenc_error *err);
+int refenc_st_stream_get(refenc_st_stream *s, size_t i, size_t at, void *data, size_t n, refenc_error *err);
+/* Errors: those of refenc_st_write for the metadata, REFENC_EIO, REFENC_ENOMEM; the
+ * temporary file is then removed. */
+int refenc_st_stream_commit(refenc_st_stream *s, const json_t *metadata, refenc_error *err);
+void refenc_st_stream_abort(refenc_st_stream *s);
 
 #endif
