@@ -35,10 +35,11 @@ suites that speak for it:
            embedding.c, pooling.c, and ziv.c (the precision loop); against the
            oracle suites, the accuracy suites and the regeneration of the
            smallest committed goldens byte for byte
-  golden   ref/golden/make.c, parts.c, plan.c, digest.c, validate.c,
-           file.c and grad.c (the golden maker: units, shards, parts and
-           merge, the plan and its digests, input validation, the files it
-           writes, the gradients and their upstream gradient);
+  golden   ref/golden/make.c, parts.c, part_file.c, plan.c, digest.c,
+           validate.c, file.c and grad.c (the golden maker: units, shards,
+           parts streamed to their file and merge, the plan and its digests,
+           input validation, the files it writes, the gradients and their
+           upstream gradient);
            against the golden_* suites
 
 Operators (on code only: never in comments, strings, character constants or
@@ -103,7 +104,7 @@ AREAS = {
         "filter": "@(safetensors|safetensors_convert|st_limits|manifest|file_read|bad_golden|bad_results|api_edges|"
                   "checkpoint_names|rope_scaling_json|cli_run|config_json|rows|"
                   "case_outputs|golden_trust|file_safety|messages|out_of_memory|nonfinite|cli_usage|"
-                  "atomic_write|golden_grad)/*",
+                  "atomic_write|golden_grad|golden_resume)/*",
         "budget": 30,
     },
     "kernels": {
@@ -151,7 +152,8 @@ AREAS = {
     "golden": {
         # the golden maker: units, parts and merge, digests, input validation, files, bug variants
         "files": ["ref/golden/make.c", "ref/golden/parts.c", "ref/golden/plan.c", "ref/golden/digest.c",
-                  "ref/golden/validate.c", "ref/golden/file.c", "ref/golden/grad.c", "ref/golden/alt.c"],
+                  "ref/golden/validate.c", "ref/golden/file.c", "ref/golden/grad.c", "ref/golden/alt.c",
+                  "ref/golden/part_file.c"],
         "filter": "@(golden*/*|out_of_memory/golden_*)",
         "budget": 30,
     },
