@@ -696,7 +696,7 @@ static void expect_whole_writers_bytes(const char *part, const char *again)
 Test(golden_command, streamed_parts_are_the_same_bytes_on_any_threads, .timeout = 120)
 {
     char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], whole[RB_PATH_MAX + 32], merged[RB_PATH_MAX + 32];
-    char part[3][5][RB_PATH_MAX + 32], again[RB_PATH_MAX + 32], spec[16], threads[4];
+    char part[3][5][RB_PATH_MAX + 64], again[RB_PATH_MAX + 32], spec[16], threads[16];
     rb_tmpdir(dir);
     config_file(cfg, sizeof cfg, dir,
                 "{\"model\": {\"d_model\": 16, \"n_heads\": 2, \"d_ff\": 24, \"n_layers\": 2, \"norm\": \"pre\"},"

@@ -487,12 +487,14 @@ static int pool_collect(golden_alt *v, reference_pool *p, refenc_error *err)
 static int reference_variants(golden_alt *v, const golden_alt_request *rq, const golden_set *golden,
                               const refenc_tolerance *tol64, const refenc_tolerance *tol32, refenc_error *err)
 {
-    reference_run runs[REFENC_VAR_COUNT + 1];
     int vars[REFENC_VAR_COUNT];
-    reference_pool p = {.rq = rq, .golden = golden, .tol64 = tol64, .tol32 = tol32, .runs = runs};
-    memset(runs, 0, sizeof runs);
-    runs[0].var = -1;
     const size_t total = wanted_variants(vars, rq);
+    /* exactly the runs there are: a loop past the last is a read out of bounds, not a zeroed slot */
+    reference_run *runs = calloc(total + 1, sizeof *runs);
+    if (runs == NULL)
+        return refenc_error_set(err, REFENC_ENOMEM, "case %s: out of memory", rq->name);
+    reference_pool p = {.rq = rq, .golden = golden, .tol64 = tol64, .tol32 = tol32, .runs = runs};
+    runs[0].var = -1;
     for (size_t i = 0; i < total; i++)
         runs[i + 1].var = vars[i], runs[i + 1].writes = refenc_variant_writes_params((refenc_variant)vars[i]);
     p.n = total + 1;
@@ -507,6 +509,7 @@ static int reference_variants(golden_alt *v, const golden_alt_request *rq, const
         golden_set_free(&runs[i].set);
         free(runs[i].keep);
     }
+    free(runs);
     return st;
 }
 
