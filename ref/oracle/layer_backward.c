@@ -80,10 +80,66 @@ static const refenc_rope_scaling *scaling(const lyr *m)
     return m->rope != NULL ? m->rope->scaling : NULL;
 }
 
+/* The linear maps of m->lin: k 0 in_proj, 1 out_proj, 2 linear1, 3 linear2. */
+enum { LIN_IN, LIN_OUT, LIN_1, LIN_2 };
+
+/* y = x W^T + b, W (out, in) the linear map k's doubles */
+static void lin_fwd(lyr *m, int k, mpfr_ptr y, mpfr_srcptr x, refenc_mp_ws *ws)
+{
+    const lyr_lin *l = &m->lin[k];
+    refenc_mpk_linear_d(y, x, l->W, l->b, &l->fwd, m->BL, l->in, l->out, ws);
+}
+
+/* dx = dy W = dy (W^T)^T: the forward's rows of doubles, on W's transpose */
+static void lin_dx(lyr *m, int k, mpfr_ptr dx, mpfr_srcptr dy, refenc_mp_ws *ws)
+{
+    const lyr_lin *l = &m->lin[k];
+    refenc_mpk_linear_d(dx, dy, l->WT, NULL, &l->bwd, m->BL, l->out, l->in, ws);
+}
+
+/* the linear map k's rows: W's 12-tensor index, its bias's */
+static const int lin_param[4][2] = {{IPW, IPB}, {OPW, OPB}, {L1W, L1B}, {L2W, L2B}};
+
+int refenc_mpb_layer_bind_d(lyr *m, const double *const t[12])
+{
+    const size_t shape[4][2] = {{m->R, m->D}, {m->D, m->E}, {m->F1, m->D}, {m->D, m->F}};
+    for (int k = 0; k < (m->glu ? 2 : 4); k++) {
+        lyr_lin *l = &m->lin[k];
+        const double *W = t[lin_param[k][0]], *b = t[lin_param[k][1]];
+        if (l->WT != NULL && l->W == W && l->b == b)
+            continue; /* bound already (the last layer, forward then backward) */
+        const size_t out = shape[k][0], in = shape[k][1];
+        if (l->WT == NULL && (l->WT = malloc(out * in * sizeof *l->WT)) == NULL)
+            return 0;
+        refenc_mp_wspan_unfix(&l->fwd);
+        refenc_mp_wspan_unfix(&l->bwd);
+        l->W = W, l->b = b, l->out = out, l->in = in;
+        for (size_t o = 0; o < out; o++)
+            for (size_t i = 0; i < in; i++)
+                l->WT[i * out + o] = W[o * in + i];
+        refenc_mp_wspan_of(&l->fwd, W, out * in, b, b != NULL ? out : 0);
+        refenc_mp_wspan_of(&l->bwd, l->WT, in * out, NULL, 0);
+        /* without the fixed-point rows, the same sums, slower */
+        (void)refenc_mp_wspan_fix(&l->fwd, W, out, in);
+        (void)refenc_mp_wspan_fix(&l->bwd, l->WT, in, out);
+    }
+    return 1;
+}
+
+void refenc_mpb_layer_unbind_d(lyr *m)
+{
+    for (int k = 0; k < 4; k++) {
+        refenc_mp_wspan_unfix(&m->lin[k].fwd);
+        refenc_mp_wspan_unfix(&m->lin[k].bwd);
+        free(m->lin[k].WT);
+        m->lin[k] = (lyr_lin){0};
+    }
+}
+
 /* t = MHA(in) */
 static void mha_fwd(lyr *m, mpfr_srcptr in, refenc_mp_ws *ws)
 {
-    refenc_mpk_linear_forward(m->qkv, in, m->P[IPW], m->P[IPB], m->BL, m->D, m->R, ws);
+    lin_fwd(m, LIN_IN, m->qkv, in, ws);
     heads(m, m->qkv, m->q, m->k, m->v, 0, ws);
     if (m->rope != NULL) { /* the repeated key heads rotated alike: HF's rotate-then-repeat */
         refenc_mpk_rope_forward(m->q, m->q, m->rope->positions, m->B * m->H, m->L, m->Dh, m->base,
@@ -93,7 +149,7 @@ static void mha_fwd(lyr *m, mpfr_srcptr in, refenc_mp_ws *ws)
     }
     refenc_mpk_attention_forward(m->o, m->Pw, m->q, m->k, m->v, m->opt, m->B, m->H, m->L, m->Dh, ws);
     merge(m, m->ctx, m->o, 0);
-    refenc_mpk_linear_forward(m->t, m->ctx, m->P[OPW], m->P[OPB], m->BL, m->E, m->D, ws);
+    lin_fwd(m, LIN_OUT, m->t, m->ctx, ws);
 }
 
 /* f = FFN(in), keeping the pre-activation z (BL, F1), act(a) in ga (gated)
@@ -105,9 +161,9 @@ static void ffn_fwd(lyr *m, mpfr_srcptr in, refenc_mp_ws *ws)
                                     m->P[L2B], m->BL, m->D, m->F, m->gate, m->act, ws);
         return;
     }
-    refenc_mpk_linear_forward(m->z, in, m->P[L1W], m->P[L1B], m->BL, m->D, m->F, ws);
+    lin_fwd(m, LIN_1, m->z, in, ws);
     refenc_mpk_activation_forward(m->hid, m->z, m->BL * m->F, m->act, ws);
-    refenc_mpk_linear_forward(m->f, m->hid, m->P[L2W], m->P[L2B], m->BL, m->F, m->D, ws);
+    lin_fwd(m, LIN_2, m->f, m->hid, ws);
 }
 
 static void add(mpfr_ptr y, mpfr_srcptr a, mpfr_srcptr b, size_t n)
@@ -190,7 +246,8 @@ static void in_bias_backward(lyr *m, refenc_mp_ws *ws)
 static void mha_bwd(lyr *m, mpfr_ptr dx_out, mpfr_srcptr dy, mpfr_srcptr in, refenc_mp_ws *ws)
 {
     const size_t BH = m->B * m->H;
-    refenc_mpk_linear_backward(m->d1, m->G[OPW], m->G[OPB], dy, m->ctx, m->P[OPW], m->BL, m->E,
+    lin_dx(m, LIN_OUT, m->d1, dy, ws);
+    refenc_mpk_linear_backward(NULL, m->G[OPW], m->G[OPB], dy, m->ctx, m->P[OPW], m->BL, m->E,
                                m->D, NULL, NULL, NULL, ws);
     merge(m, m->d1, m->dob, 1);
     refenc_mpk_attention_backward(m->dq, m->dk, m->dv, m->dP, m->dS, m->Dr, m->dob, m->q, m->k,
@@ -203,7 +260,8 @@ static void mha_bwd(lyr *m, mpfr_ptr dx_out, mpfr_srcptr dy, mpfr_srcptr in, ref
                                  m->rope->layout, scaling(m), ws);
     }
     heads(m, m->dqkv, m->dq, m->dk, m->dv, 1, ws); /* dk, dv summed over each group */
-    refenc_mpk_linear_backward(dx_out, m->G[IPW], NULL, m->dqkv, in, m->P[IPW], m->BL, m->D,
+    lin_dx(m, LIN_IN, dx_out, m->dqkv, ws);
+    refenc_mpk_linear_backward(NULL, m->G[IPW], NULL, m->dqkv, in, m->P[IPW], m->BL, m->D,
                                m->R, NULL, NULL, NULL, ws);
     if (m->G[IPB] != NULL)
         in_bias_backward(m, ws);
@@ -222,12 +280,14 @@ static void ffn_bwd(lyr *m, mpfr_ptr dx_out, mpfr_srcptr dy, mpfr_srcptr in, int
                                 m->BL, m->D, m->F, m->gate, m->act, ex, ws);
         return;
     }
-    refenc_mpk_linear_backward(m->dhid, m->G[L2W], m->G[L2B], dy, m->hid, m->P[L2W], m->BL, m->F,
+    lin_dx(m, LIN_2, m->dhid, dy, ws);
+    refenc_mpk_linear_backward(NULL, m->G[L2W], m->G[L2B], dy, m->hid, m->P[L2W], m->BL, m->F,
                                m->D, NULL, NULL, ex, ws);
     refenc_mpk_activation_derivative(m->gd, m->z, n, m->act, ws);
     for (size_t i = 0; i < n; i++)
         mpfr_mul(m->dz + i, m->dhid + i, m->gd + i, MPFR_RNDN); /* da = dh act'(a) */
-    refenc_mpk_linear_backward(dx_out, m->G[L1W], m->G[L1B], m->dz, in, m->P[L1W], m->BL, m->D,
+    lin_dx(m, LIN_1, dx_out, m->dz, ws);
+    refenc_mpk_linear_backward(NULL, m->G[L1W], m->G[L1B], m->dz, in, m->P[L1W], m->BL, m->D,
                                m->F, NULL, NULL, NULL, ws);
 }
 
@@ -365,6 +425,10 @@ static int layb_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, re
         off += (int)n;
     }
     refenc_mpb_layer_buffers(&m, &ar2, prec);
+    const double *params[12];
+    for (int i = 0; i < 12; i++)
+        params[i] = param_ptr(a->lp, i);
+    const int bound = refenc_mpb_layer_bind_d(&m, params);
     mpfr_ptr x = refenc_mp_arena_from_d(&ar1, a->x, m.BL * m.D, 53);
     mpfr_ptr dy = refenc_mp_arena_from_d(&ar1, a->dy, m.BL * m.D, 53);
     m.eps = refenc_mp_arena_from_d(&ar1, &c->layer_norm_eps, 1, 53);
@@ -373,13 +437,14 @@ static int layb_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, re
     const int eb = m.pre ? L2B : N2B; /* the bias summed from dy: db2 (Pre-LN), dbeta2 (Post-LN) */
     unsigned char *exb = m.G[eb] != NULL ? malloc(m.D) : NULL;
     m.ex[eb] = exb;
-    if (st || !ok || ar1.failed || ar2.failed || (m.G[eb] != NULL && exb == NULL)) {
+    if (st || !ok || !bound || ar1.failed || ar2.failed || (m.G[eb] != NULL && exb == NULL)) {
         st = refenc_mp_enomem(err, "layer backward", prec);
     } else {
         refenc_mpb_layer_forward(&m, x, &ws);
         st = lyr_emit(&m, sink, refenc_mpb_layer_backward(&m, dy, x, &ws));
     }
     free(exb);
+    refenc_mpb_layer_unbind_d(&m);
     refenc_mp_attn_options_free(handle);
     refenc_mp_arena_free(&ar2);
     refenc_mp_arena_free(&ar1);
