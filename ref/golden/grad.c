@@ -172,15 +172,15 @@ static json_t *grad_meta(const json_t *order, int seeded, uint64_t seed, const c
 }
 
 /* The oracle's run: dx, the steps' gradients and every parameter's. */
-static int oracle_run(const refenc_case *c, const double *dY, long prec, double *dx, double **steps,
-                      refenc_params *grad, char *desc, size_t n, refenc_error *err)
+static int oracle_run(const refenc_case *c, const double *dY, long prec, int threads, double *dx,
+                      double **steps, refenc_params *grad, char *desc, size_t n, refenc_error *err)
 {
     const refenc_input in = refenc_case_input(c);
     refenc_mp_report rep;
     memset(&rep, 0, sizeof rep);
     const int st = refenc_mp_encoder_backward_steps(grad, dx, NULL, steps, &c->params, &c->cfg, &in, dY,
                                                     prec > 0 ? (mpfr_prec_t)prec : REFENC_MP_PREC_DEFAULT,
-                                                    &rep);
+                                                    threads, &rep);
     if (st != REFENC_OK)
         return refenc_error_set(err, st, "case %s: gradients: %s", c->name, rep.error.message);
     golden_oracle_desc(desc, n, (long)rep.prec, (long)rep.prec_check);
@@ -188,7 +188,7 @@ static int oracle_run(const refenc_case *c, const double *dY, long prec, double 
 }
 
 int golden_grad_make(golden_grad *g, const refenc_case *c, const double *dY, uint64_t seed, long prec,
-                     int quiet, refenc_error *err)
+                     int threads, int quiet, refenc_error *err)
 {
     memset(g, 0, sizeof *g);
     const size_t BL = c->B * c->L, D = c->cfg.d_model, N = c->cfg.n_layers;
@@ -222,7 +222,7 @@ int golden_grad_make(golden_grad *g, const refenc_case *c, const double *dY, uin
                 "%zu values, certified together\n", c->name, N, N == 1 ? "" : "s", c->B, c->L,
                 (N + 2) * BL * D + grad.n_values);
     if (st == REFENC_OK)
-        st = oracle_run(c, dy, prec, dx, steps, &grad, desc, sizeof desc, err);
+        st = oracle_run(c, dy, prec, threads, dx, steps, &grad, desc, sizeof desc, err);
     if (st == REFENC_OK && !quiet)
         fprintf(stderr, "refenc golden: %s: gradients certified in %.0f s (%s)\n", c->name,
                 difftime(time(NULL), t0), desc);

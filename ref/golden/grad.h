@@ -45,10 +45,11 @@ int golden_grad_read_dy(double **dY, const refenc_case *c, const char *path, ref
  * dY is NULL), every gradient certified, starting at prec bits.  Configs
  * the oracle's backward does not compute (RMSNorm, the gated FFN, bias-free
  * blocks, RoPE scaling) are refused with REFENC_EINVAL naming the key.
+ * The oracle's backward on threads threads (>= 1; the same file for any).
  * Progress on stderr unless quiet.  Errors: REFENC_EINVAL, REFENC_ENOMEM,
  * REFENC_ELIMIT. */
 int golden_grad_make(golden_grad *g, const refenc_case *c, const double *dY, uint64_t seed, long prec,
-                     int quiet, refenc_error *err);
+                     int threads, int quiet, refenc_error *err);
 void golden_grad_free(golden_grad *g);
 
 /* The named backward bugs' gradients (tool/backward_bugs.h), each computed

@@ -579,7 +579,8 @@ static int grad_refused(const golden_source *s, const golden_request *a, refenc_
 /* The gradients: dY the inputs file's in.grad.dY (read by grad_refused), else seeded. */
 static int case_gradients(golden_run *r, const golden_request *a, refenc_error *err)
 {
-    return golden_grad_make(&r->grad, &r->s.c, r->dY, r->s.seed, (long)a->prec, a->quiet, err);
+    const int threads = a->threads > 0 ? (int)a->threads : golden_default_threads();
+    return golden_grad_make(&r->grad, &r->s.c, r->dY, r->s.seed, (long)a->prec, threads, a->quiet, err);
 }
 
 /* Frees everything a run made, its source last. */

@@ -20,6 +20,7 @@ typedef struct {
     const refenc_input *in;
     const double *dY, *start; /* start: the gradients' starting values, tensor after tensor */
     int steps;                /* 1: emit the gradient of each layer's input and output */
+    int threads;              /* the layers' linear maps' threads (>= 1) */
 } encb_args;
 
 /* The evaluation's MPFR state. */
@@ -312,10 +313,12 @@ static int encb_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, re
     const int ok = st == REFENC_OK && enc_setup(&s, &ar, &ws, prec);
     if (ok)
         refenc_mpb_layer_buffers(&s.m, &ar2, prec);
-    if (!ok || ar.failed || ar2.failed || !run(&s, &ws))
+    if (!ok || ar.failed || ar2.failed || !refenc_mpb_layer_threads(&s.m, a->threads, prec) ||
+        !run(&s, &ws))
         st = refenc_mp_enomem(err, "encoder backward", prec);
     else
         st = emit(&s, sink);
+    refenc_mpb_layer_threads_free(&s.m);
     refenc_mpb_layer_unbind_d(&s.m);
     enc_free(&s);
     refenc_mp_arena_free(&ar2);
@@ -377,13 +380,14 @@ int refenc_mp_encoder_backward(refenc_params *grad, double *dx, double *y, const
                                const refenc_config *cfg, const refenc_input *in, const double *dY,
                                mpfr_prec_t prec, refenc_mp_report *rep)
 {
-    return refenc_mp_encoder_backward_steps(grad, dx, y, NULL, p, cfg, in, dY, prec, rep);
+    return refenc_mp_encoder_backward_steps(grad, dx, y, NULL, p, cfg, in, dY, prec, 1, rep);
 }
 
 int refenc_mp_encoder_backward_steps(refenc_params *grad, double *dx, double *y,
                                      double *const *dsteps, const refenc_params *p,
                                      const refenc_config *cfg, const refenc_input *in,
-                                     const double *dY, mpfr_prec_t prec, refenc_mp_report *rep)
+                                     const double *dY, mpfr_prec_t prec, int threads,
+                                     refenc_mp_report *rep)
 {
     refenc_error local, *err = rep ? &rep->error : &local;
     int st = refenc_input_validate(in, cfg, err);
@@ -403,7 +407,7 @@ int refenc_mp_encoder_backward_steps(refenc_params *grad, double *dx, double *y,
     }
     for (size_t t = 0, off = 0; t < p->n_tensors; off += p->tensors[t].size, t++)
         memcpy(start + off, grad->tensors[t].data, p->tensors[t].size * sizeof *start);
-    encb_args a = {p, cfg, in, dY, start, dsteps != NULL};
+    encb_args a = {p, cfg, in, dY, start, dsteps != NULL, threads > 1 ? threads : 1};
     st = refenc_mp_run_twin(encb_eval, &a, prec, rep, outs,
                             p->n_tensors + 2 + (dsteps != NULL ? p->n_layers + 1 : 0));
     free(outs), free(names);

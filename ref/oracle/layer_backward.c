@@ -22,6 +22,7 @@
  * config does not have (P NULL) has no gradient. */
 #include "layer_backward.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,25 +81,106 @@ static const refenc_rope_scaling *scaling(const lyr *m)
     return m->rope != NULL ? m->rope->scaling : NULL;
 }
 
-/* The linear maps of m->lin: k 0 in_proj, 1 out_proj, 2 linear1, 3 linear2. */
+/* The linear maps of m->lin: k 0 in_proj, 1 out_proj, 2 linear1, 3 linear2,
+ * and their weights' and biases' indices among the 12 tensors. */
 enum { LIN_IN, LIN_OUT, LIN_1, LIN_2 };
+static const int lin_param[4][2] = {{IPW, IPB}, {OPW, OPB}, {L1W, L1B}, {L2W, L2B}};
+
+int refenc_mpb_layer_threads(lyr *m, int threads, mpfr_prec_t prec)
+{
+    size_t np = m->R > m->F1 ? m->R : m->F1; /* the rows' lengths, and dW's sums of BL terms */
+    np = np > m->D ? np : m->D;
+    np = np > m->BL ? np : m->BL;
+    m->tws = calloc((size_t)threads, sizeof *m->tws);
+    m->threads = m->tws != NULL ? threads : 0;
+    for (int t = 0; t < m->threads; t++)
+        if (refenc_mp_ws_alloc(&m->tws[t], prec, 1, np + 1) != REFENC_OK) {
+            refenc_mpb_layer_threads_free(m);
+            return 0;
+        }
+    return 1;
+}
+
+void refenc_mpb_layer_threads_free(lyr *m)
+{
+    for (int t = 0; m->tws != NULL && t < m->threads; t++)
+        refenc_mp_ws_free(&m->tws[t]); /* an unallocated one is zeroed: safe */
+    free(m->tws);
+    m->tws = NULL, m->threads = 0;
+}
+
+/* Runs fn(m, i, ws, arg) for i < n on m's threads.  MPFR's flags are per
+ * thread: the inexact flag is cleared before each call and what the calls
+ * raised set in the caller's (as one thread computing them all would). */
+typedef void lyr_task(const lyr *m, size_t i, refenc_mp_ws *ws, const void *arg);
+static void lyr_parallel(const lyr *m, size_t n, lyr_task *fn, const void *arg)
+{
+    const int was = mpfr_inexflag_p();
+    int inex = 0;
+#pragma omp parallel for schedule(dynamic) num_threads(m->threads) reduction(| : inex)
+    for (long i = 0; i < (long)n; i++) {
+        mpfr_clear_inexflag();
+        fn(m, (size_t)i, &m->tws[omp_get_thread_num()], arg);
+        inex |= mpfr_inexflag_p() != 0;
+    }
+    if (was || inex)
+        mpfr_set_inexflag();
+}
+
+/* One row of y = x W^T (+ b), W (out, in) doubles with its span. */
+typedef struct {
+    mpfr_ptr y;
+    mpfr_srcptr x;
+    const double *W, *b;
+    const refenc_mp_wspan *span;
+    size_t in, out;
+} row_job;
+static void row_task(const lyr *m, size_t n, refenc_mp_ws *ws, const void *arg)
+{
+    (void)m;
+    const row_job *j = arg;
+    refenc_mpk_linear_d(j->y + n * j->out, j->x + n * j->in, j->W, j->b, j->span, 1, j->in, j->out, ws);
+}
 
 /* y = x W^T + b, W (out, in) the linear map k's doubles */
-static void lin_fwd(lyr *m, int k, mpfr_ptr y, mpfr_srcptr x, refenc_mp_ws *ws)
+static void lin_fwd(lyr *m, int k, mpfr_ptr y, mpfr_srcptr x)
 {
     const lyr_lin *l = &m->lin[k];
-    refenc_mpk_linear_d(y, x, l->W, l->b, &l->fwd, m->BL, l->in, l->out, ws);
+    const row_job j = {y, x, l->W, l->b, &l->fwd, l->in, l->out};
+    lyr_parallel(m, m->BL, row_task, &j);
 }
 
 /* dx = dy W = dy (W^T)^T: the forward's rows of doubles, on W's transpose */
-static void lin_dx(lyr *m, int k, mpfr_ptr dx, mpfr_srcptr dy, refenc_mp_ws *ws)
+static void lin_dx(lyr *m, int k, mpfr_ptr dx, mpfr_srcptr dy)
 {
     const lyr_lin *l = &m->lin[k];
-    refenc_mpk_linear_d(dx, dy, l->WT, NULL, &l->bwd, m->BL, l->out, l->in, ws);
+    const row_job j = {dx, dy, l->WT, NULL, &l->bwd, l->out, l->in};
+    lyr_parallel(m, m->BL, row_task, &j);
 }
 
-/* the linear map k's rows: W's 12-tensor index, its bias's */
-static const int lin_param[4][2] = {{IPW, IPB}, {OPW, OPB}, {L1W, L1B}, {L2W, L2B}};
+/* Row o of dW += dy^T x (dy (BL, out), x (BL, in)). */
+typedef struct {
+    mpfr_ptr dW;
+    mpfr_srcptr dy, x;
+    size_t in, out;
+} dw_job;
+static void dw_task(const lyr *m, size_t o, refenc_mp_ws *ws, const void *arg)
+{
+    const dw_job *j = arg;
+    refenc_mpk_linear_backward_dw(j->dW, j->dy, j->x, m->BL, j->in, j->out, o, o + 1, NULL, ws);
+}
+
+/* The linear map k's parameter gradients: dW += dy^T x (on m's threads),
+ * db += sum_n dy (ex_db: which are exact, or NULL) */
+static void lin_dw(lyr *m, int k, mpfr_srcptr dy, mpfr_srcptr x, unsigned char *ex_db,
+                   refenc_mp_ws *ws)
+{
+    const lyr_lin *l = &m->lin[k];
+    const dw_job j = {m->G[lin_param[k][0]], dy, x, l->in, l->out};
+    lyr_parallel(m, l->out, dw_task, &j);
+    if (m->G[lin_param[k][1]] != NULL)
+        refenc_mpk_linear_backward_db(m->G[lin_param[k][1]], dy, m->BL, l->out, ex_db, ws);
+}
 
 int refenc_mpb_layer_bind_d(lyr *m, const double *const t[12])
 {
@@ -139,7 +221,7 @@ void refenc_mpb_layer_unbind_d(lyr *m)
 /* t = MHA(in) */
 static void mha_fwd(lyr *m, mpfr_srcptr in, refenc_mp_ws *ws)
 {
-    lin_fwd(m, LIN_IN, m->qkv, in, ws);
+    lin_fwd(m, LIN_IN, m->qkv, in);
     heads(m, m->qkv, m->q, m->k, m->v, 0, ws);
     if (m->rope != NULL) { /* the repeated key heads rotated alike: HF's rotate-then-repeat */
         refenc_mpk_rope_forward(m->q, m->q, m->rope->positions, m->B * m->H, m->L, m->Dh, m->base,
@@ -149,7 +231,7 @@ static void mha_fwd(lyr *m, mpfr_srcptr in, refenc_mp_ws *ws)
     }
     refenc_mpk_attention_forward(m->o, m->Pw, m->q, m->k, m->v, m->opt, m->B, m->H, m->L, m->Dh, ws);
     merge(m, m->ctx, m->o, 0);
-    lin_fwd(m, LIN_OUT, m->t, m->ctx, ws);
+    lin_fwd(m, LIN_OUT, m->t, m->ctx);
 }
 
 /* f = FFN(in), keeping the pre-activation z (BL, F1), act(a) in ga (gated)
@@ -161,9 +243,9 @@ static void ffn_fwd(lyr *m, mpfr_srcptr in, refenc_mp_ws *ws)
                                     m->P[L2B], m->BL, m->D, m->F, m->gate, m->act, ws);
         return;
     }
-    lin_fwd(m, LIN_1, m->z, in, ws);
+    lin_fwd(m, LIN_1, m->z, in);
     refenc_mpk_activation_forward(m->hid, m->z, m->BL * m->F, m->act, ws);
-    lin_fwd(m, LIN_2, m->f, m->hid, ws);
+    lin_fwd(m, LIN_2, m->f, m->hid);
 }
 
 static void add(mpfr_ptr y, mpfr_srcptr a, mpfr_srcptr b, size_t n)
@@ -246,9 +328,8 @@ static void in_bias_backward(lyr *m, refenc_mp_ws *ws)
 static void mha_bwd(lyr *m, mpfr_ptr dx_out, mpfr_srcptr dy, mpfr_srcptr in, refenc_mp_ws *ws)
 {
     const size_t BH = m->B * m->H;
-    lin_dx(m, LIN_OUT, m->d1, dy, ws);
-    refenc_mpk_linear_backward(NULL, m->G[OPW], m->G[OPB], dy, m->ctx, m->P[OPW], m->BL, m->E,
-                               m->D, NULL, NULL, NULL, ws);
+    lin_dx(m, LIN_OUT, m->d1, dy);
+    lin_dw(m, LIN_OUT, dy, m->ctx, NULL, ws);
     merge(m, m->d1, m->dob, 1);
     refenc_mpk_attention_backward(m->dq, m->dk, m->dv, m->dP, m->dS, m->Dr, m->dob, m->q, m->k,
                                   m->v, m->Pw, m->o, m->opt, m->B, m->H, m->L, m->Dh, NULL, NULL,
@@ -260,9 +341,9 @@ static void mha_bwd(lyr *m, mpfr_ptr dx_out, mpfr_srcptr dy, mpfr_srcptr in, ref
                                  m->rope->layout, scaling(m), ws);
     }
     heads(m, m->dqkv, m->dq, m->dk, m->dv, 1, ws); /* dk, dv summed over each group */
-    lin_dx(m, LIN_IN, dx_out, m->dqkv, ws);
-    refenc_mpk_linear_backward(NULL, m->G[IPW], NULL, m->dqkv, in, m->P[IPW], m->BL, m->D,
-                               m->R, NULL, NULL, NULL, ws);
+    lin_dx(m, LIN_IN, dx_out, m->dqkv);
+    const dw_job j = {m->G[IPW], m->dqkv, in, m->D, m->R}; /* the bias: in_bias_backward */
+    lyr_parallel(m, m->R, dw_task, &j);
     if (m->G[IPB] != NULL)
         in_bias_backward(m, ws);
 }
@@ -280,15 +361,13 @@ static void ffn_bwd(lyr *m, mpfr_ptr dx_out, mpfr_srcptr dy, mpfr_srcptr in, int
                                 m->BL, m->D, m->F, m->gate, m->act, ex, ws);
         return;
     }
-    lin_dx(m, LIN_2, m->dhid, dy, ws);
-    refenc_mpk_linear_backward(NULL, m->G[L2W], m->G[L2B], dy, m->hid, m->P[L2W], m->BL, m->F,
-                               m->D, NULL, NULL, ex, ws);
+    lin_dx(m, LIN_2, m->dhid, dy);
+    lin_dw(m, LIN_2, dy, m->hid, ex, ws);
     refenc_mpk_activation_derivative(m->gd, m->z, n, m->act, ws);
     for (size_t i = 0; i < n; i++)
         mpfr_mul(m->dz + i, m->dhid + i, m->gd + i, MPFR_RNDN); /* da = dh act'(a) */
-    lin_dx(m, LIN_1, dx_out, m->dz, ws);
-    refenc_mpk_linear_backward(NULL, m->G[L1W], m->G[L1B], m->dz, in, m->P[L1W], m->BL, m->D,
-                               m->F, NULL, NULL, NULL, ws);
+    lin_dx(m, LIN_1, dx_out, m->dz);
+    lin_dw(m, LIN_1, m->dz, in, NULL, ws);
 }
 
 /* dx_out = LN^T dy (the norm's input x), the norm's weight at P[w] */
@@ -437,13 +516,15 @@ static int layb_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, re
     const int eb = m.pre ? L2B : N2B; /* the bias summed from dy: db2 (Pre-LN), dbeta2 (Post-LN) */
     unsigned char *exb = m.G[eb] != NULL ? malloc(m.D) : NULL;
     m.ex[eb] = exb;
-    if (st || !ok || !bound || ar1.failed || ar2.failed || (m.G[eb] != NULL && exb == NULL)) {
+    if (st || !ok || !bound || ar1.failed || ar2.failed || (m.G[eb] != NULL && exb == NULL) ||
+        !refenc_mpb_layer_threads(&m, 1, prec)) {
         st = refenc_mp_enomem(err, "layer backward", prec);
     } else {
         refenc_mpb_layer_forward(&m, x, &ws);
         st = lyr_emit(&m, sink, refenc_mpb_layer_backward(&m, dy, x, &ws));
     }
     free(exb);
+    refenc_mpb_layer_threads_free(&m);
     refenc_mpb_layer_unbind_d(&m);
     refenc_mp_attn_options_free(handle);
     refenc_mp_arena_free(&ar2);

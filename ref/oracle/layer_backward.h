@@ -31,6 +31,8 @@ typedef struct {
     mpfr_ptr P[12];  /* the parameters, in refenc_layer_params order */
     lyr_lin lin[4];  /* in_proj, out_proj, linear1, linear2 as doubles (MLP; the
                         gated FFN's linears take P): refenc_mpb_layer_bind_d */
+    int threads;     /* the linear maps' rows go to this many OpenMP threads, */
+    refenc_mp_ws *tws; /* each with its workspace (refenc_mpb_layer_threads)  */
     mpfr_ptr G[12];  /* their gradients (accumulated)               */
     unsigned char *ex[12]; /* which gradient values are exact         */
     mpfr_ptr eps;
@@ -57,6 +59,14 @@ enum { IPW, IPB, OPW, OPB, L1W, L1B, L2W, L2B, N1W, N1B, N2W, N2B };
  * refenc_mpb_layer_unbind_d frees them. */
 int refenc_mpb_layer_bind_d(lyr *m, const double *const t[12]);
 void refenc_mpb_layer_unbind_d(lyr *m);
+
+/* m's threads (threads >= 1) and their workspaces, each at prec as large as
+ * the linear maps' rows need; 0 on allocation failure (m->threads is then
+ * 0).  A value is computed by the same operations on any thread: the
+ * outputs are the same for any number.  refenc_mpb_layer_threads_free
+ * frees them. */
+int refenc_mpb_layer_threads(lyr *m, int threads, mpfr_prec_t prec);
+void refenc_mpb_layer_threads_free(lyr *m);
 
 /* The forward's and the backward's buffers of m (its sizes set), from ar2. */
 void refenc_mpb_layer_buffers(lyr *m, refenc_mp_arena *ar2, mpfr_prec_t p);
