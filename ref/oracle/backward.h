@@ -65,12 +65,15 @@ void refenc_mpk_linear_backward(mpfr_ptr dx, mpfr_ptr dW, mpfr_ptr db, mpfr_srcp
                                 unsigned char *ex_dx, unsigned char *ex_dW, unsigned char *ex_db,
                                 refenc_mp_ws *ws);
 
-/* refenc_mpk_linear_backward's dW on rows o0 <= o < o1 of dW only (a
- * thread's share of them; ex_dW indexed as there), and its db alone.
+/* refenc_mpk_linear_backward's dW on rows o0 <= o < o1 of dW (in columns)
+ * only, a thread's share of them (ex_dW indexed as there), with dy[n,o] at
+ * dy + n dy_n + o dy_o and x[n,k] at x + n x_n + k x_k: (out, 1) and (in,
+ * 1) for the matrices as they are, (1, N) for their transposes, whose sums
+ * then read consecutive values.  And its db alone.
  * ws: as refenc_mpk_linear_backward's. */
-void refenc_mpk_linear_backward_dw(mpfr_ptr dW, mpfr_srcptr dy, mpfr_srcptr x, size_t N, size_t in,
-                                   size_t out, size_t o0, size_t o1, unsigned char *ex_dW,
-                                   refenc_mp_ws *ws);
+void refenc_mpk_linear_backward_dw(mpfr_ptr dW, mpfr_srcptr dy, size_t dy_n, size_t dy_o, mpfr_srcptr x,
+                                   size_t x_n, size_t x_k, size_t N, size_t in, size_t o0, size_t o1,
+                                   unsigned char *ex_dW, refenc_mp_ws *ws);
 void refenc_mpk_linear_backward_db(mpfr_ptr db, mpfr_srcptr dy, size_t N, size_t out,
                                    unsigned char *ex_db, refenc_mp_ws *ws);
 

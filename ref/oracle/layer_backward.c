@@ -98,6 +98,15 @@ int refenc_mpb_layer_threads(lyr *m, int threads, mpfr_prec_t prec)
             refenc_mpb_layer_threads_free(m);
             return 0;
         }
+    size_t width = m->R > m->F1 ? m->R : m->F1; /* dy's and x's widths: R, D, E, F1, F */
+    width = width > m->D ? width : m->D;
+    width = width > m->E ? width : m->E;
+    m->dyT = refenc_mp_block_alloc(width * m->BL, prec);
+    m->xT = refenc_mp_block_alloc(width * m->BL, prec);
+    if (m->tws == NULL || m->dyT == NULL || m->xT == NULL) {
+        refenc_mpb_layer_threads_free(m);
+        return 0;
+    }
     return 1;
 }
 
@@ -106,7 +115,9 @@ void refenc_mpb_layer_threads_free(lyr *m)
     for (int t = 0; m->tws != NULL && t < m->threads; t++)
         refenc_mp_ws_free(&m->tws[t]); /* an unallocated one is zeroed: safe */
     free(m->tws);
-    m->tws = NULL, m->threads = 0;
+    refenc_mp_block_free(m->dyT);
+    refenc_mp_block_free(m->xT);
+    m->tws = NULL, m->threads = 0, m->dyT = m->xT = NULL;
 }
 
 /* Runs fn(m, i, ws, arg) for i < n on m's threads.  MPFR's flags are per
@@ -158,16 +169,34 @@ static void lin_dx(lyr *m, int k, mpfr_ptr dx, mpfr_srcptr dy)
     lyr_parallel(m, m->BL, row_task, &j);
 }
 
-/* Row o of dW += dy^T x (dy (BL, out), x (BL, in)). */
+/* Row o of dW += dy^T x, dW (out, in), from the transposes m->dyT (out, BL)
+ * and m->xT (in, BL). */
 typedef struct {
     mpfr_ptr dW;
-    mpfr_srcptr dy, x;
-    size_t in, out;
+    size_t in;
 } dw_job;
 static void dw_task(const lyr *m, size_t o, refenc_mp_ws *ws, const void *arg)
 {
     const dw_job *j = arg;
-    refenc_mpk_linear_backward_dw(j->dW, j->dy, j->x, m->BL, j->in, j->out, o, o + 1, NULL, ws);
+    refenc_mpk_linear_backward_dw(j->dW, m->dyT, 1, m->BL, m->xT, 1, m->BL, m->BL, j->in, o, o + 1,
+                                  NULL, ws);
+}
+
+/* into (w, BL) from (BL, w), exact (the same precision) */
+static void transpose(mpfr_ptr t, mpfr_srcptr a, size_t BL, size_t w)
+{
+    for (size_t n = 0; n < BL; n++)
+        for (size_t c = 0; c < w; c++)
+            mpfr_set(t + c * BL + n, a + n * w + c, MPFR_RNDN);
+}
+
+/* dW += dy^T x, dW (out, in), on m's threads */
+static void dw_rows(lyr *m, mpfr_ptr dW, mpfr_srcptr dy, mpfr_srcptr x, size_t in, size_t out)
+{
+    transpose(m->dyT, dy, m->BL, out);
+    transpose(m->xT, x, m->BL, in);
+    const dw_job j = {dW, in};
+    lyr_parallel(m, out, dw_task, &j);
 }
 
 /* The linear map k's parameter gradients: dW += dy^T x (on m's threads),
@@ -176,8 +205,7 @@ static void lin_dw(lyr *m, int k, mpfr_srcptr dy, mpfr_srcptr x, unsigned char *
                    refenc_mp_ws *ws)
 {
     const lyr_lin *l = &m->lin[k];
-    const dw_job j = {m->G[lin_param[k][0]], dy, x, l->in, l->out};
-    lyr_parallel(m, l->out, dw_task, &j);
+    dw_rows(m, m->G[lin_param[k][0]], dy, x, l->in, l->out);
     if (m->G[lin_param[k][1]] != NULL)
         refenc_mpk_linear_backward_db(m->G[lin_param[k][1]], dy, m->BL, l->out, ex_db, ws);
 }
@@ -342,8 +370,7 @@ static void mha_bwd(lyr *m, mpfr_ptr dx_out, mpfr_srcptr dy, mpfr_srcptr in, ref
     }
     heads(m, m->dqkv, m->dq, m->dk, m->dv, 1, ws); /* dk, dv summed over each group */
     lin_dx(m, LIN_IN, dx_out, m->dqkv);
-    const dw_job j = {m->G[IPW], m->dqkv, in, m->D, m->R}; /* the bias: in_bias_backward */
-    lyr_parallel(m, m->R, dw_task, &j);
+    dw_rows(m, m->G[IPW], m->dqkv, in, m->D, m->R); /* the bias: in_bias_backward */
     if (m->G[IPB] != NULL)
         in_bias_backward(m, ws);
 }

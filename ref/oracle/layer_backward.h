@@ -33,6 +33,8 @@ typedef struct {
                         gated FFN's linears take P): refenc_mpb_layer_bind_d */
     int threads;     /* the linear maps' rows go to this many OpenMP threads, */
     refenc_mp_ws *tws; /* each with its workspace (refenc_mpb_layer_threads)  */
+    mpfr_ptr dyT, xT;  /* dW's operands transposed, (width, BL), width up to the
+                          widest linear: each sum reads consecutive values   */
     mpfr_ptr G[12];  /* their gradients (accumulated)               */
     unsigned char *ex[12]; /* which gradient values are exact         */
     mpfr_ptr eps;
@@ -61,8 +63,7 @@ int refenc_mpb_layer_bind_d(lyr *m, const double *const t[12]);
 void refenc_mpb_layer_unbind_d(lyr *m);
 
 /* m's threads (threads >= 1) and their workspaces, each at prec as large as
- * the linear maps' rows need; 0 on allocation failure (m->threads is then
- * 0).  A value is computed by the same operations on any thread: the
+ * the linear maps' rows need, and dyT, xT; 0 on allocation failure.  A value is computed by the same operations on any thread: the
  * outputs are the same for any number.  refenc_mpb_layer_threads_free
  * frees them. */
 int refenc_mpb_layer_threads(lyr *m, int threads, mpfr_prec_t prec);
