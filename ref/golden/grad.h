@@ -62,8 +62,10 @@ void golden_grad_free(golden_grad *g);
  * The reference's own error on g's gradients, in those bounds, goes into
  * g->meta (grad_variant_engine "reference", grad_variant_reference_error_f64),
  * with a warning on stderr (even when quiet) above 0.1.  Says on stderr,
- * unless quiet, which variants are not stored.
+ * unless quiet, which variants are not stored.  The reference's runs go
+ * threads at a time (>= 1; the same results and messages for any).
  * Errors: those of the reference's backward, REFENC_ENOMEM. */
-int golden_grad_variants(golden_grad *g, const refenc_case *c, json_t *variants, int quiet, refenc_error *err);
+int golden_grad_variants(golden_grad *g, const refenc_case *c, json_t *variants, int threads, int quiet,
+                         refenc_error *err);
 
 #endif

@@ -624,7 +624,8 @@ static int make_whole(golden_run *r, const golden_request *a, golden_outcome *ou
         if (r->v.meta == NULL && (r->v.meta = json_array()) == NULL)
             st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");
         if (st == REFENC_OK)
-            st = golden_grad_variants(&r->grad, &r->s.c, r->v.meta, a->quiet, err);
+            st = golden_grad_variants(&r->grad, &r->s.c, r->v.meta,
+                                      a->threads > 0 ? (int)a->threads : golden_default_threads(), a->quiet, err);
     }
     return st == REFENC_OK ? write_case(r, a, out, err) : st;
 }
