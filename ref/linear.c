@@ -33,12 +33,16 @@ void refenc_linear_backward(double *dx, double *dW, double *db,
         const double *dy_n = dy + n * out; /* dy[n,:] */
         const double *x_n = x + n * in;    /* x[n,:]  */
         if (dx != NULL) {
+            /* dx[n,:] = sum_o dy[n,o] W[o,:], o in order: each dx[n,k] is
+             * the same sum, term by term, as a loop over o for each k, but W
+             * is read along its rows instead of down its columns */
             double *dx_n = dx + n * in;    /* dx[n,:] */
-            for (size_t k = 0; k < in; k++) {
-                double acc = 0.0;
-                for (size_t o = 0; o < out; o++)
-                    acc += dy_n[o] * W[o * in + k];
-                dx_n[k] = acc;
+            for (size_t k = 0; k < in; k++)
+                dx_n[k] = 0.0;
+            for (size_t o = 0; o < out; o++) {
+                const double *w_o = W + o * in; /* W[o,:] */
+                for (size_t k = 0; k < in; k++)
+                    dx_n[k] += dy_n[o] * w_o[k];
             }
         }
         for (size_t o = 0; o < out; o++) {
