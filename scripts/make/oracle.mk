@@ -10,10 +10,11 @@ $(CHECKS): private override LDFLAGS += $(OMP_FLAGS)
 $(BENCH): private override LDFLAGS += $(OMP_FLAGS)
 
 # The oracle at BERT-base size against its goals (docs/oracle.md): a layer
-# at B1 L128, memory at B8 L512, 1 vs 2 shards; then one Llama-3-8B-shaped
+# at B1 L128, memory at B8 L512, 1 vs 2 shards, the same layer's backward
+# golden against its forward; then one Llama-3-8B-shaped
 # layer unit at B1 L512 (time and memory against its goal, reported, not
 # enforced).  About 15 minutes and 6 GiB; meaningful on a quiet machine
-# only.  Fails if a BERT-base goal is missed.  STEPS="1 2 2b 3" leaves the
+# only.  Fails if a BERT-base goal is missed.  STEPS="1 2 2b 3 grad" leaves the
 # Llama unit out; make bench-oracle-llama runs it alone (THREADS, default 2;
 # LLAMA_L, default 512).  make bench-oracle-grad runs the backward golden's
 # step alone: a BERT-base layer at B1 L128, the golden with and without
