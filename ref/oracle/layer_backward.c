@@ -182,7 +182,8 @@ static void dw_task(const lyr *m, size_t o, refenc_mp_ws *ws, const void *arg)
                                   NULL, ws);
 }
 
-/* into (w, BL) from (BL, w), exact (the same precision) */
+/* t (w, BL) = a (BL, w) transposed; exact: t's precision, the working
+ * one, is at least a's */
 static void transpose(mpfr_ptr t, mpfr_srcptr a, size_t BL, size_t w)
 {
     for (size_t n = 0; n < BL; n++)
