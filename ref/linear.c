@@ -31,22 +31,31 @@ void refenc_linear_backward(double *dx, double *dW, double *db,
 {
     for (size_t n = 0; n < N; n++) {
         const double *dy_n = dy + n * out; /* dy[n,:] */
-        const double *x_n = x + n * in;    /* x[n,:]  */
         if (dx != NULL) {
+            /* dx[n,:] = sum_o dy[n,o] W[o,:], o in order: each dx[n,k] is
+             * the same sum, term by term, as a loop over o for each k, but W
+             * is read along its rows instead of down its columns */
             double *dx_n = dx + n * in;    /* dx[n,:] */
-            for (size_t k = 0; k < in; k++) {
-                double acc = 0.0;
-                for (size_t o = 0; o < out; o++)
-                    acc += dy_n[o] * W[o * in + k];
-                dx_n[k] = acc;
+            for (size_t k = 0; k < in; k++)
+                dx_n[k] = 0.0;
+            for (size_t o = 0; o < out; o++) {
+                const double *w_o = W + o * in; /* W[o,:] */
+                for (size_t k = 0; k < in; k++)
+                    dx_n[k] += dy_n[o] * w_o[k];
             }
         }
-        for (size_t o = 0; o < out; o++) {
-            double *dw_o = dW + o * in;    /* dW[o,:] */
+    }
+    /* dW[o,:] += dy[n,o] x[n,:] and db[o] += dy[n,o], n in order: each value
+     * the same sum, term by term, as a loop over n outside, with dW's row o
+     * kept in cache over the N tokens instead of all of dW read N times */
+    for (size_t o = 0; o < out; o++) {
+        double *dw_o = dW + o * in;        /* dW[o,:] */
+        for (size_t n = 0; n < N; n++) {
+            const double dy_no = dy[n * out + o], *x_n = x + n * in;
             for (size_t k = 0; k < in; k++)
-                dw_o[k] += dy_n[o] * x_n[k];
+                dw_o[k] += dy_no * x_n[k];
             if (db != NULL)
-                db[o] += dy_n[o];
+                db[o] += dy_no;
         }
     }
 }

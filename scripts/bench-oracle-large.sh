@@ -29,14 +29,23 @@
 #      Long: about 10 min of CPU, 13 min of wall time on 2 loaded cores;
 #      its peak memory and the figures before and after the oracle's memory
 #      changes: docs/oracle.md.
+#   grad. the backward golden of step 1's layer (issue 25): the same config,
+#      B1 L128, the same threads, run back to back: the golden (every
+#      forward intermediate) and the golden with --grad, which makes that
+#      same golden and then the oracle's backward (every gradient and
+#      gradient step certified).  The backward's own cost is the difference
+#      of the two; goal: <= 3 times the forward golden's, in wall time
+#      (make bench-oracle-grad runs this step alone).  Also printed: CPU
+#      and peak memory of both, and the whole --grad run over the forward.
 #
 # usage: scripts/bench-oracle-large.sh REFENC WORKDIR
-#   THREADS (default 2); STEPS, the steps to run (default "1 2 2b 3 llama":
-#   every one; make bench-oracle-llama runs STEPS=llama); LLAMA_L (512).
+#   THREADS (default 2); STEPS, the steps to run (default "1 2 2b 3 grad
+#   llama": every one; make bench-oracle-llama runs STEPS=llama, make
+#   bench-oracle-grad STEPS=grad); LLAMA_L (512).
 set -eu
 refenc=$1 dir=$2
 threads=${THREADS:-2}
-steps=" ${STEPS:-1 2 2b 3 llama} "
+steps=" ${STEPS:-1 2 2b 3 grad llama} "
 mkdir -p "$dir"
 status=0
 step() { case "$steps" in *" $1 "*) return 0 ;; esac; return 1; }
@@ -131,6 +140,26 @@ printf '%-52s %8s s wall\n' "per-layer D=768, 2 layers, B1 L32, one machine:" "$
 printf '%-52s %8s s and %s s wall: on 2 machines %s s (%s%% of one); %s\n' "  shard 1/2 and shard 2/2:" "$s1_wall" \
     "$s2_wall" "$slowest" "$(echo "100 * $slowest / $whole_wall" | bc)" "$same"
 [ "$same" = "merge == whole, byte for byte" ] || status=1
+fi
+
+# grad. The backward golden of one BERT-base layer against its forward
+# golden: the same config and threads, back to back (on a shared machine
+# their ratio is fairer than either figure).  golden --grad writes the
+# forward golden's outputs too, so the backward's own cost is the
+# difference; its goal is 3 times the forward golden.
+if step grad; then
+measure fwd "$refenc" golden --config "$dir/b1_l128.json" --threads "$threads" --quiet --out-file "$dir/fwd.safetensors"
+measure grd "$refenc" golden --config "$dir/b1_l128.json" --grad --threads "$threads" --quiet --out-file "$dir/grad.safetensors"
+bwd_wall=$(echo "$grd_wall - $fwd_wall" | bc)
+bwd_cpu=$(echo "$grd_cpu - $fwd_cpu" | bc)
+ratio_wall=$(echo "scale=2; $bwd_wall / $fwd_wall" | bc)
+ratio_cpu=$(echo "scale=2; $bwd_cpu / $fwd_cpu" | bc)
+printf '%-52s %8s s wall %8s s CPU %6s MiB peak\n' "BERT-base layer, B1 L128, forward golden:" "$fwd_wall" "$fwd_cpu" "$fwd_mib"
+printf '%-52s %8s s wall %8s s CPU %6s MiB peak\n' "  the same with --grad (forward + backward):" "$grd_wall" "$grd_cpu" "$grd_mib"
+printf '%-52s %8s s wall %8s s CPU  (--grad / forward: %s wall, %s CPU)\n' "  the backward's own cost (the difference):" \
+    "$bwd_wall" "$bwd_cpu" "$(echo "scale=2; $grd_wall / $fwd_wall" | bc)" "$(echo "scale=2; $grd_cpu / $fwd_cpu" | bc)"
+printf '%-52s %8s x wall %8s x CPU  goal <= 3 x wall  %s\n' "  backward / forward golden:" "$ratio_wall" "$ratio_cpu" \
+    "$(verdict "$ratio_wall" 3)"
 fi
 
 # llama. One Llama-3-8B-shaped (layer, item) unit.  A 32-layer job at B1 is

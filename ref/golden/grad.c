@@ -4,6 +4,7 @@
 #include "grad.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,15 +173,15 @@ static json_t *grad_meta(const json_t *order, int seeded, uint64_t seed, const c
 }
 
 /* The oracle's run: dx, the steps' gradients and every parameter's. */
-static int oracle_run(const refenc_case *c, const double *dY, long prec, double *dx, double **steps,
-                      refenc_params *grad, char *desc, size_t n, refenc_error *err)
+static int oracle_run(const refenc_case *c, const double *dY, long prec, int threads, double *dx,
+                      double **steps, refenc_params *grad, char *desc, size_t n, refenc_error *err)
 {
     const refenc_input in = refenc_case_input(c);
     refenc_mp_report rep;
     memset(&rep, 0, sizeof rep);
     const int st = refenc_mp_encoder_backward_steps(grad, dx, NULL, steps, &c->params, &c->cfg, &in, dY,
                                                     prec > 0 ? (mpfr_prec_t)prec : REFENC_MP_PREC_DEFAULT,
-                                                    &rep);
+                                                    threads, &rep);
     if (st != REFENC_OK)
         return refenc_error_set(err, st, "case %s: gradients: %s", c->name, rep.error.message);
     golden_oracle_desc(desc, n, (long)rep.prec, (long)rep.prec_check);
@@ -188,7 +189,7 @@ static int oracle_run(const refenc_case *c, const double *dY, long prec, double 
 }
 
 int golden_grad_make(golden_grad *g, const refenc_case *c, const double *dY, uint64_t seed, long prec,
-                     int quiet, refenc_error *err)
+                     int threads, int quiet, refenc_error *err)
 {
     memset(g, 0, sizeof *g);
     const size_t BL = c->B * c->L, D = c->cfg.d_model, N = c->cfg.n_layers;
@@ -222,7 +223,7 @@ int golden_grad_make(golden_grad *g, const refenc_case *c, const double *dY, uin
                 "%zu values, certified together\n", c->name, N, N == 1 ? "" : "s", c->B, c->L,
                 (N + 2) * BL * D + grad.n_values);
     if (st == REFENC_OK)
-        st = oracle_run(c, dy, prec, dx, steps, &grad, desc, sizeof desc, err);
+        st = oracle_run(c, dy, prec, threads, dx, steps, &grad, desc, sizeof desc, err);
     if (st == REFENC_OK && !quiet)
         fprintf(stderr, "refenc golden: %s: gradients certified in %.0f s (%s)\n", c->name,
                 difftime(time(NULL), t0), desc);
@@ -339,6 +340,27 @@ static double grad_excess(const double *a, const double *want, size_t n)
     return worst;
 }
 
+/* The reference's own error on g's gradients (run r), into g's metadata,
+ * with a warning (even when quiet) when its variants may be off. */
+static int reference_error(golden_grad *g, const refenc_case *c, const grad_run *r)
+{
+    double worst = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        const long k = golden_index(g, r->names[i]);
+        if (k >= 0)
+            worst = fmax(worst, grad_excess(r->data[i], g->data[k], r->numel[i]));
+    }
+    char e[32];
+    snprintf(e, sizeof e, "%.3g", worst);
+    json_object_set_new(g->meta, "grad_variant_engine", json_string("reference"));
+    json_object_set_new(g->meta, "grad_variant_reference_error_f64", json_string(e));
+    if (!(worst <= GRAD_REFERENCE_ERROR_MAX)) /* even with --quiet: the variants may be off */
+        fprintf(stderr, "refenc golden: %s: the double reference's backward is %.3g float64 gradient bounds "
+                "from the oracle's on this case (more than %g): its backward variants may be off by as much\n",
+                c->name, worst, GRAD_REFERENCE_ERROR_MAX);
+    return REFENC_OK;
+}
+
 /* Grows g's entries to hold more (the names move: the entries point at them again). */
 static int grad_grow(golden_grad *g, size_t more)
 {
@@ -409,37 +431,80 @@ static int store_variant(golden_grad *g, json_t *variants, refenc_variant v, gra
     return st;
 }
 
-int golden_grad_variants(golden_grad *g, const refenc_case *c, json_t *variants, int quiet, refenc_error *err)
+/* One run of the reference's backward: on the case itself (var < 0: its
+ * error on the golden gradients) or with backward bug var.  The runs are
+ * independent, each the same double operations whatever the thread; they
+ * are read in this order, so the file and the messages are the same for
+ * any number of threads. */
+typedef struct {
+    const refenc_case *c;
+    const double *dY;
+    int var;
+    size_t cap;
+    grad_run r;
+    int st;
+    refenc_error err;
+} grad_job;
+
+static void *grad_job_run(void *arg)
+{
+    grad_job *j = arg;
+    j->st = grad_run_make(&j->r, j->c, j->dY, j->var < 0 ? NULL : refenc_backward_bug_kernels((refenc_variant)j->var),
+                          j->cap, &j->err);
+    return NULL;
+}
+
+/* Runs jobs[0 .. n) at once, n - 1 of them on threads of their own (on the
+ * caller's thread if one cannot start: the results are the same). */
+static void grad_jobs_run(grad_job *jobs, size_t n)
+{
+    pthread_t t[64];
+    int started[64] = {0};
+    for (size_t i = 1; i < n && i < 64; i++)
+        started[i] = pthread_create(&t[i], NULL, grad_job_run, &jobs[i]) == 0;
+    grad_job_run(&jobs[0]);
+    for (size_t i = 1; i < n && i < 64; i++) {
+        if (started[i])
+            pthread_join(t[i], NULL);
+        else
+            grad_job_run(&jobs[i]);
+    }
+}
+
+int golden_grad_variants(golden_grad *g, const refenc_case *c, json_t *variants, int threads, int quiet,
+                         refenc_error *err)
 {
     const double *dY = g->data[0]; /* in.grad.dY (collect's first entry) */
     const size_t cap = g->n + 1;   /* the backward reports what the golden holds, and no more */
-    grad_run r;
-    double worst = 0;
-    /* the reference itself: its error on the golden gradients */
-    int st = grad_run_make(&r, c, dY, NULL, cap, err);
-    for (size_t i = 0; st == REFENC_OK && i < r.n; i++) {
-        const long k = golden_index(g, r.names[i]);
-        if (k >= 0)
-            worst = fmax(worst, grad_excess(r.data[i], g->data[k], r.numel[i]));
-    }
-    grad_run_free(&r);
-    if (st != REFENC_OK)
-        return st;
-    char e[32];
-    snprintf(e, sizeof e, "%.3g", worst);
-    json_object_set_new(g->meta, "grad_variant_engine", json_string("reference"));
-    json_object_set_new(g->meta, "grad_variant_reference_error_f64", json_string(e));
-    if (!(worst <= GRAD_REFERENCE_ERROR_MAX)) /* even with --quiet: the variants may be off */
-        fprintf(stderr, "refenc golden: %s: the double reference's backward is %.3g float64 gradient bounds "
-                "from the oracle's on this case (more than %g): its backward variants may be off by as much\n",
-                c->name, worst, GRAD_REFERENCE_ERROR_MAX);
-    for (int v = REFENC_VAR_FIRST_BACKWARD; st == REFENC_OK && v < REFENC_VAR_COUNT; v++) {
-        if (!refenc_variant_applies((refenc_variant)v, c))
-            continue;
-        st = grad_run_make(&r, c, dY, refenc_backward_bug_kernels((refenc_variant)v), cap, err);
-        if (st == REFENC_OK)
-            st = store_variant(g, variants, (refenc_variant)v, &r, c, quiet, err);
-        grad_run_free(&r);
+    /* the reference itself first (its error on the golden gradients), then
+     * every backward bug that applies; threads at a time, each holding a
+     * run's gradients until it is read */
+    int vars[REFENC_VAR_COUNT + 1];
+    size_t nv = 0;
+    vars[nv++] = -1;
+    for (int v = REFENC_VAR_FIRST_BACKWARD; v < REFENC_VAR_COUNT; v++)
+        if (refenc_variant_applies((refenc_variant)v, c))
+            vars[nv++] = v;
+    const size_t batch = threads < 1 ? 1 : threads > 64 ? 64 : (size_t)threads;
+    grad_job jobs[64];
+    int st = REFENC_OK;
+    for (size_t i0 = 0; st == REFENC_OK && i0 < nv; i0 += batch) {
+        const size_t n = nv - i0 < batch ? nv - i0 : batch;
+        for (size_t i = 0; i < n; i++)
+            jobs[i] = (grad_job){.c = c, .dY = dY, .var = vars[i0 + i], .cap = cap};
+        grad_jobs_run(jobs, n);
+        for (size_t i = 0; i < n; i++) {
+            grad_job *j = &jobs[i];
+            if (st == REFENC_OK && j->st != REFENC_OK) {
+                st = j->st;
+                *err = j->err;
+            } else if (st == REFENC_OK && j->var < 0) {
+                st = reference_error(g, c, &j->r);
+            } else if (st == REFENC_OK) {
+                st = store_variant(g, variants, (refenc_variant)j->var, &j->r, c, quiet, err);
+            }
+            grad_run_free(&j->r);
+        }
     }
     return st;
 }

@@ -45,10 +45,11 @@ int golden_grad_read_dy(double **dY, const refenc_case *c, const char *path, ref
  * dY is NULL), every gradient certified, starting at prec bits.  Configs
  * the oracle's backward does not compute (RMSNorm, the gated FFN, bias-free
  * blocks, RoPE scaling) are refused with REFENC_EINVAL naming the key.
+ * The oracle's backward on threads threads (>= 1; the same file for any).
  * Progress on stderr unless quiet.  Errors: REFENC_EINVAL, REFENC_ENOMEM,
  * REFENC_ELIMIT. */
 int golden_grad_make(golden_grad *g, const refenc_case *c, const double *dY, uint64_t seed, long prec,
-                     int quiet, refenc_error *err);
+                     int threads, int quiet, refenc_error *err);
 void golden_grad_free(golden_grad *g);
 
 /* The named backward bugs' gradients (tool/backward_bugs.h), each computed
@@ -61,8 +62,10 @@ void golden_grad_free(golden_grad *g);
  * The reference's own error on g's gradients, in those bounds, goes into
  * g->meta (grad_variant_engine "reference", grad_variant_reference_error_f64),
  * with a warning on stderr (even when quiet) above 0.1.  Says on stderr,
- * unless quiet, which variants are not stored.
+ * unless quiet, which variants are not stored.  The reference's runs go
+ * threads at a time (>= 1; the same results and messages for any).
  * Errors: those of the reference's backward, REFENC_ENOMEM. */
-int golden_grad_variants(golden_grad *g, const refenc_case *c, json_t *variants, int quiet, refenc_error *err);
+int golden_grad_variants(golden_grad *g, const refenc_case *c, json_t *variants, int threads, int quiet,
+                         refenc_error *err);
 
 #endif

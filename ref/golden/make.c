@@ -584,7 +584,8 @@ static int grad_refused(const golden_source *s, const golden_request *a, refenc_
 /* The gradients: dY the inputs file's in.grad.dY (read by grad_refused), else seeded. */
 static int case_gradients(golden_run *r, const golden_request *a, refenc_error *err)
 {
-    return golden_grad_make(&r->grad, &r->s.c, r->dY, r->s.seed, (long)a->prec, a->quiet, err);
+    const int threads = a->threads > 0 ? (int)a->threads : golden_default_threads();
+    return golden_grad_make(&r->grad, &r->s.c, r->dY, r->s.seed, (long)a->prec, threads, a->quiet, err);
 }
 
 /* Frees everything a run made, its source last. */
@@ -628,7 +629,8 @@ static int make_whole(golden_run *r, const golden_request *a, golden_outcome *ou
         if (r->v.meta == NULL && (r->v.meta = json_array()) == NULL)
             st = refenc_error_set(err, REFENC_ENOMEM, "out of memory");
         if (st == REFENC_OK)
-            st = golden_grad_variants(&r->grad, &r->s.c, r->v.meta, a->quiet, err);
+            st = golden_grad_variants(&r->grad, &r->s.c, r->v.meta,
+                                      a->threads > 0 ? (int)a->threads : golden_default_threads(), a->quiet, err);
     }
     return st == REFENC_OK ? write_case(r, a, out, err) : st;
 }

@@ -65,6 +65,18 @@ void refenc_mpk_linear_backward(mpfr_ptr dx, mpfr_ptr dW, mpfr_ptr db, mpfr_srcp
                                 unsigned char *ex_dx, unsigned char *ex_dW, unsigned char *ex_db,
                                 refenc_mp_ws *ws);
 
+/* refenc_mpk_linear_backward's dW on rows o0 <= o < o1 of dW (in columns)
+ * only, a thread's share of them (ex_dW indexed as there), with dy[n,o] at
+ * dy + n dy_n + o dy_o and x[n,k] at x + n x_n + k x_k: (out, 1) and (in,
+ * 1) for the matrices as they are, (1, N) for their transposes, whose sums
+ * then read consecutive values.  And its db alone.
+ * ws: as refenc_mpk_linear_backward's. */
+void refenc_mpk_linear_backward_dw(mpfr_ptr dW, mpfr_srcptr dy, size_t dy_n, size_t dy_o, mpfr_srcptr x,
+                                   size_t x_n, size_t x_k, size_t N, size_t in, size_t o0, size_t o1,
+                                   unsigned char *ex_dW, refenc_mp_ws *ws);
+void refenc_mpk_linear_backward_db(mpfr_ptr db, mpfr_srcptr dy, size_t N, size_t out,
+                                   unsigned char *ex_db, refenc_mp_ws *ws);
+
 /* LayerNorm's backward; dgamma, dbeta (NULL: a bias-free LayerNorm) accumulated as above.  xhat: (N, D)
  * scratch at p (on return, x^).  ws: n_tmp >= D + 5, n_ptr >= max(N, D) + 1. */
 void refenc_mpk_layernorm_backward(mpfr_ptr dx, mpfr_ptr dgamma, mpfr_ptr dbeta, mpfr_ptr xhat,
@@ -216,11 +228,14 @@ int refenc_mp_encoder_backward(refenc_params *grad, double *dx, double *y, const
  * dsteps (NULL: none) holds N + 1 arrays (B, L, D), dsteps[0] the gradient
  * of the embedding path's output (the forward's step "embed", layer 0's
  * input), dsteps[i + 1] that of layer i's output ("layers.{i}.output"), each
- * certified with the rest (may be NULL: not wanted). */
+ * certified with the rest (may be NULL: not wanted).  The layers' linear
+ * maps run on threads OpenMP threads (refenc_mp_encoder_backward: 1); the
+ * outputs are the same for any number. */
 int refenc_mp_encoder_backward_steps(refenc_params *grad, double *dx, double *y,
                                      double *const *dsteps, const refenc_params *p,
                                      const refenc_config *cfg, const refenc_input *in,
-                                     const double *dY, mpfr_prec_t prec, refenc_mp_report *rep);
+                                     const double *dY, mpfr_prec_t prec, int threads,
+                                     refenc_mp_report *rep);
 
 /* REFENC_OK when the oracle's backward computes cfg's blocks, else
  * REFENC_EINVAL with a message naming the config key it does not (the

@@ -4,9 +4,10 @@
  * scaled); dx is the gradient of x (V = 0) or of the token embedding's
  * output (V > 0).  The forward is computed in MPFR from the oracle's
  * kernels (the layer's: layer_backward.h), each layer's input kept, each
- * layer's forward recomputed before its backward; every output -- the
- * forward's, dx, every parameter's gradient, accumulated -- is the
- * correctly rounded double of the exact value, certified by Ziv's loop. */
+ * layer's forward recomputed before its backward (but the last's, still
+ * held); every output -- the forward's, dx, every parameter's gradient,
+ * accumulated -- is the correctly rounded double of the exact value,
+ * certified by Ziv's loop. */
 #include "layer_backward.h"
 
 #include <stdio.h>
@@ -19,6 +20,7 @@ typedef struct {
     const refenc_input *in;
     const double *dY, *start; /* start: the gradients' starting values, tensor after tensor */
     int steps;                /* 1: emit the gradient of each layer's input and output */
+    int threads;              /* the layers' linear maps' threads (>= 1) */
 } encb_args;
 
 /* The evaluation's MPFR state. */
@@ -52,7 +54,9 @@ static mpfr_ptr PT(const enc *s, size_t t) { return t == NONE ? NULL : s->PT[t];
 static mpfr_ptr GT(const enc *s, size_t t) { return t == NONE ? NULL : s->GT[t]; }
 static unsigned char *exT(const enc *s, size_t t) { return t == NONE ? NULL : s->exT[t]; }
 
-static void bind_layer(enc *s, size_t i, int dy_exact)
+/* m's parameters, gradients and exactness arrays those of layer i, and its
+ * linear maps' doubles; 0 on allocation failure */
+static int bind_layer(enc *s, size_t i, int dy_exact)
 {
     const refenc_layer_params *lp = &s->a->p->layers[i];
     const double *const t[12] = {lp->in_proj_weight, lp->in_proj_bias, lp->out_proj_weight,
@@ -64,6 +68,7 @@ static void bind_layer(enc *s, size_t i, int dy_exact)
         s->m.P[k] = PT(s, j), s->m.G[k] = GT(s, j);
         s->m.ex[k] = dy_exact && (k == L2B || k == N2B) ? exT(s, j) : NULL;
     }
+    return refenc_mpb_layer_bind_d(&s->m, t);
 }
 
 /* e = the embedding sum, xs[0] = LN_emb(e) or e */
@@ -129,15 +134,17 @@ static void copy(mpfr_ptr y, mpfr_srcptr x, size_t n)
         mpfr_set(y + i, x + i, MPFR_RNDN);
 }
 
-/* out = the encoder's output; then d = its input gradient, into the tables */
-static void run(enc *s, refenc_mp_ws *ws)
+/* out = the encoder's output; then d = its input gradient, into the tables.
+ * 0 on allocation failure. */
+static int run(enc *s, refenc_mp_ws *ws)
 {
     const refenc_params *p = s->a->p;
     const size_t n = s->BL * s->D;
     const int fin = s->a->cfg->final_norm;
     embed_fwd(s, ws);
     for (size_t i = 0; i < s->N; i++) {
-        bind_layer(s, i, 0);
+        if (!bind_layer(s, i, 0))
+            return 0;
         refenc_mpb_layer_forward(&s->m, s->xs[i], ws);
         copy(s->xs[i + 1], s->m.y, n);
     }
@@ -157,13 +164,18 @@ static void run(enc *s, refenc_mp_ws *ws)
     for (size_t i = s->N; i-- > 0;) {
         if (s->dxs != NULL) /* the gradient of layer i's output */
             copy(s->dxs[i + 1], s->d, n);
-        bind_layer(s, i, i == s->N - 1 && !fin);
-        refenc_mpb_layer_forward(&s->m, s->xs[i], ws); /* recomputed */
+        if (!bind_layer(s, i, i == s->N - 1 && !fin))
+            return 0;
+        /* recomputed, but for the last layer: m holds its forward still (the
+         * final norm's backward writes only d1 and xhat, backward scratch) */
+        if (i < s->N - 1)
+            refenc_mpb_layer_forward(&s->m, s->xs[i], ws);
         copy(s->d, refenc_mpb_layer_backward(&s->m, s->d, s->xs[i], ws), n);
     }
     if (s->dxs != NULL) /* the gradient of the embedding path's output */
         copy(s->dxs[0], s->d, n);
     embed_bwd(s, ws);
+    return 1;
 }
 
 static int emit(const enc *s, const refenc_mp_sink *sink)
@@ -301,12 +313,13 @@ static int encb_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, re
     const int ok = st == REFENC_OK && enc_setup(&s, &ar, &ws, prec);
     if (ok)
         refenc_mpb_layer_buffers(&s.m, &ar2, prec);
-    if (!ok || ar.failed || ar2.failed) {
+    if (!ok || ar.failed || ar2.failed || !refenc_mpb_layer_threads(&s.m, a->threads, prec) ||
+        !run(&s, &ws))
         st = refenc_mp_enomem(err, "encoder backward", prec);
-    } else {
-        run(&s, &ws);
+    else
         st = emit(&s, sink);
-    }
+    refenc_mpb_layer_threads_free(&s.m);
+    refenc_mpb_layer_unbind_d(&s.m);
     enc_free(&s);
     refenc_mp_arena_free(&ar2);
     refenc_mp_arena_free(&ar);
@@ -367,13 +380,14 @@ int refenc_mp_encoder_backward(refenc_params *grad, double *dx, double *y, const
                                const refenc_config *cfg, const refenc_input *in, const double *dY,
                                mpfr_prec_t prec, refenc_mp_report *rep)
 {
-    return refenc_mp_encoder_backward_steps(grad, dx, y, NULL, p, cfg, in, dY, prec, rep);
+    return refenc_mp_encoder_backward_steps(grad, dx, y, NULL, p, cfg, in, dY, prec, 1, rep);
 }
 
 int refenc_mp_encoder_backward_steps(refenc_params *grad, double *dx, double *y,
                                      double *const *dsteps, const refenc_params *p,
                                      const refenc_config *cfg, const refenc_input *in,
-                                     const double *dY, mpfr_prec_t prec, refenc_mp_report *rep)
+                                     const double *dY, mpfr_prec_t prec, int threads,
+                                     refenc_mp_report *rep)
 {
     refenc_error local, *err = rep ? &rep->error : &local;
     int st = refenc_input_validate(in, cfg, err);
@@ -393,7 +407,7 @@ int refenc_mp_encoder_backward_steps(refenc_params *grad, double *dx, double *y,
     }
     for (size_t t = 0, off = 0; t < p->n_tensors; off += p->tensors[t].size, t++)
         memcpy(start + off, grad->tensors[t].data, p->tensors[t].size * sizeof *start);
-    encb_args a = {p, cfg, in, dY, start, dsteps != NULL};
+    encb_args a = {p, cfg, in, dY, start, dsteps != NULL, threads > 1 ? threads : 1};
     st = refenc_mp_run_twin(encb_eval, &a, prec, rep, outs,
                             p->n_tensors + 2 + (dsteps != NULL ? p->n_layers + 1 : 0));
     free(outs), free(names);

@@ -22,6 +22,7 @@
  * config does not have (P NULL) has no gradient. */
 #include "layer_backward.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,10 +81,176 @@ static const refenc_rope_scaling *scaling(const lyr *m)
     return m->rope != NULL ? m->rope->scaling : NULL;
 }
 
+/* The linear maps of m->lin: k 0 in_proj, 1 out_proj, 2 linear1, 3 linear2,
+ * and their weights' and biases' indices among the 12 tensors. */
+enum { LIN_IN, LIN_OUT, LIN_1, LIN_2 };
+static const int lin_param[4][2] = {{IPW, IPB}, {OPW, OPB}, {L1W, L1B}, {L2W, L2B}};
+
+int refenc_mpb_layer_threads(lyr *m, int threads, mpfr_prec_t prec)
+{
+    size_t np = m->R > m->F1 ? m->R : m->F1; /* the rows' lengths, and dW's sums of BL terms */
+    np = np > m->D ? np : m->D;
+    np = np > m->BL ? np : m->BL;
+    m->tws = calloc((size_t)threads, sizeof *m->tws);
+    m->threads = m->tws != NULL ? threads : 0;
+    for (int t = 0; t < m->threads; t++)
+        if (refenc_mp_ws_alloc(&m->tws[t], prec, 1, np + 1) != REFENC_OK) {
+            refenc_mpb_layer_threads_free(m);
+            return 0;
+        }
+    size_t width = m->R > m->F1 ? m->R : m->F1; /* dy's and x's widths: R, D, E, F1, F */
+    width = width > m->D ? width : m->D;
+    width = width > m->E ? width : m->E;
+    m->dyT = refenc_mp_block_alloc(width * m->BL, prec);
+    m->xT = refenc_mp_block_alloc(width * m->BL, prec);
+    if (m->tws == NULL || m->dyT == NULL || m->xT == NULL) {
+        refenc_mpb_layer_threads_free(m);
+        return 0;
+    }
+    return 1;
+}
+
+void refenc_mpb_layer_threads_free(lyr *m)
+{
+    for (int t = 0; m->tws != NULL && t < m->threads; t++)
+        refenc_mp_ws_free(&m->tws[t]); /* an unallocated one is zeroed: safe */
+    free(m->tws);
+    refenc_mp_block_free(m->dyT);
+    refenc_mp_block_free(m->xT);
+    m->tws = NULL, m->threads = 0, m->dyT = m->xT = NULL;
+}
+
+/* Runs fn(m, i, ws, arg) for i < n on m's threads.  MPFR's flags are per
+ * thread: the inexact flag is cleared before each call and what the calls
+ * raised set in the caller's (as one thread computing them all would). */
+typedef void lyr_task(const lyr *m, size_t i, refenc_mp_ws *ws, const void *arg);
+static void lyr_parallel(const lyr *m, size_t n, lyr_task *fn, const void *arg)
+{
+    const int was = mpfr_inexflag_p();
+    int inex = 0;
+#pragma omp parallel for schedule(dynamic) num_threads(m->threads) reduction(| : inex)
+    for (long i = 0; i < (long)n; i++) {
+        mpfr_clear_inexflag();
+        fn(m, (size_t)i, &m->tws[omp_get_thread_num()], arg);
+        inex |= mpfr_inexflag_p() != 0;
+    }
+    if (was || inex)
+        mpfr_set_inexflag();
+}
+
+/* One row of y = x W^T (+ b), W (out, in) doubles with its span. */
+typedef struct {
+    mpfr_ptr y;
+    mpfr_srcptr x;
+    const double *W, *b;
+    const refenc_mp_wspan *span;
+    size_t in, out;
+} row_job;
+static void row_task(const lyr *m, size_t n, refenc_mp_ws *ws, const void *arg)
+{
+    (void)m;
+    const row_job *j = arg;
+    refenc_mpk_linear_d(j->y + n * j->out, j->x + n * j->in, j->W, j->b, j->span, 1, j->in, j->out, ws);
+}
+
+/* y = x W^T + b, W (out, in) the linear map k's doubles */
+static void lin_fwd(lyr *m, int k, mpfr_ptr y, mpfr_srcptr x)
+{
+    const lyr_lin *l = &m->lin[k];
+    const row_job j = {y, x, l->W, l->b, &l->fwd, l->in, l->out};
+    lyr_parallel(m, m->BL, row_task, &j);
+}
+
+/* dx = dy W = dy (W^T)^T: the forward's rows of doubles, on W's transpose */
+static void lin_dx(lyr *m, int k, mpfr_ptr dx, mpfr_srcptr dy)
+{
+    const lyr_lin *l = &m->lin[k];
+    const row_job j = {dx, dy, l->WT, NULL, &l->bwd, l->out, l->in};
+    lyr_parallel(m, m->BL, row_task, &j);
+}
+
+/* Row o of dW += dy^T x, dW (out, in), from the transposes m->dyT (out, BL)
+ * and m->xT (in, BL). */
+typedef struct {
+    mpfr_ptr dW;
+    size_t in;
+} dw_job;
+static void dw_task(const lyr *m, size_t o, refenc_mp_ws *ws, const void *arg)
+{
+    const dw_job *j = arg;
+    refenc_mpk_linear_backward_dw(j->dW, m->dyT, 1, m->BL, m->xT, 1, m->BL, m->BL, j->in, o, o + 1,
+                                  NULL, ws);
+}
+
+/* t (w, BL) = a (BL, w) transposed; exact: t's precision, the working
+ * one, is at least a's */
+static void transpose(mpfr_ptr t, mpfr_srcptr a, size_t BL, size_t w)
+{
+    for (size_t n = 0; n < BL; n++)
+        for (size_t c = 0; c < w; c++)
+            mpfr_set(t + c * BL + n, a + n * w + c, MPFR_RNDN);
+}
+
+/* dW += dy^T x, dW (out, in), on m's threads */
+static void dw_rows(lyr *m, mpfr_ptr dW, mpfr_srcptr dy, mpfr_srcptr x, size_t in, size_t out)
+{
+    transpose(m->dyT, dy, m->BL, out);
+    transpose(m->xT, x, m->BL, in);
+    const dw_job j = {dW, in};
+    lyr_parallel(m, out, dw_task, &j);
+}
+
+/* The linear map k's parameter gradients: dW += dy^T x (on m's threads),
+ * db += sum_n dy (ex_db: which are exact, or NULL) */
+static void lin_dw(lyr *m, int k, mpfr_srcptr dy, mpfr_srcptr x, unsigned char *ex_db,
+                   refenc_mp_ws *ws)
+{
+    const lyr_lin *l = &m->lin[k];
+    dw_rows(m, m->G[lin_param[k][0]], dy, x, l->in, l->out);
+    if (m->G[lin_param[k][1]] != NULL)
+        refenc_mpk_linear_backward_db(m->G[lin_param[k][1]], dy, m->BL, l->out, ex_db, ws);
+}
+
+int refenc_mpb_layer_bind_d(lyr *m, const double *const t[12])
+{
+    const size_t shape[4][2] = {{m->R, m->D}, {m->D, m->E}, {m->F1, m->D}, {m->D, m->F}};
+    for (int k = 0; k < (m->glu ? 2 : 4); k++) {
+        lyr_lin *l = &m->lin[k];
+        const double *W = t[lin_param[k][0]], *b = t[lin_param[k][1]];
+        if (l->WT != NULL && l->W == W && l->b == b)
+            continue; /* bound already (the last layer, forward then backward) */
+        const size_t out = shape[k][0], in = shape[k][1];
+        if (l->WT == NULL && (l->WT = malloc(out * in * sizeof *l->WT)) == NULL)
+            return 0;
+        refenc_mp_wspan_unfix(&l->fwd);
+        refenc_mp_wspan_unfix(&l->bwd);
+        l->W = W, l->b = b, l->out = out, l->in = in;
+        for (size_t o = 0; o < out; o++)
+            for (size_t i = 0; i < in; i++)
+                l->WT[i * out + o] = W[o * in + i];
+        refenc_mp_wspan_of(&l->fwd, W, out * in, b, b != NULL ? out : 0);
+        refenc_mp_wspan_of(&l->bwd, l->WT, in * out, NULL, 0);
+        /* without the fixed-point rows, the same sums, slower */
+        (void)refenc_mp_wspan_fix(&l->fwd, W, out, in);
+        (void)refenc_mp_wspan_fix(&l->bwd, l->WT, in, out);
+    }
+    return 1;
+}
+
+void refenc_mpb_layer_unbind_d(lyr *m)
+{
+    for (int k = 0; k < 4; k++) {
+        refenc_mp_wspan_unfix(&m->lin[k].fwd);
+        refenc_mp_wspan_unfix(&m->lin[k].bwd);
+        free(m->lin[k].WT);
+        m->lin[k] = (lyr_lin){0};
+    }
+}
+
 /* t = MHA(in) */
 static void mha_fwd(lyr *m, mpfr_srcptr in, refenc_mp_ws *ws)
 {
-    refenc_mpk_linear_forward(m->qkv, in, m->P[IPW], m->P[IPB], m->BL, m->D, m->R, ws);
+    lin_fwd(m, LIN_IN, m->qkv, in);
     heads(m, m->qkv, m->q, m->k, m->v, 0, ws);
     if (m->rope != NULL) { /* the repeated key heads rotated alike: HF's rotate-then-repeat */
         refenc_mpk_rope_forward(m->q, m->q, m->rope->positions, m->B * m->H, m->L, m->Dh, m->base,
@@ -93,7 +260,7 @@ static void mha_fwd(lyr *m, mpfr_srcptr in, refenc_mp_ws *ws)
     }
     refenc_mpk_attention_forward(m->o, m->Pw, m->q, m->k, m->v, m->opt, m->B, m->H, m->L, m->Dh, ws);
     merge(m, m->ctx, m->o, 0);
-    refenc_mpk_linear_forward(m->t, m->ctx, m->P[OPW], m->P[OPB], m->BL, m->E, m->D, ws);
+    lin_fwd(m, LIN_OUT, m->t, m->ctx);
 }
 
 /* f = FFN(in), keeping the pre-activation z (BL, F1), act(a) in ga (gated)
@@ -105,9 +272,9 @@ static void ffn_fwd(lyr *m, mpfr_srcptr in, refenc_mp_ws *ws)
                                     m->P[L2B], m->BL, m->D, m->F, m->gate, m->act, ws);
         return;
     }
-    refenc_mpk_linear_forward(m->z, in, m->P[L1W], m->P[L1B], m->BL, m->D, m->F, ws);
+    lin_fwd(m, LIN_1, m->z, in);
     refenc_mpk_activation_forward(m->hid, m->z, m->BL * m->F, m->act, ws);
-    refenc_mpk_linear_forward(m->f, m->hid, m->P[L2W], m->P[L2B], m->BL, m->F, m->D, ws);
+    lin_fwd(m, LIN_2, m->f, m->hid);
 }
 
 static void add(mpfr_ptr y, mpfr_srcptr a, mpfr_srcptr b, size_t n)
@@ -190,8 +357,8 @@ static void in_bias_backward(lyr *m, refenc_mp_ws *ws)
 static void mha_bwd(lyr *m, mpfr_ptr dx_out, mpfr_srcptr dy, mpfr_srcptr in, refenc_mp_ws *ws)
 {
     const size_t BH = m->B * m->H;
-    refenc_mpk_linear_backward(m->d1, m->G[OPW], m->G[OPB], dy, m->ctx, m->P[OPW], m->BL, m->E,
-                               m->D, NULL, NULL, NULL, ws);
+    lin_dx(m, LIN_OUT, m->d1, dy);
+    lin_dw(m, LIN_OUT, dy, m->ctx, NULL, ws);
     merge(m, m->d1, m->dob, 1);
     refenc_mpk_attention_backward(m->dq, m->dk, m->dv, m->dP, m->dS, m->Dr, m->dob, m->q, m->k,
                                   m->v, m->Pw, m->o, m->opt, m->B, m->H, m->L, m->Dh, NULL, NULL,
@@ -203,8 +370,8 @@ static void mha_bwd(lyr *m, mpfr_ptr dx_out, mpfr_srcptr dy, mpfr_srcptr in, ref
                                  m->rope->layout, scaling(m), ws);
     }
     heads(m, m->dqkv, m->dq, m->dk, m->dv, 1, ws); /* dk, dv summed over each group */
-    refenc_mpk_linear_backward(dx_out, m->G[IPW], NULL, m->dqkv, in, m->P[IPW], m->BL, m->D,
-                               m->R, NULL, NULL, NULL, ws);
+    lin_dx(m, LIN_IN, dx_out, m->dqkv);
+    dw_rows(m, m->G[IPW], m->dqkv, in, m->D, m->R); /* the bias: in_bias_backward */
     if (m->G[IPB] != NULL)
         in_bias_backward(m, ws);
 }
@@ -222,13 +389,13 @@ static void ffn_bwd(lyr *m, mpfr_ptr dx_out, mpfr_srcptr dy, mpfr_srcptr in, int
                                 m->BL, m->D, m->F, m->gate, m->act, ex, ws);
         return;
     }
-    refenc_mpk_linear_backward(m->dhid, m->G[L2W], m->G[L2B], dy, m->hid, m->P[L2W], m->BL, m->F,
-                               m->D, NULL, NULL, ex, ws);
+    lin_dx(m, LIN_2, m->dhid, dy);
+    lin_dw(m, LIN_2, dy, m->hid, ex, ws);
     refenc_mpk_activation_derivative(m->gd, m->z, n, m->act, ws);
     for (size_t i = 0; i < n; i++)
         mpfr_mul(m->dz + i, m->dhid + i, m->gd + i, MPFR_RNDN); /* da = dh act'(a) */
-    refenc_mpk_linear_backward(dx_out, m->G[L1W], m->G[L1B], m->dz, in, m->P[L1W], m->BL, m->D,
-                               m->F, NULL, NULL, NULL, ws);
+    lin_dx(m, LIN_1, dx_out, m->dz);
+    lin_dw(m, LIN_1, m->dz, in, NULL, ws);
 }
 
 /* dx_out = LN^T dy (the norm's input x), the norm's weight at P[w] */
@@ -365,6 +532,10 @@ static int layb_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, re
         off += (int)n;
     }
     refenc_mpb_layer_buffers(&m, &ar2, prec);
+    const double *params[12];
+    for (int i = 0; i < 12; i++)
+        params[i] = param_ptr(a->lp, i);
+    const int bound = refenc_mpb_layer_bind_d(&m, params);
     mpfr_ptr x = refenc_mp_arena_from_d(&ar1, a->x, m.BL * m.D, 53);
     mpfr_ptr dy = refenc_mp_arena_from_d(&ar1, a->dy, m.BL * m.D, 53);
     m.eps = refenc_mp_arena_from_d(&ar1, &c->layer_norm_eps, 1, 53);
@@ -373,13 +544,16 @@ static int layb_eval(void *ctx, mpfr_prec_t prec, const refenc_mp_sink *sink, re
     const int eb = m.pre ? L2B : N2B; /* the bias summed from dy: db2 (Pre-LN), dbeta2 (Post-LN) */
     unsigned char *exb = m.G[eb] != NULL ? malloc(m.D) : NULL;
     m.ex[eb] = exb;
-    if (st || !ok || ar1.failed || ar2.failed || (m.G[eb] != NULL && exb == NULL)) {
+    if (st || !ok || !bound || ar1.failed || ar2.failed || (m.G[eb] != NULL && exb == NULL) ||
+        !refenc_mpb_layer_threads(&m, 1, prec)) {
         st = refenc_mp_enomem(err, "layer backward", prec);
     } else {
         refenc_mpb_layer_forward(&m, x, &ws);
         st = lyr_emit(&m, sink, refenc_mpb_layer_backward(&m, dy, x, &ws));
     }
     free(exb);
+    refenc_mpb_layer_threads_free(&m);
+    refenc_mpb_layer_unbind_d(&m);
     refenc_mp_attn_options_free(handle);
     refenc_mp_arena_free(&ar2);
     refenc_mp_arena_free(&ar1);

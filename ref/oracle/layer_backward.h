@@ -7,6 +7,20 @@
 #include "backward.h"
 #include "internal.h"
 
+/* One linear map's weights as doubles, for the fixed-point row sums of
+ * refenc_mpk_linear_d (the forward engine's, oracle.h): W (out, in) and its
+ * bias b for y = x W^T + b, and W's transpose WT (in, out) for the input
+ * gradient dx = dy W, each with its span (wspan_fix).  The same correctly
+ * rounded sums as refenc_mp_dot on the MPFR copies of the weights, which
+ * decodes both operands of every term anew: the backward's linear maps
+ * spent most of its time there. */
+typedef struct {
+    const double *W, *b;
+    double *WT;
+    size_t out, in;
+    refenc_mp_wspan fwd, bwd;
+} lyr_lin;
+
 /* The layer's MPFR values: parameters (53 bits) and the forward's buffers.
  * E = H Dh (the attention's width), Ekv = Hkv Dh, R = E + 2 Ekv (in_proj's
  * rows), F1 = F or 2F (linear1's rows, gated).  A tensor the config does not
@@ -15,6 +29,12 @@
 typedef struct {
     size_t B, L, D, H, Hkv, Dh, E, Ekv, R, F, F1, BL;
     mpfr_ptr P[12];  /* the parameters, in refenc_layer_params order */
+    lyr_lin lin[4];  /* in_proj, out_proj, linear1, linear2 as doubles (MLP; the
+                        gated FFN's linears take P): refenc_mpb_layer_bind_d */
+    int threads;     /* the linear maps' rows go to this many OpenMP threads, */
+    refenc_mp_ws *tws; /* each with its workspace (refenc_mpb_layer_threads)  */
+    mpfr_ptr dyT, xT;  /* dW's operands transposed, (width, BL), width up to the
+                          widest linear: each sum reads consecutive values   */
     mpfr_ptr G[12];  /* their gradients (accumulated)               */
     unsigned char *ex[12]; /* which gradient values are exact         */
     mpfr_ptr eps;
@@ -34,6 +54,20 @@ typedef struct {
 void refenc_mpb_layer_shape(lyr *m, const refenc_config *cfg, size_t B, size_t L);
 
 enum { IPW, IPB, OPW, OPB, L1W, L1B, L2W, L2B, N1W, N1B, N2W, N2B };
+
+/* m->lin from the layer's double parameters t (refenc_layer_params order):
+ * their spans, fixed-point rows and transposes, rebuilt for each layer
+ * (the transposes' buffers kept).  Returns 0 on allocation failure.
+ * refenc_mpb_layer_unbind_d frees them. */
+int refenc_mpb_layer_bind_d(lyr *m, const double *const t[12]);
+void refenc_mpb_layer_unbind_d(lyr *m);
+
+/* m's threads (threads >= 1) and their workspaces, each at prec as large as
+ * the linear maps' rows need, and dyT, xT; 0 on allocation failure.  A value is computed by the same operations on any thread: the
+ * outputs are the same for any number.  refenc_mpb_layer_threads_free
+ * frees them. */
+int refenc_mpb_layer_threads(lyr *m, int threads, mpfr_prec_t prec);
+void refenc_mpb_layer_threads_free(lyr *m);
 
 /* The forward's and the backward's buffers of m (its sizes set), from ar2. */
 void refenc_mpb_layer_buffers(lyr *m, refenc_mp_arena *ar2, mpfr_prec_t p);

@@ -11,33 +11,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-void refenc_mpk_linear_backward(mpfr_ptr dx, mpfr_ptr dW, mpfr_ptr db, mpfr_srcptr dy,
-                                mpfr_srcptr x, mpfr_srcptr W, size_t N, size_t in, size_t out,
-                                unsigned char *ex_dx, unsigned char *ex_dW, unsigned char *ex_db,
-                                refenc_mp_ws *ws)
+void refenc_mpk_linear_backward_dw(mpfr_ptr dW, mpfr_srcptr dy, size_t dy_n, size_t dy_o, mpfr_srcptr x,
+                                   size_t x_n, size_t x_k, size_t N, size_t in, size_t o0, size_t o1,
+                                   unsigned char *ex_dW, refenc_mp_ws *ws)
 {
-    int was;
-    if (dx != NULL)
-        for (size_t n = 0; n < N; n++) /* dy[n,:] . W[:,k] */
-            for (size_t k = 0; k < in; k++) {
-                was = refenc_mpb_exact_begin();
-                refenc_mp_dot(dx + n * in + k, dy + n * out, 1, W + k, in, out, NULL, ws);
-                const unsigned char e = refenc_mpb_exact_end(was);
-                if (ex_dx != NULL)
-                    ex_dx[n * in + k] = e;
-            }
     mpfr_ptr t = ws->tmp; /* the new value, then copied: no output aliases an input */
-    for (size_t o = 0; o < out; o++) /* dW0[o,k] + dy[:,o] . x[:,k] */
+    for (size_t o = o0; o < o1; o++) /* dW0[o,k] + dy[:,o] . x[:,k] */
         for (size_t k = 0; k < in; k++) {
-            was = refenc_mpb_exact_begin();
-            refenc_mp_dot(t, dy + o, out, x + k, in, N, dW + o * in + k, ws);
+            const int was = refenc_mpb_exact_begin();
+            refenc_mp_dot(t, dy + o * dy_o, dy_n, x + k * x_k, x_n, N, dW + o * in + k, ws);
             const unsigned char e = refenc_mpb_exact_end(was);
             if (ex_dW != NULL)
                 ex_dW[o * in + k] = e;
             mpfr_set(dW + o * in + k, t, MPFR_RNDN);
         }
-    if (db == NULL)
-        return;
+}
+
+void refenc_mpk_linear_backward_db(mpfr_ptr db, mpfr_srcptr dy, size_t N, size_t out,
+                                   unsigned char *ex_db, refenc_mp_ws *ws)
+{
+    mpfr_ptr t = ws->tmp;
     for (size_t o = 0; o < out; o++) { /* db0[o] + sum_n dy[n,o] */
         for (size_t n = 0; n < N; n++)
             ws->pa[n] = (mpfr_ptr)(dy + n * out + o);
@@ -47,6 +40,25 @@ void refenc_mpk_linear_backward(mpfr_ptr dx, mpfr_ptr dW, mpfr_ptr db, mpfr_srcp
             ex_db[o] = (unsigned char)exact;
         mpfr_set(db + o, t, MPFR_RNDN);
     }
+}
+
+void refenc_mpk_linear_backward(mpfr_ptr dx, mpfr_ptr dW, mpfr_ptr db, mpfr_srcptr dy,
+                                mpfr_srcptr x, mpfr_srcptr W, size_t N, size_t in, size_t out,
+                                unsigned char *ex_dx, unsigned char *ex_dW, unsigned char *ex_db,
+                                refenc_mp_ws *ws)
+{
+    if (dx != NULL)
+        for (size_t n = 0; n < N; n++) /* dy[n,:] . W[:,k] */
+            for (size_t k = 0; k < in; k++) {
+                const int was = refenc_mpb_exact_begin();
+                refenc_mp_dot(dx + n * in + k, dy + n * out, 1, W + k, in, out, NULL, ws);
+                const unsigned char e = refenc_mpb_exact_end(was);
+                if (ex_dx != NULL)
+                    ex_dx[n * in + k] = e;
+            }
+    refenc_mpk_linear_backward_dw(dW, dy, out, 1, x, in, 1, N, in, 0, out, ex_dW, ws);
+    if (db != NULL)
+        refenc_mpk_linear_backward_db(db, dy, N, out, ex_db, ws);
 }
 
 typedef struct {

@@ -201,18 +201,19 @@ static void linear_dw_transposed(double *dx, double *dW, double *db, const doubl
 {
     for (size_t n = 0; n < N; n++) {
         const double *dy_n = dy + n * out, *x_n = x + n * in; /* dy[n,:], x[n,:] */
-        for (size_t k = 0; dx != NULL && k < in; k++) {
-            double acc = 0.0;
-            for (size_t o = 0; o < out; o++)
-                acc += dy_n[o] * W[o * in + k];
-            dx[n * in + k] = acc;
-        }
-        for (size_t o = 0; o < out; o++) {
+        /* the same sums as the reference's, term by term in the same order
+         * (over o for dx, over n for dW and db), the matrices read along
+         * their rows */
+        for (size_t k = 0; dx != NULL && k < in; k++)
+            dx[n * in + k] = 0.0;
+        for (size_t o = 0; dx != NULL && o < out; o++)
             for (size_t k = 0; k < in; k++)
+                dx[n * in + k] += dy_n[o] * W[o * in + k];
+        for (size_t k = 0; k < in; k++)
+            for (size_t o = 0; o < out; o++)
                 dW[k * out + o] += dy_n[o] * x_n[k];
-            if (db != NULL)
-                db[o] += dy_n[o];
-        }
+        for (size_t o = 0; db != NULL && o < out; o++)
+            db[o] += dy_n[o];
     }
 }
 

@@ -10,19 +10,26 @@ $(CHECKS): private override LDFLAGS += $(OMP_FLAGS)
 $(BENCH): private override LDFLAGS += $(OMP_FLAGS)
 
 # The oracle at BERT-base size against its goals (docs/oracle.md): a layer
-# at B1 L128, memory at B8 L512, 1 vs 2 shards; then one Llama-3-8B-shaped
+# at B1 L128, memory at B8 L512, 1 vs 2 shards, the same layer's backward
+# golden against its forward; then one Llama-3-8B-shaped
 # layer unit at B1 L512 (time and memory against its goal, reported, not
 # enforced).  About 15 minutes and 6 GiB; meaningful on a quiet machine
-# only.  Fails if a BERT-base goal is missed.  STEPS="1 2 2b 3" leaves the
+# only.  Fails if a BERT-base goal is missed.  STEPS="1 2 2b 3 grad" leaves the
 # Llama unit out; make bench-oracle-llama runs it alone (THREADS, default 2;
-# LLAMA_L, default 512).
-.PHONY: bench-oracle-large bench-oracle-llama
+# LLAMA_L, default 512).  make bench-oracle-grad runs the backward golden's
+# step alone: a BERT-base layer at B1 L128, the golden with and without
+# --grad back to back; fails if the backward costs more than 3 times the
+# forward golden (docs/gradients.md, "The backward golden's cost").
+.PHONY: bench-oracle-large bench-oracle-llama bench-oracle-grad
 bench-oracle-large: $(CLI)
 	@sh scripts/install-deps.sh time bc
 	sh scripts/bench-oracle-large.sh $(CLI) $(BUILD)/bench-large
 bench-oracle-llama: $(CLI)
 	@sh scripts/install-deps.sh time bc
 	STEPS=llama sh scripts/bench-oracle-large.sh $(CLI) $(BUILD)/bench-large
+bench-oracle-grad: $(CLI)
+	@sh scripts/install-deps.sh time bc
+	STEPS=grad sh scripts/bench-oracle-large.sh $(CLI) $(BUILD)/bench-large
 
 # clang's OpenMP is LLVM's libomp (make check-determinism builds with clang).
 .PHONY: openmp-deps
