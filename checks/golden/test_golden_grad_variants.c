@@ -328,3 +328,26 @@ Test(golden_grad_variants, a_reference_far_from_the_oracle_is_said_on_stderr_eve
     }
     rb_tmpdir_remove(dir);
 }
+
+/* Determinism: `refenc golden --grad` runs the oracle's backward linear maps
+ * on --threads OpenMP threads and the backward bugs' reference runs --threads
+ * at a time; the file, gradients, variants and metadata, is the same bytes on
+ * 1, 2 and 3 threads (two layers, padding, so that every pool has work). */
+Test(golden_grad_variants, the_gradient_golden_is_the_same_bytes_on_any_threads, .timeout = 120)
+{
+    char dir[RB_PATH_MAX], cfg[RB_PATH_MAX + 32], out[3][RB_PATH_MAX + 32], threads[16];
+    rb_tmpdir(dir);
+    snprintf(cfg, sizeof cfg, "%s/c.json", dir);
+    const char *c = "{\"model\": {\"d_model\": 8, \"n_heads\": 2, \"d_ff\": 16, \"n_layers\": 2, \"norm\": \"pre\"},"
+                    " \"input\": {\"batch\": 2, \"seq_len\": 5, \"padding\": [0, 2]}}";
+    rb_write_file(cfg, c, strlen(c));
+    for (int t = 0; t < 3; t++) {
+        snprintf(out[t], sizeof out[t], "%s/t%d.safetensors", dir, t + 1);
+        snprintf(threads, sizeof threads, "%d", t + 1);
+        rb_run_ok((const char *[]){"refenc", "golden", "--config", cfg, "--grad", "--threads", threads, "--quiet",
+                                   "--out-file", out[t], NULL});
+        if (t > 0)
+            cr_expect(rb_same_file(out[0], out[t]), "golden --grad: --threads %d differs from --threads 1", t + 1);
+    }
+    rb_tmpdir_remove(dir);
+}
