@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../core/version.h"
+#include "../io/atomic_write.h"
 #include "../io/config_json.h"
 #include "../io/manifest.h"
 #include "digest.h"
@@ -158,7 +159,7 @@ static int every_item_put(const golden_part_writer *pf, refenc_error *err)
         for (size_t b = pf->slices[s].lo; b < pf->slices[s].hi; b++)
             if (!pf->got[s][b - pf->slices[s].lo])
                 return refenc_error_set(err, REFENC_EINVAL, "%s: item %zu of '%s' was never computed",
-                                        pf->st.a.path, b, pf->slices[s].name);
+                                        pf->st.a->path, b, pf->slices[s].name);
     return REFENC_OK;
 }
 

@@ -49,7 +49,7 @@
 #include "file_names.h"
 #include "same_file.h"
 
-typedef struct {
+typedef struct refenc_atomic_file {
     const char *path;                     /* the target, as given (borrowed)       */
     int dirfd;                            /* the target's directory, or -1          */
     int fd;                               /* the temporary file, or -1              */

@@ -1214,7 +1214,8 @@ int refenc_st_write_at(int at, const char *path, const char *display, const refe
 void refenc_st_stream_abort(refenc_st_stream *s)
 {
     if (s->open)
-        refenc_atomic_abort(&s->a); /* after a commit: nothing left to remove */
+        refenc_atomic_abort(s->a); /* after a commit: nothing left to remove */
+    free(s->a);
     for (size_t i = 0; s->e != NULL && i < s->n; i++)
         free((char *)s->e[i].name);
     free(s->e);
@@ -1260,11 +1261,11 @@ static int stream_adopt(refenc_st_stream *s, write_plan *p, const refenc_st_entr
 static int stream_reserve(refenc_st_stream *s, const char *path, refenc_error *err)
 {
     const off_t size = (off_t)(s->data_at + s->total);
-    const int e = size > 0 ? posix_fallocate(s->a.fd, 0, size) : 0;
+    const int e = size > 0 ? posix_fallocate(s->a->fd, 0, size) : 0;
     if (e == ENOSPC || e == EFBIG)
         return refenc_error_set(err, REFENC_EIO, "%s: cannot write its %lld bytes: %s", path, (long long)size,
                                 strerror(e));
-    if (ftruncate(s->a.fd, size) != 0)
+    if (ftruncate(s->a->fd, size) != 0)
         return refenc_error_set(err, REFENC_EIO, "%s: cannot write: %s", path, strerror(errno));
     return REFENC_OK;
 }
@@ -1283,9 +1284,11 @@ int refenc_st_stream_open(refenc_st_stream *s, const char *path, const refenc_st
     if (st == REFENC_OK)
         st = stream_adopt(s, &p, entries, hlen, path, err);
     plan_free(&p);
-    if (st == REFENC_OK && (st = refenc_atomic_open(&s->a, path, err)) == REFENC_OK) {
+    if (st == REFENC_OK && (s->a = calloc(1, sizeof *s->a)) == NULL)
+        st = refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", path);
+    if (st == REFENC_OK && (st = refenc_atomic_open(s->a, path, err)) == REFENC_OK) {
         s->open = 1;
-        refenc_atomic_signals(&s->a, 0); /* a long write: a termination signal ends it (atomic_write.h) */
+        refenc_atomic_signals(s->a, 0); /* a long write: a termination signal ends it (atomic_write.h) */
         st = stream_reserve(s, path, err);
     }
     for (size_t i = 0; i < n && st == REFENC_OK; i++)
@@ -1301,21 +1304,22 @@ static int stream_range(const refenc_st_stream *s, size_t i, size_t at, size_t n
 {
     if (s->open && i < s->n && at <= s->nbytes[i] && n <= s->nbytes[i] - at)
         return REFENC_OK;
+    const char *path = s->a != NULL && s->a->path != NULL ? s->a->path : "(no file)";
     return refenc_error_set(err, REFENC_EINVAL, "%s: bytes %zu to %zu of tensor %zu of %zu: not in the tensor, "
-                            "or the file is not open", s->a.path ? s->a.path : "(no file)", at, at + n, i, s->n);
+                            "or the file is not open", path, at, at + n, i, s->n);
 }
 
 int refenc_st_stream_put(refenc_st_stream *s, size_t i, size_t at, const void *data, size_t n,
                          refenc_error *err)
 {
     const int st = stream_range(s, i, at, n, err);
-    return st == REFENC_OK ? refenc_atomic_pwrite(&s->a, data, n, s->at[i] + at, err) : st;
+    return st == REFENC_OK ? refenc_atomic_pwrite(s->a, data, n, s->at[i] + at, err) : st;
 }
 
 int refenc_st_stream_get(refenc_st_stream *s, size_t i, size_t at, void *data, size_t n, refenc_error *err)
 {
     const int st = stream_range(s, i, at, n, err);
-    return st == REFENC_OK ? refenc_atomic_pread(&s->a, data, n, s->at[i] + at, err) : st;
+    return st == REFENC_OK ? refenc_atomic_pread(s->a, data, n, s->at[i] + at, err) : st;
 }
 
 /* Moves the data to start at byte `to` of the file: the last bytes first
@@ -1325,18 +1329,18 @@ static int stream_move(refenc_st_stream *s, uint64_t to, refenc_error *err)
     const uint64_t from = s->data_at;
     const size_t chunk = (size_t)1 << 20;
     unsigned char *buf = malloc(chunk);
-    int st = buf == NULL ? refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", s->a.path) : REFENC_OK;
+    int st = buf == NULL ? refenc_error_set(err, REFENC_ENOMEM, "%s: out of memory", s->a->path) : REFENC_OK;
     for (size_t done = 0; done < s->total && st == REFENC_OK;) {
         const size_t n = s->total - done < chunk ? s->total - done : chunk;
         const size_t off = to > from ? s->total - done - n : done;
-        st = refenc_atomic_pread(&s->a, buf, n, from + off, err);
+        st = refenc_atomic_pread(s->a, buf, n, from + off, err);
         if (st == REFENC_OK)
-            st = refenc_atomic_pwrite(&s->a, buf, n, to + off, err);
+            st = refenc_atomic_pwrite(s->a, buf, n, to + off, err);
         done += n;
     }
     free(buf);
-    if (st == REFENC_OK && to < from && ftruncate(s->a.fd, (off_t)(to + s->total)) != 0)
-        st = refenc_error_set(err, REFENC_EIO, "%s: cannot write: %s", s->a.path, strerror(errno));
+    if (st == REFENC_OK && to < from && ftruncate(s->a->fd, (off_t)(to + s->total)) != 0)
+        st = refenc_error_set(err, REFENC_EIO, "%s: cannot write: %s", s->a->path, strerror(errno));
     for (size_t i = 0; i < s->n && st == REFENC_OK; i++)
         s->at[i] = s->at[i] - from + to;
     if (st == REFENC_OK)
@@ -1348,24 +1352,24 @@ int refenc_st_stream_commit(refenc_st_stream *s, const json_t *metadata, refenc_
 {
     if (!s->open)
         return refenc_error_set(err, REFENC_EINVAL, "a streamed file committed without being open");
-    refenc_atomic_signals(&s->a, 1);
+    refenc_atomic_signals(s->a, 1);
     write_plan view = {s->sorted, s->nbytes, s->n, s->total};
     char *header = NULL;
     size_t len = 0;
-    int st = check_write_metadata(s->a.path, metadata, err);
+    int st = check_write_metadata(s->a->path, metadata, err);
     if (st == REFENC_OK)
-        st = padded_header(&header, &len, &view, metadata, s->a.path, err);
+        st = padded_header(&header, &len, &view, metadata, s->a->path, err);
     if (st == REFENC_OK && 8 + (uint64_t)len != s->data_at)
         st = stream_move(s, 8 + (uint64_t)len, err);
     unsigned char prefix[8];
     for (int i = 0; i < 8; i++)
         prefix[i] = (unsigned char)((uint64_t)len >> (8 * i));
     if (st == REFENC_OK)
-        st = refenc_atomic_pwrite(&s->a, prefix, 8, 0, err);
+        st = refenc_atomic_pwrite(s->a, prefix, 8, 0, err);
     if (st == REFENC_OK)
-        st = refenc_atomic_pwrite(&s->a, header, len, 8, err);
+        st = refenc_atomic_pwrite(s->a, header, len, 8, err);
     if (st == REFENC_OK)
-        st = refenc_atomic_commit(&s->a, err);
+        st = refenc_atomic_commit(s->a, err);
     free(header);
     refenc_st_stream_abort(s);
     return st;

@@ -32,7 +32,6 @@
 #include <jansson.h>
 
 #include "../core/status.h"
-#include "atomic_write.h"
 #include "half.h"
 
 /* 100 MB, the limit of Hugging Face's implementation (MAX_HEADER_SIZE = 100_000_000):
@@ -196,8 +195,12 @@ int refenc_st_write_at(int at, const char *path, const char *display, const refe
  *   get     reads them back (for a checksum)
  *   commit  writes the header with the final metadata, renames the file
  *   abort   removes the temporary file; safe after a failed call, twice */
+/* the temporary file (atomic_write.h), held by pointer: this header, which C11
+ * programs include, needs no POSIX signal mask */
+struct refenc_atomic_file;
+
 typedef struct {
-    refenc_atomic_file a;
+    struct refenc_atomic_file *a;     /* the temporary file, allocated at open             */
     refenc_st_entry *e;               /* (n) copies of the entries: names owned, data NULL */
     const refenc_st_entry **sorted;   /* (n) layout order                                  */
     size_t *nbytes;                   /* (2n) by entry, then in layout order               */
